@@ -1,0 +1,23 @@
+/*  common/log.h: one-line logging to stderr.
+
+    Lines look like `2026-11-29T18:31:13.123Z akcoord[1234] INFO task B1.7 leased to w1`.
+    Thread-safe (one write(2) per line). */
+#ifndef AK_LOG_H
+#define AK_LOG_H
+
+typedef enum { AK_LOG_DEBUG = 0, AK_LOG_INFO, AK_LOG_WARN, AK_LOG_ERROR, AK_LOG_QUIET } ak_log_level_t;
+
+void ak_log_set_ident (const char *ident);       /* "akcoord", "akworker" ... */
+void ak_log_set_level (ak_log_level_t level);
+ak_log_level_t ak_log_level (void);
+/* Parses "debug|info|warn|error|quiet"; returns -1 if unknown. */
+int  ak_log_parse_level (const char *text);
+void ak_log (ak_log_level_t level, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+#define ak_debug(...) ak_log (AK_LOG_DEBUG, __VA_ARGS__)
+#define ak_info(...)  ak_log (AK_LOG_INFO,  __VA_ARGS__)
+#define ak_warn(...)  ak_log (AK_LOG_WARN,  __VA_ARGS__)
+#define ak_error(...) ak_log (AK_LOG_ERROR, __VA_ARGS__)
+
+#endif

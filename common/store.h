@@ -1,0 +1,93 @@
+/*  common/store.h: the LMDB store.
+
+    One environment (a directory), named databases, values encoded with the
+    protobuf schema.  `meta` holds the schema version and id counters.  Every
+    state change happens inside a write transaction; callers group many
+    changes into one transaction (group commit) and only tell peers about a
+    change after ak_store_commit returned 0.
+
+    Every LMDB return code is checked; failures come back as AK_ESTORE (with
+    the mdb call and mdb_strerror in err) or AK_ESTOREFULL when the map is
+    full, in which case the transaction is aborted and nothing is half-written. */
+#ifndef AK_STORE_H
+#define AK_STORE_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "akfleet.pb-c.h"
+#include "error.h"
+
+#define AK_STORE_SCHEMA_VERSION 1
+#define AK_STORE_DEFAULT_MAP    (1ull << 30)     /* 1 GiB, grows on demand */
+
+typedef enum {
+    AK_DB_META = 0,      /* "schema_version", counters "next.batch", "next.receipt" */
+    AK_DB_BATCHES,       /* batch_id -> BatchRecord */
+    AK_DB_TASKS,         /* task_id -> TaskRecord */
+    AK_DB_RECEIPTS,      /* receipt_id -> Receipt (never overwritten) */
+    AK_DB_ATTEMPTS,      /* "task_id#attempt" -> receipt_id of its first receipt */
+    AK_DB_BLOBS,         /* sha256 hex -> bytes (sources, specs, manifests) */
+    AK_DB_WORKERS,       /* worker_id -> WorkerRecord */
+    AK_DB_PROFILES,      /* profile entries (later issue) */
+    AK_DB_COUNT
+} ak_db_t;
+
+typedef struct ak_store ak_store_t;
+typedef struct ak_txn ak_txn_t;
+
+typedef struct {
+    size_t map_size;     /* 0: AK_STORE_DEFAULT_MAP */
+    bool   no_sync;      /* MDB_NOSYNC: only for tests and load generators */
+} ak_store_opts_t;
+
+/* Opens (creating the directory with mode 0700 if needed) the environment at
+   dir.  A new store gets the schema version; an existing one with another
+   version is refused with AK_EVERSION. */
+int ak_store_open (const char *dir, const ak_store_opts_t *opts, ak_store_t **store_p, ak_err_t *err);
+void ak_store_destroy (ak_store_t **self_p);
+
+/* Map size in bytes now; grow it (no transaction may be open). */
+size_t ak_store_map_size (ak_store_t *self);
+int ak_store_set_map_size (ak_store_t *self, size_t bytes, ak_err_t *err);
+int ak_store_schema_version (ak_store_t *self, uint32_t *version);
+
+/* Transactions.  Commit and abort free the transaction and null the pointer;
+   abort may be called on NULL. */
+int  ak_store_begin (ak_store_t *self, bool write, ak_txn_t **txn_p, ak_err_t *err);
+int  ak_store_commit (ak_txn_t **txn_p, ak_err_t *err);
+void ak_store_abort (ak_txn_t **txn_p);
+
+/* Raw access.  get copies the value into a malloc'ed buffer the caller frees
+   (NUL-terminated beyond len for convenience); AK_ENOTFOUND if absent. */
+int ak_store_put (ak_txn_t *txn, ak_db_t db, const char *key, const void *val, size_t len, ak_err_t *err);
+int ak_store_get (ak_txn_t *txn, ak_db_t db, const char *key, void **val_p, size_t *len_p, ak_err_t *err);
+int ak_store_del (ak_txn_t *txn, ak_db_t db, const char *key, ak_err_t *err);
+/* Calls fn for each key starting with prefix ("" for all), in key order.
+   The value pointer is only valid during the call.  fn returning non-zero
+   stops the walk and that value is returned. */
+typedef int (ak_store_walk_fn) (const char *key, const void *val, size_t len, void *arg);
+int ak_store_walk (ak_txn_t *txn, ak_db_t db, const char *prefix, ak_store_walk_fn *fn, void *arg, ak_err_t *err);
+/* Number of entries in db. */
+int ak_store_count (ak_txn_t *txn, ak_db_t db, uint64_t *count, ak_err_t *err);
+
+/* Atomically increments counter `name` in meta and returns the new value (first is 1). */
+int ak_store_next_id (ak_txn_t *txn, const char *name, uint64_t *value, ak_err_t *err);
+
+/* Content-addressed blobs: put stores under sha256(data) and writes the hex
+   digest; storing the same bytes twice is a no-op. */
+int ak_store_put_blob (ak_txn_t *txn, const void *data, size_t len, char digest[65], ak_err_t *err);
+int ak_store_get_blob (ak_txn_t *txn, const char *digest, char **data_p, size_t *len_p, ak_err_t *err);
+
+/* Typed records (protobuf).  get returns a record the caller frees with the
+   matching ak__*__free_unpacked(rec, NULL); a value that fails to decode is
+   AK_ESTORE with the key named. */
+int ak_store_put_batch (ak_txn_t *txn, const Ak__BatchRecord *rec, ak_err_t *err);
+int ak_store_get_batch (ak_txn_t *txn, const char *batch_id, Ak__BatchRecord **rec_p, ak_err_t *err);
+int ak_store_put_task (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err);
+int ak_store_get_task (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_p, ak_err_t *err);
+int ak_store_put_receipt (ak_txn_t *txn, const Ak__Receipt *rec, ak_err_t *err);   /* AK_EEXIST if the id exists */
+int ak_store_get_receipt (ak_txn_t *txn, const char *receipt_id, Ak__Receipt **rec_p, ak_err_t *err);
+int ak_store_put_worker (ak_txn_t *txn, const Ak__WorkerRecord *rec, ak_err_t *err);
+int ak_store_get_worker (ak_txn_t *txn, const char *worker_id, Ak__WorkerRecord **rec_p, ak_err_t *err);
+
+#endif

@@ -1,0 +1,37 @@
+/*  common/util.h: small helpers shared by every program. */
+#ifndef AK_UTIL_H
+#define AK_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "error.h"
+
+/* Reads a whole file (at most max_bytes) into a NUL-terminated buffer the
+   caller frees. AK_ENOTFOUND, AK_ETOOBIG or AK_EIO with err naming the path. */
+int ak_file_read (const char *path, size_t max_bytes, char **data_p, size_t *len_p, ak_err_t *err);
+
+/* Writes data to path atomically: a temp file in the same directory, fsync,
+   rename.  Readers see the old file or the new one, never a torn one. */
+int ak_file_write_atomic (const char *path, const void *data, size_t len, ak_err_t *err);
+
+/* mkdir -p with the given mode. */
+int ak_mkdir_p (const char *path, int mode, ak_err_t *err);
+
+/* Directory part of path ("." when none); caller frees. */
+char *ak_dirname (const char *path);
+/* Joins dir and rel ("dir/rel"); rel absolute is returned as is; caller frees. */
+char *ak_path_join (const char *dir, const char *rel);
+
+/* xmalloc-style helpers: abort on allocation failure (out of memory is not
+   recoverable for these small, bounded allocations). */
+void *ak_malloc (size_t n);
+void *ak_calloc (size_t n, size_t size);
+void *ak_realloc (void *p, size_t n);
+char *ak_strdup (const char *s);              /* NULL -> NULL */
+char *ak_sprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
+/* Strict integer / float parsing of a whole string. 0 or AK_EINVAL. */
+int ak_parse_i64 (const char *text, int64_t *out);
+int ak_parse_double (const char *text, double *out);
+
+#endif

@@ -1,0 +1,2 @@
+/* placeholder: replaced by the real program */
+int main (void) { return 1; }

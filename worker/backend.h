@@ -1,0 +1,100 @@
+/*  worker/backend.h: the table of functions a backend implements.
+
+    Two backends implement it: the host backend (C kernels built with the
+    system compiler, run on the CPU: the whole pipeline works without a GPU)
+    and, later, the CUDA backend (NVRTC, libcuda, CUPTI through dlopen).
+    Gates and timing (worker/gates.c, worker/timing.c) are written once over
+    this table.
+
+    Two sides:
+    - daemon side (probe, compile) runs in the worker daemon; compile must be
+      thread-safe (it runs on the compile pool);
+    - executor side (open ... time) runs only inside an executor child process
+      that owns the device, so a crash or hang there never takes the daemon.
+
+    Buffers are opaque "device pointers": host memory for the host backend,
+    CUdeviceptr (cast) for CUDA.  Every function returns 0 or a negative
+    AK_E... code with err filled (the failing call named). */
+#ifndef AK_BACKEND_H
+#define AK_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "akfleet.pb-c.h"
+#include "error.h"
+#include "spec.h"
+
+typedef struct ak_dev ak_dev_t;        /* executor-side device context */
+typedef struct ak_kernel ak_kernel_t;  /* a loaded kernel */
+
+typedef struct {
+    const char     *source;            /* kernel source as given (no prelude) */
+    size_t          source_len;
+    bool            reference;         /* the float64 oracle: -DAK_REFERENCE, double buffers */
+    ak_dtype_t      dtype;             /* element type for kernels */
+    const char     *define_names[AK_MAX_PARAMS];
+    int64_t         define_values[AK_MAX_PARAMS];
+    int             ndefines;
+    const char     *cache_dir;         /* content-addressed artifact cache */
+    uint32_t        timeout_ms;        /* compile limit; AK_ETIMEOUT past it */
+    const Ak__Device *device;          /* compile target (architecture for CUDA) */
+} ak_compile_req_t;
+
+typedef struct {
+    char   *artifact_path;             /* in cache_dir; caller frees */
+    char   *log;                       /* compiler output, may be ""; caller frees */
+    char    key[65];                   /* cache key: source, options, target, compiler version */
+    char    options_digest[65];        /* sha256 of the options alone */
+    bool    cached;                    /* true: no compile happened */
+    double  ms;                        /* compile wall time */
+} ak_compile_out_t;
+
+typedef struct {
+    int64_t     dims[AK_MAX_DIMS];
+    int         ndims;
+    void       *in[AK_MAX_BUFS];
+    int         nin;
+    void       *out[AK_MAX_BUFS];
+    int         nout;
+    ak_dtype_t  dtype;
+    const int64_t *params;             /* candidate parameter values (launch rules, later) */
+    const char *const *param_names;
+    int         nparams;
+} ak_launch_t;
+
+typedef struct ak_backend {
+    const char *name;                  /* "host" | "cuda" */
+
+    /* ---- daemon side ---- */
+    /* Enumerates devices: *devices_p is a malloc'ed array of *n_p devices,
+       each freed with ak__device__free_unpacked (d, NULL), strings malloc'ed.
+       A backend without devices here returns AK_EUNAVAIL with err saying why. */
+    int  (*probe) (Ak__Device ***devices_p, size_t *n_p, ak_err_t *err);
+    /* Compiles into the cache (atomic: temp file then rename); a hit does no
+       work.  AK_ECOMPILE with out->log on a compiler error. */
+    int  (*compile) (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err_t *err);
+
+    /* ---- executor side ---- */
+    int  (*open) (const Ak__Device *device, ak_dev_t **dev_p, ak_err_t *err);
+    void (*close) (ak_dev_t **dev_p);
+    int  (*load) (ak_dev_t *dev, const char *artifact_path, const char *symbol,
+                  ak_kernel_t **kernel_p, ak_err_t *err);
+    void (*unload) (ak_dev_t *dev, ak_kernel_t **kernel_p);
+    int  (*alloc) (ak_dev_t *dev, size_t bytes, void **buf_p, ak_err_t *err);
+    void (*release) (ak_dev_t *dev, void **buf_p);
+    int  (*upload) (ak_dev_t *dev, void *dst, const void *src, size_t bytes, ak_err_t *err);
+    int  (*download) (ak_dev_t *dev, void *dst, const void *src, size_t bytes, ak_err_t *err);
+    int  (*fill) (ak_dev_t *dev, void *dst, int byte, size_t bytes, ak_err_t *err);
+    /* Runs the kernel once; it has finished when this returns. */
+    int  (*launch) (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, ak_err_t *err);
+    /* One timing sample in microseconds of device time: caches made cold
+       (when cold is set) before the clock starts, only the launch inside it. */
+    int  (*time) (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
+                  double *us, ak_err_t *err);
+} ak_backend_t;
+
+const ak_backend_t *ak_backend_host (void);
+/* By name ("host", "cuda"); NULL when this build or host lacks it. */
+const ak_backend_t *ak_backend_find (const char *name);
+
+#endif
