@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include "akfleet.pb-c.h"
 #include "error.h"
 #include "spec.h"
@@ -38,6 +39,11 @@ typedef struct {
     const char     *cache_dir;         /* content-addressed artifact cache */
     uint32_t        timeout_ms;        /* compile limit; AK_ETIMEOUT past it */
     const Ak__Device *device;          /* compile target (architecture for CUDA) */
+    /* Optional: when non-NULL and it becomes non-zero, a running compile is
+       abandoned (compiler killed, nothing cached) with AK_ETIMEOUT and err
+       saying "cancelled".  Lets a daemon shut down without waiting for a
+       slow compiler. */
+    const atomic_int *cancel;
 } ak_compile_req_t;
 
 typedef struct {
@@ -91,6 +97,11 @@ typedef struct ak_backend {
        (when cold is set) before the clock starts, only the launch inside it. */
     int  (*time) (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
                   double *us, ak_err_t *err);
+
+    /* ---- both sides ---- */
+    /* True when kernels for element type dt can be built and run on device
+       (the host backend: float32 only).  Gates report the others as skipped. */
+    bool (*supports_dtype) (const Ak__Device *device, ak_dtype_t dt);
 } ak_backend_t;
 
 const ak_backend_t *ak_backend_host (void);

@@ -1,2 +1,582 @@
-/* placeholder: replaced by the real program */
-int main (void) { return 1; }
+/*  ops/akctl/akctl.c: akctl's entry point: options, verbs, help.
+
+    usage: akctl [--coordinator EP] [--json] [--timeout MS] VERB [ARGS...]
+
+    Options may come before or after the verb; `--` ends them.  Every verb
+    has --help.  Exit codes are the AKCTL_EXIT_* values of akctl.h and are
+    listed in `akctl --help`; scripts depend on them, so they do not change. */
+#include "akctl.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "spec.h"
+#include "util.h"
+
+volatile sig_atomic_t akctl_stop = 0;
+
+static void s_on_signal (int sig)
+{
+    (void) sig;
+    akctl_stop = 1;
+}
+
+/*  Without SA_RESTART, so a blocking wait returns and sees the flag. */
+void akctl_catch_signals (void)
+{
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+    sigaction (SIGHUP, &sa, NULL);
+}
+
+/* ================================================================ verbs */
+
+enum {
+    S_OPT_MARKDOWN = 1 << 0,
+    S_OPT_WAIT     = 1 << 1,
+    S_OPT_DEMO     = 1 << 2,      /* --dir, --workers, --keep */
+};
+
+typedef int (s_verb_fn) (const akctl_opts_t *o);
+
+typedef struct {
+    const char *name;
+    const char *args;             /* positional arguments, for the usage line */
+    int         min_pos, max_pos;
+    int         options;          /* S_OPT_* it accepts besides the global ones */
+    s_verb_fn  *fn;
+    const char *summary;          /* one line for `akctl --help` */
+    const char *help;             /* the rest of `akctl VERB --help` */
+} s_verb_t;
+
+static const s_verb_t *s_verb_find (const char *name);
+
+static const char s_global_help[] =
+    "Options (before or after the verb):\n"
+    "  --coordinator EP  the coordinator's client endpoint (default: $AK_COORDINATOR,\n"
+    "                    else " AKCTL_DEFAULT_ENDPOINT ")\n"
+    "  --json            print the coordinator's JSON answer as is\n"
+    "  --timeout MS      give up on a request after MS milliseconds (default 5000)\n"
+    "  -h, --help        this help\n";
+
+static const char s_exit_help[] =
+    "Exit codes:\n"
+    "  0  ok\n"
+    "  1  the command ran but the result is negative (a batch cancelled or with\n"
+    "     poisoned tasks, a demo that did not finish, a request the coordinator refused)\n"
+    "  2  bad usage or invalid input (manifest errors name the file and the field)\n"
+    "  3  the coordinator did not answer within the timeout\n"
+    "  4  not found (no such batch or task)\n";
+
+/*  Connects a client for o, or prints why not; exit code in *code. */
+static akctl_client_t *s_client (const akctl_opts_t *o, int *code)
+{
+    ak_err_t err = { 0, "" };
+    akctl_client_t *client = akctl_client_new (o->endpoint, o->timeout_ms, &err);
+    if (!client) {
+        fprintf (stderr, "akctl: %s\n", err.msg);
+        *code = err.code == AK_EINVAL ? AKCTL_EXIT_USAGE : AKCTL_EXIT_NEGATIVE;
+    }
+    return client;
+}
+
+typedef void (s_render_fn) (FILE *out, const json_t *answer);
+
+/*  The shape of most verbs: one request with the positional arguments,
+    then the JSON as is (--json) or its human form. */
+static int s_simple (const akctl_opts_t *o, const char *verb, s_render_fn *render)
+{
+    int code = 0;
+    akctl_client_t *client = s_client (o, &code);
+    if (!client)
+        return code;
+    akctl_reply_t reply;
+    ak_err_t err = { 0, "" };
+    int rc = akctl_client_call (client, verb, o->pos, o->npos, NULL, &reply, &err);
+    code = akctl_call_exit (rc, &reply, &err);
+    if (code == AKCTL_EXIT_OK) {
+        if (o->json)
+            printf ("%s\n", reply.json);
+        else {
+            json_t *answer = akctl_parse_json (reply.json, verb);
+            if (answer)
+                render (stdout, answer);
+            else
+                code = AKCTL_EXIT_NEGATIVE;
+            json_decref (answer);
+        }
+    }
+    akctl_reply_free (&reply);
+    akctl_client_destroy (&client);
+    return code;
+}
+
+static int s_verb_status (const akctl_opts_t *o)
+{
+    return s_simple (o, "status", o->npos ? akctl_render_batch : akctl_render_list);
+}
+
+static int s_verb_list (const akctl_opts_t *o)
+{
+    return s_simple (o, "list", akctl_render_list);
+}
+
+static int s_verb_show (const akctl_opts_t *o)
+{
+    return s_simple (o, "show", akctl_render_show);
+}
+
+static int s_verb_receipts (const akctl_opts_t *o)
+{
+    return s_simple (o, "receipts", akctl_render_receipts);
+}
+
+static int s_verb_workers (const akctl_opts_t *o)
+{
+    return s_simple (o, "workers", akctl_render_workers);
+}
+
+static int s_verb_cancel (const akctl_opts_t *o)
+{
+    return s_simple (o, "cancel", akctl_render_batch);
+}
+
+static int s_verb_stats (const akctl_opts_t *o)
+{
+    return s_simple (o, "stats", akctl_render_stats);
+}
+
+static void s_render_report_text (FILE *out, const json_t *answer)
+{
+    akctl_render_report (out, answer, false);
+}
+
+static void s_render_report_markdown (FILE *out, const json_t *answer)
+{
+    akctl_render_report (out, answer, true);
+}
+
+static int s_verb_report (const akctl_opts_t *o)
+{
+    return s_simple (o, "report", o->markdown ? s_render_report_markdown : s_render_report_text);
+}
+
+/* ---------------------------------------------------------------- submit */
+
+int akctl_load_bundle (const char *path, char **bundle_p, char ***pairs_p, int *npairs_p)
+{
+    ak_manifest_t *manifest = NULL;
+    ak_err_t err = { 0, "" };
+    int rc = ak_manifest_load (path, &manifest, &err);
+    if (rc != 0) {
+        /* The loader's message names the file and the field: print it as is. */
+        fprintf (stderr, "akctl: %s\n", err.msg[0] ? err.msg : ak_strerror (rc));
+        return AKCTL_EXIT_USAGE;
+    }
+    *bundle_p = ak_manifest_to_bundle (manifest);
+    if (!*bundle_p) {
+        fprintf (stderr, "akctl: %s: cannot build the bundle to send\n", path);
+        ak_manifest_destroy (&manifest);
+        return AKCTL_EXIT_USAGE;
+    }
+    if (pairs_p) {
+        int n = (int) (manifest->nops * manifest->ntargets);
+        char **pairs = ak_calloc ((size_t) n + 1, sizeof (char *));
+        int k = 0;
+        for (size_t i = 0; i < manifest->nops; i++)
+            for (size_t j = 0; j < manifest->ntargets; j++)
+                pairs[k++] = ak_sprintf ("%s@%s", manifest->ops[i].spec->name, manifest->targets[j]);
+        *pairs_p = pairs;
+        *npairs_p = n;
+    }
+    ak_manifest_destroy (&manifest);
+    return AKCTL_EXIT_OK;
+}
+
+int akctl_submit_bundle (akctl_client_t *client, const char *bundle, bool json, bool quiet,
+                         char **batch_id_p)
+{
+    akctl_reply_t reply;
+    ak_err_t err = { 0, "" };
+    *batch_id_p = NULL;
+    int rc = akctl_client_call (client, "submit", NULL, 0, bundle, &reply, &err);
+    int code = akctl_call_exit (rc, &reply, &err);
+    if (code == AKCTL_EXIT_OK) {
+        json_t *answer = akctl_parse_json (reply.json, "submit");
+        const char *id = akj_str (answer, "batch_id");
+        if (!*id) {
+            fprintf (stderr, "akctl: submit: the coordinator's answer has no batch_id: %s\n", reply.json);
+            code = AKCTL_EXIT_NEGATIVE;
+        }
+        else {
+            *batch_id_p = ak_strdup (id);
+            if (json)
+                printf ("%s\n", reply.json);
+            else
+            if (!quiet) {
+                printf ("%s\n", id);
+                if (isatty (STDERR_FILENO))
+                    fprintf (stderr, "submitted batch %s: %" PRId64 " tasks\n", id,
+                             akj_int (answer, "tasks"));
+            }
+            fflush (stdout);
+        }
+        json_decref (answer);
+    }
+    akctl_reply_free (&reply);
+    return code;
+}
+
+static int s_verb_submit (const akctl_opts_t *o)
+{
+    char *bundle = NULL, *batch_id = NULL;
+    int code = akctl_load_bundle (o->pos[0], &bundle, NULL, NULL);
+    if (code != AKCTL_EXIT_OK)
+        return code;
+    akctl_client_t *client = s_client (o, &code);
+    if (client) {
+        code = akctl_submit_bundle (client, bundle, o->json, false, &batch_id);
+        if (code == AKCTL_EXIT_OK && o->wait) {
+            akctl_catch_signals ();
+            code = akctl_watch (client, batch_id, o->json, &akctl_stop, NULL, NULL, NULL);
+        }
+    }
+    free (batch_id);
+    free (bundle);
+    akctl_client_destroy (&client);
+    return code;
+}
+
+static int s_verb_watch (const akctl_opts_t *o)
+{
+    int code = 0;
+    akctl_client_t *client = s_client (o, &code);
+    if (!client)
+        return code;
+    akctl_catch_signals ();
+    code = akctl_watch (client, o->pos[0], o->json, &akctl_stop, NULL, NULL, NULL);
+    akctl_client_destroy (&client);
+    return code;
+}
+
+static int s_verb_demo (const akctl_opts_t *o)
+{
+    return akctl_demo (o);
+}
+
+/* ------------------------------------------------------------------ help */
+
+static void s_verb_usage (FILE *out, const s_verb_t *v)
+{
+    fprintf (out, "usage: akctl [OPTIONS] %s%s%s\n", v->name, *v->args ? " " : "", v->args);
+}
+
+static void s_help_verb (FILE *out, const s_verb_t *v)
+{
+    s_verb_usage (out, v);
+    fprintf (out, "\n%s\n%s\n%s", v->help, s_global_help, s_exit_help);
+}
+
+static int s_verb_help (const akctl_opts_t *o);
+
+static const s_verb_t s_verbs[] = {
+    { "submit", "FILE", 1, 1, S_OPT_WAIT, s_verb_submit,
+      "validate a batch manifest, submit it, print the batch id",
+      "Loads the batch manifest FILE and every file it names (operator specs,\n"
+      "kernel sources), validates all of it here, and sends the result as one\n"
+      "self-contained bundle to the coordinator.  Prints the new batch id on\n"
+      "stdout (with --json the coordinator's answer {\"batch_id\",\"tasks\"}).\n"
+      "A manifest error is printed as FILE: FIELD.PATH: problem and exits 2;\n"
+      "nothing is sent then.\n"
+      "\n"
+      "  --wait            then follow the batch like `akctl watch` and exit with\n"
+      "                    watch's code\n" },
+    { "status", "[BATCH]", 0, 1, 0, s_verb_status,
+      "progress and winners of a batch (every batch without BATCH)",
+      "With BATCH: its state, targets, times, task counts by state and the\n"
+      "winners found so far.  Without: the same table as `akctl list`.\n" },
+    { "list", "", 0, 0, 0, s_verb_list,
+      "every batch the coordinator knows, with task counts",
+      "One line per batch: id, name, state, finished/total tasks, counts by\n"
+      "state, creation time.\n" },
+    { "watch", "BATCH", 1, 1, 0, s_verb_watch,
+      "follow a batch until it is finished",
+      "Polls the batch's status every 250 ms until it is no longer open.  On a\n"
+      "terminal: one live line with a bar, percentage, finished/total, done,\n"
+      "failed, queued and leased counts and the elapsed time.  Otherwise a plain\n"
+      "line when the counts change (at most once a second, at least every 10 s);\n"
+      "with --json each changed status as one JSON line.  Exits 0 when the batch\n"
+      "completed with no task poisoned or cancelled, 1 when it was cancelled or\n"
+      "has poisoned tasks, 130 on Ctrl-C (the batch itself goes on).\n" },
+    { "show", "TASK", 1, 1, 0, s_verb_show,
+      "one task and every receipt it got",
+      "The task's kind, operator, candidate and parameters, state, attempts and\n"
+      "worker; every receipt in arrival order (duplicates flagged); and for the\n"
+      "accepted receipt its gate results, timings and compiler output.\n" },
+    { "receipts", "BATCH", 1, 1, 0, s_verb_receipts,
+      "every receipt of a batch, duplicates flagged",
+      "One line per receipt: id, task, attempt, worker, kind, operator,\n"
+      "candidate, parameters, status, whether it is a duplicate (stored but\n"
+      "never counted) and the reason of a failure.\n" },
+    { "report", "BATCH", 1, 1, S_OPT_MARKDOWN, s_verb_report,
+      "winners, speedups, baselines and failures per operator",
+      "Per operator and device class: the winner and its configuration with\n"
+      "its speedup over the baseline and the noise of that figure (\"1.84x +-\n"
+      "0.03\"), or \"baseline kept\" and why; the baseline's time per workload\n"
+      "from preflight; every candidate with its status and speedup; failures\n"
+      "with their reasons; then the time spent compiling, gating and timing.\n"
+      "\n"
+      "  --markdown        print it as Markdown (headings and tables)\n" },
+    { "workers", "", 0, 0, 0, s_verb_workers,
+      "registered workers: liveness, device classes, leases",
+      "One line per worker the coordinator has seen: id, host, alive or dead,\n"
+      "time since it was last heard, device classes, slots and prefetch,\n"
+      "outstanding tasks, leases held, tasks done and registrations.\n" },
+    { "cancel", "BATCH", 1, 1, 0, s_verb_cancel,
+      "cancel every unfinished task of a batch",
+      "Cancels every queued or leased task of BATCH (finished ones keep their\n"
+      "results) and prints the batch's status afterwards.  Cancelling a batch\n"
+      "twice is harmless.\n" },
+    { "stats", "", 0, 0, 0, s_verb_stats,
+      "the coordinator's counters",
+      "Workers alive, open batches, queued and leased tasks, receipts accepted\n"
+      "and duplicate, commits, rejected messages, uptime.\n" },
+    { "demo", "", 0, 0, S_OPT_DEMO, s_verb_demo,
+      "tune the built-in batch with a private coordinator and workers",
+      "Starts akcoord and N akworker processes (the binaries next to akctl) on\n"
+      "this host, talking over ipc:// endpoints in a fresh directory, submits\n"
+      "the built-in batch kernels/batches/demo.json (found in $AK_SOURCE_DIR,\n"
+      "else the source tree akctl was built from, else ../../kernels next to\n"
+      "akctl), shows its progress, prints the report and shuts everything down:\n"
+      "`shutdown` to akcoord, SIGTERM to the workers, SIGKILL only as a last\n"
+      "resort.  Logs are DIR/akcoord.log and DIR/demo-wN.log.  The directory is\n"
+      "removed at the end unless --keep or --dir is given or the demo failed.\n"
+      "Ctrl-C stops the children too.  Exits 0 only when the batch completed\n"
+      "and every operator got a result (a winner or \"baseline kept\").\n"
+      "\n"
+      "  --dir DIR         use DIR (created if needed) instead of a temporary one\n"
+      "  --workers N       how many workers to start, 1 to 64 (default 2)\n"
+      "  --keep            keep the directory (store, logs, caches) afterwards\n" },
+    { "help", "[VERB]", 0, 1, 0, s_verb_help,
+      "this list, or the help of VERB",
+      "Prints the help of VERB, or the list of verbs.\n" },
+};
+
+#define S_NVERBS ((int) (sizeof s_verbs / sizeof s_verbs[0]))
+
+static const s_verb_t *s_verb_find (const char *name)
+{
+    for (int i = 0; i < S_NVERBS; i++)
+        if (strcmp (s_verbs[i].name, name) == 0)
+            return &s_verbs[i];
+    return NULL;
+}
+
+static void s_help_main (FILE *out)
+{
+    fprintf (out,
+             "usage: akctl [--coordinator EP] [--json] [--timeout MS] VERB [ARGS...]\n"
+             "\n"
+             "The operator's command line of akfleet: submit tuning batches to the\n"
+             "coordinator (akcoord), follow them, read their receipts and reports.\n"
+             "\n"
+             "Verbs:\n");
+    for (int i = 0; i < S_NVERBS; i++) {
+        char left[64];
+        snprintf (left, sizeof left, "%s%s%s", s_verbs[i].name, *s_verbs[i].args ? " " : "",
+                  s_verbs[i].args);
+        fprintf (out, "  %-18s %s\n", left, s_verbs[i].summary);
+    }
+    fprintf (out, "\n%s\n%s\n`akctl VERB --help` (or `akctl help VERB`) tells more about a verb.\n",
+             s_global_help, s_exit_help);
+}
+
+static int s_verb_help (const akctl_opts_t *o)
+{
+    if (o->npos == 0) {
+        s_help_main (stdout);
+        return AKCTL_EXIT_OK;
+    }
+    const s_verb_t *v = s_verb_find (o->pos[0]);
+    if (!v) {
+        fprintf (stderr, "akctl: help: no verb '%s' (see akctl --help)\n", o->pos[0]);
+        return AKCTL_EXIT_USAGE;
+    }
+    s_help_verb (stdout, v);
+    return AKCTL_EXIT_OK;
+}
+
+/* ============================================================== options */
+
+/*  A usage error: what is wrong, the usage line, where to read more. */
+static int s_usage_error (const s_verb_t *v, const char *fmt, const char *arg)
+{
+    fprintf (stderr, "akctl: ");
+    fprintf (stderr, fmt, arg);
+    fprintf (stderr, "\n");
+    if (v) {
+        s_verb_usage (stderr, v);
+        fprintf (stderr, "(akctl %s --help says more)\n", v->name);
+    }
+    else
+        fprintf (stderr, "usage: akctl [--coordinator EP] [--json] [--timeout MS] VERB [ARGS...]\n"
+                         "(akctl --help lists the verbs)\n");
+    return AKCTL_EXIT_USAGE;
+}
+
+/*  Parses a positive integer option value within [lo, hi]. */
+static int s_int_option (const char *text, int lo, int hi, int *out)
+{
+    int64_t v;
+    if (ak_parse_i64 (text, &v) != 0 || v < lo || v > hi)
+        return -1;
+    *out = (int) v;
+    return 0;
+}
+
+int main (int argc, char **argv)
+{
+    /* CZMQ would install its own SIGINT handler; akctl has its own. */
+    zsys_handler_set (NULL);
+    ak_log_set_ident ("akctl");
+
+    akctl_opts_t o;
+    memset (&o, 0, sizeof o);
+    o.endpoint = getenv ("AK_COORDINATOR");
+    if (!o.endpoint || !*o.endpoint)
+        o.endpoint = AKCTL_DEFAULT_ENDPOINT;
+    o.timeout_ms = AKCTL_DEFAULT_TIMEOUT;
+    o.workers = 2;
+    o.pos = ak_calloc ((size_t) argc, sizeof (char *));
+
+    const s_verb_t *verb = NULL;
+    bool help = false, dashdash = false;
+    int code = AKCTL_EXIT_OK;
+    for (int i = 1; i < argc && code == AKCTL_EXIT_OK; i++) {
+        const char *a = argv[i];
+        if (dashdash || a[0] != '-' || a[1] == '\0') {
+            if (!verb) {
+                verb = s_verb_find (a);
+                if (!verb)
+                    code = s_usage_error (NULL, "unknown verb '%s'", a);
+            }
+            else
+                o.pos[o.npos++] = argv[i];
+            continue;
+        }
+        if (strcmp (a, "--") == 0) {
+            dashdash = true;
+            continue;
+        }
+        /* --name=value or --name value */
+        char name[64];
+        const char *value = NULL;
+        const char *eq = strchr (a, '=');
+        size_t nlen = eq ? (size_t) (eq - a) : strlen (a);
+        if (nlen >= sizeof name) {
+            code = s_usage_error (verb, "unknown option '%s'", a);
+            break;
+        }
+        memcpy (name, a, nlen);
+        name[nlen] = '\0';
+        if (eq)
+            value = eq + 1;
+        bool takes_value = strcmp (name, "--coordinator") == 0 || strcmp (name, "--timeout") == 0
+                        || strcmp (name, "--dir") == 0 || strcmp (name, "--workers") == 0;
+        if (takes_value && !value) {
+            if (i + 1 >= argc) {
+                code = s_usage_error (verb, "option %s needs a value", name);
+                break;
+            }
+            value = argv[++i];
+        }
+        else
+        if (!takes_value && value) {
+            code = s_usage_error (verb, "option %s takes no value", name);
+            break;
+        }
+        int need = strcmp (name, "--markdown") == 0 ? S_OPT_MARKDOWN
+                 : strcmp (name, "--wait") == 0 ? S_OPT_WAIT
+                 : strcmp (name, "--dir") == 0 || strcmp (name, "--workers") == 0
+                   || strcmp (name, "--keep") == 0 ? S_OPT_DEMO : 0;
+        if (need && !(verb && (verb->options & need))) {
+            code = s_usage_error (verb, verb ? "option %s does not apply to this verb"
+                                             : "option %s belongs after its verb", name);
+            break;
+        }
+        if (strcmp (name, "-h") == 0 || strcmp (name, "--help") == 0)
+            help = true;
+        else
+        if (strcmp (name, "--json") == 0)
+            o.json = true;
+        else
+        if (strcmp (name, "--coordinator") == 0) {
+            if (!*value)
+                code = s_usage_error (verb, "--coordinator needs an endpoint%s", "");
+            o.endpoint = value;
+        }
+        else
+        if (strcmp (name, "--timeout") == 0) {
+            if (s_int_option (value, 1, 3600000, &o.timeout_ms) != 0)
+                code = s_usage_error (verb, "--timeout wants milliseconds from 1 to 3600000, not '%s'", value);
+        }
+        else
+        if (strcmp (name, "--markdown") == 0)
+            o.markdown = true;
+        else
+        if (strcmp (name, "--wait") == 0)
+            o.wait = true;
+        else
+        if (strcmp (name, "--keep") == 0)
+            o.keep = true;
+        else
+        if (strcmp (name, "--dir") == 0) {
+            if (!*value)
+                code = s_usage_error (verb, "--dir needs a directory%s", "");
+            o.dir = value;
+        }
+        else
+        if (strcmp (name, "--workers") == 0) {
+            if (s_int_option (value, 1, 64, &o.workers) != 0)
+                code = s_usage_error (verb, "--workers wants a number from 1 to 64, not '%s'", value);
+        }
+        else
+            code = s_usage_error (verb, "unknown option '%s'", a);
+    }
+
+    if (code == AKCTL_EXIT_OK) {
+        if (help) {
+            if (verb && verb->fn == s_verb_help && o.npos > 0)
+                code = s_verb_help (&o);          /* akctl help VERB --help */
+            else
+            if (verb)
+                s_help_verb (stdout, verb);
+            else
+                s_help_main (stdout);
+        }
+        else
+        if (!verb)
+            code = s_usage_error (NULL, "no verb given%s", "");
+        else
+        if (o.npos < verb->min_pos)
+            code = s_usage_error (verb, "%s: missing argument", verb->name);
+        else
+        if (o.npos > verb->max_pos)
+            code = s_usage_error (verb, "unexpected argument '%s'", o.pos[verb->max_pos]);
+        else
+            code = verb->fn (&o);
+    }
+    free (o.pos);
+    fflush (stdout);
+    return code;
+}

@@ -1,0 +1,239 @@
+/*  common/envelope.c: the versioned message envelope.
+
+    Unpacking is the door untrusted bytes come through.  After protobuf-c has
+    parsed the frame we walk the whole message tree generically through its
+    descriptors and bound every string and repeated field, so no handler
+    downstream ever sees a 4 GiB string or a million-element list. */
+#include "envelope.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <czmq.h>
+
+/* The schema has no recursive messages; the bound guards future changes. */
+#define AK_ENVELOPE_MAX_DEPTH 32
+
+/* ------------------------------------------------------------ validation */
+
+/*  Checks msg and every sub-message against AK_MAX_STRING / AK_MAX_REPEATED.
+    path accumulates the dotted field path for the error message. */
+static int s_check_limits (const ProtobufCMessage *msg, int depth, char *path, size_t path_cap,
+                           ak_err_t *err)
+{
+    const ProtobufCMessageDescriptor *desc = msg->descriptor;
+    if (depth > AK_ENVELOPE_MAX_DEPTH)
+        return ak_err_set (err, AK_EPROTO, "envelope: messages nested deeper than %d at %s",
+                           AK_ENVELOPE_MAX_DEPTH, path);
+    size_t path_len = strlen (path);
+
+    for (unsigned i = 0; i < desc->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &desc->fields[i];
+        const char *base = (const char *) msg;
+        const void *member = base + f->offset;
+        int rc = 0;
+
+        snprintf (path + path_len, path_cap - path_len, "%s%s", path_len ? "." : "", f->name);
+
+        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+            uint32_t which = *(const uint32_t *) (base + f->quantifier_offset);
+            if (which != f->id)
+                continue;
+        }
+
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t n = *(const size_t *) (base + f->quantifier_offset);
+            if (n > AK_MAX_REPEATED) {
+                rc = ak_err_set (err, AK_ETOOBIG, "envelope: %s has %zu elements, limit %u",
+                                 path, n, (unsigned) AK_MAX_REPEATED);
+                goto done;
+            }
+            void *const *arr = *(void *const *const *) member;
+            if (n && !arr) {
+                rc = ak_err_set (err, AK_EPROTO, "envelope: %s: missing elements", path);
+                goto done;
+            }
+            for (size_t k = 0; k < n && !rc; k++) {
+                if (f->type == PROTOBUF_C_TYPE_STRING) {
+                    const char *s = ((const char *const *) arr)[k];
+                    if (s && strlen (s) > AK_MAX_STRING)
+                        rc = ak_err_set (err, AK_ETOOBIG, "envelope: %s[%zu] longer than %u bytes",
+                                         path, k, (unsigned) AK_MAX_STRING);
+                }
+                else if (f->type == PROTOBUF_C_TYPE_BYTES) {
+                    const ProtobufCBinaryData *b = &((const ProtobufCBinaryData *) arr)[k];
+                    if (b->len > AK_MAX_STRING)
+                        rc = ak_err_set (err, AK_ETOOBIG, "envelope: %s[%zu] longer than %u bytes",
+                                         path, k, (unsigned) AK_MAX_STRING);
+                }
+                else if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                    const ProtobufCMessage *sub = ((const ProtobufCMessage *const *) arr)[k];
+                    if (sub) {
+                        size_t plen = strlen (path);
+                        snprintf (path + plen, path_cap - plen, "[%zu]", k);
+                        rc = s_check_limits (sub, depth + 1, path, path_cap, err);
+                        path[plen] = '\0';
+                    }
+                }
+            }
+        }
+        else if (f->type == PROTOBUF_C_TYPE_STRING) {
+            const char *s = *(const char *const *) member;
+            if (s && strlen (s) > AK_MAX_STRING)
+                rc = ak_err_set (err, AK_ETOOBIG, "envelope: %s longer than %u bytes",
+                                 path, (unsigned) AK_MAX_STRING);
+        }
+        else if (f->type == PROTOBUF_C_TYPE_BYTES) {
+            const ProtobufCBinaryData *b = member;
+            if (b->len > AK_MAX_STRING)
+                rc = ak_err_set (err, AK_ETOOBIG, "envelope: %s longer than %u bytes",
+                                 path, (unsigned) AK_MAX_STRING);
+        }
+        else if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+            const ProtobufCMessage *sub = *(const ProtobufCMessage *const *) member;
+            if (sub)
+                rc = s_check_limits (sub, depth + 1, path, path_cap, err);
+        }
+    done:
+        path[path_len] = '\0';
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- public */
+
+/*  Packs env (stamping the protocol version) into a malloc'ed buffer the
+    caller frees.  AK_EINVAL for an envelope without a body (a programmer
+    error: the peer would refuse it), AK_ETOOBIG over AK_MAX_MSG_SIZE. */
+int ak_envelope_pack (Ak__Envelope *env, uint8_t **data_p, size_t *size_p)
+{
+    if (!env || !data_p || !size_p)
+        return AK_EINVAL;
+    *data_p = NULL;
+    *size_p = 0;
+    if (env->body_case == AK__ENVELOPE__BODY__NOT_SET)
+        return AK_EINVAL;
+    env->version = AK_PROTOCOL_VERSION;
+    size_t size = ak__envelope__get_packed_size (env);
+    if (size > AK_MAX_MSG_SIZE)
+        return AK_ETOOBIG;
+    uint8_t *buf = malloc (size ? size : 1);
+    if (!buf)
+        return AK_ENOMEM;
+    size_t packed = ak__envelope__pack (env, buf);
+    if (packed != size) {
+        free (buf);
+        return AK_EINTERNAL;
+    }
+    *data_p = buf;
+    *size_p = size;
+    return 0;
+}
+
+/*  Parses and validates one frame.  Never trusts data: every failure is a
+    return code with err saying why, never a crash. */
+int ak_envelope_unpack (const void *data, size_t size, size_t max_size,
+                        Ak__Envelope **env_p, ak_err_t *err)
+{
+    int rc = 0;
+    Ak__Envelope *env = NULL;
+    if (!env_p)
+        return ak_err_set (err, AK_EINVAL, "envelope: no output pointer");
+    *env_p = NULL;
+    if (max_size == 0 || max_size > AK_MAX_MSG_SIZE)
+        max_size = AK_MAX_MSG_SIZE;
+    if (size == 0 || !data)
+        return ak_err_set (err, AK_EPROTO, "malformed envelope (empty frame)");
+    if (size > max_size)
+        return ak_err_set (err, AK_ETOOBIG, "envelope of %zu bytes over the limit of %zu",
+                           size, max_size);
+
+    env = ak__envelope__unpack (NULL, size, (const uint8_t *) data);
+    if (!env)
+        return ak_err_set (err, AK_EPROTO, "malformed envelope (%zu bytes)", size);
+    if (env->version != AK_PROTOCOL_VERSION) {
+        rc = ak_err_set (err, AK_EVERSION,
+                         "envelope protocol version %u, this build speaks version %u",
+                         (unsigned) env->version, (unsigned) AK_PROTOCOL_VERSION);
+        goto fail;
+    }
+    if (env->body_case == AK__ENVELOPE__BODY__NOT_SET) {
+        rc = ak_err_set (err, AK_EPROTO, "envelope (%zu bytes) has no body", size);
+        goto fail;
+    }
+    /* A body case whose message is absent cannot come from the parser, but
+       handlers dereference it unconditionally, so make sure. */
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field (&ak__envelope__descriptor, env->body_case);
+    if (!f || *(void **) ((char *) env + f->offset) == NULL) {
+        rc = ak_err_set (err, AK_EPROTO, "envelope (%zu bytes) has an unknown or empty body %u",
+                         size, (unsigned) env->body_case);
+        goto fail;
+    }
+    char path[512] = "";
+    rc = s_check_limits (&env->base, 0, path, sizeof path, err);
+    if (rc)
+        goto fail;
+    *env_p = env;
+    return 0;
+
+fail:
+    ak__envelope__free_unpacked (env, NULL);
+    return rc;
+}
+
+void ak_envelope_free (Ak__Envelope **env_p)
+{
+    if (env_p && *env_p) {
+        ak__envelope__free_unpacked (*env_p, NULL);
+        *env_p = NULL;
+    }
+}
+
+const char *ak_envelope_kind (const Ak__Envelope *env)
+{
+    if (!env)
+        return "null";
+    if (env->body_case == AK__ENVELOPE__BODY__NOT_SET)
+        return "none";
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field (&ak__envelope__descriptor, env->body_case);
+    return f ? f->name : "unknown";
+}
+
+static int s_map_errno (int e)
+{
+    return (e == EAGAIN || e == EHOSTUNREACH) ? AK_EUNAVAIL : AK_EIO;
+}
+
+/*  Packs env and sends it without blocking: on a ROUTER the routing id goes
+    first as its own frame.  The envelope stays the caller's either way.
+    AK_EUNAVAIL when the peer is unknown or its queue is full (the caller may
+    retry or drop), AK_ETOOBIG, AK_EINVAL or AK_EIO otherwise. */
+int ak_envelope_send (void *zsock, const void *routing_id, size_t routing_len,
+                      Ak__Envelope *env)
+{
+    if (!zsock || !env)
+        return AK_EINVAL;
+    void *handle = zsock_resolve (zsock);
+    if (!handle)
+        return AK_EINVAL;
+    uint8_t *data = NULL;
+    size_t size = 0;
+    int rc = ak_envelope_pack (env, &data, &size);
+    if (rc)
+        return rc;
+    if (routing_id) {
+        if (zmq_send (handle, routing_id, routing_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+            rc = s_map_errno (zmq_errno ());
+            goto done;
+        }
+    }
+    if (zmq_send (handle, data, size, ZMQ_DONTWAIT) < 0)
+        rc = s_map_errno (zmq_errno ());
+done:
+    free (data);
+    return rc;
+}

@@ -1,0 +1,311 @@
+/*  coordinator/expand.c: manifest -> batch, tasks and blobs (see expand.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "expand.h"
+#include "cpb.h"
+#include "digest.h"
+#include "util.h"
+
+typedef struct {
+    ak_expansion_t *exp;
+    size_t          cap_tasks;
+    size_t          cap_blobs;
+    const char     *batch_id;
+    size_t          seq;
+} s_ctx_t;
+
+void ak_batch_id_format (uint64_t n, char buf[32])
+{
+    snprintf (buf, 32, "B%06llu", (unsigned long long) n);
+}
+
+/* Adds a blob (copying data) unless one with the same digest is there;
+   writes the digest into digest_out. */
+static int s_add_blob (s_ctx_t *ctx, const char *data, size_t len, char digest_out[65], ak_err_t *err)
+{
+    char digest[65];
+    if (ak_sha256_hex (data, len, digest))
+        return ak_err_set (err, AK_EINTERNAL, "sha256 failed");
+    memcpy (digest_out, digest, sizeof digest);
+    ak_expansion_t *exp = ctx->exp;
+    for (size_t i = 0; i < exp->nblobs; i++)
+        if (strcmp (exp->blobs[i].digest, digest) == 0)
+            return 0;
+    if (exp->nblobs == ctx->cap_blobs) {
+        ctx->cap_blobs = ctx->cap_blobs ? ctx->cap_blobs * 2 : 8;
+        exp->blobs = ak_realloc (exp->blobs, ctx->cap_blobs * sizeof *exp->blobs);
+    }
+    ak_blob_t *blob = &exp->blobs[exp->nblobs++];
+    memcpy (blob->digest, digest, sizeof digest);
+    blob->data = ak_malloc (len + 1);
+    memcpy (blob->data, data, len);
+    blob->data[len] = '\0';
+    blob->len = len;
+    return 0;
+}
+
+static void s_add_task (s_ctx_t *ctx, Ak__TaskRecord *task)
+{
+    ak_expansion_t *exp = ctx->exp;
+    if (exp->ntasks == ctx->cap_tasks) {
+        ctx->cap_tasks = ctx->cap_tasks ? ctx->cap_tasks * 2 : 64;
+        exp->tasks = ak_realloc (exp->tasks, ctx->cap_tasks * sizeof *exp->tasks);
+    }
+    exp->tasks[exp->ntasks++] = task;
+}
+
+static Ak__Policy *s_policy (const ak_policy_t *p)
+{
+    Ak__Policy *pol = ak_malloc (sizeof *pol);
+    ak__policy__init (pol);
+    pol->max_attempts = p->max_attempts;
+    pol->compile_timeout_ms = p->compile_timeout_ms;
+    pol->run_timeout_ms = p->run_timeout_ms;
+    pol->lease_ms = p->lease_ms;
+    pol->warmup = p->warmup;
+    pol->min_samples = p->min_samples;
+    pol->max_samples = p->max_samples;
+    pol->rsd_target = p->rsd_target;
+    pol->max_time_ms = p->max_time_ms;
+    pol->threshold = p->threshold;
+    pol->max_regression = p->max_regression;
+    pol->seed = p->seed;
+    return pol;
+}
+
+static Ak__Workload **s_workloads (const ak_manifest_op_t *op)
+{
+    if (op->nworkloads == 0)
+        return NULL;
+    Ak__Workload **wl = ak_calloc (op->nworkloads, sizeof *wl);
+    for (size_t i = 0; i < op->nworkloads; i++) {
+        const ak_workload_t *src = &op->workloads[i];
+        Ak__Workload *w = ak_malloc (sizeof *w);
+        ak__workload__init (w);
+        ak_cpb_set (&w->name, src->name);
+        size_t nd = (size_t) (op->spec->nkeys > 0 ? op->spec->nkeys : 0);
+        if (nd) {
+            w->dims = ak_calloc (nd, sizeof *w->dims);
+            memcpy (w->dims, src->dims, nd * sizeof *w->dims);
+            w->n_dims = nd;
+        }
+        ak_cpb_set (&w->dtype, ak_dtype_name (src->dtype));
+        w->weight = src->weight;
+        wl[i] = w;
+    }
+    return wl;
+}
+
+/* The next task record, copied from the template of its (op, target). */
+static Ak__TaskRecord *s_task_from (s_ctx_t *ctx, const Ak__TaskRecord *tmpl, const char *kind, ak_err_t *err)
+{
+    if (ctx->exp->ntasks >= AK_EXPAND_MAX_TASKS) {
+        ak_err_set (err, AK_ETOOBIG, "batch would have more than %d tasks", AK_EXPAND_MAX_TASKS);
+        return NULL;
+    }
+    Ak__TaskRecord *task = (Ak__TaskRecord *) ak_cpb_dup (&tmpl->base);
+    if (!task) {
+        ak_err_set (err, AK_EINTERNAL, "copying a task template failed");
+        return NULL;
+    }
+    ak_cpb_setf (&task->task_id, "%s.%04zu", ctx->batch_id, ++ctx->seq);
+    ak_cpb_set (&task->kind, kind);
+    return task;
+}
+
+typedef struct {
+    s_ctx_t              *ctx;
+    const Ak__TaskRecord *tmpl;
+    ak_err_t             *err;
+    int                   rc;
+} s_walk_t;
+
+static int s_on_config (const ak_candidate_t *cand, const int64_t *values, void *arg)
+{
+    s_walk_t *walk = arg;
+    Ak__TaskRecord *task = s_task_from (walk->ctx, walk->tmpl, "tune", walk->err);
+    if (!task) {
+        walk->rc = walk->err->code;
+        return 1;
+    }
+    const char *names[AK_MAX_PARAMS];
+    size_t np = cand->nparams < AK_MAX_PARAMS ? cand->nparams : AK_MAX_PARAMS;
+    for (size_t i = 0; i < np; i++)
+        names[i] = cand->params[i].name;
+    task->params = ak_cpb_params_new (names, values, np);
+    task->n_params = np;
+    s_add_task (walk->ctx, task);
+    return 0;
+}
+
+/* Tasks of one (op, target). */
+static int s_expand_pair (s_ctx_t *ctx, const ak_manifest_t *m, size_t opi, const char *target,
+                          const char *spec_digest, uint64_t now_ms, ak_err_t *err)
+{
+    const ak_manifest_op_t *op = &m->ops[opi];
+    const ak_spec_t *spec = op->spec;
+    const char *backend = ak_class_backend (target);
+    const ak_baseline_t *base = ak_spec_baseline (spec, backend);
+    char digest[65];
+    int rc = 0;
+    if (!base)
+        return ak_err_set (err, AK_EINVAL, "ops[%zu] (%s): no baseline for backend '%s' (target '%s')",
+                           opi, spec->name, backend, target);
+
+    Ak__TaskRecord *tmpl = ak_malloc (sizeof *tmpl);
+    ak__task_record__init (tmpl);
+    ak_cpb_set (&tmpl->batch_id, ctx->batch_id);
+    ak_cpb_set (&tmpl->state, "queued");
+    tmpl->attempt = 1;
+    ak_cpb_set (&tmpl->op, spec->name);
+    ak_cpb_set (&tmpl->device_class, target);
+    ak_cpb_set (&tmpl->backend, backend);
+    ak_cpb_set (&tmpl->spec_digest, spec_digest);
+    rc = s_add_blob (ctx, spec->reference.text, strlen (spec->reference.text), digest, err);
+    if (rc)
+        goto done;
+    ak_cpb_set (&tmpl->reference_digest, digest);
+    ak_cpb_set (&tmpl->reference_name, spec->reference.name);
+    rc = s_add_blob (ctx, base->source.text, strlen (base->source.text), digest, err);
+    if (rc)
+        goto done;
+    ak_cpb_set (&tmpl->baseline_digest, digest);
+    ak_cpb_set (&tmpl->baseline_name, base->source.name);
+    tmpl->workloads = s_workloads (op);
+    tmpl->n_workloads = op->nworkloads;
+    tmpl->policy = s_policy (&m->policy);
+    tmpl->queued_ms = now_ms;
+
+    Ak__TaskRecord *pre = s_task_from (ctx, tmpl, "preflight", err);
+    if (!pre) {
+        rc = err->code;
+        goto done;
+    }
+    s_add_task (ctx, pre);
+
+    for (size_t c = 0; c < op->ncandidates; c++) {
+        const ak_candidate_t *cand = ak_spec_candidate (spec, op->candidates[c]);
+        if (!cand) {
+            rc = ak_err_set (err, AK_EINVAL, "ops[%zu] (%s): candidates[%zu]: unknown candidate '%s'",
+                             opi, spec->name, c, op->candidates[c]);
+            goto done;
+        }
+        if (strcmp (cand->backend, backend) != 0)
+            continue;
+        Ak__TaskRecord *ctmpl = (Ak__TaskRecord *) ak_cpb_dup (&tmpl->base);
+        if (!ctmpl) {
+            rc = ak_err_set (err, AK_EINTERNAL, "copying a task template failed");
+            goto done;
+        }
+        ak_cpb_set (&ctmpl->candidate_name, cand->name);
+        ak_cpb_set (&ctmpl->candidate_source_name, cand->source.name);
+        rc = s_add_blob (ctx, cand->source.text, strlen (cand->source.text), digest, err);
+        if (rc == 0) {
+            ak_cpb_set (&ctmpl->candidate_digest, digest);
+            s_walk_t walk = { ctx, ctmpl, err, 0 };
+            rc = ak_space_walk (cand, s_on_config, &walk, NULL, err);
+            if (walk.rc)
+                rc = walk.rc;
+            if (rc)
+                ak_err_prefix (err, "ops[%zu] (%s): candidate '%s'", opi, spec->name, cand->name);
+        }
+        ak__task_record__free_unpacked (ctmpl, NULL);
+        if (rc)
+            goto done;
+    }
+done:
+    ak__task_record__free_unpacked (tmpl, NULL);
+    return rc;
+}
+
+int ak_expand (const ak_manifest_t *m, const char *batch_id, const char *bundle_digest,
+               uint64_t now_ms, ak_expansion_t **exp_p, ak_err_t *err)
+{
+    int rc = 0;
+    ak_err_t local;
+    if (!err)
+        err = &local;
+    s_ctx_t ctx = { .batch_id = batch_id };
+    ctx.exp = ak_calloc (1, sizeof *ctx.exp);
+    *exp_p = NULL;
+    if (m->nops == 0 || m->ntargets == 0) {
+        rc = ak_err_set (err, AK_EINVAL, "manifest has no %s", m->nops == 0 ? "ops" : "targets");
+        goto fail;
+    }
+
+    for (size_t o = 0; o < m->nops; o++) {
+        char spec_digest[65];
+        char *spec_text = ak_spec_to_text (m->ops[o].spec, false);
+        if (!spec_text) {
+            rc = ak_err_set (err, AK_EINTERNAL, "ops[%zu]: spec could not be serialised", o);
+            goto fail;
+        }
+        rc = s_add_blob (&ctx, spec_text, strlen (spec_text), spec_digest, err);
+        free (spec_text);
+        if (rc)
+            goto fail;
+        for (size_t t = 0; t < m->ntargets; t++) {
+            rc = s_expand_pair (&ctx, m, o, m->targets[t], spec_digest, now_ms, err);
+            if (rc)
+                goto fail;
+        }
+    }
+
+    Ak__BatchRecord *b = ak_malloc (sizeof *b);
+    ak__batch_record__init (b);
+    ak_cpb_set (&b->batch_id, batch_id);
+    ak_cpb_set (&b->name, m->name);
+    ak_cpb_set (&b->state, "open");
+    b->created_ms = now_ms;
+    ak_cpb_set (&b->bundle_digest, bundle_digest);
+    b->targets = ak_calloc (m->ntargets, sizeof *b->targets);
+    for (size_t t = 0; t < m->ntargets; t++) {
+        b->targets[t] = (char *) protobuf_c_empty_string;
+        ak_cpb_set (&b->targets[t], m->targets[t]);
+    }
+    b->n_targets = m->ntargets;
+    b->policy = s_policy (&m->policy);
+    b->ntasks = (uint32_t) ctx.exp->ntasks;
+    ctx.exp->batch = b;
+    *exp_p = ctx.exp;
+    return 0;
+
+fail:
+    ak_expansion_destroy (&ctx.exp);
+    return rc;
+}
+
+int ak_expand_store (const ak_expansion_t *exp, ak_txn_t *txn, ak_err_t *err)
+{
+    int rc = 0;
+    char digest[65];
+    for (size_t i = 0; i < exp->nblobs; i++) {
+        rc = ak_store_put_blob (txn, exp->blobs[i].data, exp->blobs[i].len, digest, err);
+        if (rc)
+            return rc;
+    }
+    for (size_t i = 0; i < exp->ntasks; i++) {
+        rc = ak_store_put_task (txn, exp->tasks[i], err);
+        if (rc)
+            return rc;
+    }
+    return ak_store_put_batch (txn, exp->batch, err);
+}
+
+void ak_expansion_destroy (ak_expansion_t **self_p)
+{
+    if (self_p && *self_p) {
+        ak_expansion_t *self = *self_p;
+        if (self->batch)
+            ak__batch_record__free_unpacked (self->batch, NULL);
+        for (size_t i = 0; i < self->ntasks; i++)
+            ak__task_record__free_unpacked (self->tasks[i], NULL);
+        free (self->tasks);
+        for (size_t i = 0; i < self->nblobs; i++)
+            free (self->blobs[i].data);
+        free (self->blobs);
+        free (self);
+        *self_p = NULL;
+    }
+}

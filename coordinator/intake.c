@@ -1,0 +1,327 @@
+/*  coordinator/intake.c: staged receipts and the group commit (see intake.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "intake.h"
+#include "clock.h"
+#include "cpb.h"
+#include "log.h"
+#include "util.h"
+
+typedef struct {
+    Ak__Receipt *receipt;
+    char        *worker_id;
+    bool         stored;        /* written in the transaction being built */
+    ak_ack_t     ack;
+} s_staged_t;
+
+struct ak_intake {
+    ak_store_t       *store;
+    ak_sched_t       *sched;
+    ak_registry_t    *registry;
+    ak_intake_opts_t  opts;
+    s_staged_t       *staged;
+    size_t            nstaged;
+    size_t            cap;
+    uint64_t          first_staged;     /* monotonic ms of the oldest staged receipt */
+    uint64_t          retry_at;         /* no commit before this after a failure */
+    ak_intake_stats_t stats;
+};
+
+ak_intake_t *ak_intake_new (ak_store_t *store, ak_sched_t *sched, ak_registry_t *registry,
+                            const ak_intake_opts_t *opts)
+{
+    ak_intake_t *self = ak_calloc (1, sizeof *self);
+    self->store = store;
+    self->sched = sched;
+    self->registry = registry;
+    if (opts)
+        self->opts = *opts;
+    if (self->opts.commit_max == 0)
+        self->opts.commit_max = 256;
+    if (self->opts.map_max == 0)
+        self->opts.map_max = AK_INTAKE_MAP_MAX;
+    return self;
+}
+
+static void s_staged_clear (ak_intake_t *self)
+{
+    for (size_t i = 0; i < self->nstaged; i++) {
+        ak__receipt__free_unpacked (self->staged[i].receipt, NULL);
+        free (self->staged[i].worker_id);
+    }
+    self->nstaged = 0;
+    self->first_staged = 0;
+}
+
+void ak_intake_destroy (ak_intake_t **self_p)
+{
+    if (self_p && *self_p) {
+        ak_intake_t *self = *self_p;
+        s_staged_clear (self);
+        free (self->staged);
+        free (self);
+        *self_p = NULL;
+    }
+}
+
+const ak_intake_stats_t *ak_intake_stats (ak_intake_t *self)
+{
+    return &self->stats;
+}
+
+// ------------------------------------------------------------------ staging
+
+int ak_intake_stage (ak_intake_t *self, const char *worker_id, Ak__Receipt **receipt_p,
+                     uint64_t now, ak_err_t *err)
+{
+    Ak__Receipt *r = *receipt_p;
+    *receipt_p = NULL;
+    ak_task_t *task = ak_sched_task (self->sched, r->task_id);
+    int rc = 0;
+    if (!task) {
+        rc = ak_err_set (err, AK_ENOTFOUND, "receipt from %s for unknown task '%.64s'",
+                         worker_id, r->task_id);
+        goto fail;
+    }
+    if (r->attempt == 0 || r->attempt > task->attempt) {
+        rc = ak_err_set (err, AK_EINVAL, "receipt from %s for task %s attempt %u: the task is at attempt %u",
+                         worker_id, task->task_id, r->attempt, task->attempt);
+        goto fail;
+    }
+    ak_cpb_set (&r->receipt_id, NULL);
+    ak_cpb_set (&r->worker_id, worker_id);
+    r->duplicate = false;
+    r->received_at_ms = ak_clock_wall_ms ();
+
+    if (self->nstaged == self->cap) {
+        self->cap = self->cap ? self->cap * 2 : 64;
+        self->staged = ak_realloc (self->staged, self->cap * sizeof *self->staged);
+    }
+    s_staged_t *s = &self->staged[self->nstaged++];
+    memset (s, 0, sizeof *s);
+    s->receipt = r;
+    s->worker_id = ak_strdup (worker_id);
+    if (!self->first_staged)
+        self->first_staged = now ? now : 1;
+    return 0;
+
+fail:
+    ak__receipt__free_unpacked (r, NULL);
+    return rc;
+}
+
+size_t ak_intake_staged (ak_intake_t *self)
+{
+    return self->nstaged;
+}
+
+size_t ak_intake_staged_for (ak_intake_t *self, const char *worker_id)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < self->nstaged; i++)
+        n += strcmp (self->staged[i].worker_id, worker_id) == 0;
+    return n;
+}
+
+uint64_t ak_intake_deadline (ak_intake_t *self)
+{
+    uint64_t since = self->first_staged;
+    uint64_t d = ak_sched_dirty_since (self->sched);
+    if (d && (!since || d < since))
+        since = d;
+    d = ak_registry_dirty_since (self->registry);
+    if (d && (!since || d < since))
+        since = d;
+    if (!since)
+        return 0;
+    uint64_t due = self->nstaged >= self->opts.commit_max ? since : since + self->opts.commit_ms;
+    return due > self->retry_at ? due : self->retry_at;
+}
+
+// ------------------------------------------------------------------- commit
+
+/* Stores one staged receipt and decides its task, inside txn. */
+static int s_store_one (ak_intake_t *self, ak_txn_t *txn, s_staged_t *s, ak_err_t *err)
+{
+    Ak__Receipt *r = s->receipt;
+    Ak__TaskRecord *task = NULL;
+    uint64_t n = 0;
+    char key[512];
+    void *val = NULL;
+    size_t len = 0;
+    ak_tstate_t state;
+
+    int rc = ak_store_get_task (txn, r->task_id, &task, err);
+    if (rc == AK_ENOTFOUND) {
+        ak_error ("receipt for task %s: the task record is missing from the store; not stored",
+                  r->task_id);
+        return 0;
+    }
+    if (rc)
+        return rc;
+    rc = ak_store_next_id (txn, "receipt", &n, err);
+    if (rc)
+        goto done;
+    snprintf (s->ack.receipt_id, sizeof s->ack.receipt_id, "R%08llu", (unsigned long long) n);
+    bool duplicate = ak_tstate_parse (task->state, &state) != 0 || ak_tstate_terminal (state);
+
+    ak_cpb_set (&r->receipt_id, s->ack.receipt_id);
+    ak_cpb_set (&r->batch_id, task->batch_id);
+    r->duplicate = duplicate;
+    rc = ak_store_put_receipt (txn, r, err);
+    if (rc)
+        goto done;
+
+    snprintf (key, sizeof key, "%s#%u", r->task_id, r->attempt);
+    rc = ak_store_get (txn, AK_DB_ATTEMPTS, key, &val, &len, err);
+    free (val);
+    if (rc == AK_ENOTFOUND)
+        rc = ak_store_put (txn, AK_DB_ATTEMPTS, key, s->ack.receipt_id, strlen (s->ack.receipt_id), err);
+    if (rc)
+        goto done;
+    snprintf (key, sizeof key, "%s#%u#%s", r->task_id, r->attempt, s->ack.receipt_id);
+    rc = ak_store_put (txn, AK_DB_ATTEMPTS, key, s->ack.receipt_id, strlen (s->ack.receipt_id), err);
+    if (rc)
+        goto done;
+
+    bool ok = strcmp (r->status, "ok") == 0;
+    if (duplicate)
+        task->duplicates++;
+    else {
+        ak_cpb_set (&task->state, ok ? "done" : "failed");
+        ak_cpb_set (&task->receipt_id, s->ack.receipt_id);
+        ak_cpb_setf (&task->status, "%.32s", r->status);
+        ak_cpb_set (&task->worker_id, s->worker_id);
+        task->finished_ms = r->received_at_ms;
+    }
+    rc = ak_store_put_task (txn, task, err);
+    if (rc)
+        goto done;
+    s->stored = true;
+    s->ack.task_id = r->task_id;
+    s->ack.worker_id = s->worker_id;
+    s->ack.attempt = r->attempt;
+    s->ack.duplicate = duplicate;
+    s->ack.ok = !duplicate && ok;
+done:
+    ak__task_record__free_unpacked (task, NULL);
+    return rc;
+}
+
+/* One attempt at the whole group: flush, receipts, commit. */
+static int s_commit_once (ak_intake_t *self, ak_err_t *err)
+{
+    ak_txn_t *txn = NULL;
+    int rc = ak_store_begin (self->store, true, &txn, err);
+    if (rc)
+        return rc;
+    rc = ak_sched_flush (self->sched, txn, err);
+    if (rc == 0)
+        rc = ak_registry_flush (self->registry, txn, err);
+    for (size_t i = 0; rc == 0 && i < self->nstaged; i++) {
+        self->staged[i].stored = false;
+        rc = s_store_one (self, txn, &self->staged[i], err);
+    }
+    if (rc) {
+        ak_store_abort (&txn);
+        return rc;
+    }
+    return ak_store_commit (&txn, err);
+}
+
+int ak_intake_grow (ak_intake_t *self, ak_err_t *err)
+{
+    size_t now = ak_store_map_size (self->store);
+    if (now >= self->opts.map_max)
+        return ak_err_set (err, AK_ESTOREFULL, "store map is at its limit (%zu MiB)", now >> 20);
+    size_t next = now * 2 > self->opts.map_max ? self->opts.map_max : now * 2;
+    int rc = ak_store_set_map_size (self->store, next, err);
+    if (rc)
+        return rc;
+    self->stats.map_grows++;
+    ak_warn ("store map grown from %zu MiB to %zu MiB", now >> 20, next >> 20);
+    return 0;
+}
+
+void ak_commit_clear (ak_commit_t *c)
+{
+    for (size_t i = 0; i < c->nacks; i++) {
+        free (c->acks[i].worker_id);
+        free (c->acks[i].task_id);
+    }
+    free (c->acks);
+    for (size_t i = 0; i < c->ndropped; i++)
+        free (c->dropped[i]);
+    free (c->dropped);
+    memset (c, 0, sizeof *c);
+}
+
+int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_t *err)
+{
+    memset (out, 0, sizeof *out);
+    if (!self->nstaged && !ak_sched_dirty_since (self->sched)
+        && !ak_registry_dirty_since (self->registry))
+        return 0;
+
+    int rc;
+    while ((rc = s_commit_once (self, err)) == AK_ESTOREFULL) {
+        ak_error ("store full while committing %zu receipts: %s; growing the map",
+                  self->nstaged, err ? err->msg : "");
+        int grc = ak_intake_grow (self, err);
+        if (grc) {
+            rc = grc;
+            break;
+        }
+    }
+    if (rc) {
+        self->stats.commit_failures++;
+        self->stats.dropped += self->nstaged;
+        self->retry_at = now + AK_INTAKE_RETRY_MS;
+        ak_error ("commit failed, %zu receipts not stored or acked (workers will re-send): %s",
+                  self->nstaged, err ? err->msg : ak_strerror (rc));
+        out->dropped = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *out->dropped);
+        for (size_t i = 0; i < self->nstaged; i++) {
+            bool seen = false;
+            for (size_t j = 0; j < out->ndropped; j++)
+                if (strcmp (out->dropped[j], self->staged[i].worker_id) == 0)
+                    seen = true;
+            if (!seen)
+                out->dropped[out->ndropped++] = ak_strdup (self->staged[i].worker_id);
+        }
+        s_staged_clear (self);
+        return rc;
+    }
+
+    self->retry_at = 0;
+    self->stats.commits++;
+    ak_sched_flushed (self->sched);
+    ak_registry_flushed (self->registry);
+    out->acks = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *out->acks);
+    for (size_t i = 0; i < self->nstaged; i++) {
+        s_staged_t *s = &self->staged[i];
+        if (!s->stored)
+            continue;
+        ak_ack_t *ack = &out->acks[out->nacks++];
+        *ack = s->ack;
+        ack->worker_id = ak_strdup (s->ack.worker_id);
+        ack->task_id = ak_strdup (s->ack.task_id);
+        if (ack->duplicate) {
+            self->stats.duplicate++;
+            ak_info ("receipt %s for task %s attempt %u from %s stored as a duplicate",
+                     ack->receipt_id, ack->task_id, ack->attempt, ack->worker_id);
+            continue;
+        }
+        self->stats.accepted++;
+        ak_task_t *task = ak_sched_task (self->sched, ack->task_id);
+        if (task)
+            ak_sched_finish (self->sched, task, ack->ok, true, now);
+        ak_worker_t *w = ak_registry_get (self->registry, ack->worker_id);
+        if (w)
+            ak_registry_count_done (self->registry, w, now);
+        ak_info ("receipt %s accepted for task %s attempt %u from %s (%s)", ack->receipt_id,
+                 ack->task_id, ack->attempt, ack->worker_id, s->receipt->status);
+    }
+    s_staged_clear (self);
+    return 0;
+}

@@ -1,0 +1,98 @@
+/*  coordinator/intake.h: receipt intake and the group commit.
+
+    Receipts are staged in memory and written, together with every dirty
+    task, batch and worker record (sched.h, registry.h), in ONE LMDB write
+    transaction when commit_max receipts are staged or commit_ms passed since
+    the oldest pending change.  Each stored receipt gets an id "R%08llu" from
+    the `receipt` counter, is indexed under "task#attempt" (its attempt's
+    first receipt) and "task#attempt#R..." (every receipt, for `show`), and
+    decides the task inside the same transaction:
+      - the first receipt for a task that is not terminal is accepted: the
+        task becomes done (status ok) or failed, TaskRecord.receipt_id and
+        status are set;
+      - any other (a copy of the same attempt, an older attempt after another
+        was accepted, a task already terminal) is stored with duplicate=true,
+        TaskRecord.duplicates++, and never counted.
+    Acks come out of ak_intake_commit only when the commit holding their
+    receipts returned 0.  A full map is grown (doubling, up to map_max) and
+    the commit retried; any other failure drops the staged receipts unacked
+    (their workers still hold them and re-send) and keeps the dirty records
+    for a retry after a pause.  Nothing here touches the network. */
+#ifndef AK_INTAKE_H
+#define AK_INTAKE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "akfleet.pb-c.h"
+#include "error.h"
+#include "store.h"
+#include "sched.h"
+#include "registry.h"
+
+#define AK_INTAKE_MAP_MAX     (64ull << 30)     /* default growth limit: 64 GiB */
+#define AK_INTAKE_RETRY_MS    1000              /* pause after a failed commit */
+
+typedef struct {
+    uint32_t commit_ms;         /* bounded delay; default 2 */
+    uint32_t commit_max;        /* receipts per commit; default 256 */
+    size_t   map_max;           /* 0: AK_INTAKE_MAP_MAX */
+} ak_intake_opts_t;
+
+typedef struct {
+    char     *worker_id;
+    char     *task_id;
+    uint32_t  attempt;
+    char      receipt_id[24];
+    bool      duplicate;
+    bool      ok;               /* accepted with status ok */
+} ak_ack_t;
+
+typedef struct {
+    ak_ack_t *acks;             /* success: one per staged receipt, in arrival order */
+    size_t    nacks;
+    char    **dropped;          /* failure: workers whose receipts were not stored */
+    size_t    ndropped;
+} ak_commit_t;
+
+typedef struct {
+    uint64_t accepted;
+    uint64_t duplicate;
+    uint64_t commits;
+    uint64_t commit_failures;
+    uint64_t map_grows;
+    uint64_t dropped;           /* receipts not stored after a failed commit */
+} ak_intake_stats_t;
+
+typedef struct ak_intake ak_intake_t;
+
+/* The intake borrows store, sched and registry for its lifetime. */
+ak_intake_t *ak_intake_new (ak_store_t *store, ak_sched_t *sched, ak_registry_t *registry,
+                            const ak_intake_opts_t *opts);
+void ak_intake_destroy (ak_intake_t **self_p);
+
+/* Stages *receipt_p (taken in every case) from worker_id.  The receipt's
+   worker_id and received_at_ms are set here; receipt_id and duplicate are
+   the coordinator's to set.  AK_ENOTFOUND for an unknown task, AK_EINVAL for
+   an attempt the task never had; err says which. */
+int ak_intake_stage (ak_intake_t *self, const char *worker_id, Ak__Receipt **receipt_p,
+                     uint64_t now, ak_err_t *err);
+
+size_t ak_intake_staged (ak_intake_t *self);
+size_t ak_intake_staged_for (ak_intake_t *self, const char *worker_id);
+
+/* Monotonic ms at which a commit is due (0: nothing pending).  It is due at
+   once when commit_max receipts are staged. */
+uint64_t ak_intake_deadline (ak_intake_t *self);
+
+/* Commits everything pending (a no-op when nothing is).  On 0, *out has the
+   acks to send; on failure, the workers whose receipts were dropped.  Clear
+   *out with ak_commit_clear. */
+int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_t *err);
+void ak_commit_clear (ak_commit_t *commit);
+
+/* Doubles the map (up to map_max); AK_ESTOREFULL when already there. */
+int ak_intake_grow (ak_intake_t *self, ak_err_t *err);
+
+const ak_intake_stats_t *ak_intake_stats (ak_intake_t *self);
+
+#endif

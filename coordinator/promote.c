@@ -1,0 +1,244 @@
+/*  coordinator/promote.c: the promotion rule (see promote.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include "promote.h"
+#include "cpb.h"
+#include "util.h"
+
+static bool s_finite_pos (double x)
+{
+    return isfinite (x) && x > 0;
+}
+
+/* "blocked BLOCK=8" (or just the name) into buf. */
+static const char *s_label (const ak_promote_cand_t *cand, char *buf, size_t len)
+{
+    char params[256];
+    ak_cpb_params_text (cand->params, cand->nparams, params, sizeof params);
+    snprintf (buf, len, "%s%s%s", cand->candidate_name ? cand->candidate_name : "?",
+              params[0] ? " " : "", params);
+    return buf;
+}
+
+/* Percent text without trailing zeros: 0.03 -> "3", 0.025 -> "2.5". */
+static const char *s_pct (double fraction, char *buf, size_t len)
+{
+    snprintf (buf, len, "%g", fraction * 100.0);
+    return buf;
+}
+
+// ---------------------------------------------------------------- evaluation
+
+void ak_promote_eval (const ak_promote_rule_t *rule, const ak_promote_cand_t *cand,
+                      ak_promote_eval_t *ev)
+{
+    char label[320], pct[32], pct2[32];
+    const Ak__Receipt *r = cand->receipt;
+    memset (ev, 0, sizeof *ev);
+    s_label (cand, label, sizeof label);
+
+    if (!r) {
+        snprintf (ev->status, sizeof ev->status, "%s", cand->state ? cand->state : "unknown");
+        snprintf (ev->reason, sizeof ev->reason, "no accepted receipt (task %s%s%s)",
+                  ev->status, cand->last_error && *cand->last_error ? ": " : "",
+                  cand->last_error ? cand->last_error : "");
+        return;
+    }
+    snprintf (ev->status, sizeof ev->status, "%s", r->status && *r->status ? r->status : "error");
+    if (strcmp (ev->status, "ok") != 0) {
+        snprintf (ev->reason, sizeof ev->reason, "%s%s%s", ev->status,
+                  r->reason && *r->reason ? ": " : "", r->reason ? r->reason : "");
+        return;
+    }
+    for (size_t g = 0; g < r->n_gates; g++) {
+        const Ak__GateResult *gate = r->gates[g];
+        if (!gate->passed && !gate->skipped) {
+            snprintf (ev->status, sizeof ev->status, "gate_failed");
+            snprintf (ev->reason, sizeof ev->reason, "gate %s failed%s%s", gate->stage,
+                      gate->detail && *gate->detail ? ": " : "", gate->detail ? gate->detail : "");
+            return;
+        }
+    }
+    if (r->n_timings == 0) {
+        snprintf (ev->status, sizeof ev->status, "invalid");
+        snprintf (ev->reason, sizeof ev->reason, "receipt has no timings");
+        return;
+    }
+
+    double wsum = 0, wbase = 0, wcand = 0, wrel = 0, worst = 0;
+    const char *worst_name = NULL;
+    for (size_t i = 0; i < r->n_timings; i++) {
+        const Ak__WorkloadTiming *t = r->timings[i];
+        const char *wname = t->workload && t->workload->name ? t->workload->name : "?";
+        double w = t->workload ? t->workload->weight : 0;
+        double base = t->baseline ? t->baseline->median_us : 0;
+        double cnd = t->candidate ? t->candidate->median_us : 0;
+        double noise = t->speedup_noise;
+        if (!s_finite_pos (w) || !s_finite_pos (base) || !s_finite_pos (cnd)
+            || !isfinite (noise) || noise < 0) {
+            snprintf (ev->status, sizeof ev->status, "invalid");
+            snprintf (ev->reason, sizeof ev->reason,
+                      "invalid timing for workload '%s' (weight, medians must be positive)", wname);
+            return;
+        }
+        double s = base / cnd;
+        wsum += w;
+        wbase += w * base;
+        wcand += w * cnd;
+        wrel += w * (noise / s);
+        double slower = cnd / base - 1.0;
+        if (slower > worst) {
+            worst = slower;
+            worst_name = wname;
+        }
+    }
+    if (!s_finite_pos (wsum) || !s_finite_pos (wbase) || !s_finite_pos (wcand)) {
+        snprintf (ev->status, sizeof ev->status, "invalid");
+        snprintf (ev->reason, sizeof ev->reason, "weighted timings out of range");
+        return;
+    }
+    ev->ok = true;
+    ev->weighted_base_us = wbase / wsum;
+    ev->weighted_cand_us = wcand / wsum;
+    ev->speedup = ev->weighted_base_us / ev->weighted_cand_us;
+    double rel = wrel / wsum;
+    ev->noise = ev->speedup * rel;
+
+    double need = 1.0 + rule->threshold;
+    if (worst_name && worst > rule->max_regression) {
+        snprintf (ev->reason, sizeof ev->reason,
+                  "%s: %.2fx +- %.2f, but workload '%s' is %.1f%% slower than the baseline (limit %s%%)",
+                  label, ev->speedup, ev->noise, worst_name, worst * 100.0,
+                  s_pct (rule->max_regression, pct, sizeof pct));
+        return;
+    }
+    if (ev->speedup < need) {
+        snprintf (ev->reason, sizeof ev->reason, "%s: %.2fx +- %.2f, below the %s%% threshold",
+                  label, ev->speedup, ev->noise, s_pct (rule->threshold, pct, sizeof pct));
+        return;
+    }
+    if (ev->speedup < need + ev->noise) {
+        snprintf (ev->reason, sizeof ev->reason,
+                  "%s: %.2fx +- %.2f, not beyond the %s%% threshold by more than its noise",
+                  label, ev->speedup, ev->noise, s_pct (rule->threshold, pct, sizeof pct));
+        return;
+    }
+    if (rule->has_incumbent) {
+        double vs = s_finite_pos (rule->incumbent_us) ? rule->incumbent_us / ev->weighted_cand_us : 0;
+        if (vs < need + vs * rel) {
+            snprintf (ev->reason, sizeof ev->reason,
+                      "%s: %.2fx over the baseline but %.2fx +- %.2f over the incumbent (needs %s%% beyond noise)",
+                      label, ev->speedup, vs, vs * rel, s_pct (rule->threshold, pct2, sizeof pct2));
+            return;
+        }
+    }
+    ev->promotable = true;
+}
+
+// ------------------------------------------------------------------ decision
+
+/* Tie-break order: candidate name, params ascending, task id. */
+static int s_tiebreak (const ak_promote_cand_t *a, const ak_promote_cand_t *b)
+{
+    int c = strcmp (a->candidate_name ? a->candidate_name : "", b->candidate_name ? b->candidate_name : "");
+    if (c)
+        return c;
+    c = ak_cpb_params_cmp (a->params, a->nparams, b->params, b->nparams);
+    if (c)
+        return c;
+    return strcmp (a->task_id ? a->task_id : "", b->task_id ? b->task_id : "");
+}
+
+/* "wrong_answer x2, compile_error x1" over the failed evaluations. */
+static void s_failure_summary (const ak_promote_eval_t *ev, size_t n, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp (ev[j].status, ev[i].status) == 0)
+                seen = true;
+        if (seen)
+            continue;
+        size_t count = 0;
+        for (size_t j = i; j < n; j++)
+            if (strcmp (ev[j].status, ev[i].status) == 0)
+                count++;
+        int w = snprintf (buf + used, len - used, "%s%s x%zu", used ? ", " : "", ev[i].status, count);
+        if (w < 0 || (size_t) w >= len - used)
+            break;
+        used += (size_t) w;
+    }
+}
+
+int ak_promote (const char *op, const char *device_class, const ak_promote_rule_t *rule,
+                const ak_promote_cand_t *cands, size_t n,
+                ak_promote_eval_t *evals, Ak__Winner **winner_p)
+{
+    ak_promote_eval_t *ev = evals ? evals : ak_calloc (n ? n : 1, sizeof *ev);
+    Ak__Winner *win = ak_malloc (sizeof *win);
+    ak__winner__init (win);
+    ak_cpb_set (&win->op, op);
+    ak_cpb_set (&win->device_class, device_class);
+
+    size_t nok = 0;
+    ssize_t best = -1, best_ok = -1;
+    for (size_t i = 0; i < n; i++) {
+        ak_promote_eval (rule, &cands[i], &ev[i]);
+        if (!ev[i].ok)
+            continue;
+        nok++;
+        if (best_ok < 0 || ev[i].speedup > ev[best_ok].speedup)
+            best_ok = (ssize_t) i;
+        if (ev[i].promotable && (best < 0 || ev[i].speedup > ev[best].speedup))
+            best = (ssize_t) i;
+    }
+
+    if (best < 0) {
+        win->promoted = false;
+        if (n == 0)
+            ak_cpb_set (&win->reason, "no candidates for this operator and device class");
+        else if (nok == 0) {
+            char summary[256];
+            s_failure_summary (ev, n, summary, sizeof summary);
+            ak_cpb_setf (&win->reason, "no candidate passed: all %zu failed (%s)", n, summary);
+        }
+        else
+            ak_cpb_setf (&win->reason, "best candidate %s", ev[best_ok].reason);
+    }
+    else {
+        size_t chosen = (size_t) best, tied = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!ev[i].promotable)
+                continue;
+            double band = fmax (ev[best].noise, ev[i].noise);
+            if (ev[i].speedup < ev[best].speedup - band)
+                continue;
+            tied++;
+            if (s_tiebreak (&cands[i], &cands[chosen]) < 0)
+                chosen = i;
+        }
+        const ak_promote_cand_t *c = &cands[chosen];
+        win->promoted = true;
+        ak_cpb_set (&win->task_id, c->task_id);
+        ak_cpb_set (&win->receipt_id, c->receipt->receipt_id);
+        ak_cpb_set (&win->candidate_name, c->candidate_name);
+        win->params = ak_cpb_params_dup (c->params, c->nparams);
+        win->n_params = c->nparams;
+        win->speedup = ev[chosen].speedup;
+        win->noise = ev[chosen].noise;
+        win->tied = (uint32_t) tied;
+        if (tied > 1)
+            ak_cpb_setf (&win->reason,
+                         "%zu candidates within noise of the best (%.2fx); chosen by name, params, task id",
+                         tied, ev[best].speedup);
+    }
+    if (!evals)
+        free (ev);
+    *winner_p = win;
+    return 0;
+}

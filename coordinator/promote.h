@@ -1,0 +1,69 @@
+/*  coordinator/promote.h: the promotion rule, as a pure function.
+
+    Given every tune task of one (operator, device class) with its accepted
+    receipt, decide the winner.  Over the op's workloads with their weights w:
+        weighted_base = sum(w * baseline median) / sum(w)
+        weighted_cand = sum(w * candidate median) / sum(w)
+        speedup       = weighted_base / weighted_cand
+        noise         = speedup * sum(w * speedup_noise_i / speedup_i) / sum(w)
+    where baseline and candidate medians are the interleaved pair of the tune
+    receipt (same executor), never the preflight's.  A candidate (status ok,
+    every gate passed or skipped, valid timings) is promotable iff
+        speedup >= 1 + threshold + noise,
+        no workload has candidate median > (1 + max_regression) * baseline, and,
+        when an incumbent weighted time is given, incumbent / weighted_cand
+        >= 1 + threshold + (its noise, same relative noise).
+    Among the promotable, every candidate whose speedup is within
+    max(noise_best, noise_i) of the best one is in the tie band; the band is
+    ordered by candidate name, then params (values ascending), then task id,
+    and the first wins.  Winner.tied is the size of the band (1: a clear win).
+
+    Receipts are untrusted: NaN, zero or negative timings make a candidate
+    not ok with a reason, never a crash.  No allocation escapes except the
+    Winner, and nothing here touches the store or the network. */
+#ifndef AK_PROMOTE_H
+#define AK_PROMOTE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include "akfleet.pb-c.h"
+
+typedef struct {
+    const char        *task_id;
+    const char        *candidate_name;  /* from the task record */
+    Ak__Param *const  *params;          /* from the task record */
+    size_t             nparams;
+    const char        *state;           /* task state: done | failed | poisoned | cancelled | ... */
+    const char        *last_error;      /* task's last error, for reasons; may be NULL */
+    const Ak__Receipt *receipt;         /* accepted receipt, NULL when none */
+} ak_promote_cand_t;
+
+typedef struct {
+    double threshold;                   /* 0.03 */
+    double max_regression;              /* 0.05 */
+    bool   has_incumbent;               /* none yet: false */
+    double incumbent_us;                /* incumbent's weighted time on the same workloads */
+} ak_promote_rule_t;
+
+typedef struct {
+    bool   ok;                          /* ran, passed the gates, timings valid */
+    bool   promotable;
+    double speedup;                     /* 0 when not ok */
+    double noise;
+    double weighted_base_us;
+    double weighted_cand_us;
+    char   status[32];                  /* receipt status, or the task state without one */
+    char   reason[320];                 /* why not ok / not promotable; "" when promotable */
+} ak_promote_eval_t;
+
+/* Decides the Winner of (op, device_class) over cands[0..n).  evals (may be
+   NULL) gets one evaluation per candidate, in the same order.  *winner_p is
+   the caller's (ak__winner__free_unpacked).  Returns 0. */
+int ak_promote (const char *op, const char *device_class, const ak_promote_rule_t *rule,
+                const ak_promote_cand_t *cands, size_t n,
+                ak_promote_eval_t *evals, Ak__Winner **winner_p);
+
+/* Evaluates one candidate (the first half of ak_promote). */
+void ak_promote_eval (const ak_promote_rule_t *rule, const ak_promote_cand_t *cand,
+                      ak_promote_eval_t *eval);
+
+#endif

@@ -1,0 +1,332 @@
+/*  coordinator/registry.c: workers by application id (see registry.h). */
+#include <stdlib.h>
+#include <string.h>
+#include "registry.h"
+#include "clock.h"
+#include "cpb.h"
+#include "log.h"
+#include "util.h"
+
+struct ak_registry {
+    zhashx_t *workers;          /* worker_id -> ak_worker_t (owned) */
+    zhashx_t *routes;           /* hex(route) -> ak_worker_t */
+    zlistx_t *dirty;
+    uint64_t  dirty_since;
+};
+
+static void s_route_key (const void *route, size_t len, char *key)
+{
+    static const char hex[] = "0123456789abcdef";
+    const uint8_t *r = route;
+    for (size_t i = 0; i < len; i++) {
+        key[2 * i] = hex[r[i] >> 4];
+        key[2 * i + 1] = hex[r[i] & 15];
+    }
+    key[2 * len] = '\0';
+}
+
+static void s_classes_free (ak_worker_t *w)
+{
+    for (size_t i = 0; i < w->nclasses; i++)
+        free (w->classes[i]);
+    free (w->classes);
+    w->classes = NULL;
+    w->nclasses = 0;
+    w->next_class = 0;
+}
+
+/* Distinct device classes of the worker's devices, in device order. */
+static void s_classes_set (ak_worker_t *w)
+{
+    s_classes_free (w);
+    if (!w->hello || w->hello->n_devices == 0)
+        return;
+    w->classes = ak_calloc (w->hello->n_devices, sizeof *w->classes);
+    for (size_t d = 0; d < w->hello->n_devices; d++) {
+        const char *cls = w->hello->devices[d]->device_class;
+        bool seen = false;
+        for (size_t i = 0; i < w->nclasses; i++)
+            if (strcmp (w->classes[i], cls) == 0)
+                seen = true;
+        if (!seen && *cls)
+            w->classes[w->nclasses++] = ak_strdup (cls);
+    }
+}
+
+static void s_worker_free (void **item)
+{
+    ak_worker_t *w = *item;
+    if (w) {
+        free (w->worker_id);
+        if (w->hello)
+            ak__hello__free_unpacked (w->hello, NULL);
+        zhashx_destroy (&w->outstanding);
+        s_classes_free (w);
+        free (w);
+        *item = NULL;
+    }
+}
+
+static ak_worker_t *s_worker_new (ak_registry_t *self, const char *worker_id)
+{
+    ak_worker_t *w = ak_calloc (1, sizeof *w);
+    w->worker_id = ak_strdup (worker_id);
+    w->outstanding = zhashx_new ();
+    if (!w->outstanding)
+        abort ();
+    zhashx_insert (self->workers, w->worker_id, w);
+    return w;
+}
+
+static void s_mark (ak_registry_t *self, ak_worker_t *w, uint64_t now)
+{
+    if (!w->dirty) {
+        w->dirty = true;
+        zlistx_add_end (self->dirty, w);
+    }
+    if (!self->dirty_since)
+        self->dirty_since = now ? now : 1;
+}
+
+static void s_unroute (ak_registry_t *self, ak_worker_t *w)
+{
+    if (w->route_len) {
+        char key[2 * AK_ROUTE_MAX + 1];
+        s_route_key (w->route, w->route_len, key);
+        if (zhashx_lookup (self->routes, key) == w)
+            zhashx_delete (self->routes, key);
+        w->route_len = 0;
+    }
+}
+
+ak_registry_t *ak_registry_new (void)
+{
+    ak_registry_t *self = ak_calloc (1, sizeof *self);
+    self->workers = zhashx_new ();
+    self->routes = zhashx_new ();
+    self->dirty = zlistx_new ();
+    if (!self->workers || !self->routes || !self->dirty)
+        abort ();
+    zhashx_set_destructor (self->workers, s_worker_free);
+    return self;
+}
+
+void ak_registry_destroy (ak_registry_t **self_p)
+{
+    if (self_p && *self_p) {
+        ak_registry_t *self = *self_p;
+        zlistx_destroy (&self->dirty);
+        zhashx_destroy (&self->routes);
+        zhashx_destroy (&self->workers);
+        free (self);
+        *self_p = NULL;
+    }
+}
+
+// ------------------------------------------------------------------ loading
+
+static int s_load_worker (const char *key, const void *val, size_t len, void *arg)
+{
+    ak_registry_t *self = arg;
+    Ak__WorkerRecord *rec = ak__worker_record__unpack (NULL, len, val);
+    if (!rec || !rec->hello || !*rec->hello->worker_id
+        || zhashx_lookup (self->workers, rec->hello->worker_id)) {
+        ak_error ("store: workers/%s: undecodable worker record, skipped", key);
+    }
+    else {
+        ak_worker_t *w = s_worker_new (self, rec->hello->worker_id);
+        w->hello = rec->hello;
+        rec->hello = NULL;
+        w->first_seen_ms = rec->first_seen_ms;
+        w->last_seen_ms = rec->last_seen_ms;
+        w->tasks_done = rec->tasks_done;
+        w->registrations = rec->registrations;
+        s_classes_set (w);
+        if (strcmp (rec->state, "dead") != 0)
+            s_mark (self, w, ak_clock_mono_ms ());     /* say it is dead until it says HELLO */
+    }
+    if (rec)
+        ak__worker_record__free_unpacked (rec, NULL);
+    return 0;
+}
+
+int ak_registry_load (ak_registry_t *self, ak_txn_t *txn, ak_err_t *err)
+{
+    return ak_store_walk (txn, AK_DB_WORKERS, "", s_load_worker, self, err);
+}
+
+// ------------------------------------------------------------- registration
+
+ak_worker_t *ak_registry_hello (ak_registry_t *self, const void *route, size_t route_len,
+                                Ak__Hello **hello_p, uint64_t now, bool *was_alive)
+{
+    Ak__Hello *hello = *hello_p;
+    *hello_p = NULL;
+    ak_worker_t *w = zhashx_lookup (self->workers, hello->worker_id);
+    if (!w)
+        w = s_worker_new (self, hello->worker_id);
+    *was_alive = w->alive;
+
+    /* a route belongs to one worker: whoever held it before loses it */
+    char key[2 * AK_ROUTE_MAX + 1];
+    if (route_len > AK_ROUTE_MAX)
+        route_len = AK_ROUTE_MAX;
+    s_route_key (route, route_len, key);
+    ak_worker_t *other = zhashx_lookup (self->routes, key);
+    if (other && other != w) {
+        zhashx_delete (self->routes, key);
+        other->route_len = 0;
+    }
+    s_unroute (self, w);
+    memcpy (w->route, route, route_len);
+    w->route_len = route_len;
+    zhashx_update (self->routes, key, w);
+
+    if (w->hello)
+        ak__hello__free_unpacked (w->hello, NULL);
+    w->hello = hello;
+    s_classes_set (w);
+    w->alive = true;
+    w->registrations++;
+    w->last_seen = now;
+    w->last_seen_ms = ak_clock_wall_ms ();
+    if (!w->first_seen_ms)
+        w->first_seen_ms = w->last_seen_ms;
+    s_mark (self, w, now);
+    return w;
+}
+
+ak_worker_t *ak_registry_get (ak_registry_t *self, const char *worker_id)
+{
+    return worker_id ? zhashx_lookup (self->workers, worker_id) : NULL;
+}
+
+ak_worker_t *ak_registry_by_route (ak_registry_t *self, const void *route, size_t route_len)
+{
+    if (route_len == 0 || route_len > AK_ROUTE_MAX)
+        return NULL;
+    char key[2 * AK_ROUTE_MAX + 1];
+    s_route_key (route, route_len, key);
+    ak_worker_t *w = zhashx_lookup (self->routes, key);
+    return w && w->alive ? w : NULL;
+}
+
+void ak_registry_touch (ak_registry_t *self, ak_worker_t *worker, uint64_t now)
+{
+    worker->last_seen = now;
+    worker->last_seen_ms = ak_clock_wall_ms ();
+}
+
+void ak_registry_kill (ak_registry_t *self, ak_worker_t *worker, const char *why, uint64_t now)
+{
+    if (!worker->alive)
+        return;
+    worker->alive = false;
+    s_unroute (self, worker);
+    s_mark (self, worker, now);
+    ak_info ("worker %s dead: %s (%zu tasks outstanding)", worker->worker_id, why,
+             zhashx_size (worker->outstanding));
+}
+
+size_t ak_registry_reap (ak_registry_t *self, uint64_t now, uint64_t timeout_ms, ak_worker_t ***dead_p)
+{
+    size_t n = 0, cap = 0;
+    ak_worker_t **list = NULL;
+    for (ak_worker_t *w = zhashx_first (self->workers); w; w = zhashx_next (self->workers)) {
+        if (w->alive && now > w->last_seen + timeout_ms) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 8;
+                list = ak_realloc (list, cap * sizeof *list);
+            }
+            list[n++] = w;
+        }
+    }
+    *dead_p = list;
+    return n;
+}
+
+ak_worker_t *ak_registry_first (ak_registry_t *self)
+{
+    return zhashx_first (self->workers);
+}
+
+ak_worker_t *ak_registry_next (ak_registry_t *self)
+{
+    return zhashx_next (self->workers);
+}
+
+size_t ak_registry_alive (ak_registry_t *self)
+{
+    size_t n = 0;
+    for (ak_worker_t *w = zhashx_first (self->workers); w; w = zhashx_next (self->workers))
+        n += w->alive;
+    return n;
+}
+
+// ------------------------------------------------------------------- credit
+
+void ak_worker_hold (ak_worker_t *worker, const char *task_id, uint32_t attempt)
+{
+    zhashx_update (worker->outstanding, task_id, (void *) (uintptr_t) (attempt ? attempt : 1));
+}
+
+bool ak_worker_drop (ak_worker_t *worker, const char *task_id)
+{
+    if (!zhashx_lookup (worker->outstanding, task_id))
+        return false;
+    zhashx_delete (worker->outstanding, task_id);
+    return true;
+}
+
+bool ak_worker_holds (ak_worker_t *worker, const char *task_id)
+{
+    return zhashx_lookup (worker->outstanding, task_id) != NULL;
+}
+
+int64_t ak_worker_credit (const ak_worker_t *worker)
+{
+    if (!worker->alive || !worker->hello)
+        return 0;
+    int64_t cap = (int64_t) worker->hello->slots + (int64_t) worker->hello->prefetch;
+    return cap - (int64_t) zhashx_size (worker->outstanding);
+}
+
+void ak_registry_count_done (ak_registry_t *self, ak_worker_t *worker, uint64_t now)
+{
+    worker->tasks_done++;
+    s_mark (self, worker, now);
+}
+
+// ------------------------------------------------------------- group commit
+
+uint64_t ak_registry_dirty_since (ak_registry_t *self)
+{
+    return self->dirty_since;
+}
+
+int ak_registry_flush (ak_registry_t *self, ak_txn_t *txn, ak_err_t *err)
+{
+    for (ak_worker_t *w = zlistx_first (self->dirty); w; w = zlistx_next (self->dirty)) {
+        if (!w->hello)
+            continue;
+        Ak__WorkerRecord rec = AK__WORKER_RECORD__INIT;
+        rec.hello = w->hello;                   /* borrowed while packed */
+        rec.state = (char *) (w->alive ? "alive" : "dead");
+        rec.first_seen_ms = w->first_seen_ms;
+        rec.last_seen_ms = w->last_seen_ms;
+        rec.tasks_done = w->tasks_done;
+        rec.registrations = w->registrations;
+        int rc = ak_store_put_worker (txn, &rec, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+void ak_registry_flushed (ak_registry_t *self)
+{
+    ak_worker_t *w;
+    while ((w = zlistx_detach (self->dirty, NULL)))
+        w->dirty = false;
+    self->dirty_since = 0;
+}

@@ -1,0 +1,87 @@
+/*  coordinator/registry.h: the worker registry.
+
+    Keyed by the application worker_id from HELLO, never by the ROUTER
+    identity: a HELLO from a known id on a new socket replaces the route.
+    Liveness is the caller's clock (monotonic ms): any message refreshes it,
+    and ak_registry_reap lists the workers silent for longer than the
+    timeout.  Each worker has an outstanding set (tasks assigned to it whose
+    receipt has not come yet) from which its credit is computed:
+        credit = hello.slots + hello.prefetch - outstanding.
+    Workers are persisted as WorkerRecords through the same dirty / flush /
+    flushed protocol as the scheduler (intake.c commits them). */
+#ifndef AK_REGISTRY_H
+#define AK_REGISTRY_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <czmq.h>
+#include "akfleet.pb-c.h"
+#include "error.h"
+#include "store.h"
+
+#define AK_ROUTE_MAX 256
+
+typedef struct {
+    char        *worker_id;
+    Ak__Hello   *hello;             /* latest HELLO (owned) */
+    uint8_t      route[AK_ROUTE_MAX];
+    size_t       route_len;         /* 0: no route (dead) */
+    bool         alive;
+    uint64_t     last_seen;         /* monotonic ms */
+    uint64_t     last_seen_ms;      /* wall clock */
+    uint64_t     first_seen_ms;
+    uint64_t     tasks_done;
+    uint32_t     registrations;
+    zhashx_t    *outstanding;       /* task_id -> attempt (as uintptr_t) */
+    char       **classes;           /* distinct device classes of its devices */
+    size_t       nclasses;
+    size_t       next_class;        /* round-robin cursor for dispatch */
+    bool         dirty;
+} ak_worker_t;
+
+typedef struct ak_registry ak_registry_t;
+
+ak_registry_t *ak_registry_new (void);
+void ak_registry_destroy (ak_registry_t **self_p);
+
+/* Loads every stored worker as dead (they come back with HELLO). */
+int ak_registry_load (ak_registry_t *self, ak_txn_t *txn, ak_err_t *err);
+
+/* Registers (or re-registers) the worker of *hello_p, which the registry
+   takes, on route.  *was_alive tells whether it was registered and alive
+   already (a re-HELLO), so the caller can reconcile its tasks.  The worker's
+   outstanding set is left as it was: the caller reconciles it. */
+ak_worker_t *ak_registry_hello (ak_registry_t *self, const void *route, size_t route_len,
+                                Ak__Hello **hello_p, uint64_t now, bool *was_alive);
+
+ak_worker_t *ak_registry_get (ak_registry_t *self, const char *worker_id);
+/* The live worker on that route, or NULL. */
+ak_worker_t *ak_registry_by_route (ak_registry_t *self, const void *route, size_t route_len);
+
+void ak_registry_touch (ak_registry_t *self, ak_worker_t *worker, uint64_t now);
+/* Marks the worker dead and forgets its route; its outstanding set is left
+   for the caller to drain (re-queue). */
+void ak_registry_kill (ak_registry_t *self, ak_worker_t *worker, const char *why, uint64_t now);
+/* Live workers silent for more than timeout_ms, into a malloc'ed array. */
+size_t ak_registry_reap (ak_registry_t *self, uint64_t now, uint64_t timeout_ms, ak_worker_t ***dead_p);
+
+/* Iteration over every known worker (any order); not while modifying. */
+ak_worker_t *ak_registry_first (ak_registry_t *self);
+ak_worker_t *ak_registry_next (ak_registry_t *self);
+size_t ak_registry_alive (ak_registry_t *self);
+
+/* Outstanding set and credit. */
+void ak_worker_hold (ak_worker_t *worker, const char *task_id, uint32_t attempt);
+bool ak_worker_drop (ak_worker_t *worker, const char *task_id);
+bool ak_worker_holds (ak_worker_t *worker, const char *task_id);
+int64_t ak_worker_credit (const ak_worker_t *worker);
+
+/* Counts a task done by this worker (persisted with the next commit). */
+void ak_registry_count_done (ak_registry_t *self, ak_worker_t *worker, uint64_t now);
+
+/* Group commit support, as in sched.h. */
+uint64_t ak_registry_dirty_since (ak_registry_t *self);
+int  ak_registry_flush (ak_registry_t *self, ak_txn_t *txn, ak_err_t *err);
+void ak_registry_flushed (ak_registry_t *self);
+
+#endif

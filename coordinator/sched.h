@@ -1,0 +1,157 @@
+/*  coordinator/sched.h: the scheduler's in-memory index of batches and tasks.
+
+    LMDB is the truth; this is an index rebuilt from it at start
+    (ak_sched_load) and kept in step with it: every state change here marks
+    the task (or batch) dirty, and the group commit (intake.c) writes dirty
+    records with ak_sched_flush inside its transaction, then calls
+    ak_sched_flushed once the commit returned 0.
+
+    Queues are per device class, FIFO, O(1) pop; entries whose task became
+    terminal while queued are skipped on pop.  A leased task either has a
+    holder (worker_id) or is unclaimed (after a restart, or when its holder
+    re-registered without it); a lease deadline (monotonic ms) exists once
+    the task has started (or was unclaimed); an assigned-but-not-started task
+    has none and is bounded by its holder's liveness.
+
+    This module never talks to the network and owns no worker state: the
+    caller keeps the workers' outstanding sets in step (coord.c). */
+#ifndef AK_SCHED_H
+#define AK_SCHED_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "akfleet.pb-c.h"
+#include "error.h"
+#include "store.h"
+#include "expand.h"
+
+typedef enum {
+    AK_TS_QUEUED = 0,
+    AK_TS_LEASED,
+    AK_TS_DONE,
+    AK_TS_FAILED,
+    AK_TS_POISONED,
+    AK_TS_CANCELLED,
+    AK_TS_COUNT
+} ak_tstate_t;
+
+typedef enum { AK_BS_OPEN = 0, AK_BS_COMPLETE, AK_BS_CANCELLED } ak_bstate_t;
+
+const char *ak_tstate_name (ak_tstate_t state);          /* "queued" ... */
+int  ak_tstate_parse (const char *name, ak_tstate_t *state);
+bool ak_tstate_terminal (ak_tstate_t state);
+const char *ak_bstate_name (ak_bstate_t state);          /* "open" ... */
+
+typedef struct ak_batch ak_batch_t;
+
+typedef struct {
+    char        *task_id;
+    ak_batch_t  *batch;
+    char        *device_class;
+    char        *kind;
+    ak_tstate_t  state;
+    uint32_t     attempt;           /* 1 for the first */
+    uint32_t     max_attempts;
+    uint32_t     lease_ms;
+    char        *worker_id;         /* holder while leased; NULL: unclaimed */
+    bool         started;
+    uint64_t     deadline;          /* monotonic ms the lease ends; 0: none */
+    uint64_t     queued_ms;         /* wall clock */
+    uint64_t     leased_ms;
+    uint64_t     finished_ms;
+    char        *last_error;
+    /* index bookkeeping */
+    bool         in_queue;
+    bool         dirty;
+    void        *lease_handle;
+} ak_task_t;
+
+struct ak_batch {
+    char        *batch_id;
+    char        *name;
+    ak_bstate_t  state;
+    uint64_t     created_ms;
+    uint64_t     finished_ms;
+    char       **targets;
+    size_t       ntargets;
+    double       threshold;
+    double       max_regression;
+    size_t       total;
+    size_t       counts[AK_TS_COUNT];
+    Ak__Winner **winners;           /* set when complete */
+    size_t       nwinners;
+    ak_task_t  **tasks;             /* every task of the batch, in id order */
+    size_t       ntasks;
+    size_t       cap_tasks;
+    bool         dirty;
+    bool         settling;          /* every task terminal, winners not decided yet */
+};
+
+typedef struct ak_sched ak_sched_t;
+
+ak_sched_t *ak_sched_new (void);
+void ak_sched_destroy (ak_sched_t **self_p);
+
+/* Rebuilds the index from the store: queued tasks into their class queue in
+   task id order, leased tasks unclaimed with a fresh deadline (now +
+   lease_ms) so reconnecting workers can still deliver.  Undecodable records
+   are logged and skipped.  0 or the store's error. */
+int ak_sched_load (ak_sched_t *self, ak_txn_t *txn, uint64_t now, ak_err_t *err);
+
+/* Indexes a batch whose expansion was just committed (every task queued). */
+void ak_sched_add (ak_sched_t *self, const ak_expansion_t *exp);
+
+ak_task_t  *ak_sched_task (ak_sched_t *self, const char *task_id);
+ak_batch_t *ak_sched_batch (ak_sched_t *self, const char *batch_id);
+/* Batches in creation order: first, then next until NULL. */
+ak_batch_t *ak_sched_batch_first (ak_sched_t *self);
+ak_batch_t *ak_sched_batch_next (ak_sched_t *self);
+
+/* Next queued task of device_class (NULL when none); it leaves the queue and
+   must be assigned or handed back with ak_sched_unpop. */
+ak_task_t *ak_sched_pop (ak_sched_t *self, const char *device_class);
+void ak_sched_unpop (ak_sched_t *self, ak_task_t *task);
+/* True when some queue holds a queued task. */
+bool ak_sched_has_work (ak_sched_t *self);
+
+/* State changes; each is logged once at info with the task id and marks the
+   record dirty, with `now` the monotonic clock in ms. */
+void ak_sched_assign (ak_sched_t *self, ak_task_t *task, const char *worker_id, uint64_t now);
+void ak_sched_start (ak_sched_t *self, ak_task_t *task, uint64_t now);
+void ak_sched_claim (ak_sched_t *self, ak_task_t *task, const char *worker_id, uint64_t now);
+/* The holder no longer has the task but may still deliver its receipt: the
+   lease stays, unclaimed, until its deadline (or now + grace_ms if none). */
+void ak_sched_release (ak_sched_t *self, ak_task_t *task, uint64_t grace_ms, uint64_t now);
+/* Back to the queue with attempt + 1, or poisoned once attempt would pass
+   max_attempts; reason becomes last_error. */
+void ak_sched_requeue (ak_sched_t *self, ak_task_t *task, const char *reason, uint64_t now);
+/* done / failed from an accepted receipt.  persisted: the record already
+   says so (written by the commit that accepted the receipt). */
+void ak_sched_finish (ak_sched_t *self, ak_task_t *task, bool ok, bool persisted, uint64_t now);
+/* Cancels every non-terminal task of the batch and the batch itself;
+   returns how many tasks were cancelled.  Cancelling twice is a no-op. */
+size_t ak_sched_cancel (ak_sched_t *self, ak_batch_t *batch, uint64_t now);
+
+/* Leased tasks whose deadline passed, into a malloc'ed array (caller frees);
+   returns the count. */
+size_t ak_sched_expired (ak_sched_t *self, uint64_t now, ak_task_t ***tasks_p);
+
+/* Next batch whose tasks are all terminal and whose winners are still to be
+   decided, or NULL; ak_sched_complete then takes the winners (the array and
+   every Winner) and closes it. */
+ak_batch_t *ak_sched_settling (ak_sched_t *self);
+void ak_sched_complete (ak_sched_t *self, ak_batch_t *batch, Ak__Winner **winners, size_t nwinners,
+                        uint64_t now);
+
+/* Counters over every task / batch. */
+size_t ak_sched_count (ak_sched_t *self, ak_tstate_t state);
+size_t ak_sched_open_batches (ak_sched_t *self);
+
+/* Group commit support: the monotonic ms of the oldest unflushed change (0
+   when none), writing every dirty record into txn, and forgetting them
+   after the commit that held them returned 0. */
+uint64_t ak_sched_dirty_since (ak_sched_t *self);
+int  ak_sched_flush (ak_sched_t *self, ak_txn_t *txn, ak_err_t *err);
+void ak_sched_flushed (ak_sched_t *self);
+
+#endif

@@ -1,0 +1,65 @@
+/*  rmsnorm candidate (host): explicit SIMD with GCC/Clang vector extensions.
+    y = x / sqrt(mean(x^2) + 1e-6) * w
+
+    VEC  lanes per vector: 1 (scalar code through the same path) or 4 (one
+         16-byte SSE/NEON register; wider vectors would change the calling
+         convention without AVX, and the kernels are built without -march)
+    ACC  vectors in flight per step, each its own partial sum of squares, to
+         break the add-latency chain of one running sum (VEC * ACC lanes
+         must fit the register file) */
+#ifndef VEC
+#define VEC 4
+#endif
+#ifndef ACC
+#define ACC 2
+#endif
+
+typedef float vf_t __attribute__ ((vector_size (VEC * sizeof (float))));
+
+static inline vf_t s_load (const float *p)
+{
+    vf_t v;
+    memcpy (&v, p, sizeof v);
+    return v;
+}
+
+static inline void s_store (float *p, vf_t v)
+{
+    memcpy (p, &v, sizeof v);
+}
+
+void ak_kernel (const ak_args_t *a)
+{
+    const int64_t M = a->dims[0], N = a->dims[1];
+    const int64_t step = VEC * ACC, body = N - N % step;
+    const float *x = AK_IN (a, 0), *w = AK_IN (a, 1);
+    float *y = AK_OUT (a, 0);
+
+    for (int64_t m = 0; m < M; m++) {
+        const float *xr = x + m * N;
+        float *yr = y + m * N;
+        vf_t acc[ACC];
+        int64_t n;
+
+        for (int k = 0; k < ACC; k++)
+            acc[k] = (vf_t) {0};
+        for (n = 0; n < body; n += step)
+            for (int k = 0; k < ACC; k++) {
+                vf_t v = s_load (xr + n + k * VEC);
+                acc[k] += v * v;
+            }
+        for (int k = 1; k < ACC; k++)
+            acc[0] += acc[k];
+        float ss = 0.0f;
+        for (int l = 0; l < VEC; l++)
+            ss += acc[0][l];
+        for (n = body; n < N; n++)
+            ss += xr[n] * xr[n];
+
+        const float inv = 1.0f / sqrtf (ss / (float) N + 1e-6f);
+        for (n = 0; n + VEC <= N; n += VEC)
+            s_store (yr + n, s_load (xr + n) * inv * s_load (w + n));
+        for (; n < N; n++)
+            yr[n] = xr[n] * inv * w[n];
+    }
+}

@@ -1,0 +1,170 @@
+/*  ops/akctl/akctl.h: the pieces of akctl, the operator's command line.
+
+    akctl is a thin client: every verb is one request to the coordinator's
+    client endpoint (docs/client-api.md) and one reply, rendered as a table
+    for people or passed through as JSON for scripts.  The only verbs that do
+    more are `watch` (a polling loop), `submit` (loads and validates the
+    manifest locally first, so mistakes are caught before anything is sent)
+    and `demo` (starts a private coordinator and workers).
+
+    akctl never changes state behind the coordinator's back and never waits
+    without a bound: a request that gets no answer in time is exit code 3. */
+#ifndef AKCTL_H
+#define AKCTL_H
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <jansson.h>
+#include "error.h"
+
+/* ------------------------------------------------------------ exit codes */
+enum {
+    AKCTL_EXIT_OK          = 0,   /* done, and the result is what was asked for */
+    AKCTL_EXIT_NEGATIVE    = 1,   /* ran, but the result is negative (cancelled, poisoned, failed) */
+    AKCTL_EXIT_USAGE       = 2,   /* bad usage or invalid input (manifest, arguments) */
+    AKCTL_EXIT_UNREACHABLE = 3,   /* no answer from the coordinator in time */
+    AKCTL_EXIT_NOTFOUND    = 4,   /* the batch, task ... does not exist */
+};
+
+#define AKCTL_DEFAULT_ENDPOINT  "tcp://127.0.0.1:5556"
+#define AKCTL_DEFAULT_TIMEOUT   5000      /* ms per request */
+#define AKCTL_WATCH_INTERVAL    250       /* ms between status polls */
+
+/* -------------------------------------------------------------- options */
+typedef struct {
+    const char *endpoint;         /* --coordinator, $AK_COORDINATOR, default */
+    int         timeout_ms;       /* --timeout: bound on each request */
+    bool        json;             /* --json: the coordinator's JSON as is */
+    bool        markdown;         /* report --markdown */
+    bool        wait;             /* submit --wait */
+    const char *dir;              /* demo --dir */
+    int         workers;          /* demo --workers */
+    bool        keep;             /* demo --keep */
+    char      **pos;              /* positional arguments after the verb */
+    int         npos;
+} akctl_opts_t;
+
+/* --------------------------------------------------------------- client */
+typedef struct akctl_client akctl_client_t;
+
+typedef struct {
+    int   code;                   /* ClientReply.code: 0 or a negative AK_E... */
+    char *error;                  /* ClientReply.error, "" when none; owned */
+    char *json;                   /* ClientReply.json, "" when none; owned */
+} akctl_reply_t;
+
+/* A DEALER connected to endpoint; requests wait at most timeout_ms.
+   NULL with err filled when the endpoint is malformed (AK_EINVAL). */
+akctl_client_t *akctl_client_new (const char *endpoint, int timeout_ms, ak_err_t *err);
+void akctl_client_destroy (akctl_client_t **self_p);
+const char *akctl_client_endpoint (akctl_client_t *self);
+
+/* Sends one ClientRequest and waits for its ClientReply.  Returns 0 when an
+   answer came (reply->code may still say the request failed; free the reply
+   with akctl_reply_free), AK_EUNAVAIL when none came within the timeout
+   ("no answer from EP within N ms"), AK_EPROTO when the answer was not a
+   well-formed reply.  After a failure the socket is replaced, so a late
+   answer can never be mistaken for the reply to a later request. */
+int  akctl_client_call (akctl_client_t *self, const char *verb, char *const *args, int nargs,
+                        const char *body, akctl_reply_t *reply, ak_err_t *err);
+/* Same, with its own bound (the demo polls a coordinator that is starting). */
+int  akctl_client_call_within (akctl_client_t *self, int timeout_ms, const char *verb,
+                               char *const *args, int nargs, const char *body,
+                               akctl_reply_t *reply, ak_err_t *err);
+void akctl_reply_free (akctl_reply_t *reply);
+
+/* Exit code for the outcome of a call: rc from akctl_client_call, then the
+   reply code.  Prints the error on stderr ("akctl: ...") when there is one. */
+int  akctl_call_exit (int rc, const akctl_reply_t *reply, const ak_err_t *err);
+
+/* Parses reply JSON; NULL (message on stderr) when it does not parse. */
+json_t *akctl_parse_json (const char *text, const char *verb);
+
+/* ------------------------------------------------------ JSON accessors */
+/* Tolerant readers over the coordinator's JSON: a missing field gives the
+   type's zero; 64-bit integers may come as numbers or decimal strings. */
+const char *akj_str (const json_t *obj, const char *key);
+double      akj_num (const json_t *obj, const char *key);
+int64_t     akj_int (const json_t *obj, const char *key);
+bool        akj_bool (const json_t *obj, const char *key);
+json_t     *akj_arr (const json_t *obj, const char *key);   /* NULL if absent */
+json_t     *akj_obj (const json_t *obj, const char *key);   /* NULL if absent */
+double      akj_value_num (const json_t *value);
+
+/* --------------------------------------------------------- formatting */
+/* "BLOCK=8 UNROLL=2", "-" when empty; caller frees. */
+char *akctl_params_text (const json_t *params);
+/* "32x128"; caller frees. */
+char *akctl_dims_text (const json_t *dims);
+/* "450 ms", "12.3 s", "3m04s", "1h02m" into buf. */
+const char *akctl_duration (double ms, char *buf, size_t len);
+/* "00:07", "12:34", "1:02:03" (elapsed on a clock). */
+const char *akctl_clock (uint64_t ms, char *buf, size_t len);
+/* ISO time of a wall-clock ms value, "-" for 0. */
+const char *akctl_when (uint64_t wall_ms, char *buf, size_t len);
+/* "1.84x +- 0.03"; "-" when speedup is 0. */
+const char *akctl_speedup (double speedup, double noise, char *buf, size_t len);
+/* "12.3 us" / "1.25 ms". */
+const char *akctl_micros (double us, char *buf, size_t len);
+
+/* A table of strings printed with aligned columns, or as a Markdown table. */
+typedef struct akctl_table akctl_table_t;
+akctl_table_t *akctl_table_new (int ncols, const char *const *headers);
+void akctl_table_destroy (akctl_table_t **self_p);
+/* Adds a row of ncols cells (copied; NULL prints as "-"). */
+void akctl_table_add (akctl_table_t *self, const char *const *cells);
+int  akctl_table_rows (akctl_table_t *self);
+void akctl_table_print (akctl_table_t *self, FILE *out, const char *indent, bool markdown);
+
+/* ---------------------------------------------------------- renderers */
+/* Human forms of the answers; each takes the parsed JSON of that verb. */
+void akctl_render_list (FILE *out, const json_t *answer);
+void akctl_render_batch (FILE *out, const json_t *batchsum);
+void akctl_render_show (FILE *out, const json_t *answer);
+void akctl_render_receipts (FILE *out, const json_t *answer);
+void akctl_render_workers (FILE *out, const json_t *answer);
+void akctl_render_stats (FILE *out, const json_t *answer);
+void akctl_render_report (FILE *out, const json_t *report, bool markdown);
+
+/* ---------------------------------------------------------------- watch */
+/* Called once per poll; returning false stops the watch (a demo child died). */
+typedef bool (akctl_watch_check_fn) (void *arg, char *why, size_t len);
+
+/* Follows batch_id until it is no longer open: a live bar on a TTY, plain
+   lines otherwise, JSON lines with json.  Returns an exit code: 0 complete
+   with nothing poisoned or cancelled, 1 otherwise, 3/4 as for any call,
+   130 when interrupted (stop_flag set by a signal handler, may be NULL).
+   *final_p (may be NULL) gets the last BATCHSUM (caller decrefs). */
+int akctl_watch (akctl_client_t *client, const char *batch_id, bool json,
+                 volatile sig_atomic_t *stop_flag, akctl_watch_check_fn *check, void *check_arg,
+                 json_t **final_p);
+
+/* -------------------------------------------------------------- signals */
+/* Set by SIGINT/SIGTERM once akctl_catch_signals ran: watch and demo stop
+   at the next step and clean up (demo stops its children). */
+extern volatile sig_atomic_t akctl_stop;
+void akctl_catch_signals (void);
+
+/* ----------------------------------------------------------------- demo */
+int akctl_demo (const akctl_opts_t *opts);
+
+/* The demo manifest: $AK_SOURCE_DIR, then the source tree akctl was built
+   from, then ../../kernels next to the binary.  Caller frees; NULL when
+   none exists (err says where it looked). */
+char *akctl_demo_manifest_path (ak_err_t *err);
+
+/* Loads and validates a manifest and turns it into the bundle to send;
+   exit code 2 with the loader's message printed verbatim on failure.
+   On success *bundle_p (caller frees) and, when pairs_p is not NULL,
+   the operator x target pairs "op@class" it will produce (caller frees
+   each and the array). */
+int akctl_load_bundle (const char *path, char **bundle_p, char ***pairs_p, int *npairs_p);
+
+/* submit's work, shared with demo: sends the bundle, prints the batch id
+   (stdout) and the task count (stderr, unless quiet); *batch_id_p gets the
+   id (caller frees).  Returns an exit code. */
+int akctl_submit_bundle (akctl_client_t *client, const char *bundle, bool json, bool quiet,
+                         char **batch_id_p);
+
+#endif

@@ -1,0 +1,218 @@
+/*  ops/akctl/client.c: one request, one reply, with a bound on the wait.
+
+    A DEALER connected to the coordinator's client ROUTER.  Each call sends
+    one Envelope{request} and waits for one Envelope{reply}.  ZeroMQ queues
+    the request while the connection is being made, so an absent coordinator
+    shows up as silence: the poll runs out and the call says so.  After any
+    failed call the socket is thrown away, so a reply that arrives late is
+    never read as the answer to the next request. */
+#include "akctl.h"
+
+#include <czmq.h>
+#include <string.h>
+
+#include "clock.h"
+#include "envelope.h"
+#include "util.h"
+
+struct akctl_client {
+    char    *endpoint;
+    int      timeout_ms;
+    zsock_t *sock;
+    uint64_t seq;
+};
+
+/*  A fresh DEALER connected to self->endpoint: linger 0 (a request nobody
+    took must not keep akctl alive), message size bounded like every other
+    socket of the system.  AK_EINVAL when the endpoint does not parse. */
+static int s_connect (akctl_client_t *self, ak_err_t *err)
+{
+    zsock_destroy (&self->sock);
+    self->sock = zsock_new (ZMQ_DEALER);
+    if (!self->sock)
+        return ak_err_set (err, AK_EIO, "cannot create a ZeroMQ socket: %s", zmq_strerror (zmq_errno ()));
+    zsock_set_linger (self->sock, 0);
+    zsock_set_maxmsgsize (self->sock, (int) AK_MAX_MSG_SIZE);
+    zsock_set_sndtimeo (self->sock, self->timeout_ms);
+    if (zsock_connect (self->sock, "%s", self->endpoint) != 0) {
+        int e = zmq_errno ();
+        zsock_destroy (&self->sock);
+        return ak_err_set (err, AK_EINVAL, "bad coordinator endpoint '%s': %s "
+                           "(expected tcp://HOST:PORT or ipc:///PATH)",
+                           self->endpoint, zmq_strerror (e));
+    }
+    return 0;
+}
+
+akctl_client_t *akctl_client_new (const char *endpoint, int timeout_ms, ak_err_t *err)
+{
+    akctl_client_t *self = ak_calloc (1, sizeof *self);
+    self->endpoint = ak_strdup (endpoint);
+    self->timeout_ms = timeout_ms > 0 ? timeout_ms : AKCTL_DEFAULT_TIMEOUT;
+    if (s_connect (self, err) != 0)
+        akctl_client_destroy (&self);
+    return self;
+}
+
+void akctl_client_destroy (akctl_client_t **self_p)
+{
+    if (self_p && *self_p) {
+        akctl_client_t *self = *self_p;
+        zsock_destroy (&self->sock);
+        free (self->endpoint);
+        free (self);
+        *self_p = NULL;
+    }
+}
+
+const char *akctl_client_endpoint (akctl_client_t *self)
+{
+    return self->endpoint;
+}
+
+void akctl_reply_free (akctl_reply_t *reply)
+{
+    if (reply) {
+        free (reply->error);
+        free (reply->json);
+        reply->error = NULL;
+        reply->json = NULL;
+        reply->code = 0;
+    }
+}
+
+/*  Waits for one message on the socket until deadline (monotonic ms) and
+    unpacks it.  0 with *env_p (caller frees), AK_EUNAVAIL on silence,
+    AK_EPROTO when what came is not one well-formed envelope. */
+static int s_receive (akctl_client_t *self, uint64_t deadline, Ak__Envelope **env_p, ak_err_t *err)
+{
+    void *handle = zsock_resolve (self->sock);
+    for (;;) {
+        uint64_t now = ak_clock_mono_ms ();
+        if (now >= deadline)
+            return AK_EUNAVAIL;
+        zmq_pollitem_t item = { handle, 0, ZMQ_POLLIN, 0 };
+        int n = zmq_poll (&item, 1, (long) (deadline - now));
+        if (n < 0) {
+            if (zmq_errno () == EINTR)
+                continue;       /* a signal: the caller looks at its flag after the call */
+            return ak_err_set (err, AK_EIO, "zmq_poll: %s", zmq_strerror (zmq_errno ()));
+        }
+        if (n == 0 || !(item.revents & ZMQ_POLLIN))
+            continue;
+        zmsg_t *msg = zmsg_recv (self->sock);
+        if (!msg)
+            return ak_err_set (err, AK_EIO, "receive from %s: %s", self->endpoint,
+                               zmq_strerror (zmq_errno ()));
+        if (zmsg_size (msg) != 1) {
+            size_t frames = zmsg_size (msg);
+            zmsg_destroy (&msg);
+            return ak_err_set (err, AK_EPROTO, "malformed reply from %s: %zu frames, expected 1",
+                               self->endpoint, frames);
+        }
+        zframe_t *frame = zmsg_first (msg);
+        int rc = ak_envelope_unpack (zframe_data (frame), zframe_size (frame), AK_MAX_MSG_SIZE,
+                                     env_p, err);
+        zmsg_destroy (&msg);
+        if (rc != 0)
+            return ak_err_prefix (err, "malformed reply from %s", self->endpoint);
+        return 0;
+    }
+}
+
+int akctl_client_call_within (akctl_client_t *self, int timeout_ms, const char *verb,
+                              char *const *args, int nargs, const char *body,
+                              akctl_reply_t *reply, ak_err_t *err)
+{
+    memset (reply, 0, sizeof *reply);
+    if (timeout_ms <= 0)
+        timeout_ms = self->timeout_ms;
+    if (!self->sock) {
+        int rc = s_connect (self, err);
+        if (rc != 0)
+            return rc;
+    }
+    uint64_t deadline = ak_clock_mono_ms () + (uint64_t) timeout_ms;
+
+    Ak__ClientRequest req = AK__CLIENT_REQUEST__INIT;
+    req.verb = (char *) verb;
+    req.args = (char **) args;
+    req.n_args = (size_t) nargs;
+    if (body)
+        req.body = (char *) body;
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.seq = ++self->seq;
+    env.body_case = AK__ENVELOPE__BODY_REQUEST;
+    env.request = &req;
+
+    int rc = ak_envelope_send (self->sock, NULL, 0, &env);
+    if (rc == AK_ETOOBIG) {
+        ak_err_set (err, AK_EINVAL, "%s request is over the %u MiB message limit",
+                    verb, AK_MAX_MSG_SIZE >> 20);
+        return AK_EINVAL;
+    }
+    Ak__Envelope *answer = NULL;
+    if (rc == 0)
+        rc = s_receive (self, deadline, &answer, err);
+    if (rc == AK_EUNAVAIL || (rc != 0 && rc != AK_EPROTO)) {
+        /* The send itself can run into the bound when nothing ever connected. */
+        ak_err_set (err, AK_EUNAVAIL, "no answer from %s within %d ms (is akcoord running there?)",
+                    self->endpoint, timeout_ms);
+        rc = AK_EUNAVAIL;
+    }
+    else
+    if (rc == 0 && answer->body_case != AK__ENVELOPE__BODY_REPLY) {
+        rc = ak_err_set (err, AK_EPROTO, "malformed reply from %s: got '%s', expected 'reply'",
+                         self->endpoint, ak_envelope_kind (answer));
+    }
+    if (rc == 0) {
+        reply->code = answer->reply->code;
+        reply->error = ak_strdup (answer->reply->error ? answer->reply->error : "");
+        reply->json = ak_strdup (answer->reply->json ? answer->reply->json : "");
+    }
+    else
+        zsock_destroy (&self->sock);
+    ak_envelope_free (&answer);
+    return rc;
+}
+
+int akctl_client_call (akctl_client_t *self, const char *verb, char *const *args, int nargs,
+                       const char *body, akctl_reply_t *reply, ak_err_t *err)
+{
+    return akctl_client_call_within (self, self->timeout_ms, verb, args, nargs, body, reply, err);
+}
+
+int akctl_call_exit (int rc, const akctl_reply_t *reply, const ak_err_t *err)
+{
+    if (rc == AK_EUNAVAIL) {
+        fprintf (stderr, "akctl: %s\n", err->msg);
+        return AKCTL_EXIT_UNREACHABLE;
+    }
+    if (rc == AK_EINVAL) {
+        fprintf (stderr, "akctl: %s\n", err->msg);
+        return AKCTL_EXIT_USAGE;
+    }
+    if (rc != 0) {
+        fprintf (stderr, "akctl: %s\n", err->msg);
+        return AKCTL_EXIT_NEGATIVE;
+    }
+    if (reply->code == 0)
+        return AKCTL_EXIT_OK;
+    fprintf (stderr, "akctl: %s\n", reply->error && *reply->error ? reply->error
+                                                                    : ak_strerror (reply->code));
+    if (reply->code == AK_ENOTFOUND)
+        return AKCTL_EXIT_NOTFOUND;
+    if (reply->code == AK_EINVAL)
+        return AKCTL_EXIT_USAGE;
+    return AKCTL_EXIT_NEGATIVE;
+}
+
+json_t *akctl_parse_json (const char *text, const char *verb)
+{
+    json_error_t jerr;
+    json_t *json = json_loads (text ? text : "", JSON_DECODE_ANY, &jerr);
+    if (!json)
+        fprintf (stderr, "akctl: %s: the coordinator's answer is not JSON: %s (line %d)\n",
+                 verb, jerr.text, jerr.line);
+    return json;
+}

@@ -1,0 +1,364 @@
+/*  ops/akctl/render.c: the human forms of status, list, show, receipts,
+    workers and stats (report has its own file).  Each renderer takes the
+    parsed answer documented in docs/client-api.md and prints what an
+    operator reads first at the top: state and counts, then the detail. */
+#include "akctl.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* --------------------------------------------------------------- batches */
+
+/*  "20/23" style progress of a BATCHSUM: terminal tasks over all. */
+static void s_progress (const json_t *sum, char *buf, size_t len)
+{
+    const json_t *c = akj_obj (sum, "counts");
+    int64_t terminal = akj_int (c, "done") + akj_int (c, "failed") + akj_int (c, "poisoned")
+                     + akj_int (c, "cancelled");
+    snprintf (buf, len, "%" PRId64 "/%" PRId64, terminal, akj_int (sum, "total"));
+}
+
+void akctl_render_list (FILE *out, const json_t *answer)
+{
+    json_t *batches = akj_arr (answer, "batches");
+    if (!batches || json_array_size (batches) == 0) {
+        fprintf (out, "no batches\n");
+        return;
+    }
+    static const char *const head[] = {
+        "BATCH", "NAME", "STATE", "FINISHED", "DONE", "FAILED", "POISONED", "CANCELLED",
+        "QUEUED", "LEASED", "CREATED"
+    };
+    akctl_table_t *t = akctl_table_new (11, head);
+    size_t i;
+    json_t *b;
+    json_array_foreach (batches, i, b) {
+        const json_t *c = akj_obj (b, "counts");
+        char prog[48], n[6][24], when[40];
+        s_progress (b, prog, sizeof prog);
+        const char *keys[6] = { "done", "failed", "poisoned", "cancelled", "queued", "leased" };
+        for (int k = 0; k < 6; k++)
+            snprintf (n[k], sizeof n[k], "%" PRId64, akj_int (c, keys[k]));
+        const char *row[11] = {
+            akj_str (b, "batch_id"), akj_str (b, "name"), akj_str (b, "state"), prog,
+            n[0], n[1], n[2], n[3], n[4], n[5],
+            akctl_when ((uint64_t) akj_int (b, "created_ms"), when, sizeof when)
+        };
+        akctl_table_add (t, row);
+    }
+    akctl_table_print (t, out, "", false);
+    akctl_table_destroy (&t);
+}
+
+/*  Winners of a batch (BATCHSUM.winners) as a table. */
+static void s_winners (FILE *out, const json_t *winners, const char *indent)
+{
+    static const char *const head[] = { "OP", "CLASS", "WINNER", "PARAMS", "SPEEDUP", "TASK" };
+    akctl_table_t *t = akctl_table_new (6, head);
+    size_t i;
+    json_t *w;
+    json_array_foreach (winners, i, w) {
+        bool promoted = akj_bool (w, "promoted");
+        char *params = akctl_params_text (akj_arr (w, "params"));
+        char sp[64];
+        const char *row[6] = {
+            akj_str (w, "op"), akj_str (w, "device_class"),
+            promoted ? akj_str (w, "candidate_name") : "baseline kept",
+            promoted ? params : "-",
+            promoted ? akctl_speedup (akj_num (w, "speedup"), akj_num (w, "noise"), sp, sizeof sp) : "-",
+            promoted ? akj_str (w, "task_id") : "-"
+        };
+        akctl_table_add (t, row);
+        free (params);
+    }
+    akctl_table_print (t, out, indent, false);
+    akctl_table_destroy (&t);
+}
+
+void akctl_render_batch (FILE *out, const json_t *sum)
+{
+    const json_t *c = akj_obj (sum, "counts");
+    char when[40], dur[32], prog[48];
+    fprintf (out, "Batch %s \"%s\": %s\n", akj_str (sum, "batch_id"), akj_str (sum, "name"),
+             akj_str (sum, "state"));
+    json_t *targets = akj_arr (sum, "targets");
+    fprintf (out, "  targets   ");
+    size_t i;
+    json_t *v;
+    json_array_foreach (targets, i, v)
+        fprintf (out, "%s%s", i ? ", " : "", json_is_string (v) ? json_string_value (v) : "?");
+    fprintf (out, "%s\n", targets && json_array_size (targets) ? "" : "-");
+    uint64_t created = (uint64_t) akj_int (sum, "created_ms");
+    uint64_t finished = (uint64_t) akj_int (sum, "finished_ms");
+    fprintf (out, "  created   %s\n", akctl_when (created, when, sizeof when));
+    if (finished) {
+        fprintf (out, "  finished  %s", akctl_when (finished, when, sizeof when));
+        if (created && finished >= created)
+            fprintf (out, " (took %s)", akctl_duration ((double) (finished - created), dur, sizeof dur));
+        fprintf (out, "\n");
+    }
+    s_progress (sum, prog, sizeof prog);
+    fprintf (out, "  tasks     %s finished: done %" PRId64 ", failed %" PRId64 ", poisoned %" PRId64
+             ", cancelled %" PRId64 "; queued %" PRId64 ", leased %" PRId64 "\n",
+             prog, akj_int (c, "done"), akj_int (c, "failed"), akj_int (c, "poisoned"),
+             akj_int (c, "cancelled"), akj_int (c, "queued"), akj_int (c, "leased"));
+    json_t *winners = akj_arr (sum, "winners");
+    if (winners && json_array_size (winners)) {
+        fprintf (out, "  winners\n");
+        s_winners (out, winners, "    ");
+    }
+}
+
+/* ----------------------------------------------------------------- tasks */
+
+/*  Gate results of a receipt, one line per stage. */
+static void s_gates (FILE *out, const json_t *gates)
+{
+    static const char *const head[] = { "STAGE", "RESULT", "CONFIGS", "FAILED", "WORST ERR", "AT", "DETAIL" };
+    akctl_table_t *t = akctl_table_new (7, head);
+    size_t i;
+    json_t *g;
+    json_array_foreach (gates, i, g) {
+        char configs[24], failed[24], worst[32];
+        snprintf (configs, sizeof configs, "%" PRId64, akj_int (g, "configs"));
+        snprintf (failed, sizeof failed, "%" PRId64, akj_int (g, "failed"));
+        snprintf (worst, sizeof worst, "%.3g", akj_num (g, "worst_err"));
+        const char *row[7] = {
+            akj_str (g, "stage"),
+            akj_bool (g, "skipped") ? "skipped" : akj_bool (g, "passed") ? "pass" : "FAIL",
+            configs, failed, worst, akj_str (g, "worst_at"), akj_str (g, "detail")
+        };
+        akctl_table_add (t, row);
+    }
+    akctl_table_print (t, out, "    ", false);
+    akctl_table_destroy (&t);
+}
+
+/*  Timings of a receipt: per workload, candidate and baseline medians and
+    the speedup with its noise. */
+static void s_timings (FILE *out, const json_t *timings)
+{
+    static const char *const head[] = { "WORKLOAD", "DTYPE", "DIMS", "KERNEL", "N", "BASELINE", "SPEEDUP", "RSD MET" };
+    akctl_table_t *t = akctl_table_new (8, head);
+    size_t i;
+    json_t *w;
+    json_array_foreach (timings, i, w) {
+        const json_t *wl = akj_obj (w, "workload");
+        const json_t *cand = akj_obj (w, "candidate");
+        const json_t *base = akj_obj (w, "baseline");
+        char *dims = akctl_dims_text (akj_arr (wl, "dims"));
+        char k[32], b[32], n[24], sp[64];
+        snprintf (n, sizeof n, "%" PRId64, akj_int (cand, "n"));
+        const char *row[8] = {
+            akj_str (wl, "name"), akj_str (wl, "dtype"), dims,
+            akctl_micros (akj_num (cand, "median_us"), k, sizeof k), n,
+            akctl_micros (akj_num (base, "median_us"), b, sizeof b),
+            akctl_speedup (akj_num (w, "speedup"), akj_num (w, "speedup_noise"), sp, sizeof sp),
+            akj_bool (w, "rsd_met") ? "yes" : "no"
+        };
+        akctl_table_add (t, row);
+        free (dims);
+    }
+    akctl_table_print (t, out, "    ", false);
+    akctl_table_destroy (&t);
+}
+
+void akctl_render_show (FILE *out, const json_t *answer)
+{
+    const json_t *task = akj_obj (answer, "task");
+    json_t *receipts = akj_arr (answer, "receipts");
+    char when[40], *params = akctl_params_text (akj_arr (task, "params"));
+    fprintf (out, "Task %s (batch %s): %s", akj_str (task, "task_id"), akj_str (task, "batch_id"),
+             akj_str (task, "state"));
+    if (*akj_str (task, "status"))
+        fprintf (out, ", %s", akj_str (task, "status"));
+    fprintf (out, "\n");
+    fprintf (out, "  kind       %s\n", akj_str (task, "kind"));
+    fprintf (out, "  operator   %s on %s (backend %s)\n", akj_str (task, "op"),
+             akj_str (task, "device_class"), akj_str (task, "backend"));
+    if (*akj_str (task, "candidate_name"))
+        fprintf (out, "  candidate  %s %s (%s)\n", akj_str (task, "candidate_name"), params,
+                 akj_str (task, "candidate_source_name"));
+    else
+        fprintf (out, "  baseline   %s\n", akj_str (task, "baseline_name"));
+    fprintf (out, "  workloads  %zu\n", json_array_size (akj_arr (task, "workloads")));
+    fprintf (out, "  attempt    %" PRId64 " of %" PRId64 "\n", akj_int (task, "attempt"),
+             akj_int (akj_obj (task, "policy"), "max_attempts"));
+    if (*akj_str (task, "worker_id"))
+        fprintf (out, "  worker     %s\n", akj_str (task, "worker_id"));
+    fprintf (out, "  queued     %s\n", akctl_when ((uint64_t) akj_int (task, "queued_ms"), when, sizeof when));
+    if (akj_int (task, "leased_ms"))
+        fprintf (out, "  leased     %s\n", akctl_when ((uint64_t) akj_int (task, "leased_ms"), when, sizeof when));
+    if (akj_int (task, "finished_ms"))
+        fprintf (out, "  finished   %s\n", akctl_when ((uint64_t) akj_int (task, "finished_ms"), when, sizeof when));
+    if (*akj_str (task, "receipt_id"))
+        fprintf (out, "  receipt    %s (accepted), %" PRId64 " duplicate(s)\n",
+                 akj_str (task, "receipt_id"), akj_int (task, "duplicates"));
+    if (*akj_str (task, "last_error"))
+        fprintf (out, "  last error %s\n", akj_str (task, "last_error"));
+    free (params);
+
+    size_t nreceipts = receipts ? json_array_size (receipts) : 0;
+    fprintf (out, "\nReceipts (%zu)\n", nreceipts);
+    if (nreceipts == 0)
+        return;
+    static const char *const head[] = { "RECEIPT", "ATTEMPT", "WORKER", "HOST", "DEVICE", "STATUS", "DUPLICATE", "RECEIVED", "REASON" };
+    akctl_table_t *t = akctl_table_new (9, head);
+    size_t i;
+    json_t *r;
+    const json_t *accepted = NULL;
+    json_array_foreach (receipts, i, r) {
+        char att[24];
+        snprintf (att, sizeof att, "%" PRId64, akj_int (r, "attempt"));
+        bool dup = akj_bool (r, "duplicate");
+        const char *row[9] = {
+            akj_str (r, "receipt_id"), att, akj_str (r, "worker_id"), akj_str (r, "host"),
+            akj_str (akj_obj (r, "device"), "name"), akj_str (r, "status"), dup ? "yes" : "no",
+            akctl_when ((uint64_t) akj_int (r, "received_at_ms"), when, sizeof when),
+            akj_str (r, "reason")
+        };
+        akctl_table_add (t, row);
+        if (!dup && (!accepted || strcmp (akj_str (r, "receipt_id"), akj_str (task, "receipt_id")) == 0))
+            accepted = r;
+    }
+    akctl_table_print (t, out, "  ", false);
+    akctl_table_destroy (&t);
+    if (!accepted)
+        return;
+
+    char ms[3][32];
+    fprintf (out, "\nReceipt %s: compile %s, gates %s, timing %s\n", akj_str (accepted, "receipt_id"),
+             akctl_duration (akj_num (accepted, "compile_ms"), ms[0], sizeof ms[0]),
+             akctl_duration (akj_num (accepted, "gate_ms"), ms[1], sizeof ms[1]),
+             akctl_duration (akj_num (accepted, "timing_ms"), ms[2], sizeof ms[2]));
+    if (*akj_str (accepted, "source_digest"))
+        fprintf (out, "  source sha256 %s\n", akj_str (accepted, "source_digest"));
+    json_t *gates = akj_arr (accepted, "gates");
+    if (gates && json_array_size (gates)) {
+        fprintf (out, "  gates\n");
+        s_gates (out, gates);
+    }
+    json_t *timings = akj_arr (accepted, "timings");
+    if (timings && json_array_size (timings)) {
+        fprintf (out, "  timings\n");
+        s_timings (out, timings);
+    }
+    const char *log = akj_str (accepted, "compile_log");
+    if (*log)
+        fprintf (out, "  compiler output\n%s%s", log, log[strlen (log) - 1] == '\n' ? "" : "\n");
+}
+
+void akctl_render_receipts (FILE *out, const json_t *answer)
+{
+    json_t *receipts = akj_arr (answer, "receipts");
+    size_t n = receipts ? json_array_size (receipts) : 0;
+    static const char *const head[] = { "RECEIPT", "TASK", "ATTEMPT", "WORKER", "KIND", "OP", "CANDIDATE", "PARAMS", "STATUS", "DUPLICATE", "REASON" };
+    akctl_table_t *t = akctl_table_new (11, head);
+    size_t i, dups = 0;
+    json_t *r;
+    json_array_foreach (receipts, i, r) {
+        char att[24], *params = akctl_params_text (akj_arr (r, "params"));
+        snprintf (att, sizeof att, "%" PRId64, akj_int (r, "attempt"));
+        bool dup = akj_bool (r, "duplicate");
+        dups += dup;
+        const char *row[11] = {
+            akj_str (r, "receipt_id"), akj_str (r, "task_id"), att, akj_str (r, "worker_id"),
+            akj_str (r, "kind"), akj_str (r, "op"), akj_str (r, "candidate_name"), params,
+            akj_str (r, "status"), dup ? "yes" : "no", akj_str (r, "reason")
+        };
+        akctl_table_add (t, row);
+        free (params);
+    }
+    if (n)
+        akctl_table_print (t, out, "", false);
+    akctl_table_destroy (&t);
+    fprintf (out, "%zu receipt(s) for batch %s, %zu duplicate(s) (stored, never counted)\n", n,
+             akj_str (answer, "batch_id"), dups);
+}
+
+/* --------------------------------------------------------------- workers */
+
+void akctl_render_workers (FILE *out, const json_t *answer)
+{
+    json_t *workers = akj_arr (answer, "workers");
+    if (!workers || json_array_size (workers) == 0) {
+        fprintf (out, "no workers have registered\n");
+        return;
+    }
+    static const char *const head[] = { "WORKER", "HOST", "STATE", "SEEN", "CLASSES", "SLOTS", "PREFETCH", "OUTSTANDING", "LEASES", "DONE", "REGISTRATIONS" };
+    akctl_table_t *t = akctl_table_new (11, head);
+    size_t i, alive = 0;
+    json_t *w;
+    json_array_foreach (workers, i, w) {
+        char ago[32], seen[48], slots[16], pf[16], outst[16], done[24], regs[16], leases[16];
+        char classes[256] = "";
+        snprintf (seen, sizeof seen, "%s ago", akctl_duration (akj_num (w, "ago_ms"), ago, sizeof ago));
+        size_t j;
+        json_t *c;
+        json_array_foreach (akj_arr (w, "device_classes"), j, c) {
+            size_t used = strlen (classes);
+            snprintf (classes + used, sizeof classes - used, "%s%s", j ? "," : "",
+                      json_is_string (c) ? json_string_value (c) : "?");
+        }
+        snprintf (slots, sizeof slots, "%" PRId64, akj_int (w, "slots"));
+        snprintf (pf, sizeof pf, "%" PRId64, akj_int (w, "prefetch"));
+        snprintf (outst, sizeof outst, "%" PRId64, akj_int (w, "outstanding"));
+        snprintf (leases, sizeof leases, "%zu", json_array_size (akj_arr (w, "leases")));
+        snprintf (done, sizeof done, "%" PRId64, akj_int (w, "tasks_done"));
+        snprintf (regs, sizeof regs, "%" PRId64, akj_int (w, "registrations"));
+        alive += strcmp (akj_str (w, "state"), "alive") == 0;
+        const char *row[11] = {
+            akj_str (w, "worker_id"), akj_str (w, "host"), akj_str (w, "state"), seen, classes,
+            slots, pf, outst, leases, done, regs
+        };
+        akctl_table_add (t, row);
+    }
+    akctl_table_print (t, out, "", false);
+    akctl_table_destroy (&t);
+    fprintf (out, "%zu worker(s), %zu alive\n", json_array_size (workers), alive);
+}
+
+/* ----------------------------------------------------------------- stats */
+
+/*  Prints every member of obj as "prefix.key  value", recursing into
+    objects, so counters a newer coordinator adds show up too. */
+static void s_stats_members (FILE *out, const json_t *obj, const char *prefix)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach ((json_t *) obj, key, v) {
+        char name[256];
+        snprintf (name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", key);
+        if (json_is_object (v))
+            s_stats_members (out, v, name);
+        else
+        if (json_is_integer (v))
+            fprintf (out, "%-24s %" JSON_INTEGER_FORMAT "\n", name, json_integer_value (v));
+        else
+        if (json_is_real (v))
+            fprintf (out, "%-24s %g\n", name, json_real_value (v));
+        else
+        if (json_is_string (v))
+            fprintf (out, "%-24s %s\n", name, json_string_value (v));
+        else
+        if (json_is_boolean (v))
+            fprintf (out, "%-24s %s\n", name, json_is_true (v) ? "true" : "false");
+        else {
+            char *text = json_dumps (v, JSON_COMPACT);
+            fprintf (out, "%-24s %s\n", name, text ? text : "?");
+            free (text);
+        }
+    }
+}
+
+void akctl_render_stats (FILE *out, const json_t *answer)
+{
+    char up[32];
+    if (json_object_get (answer, "uptime_ms"))
+        fprintf (out, "coordinator up %s\n",
+                 akctl_duration ((double) akj_int (answer, "uptime_ms"), up, sizeof up));
+    s_stats_members (out, answer, "");
+}

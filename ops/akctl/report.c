@@ -1,0 +1,241 @@
+/*  ops/akctl/report.c: the morning report, as text or Markdown.
+
+    Per operator and device class: the winner (or that the baseline stays,
+    and why), its configuration and speedup with its noise, the baseline's
+    own time per workload from preflight, every candidate with its status
+    and speedup, the failures with their reasons; then where the fleet's
+    time went (compile, gates, timing).  The numbers are the coordinator's;
+    this file only lays them out. */
+#include "akctl.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/*  Heading at level (1..3): "# text" in Markdown, else plain lines with the
+    first level underlined so it stands out in a terminal. */
+static void s_heading (FILE *out, bool md, int level, const char *text)
+{
+    if (md) {
+        fprintf (out, "\n%.*s %s\n\n", level, "###", text);
+        return;
+    }
+    if (level == 1)
+        fprintf (out, "%s\n", text);
+    else
+    if (level == 2)
+        fprintf (out, "\n%s\n", text);
+    else
+        fprintf (out, "  %s\n", text);
+}
+
+static const char *s_indent (bool md)
+{
+    return md ? "" : "    ";
+}
+
+/*  The winner line: "winner: NAME PARAMS, S.SSx +- N.NN over the baseline
+    (task T)" or "winner: baseline kept (reason)". */
+static void s_winner (FILE *out, bool md, const json_t *w)
+{
+    const char *pre = md ? "**Winner:** " : "  winner: ";
+    if (!w) {
+        fprintf (out, "%sno result yet%s\n", pre, md ? "\n" : "");
+        return;
+    }
+    if (!akj_bool (w, "promoted")) {
+        const char *reason = akj_str (w, "reason");
+        fprintf (out, "%sbaseline kept%s%s%s%s\n", pre, *reason ? " (" : "", reason, *reason ? ")" : "",
+                 md ? "\n" : "");
+        return;
+    }
+    char *params = akctl_params_text (akj_arr (w, "params"));
+    char sp[64];
+    fprintf (out, "%s%s%s%s %s, %s over the baseline (task %s", pre, md ? "`" : "",
+             akj_str (w, "candidate_name"), md ? "`" : "", params,
+             akctl_speedup (akj_num (w, "speedup"), akj_num (w, "noise"), sp, sizeof sp),
+             akj_str (w, "task_id"));
+    if (akj_int (w, "tied") > 0)
+        fprintf (out, "; %" PRId64 " tied inside the noise", akj_int (w, "tied"));
+    fprintf (out, ")\n%s", md ? "\n" : "");
+    if (*akj_str (w, "reason"))
+        fprintf (out, "%s%s\n%s", md ? "" : "          ", akj_str (w, "reason"), md ? "\n" : "");
+    free (params);
+}
+
+/*  The baseline's time per workload, from the preflight task. */
+static void s_preflight (FILE *out, bool md, const json_t *pre)
+{
+    char title[256];
+    if (!pre) {
+        s_heading (out, md, 3, "baseline: no preflight result");
+        return;
+    }
+    snprintf (title, sizeof title, "baseline (preflight %s: %s)", akj_str (pre, "task_id"),
+              *akj_str (pre, "status") ? akj_str (pre, "status") : "pending");
+    s_heading (out, md, 3, title);
+    json_t *timings = akj_arr (pre, "timings");
+    if (!timings || json_array_size (timings) == 0)
+        return;
+    static const char *const head[] = { "WORKLOAD", "DTYPE", "DIMS", "WEIGHT", "MEDIAN", "P10", "P90", "N", "RSD" };
+    akctl_table_t *t = akctl_table_new (9, head);
+    size_t i;
+    json_t *w;
+    json_array_foreach (timings, i, w) {
+        const json_t *wl = akj_obj (w, "workload");
+        const json_t *s = akj_obj (w, "candidate");
+        char *dims = akctl_dims_text (akj_arr (wl, "dims"));
+        char weight[24], med[32], p10[32], p90[32], n[24], rsd[32];
+        snprintf (weight, sizeof weight, "%g", akj_num (wl, "weight"));
+        snprintf (n, sizeof n, "%" PRId64, akj_int (s, "n"));
+        double mean = akj_num (s, "mean_us");
+        snprintf (rsd, sizeof rsd, "%.2f%%%s", mean > 0 ? 100 * akj_num (s, "stddev_us") / mean : 0.0,
+                  akj_bool (w, "rsd_met") ? "" : " (target missed)");
+        const char *row[9] = {
+            akj_str (wl, "name"), akj_str (wl, "dtype"), dims, weight,
+            akctl_micros (akj_num (s, "median_us"), med, sizeof med),
+            akctl_micros (akj_num (s, "p10_us"), p10, sizeof p10),
+            akctl_micros (akj_num (s, "p90_us"), p90, sizeof p90), n, rsd
+        };
+        akctl_table_add (t, row);
+        free (dims);
+    }
+    akctl_table_print (t, out, s_indent (md), md);
+    akctl_table_destroy (&t);
+}
+
+/*  Sort order for candidates: finished ones by speedup, best first; the
+    rest after them, in the coordinator's order. */
+static int s_by_speedup (const void *a, const void *b)
+{
+    const json_t *x = *(json_t *const *) a, *y = *(json_t *const *) b;
+    bool xok = strcmp (akj_str (x, "status"), "ok") == 0;
+    bool yok = strcmp (akj_str (y, "status"), "ok") == 0;
+    if (xok != yok)
+        return xok ? -1 : 1;
+    double dx = akj_num (x, "speedup"), dy = akj_num (y, "speedup");
+    return dx < dy ? 1 : dx > dy ? -1 : 0;
+}
+
+static void s_candidates (FILE *out, bool md, const json_t *cands)
+{
+    size_t n = cands ? json_array_size (cands) : 0;
+    char title[64];
+    snprintf (title, sizeof title, "candidates (%zu)", n);
+    s_heading (out, md, 3, title);
+    if (n == 0)
+        return;
+    json_t **sorted = ak_calloc (n, sizeof (json_t *));
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = json_array_get (cands, i);
+    qsort (sorted, n, sizeof (json_t *), s_by_speedup);
+    static const char *const head[] = { "TASK", "CANDIDATE", "PARAMS", "STATUS", "SPEEDUP", "PROMOTABLE", "REASON" };
+    akctl_table_t *t = akctl_table_new (7, head);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *c = sorted[i];
+        char *params = akctl_params_text (akj_arr (c, "params"));
+        char sp[64];
+        const char *status = akj_str (c, "status");
+        const char *row[7] = {
+            akj_str (c, "task_id"), akj_str (c, "candidate"), params,
+            *status ? status : "pending",
+            akctl_speedup (akj_num (c, "speedup"), akj_num (c, "noise"), sp, sizeof sp),
+            strcmp (status, "ok") == 0 ? (akj_bool (c, "promotable") ? "yes" : "no") : "-",
+            akj_str (c, "reason")
+        };
+        akctl_table_add (t, row);
+        free (params);
+    }
+    akctl_table_print (t, out, s_indent (md), md);
+    akctl_table_destroy (&t);
+    free (sorted);
+}
+
+static void s_failures (FILE *out, bool md, const json_t *fails)
+{
+    size_t n = fails ? json_array_size (fails) : 0;
+    char title[64];
+    snprintf (title, sizeof title, "failures (%zu)", n);
+    s_heading (out, md, 3, title);
+    if (n == 0)
+        return;
+    static const char *const head[] = { "TASK", "CANDIDATE", "PARAMS", "STATUS", "REASON" };
+    akctl_table_t *t = akctl_table_new (5, head);
+    size_t i;
+    json_t *f;
+    json_array_foreach (fails, i, f) {
+        char *params = akctl_params_text (akj_arr (f, "params"));
+        const char *row[5] = {
+            akj_str (f, "task_id"), akj_str (f, "candidate"), params, akj_str (f, "status"),
+            akj_str (f, "reason")
+        };
+        akctl_table_add (t, row);
+        free (params);
+    }
+    akctl_table_print (t, out, s_indent (md), md);
+    akctl_table_destroy (&t);
+}
+
+/*  Time per phase, summed over the batch's receipts. */
+static void s_phases (FILE *out, bool md, const json_t *phases)
+{
+    char c[32], g[32], t[32];
+    double compile = akj_num (phases, "compile"), gates = akj_num (phases, "gates"),
+           timing = akj_num (phases, "timing");
+    if (md) {
+        s_heading (out, md, 2, "Time per phase");
+        static const char *const head[] = { "compile", "gates", "timing" };
+        akctl_table_t *tab = akctl_table_new (3, head);
+        const char *row[3] = {
+            akctl_duration (compile, c, sizeof c), akctl_duration (gates, g, sizeof g),
+            akctl_duration (timing, t, sizeof t)
+        };
+        akctl_table_add (tab, row);
+        akctl_table_print (tab, out, "", true);
+        akctl_table_destroy (&tab);
+        return;
+    }
+    fprintf (out, "\nTime per phase (all workers): compile %s, gates %s, timing %s\n",
+             akctl_duration (compile, c, sizeof c), akctl_duration (gates, g, sizeof g),
+             akctl_duration (timing, t, sizeof t));
+}
+
+void akctl_render_report (FILE *out, const json_t *report, bool md)
+{
+    const json_t *sum = akj_obj (report, "batch");
+    const json_t *counts = akj_obj (sum, "counts");
+    char title[512], dur[32];
+    snprintf (title, sizeof title, "Report for batch %s \"%s\"", akj_str (sum, "batch_id"),
+              akj_str (sum, "name"));
+    if (md)
+        fprintf (out, "# %s\n\n", title);
+    else
+        fprintf (out, "%s\n", title);
+    uint64_t created = (uint64_t) akj_int (sum, "created_ms");
+    uint64_t finished = (uint64_t) akj_int (sum, "finished_ms");
+    fprintf (out, "%s%s; %" PRId64 " tasks: done %" PRId64 ", failed %" PRId64 ", poisoned %" PRId64
+             ", cancelled %" PRId64 ", queued %" PRId64 ", leased %" PRId64,
+             md ? "" : "  ", akj_str (sum, "state"), akj_int (sum, "total"),
+             akj_int (counts, "done"), akj_int (counts, "failed"), akj_int (counts, "poisoned"),
+             akj_int (counts, "cancelled"), akj_int (counts, "queued"), akj_int (counts, "leased"));
+    if (created && finished >= created)
+        fprintf (out, "; took %s", akctl_duration ((double) (finished - created), dur, sizeof dur));
+    fprintf (out, "\n");
+
+    json_t *ops = akj_arr (report, "ops");
+    size_t i;
+    json_t *op;
+    json_array_foreach (ops, i, op) {
+        snprintf (title, sizeof title, "%s on %s", akj_str (op, "op"), akj_str (op, "device_class"));
+        s_heading (out, md, 2, title);
+        s_winner (out, md, akj_obj (op, "winner"));
+        s_preflight (out, md, akj_obj (op, "preflight"));
+        s_candidates (out, md, akj_arr (op, "candidates"));
+        s_failures (out, md, akj_arr (op, "failures"));
+    }
+    if (!ops || json_array_size (ops) == 0)
+        fprintf (out, "%sno operator results yet\n", md ? "\n" : "\n  ");
+    s_phases (out, md, akj_obj (report, "phases_ms"));
+}

@@ -1,0 +1,52 @@
+# ops/deps.sh: the Debian packages akfleet needs, installed when missing.
+#
+# Sourced by ops/setup.sh and ops/test.sh (POSIX sh).  Checks each package
+# with dpkg first, so a machine that has everything is left alone: no
+# `apt-get update`, no sudo.  Only when something is missing does it run
+# `apt-get update` and `apt-get install` (through sudo when not root).
+
+AK_DEPS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libprotobuf-c-dev
+protobuf-c-compiler liblmdb-dev lmdb-utils libsodium-dev libjansson-dev libcmocka-dev"
+
+# Prints the packages of $AK_DEPS that are not installed.
+ak_missing_deps () {
+    for pkg in $AK_DEPS; do
+        if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+            printf '%s\n' "$pkg"
+        fi
+    done
+}
+
+# Installs what is missing; fails with a message when it cannot.
+ak_install_deps () {
+    if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+        echo "ops/deps.sh: no dpkg/apt-get here; install by hand: $AK_DEPS" >&2
+        return 1
+    fi
+    missing=$(ak_missing_deps | tr '\n' ' ')
+    if [ -z "$missing" ]; then
+        echo "deps: all installed"
+        return 0
+    fi
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        if ! command -v sudo >/dev/null 2>&1; then
+            echo "ops/deps.sh: missing $missing and not root, and there is no sudo" >&2
+            return 1
+        fi
+        sudo="sudo"
+    fi
+    echo "deps: installing $missing"
+    # shellcheck disable=SC2086  # word splitting of the package list is wanted
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+}
+
+# Parallel build jobs: $AK_JOBS, else the number of CPUs.
+ak_jobs () {
+    if [ -n "${AK_JOBS:-}" ]; then
+        printf '%s\n' "$AK_JOBS"
+    else
+        nproc 2>/dev/null || echo 2
+    fi
+}

@@ -1,0 +1,22 @@
+#!/bin/sh
+# ops/setup.sh: install what is missing, build akfleet, run the demo.
+#
+#   ops/setup.sh [DEMO OPTIONS]     e.g. ops/setup.sh --workers 4 --keep
+#
+# Debian 12.  Installs the build dependencies with apt-get (only those that
+# are missing; sudo when not root), configures and builds into build/
+# (RelWithDebInfo; $AK_BUILD_DIR to build elsewhere, $AK_JOBS for the
+# parallelism), then runs `build/bin/akctl demo` with the arguments given:
+# a private coordinator and two workers tune the built-in batch on this host
+# and print the report.  The exit code is the demo's (0: every operator got
+# a result).
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/ops/deps.sh"
+
+build="${AK_BUILD_DIR:-$root/build}"
+ak_install_deps
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$build" -j "$(ak_jobs)"
+echo
+exec "$build/bin/akctl" demo "$@"

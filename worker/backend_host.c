@@ -1,0 +1,768 @@
+/*  worker/backend_host.c: the host backend.
+
+    Kernels are C sources built with the system compiler (`cc`) into shared
+    objects and run on the CPU, so the whole pipeline (compile cache,
+    executors, gates, timing) works on a machine without a GPU.
+
+    Daemon side: probe describes the CPU as one device; compile writes the
+    prelude (kernels/ak_kernel.h, embedded) plus the source into a private
+    build directory, runs cc there in its own process group under a time
+    limit, and renames the result into cache_dir/<key>.so.  Executor side:
+    dlopen + dlsym, malloc'ed buffers, a direct call, CLOCK_MONOTONIC.
+
+    Never: run a compiler through a shell, trust a define name, or leave a
+    half-written artifact where a reader could load it. */
+#include "backend.h"
+#include "digest.h"
+#include "log.h"
+#include "util.h"
+#include "clock.h"
+#include "ak_kernel.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+extern const char ak_prelude[];
+extern const size_t ak_prelude_len;
+
+#define AK_HOST_LOG_MAX        (64u * 1024)      /* compiler output kept */
+#define AK_HOST_COMPILE_MS     60000u            /* when the request gives 0 */
+#define AK_HOST_LLC_FALLBACK   (32u * 1024 * 1024)
+#define AK_HOST_CFLAGS         "-O2 -fPIC -shared -std=gnu11 -Wall"
+
+typedef void (ak_kernel_fn) (const ak_args_t *a);
+
+struct ak_dev {
+    uint32_t  index;
+    uint8_t  *flush;             /* written over before a cold sample */
+    size_t    flush_bytes;
+    uint8_t   flush_value;
+};
+
+struct ak_kernel {
+    void         *handle;
+    ak_kernel_fn *fn;
+};
+
+/* ------------------------------------------------------------ host facts */
+
+/*  Size of the last-level cache: /sys/.../index3/size ("32768K"), else
+    32 MiB so that a cold sample still evicts a typical LLC. */
+static size_t s_llc_bytes (void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    size_t bytes = AK_HOST_LLC_FALLBACK;
+    if (ak_file_read ("/sys/devices/system/cpu/cpu0/cache/index3/size", 64, &text, &len, NULL) == 0) {
+        char *end = NULL;
+        unsigned long long v = strtoull (text, &end, 10);
+        if (end && end != text && v > 0) {
+            if (*end == 'K' || *end == 'k')
+                v *= 1024ull;
+            else if (*end == 'M' || *end == 'm')
+                v *= 1024ull * 1024;
+            else if (*end == 'G' || *end == 'g')
+                v *= 1024ull * 1024 * 1024;
+            if (v >= 64 * 1024 && v <= (1ull << 34))
+                bytes = (size_t) v;
+        }
+    }
+    free (text);
+    return bytes;
+}
+
+/*  Value of the first "key : value" line of /proc/cpuinfo, malloc'ed, or NULL. */
+static char *s_cpuinfo (const char *key)
+{
+    char *text = NULL;
+    size_t len = 0;
+    char *value = NULL;
+    if (ak_file_read ("/proc/cpuinfo", 4u << 20, &text, &len, NULL) != 0)
+        return NULL;
+    size_t klen = strlen (key);
+    for (char *line = text; line && *line; ) {
+        char *next = strchr (line, '\n');
+        if (next)
+            *next++ = '\0';
+        if (strncmp (line, key, klen) == 0) {
+            char *colon = strchr (line + klen, ':');
+            if (colon) {
+                colon++;
+                while (*colon == ' ' || *colon == '\t')
+                    colon++;
+                size_t n = strlen (colon);
+                while (n > 0 && isspace ((unsigned char) colon[n - 1]))
+                    colon[--n] = '\0';
+                value = ak_strdup (colon);
+                break;
+            }
+        }
+        line = next;
+    }
+    free (text);
+    return value;
+}
+
+static char *s_machine_id (void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (ak_file_read ("/etc/machine-id", 256, &text, &len, NULL) != 0)
+        return NULL;
+    while (len > 0 && isspace ((unsigned char) text[len - 1]))
+        text[--len] = '\0';
+    if (len == 0) {
+        free (text);
+        return NULL;
+    }
+    return text;
+}
+
+/*  One device: the CPU.  slots is left 0 for the daemon to fill. */
+static int s_probe (Ak__Device ***devices_p, size_t *n_p, ak_err_t *err)
+{
+    if (!devices_p || !n_p)
+        return ak_err_set (err, AK_EINVAL, "host probe: no output");
+    Ak__Device *d = ak_malloc (sizeof *d);
+    ak__device__init (d);
+    char *model = s_cpuinfo ("model name");
+    char *mhz = s_cpuinfo ("cpu MHz");
+    char *mid = s_machine_id ();
+    d->index = 0;
+    d->backend = ak_strdup ("host");
+    d->device_class = ak_strdup ("host");
+    d->name = ak_strdup (model ? model : "unknown cpu");
+    d->uuid = mid ? ak_sprintf ("host-%s", mid) : ak_strdup ("");
+    d->driver_version = ak_strdup ("");
+    d->nvrtc_version = ak_strdup ("");
+    d->cupti_version = ak_strdup ("");
+    long ncpu = sysconf (_SC_NPROCESSORS_ONLN);
+    d->sm_count = ncpu > 0 ? (uint32_t) ncpu : 1;
+    long pages = sysconf (_SC_PHYS_PAGES), page = sysconf (_SC_PAGESIZE);
+    d->mem_bytes = (pages > 0 && page > 0) ? (uint64_t) pages * (uint64_t) page : 0;
+    d->l2_bytes = s_llc_bytes ();
+    double f = 0;
+    if (mhz && ak_parse_double (mhz, &f) == 0 && f > 0 && f < 1e6)
+        d->clock_khz = (uint32_t) (f * 1000.0);
+    free (model);
+    free (mhz);
+    free (mid);
+    Ak__Device **arr = ak_malloc (sizeof *arr);
+    arr[0] = d;
+    *devices_p = arr;
+    *n_p = 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------- the compiler */
+
+/*  Captured output of a child process, bounded. */
+typedef struct {
+    char  *data;
+    size_t len, cap;
+    bool   truncated;
+} s_buf_t;
+
+static void s_buf_add (s_buf_t *b, const char *p, size_t n)
+{
+    if (b->len + n > AK_HOST_LOG_MAX) {
+        b->truncated = true;
+        n = b->len < AK_HOST_LOG_MAX ? AK_HOST_LOG_MAX - b->len : 0;
+    }
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->data = ak_realloc (b->data, b->cap);
+    }
+    memcpy (b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static char *s_buf_take (s_buf_t *b)
+{
+    char *s = b->data ? b->data : ak_strdup ("");
+    if (b->truncated) {
+        char *t = ak_sprintf ("%s\n[compiler output truncated at %u bytes]", s, AK_HOST_LOG_MAX);
+        free (s);
+        s = t;
+    }
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return s;
+}
+
+/*  Runs argv (argv[0] looked up in PATH) in its own process group with
+    stdin from /dev/null and stdout+stderr captured into *log_p (caller
+    frees).  Past timeout_ms, or when *cancel turns non-zero, the whole group
+    is killed and AK_ETIMEOUT returned.  *status_p gets the waitpid status. */
+static int s_run_captured (char *const argv[], uint32_t timeout_ms, const atomic_int *cancel,
+                           int *status_p, char **log_p, ak_err_t *err)
+{
+    int rc = 0;
+    int pipefd[2] = { -1, -1 };
+    pid_t pid = -1;
+    bool spawned_actions = false, spawned_attr = false;
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attr;
+    s_buf_t out = { 0 };
+
+    *log_p = NULL;
+    *status_p = 0;
+    if (pipe2 (pipefd, O_CLOEXEC) != 0) {
+        rc = ak_err_set (err, AK_EIO, "pipe2: %s", strerror (errno));
+        goto fail;
+    }
+    if (posix_spawn_file_actions_init (&actions) != 0) {
+        rc = ak_err_set (err, AK_ENOMEM, "posix_spawn_file_actions_init failed");
+        goto fail;
+    }
+    spawned_actions = true;
+    if (posix_spawnattr_init (&attr) != 0) {
+        rc = ak_err_set (err, AK_ENOMEM, "posix_spawnattr_init failed");
+        goto fail;
+    }
+    spawned_attr = true;
+    /* The compiler starts with no signal blocked and the usual ones at their
+       default action, whatever the daemon set for itself (SIGPIPE ignored). */
+    sigset_t none, dfl;
+    sigemptyset (&none);
+    sigemptyset (&dfl);
+    sigaddset (&dfl, SIGPIPE);
+    sigaddset (&dfl, SIGINT);
+    sigaddset (&dfl, SIGTERM);
+    sigaddset (&dfl, SIGHUP);
+    sigaddset (&dfl, SIGQUIT);
+    sigaddset (&dfl, SIGCHLD);
+    if (posix_spawn_file_actions_addopen (&actions, 0, "/dev/null", O_RDONLY, 0) != 0
+        || posix_spawn_file_actions_adddup2 (&actions, pipefd[1], 1) != 0
+        || posix_spawn_file_actions_adddup2 (&actions, pipefd[1], 2) != 0
+        || posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
+                                            | POSIX_SPAWN_SETSIGDEF) != 0
+        || posix_spawnattr_setpgroup (&attr, 0) != 0
+        || posix_spawnattr_setsigmask (&attr, &none) != 0
+        || posix_spawnattr_setsigdefault (&attr, &dfl) != 0) {
+        rc = ak_err_set (err, AK_EINTERNAL, "posix_spawn set-up failed");
+        goto fail;
+    }
+    int e = posix_spawnp (&pid, argv[0], &actions, &attr, argv, environ);
+    if (e != 0) {
+        pid = -1;
+        rc = ak_err_set (err, AK_EUNAVAIL, "cannot run '%s': %s", argv[0], strerror (e));
+        goto fail;
+    }
+    close (pipefd[1]);
+    pipefd[1] = -1;
+
+    uint64_t limit = timeout_ms ? timeout_ms : AK_HOST_COMPILE_MS;
+    uint64_t deadline = ak_clock_mono_ms () + limit;
+    bool timed_out = false, cancelled = false;
+    for (;;) {
+        uint64_t now = ak_clock_mono_ms ();
+        if (now >= deadline) {
+            timed_out = true;
+            break;
+        }
+        if (cancel && atomic_load (cancel)) {
+            cancelled = true;
+            break;
+        }
+        uint64_t wait = deadline - now;
+        if (wait > 100)
+            wait = 100;
+        struct pollfd pfd = { .fd = pipefd[0], .events = POLLIN };
+        int n = poll (&pfd, 1, (int) wait);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = ak_err_set (err, AK_EIO, "poll: %s", strerror (errno));
+            break;
+        }
+        if (n == 0)
+            continue;
+        char chunk[4096];
+        ssize_t got = read (pipefd[0], chunk, sizeof chunk);
+        if (got < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            rc = ak_err_set (err, AK_EIO, "read compiler output: %s", strerror (errno));
+            break;
+        }
+        if (got == 0)
+            break;           /* every writer closed: the compiler is done */
+        s_buf_add (&out, chunk, (size_t) got);
+    }
+    if (timed_out || cancelled || rc) {
+        kill (-pid, SIGKILL);
+        kill (pid, SIGKILL);
+    }
+    int status = 0;
+    while (waitpid (pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            if (!rc)
+                rc = ak_err_set (err, AK_EIO, "waitpid: %s", strerror (errno));
+            break;
+        }
+    }
+    pid = -1;
+    /* A grandchild (cc1, as, ld) of a killed group may linger a moment; the
+       group kill above reaches it. */
+    if (!rc && timed_out)
+        rc = ak_err_set (err, AK_ETIMEOUT, "'%s' killed after %" PRIu64 " ms", argv[0], limit);
+    else if (!rc && cancelled)
+        rc = ak_err_set (err, AK_ETIMEOUT, "'%s' cancelled", argv[0]);
+    *status_p = status;
+    *log_p = s_buf_take (&out);
+
+fail:
+    if (pid > 0) {
+        kill (-pid, SIGKILL);
+        while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    if (pipefd[0] >= 0)
+        close (pipefd[0]);
+    if (pipefd[1] >= 0)
+        close (pipefd[1]);
+    if (spawned_actions)
+        posix_spawn_file_actions_destroy (&actions);
+    if (spawned_attr)
+        posix_spawnattr_destroy (&attr);
+    if (!*log_p)
+        *log_p = s_buf_take (&out);
+    return rc;
+}
+
+/*  `cc --version`, first line, run once per process; also the prelude
+    digest.  Both go into every cache key. */
+static pthread_once_t s_facts_once = PTHREAD_ONCE_INIT;
+static char s_cc_version[256];
+static char s_cc_error[512];
+static char s_prelude_digest[65];
+
+static void s_facts_init (void)
+{
+    char *argv[] = { "cc", "--version", NULL };
+    char *log = NULL;
+    int status = 0;
+    ak_err_t err = { 0 };
+    int rc = s_run_captured (argv, 10000, NULL, &status, &log, &err);
+    if (rc)
+        snprintf (s_cc_error, sizeof s_cc_error, "system compiler: %s", err.msg);
+    else if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+        snprintf (s_cc_error, sizeof s_cc_error, "system compiler: 'cc --version' failed: %.200s", log);
+    else {
+        size_t n = strcspn (log, "\n");
+        if (n >= sizeof s_cc_version)
+            n = sizeof s_cc_version - 1;
+        memcpy (s_cc_version, log, n);
+        s_cc_version[n] = '\0';
+    }
+    free (log);
+    ak_sha256_hex (ak_prelude, ak_prelude_len, s_prelude_digest);
+}
+
+static bool s_is_identifier (const char *s)
+{
+    if (!s || !(isalpha ((unsigned char) s[0]) || s[0] == '_'))
+        return false;
+    for (size_t i = 0; s[i]; i++) {
+        if (i >= AK_MAX_NAME)
+            return false;
+        if (!(isalnum ((unsigned char) s[i]) || s[i] == '_'))
+            return false;
+    }
+    return true;
+}
+
+static void s_sha_part (ak_sha256_t *ctx, const void *data, size_t len)
+{
+    char hdr[32];
+    int n = snprintf (hdr, sizeof hdr, "%zu:", len);
+    ak_sha256_update (ctx, hdr, (size_t) n);
+    ak_sha256_update (ctx, data, len);
+}
+
+/*  Removes the private build directory and what is in it (flat). */
+static void s_rm_build_dir (const char *dir)
+{
+    DIR *d = opendir (dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir (d)) != NULL) {
+            if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
+                continue;
+            char *p = ak_path_join (dir, de->d_name);
+            unlink (p);
+            free (p);
+        }
+        closedir (d);
+    }
+    rmdir (dir);
+}
+
+static bool s_artifact_present (const char *path)
+{
+    struct stat st;
+    return stat (path, &st) == 0 && S_ISREG (st.st_mode) && st.st_size > 0;
+}
+
+/*  Builds req into the cache (see backend.h).  The options string lists
+    exactly the flags passed to cc, so its digest names the build. */
+static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err_t *err)
+{
+    int rc = 0;
+    char *options = NULL, *build_dir = NULL, *src_path = NULL, *so_path = NULL;
+    char *artifact = NULL, *log = NULL, *text = NULL;
+    char **argv = NULL;
+    int nargv = 0;
+
+    if (!req || !out)
+        return ak_err_set (err, AK_EINVAL, "host compile: no request");
+    memset (out, 0, sizeof *out);
+    uint64_t t0 = ak_clock_mono_ns ();
+    if (!req->source)
+        return ak_err_set (err, AK_EINVAL, "host compile: no source");
+    if (req->source_len > AK_MAX_SOURCE_BYTES)
+        return ak_err_set (err, AK_ETOOBIG, "host compile: source of %zu bytes, limit %u",
+                           req->source_len, (unsigned) AK_MAX_SOURCE_BYTES);
+    if (memchr (req->source, '\0', req->source_len))
+        return ak_err_set (err, AK_EINVAL, "host compile: source holds a NUL byte");
+    if (!req->cache_dir || !*req->cache_dir)
+        return ak_err_set (err, AK_EINVAL, "host compile: no cache directory");
+    if (!req->reference && req->dtype != AK_DT_FLOAT32)
+        return ak_err_set (err, AK_EUNSUPPORTED, "host backend builds float32 kernels only, not %s",
+                           ak_dtype_name (req->dtype));
+    if (req->ndefines < 0 || req->ndefines > AK_MAX_PARAMS)
+        return ak_err_set (err, AK_EINVAL, "host compile: %d defines, limit %d",
+                           req->ndefines, AK_MAX_PARAMS);
+    for (int i = 0; i < req->ndefines; i++) {
+        const char *name = req->define_names[i];
+        if (!s_is_identifier (name))
+            return ak_err_set (err, AK_EINVAL, "parameter name '%.64s' is not a C identifier",
+                               name ? name : "(null)");
+        if (strncmp (name, "AK_", 3) == 0 || strcmp (name, "ak_t") == 0)
+            return ak_err_set (err, AK_EINVAL, "parameter name '%s' is reserved", name);
+    }
+
+    pthread_once (&s_facts_once, s_facts_init);
+    if (s_cc_error[0])
+        return ak_err_set (err, AK_EUNAVAIL, "%s", s_cc_error);
+
+    /* Options string and the cache key. */
+    options = ak_strdup (AK_HOST_CFLAGS);
+    if (req->reference) {
+        char *o = ak_sprintf ("%s -DAK_REFERENCE", options);
+        free (options);
+        options = o;
+    }
+    for (int i = 0; i < req->ndefines; i++) {
+        char *o = ak_sprintf ("%s -D%s=%" PRId64, options, req->define_names[i], req->define_values[i]);
+        free (options);
+        options = o;
+    }
+    ak_sha256_hex (options, strlen (options), out->options_digest);
+    ak_sha256_t ctx;
+    ak_sha256_init (&ctx);
+    s_sha_part (&ctx, "akfleet-host-1", 14);
+    s_sha_part (&ctx, s_prelude_digest, 64);
+    s_sha_part (&ctx, req->source, req->source_len);
+    s_sha_part (&ctx, options, strlen (options));
+    s_sha_part (&ctx, s_cc_version, strlen (s_cc_version));
+    ak_sha256_final_hex (&ctx, out->key);
+
+    rc = ak_mkdir_p (req->cache_dir, 0755, err);
+    if (rc)
+        goto fail;
+    artifact = ak_sprintf ("%s/%s.so", req->cache_dir, out->key);
+    if (s_artifact_present (artifact)) {
+        out->cached = true;
+        goto done;
+    }
+
+    /* A private build directory next to the artifact: the rename below is
+       then within one filesystem, so it is atomic. */
+    build_dir = ak_sprintf ("%s/.build-XXXXXX", req->cache_dir);
+    if (!mkdtemp (build_dir)) {
+        rc = ak_err_set (err, AK_EIO, "%s: mkdtemp: %s", build_dir, strerror (errno));
+        free (build_dir);
+        build_dir = NULL;
+        goto fail;
+    }
+    src_path = ak_sprintf ("%s/kernel.c", build_dir);
+    so_path = ak_sprintf ("%s/kernel.so", build_dir);
+    size_t text_len = ak_prelude_len + req->source_len + 64;
+    text = ak_malloc (text_len + 1);
+    int head = snprintf (text, text_len, "%s\n#line 1 \"kernel.c\"\n", ak_prelude);
+    memcpy (text + head, req->source, req->source_len);
+    text_len = (size_t) head + req->source_len;
+    text[text_len] = '\0';
+    rc = ak_file_write_atomic (src_path, text, text_len, err);
+    if (rc)
+        goto fail;
+
+    /* argv: cc <flags...> [-DAK_REFERENCE] -DNAME=VALUE... -o so src -lm */
+    argv = ak_calloc ((size_t) req->ndefines + 16, sizeof *argv);
+    argv[nargv++] = ak_strdup ("cc");
+    {
+        char *flags = ak_strdup (AK_HOST_CFLAGS);
+        for (char *save = NULL, *tok = strtok_r (flags, " ", &save); tok; tok = strtok_r (NULL, " ", &save))
+            argv[nargv++] = ak_strdup (tok);
+        free (flags);
+    }
+    if (req->reference)
+        argv[nargv++] = ak_strdup ("-DAK_REFERENCE");
+    for (int i = 0; i < req->ndefines; i++)
+        argv[nargv++] = ak_sprintf ("-D%s=%" PRId64, req->define_names[i], req->define_values[i]);
+    argv[nargv++] = ak_strdup ("-o");
+    argv[nargv++] = ak_strdup (so_path);
+    argv[nargv++] = ak_strdup (src_path);
+    argv[nargv++] = ak_strdup ("-lm");
+    argv[nargv] = NULL;
+
+    int status = 0;
+    rc = s_run_captured (argv, req->timeout_ms, req->cancel, &status, &log, err);
+    if (rc) {
+        if (rc == AK_ETIMEOUT)
+            ak_err_prefix (err, "compile");
+        goto fail;
+    }
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+        if (WIFSIGNALED (status))
+            rc = ak_err_set (err, AK_ECOMPILE, "cc killed by signal %d", WTERMSIG (status));
+        else
+            rc = ak_err_set (err, AK_ECOMPILE, "cc exited with status %d", WEXITSTATUS (status));
+        goto fail;
+    }
+    if (!s_artifact_present (so_path)) {
+        rc = ak_err_set (err, AK_ECOMPILE, "cc succeeded but wrote no %s", so_path);
+        goto fail;
+    }
+    if (rename (so_path, artifact) != 0) {
+        rc = ak_err_set (err, AK_EIO, "rename %s -> %s: %s", so_path, artifact, strerror (errno));
+        goto fail;
+    }
+
+done:
+    out->artifact_path = artifact;
+    artifact = NULL;
+    out->log = log ? log : ak_strdup ("");
+    log = NULL;
+    out->ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
+    rc = 0;
+
+fail:
+    if (rc) {
+        out->log = log ? log : ak_strdup ("");
+        log = NULL;
+        out->ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
+    }
+    if (build_dir) {
+        s_rm_build_dir (build_dir);
+        free (build_dir);
+    }
+    if (argv) {
+        for (int i = 0; i < nargv; i++)
+            free (argv[i]);
+        free (argv);
+    }
+    free (options);
+    free (src_path);
+    free (so_path);
+    free (artifact);
+    free (log);
+    free (text);
+    return rc;
+}
+
+/* --------------------------------------------------------- executor side */
+
+static int s_open (const Ak__Device *device, ak_dev_t **dev_p, ak_err_t *err)
+{
+    if (!dev_p)
+        return ak_err_set (err, AK_EINVAL, "host open: no output");
+    uint32_t index = device ? device->index : 0;
+    if (index != 0)
+        return ak_err_set (err, AK_ENOTFOUND, "host backend has one device (0), not %u", index);
+    ak_dev_t *dev = ak_calloc (1, sizeof *dev);
+    dev->index = index;
+    dev->flush_bytes = s_llc_bytes ();
+    *dev_p = dev;
+    return 0;
+}
+
+static void s_close (ak_dev_t **dev_p)
+{
+    if (dev_p && *dev_p) {
+        free ((*dev_p)->flush);
+        free (*dev_p);
+        *dev_p = NULL;
+    }
+}
+
+static int s_load (ak_dev_t *dev, const char *artifact_path, const char *symbol,
+                   ak_kernel_t **kernel_p, ak_err_t *err)
+{
+    if (!artifact_path || !symbol || !kernel_p)
+        return ak_err_set (err, AK_EINVAL, "host load: bad arguments");
+    void *handle = dlopen (artifact_path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        const char *why = dlerror ();
+        return ak_err_set (err, AK_EIO, "dlopen %s: %s", artifact_path, why ? why : "failed");
+    }
+    dlerror ();
+    void *sym = dlsym (handle, symbol);
+    if (!sym) {
+        dlclose (handle);
+        return ak_err_set (err, AK_ENOTFOUND, "%s: no symbol '%s'", artifact_path, symbol);
+    }
+    ak_kernel_t *k = ak_calloc (1, sizeof *k);
+    k->handle = handle;
+    /* POSIX guarantees a dlsym result converts to a function pointer. */
+    memcpy (&k->fn, &sym, sizeof sym);
+    *kernel_p = k;
+    return 0;
+}
+
+static void s_unload (ak_dev_t *dev, ak_kernel_t **kernel_p)
+{
+    if (kernel_p && *kernel_p) {
+        dlclose ((*kernel_p)->handle);
+        free (*kernel_p);
+        *kernel_p = NULL;
+    }
+}
+
+static int s_alloc (ak_dev_t *dev, size_t bytes, void **buf_p, ak_err_t *err)
+{
+    size_t n = (bytes + 63) & ~(size_t) 63;
+    if (n < bytes)
+        return ak_err_set (err, AK_ENOMEM, "host alloc: %zu bytes", bytes);
+    void *p = aligned_alloc (64, n ? n : 64);
+    if (!p)
+        return ak_err_set (err, AK_ENOMEM, "host alloc: %zu bytes", bytes);
+    *buf_p = p;
+    return 0;
+}
+
+static void s_release (ak_dev_t *dev, void **buf_p)
+{
+    if (buf_p && *buf_p) {
+        free (*buf_p);
+        *buf_p = NULL;
+    }
+}
+
+static int s_upload (ak_dev_t *dev, void *dst, const void *src, size_t bytes, ak_err_t *err)
+{
+    if (bytes)
+        memcpy (dst, src, bytes);
+    return 0;
+}
+
+static int s_download (ak_dev_t *dev, void *dst, const void *src, size_t bytes, ak_err_t *err)
+{
+    if (bytes)
+        memcpy (dst, src, bytes);
+    return 0;
+}
+
+static int s_fill (ak_dev_t *dev, void *dst, int byte, size_t bytes, ak_err_t *err)
+{
+    if (bytes)
+        memset (dst, byte, bytes);
+    return 0;
+}
+
+static void s_args (const ak_launch_t *l, ak_args_t *a)
+{
+    memset (a, 0, sizeof *a);
+    a->ndims = l->ndims;
+    for (int i = 0; i < l->ndims && i < AK_MAX_DIMS; i++)
+        a->dims[i] = l->dims[i];
+    a->nin = l->nin;
+    for (int i = 0; i < l->nin && i < AK_MAX_BUFS; i++)
+        a->in[i] = l->in[i];
+    a->nout = l->nout;
+    for (int i = 0; i < l->nout && i < AK_MAX_BUFS; i++)
+        a->out[i] = l->out[i];
+}
+
+static int s_launch (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, ak_err_t *err)
+{
+    if (!kernel || !args)
+        return ak_err_set (err, AK_EINVAL, "host launch: bad arguments");
+    ak_args_t a;
+    s_args (args, &a);
+    kernel->fn (&a);
+    return 0;
+}
+
+/*  One sample: the flush buffer (LLC-sized) is rewritten first when cold,
+    then only the call sits between the two clock reads. */
+static int s_time (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
+                   double *us, ak_err_t *err)
+{
+    if (!dev || !kernel || !args || !us)
+        return ak_err_set (err, AK_EINVAL, "host time: bad arguments");
+    ak_args_t a;
+    s_args (args, &a);
+    if (cold) {
+        if (!dev->flush) {
+            dev->flush = malloc (dev->flush_bytes);
+            if (!dev->flush)
+                return ak_err_set (err, AK_ENOMEM, "host time: flush buffer of %zu bytes", dev->flush_bytes);
+        }
+        memset (dev->flush, ++dev->flush_value, dev->flush_bytes);
+    }
+    struct timespec t0, t1;
+    clock_gettime (CLOCK_MONOTONIC, &t0);
+    kernel->fn (&a);
+    clock_gettime (CLOCK_MONOTONIC, &t1);
+    *us = (double) (t1.tv_sec - t0.tv_sec) * 1e6 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e3;
+    return 0;
+}
+
+static bool s_supports_dtype (const Ak__Device *device, ak_dtype_t dt)
+{
+    return dt == AK_DT_FLOAT32;
+}
+
+static const ak_backend_t s_host = {
+    .name = "host",
+    .probe = s_probe,
+    .compile = s_compile,
+    .open = s_open,
+    .close = s_close,
+    .load = s_load,
+    .unload = s_unload,
+    .alloc = s_alloc,
+    .release = s_release,
+    .upload = s_upload,
+    .download = s_download,
+    .fill = s_fill,
+    .launch = s_launch,
+    .time = s_time,
+    .supports_dtype = s_supports_dtype,
+};
+
+const ak_backend_t *ak_backend_host (void)
+{
+    return &s_host;
+}

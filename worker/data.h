@@ -1,0 +1,38 @@
+/*  worker/data.h: element types and generated inputs, shared by gates and
+    timing.
+
+    Inputs are never shipped: element i of input buffer j is
+    ak_rng_range (seed, j, i, lo, hi) from the spec's generator, rounded to
+    the kernel's element type, so any process (and later a device) derives
+    the same values.  The float64 reference sees exactly those rounded
+    values.  float16 and bfloat16 are handled here in software (round to
+    nearest even) so gates are the same code for every backend. */
+#ifndef AK_WORKER_DATA_H
+#define AK_WORKER_DATA_H
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+#include "spec.h"
+
+/* Largest finite value of dt. */
+double ak_elem_max (ak_dtype_t dt);
+/* v rounded to the nearest value of dt (ties to even), clipped to
+   [-max, max] so it stays finite; NaN stays NaN. */
+double ak_elem_round (ak_dtype_t dt, double v);
+/* Element i of a dt array: store v (already representable) / load it. */
+void   ak_elem_store (ak_dtype_t dt, void *base, size_t i, double v);
+double ak_elem_load (ak_dtype_t dt, const void *base, size_t i);
+
+/* The spec's generator value for input j, element i, rounded to dt. */
+double ak_input_value (const ak_spec_t *spec, int j, uint64_t i, uint64_t seed, ak_dtype_t dt);
+
+/* Element counts of every input and output buffer for dims, each checked
+   to be in [1, AK_DATA_MAX_ELEMS]; AK_EINVAL naming the buffer otherwise. */
+#define AK_DATA_MAX_ELEMS (1ull << 31)
+int ak_buf_counts (const ak_spec_t *spec, const int64_t *dims, ak_dtype_t dt,
+                   size_t nin[AK_MAX_BUFS], size_t nout[AK_MAX_BUFS], ak_err_t *err);
+
+/* "128x256" for dims in key order, into buf. */
+const char *ak_dims_text (const ak_spec_t *spec, const int64_t *dims, char *buf, size_t len);
+
+#endif

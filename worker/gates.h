@@ -1,0 +1,83 @@
+/*  worker/gates.h: correctness gates, written once over the backend table.
+
+    A candidate (or a baseline, for preflight) is run against the float64
+    reference on generated inputs in five stages (smoke, shape_sweep,
+    stability, determinism, edge_cases) and, after timing, a recheck on fresh
+    inputs.  Outputs are poisoned (0xFF bytes: NaN for floats) before every
+    run, so an element the kernel never writes fails.  Gates fail closed:
+    anything that is not a clear pass is a failure with a reason naming the
+    stage, size and dtype.  docs/measurement.md describes the method.
+
+    Gates never own the kernels or devices they are given. */
+#ifndef AK_WORKER_GATES_H
+#define AK_WORKER_GATES_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "backend.h"
+#include "error.h"
+#include "spec.h"
+
+typedef enum {
+    AK_GATE_OK = 0,
+    AK_GATE_WRONG,          /* "wrong_answer": beyond tolerance, unwritten, not deterministic */
+    AK_GATE_NAN,            /* "nan": NaN/Inf where the reference has none */
+    AK_GATE_LAUNCH,         /* "launch_error": the backend could not run the candidate */
+    AK_GATE_ERROR,          /* "error": the reference or the spec failed; not the candidate's fault */
+} ak_gate_status_t;
+
+/* Receipt status text for a gate status: "ok", "wrong_answer", ... */
+const char *ak_gate_status_name (ak_gate_status_t status);
+
+#define AK_GATE_MAX_STAGES 6
+
+typedef struct {
+    char     stage[16];      /* smoke | shape_sweep | stability | determinism | edge_cases | recheck */
+    bool     passed;
+    bool     skipped;        /* not run (an earlier stage stopped the gates, or nothing to run) */
+    uint32_t configs;        /* configurations run */
+    uint32_t failed;
+    double   worst_err;      /* largest finite |out - ref| seen */
+    char     worst_at[96];   /* "size/dtype" of worst_err */
+    char     detail[640];    /* PASS (N configs ...) / FAIL (k/N failed): ...; skipped dtypes named */
+} ak_gate_result_t;
+
+typedef struct {
+    ak_gate_result_t stages[AK_GATE_MAX_STAGES];
+    int              nstages;
+    ak_gate_status_t status;   /* of the first failing stage */
+    char             reason[512];
+} ak_gate_report_t;
+
+typedef struct {
+    const ak_spec_t     *spec;
+    /* The kernel under test and where it runs. */
+    const ak_backend_t  *be;
+    ak_dev_t            *dev;
+    const Ak__Device    *device;                 /* for be->supports_dtype; may be NULL */
+    ak_kernel_t         *kernel[AK_DT_COUNT];    /* per element type; NULL: not built */
+    /* The float64 oracle: always the host backend. */
+    const ak_backend_t  *ref_be;
+    ak_dev_t            *ref_dev;
+    ak_kernel_t         *ref;
+    /* Corpus cases (the task's workloads) swept besides the spec sizes and
+       used by the recheck. */
+    const ak_workload_t *workloads;
+    size_t               nworkloads;
+    uint64_t             seed;                   /* policy seed (42) */
+    const int64_t       *params;                 /* passed through to launches */
+    const char *const   *param_names;
+    int                  nparams;
+} ak_gate_ctx_t;
+
+/* Runs the five stages into rep (a smoke failure stops the rest, which are
+   listed as skipped).  Returns 0 when the gates ran, whatever their verdict
+   (rep->status); a negative code only when they could not run at all (bad
+   context), err saying why. */
+int ak_gates_run (const ak_gate_ctx_t *ctx, ak_gate_report_t *rep, ak_err_t *err);
+
+/* The post-timing recheck: every workload (or the smoke size when there are
+   none) on fresh inputs from seed, appended to rep as stage "recheck";
+   rep->status/reason are set if it fails and nothing failed before. */
+int ak_gates_recheck (const ak_gate_ctx_t *ctx, uint64_t seed, ak_gate_report_t *rep, ak_err_t *err);
+
+#endif

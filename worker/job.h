@@ -1,0 +1,31 @@
+/*  worker/job.h: running one task inside an executor.
+
+    Executor side of the daemon/executor split: given an ExecJob (the task
+    and the paths of its compiled artifacts), load the reference and the
+    kernels, run the gates, time every workload, recheck on fresh inputs and
+    fill a Receipt.  What the candidate does can only show up as a status in
+    the receipt (or, for a crash or hang, as the death of this process,
+    which the daemon turns into a receipt).  Also usable in-process by tests. */
+#ifndef AK_WORKER_JOB_H
+#define AK_WORKER_JOB_H
+#include "akfleet.pb-c.h"
+#include "backend.h"
+#include "spec.h"
+
+/* Policy of an Assign with every zero field replaced by its default. */
+void ak_job_policy (const Ak__Policy *policy, ak_policy_t *out);
+
+/* The element type the daemon builds kernels for on this backend and
+   device (one artifact per source): float32 where supported, else the
+   first of bfloat16, float16 that is. */
+ak_dtype_t ak_job_build_dtype (const ak_backend_t *be, const Ak__Device *device);
+
+/* Runs job on dev (opened by be) and returns a new receipt, never NULL;
+   the caller frees it with ak__receipt__free_unpacked (r, NULL).  Fills
+   task identity, status, reason, gates, timings, source/options digests
+   from the assign, gate_ms, timing_ms and started/finished times; the
+   daemon adds worker, host, device and compile figures. */
+Ak__Receipt *ak_job_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device *device,
+                         const Ak__ExecJob *job);
+
+#endif
