@@ -240,7 +240,7 @@ static const char *s_type_word (json_type t)
         case JSON_OBJECT: return "an object";
         case JSON_ARRAY:  return "an array";
         case JSON_STRING: return "a string";
-        case JSON_INTEGER:
+        case JSON_INTEGER: return "an integer";
         case JSON_REAL:   return "a number";
         case JSON_TRUE:
         case JSON_FALSE:  return "true or false";
@@ -386,20 +386,19 @@ void ak_policy_defaults (ak_policy_t *policy)
 {
     if (!policy)
         return;
-    *policy = (ak_policy_t) {
-        .max_attempts = 3,
-        .compile_timeout_ms = 60000,
-        .run_timeout_ms = 60000,
-        .lease_ms = 120000,
-        .warmup = 3,
-        .min_samples = 10,
-        .max_samples = 200,
-        .rsd_target = 0.005,
-        .max_time_ms = 2000,
-        .threshold = 0.03,
-        .max_regression = 0.05,
-        .seed = 42,
-    };
+    memset (policy, 0, sizeof *policy);     /* padding too: the struct may be hashed */
+    policy->max_attempts = 3;
+    policy->compile_timeout_ms = 60000;
+    policy->run_timeout_ms = 60000;
+    policy->lease_ms = 120000;
+    policy->warmup = 3;
+    policy->min_samples = 10;
+    policy->max_samples = 200;
+    policy->rsd_target = 0.005;
+    policy->max_time_ms = 2000;
+    policy->threshold = 0.03;
+    policy->max_regression = 0.05;
+    policy->seed = 42;
 }
 
 /* ============================================================ destructors */
@@ -737,7 +736,11 @@ static int s_parse_source (json_t *v, const char *label, const char *path, const
             free (text);
             return rc;
         }
-        src->name = ak_strdup (rel);
+        /* A confined path is the source's name; one that may leave the
+           directory (a manifest's extra candidate) is named by its last
+           component, so no path of the submitting host travels on. */
+        const char *base = strrchr (rel, '/');
+        src->name = ak_strdup (confined || !base ? rel : base + 1);
         src->text = text;
         return ak_sha256_hex (text, len, src->digest);
     }
@@ -1014,7 +1017,7 @@ static double s_volume (const ak_spec_t *spec, const int64_t *dims)
 static int s_check_sizes (const ak_spec_t *spec, const char *label, ak_err_t *err)
 {
     size_t total = spec->nsizes + spec->nedge;
-    char p[S_PATH], q[S_PATH];
+    char p[S_PATH], q[S_PATH], f[S_PATH];
     for (size_t i = 0; i < total; i++) {
         bool ei = i >= spec->nsizes;
         const ak_size_t *a = ei ? &spec->edge_sizes[i - spec->nsizes] : &spec->sizes[i];
@@ -1024,10 +1027,10 @@ static int s_check_sizes (const ak_spec_t *spec, const char *label, ak_err_t *er
             const ak_size_t *b = ej ? &spec->edge_sizes[j - spec->nsizes] : &spec->sizes[j];
             s_index (q, ej ? "edge_sizes" : "sizes", ej ? j - spec->nsizes : j);
             if (s_streq (a->name, b->name))
-                return s_bad (err, label, s_field (q, p, "name"),
+                return s_bad (err, label, s_field (f, p, "name"),
                               "duplicate size name '%s' (also %s)", a->name, q);
             if (memcmp (a->dims, b->dims, sizeof a->dims) == 0)
-                return s_bad (err, label, s_field (q, p, "size"),
+                return s_bad (err, label, s_field (f, p, "size"),
                               "duplicate size: same shape as %s ('%s')", q, b->name);
         }
         if (!ei && i > 0 && s_volume (spec, a->dims) < s_volume (spec, spec->sizes[i - 1].dims))

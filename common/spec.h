@@ -58,7 +58,8 @@ typedef struct {
 
 typedef struct {
     char  *name;                        /* file name, as named in the spec */
-    char  *text;                        /* the source itself */
+    char  *text;                        /* the source itself; NULL in a spec parsed from
+                                           the form without sources (name + digest only) */
     char   digest[65];                  /* sha256 hex of text */
 } ak_source_t;
 
@@ -83,7 +84,7 @@ typedef struct ak_spec {
     int            nkeys;
     ak_dtype_t     dtypes[AK_DT_COUNT]; /* first is primary */
     int            ndtypes;
-    ak_tol_t       tol[AK_DT_COUNT];    /* for each dtype in dtypes */
+    ak_tol_t       tol[AK_DT_COUNT];    /* tol[i] is for dtypes[i]; use ak_spec_tol */
     ak_size_t     *sizes;               /* ordered smallest first; sizes[0] is the smoke size */
     size_t         nsizes;
     ak_size_t     *edge_sizes;

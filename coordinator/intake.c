@@ -204,6 +204,11 @@ static int s_store_one (ak_intake_t *self, ak_txn_t *txn, s_staged_t *s, ak_err_
     s->ack.attempt = r->attempt;
     s->ack.duplicate = duplicate;
     s->ack.ok = !duplicate && ok;
+    if (!duplicate) {
+        ak_worker_t *w = ak_registry_get (self->registry, s->worker_id);
+        if (w)
+            ak_registry_count_done (self->registry, w, ak_clock_mono_ms ());
+    }
 done:
     ak__task_record__free_unpacked (task, NULL);
     return rc;
@@ -216,18 +221,25 @@ static int s_commit_once (ak_intake_t *self, ak_err_t *err)
     int rc = ak_store_begin (self->store, true, &txn, err);
     if (rc)
         return rc;
+    /* tasks first, so receipts see the state the index decided; workers
+       last, so the tasks they completed in this commit are counted in it */
+    ak_registry_rollback (self->registry);
     rc = ak_sched_flush (self->sched, txn, err);
-    if (rc == 0)
-        rc = ak_registry_flush (self->registry, txn, err);
     for (size_t i = 0; rc == 0 && i < self->nstaged; i++) {
         self->staged[i].stored = false;
         rc = s_store_one (self, txn, &self->staged[i], err);
     }
+    if (rc == 0)
+        rc = ak_registry_flush (self->registry, txn, err);
     if (rc) {
         ak_store_abort (&txn);
+        ak_registry_rollback (self->registry);
         return rc;
     }
-    return ak_store_commit (&txn, err);
+    rc = ak_store_commit (&txn, err);
+    if (rc)
+        ak_registry_rollback (self->registry);
+    return rc;
 }
 
 int ak_intake_grow (ak_intake_t *self, ak_err_t *err)
@@ -316,9 +328,6 @@ int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_
         ak_task_t *task = ak_sched_task (self->sched, ack->task_id);
         if (task)
             ak_sched_finish (self->sched, task, ack->ok, true, now);
-        ak_worker_t *w = ak_registry_get (self->registry, ack->worker_id);
-        if (w)
-            ak_registry_count_done (self->registry, w, now);
         ak_info ("receipt %s accepted for task %s attempt %u from %s (%s)", ack->receipt_id,
                  ack->task_id, ack->attempt, ack->worker_id, s->receipt->status);
     }

@@ -1,2 +1,167 @@
-/* placeholder: replaced by the real program */
-int main (void) { return 1; }
+/*  coordinator/main.c: the akcoord program.
+
+    Parses flags, starts the coordinator and runs its loop until a client
+    says `shutdown` or SIGINT/SIGTERM arrives; either way pending commits
+    are flushed (and their acks sent) before the sockets and the store
+    close.  Exit status: 0 after a clean stop, 1 when the coordinator could
+    not start or its last commit failed, 2 for bad flags. */
+#include <czmq.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "coord.h"
+#include "log.h"
+#include "util.h"
+
+static volatile sig_atomic_t s_stop = 0;
+
+static void s_on_signal (int sig)
+{
+    (void) sig;
+    s_stop = 1;
+}
+
+static void s_usage (FILE *out)
+{
+    fprintf (out,
+        "usage: akcoord --store DIR [options]\n"
+        "\n"
+        "The akfleet coordinator: worker registry and liveness, per-class task queues\n"
+        "with leases and credit-based dispatch, receipt intake with group commit,\n"
+        "batch expansion and promotion, and the client API used by akctl.\n"
+        "\n"
+        "  --store DIR          LMDB store directory (created if missing; required)\n"
+        "  --workers ENDPOINT   worker ROUTER endpoint, tcp:// or ipc://\n"
+        "                       (default tcp://127.0.0.1:5555)\n"
+        "  --clients ENDPOINT   client ROUTER endpoint, tcp:// or ipc://\n"
+        "                       (default tcp://127.0.0.1:5556)\n"
+        "  --heartbeat-ms N     heartbeat interval, 10..60000 (default 1000)\n"
+        "  --liveness N         missed heartbeats before a worker is dead, 1..100 (default 3)\n"
+        "  --commit-ms N        longest a receipt waits for its group commit, 0..10000 (default 2)\n"
+        "  --commit-max N       receipts per group commit, 1..100000 (default 256)\n"
+        "  --log-level LEVEL    debug | info | warn | error | quiet (default info)\n"
+        "  --help               this text\n"
+        "\n"
+        "SIGINT or SIGTERM (or `akctl shutdown`) commits what is pending and exits 0.\n");
+}
+
+static int s_bad (const char *fmt, const char *a, const char *b)
+{
+    fprintf (stderr, "akcoord: ");
+    fprintf (stderr, fmt, a, b);
+    fprintf (stderr, "\nTry 'akcoord --help'.\n");
+    return 2;
+}
+
+static int s_uint (const char *flag, const char *text, int64_t lo, int64_t hi, uint32_t *out)
+{
+    int64_t v;
+    if (ak_parse_i64 (text, &v) || v < lo || v > hi) {
+        char range[64];
+        snprintf (range, sizeof range, "%lld..%lld", (long long) lo, (long long) hi);
+        fprintf (stderr, "akcoord: %s: '%s' is not an integer in %s\nTry 'akcoord --help'.\n",
+                 flag, text, range);
+        return 2;
+    }
+    *out = (uint32_t) v;
+    return 0;
+}
+
+static bool s_endpoint_ok (const char *e)
+{
+    return (strncmp (e, "tcp://", 6) == 0 || strncmp (e, "ipc://", 6) == 0) && strlen (e) > 6;
+}
+
+int main (int argc, char **argv)
+{
+    enum { O_STORE = 1, O_WORKERS, O_CLIENTS, O_HB, O_LIVE, O_CMS, O_CMAX, O_LOG, O_HELP };
+    static const struct option longopts[] = {
+        { "store", required_argument, NULL, O_STORE },
+        { "workers", required_argument, NULL, O_WORKERS },
+        { "clients", required_argument, NULL, O_CLIENTS },
+        { "heartbeat-ms", required_argument, NULL, O_HB },
+        { "liveness", required_argument, NULL, O_LIVE },
+        { "commit-ms", required_argument, NULL, O_CMS },
+        { "commit-max", required_argument, NULL, O_CMAX },
+        { "log-level", required_argument, NULL, O_LOG },
+        { "help", no_argument, NULL, O_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    ak_coord_opts_t opts = {
+        .workers_endpoint = "tcp://127.0.0.1:5555",
+        .clients_endpoint = "tcp://127.0.0.1:5556",
+        .heartbeat_ms = 1000, .liveness = 3, .commit_ms = 2, .commit_max = 256,
+        .stop_flag = &s_stop,
+    };
+    int level = AK_LOG_INFO;
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long (argc, argv, ":", longopts, NULL)) != -1) {
+        int rc = 0;
+        switch (opt) {
+            case O_STORE:   opts.store_dir = optarg; break;
+            case O_WORKERS: opts.workers_endpoint = optarg; break;
+            case O_CLIENTS: opts.clients_endpoint = optarg; break;
+            case O_HB:      rc = s_uint ("--heartbeat-ms", optarg, 10, 60000, &opts.heartbeat_ms); break;
+            case O_LIVE:    rc = s_uint ("--liveness", optarg, 1, 100, &opts.liveness); break;
+            case O_CMS:     rc = s_uint ("--commit-ms", optarg, 0, 10000, &opts.commit_ms); break;
+            case O_CMAX:    rc = s_uint ("--commit-max", optarg, 1, 100000, &opts.commit_max); break;
+            case O_LOG:
+                level = ak_log_parse_level (optarg);
+                if (level < 0)
+                    return s_bad ("--log-level: '%s' is not one of debug, info, warn, error, quiet%s",
+                                  optarg, "");
+                break;
+            case O_HELP:
+                s_usage (stdout);
+                return 0;
+            case ':':
+                return s_bad ("%s needs a value%s", argv[optind - 1], "");
+            default:
+                return s_bad ("unknown option '%s'%s", argv[optind - 1], "");
+        }
+        if (rc)
+            return rc;
+    }
+    if (optind < argc)
+        return s_bad ("unexpected argument '%s'%s", argv[optind], "");
+    if (!opts.store_dir || !*opts.store_dir)
+        return s_bad ("--store DIR is required%s%s", "", "");
+    if (!s_endpoint_ok (opts.workers_endpoint))
+        return s_bad ("--workers: '%s' is not a tcp:// or ipc:// endpoint%s", opts.workers_endpoint, "");
+    if (!s_endpoint_ok (opts.clients_endpoint))
+        return s_bad ("--clients: '%s' is not a tcp:// or ipc:// endpoint%s", opts.clients_endpoint, "");
+    if (strcmp (opts.workers_endpoint, opts.clients_endpoint) == 0)
+        return s_bad ("--workers and --clients must differ (both '%s')%s", opts.workers_endpoint, "");
+
+    ak_log_set_ident ("akcoord");
+    ak_log_set_level ((ak_log_level_t) level);
+
+    /* our handlers, not CZMQ's: the loop sees the flag and shuts down cleanly */
+    zsys_handler_set (NULL);
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigemptyset (&sa.sa_mask);
+    if (sigaction (SIGINT, &sa, NULL) != 0 || sigaction (SIGTERM, &sa, NULL) != 0) {
+        perror ("akcoord: sigaction");
+        return 1;
+    }
+    signal (SIGPIPE, SIG_IGN);
+
+    ak_err_t err = { 0 };
+    ak_coord_t *coord = NULL;
+    int rc = ak_coord_new (&opts, &coord, &err);
+    if (rc) {
+        ak_error ("cannot start: %s", err.msg);
+        return 1;
+    }
+    rc = ak_coord_run (coord, &err);
+    if (rc)
+        ak_error ("final commit failed: %s", err.msg);
+    ak_coord_destroy (&coord);
+    ak_info ("stopped");
+    return rc ? 1 : 0;
+}

@@ -16,9 +16,9 @@ static bool s_finite_pos (double x)
 /* "blocked BLOCK=8" (or just the name) into buf. */
 static const char *s_label (const ak_promote_cand_t *cand, char *buf, size_t len)
 {
-    char params[256];
+    char params[128];
     ak_cpb_params_text (cand->params, cand->nparams, params, sizeof params);
-    snprintf (buf, len, "%s%s%s", cand->candidate_name ? cand->candidate_name : "?",
+    snprintf (buf, len, "%.64s%s%s", cand->candidate_name ? cand->candidate_name : "?",
               params[0] ? " " : "", params);
     return buf;
 }
@@ -35,7 +35,7 @@ static const char *s_pct (double fraction, char *buf, size_t len)
 void ak_promote_eval (const ak_promote_rule_t *rule, const ak_promote_cand_t *cand,
                       ak_promote_eval_t *ev)
 {
-    char label[320], pct[32], pct2[32];
+    char label[160], pct[32], pct2[32];
     const Ak__Receipt *r = cand->receipt;
     memset (ev, 0, sizeof *ev);
     s_label (cand, label, sizeof label);

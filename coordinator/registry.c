@@ -228,12 +228,22 @@ void ak_registry_kill (ak_registry_t *self, ak_worker_t *worker, const char *why
              zhashx_size (worker->outstanding));
 }
 
-size_t ak_registry_reap (ak_registry_t *self, uint64_t now, uint64_t timeout_ms, ak_worker_t ***dead_p)
+uint64_t ak_worker_timeout (const ak_worker_t *worker, uint32_t heartbeat_ms, uint32_t liveness)
+{
+    uint32_t interval = heartbeat_ms;
+    if (worker->hello && worker->hello->heartbeat_ms > interval)
+        interval = worker->hello->heartbeat_ms < AK_HEARTBEAT_MAX_MS ? worker->hello->heartbeat_ms
+                                                                     : AK_HEARTBEAT_MAX_MS;
+    return (uint64_t) interval * (liveness ? liveness : 1);
+}
+
+size_t ak_registry_reap (ak_registry_t *self, uint64_t now, uint32_t heartbeat_ms, uint32_t liveness,
+                         ak_worker_t ***dead_p)
 {
     size_t n = 0, cap = 0;
     ak_worker_t **list = NULL;
     for (ak_worker_t *w = zhashx_first (self->workers); w; w = zhashx_next (self->workers)) {
-        if (w->alive && now > w->last_seen + timeout_ms) {
+        if (w->alive && now > w->last_seen + ak_worker_timeout (w, heartbeat_ms, liveness)) {
             if (n == cap) {
                 cap = cap ? cap * 2 : 8;
                 list = ak_realloc (list, cap * sizeof *list);
@@ -293,8 +303,14 @@ int64_t ak_worker_credit (const ak_worker_t *worker)
 
 void ak_registry_count_done (ak_registry_t *self, ak_worker_t *worker, uint64_t now)
 {
-    worker->tasks_done++;
+    worker->pending_done++;
     s_mark (self, worker, now);
+}
+
+void ak_registry_rollback (ak_registry_t *self)
+{
+    for (ak_worker_t *w = zlistx_first (self->dirty); w; w = zlistx_next (self->dirty))
+        w->pending_done = 0;
 }
 
 // ------------------------------------------------------------- group commit
@@ -314,7 +330,7 @@ int ak_registry_flush (ak_registry_t *self, ak_txn_t *txn, ak_err_t *err)
         rec.state = (char *) (w->alive ? "alive" : "dead");
         rec.first_seen_ms = w->first_seen_ms;
         rec.last_seen_ms = w->last_seen_ms;
-        rec.tasks_done = w->tasks_done;
+        rec.tasks_done = w->tasks_done + w->pending_done;
         rec.registrations = w->registrations;
         int rc = ak_store_put_worker (txn, &rec, err);
         if (rc)
@@ -326,7 +342,10 @@ int ak_registry_flush (ak_registry_t *self, ak_txn_t *txn, ak_err_t *err)
 void ak_registry_flushed (ak_registry_t *self)
 {
     ak_worker_t *w;
-    while ((w = zlistx_detach (self->dirty, NULL)))
+    while ((w = zlistx_detach (self->dirty, NULL))) {
+        w->tasks_done += w->pending_done;
+        w->pending_done = 0;
         w->dirty = false;
+    }
     self->dirty_since = 0;
 }

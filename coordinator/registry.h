@@ -31,6 +31,7 @@ typedef struct {
     uint64_t     last_seen_ms;      /* wall clock */
     uint64_t     first_seen_ms;
     uint64_t     tasks_done;
+    uint64_t     pending_done;      /* counted in the commit being built */
     uint32_t     registrations;
     zhashx_t    *outstanding;       /* task_id -> attempt (as uintptr_t) */
     char       **classes;           /* distinct device classes of its devices */
@@ -62,8 +63,14 @@ void ak_registry_touch (ak_registry_t *self, ak_worker_t *worker, uint64_t now);
 /* Marks the worker dead and forgets its route; its outstanding set is left
    for the caller to drain (re-queue). */
 void ak_registry_kill (ak_registry_t *self, ak_worker_t *worker, const char *why, uint64_t now);
-/* Live workers silent for more than timeout_ms, into a malloc'ed array. */
-size_t ak_registry_reap (ak_registry_t *self, uint64_t now, uint64_t timeout_ms, ak_worker_t ***dead_p);
+/* Live workers silent for more than liveness intervals, into a malloc'ed
+   array.  A worker's interval is the larger of heartbeat_ms and the one it
+   announced in HELLO (capped at AK_HEARTBEAT_MAX_MS). */
+#define AK_HEARTBEAT_MAX_MS 60000
+size_t ak_registry_reap (ak_registry_t *self, uint64_t now, uint32_t heartbeat_ms, uint32_t liveness,
+                         ak_worker_t ***dead_p);
+/* That worker's silence limit in ms. */
+uint64_t ak_worker_timeout (const ak_worker_t *worker, uint32_t heartbeat_ms, uint32_t liveness);
 
 /* Iteration over every known worker (any order); not while modifying. */
 ak_worker_t *ak_registry_first (ak_registry_t *self);
@@ -76,8 +83,12 @@ bool ak_worker_drop (ak_worker_t *worker, const char *task_id);
 bool ak_worker_holds (ak_worker_t *worker, const char *task_id);
 int64_t ak_worker_credit (const ak_worker_t *worker);
 
-/* Counts a task done by this worker (persisted with the next commit). */
+/* Counts a task done by this worker inside the commit being built: it is
+   written by the flush of that same commit and becomes part of tasks_done
+   once it committed (ak_registry_flushed); ak_registry_rollback forgets the
+   counts of a commit that failed. */
 void ak_registry_count_done (ak_registry_t *self, ak_worker_t *worker, uint64_t now);
+void ak_registry_rollback (ak_registry_t *self);
 
 /* Group commit support, as in sched.h. */
 uint64_t ak_registry_dirty_since (ak_registry_t *self);

@@ -201,11 +201,16 @@ static zlistx_t *s_queue (ak_sched_t *self, const char *device_class)
     return queue;
 }
 
-static void s_enqueue (ak_sched_t *self, ak_task_t *task)
+/* A retry goes to the head of its queue: it keeps its place in line, so
+   batches finish in submission order. */
+static void s_enqueue (ak_sched_t *self, ak_task_t *task, bool front)
 {
     if (!task->in_queue) {
         task->in_queue = true;
-        zlistx_add_end (s_queue (self, task->device_class), task);
+        if (front)
+            zlistx_add_start (s_queue (self, task->device_class), task);
+        else
+            zlistx_add_end (s_queue (self, task->device_class), task);
     }
 }
 
@@ -273,7 +278,7 @@ static ak_task_t *s_task_new (ak_sched_t *self, ak_batch_t *batch, const Ak__Tas
     if (state == AK_TS_LEASED)
         task->lease_handle = zlistx_add_end (self->leased, task);
     else if (state == AK_TS_QUEUED)
-        s_enqueue (self, task);
+        s_enqueue (self, task, false);
     return task;
 }
 
@@ -476,7 +481,7 @@ void ak_sched_requeue (ak_sched_t *self, ak_task_t *task, const char *reason, ui
         task->attempt++;
         task->queued_ms = ak_clock_wall_ms ();
         s_set_state (self, task, AK_TS_QUEUED);
-        s_enqueue (self, task);
+        s_enqueue (self, task, true);
         ak_info ("task %s re-queued for attempt %u: %s", task->task_id, task->attempt, reason);
     }
     s_mark_task (self, task, now);

@@ -122,8 +122,8 @@ void ak_sched_claim (ak_sched_t *self, ak_task_t *task, const char *worker_id, u
 /* The holder no longer has the task but may still deliver its receipt: the
    lease stays, unclaimed, until its deadline (or now + grace_ms if none). */
 void ak_sched_release (ak_sched_t *self, ak_task_t *task, uint64_t grace_ms, uint64_t now);
-/* Back to the queue with attempt + 1, or poisoned once attempt would pass
-   max_attempts; reason becomes last_error. */
+/* Back to the head of its queue with attempt + 1, or poisoned once attempt
+   would pass max_attempts; reason becomes last_error. */
 void ak_sched_requeue (ak_sched_t *self, ak_task_t *task, const char *reason, uint64_t now);
 /* done / failed from an accepted receipt.  persisted: the record already
    says so (written by the commit that accepted the receipt). */

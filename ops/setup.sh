@@ -5,8 +5,8 @@
 #
 # Debian 12.  Installs the build dependencies with apt-get (only those that
 # are missing; sudo when not root), configures and builds into build/
-# (RelWithDebInfo; $AK_BUILD_DIR to build elsewhere, $AK_JOBS for the
-# parallelism), then runs `build/bin/akctl demo` with the arguments given:
+# (RelWithDebInfo, warnings not fatal; $AK_BUILD_DIR to build elsewhere,
+# $AK_JOBS for the parallelism), then runs `build/bin/akctl demo` with the arguments given:
 # a private coordinator and two workers tune the built-in batch on this host
 # and print the report.  The exit code is the demo's (0: every operator got
 # a result).
@@ -16,7 +16,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 build="${AK_BUILD_DIR:-$root/build}"
 ak_install_deps
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# Warnings are errors in ops/test.sh (and CI), not here: an install must not
+# fail because a newer compiler found something new to say.
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_WERROR=OFF
 cmake --build "$build" -j "$(ak_jobs)"
 echo
 exec "$build/bin/akctl" demo "$@"

@@ -364,7 +364,7 @@ static void s_facts_init (void)
     ak_err_t err = { 0 };
     int rc = s_run_captured (argv, 10000, NULL, &status, &log, &err);
     if (rc)
-        snprintf (s_cc_error, sizeof s_cc_error, "system compiler: %s", err.msg);
+        snprintf (s_cc_error, sizeof s_cc_error, "system compiler: %.400s", err.msg);
     else if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
         snprintf (s_cc_error, sizeof s_cc_error, "system compiler: 'cc --version' failed: %.200s", log);
     else {

@@ -109,7 +109,7 @@ int ak_frame_reader_feed (ak_frame_reader_t *r, int fd, uint8_t **data_p, size_t
             dst = r->buf + r->got;
             want = r->len - r->got;
         }
-        ssize_t n = want ? read (fd, dst, want) : 0;
+        ssize_t n = want ? recv (fd, dst, want, MSG_DONTWAIT) : 0;
         if (want && n < 0) {
             if (errno == EINTR)
                 continue;

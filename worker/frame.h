@@ -20,7 +20,8 @@ int ak_frame_write (int fd, const void *data, size_t len, ak_err_t *err);
    so), AK_ETOOBIG when the length exceeds max, AK_EIO for a torn frame. */
 int ak_frame_read (int fd, size_t max, uint8_t **data_p, size_t *len_p, ak_err_t *err);
 
-/* Incremental reader for a non-blocking fd polled by an event loop. */
+/* Incremental reader for a socket polled by an event loop: it never blocks
+   (MSG_DONTWAIT), whatever the socket's own mode. */
 typedef struct {
     uint8_t  hdr[4];
     size_t   hdr_got;

@@ -37,8 +37,8 @@ typedef struct {
     uint32_t configs;        /* configurations run */
     uint32_t failed;
     double   worst_err;      /* largest finite |out - ref| seen */
-    char     worst_at[96];   /* "size/dtype" of worst_err */
-    char     detail[640];    /* PASS (N configs ...) / FAIL (k/N failed): ...; skipped dtypes named */
+    char     worst_at[128];  /* "size/dtype" of worst_err */
+    char     detail[1024];    /* PASS (N configs ...) / FAIL (k/N failed): ...; skipped dtypes named */
 } ak_gate_result_t;
 
 typedef struct {

@@ -12,7 +12,9 @@
 #include "backend.h"
 #include "spec.h"
 
-/* Policy of an Assign with every zero field replaced by its default. */
+/* Policy of an Assign with every zero field replaced by its default and
+   warm-up / sample counts bounded (1000 / 100000) so that an absurd policy
+   cannot exhaust the executor. */
 void ak_job_policy (const Ak__Policy *policy, ak_policy_t *out);
 
 /* The element type the daemon builds kernels for on this backend and

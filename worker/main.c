@@ -1,2 +1,214 @@
-/* placeholder: replaced by the real program */
-int main (void) { return 1; }
+/*  worker/main.c: the akworker program.
+
+    Two modes: the daemon (what operators run, see --help) and the hidden
+    executor mode the daemon starts for each device
+    (`akworker --executor --fd N --backend B --device I`).  Bad flags are
+    reported with the flag named and exit status 2. */
+#include "backend.h"
+#include "daemon.h"
+#include "error.h"
+#include "executor.h"
+#include "log.h"
+#include "util.h"
+
+#include <czmq.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef AK_VERSION
+#define AK_VERSION "0"
+#endif
+
+static ak_daemon_t *s_daemon;
+
+static void s_on_signal (int sig)
+{
+    (void) sig;
+    ak_daemon_stop (s_daemon);
+}
+
+static void s_usage (FILE *out)
+{
+    fprintf (out,
+        "Usage: akworker --coordinator ENDPOINT --id WORKER_ID [options]\n"
+        "\n"
+        "The akfleet worker daemon: registers with the coordinator, compiles the\n"
+        "tasks it is assigned, runs them in per-device executor processes through\n"
+        "the correctness gates and timing, and sends back a receipt for each.\n"
+        "\n"
+        "Options:\n"
+        "  --coordinator ENDPOINT  coordinator worker endpoint, e.g. tcp://coord:5555 (required)\n"
+        "  --id WORKER_ID          this worker's id at the coordinator (required)\n"
+        "  --backend NAME          backend: host (default host; cuda is not in this build)\n"
+        "  --slots N               concurrent tasks per device (default 1)\n"
+        "  --prefetch N            extra tasks held so compiles overlap runs (default 1)\n"
+        "  --cache DIR             compile cache (default $XDG_CACHE_HOME/akfleet or ~/.cache/akfleet)\n"
+        "  --heartbeat-ms N        heartbeat interval (default 1000)\n"
+        "  --liveness N            missed heartbeats before the coordinator counts as dead (default 3)\n"
+        "  --max-backoff-ms N      reconnect delay cap; delays start at 1000 and double (default 32000)\n"
+        "  --compile-threads N     compile pool size (default 2)\n"
+        "  --log-level LEVEL       debug|info|warn|error|quiet (default info)\n"
+        "  --version               print the version and exit\n"
+        "  --help                  this text\n"
+        "\n"
+        "SIGINT or SIGTERM stops the worker cleanly (executors stopped, socket closed).\n");
+}
+
+static int s_bad (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+static int s_bad (const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    fprintf (stderr, "akworker: ");
+    vfprintf (stderr, fmt, ap);
+    fprintf (stderr, "\nTry 'akworker --help'.\n");
+    va_end (ap);
+    return 2;
+}
+
+/*  Whole-string integer in [lo, hi] for flag name. */
+static int s_uint (const char *name, const char *text, int64_t lo, int64_t hi, uint32_t *out)
+{
+    int64_t v = 0;
+    if (ak_parse_i64 (text, &v) != 0 || v < lo || v > hi)
+        return s_bad ("%s: expected an integer in %lld..%lld, got '%s'", name,
+                      (long long) lo, (long long) hi, text);
+    *out = (uint32_t) v;
+    return 0;
+}
+
+enum {
+    O_COORD = 256, O_ID, O_BACKEND, O_SLOTS, O_PREFETCH, O_CACHE, O_HB, O_LIVENESS,
+    O_MAXBACK, O_CTHREADS, O_LOGLEVEL, O_HELP, O_VERSION, O_EXECUTOR, O_FD, O_DEVICE,
+};
+
+static int s_executor_mode (int fd, const char *backend, uint32_t device)
+{
+    ak_log_set_ident ("akworker-exec");
+    if (fd < 0 || fcntl (fd, F_GETFD) < 0)
+        return s_bad ("--executor: --fd %d is not an open descriptor", fd);
+    if (!ak_backend_find (backend))
+        return s_bad ("--executor: backend '%s' is not available in this build", backend);
+    return ak_executor_main (fd, backend, device);
+}
+
+int main (int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "coordinator",     required_argument, NULL, O_COORD },
+        { "id",              required_argument, NULL, O_ID },
+        { "backend",         required_argument, NULL, O_BACKEND },
+        { "slots",           required_argument, NULL, O_SLOTS },
+        { "prefetch",        required_argument, NULL, O_PREFETCH },
+        { "cache",           required_argument, NULL, O_CACHE },
+        { "heartbeat-ms",    required_argument, NULL, O_HB },
+        { "liveness",        required_argument, NULL, O_LIVENESS },
+        { "max-backoff-ms",  required_argument, NULL, O_MAXBACK },
+        { "compile-threads", required_argument, NULL, O_CTHREADS },
+        { "log-level",       required_argument, NULL, O_LOGLEVEL },
+        { "help",            no_argument,       NULL, O_HELP },
+        { "version",         no_argument,       NULL, O_VERSION },
+        { "executor",        no_argument,       NULL, O_EXECUTOR },
+        { "fd",              required_argument, NULL, O_FD },
+        { "device",          required_argument, NULL, O_DEVICE },
+        { NULL, 0, NULL, 0 },
+    };
+    ak_daemon_config_t cfg;
+    ak_daemon_config_defaults (&cfg);
+    bool executor = false;
+    uint32_t fd = 0, device = 0;
+    bool have_fd = false;
+    int rc = 0;
+
+    ak_log_set_ident ("akworker");
+    opterr = 0;
+    int c;
+    while ((c = getopt_long (argc, argv, ":", opts, NULL)) != -1) {
+        switch (c) {
+            case O_COORD:    cfg.coordinator = optarg; break;
+            case O_ID:       cfg.worker_id = optarg; break;
+            case O_BACKEND:  cfg.backend = optarg; break;
+            case O_CACHE:    cfg.cache_dir = optarg; break;
+            case O_SLOTS:    if ((rc = s_uint ("--slots", optarg, 1, 64, &cfg.slots))) return rc; break;
+            case O_PREFETCH: if ((rc = s_uint ("--prefetch", optarg, 0, 64, &cfg.prefetch))) return rc; break;
+            case O_HB:       if ((rc = s_uint ("--heartbeat-ms", optarg, 10, 600000, &cfg.heartbeat_ms))) return rc; break;
+            case O_LIVENESS: if ((rc = s_uint ("--liveness", optarg, 1, 100, &cfg.liveness))) return rc; break;
+            case O_MAXBACK:  if ((rc = s_uint ("--max-backoff-ms", optarg, 1, 3600000, &cfg.max_backoff_ms))) return rc; break;
+            case O_CTHREADS: if ((rc = s_uint ("--compile-threads", optarg, 1, 64, &cfg.compile_threads))) return rc; break;
+            case O_FD:       if ((rc = s_uint ("--fd", optarg, 0, 65535, &fd))) return rc; have_fd = true; break;
+            case O_DEVICE:   if ((rc = s_uint ("--device", optarg, 0, 1023, &device))) return rc; break;
+            case O_EXECUTOR: executor = true; break;
+            case O_LOGLEVEL: {
+                int level = ak_log_parse_level (optarg);
+                if (level < 0)
+                    return s_bad ("--log-level: expected debug|info|warn|error|quiet, got '%s'", optarg);
+                ak_log_set_level ((ak_log_level_t) level);
+                cfg.log_level = optarg;
+                break;
+            }
+            case O_HELP:
+                s_usage (stdout);
+                return 0;
+            case O_VERSION:
+                printf ("akworker %s\n", AK_VERSION);
+                return 0;
+            case ':':
+                return s_bad ("%s: needs a value", argv[optind - 1]);
+            default:
+                return s_bad ("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return s_bad ("unexpected argument '%s'", argv[optind]);
+
+    if (executor) {
+        if (!have_fd)
+            return s_bad ("--executor needs --fd");
+        return s_executor_mode ((int) fd, cfg.backend, device);
+    }
+    if (!cfg.coordinator)
+        return s_bad ("--coordinator ENDPOINT is required");
+    if (!cfg.worker_id)
+        return s_bad ("--id WORKER_ID is required");
+    if (!ak_backend_find (cfg.backend))
+        return s_bad ("--backend %s: not available in this build (backends: host)", cfg.backend);
+    if (cfg.max_backoff_ms < cfg.min_backoff_ms)
+        cfg.min_backoff_ms = cfg.max_backoff_ms;
+
+    /* Our handlers, not CZMQ's: a signal must stop the loop through the
+       daemon's wake-up pipe. */
+    zsys_handler_set (NULL);
+    ak_err_t err = { 0 };
+    rc = ak_daemon_new (&cfg, &s_daemon, &err);
+    if (rc) {
+        fprintf (stderr, "akworker: %s\n", err.msg);
+        return rc == AK_EINVAL ? 2 : 1;
+    }
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction (SIGPIPE, &sa, NULL);
+
+    rc = ak_daemon_run (s_daemon, &err);
+    if (rc)
+        ak_error ("%s", err.msg);
+    sa.sa_handler = SIG_DFL;
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+    ak_daemon_t *d = s_daemon;
+    s_daemon = NULL;
+    ak_daemon_destroy (&d);
+    ak_info ("stopped");
+    return rc ? 1 : 0;
+}

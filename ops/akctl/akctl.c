@@ -37,6 +37,8 @@ void akctl_catch_signals (void)
     sigaction (SIGINT, &sa, NULL);
     sigaction (SIGTERM, &sa, NULL);
     sigaction (SIGHUP, &sa, NULL);
+    /* A closed stdout (akctl demo | head) must still stop the children. */
+    sigaction (SIGPIPE, &sa, NULL);
 }
 
 /* ================================================================ verbs */
@@ -156,6 +158,27 @@ static int s_verb_stats (const akctl_opts_t *o)
     return s_simple (o, "stats", akctl_render_stats);
 }
 
+static int s_verb_shutdown (const akctl_opts_t *o)
+{
+    int code = 0;
+    akctl_client_t *client = s_client (o, &code);
+    if (!client)
+        return code;
+    akctl_reply_t reply;
+    ak_err_t err = { 0, "" };
+    int rc = akctl_client_call (client, "shutdown", NULL, 0, NULL, &reply, &err);
+    code = akctl_call_exit (rc, &reply, &err);
+    if (code == AKCTL_EXIT_OK) {
+        if (o->json)
+            printf ("%s\n", reply.json);
+        else
+            printf ("the coordinator at %s commits what is pending and exits\n", o->endpoint);
+    }
+    akctl_reply_free (&reply);
+    akctl_client_destroy (&client);
+    return code;
+}
+
 static void s_render_report_text (FILE *out, const json_t *answer)
 {
     akctl_render_report (out, answer, false);
@@ -204,7 +227,7 @@ int akctl_load_bundle (const char *path, char **bundle_p, char ***pairs_p, int *
 }
 
 int akctl_submit_bundle (akctl_client_t *client, const char *bundle, bool json, bool quiet,
-                         char **batch_id_p)
+                         char **batch_id_p, int64_t *tasks_p)
 {
     akctl_reply_t reply;
     ak_err_t err = { 0, "" };
@@ -220,6 +243,8 @@ int akctl_submit_bundle (akctl_client_t *client, const char *bundle, bool json, 
         }
         else {
             *batch_id_p = ak_strdup (id);
+            if (tasks_p)
+                *tasks_p = akj_int (answer, "tasks");
             if (json)
                 printf ("%s\n", reply.json);
             else
@@ -245,7 +270,7 @@ static int s_verb_submit (const akctl_opts_t *o)
         return code;
     akctl_client_t *client = s_client (o, &code);
     if (client) {
-        code = akctl_submit_bundle (client, bundle, o->json, false, &batch_id);
+        code = akctl_submit_bundle (client, bundle, o->json, false, &batch_id, NULL);
         if (code == AKCTL_EXIT_OK && o->wait) {
             akctl_catch_signals ();
             code = akctl_watch (client, batch_id, o->json, &akctl_stop, NULL, NULL, NULL);
@@ -351,6 +376,12 @@ static const s_verb_t s_verbs[] = {
       "the coordinator's counters",
       "Workers alive, open batches, queued and leased tasks, receipts accepted\n"
       "and duplicate, commits, rejected messages, uptime.\n" },
+    { "shutdown", "", 0, 0, 0, s_verb_shutdown,
+      "stop the coordinator cleanly",
+      "Asks the coordinator to commit whatever is pending (acknowledging the\n"
+      "receipts in it), close its store and exit 0, like SIGTERM does.  Nothing\n"
+      "is lost: open batches continue when akcoord starts again on the same\n"
+      "store.  Workers keep their receipts and reconnect with backoff.\n" },
     { "demo", "", 0, 0, S_OPT_DEMO, s_verb_demo,
       "tune the built-in batch with a private coordinator and workers",
       "Starts akcoord and N akworker processes (the binaries next to akctl) on\n"

@@ -141,7 +141,7 @@ int akctl_watch (akctl_client_t *client, const char *batch_id, bool json,
                  json_t **final_p);
 
 /* -------------------------------------------------------------- signals */
-/* Set by SIGINT/SIGTERM once akctl_catch_signals ran: watch and demo stop
+/* Set by SIGINT/SIGTERM/SIGHUP/SIGPIPE once akctl_catch_signals ran: watch and demo stop
    at the next step and clean up (demo stops its children). */
 extern volatile sig_atomic_t akctl_stop;
 void akctl_catch_signals (void);
@@ -161,10 +161,11 @@ char *akctl_demo_manifest_path (ak_err_t *err);
    each and the array). */
 int akctl_load_bundle (const char *path, char **bundle_p, char ***pairs_p, int *npairs_p);
 
-/* submit's work, shared with demo: sends the bundle, prints the batch id
-   (stdout) and the task count (stderr, unless quiet); *batch_id_p gets the
-   id (caller frees).  Returns an exit code. */
+/* submit's work, shared with demo: sends the bundle and, unless quiet,
+   prints the batch id (stdout; the task count on stderr when that is a
+   terminal).  *batch_id_p gets the id (caller frees), *tasks_p (may be
+   NULL) the number of tasks.  Returns an exit code. */
 int akctl_submit_bundle (akctl_client_t *client, const char *bundle, bool json, bool quiet,
-                         char **batch_id_p);
+                         char **batch_id_p, int64_t *tasks_p);
 
 #endif

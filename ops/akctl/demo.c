@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <ftw.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -556,10 +557,12 @@ int akctl_demo (const akctl_opts_t *o)
     code = s_start_coordinator (&self, o);
     if (code == AKCTL_EXIT_OK)
         code = s_start_workers (&self, o->workers);
+    int64_t tasks = 0;
     if (code == AKCTL_EXIT_OK)
-        code = akctl_submit_bundle (self.client, bundle, false, true, &batch_id);
+        code = akctl_submit_bundle (self.client, bundle, false, true, &batch_id, &tasks);
     if (code == AKCTL_EXIT_OK) {
-        printf ("  submitted  batch %s: %d operator x target pair(s)\n\n", batch_id, npairs);
+        printf ("  submitted  batch %s: %" PRId64 " tasks for %d operator(s) x target(s)\n\n",
+                batch_id, tasks, npairs);
         fflush (stdout);
         code = akctl_watch (self.client, batch_id, false, &akctl_stop, s_children_alive, &self, NULL);
         /* A batch that ended badly still has a report worth reading. */

@@ -42,13 +42,12 @@ static void s_winner (FILE *out, bool md, const json_t *w)
 {
     const char *pre = md ? "**Winner:** " : "  winner: ";
     if (!w) {
-        fprintf (out, "%sno result yet%s\n", pre, md ? "\n" : "");
+        fprintf (out, "%sno result yet\n", pre);
         return;
     }
     if (!akj_bool (w, "promoted")) {
         const char *reason = akj_str (w, "reason");
-        fprintf (out, "%sbaseline kept%s%s%s%s\n", pre, *reason ? " (" : "", reason, *reason ? ")" : "",
-                 md ? "\n" : "");
+        fprintf (out, "%sbaseline kept%s%s%s\n", pre, *reason ? " (" : "", reason, *reason ? ")" : "");
         return;
     }
     char *params = akctl_params_text (akj_arr (w, "params"));
@@ -59,9 +58,9 @@ static void s_winner (FILE *out, bool md, const json_t *w)
              akj_str (w, "task_id"));
     if (akj_int (w, "tied") > 0)
         fprintf (out, "; %" PRId64 " tied inside the noise", akj_int (w, "tied"));
-    fprintf (out, ")\n%s", md ? "\n" : "");
+    fprintf (out, ")\n");
     if (*akj_str (w, "reason"))
-        fprintf (out, "%s%s\n%s", md ? "" : "          ", akj_str (w, "reason"), md ? "\n" : "");
+        fprintf (out, "%s%s\n", md ? "\n" : "          ", akj_str (w, "reason"));
     free (params);
 }
 
@@ -73,8 +72,11 @@ static void s_preflight (FILE *out, bool md, const json_t *pre)
         s_heading (out, md, 3, "baseline: no preflight result");
         return;
     }
-    snprintf (title, sizeof title, "baseline (preflight %s: %s)", akj_str (pre, "task_id"),
-              *akj_str (pre, "status") ? akj_str (pre, "status") : "pending");
+    const char *status = akj_str (pre, "status");
+    if (!*status)
+        status = *akj_str (pre, "state") ? akj_str (pre, "state") : "pending";
+    snprintf (title, sizeof title, "baseline (preflight %s: %s%s%s)", akj_str (pre, "task_id"),
+              status, *akj_str (pre, "reason") ? ", " : "", akj_str (pre, "reason"));
     s_heading (out, md, 3, title);
     json_t *timings = akj_arr (pre, "timings");
     if (!timings || json_array_size (timings) == 0)
@@ -233,6 +235,9 @@ void akctl_render_report (FILE *out, const json_t *report, bool md)
         s_winner (out, md, akj_obj (op, "winner"));
         s_preflight (out, md, akj_obj (op, "preflight"));
         s_candidates (out, md, akj_arr (op, "candidates"));
+        if (akj_int (op, "pending") > 0)
+            fprintf (out, "%s%" PRId64 " task(s) of %s not finished yet\n", md ? "\n" : "    ",
+                     akj_int (op, "pending"), akj_str (op, "op"));
         s_failures (out, md, akj_arr (op, "failures"));
     }
     if (!ops || json_array_size (ops) == 0)

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,22 +53,34 @@ static uint64_t s_elapsed (const json_t *sum, uint64_t watch_start_mono)
     return ak_clock_mono_ms () - watch_start_mono;
 }
 
+/*  Columns of the terminal on stdout (80 when unknown). */
+static int s_columns (void)
+{
+    struct winsize ws;
+    if (ioctl (STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    return 80;
+}
+
+/*  Redraws the one live line; cut to the terminal's width, because a line
+    that wraps can no longer be redrawn in place. */
 static void s_draw_bar (const char *batch_id, const s_counts_t *c, uint64_t elapsed)
 {
     int pct = c->total > 0 ? (int) (100 * c->finished / c->total) : 0;
     int fill = c->total > 0 ? (int) (S_BAR_WIDTH * c->finished / c->total) : 0;
-    char bar[S_BAR_WIDTH + 1], clk[32];
+    char bar[S_BAR_WIDTH + 1], clk[32], line[512], extra[96] = "";
     for (int i = 0; i < S_BAR_WIDTH; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[S_BAR_WIDTH] = '\0';
-    printf ("\r\033[K%s [%s] %3d%%  %" PRId64 "/%" PRId64 "  done %" PRId64 "  failed %" PRId64
-            "  queued %" PRId64 "  leased %" PRId64, batch_id, bar, pct, c->finished, c->total,
-            c->done, c->failed, c->queued, c->leased);
-    if (c->poisoned)
-        printf ("  poisoned %" PRId64, c->poisoned);
-    if (c->cancelled)
-        printf ("  cancelled %" PRId64, c->cancelled);
-    printf ("  %s", akctl_clock (elapsed, clk, sizeof clk));
+    if (c->poisoned || c->cancelled)
+        snprintf (extra, sizeof extra, "  poisoned %" PRId64 "  cancelled %" PRId64,
+                  c->poisoned, c->cancelled);
+    snprintf (line, sizeof line, "%s [%s] %3d%%  %" PRId64 "/%" PRId64 "  done %" PRId64
+              "  failed %" PRId64 "  queued %" PRId64 "  leased %" PRId64 "%s  %s",
+              batch_id, bar, pct, c->finished, c->total, c->done, c->failed, c->queued,
+              c->leased, extra, akctl_clock (elapsed, clk, sizeof clk));
+    int width = s_columns () - 1;
+    printf ("\r\033[K%.*s", width > 0 ? width : 1, line);
     fflush (stdout);
 }
 

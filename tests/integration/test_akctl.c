@@ -21,7 +21,7 @@
 
 static const char *const s_verbs[] = {
     "submit", "status", "list", "watch", "show", "receipts", "report", "workers",
-    "cancel", "stats", "demo", "help"
+    "cancel", "stats", "shutdown", "demo", "help"
 };
 #define S_NVERBS (sizeof s_verbs / sizeof s_verbs[0])
 
@@ -127,6 +127,7 @@ static void test_bad_usage (void **state)
         "watch",
         "submit",
         "list extra",                       /* too many arguments */
+        "shutdown now",
         "status B1 B2",
         "--timeout 0 list",                 /* bad values */
         "--timeout soon list",

@@ -1,9 +1,9 @@
 /*  rmsnorm candidate (host): explicit SIMD with GCC/Clang vector extensions.
     y = x / sqrt(mean(x^2) + 1e-6) * w
 
-    VEC  lanes per vector: 1 (scalar code through the same path) or 4 (one
-         16-byte SSE/NEON register; wider vectors would change the calling
-         convention without AVX, and the kernels are built without -march)
+    VEC  lanes per vector: 1 (plain float) or 4 (one 16-byte SSE/NEON
+         register; wider vectors would change the calling convention
+         without AVX, and kernels are built without -march)
     ACC  vectors in flight per step, each its own partial sum of squares, to
          break the add-latency chain of one running sum (VEC * ACC lanes
          must fit the register file) */
@@ -14,7 +14,11 @@
 #define ACC 2
 #endif
 
+#if VEC == 1
+typedef float vf_t;
+#else
 typedef float vf_t __attribute__ ((vector_size (VEC * sizeof (float))));
+#endif
 
 static inline vf_t s_load (const float *p)
 {
@@ -50,9 +54,10 @@ void ak_kernel (const ak_args_t *a)
             }
         for (int k = 1; k < ACC; k++)
             acc[0] += acc[k];
-        float ss = 0.0f;
+        float lanes[VEC], ss = 0.0f;
+        s_store (lanes, acc[0]);
         for (int l = 0; l < VEC; l++)
-            ss += acc[0][l];
+            ss += lanes[l];
         for (n = body; n < N; n++)
             ss += xr[n] * xr[n];
 

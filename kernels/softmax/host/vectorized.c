@@ -1,15 +1,15 @@
 /*  softmax candidate (host): explicit SIMD with GCC/Clang vector extensions.
 
-    VEC  lanes per vector: 1 (scalar code through the same path) or 4 (one
-         16-byte SSE/NEON register; wider vectors would change the calling
-         convention without AVX, and the kernels are built without -march)
-    ACC  vectors in flight per step, each its own accumulator in the max
-         and sum reductions, to break the dependency chain of one running
+    VEC  lanes per vector: 1 (plain float) or 4 (one 16-byte SSE/NEON
+         register; wider vectors would change the calling convention
+         without AVX, and kernels are built without -march)
+    ACC  vectors in flight per step, each its own accumulator in the max and
+         sum reductions, to break the dependency chain of one running
          max / sum (VEC * ACC lanes must fit the register file)
 
     exp is computed inline (Cody-Waite range reduction, degree-6 polynomial,
     relative error about 2e-7) so that it vectorizes; libm's expf does not.
-    Inputs to exp are x - rowmax <= 0, clamped at -87.3 so 2^n stays normal. */
+    Its argument is x - rowmax <= 0, clamped at -87.3 so 2^n stays normal. */
 #ifndef VEC
 #define VEC 4
 #endif
@@ -17,35 +17,19 @@
 #define ACC 2
 #endif
 
-typedef float   vf_t __attribute__ ((vector_size (VEC * sizeof (float))));
-typedef int32_t vi_t __attribute__ ((vector_size (VEC * sizeof (int32_t))));
-typedef float   sf_t __attribute__ ((vector_size (sizeof (float))));
-typedef int32_t si_t __attribute__ ((vector_size (sizeof (int32_t))));
-
-/* exp for one vector type; generated twice: VEC lanes and one lane (tails). */
-#define AK_DEFINE_EXP(fn, vf, vi)                                              \
-static inline vf fn (vf x)                                                     \
-{                                                                              \
-    const vf lo = (vf) {0} + -87.3f;                                           \
-    vi below = x < lo;                                                         \
-    x = (vf) (((vi) x & ~below) | ((vi) lo & below));                          \
-    const vf magic = (vf) {0} + 12582912.0f;       /* 1.5 * 2^23: rounds */     \
-    vf t = x * 1.44269504f + magic;                                            \
-    vf n = t - magic;                                                          \
-    vi ni = (vi) t - (vi) magic;                                               \
-    vf r = x - n * 0.693145752f;                                               \
-    r = r - n * 1.42860677e-6f;                                                \
-    vf p = r * (1.0f / 720) + (1.0f / 120);                                    \
-    p = p * r + (1.0f / 24);                                                   \
-    p = p * r + (1.0f / 6);                                                    \
-    p = p * r + 0.5f;                                                          \
-    p = p * r + 1.0f;                                                          \
-    p = p * r + 1.0f;                                                          \
-    vf scale = (vf) ((ni + 127) << 23);                                        \
-    return p * scale;                                                          \
+#if VEC == 1
+typedef float    vf_t;
+typedef uint32_t vu_t;
+static inline vf_t s_max (vf_t a, vf_t b) { return a < b ? b : a; }
+#else
+typedef float    vf_t __attribute__ ((vector_size (VEC * sizeof (float))));
+typedef uint32_t vu_t __attribute__ ((vector_size (VEC * sizeof (uint32_t))));
+static inline vf_t s_max (vf_t a, vf_t b)
+{
+    vu_t m = (vu_t) (a < b);
+    return (vf_t) (((vu_t) a & ~m) | ((vu_t) b & m));
 }
-AK_DEFINE_EXP (s_expv, vf_t, vi_t)
-AK_DEFINE_EXP (s_exp1, sf_t, si_t)
+#endif
 
 static inline vf_t s_load (const float *p)
 {
@@ -59,16 +43,47 @@ static inline void s_store (float *p, vf_t v)
     memcpy (p, &v, sizeof v);
 }
 
-static inline vf_t s_max (vf_t a, vf_t b)
+static inline vu_t s_bits (vf_t x)
 {
-    vi_t m = a < b;
-    return (vf_t) (((vi_t) a & ~m) | ((vi_t) b & m));
+    vu_t u;
+    memcpy (&u, &x, sizeof u);
+    return u;
 }
 
-static inline float s_exp (float x)
+static inline vf_t s_float (vu_t u)
 {
-    sf_t v = { x };
-    return s_exp1 (v)[0];
+    vf_t x;
+    memcpy (&x, &u, sizeof x);
+    return x;
+}
+
+static inline vf_t s_exp (vf_t x)
+{
+    const vf_t magic = (vf_t) {0} + 12582912.0f;        /* 1.5 * 2^23: rounds */
+    x = s_max (x, (vf_t) {0} - 87.3f);
+    vf_t t = x * 1.44269504f + magic;
+    vf_t n = t - magic;
+    vu_t e = s_bits (t) - s_bits (magic);               /* n, two's complement */
+    vf_t r = x - n * 0.693145752f;
+    r = r - n * 1.42860677e-6f;
+    vf_t p = r * (1.0f / 720) + (1.0f / 120);
+    p = p * r + (1.0f / 24);
+    p = p * r + (1.0f / 6);
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    return p * s_float ((e + 127u) << 23);
+}
+
+/* Sum or max of every lane of the ACC accumulators. */
+static inline float s_reduce (const vf_t *acc, int is_max)
+{
+    float lanes[ACC * VEC];
+    memcpy (lanes, acc, sizeof lanes);
+    float r = lanes[0];
+    for (int i = 1; i < ACC * VEC; i++)
+        r = is_max ? (lanes[i] > r ? lanes[i] : r) : r + lanes[i];
+    return r;
 }
 
 void ak_kernel (const ak_args_t *a)
@@ -89,10 +104,7 @@ void ak_kernel (const ak_args_t *a)
         for (c = 0; c < body; c += step)
             for (int k = 0; k < ACC; k++)
                 acc[k] = s_max (acc[k], s_load (xr + c + k * VEC));
-        float m = -INFINITY;
-        for (int k = 0; k < ACC; k++)
-            for (int l = 0; l < VEC; l++)
-                m = acc[k][l] > m ? acc[k][l] : m;
+        float m = s_reduce (acc, 1);
         for (c = body; c < cols; c++)
             m = xr[c] > m ? xr[c] : m;
 
@@ -100,17 +112,22 @@ void ak_kernel (const ak_args_t *a)
             acc[k] = (vf_t) {0};
         for (c = 0; c < body; c += step)
             for (int k = 0; k < ACC; k++) {
-                vf_t e = s_expv (s_load (xr + c + k * VEC) - m);
+                vf_t e = s_exp (s_load (xr + c + k * VEC) - m);
                 s_store (yr + c + k * VEC, e);
                 acc[k] += e;
             }
-        float sum = 0.0f;
-        for (int k = 0; k < ACC; k++)
+        float sum = s_reduce (acc, 0);
+        /* The tail in padded vectors, so it uses the same exp. */
+        for (c = body; c < cols; c += VEC) {
+            int64_t n = cols - c < VEC ? cols - c : VEC;
+            float in[VEC], out[VEC];
             for (int l = 0; l < VEC; l++)
-                sum += acc[k][l];
-        for (c = body; c < cols; c++) {
-            yr[c] = s_exp (xr[c] - m);
-            sum += yr[c];
+                in[l] = l < n ? xr[c + l] : m;
+            s_store (out, s_exp (s_load (in) - m));
+            for (int64_t l = 0; l < n; l++) {
+                yr[c + l] = out[l];
+                sum += out[l];
+            }
         }
 
         const float inv = 1.0f / sum;

@@ -1,0 +1,529 @@
+/*  coordinator/client.c: the client verbs (see client.h, docs/client-api.md). */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "client.h"
+#include "clock.h"
+#include "cpb.h"
+#include "expand.h"
+#include "log.h"
+#include "pbjson.h"
+#include "results.h"
+#include "spec.h"
+#include "util.h"
+
+// ------------------------------------------------------------------ helpers
+
+static json_t *s_pb (const void *msg)
+{
+    json_t *j = msg ? ak_pb_to_json ((const ProtobufCMessage *) msg) : NULL;
+    return j ? j : json_null ();
+}
+
+static json_t *s_params_json (Ak__Param *const *params, size_t n)
+{
+    json_t *arr = json_array ();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new (arr, json_pack ("{s:s, s:I}", "name", params[i]->name,
+                                               "value", (json_int_t) params[i]->value));
+    return arr;
+}
+
+/* BATCHSUM from the index (always current). */
+static json_t *s_batchsum (const ak_batch_t *b)
+{
+    json_t *targets = json_array ();
+    for (size_t i = 0; i < b->ntargets; i++)
+        json_array_append_new (targets, json_string (b->targets[i]));
+    json_t *counts = json_object ();
+    for (int s = 0; s < AK_TS_COUNT; s++)
+        json_object_set_new (counts, ak_tstate_name ((ak_tstate_t) s), json_integer ((json_int_t) b->counts[s]));
+    json_t *winners = json_array ();
+    for (size_t i = 0; i < b->nwinners; i++)
+        json_array_append_new (winners, s_pb (b->winners[i]));
+    return json_pack ("{s:s, s:s, s:s, s:I, s:I, s:o, s:I, s:o, s:o}",
+                      "batch_id", b->batch_id, "name", b->name ? b->name : "",
+                      "state", ak_bstate_name (b->state),
+                      "created_ms", (json_int_t) b->created_ms,
+                      "finished_ms", (json_int_t) b->finished_ms,
+                      "targets", targets, "total", (json_int_t) b->total,
+                      "counts", counts, "winners", winners);
+}
+
+static int s_find_batch (ak_client_env_t *env, const char *id, ak_batch_t **batch_p, ak_err_t *err)
+{
+    *batch_p = ak_sched_batch (env->sched, id);
+    if (!*batch_p)
+        return ak_err_set (err, AK_ENOTFOUND, "no batch '%.64s'", id);
+    return 0;
+}
+
+typedef struct {
+    char  **ids;
+    size_t  n, cap;
+} s_ids_t;
+
+static int s_collect_id (const char *key, const void *val, size_t len, void *arg)
+{
+    s_ids_t *ids = arg;
+    if (len == 0 || len > 32)
+        return 0;
+    if (ids->n == ids->cap) {
+        ids->cap = ids->cap ? ids->cap * 2 : 16;
+        ids->ids = ak_realloc (ids->ids, ids->cap * sizeof *ids->ids);
+    }
+    char *id = ak_malloc (len + 1);
+    memcpy (id, val, len);
+    id[len] = '\0';
+    ids->ids[ids->n++] = id;
+    return 0;
+}
+
+static int s_strcmp_p (const void *a, const void *b)
+{
+    return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* Every receipt indexed under prefix in the attempts database, in arrival
+   (id) order, as a JSON array. */
+static int s_receipts_json (ak_txn_t *txn, const char *prefix, json_t **arr_p, ak_err_t *err)
+{
+    s_ids_t ids = { 0 };
+    json_t *arr = json_array ();
+    int rc = ak_store_walk (txn, AK_DB_ATTEMPTS, prefix, s_collect_id, &ids, err);
+    if (rc == 0 && ids.n)
+        qsort (ids.ids, ids.n, sizeof *ids.ids, s_strcmp_p);
+    for (size_t i = 0; rc == 0 && i < ids.n; i++) {
+        if (i > 0 && strcmp (ids.ids[i], ids.ids[i - 1]) == 0)
+            continue;
+        Ak__Receipt *r = NULL;
+        rc = ak_store_get_receipt (txn, ids.ids[i], &r, err);
+        if (rc == 0) {
+            json_array_append_new (arr, s_pb (r));
+            ak__receipt__free_unpacked (r, NULL);
+        }
+    }
+    for (size_t i = 0; i < ids.n; i++)
+        free (ids.ids[i]);
+    free (ids.ids);
+    if (rc)
+        json_decref (arr);
+    else
+        *arr_p = arr;
+    return rc;
+}
+
+// -------------------------------------------------------------------- verbs
+
+typedef int (s_verb_fn) (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                         json_t **out, ak_err_t *err);
+
+static int s_submit_once (ak_client_env_t *env, const ak_manifest_t *m, const char *body,
+                          ak_expansion_t **exp_p, ak_err_t *err)
+{
+    ak_txn_t *txn = NULL;
+    char digest[65], batch_id[32];
+    uint64_t n = 0;
+    int rc = ak_store_begin (env->store, true, &txn, err);
+    if (rc)
+        return rc;
+    rc = ak_store_put_blob (txn, body, strlen (body), digest, err);
+    if (rc == 0)
+        rc = ak_store_next_id (txn, "batch", &n, err);
+    if (rc == 0) {
+        ak_batch_id_format (n, batch_id);
+        rc = ak_expand (m, batch_id, digest, ak_clock_wall_ms (), exp_p, err);
+    }
+    if (rc == 0)
+        rc = ak_expand_store (*exp_p, txn, err);
+    if (rc == 0)
+        rc = ak_store_commit (&txn, err);
+    if (rc) {
+        ak_store_abort (&txn);
+        ak_expansion_destroy (exp_p);
+    }
+    return rc;
+}
+
+static int s_submit (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                     json_t **out, ak_err_t *err)
+{
+    ak_manifest_t *m = NULL;
+    ak_expansion_t *exp = NULL;
+    if (!req->body || !*req->body)
+        return ak_err_set (err, AK_EINVAL, "submit: the request body must hold the manifest bundle");
+    int rc = ak_manifest_parse_bundle (req->body, strlen (req->body), "bundle", &m, err);
+    if (rc) {
+        err->code = AK_EINVAL;          /* the parser's words, verbatim */
+        return AK_EINVAL;
+    }
+    while ((rc = s_submit_once (env, m, req->body, &exp, err)) == AK_ESTOREFULL) {
+        ak_error ("submit: %s; growing the map", err->msg);
+        rc = ak_intake_grow (env->intake, err);
+        if (rc)
+            break;
+    }
+    if (rc == 0) {
+        ak_sched_add (env->sched, exp);
+        env->work_added = true;
+        ak_info ("batch %s '%s' submitted: %zu tasks over %zu ops x %zu targets",
+                 exp->batch->batch_id, exp->batch->name, exp->ntasks, m->nops, m->ntargets);
+        *out = json_pack ("{s:s, s:I}", "batch_id", exp->batch->batch_id,
+                          "tasks", (json_int_t) exp->ntasks);
+    }
+    ak_expansion_destroy (&exp);
+    ak_manifest_destroy (&m);
+    return rc;
+}
+
+static int s_list (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                   json_t **out, ak_err_t *err)
+{
+    json_t *arr = json_array ();
+    for (ak_batch_t *b = ak_sched_batch_first (env->sched); b; b = ak_sched_batch_next (env->sched))
+        json_array_append_new (arr, s_batchsum (b));
+    *out = json_pack ("{s:o}", "batches", arr);
+    return 0;
+}
+
+static int s_status (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                     json_t **out, ak_err_t *err)
+{
+    if (req->n_args == 0)
+        return s_list (env, req, now, out, err);
+    ak_batch_t *b;
+    int rc = s_find_batch (env, req->args[0], &b, err);
+    if (rc == 0)
+        *out = s_batchsum (b);
+    return rc;
+}
+
+static int s_show (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                   json_t **out, ak_err_t *err)
+{
+    const char *id = req->args[0];
+    if (!ak_sched_task (env->sched, id))
+        return ak_err_set (err, AK_ENOTFOUND, "no task '%.64s'", id);
+    int rc = env->commit_now (env->arg, err);
+    if (rc)
+        return rc;
+    ak_txn_t *txn = NULL;
+    Ak__TaskRecord *task = NULL;
+    json_t *receipts = NULL;
+    char prefix[600];
+    rc = ak_store_begin (env->store, false, &txn, err);
+    if (rc)
+        return rc;
+    rc = ak_store_get_task (txn, id, &task, err);
+    if (rc == 0) {
+        snprintf (prefix, sizeof prefix, "%s#", id);
+        rc = s_receipts_json (txn, prefix, &receipts, err);
+    }
+    if (rc == 0)
+        *out = json_pack ("{s:o, s:o}", "task", s_pb (task), "receipts", receipts);
+    if (task)
+        ak__task_record__free_unpacked (task, NULL);
+    ak_store_abort (&txn);
+    return rc;
+}
+
+static int s_receipts (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                       json_t **out, ak_err_t *err)
+{
+    ak_batch_t *b;
+    int rc = s_find_batch (env, req->args[0], &b, err);
+    if (rc == 0)
+        rc = env->commit_now (env->arg, err);
+    if (rc)
+        return rc;
+    ak_txn_t *txn = NULL;
+    json_t *receipts = NULL;
+    char prefix[64];
+    rc = ak_store_begin (env->store, false, &txn, err);
+    if (rc)
+        return rc;
+    snprintf (prefix, sizeof prefix, "%s.", b->batch_id);
+    rc = s_receipts_json (txn, prefix, &receipts, err);
+    if (rc == 0)
+        *out = json_pack ("{s:s, s:o}", "batch_id", b->batch_id, "receipts", receipts);
+    ak_store_abort (&txn);
+    return rc;
+}
+
+/* A receipt's duration, or 0 when it is not a sane number. */
+static double s_ms (double ms)
+{
+    return isfinite (ms) && ms > 0 ? ms : 0;
+}
+
+static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, double phases[3])
+{
+    json_t *pre = json_null ();
+    if (p->preflight.task) {
+        const Ak__TaskRecord *t = p->preflight.task;
+        const Ak__Receipt *r = p->preflight.receipt;
+        json_t *timings = json_array ();
+        for (size_t i = 0; r && i < r->n_timings; i++)
+            json_array_append_new (timings, s_pb (r->timings[i]));
+        pre = json_pack ("{s:s, s:s, s:s, s:s, s:o}", "task_id", t->task_id, "state", t->state,
+                         "status", r ? r->status : "", "reason", r ? r->reason : t->last_error,
+                         "timings", timings);
+    }
+    /* A complete batch reports the winner it recorded; an open one the
+       winner it would have now. */
+    const Ak__Winner *winner = p->winner;
+    for (size_t i = 0; b->state == AK_BS_COMPLETE && i < b->nwinners; i++)
+        if (strcmp (b->winners[i]->op, p->op) == 0
+            && strcmp (b->winners[i]->device_class, p->device_class) == 0)
+            winner = b->winners[i];
+
+    json_t *cands = json_array (), *fails = json_array ();
+    size_t pending = 0;
+    for (size_t j = 0; j < p->ntunes; j++) {
+        const Ak__TaskRecord *t = p->tunes[j].task;
+        const Ak__Receipt *r = p->tunes[j].receipt;
+        const ak_promote_eval_t *ev = &p->evals[j];
+        ak_tstate_t state = AK_TS_QUEUED;
+        ak_tstate_parse (t->state, &state);
+        if (!r && !ak_tstate_terminal (state)) {
+            pending++;
+            continue;
+        }
+        if (ev->ok)
+            json_array_append_new (cands, json_pack ("{s:s, s:s, s:o, s:s, s:f, s:f, s:b, s:s}",
+                "task_id", t->task_id, "candidate", t->candidate_name,
+                "params", s_params_json (t->params, t->n_params), "status", ev->status,
+                "speedup", ev->speedup, "noise", ev->noise, "promotable", ev->promotable,
+                "reason", ev->reason));
+        else
+            json_array_append_new (fails, json_pack ("{s:s, s:s, s:o, s:s, s:s}",
+                "task_id", t->task_id, "candidate", t->candidate_name,
+                "params", s_params_json (t->params, t->n_params), "status", ev->status,
+                "reason", ev->reason));
+    }
+    for (size_t j = 0; j <= p->ntunes; j++) {
+        const Ak__Receipt *r = j < p->ntunes ? p->tunes[j].receipt : p->preflight.receipt;
+        if (r) {
+            phases[0] += s_ms (r->compile_ms);
+            phases[1] += s_ms (r->gate_ms);
+            phases[2] += s_ms (r->timing_ms);
+        }
+    }
+    return json_pack ("{s:s, s:s, s:o, s:o, s:o, s:o, s:I}", "op", p->op,
+                      "device_class", p->device_class, "preflight", pre, "winner", s_pb (winner),
+                      "candidates", cands, "failures", fails, "pending", (json_int_t) pending);
+}
+
+static int s_report (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                     json_t **out, ak_err_t *err)
+{
+    ak_batch_t *b;
+    int rc = s_find_batch (env, req->args[0], &b, err);
+    if (rc == 0)
+        rc = env->commit_now (env->arg, err);
+    if (rc)
+        return rc;
+    ak_txn_t *txn = NULL;
+    ak_results_t *res = NULL;
+    rc = ak_store_begin (env->store, false, &txn, err);
+    if (rc)
+        return rc;
+    rc = ak_results_load (txn, b->batch_id, &res, err);
+    ak_store_abort (&txn);
+    if (rc)
+        return rc;
+    double phases[3] = { 0, 0, 0 };
+    json_t *ops = json_array ();
+    for (size_t i = 0; i < res->npairs; i++)
+        json_array_append_new (ops, s_report_pair (b, &res->pairs[i], phases));
+    *out = json_pack ("{s:o, s:o, s:{s:f, s:f, s:f}}", "batch", s_batchsum (b), "ops", ops,
+                      "phases_ms", "compile", phases[0], "gates", phases[1], "timing", phases[2]);
+    ak_results_destroy (&res);
+    return 0;
+}
+
+static int s_worker_cmp (const void *a, const void *b)
+{
+    return strcmp ((*(ak_worker_t *const *) a)->worker_id, (*(ak_worker_t *const *) b)->worker_id);
+}
+
+static json_t *s_worker_json (ak_client_env_t *env, ak_worker_t *w, uint64_t now)
+{
+    uint64_t wall = ak_clock_wall_ms ();
+    json_t *classes = json_array ();
+    for (size_t i = 0; i < w->nclasses; i++)
+        json_array_append_new (classes, json_string (w->classes[i]));
+    json_t *leases = json_array ();
+    for (void *v = zhashx_first (w->outstanding); v; v = zhashx_next (w->outstanding)) {
+        const char *task_id = zhashx_cursor (w->outstanding);
+        ak_task_t *t = ak_sched_task (env->sched, task_id);
+        json_t *lease = json_pack ("{s:s, s:I, s:b}", "task_id", task_id,
+                                   "attempt", (json_int_t) (uintptr_t) v,
+                                   "started", t && t->started);
+        if (t && t->deadline && t->worker_id && strcmp (t->worker_id, w->worker_id) == 0)
+            json_object_set_new (lease, "expires_in_ms",
+                                 json_integer (t->deadline > now ? (json_int_t) (t->deadline - now) : 0));
+        else
+            json_object_set_new (lease, "expires_in_ms", json_null ());
+        json_array_append_new (leases, lease);
+    }
+    const Ak__Hello *h = w->hello;
+    return json_pack ("{s:s, s:s, s:i, s:s, s:I, s:I, s:o, s:i, s:i, s:I, s:o, s:I, s:i, s:s}",
+                      "worker_id", w->worker_id, "host", h ? h->host : "", "pid", h ? (int) h->pid : 0,
+                      "state", w->alive ? "alive" : "dead",
+                      "last_seen_ms", (json_int_t) w->last_seen_ms,
+                      "ago_ms", (json_int_t) (wall > w->last_seen_ms ? wall - w->last_seen_ms : 0),
+                      "device_classes", classes,
+                      "slots", h ? (int) h->slots : 0, "prefetch", h ? (int) h->prefetch : 0,
+                      "outstanding", (json_int_t) zhashx_size (w->outstanding), "leases", leases,
+                      "tasks_done", (json_int_t) w->tasks_done, "registrations", (int) w->registrations,
+                      "software_version", h ? h->software_version : "");
+}
+
+static int s_workers (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                      json_t **out, ak_err_t *err)
+{
+    size_t n = 0, cap = 16;
+    ak_worker_t **all = ak_malloc (cap * sizeof *all);
+    for (ak_worker_t *w = ak_registry_first (env->registry); w; w = ak_registry_next (env->registry)) {
+        if (n == cap)
+            all = ak_realloc (all, (cap *= 2) * sizeof *all);
+        all[n++] = w;
+    }
+    qsort (all, n, sizeof *all, s_worker_cmp);
+    json_t *arr = json_array ();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new (arr, s_worker_json (env, all[i], now));
+    free (all);
+    *out = json_pack ("{s:o}", "workers", arr);
+    return 0;
+}
+
+static int s_cancel (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                     json_t **out, ak_err_t *err)
+{
+    ak_batch_t *b;
+    int rc = s_find_batch (env, req->args[0], &b, err);
+    if (rc)
+        return rc;
+    ak_sched_cancel (env->sched, b, now);
+    rc = env->commit_now (env->arg, err);
+    if (rc)
+        return ak_err_prefix (err, "batch %s cancelled but not yet stored (will retry)", b->batch_id);
+    *out = s_batchsum (b);
+    return 0;
+}
+
+static int s_stats (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                    json_t **out, ak_err_t *err)
+{
+    const ak_counters_t *c = env->counters;
+    const ak_intake_stats_t *is = ak_intake_stats (env->intake);
+    json_t *j = json_object ();
+    size_t known = 0;
+    for (ak_worker_t *w = ak_registry_first (env->registry); w; w = ak_registry_next (env->registry))
+        known++;
+#define S_SET(name, value) json_object_set_new (j, name, json_integer ((json_int_t) (value)))
+    S_SET ("workers_alive", ak_registry_alive (env->registry));
+    S_SET ("workers_known", known);
+    S_SET ("batches_open", ak_sched_open_batches (env->sched));
+    S_SET ("tasks_queued", ak_sched_count (env->sched, AK_TS_QUEUED));
+    S_SET ("tasks_leased", ak_sched_count (env->sched, AK_TS_LEASED));
+    S_SET ("tasks_done", ak_sched_count (env->sched, AK_TS_DONE));
+    S_SET ("tasks_failed", ak_sched_count (env->sched, AK_TS_FAILED));
+    S_SET ("tasks_poisoned", ak_sched_count (env->sched, AK_TS_POISONED));
+    S_SET ("tasks_cancelled", ak_sched_count (env->sched, AK_TS_CANCELLED));
+    S_SET ("receipts_accepted", is->accepted);
+    S_SET ("receipts_duplicate", is->duplicate);
+    S_SET ("receipts_staged", ak_intake_staged (env->intake));
+    S_SET ("receipts_dropped", is->dropped);
+    S_SET ("commits", is->commits);
+    S_SET ("commit_failures", is->commit_failures);
+    S_SET ("map_grows", is->map_grows);
+    S_SET ("map_size", ak_store_map_size (env->store));
+    S_SET ("assigns", c->assigns);
+    S_SET ("acks", c->acks);
+    S_SET ("disconnects_sent", c->disconnects_sent);
+    S_SET ("requeued", c->requeued);
+    S_SET ("leases_expired", c->leases_expired);
+    S_SET ("workers_died", c->workers_died);
+    S_SET ("send_failures", c->send_failures);
+    S_SET ("uptime_ms", now > env->start_ms ? now - env->start_ms : 0);
+#undef S_SET
+    json_object_set_new (j, "messages", json_pack ("{s:I, s:I}",
+        "workers", (json_int_t) c->messages[AK_EP_WORKERS], "clients", (json_int_t) c->messages[AK_EP_CLIENTS]));
+    json_object_set_new (j, "rejected", json_pack ("{s:I, s:I}",
+        "workers", (json_int_t) c->rejected[AK_EP_WORKERS], "clients", (json_int_t) c->rejected[AK_EP_CLIENTS]));
+    json_object_set_new (j, "connections", json_pack ("{s:{s:I, s:I}, s:{s:I, s:I}}",
+        "workers", "accepted", (json_int_t) c->connected[AK_EP_WORKERS],
+                   "closed", (json_int_t) c->disconnected[AK_EP_WORKERS],
+        "clients", "accepted", (json_int_t) c->connected[AK_EP_CLIENTS],
+                   "closed", (json_int_t) c->disconnected[AK_EP_CLIENTS]));
+    *out = j;
+    return 0;
+}
+
+static int s_shutdown (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                       json_t **out, ak_err_t *err)
+{
+    env->shutdown = true;
+    ak_info ("shutdown requested by a client");
+    *out = json_object ();
+    return 0;
+}
+
+// ----------------------------------------------------------------- dispatch
+
+typedef struct {
+    const char *verb;
+    size_t      min_args, max_args;
+    const char *usage;          /* what the args are */
+    s_verb_fn  *fn;
+} s_verb_t;
+
+static const s_verb_t s_verbs[] = {
+    { "submit",   0, 0, "no arguments (the bundle is the body)", s_submit },
+    { "list",     0, 0, "no arguments", s_list },
+    { "status",   0, 1, "[BATCH]", s_status },
+    { "show",     1, 1, "TASK", s_show },
+    { "receipts", 1, 1, "BATCH", s_receipts },
+    { "report",   1, 1, "BATCH", s_report },
+    { "workers",  0, 0, "no arguments", s_workers },
+    { "cancel",   1, 1, "BATCH", s_cancel },
+    { "stats",    0, 0, "no arguments", s_stats },
+    { "shutdown", 0, 0, "no arguments", s_shutdown },
+};
+
+int ak_client_handle (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                      char **json_p, ak_err_t *err)
+{
+    *json_p = NULL;
+    const s_verb_t *v = NULL;
+    for (size_t i = 0; i < sizeof s_verbs / sizeof s_verbs[0]; i++)
+        if (strcmp (req->verb, s_verbs[i].verb) == 0)
+            v = &s_verbs[i];
+    if (!v)
+        return ak_err_set (err, AK_EINVAL, "unknown verb '%.64s'", req->verb);
+    if (req->n_args < v->min_args || req->n_args > v->max_args)
+        return ak_err_set (err, AK_EINVAL, "%s takes %s, got %zu argument%s", v->verb, v->usage,
+                           req->n_args, req->n_args == 1 ? "" : "s");
+    for (size_t i = 0; i < req->n_args; i++)
+        if (!*req->args[i] || strlen (req->args[i]) > 128)
+            return ak_err_set (err, AK_EINVAL, "%s: argument %zu must be 1..128 characters", v->verb, i + 1);
+    if (req->body && *req->body && v->fn != s_submit)
+        return ak_err_set (err, AK_EINVAL, "%s takes no body", v->verb);
+
+    json_t *out = NULL;
+    int rc = v->fn (env, req, now, &out, err);
+    if (rc) {
+        json_decref (out);
+        return rc;
+    }
+    *json_p = json_dumps (out, JSON_COMPACT);
+    json_decref (out);
+    if (!*json_p)
+        return ak_err_set (err, AK_ENOMEM, "%s: reply could not be serialised", v->verb);
+    return 0;
+}

@@ -1,0 +1,40 @@
+/*  coordinator/client.h: the client verbs (docs/client-api.md).
+
+    One request in, one reply out: verb + args + body -> code, error, JSON.
+    Reads come from the in-memory index and one read transaction; the only
+    writes are `submit` (its own write transaction, committed before the
+    reply) and `cancel` (through the group commit, flushed before the
+    reply).  Never blocks on the network. */
+#ifndef AK_CLIENT_H
+#define AK_CLIENT_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "akfleet.pb-c.h"
+#include "error.h"
+#include "store.h"
+#include "sched.h"
+#include "registry.h"
+#include "intake.h"
+#include "counters.h"
+
+typedef struct {
+    ak_store_t          *store;
+    ak_sched_t          *sched;
+    ak_registry_t       *registry;
+    ak_intake_t         *intake;
+    const ak_counters_t *counters;
+    uint64_t             start_ms;      /* monotonic ms at start */
+    /* Commits every pending change now (0 or the store's error). */
+    int                (*commit_now) (void *arg, ak_err_t *err);
+    void                *arg;
+    /* set by the verbs for the caller to act on */
+    bool                 shutdown;
+    bool                 work_added;
+} ak_client_env_t;
+
+/* Runs req.  0 with *json_p (the caller frees) or a negative AK_E code with
+   err saying what is wrong (naming the verb, batch, task or argument). */
+int ak_client_handle (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                      char **json_p, ak_err_t *err);
+
+#endif

@@ -1,0 +1,933 @@
+/*  coordinator/coord.c: the event loop, the worker protocol and dispatch
+    (see coord.h and docs/protocol.md). */
+#include <czmq.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "coord.h"
+#include "client.h"
+#include "clock.h"
+#include "counters.h"
+#include "cpb.h"
+#include "envelope.h"
+#include "intake.h"
+#include "log.h"
+#include "registry.h"
+#include "results.h"
+#include "sched.h"
+#include "store.h"
+#include "util.h"
+
+#define S_LINGER_MS        500      /* bounded linger on close */
+#define S_DRAIN_MAX        256      /* messages per socket per wake-up, for fairness */
+#define S_WARN_EVERY_MS    1000     /* rate limit of "rejected" warnings */
+#define S_MAX_WORKER_ID    128
+#define S_MAX_CLASS        64
+#define S_MAX_DEVICES      1024
+#define S_MAX_SLOTS        65536
+
+static const char *s_ep_names[AK_EP_COUNT] = { "workers", "clients" };
+
+struct ak_coord {
+    ak_coord_opts_t  opts;
+    char            *endpoints[AK_EP_COUNT];
+    ak_store_t      *store;
+    ak_sched_t      *sched;
+    ak_registry_t   *registry;
+    ak_intake_t     *intake;
+    zsock_t         *sock[AK_EP_COUNT];
+    zsock_t         *mon[AK_EP_COUNT];     /* socket monitors: connections */
+    ak_counters_t    counters;
+    ak_client_env_t  client;
+    uint64_t         start;
+    uint64_t         next_tick;
+    uint64_t         next_heartbeat;
+    uint32_t         tick_ms;
+    bool             stop;
+    bool             dispatch_due;
+    uint64_t         seq;
+    uint64_t         warn_at[AK_EP_COUNT];
+    uint64_t         suppressed[AK_EP_COUNT];
+};
+
+static int s_commit (ak_coord_t *self, ak_err_t *err);
+
+// ================================================================== sending
+
+/* Hex of a routing id, for logs. */
+static const char *s_hex (const void *data, size_t len, char *buf, size_t size)
+{
+    static const char hex[] = "0123456789abcdef";
+    const uint8_t *d = data;
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 3 <= size; i++) {
+        buf[n++] = hex[d[i] >> 4];
+        buf[n++] = hex[d[i] & 15];
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Sends env to route on endpoint ep without blocking.  0 or the
+   ak_envelope_send code; failures are counted, never fatal. */
+static int s_send (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, Ak__Envelope *env)
+{
+    env->seq = ++self->seq;
+    int rc = ak_envelope_send (self->sock[ep], route, len, env);
+    if (rc) {
+        char hex[64];
+        self->counters.send_failures++;
+        ak_debug ("%s endpoint: %s to peer %s not sent: %s", s_ep_names[ep], ak_envelope_kind (env),
+                  s_hex (route, len, hex, sizeof hex), ak_strerror (rc));
+    }
+    return rc;
+}
+
+static void s_send_disconnect (ak_coord_t *self, const void *route, size_t len, const char *reason)
+{
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    Ak__Disconnect d = AK__DISCONNECT__INIT;
+    d.reason = (char *) reason;
+    env.body_case = AK__ENVELOPE__BODY_DISCONNECT;
+    env.disconnect = &d;
+    if (s_send (self, AK_EP_WORKERS, route, len, &env) == 0)
+        self->counters.disconnects_sent++;
+}
+
+static void s_send_heartbeat (ak_coord_t *self, ak_worker_t *w)
+{
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    Ak__Heartbeat hb = AK__HEARTBEAT__INIT;
+    int64_t credit = ak_worker_credit (w);
+    hb.credits = credit > 0 ? (uint32_t) credit : 0;
+    hb.unacked = (uint32_t) ak_intake_staged_for (self->intake, w->worker_id);
+    env.body_case = AK__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env);
+}
+
+static void s_reply (ak_coord_t *self, const void *route, size_t len, int code, const char *error,
+                     const char *json)
+{
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    Ak__ClientReply reply = AK__CLIENT_REPLY__INIT;
+    reply.code = code;
+    reply.error = (char *) (error ? error : "");
+    reply.json = (char *) (json ? json : "");
+    env.body_case = AK__ENVELOPE__BODY_REPLY;
+    env.reply = &reply;
+    if (s_send (self, AK_EP_CLIENTS, route, len, &env) == AK_ETOOBIG) {
+        reply.code = AK_ETOOBIG;
+        reply.error = "the answer exceeds the 16 MiB message limit";
+        reply.json = "";
+        s_send (self, AK_EP_CLIENTS, route, len, &env);
+    }
+}
+
+/* Counts a rejected message and warns, at most once a second per endpoint. */
+static void s_reject (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, const char *why)
+{
+    uint64_t now = ak_clock_mono_ms ();
+    self->counters.rejected[ep]++;
+    if (self->warn_at[ep] && now < self->warn_at[ep] + S_WARN_EVERY_MS) {
+        self->suppressed[ep]++;
+        return;
+    }
+    char hex[64], more[64] = "";
+    if (self->suppressed[ep])
+        snprintf (more, sizeof more, " (%llu more rejected since the last warning)",
+                  (unsigned long long) self->suppressed[ep]);
+    ak_warn ("%s endpoint: rejected a message from peer %s: %s%s", s_ep_names[ep],
+             s_hex (route, len, hex, sizeof hex), why, more);
+    self->warn_at[ep] = now;
+    self->suppressed[ep] = 0;
+}
+
+// ================================================================= dispatch
+
+static int s_source (ak_txn_t *txn, const char *name, const char *digest, Ak__Source **src_p,
+                     ak_err_t *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc = ak_store_get_blob (txn, digest, &text, &len, err);
+    if (rc)
+        return rc;
+    Ak__Source *src = ak_malloc (sizeof *src);
+    ak__source__init (src);
+    ak_cpb_set (&src->name, name);
+    ak_cpb_set (&src->digest, digest);
+    src->text = text;
+    *src_p = src;
+    return 0;
+}
+
+/* Builds the ASSIGN of task from its record and blobs (the caller's). */
+static int s_build_assign (ak_txn_t *txn, const ak_task_t *task, Ak__Assign **assign_p, ak_err_t *err)
+{
+    Ak__TaskRecord *rec = NULL;
+    int rc = ak_store_get_task (txn, task->task_id, &rec, err);
+    if (rc)
+        return rc;
+    Ak__Assign *a = ak_malloc (sizeof *a);
+    ak__assign__init (a);
+    ak_cpb_set (&a->task_id, rec->task_id);
+    ak_cpb_set (&a->batch_id, rec->batch_id);
+    a->attempt = task->attempt;
+    a->lease_ms = task->lease_ms;
+    ak_cpb_set (&a->kind, rec->kind);
+    ak_cpb_set (&a->op, rec->op);
+    ak_cpb_set (&a->device_class, rec->device_class);
+    ak_cpb_set (&a->backend, rec->backend);
+    ak_cpb_set (&a->candidate_name, rec->candidate_name);
+    size_t len = 0;
+    char *spec = NULL;
+    rc = ak_store_get_blob (txn, rec->spec_digest, &spec, &len, err);
+    if (rc)
+        goto done;
+    a->spec_json = spec;
+    rc = s_source (txn, rec->reference_name, rec->reference_digest, &a->reference, err);
+    if (rc == 0)
+        rc = s_source (txn, rec->baseline_name, rec->baseline_digest, &a->baseline, err);
+    if (rc == 0 && *rec->candidate_digest)
+        rc = s_source (txn, rec->candidate_source_name, rec->candidate_digest, &a->candidate, err);
+    if (rc)
+        goto done;
+    /* the record's repeated fields move into the assignment */
+    a->params = rec->params;
+    a->n_params = rec->n_params;
+    rec->params = NULL;
+    rec->n_params = 0;
+    a->workloads = rec->workloads;
+    a->n_workloads = rec->n_workloads;
+    rec->workloads = NULL;
+    rec->n_workloads = 0;
+    a->policy = rec->policy;
+    rec->policy = NULL;
+done:
+    ak__task_record__free_unpacked (rec, NULL);
+    if (rc) {
+        ak__assign__free_unpacked (a, NULL);
+        return ak_err_prefix (err, "task %s: cannot build its assignment", task->task_id);
+    }
+    *assign_p = a;
+    return 0;
+}
+
+/* Re-queues task (attempt + 1, or poisoned), taking it from its holder. */
+static void s_requeue (ak_coord_t *self, ak_task_t *task, const char *reason, uint64_t now)
+{
+    if (task->worker_id) {
+        ak_worker_t *w = ak_registry_get (self->registry, task->worker_id);
+        if (w)
+            ak_worker_drop (w, task->task_id);
+    }
+    ak_sched_requeue (self->sched, task, reason, now);
+    self->counters.requeued++;
+    self->dispatch_due = true;
+}
+
+/* Sends one popped task to w.  0 to go on dispatching to w, else stop. */
+static int s_assign (ak_coord_t *self, ak_txn_t *txn, ak_worker_t *w, ak_task_t *task, uint64_t now)
+{
+    ak_err_t err = { 0 };
+    Ak__Assign *a = NULL;
+    int rc = s_build_assign (txn, task, &a, &err);
+    if (rc == AK_ENOTFOUND || rc == AK_ESTORE) {
+        /* a missing or undecodable record will not heal: burn an attempt */
+        ak_error ("%s", err.msg);
+        ak_sched_requeue (self->sched, task, err.msg, now);
+        return 0;
+    }
+    if (rc) {
+        ak_error ("%s", err.msg);
+        ak_sched_unpop (self->sched, task);
+        return rc;
+    }
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.body_case = AK__ENVELOPE__BODY_ASSIGN;
+    env.assign = a;
+    rc = s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env);
+    ak__assign__free_unpacked (a, NULL);
+    if (rc == AK_ETOOBIG) {
+        ak_sched_requeue (self->sched, task, "its assignment exceeds the 16 MiB message limit", now);
+        return 0;
+    }
+    if (rc) {
+        ak_sched_unpop (self->sched, task);
+        return rc;
+    }
+    ak_sched_assign (self->sched, task, w->worker_id, now);
+    ak_worker_hold (w, task->task_id, task->attempt);
+    self->counters.assigns++;
+    return 0;
+}
+
+/* Fills w's credit from the queues of its device classes, round-robin. */
+static void s_dispatch_worker (ak_coord_t *self, ak_worker_t *w, uint64_t now)
+{
+    ak_txn_t *txn = NULL;
+    ak_err_t err = { 0 };
+    if (!w->alive || !w->nclasses)
+        return;
+    while (ak_worker_credit (w) > 0) {
+        ak_task_t *task = NULL;
+        for (size_t k = 0; k < w->nclasses && !task; k++) {
+            size_t c = (w->next_class + k) % w->nclasses;
+            task = ak_sched_pop (self->sched, w->classes[c]);
+            if (task)
+                w->next_class = (c + 1) % w->nclasses;
+        }
+        if (!task)
+            break;
+        if (!txn && ak_store_begin (self->store, false, &txn, &err)) {
+            ak_error ("dispatch: %s", err.msg);
+            ak_sched_unpop (self->sched, task);
+            break;
+        }
+        if (s_assign (self, txn, w, task, now))
+            break;
+    }
+    ak_store_abort (&txn);
+}
+
+static void s_dispatch_all (ak_coord_t *self, uint64_t now)
+{
+    for (ak_worker_t *w = ak_registry_first (self->registry); w && ak_sched_has_work (self->sched);
+         w = ak_registry_next (self->registry))
+        if (w->alive && ak_worker_credit (w) > 0)
+            s_dispatch_worker (self, w, now);
+}
+
+// ========================================================== worker protocol
+
+/* Every task held by a dead worker goes back to its queue. */
+static void s_worker_dead (ak_coord_t *self, ak_worker_t *w, const char *why, uint64_t now)
+{
+    char reason[256];
+    snprintf (reason, sizeof reason, "worker %s died: %s", w->worker_id, why);
+    ak_registry_kill (self->registry, w, why, now);
+    self->counters.workers_died++;
+    zlistx_t *ids = zhashx_keys (w->outstanding);
+    if (!ids)
+        abort ();
+    for (const char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
+        ak_task_t *task = ak_sched_task (self->sched, id);
+        if (task && task->state == AK_TS_LEASED && task->worker_id
+            && strcmp (task->worker_id, w->worker_id) == 0)
+            s_requeue (self, task, reason, now);
+    }
+    zlistx_destroy (&ids);
+    zhashx_purge (w->outstanding);
+}
+
+static bool s_printable (const char *s, size_t max)
+{
+    size_t n = strlen (s);
+    if (n == 0 || n > max)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char) s[i] <= 0x20 || (unsigned char) s[i] >= 0x7f)
+            return false;
+    return true;
+}
+
+static bool s_hello_valid (const Ak__Hello *h, char *why, size_t len)
+{
+    if (!s_printable (h->worker_id, S_MAX_WORKER_ID)) {
+        snprintf (why, len, "worker_id must be 1..%d printable characters without spaces", S_MAX_WORKER_ID);
+        return false;
+    }
+    if (h->n_devices == 0 || h->n_devices > S_MAX_DEVICES) {
+        snprintf (why, len, "worker %s: %zu devices (must be 1..%d)", h->worker_id, h->n_devices, S_MAX_DEVICES);
+        return false;
+    }
+    for (size_t i = 0; i < h->n_devices; i++)
+        if (!s_printable (h->devices[i]->device_class, S_MAX_CLASS)) {
+            snprintf (why, len, "worker %s: devices[%zu].device_class must be 1..%d printable characters",
+                      h->worker_id, i, S_MAX_CLASS);
+            return false;
+        }
+    if (h->slots > S_MAX_SLOTS || h->prefetch > S_MAX_SLOTS) {
+        snprintf (why, len, "worker %s: slots and prefetch must be at most %d", h->worker_id, S_MAX_SLOTS);
+        return false;
+    }
+    return true;
+}
+
+static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Envelope *env, uint64_t now)
+{
+    char why[256], reason[300];
+    if (!s_hello_valid (env->hello, why, sizeof why)) {
+        snprintf (reason, sizeof reason, "invalid HELLO: %s", why);
+        s_reject (self, AK_EP_WORKERS, route, len, reason);
+        s_send_disconnect (self, route, len, reason);
+        return;
+    }
+    Ak__Hello *hello = env->hello;
+    env->hello = NULL;
+    env->body_case = AK__ENVELOPE__BODY__NOT_SET;
+    bool was_alive = false;
+    ak_worker_t *w = ak_registry_hello (self->registry, route, len, &hello, now, &was_alive);
+    const Ak__Hello *h = w->hello;
+    uint64_t grace = ak_worker_timeout (w, self->opts.heartbeat_ms, self->opts.liveness);
+
+    /* A re-registration lists what the worker still holds; anything else
+       it was given is released, so a late receipt is still accepted but
+       the lease runs out if none comes. */
+    if (was_alive) {
+        zlistx_t *ids = zhashx_keys (w->outstanding);
+        if (!ids)
+            abort ();
+        for (const char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
+            bool listed = false;
+            for (size_t i = 0; i < h->n_running && !listed; i++)
+                listed = strcmp (h->running[i]->task_id, id) == 0;
+            if (listed)
+                continue;
+            ak_worker_drop (w, id);
+            ak_task_t *task = ak_sched_task (self->sched, id);
+            if (task && task->state == AK_TS_LEASED && task->worker_id
+                && strcmp (task->worker_id, w->worker_id) == 0)
+                ak_sched_release (self->sched, task, grace, now);
+        }
+        zlistx_destroy (&ids);
+    }
+    size_t claimed = 0;
+    for (size_t i = 0; i < h->n_running; i++) {
+        const Ak__TaskRef *ref = h->running[i];
+        ak_task_t *task = ak_sched_task (self->sched, ref->task_id);
+        if (!task)
+            continue;
+        ak_worker_hold (w, task->task_id, ref->attempt);
+        if (task->state != AK_TS_LEASED || ref->attempt != task->attempt)
+            continue;
+        if (task->worker_id && strcmp (task->worker_id, w->worker_id) == 0)
+            continue;
+        if (task->worker_id) {
+            ak_worker_t *other = ak_registry_get (self->registry, task->worker_id);
+            if (other)
+                ak_worker_drop (other, task->task_id);
+        }
+        ak_sched_claim (self->sched, task, w->worker_id, now);
+        claimed++;
+    }
+    char classes[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < w->nclasses && used < sizeof classes; i++) {
+        int n = snprintf (classes + used, sizeof classes - used, "%s%s", i ? "," : "", w->classes[i]);
+        if (n < 0)
+            break;
+        used += (size_t) n;
+    }
+    ak_info ("worker %s %s (host %s, pid %u, classes %s, slots %u, prefetch %u, running %zu, claimed %zu)",
+             w->worker_id, w->registrations > 1 ? "re-registered" : "registered", h->host, h->pid,
+             classes, h->slots, h->prefetch, h->n_running, claimed);
+    s_send_heartbeat (self, w);     /* the welcome */
+    s_dispatch_worker (self, w, now);
+}
+
+static void s_on_started (ak_coord_t *self, ak_worker_t *w, const Ak__TaskStarted *st, uint64_t now)
+{
+    char why[160];
+    ak_task_t *task = ak_sched_task (self->sched, st->task_id);
+    if (!task) {
+        snprintf (why, sizeof why, "STARTED from %s for unknown task '%.64s'", w->worker_id, st->task_id);
+        s_reject (self, AK_EP_WORKERS, w->route, w->route_len, why);
+        return;
+    }
+    if (task->state != AK_TS_LEASED || st->attempt != task->attempt) {
+        ak_debug ("STARTED from %s for task %s attempt %u ignored (task %s at attempt %u)",
+                  w->worker_id, task->task_id, st->attempt, ak_tstate_name (task->state), task->attempt);
+        return;
+    }
+    if (!task->worker_id) {
+        ak_sched_claim (self->sched, task, w->worker_id, now);
+        ak_worker_hold (w, task->task_id, task->attempt);
+    }
+    else if (strcmp (task->worker_id, w->worker_id) != 0) {
+        ak_debug ("STARTED from %s for task %s ignored: held by %s", w->worker_id, task->task_id,
+                  task->worker_id);
+        return;
+    }
+    ak_sched_start (self->sched, task, now);
+}
+
+static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, uint64_t now)
+{
+    ak_err_t err = { 0 };
+    Ak__Receipt *r = env->receipt;
+    env->receipt = NULL;
+    env->body_case = AK__ENVELOPE__BODY__NOT_SET;
+    ak_worker_drop (w, r->task_id);             /* its slot is free again */
+    int rc = ak_intake_stage (self->intake, w->worker_id, &r, now, &err);
+    if (rc)
+        s_reject (self, AK_EP_WORKERS, w->route, w->route_len, err.msg);
+    if (ak_intake_staged (self->intake) >= self->opts.commit_max)
+        s_commit (self, &err);
+    s_dispatch_worker (self, w, now);
+}
+
+static void s_on_worker (ak_coord_t *self, const void *route, size_t len, Ak__Envelope *env, uint64_t now)
+{
+    char why[160];
+    Ak__Envelope__BodyCase body = env->body_case;
+    bool worker_body = body == AK__ENVELOPE__BODY_HELLO || body == AK__ENVELOPE__BODY_HEARTBEAT
+                    || body == AK__ENVELOPE__BODY_STARTED || body == AK__ENVELOPE__BODY_RECEIPT
+                    || body == AK__ENVELOPE__BODY_DISCONNECT;
+    if (!worker_body) {
+        snprintf (why, sizeof why, "a %s is not a worker message", ak_envelope_kind (env));
+        s_reject (self, AK_EP_WORKERS, route, len, why);
+        return;
+    }
+    self->counters.messages[AK_EP_WORKERS]++;
+    if (body == AK__ENVELOPE__BODY_HELLO) {
+        s_on_hello (self, route, len, env, now);
+        return;
+    }
+    ak_worker_t *w = ak_registry_by_route (self->registry, route, len);
+    if (!w) {
+        if (body != AK__ENVELOPE__BODY_DISCONNECT) {
+            char hex[64];
+            ak_debug ("%s from unregistered peer %s: DISCONNECT", ak_envelope_kind (env),
+                      s_hex (route, len, hex, sizeof hex));
+            s_send_disconnect (self, route, len, "not registered: say HELLO");
+        }
+        return;
+    }
+    ak_registry_touch (self->registry, w, now);
+    switch (body) {
+        case AK__ENVELOPE__BODY_STARTED:
+            s_on_started (self, w, env->started, now);
+            break;
+        case AK__ENVELOPE__BODY_RECEIPT:
+            s_on_receipt (self, w, env, now);
+            break;
+        case AK__ENVELOPE__BODY_DISCONNECT:
+            snprintf (why, sizeof why, "said DISCONNECT (%.100s)", env->disconnect->reason);
+            s_worker_dead (self, w, why, now);
+            break;
+        default:                    /* HEARTBEAT: the touch was all */
+            break;
+    }
+}
+
+// ================================================================== clients
+
+static void s_on_client (ak_coord_t *self, const void *route, size_t len, Ak__Envelope *env, uint64_t now)
+{
+    char why[160];
+    if (env->body_case != AK__ENVELOPE__BODY_REQUEST) {
+        snprintf (why, sizeof why, "a %s is not a client request", ak_envelope_kind (env));
+        s_reject (self, AK_EP_CLIENTS, route, len, why);
+        s_reply (self, route, len, AK_EPROTO, why, NULL);
+        return;
+    }
+    self->counters.messages[AK_EP_CLIENTS]++;
+    self->client.shutdown = false;
+    self->client.work_added = false;
+    ak_err_t err = { 0 };
+    char *json = NULL;
+    int rc = ak_client_handle (&self->client, env->request, now, &json, &err);
+    if (rc)
+        ak_debug ("client %s: %s", env->request->verb, err.msg);
+    s_reply (self, route, len, rc, rc ? err.msg : "", json);
+    free (json);
+    if (self->client.shutdown)
+        self->stop = true;
+    if (self->client.work_added)
+        self->dispatch_due = true;
+}
+
+// ================================================================ receiving
+
+/* Reads one whole message from endpoint ep and handles it.  Returns false
+   when there was none waiting. */
+static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
+{
+    void *handle = zsock_resolve (self->sock[ep]);
+    zmq_msg_t route, body, part;
+    int frames = 0;
+    zmq_msg_init (&route);
+    zmq_msg_init (&body);
+    for (;;) {
+        zmq_msg_init (&part);
+        if (zmq_msg_recv (&part, handle, ZMQ_DONTWAIT) < 0) {
+            int e = zmq_errno ();
+            zmq_msg_close (&part);
+            if (frames == 0) {
+                if (e != EAGAIN && e != EINTR)
+                    ak_error ("%s endpoint: zmq_msg_recv: %s", s_ep_names[ep], zmq_strerror (e));
+                zmq_msg_close (&route);
+                zmq_msg_close (&body);
+                return false;
+            }
+            break;
+        }
+        bool more = zmq_msg_more (&part);
+        frames++;
+        if (frames == 1)
+            zmq_msg_move (&route, &part);
+        else if (frames == 2)
+            zmq_msg_move (&body, &part);
+        zmq_msg_close (&part);
+        if (!more)
+            break;
+    }
+
+    uint64_t now = ak_clock_mono_ms ();
+    const void *rid = zmq_msg_data (&route);
+    size_t rlen = zmq_msg_size (&route);
+    if (rlen == 0 || rlen > AK_ROUTE_MAX) {
+        s_reject (self, ep, rid, 0, "routing id out of range");
+    }
+    else if (frames != 2) {
+        char why[96];
+        snprintf (why, sizeof why, "%d frames (one envelope frame expected)", frames - 1);
+        s_reject (self, ep, rid, rlen, why);
+        if (ep == AK_EP_CLIENTS)
+            s_reply (self, rid, rlen, AK_EPROTO, why, NULL);
+    }
+    else {
+        Ak__Envelope *env = NULL;
+        ak_err_t err = { 0 };
+        int rc = ak_envelope_unpack (zmq_msg_data (&body), zmq_msg_size (&body), AK_MAX_MSG_SIZE,
+                                     &env, &err);
+        if (rc) {
+            s_reject (self, ep, rid, rlen, err.msg);
+            if (ep == AK_EP_CLIENTS)
+                s_reply (self, rid, rlen, rc, err.msg, NULL);
+        }
+        else if (ep == AK_EP_WORKERS)
+            s_on_worker (self, rid, rlen, env, now);
+        else
+            s_on_client (self, rid, rlen, env, now);
+        ak_envelope_free (&env);
+    }
+    zmq_msg_close (&route);
+    zmq_msg_close (&body);
+    return true;
+}
+
+/* Counts connection events from a socket monitor. */
+static void s_drain_monitor (ak_coord_t *self, ak_ep_t ep)
+{
+    void *handle = zsock_resolve (self->mon[ep]);
+    for (int i = 0; i < S_DRAIN_MAX; i++) {
+        zmq_msg_t frame;
+        zmq_msg_init (&frame);
+        if (zmq_msg_recv (&frame, handle, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&frame);
+            return;
+        }
+        if (zmq_msg_size (&frame) >= 2) {
+            uint16_t event;
+            memcpy (&event, zmq_msg_data (&frame), sizeof event);
+            if (event == ZMQ_EVENT_ACCEPTED)
+                self->counters.connected[ep]++;
+            else if (event == ZMQ_EVENT_DISCONNECTED)
+                self->counters.disconnected[ep]++;
+        }
+        bool more = zmq_msg_more (&frame);
+        zmq_msg_close (&frame);
+        while (more) {                  /* the endpoint frame */
+            zmq_msg_init (&frame);
+            if (zmq_msg_recv (&frame, handle, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close (&frame);
+                return;
+            }
+            more = zmq_msg_more (&frame);
+            zmq_msg_close (&frame);
+        }
+    }
+}
+
+// ============================================================ commit, tick
+
+static int s_commit (ak_coord_t *self, ak_err_t *err)
+{
+    ak_commit_t c;
+    int rc = ak_intake_commit (self->intake, ak_clock_mono_ms (), &c, err);
+    for (size_t i = 0; i < c.nacks; i++) {
+        const ak_ack_t *a = &c.acks[i];
+        ak_worker_t *w = ak_registry_get (self->registry, a->worker_id);
+        if (!w || !w->alive)
+            continue;           /* it re-sends after registering again */
+        Ak__Envelope env = AK__ENVELOPE__INIT;
+        Ak__Ack ack = AK__ACK__INIT;
+        ack.task_id = a->task_id;
+        ack.attempt = a->attempt;
+        ack.receipt_id = (char *) a->receipt_id;
+        ack.duplicate = a->duplicate;
+        env.body_case = AK__ENVELOPE__BODY_ACK;
+        env.ack = &ack;
+        if (s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0)
+            self->counters.acks++;
+    }
+    for (size_t i = 0; i < c.ndropped; i++) {
+        ak_worker_t *w = ak_registry_get (self->registry, c.dropped[i]);
+        if (w && w->alive)
+            s_send_disconnect (self, w->route, w->route_len,
+                               "the coordinator could not store your receipts: register again and re-send");
+    }
+    ak_commit_clear (&c);
+    return rc;
+}
+
+static int s_commit_cb (void *arg, ak_err_t *err)
+{
+    return s_commit (arg, err);
+}
+
+/* Decides the winners of batches whose tasks are all terminal. */
+static void s_settle (ak_coord_t *self, uint64_t now)
+{
+    ak_batch_t *b;
+    ak_err_t err = { 0 };
+    while ((b = ak_sched_settling (self->sched))) {
+        /* the records must say what the index says before they are read */
+        if (s_commit (self, &err))
+            return;
+        ak_txn_t *txn = NULL;
+        ak_results_t *res = NULL;
+        int rc = ak_store_begin (self->store, false, &txn, &err);
+        if (rc == 0)
+            rc = ak_results_load (txn, b->batch_id, &res, &err);
+        ak_store_abort (&txn);
+        if (rc) {
+            ak_error ("batch %s: cannot decide its winners yet: %s", b->batch_id, err.msg);
+            return;
+        }
+        Ak__Winner **winners = ak_calloc (res->npairs ? res->npairs : 1, sizeof *winners);
+        for (size_t i = 0; i < res->npairs; i++) {
+            winners[i] = res->pairs[i].winner;
+            res->pairs[i].winner = NULL;
+            const Ak__Winner *wn = winners[i];
+            if (wn->promoted)
+                ak_info ("batch %s: %s on %s: winner %s (task %s) %.3fx +- %.3f%s", b->batch_id, wn->op,
+                         wn->device_class, wn->candidate_name, wn->task_id, wn->speedup, wn->noise,
+                         wn->tied > 1 ? " (tie-break)" : "");
+            else
+                ak_info ("batch %s: %s on %s: no winner: %s", b->batch_id, wn->op, wn->device_class,
+                         wn->reason);
+        }
+        ak_sched_complete (self->sched, b, winners, res->npairs, now);
+        ak_results_destroy (&res);
+    }
+}
+
+static void s_tick (ak_coord_t *self, uint64_t now)
+{
+    if (now >= self->next_heartbeat) {
+        for (ak_worker_t *w = ak_registry_first (self->registry); w; w = ak_registry_next (self->registry))
+            if (w->alive)
+                s_send_heartbeat (self, w);
+        self->next_heartbeat = now + self->opts.heartbeat_ms;
+    }
+
+    ak_worker_t **dead = NULL;
+    size_t ndead = ak_registry_reap (self->registry, now, self->opts.heartbeat_ms, self->opts.liveness, &dead);
+    for (size_t i = 0; i < ndead; i++) {
+        char why[96];
+        snprintf (why, sizeof why, "silent for %llu ms",
+                  (unsigned long long) (now - dead[i]->last_seen));
+        s_send_disconnect (self, dead[i]->route, dead[i]->route_len, "declared dead after silence");
+        s_worker_dead (self, dead[i], why, now);
+    }
+    free (dead);
+
+    ak_task_t **expired = NULL;
+    size_t nexp = ak_sched_expired (self->sched, now, &expired);
+    for (size_t i = 0; i < nexp; i++) {
+        char why[200];
+        snprintf (why, sizeof why, "lease expired (%s)",
+                  expired[i]->worker_id ? expired[i]->worker_id : "unclaimed");
+        self->counters.leases_expired++;
+        s_requeue (self, expired[i], why, now);
+    }
+    free (expired);
+
+    s_settle (self, now);
+    if (ak_sched_has_work (self->sched))
+        self->dispatch_due = true;
+}
+
+// ============================================================ construction
+
+static int s_setopt (void *handle, int option, int value, const char *name, ak_err_t *err)
+{
+    if (zmq_setsockopt (handle, option, &value, sizeof value) != 0)
+        return ak_err_set (err, AK_EIO, "zmq_setsockopt (%s): %s", name, zmq_strerror (zmq_errno ()));
+    return 0;
+}
+
+static int s_bind (ak_coord_t *self, ak_ep_t ep, ak_err_t *err)
+{
+    const char *endpoint = self->endpoints[ep];
+    if (strncmp (endpoint, "tcp://", 6) != 0 && strncmp (endpoint, "ipc://", 6) != 0)
+        return ak_err_set (err, AK_EINVAL, "%s endpoint '%s': must be tcp://HOST:PORT or ipc://PATH",
+                           s_ep_names[ep], endpoint);
+    self->sock[ep] = zsock_new (ZMQ_ROUTER);
+    if (!self->sock[ep])
+        return ak_err_set (err, AK_EIO, "%s endpoint: cannot create a ROUTER socket", s_ep_names[ep]);
+    void *h = zsock_resolve (self->sock[ep]);
+    int64_t max = AK_MAX_MSG_SIZE;
+    int rc = s_setopt (h, ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY", err);
+    if (rc == 0)
+        rc = s_setopt (h, ZMQ_LINGER, S_LINGER_MS, "ZMQ_LINGER", err);
+    if (rc == 0 && zmq_setsockopt (h, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0)
+        rc = ak_err_set (err, AK_EIO, "zmq_setsockopt (ZMQ_MAXMSGSIZE): %s", zmq_strerror (zmq_errno ()));
+    if (rc)
+        return ak_err_prefix (err, "%s endpoint", s_ep_names[ep]);
+    if (zmq_bind (h, endpoint) != 0)
+        return ak_err_set (err, AK_EIO, "cannot bind the %s endpoint %s: %s", s_ep_names[ep], endpoint,
+                           zmq_strerror (zmq_errno ()));
+
+    char addr[96];
+    snprintf (addr, sizeof addr, "inproc://akcoord-monitor-%p-%d", (void *) self, (int) ep);
+    if (zmq_socket_monitor (h, addr, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
+        return ak_err_set (err, AK_EIO, "%s endpoint: zmq_socket_monitor: %s", s_ep_names[ep],
+                           zmq_strerror (zmq_errno ()));
+    self->mon[ep] = zsock_new (ZMQ_PAIR);
+    if (!self->mon[ep] || zmq_connect (zsock_resolve (self->mon[ep]), addr) != 0)
+        return ak_err_set (err, AK_EIO, "%s endpoint: cannot connect its monitor", s_ep_names[ep]);
+    return 0;
+}
+
+int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *err)
+{
+    *self_p = NULL;
+    ak_coord_t *self = ak_calloc (1, sizeof *self);
+    self->opts = *opts;
+    if (!self->opts.heartbeat_ms)
+        self->opts.heartbeat_ms = 1000;
+    if (!self->opts.liveness)
+        self->opts.liveness = 3;
+    if (!self->opts.commit_max)
+        self->opts.commit_max = 256;
+    self->endpoints[AK_EP_WORKERS] = ak_strdup (opts->workers_endpoint ? opts->workers_endpoint
+                                                                       : "tcp://127.0.0.1:5555");
+    self->endpoints[AK_EP_CLIENTS] = ak_strdup (opts->clients_endpoint ? opts->clients_endpoint
+                                                                       : "tcp://127.0.0.1:5556");
+    self->start = ak_clock_mono_ms ();
+    self->tick_ms = self->opts.heartbeat_ms / 4;
+    if (self->tick_ms < 10)
+        self->tick_ms = 10;
+    if (self->tick_ms > 250)
+        self->tick_ms = 250;
+
+    ak_txn_t *txn = NULL;
+    int rc = ak_store_open (opts->store_dir, NULL, &self->store, err);
+    if (rc)
+        goto fail;
+    self->sched = ak_sched_new ();
+    self->registry = ak_registry_new ();
+    ak_intake_opts_t iopts = { self->opts.commit_ms, self->opts.commit_max, self->opts.map_max };
+    self->intake = ak_intake_new (self->store, self->sched, self->registry, &iopts);
+    rc = ak_store_begin (self->store, false, &txn, err);
+    if (rc == 0)
+        rc = ak_registry_load (self->registry, txn, err);
+    if (rc == 0)
+        rc = ak_sched_load (self->sched, txn, self->start, err);
+    ak_store_abort (&txn);
+    if (rc)
+        goto fail;
+
+    self->client = (ak_client_env_t) {
+        .store = self->store, .sched = self->sched, .registry = self->registry,
+        .intake = self->intake, .counters = &self->counters, .start_ms = self->start,
+        .commit_now = s_commit_cb, .arg = self,
+    };
+    rc = s_bind (self, AK_EP_WORKERS, err);
+    if (rc == 0)
+        rc = s_bind (self, AK_EP_CLIENTS, err);
+    if (rc)
+        goto fail;
+    ak_info ("akcoord %s: store %s, workers on %s, clients on %s (heartbeat %u ms x %u, commit %u ms / %u)",
+             AK_VERSION, opts->store_dir, self->endpoints[AK_EP_WORKERS], self->endpoints[AK_EP_CLIENTS],
+             self->opts.heartbeat_ms, self->opts.liveness, self->opts.commit_ms, self->opts.commit_max);
+    *self_p = self;
+    return 0;
+
+fail:
+    ak_coord_destroy (&self);
+    return rc;
+}
+
+void ak_coord_destroy (ak_coord_t **self_p)
+{
+    if (self_p && *self_p) {
+        ak_coord_t *self = *self_p;
+        for (int ep = 0; ep < AK_EP_COUNT; ep++) {
+            if (self->sock[ep])
+                zmq_socket_monitor (zsock_resolve (self->sock[ep]), NULL, 0);
+            zsock_destroy (&self->mon[ep]);
+            zsock_destroy (&self->sock[ep]);
+            free (self->endpoints[ep]);
+        }
+        ak_intake_destroy (&self->intake);
+        ak_registry_destroy (&self->registry);
+        ak_sched_destroy (&self->sched);
+        ak_store_destroy (&self->store);
+        free (self);
+        *self_p = NULL;
+    }
+}
+
+// ==================================================================== loop
+
+int ak_coord_run (ak_coord_t *self, ak_err_t *err)
+{
+    uint64_t now = ak_clock_mono_ms ();
+    self->next_tick = now;
+    self->next_heartbeat = now + self->opts.heartbeat_ms;
+    while (!self->stop && !(self->opts.stop_flag && *self->opts.stop_flag)) {
+        now = ak_clock_mono_ms ();
+        uint64_t wake = self->next_tick;
+        uint64_t due = ak_intake_deadline (self->intake);
+        if (due && due < wake)
+            wake = due;
+        long timeout = wake > now ? (long) (wake - now) : 0;
+        zmq_pollitem_t items[] = {
+            { zsock_resolve (self->sock[AK_EP_WORKERS]), 0, ZMQ_POLLIN, 0 },
+            { zsock_resolve (self->sock[AK_EP_CLIENTS]), 0, ZMQ_POLLIN, 0 },
+            { zsock_resolve (self->mon[AK_EP_WORKERS]), 0, ZMQ_POLLIN, 0 },
+            { zsock_resolve (self->mon[AK_EP_CLIENTS]), 0, ZMQ_POLLIN, 0 },
+        };
+        if (zmq_poll (items, 4, timeout) < 0) {
+            if (zmq_errno () == EINTR)
+                continue;
+            ak_error ("zmq_poll: %s; stopping", zmq_strerror (zmq_errno ()));
+            break;
+        }
+        for (int ep = 0; ep < AK_EP_COUNT; ep++) {
+            if (items[ep].revents & ZMQ_POLLIN)
+                for (int i = 0; i < S_DRAIN_MAX && !self->stop && s_recv_one (self, (ak_ep_t) ep); i++)
+                    ;
+            if (items[2 + ep].revents & ZMQ_POLLIN)
+                s_drain_monitor (self, (ak_ep_t) ep);
+        }
+        now = ak_clock_mono_ms ();
+        if (now >= self->next_tick) {
+            s_tick (self, now);
+            self->next_tick = now + self->tick_ms;
+        }
+        due = ak_intake_deadline (self->intake);
+        if (due && now >= due) {
+            ak_err_t cerr = { 0 };
+            s_commit (self, &cerr);
+        }
+        if (self->dispatch_due) {
+            self->dispatch_due = false;
+            s_dispatch_all (self, now);
+        }
+    }
+    ak_info ("stopping: committing what is pending");
+    int rc = s_commit (self, err);
+    if (rc == 0) {
+        s_settle (self, ak_clock_mono_ms ());
+        rc = s_commit (self, err);
+    }
+    return rc;
+}

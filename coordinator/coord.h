@@ -1,0 +1,45 @@
+/*  coordinator/coord.h: the coordinator: one event loop over the worker
+    and client ROUTER sockets and one timer tick.
+
+    It owns the store, the scheduler index, the worker registry and the
+    intake, and is the only module that touches the network.  Every frame is
+    untrusted: anything malformed, oversized, of another protocol version,
+    with the wrong frame count or a body not valid for its endpoint is
+    rejected and counted per endpoint, logged at a rate-limited warn, and the
+    loop goes on. */
+#ifndef AK_COORD_H
+#define AK_COORD_H
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+
+typedef struct {
+    const char *store_dir;
+    const char *workers_endpoint;       /* tcp://127.0.0.1:5555 */
+    const char *clients_endpoint;       /* tcp://127.0.0.1:5556 */
+    uint32_t    heartbeat_ms;           /* 1000 */
+    uint32_t    liveness;               /* 3 */
+    uint32_t    commit_ms;              /* 2 */
+    uint32_t    commit_max;             /* 256 */
+    size_t      map_max;                /* 0: AK_INTAKE_MAP_MAX */
+    /* set (to non-zero) by a signal handler to stop the loop; may be NULL */
+    volatile sig_atomic_t *stop_flag;
+} ak_coord_opts_t;
+
+typedef struct ak_coord ak_coord_t;
+
+/* Opens the store, rebuilds the index from it and binds both endpoints.
+   AK_EIO with err naming the endpoint when a bind fails; the store's error
+   when it cannot be opened. */
+int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *err);
+
+/* Runs the loop until a client says shutdown or *stop_flag is set, then
+   commits whatever is pending (acks included).  0, or the error that made
+   the final commit fail. */
+int ak_coord_run (ak_coord_t *self, ak_err_t *err);
+
+/* Closes the sockets and the store. */
+void ak_coord_destroy (ak_coord_t **self_p);
+
+#endif

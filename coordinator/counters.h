@@ -1,0 +1,22 @@
+/*  coordinator/counters.h: the coordinator's own counters, shown by `stats`. */
+#ifndef AK_COUNTERS_H
+#define AK_COUNTERS_H
+#include <stdint.h>
+
+typedef enum { AK_EP_WORKERS = 0, AK_EP_CLIENTS, AK_EP_COUNT } ak_ep_t;
+
+typedef struct {
+    uint64_t messages[AK_EP_COUNT];       /* well-formed messages handled */
+    uint64_t rejected[AK_EP_COUNT];       /* malformed, wrong version, wrong body, unknown task ... */
+    uint64_t connected[AK_EP_COUNT];      /* transport connections accepted */
+    uint64_t disconnected[AK_EP_COUNT];   /* transport connections closed (incl. oversized frames) */
+    uint64_t disconnects_sent;            /* DISCONNECT to unregistered workers */
+    uint64_t assigns;
+    uint64_t acks;
+    uint64_t send_failures;
+    uint64_t requeued;
+    uint64_t leases_expired;
+    uint64_t workers_died;
+} ak_counters_t;
+
+#endif

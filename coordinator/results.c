@@ -1,0 +1,157 @@
+/*  coordinator/results.c: batch results grouped per (op, class) (see results.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "results.h"
+#include "log.h"
+#include "util.h"
+
+typedef struct {
+    Ak__TaskRecord **tasks;
+    size_t           n;
+    size_t           cap;
+} s_collect_t;
+
+static int s_collect (const char *key, const void *val, size_t len, void *arg)
+{
+    s_collect_t *c = arg;
+    Ak__TaskRecord *rec = ak__task_record__unpack (NULL, len, val);
+    if (!rec) {
+        ak_error ("store: tasks/%s: undecodable task record, skipped", key);
+        return 0;
+    }
+    if (c->n == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 32;
+        c->tasks = ak_realloc (c->tasks, c->cap * sizeof *c->tasks);
+    }
+    c->tasks[c->n++] = rec;
+    return 0;
+}
+
+static ak_result_pair_t *s_pair (ak_results_t *res, const char *op, const char *cls)
+{
+    for (size_t i = 0; i < res->npairs; i++)
+        if (strcmp (res->pairs[i].op, op) == 0 && strcmp (res->pairs[i].device_class, cls) == 0)
+            return &res->pairs[i];
+    res->pairs = ak_realloc (res->pairs, (res->npairs + 1) * sizeof *res->pairs);
+    ak_result_pair_t *p = &res->pairs[res->npairs++];
+    memset (p, 0, sizeof *p);
+    p->op = ak_strdup (op);
+    p->device_class = ak_strdup (cls);
+    return p;
+}
+
+int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err)
+{
+    *results_p = NULL;
+    ak_results_t *res = ak_calloc (1, sizeof *res);
+    s_collect_t c = { 0 };
+    char prefix[128];
+    int rc = ak_store_get_batch (txn, batch_id, &res->batch, err);
+    if (rc)
+        goto fail;
+    snprintf (prefix, sizeof prefix, "%s.", batch_id);
+    rc = ak_store_walk (txn, AK_DB_TASKS, prefix, s_collect, &c, err);
+    if (rc)
+        goto fail;
+
+    for (size_t i = 0; i < c.n; i++) {
+        Ak__TaskRecord *t = c.tasks[i];
+        c.tasks[i] = NULL;
+        Ak__Receipt *r = NULL;
+        if (*t->receipt_id) {
+            rc = ak_store_get_receipt (txn, t->receipt_id, &r, err);
+            if (rc == AK_ENOTFOUND || rc == AK_ESTORE) {
+                ak_error ("task %s: accepted receipt %s unreadable: %s", t->task_id, t->receipt_id,
+                          err ? err->msg : "");
+                r = NULL;
+                rc = 0;
+            }
+            if (rc) {
+                ak__task_record__free_unpacked (t, NULL);
+                goto fail;
+            }
+        }
+        ak_result_pair_t *p = s_pair (res, t->op, t->device_class);
+        if (strcmp (t->kind, "preflight") == 0 && !p->preflight.task) {
+            p->preflight.task = t;
+            p->preflight.receipt = r;
+        }
+        else if (strcmp (t->kind, "tune") == 0) {
+            p->tunes = ak_realloc (p->tunes, (p->ntunes + 1) * sizeof *p->tunes);
+            p->tunes[p->ntunes].task = t;
+            p->tunes[p->ntunes].receipt = r;
+            p->ntunes++;
+        }
+        else {
+            ak__task_record__free_unpacked (t, NULL);
+            if (r)
+                ak__receipt__free_unpacked (r, NULL);
+        }
+    }
+
+    ak_promote_rule_t rule = {
+        .threshold = res->batch->policy ? res->batch->policy->threshold : 0.03,
+        .max_regression = res->batch->policy ? res->batch->policy->max_regression : 0.05,
+    };
+    for (size_t i = 0; i < res->npairs; i++) {
+        ak_result_pair_t *p = &res->pairs[i];
+        ak_promote_cand_t *cands = ak_calloc (p->ntunes ? p->ntunes : 1, sizeof *cands);
+        p->evals = ak_calloc (p->ntunes ? p->ntunes : 1, sizeof *p->evals);
+        for (size_t j = 0; j < p->ntunes; j++) {
+            const Ak__TaskRecord *t = p->tunes[j].task;
+            cands[j].task_id = t->task_id;
+            cands[j].candidate_name = t->candidate_name;
+            cands[j].params = t->params;
+            cands[j].nparams = t->n_params;
+            cands[j].state = t->state;
+            cands[j].last_error = t->last_error;
+            cands[j].receipt = p->tunes[j].receipt;
+        }
+        ak_promote (p->op, p->device_class, &rule, cands, p->ntunes, p->evals, &p->winner);
+        free (cands);
+    }
+    free (c.tasks);
+    *results_p = res;
+    return 0;
+
+fail:
+    for (size_t i = 0; i < c.n; i++)
+        if (c.tasks[i])
+            ak__task_record__free_unpacked (c.tasks[i], NULL);
+    free (c.tasks);
+    ak_results_destroy (&res);
+    return rc;
+}
+
+static void s_result_free (ak_result_task_t *rt)
+{
+    if (rt->task)
+        ak__task_record__free_unpacked (rt->task, NULL);
+    if (rt->receipt)
+        ak__receipt__free_unpacked (rt->receipt, NULL);
+}
+
+void ak_results_destroy (ak_results_t **self_p)
+{
+    if (self_p && *self_p) {
+        ak_results_t *self = *self_p;
+        for (size_t i = 0; i < self->npairs; i++) {
+            ak_result_pair_t *p = &self->pairs[i];
+            free (p->op);
+            free (p->device_class);
+            s_result_free (&p->preflight);
+            for (size_t j = 0; j < p->ntunes; j++)
+                s_result_free (&p->tunes[j]);
+            free (p->tunes);
+            free (p->evals);
+            if (p->winner)
+                ak__winner__free_unpacked (p->winner, NULL);
+        }
+        free (self->pairs);
+        if (self->batch)
+            ak__batch_record__free_unpacked (self->batch, NULL);
+        free (self);
+        *self_p = NULL;
+    }
+}

@@ -1,0 +1,40 @@
+/*  coordinator/results.h: a batch's tasks and accepted receipts, grouped by
+    (operator, device class), with the promotion rule applied.
+
+    Reads only, inside the caller's transaction: used to decide the winners
+    when a batch completes and to build `report`.  Records are untrusted
+    (they came from disk): an undecodable one is skipped with an error log. */
+#ifndef AK_RESULTS_H
+#define AK_RESULTS_H
+#include <stddef.h>
+#include "akfleet.pb-c.h"
+#include "error.h"
+#include "store.h"
+#include "promote.h"
+
+typedef struct {
+    Ak__TaskRecord *task;               /* owned */
+    Ak__Receipt    *receipt;            /* the accepted receipt, NULL when none */
+} ak_result_task_t;
+
+typedef struct {
+    char               *op;
+    char               *device_class;
+    ak_result_task_t    preflight;      /* task NULL when the batch has none */
+    ak_result_task_t   *tunes;
+    size_t              ntunes;
+    ak_promote_eval_t  *evals;          /* one per tune */
+    Ak__Winner         *winner;         /* owned */
+} ak_result_pair_t;
+
+typedef struct {
+    Ak__BatchRecord  *batch;            /* owned */
+    ak_result_pair_t *pairs;            /* in the order their first task appears */
+    size_t            npairs;
+} ak_results_t;
+
+/* Loads batch_id's results; AK_ENOTFOUND when there is no such batch. */
+int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err);
+void ak_results_destroy (ak_results_t **self_p);
+
+#endif

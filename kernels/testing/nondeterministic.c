@@ -1,0 +1,30 @@
+/*  Planted for tests: a correct softmax whose last element moves by 0 to 3
+    ulps from one call to the next (a call counter), well inside any
+    tolerance: only the bitwise determinism gate can catch it. */
+void ak_kernel (const ak_args_t *a)
+{
+    static unsigned calls;
+    const int64_t rows = a->dims[0], cols = a->dims[1];
+    const float *x = AK_IN (a, 0);
+    float *y = AK_OUT (a, 0);
+
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        float *yr = y + r * cols;
+        float m = xr[0];
+        for (int64_t c = 1; c < cols; c++)
+            if (xr[c] > m)
+                m = xr[c];
+        float sum = 0.0f;
+        for (int64_t c = 0; c < cols; c++) {
+            yr[c] = expf (xr[c] - m);
+            sum += yr[c];
+        }
+        for (int64_t c = 0; c < cols; c++)
+            yr[c] /= sum;
+    }
+    float *last = &y[rows * cols - 1];
+    for (unsigned i = 0; i < calls % 4; i++)
+        *last = nextafterf (*last, 2.0f);
+    calls++;
+}

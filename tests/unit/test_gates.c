@@ -1,0 +1,464 @@
+/*  tests/unit/test_gates.c: correctness gates (worker/gates.c) in-process
+    through the host backend, against the softmax spec and the planted bad
+    candidates of kernels/testing; element conversions (worker/data.c);
+    timing (worker/timing.c) on the same kernels. */
+#include "support.h"
+#include "worker/backend.h"
+#include "worker/data.h"
+#include "worker/gates.h"
+#include "worker/timing.h"
+#include "spec.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char               *dir;
+    const ak_backend_t *be;
+    ak_dev_t           *dev;
+    ak_spec_t          *spec;
+    ak_kernel_t        *ref;
+    char               *ref_path;
+} s_fix_t;
+
+static s_fix_t s_fix;
+
+/*  Compiles text (kernel or reference) and returns the artifact path. */
+static char *s_build (const char *text, bool reference, const char *const *names,
+                      const int64_t *values, int n)
+{
+    ak_compile_req_t req;
+    ak_compile_out_t out;
+    ak_err_t err = { 0 };
+    memset (&req, 0, sizeof req);
+    req.source = text;
+    req.source_len = strlen (text);
+    req.reference = reference;
+    req.dtype = AK_DT_FLOAT32;
+    for (int i = 0; i < n; i++) {
+        req.define_names[i] = names[i];
+        req.define_values[i] = values[i];
+    }
+    req.ndefines = n;
+    req.cache_dir = s_fix.dir;
+    req.timeout_ms = 60000;
+    int rc = s_fix.be->compile (&req, &out, &err);
+    if (rc)
+        fprintf (stderr, "compile: %s\n%s\n", err.msg, out.log ? out.log : "");
+    assert_int_equal (rc, 0);
+    free (out.log);
+    return out.artifact_path;
+}
+
+static ak_kernel_t *s_load (const char *path, const char *symbol)
+{
+    ak_kernel_t *k = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (s_fix.be->load (s_fix.dev, path, symbol, &k, &err), 0);
+    return k;
+}
+
+static char *s_read_src (const char *rel)
+{
+    char *path = ak_test_src (rel);
+    char *text = NULL;
+    size_t len = 0;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_file_read (path, 1 << 20, &text, &len, &err), 0);
+    free (path);
+    return text;
+}
+
+static int s_group_setup (void **state)
+{
+    (void) state;
+    ak_err_t err = { 0 };
+    s_fix.dir = ak_test_tmpdir ("gates");
+    s_fix.be = ak_backend_host ();
+    char *spec_path = ak_test_src ("kernels/softmax/spec.json");
+    int rc = ak_spec_load (spec_path, &s_fix.spec, &err);
+    if (rc)
+        fprintf (stderr, "%s\n", err.msg);
+    assert_int_equal (rc, 0);
+    free (spec_path);
+    assert_int_equal (s_fix.be->open (NULL, &s_fix.dev, &err), 0);
+    s_fix.ref_path = s_build (s_fix.spec->reference.text, true, NULL, NULL, 0);
+    s_fix.ref = s_load (s_fix.ref_path, "ak_reference");
+    return 0;
+}
+
+static int s_group_teardown (void **state)
+{
+    (void) state;
+    s_fix.be->unload (s_fix.dev, &s_fix.ref);
+    s_fix.be->close (&s_fix.dev);
+    ak_spec_destroy (&s_fix.spec);
+    free (s_fix.ref_path);
+    ak_test_rmtree (s_fix.dir);
+    free (s_fix.dir);
+    return 0;
+}
+
+static void s_ctx (ak_gate_ctx_t *ctx, ak_kernel_t *k)
+{
+    memset (ctx, 0, sizeof *ctx);
+    ctx->spec = s_fix.spec;
+    ctx->be = s_fix.be;
+    ctx->dev = s_fix.dev;
+    ctx->kernel[AK_DT_FLOAT32] = k;
+    ctx->ref_be = s_fix.be;
+    ctx->ref_dev = s_fix.dev;
+    ctx->ref = s_fix.ref;
+    ctx->seed = 42;
+}
+
+/*  Runs the gates on a source (kernel text) and returns the report. */
+static void s_gate_source (const char *text, ak_gate_report_t *rep)
+{
+    char *path = s_build (text, false, NULL, NULL, 0);
+    ak_kernel_t *k = s_load (path, "ak_kernel");
+    ak_gate_ctx_t ctx;
+    s_ctx (&ctx, k);
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_gates_run (&ctx, rep, &err), 0);
+    s_fix.be->unload (s_fix.dev, &k);
+    free (path);
+}
+
+static void s_gate_file (const char *rel, ak_gate_report_t *rep)
+{
+    char *text = s_read_src (rel);
+    s_gate_source (text, rep);
+    free (text);
+}
+
+static const ak_gate_result_t *s_stage (const ak_gate_report_t *rep, const char *name)
+{
+    for (int i = 0; i < rep->nstages; i++)
+        if (strcmp (rep->stages[i].stage, name) == 0)
+            return &rep->stages[i];
+    fail_msg ("no stage %s", name);
+    return NULL;
+}
+
+static void s_print (const ak_gate_report_t *rep)
+{
+    for (int i = 0; i < rep->nstages; i++)
+        fprintf (stderr, "  %-12s %s\n", rep->stages[i].stage, rep->stages[i].detail);
+    if (rep->reason[0])
+        fprintf (stderr, "  reason: %s\n", rep->reason);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_baseline_passes (void **state)
+{
+    (void) state;
+    const ak_baseline_t *bl = ak_spec_baseline (s_fix.spec, "host");
+    assert_non_null (bl);
+    char *path = s_build (bl->source.text, false, NULL, NULL, 0);
+    ak_kernel_t *k = s_load (path, "ak_kernel");
+    ak_gate_ctx_t ctx;
+    s_ctx (&ctx, k);
+    /* A corpus case beyond the spec sizes is swept too. */
+    ak_workload_t wl = { .name = "corpus", .dims = { 5, 33 }, .dtype = AK_DT_FLOAT32, .weight = 1 };
+    ctx.workloads = &wl;
+    ctx.nworkloads = 1;
+    ak_gate_report_t rep;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_gates_run (&ctx, &rep, &err), 0);
+    s_print (&rep);
+    assert_int_equal (rep.status, AK_GATE_OK);
+    assert_string_equal (ak_gate_status_name (rep.status), "ok");
+    assert_int_equal (rep.nstages, 5);
+    static const char *names[] = { "smoke", "shape_sweep", "stability", "determinism", "edge_cases" };
+    for (int i = 0; i < 5; i++) {
+        assert_string_equal (rep.stages[i].stage, names[i]);
+        assert_true (rep.stages[i].passed);
+        assert_false (rep.stages[i].skipped);
+        assert_int_equal (rep.stages[i].failed, 0);
+        assert_true (rep.stages[i].configs > 0);
+        assert_true (rep.stages[i].worst_err < 1e-5);
+        assert_non_null (strstr (rep.stages[i].detail, "PASS"));
+    }
+    /* Every size x the one dtype, plus the corpus case. */
+    assert_int_equal (s_stage (&rep, "shape_sweep")->configs, s_fix.spec->nsizes + 1);
+    assert_non_null (strstr (s_stage (&rep, "shape_sweep")->detail, "1 corpus cases"));
+    assert_int_equal (s_stage (&rep, "stability")->configs, 5);
+    assert_int_equal (s_stage (&rep, "edge_cases")->configs, s_fix.spec->nedge);
+    assert_non_null (strstr (s_stage (&rep, "smoke")->worst_at, "/float32"));
+
+    /* The recheck on fresh inputs passes too and is appended. */
+    assert_int_equal (ak_gates_recheck (&ctx, 7, &rep, &err), 0);
+    assert_int_equal (rep.nstages, 6);
+    assert_string_equal (rep.stages[5].stage, "recheck");
+    assert_true (rep.stages[5].passed);
+    assert_int_equal (rep.stages[5].configs, 1);
+    assert_int_equal (rep.status, AK_GATE_OK);
+    s_fix.be->unload (s_fix.dev, &k);
+    free (path);
+}
+
+static void test_tuned_candidate_passes (void **state)
+{
+    (void) state;
+    const ak_candidate_t *c = ak_spec_candidate (s_fix.spec, "vectorized");
+    assert_non_null (c);
+    const char *names[] = { "VEC", "ACC" };
+    int64_t values[] = { 4, 2 };
+    char *path = s_build (c->source.text, false, names, values, 2);
+    ak_kernel_t *k = s_load (path, "ak_kernel");
+    ak_gate_ctx_t ctx;
+    s_ctx (&ctx, k);
+    ak_gate_report_t rep;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_gates_run (&ctx, &rep, &err), 0);
+    s_print (&rep);
+    assert_int_equal (rep.status, AK_GATE_OK);
+    s_fix.be->unload (s_fix.dev, &k);
+    free (path);
+}
+
+static void test_wrong_answer (void **state)
+{
+    (void) state;
+    ak_gate_report_t rep;
+    s_gate_file ("kernels/testing/wrong.c", &rep);
+    s_print (&rep);
+    assert_int_equal (rep.status, AK_GATE_WRONG);
+    assert_string_equal (ak_gate_status_name (rep.status), "wrong_answer");
+    assert_false (rep.stages[0].passed);
+    assert_non_null (strstr (rep.reason, "smoke"));
+    assert_non_null (strstr (rep.reason, "beyond tolerance"));
+    assert_non_null (strstr (rep.reason, "tiny/float32"));
+    assert_true (rep.stages[0].worst_err > 1e-3);
+    /* A smoke failure stops the rest, which are listed as not run. */
+    assert_int_equal (rep.nstages, 5);
+    for (int i = 1; i < 5; i++) {
+        assert_true (rep.stages[i].skipped);
+        assert_false (rep.stages[i].passed);
+    }
+}
+
+static void test_nan (void **state)
+{
+    (void) state;
+    ak_gate_report_t rep;
+    s_gate_file ("kernels/testing/nan.c", &rep);
+    s_print (&rep);
+    assert_int_equal (rep.status, AK_GATE_NAN);
+    assert_string_equal (ak_gate_status_name (rep.status), "nan");
+    assert_non_null (strstr (rep.reason, "NaN/Inf"));
+    assert_non_null (strstr (rep.reason, "smoke"));
+}
+
+static void test_unwritten (void **state)
+{
+    (void) state;
+    ak_gate_report_t rep;
+    s_gate_file ("kernels/testing/unwritten.c", &rep);
+    s_print (&rep);
+    assert_int_not_equal (rep.status, AK_GATE_OK);
+    assert_int_equal (rep.status, AK_GATE_WRONG);
+    assert_non_null (strstr (rep.reason, "never written"));
+}
+
+static void test_nondeterministic (void **state)
+{
+    (void) state;
+    ak_gate_report_t rep;
+    s_gate_file ("kernels/testing/nondeterministic.c", &rep);
+    s_print (&rep);
+    assert_int_equal (rep.status, AK_GATE_WRONG);
+    assert_true (s_stage (&rep, "smoke")->passed);
+    assert_true (s_stage (&rep, "shape_sweep")->passed);
+    assert_false (s_stage (&rep, "determinism")->passed);
+    assert_non_null (strstr (rep.reason, "determinism"));
+    assert_non_null (strstr (rep.reason, "bitwise"));
+}
+
+/*  A kernel that is only right on the seed the gates use is caught by the
+    recheck on fresh inputs (a replayed answer). */
+static void test_recheck_catches_replay (void **state)
+{
+    (void) state;
+    /* Right only when x[0] is the value seed 42 gives it. */
+    char *base = ak_sprintf (
+        "#include <math.h>\n"
+        "void ak_kernel (const ak_args_t *a) {\n"
+        "  const int64_t rows = a->dims[0], cols = a->dims[1];\n"
+        "  const float *x = AK_IN (a, 0); float *y = AK_OUT (a, 0);\n"
+        "  int cheat = x[0] != %.9gf;\n"
+        "  for (int64_t r = 0; r < rows; r++) {\n"
+        "    float m = x[r*cols]; for (int64_t c = 1; c < cols; c++) if (x[r*cols+c] > m) m = x[r*cols+c];\n"
+        "    float s = 0; for (int64_t c = 0; c < cols; c++) { y[r*cols+c] = expf (x[r*cols+c] - m); s += y[r*cols+c]; }\n"
+        "    for (int64_t c = 0; c < cols; c++) y[r*cols+c] = cheat ? 0.5f : y[r*cols+c] / s;\n"
+        "  }\n"
+        "}\n", ak_input_value (s_fix.spec, 0, 0, 42, AK_DT_FLOAT32));
+    char *path = s_build (base, false, NULL, NULL, 0);
+    free (base);
+    ak_kernel_t *k = s_load (path, "ak_kernel");
+    ak_gate_ctx_t ctx;
+    s_ctx (&ctx, k);
+    ak_gate_report_t rep;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_gates_run (&ctx, &rep, &err), 0);
+    /* Edge cases use their own seeds, so the cheat shows there already. */
+    assert_true (s_stage (&rep, "smoke")->passed);
+    assert_true (s_stage (&rep, "shape_sweep")->passed);
+    rep.status = AK_GATE_OK;
+    rep.reason[0] = '\0';
+    assert_int_equal (ak_gates_recheck (&ctx, 4242, &rep, &err), 0);
+    s_print (&rep);
+    assert_false (rep.stages[rep.nstages - 1].passed);
+    assert_int_equal (rep.status, AK_GATE_WRONG);
+    assert_non_null (strstr (rep.reason, "recheck"));
+    s_fix.be->unload (s_fix.dev, &k);
+    free (path);
+}
+
+/*  An in-place spec: outputs alias inputs, inputs restored every run. */
+static void test_inplace_spec (void **state)
+{
+    (void) state;
+    const char *spec_text =
+        "{\"schema_version\": 1, \"name\": \"scale\", \"keys\": [\"n\"], \"dtypes\": [\"float32\"],"
+        " \"tolerances\": {\"float32\": {\"atol\": 1e-6, \"rtol\": 1e-6}},"
+        " \"sizes\": [{\"name\": \"s\", \"size\": {\"n\": 17}}, {\"name\": \"m\", \"size\": {\"n\": 1000}}],"
+        " \"stability_size\": \"s\", \"flops\": \"n\", \"bytes\": \"2*n*b\","
+        " \"inputs\": [{\"name\": \"x\", \"count\": \"n\", \"range\": [-1, 1]}],"
+        " \"outputs\": [{\"name\": \"y\", \"count\": \"n\"}], \"inplace\": true,"
+        " \"reference\": {\"name\": \"ref.c\", \"text\": \"void ak_reference (const ak_args_t *a)"
+        " { ak_t *x = AK_OUT (a, 0); for (int64_t i = 0; i < a->dims[0]; i++) x[i] *= 2; }\"},"
+        " \"baselines\": [{\"backend\": \"host\", \"source\": {\"name\": \"b.c\", \"text\": \"void ak_kernel"
+        " (const ak_args_t *a) { float *x = AK_OUT (a, 0); for (int64_t i = 0; i < a->dims[0]; i++) x[i] *= 2; }\"}}]}";
+    ak_spec_t *spec = NULL;
+    ak_err_t err = { 0 };
+    int rc = ak_spec_parse_text (spec_text, strlen (spec_text), "inline", &spec, &err);
+    if (rc)
+        fprintf (stderr, "%s\n", err.msg);
+    assert_int_equal (rc, 0);
+    assert_true (spec->inplace);
+    char *rpath = s_build (spec->reference.text, true, NULL, NULL, 0);
+    char *kpath = s_build (spec->baselines[0].source.text, false, NULL, NULL, 0);
+    ak_kernel_t *ref = s_load (rpath, "ak_reference");
+    ak_kernel_t *k = s_load (kpath, "ak_kernel");
+    ak_gate_ctx_t ctx;
+    s_ctx (&ctx, k);
+    ctx.spec = spec;
+    ctx.ref = ref;
+    ak_gate_report_t rep;
+    assert_int_equal (ak_gates_run (&ctx, &rep, &err), 0);
+    s_print (&rep);
+    /* Without the restore, run 2 of the determinism stage would see x*2
+       as input and give x*4. */
+    assert_int_equal (rep.status, AK_GATE_OK);
+
+    ak_timing_ctx_t tc = { .spec = spec, .be = s_fix.be, .dev = s_fix.dev, .cand = k, .base = k,
+                           .warmup = 1, .min_samples = 3, .max_samples = 5, .rsd_target = 1.0,
+                           .max_time_ms = 1000, .cold = false, .seed = 42 };
+    ak_timing_result_t tr;
+    int64_t dims[1] = { 1000 };
+    assert_int_equal (ak_timing_measure (&tc, dims, AK_DT_FLOAT32, &tr, &err), 0);
+    assert_true (tr.cand.n >= 3 && tr.base.n >= 3);
+    s_fix.be->unload (s_fix.dev, &k);
+    s_fix.be->unload (s_fix.dev, &ref);
+    free (rpath);
+    free (kpath);
+    ak_spec_destroy (&spec);
+}
+
+/*  Timing: interleaved baseline/candidate, statistics, spec figures. */
+static void test_timing (void **state)
+{
+    (void) state;
+    const ak_baseline_t *bl = ak_spec_baseline (s_fix.spec, "host");
+    char *path = s_build (bl->source.text, false, NULL, NULL, 0);
+    ak_kernel_t *k = s_load (path, "ak_kernel");
+    ak_timing_ctx_t tc = { .spec = s_fix.spec, .be = s_fix.be, .dev = s_fix.dev, .cand = k, .base = k,
+                           .warmup = 2, .min_samples = 5, .max_samples = 40, .rsd_target = 0.5,
+                           .max_time_ms = 3000, .cold = true, .seed = 42 };
+    ak_timing_result_t tr;
+    ak_err_t err = { 0 };
+    int64_t dims[2] = { 64, 256 };
+    assert_int_equal (ak_timing_measure (&tc, dims, AK_DT_FLOAT32, &tr, &err), 0);
+    assert_true (tr.cand.n >= 5 && tr.cand.n <= 40);
+    assert_int_equal (tr.cand.n, tr.base.n);
+    assert_true (tr.cand.median > 0 && tr.cand.min <= tr.cand.median && tr.cand.p10 <= tr.cand.p90);
+    assert_true (tr.speedup > 0.2 && tr.speedup < 5);
+    assert_true (tr.speedup_noise >= 0);
+    assert_float_equal (tr.flops, 5.0 * 64 * 256, 0);
+    assert_float_equal (tr.bytes, 2.0 * 64 * 256 * 4, 0);
+    assert_true (tr.ms > 0);
+
+    /* Preflight form: no baseline, no speedup. */
+    tc.base = NULL;
+    tc.max_samples = 3;
+    tc.min_samples = 3;
+    assert_int_equal (ak_timing_measure (&tc, dims, AK_DT_FLOAT32, &tr, &err), 0);
+    assert_int_equal (tr.cand.n, 3);
+    assert_int_equal (tr.base.n, 0);
+    assert_float_equal (tr.speedup, 0, 0);
+
+    ak_stats_t s = { .n = 10, .median = 100, .p10 = 90, .p90 = 110 };
+    assert_float_equal (ak_timing_rsd (&s), 20.0 / (2 * 1.2816 * 100), 1e-12);
+    s_fix.be->unload (s_fix.dev, &k);
+    free (path);
+}
+
+static void test_elements (void **state)
+{
+    (void) state;
+    uint8_t buf[16];
+    /* float16: ties to even, range clipping, subnormals, round trip. */
+    assert_float_equal (ak_elem_round (AK_DT_FLOAT16, 1.0 + ldexp (1, -11)), 1.0, 0);
+    assert_float_equal (ak_elem_round (AK_DT_FLOAT16, 1.0 + 3 * ldexp (1, -11)), 1.0 + ldexp (1, -9), 0);
+    assert_float_equal (ak_elem_round (AK_DT_FLOAT16, 1e6), 65504.0, 0);
+    assert_float_equal (ak_elem_round (AK_DT_FLOAT16, -1e6), -65504.0, 0);
+    assert_float_equal (ak_elem_round (AK_DT_FLOAT16, ldexp (1, -24) * 0.6), ldexp (1, -24), 0);
+    double vals[] = { 0.0, 1.0, -2.5, 65504.0, ldexp (1, -24), ldexp (3, -20), 0.333251953125 };
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        double v = ak_elem_round (AK_DT_FLOAT16, vals[i]);
+        ak_elem_store (AK_DT_FLOAT16, buf, 1, v);
+        assert_float_equal (ak_elem_load (AK_DT_FLOAT16, buf, 1), v, 0);
+    }
+    uint16_t one;
+    ak_elem_store (AK_DT_FLOAT16, &one, 0, 1.0);
+    assert_int_equal (one, 0x3c00);
+    /* bfloat16 and float32. */
+    assert_float_equal (ak_elem_round (AK_DT_BFLOAT16, 1.0 + ldexp (1, -8)), 1.0, 0);
+    ak_elem_store (AK_DT_BFLOAT16, buf, 0, ak_elem_round (AK_DT_BFLOAT16, 3.14159));
+    assert_float_equal (ak_elem_load (AK_DT_BFLOAT16, buf, 0), 3.140625, 0);
+    assert_float_equal (ak_elem_round (AK_DT_FLOAT32, 0.1), (double) 0.1f, 0);
+    assert_float_equal (ak_elem_round (AK_DT_FLOAT32, 1e300), (double) 3.40282346638528859812e+38f, 0);
+    assert_true (isnan (ak_elem_round (AK_DT_FLOAT32, NAN)));
+    /* The poison pattern reads as NaN in every float type. */
+    memset (buf, 0xFF, sizeof buf);
+    assert_true (isnan (ak_elem_load (AK_DT_FLOAT32, buf, 0)));
+    assert_true (isnan (ak_elem_load (AK_DT_FLOAT16, buf, 0)));
+    assert_true (isnan (ak_elem_load (AK_DT_BFLOAT16, buf, 0)));
+    /* Inputs are a pure function of (seed, buffer, element). */
+    double a = ak_input_value (s_fix.spec, 0, 5, 42, AK_DT_FLOAT32);
+    assert_float_equal (a, ak_input_value (s_fix.spec, 0, 5, 42, AK_DT_FLOAT32), 0);
+    assert_true (a != ak_input_value (s_fix.spec, 0, 5, 43, AK_DT_FLOAT32));
+    assert_true (a >= -4 && a < 4);
+}
+
+int main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_baseline_passes),
+        cmocka_unit_test (test_tuned_candidate_passes),
+        cmocka_unit_test (test_wrong_answer),
+        cmocka_unit_test (test_nan),
+        cmocka_unit_test (test_unwritten),
+        cmocka_unit_test (test_nondeterministic),
+        cmocka_unit_test (test_recheck_catches_replay),
+        cmocka_unit_test (test_inplace_spec),
+        cmocka_unit_test (test_timing),
+        cmocka_unit_test (test_elements),
+    };
+    return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
+}

@@ -1,0 +1,522 @@
+/*  tests/unit/test_intake.c: receipt intake and group commit
+    (coordinator/intake.c) over a real temporary store, with the scheduler
+    index and the registry it keeps in step, and the rebuild from LMDB. */
+#include "support.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "coordinator/cpb.h"
+#include "coordinator/intake.h"
+#include "coordinator/registry.h"
+#include "coordinator/sched.h"
+#include "store.h"
+#include "util.h"
+
+#define NTASKS 4
+
+typedef struct {
+    char          *dir;
+    ak_store_t    *store;
+    ak_sched_t    *sched;
+    ak_registry_t *reg;
+    ak_intake_t   *intake;
+    ak_worker_t   *w1;
+} fx_t;
+
+static void s_put_records (ak_store_t *store)
+{
+    ak_txn_t *txn = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (store, true, &txn, &err), 0);
+    Ak__Policy policy = AK__POLICY__INIT;
+    policy.max_attempts = 2;
+    policy.lease_ms = 5000;
+    policy.threshold = 0.03;
+    policy.max_regression = 0.05;
+    Ak__BatchRecord b = AK__BATCH_RECORD__INIT;
+    char *targets[] = { "host" };
+    b.batch_id = "B000001";
+    b.name = "t";
+    b.state = "open";
+    b.targets = targets;
+    b.n_targets = 1;
+    b.policy = &policy;
+    b.ntasks = NTASKS;
+    assert_int_equal (ak_store_put_batch (txn, &b, &err), 0);
+    for (int i = 1; i <= NTASKS; i++) {
+        char id[32];
+        snprintf (id, sizeof id, "B000001.%04d", i);
+        Ak__TaskRecord t = AK__TASK_RECORD__INIT;
+        t.task_id = id;
+        t.batch_id = "B000001";
+        t.state = "queued";
+        t.attempt = 1;
+        t.kind = i == 1 ? "preflight" : "tune";
+        t.op = "softmax";
+        t.device_class = "host";
+        t.backend = "host";
+        t.candidate_name = i == 1 ? "" : "blocked";
+        t.policy = &policy;
+        assert_int_equal (ak_store_put_task (txn, &t, &err), 0);
+    }
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+}
+
+static Ak__Hello *s_hello (const char *id)
+{
+    Ak__Hello *h = ak_malloc (sizeof *h);
+    ak__hello__init (h);
+    ak_cpb_set (&h->worker_id, id);
+    ak_cpb_set (&h->host, "testhost");
+    h->devices = ak_calloc (1, sizeof *h->devices);
+    h->devices[0] = ak_malloc (sizeof *h->devices[0]);
+    ak__device__init (h->devices[0]);
+    ak_cpb_set (&h->devices[0]->device_class, "host");
+    h->n_devices = 1;
+    h->slots = 2;
+    h->prefetch = 1;
+    return h;
+}
+
+/* Opens (or re-opens) the store and rebuilds the index, as akcoord does. */
+static void s_open (fx_t *fx, size_t map_size, size_t map_max, uint64_t now)
+{
+    ak_store_opts_t so = { .map_size = map_size, .no_sync = true };
+    ak_err_t err = { 0 };
+    if (ak_store_open (fx->dir, &so, &fx->store, &err))
+        fail_msg ("store: %s", err.msg);
+    fx->sched = ak_sched_new ();
+    fx->reg = ak_registry_new ();
+    ak_txn_t *txn = NULL;
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    assert_int_equal (ak_registry_load (fx->reg, txn, &err), 0);
+    assert_int_equal (ak_sched_load (fx->sched, txn, now, &err), 0);
+    ak_store_abort (&txn);
+    ak_intake_opts_t io = { .commit_ms = 2, .commit_max = 3, .map_max = map_max };
+    fx->intake = ak_intake_new (fx->store, fx->sched, fx->reg, &io);
+}
+
+static void s_close (fx_t *fx)
+{
+    ak_intake_destroy (&fx->intake);
+    ak_registry_destroy (&fx->reg);
+    ak_sched_destroy (&fx->sched);
+    ak_store_destroy (&fx->store);
+    fx->w1 = NULL;
+}
+
+static fx_t *s_fixture (size_t map_size, size_t map_max)
+{
+    fx_t *fx = ak_calloc (1, sizeof *fx);
+    fx->dir = ak_test_tmpdir ("intake");
+    ak_store_opts_t so = { .map_size = map_size, .no_sync = true };
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_open (fx->dir, &so, &fx->store, &err), 0);
+    s_put_records (fx->store);
+    ak_store_destroy (&fx->store);
+    s_open (fx, map_size, map_max, 1000);
+    Ak__Hello *h = s_hello ("w1");
+    bool was_alive = true;
+    fx->w1 = ak_registry_hello (fx->reg, "\0\1\2\3\4", 5, &h, 1000, &was_alive);
+    assert_false (was_alive);
+    assert_null (h);
+    return fx;
+}
+
+static void s_fixture_free (fx_t *fx)
+{
+    s_close (fx);
+    ak_intake_destroy (&fx->intake);    /* twice is fine */
+    ak_test_rmtree (fx->dir);
+    free (fx->dir);
+    free (fx);
+}
+
+/* Pops the next host task and assigns it to w, as dispatch does. */
+static ak_task_t *s_assign (fx_t *fx, ak_worker_t *w, uint64_t now)
+{
+    ak_task_t *t = ak_sched_pop (fx->sched, "host");
+    assert_non_null (t);
+    ak_sched_assign (fx->sched, t, w->worker_id, now);
+    ak_worker_hold (w, t->task_id, t->attempt);
+    return t;
+}
+
+static Ak__Receipt *s_receipt (const char *task_id, uint32_t attempt, const char *status)
+{
+    Ak__Receipt *r = ak_malloc (sizeof *r);
+    ak__receipt__init (r);
+    ak_cpb_set (&r->task_id, task_id);
+    r->attempt = attempt;
+    ak_cpb_set (&r->status, status);
+    ak_cpb_set (&r->receipt_id, "R-FROM-WORKER");      /* the coordinator's to set */
+    r->duplicate = true;
+    return r;
+}
+
+static int s_stage (fx_t *fx, const char *task_id, uint32_t attempt, const char *status, uint64_t now)
+{
+    Ak__Receipt *r = s_receipt (task_id, attempt, status);
+    ak_err_t err = { 0 };
+    int rc = ak_intake_stage (fx->intake, "w1", &r, now, &err);
+    assert_null (r);
+    return rc;
+}
+
+static Ak__TaskRecord *s_task_rec (fx_t *fx, const char *id)
+{
+    ak_txn_t *txn = NULL;
+    Ak__TaskRecord *t = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    assert_int_equal (ak_store_get_task (txn, id, &t, &err), 0);
+    ak_store_abort (&txn);
+    return t;
+}
+
+static Ak__Receipt *s_receipt_rec (fx_t *fx, const char *id)
+{
+    ak_txn_t *txn = NULL;
+    Ak__Receipt *r = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    assert_int_equal (ak_store_get_receipt (txn, id, &r, &err), 0);
+    ak_store_abort (&txn);
+    return r;
+}
+
+static char *s_attempt_key (fx_t *fx, const char *key)
+{
+    ak_txn_t *txn = NULL;
+    void *val = NULL;
+    size_t len = 0;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    int rc = ak_store_get (txn, AK_DB_ATTEMPTS, key, &val, &len, &err);
+    ak_store_abort (&txn);
+    return rc ? NULL : val;
+}
+
+// ------------------------------------------------------------------- tests
+
+static void test_first_accepted_then_duplicate (void **state)
+{
+    fx_t *fx = s_fixture (0, 0);
+    ak_commit_t c;
+    ak_err_t err = { 0 };
+    ak_task_t *t1 = s_assign (fx, fx->w1, 1000);
+    assert_int_equal (t1->state, AK_TS_LEASED);
+    assert_int_equal (ak_worker_credit (fx->w1), 2);
+
+    /* a commit of the assignment alone: state persisted, no acks */
+    assert_true (ak_intake_deadline (fx->intake) == 1002);
+    assert_int_equal (ak_intake_commit (fx->intake, 1002, &c, &err), 0);
+    assert_int_equal (c.nacks, 0);
+    ak_commit_clear (&c);
+    Ak__TaskRecord *rec = s_task_rec (fx, "B000001.0001");
+    assert_string_equal (rec->state, "leased");
+    assert_string_equal (rec->worker_id, "w1");
+    ak__task_record__free_unpacked (rec, NULL);
+    assert_int_equal (ak_intake_deadline (fx->intake), 0);
+
+    /* staged: nothing acked, nothing stored yet */
+    ak_worker_drop (fx->w1, "B000001.0001");
+    assert_int_equal (s_stage (fx, "B000001.0001", 1, "ok", 2000), 0);
+    assert_int_equal (ak_intake_staged (fx->intake), 1);
+    assert_int_equal (ak_intake_staged_for (fx->intake, "w1"), 1);
+    assert_true (ak_intake_deadline (fx->intake) == 2002);
+    assert_null (s_attempt_key (fx, "B000001.0001#1"));
+    assert_int_equal (t1->state, AK_TS_LEASED);
+
+    assert_int_equal (ak_intake_commit (fx->intake, 2002, &c, &err), 0);
+    assert_int_equal (c.nacks, 1);
+    assert_string_equal (c.acks[0].task_id, "B000001.0001");
+    assert_string_equal (c.acks[0].worker_id, "w1");
+    assert_int_equal (c.acks[0].attempt, 1);
+    assert_string_equal (c.acks[0].receipt_id, "R00000001");
+    assert_false (c.acks[0].duplicate);
+    ak_commit_clear (&c);
+    assert_int_equal (t1->state, AK_TS_DONE);
+    assert_int_equal (fx->w1->tasks_done, 1);
+
+    rec = s_task_rec (fx, "B000001.0001");
+    assert_string_equal (rec->state, "done");
+    assert_string_equal (rec->receipt_id, "R00000001");
+    assert_string_equal (rec->status, "ok");
+    assert_int_equal (rec->duplicates, 0);
+    ak__task_record__free_unpacked (rec, NULL);
+    Ak__Receipt *r = s_receipt_rec (fx, "R00000001");
+    assert_string_equal (r->receipt_id, "R00000001");
+    assert_string_equal (r->worker_id, "w1");
+    assert_string_equal (r->batch_id, "B000001");
+    assert_false (r->duplicate);
+    assert_true (r->received_at_ms > 0);
+    ak__receipt__free_unpacked (r, NULL);
+    char *v = s_attempt_key (fx, "B000001.0001#1");
+    assert_string_equal (v, "R00000001");
+    free (v);
+
+    /* the same attempt again: stored as a duplicate, counted once */
+    assert_int_equal (s_stage (fx, "B000001.0001", 1, "ok", 3000), 0);
+    assert_int_equal (ak_intake_commit (fx->intake, 3002, &c, &err), 0);
+    assert_int_equal (c.nacks, 1);
+    assert_true (c.acks[0].duplicate);
+    assert_string_equal (c.acks[0].receipt_id, "R00000002");
+    ak_commit_clear (&c);
+    rec = s_task_rec (fx, "B000001.0001");
+    assert_string_equal (rec->state, "done");
+    assert_string_equal (rec->receipt_id, "R00000001");
+    assert_int_equal (rec->duplicates, 1);
+    ak__task_record__free_unpacked (rec, NULL);
+    r = s_receipt_rec (fx, "R00000002");
+    assert_true (r->duplicate);
+    ak__receipt__free_unpacked (r, NULL);
+    v = s_attempt_key (fx, "B000001.0001#1");
+    assert_string_equal (v, "R00000001");       /* still the first */
+    free (v);
+    v = s_attempt_key (fx, "B000001.0001#1#R00000002");
+    assert_string_equal (v, "R00000002");
+    free (v);
+    const ak_intake_stats_t *st = ak_intake_stats (fx->intake);
+    assert_int_equal (st->accepted, 1);
+    assert_int_equal (st->duplicate, 1);
+    assert_int_equal (fx->w1->tasks_done, 1);
+    assert_int_equal (ak_sched_count (fx->sched, AK_TS_DONE), 1);
+    s_fixture_free (fx);
+}
+
+static void test_older_attempt_after_accept (void **state)
+{
+    fx_t *fx = s_fixture (0, 0);
+    ak_commit_t c;
+    ak_err_t err = { 0 };
+    s_assign (fx, fx->w1, 1000);                        /* 0001 */
+    ak_task_t *t2 = s_assign (fx, fx->w1, 1000);        /* 0002 */
+    assert_string_equal (t2->task_id, "B000001.0002");
+    ak_sched_requeue (fx->sched, t2, "lease expired (w1)", 1001);
+    assert_int_equal (t2->attempt, 2);
+    assert_int_equal (t2->state, AK_TS_QUEUED);
+    ak_task_t *again = ak_sched_pop (fx->sched, "host");   /* 0003 was queued first */
+    assert_string_equal (again->task_id, "B000001.0003");
+    ak_sched_unpop (fx->sched, again);
+
+    /* attempt 2 fails first: accepted as failed; then attempt 1 is a duplicate */
+    assert_int_equal (s_stage (fx, "B000001.0002", 2, "wrong_answer", 1100), 0);
+    assert_int_equal (s_stage (fx, "B000001.0002", 1, "ok", 1100), 0);
+    /* impossible attempts and unknown tasks are refused at the door */
+    assert_int_equal (s_stage (fx, "B000001.0002", 3, "ok", 1100), AK_EINVAL);
+    assert_int_equal (s_stage (fx, "B000001.0002", 0, "ok", 1100), AK_EINVAL);
+    assert_int_equal (s_stage (fx, "B000009.0001", 1, "ok", 1100), AK_ENOTFOUND);
+    assert_int_equal (ak_intake_staged (fx->intake), 2);
+    assert_int_equal (ak_intake_commit (fx->intake, 1102, &c, &err), 0);
+    assert_int_equal (c.nacks, 2);
+    assert_false (c.acks[0].duplicate);
+    assert_false (c.acks[0].ok);
+    assert_true (c.acks[1].duplicate);
+    ak_commit_clear (&c);
+    assert_int_equal (t2->state, AK_TS_FAILED);
+    Ak__TaskRecord *rec = s_task_rec (fx, "B000001.0002");
+    assert_string_equal (rec->state, "failed");
+    assert_string_equal (rec->status, "wrong_answer");
+    assert_int_equal (rec->attempt, 2);
+    assert_string_equal (rec->last_error, "lease expired (w1)");
+    assert_int_equal (rec->duplicates, 1);
+    ak__task_record__free_unpacked (rec, NULL);
+
+    /* a queued task that gets a (late) receipt is done; its stale queue
+       entry is skipped */
+    assert_int_equal (s_stage (fx, "B000001.0003", 1, "ok", 1200), 0);
+    assert_int_equal (ak_intake_commit (fx->intake, 1202, &c, &err), 0);
+    ak_commit_clear (&c);
+    ak_task_t *next = ak_sched_pop (fx->sched, "host");
+    assert_non_null (next);
+    assert_string_equal (next->task_id, "B000001.0004");
+    assert_null (ak_sched_pop (fx->sched, "host"));
+    s_fixture_free (fx);
+}
+
+static void test_commit_max_and_ack_after_commit (void **state)
+{
+    /* a 512 KiB map that a 2 MiB receipt cannot fit into */
+    fx_t *fx = s_fixture (512 * 1024, 512 * 1024);
+    ak_commit_t c;
+    ak_err_t err = { 0 };
+    for (int i = 0; i < 3; i++)
+        s_assign (fx, fx->w1, 1000);
+    assert_int_equal (ak_intake_commit (fx->intake, 1002, &c, &err), 0);
+    ak_commit_clear (&c);
+
+    /* commit_max (3) staged receipts make a commit due at once */
+    assert_int_equal (s_stage (fx, "B000001.0001", 1, "ok", 5000), 0);
+    assert_int_equal (s_stage (fx, "B000001.0002", 1, "ok", 5001), 0);
+    assert_true (ak_intake_deadline (fx->intake) == 5002);
+    Ak__Receipt *big = s_receipt ("B000001.0003", 1, "compile_error");
+    size_t n = 2u << 20;
+    char *log = ak_malloc (n + 1);
+    memset (log, 'x', n);
+    log[n] = '\0';
+    big->compile_log = log;
+    assert_int_equal (ak_intake_stage (fx->intake, "w1", &big, 5002, &err), 0);
+    assert_true (ak_intake_deadline (fx->intake) == 5000);
+
+    /* the map cannot grow past its limit: nothing is acked or stored */
+    int rc = ak_intake_commit (fx->intake, 5003, &c, &err);
+    assert_int_equal (rc, AK_ESTOREFULL);
+    assert_int_equal (c.nacks, 0);
+    assert_int_equal (c.ndropped, 1);
+    assert_string_equal (c.dropped[0], "w1");
+    ak_commit_clear (&c);
+    assert_int_equal (ak_intake_staged (fx->intake), 0);
+    assert_int_equal (ak_intake_stats (fx->intake)->commit_failures, 1);
+    assert_int_equal (ak_intake_stats (fx->intake)->dropped, 3);
+    assert_null (s_attempt_key (fx, "B000001.0001#1"));
+    assert_int_equal (ak_sched_task (fx->sched, "B000001.0001")->state, AK_TS_LEASED);
+    /* a failed commit pauses the next attempt */
+    assert_true (ak_intake_deadline (fx->intake) == 0
+                 || ak_intake_deadline (fx->intake) >= 5003 + AK_INTAKE_RETRY_MS);
+    s_close (fx);
+
+    /* with room to grow, the same receipts (re-sent) are stored and acked */
+    s_open (fx, 512 * 1024, 64u << 20, 6000);
+    Ak__Hello *h = s_hello ("w1");
+    bool was_alive;
+    fx->w1 = ak_registry_hello (fx->reg, "\0\1\2\3\5", 5, &h, 6000, &was_alive);
+    assert_int_equal (s_stage (fx, "B000001.0001", 1, "ok", 6000), 0);
+    big = s_receipt ("B000001.0003", 1, "compile_error");
+    log = ak_malloc (n + 1);
+    memset (log, 'y', n);
+    log[n] = '\0';
+    big->compile_log = log;
+    assert_int_equal (ak_intake_stage (fx->intake, "w1", &big, 6000, &err), 0);
+    rc = ak_intake_commit (fx->intake, 6002, &c, &err);
+    if (rc)
+        fail_msg ("commit: %s", err.msg);
+    assert_int_equal (c.nacks, 2);
+    assert_int_equal (c.ndropped, 0);
+    assert_string_equal (c.acks[1].receipt_id, "R00000002");
+    ak_commit_clear (&c);
+    assert_true (ak_intake_stats (fx->intake)->map_grows >= 1);
+    assert_true (ak_store_map_size (fx->store) > 512 * 1024);
+    Ak__Receipt *r = s_receipt_rec (fx, "R00000002");
+    assert_int_equal (strlen (r->compile_log), n);
+    ak__receipt__free_unpacked (r, NULL);
+    assert_int_equal (ak_sched_task (fx->sched, "B000001.0003")->state, AK_TS_FAILED);
+    s_fixture_free (fx);
+}
+
+static void test_rebuild_from_store (void **state)
+{
+    fx_t *fx = s_fixture (0, 0);
+    ak_commit_t c;
+    ak_err_t err = { 0 };
+    ak_task_t *t1 = s_assign (fx, fx->w1, 1000);
+    ak_task_t *t2 = s_assign (fx, fx->w1, 1000);
+    ak_sched_start (fx->sched, t2, 1000);
+    assert_int_equal (t2->deadline, 6000);
+    ak_task_t *t3 = s_assign (fx, fx->w1, 1000);
+    ak_sched_requeue (fx->sched, t3, "worker w1 died", 1000);
+    assert_int_equal (s_stage (fx, t1->task_id, 1, "ok", 1000), 0);
+    assert_int_equal (ak_intake_commit (fx->intake, 1002, &c, &err), 0);
+    ak_commit_clear (&c);
+    s_close (fx);
+
+    /* a new coordinator: queues and leases come back from the store */
+    s_open (fx, 0, 0, 50000);
+    assert_int_equal (ak_sched_count (fx->sched, AK_TS_DONE), 1);
+    assert_int_equal (ak_sched_count (fx->sched, AK_TS_LEASED), 1);
+    assert_int_equal (ak_sched_count (fx->sched, AK_TS_QUEUED), 2);
+    assert_int_equal (ak_sched_open_batches (fx->sched), 1);
+    ak_task_t *leased = ak_sched_task (fx->sched, "B000001.0002");
+    assert_int_equal (leased->state, AK_TS_LEASED);
+    assert_null (leased->worker_id);                    /* unclaimed until a HELLO says so */
+    assert_int_equal (leased->deadline, 50000 + 5000);  /* a fresh lease */
+    ak_task_t *q = ak_sched_pop (fx->sched, "host");
+    assert_string_equal (q->task_id, "B000001.0003");
+    assert_int_equal (q->attempt, 2);
+    ak_sched_unpop (fx->sched, q);
+    assert_string_equal (ak_sched_pop (fx->sched, "host")->task_id, "B000001.0003");
+    assert_string_equal (ak_sched_pop (fx->sched, "host")->task_id, "B000001.0004");
+    assert_null (ak_sched_pop (fx->sched, "host"));
+    ak_sched_unpop (fx->sched, ak_sched_task (fx->sched, "B000001.0004"));
+    ak_sched_unpop (fx->sched, ak_sched_task (fx->sched, "B000001.0003"));
+    ak_worker_t *w = ak_registry_get (fx->reg, "w1");
+    assert_non_null (w);
+    assert_false (w->alive);                            /* known, dead until HELLO */
+    assert_int_equal (w->tasks_done, 1);
+
+    /* no one claims the lease: it expires and re-queues with attempt 2 */
+    ak_task_t **exp = NULL;
+    assert_int_equal (ak_sched_expired (fx->sched, 54999, &exp), 0);
+    free (exp);
+    assert_int_equal (ak_sched_expired (fx->sched, 55000, &exp), 1);
+    assert_ptr_equal (exp[0], leased);
+    ak_sched_requeue (fx->sched, leased, "lease expired (unclaimed)", 55000);
+    free (exp);
+    assert_int_equal (leased->attempt, 2);
+    assert_int_equal (ak_sched_count (fx->sched, AK_TS_QUEUED), 3);
+
+    /* max_attempts is 2: the next failure poisons it */
+    ak_sched_assign (fx->sched, ak_sched_pop (fx->sched, "host"), "w2", 55001);
+    assert_int_equal (leased->state, AK_TS_QUEUED);    /* it was 0003 that was popped */
+    ak_task_t *t3b = ak_sched_task (fx->sched, "B000001.0003");
+    ak_sched_requeue (fx->sched, t3b, "worker w2 died", 56000);
+    assert_int_equal (t3b->state, AK_TS_POISONED);
+    assert_int_equal (t3b->attempt, 2);
+    assert_int_equal (ak_intake_commit (fx->intake, 56002, &c, &err), 0);
+    ak_commit_clear (&c);
+    Ak__TaskRecord *rec = s_task_rec (fx, "B000001.0003");
+    assert_string_equal (rec->state, "poisoned");
+    assert_string_equal (rec->last_error, "worker w2 died");
+    ak__task_record__free_unpacked (rec, NULL);
+    s_fixture_free (fx);
+}
+
+static void test_settle_and_cancel (void **state)
+{
+    fx_t *fx = s_fixture (0, 0);
+    ak_commit_t c;
+    ak_err_t err = { 0 };
+    ak_batch_t *b = ak_sched_batch (fx->sched, "B000001");
+    assert_non_null (b);
+    assert_null (ak_sched_settling (fx->sched));
+    for (int i = 0; i < 2; i++) {
+        ak_task_t *t = s_assign (fx, fx->w1, 1000);
+        assert_int_equal (s_stage (fx, t->task_id, 1, "ok", 1000), 0);
+    }
+    assert_int_equal (ak_intake_commit (fx->intake, 1002, &c, &err), 0);
+    ak_commit_clear (&c);
+    assert_null (ak_sched_settling (fx->sched));
+    /* cancel the rest: counted cancelled, the batch is cancelled, not settled */
+    assert_int_equal (ak_sched_cancel (fx->sched, b, 1003), 2);
+    assert_int_equal (ak_sched_cancel (fx->sched, b, 1003), 0);
+    assert_int_equal (b->state, AK_BS_CANCELLED);
+    assert_int_equal (b->counts[AK_TS_CANCELLED], 2);
+    assert_null (ak_sched_settling (fx->sched));
+    /* a receipt after the cancel is a duplicate */
+    assert_int_equal (s_stage (fx, "B000001.0003", 1, "ok", 1004), 0);
+    assert_int_equal (ak_intake_commit (fx->intake, 1006, &c, &err), 0);
+    assert_int_equal (c.nacks, 1);
+    assert_true (c.acks[0].duplicate);
+    ak_commit_clear (&c);
+    ak_txn_t *txn = NULL;
+    Ak__BatchRecord *rec = NULL;
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    assert_int_equal (ak_store_get_batch (txn, "B000001", &rec, &err), 0);
+    ak_store_abort (&txn);
+    assert_string_equal (rec->state, "cancelled");
+    assert_true (rec->finished_ms > 0);
+    ak__batch_record__free_unpacked (rec, NULL);
+    s_fixture_free (fx);
+}
+
+int main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_first_accepted_then_duplicate),
+        cmocka_unit_test (test_older_attempt_after_accept),
+        cmocka_unit_test (test_commit_max_and_ack_after_commit),
+        cmocka_unit_test (test_rebuild_from_store),
+        cmocka_unit_test (test_settle_and_cancel),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

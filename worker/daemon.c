@@ -1,0 +1,1102 @@
+/*  worker/daemon.c: the akworker daemon (see daemon.h and docs/protocol.md).
+
+    State lives on the event-loop thread, except a task's compile results,
+    which a pool thread writes while the task is S_COMPILING and nobody else
+    touches them.  Tasks move QUEUED -> COMPILING -> READY -> RUNNING and
+    leave the daemon as a receipt, which stays in `pending` until the
+    coordinator ACKs it (task id + attempt). */
+#include "daemon.h"
+#include "backend.h"
+#include "clock.h"
+#include "digest.h"
+#include "envelope.h"
+#include "executor.h"
+#include "job.h"
+#include "log.h"
+#include "pbutil.h"
+#include "pool.h"
+#include "util.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define AK_TICK_MS              50
+#define AK_COMPILE_LOG_MAX      (64u * 1024)
+#define AK_RECV_BATCH           256        /* messages per loop turn */
+#define AK_RESPAWN_MIN_MS       250
+#define AK_RESPAWN_MAX_MS       30000
+#define AK_REHELLO_GAP_MS       200        /* a burst of DISCONNECTs gets one HELLO */
+
+#ifndef AK_VERSION
+#define AK_VERSION "0"
+#endif
+
+/* ================================================================= state */
+
+typedef enum { S_QUEUED = 0, S_COMPILING, S_READY, S_RUNNING } s_state_t;
+
+typedef struct s_task {
+    Ak__Envelope   *env;               /* owns the assign */
+    const Ak__Assign *a;
+    s_state_t       state;
+    ak_policy_t     policy;
+    /* Compile outcome: written by a pool thread while S_COMPILING. */
+    const char     *fail_status;       /* NULL: every artifact built */
+    char            fail_reason[512];
+    char           *compile_log;       /* of the failing compile */
+    char           *ref_path, *base_path, *cand_path;
+    char            options_digest[65];
+    double          compile_ms;
+    /* Dispatch. */
+    int             slot;              /* -1 until running */
+    uint64_t        started_wall_ms;
+    struct s_task  *next;
+} s_task_t;
+
+typedef struct s_pending {
+    char             *task_id;
+    uint32_t          attempt;
+    Ak__Receipt      *r;
+    bool              sent;            /* handed to ZeroMQ on the current socket */
+    struct s_pending *next;
+} s_pending_t;
+
+typedef struct {
+    uint32_t    dev;                   /* index into devices[] */
+    ak_exec_t  *exec;
+    s_task_t   *task;
+    uint64_t    respawn_at;            /* mono ms; when exec is NULL */
+    uint32_t    backoff_ms;
+} s_slot_t;
+
+struct ak_daemon {
+    ak_daemon_config_t  cfg;           /* its strings point at the copies below */
+    char               *coordinator, *worker_id, *backend_name, *cache_dir, *exe_path, *log_level;
+    const ak_backend_t *be;
+    Ak__Device        **devices;
+    size_t              ndevices;
+    char                host[256];
+    ak_dtype_t          build_dtype;
+
+    zsock_t            *sock;
+    uint64_t            seq;
+    uint64_t            last_recv_ms, next_hb_ms, next_connect_ms, last_hello_ms;
+    uint32_t            backoff_ms;
+
+    int                 wake[2];
+    atomic_int          stop;
+    atomic_int          cancel;
+    ak_pool_t          *pool;
+
+    s_task_t           *tasks;
+    size_t              ntasks;
+    s_pending_t        *pending;
+    size_t              npending;
+    s_slot_t           *slots;
+    size_t              nslots;
+
+    uint64_t            rejected;      /* messages refused */
+};
+
+/* ================================================================ config */
+
+void ak_daemon_config_defaults (ak_daemon_config_t *cfg)
+{
+    memset (cfg, 0, sizeof *cfg);
+    cfg->backend = "host";
+    cfg->slots = 1;
+    cfg->prefetch = 1;
+    cfg->heartbeat_ms = 1000;
+    cfg->liveness = 3;
+    cfg->min_backoff_ms = 1000;
+    cfg->max_backoff_ms = 32000;
+    cfg->compile_threads = 2;
+    cfg->linger_ms = 1000;
+    cfg->log_level = "info";
+}
+
+char *ak_daemon_default_cache (void)
+{
+    const char *xdg = getenv ("XDG_CACHE_HOME");
+    if (xdg && xdg[0] == '/')
+        return ak_sprintf ("%s/akfleet", xdg);
+    const char *home = getenv ("HOME");
+    if (home && home[0] == '/')
+        return ak_sprintf ("%s/.cache/akfleet", home);
+    return ak_sprintf ("/tmp/akfleet-cache-%u", (unsigned) getuid ());
+}
+
+/* ================================================================= tasks */
+
+static void s_task_free (s_task_t **t_p)
+{
+    if (t_p && *t_p) {
+        s_task_t *t = *t_p;
+        ak_envelope_free (&t->env);
+        free (t->compile_log);
+        free (t->ref_path);
+        free (t->base_path);
+        free (t->cand_path);
+        free (t);
+        *t_p = NULL;
+    }
+}
+
+static void s_task_unlink (ak_daemon_t *d, s_task_t *t)
+{
+    for (s_task_t **p = &d->tasks; *p; p = &(*p)->next)
+        if (*p == t) {
+            *p = t->next;
+            d->ntasks--;
+            return;
+        }
+}
+
+static s_task_t *s_task_find (ak_daemon_t *d, const char *task_id, uint32_t attempt)
+{
+    for (s_task_t *t = d->tasks; t; t = t->next)
+        if (t->a->attempt == attempt && strcmp (t->a->task_id, task_id) == 0)
+            return t;
+    return NULL;
+}
+
+static s_pending_t *s_pending_find (ak_daemon_t *d, const char *task_id, uint32_t attempt)
+{
+    for (s_pending_t *p = d->pending; p; p = p->next)
+        if (p->attempt == attempt && strcmp (p->task_id, task_id) == 0)
+            return p;
+    return NULL;
+}
+
+/*  The first device this task can run on, or -1. */
+static int s_device_for (ak_daemon_t *d, const Ak__Assign *a)
+{
+    for (size_t i = 0; i < d->ndevices; i++) {
+        const Ak__Device *dev = d->devices[i];
+        if (a->device_class[0] && strcmp (a->device_class, dev->device_class) != 0)
+            continue;
+        if (a->backend[0] && strcmp (a->backend, dev->backend) != 0)
+            continue;
+        return (int) i;
+    }
+    return -1;
+}
+
+/* ============================================================== sending */
+
+static int s_send (ak_daemon_t *d, Ak__Envelope *env)
+{
+    if (!d->sock)
+        return AK_EUNAVAIL;
+    env->seq = ++d->seq;
+    int rc = ak_envelope_send (d->sock, NULL, 0, env);
+    if (rc && rc != AK_EUNAVAIL)
+        ak_warn ("sending %s: %s", ak_envelope_kind (env), ak_strerror (rc));
+    return rc;
+}
+
+static uint32_t s_total_slots (ak_daemon_t *d)
+{
+    return (uint32_t) d->nslots;
+}
+
+static void s_send_hello (ak_daemon_t *d)
+{
+    Ak__Hello hello = AK__HELLO__INIT;
+    char *backends[] = { (char *) d->be->name };
+    hello.worker_id = d->worker_id;
+    hello.host = d->host;
+    hello.pid = (uint32_t) getpid ();
+    hello.n_backends = 1;
+    hello.backends = backends;
+    hello.n_devices = d->ndevices;
+    hello.devices = d->devices;
+    hello.slots = s_total_slots (d);
+    hello.prefetch = d->cfg.prefetch;
+    hello.software_version = (char *) AK_VERSION;
+    hello.heartbeat_ms = d->cfg.heartbeat_ms;
+
+    Ak__TaskRef *refs = d->ntasks ? ak_calloc (d->ntasks, sizeof *refs) : NULL;
+    Ak__TaskRef **ptrs = d->ntasks ? ak_calloc (d->ntasks, sizeof *ptrs) : NULL;
+    size_t n = 0;
+    for (s_task_t *t = d->tasks; t && n < d->ntasks; t = t->next, n++) {
+        ak__task_ref__init (&refs[n]);
+        refs[n].task_id = t->a->task_id;
+        refs[n].attempt = t->a->attempt;
+        ptrs[n] = &refs[n];
+    }
+    hello.n_running = n;
+    hello.running = ptrs;
+
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.body_case = AK__ENVELOPE__BODY_HELLO;
+    env.hello = &hello;
+    if (s_send (d, &env) == 0)
+        ak_info ("HELLO to %s as %s (%u slots, prefetch %u, %zu tasks held)", d->coordinator,
+                 d->worker_id, hello.slots, hello.prefetch, n);
+    d->last_hello_ms = ak_clock_mono_ms ();
+    free (refs);
+    free (ptrs);
+}
+
+static void s_send_heartbeat (ak_daemon_t *d)
+{
+    Ak__Heartbeat hb = AK__HEARTBEAT__INIT;
+    uint32_t cap = s_total_slots (d) + d->cfg.prefetch;
+    hb.credits = d->ntasks >= cap ? 0 : cap - (uint32_t) d->ntasks;
+    hb.unacked = (uint32_t) d->npending;
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.body_case = AK__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    s_send (d, &env);
+}
+
+static void s_send_started (ak_daemon_t *d, s_task_t *t, uint32_t device)
+{
+    Ak__TaskStarted st = AK__TASK_STARTED__INIT;
+    st.task_id = t->a->task_id;
+    st.attempt = t->a->attempt;
+    st.device = device;
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.body_case = AK__ENVELOPE__BODY_STARTED;
+    env.started = &st;
+    s_send (d, &env);
+}
+
+/*  Hands one pending receipt to ZeroMQ.  One that cannot fit a message
+    loses its bulk (gates detail, timings, log) but keeps its verdict. */
+static void s_send_receipt (ak_daemon_t *d, s_pending_t *p)
+{
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.body_case = AK__ENVELOPE__BODY_RECEIPT;
+    env.receipt = p->r;
+    int rc = s_send (d, &env);
+    if (rc == AK_ETOOBIG) {
+        Ak__Receipt *r = p->r;
+        for (size_t i = 0; i < r->n_timings; i++)
+            ak__workload_timing__free_unpacked (r->timings[i], NULL);
+        free (r->timings);
+        r->timings = NULL;
+        r->n_timings = 0;
+        for (size_t i = 0; i < r->n_gates; i++)
+            ak_pb_set_str (&r->gates[i]->detail, "");
+        ak_pb_set_str (&r->compile_log, "");
+        ak_warn ("receipt %s#%u too large: timings and details dropped", p->task_id, p->attempt);
+        rc = s_send (d, &env);
+    }
+    p->sent = rc == 0;
+}
+
+/*  all: re-send every unacked receipt (after a registration); else only
+    those not handed over yet. */
+static void s_flush_pending (ak_daemon_t *d, bool all)
+{
+    for (s_pending_t *p = d->pending; p && d->sock; p = p->next)
+        if (all || !p->sent)
+            s_send_receipt (d, p);
+}
+
+/* ============================================================ connection */
+
+static int s_sockopt_int (void *handle, int opt, int value, const char *name)
+{
+    if (zmq_setsockopt (handle, opt, &value, sizeof value) != 0) {
+        ak_error ("zmq_setsockopt %s: %s", name, zmq_strerror (zmq_errno ()));
+        return AK_EIO;
+    }
+    return 0;
+}
+
+static void s_close_socket (ak_daemon_t *d)
+{
+    if (d->sock) {
+        void *h = zsock_resolve (d->sock);
+        s_sockopt_int (h, ZMQ_LINGER, (int) d->cfg.linger_ms, "ZMQ_LINGER");
+        zsock_destroy (&d->sock);
+    }
+    for (s_pending_t *p = d->pending; p; p = p->next)
+        p->sent = false;
+}
+
+/*  A new DEALER socket, connected, then HELLO and every unacked receipt.
+    On failure the socket is gone and a retry is scheduled. */
+static void s_connect (ak_daemon_t *d)
+{
+    uint64_t now = ak_clock_mono_ms ();
+    d->sock = zsock_new (ZMQ_DEALER);
+    if (!d->sock) {
+        ak_error ("cannot create a ZeroMQ socket: %s", zmq_strerror (zmq_errno ()));
+        goto retry;
+    }
+    void *h = zsock_resolve (d->sock);
+    int64_t max = AK_MAX_MSG_SIZE;
+    if (s_sockopt_int (h, ZMQ_LINGER, (int) d->cfg.linger_ms, "ZMQ_LINGER")
+        || s_sockopt_int (h, ZMQ_SNDHWM, 10000, "ZMQ_SNDHWM")
+        || s_sockopt_int (h, ZMQ_RCVHWM, 10000, "ZMQ_RCVHWM"))
+        goto retry;
+    if (zmq_setsockopt (h, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0) {
+        ak_error ("zmq_setsockopt ZMQ_MAXMSGSIZE: %s", zmq_strerror (zmq_errno ()));
+        goto retry;
+    }
+    if (zmq_connect (h, d->coordinator) != 0) {
+        ak_error ("connect %s: %s", d->coordinator, zmq_strerror (zmq_errno ()));
+        goto retry;
+    }
+    d->last_recv_ms = now;
+    d->next_hb_ms = now + d->cfg.heartbeat_ms;
+    s_send_hello (d);
+    s_flush_pending (d, true);
+    return;
+
+retry:
+    s_close_socket (d);
+    d->next_connect_ms = now + d->backoff_ms;
+    d->backoff_ms = d->backoff_ms * 2 > d->cfg.max_backoff_ms ? d->cfg.max_backoff_ms : d->backoff_ms * 2;
+}
+
+/* ============================================================== receipts */
+
+/*  Completes t with receipt r (taken): identity from the daemon's own copy
+    of the assign, worker/host/device and compile figures added, then kept
+    until acked and sent.  t is unlinked and freed. */
+static void s_task_finish (ak_daemon_t *d, s_task_t *t, Ak__Receipt *r)
+{
+    const Ak__Assign *a = t->a;
+    uint64_t now_wall = ak_clock_wall_ms ();
+    ak_pb_set_str (&r->task_id, a->task_id);
+    ak_pb_set_str (&r->batch_id, a->batch_id);
+    r->attempt = a->attempt;
+    ak_pb_set_str (&r->kind, a->kind);
+    ak_pb_set_str (&r->op, a->op);
+    ak_pb_set_str (&r->candidate_name, a->candidate_name);
+    ak_pb_set_str (&r->worker_id, d->worker_id);
+    ak_pb_set_str (&r->host, d->host);
+    int dev = t->slot >= 0 ? (int) d->slots[t->slot].dev : s_device_for (d, a);
+    if (dev >= 0) {
+        if (r->device)
+            ak__device__free_unpacked (r->device, NULL);
+        r->device = ak_pb_dup (d->devices[dev]);
+    }
+    r->compile_ms = t->compile_ms;
+    if (t->options_digest[0])
+        ak_pb_set_str (&r->options_digest, t->options_digest);
+    if (!r->source_digest[0]) {
+        const Ak__Source *src = strcmp (a->kind, "tune") == 0 ? a->candidate : a->baseline;
+        char hex[65];
+        if (src && ak_sha256_hex (src->text, strlen (src->text), hex) == 0)
+            ak_pb_set_str (&r->source_digest, hex);
+    }
+    if (t->started_wall_ms)
+        r->started_at_ms = t->started_wall_ms;
+    else if (!r->started_at_ms)
+        r->started_at_ms = now_wall;
+    r->finished_at_ms = now_wall;
+    if (strcmp (r->status, "compile_error") == 0 && t->compile_log)
+        ak_pb_set_str_max (&r->compile_log, t->compile_log, AK_COMPILE_LOG_MAX);
+
+    ak_info ("task %s#%u: %s%s%s", a->task_id, a->attempt, r->status,
+             r->reason[0] ? ": " : "", r->reason);
+
+    s_pending_t *p = ak_calloc (1, sizeof *p);
+    p->task_id = ak_strdup (a->task_id);
+    p->attempt = a->attempt;
+    p->r = r;
+    s_pending_t **tail = &d->pending;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = p;
+    d->npending++;
+    s_send_receipt (d, p);
+
+    if (t->slot >= 0 && d->slots[t->slot].task == t)
+        d->slots[t->slot].task = NULL;
+    s_task_unlink (d, t);
+    s_task_free (&t);
+}
+
+static void s_task_fail (ak_daemon_t *d, s_task_t *t, const char *status, const char *reason)
+{
+    s_task_finish (d, t, ak_pb_receipt_for (t->a, status, reason));
+}
+
+/* ============================================================== compiles */
+
+/*  The line of a compiler log worth quoting: the first with "error". */
+static void s_log_headline (const char *log, char *buf, size_t len)
+{
+    const char *line = log, *pick = NULL;
+    while (line && *line) {
+        const char *end = strchr (line, '\n');
+        size_t n = end ? (size_t) (end - line) : strlen (line);
+        if (!pick && n > 0)
+            pick = line;
+        if (memmem (line, n, "error", 5)) {
+            pick = line;
+            break;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    if (!pick) {
+        snprintf (buf, len, "no compiler output");
+        return;
+    }
+    size_t n = strcspn (pick, "\n");
+    if (n >= len)
+        n = len - 1;
+    memcpy (buf, pick, n);
+    buf[n] = '\0';
+}
+
+/*  One compile of a task (reference, baseline or candidate).  On failure
+    sets the task's failure status and reason and returns non-zero. */
+static int s_compile_one (ak_daemon_t *d, s_task_t *t, const char *what, const ak_backend_t *be,
+                          const Ak__Source *src, bool reference, bool with_params, char **path_p,
+                          char *options_digest)
+{
+    const Ak__Assign *a = t->a;
+    ak_compile_req_t req;
+    ak_compile_out_t out;
+    ak_err_t err = { 0 };
+    memset (&req, 0, sizeof req);
+    if (!src || !src->text || !src->text[0]) {
+        t->fail_status = "error";
+        snprintf (t->fail_reason, sizeof t->fail_reason, "task has no %s source", what);
+        return -1;
+    }
+    if (src->digest[0]) {
+        char hex[65];
+        ak_sha256_hex (src->text, strlen (src->text), hex);
+        if (strcmp (hex, src->digest) != 0) {
+            t->fail_status = "error";
+            snprintf (t->fail_reason, sizeof t->fail_reason,
+                      "%s source %.64s: digest %.16s... does not match its text (%.16s...)",
+                      what, src->name, src->digest, hex);
+            return -1;
+        }
+    }
+    req.source = src->text;
+    req.source_len = strlen (src->text);
+    req.reference = reference;
+    req.dtype = d->build_dtype;
+    if (with_params) {
+        for (size_t i = 0; i < a->n_params; i++) {
+            req.define_names[i] = a->params[i]->name;
+            req.define_values[i] = a->params[i]->value;
+        }
+        req.ndefines = (int) a->n_params;
+    }
+    req.cache_dir = d->cache_dir;
+    req.timeout_ms = t->policy.compile_timeout_ms;
+    int dev = s_device_for (d, a);
+    req.device = dev >= 0 ? d->devices[dev] : NULL;
+    req.cancel = &d->cancel;
+
+    int rc = be->compile (&req, &out, &err);
+    t->compile_ms += out.ms;
+    if (rc == 0) {
+        *path_p = out.artifact_path;
+        if (options_digest)
+            memcpy (options_digest, out.options_digest, sizeof out.options_digest);
+        ak_debug ("task %s#%u: %s %s (%.0f ms)", a->task_id, a->attempt, what,
+                  out.cached ? "from cache" : "compiled", out.ms);
+        free (out.log);
+        return 0;
+    }
+    if (options_digest && out.options_digest[0])
+        memcpy (options_digest, out.options_digest, sizeof out.options_digest);
+    if (rc == AK_ECOMPILE) {
+        char head[240];
+        s_log_headline (out.log ? out.log : "", head, sizeof head);
+        t->fail_status = "compile_error";
+        snprintf (t->fail_reason, sizeof t->fail_reason, "%s failed to compile: %s", what, head);
+    }
+    else if (rc == AK_ETIMEOUT) {
+        t->fail_status = "compile_error";
+        snprintf (t->fail_reason, sizeof t->fail_reason, "%s: %.400s", what, err.msg);
+    }
+    else if (rc == AK_EINVAL || rc == AK_EUNSUPPORTED) {
+        t->fail_status = "invalid_config";
+        snprintf (t->fail_reason, sizeof t->fail_reason, "%s: %.400s", what, err.msg);
+    }
+    else {
+        t->fail_status = "error";
+        snprintf (t->fail_reason, sizeof t->fail_reason, "%s: %.400s", what, err.msg);
+    }
+    free (t->compile_log);
+    t->compile_log = out.log;
+    free (out.artifact_path);
+    return -1;
+}
+
+/*  Pool thread: builds the reference (always host, float64), the baseline
+    and, for tune, the candidate with its parameters as defines. */
+static void s_compile_task (void *item, void *arg)
+{
+    s_task_t *t = item;
+    ak_daemon_t *d = arg;
+    const Ak__Assign *a = t->a;
+    bool tune = strcmp (a->kind, "tune") == 0;
+    if (!tune && strcmp (a->kind, "preflight") != 0) {
+        t->fail_status = "error";
+        snprintf (t->fail_reason, sizeof t->fail_reason,
+                  "task kind '%.32s' is not run by this worker (preflight and tune are)", a->kind);
+        return;
+    }
+    if (a->n_params > AK_MAX_PARAMS) {
+        t->fail_status = "invalid_config";
+        snprintf (t->fail_reason, sizeof t->fail_reason, "%zu parameters, limit %d",
+                  a->n_params, AK_MAX_PARAMS);
+        return;
+    }
+    if (s_compile_one (d, t, "reference", ak_backend_host (), a->reference, true, false,
+                       &t->ref_path, NULL) != 0)
+        return;
+    if (s_compile_one (d, t, "baseline", d->be, a->baseline, false, false, &t->base_path,
+                       tune ? NULL : t->options_digest) != 0)
+        return;
+    if (tune)
+        s_compile_one (d, t, "candidate", d->be, a->candidate, false, true, &t->cand_path,
+                       t->options_digest);
+}
+
+static void s_drain_compiles (ak_daemon_t *d)
+{
+    s_task_t *t;
+    while ((t = ak_pool_pop_done (d->pool)) != NULL) {
+        if (t->fail_status) {
+            s_task_fail (d, t, t->fail_status, t->fail_reason);
+            continue;
+        }
+        t->state = S_READY;
+    }
+}
+
+/* ============================================================= executors */
+
+static void s_slot_spawn (ak_daemon_t *d, s_slot_t *s)
+{
+    ak_err_t err = { 0 };
+    const Ak__Device *dev = d->devices[s->dev];
+    if (ak_exec_new (d->exe_path, d->be->name, dev->index, d->log_level, &s->exec, &err) != 0) {
+        s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : AK_RESPAWN_MIN_MS;
+        if (s->backoff_ms > AK_RESPAWN_MAX_MS)
+            s->backoff_ms = AK_RESPAWN_MAX_MS;
+        s->respawn_at = ak_clock_mono_ms () + s->backoff_ms;
+        ak_error ("executor for device %u: %s (retry in %u ms)", dev->index, err.msg, s->backoff_ms);
+    }
+}
+
+/*  The executor of slot s is gone (crash, timeout, protocol breach).  Its
+    task, if any, gets a receipt with status and reason; a fresh executor
+    starts at once after a job died, after a growing delay when it died
+    idle (a broken set-up must not spin). */
+static void s_slot_lost (ak_daemon_t *d, s_slot_t *s, const char *status, const char *reason)
+{
+    ak_exec_destroy (&s->exec);
+    s_task_t *t = s->task;
+    s->task = NULL;
+    if (t) {
+        ak_warn ("task %s#%u: %s", t->a->task_id, t->a->attempt, reason);
+        s_task_fail (d, t, status, reason);
+        s->respawn_at = ak_clock_mono_ms ();
+    }
+    else {
+        s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : AK_RESPAWN_MIN_MS;
+        if (s->backoff_ms > AK_RESPAWN_MAX_MS)
+            s->backoff_ms = AK_RESPAWN_MAX_MS;
+        s->respawn_at = ak_clock_mono_ms () + s->backoff_ms;
+        ak_warn ("idle executor lost: %s (new one in %u ms)", reason, s->backoff_ms);
+    }
+}
+
+static void s_slot_readable (ak_daemon_t *d, s_slot_t *s)
+{
+    Ak__Receipt *r = NULL;
+    ak_err_t err = { 0 };
+    int rc = ak_exec_on_readable (s->exec, &r, &err);
+    if (rc) {
+        s_slot_lost (d, s, "crashed", err.msg);
+        return;
+    }
+    if (!r)
+        return;
+    s_task_t *t = s->task;
+    s->task = NULL;
+    s->backoff_ms = 0;
+    if (!t) {
+        ak_warn ("executor %d sent a receipt with no job out; dropped", (int) ak_exec_pid (s->exec));
+        ak__receipt__free_unpacked (r, NULL);
+        return;
+    }
+    s_task_finish (d, t, r);
+}
+
+/*  Hands READY tasks (in arrival order) to idle executors of a fitting
+    device: STARTED to the coordinator, then the job. */
+static void s_dispatch (ak_daemon_t *d)
+{
+    for (s_task_t *t = d->tasks, *next; t; t = next) {
+        next = t->next;
+        if (t->state != S_READY)
+            continue;
+        int want = s_device_for (d, t->a);
+        if (want < 0) {
+            char why[256];
+            snprintf (why, sizeof why, "no device of class '%.64s' (backend '%.16s') on this worker",
+                      t->a->device_class, t->a->backend);
+            s_task_fail (d, t, "error", why);
+            continue;
+        }
+        for (size_t i = 0; i < d->nslots; i++) {
+            s_slot_t *s = &d->slots[i];
+            const Ak__Device *dev = d->devices[s->dev];
+            if (!s->exec || s->task || ak_exec_busy (s->exec))
+                continue;
+            if (t->a->device_class[0] && strcmp (t->a->device_class, dev->device_class) != 0)
+                continue;
+            Ak__ExecJob job = AK__EXEC_JOB__INIT;
+            job.assign = (Ak__Assign *) t->a;
+            job.reference_path = t->ref_path;
+            job.baseline_path = t->base_path ? t->base_path : (char *) "";
+            job.candidate_path = t->cand_path ? t->cand_path : (char *) "";
+            job.device = dev->index;
+            t->slot = (int) i;
+            t->state = S_RUNNING;
+            t->started_wall_ms = ak_clock_wall_ms ();
+            s->task = t;
+            s_send_started (d, t, dev->index);
+            ak_err_t err = { 0 };
+            if (ak_exec_submit (s->exec, &job, t->policy.run_timeout_ms, &err) != 0) {
+                /* The executor is broken, not the task: back to READY. */
+                ak_warn ("executor %d did not take task %s#%u: %s", (int) ak_exec_pid (s->exec),
+                         t->a->task_id, t->a->attempt, err.msg);
+                s->task = NULL;
+                t->slot = -1;
+                t->state = S_READY;
+                t->started_wall_ms = 0;
+                s_slot_lost (d, s, "crashed", err.msg);
+                continue;
+            }
+            ak_debug ("task %s#%u on device %u (executor %d)", t->a->task_id, t->a->attempt,
+                      dev->index, (int) ak_exec_pid (s->exec));
+            break;
+        }
+    }
+}
+
+/* ============================================================== incoming */
+
+static void s_on_assign (ak_daemon_t *d, Ak__Envelope **env_p)
+{
+    Ak__Envelope *env = *env_p;
+    const Ak__Assign *a = env->assign;
+    if (!a->task_id[0]) {
+        d->rejected++;
+        ak_warn ("ASSIGN without a task id refused");
+        return;
+    }
+    if (s_task_find (d, a->task_id, a->attempt)) {
+        ak_debug ("ASSIGN %s#%u: already held", a->task_id, a->attempt);
+        return;
+    }
+    s_pending_t *p = s_pending_find (d, a->task_id, a->attempt);
+    if (p) {
+        /* Finished already: the coordinator lacks the receipt. */
+        s_send_receipt (d, p);
+        return;
+    }
+    size_t cap = (s_total_slots (d) + d->cfg.prefetch) * 2 + 8;
+    if (d->ntasks >= cap) {
+        d->rejected++;
+        ak_warn ("ASSIGN %s#%u refused: %zu tasks held already (credit ignored)",
+                 a->task_id, a->attempt, d->ntasks);
+        return;
+    }
+    s_task_t *t = ak_calloc (1, sizeof *t);
+    t->env = env;
+    *env_p = NULL;
+    t->a = a;
+    t->slot = -1;
+    ak_job_policy (a->policy, &t->policy);
+    s_task_t **tail = &d->tasks;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = t;
+    d->ntasks++;
+    ak_info ("task %s#%u assigned: %s %s%s%s", a->task_id, a->attempt, a->kind, a->op,
+             a->candidate_name[0] ? " " : "", a->candidate_name);
+    t->state = S_COMPILING;
+    ak_pool_push (d->pool, t);
+}
+
+static void s_on_ack (ak_daemon_t *d, const Ak__Ack *ack)
+{
+    for (s_pending_t **pp = &d->pending; *pp; pp = &(*pp)->next) {
+        s_pending_t *p = *pp;
+        if (p->attempt == ack->attempt && strcmp (p->task_id, ack->task_id) == 0) {
+            *pp = p->next;
+            d->npending--;
+            ak_debug ("receipt %s#%u acked as %s%s", p->task_id, p->attempt, ack->receipt_id,
+                      ack->duplicate ? " (duplicate)" : "");
+            ak__receipt__free_unpacked (p->r, NULL);
+            free (p->task_id);
+            free (p);
+            return;
+        }
+    }
+    ak_debug ("ACK for unknown receipt %s#%u", ack->task_id, ack->attempt);
+}
+
+static void s_on_frame (ak_daemon_t *d, const void *data, size_t size)
+{
+    Ak__Envelope *env = NULL;
+    ak_err_t err = { 0 };
+    uint64_t now = ak_clock_mono_ms ();
+    if (ak_envelope_unpack (data, size, AK_MAX_MSG_SIZE, &env, &err) != 0) {
+        d->rejected++;
+        ak_warn ("message from the coordinator refused (%" PRIu64 " so far): %s", d->rejected, err.msg);
+        return;
+    }
+    /* Any message proves the coordinator alive. */
+    d->last_recv_ms = now;
+    d->backoff_ms = d->cfg.min_backoff_ms;
+    switch (env->body_case) {
+        case AK__ENVELOPE__BODY_HEARTBEAT:
+            break;
+        case AK__ENVELOPE__BODY_ASSIGN:
+            s_on_assign (d, &env);
+            break;
+        case AK__ENVELOPE__BODY_ACK:
+            s_on_ack (d, env->ack);
+            break;
+        case AK__ENVELOPE__BODY_DISCONNECT:
+            if (now - d->last_hello_ms >= AK_REHELLO_GAP_MS) {
+                ak_info ("coordinator asks to re-register (%s)", env->disconnect->reason);
+                s_send_hello (d);
+                s_flush_pending (d, true);
+            }
+            break;
+        default:
+            d->rejected++;
+            ak_warn ("unexpected %s from the coordinator ignored", ak_envelope_kind (env));
+            break;
+    }
+    ak_envelope_free (&env);
+}
+
+/*  Drops the rest of a multi-frame message (one frame per message is the
+    protocol on this socket). */
+static void s_drop_rest (void *h, zmq_msg_t *msg)
+{
+    while (zmq_msg_more (msg)) {
+        if (zmq_msg_close (msg) != 0 || zmq_msg_init (msg) != 0)
+            return;
+        if (zmq_msg_recv (msg, h, ZMQ_DONTWAIT) < 0)
+            break;
+    }
+}
+
+static void s_recv_all (ak_daemon_t *d)
+{
+    for (int i = 0; i < AK_RECV_BATCH && d->sock; i++) {
+        void *h = zsock_resolve (d->sock);
+        zmq_msg_t msg;
+        if (zmq_msg_init (&msg) != 0) {
+            ak_error ("zmq_msg_init: %s", zmq_strerror (zmq_errno ()));
+            return;
+        }
+        if (zmq_msg_recv (&msg, h, ZMQ_DONTWAIT) < 0) {
+            int e = zmq_errno ();
+            if (zmq_msg_close (&msg) != 0)
+                ak_error ("zmq_msg_close: %s", zmq_strerror (zmq_errno ()));
+            if (e != EAGAIN && e != EINTR)
+                ak_warn ("receive: %s", zmq_strerror (e));
+            return;
+        }
+        if (zmq_msg_more (&msg)) {
+            s_drop_rest (h, &msg);
+            d->rejected++;
+            ak_warn ("multi-frame message from the coordinator refused (%" PRIu64 " so far)", d->rejected);
+        }
+        else
+            s_on_frame (d, zmq_msg_data (&msg), zmq_msg_size (&msg));
+        if (zmq_msg_close (&msg) != 0)
+            ak_error ("zmq_msg_close: %s", zmq_strerror (zmq_errno ()));
+    }
+}
+
+/* ================================================================== tick */
+
+static void s_tick (ak_daemon_t *d)
+{
+    uint64_t now = ak_clock_mono_ms ();
+
+    /* Watchdogs. */
+    for (size_t i = 0; i < d->nslots; i++) {
+        s_slot_t *s = &d->slots[i];
+        ak_err_t err = { 0 };
+        if (s->exec && ak_exec_check (s->exec, now, &err) != 0)
+            s_slot_lost (d, s, "timeout", err.msg);
+    }
+    /* Executors to (re)start. */
+    for (size_t i = 0; i < d->nslots; i++) {
+        s_slot_t *s = &d->slots[i];
+        if (!s->exec && now >= s->respawn_at)
+            s_slot_spawn (d, s);
+    }
+    s_dispatch (d);
+
+    /* The coordinator: liveness, heartbeats, reconnects. */
+    uint64_t dead_after = (uint64_t) d->cfg.liveness * d->cfg.heartbeat_ms;
+    if (d->sock) {
+        if (now - d->last_recv_ms > dead_after) {
+            ak_warn ("coordinator %s silent for %" PRIu64 " ms: reconnecting in %u ms",
+                     d->coordinator, now - d->last_recv_ms, d->backoff_ms);
+            s_close_socket (d);
+            d->next_connect_ms = now + d->backoff_ms;
+            d->backoff_ms = d->backoff_ms * 2 > d->cfg.max_backoff_ms ? d->cfg.max_backoff_ms
+                                                                     : d->backoff_ms * 2;
+        }
+        else {
+            if (now >= d->next_hb_ms) {
+                s_send_heartbeat (d);
+                d->next_hb_ms = now + d->cfg.heartbeat_ms;
+            }
+            s_flush_pending (d, false);
+        }
+    }
+    else if (now >= d->next_connect_ms)
+        s_connect (d);
+}
+
+/* ============================================================= lifecycle */
+
+static char *s_self_exe (void)
+{
+    char buf[PATH_MAX];
+    ssize_t n = readlink ("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0)
+        return NULL;
+    buf[n] = '\0';
+    return ak_strdup (buf);
+}
+
+int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t *err)
+{
+    int rc = 0;
+    ak_daemon_t *d = NULL;
+    if (!cfg || !self_p)
+        return ak_err_set (err, AK_EINVAL, "daemon: no configuration");
+    if (!cfg->coordinator || !*cfg->coordinator)
+        return ak_err_set (err, AK_EINVAL, "--coordinator: an endpoint is required");
+    if (!cfg->worker_id || !*cfg->worker_id || strlen (cfg->worker_id) > 128)
+        return ak_err_set (err, AK_EINVAL, "--id: a worker id of 1..128 characters is required");
+    if (cfg->slots < 1 || cfg->slots > 64)
+        return ak_err_set (err, AK_EINVAL, "--slots: %u (allowed 1..64)", cfg->slots);
+    if (cfg->prefetch > 64)
+        return ak_err_set (err, AK_EINVAL, "--prefetch: %u (allowed 0..64)", cfg->prefetch);
+    if (cfg->heartbeat_ms < 10 || cfg->heartbeat_ms > 600000)
+        return ak_err_set (err, AK_EINVAL, "--heartbeat-ms: %u (allowed 10..600000)", cfg->heartbeat_ms);
+    if (cfg->liveness < 1 || cfg->liveness > 100)
+        return ak_err_set (err, AK_EINVAL, "--liveness: %u (allowed 1..100)", cfg->liveness);
+    if (cfg->compile_threads < 1 || cfg->compile_threads > 64)
+        return ak_err_set (err, AK_EINVAL, "--compile-threads: %u (allowed 1..64)", cfg->compile_threads);
+
+    const ak_backend_t *be = ak_backend_find (cfg->backend ? cfg->backend : "host");
+    if (!be)
+        return ak_err_set (err, AK_EUNAVAIL, "--backend %s: not available in this build (backends: host)",
+                           cfg->backend);
+
+    d = ak_calloc (1, sizeof *d);
+    d->wake[0] = d->wake[1] = -1;
+    d->cfg = *cfg;
+    d->coordinator = ak_strdup (cfg->coordinator);
+    d->worker_id = ak_strdup (cfg->worker_id);
+    d->backend_name = ak_strdup (be->name);
+    d->cache_dir = cfg->cache_dir ? ak_strdup (cfg->cache_dir) : ak_daemon_default_cache ();
+    d->exe_path = cfg->exe_path ? ak_strdup (cfg->exe_path) : s_self_exe ();
+    d->log_level = ak_strdup (cfg->log_level ? cfg->log_level : "info");
+    d->cfg.coordinator = d->coordinator;
+    d->cfg.worker_id = d->worker_id;
+    d->cfg.backend = d->backend_name;
+    d->cfg.cache_dir = d->cache_dir;
+    d->cfg.exe_path = d->exe_path;
+    d->cfg.log_level = d->log_level;
+    if (!d->cfg.min_backoff_ms)
+        d->cfg.min_backoff_ms = 1000;
+    if (d->cfg.max_backoff_ms < d->cfg.min_backoff_ms)
+        d->cfg.max_backoff_ms = d->cfg.min_backoff_ms;
+    d->backoff_ms = d->cfg.min_backoff_ms;
+    d->be = be;
+    atomic_init (&d->stop, 0);
+    atomic_init (&d->cancel, 0);
+    if (!d->exe_path) {
+        rc = ak_err_set (err, AK_EIO, "cannot find this program (/proc/self/exe) to start executors");
+        goto fail;
+    }
+    if (gethostname (d->host, sizeof d->host - 1) != 0)
+        snprintf (d->host, sizeof d->host, "unknown");
+
+    rc = be->probe (&d->devices, &d->ndevices, err);
+    if (rc) {
+        ak_err_prefix (err, "%s backend", be->name);
+        goto fail;
+    }
+    if (d->ndevices == 0) {
+        rc = ak_err_set (err, AK_EUNAVAIL, "%s backend: no devices", be->name);
+        goto fail;
+    }
+    for (size_t i = 0; i < d->ndevices; i++)
+        d->devices[i]->slots = cfg->slots;
+    d->build_dtype = ak_job_build_dtype (be, d->devices[0]);
+
+    rc = ak_mkdir_p (d->cache_dir, 0755, err);
+    if (rc) {
+        ak_err_prefix (err, "cache directory");
+        goto fail;
+    }
+    if (pipe2 (d->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        rc = ak_err_set (err, AK_EIO, "pipe2: %s", strerror (errno));
+        goto fail;
+    }
+    rc = ak_pool_new ((int) cfg->compile_threads, s_compile_task, d, d->wake[1], &d->pool, err);
+    if (rc)
+        goto fail;
+
+    d->nslots = d->ndevices * cfg->slots;
+    d->slots = ak_calloc (d->nslots, sizeof *d->slots);
+    for (size_t i = 0; i < d->nslots; i++)
+        d->slots[i].dev = (uint32_t) (i / cfg->slots);
+
+    *self_p = d;
+    return 0;
+
+fail:
+    ak_daemon_destroy (&d);
+    return rc;
+}
+
+void ak_daemon_stop (ak_daemon_t *self)
+{
+    if (!self)
+        return;
+    atomic_store (&self->stop, 1);
+    char b = 0;
+    ssize_t w = write (self->wake[1], &b, 1);
+    (void) w;
+}
+
+int ak_daemon_run (ak_daemon_t *d, ak_err_t *err)
+{
+    if (!d)
+        return ak_err_set (err, AK_EINVAL, "daemon: none");
+    ak_info ("akworker %s: id %s, backend %s (the cuda backend is not in this build), %zu device(s): %s, "
+             "%u slot(s) per device, prefetch %u, cache %s", AK_VERSION, d->worker_id, d->be->name,
+             d->ndevices, d->devices[0]->name, d->cfg.slots, d->cfg.prefetch, d->cache_dir);
+    for (size_t i = 0; i < d->nslots; i++)
+        s_slot_spawn (d, &d->slots[i]);
+    s_connect (d);
+
+    zmq_pollitem_t *items = ak_calloc (d->nslots + 2, sizeof *items);
+    int *item_slot = ak_calloc (d->nslots + 2, sizeof *item_slot);
+    int rc = 0;
+    while (!atomic_load (&d->stop)) {
+        int n = 0;
+        items[n] = (zmq_pollitem_t) { .socket = NULL, .fd = d->wake[0], .events = ZMQ_POLLIN };
+        item_slot[n++] = -1;
+        int sock_item = -1;
+        if (d->sock) {
+            sock_item = n;
+            items[n] = (zmq_pollitem_t) { .socket = zsock_resolve (d->sock), .events = ZMQ_POLLIN };
+            item_slot[n++] = -1;
+        }
+        for (size_t i = 0; i < d->nslots; i++)
+            if (d->slots[i].exec) {
+                items[n] = (zmq_pollitem_t) { .socket = NULL, .fd = ak_exec_fd (d->slots[i].exec),
+                                              .events = ZMQ_POLLIN };
+                item_slot[n++] = (int) i;
+            }
+        int got = zmq_poll (items, n, AK_TICK_MS);
+        if (got < 0) {
+            int e = zmq_errno ();
+            if (e == EINTR)
+                continue;
+            rc = ak_err_set (err, AK_EIO, "zmq_poll: %s", zmq_strerror (e));
+            break;
+        }
+        if (items[0].revents & ZMQ_POLLIN) {
+            char buf[256];
+            while (read (d->wake[0], buf, sizeof buf) > 0)
+                ;
+            s_drain_compiles (d);
+        }
+        if (sock_item >= 0 && (items[sock_item].revents & ZMQ_POLLIN))
+            s_recv_all (d);
+        for (int k = 0; k < n; k++) {
+            if (item_slot[k] < 0 || !(items[k].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+                continue;
+            s_slot_t *s = &d->slots[item_slot[k]];
+            if (s->exec && ak_exec_fd (s->exec) == items[k].fd)
+                s_slot_readable (d, s);
+        }
+        s_tick (d);
+    }
+    free (items);
+    free (item_slot);
+
+    ak_info ("stopping: %zu task(s) held, %zu receipt(s) unacked", d->ntasks, d->npending);
+    atomic_store (&d->cancel, 1);
+    ak_pool_destroy (&d->pool);
+    for (size_t i = 0; i < d->nslots; i++)
+        ak_exec_destroy (&d->slots[i].exec);
+    s_close_socket (d);
+    return rc;
+}
+
+void ak_daemon_destroy (ak_daemon_t **self_p)
+{
+    if (self_p && *self_p) {
+        ak_daemon_t *d = *self_p;
+        atomic_store (&d->cancel, 1);
+        ak_pool_destroy (&d->pool);
+        for (size_t i = 0; i < d->nslots; i++)
+            ak_exec_destroy (&d->slots[i].exec);
+        free (d->slots);
+        s_close_socket (d);
+        while (d->tasks) {
+            s_task_t *t = d->tasks;
+            d->tasks = t->next;
+            s_task_free (&t);
+        }
+        while (d->pending) {
+            s_pending_t *p = d->pending;
+            d->pending = p->next;
+            ak__receipt__free_unpacked (p->r, NULL);
+            free (p->task_id);
+            free (p);
+        }
+        for (size_t i = 0; i < d->ndevices; i++)
+            ak__device__free_unpacked (d->devices[i], NULL);
+        free (d->devices);
+        if (d->wake[0] >= 0)
+            close (d->wake[0]);
+        if (d->wake[1] >= 0)
+            close (d->wake[1]);
+        free (d->coordinator);
+        free (d->worker_id);
+        free (d->backend_name);
+        free (d->cache_dir);
+        free (d->exe_path);
+        free (d->log_level);
+        free (d);
+        *self_p = NULL;
+    }
+}

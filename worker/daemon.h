@@ -1,0 +1,54 @@
+/*  worker/daemon.h: the akworker daemon.
+
+    One per host.  A single event loop (zmq_poll over the DEALER socket to
+    the coordinator, the executors' sockets and a wake-up pipe, plus a timer
+    tick) speaks docs/protocol.md: HELLO with the probed devices, heartbeats
+    both ways, ASSIGNs into a local queue, compiles on a small thread pool
+    so they overlap the running task, STARTED when an executor takes a job,
+    RECEIPTs kept until ACKed and re-sent after every (re-)registration.
+    A coordinator silent for `liveness` heartbeats is dropped: the socket is
+    closed and a new one connects after a backoff (1 s doubling to 32 s).
+
+    Never: block the loop on a compile, a candidate or the network; trust a
+    message; lose a receipt before its ACK while the daemon lives. */
+#ifndef AK_WORKER_DAEMON_H
+#define AK_WORKER_DAEMON_H
+#include <stdint.h>
+#include "error.h"
+
+typedef struct {
+    const char *coordinator;       /* endpoint, "tcp://host:5555" */
+    const char *worker_id;         /* registry key at the coordinator */
+    const char *backend;           /* "host" */
+    uint32_t    slots;             /* concurrent tasks per device (1) */
+    uint32_t    prefetch;          /* extra tasks held so compiles overlap runs (1) */
+    const char *cache_dir;         /* compile cache; NULL: $XDG_CACHE_HOME/akfleet or ~/.cache/akfleet */
+    uint32_t    heartbeat_ms;      /* 1000 */
+    uint32_t    liveness;          /* missed heartbeats before the coordinator is dead (3) */
+    uint32_t    min_backoff_ms;    /* first reconnect delay (1000) */
+    uint32_t    max_backoff_ms;    /* reconnect delay cap (32000) */
+    uint32_t    compile_threads;   /* compile pool size (2) */
+    uint32_t    linger_ms;         /* socket linger on close (1000) */
+    const char *exe_path;          /* executor binary; NULL: this program (/proc/self/exe) */
+    const char *log_level;         /* passed to executors ("info") */
+} ak_daemon_config_t;
+
+typedef struct ak_daemon ak_daemon_t;
+
+void ak_daemon_config_defaults (ak_daemon_config_t *cfg);
+
+/* The default cache directory ($XDG_CACHE_HOME/akfleet, else
+   $HOME/.cache/akfleet, else /tmp/akfleet-cache); caller frees. */
+char *ak_daemon_default_cache (void);
+
+/* Checks cfg, probes the backend, creates the cache directory and starts
+   the compile pool.  The configuration is copied. */
+int  ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t *err);
+/* Runs the loop until ak_daemon_stop; then stops executors and compiles
+   and closes the socket with bounded linger.  0 on a clean stop. */
+int  ak_daemon_run (ak_daemon_t *self, ak_err_t *err);
+/* Asks the loop to stop.  Async-signal-safe and thread-safe. */
+void ak_daemon_stop (ak_daemon_t *self);
+void ak_daemon_destroy (ak_daemon_t **self_p);
+
+#endif
