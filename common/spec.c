@@ -27,8 +27,11 @@
 #define S_MAX_SIZES       256                 /* sizes (and edge sizes) per spec */
 #define S_MAX_CANDIDATES  256
 #define S_MAX_VALUES      1024                /* values of one parameter */
-#define S_MAX_SPACE       (1u << 20)          /* configurations before constraints */
-#define S_MAX_CONSTRAINTS 64
+#define S_MAX_SPACE       (1u << 16)          /* configurations before constraints */
+#define S_MAX_CONSTRAINTS 32
+#define S_MAX_WALK_CHARS  (1u << 22)          /* configurations x constraint characters:
+                                                 bounds the walk done on every parse (the
+                                                 coordinator parses on its event loop) */
 #define S_MAX_OPS         256
 #define S_MAX_TARGETS     256
 #define S_MAX_WORKLOADS   4096
@@ -883,6 +886,12 @@ static int s_parse_candidate (json_t *v, const char *label, const char *path, co
             return rc;
         cand->constraints[cand->nconstraints++] = ak_strdup (text);
     }
+    size_t chars = 0;
+    for (size_t i = 0; i < cand->nconstraints; i++)
+        chars += strlen (cand->constraints[i]) + 1;
+    if (chars && space > S_MAX_WALK_CHARS / chars)
+        return s_bad (err, label, p, "too much to check: %zu configurations x %zu characters "
+                      "of constraints (limit %u)", space, chars, S_MAX_WALK_CHARS);
     size_t valid = 0, bad = 0;
     ak_err_t sub = { 0 };
     if (s_walk (cand, NULL, NULL, &valid, &bad, &sub))

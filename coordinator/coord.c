@@ -464,7 +464,7 @@ static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, u
     int rc = ak_intake_stage (self->intake, w->worker_id, &r, now, &err);
     if (rc)
         s_reject (self, AK_EP_WORKERS, w->route, w->route_len, err.msg);
-    if (ak_intake_staged (self->intake) >= self->opts.commit_max)
+    if (ak_intake_full (self->intake))
         s_commit (self, &err);
     s_dispatch_worker (self, w, now);
 }

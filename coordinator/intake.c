@@ -23,6 +23,7 @@ struct ak_intake {
     s_staged_t       *staged;
     size_t            nstaged;
     size_t            cap;
+    size_t            staged_bytes;     /* packed size of the staged receipts */
     uint64_t          first_staged;     /* monotonic ms of the oldest staged receipt */
     uint64_t          retry_at;         /* no commit before this after a failure */
     ak_intake_stats_t stats;
@@ -51,6 +52,7 @@ static void s_staged_clear (ak_intake_t *self)
         free (self->staged[i].worker_id);
     }
     self->nstaged = 0;
+    self->staged_bytes = 0;
     self->first_staged = 0;
 }
 
@@ -102,6 +104,7 @@ int ak_intake_stage (ak_intake_t *self, const char *worker_id, Ak__Receipt **rec
     memset (s, 0, sizeof *s);
     s->receipt = r;
     s->worker_id = ak_strdup (worker_id);
+    self->staged_bytes += ak__receipt__get_packed_size (r);
     if (!self->first_staged)
         self->first_staged = now ? now : 1;
     return 0;
@@ -114,6 +117,11 @@ fail:
 size_t ak_intake_staged (ak_intake_t *self)
 {
     return self->nstaged;
+}
+
+bool ak_intake_full (ak_intake_t *self)
+{
+    return self->nstaged >= self->opts.commit_max || self->staged_bytes >= AK_INTAKE_MAX_BYTES;
 }
 
 size_t ak_intake_staged_for (ak_intake_t *self, const char *worker_id)
@@ -135,7 +143,7 @@ uint64_t ak_intake_deadline (ak_intake_t *self)
         since = d;
     if (!since)
         return 0;
-    uint64_t due = self->nstaged >= self->opts.commit_max ? since : since + self->opts.commit_ms;
+    uint64_t due = ak_intake_full (self) ? since : since + self->opts.commit_ms;
     return due > self->retry_at ? due : self->retry_at;
 }
 

@@ -31,6 +31,7 @@
 
 #define AK_INTAKE_MAP_MAX     (64ull << 30)     /* default growth limit: 64 GiB */
 #define AK_INTAKE_RETRY_MS    1000              /* pause after a failed commit */
+#define AK_INTAKE_MAX_BYTES   (64u << 20)       /* staged receipt bytes that force a commit */
 
 typedef struct {
     uint32_t commit_ms;         /* bounded delay; default 2 */
@@ -78,10 +79,12 @@ int ak_intake_stage (ak_intake_t *self, const char *worker_id, Ak__Receipt **rec
                      uint64_t now, ak_err_t *err);
 
 size_t ak_intake_staged (ak_intake_t *self);
+/* True when the staged receipts alone make a commit due now. */
+bool ak_intake_full (ak_intake_t *self);
 size_t ak_intake_staged_for (ak_intake_t *self, const char *worker_id);
 
 /* Monotonic ms at which a commit is due (0: nothing pending).  It is due at
-   once when commit_max receipts are staged. */
+   once when commit_max receipts, or AK_INTAKE_MAX_BYTES of them, are staged. */
 uint64_t ak_intake_deadline (ak_intake_t *self);
 
 /* Commits everything pending (a no-op when nothing is).  On 0, *out has the

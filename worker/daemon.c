@@ -399,7 +399,7 @@ static void s_task_finish (ak_daemon_t *d, s_task_t *t, Ak__Receipt *r)
     else if (!r->started_at_ms)
         r->started_at_ms = now_wall;
     r->finished_at_ms = now_wall;
-    if (strcmp (r->status, "compile_error") == 0 && t->compile_log)
+    if (t->compile_log && t->compile_log[0])     /* only a failing compile leaves one */
         ak_pb_set_str_max (&r->compile_log, t->compile_log, AK_COMPILE_LOG_MAX);
 
     ak_info ("task %s#%u: %s%s%s", a->task_id, a->attempt, r->status,
@@ -456,10 +456,13 @@ static void s_log_headline (const char *log, char *buf, size_t len)
 }
 
 /*  One compile of a task (reference, baseline or candidate).  On failure
-    sets the task's failure status and reason and returns non-zero. */
+    sets the task's failure status and reason and returns non-zero: a
+    source under test that does not build is a compile_error; the reference
+    (or a tune task's baseline) not building is an error of the batch, not
+    of the candidate. */
 static int s_compile_one (ak_daemon_t *d, s_task_t *t, const char *what, const ak_backend_t *be,
-                          const Ak__Source *src, bool reference, bool with_params, char **path_p,
-                          char *options_digest)
+                          const Ak__Source *src, bool reference, bool with_params, bool under_test,
+                          char **path_p, char *options_digest)
 {
     const Ak__Assign *a = t->a;
     ak_compile_req_t req;
@@ -515,11 +518,11 @@ static int s_compile_one (ak_daemon_t *d, s_task_t *t, const char *what, const a
     if (rc == AK_ECOMPILE) {
         char head[240];
         s_log_headline (out.log ? out.log : "", head, sizeof head);
-        t->fail_status = "compile_error";
+        t->fail_status = under_test ? "compile_error" : "error";
         snprintf (t->fail_reason, sizeof t->fail_reason, "%s failed to compile: %s", what, head);
     }
     else if (rc == AK_ETIMEOUT) {
-        t->fail_status = "compile_error";
+        t->fail_status = under_test ? "compile_error" : "error";
         snprintf (t->fail_reason, sizeof t->fail_reason, "%s: %.400s", what, err.msg);
     }
     else if (rc == AK_EINVAL || rc == AK_EUNSUPPORTED) {
@@ -556,14 +559,14 @@ static void s_compile_task (void *item, void *arg)
                   a->n_params, AK_MAX_PARAMS);
         return;
     }
-    if (s_compile_one (d, t, "reference", ak_backend_host (), a->reference, true, false,
+    if (s_compile_one (d, t, "reference", ak_backend_host (), a->reference, true, false, false,
                        &t->ref_path, NULL) != 0)
         return;
-    if (s_compile_one (d, t, "baseline", d->be, a->baseline, false, false, &t->base_path,
+    if (s_compile_one (d, t, "baseline", d->be, a->baseline, false, false, !tune, &t->base_path,
                        tune ? NULL : t->options_digest) != 0)
         return;
     if (tune)
-        s_compile_one (d, t, "candidate", d->be, a->candidate, false, true, &t->cand_path,
+        s_compile_one (d, t, "candidate", d->be, a->candidate, false, true, true, &t->cand_path,
                        t->options_digest);
 }
 
@@ -889,6 +892,23 @@ static char *s_self_exe (void)
     return ak_strdup (buf);
 }
 
+/*  A malformed endpoint is a configuration error to report at start, not
+    something to retry forever: try it on a throw-away socket. */
+static int s_check_endpoint (const char *endpoint, ak_err_t *err)
+{
+    zsock_t *probe = zsock_new (ZMQ_DEALER);
+    if (!probe)
+        return ak_err_set (err, AK_EIO, "cannot create a ZeroMQ socket: %s", zmq_strerror (zmq_errno ()));
+    void *h = zsock_resolve (probe);
+    int rc = 0;
+    if (s_sockopt_int (h, ZMQ_LINGER, 0, "ZMQ_LINGER") != 0)
+        rc = ak_err_set (err, AK_EIO, "zmq_setsockopt ZMQ_LINGER failed");
+    else if (zmq_connect (h, endpoint) != 0)
+        rc = ak_err_set (err, AK_EINVAL, "--coordinator %s: %s", endpoint, zmq_strerror (zmq_errno ()));
+    zsock_destroy (&probe);
+    return rc;
+}
+
 int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t *err)
 {
     int rc = 0;
@@ -910,6 +930,9 @@ int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t
     if (cfg->compile_threads < 1 || cfg->compile_threads > 64)
         return ak_err_set (err, AK_EINVAL, "--compile-threads: %u (allowed 1..64)", cfg->compile_threads);
 
+    rc = s_check_endpoint (cfg->coordinator, err);
+    if (rc)
+        return rc;
     const ak_backend_t *be = ak_backend_find (cfg->backend ? cfg->backend : "host");
     if (!be)
         return ak_err_set (err, AK_EUNAVAIL, "--backend %s: not available in this build (backends: host)",

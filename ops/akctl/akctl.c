@@ -78,7 +78,8 @@ static const char s_exit_help[] =
     "     poisoned tasks, a demo that did not finish, a request the coordinator refused)\n"
     "  2  bad usage or invalid input (manifest errors name the file and the field)\n"
     "  3  the coordinator did not answer within the timeout\n"
-    "  4  not found (no such batch or task)\n";
+    "  4  not found (no such batch or task)\n"
+    "  130  interrupted (watch, submit --wait, demo; demo stops its children first)\n";
 
 /*  Connects a client for o, or prints why not; exit code in *code. */
 static akctl_client_t *s_client (const akctl_opts_t *o, int *code)
@@ -342,7 +343,8 @@ static const s_verb_t s_verbs[] = {
       "line when the counts change (at most once a second, at least every 10 s);\n"
       "with --json each changed status as one JSON line.  Exits 0 when the batch\n"
       "completed with no task poisoned or cancelled, 1 when it was cancelled or\n"
-      "has poisoned tasks, 130 on Ctrl-C (the batch itself goes on).\n" },
+      "has poisoned tasks, 3 after three polls in a row got no answer (each\n"
+      "bounded by --timeout), 130 on Ctrl-C (the batch itself goes on).\n" },
     { "show", "TASK", 1, 1, 0, s_verb_show,
       "one task and every receipt it got",
       "The task's kind, operator, candidate and parameters, state, attempts and\n"
@@ -392,8 +394,9 @@ static const s_verb_t s_verbs[] = {
       "`shutdown` to akcoord, SIGTERM to the workers, SIGKILL only as a last\n"
       "resort.  Logs are DIR/akcoord.log and DIR/demo-wN.log.  The directory is\n"
       "removed at the end unless --keep or --dir is given or the demo failed.\n"
-      "Ctrl-C stops the children too.  Exits 0 only when the batch completed\n"
-      "and every operator got a result (a winner or \"baseline kept\").\n"
+      "Ctrl-C stops the children too.  With --json the report is printed as the\n"
+      "coordinator's JSON.  Exits 0 only when the batch completed and every\n"
+      "operator got a result (a winner or \"baseline kept\").\n"
       "\n"
       "  --dir DIR         use DIR (created if needed) instead of a temporary one\n"
       "  --workers N       how many workers to start, 1 to 64 (default 2)\n"

@@ -323,34 +323,34 @@ void akctl_render_workers (FILE *out, const json_t *answer)
 
 /* ----------------------------------------------------------------- stats */
 
-/*  Prints every member of obj as "prefix.key  value", recursing into
+/*  Adds every member of obj as a row "prefix.key | value", recursing into
     objects, so counters a newer coordinator adds show up too. */
-static void s_stats_members (FILE *out, const json_t *obj, const char *prefix)
+static void s_stats_members (akctl_table_t *t, const json_t *obj, const char *prefix)
 {
     const char *key;
     json_t *v;
     json_object_foreach ((json_t *) obj, key, v) {
-        char name[256];
+        char name[256], value[64];
         snprintf (name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", key);
-        if (json_is_object (v))
-            s_stats_members (out, v, name);
-        else
+        if (json_is_object (v)) {
+            s_stats_members (t, v, name);
+            continue;
+        }
+        char *text = NULL;
         if (json_is_integer (v))
-            fprintf (out, "%-24s %" JSON_INTEGER_FORMAT "\n", name, json_integer_value (v));
+            snprintf (value, sizeof value, "%" JSON_INTEGER_FORMAT, json_integer_value (v));
         else
         if (json_is_real (v))
-            fprintf (out, "%-24s %g\n", name, json_real_value (v));
-        else
-        if (json_is_string (v))
-            fprintf (out, "%-24s %s\n", name, json_string_value (v));
+            snprintf (value, sizeof value, "%g", json_real_value (v));
         else
         if (json_is_boolean (v))
-            fprintf (out, "%-24s %s\n", name, json_is_true (v) ? "true" : "false");
-        else {
-            char *text = json_dumps (v, JSON_COMPACT);
-            fprintf (out, "%-24s %s\n", name, text ? text : "?");
-            free (text);
-        }
+            snprintf (value, sizeof value, "%s", json_is_true (v) ? "true" : "false");
+        else
+        if (!json_is_string (v))
+            text = json_dumps (v, JSON_COMPACT | JSON_ENCODE_ANY);
+        const char *row[2] = { name, json_is_string (v) ? json_string_value (v) : text ? text : value };
+        akctl_table_add (t, row);
+        free (text);
     }
 }
 
@@ -358,7 +358,11 @@ void akctl_render_stats (FILE *out, const json_t *answer)
 {
     char up[32];
     if (json_object_get (answer, "uptime_ms"))
-        fprintf (out, "coordinator up %s\n",
+        fprintf (out, "coordinator up %s\n\n",
                  akctl_duration ((double) akj_int (answer, "uptime_ms"), up, sizeof up));
-    s_stats_members (out, answer, "");
+    static const char *const head[] = { "COUNTER", "VALUE" };
+    akctl_table_t *t = akctl_table_new (2, head);
+    s_stats_members (t, answer, "");
+    akctl_table_print (t, out, "", false);
+    akctl_table_destroy (&t);
 }

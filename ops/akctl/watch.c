@@ -4,7 +4,8 @@
     redraws one line (bar, percentage, counts, elapsed); into a pipe or file
     it writes a plain line when the counts change (at most once a second)
     and at least every ten seconds, so logs of overnight runs stay short;
-    with --json it writes each changed BATCHSUM as one JSON line. */
+    with --json it writes each changed BATCHSUM as one JSON line.  Only
+    three unanswered polls in a row end it (exit code 3). */
 #include "akctl.h"
 
 #include <inttypes.h>
@@ -20,6 +21,7 @@
 #define S_BAR_WIDTH        30
 #define S_PLAIN_MIN_MS     1000
 #define S_PLAIN_MAX_MS     10000
+#define S_SILENT_MAX       3        /* unanswered polls in a row before giving up */
 
 typedef struct {
     int64_t total, done, failed, poisoned, cancelled, queued, leased;
@@ -118,6 +120,7 @@ int akctl_watch (akctl_client_t *client, const char *batch_id, bool json,
     json_t *sum = NULL;
     int code = AKCTL_EXIT_OK;
     char *args[1] = { (char *) batch_id };
+    int silent = 0;
 
     for (;;) {
         if (stop_flag && *stop_flag) {
@@ -136,6 +139,12 @@ int akctl_watch (akctl_client_t *client, const char *batch_id, bool json,
         akctl_reply_t reply;
         ak_err_t err = { 0, "" };
         int rc = akctl_client_call (client, "status", args, 1, NULL, &reply, &err);
+        /* A night-long watch should not end on one slow answer (a big
+           group commit): silence ends it only S_SILENT_MAX times in a row. */
+        if (rc == AK_EUNAVAIL && ++silent < S_SILENT_MAX && !(stop_flag && *stop_flag))
+            continue;
+        if (rc != AK_EUNAVAIL)
+            silent = 0;
         if (rc != 0 || reply.code != 0) {
             if (drawn)
                 printf ("\n");

@@ -81,8 +81,9 @@ static Ak__Envelope *s_recv (zsock_t *s, int timeout_ms)
     return env;
 }
 
-/* The next envelope of a given kind, skipping heartbeats. */
-static Ak__Envelope *s_recv_kind (zsock_t *s, Ak__Envelope__BodyCase kind, int timeout_ms)
+/* The next envelope of a given kind, skipping heartbeats; anything else is
+   skipped too unless strict. */
+static Ak__Envelope *s_recv_kind_x (zsock_t *s, Ak__Envelope__BodyCase kind, int timeout_ms, bool strict)
 {
     for (int waited = 0; waited < timeout_ms; waited += 100) {
         Ak__Envelope *env = s_recv (s, 100);
@@ -90,11 +91,16 @@ static Ak__Envelope *s_recv_kind (zsock_t *s, Ak__Envelope__BodyCase kind, int t
             continue;
         if (env->body_case == kind)
             return env;
-        if (env->body_case != AK__ENVELOPE__BODY_HEARTBEAT)
+        if (strict && env->body_case != AK__ENVELOPE__BODY_HEARTBEAT)
             fail_msg ("expected %d, got a %s", (int) kind, ak_envelope_kind (env));
         ak_envelope_free (&env);
     }
     return NULL;
+}
+
+static Ak__Envelope *s_recv_kind (zsock_t *s, Ak__Envelope__BodyCase kind, int timeout_ms)
+{
+    return s_recv_kind_x (s, kind, timeout_ms, true);
 }
 
 static void s_send (zsock_t *s, Ak__Envelope *env)
@@ -697,7 +703,8 @@ static void test_worker_death_requeues (void **state)
     Ak__Receipt *r = s_receipt (e2->assign, 1.0);
     s_send_receipt (w2, r);
     ak__receipt__free_unpacked (r, NULL);
-    Ak__Envelope *ack = s_recv_kind (w2, AK__ENVELOPE__BODY_ACK, 5000);
+    /* (its freed slot may bring it the next task first) */
+    Ak__Envelope *ack = s_recv_kind_x (w2, AK__ENVELOPE__BODY_ACK, 5000, false);
     assert_non_null (ack);
     assert_int_equal (ack->ack->attempt, 1);
     assert_false (ack->ack->duplicate);
@@ -707,7 +714,7 @@ static void test_worker_death_requeues (void **state)
     r = s_receipt (e3->assign, 1.0);
     s_send_receipt (w3, r);
     ak__receipt__free_unpacked (r, NULL);
-    ack = s_recv_kind (w3, AK__ENVELOPE__BODY_ACK, 5000);
+    ack = s_recv_kind_x (w3, AK__ENVELOPE__BODY_ACK, 5000, false);
     assert_non_null (ack);
     assert_int_equal (ack->ack->attempt, 2);
     assert_true (ack->ack->duplicate);
@@ -732,6 +739,18 @@ static void test_worker_death_requeues (void **state)
 
 static void test_sigterm_and_restart (void **state)
 {
+    /* a batch with a task leased and started when the coordinator stops */
+    json_t *sub = s_json ("submit", NULL, s_fx->bundle);
+    assert_string_equal (json_string_value (json_object_get (sub, "batch_id")), "B000003");
+    json_decref (sub);
+    zsock_t *w4 = s_dealer (s_fx->workers);
+    s_hello_as (w4, "fake-4", NULL, 0);
+    Ak__Envelope *e4 = s_recv_kind_x (w4, AK__ENVELOPE__BODY_ASSIGN, 5000, false);
+    assert_non_null (e4);
+    assert_string_equal (e4->assign->task_id, "B000003.0001");
+    s_send_started (w4, e4->assign);
+    zsock_destroy (&w4);
+
     int status = ak_test_stop (s_fx->pid, SIGTERM, 10000);
     s_fx->pid = 0;
     assert_true (WIFEXITED (status));
@@ -741,7 +760,7 @@ static void test_sigterm_and_restart (void **state)
     s_start (s_fx);
     s_fx->client = s_dealer (s_fx->clients);
     json_t *list = s_json ("list", NULL, NULL);
-    assert_int_equal (json_array_size (json_object_get (list, "batches")), 2);
+    assert_int_equal (json_array_size (json_object_get (list, "batches")), 3);
     json_t *b2 = json_array_get (json_object_get (list, "batches"), 1);
     assert_string_equal (json_string_value (json_object_get (b2, "state")), "cancelled");
     json_t *b = json_array_get (json_object_get (list, "batches"), 0);
@@ -751,11 +770,48 @@ static void test_sigterm_and_restart (void **state)
     json_decref (list);
     json_t *ws = s_json ("workers", NULL, NULL);
     json_t *w0 = json_array_get (json_object_get (ws, "workers"), 0);
-    assert_int_equal (json_array_size (json_object_get (ws, "workers")), 3);
+    assert_int_equal (json_array_size (json_object_get (ws, "workers")), 4);
     assert_string_equal (json_string_value (json_object_get (w0, "worker_id")), "fake-1");
     assert_string_equal (json_string_value (json_object_get (w0, "state")), "dead");
     assert_int_equal (json_integer_value (json_object_get (w0, "tasks_done")), 3);
     json_decref (ws);
+
+    /* the lease survived the restart: fake-4 claims it and delivers */
+    json_t *show = s_json ("show", "B000003.0001", NULL);
+    assert_string_equal (json_string_value (json_object_get (json_object_get (show, "task"), "state")), "leased");
+    json_decref (show);
+    w4 = s_dealer (s_fx->workers);
+    Ak__TaskRef ref = AK__TASK_REF__INIT, *refs[1] = { &ref };
+    ref.task_id = "B000003.0001";
+    ref.attempt = 1;
+    s_hello_as (w4, "fake-4", refs, 1);
+    Ak__Envelope *hb = s_recv_kind (w4, AK__ENVELOPE__BODY_HEARTBEAT, 5000);
+    assert_non_null (hb);
+    /* it holds one task with one slot: no new assignment */
+    assert_int_equal (hb->heartbeat->credits, 0);
+    ak_envelope_free (&hb);
+    ws = s_json ("workers", NULL, NULL);
+    json_t *w = NULL;
+    for (size_t i = 0; i < json_array_size (json_object_get (ws, "workers")); i++) {
+        json_t *x = json_array_get (json_object_get (ws, "workers"), i);
+        if (strcmp (json_string_value (json_object_get (x, "worker_id")), "fake-4") == 0)
+            w = x;
+    }
+    assert_non_null (w);
+    json_t *lease = json_array_get (json_object_get (w, "leases"), 0);
+    assert_string_equal (json_string_value (json_object_get (lease, "task_id")), "B000003.0001");
+    assert_true (json_integer_value (json_object_get (lease, "expires_in_ms")) > 50000);
+    json_decref (ws);
+    Ak__Receipt *r = s_receipt (e4->assign, 1.0);
+    s_send_receipt (w4, r);
+    ak__receipt__free_unpacked (r, NULL);
+    Ak__Envelope *ack = s_recv_kind_x (w4, AK__ENVELOPE__BODY_ACK, 5000, false);
+    assert_non_null (ack);
+    assert_string_equal (ack->ack->task_id, "B000003.0001");
+    assert_false (ack->ack->duplicate);
+    ak_envelope_free (&ack);
+    ak_envelope_free (&e4);
+    zsock_destroy (&w4);
 
     /* shutdown: replies {}, then exits 0 */
     json_t *j = s_json ("shutdown", NULL, NULL);

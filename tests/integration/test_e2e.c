@@ -231,7 +231,7 @@ static void s_start (void)
         char *cache = ak_sprintf ("%s/cache-%s", s_ctx.dir, id);
         char *wlog = ak_sprintf ("%s/%s.log", s_ctx.dir, id);
         char *wargv[] = { worker, "--coordinator", workers_ep, "--id", id, "--cache", cache,
-                          "--heartbeat-ms", "500", "--log-level", "debug", NULL };
+                          "--log-level", "debug", NULL };
         s_ctx.workers[i] = ak_test_spawn (wargv, wlog);
         assert_true (s_ctx.workers[i] > 0);
         free (cache);

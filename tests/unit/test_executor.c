@@ -525,8 +525,19 @@ static void test_daemon (void **state)
     ak_envelope_free (&env);
     s_coord_ack (&c, "D4", 1);
 
-    /* SIGTERM: a clean exit. */
+    /* SIGTERM while a task hangs in its executor: a clean, prompt exit. */
+    char *hang = s_read_src ("kernels/testing/hang.c");
+    Ak__Assign *a4 = s_assign ("D5", "tune", "hang", hang, 30000);
+    s_coord_assign (&c, a4);
+    env = s_coord_expect (&c, AK__ENVELOPE__BODY_STARTED, 30000);
+    assert_non_null (env);
+    assert_string_equal (env->started->task_id, "D5");
+    ak_envelope_free (&env);
+    uint64_t t0 = ak_clock_mono_ms ();
     int status = ak_test_stop (pid, SIGTERM, 10000);
+    assert_true (ak_clock_mono_ms () - t0 < 5000);
+    ak__assign__free_unpacked (a4, NULL);
+    free (hang);
     assert_true (WIFEXITED (status));
     assert_int_equal (WEXITSTATUS (status), 0);
 

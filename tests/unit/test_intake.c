@@ -296,8 +296,8 @@ static void test_older_attempt_after_accept (void **state)
     ak_sched_requeue (fx->sched, t2, "lease expired (w1)", 1001);
     assert_int_equal (t2->attempt, 2);
     assert_int_equal (t2->state, AK_TS_QUEUED);
-    ak_task_t *again = ak_sched_pop (fx->sched, "host");   /* 0003 was queued first */
-    assert_string_equal (again->task_id, "B000001.0003");
+    ak_task_t *again = ak_sched_pop (fx->sched, "host");   /* a retry keeps its place: first */
+    assert_ptr_equal (again, t2);
     ak_sched_unpop (fx->sched, again);
 
     /* attempt 2 fails first: accepted as failed; then attempt 1 is a duplicate */
@@ -324,7 +324,7 @@ static void test_older_attempt_after_accept (void **state)
     ak__task_record__free_unpacked (rec, NULL);
 
     /* a queued task that gets a (late) receipt is done; its stale queue
-       entry is skipped */
+       entries (0002's, 0003's) are skipped */
     assert_int_equal (s_stage (fx, "B000001.0003", 1, "ok", 1200), 0);
     assert_int_equal (ak_intake_commit (fx->intake, 1202, &c, &err), 0);
     ak_commit_clear (&c);
@@ -455,16 +455,17 @@ static void test_rebuild_from_store (void **state)
     assert_int_equal (leased->attempt, 2);
     assert_int_equal (ak_sched_count (fx->sched, AK_TS_QUEUED), 3);
 
-    /* max_attempts is 2: the next failure poisons it */
-    ak_sched_assign (fx->sched, ak_sched_pop (fx->sched, "host"), "w2", 55001);
-    assert_int_equal (leased->state, AK_TS_QUEUED);    /* it was 0003 that was popped */
-    ak_task_t *t3b = ak_sched_task (fx->sched, "B000001.0003");
-    ak_sched_requeue (fx->sched, t3b, "worker w2 died", 56000);
-    assert_int_equal (t3b->state, AK_TS_POISONED);
-    assert_int_equal (t3b->attempt, 2);
+    /* the retry is first in line; max_attempts is 2: its next failure poisons it */
+    ak_task_t *first = ak_sched_pop (fx->sched, "host");
+    assert_ptr_equal (first, leased);
+    ak_sched_assign (fx->sched, first, "w2", 55001);
+    ak_sched_requeue (fx->sched, first, "worker w2 died", 56000);
+    assert_int_equal (first->state, AK_TS_POISONED);
+    assert_int_equal (first->attempt, 2);
+    assert_int_equal (ak_sched_count (fx->sched, AK_TS_QUEUED), 2);
     assert_int_equal (ak_intake_commit (fx->intake, 56002, &c, &err), 0);
     ak_commit_clear (&c);
-    Ak__TaskRecord *rec = s_task_rec (fx, "B000001.0003");
+    Ak__TaskRecord *rec = s_task_rec (fx, "B000001.0002");
     assert_string_equal (rec->state, "poisoned");
     assert_string_equal (rec->last_error, "worker w2 died");
     ak__task_record__free_unpacked (rec, NULL);

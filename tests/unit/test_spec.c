@@ -809,6 +809,33 @@ static void test_reject_space_too_big (void **state)
               "more than", NULL);
 }
 
+static void test_reject_space_too_slow_to_check (void **state)
+{
+    fixture_t *fx = *state;
+    json_t *params = json_object ();
+    const char *names[] = { "A", "B", "C", "D" };
+    for (int p = 0; p < 4; p++) {
+        json_t *vals = json_array ();
+        for (int v = 1; v <= 16; v++)
+            json_array_append_new (vals, json_integer (v));
+        json_object_set_new (params, names[p], vals);
+    }
+    s_set (fx->json, "candidates[0].params", params);
+    s_reject (fx, "candidates[0].constraints",
+              json_pack ("[s]", "A*B*C*D + (A+B)*(C+D) + A*A*A + B*B*B + C*C*C + D*D*D <= 1000000"),
+              "candidates[0].constraints: too much to check: 65536 configurations", NULL);
+    /* the same space with a short constraint is fine */
+    s_set (fx->json, "candidates[0].constraints", json_pack ("[s]", "A <= B"));
+    ak_spec_t *spec = NULL;
+    ak_err_t err;
+    if (s_load (fx, &spec, &err))
+        fail_msg ("%s", err.msg);
+    size_t count = 0;
+    assert_int_equal (ak_space_walk (&spec->candidates[0], NULL, NULL, &count, &err), 0);
+    assert_int_equal (count, 136 * 256);
+    ak_spec_destroy (&spec);
+}
+
 static void test_reject_bad_constraint (void **state)
 {
     fixture_t *fx = *state;
@@ -1207,6 +1234,7 @@ int main (void)
         T (test_reject_empty_param_values),
         T (test_reject_non_integer_param_values),
         T (test_reject_space_too_big),
+        T (test_reject_space_too_slow_to_check),
         T (test_reject_bad_constraint),
         T (test_reject_constraint_failing_to_evaluate),
         T (test_reject_unsatisfiable_constraints),
