@@ -89,7 +89,11 @@ static double s_run_one (const ak_backend_t *be, const char *path, bool referenc
     assert_null (k);
     be->close (&dev);
     assert_null (dev);
-    return reference ? out[0] : (double) ((float *) out)[0];
+    if (reference)
+        return out[0];
+    float f;
+    memcpy (&f, out, sizeof f);
+    return (double) f;
 }
 
 static const char *s_scale_src =
