@@ -104,6 +104,44 @@ static void s_run_free (s_run_t *r)
     }
 }
 
+static int s_cmp_double (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return (x > y) - (x < y);
+}
+
+/*  Speedup from paired rounds: round i timed the baseline and the candidate
+    back to back, so base[i] / cand[i] cancels drift that hits both (clock
+    changes, a neighbour's load).  The speedup is the median of those ratios
+    and its noise the half-width of a distribution-free ~95% confidence
+    interval of that median (order statistics at n/2 -+ 0.98 sqrt(n)): with
+    few or scattered rounds the interval is wide, and it narrows as rounds
+    agree, which is what the promotion rule needs to know. */
+static void s_paired_speedup (const double *base, const double *cand, size_t n,
+                              double *speedup, double *noise)
+{
+    *speedup = 0;
+    *noise = 0;
+    if (n == 0)
+        return;
+    double *q = ak_malloc (n * sizeof (double));
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (cand[i] > 0 && base[i] > 0)
+            q[m++] = base[i] / cand[i];
+    if (m > 0) {
+        qsort (q, m, sizeof (double), s_cmp_double);
+        *speedup = (m & 1) ? q[m / 2] : 0.5 * (q[m / 2 - 1] + q[m / 2]);
+        double half = 0.98 * sqrt ((double) m);
+        double lo_r = floor ((double) m / 2.0 - half);
+        double hi_r = ceil ((double) m / 2.0 + half);
+        size_t lo = lo_r < 0 ? 0 : (size_t) lo_r;
+        size_t hi = hi_r > (double) (m - 1) ? m - 1 : (size_t) hi_r;
+        *noise = 0.5 * (q[hi] - q[lo]);
+    }
+    free (q);
+}
+
 static bool s_converged (const s_run_t *r, uint32_t min_samples, double target)
 {
     for (int s = 0; s < r->nsides; s++) {
@@ -214,11 +252,8 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
         out->base = r.side[1].st;
         out->rsd_base = ak_timing_rsd (&out->base);
         out->rsd_met = out->rsd_met && out->rsd_base <= ctx->rsd_target && out->base.n >= min_samples;
-        if (out->cand.median > 0) {
-            out->speedup = out->base.median / out->cand.median;
-            out->speedup_noise = out->speedup * sqrt (out->rsd_cand * out->rsd_cand
-                                                      + out->rsd_base * out->rsd_base);
-        }
+        s_paired_speedup (r.side[1].x, r.side[0].x, r.side[0].n < r.side[1].n
+                          ? r.side[0].n : r.side[1].n, &out->speedup, &out->speedup_noise);
     }
     out->ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
     s_run_free (&r);

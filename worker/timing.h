@@ -36,8 +36,8 @@ typedef struct {
 typedef struct {
     ak_stats_t cand, base;             /* microseconds; base.n == 0 without a baseline */
     double     rsd_cand, rsd_base;     /* ak_timing_rsd of each */
-    double     speedup;                /* base median / cand median; 0 without a baseline */
-    double     speedup_noise;          /* speedup * sqrt (rsd_cand^2 + rsd_base^2) */
+    double     speedup;                /* median of paired base/cand ratios; 0 without a baseline */
+    double     speedup_noise;          /* half-width of a ~95% CI of that median */
     bool       rsd_met;                /* every measured kernel met rsd_target */
     double     flops, bytes;           /* from the spec expressions */
     double     ms;                     /* wall time spent, warm-up included */
