@@ -377,14 +377,14 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
        it was given is released, so a late receipt is still accepted but
        the lease runs out if none comes. */
     if (was_alive) {
+        zhashx_t *listed = zhashx_new ();
         zlistx_t *ids = zhashx_keys (w->outstanding);
-        if (!ids)
+        if (!listed || !ids)
             abort ();
+        for (size_t i = 0; i < h->n_running; i++)
+            zhashx_update (listed, h->running[i]->task_id, (void *) h->running[i]);
         for (const char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
-            bool listed = false;
-            for (size_t i = 0; i < h->n_running && !listed; i++)
-                listed = strcmp (h->running[i]->task_id, id) == 0;
-            if (listed)
+            if (zhashx_lookup (listed, id))
                 continue;
             ak_worker_drop (w, id);
             ak_task_t *task = ak_sched_task (self->sched, id);
@@ -393,6 +393,7 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
                 ak_sched_release (self->sched, task, grace, now);
         }
         zlistx_destroy (&ids);
+        zhashx_destroy (&listed);
     }
     size_t claimed = 0;
     for (size_t i = 0; i < h->n_running; i++) {
@@ -421,7 +422,7 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
             break;
         used += (size_t) n;
     }
-    ak_info ("worker %s %s (host %s, pid %u, classes %s, slots %u, prefetch %u, running %zu, claimed %zu)",
+    ak_info ("worker %s %s (host %.64s, pid %u, classes %s, slots %u, prefetch %u, running %zu, claimed %zu)",
              w->worker_id, w->registrations > 1 ? "re-registered" : "registered", h->host, h->pid,
              classes, h->slots, h->prefetch, h->n_running, claimed);
     s_send_heartbeat (self, w);     /* the welcome */
@@ -542,6 +543,19 @@ static void s_on_client (ak_coord_t *self, const void *route, size_t len, Ak__En
 
 // ================================================================ receiving
 
+/* zmq_msg_move / zmq_msg_close only fail on a corrupt message (a bug). */
+static void s_msg_move (zmq_msg_t *dest, zmq_msg_t *src)
+{
+    if (zmq_msg_move (dest, src) != 0)
+        ak_error ("zmq_msg_move: %s", zmq_strerror (zmq_errno ()));
+}
+
+static void s_msg_close (zmq_msg_t *msg)
+{
+    if (zmq_msg_close (msg) != 0)
+        ak_error ("zmq_msg_close: %s", zmq_strerror (zmq_errno ()));
+}
+
 /* Reads one whole message from endpoint ep and handles it.  Returns false
    when there was none waiting. */
 static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
@@ -555,12 +569,12 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
         zmq_msg_init (&part);
         if (zmq_msg_recv (&part, handle, ZMQ_DONTWAIT) < 0) {
             int e = zmq_errno ();
-            zmq_msg_close (&part);
+            s_msg_close (&part);
             if (frames == 0) {
                 if (e != EAGAIN && e != EINTR)
                     ak_error ("%s endpoint: zmq_msg_recv: %s", s_ep_names[ep], zmq_strerror (e));
-                zmq_msg_close (&route);
-                zmq_msg_close (&body);
+                s_msg_close (&route);
+                s_msg_close (&body);
                 return false;
             }
             break;
@@ -568,10 +582,10 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
         bool more = zmq_msg_more (&part);
         frames++;
         if (frames == 1)
-            zmq_msg_move (&route, &part);
+            s_msg_move (&route, &part);
         else if (frames == 2)
-            zmq_msg_move (&body, &part);
-        zmq_msg_close (&part);
+            s_msg_move (&body, &part);
+        s_msg_close (&part);
         if (!more)
             break;
     }
@@ -605,8 +619,8 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
             s_on_client (self, rid, rlen, env, now);
         ak_envelope_free (&env);
     }
-    zmq_msg_close (&route);
-    zmq_msg_close (&body);
+    s_msg_close (&route);
+    s_msg_close (&body);
     return true;
 }
 
@@ -618,7 +632,7 @@ static void s_drain_monitor (ak_coord_t *self, ak_ep_t ep)
         zmq_msg_t frame;
         zmq_msg_init (&frame);
         if (zmq_msg_recv (&frame, handle, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close (&frame);
+            s_msg_close (&frame);
             return;
         }
         if (zmq_msg_size (&frame) >= 2) {
@@ -630,15 +644,15 @@ static void s_drain_monitor (ak_coord_t *self, ak_ep_t ep)
                 self->counters.disconnected[ep]++;
         }
         bool more = zmq_msg_more (&frame);
-        zmq_msg_close (&frame);
+        s_msg_close (&frame);
         while (more) {                  /* the endpoint frame */
             zmq_msg_init (&frame);
             if (zmq_msg_recv (&frame, handle, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close (&frame);
+                s_msg_close (&frame);
                 return;
             }
             more = zmq_msg_more (&frame);
-            zmq_msg_close (&frame);
+            s_msg_close (&frame);
         }
     }
 }
@@ -860,8 +874,10 @@ void ak_coord_destroy (ak_coord_t **self_p)
     if (self_p && *self_p) {
         ak_coord_t *self = *self_p;
         for (int ep = 0; ep < AK_EP_COUNT; ep++) {
-            if (self->sock[ep])
-                zmq_socket_monitor (zsock_resolve (self->sock[ep]), NULL, 0);
+            if (self->sock[ep] && self->mon[ep]
+                && zmq_socket_monitor (zsock_resolve (self->sock[ep]), NULL, 0) != 0)
+                ak_debug ("%s endpoint: stopping its monitor: %s", s_ep_names[ep],
+                          zmq_strerror (zmq_errno ()));
             zsock_destroy (&self->mon[ep]);
             zsock_destroy (&self->sock[ep]);
             free (self->endpoints[ep]);

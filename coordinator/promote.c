@@ -18,8 +18,10 @@ static const char *s_label (const ak_promote_cand_t *cand, char *buf, size_t len
 {
     char params[128];
     ak_cpb_params_text (cand->params, cand->nparams, params, sizeof params);
-    snprintf (buf, len, "%.64s%s%s", cand->candidate_name ? cand->candidate_name : "?",
-              params[0] ? " " : "", params);
+    /* a label cut short is still a label */
+    if (snprintf (buf, len, "%.64s%s%s", cand->candidate_name ? cand->candidate_name : "?",
+                  params[0] ? " " : "", params) < 0)
+        buf[0] = '\0';
     return buf;
 }
 

@@ -66,6 +66,11 @@ typedef struct {
     const int64_t *params;             /* candidate parameter values (launch rules, later) */
     const char *const *param_names;
     int         nparams;
+    /* Launch configuration (the CUDA backend; the host backend ignores it).
+       Zero means "backend default"; the CUDA backend has none and answers
+       AK_EINVAL "launch configuration missing" until spec launch rules
+       fill these in. */
+    uint32_t    grid[3], block[3], shared_bytes;
 } ak_launch_t;
 
 typedef struct ak_backend {

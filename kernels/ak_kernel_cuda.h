@@ -1,0 +1,196 @@
+/*  kernels/ak_kernel_cuda.h: the ABI of CUDA-backend kernels.
+
+    The worker prepends this file to every CUDA kernel source before NVRTC
+    compiles it (CUBIN for the device's exact sm_XY, C++17), so a source is
+    self-contained on the wire.  A kernel defines
+
+        extern "C" __global__ void ak_kernel (ak_cuda_args_t a);
+
+    taking the argument block BY VALUE as its single parameter (the backend
+    launches it with one kernel parameter of exactly this layout).
+    a.dims holds the shape in the spec's key order; a.in / a.out the device
+    buffers in the order the spec lists its inputs and outputs.  Elements
+    are `ak_t`: float, __half, __nv_bfloat16 as the workload's dtype says
+    (-DAK_DTYPE_FLOAT32 / _FLOAT16 / _BFLOAT16), double under -DAK_REFERENCE.
+    Tunable parameters arrive as -D defines (e.g. -DBLOCK=256); grid, block
+    and dynamic shared memory come from the launch configuration.
+
+    Also here, for every module: a Philox4x32-10 that matches common/rng.c
+    bit for bit, and the generator kernel ak_fill_uniform, so inputs can be
+    made on the device with exactly the values the host would make.
+
+    The backend defines AK_CUDA_HALF when it found the toolkit's
+    cuda_fp16.h / cuda_bf16.h (NVRTC 13.0 has no built-in copies); without
+    it float16 and bfloat16 kernels are refused before they get here. */
+#ifndef AK_KERNEL_CUDA_H
+#define AK_KERNEL_CUDA_H
+
+typedef unsigned int       ak_u32;
+typedef unsigned long long ak_u64;
+typedef long long          ak_i64;
+
+#ifndef AK_MAX_DIMS
+#define AK_MAX_DIMS 8
+#endif
+#ifndef AK_MAX_BUFS
+#define AK_MAX_BUFS 8
+#endif
+
+#ifdef AK_CUDA_HALF
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#endif
+
+/* Mirrored on the host (worker/backend_cuda.c); both check the layout. */
+typedef struct {
+    ak_i64      dims[AK_MAX_DIMS];
+    int         ndims;
+    const void *in[AK_MAX_BUFS];
+    int         nin;
+    void       *out[AK_MAX_BUFS];
+    int         nout;
+} ak_cuda_args_t;
+static_assert (sizeof (ak_cuda_args_t) == 216, "ak_cuda_args_t layout changed: fix backend_cuda.c too");
+
+/* ak_t: the element type; ak_acc_t: what arithmetic should be done in. */
+#if defined(AK_REFERENCE)
+typedef double ak_t;
+typedef double ak_acc_t;
+#elif defined(AK_DTYPE_FLOAT16)
+typedef __half ak_t;
+typedef float ak_acc_t;
+#elif defined(AK_DTYPE_BFLOAT16)
+typedef __nv_bfloat16 ak_t;
+typedef float ak_acc_t;
+#else
+typedef float ak_t;
+typedef float ak_acc_t;
+#endif
+
+#define AK_IN(a, i)  ((const ak_t *) (a).in[i])
+#define AK_OUT(a, i) ((ak_t *) (a).out[i])
+
+/* Element <-> accumulator conversions, round to nearest even. */
+__device__ __forceinline__ ak_acc_t ak_to_acc (ak_t v)
+{
+#if defined(AK_DTYPE_FLOAT16) && !defined(AK_REFERENCE)
+    return __half2float (v);
+#elif defined(AK_DTYPE_BFLOAT16) && !defined(AK_REFERENCE)
+    return __bfloat162float (v);
+#else
+    return v;
+#endif
+}
+
+__device__ __forceinline__ ak_t ak_from_acc (ak_acc_t v)
+{
+#if defined(AK_DTYPE_FLOAT16) && !defined(AK_REFERENCE)
+    return __float2half_rn (v);
+#elif defined(AK_DTYPE_BFLOAT16) && !defined(AK_REFERENCE)
+    return __float2bfloat16_rn (v);
+#else
+    return v;
+#endif
+}
+
+/* ------------------------------------------------ Philox4x32-10 (rng.c) */
+/*  Layout as common/rng.c says:
+      key     = { seed & 0xffffffff, seed >> 32 }
+      counter = { ctr_lo & 0xffffffff, ctr_lo >> 32, ctr_hi & 0xffffffff, ctr_hi >> 32 }
+    Every floating step below is a single correctly rounded operation
+    (__dmul_rn / __dadd_rn: no FMA contraction), as on the host. */
+#define AK_PHILOX_M0 0xD2511F53u
+#define AK_PHILOX_M1 0xCD9E8D57u
+#define AK_PHILOX_W0 0x9E3779B9u
+#define AK_PHILOX_W1 0xBB67AE85u
+
+__device__ __forceinline__ void ak_philox4x32 (ak_u64 seed, ak_u64 ctr_hi, ak_u64 ctr_lo,
+                                                      ak_u32 out[4])
+{
+    ak_u32 k0 = (ak_u32) seed, k1 = (ak_u32) (seed >> 32);
+    ak_u32 c0 = (ak_u32) ctr_lo, c1 = (ak_u32) (ctr_lo >> 32);
+    ak_u32 c2 = (ak_u32) ctr_hi, c3 = (ak_u32) (ctr_hi >> 32);
+#pragma unroll
+    for (int r = 0; r < 10; r++) {
+        if (r > 0) {
+            k0 += AK_PHILOX_W0;
+            k1 += AK_PHILOX_W1;
+        }
+        ak_u32 hi0 = __umulhi (AK_PHILOX_M0, c0), lo0 = AK_PHILOX_M0 * c0;
+        ak_u32 hi1 = __umulhi (AK_PHILOX_M1, c2), lo1 = AK_PHILOX_M1 * c2;
+        ak_u32 n0 = hi1 ^ c1 ^ k0;
+        ak_u32 n2 = hi0 ^ c3 ^ k1;
+        c0 = n0;
+        c1 = lo1;
+        c2 = n2;
+        c3 = lo0;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+/* Uniform double in [0, 1) for element i of stream: 53 random bits. */
+__device__ __forceinline__ double ak_rng_uniform (ak_u64 seed, ak_u64 stream, ak_u64 i)
+{
+    ak_u32 w[4];
+    ak_philox4x32 (seed, stream, i, w);
+    ak_u64 u = (ak_u64) w[0] | ((ak_u64) w[1] << 32);
+    return __dmul_rn ((double) (u >> 11), 1.0 / 9007199254740992.0);   /* 2^-53, exact */
+}
+
+/* Uniform in [lo, hi); the rounding that lands on hi maps back to lo. */
+__device__ __forceinline__ double ak_rng_range (ak_u64 seed, ak_u64 stream, ak_u64 i,
+                                                       double lo, double hi)
+{
+    double u = ak_rng_uniform (seed, stream, i);
+    double r = __dadd_rn (lo, __dmul_rn (hi - lo, u));
+    if (r >= hi && hi > lo)
+        r = lo;
+    return r;
+}
+
+/* ---------------------------------------------------- input generation */
+/*  ak_fill_uniform: out[i] = ak_rng_range (seed, stream, i, lo, hi) for
+    i < n, stored as dtype with the host's rounding (worker/data.c:
+    nearest even, clipped to the largest finite value).  dtype codes are
+    ak_dtype_t's (0 float16, 1 bfloat16, 2 float32) plus 3 for float64.
+    Any grid: a grid-stride loop.  float16/bfloat16 need AK_CUDA_HALF;
+    without it those dtypes write nothing. */
+#define AK_FILL_FLOAT16  0
+#define AK_FILL_BFLOAT16 1
+#define AK_FILL_FLOAT32  2
+#define AK_FILL_FLOAT64  3
+
+extern "C" __global__ void ak_fill_uniform (ak_u64 seed, ak_u64 stream, ak_u64 n,
+                                            double lo, double hi, int dtype, void *out)
+{
+    ak_u64 step = (ak_u64) gridDim.x * blockDim.x;
+    for (ak_u64 i = (ak_u64) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        double v = ak_rng_range (seed, stream, i, lo, hi);
+        switch (dtype) {
+#ifdef AK_CUDA_HALF
+            case AK_FILL_FLOAT16:
+                v = fmin (fmax (v, -65504.0), 65504.0);
+                ((__half *) out)[i] = __double2half (v);
+                break;
+            case AK_FILL_BFLOAT16:
+                v = fmin (fmax (v, -0x1.fep127), 0x1.fep127);
+                ((__nv_bfloat16 *) out)[i] = __double2bfloat16 (v);
+                break;
+#endif
+            case AK_FILL_FLOAT32:
+                v = fmin (fmax (v, -3.4028234663852886e38), 3.4028234663852886e38);
+                ((float *) out)[i] = __double2float_rn (v);
+                break;
+            case AK_FILL_FLOAT64:
+                ((double *) out)[i] = v;
+                break;
+            default:
+                break;
+        }
+    }
+}
+
+#endif

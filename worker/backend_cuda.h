@@ -1,0 +1,80 @@
+/*  worker/backend_cuda.h: what the CUDA backend offers beyond the table of
+    worker/backend.h (ak_backend_find ("cuda") returns the table).
+
+    Everything here exists in every build: without CUDA headers at build
+    time the functions answer AK_EUNAVAIL, so callers need no #if. */
+#ifndef AK_BACKEND_CUDA_H
+#define AK_BACKEND_CUDA_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "backend.h"
+
+/*  The table, or NULL when this build has no CUDA headers.  On a host
+    without a driver or GPU the table is still returned: its probe answers
+    AK_EUNAVAIL with the reason ("CUDA driver: libcuda.so.1: cannot open
+    shared object file: No such file or directory"), which the daemon logs. */
+const ak_backend_t *ak_backend_cuda (void);
+
+/* ------------------------------------------------------------- CUPTI */
+
+/*  What CUPTI recorded for one kernel launch. */
+typedef struct {
+    double   us;                       /* device duration: (end - start) / 1000 */
+    uint64_t start_ns, end_ns;         /* CUPTI timestamps */
+    uint32_t correlation_id;
+    uint32_t registers;                /* per thread */
+    uint32_t static_shared, dynamic_shared;   /* bytes per block */
+    uint32_t grid[3], block[3];
+} ak_cuda_kernel_record_t;
+
+/*  The record of the last kernel launched on dev by launch() or time(),
+    matched by CUPTI correlation id (an external correlation id pushed
+    around each launch).  AK_EUNAVAIL when CUPTI is not in use on dev (err
+    says why: library missing, activity API refused ...), AK_ENOTFOUND when
+    no record came for that launch, AK_EINVAL without a launch yet. */
+int ak_cuda_last_kernel (ak_dev_t *dev, ak_cuda_kernel_record_t *rec, ak_err_t *err);
+/*  The same, only the device duration in microseconds. */
+int ak_cuda_last_kernel_us (ak_dev_t *dev, double *us, ak_err_t *err);
+
+/*  Whether dev records kernels with CUPTI; when not, *why_p (borrowed)
+    says why.  Timing then uses CUDA events alone. */
+bool ak_cuda_cupti_active (ak_dev_t *dev, const char **why_p);
+
+/* ------------------------------------------------- device-side inputs */
+
+/*  Element type codes of the ak_fill_uniform kernel: ak_dtype_t's values,
+    plus float64 (reference inputs). */
+#define AK_CUDA_FILL_FLOAT64 3
+
+/*  Runs ak_fill_uniform (in every module the backend compiles; load it
+    with symbol "ak_fill_uniform"): buf[i] = ak_rng_range (seed, stream, i,
+    lo, hi) rounded to dtype as worker/data.c rounds, for i < n.  Finished
+    when it returns. */
+int ak_cuda_fill_uniform (ak_dev_t *dev, ak_kernel_t *fill, void *buf, uint64_t n,
+                          uint64_t seed, uint64_t stream, double lo, double hi,
+                          int dtype, ak_err_t *err);
+
+/* ---------------------------------------- compile plan (tests, tools) */
+
+/*  The NVRTC options for req on a device of compute capability cc_major.
+    cc_minor, one per line ("--gpu-architecture=sm_90\n--std=c++17\n..."),
+    exactly what compile passes.  include_dir is the toolkit include folder
+    for cuda_fp16.h (NULL: none; float16/bfloat16 then AK_EUNSUPPORTED).
+    Caller frees *options_p.  AK_EINVAL for a bad define name. */
+int ak_cuda_options (const ak_compile_req_t *req, int cc_major, int cc_minor,
+                     const char *include_dir, char **options_p, ak_err_t *err);
+
+/*  The content-addressed cache key: sha256 over the prelude, the source,
+    the options, the architecture ("sm_90"), the NVRTC version ("13.0")
+    and the digest of the toolkit half-precision headers ("" when none). */
+void ak_cuda_cache_key (const char *source, size_t source_len, const char *options,
+                        const char *arch, const char *nvrtc_version,
+                        const char *headers_digest, char key[65]);
+
+/*  The toolkit include folder holding cuda_fp16.h and cuda_bf16.h that
+    compile passes to NVRTC ($CUDA_HOME/include, the toolkit CMake found,
+    /usr/local/cuda/include), or NULL. */
+const char *ak_cuda_include_dir (void);
+
+#endif
