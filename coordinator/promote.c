@@ -86,7 +86,10 @@ void ak_promote_eval (const ak_promote_rule_t *rule, const ak_promote_cand_t *ca
                       "invalid timing for workload '%s' (weight, medians must be positive)", wname);
             return;
         }
-        double s = base / cnd;
+        /* the noise is the band of the speedup the worker measured (the
+           median of paired rounds); relative to it, it carries over to the
+           ratio of weighted medians */
+        double s = s_finite_pos (t->speedup) ? t->speedup : base / cnd;
         wsum += w;
         wbase += w * base;
         wcand += w * cnd;

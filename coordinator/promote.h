@@ -7,7 +7,10 @@
         speedup       = weighted_base / weighted_cand
         noise         = speedup * sum(w * speedup_noise_i / speedup_i) / sum(w)
     where baseline and candidate medians are the interleaved pair of the tune
-    receipt (same executor), never the preflight's.  A candidate (status ok,
+    receipt (same executor), never the preflight's, and speedup_i,
+    speedup_noise_i are the workload's measured speedup and its absolute
+    noise band (docs/measurement.md; baseline / candidate median when the
+    receipt has no usable speedup).  A candidate (status ok,
     every gate passed or skipped, valid timings) is promotable iff
         speedup >= 1 + threshold + noise,
         no workload has candidate median > (1 + max_regression) * baseline, and,

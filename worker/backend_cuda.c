@@ -933,6 +933,7 @@ static void s_cupti_start (ak_dev_t *dev)
         return;
     }
     size_t n = sizeof s_cupti_kinds / sizeof s_cupti_kinds[0];
+    if (getenv ("AK_EXP_KINDS")) n = (size_t) atoi (getenv ("AK_EXP_KINDS"));  /* EXPERIMENT */
     for (size_t i = 0; i < n; i++) {
         ak_err_t e = { 0 };
         if (ak_cuda_cupti_check (s_cp->cuptiActivityEnable (s_cupti_kinds[i]), "cuptiActivityEnable", &e) != 0) {
@@ -980,8 +981,8 @@ int ak_cuda_last_kernel (ak_dev_t *dev, ak_cuda_kernel_record_t *rec, ak_err_t *
         return ak_err_set (err, AK_EINVAL, "ak_cuda_last_kernel: no launch yet");
     /* The launch has finished (launch and time synchronise), so its record
        is complete; a forced flush hands over the partly filled buffer. */
-    int rc = ak_cuda_cupti_check (s_cp->cuptiActivityFlushAll (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED),
-                                  "cuptiActivityFlushAll", err);
+    int rc = ak_cuda_cupti_check (s_cp->cuptiActivityFlushAll (getenv ("AK_EXP_FLUSH0") ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED),
+                                  "cuptiActivityFlushAll", err);  /* EXPERIMENT */
     if (rc)
         return rc;
     pthread_mutex_lock (&s_cupti_mu);

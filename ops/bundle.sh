@@ -1,0 +1,29 @@
+#!/bin/sh
+# ops/bundle.sh: build akfleet as a self-contained bundle for hosts without
+# its libraries (a GPU host with no ZeroMQ, LMDB, protobuf-c ... installed).
+#
+#   ops/bundle.sh [BUILD_DIR]        default: build-bundle
+#
+# The programs and test binaries are linked with a DT_RPATH of $ORIGIN/lib
+# (and $ORIGIN/../bin/lib for tests), and every shared library they need is
+# copied into BUILD_DIR/bin/lib except glibc's own and the compiler runtime,
+# which every Linux host has.  Copy or carry BUILD_DIR and run bin/akworker.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/ops/deps.sh"
+build="${1:-$root/build-bundle}"
+ak_install_deps
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_BUNDLE=ON -DAK_WERROR=OFF >/dev/null
+cmake --build "$build" -j "$(ak_jobs)"
+lib="$build/bin/lib"
+mkdir -p "$lib"
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libgcc_s|libstdc\+\+)'
+for f in "$build"/bin/akcoord "$build"/bin/akworker "$build"/bin/akctl "$build"/tests/test_*; do
+    [ -x "$f" ] || continue
+    ldd "$f" | awk '/=> \// { print $1, $3 }' | while read -r name path; do
+        echo "$name" | grep -Eq "$skip" && continue
+        [ -e "$lib/$name" ] || cp -L "$path" "$lib/$name"
+    done
+done
+n=$(ls "$lib" | wc -l)
+echo "bundle: $build/bin ($n libraries in bin/lib, $(du -sh "$build/bin" | cut -f1))"
