@@ -933,7 +933,6 @@ static void s_cupti_start (ak_dev_t *dev)
         return;
     }
     size_t n = sizeof s_cupti_kinds / sizeof s_cupti_kinds[0];
-    if (getenv ("AK_EXP_KINDS")) n = (size_t) atoi (getenv ("AK_EXP_KINDS"));  /* EXPERIMENT */
     for (size_t i = 0; i < n; i++) {
         ak_err_t e = { 0 };
         if (ak_cuda_cupti_check (s_cp->cuptiActivityEnable (s_cupti_kinds[i]), "cuptiActivityEnable", &e) != 0) {
@@ -970,6 +969,29 @@ bool ak_cuda_cupti_active (ak_dev_t *dev, const char **why_p)
     return dev && dev->cupti_on;
 }
 
+/*  Under s_cupti_mu: the kernel record of external id ext, newest first. */
+static void s_cupti_find (uint64_t ext, bool *have_corr, uint32_t *corr, bool *found,
+                          ak_cuda_kernel_record_t *rec)
+{
+    *have_corr = *found = false;
+    for (unsigned i = 0; i < AK_CUPTI_RING && i < s_ext_next; i++) {
+        const s_ext_rec_t *x = &s_ext_ring[(s_ext_next - 1 - i) % AK_CUPTI_RING];
+        if (x->ext == ext) {
+            *corr = x->corr;
+            *have_corr = true;
+            break;
+        }
+    }
+    for (unsigned i = 0; *have_corr && i < AK_CUPTI_RING && i < s_kern_next; i++) {
+        const ak_cuda_kernel_record_t *k = &s_kern_ring[(s_kern_next - 1 - i) % AK_CUPTI_RING];
+        if (k->correlation_id == *corr) {
+            *rec = *k;
+            *found = true;
+            break;
+        }
+    }
+}
+
 int ak_cuda_last_kernel (ak_dev_t *dev, ak_cuda_kernel_record_t *rec, ak_err_t *err)
 {
     if (!dev || !rec)
@@ -979,31 +1001,24 @@ int ak_cuda_last_kernel (ak_dev_t *dev, ak_cuda_kernel_record_t *rec, ak_err_t *
                            dev->cupti_why[0] ? dev->cupti_why : "CUPTI not started");
     if (!dev->last_ext)
         return ak_err_set (err, AK_EINVAL, "ak_cuda_last_kernel: no launch yet");
-    /* The launch has finished (launch and time synchronise), so its record
-       is complete; a forced flush hands over the partly filled buffer. */
-    int rc = ak_cuda_cupti_check (s_cp->cuptiActivityFlushAll (getenv ("AK_EXP_FLUSH0") ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED),
-                                  "cuptiActivityFlushAll", err);  /* EXPERIMENT */
-    if (rc)
-        return rc;
-    pthread_mutex_lock (&s_cupti_mu);
+    /* The launch has finished (launch and time synchronise), so its
+       records are complete and a plain flush hands them over.  Not a
+       forced one: measured on an H200 (CUDA 13.0), a forced flush after
+       every sample added about 200 us of host latency to the next launch,
+       which the next sample's events then carried; a plain flush added
+       none.  Forced only as a fallback when the plain one brought nothing. */
     bool have_corr = false, found = false;
     uint32_t corr = 0;
-    for (unsigned i = 0; i < AK_CUPTI_RING && i < s_ext_next; i++) {
-        const s_ext_rec_t *x = &s_ext_ring[(s_ext_next - 1 - i) % AK_CUPTI_RING];
-        if (x->ext == dev->last_ext) {
-            corr = x->corr;
-            have_corr = true;
-            break;
-        }
+    for (int attempt = 0; attempt < 2 && !found; attempt++) {
+        uint32_t flag = attempt == 0 ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED;
+        int rc = ak_cuda_cupti_check (s_cp->cuptiActivityFlushAll (flag), "cuptiActivityFlushAll", err);
+        if (rc)
+            return rc;
+        pthread_mutex_lock (&s_cupti_mu);
+        s_cupti_find (dev->last_ext, &have_corr, &corr, &found, rec);
+        pthread_mutex_unlock (&s_cupti_mu);
     }
-    for (unsigned i = 0; have_corr && i < AK_CUPTI_RING && i < s_kern_next; i++) {
-        const ak_cuda_kernel_record_t *k = &s_kern_ring[(s_kern_next - 1 - i) % AK_CUPTI_RING];
-        if (k->correlation_id == corr) {
-            *rec = *k;
-            found = true;
-            break;
-        }
-    }
+    pthread_mutex_lock (&s_cupti_mu);
     size_t dropped = s_cupti_dropped;
     char buf_err[256];
     snprintf (buf_err, sizeof buf_err, "%s", s_cupti_buffer_error);
@@ -1505,6 +1520,29 @@ static int s_absent (ak_err_t *err)
 const ak_backend_t *ak_backend_cuda (void)
 {
     return NULL;
+}
+
+/*  Under s_cupti_mu: the kernel record of external id ext, newest first. */
+static void s_cupti_find (uint64_t ext, bool *have_corr, uint32_t *corr, bool *found,
+                          ak_cuda_kernel_record_t *rec)
+{
+    *have_corr = *found = false;
+    for (unsigned i = 0; i < AK_CUPTI_RING && i < s_ext_next; i++) {
+        const s_ext_rec_t *x = &s_ext_ring[(s_ext_next - 1 - i) % AK_CUPTI_RING];
+        if (x->ext == ext) {
+            *corr = x->corr;
+            *have_corr = true;
+            break;
+        }
+    }
+    for (unsigned i = 0; *have_corr && i < AK_CUPTI_RING && i < s_kern_next; i++) {
+        const ak_cuda_kernel_record_t *k = &s_kern_ring[(s_kern_next - 1 - i) % AK_CUPTI_RING];
+        if (k->correlation_id == *corr) {
+            *rec = *k;
+            *found = true;
+            break;
+        }
+    }
 }
 
 int ak_cuda_last_kernel (ak_dev_t *dev, ak_cuda_kernel_record_t *rec, ak_err_t *err)

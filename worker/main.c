@@ -46,7 +46,8 @@ static void s_usage (FILE *out)
         "Options:\n"
         "  --coordinator ENDPOINT  coordinator worker endpoint, e.g. tcp://coord:5555 (required)\n"
         "  --id WORKER_ID          this worker's id at the coordinator (required)\n"
-        "  --backend NAME          backend: host (default host; cuda is not in this build)\n"
+        "  --backend NAME          host (default) or cuda: cuda probes, compiles with NVRTC\n"
+        "                          and times on every GPU; the catalog has no CUDA kernels yet\n"
         "  --slots N               concurrent tasks per device (default 1)\n"
         "  --prefetch N            extra tasks held so compiles overlap runs (default 1)\n"
         "  --cache DIR             compile cache (default $XDG_CACHE_HOME/akfleet or ~/.cache/akfleet)\n"
@@ -178,7 +179,8 @@ int main (int argc, char **argv)
     if (!cfg.worker_id)
         return s_bad ("--id WORKER_ID is required");
     if (!ak_backend_find (cfg.backend))
-        return s_bad ("--backend %s: not available in this build (backends: host)", cfg.backend);
+        return s_bad ("--backend %s: not available in this build (backends: host%s)", cfg.backend,
+                      ak_backend_find ("cuda") ? ", cuda" : "");
     if (cfg.max_backoff_ms < cfg.min_backoff_ms)
         cfg.min_backoff_ms = cfg.max_backoff_ms;
 
