@@ -16,8 +16,19 @@
 
 /* ------------------------------------------------------------ validation */
 
+/*  The dotted path of field f below path, for an error message: built only
+    when there is an error to report, since formatting it for every field
+    of every message was a measurable share of the coordinator's CPU. */
+static const char *s_field_path (const char *path, const ProtobufCFieldDescriptor *f, char *buf,
+                                 size_t cap)
+{
+    snprintf (buf, cap, "%s%s%s", path, *path ? "." : "", f->name);
+    return buf;
+}
+
 /*  Checks msg and every sub-message against AK_MAX_STRING / AK_MAX_REPEATED.
-    path accumulates the dotted field path for the error message. */
+    path holds the dotted path of msg (extended while a sub-message is
+    checked) for the error message. */
 static int s_check_limits (const ProtobufCMessage *msg, int depth, char *path, size_t path_cap,
                            ak_err_t *err)
 {
@@ -26,14 +37,13 @@ static int s_check_limits (const ProtobufCMessage *msg, int depth, char *path, s
         return ak_err_set (err, AK_EPROTO, "envelope: messages nested deeper than %d at %s",
                            AK_ENVELOPE_MAX_DEPTH, path);
     size_t path_len = strlen (path);
+    char fp[512];
 
     for (unsigned i = 0; i < desc->n_fields; i++) {
         const ProtobufCFieldDescriptor *f = &desc->fields[i];
         const char *base = (const char *) msg;
         const void *member = base + f->offset;
         int rc = 0;
-
-        snprintf (path + path_len, path_cap - path_len, "%s%s", path_len ? "." : "", f->name);
 
         if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
             uint32_t which = *(const uint32_t *) (base + f->quantifier_offset);
@@ -43,36 +53,35 @@ static int s_check_limits (const ProtobufCMessage *msg, int depth, char *path, s
 
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             size_t n = *(const size_t *) (base + f->quantifier_offset);
-            if (n > AK_MAX_REPEATED) {
-                rc = ak_err_set (err, AK_ETOOBIG, "envelope: %s has %zu elements, limit %u",
-                                 path, n, (unsigned) AK_MAX_REPEATED);
-                goto done;
-            }
+            if (n > AK_MAX_REPEATED)
+                return ak_err_set (err, AK_ETOOBIG, "envelope: %s has %zu elements, limit %u",
+                                   s_field_path (path, f, fp, sizeof fp), n, (unsigned) AK_MAX_REPEATED);
             void *const *arr = *(void *const *const *) member;
-            if (n && !arr) {
-                rc = ak_err_set (err, AK_EPROTO, "envelope: %s: missing elements", path);
-                goto done;
-            }
+            if (n && !arr)
+                return ak_err_set (err, AK_EPROTO, "envelope: %s: missing elements",
+                                   s_field_path (path, f, fp, sizeof fp));
             for (size_t k = 0; k < n && !rc; k++) {
                 if (f->type == PROTOBUF_C_TYPE_STRING) {
                     const char *s = ((const char *const *) arr)[k];
                     if (s && strlen (s) > AK_MAX_STRING)
                         rc = ak_err_set (err, AK_ETOOBIG, "envelope: %s[%zu] longer than %u bytes",
-                                         path, k, (unsigned) AK_MAX_STRING);
+                                         s_field_path (path, f, fp, sizeof fp), k,
+                                         (unsigned) AK_MAX_STRING);
                 }
                 else if (f->type == PROTOBUF_C_TYPE_BYTES) {
                     const ProtobufCBinaryData *b = &((const ProtobufCBinaryData *) arr)[k];
                     if (b->len > AK_MAX_STRING)
                         rc = ak_err_set (err, AK_ETOOBIG, "envelope: %s[%zu] longer than %u bytes",
-                                         path, k, (unsigned) AK_MAX_STRING);
+                                         s_field_path (path, f, fp, sizeof fp), k,
+                                         (unsigned) AK_MAX_STRING);
                 }
                 else if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
                     const ProtobufCMessage *sub = ((const ProtobufCMessage *const *) arr)[k];
                     if (sub) {
-                        size_t plen = strlen (path);
-                        snprintf (path + plen, path_cap - plen, "[%zu]", k);
+                        snprintf (path + path_len, path_cap - path_len, "%s%s[%zu]",
+                                  path_len ? "." : "", f->name, k);
                         rc = s_check_limits (sub, depth + 1, path, path_cap, err);
-                        path[plen] = '\0';
+                        path[path_len] = '\0';
                     }
                 }
             }
@@ -81,21 +90,22 @@ static int s_check_limits (const ProtobufCMessage *msg, int depth, char *path, s
             const char *s = *(const char *const *) member;
             if (s && strlen (s) > AK_MAX_STRING)
                 rc = ak_err_set (err, AK_ETOOBIG, "envelope: %s longer than %u bytes",
-                                 path, (unsigned) AK_MAX_STRING);
+                                 s_field_path (path, f, fp, sizeof fp), (unsigned) AK_MAX_STRING);
         }
         else if (f->type == PROTOBUF_C_TYPE_BYTES) {
             const ProtobufCBinaryData *b = member;
             if (b->len > AK_MAX_STRING)
                 rc = ak_err_set (err, AK_ETOOBIG, "envelope: %s longer than %u bytes",
-                                 path, (unsigned) AK_MAX_STRING);
+                                 s_field_path (path, f, fp, sizeof fp), (unsigned) AK_MAX_STRING);
         }
         else if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
             const ProtobufCMessage *sub = *(const ProtobufCMessage *const *) member;
-            if (sub)
+            if (sub) {
+                snprintf (path + path_len, path_cap - path_len, "%s%s", path_len ? "." : "", f->name);
                 rc = s_check_limits (sub, depth + 1, path, path_cap, err);
+                path[path_len] = '\0';
+            }
         }
-    done:
-        path[path_len] = '\0';
         if (rc)
             return rc;
     }

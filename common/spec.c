@@ -345,6 +345,19 @@ static bool s_label_ok (const char *s, bool upper)  /* [a-z0-9_-]+, [A-Za-z0-9_.
     return n > 0 && n < AK_MAX_NAME;
 }
 
+static bool s_class_ok (const char *s)              /* [A-Za-z0-9_.-/]+ */
+{
+    size_t n = 0;
+    for (; s[n]; n++) {
+        char c = s[n];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+               || c == '_' || c == '-' || c == '.' || c == '/';
+        if (!ok)
+            return false;
+    }
+    return n > 0 && n < AK_MAX_NAME;
+}
+
 static bool s_backend_ok (const char *s)
 {
     return s_streq (s, "host") || s_streq (s, "cuda");
@@ -413,9 +426,24 @@ static void s_source_free (ak_source_t *src)
     src->name = src->text = NULL;
 }
 
+static void s_launch_free (ak_launch_rule_t **rule_p)
+{
+    if (rule_p && *rule_p) {
+        ak_launch_rule_t *rule = *rule_p;
+        for (int i = 0; i < rule->ngrid; i++)
+            free (rule->grid[i]);
+        for (int i = 0; i < rule->nblock; i++)
+            free (rule->block[i]);
+        free (rule->shared);
+        free (rule);
+        *rule_p = NULL;
+    }
+}
+
 static void s_candidate_free (ak_candidate_t *cand)
 {
     free (cand->name);
+    s_launch_free (&cand->launch);
     free (cand->backend);
     s_source_free (&cand->source);
     for (size_t i = 0; i < cand->nparams; i++) {
@@ -460,6 +488,7 @@ void ak_spec_destroy (ak_spec_t **self_p)
         for (size_t i = 0; i < self->nbaselines; i++) {
             free (self->baselines[i].backend);
             s_source_free (&self->baselines[i].source);
+            s_launch_free (&self->baselines[i].launch);
         }
         free (self->baselines);
         for (size_t i = 0; i < self->ncandidates; i++)
@@ -564,6 +593,61 @@ int ak_spec_eval (const ak_spec_t *spec, const char *expr, const int64_t *dims, 
     int rc = ak_expr_eval (expr, vars, nvars, out, err);
     if (rc)
         ak_err_prefix (err, "%s", spec->name ? spec->name : "spec");
+    return rc;
+}
+
+/*  Variables of a launch rule: the keys, b, then the parameters. */
+#define S_LAUNCH_VARS (AK_MAX_DIMS + 1 + AK_MAX_PARAMS)
+#define S_LAUNCH_MAX  INT64_C (2147483647)
+
+/*  One launch expression evaluated into lo..S_LAUNCH_MAX; where names the
+    field ("launch.grid[1]") in the error. */
+static int s_launch_value (const char *text, const ak_var_t *vars, int nvars, const char *where,
+                           int64_t lo, uint32_t *out, ak_err_t *err)
+{
+    int64_t v = 0;
+    ak_err_t sub = { 0 };
+    if (ak_expr_eval (text, vars, nvars, &v, &sub))
+        return ak_err_set (err, AK_EINVAL, "%s '%.200s': %s", where, text, sub.msg);
+    if (v < lo || v > S_LAUNCH_MAX)
+        return ak_err_set (err, AK_EINVAL, "%s '%.200s' = %lld: must be %lld..%lld", where, text,
+                           (long long) v, (long long) lo, (long long) S_LAUNCH_MAX);
+    *out = (uint32_t) v;
+    return 0;
+}
+
+int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const int64_t *dims,
+                    ak_dtype_t dt, const char *const *names, const int64_t *values, int nparams,
+                    ak_launch_cfg_t *out, ak_err_t *err)
+{
+    if (!spec || !rule || !dims || !out || (nparams > 0 && (!names || !values)))
+        return ak_err_set (err, AK_EINVAL, "ak_launch_eval: missing argument");
+    if (nparams < 0 || nparams > AK_MAX_PARAMS)
+        return ak_err_set (err, AK_EINVAL, "launch: %d parameters (limit %d)", nparams, AK_MAX_PARAMS);
+    if (ak_dtype_size (dt) == 0)
+        return ak_err_set (err, AK_EINVAL, "ak_launch_eval: invalid dtype %d", (int) dt);
+    if (rule->ngrid < 1 || rule->ngrid > 3 || rule->nblock < 1 || rule->nblock > 3 || !rule->shared)
+        return ak_err_set (err, AK_EINVAL, "launch: incomplete rule");
+    ak_var_t vars[S_LAUNCH_VARS];
+    int nvars = s_shape_vars (spec, dims, dt, vars);
+    for (int i = 0; i < nparams; i++)
+        vars[nvars++] = (ak_var_t) { names[i], values[i] };
+
+    ak_launch_cfg_t cfg = { { 1, 1, 1 }, { 1, 1, 1 }, 0 };
+    char where[32];
+    int rc = 0;
+    for (int i = 0; i < rule->ngrid && !rc; i++) {
+        snprintf (where, sizeof where, "launch.grid[%d]", i);
+        rc = s_launch_value (rule->grid[i], vars, nvars, where, 1, &cfg.grid[i], err);
+    }
+    for (int i = 0; i < rule->nblock && !rc; i++) {
+        snprintf (where, sizeof where, "launch.block[%d]", i);
+        rc = s_launch_value (rule->block[i], vars, nvars, where, 1, &cfg.block[i], err);
+    }
+    if (!rc)
+        rc = s_launch_value (rule->shared, vars, nvars, "launch.shared", 0, &cfg.shared_bytes, err);
+    if (!rc)
+        *out = cfg;
     return rc;
 }
 
@@ -788,15 +872,102 @@ static int s_parse_source (json_t *v, const char *label, const char *path, const
     return 0;
 }
 
+/* ========================================================== launch rules */
+
+/*  An array of 1 to 3 expressions ("grid", "block") over names. */
+static int s_parse_dim_exprs (json_t *obj, const char *key, const char *const *names, int nnames,
+                              const char *label, const char *path, char **exprs, int *n,
+                              ak_err_t *err)
+{
+    char p[S_PATH], q[S_PATH];
+    json_t *arr, *e;
+    size_t i;
+    int rc = s_get (obj, key, JSON_ARRAY, true, label, path, &arr, err);
+    if (rc)
+        return rc;
+    s_field (p, path, key);
+    if (json_array_size (arr) < 1 || json_array_size (arr) > 3)
+        return s_bad (err, label, p, "must list 1 to 3 expressions (x, y, z)");
+    json_array_foreach (arr, i, e) {
+        const char *text;
+        s_index (q, p, i);
+        if ((rc = s_str_value (e, label, q, &text, err)) != 0
+         || (rc = s_check_expr (text, names, nnames, label, q, err)) != 0)
+            return rc;
+        exprs[(*n)++] = ak_strdup (text);
+    }
+    return 0;
+}
+
+/*  A launch rule {"grid": [x, y?, z?], "block": [x, y?, z?], "shared"?}:
+    expressions over the spec's keys, b and the kernel's parameters (params
+    NULL for a baseline).  A parameter named like a key would make the rule
+    ambiguous and is rejected. */
+static int s_parse_launch (json_t *v, const ak_spec_t *spec, const ak_param_t *params,
+                           size_t nparams, const char *label, const char *path,
+                           ak_launch_rule_t **rule_p, ak_err_t *err)
+{
+    static const char *const fields[] = { "grid", "block", "shared", NULL };
+    const char *names[AK_MAX_DIMS + 1 + AK_MAX_PARAMS];
+    char p[S_PATH];
+    int n = 0, rc;
+
+    if (!json_is_object (v))
+        return s_bad (err, label, path, "must be an object {\"grid\", \"block\", \"shared\"?}");
+    if ((rc = s_only (v, fields, label, path, err)) != 0)
+        return rc;
+    for (int k = 0; k < spec->nkeys; k++)
+        names[n++] = spec->keys[k];
+    names[n++] = "b";
+    for (size_t i = 0; i < nparams && i < AK_MAX_PARAMS; i++) {
+        if (ak_spec_key_index (spec, params[i].name) >= 0)
+            return s_bad (err, label, path, "parameter %s has the name of a shape key of %s: "
+                          "ambiguous in the launch rule", params[i].name, spec->name);
+        names[n++] = params[i].name;
+    }
+    ak_launch_rule_t *rule = ak_calloc (1, sizeof *rule);
+    *rule_p = rule;
+    if ((rc = s_parse_dim_exprs (v, "grid", names, n, label, path, rule->grid, &rule->ngrid, err)) != 0
+     || (rc = s_parse_dim_exprs (v, "block", names, n, label, path, rule->block, &rule->nblock, err)) != 0)
+        return rc;
+    const char *shared;
+    if ((rc = s_get_str (v, "shared", false, label, path, &shared, err)) != 0)
+        return rc;
+    if (shared && (rc = s_check_expr (shared, names, n, label, s_field (p, path, "shared"), err)) != 0)
+        return rc;
+    rule->shared = ak_strdup (shared ? shared : "0");
+    return 0;
+}
+
+/*  The "launch" member of a candidate or baseline object: required for the
+    cuda backend, refused for host. */
+static int s_parse_launch_of (json_t *obj, const char *backend, const ak_spec_t *spec,
+                              const ak_param_t *params, size_t nparams, const char *label,
+                              const char *path, ak_launch_rule_t **rule_p, ak_err_t *err)
+{
+    char p[S_PATH];
+    json_t *v = json_object_get (obj, "launch");
+    s_field (p, path, "launch");
+    if (s_streq (backend, "cuda")) {
+        if (!v)
+            return s_bad (err, label, p, "missing (a cuda kernel needs {\"grid\", \"block\"})");
+        return s_parse_launch (v, spec, params, nparams, label, p, rule_p, err);
+    }
+    if (v)
+        return s_bad (err, label, p, "only cuda kernels have a launch rule (backend is '%s')", backend);
+    return 0;
+}
+
 /* ============================================================= candidates */
 
 /*  One candidate object: {name, backend, source, params?, constraints?}.
     Checks the parameter space: bounded, every constraint evaluates, and at
     least one configuration satisfies them all. */
-static int s_parse_candidate (json_t *v, const char *label, const char *path, const char *base_dir,
-                              bool confined, ak_candidate_t *cand, ak_err_t *err)
+static int s_parse_candidate (json_t *v, const ak_spec_t *spec, const char *label, const char *path,
+                              const char *base_dir, bool confined, ak_candidate_t *cand, ak_err_t *err)
 {
-    static const char *const fields[] = { "name", "backend", "source", "params", "constraints", NULL };
+    static const char *const fields[] = {
+        "name", "backend", "source", "params", "constraints", "launch", NULL };
     char p[S_PATH], q[S_PATH];
     json_t *params, *constraints, *src;
     const char *name, *backend;
@@ -898,7 +1069,8 @@ static int s_parse_candidate (json_t *v, const char *label, const char *path, co
         return s_bad (err, label, s_index (q, p, bad), "%s", sub.msg);
     if (valid == 0)
         return s_bad (err, label, p, "no configuration of the parameter space satisfies them");
-    return 0;
+    return s_parse_launch_of (v, cand->backend, spec, cand->params, cand->nparams, label, path,
+                              &cand->launch, err);
 }
 
 /* ================================================================== specs */
@@ -1296,7 +1468,7 @@ static int s_spec_parse (json_t *root, const char *label, const char *base_dir, 
         return s_bad (err, label, "baselines", "must list 1 to 8 baselines (one per backend)");
     spec->baselines = ak_calloc (json_array_size (v), sizeof *spec->baselines);
     json_array_foreach (v, i, e) {
-        static const char *const bfields[] = { "backend", "source", NULL };
+        static const char *const bfields[] = { "backend", "source", "launch", NULL };
         json_t *src;
         s_index (p, "baselines", i);
         if (!json_is_object (e))
@@ -1316,6 +1488,9 @@ static int s_spec_parse (json_t *root, const char *label, const char *base_dir, 
         rc = s_parse_source (src, label, s_field (q, p, "source"), base_dir, true, &bl->source, err);
         if (rc)
             return rc;
+        rc = s_parse_launch_of (e, bl->backend, spec, NULL, 0, label, p, &bl->launch, err);
+        if (rc)
+            return rc;
     }
 
     /* candidates */
@@ -1328,7 +1503,7 @@ static int s_spec_parse (json_t *root, const char *label, const char *base_dir, 
     for (i = 0; i < nc; i++) {
         s_index (p, "candidates", i);
         ak_candidate_t *cand = &spec->candidates[spec->ncandidates++];
-        rc = s_parse_candidate (json_array_get (v, i), label, p, base_dir, true, cand, err);
+        rc = s_parse_candidate (json_array_get (v, i), spec, label, p, base_dir, true, cand, err);
         if (rc)
             return rc;
         for (size_t j = 0; j < i; j++)
@@ -1430,6 +1605,17 @@ static json_t *s_source_json (const ak_source_t *src, bool with_text)
     return o;
 }
 
+static json_t *s_launch_json (const ak_launch_rule_t *rule)
+{
+    json_t *grid = json_array (), *block = json_array ();
+    for (int i = 0; i < rule->ngrid; i++)
+        json_array_append_new (grid, json_string (rule->grid[i]));
+    for (int i = 0; i < rule->nblock; i++)
+        json_array_append_new (block, json_string (rule->block[i]));
+    return json_pack ("{s:o, s:o, s:s}", "grid", grid, "block", block,
+                      "shared", rule->shared ? rule->shared : "0");
+}
+
 static json_t *s_candidate_json (const ak_candidate_t *cand, bool with_text)
 {
     json_t *params = json_object (), *constraints = json_array ();
@@ -1441,9 +1627,12 @@ static json_t *s_candidate_json (const ak_candidate_t *cand, bool with_text)
     }
     for (size_t i = 0; i < cand->nconstraints; i++)
         json_array_append_new (constraints, json_string (cand->constraints[i]));
-    return json_pack ("{s:s, s:s, s:o, s:o, s:o}", "name", cand->name, "backend", cand->backend,
-                      "source", s_source_json (&cand->source, with_text),
-                      "params", params, "constraints", constraints);
+    json_t *o = json_pack ("{s:s, s:s, s:o, s:o, s:o}", "name", cand->name, "backend", cand->backend,
+                           "source", s_source_json (&cand->source, with_text),
+                           "params", params, "constraints", constraints);
+    if (o && cand->launch)
+        json_object_set_new (o, "launch", s_launch_json (cand->launch));
+    return o;
 }
 
 static json_t *s_bufs_json (const ak_buf_t *bufs, int n, bool inputs)
@@ -1485,10 +1674,14 @@ json_t *ak_spec_to_json (const ak_spec_t *spec, bool with_sources)
     json_object_set_new (o, "outputs", s_bufs_json (spec->outputs, spec->noutputs, false));
     json_object_set_new (o, "inplace", json_boolean (spec->inplace));
     json_object_set_new (o, "reference", s_source_json (&spec->reference, with_sources));
-    for (size_t i = 0; i < spec->nbaselines; i++)
-        json_array_append_new (baselines, json_pack ("{s:s, s:o}", "backend",
-                               spec->baselines[i].backend, "source",
-                               s_source_json (&spec->baselines[i].source, with_sources)));
+    for (size_t i = 0; i < spec->nbaselines; i++) {
+        const ak_baseline_t *bl = &spec->baselines[i];
+        json_t *b = json_pack ("{s:s, s:o}", "backend", bl->backend,
+                               "source", s_source_json (&bl->source, with_sources));
+        if (b && bl->launch)
+            json_object_set_new (b, "launch", s_launch_json (bl->launch));
+        json_array_append_new (baselines, b);
+    }
     json_object_set_new (o, "baselines", baselines);
     for (size_t i = 0; i < spec->ncandidates; i++)
         json_array_append_new (cands, s_candidate_json (&spec->candidates[i], with_sources));
@@ -1837,7 +2030,7 @@ static int s_parse_op (json_t *opj, ak_manifest_t *m, size_t index, const char *
     for (size_t i = 0; i < nextra; i++) {
         ak_candidate_t *cand = &spec->candidates[spec->ncandidates++];
         s_index (q, p, i);
-        rc = s_parse_candidate (json_array_get (v, i), label, q, base_dir, false, cand, err);
+        rc = s_parse_candidate (json_array_get (v, i), spec, label, q, base_dir, false, cand, err);
         if (rc)
             return rc;
         for (size_t j = 0; j + 1 < spec->ncandidates; j++)
@@ -1938,8 +2131,8 @@ static int s_manifest_parse (json_t *root, const char *label, const char *base_d
         s_index (p, "targets", i);
         if ((rc = s_str_value (e, label, p, &s, err)) != 0)
             return rc;
-        if (!s_label_ok (s, true))
-            return s_bad (err, label, p, "a device class must match [A-Za-z0-9_.-]+ "
+        if (!s_class_ok (s))
+            return s_bad (err, label, p, "a device class must match [A-Za-z0-9_./-]+ "
                           "(at most %d characters)", AK_MAX_NAME - 1);
         for (size_t j = 0; j < m->ntargets; j++)
             if (s_streq (m->targets[j], s))

@@ -63,19 +63,35 @@ typedef struct {
     char   digest[65];                  /* sha256 hex of text */
 } ak_source_t;
 
+/*  How a CUDA kernel is launched: grid and block dimensions and dynamic
+    shared memory bytes, each an expression over the spec's keys, `b`
+    (bytes per element of the dtype) and the candidate's parameters (a
+    baseline has none).  Checked when the spec is read (names, syntax),
+    evaluated per workload by ak_launch_eval.  Only `cuda` kernels have
+    one; host kernels never do. */
+typedef struct {
+    char   *grid[3];                    /* 1 to 3 expressions, x first; missing ones are 1 */
+    int     ngrid;
+    char   *block[3];
+    int     nblock;
+    char   *shared;                     /* dynamic shared memory bytes; "0" when not given */
+} ak_launch_rule_t;
+
 typedef struct {
     char        *name;                  /* "blocked" */
     char        *backend;               /* "host" | "cuda" */
     ak_source_t  source;
     ak_param_t  *params;
     size_t       nparams;
-    char       **constraints;           /* expressions over params and keys? no: params only */
+    char       **constraints;           /* expressions over the parameter names only */
     size_t       nconstraints;
+    ak_launch_rule_t *launch;           /* cuda: required; host: NULL */
 } ak_candidate_t;
 
 typedef struct {
     char        *backend;               /* "host" | "cuda" */
     ak_source_t  source;
+    ak_launch_rule_t *launch;           /* cuda: required; host: NULL */
 } ak_baseline_t;
 
 typedef struct ak_spec {
@@ -135,6 +151,22 @@ const ak_tol_t *ak_spec_tol (const ak_spec_t *spec, ak_dtype_t dt);       /* NUL
    dtype (for `b`). */
 int ak_spec_eval (const ak_spec_t *spec, const char *expr, const int64_t *dims, ak_dtype_t dt,
                   int64_t *out, ak_err_t *err);
+
+/* A launch configuration, evaluated. */
+typedef struct {
+    uint32_t grid[3], block[3];         /* each >= 1 */
+    uint32_t shared_bytes;              /* dynamic shared memory */
+} ak_launch_cfg_t;
+
+/* Evaluates rule for dims (key order), dtype dt (for `b`) and the kernel's
+   parameters (names[i] = values[i]; none for a baseline) into out.  Every
+   grid and block dimension must come out in 1..2^31-1 and shared in
+   0..2^31-1.  AK_EINVAL with err naming the field and the value or the
+   expression's error ("launch.block[0] = 0: must be 1..2147483647"), a
+   candidate's fault (receipt status invalid_config), never UB. */
+int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const int64_t *dims,
+                    ak_dtype_t dt, const char *const *names, const int64_t *values, int nparams,
+                    ak_launch_cfg_t *out, ak_err_t *err);
 
 /* Enumerates the candidate's parameter space (cartesian product, params in
    declaration order, values in the order given), skipping configurations

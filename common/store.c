@@ -34,6 +34,10 @@ struct ak_store {
     MDB_dbi dbi[AK_DB_COUNT];
     char *dir;
     atomic_int open_txns;
+    /* One reset read transaction kept for reuse: renewing it costs no
+       allocation and keeps its reader slot, where a new one takes both
+       (the coordinator opens one per dispatch).  NULL when none. */
+    _Atomic (MDB_txn *) spare;
 };
 
 struct ak_txn {
@@ -210,6 +214,7 @@ int ak_store_open (const char *dir, const ak_store_opts_t *opts, ak_store_t **st
     ak_store_t *self = ak_calloc (1, sizeof *self);
     self->dir = ak_strdup (dir);
     atomic_init (&self->open_txns, 0);
+    atomic_init (&self->spare, NULL);
     size_t map_size = opts && opts->map_size ? opts->map_size : AK_STORE_DEFAULT_MAP;
     unsigned flags = MDB_NOTLS | (opts && opts->no_sync ? MDB_NOSYNC : 0);
 
@@ -255,10 +260,19 @@ fail:
     return rc;
 }
 
+/* Aborts the spare read transaction, if any. */
+static void s_spare_drop (ak_store_t *self)
+{
+    MDB_txn *spare = atomic_exchange (&self->spare, NULL);
+    if (spare)
+        mdb_txn_abort (spare);
+}
+
 void ak_store_destroy (ak_store_t **self_p)
 {
     if (self_p && *self_p) {
         ak_store_t *self = *self_p;
+        s_spare_drop (self);
         if (self->env)
             mdb_env_close (self->env);
         free (self->dir);
@@ -285,6 +299,7 @@ int ak_store_set_map_size (ak_store_t *self, size_t bytes, ak_err_t *err)
     if (open)
         return ak_err_set (err, AK_ESTATE, "store %s: cannot resize the map with %d transaction%s open",
                            self->dir, open, open == 1 ? "" : "s");
+    s_spare_drop (self);
     int mrc = mdb_env_set_mapsize (self->env, bytes);
     if (mrc)
         return s_mdb_fail (self, mrc, err, "mdb_env_set_mapsize");
@@ -321,10 +336,16 @@ int ak_store_begin (ak_store_t *self, bool write, ak_txn_t **txn_p, ak_err_t *er
     if (!self || !txn_p)
         return ak_err_set (err, AK_EINVAL, "store: no store");
     *txn_p = NULL;
-    MDB_txn *mtxn = NULL;
-    int rc = s_mdb_begin (self, write ? 0 : MDB_RDONLY, &mtxn, err);
-    if (rc)
-        return rc;
+    MDB_txn *mtxn = write ? NULL : atomic_exchange (&self->spare, NULL);
+    if (mtxn && mdb_txn_renew (mtxn) != 0) {
+        mdb_txn_abort (mtxn);       /* e.g. the map grew: begin afresh below */
+        mtxn = NULL;
+    }
+    if (!mtxn) {
+        int rc = s_mdb_begin (self, write ? 0 : MDB_RDONLY, &mtxn, err);
+        if (rc)
+            return rc;
+    }
     ak_txn_t *txn = ak_calloc (1, sizeof *txn);
     txn->txn = mtxn;
     txn->store = self;
@@ -371,7 +392,15 @@ void ak_store_abort (ak_txn_t **txn_p)
 {
     if (txn_p && *txn_p) {
         ak_txn_t *txn = *txn_p;
-        if (txn->txn)
+        if (txn->txn && !txn->write) {
+            /* keep it as the spare (reset: it pins no snapshot), unless
+               there is one already */
+            MDB_txn *none = NULL;
+            mdb_txn_reset (txn->txn);
+            if (!atomic_compare_exchange_strong (&txn->store->spare, &none, txn->txn))
+                mdb_txn_abort (txn->txn);
+        }
+        else if (txn->txn)
             mdb_txn_abort (txn->txn);
         txn->txn = NULL;
         s_txn_free (txn_p);

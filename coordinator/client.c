@@ -416,6 +416,119 @@ static int s_cancel (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_
     return 0;
 }
 
+/* The holder of a leased task when it is alive and still counts the task
+   as its own; NULL when nobody runs it (unclaimed after a restart, holder
+   dead or re-registered without it). */
+static ak_worker_t *s_live_holder (ak_client_env_t *env, const ak_task_t *task)
+{
+    ak_worker_t *w = task->worker_id ? ak_registry_get (env->registry, task->worker_id) : NULL;
+    return w && w->alive && ak_worker_holds (w, task->task_id) ? w : NULL;
+}
+
+/* resume BATCH: every leased task that no live worker runs goes back to
+   its queue (attempt + 1, or poisoned past the budget) instead of waiting
+   for its lease to run out; queued tasks are dispatched; tasks running on
+   live workers are left alone.  Idempotent: a second call finds nothing
+   to re-queue.  Replies after the changes are committed. */
+static int s_resume (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                     json_t **out, ak_err_t *err)
+{
+    ak_batch_t *b;
+    int rc = s_find_batch (env, req->args[0], &b, err);
+    if (rc)
+        return rc;
+    /* receipts waiting for their commit already freed their worker's slot:
+       committed first, their tasks are finished, not taken back */
+    rc = env->commit_now (env->arg, err);
+    if (rc)
+        return rc;
+    json_t *requeued = json_array (), *poisoned = json_array ();
+    size_t running = 0;
+    for (size_t i = 0; i < b->ntasks; i++) {
+        ak_task_t *t = b->tasks[i];
+        if (t->state != AK_TS_LEASED)
+            continue;
+        if (s_live_holder (env, t)) {
+            running++;
+            continue;
+        }
+        char reason[200];
+        snprintf (reason, sizeof reason, "resumed: lease %s nobody runs", t->worker_id ? "of a gone worker"
+                                                                                 : "left unclaimed");
+        if (t->worker_id) {
+            ak_worker_t *w = ak_registry_get (env->registry, t->worker_id);
+            if (w)
+                ak_worker_drop (w, t->task_id);
+        }
+        uint32_t was = t->attempt;
+        ak_sched_requeue (env->sched, t, reason, now);
+        json_array_append_new (t->state == AK_TS_POISONED ? poisoned : requeued,
+                               json_pack ("{s:s, s:I, s:I}", "task_id", t->task_id,
+                                          "from_attempt", (json_int_t) was,
+                                          "attempt", (json_int_t) t->attempt));
+    }
+    size_t n = json_array_size (requeued) + json_array_size (poisoned);
+    if (n || b->counts[AK_TS_QUEUED])
+        env->work_added = true;
+    ak_info ("batch %s resumed: %zu leases nobody ran re-queued (%zu poisoned), %zu running, %zu queued",
+             b->batch_id, json_array_size (requeued), json_array_size (poisoned), running,
+             b->counts[AK_TS_QUEUED]);
+    rc = env->commit_now (env->arg, err);
+    if (rc) {
+        json_decref (requeued);
+        json_decref (poisoned);
+        return ak_err_prefix (err, "batch %s resumed but not yet stored (will retry)", b->batch_id);
+    }
+    *out = json_pack ("{s:s, s:o, s:o, s:I, s:I, s:o}", "batch_id", b->batch_id,
+                      "requeued", requeued, "poisoned", poisoned,
+                      "running", (json_int_t) running,
+                      "queued", (json_int_t) b->counts[AK_TS_QUEUED], "batch", s_batchsum (b));
+    return 0;
+}
+
+/* retry BATCH [failed]: every failed (any status: wrong_answer, timeout,
+   crashed ...) or poisoned task gets a new attempt with a fresh budget;
+   a complete batch opens again.  Idempotent: the tasks it re-queued are
+   no longer failed, so a second call does nothing until one fails again.
+   A cancelled batch is refused. */
+static int s_retry (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                    json_t **out, ak_err_t *err)
+{
+    ak_batch_t *b;
+    int rc = s_find_batch (env, req->args[0], &b, err);
+    if (rc)
+        return rc;
+    if (req->n_args > 1 && strcmp (req->args[1], "failed") != 0)
+        return ak_err_set (err, AK_EINVAL, "retry: '%.64s' is not something to retry (failed is)",
+                           req->args[1]);
+    if (b->state == AK_BS_CANCELLED)
+        return ak_err_set (err, AK_ESTATE, "batch %s is cancelled: its tasks are not retried",
+                           b->batch_id);
+    bool was_complete = b->state == AK_BS_COMPLETE;
+    json_t *retried = json_array ();
+    for (size_t i = 0; i < b->ntasks; i++) {
+        ak_task_t *t = b->tasks[i];
+        const char *was = ak_tstate_name (t->state);
+        uint32_t from = t->attempt;
+        if (ak_sched_reopen (env->sched, t, now))
+            json_array_append_new (retried, json_pack ("{s:s, s:s, s:I, s:I}", "task_id", t->task_id,
+                                                       "was", was, "from_attempt", (json_int_t) from,
+                                                       "attempt", (json_int_t) t->attempt));
+    }
+    if (json_array_size (retried))
+        env->work_added = true;
+    ak_info ("batch %s: retry re-queued %zu failed or poisoned tasks%s", b->batch_id,
+             json_array_size (retried), was_complete && b->state == AK_BS_OPEN ? " (open again)" : "");
+    rc = env->commit_now (env->arg, err);
+    if (rc) {
+        json_decref (retried);
+        return ak_err_prefix (err, "batch %s retried but not yet stored (will retry)", b->batch_id);
+    }
+    *out = json_pack ("{s:s, s:o, s:b, s:o}", "batch_id", b->batch_id, "retried", retried,
+                      "reopened", was_complete && b->state == AK_BS_OPEN, "batch", s_batchsum (b));
+    return 0;
+}
+
 static int s_stats (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                     json_t **out, ak_err_t *err)
 {
@@ -443,6 +556,8 @@ static int s_stats (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t
     S_SET ("commit_failures", is->commit_failures);
     S_SET ("map_grows", is->map_grows);
     S_SET ("map_size", ak_store_map_size (env->store));
+    S_SET ("map_max", is->map_max);
+    S_SET ("store_full", is->store_full);
     S_SET ("assigns", c->assigns);
     S_SET ("acks", c->acks);
     S_SET ("disconnects_sent", c->disconnects_sent);
@@ -452,6 +567,7 @@ static int s_stats (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t
     S_SET ("send_failures", c->send_failures);
     S_SET ("uptime_ms", now > env->start_ms ? now - env->start_ms : 0);
 #undef S_SET
+    json_object_set_new (j, "last_commit_error", json_string (is->last_error));
     json_object_set_new (j, "messages", json_pack ("{s:I, s:I}",
         "workers", (json_int_t) c->messages[AK_EP_WORKERS], "clients", (json_int_t) c->messages[AK_EP_CLIENTS]));
     json_object_set_new (j, "rejected", json_pack ("{s:I, s:I}",
@@ -492,6 +608,8 @@ static const s_verb_t s_verbs[] = {
     { "report",   1, 1, "BATCH", s_report },
     { "workers",  0, 0, "no arguments", s_workers },
     { "cancel",   1, 1, "BATCH", s_cancel },
+    { "resume",   1, 1, "BATCH", s_resume },
+    { "retry",    1, 2, "BATCH [failed]", s_retry },
     { "stats",    0, 0, "no arguments", s_stats },
     { "shutdown", 0, 0, "no arguments", s_shutdown },
 };

@@ -26,6 +26,8 @@
 #define S_MAX_CLASS        64
 #define S_MAX_DEVICES      1024
 #define S_MAX_SLOTS        65536
+#define S_BLOB_CACHE_MAX   (64u << 20)  /* bytes of cached blobs before the cache is emptied */
+#define S_SENDBUF_KEEP     (1u << 20)   /* a larger send buffer is freed after use */
 
 static const char *s_ep_names[AK_EP_COUNT] = { "workers", "clients" };
 
@@ -49,6 +51,10 @@ struct ak_coord {
     uint64_t         seq;
     uint64_t         warn_at[AK_EP_COUNT];
     uint64_t         suppressed[AK_EP_COUNT];
+    zhashx_t        *blobs;             /* digest -> verified blob text (s_blob) */
+    size_t           blob_bytes;
+    uint8_t         *sendbuf;           /* s_send_packed */
+    size_t           sendcap;
 };
 
 static int s_commit (ak_coord_t *self, ak_err_t *err);
@@ -71,10 +77,43 @@ static const char *s_hex (const void *data, size_t len, char *buf, size_t size)
 
 /* Sends env to route on endpoint ep without blocking.  0 or the
    ak_envelope_send code; failures are counted, never fatal. */
+/* Packs env into the reusable send buffer (what ak_envelope_send does with
+   a buffer per message: a malloc of an ASSIGN's size per dispatch, which
+   showed in profiles) and sends route + envelope.  0, AK_ETOOBIG,
+   AK_EUNAVAIL (peer gone or its queue full) or AK_EIO. */
+static int s_send_packed (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, Ak__Envelope *env)
+{
+    if (env->body_case == AK__ENVELOPE__BODY__NOT_SET)
+        return AK_EINVAL;
+    env->version = AK_PROTOCOL_VERSION;
+    size_t size = ak__envelope__get_packed_size (env);
+    if (size > AK_MAX_MSG_SIZE)
+        return AK_ETOOBIG;
+    uint8_t *buf = self->sendbuf;
+    if (size > self->sendcap) {
+        buf = ak_malloc (size);
+        if (size <= S_SENDBUF_KEEP) {
+            free (self->sendbuf);
+            self->sendbuf = buf;
+            self->sendcap = size;
+        }
+    }
+    int rc = 0;
+    void *h = zsock_resolve (self->sock[ep]);
+    if (ak__envelope__pack (env, buf) != size)
+        rc = AK_EINTERNAL;
+    else if (zmq_send (h, route, len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
+             || zmq_send (h, buf, size, ZMQ_DONTWAIT) < 0)
+        rc = zmq_errno () == EAGAIN || zmq_errno () == EHOSTUNREACH ? AK_EUNAVAIL : AK_EIO;
+    if (buf != self->sendbuf)
+        free (buf);
+    return rc;
+}
+
 static int s_send (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, Ak__Envelope *env)
 {
     env->seq = ++self->seq;
-    int rc = ak_envelope_send (self->sock[ep], route, len, env);
+    int rc = s_send_packed (self, ep, route, len, env);
     if (rc) {
         char hex[64];
         self->counters.send_failures++;
@@ -146,72 +185,110 @@ static void s_reject (ak_coord_t *self, ak_ep_t ep, const void *route, size_t le
 
 // ================================================================= dispatch
 
-static int s_source (ak_txn_t *txn, const char *name, const char *digest, Ak__Source **src_p,
-                     ak_err_t *err)
+/*  Blobs (spec JSON, sources) are immutable and content-addressed: each is
+    read and its digest checked once, then served from memory, so an ASSIGN
+    costs no blob read, copy or hash.  Returns the cached text (borrowed:
+    valid until s_blobs_trim) or the store's error. */
+static int s_blob (ak_coord_t *self, ak_txn_t *txn, const char *digest, const char **text_p,
+                   ak_err_t *err)
 {
-    char *text = NULL;
-    size_t len = 0;
-    int rc = ak_store_get_blob (txn, digest, &text, &len, err);
+    char *text = zhashx_lookup (self->blobs, digest);
+    if (!text) {
+        size_t len = 0;
+        int rc = ak_store_get_blob (txn, digest, &text, &len, err);
+        if (rc)
+            return rc;
+        zhashx_insert (self->blobs, digest, text);
+        self->blob_bytes += len + strlen (digest);
+    }
+    *text_p = text;
+    return 0;
+}
+
+/* Empties the blob cache once it holds more than S_BLOB_CACHE_MAX bytes;
+   only between assignments, never while one borrows from it. */
+static void s_blobs_trim (ak_coord_t *self)
+{
+    if (self->blob_bytes > S_BLOB_CACHE_MAX) {
+        zhashx_purge (self->blobs);
+        self->blob_bytes = 0;
+    }
+}
+
+static void s_blob_free (void **item)
+{
+    free (*item);
+    *item = NULL;
+}
+
+/*  An ASSIGN built on the stack: strings borrowed from the task record
+    (owned here) and the blob cache. */
+typedef struct {
+    Ak__Assign      assign;
+    Ak__Source      src[3];         /* reference, baseline, candidate */
+    Ak__TaskRecord *rec;
+} s_assign_msg_t;
+
+static void s_assign_msg_clear (s_assign_msg_t *m)
+{
+    if (m->rec)
+        ak__task_record__free_unpacked (m->rec, NULL);
+    m->rec = NULL;
+}
+
+static int s_source (ak_coord_t *self, ak_txn_t *txn, const char *name, const char *digest,
+                     Ak__Source *src, Ak__Source **src_p, ak_err_t *err)
+{
+    const char *text = NULL;
+    int rc = s_blob (self, txn, digest, &text, err);
     if (rc)
         return rc;
-    Ak__Source *src = ak_malloc (sizeof *src);
     ak__source__init (src);
-    ak_cpb_set (&src->name, name);
-    ak_cpb_set (&src->digest, digest);
-    src->text = text;
+    src->name = (char *) name;
+    src->digest = (char *) digest;
+    src->text = (char *) text;
     *src_p = src;
     return 0;
 }
 
-/* Builds the ASSIGN of task from its record and blobs (the caller's). */
-static int s_build_assign (ak_txn_t *txn, const ak_task_t *task, Ak__Assign **assign_p, ak_err_t *err)
+/* Builds the ASSIGN of task from its record and blobs into m (cleared by
+   the caller with s_assign_msg_clear, also after a failure). */
+static int s_build_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *task, s_assign_msg_t *m,
+                           ak_err_t *err)
 {
-    Ak__TaskRecord *rec = NULL;
-    int rc = ak_store_get_task (txn, task->task_id, &rec, err);
+    memset (m, 0, sizeof *m);
+    int rc = ak_store_get_task (txn, task->task_id, &m->rec, err);
     if (rc)
-        return rc;
-    Ak__Assign *a = ak_malloc (sizeof *a);
+        return ak_err_prefix (err, "task %s: cannot build its assignment", task->task_id);
+    const Ak__TaskRecord *rec = m->rec;
+    Ak__Assign *a = &m->assign;
     ak__assign__init (a);
-    ak_cpb_set (&a->task_id, rec->task_id);
-    ak_cpb_set (&a->batch_id, rec->batch_id);
+    a->task_id = rec->task_id;
+    a->batch_id = rec->batch_id;
     a->attempt = task->attempt;
     a->lease_ms = task->lease_ms;
-    ak_cpb_set (&a->kind, rec->kind);
-    ak_cpb_set (&a->op, rec->op);
-    ak_cpb_set (&a->device_class, rec->device_class);
-    ak_cpb_set (&a->backend, rec->backend);
-    ak_cpb_set (&a->candidate_name, rec->candidate_name);
-    size_t len = 0;
-    char *spec = NULL;
-    rc = ak_store_get_blob (txn, rec->spec_digest, &spec, &len, err);
-    if (rc)
-        goto done;
-    a->spec_json = spec;
-    rc = s_source (txn, rec->reference_name, rec->reference_digest, &a->reference, err);
-    if (rc == 0)
-        rc = s_source (txn, rec->baseline_name, rec->baseline_digest, &a->baseline, err);
-    if (rc == 0 && *rec->candidate_digest)
-        rc = s_source (txn, rec->candidate_source_name, rec->candidate_digest, &a->candidate, err);
-    if (rc)
-        goto done;
-    /* the record's repeated fields move into the assignment */
+    a->kind = rec->kind;
+    a->op = rec->op;
+    a->device_class = rec->device_class;
+    a->backend = rec->backend;
+    a->candidate_name = rec->candidate_name;
     a->params = rec->params;
     a->n_params = rec->n_params;
-    rec->params = NULL;
-    rec->n_params = 0;
     a->workloads = rec->workloads;
     a->n_workloads = rec->n_workloads;
-    rec->workloads = NULL;
-    rec->n_workloads = 0;
     a->policy = rec->policy;
-    rec->policy = NULL;
-done:
-    ak__task_record__free_unpacked (rec, NULL);
-    if (rc) {
-        ak__assign__free_unpacked (a, NULL);
+    const char *spec = NULL;
+    rc = s_blob (self, txn, rec->spec_digest, &spec, err);
+    a->spec_json = (char *) spec;
+    if (rc == 0)
+        rc = s_source (self, txn, rec->reference_name, rec->reference_digest, &m->src[0], &a->reference, err);
+    if (rc == 0)
+        rc = s_source (self, txn, rec->baseline_name, rec->baseline_digest, &m->src[1], &a->baseline, err);
+    if (rc == 0 && *rec->candidate_digest)
+        rc = s_source (self, txn, rec->candidate_source_name, rec->candidate_digest, &m->src[2],
+                       &a->candidate, err);
+    if (rc)
         return ak_err_prefix (err, "task %s: cannot build its assignment", task->task_id);
-    }
-    *assign_p = a;
     return 0;
 }
 
@@ -232,24 +309,28 @@ static void s_requeue (ak_coord_t *self, ak_task_t *task, const char *reason, ui
 static int s_assign (ak_coord_t *self, ak_txn_t *txn, ak_worker_t *w, ak_task_t *task, uint64_t now)
 {
     ak_err_t err = { 0 };
-    Ak__Assign *a = NULL;
-    int rc = s_build_assign (txn, task, &a, &err);
+    s_assign_msg_t m;
+    s_blobs_trim (self);
+    int rc = s_build_assign (self, txn, task, &m, &err);
     if (rc == AK_ENOTFOUND || rc == AK_ESTORE) {
         /* a missing or undecodable record will not heal: burn an attempt */
+        s_assign_msg_clear (&m);
         ak_error ("%s", err.msg);
         ak_sched_requeue (self->sched, task, err.msg, now);
         return 0;
     }
     if (rc) {
+        s_assign_msg_clear (&m);
         ak_error ("%s", err.msg);
         ak_sched_unpop (self->sched, task);
         return rc;
     }
     Ak__Envelope env = AK__ENVELOPE__INIT;
     env.body_case = AK__ENVELOPE__BODY_ASSIGN;
-    env.assign = a;
+    env.assign = &m.assign;
     rc = s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env);
-    ak__assign__free_unpacked (a, NULL);
+    if (rc)
+        s_assign_msg_clear (&m);
     if (rc == AK_ETOOBIG) {
         ak_sched_requeue (self->sched, task, "its assignment exceeds the 16 MiB message limit", now);
         return 0;
@@ -259,6 +340,7 @@ static int s_assign (ak_coord_t *self, ak_txn_t *txn, ak_worker_t *w, ak_task_t 
         return rc;
     }
     ak_sched_assign (self->sched, task, w->worker_id, now);
+    ak_sched_cache (self->sched, task, &m.rec);     /* the commits rewrite it from memory */
     ak_worker_hold (w, task->task_id, task->attempt);
     self->counters.assigns++;
     return 0;
@@ -832,9 +914,14 @@ int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *er
         self->tick_ms = 250;
 
     ak_txn_t *txn = NULL;
-    int rc = ak_store_open (opts->store_dir, NULL, &self->store, err);
+    ak_store_opts_t sopts = { .map_size = opts->map_size };
+    int rc = ak_store_open (opts->store_dir, &sopts, &self->store, err);
     if (rc)
         goto fail;
+    self->blobs = zhashx_new ();
+    if (!self->blobs)
+        abort ();
+    zhashx_set_destructor (self->blobs, s_blob_free);
     self->sched = ak_sched_new ();
     self->registry = ak_registry_new ();
     ak_intake_opts_t iopts = { self->opts.commit_ms, self->opts.commit_max, self->opts.map_max };
@@ -882,6 +969,8 @@ void ak_coord_destroy (ak_coord_t **self_p)
             zsock_destroy (&self->sock[ep]);
             free (self->endpoints[ep]);
         }
+        zhashx_destroy (&self->blobs);
+        free (self->sendbuf);
         ak_intake_destroy (&self->intake);
         ak_registry_destroy (&self->registry);
         ak_sched_destroy (&self->sched);

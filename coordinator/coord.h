@@ -22,7 +22,8 @@ typedef struct {
     uint32_t    liveness;               /* 3 */
     uint32_t    commit_ms;              /* 2 */
     uint32_t    commit_max;             /* 256 */
-    size_t      map_max;                /* 0: AK_INTAKE_MAP_MAX */
+    size_t      map_size;               /* initial map; 0: AK_STORE_DEFAULT_MAP (a store keeps a larger one) */
+    size_t      map_max;                /* growth limit; 0: AK_INTAKE_MAP_MAX */
     /* set (to non-zero) by a signal handler to stop the loop; may be NULL */
     volatile sig_atomic_t *stop_flag;
 } ak_coord_opts_t;

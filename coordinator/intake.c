@@ -1,4 +1,5 @@
 /*  coordinator/intake.c: staged receipts and the group commit (see intake.h). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,8 @@ struct ak_intake {
     size_t            staged_bytes;     /* packed size of the staged receipts */
     uint64_t          first_staged;     /* monotonic ms of the oldest staged receipt */
     uint64_t          retry_at;         /* no commit before this after a failure */
+    uint64_t          kill_in_commit;   /* fault injection (tests/fault), 0: off */
+    uint64_t          receipt_commits;  /* commits that held receipts, for it */
     ak_intake_stats_t stats;
 };
 
@@ -42,6 +45,17 @@ ak_intake_t *ak_intake_new (ak_store_t *store, ak_sched_t *sched, ak_registry_t 
         self->opts.commit_max = 256;
     if (self->opts.map_max == 0)
         self->opts.map_max = AK_INTAKE_MAP_MAX;
+    self->stats.map_max = self->opts.map_max;
+    /* Fault injection for tests/fault only: AKCOORD_FAULT_KILL_IN_COMMIT=N
+       sends this process SIGKILL inside its Nth group commit that holds
+       receipts, after every write and before the commit: the crash a
+       group commit must survive without losing anything acknowledged. */
+    const char *kill = getenv ("AKCOORD_FAULT_KILL_IN_COMMIT");
+    if (kill && *kill) {
+        self->kill_in_commit = strtoull (kill, NULL, 10);
+        ak_warn ("AKCOORD_FAULT_KILL_IN_COMMIT=%llu: this coordinator kills itself inside a commit",
+                 (unsigned long long) self->kill_in_commit);
+    }
     return self;
 }
 
@@ -160,7 +174,10 @@ static int s_store_one (ak_intake_t *self, ak_txn_t *txn, s_staged_t *s, ak_err_
     size_t len = 0;
     ak_tstate_t state;
 
-    int rc = ak_store_get_task (txn, r->task_id, &task, err);
+    /* a leased task's record is cached (sched.h): no read, no decode */
+    ak_task_t *indexed = ak_sched_task (self->sched, r->task_id);
+    task = indexed ? indexed->rec : NULL;
+    int rc = task ? 0 : ak_store_get_task (txn, r->task_id, &task, err);
     if (rc == AK_ENOTFOUND) {
         ak_error ("receipt for task %s: the task record is missing from the store; not stored",
                   r->task_id);
@@ -172,19 +189,22 @@ static int s_store_one (ak_intake_t *self, ak_txn_t *txn, s_staged_t *s, ak_err_
     if (rc)
         goto done;
     snprintf (s->ack.receipt_id, sizeof s->ack.receipt_id, "R%08llu", (unsigned long long) n);
-    bool duplicate = ak_tstate_parse (task->state, &state) != 0 || ak_tstate_terminal (state);
+
+    /* Each (task, attempt) is accepted once: an attempt that already has a
+       receipt is a copy even when the task is open again (`retry`). */
+    snprintf (key, sizeof key, "%s#%u", r->task_id, r->attempt);
+    rc = ak_store_get (txn, AK_DB_ATTEMPTS, key, &val, &len, err);
+    free (val);
+    bool seen = rc == 0;
+    if (rc && rc != AK_ENOTFOUND)
+        goto done;
+    bool duplicate = seen || ak_tstate_parse (task->state, &state) != 0 || ak_tstate_terminal (state);
 
     ak_cpb_set (&r->receipt_id, s->ack.receipt_id);
     ak_cpb_set (&r->batch_id, task->batch_id);
     r->duplicate = duplicate;
     rc = ak_store_put_receipt (txn, r, err);
-    if (rc)
-        goto done;
-
-    snprintf (key, sizeof key, "%s#%u", r->task_id, r->attempt);
-    rc = ak_store_get (txn, AK_DB_ATTEMPTS, key, &val, &len, err);
-    free (val);
-    if (rc == AK_ENOTFOUND)
+    if (rc == 0 && !seen)
         rc = ak_store_put (txn, AK_DB_ATTEMPTS, key, s->ack.receipt_id, strlen (s->ack.receipt_id), err);
     if (rc)
         goto done;
@@ -218,7 +238,8 @@ static int s_store_one (ak_intake_t *self, ak_txn_t *txn, s_staged_t *s, ak_err_
             ak_registry_count_done (self->registry, w, ak_clock_mono_ms ());
     }
 done:
-    ak__task_record__free_unpacked (task, NULL);
+    if (!indexed || task != indexed->rec)
+        ak__task_record__free_unpacked (task, NULL);
     return rc;
 }
 
@@ -242,11 +263,19 @@ static int s_commit_once (ak_intake_t *self, ak_err_t *err)
     if (rc) {
         ak_store_abort (&txn);
         ak_registry_rollback (self->registry);
+        ak_sched_uncache_all (self->sched);     /* they hold this transaction's writes */
         return rc;
     }
+    if (self->kill_in_commit && self->nstaged && ++self->receipt_commits == self->kill_in_commit) {
+        ak_warn ("fault injection: SIGKILL inside commit %llu (%zu receipts written, not committed)",
+                 (unsigned long long) self->receipt_commits, self->nstaged);
+        raise (SIGKILL);
+    }
     rc = ak_store_commit (&txn, err);
-    if (rc)
+    if (rc) {
         ak_registry_rollback (self->registry);
+        ak_sched_uncache_all (self->sched);
+    }
     return rc;
 }
 
@@ -254,13 +283,14 @@ int ak_intake_grow (ak_intake_t *self, ak_err_t *err)
 {
     size_t now = ak_store_map_size (self->store);
     if (now >= self->opts.map_max)
-        return ak_err_set (err, AK_ESTOREFULL, "store map is at its limit (%zu MiB)", now >> 20);
+        return ak_err_set (err, AK_ESTOREFULL, "store full: the map is at its limit of %zu KiB "
+                           "(--map-max); restart akcoord with a larger --map-max", now >> 10);
     size_t next = now * 2 > self->opts.map_max ? self->opts.map_max : now * 2;
     int rc = ak_store_set_map_size (self->store, next, err);
     if (rc)
         return rc;
     self->stats.map_grows++;
-    ak_warn ("store map grown from %zu MiB to %zu MiB", now >> 20, next >> 20);
+    ak_warn ("store map grown from %zu KiB to %zu KiB", now >> 10, next >> 10);
     return 0;
 }
 
@@ -296,6 +326,9 @@ int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_
     }
     if (rc) {
         self->stats.commit_failures++;
+        self->stats.store_full += rc == AK_ESTOREFULL;
+        snprintf (self->stats.last_error, sizeof self->stats.last_error, "%.255s",
+                  err && err->msg[0] ? err->msg : ak_strerror (rc));
         self->stats.dropped += self->nstaged;
         self->retry_at = now + AK_INTAKE_RETRY_MS;
         ak_error ("commit failed, %zu receipts not stored or acked (workers will re-send): %s",
@@ -315,6 +348,7 @@ int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_
 
     self->retry_at = 0;
     self->stats.commits++;
+    self->stats.last_error[0] = '\0';
     ak_sched_flushed (self->sched);
     ak_registry_flushed (self->registry);
     out->acks = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *out->acks);
@@ -336,8 +370,11 @@ int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_
         ak_task_t *task = ak_sched_task (self->sched, ack->task_id);
         if (task)
             ak_sched_finish (self->sched, task, ack->ok, true, now);
-        ak_info ("receipt %s accepted for task %s attempt %u from %s (%s)", ack->receipt_id,
-                 ack->task_id, ack->attempt, ack->worker_id, s->receipt->status);
+        /* the task's state change and its cause in one line (finish
+           with `persisted` logs nothing) */
+        ak_info ("task %s %s: receipt %s accepted (attempt %u, from %s, status %.32s)", ack->task_id,
+                 ack->ok ? "done" : "failed", ack->receipt_id, ack->attempt, ack->worker_id,
+                 s->receipt->status);
     }
     s_staged_clear (self);
     return 0;

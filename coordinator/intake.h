@@ -7,11 +7,12 @@
     the `receipt` counter, is indexed under "task#attempt" (its attempt's
     first receipt) and "task#attempt#R..." (every receipt, for `show`), and
     decides the task inside the same transaction:
-      - the first receipt for a task that is not terminal is accepted: the
-        task becomes done (status ok) or failed, TaskRecord.receipt_id and
-        status are set;
-      - any other (a copy of the same attempt, an older attempt after another
-        was accepted, a task already terminal) is stored with duplicate=true,
+      - the first receipt for a task that is not terminal, of an attempt
+        that has none yet, is accepted: the task becomes done (status ok) or
+        failed, TaskRecord.receipt_id and status are set;
+      - any other (a copy of an attempt that has a receipt, even after
+        `retry` opened the task again; an older attempt after another was
+        accepted; a task already terminal) is stored with duplicate=true,
         TaskRecord.duplicates++, and never counted.
     Acks come out of ak_intake_commit only when the commit holding their
     receipts returned 0.  A full map is grown (doubling, up to map_max) and
@@ -62,6 +63,9 @@ typedef struct {
     uint64_t commit_failures;
     uint64_t map_grows;
     uint64_t dropped;           /* receipts not stored after a failed commit */
+    uint64_t store_full;        /* commits that failed with the map at map_max */
+    size_t   map_max;           /* the growth limit in force */
+    char     last_error[256];   /* why the last commit failed; "" once one succeeded */
 } ak_intake_stats_t;
 
 typedef struct ak_intake ak_intake_t;

@@ -6,6 +6,7 @@
     close.  Exit status: 0 after a clean stop, 1 when the coordinator could
     not start or its last commit failed, 2 for bad flags. */
 #include <czmq.h>
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,6 +42,11 @@ static void s_usage (FILE *out)
         "  --liveness N         missed heartbeats before a worker is dead, 1..100 (default 3)\n"
         "  --commit-ms N        longest a receipt waits for its group commit, 0..10000 (default 2)\n"
         "  --commit-max N       receipts per group commit, 1..100000 (default 256)\n"
+        "  --map-size SIZE      initial LMDB map size (default 1G; a store that grew keeps\n"
+        "                       its size); SIZE is bytes or a number with K, M or G\n"
+        "  --map-max SIZE       the map doubles when full up to this limit (default 64G);\n"
+        "                       past it commits fail with \"store full\" until akcoord is\n"
+        "                       restarted with a larger --map-max (nothing is lost)\n"
         "  --log-level LEVEL    debug | info | warn | error | quiet (default info)\n"
         "  --help               this text\n"
         "\n"
@@ -69,6 +75,31 @@ static int s_uint (const char *flag, const char *text, int64_t lo, int64_t hi, u
     return 0;
 }
 
+/* A size in bytes: digits with an optional K, M or G (powers of 1024). */
+static int s_size (const char *flag, const char *text, size_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull (text, &end, 10);
+    unsigned shift = 0;
+    if (end && *end && !end[1]) {
+        switch (*end) {
+            case 'k': case 'K': shift = 10; end++; break;
+            case 'm': case 'M': shift = 20; end++; break;
+            case 'g': case 'G': shift = 30; end++; break;
+            default: break;
+        }
+    }
+    if (errno || end == text || !end || *end || !(text[0] >= '0' && text[0] <= '9')
+        || v > (1ull << 40) >> shift || (v << shift) < (64ull << 10)) {
+        fprintf (stderr, "akcoord: %s: '%s' is not a size from 64K to 1024G\nTry 'akcoord --help'.\n",
+                 flag, text);
+        return 2;
+    }
+    *out = (size_t) (v << shift);
+    return 0;
+}
+
 static bool s_endpoint_ok (const char *e)
 {
     return (strncmp (e, "tcp://", 6) == 0 || strncmp (e, "ipc://", 6) == 0) && strlen (e) > 6;
@@ -76,7 +107,8 @@ static bool s_endpoint_ok (const char *e)
 
 int main (int argc, char **argv)
 {
-    enum { O_STORE = 1, O_WORKERS, O_CLIENTS, O_HB, O_LIVE, O_CMS, O_CMAX, O_LOG, O_HELP };
+    enum { O_STORE = 1, O_WORKERS, O_CLIENTS, O_HB, O_LIVE, O_CMS, O_CMAX, O_MAPSZ, O_MAPMAX, O_LOG,
+           O_HELP };
     static const struct option longopts[] = {
         { "store", required_argument, NULL, O_STORE },
         { "workers", required_argument, NULL, O_WORKERS },
@@ -85,6 +117,8 @@ int main (int argc, char **argv)
         { "liveness", required_argument, NULL, O_LIVE },
         { "commit-ms", required_argument, NULL, O_CMS },
         { "commit-max", required_argument, NULL, O_CMAX },
+        { "map-size", required_argument, NULL, O_MAPSZ },
+        { "map-max", required_argument, NULL, O_MAPMAX },
         { "log-level", required_argument, NULL, O_LOG },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
@@ -108,6 +142,8 @@ int main (int argc, char **argv)
             case O_LIVE:    rc = s_uint ("--liveness", optarg, 1, 100, &opts.liveness); break;
             case O_CMS:     rc = s_uint ("--commit-ms", optarg, 0, 10000, &opts.commit_ms); break;
             case O_CMAX:    rc = s_uint ("--commit-max", optarg, 1, 100000, &opts.commit_max); break;
+            case O_MAPSZ:   rc = s_size ("--map-size", optarg, &opts.map_size); break;
+            case O_MAPMAX:  rc = s_size ("--map-max", optarg, &opts.map_max); break;
             case O_LOG:
                 level = ak_log_parse_level (optarg);
                 if (level < 0)

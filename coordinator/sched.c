@@ -66,6 +66,8 @@ static void s_task_free (void **item)
         free (task->kind);
         free (task->worker_id);
         free (task->last_error);
+        if (task->rec)
+            ak__task_record__free_unpacked (task->rec, NULL);
         free (task);
         *item = NULL;
     }
@@ -160,12 +162,17 @@ static void s_mark_batch (ak_sched_t *self, ak_batch_t *batch, uint64_t now)
         self->dirty_since = now ? now : 1;
 }
 
-static void s_check_settled (ak_sched_t *self, ak_batch_t *batch)
+static bool s_all_terminal (const ak_batch_t *batch)
 {
     size_t terminal = 0;
     for (int s = AK_TS_DONE; s < AK_TS_COUNT; s++)
         terminal += batch->counts[s];
-    if (batch->state == AK_BS_OPEN && terminal == batch->total && !batch->settling) {
+    return terminal == batch->total;
+}
+
+static void s_check_settled (ak_sched_t *self, ak_batch_t *batch)
+{
+    if (batch->state == AK_BS_OPEN && s_all_terminal (batch) && !batch->settling) {
         batch->settling = true;
         zlistx_add_end (self->settling, batch);
     }
@@ -179,6 +186,10 @@ static void s_set_state (ak_sched_t *self, ak_task_t *task, ak_tstate_t state)
     if (task->state == AK_TS_LEASED && task->lease_handle) {
         zlistx_detach (self->leased, task->lease_handle);
         task->lease_handle = NULL;
+    }
+    if (state != AK_TS_LEASED && task->rec) {
+        ak__task_record__free_unpacked (task->rec, NULL);
+        task->rec = NULL;
     }
     task->state = state;
     self->counts[state]++;
@@ -258,6 +269,7 @@ static ak_task_t *s_task_new (ak_sched_t *self, ak_batch_t *batch, const Ak__Tas
     task->kind = ak_strdup (rec->kind);
     task->state = state;
     task->attempt = rec->attempt ? rec->attempt : 1;
+    task->attempt_base = rec->attempt_base < task->attempt ? rec->attempt_base : 0;
     task->max_attempts = rec->policy && rec->policy->max_attempts ? rec->policy->max_attempts
                                                                   : S_DEFAULT_MAX_ATTEMPTS;
     task->lease_ms = rec->policy && rec->policy->lease_ms ? rec->policy->lease_ms : S_DEFAULT_LEASE_MS;
@@ -472,10 +484,11 @@ void ak_sched_requeue (ak_sched_t *self, ak_task_t *task, const char *reason, ui
     task->worker_id = NULL;
     task->started = false;
     task->deadline = 0;
-    if (task->attempt + 1 > task->max_attempts) {
+    if (task->attempt + 1 > task->attempt_base + task->max_attempts) {
         task->finished_ms = ak_clock_wall_ms ();
         s_set_state (self, task, AK_TS_POISONED);
-        ak_info ("task %s poisoned after %u attempts: %s", task->task_id, task->attempt, reason);
+        ak_info ("task %s poisoned after %u attempts: %s", task->task_id,
+                 task->attempt - task->attempt_base, reason);
     }
     else {
         task->attempt++;
@@ -496,9 +509,42 @@ void ak_sched_finish (ak_sched_t *self, ak_task_t *task, bool ok, bool persisted
     task->deadline = 0;
     task->finished_ms = ak_clock_wall_ms ();
     s_set_state (self, task, ok ? AK_TS_DONE : AK_TS_FAILED);
-    if (!persisted)
+    if (!persisted) {
         s_mark_task (self, task, now);
-    ak_info ("task %s %s (attempt %u)", task->task_id, ok ? "done" : "failed", task->attempt);
+        ak_info ("task %s %s (attempt %u)", task->task_id, ok ? "done" : "failed", task->attempt);
+    }
+}
+
+bool ak_sched_reopen (ak_sched_t *self, ak_task_t *task, uint64_t now)
+{
+    if (task->state != AK_TS_FAILED && task->state != AK_TS_POISONED)
+        return false;
+    ak_batch_t *batch = task->batch;
+    const char *was = ak_tstate_name (task->state);
+    free (task->worker_id);
+    task->worker_id = NULL;
+    task->started = false;
+    task->deadline = 0;
+    task->finished_ms = 0;
+    task->attempt_base = task->attempt;
+    task->attempt++;
+    task->queued_ms = ak_clock_wall_ms ();
+    task->reopened = true;
+    s_set_state (self, task, AK_TS_QUEUED);
+    s_enqueue (self, task, false);
+    s_mark_task (self, task, now);
+    ak_info ("task %s retried (was %s): queued for attempt %u", task->task_id, was, task->attempt);
+    if (batch->state == AK_BS_COMPLETE) {
+        s_winners_free (batch->winners, batch->nwinners);
+        batch->winners = NULL;
+        batch->nwinners = 0;
+        batch->state = AK_BS_OPEN;
+        batch->finished_ms = 0;
+        s_mark_batch (self, batch, now);
+        ak_info ("batch %s open again: its winners are decided anew when it completes",
+                 batch->batch_id);
+    }
+    return true;
 }
 
 size_t ak_sched_cancel (ak_sched_t *self, ak_batch_t *batch, uint64_t now)
@@ -550,7 +596,8 @@ ak_batch_t *ak_sched_settling (ak_sched_t *self)
 {
     ak_batch_t *batch;
     while ((batch = zlistx_first (self->settling))) {
-        if (batch->state == AK_BS_OPEN)
+        /* a retry may have opened one of its tasks again meanwhile */
+        if (batch->state == AK_BS_OPEN && s_all_terminal (batch))
             return batch;
         zlistx_detach (self->settling, NULL);
         batch->settling = false;
@@ -578,6 +625,31 @@ void ak_sched_complete (ak_sched_t *self, ak_batch_t *batch, Ak__Winner **winner
              batch->batch_id, batch->total, promoted, nwinners);
 }
 
+// ------------------------------------------------------------- record cache
+
+void ak_sched_cache (ak_sched_t *self, ak_task_t *task, Ak__TaskRecord **rec_p)
+{
+    Ak__TaskRecord *rec = *rec_p;
+    *rec_p = NULL;
+    if (task->rec)
+        ak__task_record__free_unpacked (task->rec, NULL);
+    task->rec = NULL;
+    if (task->state == AK_TS_LEASED)
+        task->rec = rec;
+    else if (rec)
+        ak__task_record__free_unpacked (rec, NULL);
+}
+
+void ak_sched_uncache_all (ak_sched_t *self)
+{
+    /* only leased tasks hold a cached record */
+    for (ak_task_t *t = zlistx_first (self->leased); t; t = zlistx_next (self->leased))
+        if (t->rec) {
+            ak__task_record__free_unpacked (t->rec, NULL);
+            t->rec = NULL;
+        }
+}
+
 // ------------------------------------------------------------- group commit
 
 uint64_t ak_sched_dirty_since (ak_sched_t *self)
@@ -587,12 +659,17 @@ uint64_t ak_sched_dirty_since (ak_sched_t *self)
 
 static int s_flush_task (ak_task_t *task, ak_txn_t *txn, ak_err_t *err)
 {
-    Ak__TaskRecord *rec = NULL;
-    int rc = ak_store_get_task (txn, task->task_id, &rec, err);
+    Ak__TaskRecord *rec = task->rec;
+    int rc = rec ? 0 : ak_store_get_task (txn, task->task_id, &rec, err);
     if (rc)
         return rc;
     ak_cpb_set (&rec->state, ak_tstate_name (task->state));
     rec->attempt = task->attempt;
+    rec->attempt_base = task->attempt_base;
+    if (task->reopened) {
+        ak_cpb_set (&rec->receipt_id, "");
+        ak_cpb_set (&rec->status, "");
+    }
     if (task->worker_id)
         ak_cpb_set (&rec->worker_id, task->worker_id);
     rec->queued_ms = task->queued_ms;
@@ -600,7 +677,8 @@ static int s_flush_task (ak_task_t *task, ak_txn_t *txn, ak_err_t *err)
     rec->finished_ms = task->finished_ms;
     ak_cpb_set (&rec->last_error, task->last_error);
     rc = ak_store_put_task (txn, rec, err);
-    ak__task_record__free_unpacked (rec, NULL);
+    if (rec != task->rec)
+        ak__task_record__free_unpacked (rec, NULL);
     return rc;
 }
 
@@ -656,8 +734,10 @@ int ak_sched_flush (ak_sched_t *self, ak_txn_t *txn, ak_err_t *err)
 void ak_sched_flushed (ak_sched_t *self)
 {
     ak_task_t *t;
-    while ((t = zlistx_detach (self->dirty_tasks, NULL)))
+    while ((t = zlistx_detach (self->dirty_tasks, NULL))) {
         t->dirty = false;
+        t->reopened = false;
+    }
     ak_batch_t *b;
     while ((b = zlistx_detach (self->dirty_batches, NULL)))
         b->dirty = false;

@@ -51,7 +51,8 @@ typedef struct {
     char        *kind;
     ak_tstate_t  state;
     uint32_t     attempt;           /* 1 for the first */
-    uint32_t     max_attempts;
+    uint32_t     attempt_base;      /* attempts before the last retry */
+    uint32_t     max_attempts;      /* per retry round: attempt - attempt_base <= max_attempts */
     uint32_t     lease_ms;
     char        *worker_id;         /* holder while leased; NULL: unclaimed */
     bool         started;
@@ -63,7 +64,16 @@ typedef struct {
     /* index bookkeeping */
     bool         in_queue;
     bool         dirty;
+    bool         reopened;          /* retried: the flush clears the old verdict */
     void        *lease_handle;
+    /* The stored TaskRecord, cached while the task is leased so that the
+       group commit rewrites it without reading and decoding it again (the
+       largest cost per task at fleet scale).  It always equals the record
+       as committed, changed only by the writes of the commit being built
+       (ak_sched_flush, intake.c); a commit that fails drops every cached
+       record (ak_sched_uncache_all).  Any other writer of a leased task's
+       record must drop its copy first.  NULL: read it from the store. */
+    Ak__TaskRecord *rec;
 } ak_task_t;
 
 struct ak_batch {
@@ -126,8 +136,15 @@ void ak_sched_release (ak_sched_t *self, ak_task_t *task, uint64_t grace_ms, uin
    would pass max_attempts; reason becomes last_error. */
 void ak_sched_requeue (ak_sched_t *self, ak_task_t *task, const char *reason, uint64_t now);
 /* done / failed from an accepted receipt.  persisted: the record already
-   says so (written by the commit that accepted the receipt). */
+   says so (written by the commit that accepted the receipt), and the
+   caller logs the change with the receipt (intake.c), so this does not. */
 void ak_sched_finish (ak_sched_t *self, ak_task_t *task, bool ok, bool persisted, uint64_t now);
+/* Opens a failed or poisoned task again (`retry`): attempt + 1 with a fresh
+   budget of max_attempts, queued at the end of its queue; the record's old
+   verdict (receipt_id, status) is cleared by the next flush, the receipts
+   stay.  A complete batch becomes open again (its winners are decided anew
+   when it settles).  false, doing nothing, for any other state. */
+bool ak_sched_reopen (ak_sched_t *self, ak_task_t *task, uint64_t now);
 /* Cancels every non-terminal task of the batch and the batch itself;
    returns how many tasks were cancelled.  Cancelling twice is a no-op. */
 size_t ak_sched_cancel (ak_sched_t *self, ak_batch_t *batch, uint64_t now);
@@ -142,6 +159,13 @@ size_t ak_sched_expired (ak_sched_t *self, uint64_t now, ak_task_t ***tasks_p);
 ak_batch_t *ak_sched_settling (ak_sched_t *self);
 void ak_sched_complete (ak_sched_t *self, ak_batch_t *batch, Ak__Winner **winners, size_t nwinners,
                         uint64_t now);
+
+/* Record cache (see ak_task_t.rec): takes *rec_p, the record as stored,
+   for a leased task (else it is freed); leaving `leased` drops it. */
+void ak_sched_cache (ak_sched_t *self, ak_task_t *task, Ak__TaskRecord **rec_p);
+/* Drops every cached record: after a commit that failed, whose writes
+   the cached copies may hold. */
+void ak_sched_uncache_all (ak_sched_t *self);
 
 /* Counters over every task / batch. */
 size_t ak_sched_count (ak_sched_t *self, ak_tstate_t state);

@@ -18,7 +18,8 @@ cmake --build "$build" -j "$(ak_jobs)"
 lib="$build/bin/lib"
 mkdir -p "$lib"
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libgcc_s|libstdc\+\+)'
-for f in "$build"/bin/akcoord "$build"/bin/akworker "$build"/bin/akctl "$build"/tests/test_*; do
+for f in "$build"/bin/akcoord "$build"/bin/akworker "$build"/bin/akctl "$build"/tests/test_* \
+         "$build"/tests/bench_*; do
     [ -x "$f" ] || continue
     ldd "$f" | awk '/=> \// { print $1, $3 }' | while read -r name path; do
         echo "$name" | grep -Eq "$skip" && continue

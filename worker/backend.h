@@ -73,6 +73,33 @@ typedef struct {
     uint32_t    grid[3], block[3], shared_bytes;
 } ak_launch_t;
 
+/*  What the backend knows about one launch of a kernel beyond its time:
+    the CUDA backend fills it from the CUPTI activity record of the launch. */
+typedef struct {
+    char     name[128];                /* kernel symbol as the device saw it ("ak_kernel") */
+    uint32_t registers;                /* per thread */
+    uint32_t static_shared, dynamic_shared;   /* bytes per block */
+    uint32_t grid[3], block[3];
+    double   duration_us;              /* device duration of that launch */
+} ak_kernel_info_t;
+
+/*  One timing sample with every figure the backend can give (sample()).
+    event_us is always there: CUDA events around the launch (cuda), the
+    monotonic clock around the call (host).  cupti_us >= 0 only when a
+    device-side record of the same launch exists.  clock_ok false means
+    the sample must not be used: the SM clock over the measured region was
+    under 75% of the device's default clock (throttled). */
+typedef struct {
+    double   event_us;
+    double   cupti_us;                 /* < 0: none */
+    bool     clock_ok;
+    double   sm_clock_mhz;             /* measured over the sample; 0: not measured */
+    bool     blocked;                  /* the launch waited behind a blocking kernel, so
+                                          event_us carries no submission latency */
+    bool     has_info;                 /* info holds the launch's record */
+    ak_kernel_info_t info;
+} ak_sample_t;
+
 typedef struct ak_backend {
     const char *name;                  /* "host" | "cuda" */
 
@@ -102,6 +129,13 @@ typedef struct ak_backend {
        (when cold is set) before the clock starts, only the launch inside it. */
     int  (*time) (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
                   double *us, ak_err_t *err);
+    /* Optional (NULL: worker/timing.c uses time() and names the figure
+       after the backend).  One sample like time(), with every figure the
+       backend has (ak_sample_t): the CUDA backend hides the submission
+       latency behind a blocking kernel, reads the launch's CUPTI record
+       and the SM clock over the measured region. */
+    int  (*sample) (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
+                    ak_sample_t *out, ak_err_t *err);
 
     /* ---- both sides ---- */
     /* True when kernels for element type dt can be built and run on device

@@ -12,7 +12,12 @@
     Executor side: the device's primary context, one blocking stream, two
     events, an L2 flush buffer; launches with the single by-value argument
     block ak_cuda_args_t; CUPTI activity records (when CUPTI loads) give
-    per-kernel device durations next to the event timings.
+    per-kernel device durations next to the event timings.  A timing
+    sample queues the flush, a blocking kernel that spins on a host-mapped
+    flag, the events around the launch and a clock probe, then releases
+    the flag: the events see the launch already queued (no submission
+    latency), and clock64 against %globaltimer over the region tells a
+    throttled SM clock.
 
     Never: link a CUDA library, leave a half-written CUBIN where a reader
     could load it, trust a define name, or keep using a context after a
@@ -211,7 +216,11 @@ void ak_cuda_cache_key (const char *source, size_t source_len, const char *optio
 #define AK_CUDA_FLUSH_MIN     (64u << 20)
 #define AK_CUDA_ERR_MARK      "\n@@akworker-error@@ "
 #define AK_CUPTI_BUF_BYTES    (1u << 20)
-#define AK_CUPTI_RING         128
+#define AK_CUPTI_RING         512
+#define AK_CUDA_BLOCK_NS      100000000ull      /* the blocking kernel gives up after 100 ms */
+#define AK_CUDA_PROBE_SLOTS   1024u             /* clock probe slots, by %smid */
+#define AK_CUDA_WORDS         (8u + 3u * AK_CUDA_PROBE_SLOTS)   /* host-mapped u64 words */
+#define AK_CUDA_THROTTLE      0.75              /* of the default SM clock: below, discard */
 
 /* The host mirror of ak_cuda_args_t (kernels/ak_kernel_cuda.h). */
 typedef struct {
@@ -250,6 +259,18 @@ struct ak_dev {
     char       cupti_why[384];
     uint64_t   ext_seq;                        /* last external correlation id pushed */
     uint64_t   last_ext;                       /* that of the last launch; 0 none */
+    unsigned   cupti_kinds;                    /* bit i: s_cupti_kinds[i] enabled */
+    /* timing helpers (s_timing_open) */
+    CUmodule   help_mod;
+    CUfunction fn_block, fn_probe, fn_tick, fn_flush;
+    volatile uint64_t *words;                  /* host-mapped, AK_CUDA_WORDS: see s_timing_open */
+    CUdeviceptr words_dev;
+    bool       blocker_on;
+    bool       read_flush;                     /* the L2 flush reads (ak_l2_flush), else memset */
+    char       blocker_why[256];
+    uint64_t   tick_ns;                        /* %globaltimer step */
+    uint32_t   clock_mhz;                      /* default SM clock; 0 unknown */
+    uint64_t   sample_seq;
 };
 
 struct ak_kernel {
@@ -257,6 +278,7 @@ struct ak_kernel {
     CUfunction fn;
     int        regs, max_threads, static_shared;
     int        dyn_shared_set;                 /* MAX_DYNAMIC_SHARED_SIZE_BYTES set to this */
+    bool       warm;                           /* launched once without the blocker */
     char       symbol[AK_MAX_NAME + 1];
 };
 
@@ -311,6 +333,24 @@ static int s_attr (const ak_cuda_driver_t *drv, CUdevice d, CUdevice_attribute a
 
 static atomic_flag s_said_hello = ATOMIC_FLAG_INIT;
 
+/*  CUDA_MODULE_LOADING=EAGER before the first cuInit of the process (the
+    probe's, in the daemon and in each executor; executors inherit it):
+    modules then load in full at cuModuleLoadData.  A function loaded
+    lazily at its first launch would wait for the device behind the
+    blocking kernel of a timing sample, a deadlock until the blocker's
+    time limit.  s_sample also runs every kernel once without the blocker,
+    which covers a process that called cuInit before this.  An operator's
+    own setting wins. */
+static pthread_once_t s_eager_once = PTHREAD_ONCE_INIT;
+static void s_eager_set (void)
+{
+    setenv ("CUDA_MODULE_LOADING", "EAGER", 0);
+}
+static void s_eager_modules (void)
+{
+    pthread_once (&s_eager_once, s_eager_set);
+}
+
 /*  Every device the driver lists (see backend.h).  NVRTC is required (a
     CUDA worker that cannot compile is of no use); CUPTI is not. */
 static int s_probe (Ak__Device ***devices_p, size_t *n_p, ak_err_t *err)
@@ -329,6 +369,7 @@ static int s_probe (Ak__Device ***devices_p, size_t *n_p, ak_err_t *err)
         return rc;
     ak_err_t cerr = { 0 };
     bool have_cupti = ak_cuda_load_cupti (&cerr) == 0;
+    s_eager_modules ();
     if (!atomic_flag_test_and_set (&s_said_hello)) {
         char *what = ak_cuda_describe ();
         ak_info ("cuda backend: %s", what);
@@ -883,6 +924,7 @@ static void CUPTIAPI s_cupti_completed (CUcontext ctx, uint32_t stream_id, uint8
             o->block[0] = (uint32_t) k->blockX;
             o->block[1] = (uint32_t) k->blockY;
             o->block[2] = (uint32_t) k->blockZ;
+            snprintf (o->name, sizeof o->name, "%s", k->name ? k->name : "");
         }
         else if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
             const CUpti_ActivityExternalCorrelation *x = (const CUpti_ActivityExternalCorrelation *) rec;
@@ -932,14 +974,23 @@ static void s_cupti_start (ak_dev_t *dev)
         snprintf (dev->cupti_why, sizeof dev->cupti_why, "%.300s", s_cupti_reg_err.msg);
         return;
     }
+    /* AK_CUDA_CUPTI_KINDS (diagnostics: which activity kind costs what):
+       a subset of "kernel,driver,extcorr"; the default is all three. */
+    const char *names[] = { "kernel", "driver", "extcorr" };
+    const char *kinds = getenv ("AK_CUDA_CUPTI_KINDS");
     size_t n = sizeof s_cupti_kinds / sizeof s_cupti_kinds[0];
+    dev->cupti_kinds = 0;
     for (size_t i = 0; i < n; i++) {
         ak_err_t e = { 0 };
+        if (kinds && !strstr (kinds, names[i]))
+            continue;
+        dev->cupti_kinds |= 1u << i;
         if (ak_cuda_cupti_check (s_cp->cuptiActivityEnable (s_cupti_kinds[i]), "cuptiActivityEnable", &e) != 0) {
             snprintf (dev->cupti_why, sizeof dev->cupti_why, "%.300s (kind %d)", e.msg, (int) s_cupti_kinds[i]);
             for (size_t j = 0; j < i; j++) {
                 ak_err_t e2 = { 0 };
-                if (ak_cuda_cupti_check (s_cp->cuptiActivityDisable (s_cupti_kinds[j]), "cuptiActivityDisable", &e2))
+                if ((dev->cupti_kinds & (1u << j))
+                    && ak_cuda_cupti_check (s_cp->cuptiActivityDisable (s_cupti_kinds[j]), "cuptiActivityDisable", &e2))
                     ak_debug ("cuda: %s", e2.msg);
             }
             return;
@@ -957,7 +1008,8 @@ static void s_cupti_stop (ak_dev_t *dev)
                              "cuptiActivityFlushAll", &e))
         ak_debug ("cuda: %s", e.msg);
     for (size_t i = 0; i < sizeof s_cupti_kinds / sizeof s_cupti_kinds[0]; i++)
-        if (ak_cuda_cupti_check (s_cp->cuptiActivityDisable (s_cupti_kinds[i]), "cuptiActivityDisable", &e))
+        if ((dev->cupti_kinds & (1u << i))
+            && ak_cuda_cupti_check (s_cp->cuptiActivityDisable (s_cupti_kinds[i]), "cuptiActivityDisable", &e))
             ak_debug ("cuda: %s", e.msg);
     dev->cupti_on = false;
 }
@@ -1076,6 +1128,7 @@ static int s_cu (ak_dev_t *dev, CUresult r, const char *call, ak_err_t *err)
 }
 
 static void s_close (ak_dev_t **dev_p);
+static int s_timing_open (ak_dev_t *dev, ak_err_t *err);
 
 static int s_open (const Ak__Device *device, ak_dev_t **dev_p, ak_err_t *err)
 {
@@ -1086,6 +1139,7 @@ static int s_open (const Ak__Device *device, ak_dev_t **dev_p, ak_err_t *err)
     *dev_p = NULL;
     if ((rc = ak_cuda_driver (&drv, err)) != 0)
         return rc;
+    s_eager_modules ();
     if ((rc = ak_cuda_check (drv->cuInit (0), "cuInit", err)) != 0)
         return rc;
     ak_dev_t *dev = ak_calloc (1, sizeof *dev);
@@ -1146,6 +1200,8 @@ static int s_open (const Ak__Device *device, ak_dev_t **dev_p, ak_err_t *err)
         dev->flush_bytes = AK_CUDA_FLUSH_MIN;
     if ((rc = s_cu (dev, drv->cuMemAlloc (&dev->flush, dev->flush_bytes), "cuMemAlloc (L2 flush buffer)", err)) != 0)
         goto fail;
+    if ((rc = s_timing_open (dev, err)) != 0)
+        goto fail;
     *dev_p = dev;
     return 0;
 
@@ -1167,6 +1223,10 @@ static void s_close (ak_dev_t **dev_p)
     if (dev->ctx && ak_cuda_check (drv->cuCtxSetCurrent (dev->ctx), "cuCtxSetCurrent", &e))
         ak_debug ("cuda close: %s", e.msg);
     if (dev->flush && ak_cuda_check (drv->cuMemFree (dev->flush), "cuMemFree", &e))
+        ak_debug ("cuda close: %s", e.msg);
+    if (dev->help_mod && ak_cuda_check (drv->cuModuleUnload (dev->help_mod), "cuModuleUnload", &e))
+        ak_debug ("cuda close: %s", e.msg);
+    if (dev->words && ak_cuda_check (drv->cuMemFreeHost ((void *) dev->words), "cuMemFreeHost", &e))
         ak_debug ("cuda close: %s", e.msg);
     if (dev->ev_start && ak_cuda_check (drv->cuEventDestroy (dev->ev_start), "cuEventDestroy", &e))
         ak_debug ("cuda close: %s", e.msg);
@@ -1416,15 +1476,325 @@ static int s_launch (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args
     return s_sync (dev, err);
 }
 
-/*  One sample: when cold, the flush buffer (2x L2) is rewritten on the
-    stream first; then start event, the launch, stop event.  The events
-    bracket only the launch (and its launch latency, which the CUPTI
-    record of the same launch does not carry). */
-static int s_time (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
-                   double *us, ak_err_t *err)
+/* ================================================================ timing */
+
+/*  The helper kernels of timing samples, as PTX the driver compiles at
+    open (a few milliseconds; no NVRTC in the executor).  The CUDA C they
+    were written from:
+
+        ak_block_stream (const volatile unsigned *flag, u64 timeout_ns, u64 *rec)
+            t0 = %globaltimer; to = 0
+            while (*flag == 0) if (%globaltimer - t0 > timeout_ns) { to = 1; break; }
+            rec[0] = clock64 (); rec[1] = %globaltimer; rec[2] = %smid; rec[3] = to;
+        ak_clock_probe (u64 *slots, unsigned nslots, u64 seq)      (one block per SM or more)
+            if (threadIdx.x == 0 && %smid < nslots)
+                slots[3 smid .. 3 smid + 2] = { clock64 (), %globaltimer, seq }
+        ak_timer_tick (u64 *out)
+            out[0] = the smallest non-zero step of %globaltimer over 16 steps
+                     (at most 10^6 reads)
+        ak_l2_flush (const uint4 *buf, u64 n, unsigned *sink)     (grid-stride)
+            acc ^= every word of __ldcg (buf + i), i < n
+            if (acc == 0x9E3779B9) *sink = acc     (never: buf is zeros; keeps the loads)
+
+    The blocking kernel's wait is bounded by timeout_ns: a mistake (a
+    module loading behind it, a host thread that never releases the flag)
+    costs one slow sample, never a hang. */
+static const char s_helper_ptx[] =
+    ".version 7.0\n"
+    ".target sm_75\n"
+    ".address_size 64\n"
+    ".visible .entry ak_block_stream (.param .u64 p_flag, .param .u64 p_timeout, .param .u64 p_rec)\n"
+    "{\n"
+    "    .reg .pred %p<3>;\n"
+    "    .reg .b32 %r<3>;\n"
+    "    .reg .b64 %rd<17>;\n"
+    "    ld.param.u64 %rd7, [p_flag];\n"
+    "    ld.param.u64 %rd5, [p_timeout];\n"
+    "    ld.param.u64 %rd8, [p_rec];\n"
+    "    cvta.to.global.u64 %rd1, %rd8;\n"
+    "    cvta.to.global.u64 %rd2, %rd7;\n"
+    "    mov.u64 %rd6, %globaltimer;\n"
+    "WAIT:\n"
+    "    mov.u64 %rd16, 0;\n"
+    "    ld.volatile.global.u32 %r1, [%rd2];\n"
+    "    setp.ne.s32 %p1, %r1, 0;\n"
+    "    @%p1 bra DONE;\n"
+    "    mov.u64 %rd10, %globaltimer;\n"
+    "    sub.s64 %rd12, %rd10, %rd6;\n"
+    "    setp.le.u64 %p2, %rd12, %rd5;\n"
+    "    mov.u64 %rd16, 1;\n"
+    "    @%p2 bra WAIT;\n"
+    "DONE:\n"
+    "    mov.u64 %rd13, %clock64;\n"
+    "    mov.u64 %rd14, %globaltimer;\n"
+    "    mov.u32 %r2, %smid;\n"
+    "    cvt.u64.u32 %rd15, %r2;\n"
+    "    st.volatile.global.u64 [%rd1], %rd13;\n"
+    "    st.volatile.global.u64 [%rd1+8], %rd14;\n"
+    "    st.volatile.global.u64 [%rd1+16], %rd15;\n"
+    "    st.volatile.global.u64 [%rd1+24], %rd16;\n"
+    "    ret;\n"
+    "}\n"
+    ".visible .entry ak_clock_probe (.param .u64 p_slots, .param .u32 p_nslots, .param .u64 p_seq)\n"
+    "{\n"
+    "    .reg .pred %p<3>;\n"
+    "    .reg .b32 %r<8>;\n"
+    "    .reg .b64 %rd<12>;\n"
+    "    ld.param.u64 %rd1, [p_slots];\n"
+    "    ld.param.u32 %r2, [p_nslots];\n"
+    "    ld.param.u64 %rd2, [p_seq];\n"
+    "    mov.u32 %r3, %tid.x;\n"
+    "    setp.ne.s32 %p1, %r3, 0;\n"
+    "    @%p1 bra OUT;\n"
+    "    mov.u32 %r4, %smid;\n"
+    "    setp.ge.u32 %p2, %r4, %r2;\n"
+    "    @%p2 bra OUT;\n"
+    "    cvta.to.global.u64 %rd5, %rd1;\n"
+    "    mov.u64 %rd3, %clock64;\n"
+    "    mov.u64 %rd4, %globaltimer;\n"
+    "    mul.lo.s32 %r5, %r4, 24;\n"
+    "    cvt.u64.u32 %rd6, %r5;\n"
+    "    add.s64 %rd7, %rd5, %rd6;\n"
+    "    st.volatile.global.u64 [%rd7], %rd3;\n"
+    "    st.volatile.global.u64 [%rd7+8], %rd4;\n"
+    "    st.volatile.global.u64 [%rd7+16], %rd2;\n"
+    "OUT:\n"
+    "    ret;\n"
+    "}\n"
+    ".visible .entry ak_timer_tick (.param .u64 p_out)\n"
+    "{\n"
+    "    .reg .pred %p<7>;\n"
+    "    .reg .b32 %r<10>;\n"
+    "    .reg .b64 %rd<14>;\n"
+    "    ld.param.u64 %rd9, [p_out];\n"
+    "    cvta.to.global.u64 %rd1, %rd9;\n"
+    "    mov.u64 %rd13, %globaltimer;\n"
+    "    mov.u32 %r8, 0;\n"
+    "    mov.u64 %rd12, -1;\n"
+    "    mov.u32 %r9, %r8;\n"
+    "LOOP:\n"
+    "    mov.u64 %rd10, %globaltimer;\n"
+    "    setp.ne.s64 %p1, %rd10, %rd13;\n"
+    "    sub.s64 %rd11, %rd10, %rd13;\n"
+    "    setp.lt.u64 %p2, %rd11, %rd12;\n"
+    "    selp.u32 %r7, 1, 0, %p1;\n"
+    "    add.s32 %r9, %r9, %r7;\n"
+    "    and.pred %p3, %p1, %p2;\n"
+    "    selp.b64 %rd12, %rd11, %rd12, %p3;\n"
+    "    add.s32 %r8, %r8, 1;\n"
+    "    setp.lt.u32 %p4, %r8, 1000000;\n"
+    "    setp.lt.u32 %p5, %r9, 16;\n"
+    "    and.pred %p6, %p5, %p4;\n"
+    "    mov.u64 %rd13, %rd10;\n"
+    "    @%p6 bra LOOP;\n"
+    "    st.volatile.global.u64 [%rd1], %rd12;\n"
+    "    ret;\n"
+    "}\n"
+    ".visible .entry ak_l2_flush (.param .u64 p_buf, .param .u64 p_n, .param .u64 p_sink)\n"
+    "{\n"
+    "    .reg .pred %p<4>;\n"
+    "    .reg .b32 %r<17>;\n"
+    "    .reg .b64 %rd<16>;\n"
+    "    ld.param.u64 %rd7, [p_buf];\n"
+    "    ld.param.u64 %rd8, [p_n];\n"
+    "    ld.param.u64 %rd9, [p_sink];\n"
+    "    mov.u32 %r3, %ntid.x;\n"
+    "    cvt.u64.u32 %rd1, %r3;\n"
+    "    mov.u32 %r4, %ctaid.x;\n"
+    "    mul.wide.u32 %rd10, %r4, %r3;\n"
+    "    mov.u32 %r5, %tid.x;\n"
+    "    cvt.u64.u32 %rd11, %r5;\n"
+    "    add.s64 %rd15, %rd10, %rd11;\n"
+    "    setp.ge.u64 %p1, %rd15, %rd8;\n"
+    "    @%p1 bra FEND;\n"
+    "    mov.u32 %r7, %nctaid.x;\n"
+    "    cvt.u64.u32 %rd12, %r7;\n"
+    "    mul.lo.s64 %rd3, %rd12, %rd1;\n"
+    "    cvta.to.global.u64 %rd4, %rd9;\n"
+    "    mov.u32 %r16, 0;\n"
+    "FLOOP:\n"
+    "    shl.b64 %rd14, %rd15, 4;\n"
+    "    add.s64 %rd13, %rd7, %rd14;\n"
+    "    ld.global.cg.v4.u32 {%r8, %r9, %r10, %r11}, [%rd13];\n"
+    "    xor.b32 %r12, %r9, %r16;\n"
+    "    xor.b32 %r13, %r12, %r8;\n"
+    "    xor.b32 %r14, %r13, %r10;\n"
+    "    xor.b32 %r16, %r14, %r11;\n"
+    "    add.s64 %rd15, %rd15, %rd3;\n"
+    "    setp.lt.u64 %p2, %rd15, %rd8;\n"
+    "    @%p2 bra FLOOP;\n"
+    "    setp.ne.s32 %p3, %r16, -1640531527;\n"
+    "    @%p3 bra FEND;\n"
+    "    mov.u32 %r15, -1640531527;\n"
+    "    st.global.u32 [%rd4], %r15;\n"
+    "FEND:\n"
+    "    ret;\n"
+    "}\n";
+
+/*  Host-mapped words (dev->words, the device sees dev->words_dev):
+    [0] the blocker's flag (low 32 bits), [1..4] the blocker's record
+    (clock64, %globaltimer, %smid, timed out) written as it leaves,
+    [5] the timer step, [6] the flush kernel's sink, [8 + 3 s .. 10 + 3 s]
+    the probe slot of SM s (clock64, %globaltimer, sample number). */
+enum { S_W_FLAG = 0, S_W_BLK_CLK = 1, S_W_BLK_GT = 2, S_W_BLK_SM = 3, S_W_BLK_TO = 4,
+       S_W_TICK = 5, S_W_SINK = 6, S_W_SLOTS = 8 };
+
+static void s_flag_set (ak_dev_t *dev, uint32_t v)
 {
-    if (!kernel || !args || !us)
-        return ak_err_set (err, AK_EINVAL, "cuda time: bad arguments");
+    __atomic_store_n ((volatile uint32_t *) &dev->words[S_W_FLAG], v, __ATOMIC_SEQ_CST);
+}
+
+/*  Launches one of the helper kernels (no CUPTI correlation: they are not
+    what is measured). */
+static int s_help_launch (ak_dev_t *dev, CUfunction fn, uint32_t grid, uint32_t block, void **params,
+                          const char *what, ak_err_t *err)
+{
+    int rc = s_cu (dev, dev->drv->cuLaunchKernel (fn, grid, 1, 1, block, 1, 1, 0, dev->stream, params, NULL),
+                   "cuLaunchKernel", err);
+    if (rc)
+        ak_err_prefix (err, "%s", what);
+    return rc;
+}
+
+/*  Queues the L2 flush on dev's stream: a read of the flush buffer (twice
+    the L2) with ak_l2_flush, which leaves the L2 full of clean lines of
+    that buffer.  A write (cuMemsetD8Async, the fallback where the helper
+    module is missing) leaves it full of dirty lines instead, and the
+    measured kernel then pays for writing them back: on an H200 a 200 us
+    copy read 11% slower after a memset flush than under Nsight Compute's
+    own cache flush. */
+static int s_flush (ak_dev_t *dev, ak_err_t *err)
+{
+    if (!dev->read_flush)
+        return s_cu (dev, dev->drv->cuMemsetD8Async (dev->flush, ++dev->flush_value, dev->flush_bytes,
+                                                     dev->stream), "cuMemsetD8Async (L2 flush)", err);
+    CUdeviceptr buf = dev->flush, sink = dev->words_dev + S_W_SINK * sizeof (uint64_t);
+    unsigned long long n = dev->flush_bytes / 16;
+    void *pf[] = { &buf, &n, &sink };
+    return s_help_launch (dev, dev->fn_flush, (uint32_t) dev->sm_count * 4, 512, pf, "ak_l2_flush (L2 flush)", err);
+}
+
+/*  Sets up the blocking kernel, the clock probe and the reading L2 flush:
+    host-mapped words, the helper module, one run of each (which also
+    makes sure the module is loaded before anything can wait behind the
+    blocker) and the timer step.  Where that cannot be had (no mapped host
+    memory, no PTX JIT in this driver installation), samples go on
+    without the blocker and the clock check, flushing with a memset, and
+    dev->blocker_why says why; AK_CUDA_BLOCKER=0 turns the blocker (and
+    so the clock check) off on purpose.  Only a sticky error fails (the
+    context is gone). */
+static int s_timing_open (ak_dev_t *dev, ak_err_t *err)
+{
+    const ak_cuda_driver_t *drv = dev->drv;
+    ak_err_t e = { 0 };
+    int rc = 0;
+    int khz = 0;
+    if (s_attr (drv, dev->cudev, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, "clock rate", &khz, &e) == 0 && khz > 0)
+        dev->clock_mhz = (uint32_t) (khz / 1000);
+    void *host = NULL;
+    size_t bytes = AK_CUDA_WORDS * sizeof (uint64_t);
+    if ((rc = s_cu (dev, drv->cuMemHostAlloc (&host, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+                    "cuMemHostAlloc (DEVICEMAP)", &e)) != 0)
+        goto off;
+    dev->words = host;
+    memset (host, 0, bytes);
+    if ((rc = s_cu (dev, drv->cuMemHostGetDevicePointer (&dev->words_dev, host, 0),
+                    "cuMemHostGetDevicePointer", &e)) != 0
+        || (rc = s_cu (dev, drv->cuModuleLoadData (&dev->help_mod, s_helper_ptx),
+                       "cuModuleLoadData (timing helpers, PTX)", &e)) != 0)
+        goto off;
+    if ((rc = s_cu (dev, drv->cuModuleGetFunction (&dev->fn_block, dev->help_mod, "ak_block_stream"),
+                    "cuModuleGetFunction (ak_block_stream)", &e)) != 0
+        || (rc = s_cu (dev, drv->cuModuleGetFunction (&dev->fn_probe, dev->help_mod, "ak_clock_probe"),
+                       "cuModuleGetFunction (ak_clock_probe)", &e)) != 0
+        || (rc = s_cu (dev, drv->cuModuleGetFunction (&dev->fn_tick, dev->help_mod, "ak_timer_tick"),
+                       "cuModuleGetFunction (ak_timer_tick)", &e)) != 0
+        || (rc = s_cu (dev, drv->cuModuleGetFunction (&dev->fn_flush, dev->help_mod, "ak_l2_flush"),
+                       "cuModuleGetFunction (ak_l2_flush)", &e)) != 0)
+        goto off;
+
+    /* One run of each, the flag already up: the blocker leaves at once. */
+    s_flag_set (dev, 1);
+    unsigned long long timeout = AK_CUDA_BLOCK_NS, seq = 0;
+    unsigned nslots = AK_CUDA_PROBE_SLOTS;
+    CUdeviceptr flag = dev->words_dev, rec = dev->words_dev + S_W_BLK_CLK * sizeof (uint64_t);
+    CUdeviceptr tick = dev->words_dev + S_W_TICK * sizeof (uint64_t);
+    CUdeviceptr slots = dev->words_dev + S_W_SLOTS * sizeof (uint64_t);
+    void *pb[] = { &flag, &timeout, &rec };
+    void *pp[] = { &slots, &nslots, &seq };
+    void *pt[] = { &tick };
+    /* The flush buffer holds zeros, so the flush kernel never stores. */
+    if ((rc = s_cu (dev, drv->cuMemsetD8Async (dev->flush, 0, dev->flush_bytes, dev->stream),
+                    "cuMemsetD8Async (flush buffer)", &e)) != 0
+        || (rc = s_help_launch (dev, dev->fn_block, 1, 1, pb, "ak_block_stream", &e)) != 0
+        || (rc = s_help_launch (dev, dev->fn_probe, (uint32_t) dev->sm_count * 2, 32, pp, "ak_clock_probe", &e)) != 0
+        || (rc = s_help_launch (dev, dev->fn_tick, 1, 1, pt, "ak_timer_tick", &e)) != 0
+        || (rc = s_sync (dev, &e)) != 0)
+        goto off;
+    dev->read_flush = true;
+    if ((rc = s_flush (dev, &e)) != 0 || (rc = s_sync (dev, &e)) != 0) {
+        dev->read_flush = false;
+        goto off;
+    }
+    dev->tick_ns = dev->words[S_W_TICK];
+    if (dev->tick_ns == UINT64_MAX)
+        dev->tick_ns = 0;                       /* never moved: no clock check */
+    const char *env = getenv ("AK_CUDA_BLOCKER");
+    if (env && strcmp (env, "0") == 0) {
+        snprintf (dev->blocker_why, sizeof dev->blocker_why, "blocking kernel off (AK_CUDA_BLOCKER=0)");
+        return 0;
+    }
+    dev->blocker_on = true;
+    ak_debug ("cuda device %d: timing with a blocking kernel; %%globaltimer step %" PRIu64 " ns, "
+              "default SM clock %u MHz", dev->ordinal, dev->tick_ns, dev->clock_mhz);
+    return 0;
+
+off:
+    if (rc == AK_ECRASH) {
+        ak_err_set (err, rc, "%s", e.msg);
+        return rc;
+    }
+    snprintf (dev->blocker_why, sizeof dev->blocker_why, "%.250s", e.msg);
+    ak_info ("cuda device %d: timing without the blocking kernel (events carry the launch latency): %s",
+             dev->ordinal, dev->blocker_why);
+    return 0;
+}
+
+/*  The SM clock over the region from the blocker's exit to the clock
+    probe of sample seq, in MHz, from the same SM's clock64 and
+    %globaltimer; 0 when it cannot be told (no probe block on that SM, a
+    span under four timer steps, a timer that does not move). */
+static double s_region_mhz (ak_dev_t *dev, uint64_t seq)
+{
+    volatile uint64_t *w = dev->words;
+    uint64_t sm = w[S_W_BLK_SM];
+    if (sm >= AK_CUDA_PROBE_SLOTS || dev->tick_ns == 0)
+        return 0;
+    volatile uint64_t *slot = &w[S_W_SLOTS + 3 * sm];
+    if (slot[2] != seq)
+        return 0;
+    uint64_t c0 = w[S_W_BLK_CLK], g0 = w[S_W_BLK_GT], c1 = slot[0], g1 = slot[1];
+    if (g1 <= g0 || c1 <= c0 || g1 - g0 < 4 * dev->tick_ns)
+        return 0;
+    return (double) (c1 - c0) * 1000.0 / (double) (g1 - g0);
+}
+
+/*  One sample (the contract of sample() in backend.h).  In stream order:
+    the L2 flush (cold), the blocking kernel, start event, the launch,
+    stop event, the clock probe; then the host releases the flag.  All of
+    it is queued before the blocker lets go, so the events bracket the
+    kernel and not its submission.  The first sample of a kernel runs it
+    once without the blocker first (its module fully loaded before
+    anything waits).  with_cupti: read the launch's CUPTI record (a plain
+    flush) into cupti_us and info. */
+static int s_sample_impl (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
+                          bool with_cupti, ak_sample_t *out, ak_err_t *err)
+{
+    if (!kernel || !args || !out)
+        return ak_err_set (err, AK_EINVAL, "cuda sample: bad arguments");
+    memset (out, 0, sizeof *out);
+    out->cupti_us = -1;
+    out->clock_ok = true;
     int rc = s_enter (dev, err);
     if (rc || (rc = s_check_launch (dev, kernel, args, err)) != 0)
         return rc;
@@ -1432,13 +1802,136 @@ static int s_time (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, 
     s_args_t a;
     s_pack (args, &a);
     void *params[] = { &a };
-    if (cold && (rc = s_cu (dev, drv->cuMemsetD8Async (dev->flush, ++dev->flush_value, dev->flush_bytes,
-                                                       dev->stream), "cuMemsetD8Async (L2 flush)", err)) != 0)
+    if (!kernel->warm) {
+        if ((rc = s_enqueue (dev, kernel->fn, args->grid, args->block, args->shared_bytes, params, err)) != 0
+            || (rc = s_sync (dev, err)) != 0)
+            return rc;
+        kernel->warm = true;
+    }
+    if (cold && (rc = s_flush (dev, err)) != 0)
+        return rc;
+
+    bool blocked = dev->blocker_on;
+    uint64_t seq = ++dev->sample_seq;
+    if (blocked) {
+        unsigned long long timeout = AK_CUDA_BLOCK_NS;
+        CUdeviceptr flag = dev->words_dev, rec = dev->words_dev + S_W_BLK_CLK * sizeof (uint64_t);
+        void *pb[] = { &flag, &timeout, &rec };
+        s_flag_set (dev, 0);
+        dev->words[S_W_BLK_TO] = 1;
+        dev->words[S_W_BLK_SM] = UINT64_MAX;
+        if ((rc = s_help_launch (dev, dev->fn_block, 1, 1, pb, "ak_block_stream", err)) != 0) {
+            s_flag_set (dev, 1);
+            return rc;
+        }
+    }
+    if ((rc = s_cu (dev, drv->cuEventRecord (dev->ev_start, dev->stream), "cuEventRecord", err)) != 0
+        || (rc = s_enqueue (dev, kernel->fn, args->grid, args->block, args->shared_bytes, params, err)) != 0
+        || (rc = s_cu (dev, drv->cuEventRecord (dev->ev_stop, dev->stream), "cuEventRecord", err)) != 0)
+        goto release;
+    if (blocked) {
+        unsigned nslots = AK_CUDA_PROBE_SLOTS;
+        unsigned long long seq_a = seq;
+        CUdeviceptr slots = dev->words_dev + S_W_SLOTS * sizeof (uint64_t);
+        void *pp[] = { &slots, &nslots, &seq_a };
+        rc = s_help_launch (dev, dev->fn_probe, (uint32_t) dev->sm_count * 2, 32, pp, "ak_clock_probe", err);
+    }
+
+release:
+    if (blocked)
+        s_flag_set (dev, 1);
+    if (rc) {
+        ak_err_t e = { 0 };
+        if (blocked && s_sync (dev, &e) != 0)
+            ak_debug ("cuda sample: %s", e.msg);
+        return rc;
+    }
+    if ((rc = s_cu (dev, drv->cuEventSynchronize (dev->ev_stop), "cuEventSynchronize", err)) != 0
+        || (rc = s_sync (dev, err)) != 0)
+        return rc;
+    float ms = 0;
+    if ((rc = s_cu (dev, drv->cuEventElapsedTime (&ms, dev->ev_start, dev->ev_stop), "cuEventElapsedTime", err)) != 0)
+        return rc;
+    out->event_us = (double) ms * 1000.0;
+    if (blocked) {
+        out->blocked = dev->words[S_W_BLK_TO] == 0;
+        if (!out->blocked)
+            ak_debug ("cuda sample: the blocking kernel timed out (the host took over %llu ms to queue "
+                      "the launch): this sample's events carry the launch latency",
+                      AK_CUDA_BLOCK_NS / 1000000ull);
+        out->sm_clock_mhz = s_region_mhz (dev, seq);
+        if (out->sm_clock_mhz > 0 && dev->clock_mhz > 0
+            && out->sm_clock_mhz < AK_CUDA_THROTTLE * (double) dev->clock_mhz)
+            out->clock_ok = false;
+    }
+    if (with_cupti && dev->cupti_on) {
+        ak_cuda_kernel_record_t r;
+        ak_err_t e = { 0 };
+        if (ak_cuda_last_kernel (dev, &r, &e) == 0) {
+            out->cupti_us = r.us;
+            out->has_info = true;
+            ak_kernel_info_t *ki = &out->info;
+            snprintf (ki->name, sizeof ki->name, "%s", r.name[0] ? r.name : kernel->symbol);
+            ki->registers = r.registers;
+            ki->static_shared = r.static_shared;
+            ki->dynamic_shared = r.dynamic_shared;
+            memcpy (ki->grid, r.grid, sizeof ki->grid);
+            memcpy (ki->block, r.block, sizeof ki->block);
+            ki->duration_us = r.us;
+        }
+        else
+            ak_debug ("cuda sample: %s", e.msg);
+    }
+    return 0;
+}
+
+static int s_sample (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
+                     ak_sample_t *out, ak_err_t *err)
+{
+    return s_sample_impl (dev, kernel, args, cold, true, out, err);
+}
+
+/*  One sample in microseconds of CUDA event time (backend.h): the same
+    queue as sample() (blocking kernel included), without reading CUPTI,
+    so ak_cuda_last_kernel can still be asked about this launch. */
+static int s_time (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
+                   double *us, ak_err_t *err)
+{
+    if (!us)
+        return ak_err_set (err, AK_EINVAL, "cuda time: bad arguments");
+    ak_sample_t smp;
+    int rc = s_sample_impl (dev, kernel, args, cold, false, &smp, err);
+    if (rc == 0)
+        *us = smp.event_us;
+    return rc;
+}
+
+int ak_cuda_time_plain (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
+                        uint32_t reps, double *us, ak_err_t *err)
+{
+    if (!kernel || !args || !us || reps == 0)
+        return ak_err_set (err, AK_EINVAL, "ak_cuda_time_plain: bad arguments");
+    int rc = s_enter (dev, err);
+    if (rc || (rc = s_check_launch (dev, kernel, args, err)) != 0)
+        return rc;
+    const ak_cuda_driver_t *drv = dev->drv;
+    s_args_t a;
+    s_pack (args, &a);
+    void *params[] = { &a };
+    if (cold && (rc = s_flush (dev, err)) != 0)
         return rc;
     if ((rc = s_cu (dev, drv->cuEventRecord (dev->ev_start, dev->stream), "cuEventRecord", err)) != 0)
         return rc;
-    if ((rc = s_enqueue (dev, kernel->fn, args->grid, args->block, args->shared_bytes, params, err)) != 0)
-        return rc;
+    for (uint32_t i = 0; i < reps; i++) {
+        rc = s_cu (dev, drv->cuLaunchKernel (kernel->fn, args->grid[0], args->grid[1], args->grid[2],
+                                             args->block[0], args->block[1], args->block[2],
+                                             args->shared_bytes, dev->stream, params, NULL),
+                   "cuLaunchKernel", err);
+        if (rc == AK_EINVAL)
+            ak_err_prefix (err, "invalid_config");
+        if (rc)
+            return rc;
+    }
     if ((rc = s_cu (dev, drv->cuEventRecord (dev->ev_stop, dev->stream), "cuEventRecord", err)) != 0
         || (rc = s_cu (dev, drv->cuEventSynchronize (dev->ev_stop), "cuEventSynchronize", err)) != 0
         || (rc = s_sync (dev, err)) != 0)
@@ -1446,7 +1939,48 @@ static int s_time (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, 
     float ms = 0;
     if ((rc = s_cu (dev, drv->cuEventElapsedTime (&ms, dev->ev_start, dev->ev_stop), "cuEventElapsedTime", err)) != 0)
         return rc;
-    *us = (double) ms * 1000.0;
+    *us = (double) ms * 1000.0 / (double) reps;
+    return 0;
+}
+
+int ak_cuda_blocker_selftest (ak_dev_t *dev, double *waited_ms, bool *timed_out, ak_err_t *err)
+{
+    if (!waited_ms || !timed_out)
+        return ak_err_set (err, AK_EINVAL, "ak_cuda_blocker_selftest: bad arguments");
+    *waited_ms = 0;
+    *timed_out = false;
+    int rc = s_enter (dev, err);
+    if (rc)
+        return rc;
+    if (!dev->blocker_on)
+        return ak_err_set (err, AK_EUNAVAIL, "no blocking kernel: %s", dev->blocker_why);
+    unsigned long long timeout = AK_CUDA_BLOCK_NS;
+    CUdeviceptr flag = dev->words_dev, rec = dev->words_dev + S_W_BLK_CLK * sizeof (uint64_t);
+    void *pb[] = { &flag, &timeout, &rec };
+    s_flag_set (dev, 0);
+    dev->words[S_W_BLK_TO] = 0;
+    uint64_t t0 = ak_clock_mono_ns ();
+    rc = s_help_launch (dev, dev->fn_block, 1, 1, pb, "ak_block_stream", err);
+    if (rc == 0)
+        rc = s_sync (dev, err);
+    *waited_ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
+    s_flag_set (dev, 1);
+    if (rc == 0)
+        *timed_out = dev->words[S_W_BLK_TO] != 0;
+    return rc;
+}
+
+int ak_cuda_timing_info (ak_dev_t *dev, ak_cuda_timing_info_t *info, ak_err_t *err)
+{
+    if (!dev || !info)
+        return ak_err_set (err, AK_EINVAL, "ak_cuda_timing_info: bad arguments");
+    memset (info, 0, sizeof *info);
+    info->blocker = dev->blocker_on;
+    info->blocker_why = dev->blocker_why;
+    info->clock_check = dev->blocker_on && dev->tick_ns > 0 && dev->clock_mhz > 0;
+    info->timer_tick_ns = dev->tick_ns;
+    info->default_clock_mhz = dev->clock_mhz;
+    info->cupti = dev->cupti_on;
     return 0;
 }
 
@@ -1502,6 +2036,7 @@ static const ak_backend_t s_cuda = {
     .fill = s_fill,
     .launch = s_launch,
     .time = s_time,
+    .sample = s_sample,
     .supports_dtype = s_supports_dtype,
 };
 
@@ -1522,29 +2057,6 @@ const ak_backend_t *ak_backend_cuda (void)
     return NULL;
 }
 
-/*  Under s_cupti_mu: the kernel record of external id ext, newest first. */
-static void s_cupti_find (uint64_t ext, bool *have_corr, uint32_t *corr, bool *found,
-                          ak_cuda_kernel_record_t *rec)
-{
-    *have_corr = *found = false;
-    for (unsigned i = 0; i < AK_CUPTI_RING && i < s_ext_next; i++) {
-        const s_ext_rec_t *x = &s_ext_ring[(s_ext_next - 1 - i) % AK_CUPTI_RING];
-        if (x->ext == ext) {
-            *corr = x->corr;
-            *have_corr = true;
-            break;
-        }
-    }
-    for (unsigned i = 0; *have_corr && i < AK_CUPTI_RING && i < s_kern_next; i++) {
-        const ak_cuda_kernel_record_t *k = &s_kern_ring[(s_kern_next - 1 - i) % AK_CUPTI_RING];
-        if (k->correlation_id == *corr) {
-            *rec = *k;
-            *found = true;
-            break;
-        }
-    }
-}
-
 int ak_cuda_last_kernel (ak_dev_t *dev, ak_cuda_kernel_record_t *rec, ak_err_t *err)
 {
     return s_absent (err);
@@ -1560,6 +2072,22 @@ bool ak_cuda_cupti_active (ak_dev_t *dev, const char **why_p)
     if (why_p)
         *why_p = "built without CUDA headers";
     return false;
+}
+
+int ak_cuda_timing_info (ak_dev_t *dev, ak_cuda_timing_info_t *info, ak_err_t *err)
+{
+    return s_absent (err);
+}
+
+int ak_cuda_blocker_selftest (ak_dev_t *dev, double *waited_ms, bool *timed_out, ak_err_t *err)
+{
+    return s_absent (err);
+}
+
+int ak_cuda_time_plain (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
+                        uint32_t reps, double *us, ak_err_t *err)
+{
+    return s_absent (err);
 }
 
 int ak_cuda_fill_uniform (ak_dev_t *dev, ak_kernel_t *fill, void *buf, uint64_t n,

@@ -26,6 +26,7 @@ typedef struct {
     uint32_t registers;                /* per thread */
     uint32_t static_shared, dynamic_shared;   /* bytes per block */
     uint32_t grid[3], block[3];
+    char     name[128];                /* kernel name CUPTI gives ("ak_kernel"); "" when none */
 } ak_cuda_kernel_record_t;
 
 /*  The record of the last kernel launched on dev by launch() or time(),
@@ -40,6 +41,36 @@ int ak_cuda_last_kernel_us (ak_dev_t *dev, double *us, ak_err_t *err);
 /*  Whether dev records kernels with CUPTI; when not, *why_p (borrowed)
     says why.  Timing then uses CUDA events alone. */
 bool ak_cuda_cupti_active (ak_dev_t *dev, const char **why_p);
+
+/* ------------------------------------------------------------ timing */
+
+/*  How dev takes timing samples (worker/backend_cuda.c, "Timing"). */
+typedef struct {
+    bool        blocker;               /* launches wait behind a blocking kernel */
+    const char *blocker_why;           /* borrowed: why not, when not */
+    bool        clock_check;           /* the SM clock is measured over each sample */
+    uint64_t    timer_tick_ns;         /* %globaltimer update step measured at open */
+    uint32_t    default_clock_mhz;     /* the device's default SM clock (0: unknown) */
+    bool        cupti;                 /* CUPTI kernel records (ak_cuda_cupti_active) */
+} ak_cuda_timing_info_t;
+
+/*  Fills info for dev.  AK_EINVAL without a device. */
+int ak_cuda_timing_info (ak_dev_t *dev, ak_cuda_timing_info_t *info, ak_err_t *err);
+
+/*  The ways others time a kernel, for comparison (tests/bench): no
+    blocking kernel, no CUPTI correlation; when cold the L2 flush is
+    queued first.  reps == 1: two events around one launch (what a plain
+    event timer or Triton's do_bench sees per iteration, launch latency
+    included); reps > 1: two events around reps back-to-back launches,
+    divided by reps (warm after the first).  *us in microseconds. */
+int ak_cuda_time_plain (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
+                        uint32_t reps, double *us, ak_err_t *err);
+
+/*  The blocking kernel's bound, checked: launches it with the flag down
+    and never releases it, then waits for the device.  *waited_ms is how
+    long that took (about the blocker's 100 ms limit), *timed_out whether
+    the kernel says it gave up.  AK_EUNAVAIL when dev has no blocker. */
+int ak_cuda_blocker_selftest (ak_dev_t *dev, double *waited_ms, bool *timed_out, ak_err_t *err);
 
 /* ------------------------------------------------- device-side inputs */
 

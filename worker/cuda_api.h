@@ -88,6 +88,9 @@ char *ak_cuda_describe (void);
     X (cuMemcpyHtoD,              3020,  "cuMemcpyHtoD_v2")                    \
     X (cuMemcpyDtoH,              3020,  "cuMemcpyDtoH_v2")                    \
     X (cuMemsetD8Async,           3020,  "cuMemsetD8Async")                    \
+    X (cuMemHostAlloc,            2020,  "cuMemHostAlloc")                     \
+    X (cuMemHostGetDevicePointer, 3020,  "cuMemHostGetDevicePointer_v2")       \
+    X (cuMemFreeHost,             2000,  "cuMemFreeHost")                      \
     X (cuLaunchKernel,            4000,  "cuLaunchKernel")                     \
     X (cuStreamCreate,            2000,  "cuStreamCreate")                     \
     X (cuStreamDestroy,           4000,  "cuStreamDestroy_v2")                 \

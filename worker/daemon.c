@@ -18,6 +18,7 @@
 #include "util.h"
 
 #include <czmq.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -52,7 +53,8 @@ typedef struct s_task {
     const char     *fail_status;       /* NULL: every artifact built */
     char            fail_reason[512];
     char           *compile_log;       /* of the failing compile */
-    char           *ref_path, *base_path, *cand_path;
+    char           *ref_path;
+    char           *base_path[AK_DT_COUNT], *cand_path[AK_DT_COUNT];   /* per element type built */
     char            options_digest[65];
     double          compile_ms;
     /* Dispatch. */
@@ -80,11 +82,13 @@ typedef struct {
 struct ak_daemon {
     ak_daemon_config_t  cfg;           /* its strings point at the copies below */
     char               *coordinator, *worker_id, *backend_name, *cache_dir, *exe_path, *log_level;
-    const ak_backend_t *be;
-    Ak__Device        **devices;
+    char               *spool_dir;     /* unacked receipts on disk; NULL: memory only */
+    Ak__Device        **devices;       /* of every backend in use */
+    const ak_backend_t **dev_be;       /* dev_be[i] runs devices[i] */
     size_t              ndevices;
+    const char         *backends[4];   /* names of the backends in use, for HELLO */
+    size_t              nbackends;
     char                host[256];
-    ak_dtype_t          build_dtype;
 
     zsock_t            *sock;
     uint64_t            seq;
@@ -111,7 +115,7 @@ struct ak_daemon {
 void ak_daemon_config_defaults (ak_daemon_config_t *cfg)
 {
     memset (cfg, 0, sizeof *cfg);
-    cfg->backend = "host";
+    cfg->backend = "auto";
     cfg->slots = 1;
     cfg->prefetch = 1;
     cfg->heartbeat_ms = 1000;
@@ -143,8 +147,10 @@ static void s_task_free (s_task_t **t_p)
         ak_envelope_free (&t->env);
         free (t->compile_log);
         free (t->ref_path);
-        free (t->base_path);
-        free (t->cand_path);
+        for (int dt = 0; dt < AK_DT_COUNT; dt++) {
+            free (t->base_path[dt]);
+            free (t->cand_path[dt]);
+        }
         free (t);
         *t_p = NULL;
     }
@@ -211,12 +217,11 @@ static uint32_t s_total_slots (ak_daemon_t *d)
 static void s_send_hello (ak_daemon_t *d)
 {
     Ak__Hello hello = AK__HELLO__INIT;
-    char *backends[] = { (char *) d->be->name };
     hello.worker_id = d->worker_id;
     hello.host = d->host;
     hello.pid = (uint32_t) getpid ();
-    hello.n_backends = 1;
-    hello.backends = backends;
+    hello.n_backends = d->nbackends;
+    hello.backends = (char **) d->backends;
     hello.n_devices = d->ndevices;
     hello.devices = d->devices;
     hello.slots = s_total_slots (d);
@@ -362,6 +367,146 @@ retry:
     d->backoff_ms = d->backoff_ms * 2 > d->cfg.max_backoff_ms ? d->cfg.max_backoff_ms : d->backoff_ms * 2;
 }
 
+/* ================================================================= spool */
+
+/*  Receipts wait for their ACK in memory and, so that a restart of the
+    daemon loses none, as one file each in CACHE/receipts/WORKER/: written
+    atomically (temp file, fsync, rename) before the first send, deleted
+    on the ACK, loaded back (and re-sent after the HELLO) at start.  A
+    failure to write is a warning: the receipt is still kept in memory. */
+
+/*  CACHE/receipts/ID, with any character of the id that is unsafe in a
+    file name replaced and, then, a digest of the id added so that two ids
+    never share a directory. */
+static char *s_spool_dirname (const char *cache_dir, const char *worker_id)
+{
+    char safe[160], hex[AK_DIGEST_HEX_LEN + 1];
+    size_t n = 0;
+    bool changed = worker_id[0] == '.';
+    for (const char *c = worker_id; *c && n < 128; c++) {
+        bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')
+               || *c == '-' || *c == '_' || *c == '.';
+        safe[n++] = ok ? *c : '_';
+        changed |= !ok;
+    }
+    safe[n] = '\0';
+    if (changed && ak_sha256_hex (worker_id, strlen (worker_id), hex) == 0) {
+        hex[12] = '\0';
+        snprintf (safe + n, sizeof safe - n, "-%s", hex);
+    }
+    return ak_sprintf ("%s/receipts/%s", cache_dir, safe);
+}
+
+static char *s_spool_path (ak_daemon_t *d, const char *task_id, uint32_t attempt)
+{
+    char hex[AK_DIGEST_HEX_LEN + 1];
+    char *key = ak_sprintf ("%s#%u", task_id, attempt);
+    if (ak_sha256_hex (key, strlen (key), hex) != 0)
+        snprintf (hex, sizeof hex, "unnamed");
+    free (key);
+    hex[32] = '\0';
+    return ak_sprintf ("%s/%s.receipt", d->spool_dir, hex);
+}
+
+static void s_spool_write (ak_daemon_t *d, const s_pending_t *p)
+{
+    if (!d->spool_dir)
+        return;
+    size_t len = ak__receipt__get_packed_size (p->r);
+    uint8_t *buf = ak_malloc (len ? len : 1);
+    ak__receipt__pack (p->r, buf);
+    char *path = s_spool_path (d, p->task_id, p->attempt);
+    ak_err_t err = { 0 };
+    if (ak_file_write_atomic (path, buf, len, &err) != 0)
+        ak_warn ("receipt %s#%u kept in memory only (lost if this daemon stops before its ACK): %s",
+                 p->task_id, p->attempt, err.msg);
+    free (path);
+    free (buf);
+}
+
+static void s_spool_remove (ak_daemon_t *d, const s_pending_t *p)
+{
+    if (!d->spool_dir)
+        return;
+    char *path = s_spool_path (d, p->task_id, p->attempt);
+    if (unlink (path) != 0 && errno != ENOENT)
+        ak_warn ("acked receipt %s#%u: cannot remove %s: %s", p->task_id, p->attempt, path,
+                 strerror (errno));
+    free (path);
+}
+
+static void s_pending_append (ak_daemon_t *d, s_pending_t *p)
+{
+    s_pending_t **tail = &d->pending;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = p;
+    d->npending++;
+}
+
+/*  Loads the receipts an earlier run left unacked.  Temp files of an
+    interrupted write are removed; a file that does not decode is removed
+    with a warning (the rename makes torn files impossible: it is damage). */
+static void s_spool_load (ak_daemon_t *d)
+{
+    DIR *dir = opendir (d->spool_dir);
+    if (!dir) {
+        ak_warn ("receipt spool %s: %s", d->spool_dir, strerror (errno));
+        return;
+    }
+    size_t loaded = 0;
+    struct dirent *e;
+    while ((e = readdir (dir)) != NULL) {
+        const char *name = e->d_name;
+        size_t len = strlen (name);
+        if (strcmp (name, ".") == 0 || strcmp (name, "..") == 0)
+            continue;
+        char *path = ak_path_join (d->spool_dir, name);
+        if (name[0] == '.') {
+            if (unlink (path) != 0)
+                ak_warn ("receipt spool: cannot remove the temp file %s: %s", path, strerror (errno));
+            free (path);
+            continue;
+        }
+        if (len < 9 || strcmp (name + len - 8, ".receipt") != 0) {
+            free (path);
+            continue;
+        }
+        char *data = NULL;
+        size_t size = 0;
+        ak_err_t err = { 0 };
+        Ak__Receipt *r = NULL;
+        if (ak_file_read (path, AK_MAX_MSG_SIZE, &data, &size, &err) == 0)
+            r = ak__receipt__unpack (NULL, size, (const uint8_t *) data);
+        free (data);
+        if (!r || !r->task_id[0] || !r->attempt) {
+            ak_warn ("receipt spool: %s does not hold a receipt%s%s; removed", path,
+                     err.msg[0] ? ": " : "", err.msg);
+            if (r)
+                ak__receipt__free_unpacked (r, NULL);
+            if (unlink (path) != 0)
+                ak_warn ("receipt spool: cannot remove %s: %s", path, strerror (errno));
+            free (path);
+            continue;
+        }
+        free (path);
+        if (s_pending_find (d, r->task_id, r->attempt)) {
+            ak__receipt__free_unpacked (r, NULL);
+            continue;
+        }
+        s_pending_t *p = ak_calloc (1, sizeof *p);
+        p->task_id = ak_strdup (r->task_id);
+        p->attempt = r->attempt;
+        p->r = r;
+        s_pending_append (d, p);
+        loaded++;
+    }
+    closedir (dir);
+    if (loaded)
+        ak_info ("%zu unacknowledged receipt(s) of an earlier run loaded from %s: sent again after HELLO",
+                 loaded, d->spool_dir);
+}
+
 /* ============================================================== receipts */
 
 /*  Completes t with receipt r (taken): identity from the daemon's own copy
@@ -409,11 +554,8 @@ static void s_task_finish (ak_daemon_t *d, s_task_t *t, Ak__Receipt *r)
     p->task_id = ak_strdup (a->task_id);
     p->attempt = a->attempt;
     p->r = r;
-    s_pending_t **tail = &d->pending;
-    while (*tail)
-        tail = &(*tail)->next;
-    *tail = p;
-    d->npending++;
+    s_pending_append (d, p);
+    s_spool_write (d, p);
     s_send_receipt (d, p);
 
     if (t->slot >= 0 && d->slots[t->slot].task == t)
@@ -455,13 +597,14 @@ static void s_log_headline (const char *log, char *buf, size_t len)
     buf[n] = '\0';
 }
 
-/*  One compile of a task (reference, baseline or candidate).  On failure
-    sets the task's failure status and reason and returns non-zero: a
-    source under test that does not build is a compile_error; the reference
-    (or a tune task's baseline) not building is an error of the batch, not
-    of the candidate. */
+/*  One compile of a task (reference, baseline or candidate, for element
+    type dtype) for device.  On failure sets the task's failure status and
+    reason and returns non-zero: a source under test that does not build is
+    a compile_error; the reference (or a tune task's baseline) not building
+    is an error of the batch, not of the candidate. */
 static int s_compile_one (ak_daemon_t *d, s_task_t *t, const char *what, const ak_backend_t *be,
-                          const Ak__Source *src, bool reference, bool with_params, bool under_test,
+                          const Ak__Device *device, const Ak__Source *src, ak_dtype_t dtype,
+                          bool reference, bool with_params, bool under_test,
                           char **path_p, char *options_digest)
 {
     const Ak__Assign *a = t->a;
@@ -488,7 +631,7 @@ static int s_compile_one (ak_daemon_t *d, s_task_t *t, const char *what, const a
     req.source = src->text;
     req.source_len = strlen (src->text);
     req.reference = reference;
-    req.dtype = d->build_dtype;
+    req.dtype = dtype;
     if (with_params) {
         for (size_t i = 0; i < a->n_params; i++) {
             req.define_names[i] = a->params[i]->name;
@@ -497,9 +640,12 @@ static int s_compile_one (ak_daemon_t *d, s_task_t *t, const char *what, const a
         req.ndefines = (int) a->n_params;
     }
     req.cache_dir = d->cache_dir;
+    /* compile_timeout_ms bounds the task's compiles together, apart from
+       its run limit (run_timeout_ms, the executor's watchdog) */
     req.timeout_ms = t->policy.compile_timeout_ms;
-    int dev = s_device_for (d, a);
-    req.device = dev >= 0 ? d->devices[dev] : NULL;
+    if (req.timeout_ms)
+        req.timeout_ms = t->compile_ms + 1 < req.timeout_ms ? req.timeout_ms - (uint32_t) t->compile_ms : 1;
+    req.device = device;
     req.cancel = &d->cancel;
 
     int rc = be->compile (&req, &out, &err);
@@ -508,8 +654,9 @@ static int s_compile_one (ak_daemon_t *d, s_task_t *t, const char *what, const a
         *path_p = out.artifact_path;
         if (options_digest)
             memcpy (options_digest, out.options_digest, sizeof out.options_digest);
-        ak_debug ("task %s#%u: %s %s (%.0f ms)", a->task_id, a->attempt, what,
-                  out.cached ? "from cache" : "compiled", out.ms);
+        ak_debug ("task %s#%u: %s (%s) %s (%.0f ms)", a->task_id, a->attempt, what,
+                  reference ? "float64" : ak_dtype_name (dtype), out.cached ? "from cache" : "compiled",
+                  out.ms);
         free (out.log);
         return 0;
     }
@@ -519,7 +666,8 @@ static int s_compile_one (ak_daemon_t *d, s_task_t *t, const char *what, const a
         char head[240];
         s_log_headline (out.log ? out.log : "", head, sizeof head);
         t->fail_status = under_test ? "compile_error" : "error";
-        snprintf (t->fail_reason, sizeof t->fail_reason, "%s failed to compile: %s", what, head);
+        snprintf (t->fail_reason, sizeof t->fail_reason, "%s failed to compile (%s): %s", what,
+                  reference ? "float64" : ak_dtype_name (dtype), head);
     }
     else if (rc == AK_ETIMEOUT) {
         t->fail_status = under_test ? "compile_error" : "error";
@@ -539,8 +687,38 @@ static int s_compile_one (ak_daemon_t *d, s_task_t *t, const char *what, const a
     return -1;
 }
 
-/*  Pool thread: builds the reference (always host, float64), the baseline
-    and, for tune, the candidate with its parameters as defines. */
+/*  The element types to build a task's kernels for on device: those the
+    spec declares and the backend supports, in spec order; when there are
+    none, the backend's default (the gates then say the spec's dtypes are
+    not supported).  Returns how many, or -1 with the task failed when the
+    spec does not parse. */
+static int s_build_dtypes (s_task_t *t, const ak_backend_t *be, const Ak__Device *device,
+                           ak_dtype_t out[AK_DT_COUNT])
+{
+    const Ak__Assign *a = t->a;
+    ak_spec_t *spec = NULL;
+    ak_err_t err = { 0 };
+    if (!a->spec_json || ak_spec_parse_text (a->spec_json, strlen (a->spec_json), "assign.spec_json",
+                                             &spec, &err) != 0) {
+        t->fail_status = "error";
+        snprintf (t->fail_reason, sizeof t->fail_reason, "spec: %.480s",
+                  a->spec_json ? err.msg : "missing");
+        return -1;
+    }
+    int n = 0;
+    for (int i = 0; i < spec->ndtypes; i++)
+        if (!be->supports_dtype || be->supports_dtype (device, spec->dtypes[i]))
+            out[n++] = spec->dtypes[i];
+    if (n == 0)
+        out[n++] = ak_job_build_dtype (be, device);
+    ak_spec_destroy (&spec);
+    return n;
+}
+
+/*  Pool thread: builds the reference (always host, float64), then the
+    baseline and, for tune, the candidate with its parameters as defines,
+    once per element type the device's backend runs for the spec.  The
+    options digest of the receipt is that of the first (primary) build. */
 static void s_compile_task (void *item, void *arg)
 {
     s_task_t *t = item;
@@ -559,15 +737,33 @@ static void s_compile_task (void *item, void *arg)
                   a->n_params, AK_MAX_PARAMS);
         return;
     }
-    if (s_compile_one (d, t, "reference", ak_backend_host (), a->reference, true, false, false,
-                       &t->ref_path, NULL) != 0)
+    int dev = s_device_for (d, a);
+    if (dev < 0) {
+        t->fail_status = "error";
+        snprintf (t->fail_reason, sizeof t->fail_reason,
+                  "no device of class '%.64s' (backend '%.16s') on this worker",
+                  a->device_class, a->backend);
         return;
-    if (s_compile_one (d, t, "baseline", d->be, a->baseline, false, false, !tune, &t->base_path,
-                       tune ? NULL : t->options_digest) != 0)
+    }
+    const ak_backend_t *be = d->dev_be[dev];
+    const Ak__Device *device = d->devices[dev];
+    ak_dtype_t dtypes[AK_DT_COUNT];
+    int n = s_build_dtypes (t, be, device, dtypes);
+    if (n < 0)
         return;
-    if (tune)
-        s_compile_one (d, t, "candidate", d->be, a->candidate, false, true, true, &t->cand_path,
-                       t->options_digest);
+    if (s_compile_one (d, t, "reference", ak_backend_host (), NULL, a->reference, AK_DT_FLOAT32,
+                       true, false, false, &t->ref_path, NULL) != 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        ak_dtype_t dt = dtypes[i];
+        char *digest = i == 0 ? t->options_digest : NULL;
+        if (s_compile_one (d, t, "baseline", be, device, a->baseline, dt, false, false, !tune,
+                           &t->base_path[dt], tune ? NULL : digest) != 0)
+            return;
+        if (tune && s_compile_one (d, t, "candidate", be, device, a->candidate, dt, false, true, true,
+                                   &t->cand_path[dt], digest) != 0)
+            return;
+    }
 }
 
 static void s_drain_compiles (ak_daemon_t *d)
@@ -588,7 +784,7 @@ static void s_slot_spawn (ak_daemon_t *d, s_slot_t *s)
 {
     ak_err_t err = { 0 };
     const Ak__Device *dev = d->devices[s->dev];
-    if (ak_exec_new (d->exe_path, d->be->name, dev->index, d->log_level, &s->exec, &err) != 0) {
+    if (ak_exec_new (d->exe_path, d->dev_be[s->dev]->name, dev->index, d->log_level, &s->exec, &err) != 0) {
         s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : AK_RESPAWN_MIN_MS;
         if (s->backoff_ms > AK_RESPAWN_MAX_MS)
             s->backoff_ms = AK_RESPAWN_MAX_MS;
@@ -634,12 +830,49 @@ static void s_slot_readable (ak_daemon_t *d, s_slot_t *s)
     s_task_t *t = s->task;
     s->task = NULL;
     s->backoff_ms = 0;
+    /* "crashed" from the executor itself: its device context is lost (a
+       sticky CUDA error).  It exits after this receipt; it must get no
+       other job, so it is replaced now. */
+    bool lost = strcmp (r->status, "crashed") == 0;
     if (!t) {
         ak_warn ("executor %d sent a receipt with no job out; dropped", (int) ak_exec_pid (s->exec));
         ak__receipt__free_unpacked (r, NULL);
-        return;
     }
-    s_task_finish (d, t, r);
+    else
+        s_task_finish (d, t, r);
+    if (lost) {
+        ak_info ("executor %d on device %u lost its device context: starting a fresh one",
+                 (int) ak_exec_pid (s->exec), d->devices[s->dev]->index);
+        ak_exec_destroy (&s->exec);
+        s->respawn_at = ak_clock_mono_ms ();
+    }
+}
+
+/*  The compiled kernels of t for the executor of device dev: one Artifact
+    per role and element type built (arts and ptrs are the caller's
+    storage), and the old single-artifact fields for the backend's default
+    dtype.  Strings are borrowed from t. */
+static void s_job_artifacts (ak_daemon_t *d, s_task_t *t, uint32_t dev, Ak__ExecJob *job,
+                             Ak__Artifact arts[2 * AK_DT_COUNT], Ak__Artifact *ptrs[2 * AK_DT_COUNT])
+{
+    ak_dtype_t build_dt = ak_job_build_dtype (d->dev_be[dev], d->devices[dev]);
+    size_t n = 0;
+    for (int role = 0; role < 2; role++)
+        for (int dt = 0; dt < AK_DT_COUNT; dt++) {
+            char *path = role ? t->cand_path[dt] : t->base_path[dt];
+            if (!path)
+                continue;
+            ak__artifact__init (&arts[n]);
+            arts[n].role = (char *) (role ? "candidate" : "baseline");
+            arts[n].dtype = (char *) ak_dtype_name ((ak_dtype_t) dt);
+            arts[n].path = path;
+            ptrs[n] = &arts[n];
+            n++;
+        }
+    job->n_artifacts = n;
+    job->artifacts = ptrs;
+    job->baseline_path = t->base_path[build_dt] ? t->base_path[build_dt] : (char *) "";
+    job->candidate_path = t->cand_path[build_dt] ? t->cand_path[build_dt] : (char *) "";
 }
 
 /*  Hands READY tasks (in arrival order) to idle executors of a fitting
@@ -666,10 +899,10 @@ static void s_dispatch (ak_daemon_t *d)
             if (t->a->device_class[0] && strcmp (t->a->device_class, dev->device_class) != 0)
                 continue;
             Ak__ExecJob job = AK__EXEC_JOB__INIT;
+            Ak__Artifact arts[2 * AK_DT_COUNT], *art_ptrs[2 * AK_DT_COUNT];
+            s_job_artifacts (d, t, s->dev, &job, arts, art_ptrs);
             job.assign = (Ak__Assign *) t->a;
             job.reference_path = t->ref_path;
-            job.baseline_path = t->base_path ? t->base_path : (char *) "";
-            job.candidate_path = t->cand_path ? t->cand_path : (char *) "";
             job.device = dev->index;
             t->slot = (int) i;
             t->state = S_RUNNING;
@@ -749,6 +982,7 @@ static void s_on_ack (ak_daemon_t *d, const Ak__Ack *ack)
             d->npending--;
             ak_debug ("receipt %s#%u acked as %s%s", p->task_id, p->attempt, ack->receipt_id,
                       ack->duplicate ? " (duplicate)" : "");
+            s_spool_remove (d, p);
             ak__receipt__free_unpacked (p->r, NULL);
             free (p->task_id);
             free (p);
@@ -909,6 +1143,99 @@ static int s_check_endpoint (const char *endpoint, ak_err_t *err)
     return rc;
 }
 
+/*  A device class as the coordinator and manifests take it: the backend's
+    class with every character outside [A-Za-z0-9_./-] (the spaces of a GPU
+    name: "NVIDIA H200/sm_90/...") replaced by '_'. */
+static void s_class_fix (Ak__Device *dv)
+{
+    for (char *c = dv->device_class; c && *c; c++) {
+        bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')
+               || *c == '_' || *c == '.' || *c == '-' || *c == '/';
+        if (!ok)
+            *c = '_';
+    }
+}
+
+/*  Takes the n devices of backend be into the daemon's list. */
+static void s_add_devices (ak_daemon_t *d, const ak_backend_t *be, Ak__Device **devs, size_t n)
+{
+    d->devices = ak_realloc (d->devices, (d->ndevices + n) * sizeof *d->devices);
+    d->dev_be = ak_realloc (d->dev_be, (d->ndevices + n) * sizeof *d->dev_be);
+    for (size_t i = 0; i < n; i++) {
+        devs[i]->slots = d->cfg.slots;
+        s_class_fix (devs[i]);
+        d->devices[d->ndevices] = devs[i];
+        d->dev_be[d->ndevices++] = be;
+    }
+    d->backends[d->nbackends++] = be->name;
+}
+
+/*  Probes the backends list names ("auto", or names separated by commas)
+    and takes their devices.  "auto": host, plus every other backend of this
+    build whose probe finds devices (one that does not is logged with the
+    reason and left out).  A backend named explicitly must be in this build
+    and find devices, else AK_EUNAVAIL with the probe's reason. */
+static int s_open_backends (ak_daemon_t *d, const char *list, ak_err_t *err)
+{
+    static const char *const known[] = { "host", "cuda" };
+    const size_t nknown = sizeof known / sizeof known[0];
+    const char *want[sizeof known / sizeof known[0]];
+    size_t nwant = 0;
+    bool autoselect = !list || !*list || strcmp (list, "auto") == 0;
+    if (autoselect)
+        for (size_t k = 0; k < nknown; k++)
+            want[nwant++] = known[k];
+    else {
+        for (const char *p = list; ; ) {
+            size_t len = strcspn (p, ",");
+            const char *name = NULL;
+            for (size_t k = 0; k < nknown && !name; k++)
+                if (strlen (known[k]) == len && strncmp (p, known[k], len) == 0)
+                    name = known[k];
+            if (!name)
+                return ak_err_set (err, AK_EINVAL, "--backend %.64s: '%.*s' is not a backend "
+                                   "(auto, or a list of host, cuda)", list, (int) (len < 32 ? len : 32), p);
+            for (size_t k = 0; k < nwant; k++)
+                if (want[k] == name)
+                    return ak_err_set (err, AK_EINVAL, "--backend %.64s: %s named twice", list, name);
+            want[nwant++] = name;
+            if (!p[len])
+                break;
+            p += len + 1;
+        }
+    }
+    for (size_t k = 0; k < nwant; k++) {
+        const ak_backend_t *be = ak_backend_find (want[k]);
+        if (!be) {
+            if (autoselect)
+                continue;
+            return ak_err_set (err, AK_EUNAVAIL, "--backend %s: not available in this build "
+                               "(backends: host%s)", want[k], ak_backend_find ("cuda") ? ", cuda" : "");
+        }
+        Ak__Device **devs = NULL;
+        size_t n = 0;
+        ak_err_t sub = { 0 };
+        int rc = be->probe (&devs, &n, &sub);
+        if (rc == 0 && n == 0) {
+            free (devs);
+            devs = NULL;
+            rc = ak_err_set (&sub, AK_EUNAVAIL, "no devices");
+        }
+        if (rc) {
+            if (autoselect && strcmp (be->name, "host") != 0) {
+                ak_info ("%s backend not used: %s", be->name, sub.msg);
+                continue;
+            }
+            return ak_err_set (err, rc, "%s backend: %s", be->name, sub.msg);
+        }
+        s_add_devices (d, be, devs, n);
+        free (devs);
+    }
+    if (d->ndevices == 0)
+        return ak_err_set (err, AK_EUNAVAIL, "--backend %s: no backend found a device", list);
+    return 0;
+}
+
 int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t *err)
 {
     int rc = 0;
@@ -933,17 +1260,13 @@ int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t
     rc = s_check_endpoint (cfg->coordinator, err);
     if (rc)
         return rc;
-    const ak_backend_t *be = ak_backend_find (cfg->backend ? cfg->backend : "host");
-    if (!be)
-        return ak_err_set (err, AK_EUNAVAIL, "--backend %s: not available in this build (backends: host)",
-                           cfg->backend);
 
     d = ak_calloc (1, sizeof *d);
     d->wake[0] = d->wake[1] = -1;
     d->cfg = *cfg;
     d->coordinator = ak_strdup (cfg->coordinator);
     d->worker_id = ak_strdup (cfg->worker_id);
-    d->backend_name = ak_strdup (be->name);
+    d->backend_name = ak_strdup (cfg->backend && *cfg->backend ? cfg->backend : "auto");
     d->cache_dir = cfg->cache_dir ? ak_strdup (cfg->cache_dir) : ak_daemon_default_cache ();
     d->exe_path = cfg->exe_path ? ak_strdup (cfg->exe_path) : s_self_exe ();
     d->log_level = ak_strdup (cfg->log_level ? cfg->log_level : "info");
@@ -958,7 +1281,6 @@ int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t
     if (d->cfg.max_backoff_ms < d->cfg.min_backoff_ms)
         d->cfg.max_backoff_ms = d->cfg.min_backoff_ms;
     d->backoff_ms = d->cfg.min_backoff_ms;
-    d->be = be;
     atomic_init (&d->stop, 0);
     atomic_init (&d->cancel, 0);
     if (!d->exe_path) {
@@ -968,24 +1290,22 @@ int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t
     if (gethostname (d->host, sizeof d->host - 1) != 0)
         snprintf (d->host, sizeof d->host, "unknown");
 
-    rc = be->probe (&d->devices, &d->ndevices, err);
-    if (rc) {
-        ak_err_prefix (err, "%s backend", be->name);
+    rc = s_open_backends (d, d->backend_name, err);
+    if (rc)
         goto fail;
-    }
-    if (d->ndevices == 0) {
-        rc = ak_err_set (err, AK_EUNAVAIL, "%s backend: no devices", be->name);
-        goto fail;
-    }
-    for (size_t i = 0; i < d->ndevices; i++)
-        d->devices[i]->slots = cfg->slots;
-    d->build_dtype = ak_job_build_dtype (be, d->devices[0]);
 
     rc = ak_mkdir_p (d->cache_dir, 0755, err);
     if (rc) {
         ak_err_prefix (err, "cache directory");
         goto fail;
     }
+    d->spool_dir = s_spool_dirname (d->cache_dir, d->worker_id);
+    rc = ak_mkdir_p (d->spool_dir, 0700, err);
+    if (rc) {
+        ak_err_prefix (err, "receipt spool");
+        goto fail;
+    }
+    s_spool_load (d);
     if (pipe2 (d->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
         rc = ak_err_set (err, AK_EIO, "pipe2: %s", strerror (errno));
         goto fail;
@@ -1021,9 +1341,13 @@ int ak_daemon_run (ak_daemon_t *d, ak_err_t *err)
 {
     if (!d)
         return ak_err_set (err, AK_EINVAL, "daemon: none");
-    ak_info ("akworker %s: id %s, backend %s (the cuda backend is not in this build), %zu device(s): %s, "
-             "%u slot(s) per device, prefetch %u, cache %s", AK_VERSION, d->worker_id, d->be->name,
-             d->ndevices, d->devices[0]->name, d->cfg.slots, d->cfg.prefetch, d->cache_dir);
+    ak_info ("akworker %s: id %s, backend%s %s%s%s, %zu device(s), %u slot(s) per device, prefetch %u, "
+             "cache %s", AK_VERSION, d->worker_id, d->nbackends > 1 ? "s" : "", d->backends[0],
+             d->nbackends > 1 ? ", " : "", d->nbackends > 1 ? d->backends[1] : "", d->ndevices,
+             d->cfg.slots, d->cfg.prefetch, d->cache_dir);
+    for (size_t i = 0; i < d->ndevices; i++)
+        ak_info ("device %s:%u: %s, class %s", d->devices[i]->backend, d->devices[i]->index,
+                 d->devices[i]->name, d->devices[i]->device_class);
     for (size_t i = 0; i < d->nslots; i++)
         s_slot_spawn (d, &d->slots[i]);
     s_connect (d);
@@ -1075,7 +1399,12 @@ int ak_daemon_run (ak_daemon_t *d, ak_err_t *err)
     free (items);
     free (item_slot);
 
-    ak_info ("stopping: %zu task(s) held, %zu receipt(s) unacked", d->ntasks, d->npending);
+    if (d->npending)
+        ak_info ("stopping: %zu task(s) held, %zu receipt(s) unacked, kept in %s: sent again when "
+                 "this worker starts with the same --id and --cache", d->ntasks, d->npending,
+                 d->spool_dir);
+    else
+        ak_info ("stopping: %zu task(s) held, no receipt unacked", d->ntasks);
     atomic_store (&d->cancel, 1);
     ak_pool_destroy (&d->pool);
     for (size_t i = 0; i < d->nslots; i++)
@@ -1109,6 +1438,7 @@ void ak_daemon_destroy (ak_daemon_t **self_p)
         for (size_t i = 0; i < d->ndevices; i++)
             ak__device__free_unpacked (d->devices[i], NULL);
         free (d->devices);
+        free (d->dev_be);
         if (d->wake[0] >= 0)
             close (d->wake[0]);
         if (d->wake[1] >= 0)
@@ -1117,6 +1447,7 @@ void ak_daemon_destroy (ak_daemon_t **self_p)
         free (d->worker_id);
         free (d->backend_name);
         free (d->cache_dir);
+        free (d->spool_dir);
         free (d->exe_path);
         free (d->log_level);
         free (d);

@@ -19,7 +19,8 @@
 typedef struct {
     const char *coordinator;       /* endpoint, "tcp://host:5555" */
     const char *worker_id;         /* registry key at the coordinator */
-    const char *backend;           /* "host" */
+    const char *backend;           /* "auto" (host plus every backend whose probe finds
+                                      devices), or a comma list: "host", "cuda", "host,cuda" */
     uint32_t    slots;             /* concurrent tasks per device (1) */
     uint32_t    prefetch;          /* extra tasks held so compiles overlap runs (1) */
     const char *cache_dir;         /* compile cache; NULL: $XDG_CACHE_HOME/akfleet or ~/.cache/akfleet */
@@ -41,8 +42,11 @@ void ak_daemon_config_defaults (ak_daemon_config_t *cfg);
    $HOME/.cache/akfleet, else /tmp/akfleet-cache); caller frees. */
 char *ak_daemon_default_cache (void);
 
-/* Checks cfg, probes the backend, creates the cache directory and starts
-   the compile pool.  The configuration is copied. */
+/* Checks cfg, probes the backends cfg->backend names (each device keeps its
+   backend; classes are made safe for the coordinator: characters outside
+   [A-Za-z0-9_./-] become '_'), creates the cache directory and starts the
+   compile pool.  The configuration is copied.  AK_EINVAL for a bad flag,
+   AK_EUNAVAIL when a required backend finds no device. */
 int  ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t *err);
 /* Runs the loop until ak_daemon_stop; then stops executors and compiles
    and closes the socket with bounded linger.  0 on a clean stop. */

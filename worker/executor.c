@@ -417,6 +417,10 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
             rc = ak_pb_pack (small, &out, &out_len);
             ak__receipt__free_unpacked (small, NULL);
         }
+        /* "crashed" from a job means the device context is lost (a sticky
+           CUDA error): this process cannot run another job, so it leaves
+           after the receipt and the daemon starts a fresh executor. */
+        bool lost = strcmp (r->status, "crashed") == 0;
         ak__receipt__free_unpacked (r, NULL);
         if (job)
             ak__exec_job__free_unpacked (job, NULL);
@@ -426,6 +430,12 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
         if (rc) {
             ak_error ("executor: sending the receipt: %s", err.msg);
             code = 1;
+            break;
+        }
+        if (lost) {
+            ak_warn ("executor: %s device %u context lost; exiting so that a fresh executor "
+                     "takes over", be->name, device);
+            code = 3;
             break;
         }
     }

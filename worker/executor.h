@@ -62,7 +62,8 @@ int  ak_exec_run (ak_exec_t *self, const Ak__ExecJob *job, uint32_t timeout_ms,
 const char *ak_signal_name (int sig, char *buf, size_t len);
 
 /* The child: serves jobs on fd until end of stream.  Returns the process
-   exit code (0 on a clean end, 2 for bad arguments or no device). */
+   exit code (0 on a clean end, 2 for bad arguments or no device, 3 after
+   sending a "crashed" receipt: the device context is lost). */
 int  ak_executor_main (int fd, const char *backend, uint32_t device);
 
 #endif

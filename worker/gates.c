@@ -32,8 +32,19 @@ const char *ak_gate_status_name (ak_gate_status_t status)
         case AK_GATE_WRONG:  return "wrong_answer";
         case AK_GATE_NAN:    return "nan";
         case AK_GATE_LAUNCH: return "launch_error";
+        case AK_GATE_INVALID: return "invalid_config";
+        case AK_GATE_CRASH:  return "crashed";
         default:             return "error";
     }
+}
+
+ak_gate_status_t ak_gate_status_for (int rc, const ak_err_t *err)
+{
+    if (rc == AK_ECRASH)
+        return AK_GATE_CRASH;
+    if (err && strstr (err->msg, "invalid_config"))
+        return AK_GATE_INVALID;
+    return AK_GATE_LAUNCH;
 }
 
 /* ------------------------------------------------------ input transforms */
@@ -291,6 +302,16 @@ static int s_cfg_run (s_cfg_t *c, ak_err_t *err)
     }
     ak_launch_t l;
     s_launch_args (c, c->dev_in, c->dev_out, &l);
+    if (ctx->launch) {
+        ak_launch_cfg_t lc;
+        rc = ak_launch_eval (spec, ctx->launch, c->dims, c->dt, ctx->param_names, ctx->params,
+                             ctx->nparams, &lc, err);
+        if (rc)
+            return ak_err_prefix (err, "invalid_config: at %s", c->label);
+        memcpy (l.grid, lc.grid, sizeof l.grid);
+        memcpy (l.block, lc.block, sizeof l.block);
+        l.shared_bytes = lc.shared_bytes;
+    }
     rc = ctx->be->launch (ctx->dev, ctx->kernel[c->dt], &l, err);
     if (rc)
         return ak_err_prefix (err, "launch at %s", c->label);
@@ -390,7 +411,9 @@ static void s_stage_fail (s_stage_t *s, ak_gate_status_t status, const char *fmt
 static void s_stage_fail (s_stage_t *s, ak_gate_status_t status, const char *fmt, ...)
 {
     s->g->failed++;
-    if (s->first[0])
+    /* The first failure explains the stage, except that a crash outranks
+       everything: the device is lost and that is what the receipt says. */
+    if (s->first[0] && !(status == AK_GATE_CRASH && s->first_status != AK_GATE_CRASH))
         return;
     s->first_status = status;
     va_list ap;
@@ -425,7 +448,8 @@ static void s_stage_end (s_stage_t *s)
     else {
         snprintf (g->detail, sizeof g->detail, "FAIL (%u/%u failed): %s%s%s",
                   g->failed, g->configs, s->first, s->notes[0] ? "; " : "", s->notes);
-        if (s->rep->status == AK_GATE_OK) {
+        if (s->rep->status == AK_GATE_OK
+            || (s->first_status == AK_GATE_CRASH && s->rep->status != AK_GATE_CRASH)) {
             s->rep->status = s->first_status;
             snprintf (s->rep->reason, sizeof s->rep->reason, "%s: %s", g->stage, s->first);
         }
@@ -467,12 +491,20 @@ static bool s_stage_prepare (s_stage_t *s, const ak_gate_ctx_t *ctx, const char 
                              const int64_t *dims, ak_dtype_t dt, uint64_t seed, s_xform_t x, s_cfg_t *c)
 {
     ak_err_t err = { 0 };
-    if (s_cfg_prepare (ctx, name, dims, dt, seed, x, c, &err) != 0) {
+    int rc = s_cfg_prepare (ctx, name, dims, dt, seed, x, c, &err);
+    if (rc != 0) {
         s->g->configs++;
-        s_stage_fail (s, AK_GATE_ERROR, "%s", err.msg);
+        /* A lost device context fails every buffer call after the crash. */
+        s_stage_fail (s, rc == AK_ECRASH ? AK_GATE_CRASH : AK_GATE_ERROR, "%s", err.msg);
         return false;
     }
     return true;
+}
+
+/*  True once the stage saw the device context die: nothing more can run. */
+static bool s_stage_dead (const s_stage_t *s)
+{
+    return s->first[0] && s->first_status == AK_GATE_CRASH;
 }
 
 /*  One configuration through the tolerance check (smoke, sweep, edges,
@@ -481,13 +513,14 @@ static bool s_check_config (s_stage_t *s, const ak_gate_ctx_t *ctx, const char *
                             const int64_t *dims, ak_dtype_t dt, uint64_t seed)
 {
     s_cfg_t c;
-    if (!s_stage_prepare (s, ctx, name, dims, dt, seed, S_X_NONE, &c))
+    if (s_stage_dead (s) || !s_stage_prepare (s, ctx, name, dims, dt, seed, S_X_NONE, &c))
         return false;
     bool ok = false;
     ak_err_t err = { 0 };
     s->g->configs++;
-    if (s_cfg_run (&c, &err) != 0)
-        s_stage_fail (s, AK_GATE_LAUNCH, "%s", err.msg);
+    int rc = s_cfg_run (&c, &err);
+    if (rc != 0)
+        s_stage_fail (s, ak_gate_status_for (rc, &err), "%s", err.msg);
     else {
         s_cmp_t r;
         s_cfg_compare (&c, 1.0, &r);
@@ -551,8 +584,9 @@ static bool s_same_dims (const ak_spec_t *spec, const int64_t *a, const int64_t 
 
 /*  Every size x every spec dtype the backend runs, plus the corpus cases
     not already among them.  Unsupported dtypes are named in the detail. */
-static void s_stage_sweep (const ak_gate_ctx_t *ctx, ak_gate_report_t *rep)
+static void s_stage_sweep (const ak_gate_ctx_t *ctx, ak_dtype_t gate_dt, ak_gate_report_t *rep)
 {
+    (void) gate_dt;             /* every dtype: same signature as the other stages */
     const ak_spec_t *spec = ctx->spec;
     s_stage_t s;
     s_stage_begin (&s, rep, "shape_sweep");
@@ -606,14 +640,15 @@ static void s_stage_stability (const ak_gate_ctx_t *ctx, ak_dtype_t dt, ak_gate_
     if (!z)
         z = &spec->sizes[0];
     size_t beyond_total = 0;
-    for (s_xform_t x = S_X_NEAR_MAX; x <= S_X_SAME; x++) {
+    for (s_xform_t x = S_X_NEAR_MAX; x <= S_X_SAME && !s_stage_dead (&s); x++) {
         s_cfg_t c;
         if (!s_stage_prepare (&s, ctx, z->name, z->dims, dt, ctx->seed, x, &c))
             continue;
         ak_err_t err = { 0 };
         s.g->configs++;
-        if (s_cfg_run (&c, &err) != 0)
-            s_stage_fail (&s, AK_GATE_LAUNCH, "%s", err.msg);
+        int rc = s_cfg_run (&c, &err);
+        if (rc != 0)
+            s_stage_fail (&s, ak_gate_status_for (rc, &err), "%s", err.msg);
         else {
             s_cmp_t r;
             s_cfg_compare (&c, 10.0, &r);
@@ -652,8 +687,9 @@ static void s_stage_determinism (const ak_gate_ctx_t *ctx, ak_dtype_t dt, ak_gat
     s.g->configs++;
     for (int run = 1; run <= 3; run++) {
         ak_err_t err = { 0 };
-        if (s_cfg_run (&c, &err) != 0) {
-            s_stage_fail (&s, AK_GATE_LAUNCH, "run %d: %s", run, err.msg);
+        int rc = s_cfg_run (&c, &err);
+        if (rc != 0) {
+            s_stage_fail (&s, ak_gate_status_for (rc, &err), "run %d: %s", run, err.msg);
             break;
         }
         if (run == 1) {
@@ -744,10 +780,16 @@ int ak_gates_run (const ak_gate_ctx_t *ctx, ak_gate_report_t *rep, ak_err_t *err
             s_stage_not_run (rep, rest[i], "smoke failed");
         return 0;
     }
-    s_stage_sweep (ctx, rep);
-    s_stage_stability (ctx, (ak_dtype_t) dt, rep);
-    s_stage_determinism (ctx, (ak_dtype_t) dt, rep);
-    s_stage_edges (ctx, (ak_dtype_t) dt, rep);
+    /* The stages after smoke; a crash (device context lost) ends the gates. */
+    static void (*const rest[]) (const ak_gate_ctx_t *, ak_dtype_t, ak_gate_report_t *) = {
+        s_stage_sweep, s_stage_stability, s_stage_determinism, s_stage_edges };
+    static const char *const names[] = { "shape_sweep", "stability", "determinism", "edge_cases" };
+    for (int i = 0; i < 4; i++) {
+        if (rep->status == AK_GATE_CRASH)
+            s_stage_not_run (rep, names[i], "the device context was lost");
+        else
+            rest[i] (ctx, (ak_dtype_t) dt, rep);
+    }
     return 0;
 }
 

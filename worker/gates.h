@@ -23,6 +23,10 @@ typedef enum {
     AK_GATE_NAN,            /* "nan": NaN/Inf where the reference has none */
     AK_GATE_LAUNCH,         /* "launch_error": the backend could not run the candidate */
     AK_GATE_ERROR,          /* "error": the reference or the spec failed; not the candidate's fault */
+    AK_GATE_INVALID,        /* "invalid_config": the launch configuration cannot run on this
+                               device (launch rule, block / shared memory limits) */
+    AK_GATE_CRASH,          /* "crashed": a sticky device error (illegal address ...); the device
+                               context is lost, so the gates stop and the executor must go */
 } ak_gate_status_t;
 
 /* Receipt status text for a gate status: "ok", "wrong_answer", ... */
@@ -67,10 +71,23 @@ typedef struct {
     const int64_t       *params;                 /* passed through to launches */
     const char *const   *param_names;
     int                  nparams;
+    /* The launch rule of the kernel under test (CUDA), evaluated for every
+       configuration with params into ak_launch_t.grid/block/shared_bytes;
+       NULL: none (the host backend).  A rule that does not evaluate, or a
+       configuration the backend refuses with "invalid_config: ...", is
+       status invalid_config. */
+    const ak_launch_rule_t *launch;
 } ak_gate_ctx_t;
 
+/* The gate status a failed backend call stands for: AK_ECRASH is
+   AK_GATE_CRASH, an error whose text says "invalid_config" (the backends'
+   and ak_launch_eval's refusals) AK_GATE_INVALID, anything else
+   AK_GATE_LAUNCH.  Timing uses it too. */
+ak_gate_status_t ak_gate_status_for (int rc, const ak_err_t *err);
+
 /* Runs the five stages into rep (a smoke failure stops the rest, which are
-   listed as skipped).  Returns 0 when the gates ran, whatever their verdict
+   listed as skipped; so does a crash, which also outranks any earlier
+   failure in rep->status).  Returns 0 when the gates ran, whatever their verdict
    (rep->status); a negative code only when they could not run at all (bad
    context), err saying why. */
 int ak_gates_run (const ak_gate_ctx_t *ctx, ak_gate_report_t *rep, ak_err_t *err);

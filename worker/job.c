@@ -58,6 +58,28 @@ ak_dtype_t ak_job_build_dtype (const ak_backend_t *be, const Ak__Device *device)
     return AK_DT_FLOAT32;
 }
 
+const char *ak_job_artifact (const Ak__ExecJob *job, const char *role, ak_dtype_t dt,
+                             ak_dtype_t build_dt)
+{
+    if (!job || !role)
+        return NULL;
+    bool listed = false;
+    for (size_t i = 0; i < job->n_artifacts; i++) {
+        const Ak__Artifact *art = job->artifacts[i];
+        ak_dtype_t adt;
+        if (!art || !art->role || strcmp (art->role, role) != 0)
+            continue;
+        listed = true;
+        if (ak_dtype_parse (art->dtype, &adt) == 0 && adt == dt && art->path && art->path[0])
+            return art->path;
+    }
+    if (listed || dt != build_dt)
+        return NULL;
+    const char *old = strcmp (role, "candidate") == 0 ? job->candidate_path
+                    : strcmp (role, "baseline") == 0 ? job->baseline_path : NULL;
+    return old && old[0] ? old : NULL;
+}
+
 /* ------------------------------------------------------------- the run */
 
 typedef struct {
@@ -73,7 +95,11 @@ typedef struct {
     size_t              nworkloads;
     const ak_backend_t *ref_be;
     ak_dev_t           *ref_dev;          /* owned when ref_be != be */
-    ak_kernel_t        *ref, *kernel, *base;
+    ak_kernel_t        *ref;
+    ak_kernel_t        *kernel[AK_DT_COUNT];   /* under test, per element type */
+    ak_kernel_t        *base[AK_DT_COUNT];     /* tune: the interleaved baseline */
+    const ak_launch_rule_t *kernel_rule;  /* launch rules (CUDA); NULL on the host */
+    const ak_launch_rule_t *base_rule;
     const char         *names[AK_MAX_PARAMS];
     int64_t             values[AK_MAX_PARAMS];
     int                 nparams;
@@ -154,14 +180,47 @@ static Ak__Stats *s_stats (const ak_stats_t *s)
     return p;
 }
 
-static int s_load (s_job_t *j, const char *path, const char *what, ak_kernel_t **k, ak_err_t *err)
+/*  Loads the artifacts of role for every element type the backend runs
+    into k[] (an artifact for another type is never opened); the build the
+    daemon made for the backend's default dtype stands in when the job
+    lists none per dtype.  0 with *loaded the number of kernels, or the
+    first load's error. */
+static int s_load_role (s_job_t *j, const char *role, ak_kernel_t *k[AK_DT_COUNT], int *loaded,
+                        ak_err_t *err)
 {
-    if (!path || !*path)
-        return ak_err_set (err, AK_EINVAL, "no compiled %s in the job", what);
-    int rc = j->be->load (j->dev, path, "ak_kernel", k, err);
-    if (rc)
-        ak_err_prefix (err, "loading the %s", what);
-    return rc;
+    ak_dtype_t build_dt = ak_job_build_dtype (j->be, j->device);
+    *loaded = 0;
+    for (int dt = 0; dt < AK_DT_COUNT; dt++) {
+        const char *path = ak_job_artifact (j->job, role, (ak_dtype_t) dt, build_dt);
+        if (!path || (j->be->supports_dtype && !j->be->supports_dtype (j->device, (ak_dtype_t) dt)))
+            continue;
+        int rc = j->be->load (j->dev, path, "ak_kernel", &k[dt], err);
+        if (rc)
+            return ak_err_prefix (err, "loading the %s (%s)", role, ak_dtype_name ((ak_dtype_t) dt));
+        (*loaded)++;
+    }
+    return 0;
+}
+
+/*  The launch rules of the kernel under test and of the baseline, from
+    the spec, for this backend (none on the host).  0, or the reason the
+    task cannot run. */
+static int s_rules (s_job_t *j, bool tune, ak_err_t *err)
+{
+    const ak_baseline_t *bl = ak_spec_baseline (j->spec, j->be->name);
+    j->base_rule = bl ? bl->launch : NULL;
+    if (!tune) {
+        j->kernel_rule = j->base_rule;
+        return 0;
+    }
+    /* Where this backend launches by rule, the candidate must be the
+       spec's (its rule is there); elsewhere any source may be tuned. */
+    const ak_candidate_t *cand = ak_spec_candidate (j->spec, j->a->candidate_name);
+    if (!cand && j->base_rule)
+        return ak_err_set (err, AK_ENOTFOUND, "candidate '%.64s' is not in spec %s",
+                           j->a->candidate_name, j->spec->name);
+    j->kernel_rule = cand ? cand->launch : NULL;
+    return 0;
 }
 
 /*  Source digest of what is under test, recomputed from the text shipped
@@ -211,6 +270,68 @@ static void s_ok_reason (s_job_t *j, bool tune, size_t skipped)
     }
 }
 
+/*  Times every workload whose dtype has kernels, each with the launch
+    configurations its rules give for it.  0 when all were timed (skipped
+    counts the others); otherwise the receipt is finished here. */
+static int s_time_all (s_job_t *j, bool tune, size_t *skipped)
+{
+    ak_err_t err = { 0 };
+    ak_timing_ctx_t tc = {
+        .spec = j->spec, .be = j->be, .dev = j->dev,
+        .warmup = j->policy.warmup, .min_samples = j->policy.min_samples,
+        .max_samples = j->policy.max_samples, .rsd_target = j->policy.rsd_target,
+        .max_time_ms = j->policy.max_time_ms, .cold = true, .seed = j->policy.seed,
+        .params = j->values, .param_names = j->names, .nparams = j->nparams,
+    };
+    *skipped = 0;
+    for (size_t i = 0; i < j->nworkloads; i++) {
+        const ak_workload_t *w = &j->workloads[i];
+        ak_kernel_t *kc = j->kernel[w->dtype], *kb = tune ? j->base[w->dtype] : NULL;
+        bool supported = !j->be->supports_dtype || j->be->supports_dtype (j->device, w->dtype);
+        if (!kc || (tune && !kb) || !supported) {
+            (*skipped)++;
+            continue;
+        }
+        ak_launch_cfg_t lc_cand, lc_base;
+        if (j->kernel_rule && ak_launch_eval (j->spec, j->kernel_rule, w->dims, w->dtype, j->names,
+                                              j->values, j->nparams, &lc_cand, &err) != 0) {
+            s_finish (j, "invalid_config", "timing %s/%s: %s", w->name, ak_dtype_name (w->dtype), err.msg);
+            return -1;
+        }
+        if (tune && j->base_rule && ak_launch_eval (j->spec, j->base_rule, w->dims, w->dtype, NULL,
+                                                    NULL, 0, &lc_base, &err) != 0) {
+            s_finish (j, "error", "timing %s/%s: the baseline's %s", w->name, ak_dtype_name (w->dtype),
+                      err.msg);
+            return -1;
+        }
+        tc.cand = kc;
+        tc.base = kb;
+        tc.cand_launch = j->kernel_rule ? &lc_cand : NULL;
+        tc.base_launch = tune && j->base_rule ? &lc_base : NULL;
+        ak_timing_result_t tr;
+        int rc = ak_timing_measure (&tc, w->dims, w->dtype, &tr, &err);
+        if (rc) {
+            s_finish (j, ak_gate_status_name (ak_gate_status_for (rc, &err)), "timing %s/%s: %s",
+                      w->name, ak_dtype_name (w->dtype), err.msg);
+            return -1;
+        }
+        Ak__WorkloadTiming *t = ak_malloc (sizeof *t);
+        ak__workload_timing__init (t);
+        t->workload = ak_pb_dup (j->a->workloads[i]);
+        t->candidate = s_stats (&tr.cand);
+        if (tune)
+            t->baseline = s_stats (&tr.base);
+        t->speedup = tr.speedup;
+        t->speedup_noise = tr.speedup_noise;
+        t->rsd_met = tr.rsd_met;
+        t->flops = tr.flops;
+        t->bytes = tr.bytes;
+        ak_timing_to_pb (&tr, w->name, t, j->r);   /* timer, events / CUPTI figures, kernel records */
+        ak_pb_receipt_add_timing (j->r, t);
+    }
+    return 0;
+}
+
 static void s_run (s_job_t *j)
 {
     const Ak__Assign *a = j->a;
@@ -248,6 +369,10 @@ static void s_run (s_job_t *j)
         j->values[i] = a->params[i]->value;
     }
     j->nparams = (int) a->n_params;
+    if ((rc = s_rules (j, tune, &err)) != 0) {
+        s_finish (j, "error", "%s", err.msg);
+        return;
+    }
 
     /* The oracle always runs on the host backend. */
     j->ref_be = ak_backend_host ();
@@ -269,30 +394,35 @@ static void s_run (s_job_t *j)
         s_finish (j, "error", "loading the reference: %s", err.msg);
         return;
     }
-    rc = s_load (j, tune ? job->candidate_path : job->baseline_path, tune ? "candidate" : "baseline",
-                 &j->kernel, &err);
-    if (rc) {
-        s_finish (j, "launch_error", "%s", err.msg);
+    int loaded = 0;
+    const char *role = tune ? "candidate" : "baseline";
+    rc = s_load_role (j, role, j->kernel, &loaded, &err);
+    if (rc || loaded == 0) {
+        if (!rc)
+            ak_err_set (&err, AK_EINVAL, "no compiled %s in the job", role);
+        s_finish (j, rc == AK_ECRASH ? "crashed" : "launch_error", "%s", err.msg);
         return;
     }
     if (tune) {
-        rc = s_load (j, job->baseline_path, "baseline", &j->base, &err);
-        if (rc) {
-            s_finish (j, "error", "%s", err.msg);
+        rc = s_load_role (j, "baseline", j->base, &loaded, &err);
+        if (rc || loaded == 0) {
+            if (!rc)
+                ak_err_set (&err, AK_EINVAL, "no compiled baseline in the job");
+            s_finish (j, rc == AK_ECRASH ? "crashed" : "error", "%s", err.msg);
             return;
         }
     }
 
     /* Gates. */
-    ak_dtype_t dt = ak_job_build_dtype (j->be, j->device);
     ak_gate_ctx_t g = {
         .spec = j->spec, .be = j->be, .dev = j->dev, .device = j->device,
         .ref_be = j->ref_be, .ref_dev = j->ref_dev, .ref = j->ref,
         .workloads = j->workloads, .nworkloads = j->nworkloads,
         .seed = j->policy.seed,
         .params = j->values, .param_names = j->names, .nparams = j->nparams,
+        .launch = j->kernel_rule,
     };
-    g.kernel[dt] = j->kernel;
+    memcpy (g.kernel, j->kernel, sizeof g.kernel);
     ak_gate_report_t rep;
     uint64_t t0 = ak_clock_mono_ns ();
     rc = ak_gates_run (&g, &rep, &err);
@@ -308,43 +438,12 @@ static void s_run (s_job_t *j)
     }
 
     /* Timing, one workload at a time. */
-    ak_timing_ctx_t tc = {
-        .spec = j->spec, .be = j->be, .dev = j->dev,
-        .cand = j->kernel, .base = tune ? j->base : NULL,
-        .warmup = j->policy.warmup, .min_samples = j->policy.min_samples,
-        .max_samples = j->policy.max_samples, .rsd_target = j->policy.rsd_target,
-        .max_time_ms = j->policy.max_time_ms, .cold = true, .seed = j->policy.seed,
-        .params = j->values, .param_names = j->names, .nparams = j->nparams,
-    };
     size_t skipped = 0;
     t0 = ak_clock_mono_ns ();
-    for (size_t i = 0; i < j->nworkloads; i++) {
-        const ak_workload_t *w = &j->workloads[i];
-        if (w->dtype != dt) {
-            skipped++;
-            continue;
-        }
-        ak_timing_result_t tr;
-        rc = ak_timing_measure (&tc, w->dims, w->dtype, &tr, &err);
-        if (rc) {
-            j->r->timing_ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
-            s_finish (j, "launch_error", "timing %s/%s: %s", w->name, ak_dtype_name (w->dtype), err.msg);
-            return;
-        }
-        Ak__WorkloadTiming *t = ak_malloc (sizeof *t);
-        ak__workload_timing__init (t);
-        t->workload = ak_pb_dup (a->workloads[i]);
-        t->candidate = s_stats (&tr.cand);
-        if (tune)
-            t->baseline = s_stats (&tr.base);
-        t->speedup = tr.speedup;
-        t->speedup_noise = tr.speedup_noise;
-        t->rsd_met = tr.rsd_met;
-        t->flops = tr.flops;
-        t->bytes = tr.bytes;
-        ak_pb_receipt_add_timing (j->r, t);
-    }
+    rc = s_time_all (j, tune, &skipped);
     j->r->timing_ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
+    if (rc)
+        return;
 
     /* Recheck on fresh inputs: a kernel that replays a remembered answer
        or special-cases the gate inputs fails here. */
@@ -364,6 +463,22 @@ static void s_run (s_job_t *j)
     s_ok_reason (j, tune, skipped);
 }
 
+/*  After a job: a device whose context died (a sticky error surfaced by
+    any call, not necessarily one the receipt reports) makes the receipt
+    "crashed", so the executor is replaced. */
+static void s_check_device (s_job_t *j)
+{
+    if (!j->be || !j->dev || strcmp (j->r->status, "crashed") == 0)
+        return;
+    void *probe = NULL;
+    ak_err_t err = { 0 };
+    int rc = j->be->alloc (j->dev, 64, &probe, &err);
+    if (rc == 0)
+        j->be->release (j->dev, &probe);
+    else if (rc == AK_ECRASH)
+        s_finish (j, "crashed", "%s (after: %s: %.400s)", err.msg, j->r->status, j->r->reason);
+}
+
 Ak__Receipt *ak_job_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device *device,
                          const Ak__ExecJob *job)
 {
@@ -380,14 +495,18 @@ Ak__Receipt *ak_job_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device
         s_finish (&j, "error", "executor has no open device");
     else if (!j.a)
         s_finish (&j, "error", "job without a task");
-    else
+    else {
         s_run (&j);
+        s_check_device (&j);
+    }
     j.r->finished_at_ms = ak_clock_wall_ms ();
 
-    if (j.base)
-        be->unload (dev, &j.base);
-    if (j.kernel)
-        be->unload (dev, &j.kernel);
+    for (int dt = 0; dt < AK_DT_COUNT; dt++) {
+        if (j.base[dt])
+            be->unload (dev, &j.base[dt]);
+        if (j.kernel[dt])
+            be->unload (dev, &j.kernel[dt]);
+    }
     if (j.ref)
         j.ref_be->unload (j.ref_dev, &j.ref);
     if (j.ref_dev && j.ref_dev != dev)

@@ -46,8 +46,9 @@ static void s_usage (FILE *out)
         "Options:\n"
         "  --coordinator ENDPOINT  coordinator worker endpoint, e.g. tcp://coord:5555 (required)\n"
         "  --id WORKER_ID          this worker's id at the coordinator (required)\n"
-        "  --backend NAME          host (default) or cuda: cuda probes, compiles with NVRTC\n"
-        "                          and times on every GPU; the catalog has no CUDA kernels yet\n"
+        "  --backend LIST          auto (default): the host (device class \"host\") plus every\n"
+        "                          GPU the CUDA backend finds (class NAME/sm_XY/drvN/nvrtcM.m);\n"
+        "                          or a comma list of host, cuda: only those, each required\n"
         "  --slots N               concurrent tasks per device (default 1)\n"
         "  --prefetch N            extra tasks held so compiles overlap runs (default 1)\n"
         "  --cache DIR             compile cache (default $XDG_CACHE_HOME/akfleet or ~/.cache/akfleet)\n"
@@ -172,15 +173,13 @@ int main (int argc, char **argv)
     if (executor) {
         if (!have_fd)
             return s_bad ("--executor needs --fd");
-        return s_executor_mode ((int) fd, cfg.backend, device);
+        return s_executor_mode ((int) fd, strcmp (cfg.backend, "auto") == 0 ? "host" : cfg.backend,
+                                device);
     }
     if (!cfg.coordinator)
         return s_bad ("--coordinator ENDPOINT is required");
     if (!cfg.worker_id)
         return s_bad ("--id WORKER_ID is required");
-    if (!ak_backend_find (cfg.backend))
-        return s_bad ("--backend %s: not available in this build (backends: host%s)", cfg.backend,
-                      ak_backend_find ("cuda") ? ", cuda" : "");
     if (cfg.max_backoff_ms < cfg.min_backoff_ms)
         cfg.min_backoff_ms = cfg.max_backoff_ms;
 

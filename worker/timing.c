@@ -5,8 +5,14 @@
 #include "util.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* Inputs this large are generated on several threads. */
+#define AK_TIMING_GEN_PARALLEL (1u << 20)
+#define AK_TIMING_GEN_THREADS  16
 
 double ak_timing_rsd (const ak_stats_t *s)
 {
@@ -15,14 +21,21 @@ double ak_timing_rsd (const ak_stats_t *s)
     return (s->p90 - s->p10) / (2.0 * 1.2816 * s->median);
 }
 
-/*  Buffers of one measured kernel: outputs are private to it, inputs are
-    shared (restored before each sample when the spec is in place). */
+/*  Samples of one measured kernel, by every clock the backend gave:
+    outputs are private to it, inputs are shared (restored before each
+    sample when the spec is in place). */
 typedef struct {
     ak_kernel_t *kernel;
     void        *out[AK_MAX_BUFS];
-    double      *x;                 /* samples */
-    size_t       n;
-    ak_stats_t   st;
+    double      *ev;                /* event (host: monotonic) clock */
+    double      *cu;                /* CUPTI; meaningful while all_cupti */
+    double      *mhz;               /* SM clock of samples that measured it */
+    size_t       n, nmhz;
+    bool         all_cupti;         /* every kept sample had a CUPTI figure */
+    uint32_t     discarded;
+    bool         has_info;
+    ak_kernel_info_t info;
+    ak_stats_t   st;                /* of the headline figure */
 } s_side_t;
 
 typedef struct {
@@ -37,6 +50,53 @@ typedef struct {
     int         nsides;
 } s_run_t;
 
+/* ------------------------------------------------------------- inputs */
+
+typedef struct {
+    const ak_spec_t *spec;
+    int         j;
+    uint64_t    seed;
+    ak_dtype_t  dt;
+    uint8_t    *buf;
+    size_t      lo, hi;
+} s_gen_t;
+
+static void *s_gen_range (void *arg)
+{
+    s_gen_t *g = arg;
+    for (size_t i = g->lo; i < g->hi; i++)
+        ak_elem_store (g->dt, g->buf, i, ak_input_value (g->spec, g->j, i, g->seed, g->dt));
+    return NULL;
+}
+
+/*  Input j's generated values into buf (n elements).  Every element is a
+    pure function of (seed, j, i), so large buffers are split over threads
+    (a 64 Mi-element input takes seconds on one); where a thread cannot be
+    started its share is done here. */
+static void s_generate (const ak_spec_t *spec, int j, uint64_t seed, ak_dtype_t dt, uint8_t *buf, size_t n)
+{
+    long cpus = sysconf (_SC_NPROCESSORS_ONLN);
+    size_t nt = n >= AK_TIMING_GEN_PARALLEL && cpus > 1 ? (size_t) cpus : 1;
+    if (nt > AK_TIMING_GEN_THREADS)
+        nt = AK_TIMING_GEN_THREADS;
+    s_gen_t part[AK_TIMING_GEN_THREADS];
+    pthread_t tid[AK_TIMING_GEN_THREADS];
+    bool started[AK_TIMING_GEN_THREADS] = { false };
+    for (size_t t = 0; t < nt; t++) {
+        part[t] = (s_gen_t) { .spec = spec, .j = j, .seed = seed, .dt = dt, .buf = buf,
+                              .lo = n * t / nt, .hi = n * (t + 1) / nt };
+        if (t > 0)
+            started[t] = pthread_create (&tid[t], NULL, s_gen_range, &part[t]) == 0;
+    }
+    s_gen_range (&part[0]);
+    for (size_t t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join (tid[t], NULL);
+        else
+            s_gen_range (&part[t]);
+    }
+}
+
 static int s_restore_inputs (s_run_t *r, ak_err_t *err)
 {
     const ak_timing_ctx_t *ctx = r->ctx;
@@ -47,6 +107,8 @@ static int s_restore_inputs (s_run_t *r, ak_err_t *err)
     }
     return 0;
 }
+
+/* ------------------------------------------------------------ samples */
 
 static void s_args (s_run_t *r, s_side_t *s, ak_launch_t *l)
 {
@@ -66,9 +128,18 @@ static void s_args (s_run_t *r, s_side_t *s, ak_launch_t *l)
     l->params = ctx->params;
     l->param_names = ctx->param_names;
     l->nparams = ctx->nparams;
+    /* Launch configuration of this side for this workload (CUDA). */
+    const ak_launch_cfg_t *lc = s == &r->side[1] ? ctx->base_launch : ctx->cand_launch;
+    if (lc) {
+        memcpy (l->grid, lc->grid, sizeof l->grid);
+        memcpy (l->block, lc->block, sizeof l->block);
+        l->shared_bytes = lc->shared_bytes;
+    }
 }
 
-static int s_sample (s_run_t *r, s_side_t *s, bool keep, ak_err_t *err)
+/*  One sample of side s into *out: through the backend's sample() where
+    it has one, else time() (the event clock alone, never throttled). */
+static int s_sample (s_run_t *r, s_side_t *s, ak_sample_t *out, ak_err_t *err)
 {
     const ak_timing_ctx_t *ctx = r->ctx;
     int rc = 0;
@@ -79,13 +150,36 @@ static int s_sample (s_run_t *r, s_side_t *s, bool keep, ak_err_t *err)
     }
     ak_launch_t l;
     s_args (r, s, &l);
-    double us = 0;
-    rc = ctx->be->time (ctx->dev, s->kernel, &l, ctx->cold, &us, err);
-    if (rc)
-        return rc;
-    if (keep)
-        s->x[s->n++] = us;
-    return 0;
+    if (ctx->be->sample)
+        return ctx->be->sample (ctx->dev, s->kernel, &l, ctx->cold, out, err);
+    memset (out, 0, sizeof *out);
+    out->cupti_us = -1;
+    out->clock_ok = true;
+    return ctx->be->time (ctx->dev, s->kernel, &l, ctx->cold, &out->event_us, err);
+}
+
+static void s_keep (s_side_t *s, const ak_sample_t *smp)
+{
+    s->ev[s->n] = smp->event_us;
+    s->cu[s->n] = smp->cupti_us;
+    s->all_cupti = s->all_cupti && smp->cupti_us >= 0;
+    s->n++;
+    if (smp->sm_clock_mhz > 0)
+        s->mhz[s->nmhz++] = smp->sm_clock_mhz;
+    if (smp->has_info) {
+        s->info = smp->info;
+        s->has_info = true;
+    }
+}
+
+/*  The headline of run r so far: CUPTI while every side has it for
+    every sample, else the event clock. */
+static bool s_use_cupti (const s_run_t *r)
+{
+    for (int s = 0; s < r->nsides; s++)
+        if (!r->side[s].all_cupti || r->side[s].n == 0)
+            return false;
+    return true;
 }
 
 static void s_run_free (s_run_t *r)
@@ -100,7 +194,9 @@ static void s_run_free (s_run_t *r)
         for (int k = 0; k < AK_MAX_BUFS; k++)
             if (r->side[s].out[k])
                 ctx->be->release (ctx->dev, &r->side[s].out[k]);
-        free (r->side[s].x);
+        free (r->side[s].ev);
+        free (r->side[s].cu);
+        free (r->side[s].mhz);
     }
 }
 
@@ -142,6 +238,14 @@ static void s_paired_speedup (const double *base, const double *cand, size_t n,
     free (q);
 }
 
+/*  Headline statistics of every side (r->side[s].st). */
+static void s_headline (s_run_t *r)
+{
+    bool cupti = s_use_cupti (r);
+    for (int s = 0; s < r->nsides; s++)
+        ak_stats_compute (cupti ? r->side[s].cu : r->side[s].ev, r->side[s].n, &r->side[s].st);
+}
+
 static bool s_converged (const s_run_t *r, uint32_t min_samples, double target)
 {
     for (int s = 0; s < r->nsides; s++) {
@@ -151,6 +255,22 @@ static bool s_converged (const s_run_t *r, uint32_t min_samples, double target)
             return false;
     }
     return true;
+}
+
+static void s_detail (const s_side_t *s, ak_timing_detail_t *d)
+{
+    memset (d, 0, sizeof *d);
+    ak_stats_compute (s->ev, s->n, &d->events);
+    if (s->all_cupti && s->n > 0)
+        ak_stats_compute (s->cu, s->n, &d->cupti);
+    d->discarded = s->discarded;
+    if (s->nmhz > 0) {
+        ak_stats_t m;
+        ak_stats_compute (s->mhz, s->nmhz, &m);
+        d->sm_clock_mhz = m.median;
+    }
+    d->has_info = s->has_info;
+    d->info = s->info;
 }
 
 int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype_t dt,
@@ -179,6 +299,7 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
     uint32_t min_samples = ctx->min_samples ? ctx->min_samples : 1;
     if (min_samples > max_samples)
         min_samples = max_samples;
+    uint32_t max_discards = max_samples > AK_TIMING_MAX_DISCARDS ? max_samples : AK_TIMING_MAX_DISCARDS;
 
     rc = ak_buf_counts (spec, dims, dt, r.nin, r.nout, err);
     if (rc)
@@ -191,8 +312,7 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
 
     for (int j = 0; j < spec->ninputs; j++) {
         r.raw_in[j] = ak_malloc (r.nin[j] * r.esz);
-        for (size_t i = 0; i < r.nin[j]; i++)
-            ak_elem_store (dt, r.raw_in[j], i, ak_input_value (spec, j, i, ctx->seed, dt));
+        s_generate (spec, j, ctx->seed, dt, r.raw_in[j], r.nin[j]);
         rc = ctx->be->alloc (ctx->dev, r.nin[j] * r.esz, &r.dev_in[j], err);
         if (rc)
             goto fail;
@@ -201,7 +321,10 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
     if (rc)
         goto fail;
     for (int s = 0; s < r.nsides; s++) {
-        r.side[s].x = ak_malloc (max_samples * sizeof (double));
+        r.side[s].ev = ak_malloc (max_samples * sizeof (double));
+        r.side[s].cu = ak_malloc (max_samples * sizeof (double));
+        r.side[s].mhz = ak_malloc (max_samples * sizeof (double));
+        r.side[s].all_cupti = true;
         if (spec->inplace)
             continue;
         for (int k = 0; k < spec->noutputs; k++) {
@@ -212,27 +335,45 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
     }
 
     uint64_t deadline = ak_clock_mono_ms () + (ctx->max_time_ms ? ctx->max_time_ms : 2000);
+    ak_sample_t smp[2];
     for (uint32_t w = 0; w < ctx->warmup; w++)
         for (int s = 0; s < r.nsides; s++) {
-            rc = s_sample (&r, &r.side[s], false, err);
+            rc = s_sample (&r, &r.side[s], &smp[s], err);
             if (rc)
                 goto fail;
         }
     /* Rounds: A B, then B A, ... so neither kernel always runs right after
-       the other's cache state. */
-    uint32_t next_check = min_samples;
-    for (uint32_t round = 0; round < max_samples; round++) {
+       the other's cache state.  A round with a throttled sample is thrown
+       away whole (the pairs stay pairs) and taken again, up to
+       max_discards times. */
+    uint32_t next_check = min_samples, discards = 0;
+    for (uint32_t round = 0; round < max_samples;) {
+        bool throttled = false;
         for (int i = 0; i < r.nsides; i++) {
             int s = (round & 1) ? r.nsides - 1 - i : i;
-            rc = s_sample (&r, &r.side[s], true, err);
+            rc = s_sample (&r, &r.side[s], &smp[s], err);
             if (rc)
                 goto fail;
+            throttled = throttled || !smp[s].clock_ok;
         }
-        uint32_t n = round + 1;
         bool out_of_time = ak_clock_mono_ms () >= deadline;
-        if (n >= next_check || out_of_time || n == max_samples) {
+        /* Thrown away while discards are allowed, unless the time is up
+           with nothing kept yet (then a throttled figure beats none). */
+        if (throttled && discards < max_discards && !(out_of_time && r.side[0].n == 0)) {
             for (int s = 0; s < r.nsides; s++)
-                ak_stats_compute (r.side[s].x, r.side[s].n, &r.side[s].st);
+                r.side[s].discarded += !smp[s].clock_ok;
+            discards++;
+            if (!out_of_time)
+                continue;
+        }
+        else {
+            for (int s = 0; s < r.nsides; s++)
+                s_keep (&r.side[s], &smp[s]);
+            round++;
+        }
+        uint32_t n = round;
+        if (n > 0 && (n >= next_check || out_of_time || n == max_samples)) {
+            s_headline (&r);
             if (s_converged (&r, min_samples, ctx->rsd_target))
                 break;
             /* Recheck about every n/16 rounds: the stop test stays cheap
@@ -242,18 +383,22 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
         if (out_of_time)
             break;
     }
-    for (int s = 0; s < r.nsides; s++)
-        ak_stats_compute (r.side[s].x, r.side[s].n, &r.side[s].st);
+    s_headline (&r);
 
+    out->timer = s_use_cupti (&r) ? "cupti" : strcmp (ctx->be->name, "host") == 0 ? "host" : "events";
     out->cand = r.side[0].st;
     out->rsd_cand = ak_timing_rsd (&out->cand);
     out->rsd_met = out->rsd_cand <= ctx->rsd_target && out->cand.n >= min_samples;
+    s_detail (&r.side[0], &out->detail[0]);
     if (r.nsides == 2) {
+        bool cupti = s_use_cupti (&r);
         out->base = r.side[1].st;
         out->rsd_base = ak_timing_rsd (&out->base);
         out->rsd_met = out->rsd_met && out->rsd_base <= ctx->rsd_target && out->base.n >= min_samples;
-        s_paired_speedup (r.side[1].x, r.side[0].x, r.side[0].n < r.side[1].n
-                          ? r.side[0].n : r.side[1].n, &out->speedup, &out->speedup_noise);
+        s_paired_speedup (cupti ? r.side[1].cu : r.side[1].ev, cupti ? r.side[0].cu : r.side[0].ev,
+                          r.side[0].n < r.side[1].n ? r.side[0].n : r.side[1].n,
+                          &out->speedup, &out->speedup_noise);
+        s_detail (&r.side[1], &out->detail[1]);
     }
     out->ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
     s_run_free (&r);
@@ -262,4 +407,76 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
 fail:
     s_run_free (&r);
     return rc;
+}
+
+/* ------------------------------------------------------------ receipts */
+
+static Ak__Stats *s_pb_stats (const ak_stats_t *s, const ak_timing_detail_t *d)
+{
+    Ak__Stats *p = ak_malloc (sizeof *p);
+    ak__stats__init (p);
+    p->n = (uint32_t) s->n;
+    p->median_us = s->median;
+    p->min_us = s->min;
+    p->mean_us = s->mean;
+    p->stddev_us = s->stddev;
+    p->p10_us = s->p10;
+    p->p90_us = s->p90;
+    p->discarded = d->discarded;
+    p->sm_clock_mhz = d->sm_clock_mhz;
+    return p;
+}
+
+static void s_pb_record (Ak__Receipt *receipt, const ak_kernel_info_t *ki, const char *role,
+                         const char *workload)
+{
+    Ak__KernelRecord *k = ak_malloc (sizeof *k);
+    ak__kernel_record__init (k);
+    k->name = ak_strdup (ki->name);
+    k->role = ak_strdup (role);
+    k->workload = ak_strdup (workload ? workload : "");
+    k->registers = ki->registers;
+    k->static_shared = ki->static_shared;
+    k->dynamic_shared = ki->dynamic_shared;
+    k->n_grid = 3;
+    k->grid = ak_malloc (3 * sizeof *k->grid);
+    memcpy (k->grid, ki->grid, 3 * sizeof *k->grid);
+    k->n_block = 3;
+    k->block = ak_malloc (3 * sizeof *k->block);
+    memcpy (k->block, ki->block, 3 * sizeof *k->block);
+    k->duration_us = ki->duration_us;
+    receipt->kernels = ak_realloc (receipt->kernels, (receipt->n_kernels + 1) * sizeof *receipt->kernels);
+    receipt->kernels[receipt->n_kernels++] = k;
+}
+
+void ak_timing_to_pb (const ak_timing_result_t *r, const char *workload, Ak__WorkloadTiming *t,
+                      Ak__Receipt *receipt)
+{
+    if (!r || !t)
+        return;
+    bool base = r->base.n > 0;
+    free (t->timer == protobuf_c_empty_string ? NULL : t->timer);
+    t->timer = ak_strdup (r->timer ? r->timer : "");
+    if (t->candidate) {
+        t->candidate->discarded = r->detail[0].discarded;
+        t->candidate->sm_clock_mhz = r->detail[0].sm_clock_mhz;
+    }
+    if (t->baseline && base) {
+        t->baseline->discarded = r->detail[1].discarded;
+        t->baseline->sm_clock_mhz = r->detail[1].sm_clock_mhz;
+    }
+    if (!t->candidate_events)
+        t->candidate_events = s_pb_stats (&r->detail[0].events, &r->detail[0]);
+    if (!t->candidate_cupti && r->detail[0].cupti.n > 0)
+        t->candidate_cupti = s_pb_stats (&r->detail[0].cupti, &r->detail[0]);
+    if (base && !t->baseline_events)
+        t->baseline_events = s_pb_stats (&r->detail[1].events, &r->detail[1]);
+    if (base && !t->baseline_cupti && r->detail[1].cupti.n > 0)
+        t->baseline_cupti = s_pb_stats (&r->detail[1].cupti, &r->detail[1]);
+    if (!receipt)
+        return;
+    if (r->detail[0].has_info)
+        s_pb_record (receipt, &r->detail[0].info, "candidate", workload);
+    if (base && r->detail[1].has_info)
+        s_pb_record (receipt, &r->detail[1].info, "baseline", workload);
 }

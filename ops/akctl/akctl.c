@@ -47,6 +47,7 @@ enum {
     S_OPT_MARKDOWN = 1 << 0,
     S_OPT_WAIT     = 1 << 1,
     S_OPT_DEMO     = 1 << 2,      /* --dir, --workers, --keep */
+    S_OPT_FAILED   = 1 << 3,      /* retry --failed */
 };
 
 typedef int (s_verb_fn) (const akctl_opts_t *o);
@@ -152,6 +153,25 @@ static int s_verb_workers (const akctl_opts_t *o)
 static int s_verb_cancel (const akctl_opts_t *o)
 {
     return s_simple (o, "cancel", akctl_render_batch);
+}
+
+static int s_verb_resume (const akctl_opts_t *o)
+{
+    return s_simple (o, "resume", akctl_render_resume);
+}
+
+static int s_verb_retry (const akctl_opts_t *o)
+{
+    if (!o->failed) {
+        fprintf (stderr, "akctl: retry: say what to retry: --failed (failed, timed-out and poisoned tasks)\n"
+                         "usage: akctl [OPTIONS] retry BATCH --failed\n(akctl retry --help says more)\n");
+        return AKCTL_EXIT_USAGE;
+    }
+    char *args[2] = { o->pos[0], (char *) "failed" };
+    akctl_opts_t with = *o;
+    with.pos = args;
+    with.npos = 2;
+    return s_simple (&with, "retry", akctl_render_retry);
 }
 
 static int s_verb_stats (const akctl_opts_t *o)
@@ -374,6 +394,31 @@ static const s_verb_t s_verbs[] = {
       "Cancels every queued or leased task of BATCH (finished ones keep their\n"
       "results) and prints the batch's status afterwards.  Cancelling a batch\n"
       "twice is harmless.\n" },
+    { "resume", "BATCH", 1, 1, 0, s_verb_resume,
+      "re-queue the leases of a batch that nobody runs",
+      "Takes back every leased task of BATCH that no live worker runs (a lease\n"
+      "left unclaimed after a coordinator restart, or held by a worker that is\n"
+      "dead or re-registered without it) and queues it again at once, with the\n"
+      "attempt raised (poisoned when that passes the batch's max_attempts),\n"
+      "instead of waiting for its lease to run out.  Tasks running on live\n"
+      "workers are left alone; queued ones are dispatched.  Prints what it\n"
+      "re-queued and the batch's status.  Safe while the batch runs, and\n"
+      "running it twice is harmless: the second finds nothing to take back.\n"
+      "A receipt that still comes for an attempt it took back is accepted if\n"
+      "the task has none yet, else stored as a duplicate.\n" },
+    { "retry", "BATCH --failed", 1, 1, S_OPT_FAILED, s_verb_retry,
+      "run the failed, timed-out and poisoned tasks of a batch again",
+      "Queues every failed task of BATCH (any status: wrong_answer, timeout,\n"
+      "crashed, compile_error ...) and every poisoned one again with a new\n"
+      "attempt and a fresh budget of max_attempts.  Their old receipts stay\n"
+      "(akctl show lists them); a copy of an old receipt that arrives later is\n"
+      "stored as a duplicate.  A complete batch becomes open again and its\n"
+      "winners are decided anew when it completes.  Prints what it re-queued\n"
+      "and the batch's status.  Safe while the batch runs; running it twice is\n"
+      "harmless (the re-queued tasks are no longer failed).  A cancelled batch\n"
+      "is refused (exit 1).\n"
+      "\n"
+      "  --failed          retry failed, timed-out and poisoned tasks (required)\n" },
     { "stats", "", 0, 0, 0, s_verb_stats,
       "the coordinator's counters",
       "Workers alive, open batches, queued and leased tasks, receipts accepted\n"
@@ -541,6 +586,7 @@ int main (int argc, char **argv)
         }
         int need = strcmp (name, "--markdown") == 0 ? S_OPT_MARKDOWN
                  : strcmp (name, "--wait") == 0 ? S_OPT_WAIT
+                 : strcmp (name, "--failed") == 0 ? S_OPT_FAILED
                  : strcmp (name, "--dir") == 0 || strcmp (name, "--workers") == 0
                    || strcmp (name, "--keep") == 0 ? S_OPT_DEMO : 0;
         if (need && !(verb && (verb->options & need))) {
@@ -570,6 +616,9 @@ int main (int argc, char **argv)
         else
         if (strcmp (name, "--wait") == 0)
             o.wait = true;
+        else
+        if (strcmp (name, "--failed") == 0)
+            o.failed = true;
         else
         if (strcmp (name, "--keep") == 0)
             o.keep = true;

@@ -38,6 +38,7 @@ typedef struct {
     bool        json;             /* --json: the coordinator's JSON as is */
     bool        markdown;         /* report --markdown */
     bool        wait;             /* submit --wait */
+    bool        failed;           /* retry --failed */
     const char *dir;              /* demo --dir */
     int         workers;          /* demo --workers */
     bool        keep;             /* demo --keep */
@@ -124,6 +125,8 @@ void akctl_render_batch (FILE *out, const json_t *batchsum);
 void akctl_render_show (FILE *out, const json_t *answer);
 void akctl_render_receipts (FILE *out, const json_t *answer);
 void akctl_render_workers (FILE *out, const json_t *answer);
+void akctl_render_resume (FILE *out, const json_t *answer);
+void akctl_render_retry (FILE *out, const json_t *answer);
 void akctl_render_stats (FILE *out, const json_t *answer);
 void akctl_render_report (FILE *out, const json_t *report, bool markdown);
 

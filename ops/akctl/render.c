@@ -112,6 +112,60 @@ void akctl_render_batch (FILE *out, const json_t *sum)
     }
 }
 
+/*  "B000001.0003 (attempt 2), ..." for at most 8 entries of a list of
+    {task_id, attempt}, then how many more. */
+static void s_task_list (FILE *out, const json_t *tasks)
+{
+    size_t i, n = json_array_size (tasks);
+    json_t *t;
+    json_array_foreach (tasks, i, t) {
+        if (i == 8) {
+            fprintf (out, ", and %zu more", n - i);
+            break;
+        }
+        fprintf (out, "%s%s (attempt %" PRId64 ")", i ? ", " : "", akj_str (t, "task_id"),
+                 akj_int (t, "attempt"));
+    }
+}
+
+void akctl_render_resume (FILE *out, const json_t *answer)
+{
+    json_t *requeued = akj_arr (answer, "requeued"), *poisoned = akj_arr (answer, "poisoned");
+    size_t n = json_array_size (requeued), np = json_array_size (poisoned);
+    if (n + np == 0)
+        fprintf (out, "resume %s: no lease to take back", akj_str (answer, "batch_id"));
+    else {
+        fprintf (out, "resume %s: %zu lease%s nobody ran re-queued", akj_str (answer, "batch_id"),
+                 n, n == 1 ? "" : "s");
+        if (n) {
+            fprintf (out, ": ");
+            s_task_list (out, requeued);
+        }
+        if (np) {
+            fprintf (out, "; %zu poisoned (attempts used up): ", np);
+            s_task_list (out, poisoned);
+        }
+    }
+    fprintf (out, "; %" PRId64 " running on live workers, %" PRId64 " queued\n",
+             akj_int (answer, "running"), akj_int (answer, "queued"));
+    akctl_render_batch (out, akj_obj (answer, "batch"));
+}
+
+void akctl_render_retry (FILE *out, const json_t *answer)
+{
+    json_t *retried = akj_arr (answer, "retried");
+    size_t n = json_array_size (retried);
+    if (n == 0)
+        fprintf (out, "retry %s: no failed or poisoned task to retry\n", akj_str (answer, "batch_id"));
+    else {
+        fprintf (out, "retry %s: %zu failed or poisoned task%s re-queued: ", akj_str (answer, "batch_id"),
+                 n, n == 1 ? "" : "s");
+        s_task_list (out, retried);
+        fprintf (out, "%s\n", akj_bool (answer, "reopened") ? "; the batch is open again" : "");
+    }
+    akctl_render_batch (out, akj_obj (answer, "batch"));
+}
+
 /* ----------------------------------------------------------------- tasks */
 
 /*  Gate results of a receipt, one line per stage. */

@@ -10,6 +10,7 @@
     compile_error receipts, clean shutdown on SIGTERM. */
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/job.h"
 #include "worker/executor.h"
 #include "worker/pbutil.h"
 #include "clock.h"
@@ -322,6 +323,84 @@ static void test_signal_names (void **state)
     assert_string_equal (ak_signal_name (63, buf, sizeof buf), "signal 63");
 }
 
+/* ------------------------------------------------------ artifacts per dtype */
+
+/*  ak_job_artifact: the listed artifact of a role and dtype; the old single
+    fields only stand for the build dtype, and only when the job lists no
+    artifact of that role. */
+static void test_job_artifacts (void **state)
+{
+    (void) state;
+    Ak__ExecJob job = AK__EXEC_JOB__INIT;
+    job.baseline_path = "base-old";
+    job.candidate_path = "cand-old";
+    /* no list: the old fields, for the build dtype only */
+    assert_string_equal (ak_job_artifact (&job, "baseline", AK_DT_FLOAT32, AK_DT_FLOAT32), "base-old");
+    assert_string_equal (ak_job_artifact (&job, "candidate", AK_DT_FLOAT32, AK_DT_FLOAT32), "cand-old");
+    assert_null (ak_job_artifact (&job, "candidate", AK_DT_FLOAT16, AK_DT_FLOAT32));
+    assert_string_equal (ak_job_artifact (&job, "candidate", AK_DT_BFLOAT16, AK_DT_BFLOAT16), "cand-old");
+
+    Ak__Artifact arts[4], *ptrs[4];
+    static const char *const spec[4][3] = {
+        { "baseline", "float32", "b32" }, { "candidate", "float32", "c32" },
+        { "candidate", "float16", "c16" }, { "candidate", "int8", "junk" },
+    };
+    for (int i = 0; i < 4; i++) {
+        ak__artifact__init (&arts[i]);
+        arts[i].role = (char *) spec[i][0];
+        arts[i].dtype = (char *) spec[i][1];
+        arts[i].path = (char *) spec[i][2];
+        ptrs[i] = &arts[i];
+    }
+    job.artifacts = ptrs;
+    job.n_artifacts = 4;
+    assert_string_equal (ak_job_artifact (&job, "candidate", AK_DT_FLOAT16, AK_DT_FLOAT32), "c16");
+    assert_string_equal (ak_job_artifact (&job, "candidate", AK_DT_FLOAT32, AK_DT_FLOAT32), "c32");
+    assert_string_equal (ak_job_artifact (&job, "baseline", AK_DT_FLOAT32, AK_DT_FLOAT32), "b32");
+    /* listed role, dtype not built: none, not the old field */
+    assert_null (ak_job_artifact (&job, "candidate", AK_DT_BFLOAT16, AK_DT_BFLOAT16));
+    assert_null (ak_job_artifact (&job, "baseline", AK_DT_FLOAT16, AK_DT_FLOAT32));
+    /* an empty path is no artifact; unknown roles and NULLs are refused */
+    arts[2].path = "";
+    assert_null (ak_job_artifact (&job, "candidate", AK_DT_FLOAT16, AK_DT_FLOAT32));
+    assert_null (ak_job_artifact (&job, "reference", AK_DT_FLOAT32, AK_DT_FLOAT32));
+    assert_null (ak_job_artifact (NULL, "baseline", AK_DT_FLOAT32, AK_DT_FLOAT32));
+    assert_null (ak_job_artifact (&job, NULL, AK_DT_FLOAT32, AK_DT_FLOAT32));
+}
+
+/*  A job that names its kernels only through the artifact list runs the
+    same as one with the old fields; an artifact for a dtype the host
+    backend does not run is not loaded (its path need not even exist). */
+static void test_job_with_artifacts (void **state)
+{
+    (void) state;
+    ak_exec_t *e = s_exec ();
+    ak_err_t err = { 0 };
+    const char *btext = ak_spec_baseline (s_fix.spec, "host")->source.text;
+    Ak__Assign *a = s_assign ("A1", "tune", "same", btext, 30000);
+    Ak__ExecJob job = AK__EXEC_JOB__INIT;
+    job.assign = a;
+    job.reference_path = s_fix.ref_path;
+    Ak__Artifact arts[3], *ptrs[3];
+    static const char *const roles[3] = { "baseline", "candidate", "candidate" };
+    static const char *const dtypes[3] = { "float32", "float32", "float16" };
+    for (int i = 0; i < 3; i++) {
+        ak__artifact__init (&arts[i]);
+        arts[i].role = (char *) roles[i];
+        arts[i].dtype = (char *) dtypes[i];
+        arts[i].path = i < 2 ? s_fix.base_path : (char *) "/nonexistent/float16.so";
+        ptrs[i] = &arts[i];
+    }
+    job.artifacts = ptrs;
+    job.n_artifacts = 3;
+    Ak__Receipt *r = NULL;
+    assert_int_equal (ak_exec_run (e, &job, 30000, &r, &err), 0);
+    s_expect_ok (r, true);
+    ak__receipt__free_unpacked (r, NULL);
+    ak__assign__free_unpacked (a, NULL);
+    ak_exec_destroy (&e);
+}
+
 /* ---------------------------------------------------- the daemon, whole */
 
 typedef struct {
@@ -409,14 +488,16 @@ static void test_daemon (void **state)
     zsys_handler_set (NULL);
     c.router = zsock_new (ZMQ_ROUTER);
     assert_non_null (c.router);
-    int port = zsock_bind (c.router, "tcp://127.0.0.1:*");
+    /* A random port ("!"), not the first free one: a daemon left over by an
+       earlier failed run keeps reconnecting to that one. */
+    int port = zsock_bind (c.router, "tcp://127.0.0.1:!");
     assert_true (port > 0);
     c.endpoint = ak_sprintf ("tcp://127.0.0.1:%d", port);
     c.beat = true;
     char *cache = ak_sprintf ("%s/daemon-cache", s_fix.dir);
     char *log = ak_sprintf ("%s/daemon.log", s_fix.dir);
     char *argv[] = { s_fix.bin, "--coordinator", c.endpoint, "--id", "w-test", "--cache", cache,
-                     "--heartbeat-ms", "200", "--liveness", "3", "--max-backoff-ms", "300",
+                     "--backend", "host", "--heartbeat-ms", "200", "--liveness", "3", "--max-backoff-ms", "300",
                      "--log-level", "info", NULL };
     pid_t pid = ak_test_spawn (argv, log);
     assert_true (pid > 0);
@@ -563,7 +644,9 @@ int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_signal_names),
+        cmocka_unit_test (test_job_artifacts),
         cmocka_unit_test (test_good_jobs),
+        cmocka_unit_test (test_job_with_artifacts),
         cmocka_unit_test (test_crash_then_fresh),
         cmocka_unit_test (test_hang_timeout),
         cmocka_unit_test (test_daemon),

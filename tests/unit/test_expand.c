@@ -23,9 +23,10 @@ static char *s_spec_json (const char *name, const char *k1, const char *k2, cons
         " \"outputs\": [{\"name\": \"y\", \"count\": \"%s*%s\"}],"
         " \"reference\": \"ref.c\","
         " \"baselines\": [{\"backend\": \"host\", \"source\": \"base.c\"},"
-        "                 {\"backend\": \"cuda\", \"source\": \"base.cu\"}],"
+        "                 {\"backend\": \"cuda\", \"source\": \"base.cu\","
+        "                  \"launch\": {\"grid\": [\"%s\"], \"block\": [\"128\"]}}],"
         " \"candidates\": %s}",
-        name, k1, k2, k1, k2, k1, k2, k1, k2, k1, k2, k1, k2, k1, k2, cands);
+        name, k1, k2, k1, k2, k1, k2, k1, k2, k1, k2, k1, k2, k1, k2, k1, cands);
 }
 
 static void s_write_op (const char *dir, const char *op, const char *k1, const char *k2, const char *cands)
@@ -52,7 +53,8 @@ static const char *s_opa_cands =
     "  \"params\": {\"BLOCK\": [4, 8, 16, 32], \"UNROLL\": [1, 2]},"
     "  \"constraints\": [\"BLOCK*UNROLL <= 32\"]},"
     " {\"name\": \"simple\", \"backend\": \"host\", \"source\": \"simple.c\"},"
-    " {\"name\": \"tiled\", \"backend\": \"cuda\", \"source\": \"tiled.cu\", \"params\": {\"TILE\": [16, 32]}}]";
+    " {\"name\": \"tiled\", \"backend\": \"cuda\", \"source\": \"tiled.cu\", \"params\": {\"TILE\": [16, 32]},"
+    "  \"launch\": {\"grid\": [\"(rows+TILE-1)/TILE\"], \"block\": [\"TILE\", \"TILE\"]}}]";
 static const char *s_opb_cands =
     "[{\"name\": \"wide\", \"backend\": \"host\", \"source\": \"wide.c\", \"params\": {\"W\": [1, 2, 3]}}]";
 

@@ -201,6 +201,107 @@ static void test_baseline_passes (void **state)
     free (path);
 }
 
+/*  A launch rule is evaluated for every configuration, on the host too
+    (which then ignores grid and block): one that evaluates is harmless,
+    one that does not is invalid_config at smoke. */
+static void test_launch_rule (void **state)
+{
+    (void) state;
+    const ak_baseline_t *bl = ak_spec_baseline (s_fix.spec, "host");
+    char *path = s_build (bl->source.text, false, NULL, NULL, 0);
+    ak_kernel_t *k = s_load (path, "ak_kernel");
+    ak_gate_ctx_t ctx;
+    s_ctx (&ctx, k);
+    ak_launch_rule_t rule = { .grid = { "(rows+127)/128" }, .ngrid = 1, .block = { "128" }, .nblock = 1,
+                              .shared = "4*b" };
+    ctx.launch = &rule;
+    ak_gate_report_t rep;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_gates_run (&ctx, &rep, &err), 0);
+    assert_int_equal (rep.status, AK_GATE_OK);
+
+    rule.block[0] = "cols - cols";
+    assert_int_equal (ak_gates_run (&ctx, &rep, &err), 0);
+    s_print (&rep);
+    assert_int_equal (rep.status, AK_GATE_INVALID);
+    assert_string_equal (ak_gate_status_name (rep.status), "invalid_config");
+    assert_non_null (strstr (rep.reason, "smoke: invalid_config: at tiny/float32: launch.block[0]"));
+    assert_true (s_stage (&rep, "shape_sweep")->skipped);
+    s_fix.be->unload (s_fix.dev, &k);
+    free (path);
+
+    /* What a backend's error stands for. */
+    ak_err_t e = { 0 };
+    ak_err_set (&e, AK_EINVAL, "launch at x: invalid_config: block.x = 2048 > device limit 1024");
+    assert_int_equal (ak_gate_status_for (AK_EINVAL, &e), AK_GATE_INVALID);
+    ak_err_set (&e, AK_ECRASH, "cuCtxSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS");
+    assert_int_equal (ak_gate_status_for (AK_ECRASH, &e), AK_GATE_CRASH);
+    assert_string_equal (ak_gate_status_name (AK_GATE_CRASH), "crashed");
+    ak_err_set (&e, AK_ENOTFOUND, "no kernel 'ak_kernel'");
+    assert_int_equal (ak_gate_status_for (AK_ENOTFOUND, &e), AK_GATE_LAUNCH);
+    assert_int_equal (ak_gate_status_for (AK_EIO, NULL), AK_GATE_LAUNCH);
+}
+
+/* ---------------------------------------------- a device that dies mid-run */
+
+/*  The host backend with a launch that fails like a sticky CUDA error from
+    its s_crash_at-th call on (every later call too: the context is gone). */
+static ak_backend_t s_dying;
+static int s_launches, s_crash_at;
+
+static int s_dying_launch (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, ak_err_t *err)
+{
+    if (++s_launches >= s_crash_at)
+        return ak_err_set (err, AK_ECRASH, "cuCtxSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS (fake)");
+    return ak_backend_host ()->launch (dev, kernel, args, err);
+}
+
+static void s_gate_dying (const char *rel, int crash_at, ak_gate_report_t *rep)
+{
+    s_dying = *ak_backend_host ();
+    s_dying.launch = s_dying_launch;
+    s_launches = 0;
+    s_crash_at = crash_at;
+    char *text = s_read_src (rel);
+    char *path = s_build (text, false, NULL, NULL, 0);
+    ak_kernel_t *k = s_load (path, "ak_kernel");
+    ak_gate_ctx_t ctx;
+    s_ctx (&ctx, k);
+    ctx.be = &s_dying;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_gates_run (&ctx, rep, &err), 0);
+    s_print (rep);
+    s_fix.be->unload (s_fix.dev, &k);
+    free (path);
+    free (text);
+}
+
+/*  A crash ends the gates (later stages: not run) and outranks a failure
+    an earlier stage found: the device is lost, that is what counts. */
+static void test_crash_stops_gates (void **state)
+{
+    (void) state;
+    ak_gate_report_t rep;
+    /* smoke (1 launch) passes, the sweep's second configuration crashes */
+    s_gate_dying ("kernels/softmax/host/baseline.c", 3, &rep);
+    assert_int_equal (rep.status, AK_GATE_CRASH);
+    assert_non_null (strstr (rep.reason, "shape_sweep: launch at small/float32: cuCtxSynchronize: "
+                                         "CUDA_ERROR_ILLEGAL_ADDRESS"));
+    assert_true (s_stage (&rep, "smoke")->passed);
+    assert_int_equal (s_stage (&rep, "shape_sweep")->configs, 2);       /* nothing after the crash */
+    for (int i = 2; i < 5; i++) {
+        assert_true (rep.stages[i].skipped);
+        assert_non_null (strstr (rep.stages[i].detail, "not run: the device context was lost"));
+    }
+    /* determinism fails (wrong_answer), then edge_cases crash: crashed wins */
+    int before_edges = 1 + (int) s_fix.spec->nsizes + 5 + 3;
+    s_gate_dying ("kernels/testing/nondeterministic.c", before_edges + 1, &rep);
+    assert_false (s_stage (&rep, "determinism")->passed);
+    assert_false (s_stage (&rep, "edge_cases")->passed);
+    assert_int_equal (rep.status, AK_GATE_CRASH);
+    assert_non_null (strstr (rep.reason, "edge_cases: "));
+}
+
 static void test_tuned_candidate_passes (void **state)
 {
     (void) state;
@@ -450,6 +551,8 @@ int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_baseline_passes),
+        cmocka_unit_test (test_launch_rule),
+        cmocka_unit_test (test_crash_stops_gates),
         cmocka_unit_test (test_tuned_candidate_passes),
         cmocka_unit_test (test_wrong_answer),
         cmocka_unit_test (test_nan),

@@ -1,9 +1,10 @@
 /*  tests/unit/test_manifest.c: batch manifests and bundles (common/spec.c).
 
-    A known-good manifest over the built-in softmax spec is written to a
-    temporary directory with one change per test; a rejected manifest must
-    name the field by its JSON path.  Bundles must round-trip exactly and
-    must never name a file. */
+    A known-good manifest over a host-only, float32-only copy of the
+    built-in softmax spec (sources inline, so the catalog can grow without
+    moving these tests) is written to a temporary directory with one change
+    per test; a rejected manifest must name the field by its JSON path.
+    Bundles must round-trip exactly and must never name a file. */
 #include "support.h"
 #include "spec.h"
 #include "util.h"
@@ -16,16 +17,47 @@
 
 typedef struct {
     char   *dir;
-    char   *softmax;        /* absolute path of kernels/softmax/spec.json */
+    char   *softmax;        /* the softmax copy: DIR/softmax.json */
     json_t *json;           /* the manifest under test */
 } fixture_t;
+
+/*  The built-in softmax spec with its sources inline, reduced to the host
+    backend and float32, written as dir/softmax.json; returns the path. */
+static char *s_softmax_copy (const char *dir)
+{
+    char *builtin = ak_test_src ("kernels/softmax/spec.json");
+    ak_spec_t *spec = NULL;
+    ak_err_t err = { 0 };
+    if (ak_spec_load (builtin, &spec, &err) != 0)
+        fail_msg ("%s", err.msg);
+    json_t *j = ak_spec_to_json (spec, true);
+    json_object_set_new (j, "dtypes", json_pack ("[s]", "float32"));
+    json_t *tols = json_object_get (j, "tolerances");
+    json_object_set_new (j, "tolerances", json_pack ("{s:O}", "float32",
+                                                     json_object_get (tols, "float32")));
+    for (int k = 0; k < 2; k++) {
+        json_t *list = json_object_get (j, k ? "candidates" : "baselines");
+        for (size_t i = json_array_size (list); i-- > 0; )
+            if (strcmp (json_string_value (json_object_get (json_array_get (list, i), "backend")),
+                        "host") != 0)
+                json_array_remove (list, i);
+    }
+    char *text = json_dumps (j, JSON_INDENT (1) | JSON_PRESERVE_ORDER);
+    char *path = ak_test_write (dir, "softmax.json", text);
+    assert_non_null (path);
+    free (text);
+    json_decref (j);
+    ak_spec_destroy (&spec);
+    free (builtin);
+    return path;
+}
 
 static int s_setup (void **state)
 {
     fixture_t *fx = calloc (1, sizeof *fx);
     fx->dir = ak_test_tmpdir ("manifest");
     assert_non_null (fx->dir);
-    fx->softmax = ak_test_src ("kernels/softmax/spec.json");
+    fx->softmax = s_softmax_copy (fx->dir);
     fx->json = json_pack ("{s:i, s:s, s:[s], s:{s:i, s:f}, s:[{s:s, s:[s, {s:s, s:{s:i, s:i}, "
                           "s:s, s:i}]}]}",
                           "schema_version", 1, "name", "nightly", "targets", "host",
@@ -461,6 +493,30 @@ static void test_bundle_round_trip_demo (void **state)
     ak_manifest_destroy (&m);
 }
 
+/*  The CUDA example batch: launch rules (with "shared" written out even
+    where the spec left it) survive the bundle exactly, and a GPU target
+    selects the cuda candidates only. */
+static void test_bundle_round_trip_cuda (void **state)
+{
+    (void) state;
+    ak_manifest_t *m = s_builtin ("kernels/batches/cuda.json");
+    s_round_trip (m);
+    const ak_manifest_op_t *op = &m->ops[0];
+    assert_int_equal (op->ncandidates, 2);                 /* block_row, warp_row: cuda only */
+    assert_string_equal (op->candidates[0], "block_row");
+    const ak_candidate_t *cand = ak_spec_candidate (op->spec, "block_row");
+    assert_non_null (cand->launch);
+    assert_string_equal (cand->launch->grid[0], "rows");
+    assert_string_equal (cand->launch->shared, "0");
+    assert_null (ak_spec_candidate (op->spec, "vectorized")->launch);
+    assert_non_null (ak_spec_baseline (op->spec, "cuda")->launch);
+    char *bundle = ak_manifest_to_bundle (m);
+    assert_non_null (strstr (bundle, "\"launch\":{\"grid\":[\"rows\"],\"block\":[\"THREADS\"],"
+                                     "\"shared\":\"0\"}"));
+    free (bundle);
+    ak_manifest_destroy (&m);
+}
+
 static void test_bundle_round_trip_extras (void **state)
 {
     fixture_t *fx = *state;
@@ -697,6 +753,7 @@ static void test_reject_extra_candidate_untargeted_backend (void **state)
     fixture_t *fx = *state;
     json_t *cand = s_extra ("gpu", "wrong");
     json_object_set_new (cand, "backend", json_string ("cuda"));
+    json_object_set_new (cand, "launch", json_pack ("{s:[s], s:[s]}", "grid", "rows", "block", "32"));
     s_reject (fx, "ops[0].extra_candidates", json_pack ("[o]", cand),
               "ops[0].candidates: candidate 'gpu' is for backend 'cuda', which no target runs",
               NULL);
@@ -868,6 +925,7 @@ int main (void)
         T (test_extra_candidate_relative_path),
         T (test_tolerance_override),
         cmocka_unit_test (test_bundle_round_trip_demo),
+        cmocka_unit_test (test_bundle_round_trip_cuda),
         T (test_bundle_round_trip_extras),
         cmocka_unit_test (test_bundle_rejects_file_paths),
         cmocka_unit_test (test_bundle_rejects_missing_text),

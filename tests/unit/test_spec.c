@@ -49,13 +49,17 @@ static int s_setup (void **state)
     fixture_t *fx = calloc (1, sizeof *fx);
     fx->dir = ak_test_tmpdir ("spec");
     assert_non_null (fx->dir);
-    char *host = ak_path_join (fx->dir, "host");
-    assert_int_equal (ak_mkdir_p (host, 0755, NULL), 0);
-    free (host);
+    for (int i = 0; i < 2; i++) {
+        char *sub = ak_path_join (fx->dir, i ? "cuda" : "host");
+        assert_int_equal (ak_mkdir_p (sub, 0755, NULL), 0);
+        free (sub);
+    }
     const char *files[][2] = {
         { "ref.c", "void ak_reference (const ak_args_t *a) { (void) a; }\n" },
         { "host/base.c", "void ak_kernel (const ak_args_t *a) { (void) a; }\n" },
         { "host/blocked.c", "void ak_kernel (const ak_args_t *a) { (void) a; } /* BLOCK */\n" },
+        { "cuda/base.cu", "extern \"C\" __global__ void ak_kernel (ak_cuda_args_t a) {}\n" },
+        { "cuda/rows.cu", "extern \"C\" __global__ void ak_kernel (ak_cuda_args_t a) {} /* THREADS */\n" },
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         free (ak_test_write (fx->dir, files[i][0], files[i][1]));
@@ -519,7 +523,7 @@ static void test_reject_unknown_field (void **state)
 static void test_reject_unknown_nested_field (void **state)
 {
     fixture_t *fx = *state;
-    s_reject (fx, "candidates[0].launch", json_string ("1"), "candidates[0].launch: unknown field",
+    s_reject (fx, "candidates[0].lanch", json_string ("1"), "candidates[0].lanch: unknown field",
               NULL);
 }
 
@@ -928,6 +932,241 @@ static void test_builtin_specs_load (void **state)
     }
 }
 
+/* ========================================================= launch rules */
+
+/*  Adds a cuda baseline (baselines[1]) and a cuda candidate (candidates[1])
+    with launch rules to the fixture. */
+static void s_add_cuda (fixture_t *fx)
+{
+    json_t *bl = json_pack ("{s:s, s:s, s:{s:[s], s:[s]}}", "backend", "cuda", "source", "cuda/base.cu",
+                            "launch", "grid", "(rows+127)/128", "block", "128");
+    json_t *cand = json_pack ("{s:s, s:s, s:s, s:{s:[i, i, i], s:[i, i]}, s:[s],"
+                              " s:{s:[s, s], s:[s], s:s}}",
+                              "name", "rows", "backend", "cuda", "source", "cuda/rows.cu",
+                              "params", "THREADS", 64, 128, 256, "VEC", 1, 4,
+                              "constraints", "THREADS % 32 == 0",
+                              "launch", "grid", "(rows+THREADS/32-1)/(THREADS/32)", "cols/cols",
+                              "block", "THREADS", "shared", "THREADS/32*VEC*b");
+    assert_non_null (bl);
+    assert_non_null (cand);
+    assert_int_equal (json_array_append_new (json_object_get (fx->json, "baselines"), bl), 0);
+    assert_int_equal (json_array_append_new (json_object_get (fx->json, "candidates"), cand), 0);
+}
+
+static void test_launch_rules_load (void **state)
+{
+    fixture_t *fx = *state;
+    s_add_cuda (fx);
+    ak_spec_t *spec = NULL;
+    ak_err_t err;
+    if (s_load (fx, &spec, &err))
+        fail_msg ("%s", err.msg);
+    const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
+    assert_non_null (bl->launch);
+    assert_int_equal (bl->launch->ngrid, 1);
+    assert_int_equal (bl->launch->nblock, 1);
+    assert_string_equal (bl->launch->shared, "0");          /* not given: 0 */
+    assert_null (ak_spec_baseline (spec, "host")->launch);
+    const ak_candidate_t *cand = ak_spec_candidate (spec, "rows");
+    assert_non_null (cand->launch);
+    assert_int_equal (cand->launch->ngrid, 2);
+    assert_string_equal (cand->launch->grid[1], "cols/cols");
+    assert_string_equal (cand->launch->block[0], "THREADS");
+    assert_string_equal (cand->launch->shared, "THREADS/32*VEC*b");
+    assert_null (ak_spec_candidate (spec, "blocked")->launch);
+
+    /* Both JSON forms carry the rules and read back to the same text. */
+    for (int with = 0; with < 2; with++) {
+        char *text = ak_spec_to_text (spec, with);
+        ak_spec_t *again = NULL;
+        if (ak_spec_parse_text (text, strlen (text), "again", &again, &err))
+            fail_msg ("%s", err.msg);
+        char *text2 = ak_spec_to_text (again, with);
+        assert_string_equal (text, text2);
+        assert_non_null (strstr (text, "\"launch\":{\"grid\":[\"(rows+127)/128\"],\"block\":[\"128\"],"
+                                       "\"shared\":\"0\"}"));
+        free (text);
+        free (text2);
+        ak_spec_destroy (&again);
+    }
+    ak_spec_destroy (&spec);
+}
+
+static void test_launch_eval (void **state)
+{
+    fixture_t *fx = *state;
+    s_add_cuda (fx);
+    ak_spec_t *spec = NULL;
+    ak_err_t err;
+    if (s_load (fx, &spec, &err))
+        fail_msg ("%s", err.msg);
+    const ak_candidate_t *cand = ak_spec_candidate (spec, "rows");
+    const char *names[] = { "THREADS", "VEC" };
+    int64_t values[] = { 128, 4 };
+    int64_t dims[AK_MAX_DIMS] = { 33, 100 };
+    ak_launch_cfg_t lc;
+    memset (&lc, 0xAB, sizeof lc);
+    assert_int_equal (ak_launch_eval (spec, cand->launch, dims, AK_DT_FLOAT32, names, values, 2, &lc, &err), 0);
+    assert_int_equal (lc.grid[0], 9);           /* 33 rows, 4 per block */
+    assert_int_equal (lc.grid[1], 1);
+    assert_int_equal (lc.grid[2], 1);           /* not given: 1 */
+    assert_int_equal (lc.block[0], 128);
+    assert_int_equal (lc.block[1], 1);
+    assert_int_equal (lc.block[2], 1);
+    assert_int_equal (lc.shared_bytes, 4 * 4 * 4);
+    assert_int_equal (ak_launch_eval (spec, cand->launch, dims, AK_DT_FLOAT16, names, values, 2, &lc, &err), 0);
+    assert_int_equal (lc.shared_bytes, 4 * 4 * 2);   /* b follows the dtype */
+    const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
+    assert_int_equal (ak_launch_eval (spec, bl->launch, dims, AK_DT_FLOAT32, NULL, NULL, 0, &lc, &err), 0);
+    assert_int_equal (lc.grid[0], 1);
+    assert_int_equal (lc.block[0], 128);
+    assert_int_equal (lc.shared_bytes, 0);
+
+    /* Out of range values and failing expressions name the field. */
+    values[0] = 0;                                      /* block 0, and /0 in the grid */
+    assert_int_equal (ak_launch_eval (spec, cand->launch, dims, AK_DT_FLOAT32, names, values, 2, &lc, &err),
+                      AK_EINVAL);
+    assert_non_null (strstr (err.msg, "launch.grid[0]"));
+    assert_non_null (strstr (err.msg, "division by zero"));
+    ak_launch_rule_t rule = { .grid = { "rows - 40" }, .ngrid = 1, .block = { "32" }, .nblock = 1,
+                              .shared = "0" };
+    assert_int_equal (ak_launch_eval (spec, &rule, dims, AK_DT_FLOAT32, NULL, NULL, 0, &lc, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "launch.grid[0] 'rows - 40' = -7: must be 1..2147483647"));
+    rule.grid[0] = "1";
+    rule.block[0] = "rows * 100000000";
+    assert_int_equal (ak_launch_eval (spec, &rule, dims, AK_DT_FLOAT32, NULL, NULL, 0, &lc, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "launch.block[0]"));
+    rule.block[0] = "32";
+    rule.shared = "0 - 1";
+    assert_int_equal (ak_launch_eval (spec, &rule, dims, AK_DT_FLOAT32, NULL, NULL, 0, &lc, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "launch.shared '0 - 1' = -1: must be 0..2147483647"));
+    rule.shared = "THREADS";                            /* a baseline has no parameters */
+    assert_int_equal (ak_launch_eval (spec, &rule, dims, AK_DT_FLOAT32, NULL, NULL, 0, &lc, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "unknown name"));
+    /* Bad arguments are refused, never dereferenced. */
+    assert_int_equal (ak_launch_eval (spec, NULL, dims, AK_DT_FLOAT32, NULL, NULL, 0, &lc, &err), AK_EINVAL);
+    assert_int_equal (ak_launch_eval (spec, &rule, dims, AK_DT_FLOAT32, NULL, NULL, 3, &lc, &err), AK_EINVAL);
+    assert_int_equal (ak_launch_eval (spec, &rule, dims, AK_DT_COUNT, NULL, NULL, 0, &lc, &err), AK_EINVAL);
+    rule.ngrid = 0;
+    assert_int_equal (ak_launch_eval (spec, &rule, dims, AK_DT_FLOAT32, NULL, NULL, 0, &lc, &err), AK_EINVAL);
+    ak_spec_destroy (&spec);
+}
+
+static void test_reject_launch_on_host (void **state)
+{
+    fixture_t *fx = *state;
+    s_reject (fx, "candidates[0].launch", json_pack ("{s:[s], s:[s]}", "grid", "1", "block", "1"),
+              "candidates[0].launch: only cuda kernels have a launch rule", NULL);
+    s_reject (fx, "baselines[0].launch", json_pack ("{s:[s], s:[s]}", "grid", "1", "block", "1"),
+              "baselines[0].launch: only cuda kernels have a launch rule", NULL);
+}
+
+static void test_reject_launch_missing (void **state)
+{
+    fixture_t *fx = *state;
+    s_add_cuda (fx);
+    s_reject (fx, "candidates[1].launch", NULL, "candidates[1].launch: missing", NULL);
+    s_reject (fx, "baselines[1].launch", NULL, "baselines[1].launch: missing", NULL);
+}
+
+static void test_reject_launch_not_object (void **state)
+{
+    fixture_t *fx = *state;
+    s_add_cuda (fx);
+    s_reject (fx, "candidates[1].launch", json_string ("128"), "candidates[1].launch: must be an object",
+              NULL);
+}
+
+static void test_reject_launch_unknown_field (void **state)
+{
+    fixture_t *fx = *state;
+    s_add_cuda (fx);
+    s_reject (fx, "candidates[1].launch.threads", json_integer (128),
+              "candidates[1].launch.threads: unknown field", NULL);
+}
+
+static void test_reject_launch_grid (void **state)
+{
+    fixture_t *fx = *state;
+    s_add_cuda (fx);
+    s_reject (fx, "candidates[1].launch.grid", NULL, "candidates[1].launch.grid: missing", NULL);
+    s_reject (fx, "candidates[1].launch.grid", json_array (), "candidates[1].launch.grid: must list 1 to 3",
+              NULL);
+    s_reject (fx, "candidates[1].launch.grid", json_pack ("[s, s, s, s]", "1", "1", "1", "1"),
+              "candidates[1].launch.grid: must list 1 to 3", NULL);
+    s_reject (fx, "candidates[1].launch.grid", json_string ("rows"),
+              "candidates[1].launch.grid: must be an array", NULL);
+    s_reject (fx, "candidates[1].launch.grid", json_pack ("[i]", 4),
+              "candidates[1].launch.grid[0]: must be a string", NULL);
+    s_reject (fx, "candidates[1].launch.grid", json_pack ("[s]", "rows +"),
+              "candidates[1].launch.grid[0]: invalid expression", NULL);
+    s_reject (fx, "candidates[1].launch.grid", json_pack ("[s]", "cdiv(rows, THREADS)"),
+              "candidates[1].launch.grid[0]: invalid expression", NULL);
+    s_reject (fx, "candidates[1].launch.grid", json_pack ("[s]", "rows/TILE"),
+              "candidates[1].launch.grid[0]: invalid expression", "TILE");
+}
+
+static void test_reject_launch_block (void **state)
+{
+    fixture_t *fx = *state;
+    s_add_cuda (fx);
+    s_reject (fx, "candidates[1].launch.block", NULL, "candidates[1].launch.block: missing", NULL);
+    s_reject (fx, "candidates[1].launch.block", json_array (),
+              "candidates[1].launch.block: must list 1 to 3", NULL);
+    s_reject (fx, "candidates[1].launch.block", json_pack ("[s, n]", "32", NULL),
+              "candidates[1].launch.block[1]: must be a string", NULL);
+    s_reject (fx, "candidates[1].launch.block", json_pack ("[s]", "WARPS*32"),
+              "candidates[1].launch.block[0]: invalid expression", "WARPS");
+    /* a baseline's rule sees no parameters */
+    s_reject (fx, "baselines[1].launch.block", json_pack ("[s]", "THREADS"),
+              "baselines[1].launch.block[0]: invalid expression", "THREADS");
+}
+
+static void test_reject_launch_shared (void **state)
+{
+    fixture_t *fx = *state;
+    s_add_cuda (fx);
+    s_reject (fx, "candidates[1].launch.shared", json_integer (1024),
+              "candidates[1].launch.shared: must be a string", NULL);
+    s_reject (fx, "candidates[1].launch.shared", json_string ("THREADS*"),
+              "candidates[1].launch.shared: invalid expression", NULL);
+    s_reject (fx, "candidates[1].launch.shared", json_string ("TILE*4"),
+              "candidates[1].launch.shared: invalid expression", "TILE");
+}
+
+static void test_reject_launch_param_named_like_key (void **state)
+{
+    fixture_t *fx = *state;
+    s_add_cuda (fx);
+    /* keys "rows", "COLS": the parameter COLS would shadow a key in the rule */
+    char *text = json_dumps (fx->json, JSON_COMPACT);
+    char *from = text, *out = ak_strdup ("");
+    for (char *at; (at = strstr (from, "\"cols")) != NULL; from = at + 5) {
+        char *joined = ak_sprintf ("%s%.*s\"COLS", out, (int) (at - from), from);
+        free (out);
+        out = joined;
+    }
+    char *all = ak_sprintf ("%s%s", out, from);
+    free (out);
+    free (text);
+    json_decref (fx->json);
+    fx->json = json_loads (all, 0, NULL);
+    free (all);
+    assert_non_null (fx->json);
+    s_set (fx->json, "candidates[1].launch.grid", json_pack ("[s]", "rows"));
+    s_set (fx->json, "flops", json_string ("5*rows*COLS"));
+    s_set (fx->json, "bytes", json_string ("2*rows*COLS*b"));
+    s_set (fx->json, "inputs[0].count", json_string ("rows*COLS"));
+    s_set (fx->json, "outputs[0].count", json_string ("rows*COLS"));
+    ak_spec_t *spec = NULL;
+    ak_err_t err;
+    if (s_load (fx, &spec, &err))
+        fail_msg ("%s", err.msg);
+    ak_spec_destroy (&spec);
+    s_reject (fx, "candidates[1].params.COLS", json_pack ("[i]", 4),
+              "candidates[1].launch: parameter COLS has the name of a shape key", NULL);
+}
+
 /* ---------------------------------------------- building and running kernels */
 
 typedef void (kernel_fn) (const void *args);
@@ -1097,6 +1336,7 @@ static void test_builtin_kernels_match_reference (void **state)
         ak_spec_t *spec = s_builtin (ops[i]);
         config_run_t run = { .b = &b, .spec = spec };
         run.ref = s_build (&b, spec->reference.text, "-DAK_REFERENCE");
+        assert_string_equal (spec->baselines[0].backend, "host");
         ak_candidate_t base = { .name = "baseline",
                                 .source = spec->baselines[0].source };
         run.text = base.source.text;
@@ -1104,6 +1344,8 @@ static void test_builtin_kernels_match_reference (void **state)
         for (size_t c = 0; c < spec->ncandidates; c++) {
             size_t count = 0;
             ak_err_t err;
+            if (strcmp (spec->candidates[c].backend, "host") != 0)
+                continue;          /* cuda kernels: tests/unit/test_cuda_catalog.c */
             run.text = spec->candidates[c].source.text;
             assert_int_equal (ak_space_walk (&spec->candidates[c], s_check_config, &run, &count,
                                              &err), 0);
@@ -1240,6 +1482,16 @@ int main (void)
         T (test_reject_unsatisfiable_constraints),
         T (test_reject_wrong_types),
         T (test_reject_not_an_object),
+        T (test_launch_rules_load),
+        T (test_launch_eval),
+        T (test_reject_launch_on_host),
+        T (test_reject_launch_missing),
+        T (test_reject_launch_not_object),
+        T (test_reject_launch_unknown_field),
+        T (test_reject_launch_grid),
+        T (test_reject_launch_block),
+        T (test_reject_launch_shared),
+        T (test_reject_launch_param_named_like_key),
         cmocka_unit_test (test_builtin_specs_load),
         cmocka_unit_test (test_builtin_kernels_match_reference),
         cmocka_unit_test (test_planted_kernels),

@@ -1,0 +1,1169 @@
+/*  ops/akload/akload.c: akload, a LOAD-TEST tool for akcoord.
+
+    One process that simulates many workers.  Each simulated worker is its
+    own DEALER socket speaking the real worker protocol (docs/protocol.md):
+    HELLO, heartbeats both ways with liveness, STARTED and RECEIPT for every
+    ASSIGN, receipts kept until ACKed and re-sent after every registration,
+    a new socket with backoff on DISCONNECT or coordinator silence.
+
+    No kernel is ever compiled or run.  Every receipt says status "ok" with
+    the reason "akload: load-test receipt, no kernel ran" and zero timings,
+    and every simulated device has the backend "loadtest", so that its
+    receipts can never be mistaken for measurements.  Point it only at a
+    coordinator whose batches exist for load tests.
+
+    One thread, one epoll over every socket's ZMQ_FD, timers from one clock.
+    (zmq_poll over 1000 sockets costs a getsockopt per socket and a poll(2)
+    over every descriptor on each call, most of this tool's CPU at 10k
+    messages/s; with epoll only the sockets that signalled are looked at,
+    following the edge-triggered rules of ZMQ_FD in zmq_getsockopt(3): a
+    socket is read until EAGAIN after its descriptor fires and after every
+    send on it, since a send may consume the signal.)  On
+    SIGTERM / SIGINT (or after --duration-s) it says DISCONNECT on every
+    socket, prints its statistics, writes them to --stats-json and exits 0. */
+#include <czmq.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "clock.h"
+#include "envelope.h"
+#include "error.h"
+#include "log.h"
+#include "util.h"
+
+#define S_REASON          "akload: load-test receipt, no kernel ran"
+#define S_BACKEND         "loadtest"
+#define S_MAX_ID          128           /* worker_id limit of the protocol */
+#define S_MAX_CLASS       64
+#define S_MAX_WORKERS     100000
+#define S_DRAIN_MAX       64            /* messages per socket per wake-up */
+#define S_POLL_MAX_MS     100
+#define S_EVENTS          256           /* epoll events per wait */
+#define S_HWM             10000
+#define S_LINGER_MS       200
+#define S_MAX_RESENDS     20            /* registrations a never-acked receipt is re-sent for */
+#define S_PROGRESS_MS     10000
+
+static volatile sig_atomic_t s_stop = 0;
+
+static void s_on_signal (int sig)
+{
+    (void) sig;
+    s_stop = 1;
+}
+
+// ================================================================ the model
+
+typedef struct {
+    char     *endpoint;
+    uint32_t  workers;
+    char     *prefix;
+    char     *device_class;
+    uint32_t  slots;
+    uint32_t  prefetch;
+    uint32_t  task_ms;
+    uint32_t  duration_s;
+    uint32_t  warmup_s;
+    char     *stats_json;
+    uint32_t  heartbeat_ms;
+    uint32_t  liveness;
+    uint32_t  backoff_ms;
+    uint32_t  max_backoff_ms;
+} s_opts_t;
+
+/* A task the worker holds: assigned, its receipt not built yet. */
+typedef struct {
+    Ak__Receipt *receipt;           /* built from the ASSIGN, times set when it finishes */
+    uint64_t     assigned_ns;       /* monotonic: ASSIGN received */
+    uint64_t     due_ms;            /* monotonic: receipt due (running) */
+    uint64_t     started_wall;
+    bool         running;
+} s_task_t;
+
+/* A receipt kept until acked. */
+typedef struct {
+    char     *task_id;
+    uint32_t  attempt;
+    uint64_t  assigned_ns;
+    uint8_t  *data;                 /* the packed RECEIPT envelope */
+    size_t    size;
+    bool      sent;                 /* handed to the current socket */
+    uint32_t  resends;
+} s_pending_t;
+
+typedef struct {
+    char         id[S_MAX_ID + 1];
+    void        *sock;              /* NULL: waiting to reconnect */
+    uint64_t     last_recv;         /* monotonic ms */
+    uint64_t     last_send;
+    uint64_t     next_connect;
+    uint32_t     backoff_ms;
+    s_task_t    *tasks;
+    size_t       ntasks, cap_tasks;
+    s_pending_t *pending;
+    size_t       npending, cap_pending;
+    uint64_t     seq;
+    bool         ready;             /* in the ready list: read it until EAGAIN */
+} s_sim_t;
+
+typedef struct {
+    uint64_t assigns, started, receipts, resent, acks, acks_duplicate, acks_unknown;
+    uint64_t hellos, reconnects, disconnects, silences, heartbeats_sent, heartbeats_recv;
+    uint64_t send_failures, rejected, abandoned;
+    uint64_t window_acks;           /* acks after the warm-up */
+} s_counters_t;
+
+typedef struct {
+    s_opts_t       opts;
+    void          *ctx;
+    s_sim_t       *sims;
+    char           host[256];
+    uint32_t       pid;
+    s_counters_t   c;
+    uint32_t      *lat_us;          /* dispatch -> ack latencies after the warm-up */
+    size_t         nlat, cap_lat;
+    uint64_t       start_ns, window_ns, end_ns;
+    uint64_t       first_ack_ns, last_ack_ns;   /* in the window */
+    int            epoll;
+    uint32_t      *ready;           /* sims to read, in the order they became ready */
+    size_t         nready;
+    uint32_t      *batch;           /* the ready list being worked through */
+    uint64_t       next_wake;       /* monotonic ms of the earliest timer */
+} s_load_t;
+
+// ================================================================= sending
+
+static void s_mark_ready (s_load_t *self, s_sim_t *sim)
+{
+    if (!sim->ready && sim->sock) {
+        sim->ready = true;
+        self->ready[self->nready++] = (uint32_t) (sim - self->sims);
+    }
+}
+
+/* After an operation other than a read to EAGAIN: ZMQ_EVENTS says whether
+   a message waits (its signal may have been consumed), and asking re-arms
+   the descriptor for the next one. */
+static void s_check_ready (s_load_t *self, s_sim_t *sim)
+{
+    int events = 0;
+    size_t len = sizeof events;
+    if (sim->ready || !sim->sock)
+        return;
+    if (zmq_getsockopt (sim->sock, ZMQ_EVENTS, &events, &len) != 0) {
+        ak_error ("%s: zmq_getsockopt (ZMQ_EVENTS): %s", sim->id, zmq_strerror (zmq_errno ()));
+        s_mark_ready (self, sim);
+    }
+    else if (events & ZMQ_POLLIN)
+        s_mark_ready (self, sim);
+}
+
+/* Sends a packed envelope without blocking.  0 or AK_EUNAVAIL / AK_EIO. */
+static int s_send_raw (s_load_t *self, s_sim_t *sim, const void *data, size_t size)
+{
+    if (!sim->sock)
+        return AK_EUNAVAIL;
+    if (zmq_send (sim->sock, data, size, ZMQ_DONTWAIT) < 0) {
+        int e = zmq_errno ();
+        self->c.send_failures++;
+        ak_debug ("%s: send: %s", sim->id, zmq_strerror (e));
+        return e == EAGAIN ? AK_EUNAVAIL : AK_EIO;
+    }
+    sim->last_send = ak_clock_mono_ms ();
+    s_check_ready (self, sim);      /* the send may have consumed the read signal */
+    return 0;
+}
+
+static int s_send (s_load_t *self, s_sim_t *sim, Ak__Envelope *env)
+{
+    uint8_t *data = NULL;
+    size_t size = 0;
+    env->seq = ++sim->seq;
+    int rc = ak_envelope_pack (env, &data, &size);
+    if (rc) {
+        self->c.send_failures++;
+        ak_error ("%s: cannot pack a %s: %s", sim->id, ak_envelope_kind (env), ak_strerror (rc));
+        return rc;
+    }
+    rc = s_send_raw (self, sim, data, size);
+    free (data);
+    return rc;
+}
+
+/* HELLO listing every task held without a receipt (they count against the
+   worker's credit and are claimed again), then every unacked receipt. */
+static void s_send_hello (s_load_t *self, s_sim_t *sim)
+{
+    Ak__Device dev = AK__DEVICE__INIT;
+    Ak__Device *devs[1] = { &dev };
+    char *backends[1] = { (char *) S_BACKEND };
+    dev.index = 0;
+    dev.backend = (char *) S_BACKEND;
+    dev.device_class = self->opts.device_class;
+    dev.name = (char *) "akload simulated device (load test, no kernels run)";
+    dev.slots = self->opts.slots;
+
+    Ak__TaskRef *refs = ak_calloc (sim->ntasks ? sim->ntasks : 1, sizeof *refs);
+    Ak__TaskRef **ptrs = ak_calloc (sim->ntasks ? sim->ntasks : 1, sizeof *ptrs);
+    for (size_t i = 0; i < sim->ntasks; i++) {
+        ak__task_ref__init (&refs[i]);
+        refs[i].task_id = sim->tasks[i].receipt->task_id;
+        refs[i].attempt = sim->tasks[i].receipt->attempt;
+        ptrs[i] = &refs[i];
+    }
+    Ak__Hello hello = AK__HELLO__INIT;
+    hello.worker_id = sim->id;
+    hello.host = self->host;
+    hello.pid = self->pid;
+    hello.n_backends = 1;
+    hello.backends = backends;
+    hello.n_devices = 1;
+    hello.devices = devs;
+    hello.slots = self->opts.slots;
+    hello.prefetch = self->opts.prefetch;
+    hello.software_version = (char *) AK_VERSION "-akload";
+    hello.n_running = sim->ntasks;
+    hello.running = ptrs;
+    hello.heartbeat_ms = self->opts.heartbeat_ms;
+
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.body_case = AK__ENVELOPE__BODY_HELLO;
+    env.hello = &hello;
+    if (s_send (self, sim, &env) == 0)
+        self->c.hellos++;
+    free (ptrs);
+    free (refs);
+
+    for (size_t i = 0; i < sim->npending; i++) {
+        s_pending_t *p = &sim->pending[i];
+        if (p->resends >= S_MAX_RESENDS)
+            continue;
+        if (s_send_raw (self, sim, p->data, p->size) == 0) {
+            p->sent = true;
+            p->resends++;
+            self->c.resent++;
+        }
+    }
+}
+
+static void s_send_heartbeat (s_load_t *self, s_sim_t *sim)
+{
+    Ak__Heartbeat hb = AK__HEARTBEAT__INIT;
+    uint64_t cap = (uint64_t) self->opts.slots + self->opts.prefetch;
+    hb.credits = sim->ntasks < cap ? (uint32_t) (cap - sim->ntasks) : 0;
+    hb.unacked = (uint32_t) sim->npending;
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.body_case = AK__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    if (s_send (self, sim, &env) == 0)
+        self->c.heartbeats_sent++;
+}
+
+// ============================================================= connection
+
+static int s_sockopt (void *sock, int opt, int value, const char *name, const char *id)
+{
+    if (zmq_setsockopt (sock, opt, &value, sizeof value) != 0) {
+        ak_error ("%s: zmq_setsockopt (%s): %s", id, name, zmq_strerror (zmq_errno ()));
+        return AK_EIO;
+    }
+    return 0;
+}
+
+/* Closes the socket (linger bounded); unacked receipts stay, to be re-sent
+   on the next socket. */
+static void s_close (s_load_t *self, s_sim_t *sim, int linger_ms)
+{
+    if (sim->sock) {
+        int fd = -1;
+        size_t fdlen = sizeof fd;
+        if (zmq_getsockopt (sim->sock, ZMQ_FD, &fd, &fdlen) != 0)
+            ak_error ("%s: zmq_getsockopt (ZMQ_FD): %s", sim->id, zmq_strerror (zmq_errno ()));
+        else if (epoll_ctl (self->epoll, EPOLL_CTL_DEL, fd, NULL) != 0)
+            ak_error ("%s: epoll_ctl (DEL): %s", sim->id, strerror (errno));
+        s_sockopt (sim->sock, ZMQ_LINGER, linger_ms, "ZMQ_LINGER", sim->id);
+        if (zmq_close (sim->sock) != 0)
+            ak_error ("%s: zmq_close: %s", sim->id, zmq_strerror (zmq_errno ()));
+        sim->sock = NULL;
+    }
+    for (size_t i = 0; i < sim->npending; i++)
+        sim->pending[i].sent = false;
+}
+
+/* Schedules a new socket after the backoff, which then doubles. */
+static void s_reconnect_later (s_load_t *self, s_sim_t *sim, uint64_t now)
+{
+    s_close (self, sim, 0);
+    sim->next_connect = now + sim->backoff_ms;
+    if (sim->next_connect < self->next_wake)
+        self->next_wake = sim->next_connect;
+    sim->backoff_ms = sim->backoff_ms * 2 > self->opts.max_backoff_ms ? self->opts.max_backoff_ms
+                                                                      : sim->backoff_ms * 2;
+}
+
+/* A new DEALER, connected, then HELLO and the unacked receipts. */
+static void s_connect (s_load_t *self, s_sim_t *sim, uint64_t now)
+{
+    void *sock = zmq_socket (self->ctx, ZMQ_DEALER);
+    if (!sock) {
+        ak_error ("%s: cannot create a DEALER socket: %s", sim->id, zmq_strerror (zmq_errno ()));
+        s_reconnect_later (self, sim, now);
+        return;
+    }
+    int64_t max = AK_MAX_MSG_SIZE;
+    int rc = s_sockopt (sock, ZMQ_LINGER, 0, "ZMQ_LINGER", sim->id);
+    if (rc == 0)
+        rc = s_sockopt (sock, ZMQ_SNDHWM, S_HWM, "ZMQ_SNDHWM", sim->id);
+    if (rc == 0)
+        rc = s_sockopt (sock, ZMQ_RCVHWM, S_HWM, "ZMQ_RCVHWM", sim->id);
+    if (rc == 0 && zmq_setsockopt (sock, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0) {
+        ak_error ("%s: zmq_setsockopt (ZMQ_MAXMSGSIZE): %s", sim->id, zmq_strerror (zmq_errno ()));
+        rc = AK_EIO;
+    }
+    if (rc == 0 && zmq_connect (sock, self->opts.endpoint) != 0) {
+        ak_error ("%s: connect %s: %s", sim->id, self->opts.endpoint, zmq_strerror (zmq_errno ()));
+        rc = AK_EIO;
+    }
+    int fd = -1;
+    size_t fdlen = sizeof fd;
+    if (rc == 0 && zmq_getsockopt (sock, ZMQ_FD, &fd, &fdlen) != 0) {
+        ak_error ("%s: zmq_getsockopt (ZMQ_FD): %s", sim->id, zmq_strerror (zmq_errno ()));
+        rc = AK_EIO;
+    }
+    if (rc == 0) {
+        struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u32 = (uint32_t) (sim - self->sims) };
+        if (epoll_ctl (self->epoll, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            ak_error ("%s: epoll_ctl (ADD): %s", sim->id, strerror (errno));
+            rc = AK_EIO;
+        }
+    }
+    if (rc) {
+        if (zmq_close (sock) != 0)
+            ak_error ("%s: zmq_close: %s", sim->id, zmq_strerror (zmq_errno ()));
+        s_reconnect_later (self, sim, now);
+        return;
+    }
+    if (sim->last_recv)
+        self->c.reconnects++;
+    sim->sock = sock;
+    sim->last_recv = now;
+    s_send_hello (self, sim);
+    s_check_ready (self, sim);
+}
+
+// =================================================================== tasks
+
+static char *s_dup_or_empty (const char *s)
+{
+    return ak_strdup (s ? s : "");
+}
+
+/* Turns an ASSIGN (taken) into the receipt the task will send: identity,
+   params and workloads move over, each workload with zero timings. */
+static Ak__Receipt *s_receipt_from (s_load_t *self, s_sim_t *sim, Ak__Assign **assign_p)
+{
+    Ak__Assign *a = *assign_p;
+    *assign_p = NULL;
+    Ak__Receipt *r = ak_malloc (sizeof *r);
+    ak__receipt__init (r);
+    r->task_id = a->task_id;
+    a->task_id = NULL;
+    r->batch_id = a->batch_id;
+    a->batch_id = NULL;
+    r->attempt = a->attempt;
+    r->kind = a->kind;
+    a->kind = NULL;
+    r->op = a->op;
+    a->op = NULL;
+    r->candidate_name = a->candidate_name;
+    a->candidate_name = NULL;
+    r->params = a->params;
+    r->n_params = a->n_params;
+    a->params = NULL;
+    a->n_params = 0;
+    r->worker_id = ak_strdup (sim->id);
+    r->host = ak_strdup (self->host);
+    r->status = ak_strdup ("ok");
+    r->reason = ak_strdup (S_REASON);
+
+    Ak__Device *dev = ak_malloc (sizeof *dev);
+    ak__device__init (dev);
+    dev->backend = ak_strdup (S_BACKEND);
+    dev->device_class = s_dup_or_empty (a->device_class);
+    dev->name = ak_strdup ("akload simulated device (load test, no kernels run)");
+    dev->slots = self->opts.slots;
+    r->device = dev;
+
+    if (a->n_workloads) {
+        r->timings = ak_calloc (a->n_workloads, sizeof *r->timings);
+        for (size_t i = 0; i < a->n_workloads; i++) {
+            Ak__WorkloadTiming *t = ak_malloc (sizeof *t);
+            ak__workload_timing__init (t);
+            t->workload = a->workloads[i];
+            a->workloads[i] = NULL;
+            t->candidate = ak_malloc (sizeof *t->candidate);
+            ak__stats__init (t->candidate);
+            t->baseline = ak_malloc (sizeof *t->baseline);
+            ak__stats__init (t->baseline);
+            r->timings[i] = t;
+        }
+        r->n_timings = a->n_workloads;
+        a->n_workloads = 0;         /* the array goes, its moved elements stay */
+    }
+    /* the strings moved out were NULLed; free_unpacked skips NULL strings */
+    ak__assign__free_unpacked (a, NULL);
+    return r;
+}
+
+static void s_task_free (s_task_t *t)
+{
+    if (t->receipt)
+        ak__receipt__free_unpacked (t->receipt, NULL);
+    t->receipt = NULL;
+}
+
+static void s_pending_free (s_pending_t *p)
+{
+    free (p->task_id);
+    free (p->data);
+    p->task_id = NULL;
+    p->data = NULL;
+}
+
+/* The task at index i finished: its receipt is packed, kept until acked
+   and sent; the task is gone. */
+static void s_finish (s_load_t *self, s_sim_t *sim, size_t i)
+{
+    s_task_t t = sim->tasks[i];
+    sim->tasks[i] = sim->tasks[--sim->ntasks];
+    Ak__Receipt *r = t.receipt;
+    r->started_at_ms = t.started_wall;
+    r->finished_at_ms = ak_clock_wall_ms ();
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.body_case = AK__ENVELOPE__BODY_RECEIPT;
+    env.receipt = r;
+    env.seq = ++sim->seq;
+    uint8_t *data = NULL;
+    size_t size = 0;
+    int rc = ak_envelope_pack (&env, &data, &size);
+    if (rc) {
+        ak_error ("%s: receipt for task %s cannot be packed: %s", sim->id, r->task_id, ak_strerror (rc));
+        s_task_free (&t);
+        return;
+    }
+    if (sim->npending == sim->cap_pending) {
+        sim->cap_pending = sim->cap_pending ? sim->cap_pending * 2 : 4;
+        sim->pending = ak_realloc (sim->pending, sim->cap_pending * sizeof *sim->pending);
+    }
+    s_pending_t *p = &sim->pending[sim->npending++];
+    memset (p, 0, sizeof *p);
+    p->task_id = r->task_id;
+    r->task_id = NULL;
+    p->attempt = r->attempt;
+    p->assigned_ns = t.assigned_ns;
+    p->data = data;
+    p->size = size;
+    s_task_free (&t);
+    self->c.receipts++;
+    if (s_send_raw (self, sim, p->data, p->size) == 0)
+        p->sent = true;
+}
+
+/* Starts waiting tasks while a slot is free (STARTED goes out at once) and
+   finishes those that are due. */
+static void s_run_tasks (s_load_t *self, s_sim_t *sim, uint64_t now)
+{
+    size_t running = 0;
+    for (size_t i = 0; i < sim->ntasks; i++)
+        running += sim->tasks[i].running;
+    for (size_t i = 0; i < sim->ntasks && running < self->opts.slots; i++) {
+        s_task_t *t = &sim->tasks[i];
+        if (t->running)
+            continue;
+        t->running = true;
+        t->due_ms = now + self->opts.task_ms;
+        t->started_wall = ak_clock_wall_ms ();
+        running++;
+        Ak__TaskStarted st = AK__TASK_STARTED__INIT;
+        st.task_id = t->receipt->task_id;
+        st.attempt = t->receipt->attempt;
+        st.device = 0;
+        Ak__Envelope env = AK__ENVELOPE__INIT;
+        env.body_case = AK__ENVELOPE__BODY_STARTED;
+        env.started = &st;
+        if (s_send (self, sim, &env) == 0)
+            self->c.started++;
+    }
+    bool again = false;
+    for (size_t i = 0; i < sim->ntasks;) {
+        s_task_t *t = &sim->tasks[i];
+        if (t->running && t->due_ms <= now) {
+            s_finish (self, sim, i);
+            again = true;
+            continue;                       /* index i now holds another task */
+        }
+        if (t->running && t->due_ms < self->next_wake)
+            self->next_wake = t->due_ms;
+        i++;
+    }
+    if (again && sim->ntasks)
+        s_run_tasks (self, sim, now);
+}
+
+// ================================================================ receiving
+
+static void s_on_assign (s_load_t *self, s_sim_t *sim, Ak__Envelope *env, uint64_t now_ns, uint64_t now)
+{
+    Ak__Assign *a = env->assign;
+    env->assign = NULL;
+    env->body_case = AK__ENVELOPE__BODY__NOT_SET;
+    self->c.assigns++;
+    /* a task given again (a new attempt after a re-registration) replaces
+       the copy held */
+    for (size_t i = 0; i < sim->ntasks; i++)
+        if (strcmp (sim->tasks[i].receipt->task_id, a->task_id) == 0) {
+            s_task_free (&sim->tasks[i]);
+            sim->tasks[i] = sim->tasks[--sim->ntasks];
+            break;
+        }
+    if (sim->ntasks == sim->cap_tasks) {
+        sim->cap_tasks = sim->cap_tasks ? sim->cap_tasks * 2 : 4;
+        sim->tasks = ak_realloc (sim->tasks, sim->cap_tasks * sizeof *sim->tasks);
+    }
+    s_task_t *t = &sim->tasks[sim->ntasks++];
+    memset (t, 0, sizeof *t);
+    t->receipt = s_receipt_from (self, sim, &a);
+    t->assigned_ns = now_ns;
+    s_run_tasks (self, sim, now);
+}
+
+static void s_lat_add (s_load_t *self, uint64_t ns)
+{
+    if (self->nlat == self->cap_lat) {
+        self->cap_lat = self->cap_lat ? self->cap_lat * 2 : 65536;
+        self->lat_us = ak_realloc (self->lat_us, self->cap_lat * sizeof *self->lat_us);
+    }
+    uint64_t us = ns / 1000;
+    self->lat_us[self->nlat++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t) us;
+}
+
+static void s_on_ack (s_load_t *self, s_sim_t *sim, const Ak__Ack *ack, uint64_t now_ns)
+{
+    self->c.acks++;
+    if (ack->duplicate)
+        self->c.acks_duplicate++;
+    for (size_t i = 0; i < sim->npending; i++) {
+        s_pending_t *p = &sim->pending[i];
+        if (p->attempt != ack->attempt || strcmp (p->task_id, ack->task_id) != 0)
+            continue;
+        if (now_ns >= self->window_ns) {
+            if (!self->c.window_acks)
+                self->first_ack_ns = now_ns;
+            self->last_ack_ns = now_ns;
+            self->c.window_acks++;
+            s_lat_add (self, now_ns - p->assigned_ns);
+        }
+        s_pending_free (p);
+        sim->pending[i] = sim->pending[--sim->npending];
+        return;
+    }
+    self->c.acks_unknown++;
+}
+
+static void s_on_frame (s_load_t *self, s_sim_t *sim, const void *data, size_t size)
+{
+    Ak__Envelope *env = NULL;
+    ak_err_t err = { 0 };
+    uint64_t now_ns = ak_clock_mono_ns ();
+    uint64_t now = now_ns / 1000000;
+    if (ak_envelope_unpack (data, size, AK_MAX_MSG_SIZE, &env, &err) != 0) {
+        self->c.rejected++;
+        ak_warn ("%s: message from the coordinator refused: %s", sim->id, err.msg);
+        return;
+    }
+    sim->last_recv = now;
+    if (env->body_case != AK__ENVELOPE__BODY_DISCONNECT)
+        sim->backoff_ms = self->opts.backoff_ms;        /* registered and heard */
+    switch (env->body_case) {
+        case AK__ENVELOPE__BODY_HEARTBEAT:
+            self->c.heartbeats_recv++;
+            break;
+        case AK__ENVELOPE__BODY_ASSIGN:
+            s_on_assign (self, sim, env, now_ns, now);
+            break;
+        case AK__ENVELOPE__BODY_ACK:
+            s_on_ack (self, sim, env->ack, now_ns);
+            break;
+        case AK__ENVELOPE__BODY_DISCONNECT:
+            self->c.disconnects++;
+            ak_info ("%s: coordinator says DISCONNECT (%s): new socket in %u ms", sim->id,
+                     env->disconnect->reason, sim->backoff_ms);
+            s_reconnect_later (self, sim, now);
+            break;
+        default:
+            self->c.rejected++;
+            ak_warn ("%s: unexpected %s from the coordinator ignored", sim->id, ak_envelope_kind (env));
+            break;
+    }
+    ak_envelope_free (&env);
+}
+
+/* Reads what waits on sim's socket, at most S_DRAIN_MAX messages; a socket
+   not read down to EAGAIN stays ready. */
+static void s_drain (s_load_t *self, s_sim_t *sim)
+{
+    for (int i = 0; sim->sock; i++) {
+        if (i == S_DRAIN_MAX) {
+            s_mark_ready (self, sim);
+            return;
+        }
+        zmq_msg_t msg;
+        if (zmq_msg_init (&msg) != 0) {
+            ak_error ("%s: zmq_msg_init: %s", sim->id, zmq_strerror (zmq_errno ()));
+            return;
+        }
+        if (zmq_msg_recv (&msg, sim->sock, ZMQ_DONTWAIT) < 0) {
+            int e = zmq_errno ();
+            if (zmq_msg_close (&msg) != 0)
+                ak_error ("%s: zmq_msg_close: %s", sim->id, zmq_strerror (zmq_errno ()));
+            if (e != EAGAIN && e != EINTR)
+                ak_warn ("%s: receive: %s", sim->id, zmq_strerror (e));
+            return;
+        }
+        bool more = zmq_msg_more (&msg);
+        if (more) {
+            self->c.rejected++;
+            ak_warn ("%s: multi-frame message from the coordinator refused", sim->id);
+            while (more) {
+                if (zmq_msg_close (&msg) != 0 || zmq_msg_init (&msg) != 0
+                    || zmq_msg_recv (&msg, sim->sock, ZMQ_DONTWAIT) < 0)
+                    break;
+                more = zmq_msg_more (&msg);
+            }
+        }
+        else
+            s_on_frame (self, sim, zmq_msg_data (&msg), zmq_msg_size (&msg));
+        if (zmq_msg_close (&msg) != 0)
+            ak_error ("%s: zmq_msg_close: %s", sim->id, zmq_strerror (zmq_errno ()));
+    }
+}
+
+// ==================================================================== timers
+
+/* Heartbeats, coordinator liveness, reconnects, due tasks, receipts not
+   handed over yet; keeps self->next_wake the earliest timer of all. */
+static void s_timers (s_load_t *self, s_sim_t *sim, uint64_t now)
+{
+    uint64_t hb = self->opts.heartbeat_ms;
+    uint64_t dead_after = (uint64_t) self->opts.liveness * hb;
+    uint64_t wake;
+    if (sim->sock) {
+        if (now - sim->last_recv > dead_after) {
+            self->c.silences++;
+            ak_info ("%s: coordinator silent for %" PRIu64 " ms: new socket in %u ms", sim->id,
+                     now - sim->last_recv, sim->backoff_ms);
+            s_reconnect_later (self, sim, now);
+            wake = sim->next_connect;
+        }
+        else {
+            if (now - sim->last_send >= hb)
+                s_send_heartbeat (self, sim);
+            for (size_t i = 0; i < sim->npending; i++) {
+                s_pending_t *p = &sim->pending[i];
+                if (!p->sent && s_send_raw (self, sim, p->data, p->size) == 0)
+                    p->sent = true;
+            }
+            wake = sim->last_send + hb;
+            uint64_t silent = sim->last_recv + dead_after + 1;
+            if (silent < wake)
+                wake = silent;
+        }
+    }
+    else {
+        if (now >= sim->next_connect)
+            s_connect (self, sim, now);
+        wake = sim->sock ? now + hb : sim->next_connect;
+    }
+    if (wake < self->next_wake)
+        self->next_wake = wake;
+    if (sim->ntasks)
+        s_run_tasks (self, sim, now);
+}
+
+static void s_all_timers (s_load_t *self, uint64_t now)
+{
+    self->next_wake = now + S_POLL_MAX_MS;
+    for (uint32_t i = 0; i < self->opts.workers; i++)
+        s_timers (self, &self->sims[i], now);
+}
+
+/* Reads every socket of the ready list (which may fill again meanwhile). */
+static void s_read_ready (s_load_t *self)
+{
+    size_t n = self->nready;
+    memcpy (self->batch, self->ready, n * sizeof *self->ready);
+    self->nready = 0;
+    for (size_t i = 0; i < n; i++) {
+        s_sim_t *sim = &self->sims[self->batch[i]];
+        sim->ready = false;
+        s_drain (self, sim);
+    }
+}
+
+// ================================================================ statistics
+
+static int s_cmp_u32 (const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *) a, y = *(const uint32_t *) b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of the sorted latencies, in ms. */
+static double s_pct (const s_load_t *self, double q)
+{
+    if (!self->nlat)
+        return 0;
+    size_t k = (size_t) (q * (double) self->nlat + 0.999999);
+    if (k < 1)
+        k = 1;
+    if (k > self->nlat)
+        k = self->nlat;
+    return self->lat_us[k - 1] / 1000.0;
+}
+
+/* The statistics as a JSON object (the caller's). */
+static json_t *s_stats_json (s_load_t *self)
+{
+    qsort (self->lat_us, self->nlat, sizeof *self->lat_us, s_cmp_u32);
+    double window_s = self->end_ns > self->window_ns ? (double) (self->end_ns - self->window_ns) / 1e9 : 0;
+    double total_s = (double) (self->end_ns - self->start_ns) / 1e9;
+    double sum = 0;
+    for (size_t i = 0; i < self->nlat; i++)
+        sum += self->lat_us[i];
+    size_t unacked = 0, held = 0;
+    uint32_t connected = 0;
+    for (uint32_t i = 0; i < self->opts.workers; i++) {
+        unacked += self->sims[i].npending;
+        held += self->sims[i].ntasks;
+        connected += self->sims[i].sock != NULL;
+    }
+    const s_counters_t *c = &self->c;
+    json_t *o = json_pack ("{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:f, s:f}",
+                           "tool", "akload (load test: no kernel ran)", "coordinator", self->opts.endpoint,
+                           "workers", (json_int_t) self->opts.workers, "device_class", self->opts.device_class,
+                           "slots", (json_int_t) self->opts.slots, "prefetch", (json_int_t) self->opts.prefetch,
+                           "task_ms", (json_int_t) self->opts.task_ms, "elapsed_s", total_s,
+                           "window_s", window_s);
+    json_t *counts = json_pack ("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                                "assigns", (json_int_t) c->assigns, "started", (json_int_t) c->started,
+                                "receipts_sent", (json_int_t) c->receipts, "receipts_resent", (json_int_t) c->resent,
+                                "acks_received", (json_int_t) c->acks,
+                                "duplicates_acked", (json_int_t) c->acks_duplicate,
+                                "acks_unknown", (json_int_t) c->acks_unknown, "hellos", (json_int_t) c->hellos,
+                                "reconnects", (json_int_t) c->reconnects,
+                                "disconnects_received", (json_int_t) c->disconnects,
+                                "coordinator_silences", (json_int_t) c->silences,
+                                "send_failures", (json_int_t) c->send_failures,
+                                "rejected", (json_int_t) c->rejected,
+                                "unacked_at_exit", (json_int_t) unacked, "held_at_exit", (json_int_t) held);
+    json_t *lat = json_pack ("{s:I, s:f, s:f, s:f, s:f, s:f}", "n", (json_int_t) self->nlat,
+                             "p50_ms", s_pct (self, 0.50), "p99_ms", s_pct (self, 0.99),
+                             "p999_ms", s_pct (self, 0.999), "max_ms", s_pct (self, 1.0),
+                             "mean_ms", self->nlat ? sum / (double) self->nlat / 1000.0 : 0.0);
+    if (!o || !counts || !lat)
+        abort ();
+    json_object_set_new (o, "counts", counts);
+    json_object_set_new (o, "dispatch_to_ack_latency", lat);
+    json_object_set_new (o, "round_trips", json_integer ((json_int_t) c->window_acks));
+    json_object_set_new (o, "round_trips_per_s",
+                         json_real (window_s > 0 ? (double) c->window_acks / window_s : 0.0));
+    /* the rate while acks were coming, for runs whose queue ran dry */
+    double busy_s = (double) (self->last_ack_ns - self->first_ack_ns) / 1e9;
+    json_object_set_new (o, "busy_round_trips_per_s",
+                         json_real (busy_s > 0 ? (double) (c->window_acks - 1) / busy_s : 0.0));
+    json_object_set_new (o, "connected_at_exit", json_integer (connected));
+    return o;
+}
+
+static void s_print_stats (s_load_t *self, json_t *o)
+{
+    json_t *counts = json_object_get (o, "counts");
+    json_t *lat = json_object_get (o, "dispatch_to_ack_latency");
+    printf ("akload (load test, no kernel ran): %u workers on %s for %.1f s (window %.1f s after %u s warm-up)\n",
+            self->opts.workers, self->opts.endpoint, json_real_value (json_object_get (o, "elapsed_s")),
+            json_real_value (json_object_get (o, "window_s")), self->opts.warmup_s);
+    printf ("  receipts sent %" JSON_INTEGER_FORMAT " (re-sent %" JSON_INTEGER_FORMAT "), acks received %"
+            JSON_INTEGER_FORMAT ", duplicates acked %" JSON_INTEGER_FORMAT ", unacked at exit %" JSON_INTEGER_FORMAT "\n",
+            json_integer_value (json_object_get (counts, "receipts_sent")),
+            json_integer_value (json_object_get (counts, "receipts_resent")),
+            json_integer_value (json_object_get (counts, "acks_received")),
+            json_integer_value (json_object_get (counts, "duplicates_acked")),
+            json_integer_value (json_object_get (counts, "unacked_at_exit")));
+    printf ("  round trips %" JSON_INTEGER_FORMAT " = %.0f/s; dispatch->ack latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+            json_integer_value (json_object_get (o, "round_trips")),
+            json_real_value (json_object_get (o, "round_trips_per_s")),
+            json_real_value (json_object_get (lat, "p50_ms")), json_real_value (json_object_get (lat, "p99_ms")),
+            json_real_value (json_object_get (lat, "max_ms")));
+    printf ("  hellos %" JSON_INTEGER_FORMAT ", reconnects %" JSON_INTEGER_FORMAT ", disconnects received %"
+            JSON_INTEGER_FORMAT ", send failures %" JSON_INTEGER_FORMAT "\n",
+            json_integer_value (json_object_get (counts, "hellos")),
+            json_integer_value (json_object_get (counts, "reconnects")),
+            json_integer_value (json_object_get (counts, "disconnects_received")),
+            json_integer_value (json_object_get (counts, "send_failures")));
+    fflush (stdout);
+}
+
+// ================================================================ lifecycle
+
+/* Raises the open-file limit to what n sockets need (each DEALER holds a
+   mailbox descriptor and a TCP connection). */
+static int s_raise_fd_limit (uint32_t workers, ak_err_t *err)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t) workers * 3 + 256;
+    if (getrlimit (RLIMIT_NOFILE, &rl) != 0)
+        return ak_err_set (err, AK_EIO, "getrlimit (RLIMIT_NOFILE): %s", strerror (errno));
+    if (rl.rlim_cur >= need)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
+        return ak_err_set (err, AK_EINVAL, "%u workers need about %llu open files, the hard limit is %llu "
+                           "(raise it with ulimit -Hn)", workers, (unsigned long long) need,
+                           (unsigned long long) rl.rlim_max);
+    rl.rlim_cur = need;
+    if (setrlimit (RLIMIT_NOFILE, &rl) != 0)
+        return ak_err_set (err, AK_EIO, "setrlimit (RLIMIT_NOFILE, %llu): %s", (unsigned long long) need,
+                           strerror (errno));
+    return 0;
+}
+
+static int s_load_new (const s_opts_t *opts, s_load_t **self_p, ak_err_t *err)
+{
+    *self_p = NULL;
+    int rc = s_raise_fd_limit (opts->workers, err);
+    if (rc)
+        return rc;
+    s_load_t *self = ak_calloc (1, sizeof *self);
+    self->opts = *opts;
+    if (gethostname (self->host, sizeof self->host - 1) != 0)
+        snprintf (self->host, sizeof self->host, "localhost");
+    self->pid = (uint32_t) getpid ();
+    self->ctx = zmq_ctx_new ();
+    if (!self->ctx) {
+        free (self);
+        return ak_err_set (err, AK_EIO, "zmq_ctx_new: %s", zmq_strerror (zmq_errno ()));
+    }
+    if (zmq_ctx_set (self->ctx, ZMQ_MAX_SOCKETS, (int) opts->workers + 64) != 0) {
+        rc = ak_err_set (err, AK_EIO, "zmq_ctx_set (ZMQ_MAX_SOCKETS, %u): %s", opts->workers + 64,
+                         zmq_strerror (zmq_errno ()));
+        if (zmq_ctx_term (self->ctx) != 0)
+            ak_error ("zmq_ctx_term: %s", zmq_strerror (zmq_errno ()));
+        free (self);
+        return rc;
+    }
+    self->epoll = epoll_create1 (EPOLL_CLOEXEC);
+    if (self->epoll < 0) {
+        rc = ak_err_set (err, AK_EIO, "epoll_create1: %s", strerror (errno));
+        if (zmq_ctx_term (self->ctx) != 0)
+            ak_error ("zmq_ctx_term: %s", zmq_strerror (zmq_errno ()));
+        free (self);
+        return rc;
+    }
+    self->sims = ak_calloc (opts->workers, sizeof *self->sims);
+    self->ready = ak_calloc (opts->workers, sizeof *self->ready);
+    self->batch = ak_calloc (opts->workers, sizeof *self->batch);
+    for (uint32_t i = 0; i < opts->workers; i++) {
+        s_sim_t *sim = &self->sims[i];
+        snprintf (sim->id, sizeof sim->id, "%s-%u", opts->prefix, i + 1);
+        sim->backoff_ms = opts->backoff_ms;
+    }
+    *self_p = self;
+    return 0;
+}
+
+static void s_load_destroy (s_load_t **self_p)
+{
+    if (self_p && *self_p) {
+        s_load_t *self = *self_p;
+        for (uint32_t i = 0; i < self->opts.workers; i++) {
+            s_sim_t *sim = &self->sims[i];
+            s_close (self, sim, S_LINGER_MS);
+            for (size_t k = 0; k < sim->ntasks; k++)
+                s_task_free (&sim->tasks[k]);
+            free (sim->tasks);
+            for (size_t k = 0; k < sim->npending; k++)
+                s_pending_free (&sim->pending[k]);
+            free (sim->pending);
+        }
+        if (zmq_ctx_term (self->ctx) != 0)
+            ak_error ("zmq_ctx_term: %s", zmq_strerror (zmq_errno ()));
+        if (close (self->epoll) != 0)
+            ak_error ("close (epoll): %s", strerror (errno));
+        free (self->sims);
+        free (self->ready);
+        free (self->batch);
+        free (self->lat_us);
+        free (self);
+        *self_p = NULL;
+    }
+}
+
+/* Runs until a signal or the duration; 0, or an error from epoll_wait. */
+static int s_load_run (s_load_t *self, ak_err_t *err)
+{
+    uint64_t now = ak_clock_mono_ms ();
+    self->start_ns = ak_clock_mono_ns ();
+    self->window_ns = self->start_ns + (uint64_t) self->opts.warmup_s * 1000000000ull;
+    uint64_t end = self->opts.duration_s ? now + (uint64_t) self->opts.duration_s * 1000 : 0;
+    uint64_t next_progress = now + S_PROGRESS_MS;
+    uint64_t last_acks = 0;
+    int rc = 0;
+    ak_info ("%u simulated workers (%s-1 .. %s-%u, class %s, slots %u, prefetch %u, task %u ms) "
+             "against %s: a load test, no kernel runs", self->opts.workers, self->opts.prefix,
+             self->opts.prefix, self->opts.workers, self->opts.device_class, self->opts.slots,
+             self->opts.prefetch, self->opts.task_ms, self->opts.endpoint);
+    s_all_timers (self, now);
+    while (!s_stop) {
+        now = ak_clock_mono_ms ();
+        if (end && now >= end)
+            break;
+        uint64_t wake = self->next_wake;
+        if (end && end < wake)
+            wake = end;
+        int timeout = self->nready || wake <= now ? 0 : (int) (wake - now);
+        struct epoll_event evs[S_EVENTS];
+        int n = epoll_wait (self->epoll, evs, S_EVENTS, timeout);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = ak_err_set (err, AK_EIO, "epoll_wait: %s", strerror (errno));
+            break;
+        }
+        for (int i = 0; i < n; i++)
+            if (evs[i].data.u32 < self->opts.workers)
+                s_mark_ready (self, &self->sims[evs[i].data.u32]);
+        s_read_ready (self);
+        now = ak_clock_mono_ms ();
+        if (now >= self->next_wake)
+            s_all_timers (self, now);
+        if (now >= next_progress) {
+            size_t unacked = 0;
+            for (uint32_t i = 0; i < self->opts.workers; i++)
+                unacked += self->sims[i].npending;
+            ak_info ("progress: %" PRIu64 " acks (%.0f/s over the last %d s), %zu receipts unacked, "
+                     "%" PRIu64 " reconnects", self->c.acks,
+                     (double) (self->c.acks - last_acks) * 1000.0 / S_PROGRESS_MS, S_PROGRESS_MS / 1000,
+                     unacked, self->c.reconnects);
+            last_acks = self->c.acks;
+            next_progress = now + S_PROGRESS_MS;
+        }
+    }
+    self->end_ns = ak_clock_mono_ns ();
+    /* leaving: the coordinator re-queues what we held at once */
+    for (uint32_t i = 0; i < self->opts.workers; i++) {
+        s_sim_t *sim = &self->sims[i];
+        if (!sim->sock)
+            continue;
+        Ak__Disconnect d = AK__DISCONNECT__INIT;
+        d.reason = (char *) "akload stopping";
+        Ak__Envelope env = AK__ENVELOPE__INIT;
+        env.body_case = AK__ENVELOPE__BODY_DISCONNECT;
+        env.disconnect = &d;
+        s_send (self, sim, &env);
+    }
+    return rc;
+}
+
+// ==================================================================== main
+
+static void s_usage (FILE *out)
+{
+    fprintf (out,
+        "usage: akload --coordinator EP --workers N [options]\n"
+        "\n"
+        "A LOAD-TEST tool: simulates N workers against akcoord, each its own DEALER\n"
+        "socket speaking the real worker protocol, none running a kernel.  Every\n"
+        "ASSIGN gets STARTED and, --task-ms later, a receipt with status \"ok\",\n"
+        "reason \"" S_REASON "\" and zero timings.\n"
+        "Point it only at a coordinator whose batches exist for load tests.\n"
+        "\n"
+        "  --coordinator EP     the coordinator's worker endpoint, tcp:// or ipc:// (required)\n"
+        "  --workers N          simulated workers, 1..%d (required)\n"
+        "  --prefix P           worker ids are P-1 .. P-N (default load)\n"
+        "  --class C            device class of every simulated device (default host)\n"
+        "  --slots S            slots per worker (default 1)\n"
+        "  --prefetch P         prefetch per worker (default 1)\n"
+        "  --task-ms MS         time from STARTED to RECEIPT (default 0)\n"
+        "  --duration-s S       stop after S seconds (default 0: until SIGTERM/SIGINT)\n"
+        "  --warmup-s S         leave the first S seconds out of the round-trip rate and\n"
+        "                       the latencies (default 0)\n"
+        "  --stats-json FILE    write the statistics there as JSON on exit\n"
+        "  --heartbeat-ms N     heartbeat interval, 10..60000 (default 1000)\n"
+        "  --liveness N         silent intervals before the coordinator is dead (default 3)\n"
+        "  --backoff-ms N       first reconnect delay, doubling up to 32x (default 1000)\n"
+        "  --log-level LEVEL    debug | info | warn | error | quiet (default info)\n"
+        "  --help               this text\n"
+        "\n"
+        "Statistics (stdout, and --stats-json): receipts sent, acks received, duplicates\n"
+        "acked, round trips per second (acks after the warm-up / window) and the\n"
+        "dispatch->ack latency from ASSIGN received to ACK received (p50, p99, max).\n"
+        "Exit status: 0 after SIGTERM/SIGINT or the duration, 1 on a failure, 2 for bad flags.\n",
+        S_MAX_WORKERS);
+}
+
+static int s_bad (const char *fmt, const char *a)
+{
+    fprintf (stderr, "akload: ");
+    fprintf (stderr, fmt, a);
+    fprintf (stderr, "\nTry 'akload --help'.\n");
+    return 2;
+}
+
+static int s_uint (const char *flag, const char *text, int64_t lo, int64_t hi, uint32_t *out)
+{
+    int64_t v;
+    if (ak_parse_i64 (text, &v) || v < lo || v > hi) {
+        fprintf (stderr, "akload: %s: '%s' is not an integer in %lld..%lld\nTry 'akload --help'.\n",
+                 flag, text, (long long) lo, (long long) hi);
+        return 2;
+    }
+    *out = (uint32_t) v;
+    return 0;
+}
+
+static bool s_printable (const char *s, size_t max)
+{
+    size_t n = strlen (s);
+    if (n == 0 || n > max)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char) s[i] <= 0x20 || (unsigned char) s[i] >= 0x7f)
+            return false;
+    return true;
+}
+
+int main (int argc, char **argv)
+{
+    enum { O_COORD = 1, O_WORKERS, O_PREFIX, O_CLASS, O_SLOTS, O_PREFETCH, O_TASK, O_DUR, O_WARM,
+           O_JSON, O_HB, O_LIVE, O_BACKOFF, O_LOG, O_HELP };
+    static const struct option longopts[] = {
+        { "coordinator", required_argument, NULL, O_COORD },
+        { "workers", required_argument, NULL, O_WORKERS },
+        { "prefix", required_argument, NULL, O_PREFIX },
+        { "class", required_argument, NULL, O_CLASS },
+        { "slots", required_argument, NULL, O_SLOTS },
+        { "prefetch", required_argument, NULL, O_PREFETCH },
+        { "task-ms", required_argument, NULL, O_TASK },
+        { "duration-s", required_argument, NULL, O_DUR },
+        { "warmup-s", required_argument, NULL, O_WARM },
+        { "stats-json", required_argument, NULL, O_JSON },
+        { "heartbeat-ms", required_argument, NULL, O_HB },
+        { "liveness", required_argument, NULL, O_LIVE },
+        { "backoff-ms", required_argument, NULL, O_BACKOFF },
+        { "log-level", required_argument, NULL, O_LOG },
+        { "help", no_argument, NULL, O_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    s_opts_t opts = {
+        .prefix = "load", .device_class = "host", .slots = 1, .prefetch = 1,
+        .heartbeat_ms = 1000, .liveness = 3, .backoff_ms = 1000,
+    };
+    int level = AK_LOG_INFO;
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long (argc, argv, ":", longopts, NULL)) != -1) {
+        int rc = 0;
+        switch (opt) {
+            case O_COORD:    opts.endpoint = optarg; break;
+            case O_WORKERS:  rc = s_uint ("--workers", optarg, 1, S_MAX_WORKERS, &opts.workers); break;
+            case O_PREFIX:   opts.prefix = optarg; break;
+            case O_CLASS:    opts.device_class = optarg; break;
+            case O_SLOTS:    rc = s_uint ("--slots", optarg, 1, 65536, &opts.slots); break;
+            case O_PREFETCH: rc = s_uint ("--prefetch", optarg, 0, 65536, &opts.prefetch); break;
+            case O_TASK:     rc = s_uint ("--task-ms", optarg, 0, 3600000, &opts.task_ms); break;
+            case O_DUR:      rc = s_uint ("--duration-s", optarg, 0, 86400 * 7, &opts.duration_s); break;
+            case O_WARM:     rc = s_uint ("--warmup-s", optarg, 0, 86400, &opts.warmup_s); break;
+            case O_JSON:     opts.stats_json = optarg; break;
+            case O_HB:       rc = s_uint ("--heartbeat-ms", optarg, 10, 60000, &opts.heartbeat_ms); break;
+            case O_LIVE:     rc = s_uint ("--liveness", optarg, 1, 100, &opts.liveness); break;
+            case O_BACKOFF:  rc = s_uint ("--backoff-ms", optarg, 1, 32000, &opts.backoff_ms); break;
+            case O_LOG:
+                level = ak_log_parse_level (optarg);
+                if (level < 0)
+                    return s_bad ("--log-level: '%s' is not one of debug, info, warn, error, quiet", optarg);
+                break;
+            case O_HELP:
+                s_usage (stdout);
+                return 0;
+            case ':':
+                return s_bad ("%s needs a value", argv[optind - 1]);
+            default:
+                return s_bad ("unknown option '%s'", argv[optind - 1]);
+        }
+        if (rc)
+            return rc;
+    }
+    if (optind < argc)
+        return s_bad ("unexpected argument '%s'", argv[optind]);
+    if (!opts.endpoint)
+        return s_bad ("--coordinator EP is required%s", "");
+    if ((strncmp (opts.endpoint, "tcp://", 6) != 0 && strncmp (opts.endpoint, "ipc://", 6) != 0)
+        || strlen (opts.endpoint) <= 6)
+        return s_bad ("--coordinator: '%s' is not a tcp:// or ipc:// endpoint", opts.endpoint);
+    if (!opts.workers)
+        return s_bad ("--workers N is required%s", "");
+    char longest[S_MAX_ID + 64];
+    snprintf (longest, sizeof longest, "%s-%u", opts.prefix, opts.workers);
+    if (!*opts.prefix || !s_printable (longest, S_MAX_ID))
+        return s_bad ("--prefix: '%s' must make worker ids of 1..128 printable characters without spaces",
+                      opts.prefix);
+    if (!s_printable (opts.device_class, S_MAX_CLASS))
+        return s_bad ("--class: '%s' must be 1..64 printable characters without spaces", opts.device_class);
+    if (opts.warmup_s && opts.duration_s && opts.warmup_s >= opts.duration_s)
+        return s_bad ("--warmup-s must be shorter than --duration-s%s", "");
+    opts.max_backoff_ms = opts.backoff_ms * 32;     /* 1 s doubling to 32 s by default */
+
+    ak_log_set_ident ("akload");
+    ak_log_set_level ((ak_log_level_t) level);
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigemptyset (&sa.sa_mask);
+    if (sigaction (SIGINT, &sa, NULL) != 0 || sigaction (SIGTERM, &sa, NULL) != 0) {
+        perror ("akload: sigaction");
+        return 1;
+    }
+    signal (SIGPIPE, SIG_IGN);
+
+    ak_err_t err = { 0 };
+    s_load_t *load = NULL;
+    int rc = s_load_new (&opts, &load, &err);
+    if (rc) {
+        ak_error ("cannot start: %s", err.msg);
+        return 1;
+    }
+    rc = s_load_run (load, &err);
+    if (rc)
+        ak_error ("%s", err.msg);
+    json_t *stats = s_stats_json (load);
+    s_print_stats (load, stats);
+    if (opts.stats_json) {
+        char *text = json_dumps (stats, JSON_INDENT (2) | JSON_SORT_KEYS);
+        ak_err_t werr = { 0 };
+        if (!text || ak_file_write_atomic (opts.stats_json, text, strlen (text), &werr) != 0) {
+            ak_error ("--stats-json: %s", text ? werr.msg : "cannot encode the statistics");
+            rc = rc ? rc : AK_EIO;
+        }
+        free (text);
+    }
+    json_decref (stats);
+    s_load_destroy (&load);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,237 @@
+/*  tests/fault/test_partition.c: a network partition between some workers
+    and the coordinator, then heal.
+
+    The test makes a network namespace joined to this one by a veth pair
+    (ip netns, ip link: root is needed, the test skips saying why without
+    it).  The coordinator listens on the veth address; akload "far"
+    workers run inside the namespace, akload "near" workers outside.  With
+    the batch under way the veth link goes down (packets vanish, no reset:
+    a real partition) long enough for the far workers to be declared dead;
+    the near ones carry on with their tasks.  Then the link comes up.
+
+    Proves: during the partition the far workers are dead and their tasks
+    run elsewhere while the batch keeps moving; after the heal they
+    register again on their own and deliver what they finished meanwhile;
+    the batch completes with exactly one accepted receipt per task, the
+    late copies stored as duplicates, nothing counted twice. */
+#include "fault.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static ak_fault_coord_t *s_c;
+static char s_ns[32], s_host_if[16], s_ns_if[16];
+static char s_ip_bin[64];
+
+/* Runs `ip ARGS` (in the namespace when ns); returns its exit code. */
+static int s_ip (bool ns, const char *fmt, const char *a, const char *b)
+{
+    char args[256];
+    snprintf (args, sizeof args, fmt, a, b);
+    char *cmd = ns ? ak_sprintf ("%s netns exec %s %s %s 2>&1", s_ip_bin, s_ns, s_ip_bin, args)
+                   : ak_sprintf ("%s %s 2>&1", s_ip_bin, args);
+    char *out = NULL;
+    int rc = ak_test_run (cmd, &out);
+    if (rc != 0)
+        fprintf (stderr, "'%s' failed (%d): %s", cmd, rc, out ? out : "");
+    free (out);
+    free (cmd);
+    return rc;
+}
+
+static int s_teardown (void **state)
+{
+    ak_fault_coord_destroy (&s_c, 60);
+    if (s_ns[0]) {
+        s_ip (false, "netns del %s%s", s_ns, "");       /* the veth pair goes with it */
+        s_ns[0] = '\0';
+    }
+    return 0;
+}
+
+/* Why the namespace cannot be made, or NULL. */
+static const char *s_cannot (void)
+{
+    static const char *paths[] = { "/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip" };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0] && !s_ip_bin[0]; i++)
+        if (access (paths[i], X_OK) == 0)
+            snprintf (s_ip_bin, sizeof s_ip_bin, "%s", paths[i]);
+    if (!s_ip_bin[0])
+        return "no `ip` program (iproute2) on this host";
+    if (geteuid () != 0)
+        return "network namespaces and veth pairs need root (CAP_NET_ADMIN)";
+    return NULL;
+}
+
+static int64_t s_worker_int (ak_fault_coord_t *c, const char *id, const char *key, const char **state)
+{
+    json_t *all = ak_fault_json (c, "workers", NULL, NULL);
+    size_t i;
+    json_t *w;
+    int64_t v = -1;
+    static char st[16];
+    st[0] = '\0';
+    json_array_foreach (json_object_get (all, "workers"), i, w)
+        if (strcmp (json_string_value (json_object_get (w, "worker_id")), id) == 0) {
+            v = (int64_t) json_integer_value (json_object_get (w, key));
+            snprintf (st, sizeof st, "%s", json_string_value (json_object_get (w, "state")));
+        }
+    json_decref (all);
+    if (state)
+        *state = st;
+    return v;
+}
+
+static void test_partition_and_heal (void **state)
+{
+    const char *why = s_cannot ();
+    if (why) {
+        fprintf (stderr, "SKIPPED: the partition test needs a network namespace: %s\n", why);
+        skip ();
+    }
+    int id = (int) getpid ();
+    snprintf (s_ns, sizeof s_ns, "akfault-%d", id);
+    snprintf (s_host_if, sizeof s_host_if, "akh%d", id % 1000000);
+    snprintf (s_ns_if, sizeof s_ns_if, "akn%d", id % 1000000);
+    char host_ip[32], ns_ip[32];
+    snprintf (host_ip, sizeof host_ip, "10.213.%d.%d", (id / 64) % 250, (id % 64) * 4 + 1);
+    snprintf (ns_ip, sizeof ns_ip, "10.213.%d.%d", (id / 64) % 250, (id % 64) * 4 + 2);
+    if (s_ip (false, "netns add %s%s", s_ns, "") != 0) {
+        s_ns[0] = '\0';
+        fprintf (stderr, "SKIPPED: `ip netns add` does not work here (see above)\n");
+        skip ();
+    }
+    assert_int_equal (s_ip (false, "link add %s type veth peer name %s", s_host_if, s_ns_if), 0);
+    assert_int_equal (s_ip (false, "link set %s netns %s", s_ns_if, s_ns), 0);
+    assert_int_equal (s_ip (false, "addr add %s/30 dev %s", host_ip, s_host_if), 0);
+    assert_int_equal (s_ip (false, "link set %s up%s", s_host_if, ""), 0);
+    assert_int_equal (s_ip (true, "addr add %s/30 dev %s", ns_ip, s_ns_if), 0);
+    assert_int_equal (s_ip (true, "link set %s up%s", s_ns_if, ""), 0);
+    assert_int_equal (s_ip (true, "link set lo up%s%s", "", ""), 0);
+
+    const char *flags[] = { "--heartbeat-ms", "200", "--liveness", "3", "--commit-ms", "5",
+                            "--log-level", "info", NULL };
+    ak_fault_coord_t *c = s_c = ak_fault_coord_new ("fault-partition", host_ip, flags);
+    ak_fault_coord_start (c);
+    char *bundle = ak_fault_stub_bundle (c->dir, "partition", 300, "\"lease_ms\": 20000, \"max_attempts\": 10");
+    char *batch = ak_fault_submit (c, bundle);
+
+    char *akload = ak_test_bin ("akload");
+    char *far_stats = ak_path_join (c->dir, "far.json");
+    char *near_stats = ak_path_join (c->dir, "near.json");
+    char *far_log = ak_path_join (c->dir, "far.log");
+    char *near_log = ak_path_join (c->dir, "near.log");
+    /* the far workers live in the namespace: `ip netns exec` execs akload */
+    char *far_argv[] = { s_ip_bin, "netns", "exec", s_ns, akload, "--coordinator", c->workers,
+                         "--workers", "3", "--prefix", "far", "--task-ms", "150",
+                         "--heartbeat-ms", "200", "--backoff-ms", "100", "--stats-json", far_stats,
+                         "--log-level", "info", NULL };
+    char *near_argv[] = { akload, "--coordinator", c->workers, "--workers", "2", "--prefix", "near",
+                          "--task-ms", "60", "--heartbeat-ms", "200", "--backoff-ms", "100",
+                          "--stats-json", near_stats, "--log-level", "warn", NULL };
+    pid_t far = ak_fault_spawn (far_argv, far_log);
+    pid_t near = ak_fault_spawn (near_argv, near_log);
+    assert_true (far > 0 && near > 0);
+
+    /* the far workers work, and hold leases when the partition comes */
+    uint64_t until = ak_fault_now_ms () + 30000;
+    while (s_worker_int (c, "far-1", "tasks_done", NULL) < 3 && ak_fault_now_ms () < until)
+        ak_fault_sleep_ms (50);
+    if (s_worker_int (c, "far-1", "tasks_done", NULL) < 3)
+        fail_msg ("the far workers did not get to work through the veth pair (log %s)", far_log);
+    int64_t done_before = ak_fault_count (c, batch, "done");
+    assert_int_equal (s_ip (false, "link set %s down%s", s_host_if, ""), 0);
+    uint64_t cut = ak_fault_now_ms ();
+
+    /* partitioned: the far workers are declared dead, the batch goes on */
+    const char *st = NULL;
+    until = ak_fault_now_ms () + 10000;
+    bool dead = false;
+    while (!dead && ak_fault_now_ms () < until) {
+        dead = true;
+        for (int i = 1; i <= 3; i++) {
+            char wid[16];
+            snprintf (wid, sizeof wid, "far-%d", i);
+            s_worker_int (c, wid, "registrations", &st);
+            dead = dead && strcmp (st, "dead") == 0;
+        }
+        if (!dead)
+            ak_fault_sleep_ms (50);
+    }
+    if (!dead)
+        fail_msg ("the far workers are not declared dead 10 s into the partition");
+    uint64_t declared = ak_fault_now_ms () - cut;
+    ak_fault_sleep_ms (1500);
+    int64_t done_during = ak_fault_count (c, batch, "done");
+    assert_true (done_during > done_before);
+    assert_int_equal (s_ip (false, "link set %s up%s", s_host_if, ""), 0);
+    uint64_t healed = ak_fault_now_ms ();
+
+    /* healed: they come back by themselves */
+    until = ak_fault_now_ms () + 30000;
+    bool back = false;
+    while (!back && ak_fault_now_ms () < until) {
+        back = true;
+        for (int i = 1; i <= 3; i++) {
+            char wid[16];
+            snprintf (wid, sizeof wid, "far-%d", i);
+            int64_t regs = s_worker_int (c, wid, "registrations", &st);
+            back = back && regs >= 2 && strcmp (st, "alive") == 0;
+        }
+        if (!back)
+            ak_fault_sleep_ms (50);
+    }
+    if (!back)
+        fail_msg ("the far workers did not register again within 30 s of the heal");
+    uint64_t rejoined = ak_fault_now_ms () - healed;
+
+    ak_fault_wait_complete (c, batch, 60000);
+    size_t dups = 0;
+    assert_int_equal (ak_fault_check_receipts (c, batch, &dups), 301);
+    assert_true (ak_fault_stat (c, "workers_died", NULL) >= 3);
+    int status = ak_fault_stop (far, SIGTERM, 10000);
+    assert_true (WIFEXITED (status));
+    status = ak_fault_stop (near, SIGTERM, 10000);
+    assert_true (WIFEXITED (status));
+    status = ak_fault_coord_kill (c, SIGTERM);
+    assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+    ak_fault_tally_t tally;
+    ak_fault_check_store (c->store, batch, true, &tally);
+    assert_int_equal (tally.accepted, 301);
+    int64_t acks = ak_fault_akload_count (far_stats, "acks_received")
+                 + ak_fault_akload_count (near_stats, "acks_received");
+    int64_t dup_acks = ak_fault_akload_count (far_stats, "duplicates_acked")
+                     + ak_fault_akload_count (near_stats, "duplicates_acked");
+    assert_true ((size_t) acks <= tally.receipts);
+    assert_true (acks - dup_acks <= 301);
+    fprintf (stderr, "partition: far workers dead %llu ms after the cut, %lld tasks done meanwhile; "
+             "back %llu ms after the heal; %zu receipts (%zu duplicates), workers got %lld acks "
+             "(%lld duplicate)\n", (unsigned long long) declared, (long long) (done_during - done_before),
+             (unsigned long long) rejoined, tally.receipts, tally.duplicates, (long long) acks,
+             (long long) dup_acks);
+
+    free (near_log);
+    free (far_log);
+    free (near_stats);
+    free (far_stats);
+    free (akload);
+    free (batch);
+    free (bundle);
+    ak_fault_coord_destroy (&s_c, 0);
+    s_ip (false, "netns del %s%s", s_ns, "");
+    s_ns[0] = '\0';
+}
+
+int main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown (test_partition_and_heal, s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

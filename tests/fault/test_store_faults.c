@@ -1,0 +1,252 @@
+/*  tests/fault/test_store_faults.c: the store under pressure.
+
+    1. The LMDB map fills up (a coordinator started with a tiny --map-size
+       and --map-max) while akload's workers deliver receipts: commits fail
+       with a clear "store full" error (stats, log), nothing is acked or
+       counted meanwhile, the coordinator keeps answering, the store stays
+       consistent, and after a restart with a larger --map-max the batch
+       completes with exactly one accepted receipt per task.
+    2. The coordinator is killed (SIGKILL, by the fault-injection hook)
+       inside a group commit, after its writes and before the commit: every
+       ACK the workers saw names a receipt that is in the store afterwards,
+       with the task, attempt and duplicate flag the ACK said; the rest is
+       re-sent or re-run and the batch completes, each task accepted once. */
+#include "fault.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "store.h"
+#include "util.h"
+
+static ak_fault_coord_t *s_c;
+
+static int s_teardown (void **state)
+{
+    ak_fault_coord_destroy (&s_c, 60);
+    return 0;
+}
+
+static bool s_grep (const char *path, const char *needle)
+{
+    char *data = NULL;
+    size_t len = 0;
+    if (ak_file_read (path, 64u << 20, &data, &len, NULL) != 0)
+        return false;
+    bool found = strstr (data, needle) != NULL;
+    free (data);
+    return found;
+}
+
+static pid_t s_akload (ak_fault_coord_t *c, const char *prefix, const char *workers, const char *task_ms,
+                       const char *stats)
+{
+    char *bin = ak_test_bin ("akload");
+    char *log = ak_path_join (c->dir, "akload.log");
+    char *argv[] = { bin, "--coordinator", c->workers, "--workers", (char *) workers, "--prefix",
+                     (char *) prefix, "--task-ms", (char *) task_ms, "--heartbeat-ms", "200",
+                     "--backoff-ms", "100", "--stats-json", (char *) stats, "--log-level", "warn", NULL };
+    pid_t pid = ak_fault_spawn (argv, log);
+    assert_true (pid > 0);
+    free (log);
+    free (bin);
+    return pid;
+}
+
+// --------------------------------------------------------------- map full
+
+static void test_map_full_then_grown (void **state)
+{
+    const char *flags[] = { "--heartbeat-ms", "200", "--commit-ms", "5", "--map-size", "1M",
+                            "--map-max", "1M", "--log-level", "info", NULL };
+    ak_fault_coord_t *c = s_c = ak_fault_coord_new ("fault-map-full", NULL, flags);
+    ak_fault_coord_start (c);
+    char *bundle = ak_fault_stub_bundle (c->dir, "full", 1000, "\"lease_ms\": 4000, \"max_attempts\": 20");
+    char *batch = ak_fault_submit (c, bundle);
+    int64_t total = 1001;
+    char *stats = ak_path_join (c->dir, "akload.json");
+    pid_t load = s_akload (c, "full", "4", "2", stats);
+
+    /* the map runs full: commits fail, counted, with a clear reason */
+    uint64_t until = ak_fault_now_ms () + 60000;
+    while (ak_fault_stat (c, "store_full", NULL) == 0 && ak_fault_now_ms () < until) {
+        if (ak_fault_count (c, batch, "done") == total)
+            fail_msg ("the batch completed in a 1M map: the test needs a smaller one");
+        ak_fault_sleep_ms (50);
+    }
+    json_t *st = ak_fault_json (c, "stats", NULL, NULL);
+    const char *why = json_string_value (json_object_get (st, "last_commit_error"));
+    fprintf (stderr, "map full after %lld commits: %s\n",
+             (long long) json_integer_value (json_object_get (st, "commits")), why);
+    assert_non_null (strstr (why, "store full"));
+    assert_non_null (strstr (why, "--map-max"));
+    assert_int_equal (json_integer_value (json_object_get (st, "map_max")), 1 << 20);
+    assert_true (json_integer_value (json_object_get (st, "commit_failures")) > 0);
+    json_decref (st);
+    assert_true (s_grep (c->log, "store full: the map is at its limit"));
+
+    /* it keeps answering, and nothing more is counted while it is full */
+    int64_t done = ak_fault_count (c, batch, "done");
+    assert_true (done >= 0 && done < total);
+    ak_fault_sleep_ms (1500);
+    assert_int_equal (ak_fault_count (c, batch, "done"), done);
+    assert_true (ak_fault_stat (c, "store_full", NULL) >= 2);      /* it retries */
+
+    /* a stop cannot commit either: exit 1, the reason in its last lines */
+    int status = ak_fault_coord_kill (c, SIGTERM);
+    assert_true (WIFEXITED (status));
+    assert_int_equal (WEXITSTATUS (status), 1);
+    assert_true (s_grep (c->log, "final commit failed: store full"));
+
+    /* the store is intact: LMDB's own tool reads it and every record checks */
+    char *out = NULL;
+    char *cmd = ak_sprintf ("mdb_stat -a %s >/dev/null 2>&1 || echo BROKEN", c->store);
+    int rc = ak_test_run (cmd, &out);
+    free (cmd);
+    if (rc == 0 && out && strstr (out, "BROKEN"))
+        fail_msg ("mdb_stat cannot read the store after the map filled up");
+    free (out);
+    ak_fault_tally_t tally;
+    ak_fault_check_store (c->store, batch, false, &tally);
+    fprintf (stderr, "store at the limit: %zu of %zu tasks terminal, %zu receipts\n", tally.terminal,
+             tally.tasks, tally.receipts);
+    assert_int_equal (tally.tasks, (size_t) total);
+    assert_true (tally.accepted == (size_t) done);
+
+    /* grown: the same store with a larger limit, and the workers re-send */
+    for (int i = 0; i < c->nargs; i++)
+        if (strcmp (c->args[i], "--map-max") == 0) {
+            free (c->args[i + 1]);
+            c->args[i + 1] = ak_strdup ("64M");
+        }
+    ak_fault_coord_start (c);
+    ak_fault_wait_complete (c, batch, 60000);
+    assert_true (ak_fault_stat (c, "map_grows", NULL) >= 1);
+    assert_int_equal (ak_fault_stat (c, "store_full", NULL), 0);
+    assert_int_equal (ak_fault_check_receipts (c, batch, NULL), (size_t) total);
+    status = ak_fault_stop (load, SIGTERM, 10000);
+    assert_true (WIFEXITED (status));
+    status = ak_fault_coord_kill (c, SIGTERM);
+    assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+    ak_fault_check_store (c->store, batch, true, &tally);
+    assert_int_equal (tally.accepted, (size_t) total);
+    assert_true ((size_t) ak_fault_akload_count (stats, "acks_received") <= tally.receipts);
+    fprintf (stderr, "after growing: complete, %zu receipts (%zu duplicates)\n", tally.receipts,
+             tally.duplicates);
+
+    free (stats);
+    free (batch);
+    free (bundle);
+    ak_fault_coord_destroy (&s_c, 0);
+}
+
+// ------------------------------------------------------- crash in a commit
+
+typedef struct {
+    ak_fault_coord_t *c;
+} s_dead_t;
+
+static bool s_coord_dead (void *arg)
+{
+    s_dead_t *d = arg;
+    return !ak_fault_alive (d->c->pid);
+}
+
+/* The receipt ack names, as the store has it now. */
+static void s_check_ack (ak_txn_t *txn, const ak_fault_ack_t *a)
+{
+    Ak__Receipt *r = NULL;
+    ak_err_t err = { 0 };
+    if (ak_store_get_receipt (txn, a->receipt_id, &r, &err) != 0)
+        fail_msg ("%s#%u was acked as %s, which the store does not have: %s", a->task_id, a->attempt,
+                  a->receipt_id, err.msg);
+    if (strcmp (r->task_id, a->task_id) != 0 || r->attempt != a->attempt || r->duplicate != a->duplicate)
+        fail_msg ("ack %s said %s#%u%s; the store says %s#%u%s", a->receipt_id, a->task_id, a->attempt,
+                  a->duplicate ? " (duplicate)" : "", r->task_id, r->attempt,
+                  r->duplicate ? " (duplicate)" : "");
+    ak__receipt__free_unpacked (r, NULL);
+}
+
+static void test_kill_inside_group_commit (void **state)
+{
+    /* group commits of up to 32 receipts, at most 30 ms apart: 301 tasks
+       take ten or more */
+    const char *flags[] = { "--heartbeat-ms", "200", "--commit-ms", "30", "--commit-max", "32",
+                            "--log-level", "info", NULL };
+    ak_fault_coord_t *c = s_c = ak_fault_coord_new ("fault-commit-kill", NULL, flags);
+    c->env = ak_strdup ("AKCOORD_FAULT_KILL_IN_COMMIT=4");
+    ak_fault_coord_start (c);
+    char *bundle = ak_fault_stub_bundle (c->dir, "commit", 300, "\"lease_ms\": 3000, \"max_attempts\": 20");
+    char *batch = ak_fault_submit (c, bundle);
+
+    ak_fault_sim_t *sim = ak_fault_sim_new (c->workers, 8, "sim");
+    s_dead_t d = { c };
+    ak_fault_sim_run (sim, 30000, s_coord_dead, &d);
+    if (ak_fault_alive (c->pid))
+        fail_msg ("the coordinator did not kill itself inside commit 4");
+    c->pid = 0;
+    assert_true (s_grep (c->log, "fault injection: SIGKILL inside commit 4"));
+    const ak_fault_ack_t *acks = NULL;
+    size_t nacks = ak_fault_sim_acks (sim, &acks);
+    assert_true (nacks > 0);
+
+    /* with the coordinator dead: every ack names a stored receipt */
+    ak_store_t *store = NULL;
+    ak_txn_t *txn = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_open (c->store, NULL, &store, &err), 0);
+    assert_int_equal (ak_store_begin (store, false, &txn, &err), 0);
+    uint64_t stored = 0;
+    assert_int_equal (ak_store_count (txn, AK_DB_RECEIPTS, &stored, &err), 0);
+    for (size_t i = 0; i < nacks; i++)
+        s_check_ack (txn, &acks[i]);
+    ak_store_abort (&txn);
+    ak_store_destroy (&store);
+    ak_fault_tally_t tally;
+    ak_fault_check_store (c->store, batch, false, &tally);
+    fprintf (stderr, "killed inside commit 4: the workers saw %zu acks, the store holds %llu receipts "
+             "(%zu accepted)\n", nacks, (unsigned long long) stored, tally.accepted);
+    assert_true (nacks <= stored);
+
+    /* restarted (no hook): the same workers re-send, the batch completes */
+    ak_fault_coord_start (c);
+    json_t *r = ak_fault_json (c, "resume", batch, NULL);
+    json_decref (r);
+    char bstate[32];
+    uint64_t until = ak_fault_now_ms () + 60000;
+    while (strcmp (ak_fault_batch_state (c, batch, bstate, sizeof bstate), "complete") != 0) {
+        if (ak_fault_now_ms () > until)
+            fail_msg ("batch %s not complete 60 s after the restart (%s)", batch, bstate);
+        ak_fault_sim_run (sim, 200, NULL, NULL);
+    }
+    nacks = ak_fault_sim_acks (sim, &acks);
+    assert_int_equal (ak_fault_check_receipts (c, batch, NULL), 301);
+    int status = ak_fault_coord_kill (c, SIGTERM);
+    assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+    ak_fault_check_store (c->store, batch, true, &tally);
+    assert_int_equal (tally.accepted, 301);
+    assert_int_equal (ak_store_open (c->store, NULL, &store, &err), 0);
+    assert_int_equal (ak_store_begin (store, false, &txn, &err), 0);
+    for (size_t i = 0; i < nacks; i++)
+        s_check_ack (txn, &acks[i]);
+    ak_store_abort (&txn);
+    ak_store_destroy (&store);
+    fprintf (stderr, "after the restart: complete; all %zu acks match the store (%zu receipts, %zu duplicates)\n",
+             nacks, tally.receipts, tally.duplicates);
+    ak_fault_sim_destroy (&sim);
+    free (batch);
+    free (bundle);
+    ak_fault_coord_destroy (&s_c, 0);
+}
+
+int main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown (test_map_full_then_grown, s_teardown),
+        cmocka_unit_test_teardown (test_kill_inside_group_commit, s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

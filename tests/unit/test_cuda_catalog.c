@@ -1,0 +1,236 @@
+/*  tests/unit/test_cuda_catalog.c: the CUDA kernels of the catalog
+    (kernels/<op>/cuda/, kernels/testing/cuda/) without a GPU.
+
+    - Every launch rule evaluates, for every configuration of every cuda
+      candidate (and the baseline), every size and edge size and every
+      declared dtype, to a configuration an sm_90 device takes: at most 1024
+      threads a block, block.z <= 64, grid.y/z <= 65535, dynamic shared
+      memory <= 48 KiB (no opt-in needed).
+    - NVRTC compiles (sm_90, where libnvrtc loads; no driver needed) the
+      baseline and the first and last configuration of every candidate for
+      every declared dtype, and the planted kernels: broken.cu fails with
+      its log naming the error, the others build.
+    Where the build has no CUDA backend or NVRTC does not load, the compile
+    test is skipped with a message. */
+#include "support.h"
+#include "worker/backend.h"
+#include "worker/cuda_api.h"
+#include "spec.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const s_ops[] = { "softmax", "rmsnorm", "matmul" };
+
+static ak_spec_t *s_builtin (const char *op)
+{
+    char *rel = ak_sprintf ("kernels/%s/spec.json", op);
+    char *path = ak_test_src (rel);
+    ak_spec_t *spec = NULL;
+    ak_err_t err = { 0 };
+    if (ak_spec_load (path, &spec, &err) != 0)
+        fail_msg ("%s", err.msg);
+    free (path);
+    free (rel);
+    return spec;
+}
+
+/* --------------------------------------------------------- launch rules */
+
+typedef struct {
+    const ak_spec_t *spec;
+    const ak_launch_rule_t *rule;
+    const char *what;
+    size_t checked;
+} s_rules_t;
+
+static void s_check_launch (s_rules_t *r, const char *const *names, const int64_t *values, int n)
+{
+    const ak_spec_t *spec = r->spec;
+    for (size_t z = 0; z < spec->nsizes + spec->nedge; z++) {
+        const ak_size_t *size = z < spec->nsizes ? &spec->sizes[z] : &spec->edge_sizes[z - spec->nsizes];
+        for (int t = 0; t < spec->ndtypes; t++) {
+            ak_launch_cfg_t lc;
+            ak_err_t err = { 0 };
+            if (ak_launch_eval (spec, r->rule, size->dims, spec->dtypes[t], names, values, n, &lc, &err))
+                fail_msg ("%s %s at %s: %s", spec->name, r->what, size->name, err.msg);
+            uint64_t threads = (uint64_t) lc.block[0] * lc.block[1] * lc.block[2];
+            if (threads > 1024 || lc.block[2] > 64 || lc.grid[1] > 65535 || lc.grid[2] > 65535
+                || lc.shared_bytes > 48 * 1024)
+                fail_msg ("%s %s at %s/%s: grid %ux%ux%u block %ux%ux%u shared %u is beyond an sm_90 device",
+                          spec->name, r->what, size->name, ak_dtype_name (spec->dtypes[t]),
+                          lc.grid[0], lc.grid[1], lc.grid[2], lc.block[0], lc.block[1], lc.block[2],
+                          lc.shared_bytes);
+            r->checked++;
+        }
+    }
+}
+
+static int s_check_config (const ak_candidate_t *cand, const int64_t *values, void *arg)
+{
+    const char *names[AK_MAX_PARAMS];
+    for (size_t i = 0; i < cand->nparams; i++)
+        names[i] = cand->params[i].name;
+    s_check_launch (arg, names, values, (int) cand->nparams);
+    return 0;
+}
+
+static void test_launch_rules (void **state)
+{
+    (void) state;
+    for (size_t o = 0; o < sizeof s_ops / sizeof s_ops[0]; o++) {
+        ak_spec_t *spec = s_builtin (s_ops[o]);
+        const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
+        assert_non_null (bl);
+        assert_non_null (bl->launch);
+        s_rules_t r = { .spec = spec, .rule = bl->launch, .what = "cuda baseline" };
+        s_check_launch (&r, NULL, NULL, 0);
+        size_t ncuda = 0;
+        for (size_t c = 0; c < spec->ncandidates; c++) {
+            const ak_candidate_t *cand = &spec->candidates[c];
+            if (strcmp (cand->backend, "cuda") != 0)
+                continue;
+            ncuda++;
+            r.rule = cand->launch;
+            r.what = cand->name;
+            ak_err_t err = { 0 };
+            assert_int_equal (ak_space_walk (cand, s_check_config, &r, NULL, &err), 0);
+        }
+        assert_true (ncuda >= 1);
+        /* every CUDA kernel also runs the half types */
+        assert_true (ak_spec_has_dtype (spec, AK_DT_FLOAT16) && ak_spec_has_dtype (spec, AK_DT_BFLOAT16));
+        print_message ("%s: %zu cuda candidates, %zu launch configurations checked\n", spec->name,
+                       ncuda, r.checked);
+        ak_spec_destroy (&spec);
+    }
+}
+
+/* -------------------------------------------------------------- NVRTC */
+
+typedef struct {
+    const ak_backend_t *be;
+    Ak__Device dev;
+    char *dir;
+    int compiled;
+} s_nv_t;
+
+/*  Compiles text for dt with the given defines; returns the code, the
+    log in *log_p when asked (caller frees). */
+static int s_compile (s_nv_t *nv, const char *text, ak_dtype_t dt, const char *const *names,
+                      const int64_t *values, int n, char **log_p)
+{
+    ak_compile_req_t req;
+    ak_compile_out_t out = { 0 };
+    ak_err_t err = { 0 };
+    memset (&req, 0, sizeof req);
+    req.source = text;
+    req.source_len = strlen (text);
+    req.dtype = dt;
+    req.cache_dir = nv->dir;
+    req.timeout_ms = 60000;
+    req.device = &nv->dev;
+    for (int i = 0; i < n; i++) {
+        req.define_names[i] = names[i];
+        req.define_values[i] = values[i];
+    }
+    req.ndefines = n;
+    int rc = nv->be->compile (&req, &out, &err);
+    if (rc && !log_p)
+        fail_msg ("NVRTC (%s): %s\n%s", ak_dtype_name (dt), err.msg, out.log ? out.log : "");
+    if (log_p)
+        *log_p = out.log;
+    else
+        free (out.log);
+    free (out.artifact_path);
+    nv->compiled += rc == 0;
+    return rc;
+}
+
+typedef struct {
+    s_nv_t *nv;
+    const ak_spec_t *spec;
+    size_t index, last;
+} s_walk_t;
+
+/*  The first and the last configuration of a candidate, every dtype. */
+static int s_compile_config (const ak_candidate_t *cand, const int64_t *values, void *arg)
+{
+    s_walk_t *w = arg;
+    if (w->index == 0 || w->index == w->last) {
+        const char *names[AK_MAX_PARAMS];
+        for (size_t i = 0; i < cand->nparams; i++)
+            names[i] = cand->params[i].name;
+        for (int t = 0; t < w->spec->ndtypes; t++)
+            s_compile (w->nv, cand->source.text, w->spec->dtypes[t], names, values, (int) cand->nparams, NULL);
+    }
+    w->index++;
+    return 0;
+}
+
+static void test_compile_catalog (void **state)
+{
+    (void) state;
+    s_nv_t nv = { .be = ak_backend_find ("cuda") };
+    ak_err_t err = { 0 };
+    if (!nv.be || ak_cuda_load_nvrtc (&err) != 0) {
+        print_message ("SKIP: %s\n", nv.be ? err.msg : "no CUDA backend in this build");
+        skip ();
+    }
+    ak__device__init (&nv.dev);
+    nv.dev.cc_major = 9;
+    nv.dev.cc_minor = 0;
+    nv.dir = ak_test_tmpdir ("cudacat");
+    for (size_t o = 0; o < sizeof s_ops / sizeof s_ops[0]; o++) {
+        ak_spec_t *spec = s_builtin (s_ops[o]);
+        const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
+        for (int t = 0; t < spec->ndtypes; t++)
+            s_compile (&nv, bl->source.text, spec->dtypes[t], NULL, NULL, 0, NULL);
+        for (size_t c = 0; c < spec->ncandidates; c++) {
+            const ak_candidate_t *cand = &spec->candidates[c];
+            if (strcmp (cand->backend, "cuda") != 0)
+                continue;
+            s_walk_t w = { .nv = &nv, .spec = spec };
+            assert_int_equal (ak_space_walk (cand, NULL, NULL, &w.last, &err), 0);
+            w.last--;
+            assert_int_equal (ak_space_walk (cand, s_compile_config, &w, NULL, &err), 0);
+        }
+        ak_spec_destroy (&spec);
+    }
+
+    /* The planted kernels: all build but broken.cu, whose log says why. */
+    static const char *const planted[] = { "wrong", "oob", "hang", "broken" };
+    for (size_t i = 0; i < sizeof planted / sizeof planted[0]; i++) {
+        char *rel = ak_sprintf ("kernels/testing/cuda/%s.cu", planted[i]);
+        char *path = ak_test_src (rel);
+        char *text = NULL;
+        if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
+            fail_msg ("%s", err.msg);
+        char *log = NULL;
+        int rc = s_compile (&nv, text, AK_DT_FLOAT32, NULL, NULL, 0, &log);
+        if (strcmp (planted[i], "broken") == 0) {
+            assert_int_equal (rc, AK_ECOMPILE);
+            assert_non_null (log);
+            assert_non_null (strstr (log, "not_declared_anywhere"));
+        }
+        else if (rc != 0)
+            fail_msg ("%s: %d\n%s", rel, rc, log ? log : "");
+        free (log);
+        free (text);
+        free (path);
+        free (rel);
+    }
+    print_message ("%d CUDA kernels compiled for sm_90\n", nv.compiled);
+    ak_test_rmtree (nv.dir);
+    free (nv.dir);
+}
+
+int main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_launch_rules),
+        cmocka_unit_test (test_compile_catalog),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
