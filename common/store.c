@@ -15,6 +15,7 @@
 #include "digest.h"
 #include "util.h"
 
+#include <czmq.h>
 #include <errno.h>
 #include <lmdb.h>
 #include <stdatomic.h>
@@ -46,7 +47,11 @@ struct ak_txn {
     bool write;
     int failed;                     /* first failure, 0 while healthy */
     char failed_msg[sizeof ((ak_err_t *) 0)->msg];
+    zhashx_t *later;                /* task_id -> TaskRecord packed at commit (put_task_later) */
 };
+
+static int s_put_msg (ak_txn_t *txn, ak_db_t db, const char *key, const ProtobufCMessage *msg,
+                      unsigned flags, ak_err_t *err);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -359,8 +364,24 @@ static void s_txn_free (ak_txn_t **txn_p)
 {
     ak_txn_t *txn = *txn_p;
     atomic_fetch_sub (&txn->store->open_txns, 1);
+    zhashx_destroy (&txn->later);
     free (txn);
     *txn_p = NULL;
+}
+
+/*  Packs and writes the task records deferred by ak_store_put_task_later,
+    each once, as they are now.  0 or the first failure (which poisons the
+    transaction). */
+static int s_write_later (ak_txn_t *txn, ak_err_t *err)
+{
+    if (!txn->later || zhashx_size (txn->later) == 0)
+        return 0;
+    int rc = 0;
+    for (const Ak__TaskRecord *rec = zhashx_first (txn->later); rec && rc == 0;
+         rec = zhashx_next (txn->later))
+        rc = s_put_msg (txn, AK_DB_TASKS, rec->task_id, &rec->base, 0, err);
+    zhashx_purge (txn->later);
+    return rc;
 }
 
 /*  Commits and frees the transaction.  A poisoned transaction is aborted
@@ -378,6 +399,10 @@ int ak_store_commit (ak_txn_t **txn_p, ak_err_t *err)
     }
     else if (!txn->txn)
         rc = ak_err_set (err, AK_ESTATE, "store %s: transaction is closed", txn->store->dir);
+    else if ((rc = s_write_later (txn, err)) != 0) {
+        if (txn->txn)               /* s_put aborted it already when it poisoned it */
+            mdb_txn_abort (txn->txn);
+    }
     else {
         int mrc = mdb_txn_commit (txn->txn);
         if (mrc)
@@ -453,6 +478,8 @@ static int s_get_ref (ak_txn_t *txn, ak_db_t db, const char *key, MDB_val *v, ak
 {
     MDB_val k;
     int rc = s_txn_usable (txn, err);
+    if (!rc && db == AK_DB_TASKS)
+        rc = s_write_later (txn, err);     /* a read sees the deferred records */
     if (!rc)
         rc = s_key (txn, db, key, &k, err);
     if (rc)
@@ -498,6 +525,8 @@ int ak_store_del (ak_txn_t *txn, ak_db_t db, const char *key, ak_err_t *err)
         rc = s_key (txn, db, key, &k, err);
     if (rc)
         return rc;
+    if (db == AK_DB_TASKS && txn->later)
+        zhashx_delete (txn->later, key);
     if (!txn->write)
         return ak_err_set (err, AK_ESTATE, "store %s: delete from %s in a read transaction",
                            txn->store->dir, s_db_names[db]);
@@ -521,6 +550,8 @@ int ak_store_walk (ak_txn_t *txn, ak_db_t db, const char *prefix, ak_store_walk_
                    ak_err_t *err)
 {
     int rc = s_txn_usable (txn, err);
+    if (!rc && db == AK_DB_TASKS)
+        rc = s_write_later (txn, err);
     if (rc)
         return rc;
     if ((int) db < 0 || db >= AK_DB_COUNT || !fn)
@@ -562,6 +593,8 @@ int ak_store_walk (ak_txn_t *txn, ak_db_t db, const char *prefix, ak_store_walk_
 int ak_store_count (ak_txn_t *txn, ak_db_t db, uint64_t *count, ak_err_t *err)
 {
     int rc = s_txn_usable (txn, err);
+    if (!rc && db == AK_DB_TASKS)
+        rc = s_write_later (txn, err);
     if (rc)
         return rc;
     if ((int) db < 0 || db >= AK_DB_COUNT || !count)
@@ -706,7 +739,30 @@ int ak_store_get_batch (ak_txn_t *txn, const char *batch_id, Ak__BatchRecord **r
 
 int ak_store_put_task (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err)
 {
+    if (txn && txn->later && rec && rec->task_id)
+        zhashx_delete (txn->later, rec->task_id);      /* this write is the newer one */
     return s_put_msg (txn, AK_DB_TASKS, rec ? rec->task_id : NULL, rec ? &rec->base : NULL, 0, err);
+}
+
+/*  Records rec to be packed and written when the transaction commits (or
+    before anything reads the tasks database in it), once however often it
+    is put: a record written twice in one group commit is packed once. */
+int ak_store_put_task_later (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err)
+{
+    int rc = s_txn_usable (txn, err);
+    if (rc)
+        return rc;
+    if (!txn->write)
+        return ak_err_set (err, AK_ESTATE, "store %s: put to tasks in a read transaction", txn->store->dir);
+    if (!rec || !rec->task_id || !*rec->task_id)
+        return ak_err_set (err, AK_EINVAL, "store: tasks: record has no id");
+    if (!txn->later) {
+        txn->later = zhashx_new ();
+        if (!txn->later)
+            abort ();
+    }
+    zhashx_update (txn->later, rec->task_id, (void *) rec);
+    return 0;
 }
 
 int ak_store_get_task (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_p, ak_err_t *err)

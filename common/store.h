@@ -84,6 +84,12 @@ int ak_store_get_blob (ak_txn_t *txn, const char *digest, char **data_p, size_t 
 int ak_store_put_batch (ak_txn_t *txn, const Ak__BatchRecord *rec, ak_err_t *err);
 int ak_store_get_batch (ak_txn_t *txn, const char *batch_id, Ak__BatchRecord **rec_p, ak_err_t *err);
 int ak_store_put_task (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err);
+/* Writes rec when txn commits (or before anything in txn reads the tasks
+   database), packed once however often it is put in txn: for a record
+   that one group commit changes more than once.  rec is borrowed and must
+   stay alive until then; only its last state is written.  A failure to
+   write it comes back from ak_store_commit. */
+int ak_store_put_task_later (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err);
 int ak_store_get_task (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_p, ak_err_t *err);
 int ak_store_put_receipt (ak_txn_t *txn, const Ak__Receipt *rec, ak_err_t *err);   /* AK_EEXIST if the id exists */
 int ak_store_get_receipt (ak_txn_t *txn, const char *receipt_id, Ak__Receipt **rec_p, ak_err_t *err);

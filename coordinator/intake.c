@@ -223,7 +223,9 @@ static int s_store_one (ak_intake_t *self, ak_txn_t *txn, s_staged_t *s, ak_err_
         ak_cpb_set (&task->worker_id, s->worker_id);
         task->finished_ms = r->received_at_ms;
     }
-    rc = ak_store_put_task (txn, task, err);
+    /* a cached record is written once per commit, however often it changed */
+    rc = indexed && task == indexed->rec ? ak_store_put_task_later (txn, task, err)
+                                         : ak_store_put_task (txn, task, err);
     if (rc)
         goto done;
     s->stored = true;

@@ -676,9 +676,10 @@ static int s_flush_task (ak_task_t *task, ak_txn_t *txn, ak_err_t *err)
     rec->leased_ms = task->leased_ms;
     rec->finished_ms = task->finished_ms;
     ak_cpb_set (&rec->last_error, task->last_error);
+    if (rec == task->rec)               /* intake.c may change it again in this commit */
+        return ak_store_put_task_later (txn, rec, err);
     rc = ak_store_put_task (txn, rec, err);
-    if (rec != task->rec)
-        ak__task_record__free_unpacked (rec, NULL);
+    ak__task_record__free_unpacked (rec, NULL);
     return rc;
 }
 

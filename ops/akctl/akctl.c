@@ -387,8 +387,11 @@ static const s_verb_t s_verbs[] = {
     { "workers", "", 0, 0, 0, s_verb_workers,
       "registered workers: liveness, device classes, leases",
       "One line per worker the coordinator has seen: id, host, alive or dead,\n"
-      "time since it was last heard, device classes, slots and prefetch,\n"
-      "outstanding tasks, leases held, tasks done and registrations.\n" },
+      "time since it was last heard (any message counts as a heartbeat), device\n"
+      "classes, slots and prefetch, outstanding tasks, leases held (and how many\n"
+      "of them started on an executor), when the soonest of its leases runs out,\n"
+      "tasks done and registrations (a worker that comes back after being\n"
+      "declared dead registers again).\n" },
     { "cancel", "BATCH", 1, 1, 0, s_verb_cancel,
       "cancel every unfinished task of a batch",
       "Cancels every queued or leased task of BATCH (finished ones keep their\n"
@@ -474,7 +477,7 @@ static void s_help_main (FILE *out)
         char left[64];
         snprintf (left, sizeof left, "%s%s%s", s_verbs[i].name, *s_verbs[i].args ? " " : "",
                   s_verbs[i].args);
-        fprintf (out, "  %-18s %s\n", left, s_verbs[i].summary);
+        fprintf (out, "  %-20s %s\n", left, s_verbs[i].summary);
     }
     fprintf (out, "\n%s\n%s\n`akctl VERB --help` (or `akctl help VERB`) tells more about a verb.\n",
              s_global_help, s_exit_help);

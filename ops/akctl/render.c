@@ -342,12 +342,12 @@ void akctl_render_workers (FILE *out, const json_t *answer)
         fprintf (out, "no workers have registered\n");
         return;
     }
-    static const char *const head[] = { "WORKER", "HOST", "STATE", "SEEN", "CLASSES", "SLOTS", "PREFETCH", "OUTSTANDING", "LEASES", "DONE", "REGISTRATIONS" };
-    akctl_table_t *t = akctl_table_new (11, head);
+    static const char *const head[] = { "WORKER", "HOST", "STATE", "SEEN", "CLASSES", "SLOTS", "PREFETCH", "OUTSTANDING", "LEASES", "NEXT EXPIRY", "DONE", "REGISTRATIONS" };
+    akctl_table_t *t = akctl_table_new (12, head);
     size_t i, alive = 0;
     json_t *w;
     json_array_foreach (workers, i, w) {
-        char ago[32], seen[48], slots[16], pf[16], outst[16], done[24], regs[16], leases[16];
+        char ago[32], seen[48], slots[16], pf[16], outst[16], done[24], regs[16], leases[48], expiry[32];
         char classes[256] = "";
         snprintf (seen, sizeof seen, "%s ago", akctl_duration (akj_num (w, "ago_ms"), ago, sizeof ago));
         size_t j;
@@ -360,13 +360,29 @@ void akctl_render_workers (FILE *out, const json_t *answer)
         snprintf (slots, sizeof slots, "%" PRId64, akj_int (w, "slots"));
         snprintf (pf, sizeof pf, "%" PRId64, akj_int (w, "prefetch"));
         snprintf (outst, sizeof outst, "%" PRId64, akj_int (w, "outstanding"));
-        snprintf (leases, sizeof leases, "%zu", json_array_size (akj_arr (w, "leases")));
+        /* leases: how many, how many started (running on an executor), and
+           the soonest a lease of this worker runs out */
+        size_t nstarted = 0, k;
+        double soonest = -1;
+        json_t *l;
+        json_array_foreach (akj_arr (w, "leases"), k, l) {
+            nstarted += akj_bool (l, "started");
+            json_t *exp = json_object_get (l, "expires_in_ms");
+            if (json_is_number (exp) && (soonest < 0 || akj_value_num (exp) < soonest))
+                soonest = akj_value_num (exp);
+        }
+        snprintf (leases, sizeof leases, "%zu (%zu started)", json_array_size (akj_arr (w, "leases")),
+                  nstarted);
+        if (soonest >= 0)
+            snprintf (expiry, sizeof expiry, "in %s", akctl_duration (soonest, ago, sizeof ago));
+        else
+            snprintf (expiry, sizeof expiry, "-");
         snprintf (done, sizeof done, "%" PRId64, akj_int (w, "tasks_done"));
         snprintf (regs, sizeof regs, "%" PRId64, akj_int (w, "registrations"));
         alive += strcmp (akj_str (w, "state"), "alive") == 0;
-        const char *row[11] = {
+        const char *row[12] = {
             akj_str (w, "worker_id"), akj_str (w, "host"), akj_str (w, "state"), seen, classes,
-            slots, pf, outst, leases, done, regs
+            slots, pf, outst, leases, expiry, done, regs
         };
         akctl_table_add (t, row);
     }

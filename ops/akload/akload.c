@@ -93,6 +93,7 @@ typedef struct {
     char     *task_id;
     uint32_t  attempt;
     uint64_t  assigned_ns;
+    uint64_t  finished_ns;          /* the receipt was built (and first sent) */
     uint8_t  *data;                 /* the packed RECEIPT envelope */
     size_t    size;
     bool      sent;                 /* handed to the current socket */
@@ -129,6 +130,7 @@ typedef struct {
     uint32_t       pid;
     s_counters_t   c;
     uint32_t      *lat_us;          /* dispatch -> ack latencies after the warm-up */
+    uint32_t      *commit_us;       /* receipt -> ack (the coordinator's commit) */
     size_t         nlat, cap_lat;
     uint64_t       start_ns, window_ns, end_ns;
     uint64_t       first_ack_ns, last_ack_ns;   /* in the window */
@@ -469,6 +471,7 @@ static void s_finish (s_load_t *self, s_sim_t *sim, size_t i)
     r->task_id = NULL;
     p->attempt = r->attempt;
     p->assigned_ns = t.assigned_ns;
+    p->finished_ns = ak_clock_mono_ns ();
     p->data = data;
     p->size = size;
     s_task_free (&t);
@@ -545,14 +548,21 @@ static void s_on_assign (s_load_t *self, s_sim_t *sim, Ak__Envelope *env, uint64
     s_run_tasks (self, sim, now);
 }
 
-static void s_lat_add (s_load_t *self, uint64_t ns)
+static uint32_t s_us (uint64_t ns)
+{
+    uint64_t us = ns / 1000;
+    return us > UINT32_MAX ? UINT32_MAX : (uint32_t) us;
+}
+
+static void s_lat_add (s_load_t *self, uint64_t dispatch_ns, uint64_t commit_ns)
 {
     if (self->nlat == self->cap_lat) {
         self->cap_lat = self->cap_lat ? self->cap_lat * 2 : 65536;
         self->lat_us = ak_realloc (self->lat_us, self->cap_lat * sizeof *self->lat_us);
+        self->commit_us = ak_realloc (self->commit_us, self->cap_lat * sizeof *self->commit_us);
     }
-    uint64_t us = ns / 1000;
-    self->lat_us[self->nlat++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t) us;
+    self->lat_us[self->nlat] = s_us (dispatch_ns);
+    self->commit_us[self->nlat++] = s_us (commit_ns);
 }
 
 static void s_on_ack (s_load_t *self, s_sim_t *sim, const Ak__Ack *ack, uint64_t now_ns)
@@ -569,7 +579,7 @@ static void s_on_ack (s_load_t *self, s_sim_t *sim, const Ak__Ack *ack, uint64_t
                 self->first_ack_ns = now_ns;
             self->last_ack_ns = now_ns;
             self->c.window_acks++;
-            s_lat_add (self, now_ns - p->assigned_ns);
+            s_lat_add (self, now_ns - p->assigned_ns, now_ns - p->finished_ns);
         }
         s_pending_free (p);
         sim->pending[i] = sim->pending[--sim->npending];
@@ -726,28 +736,41 @@ static int s_cmp_u32 (const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Nearest-rank percentile of the sorted latencies, in ms. */
-static double s_pct (const s_load_t *self, double q)
+/* Nearest-rank percentile of n sorted latencies, in ms. */
+static double s_pct (const uint32_t *lat_us, size_t n, double q)
 {
-    if (!self->nlat)
+    if (!n)
         return 0;
-    size_t k = (size_t) (q * (double) self->nlat + 0.999999);
+    size_t k = (size_t) (q * (double) n + 0.999999);
     if (k < 1)
         k = 1;
-    if (k > self->nlat)
-        k = self->nlat;
-    return self->lat_us[k - 1] / 1000.0;
+    if (k > n)
+        k = n;
+    return lat_us[k - 1] / 1000.0;
+}
+
+/* Sorts the latencies and summarizes them as JSON. */
+static json_t *s_lat_json (uint32_t *lat_us, size_t n)
+{
+    double sum = 0;
+    if (n)
+        qsort (lat_us, n, sizeof *lat_us, s_cmp_u32);
+    for (size_t i = 0; i < n; i++)
+        sum += lat_us[i];
+    json_t *lat = json_pack ("{s:I, s:f, s:f, s:f, s:f, s:f}", "n", (json_int_t) n,
+                             "p50_ms", s_pct (lat_us, n, 0.50), "p99_ms", s_pct (lat_us, n, 0.99),
+                             "p999_ms", s_pct (lat_us, n, 0.999), "max_ms", s_pct (lat_us, n, 1.0),
+                             "mean_ms", n ? sum / (double) n / 1000.0 : 0.0);
+    if (!lat)
+        abort ();
+    return lat;
 }
 
 /* The statistics as a JSON object (the caller's). */
 static json_t *s_stats_json (s_load_t *self)
 {
-    qsort (self->lat_us, self->nlat, sizeof *self->lat_us, s_cmp_u32);
     double window_s = self->end_ns > self->window_ns ? (double) (self->end_ns - self->window_ns) / 1e9 : 0;
     double total_s = (double) (self->end_ns - self->start_ns) / 1e9;
-    double sum = 0;
-    for (size_t i = 0; i < self->nlat; i++)
-        sum += self->lat_us[i];
     size_t unacked = 0, held = 0;
     uint32_t connected = 0;
     for (uint32_t i = 0; i < self->opts.workers; i++) {
@@ -774,14 +797,13 @@ static json_t *s_stats_json (s_load_t *self)
                                 "send_failures", (json_int_t) c->send_failures,
                                 "rejected", (json_int_t) c->rejected,
                                 "unacked_at_exit", (json_int_t) unacked, "held_at_exit", (json_int_t) held);
-    json_t *lat = json_pack ("{s:I, s:f, s:f, s:f, s:f, s:f}", "n", (json_int_t) self->nlat,
-                             "p50_ms", s_pct (self, 0.50), "p99_ms", s_pct (self, 0.99),
-                             "p999_ms", s_pct (self, 0.999), "max_ms", s_pct (self, 1.0),
-                             "mean_ms", self->nlat ? sum / (double) self->nlat / 1000.0 : 0.0);
-    if (!o || !counts || !lat)
+    if (!o || !counts)
         abort ();
     json_object_set_new (o, "counts", counts);
-    json_object_set_new (o, "dispatch_to_ack_latency", lat);
+    /* ASSIGN received -> ACK received: what a task waits for beyond its run */
+    json_object_set_new (o, "dispatch_to_ack_latency", s_lat_json (self->lat_us, self->nlat));
+    /* RECEIPT sent -> ACK received: the coordinator's intake and group commit */
+    json_object_set_new (o, "receipt_to_ack_latency", s_lat_json (self->commit_us, self->nlat));
     json_object_set_new (o, "round_trips", json_integer ((json_int_t) c->window_acks));
     json_object_set_new (o, "round_trips_per_s",
                          json_real (window_s > 0 ? (double) c->window_acks / window_s : 0.0));
@@ -807,11 +829,15 @@ static void s_print_stats (s_load_t *self, json_t *o)
             json_integer_value (json_object_get (counts, "acks_received")),
             json_integer_value (json_object_get (counts, "duplicates_acked")),
             json_integer_value (json_object_get (counts, "unacked_at_exit")));
+    json_t *commit = json_object_get (o, "receipt_to_ack_latency");
     printf ("  round trips %" JSON_INTEGER_FORMAT " = %.0f/s; dispatch->ack latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
             json_integer_value (json_object_get (o, "round_trips")),
             json_real_value (json_object_get (o, "round_trips_per_s")),
             json_real_value (json_object_get (lat, "p50_ms")), json_real_value (json_object_get (lat, "p99_ms")),
             json_real_value (json_object_get (lat, "max_ms")));
+    printf ("  receipt->ack (intake + group commit) p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+            json_real_value (json_object_get (commit, "p50_ms")), json_real_value (json_object_get (commit, "p99_ms")),
+            json_real_value (json_object_get (commit, "max_ms")));
     printf ("  hellos %" JSON_INTEGER_FORMAT ", reconnects %" JSON_INTEGER_FORMAT ", disconnects received %"
             JSON_INTEGER_FORMAT ", send failures %" JSON_INTEGER_FORMAT "\n",
             json_integer_value (json_object_get (counts, "hellos")),
@@ -910,6 +936,7 @@ static void s_load_destroy (s_load_t **self_p)
         free (self->ready);
         free (self->batch);
         free (self->lat_us);
+        free (self->commit_us);
         free (self);
         *self_p = NULL;
     }
@@ -1012,8 +1039,9 @@ static void s_usage (FILE *out)
         "  --help               this text\n"
         "\n"
         "Statistics (stdout, and --stats-json): receipts sent, acks received, duplicates\n"
-        "acked, round trips per second (acks after the warm-up / window) and the\n"
-        "dispatch->ack latency from ASSIGN received to ACK received (p50, p99, max).\n"
+        "acked, round trips per second (acks after the warm-up / window), the\n"
+        "dispatch->ack latency from ASSIGN received to ACK received and the\n"
+        "receipt->ack latency from RECEIPT sent to ACK received (p50, p99, max).\n"
         "Exit status: 0 after SIGTERM/SIGINT or the duration, 1 on a failure, 2 for bad flags.\n",
         S_MAX_WORKERS);
 }

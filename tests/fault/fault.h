@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "akfleet.pb-c.h"
 #include <sys/types.h>
 
 /* ------------------------------------------------------------- processes */

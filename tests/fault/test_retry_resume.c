@@ -159,8 +159,10 @@ static void test_retry_failed (void **state)
     assert_int_equal (poisoned, 2);
     assert_int_equal (failed, 3);
     json_decref (r);
+    /* (the idle workers may have been assigned it already) */
     t = s_task (c, "B000001.0004");
-    assert_string_equal (json_string_value (json_object_get (t, "state")), "queued");
+    const char *ts = json_string_value (json_object_get (t, "state"));
+    assert_true (strcmp (ts, "queued") == 0 || strcmp (ts, "leased") == 0);
     assert_int_equal (json_integer_value (json_object_get (t, "attempt")), 2);
     assert_string_equal (json_string_value (json_object_get (t, "receipt_id")), "");
     json_decref (t);
@@ -219,7 +221,8 @@ static void test_retry_failed (void **state)
     zsock_destroy (&late);
     assert_true (acked);
     t = s_task (c, "B000001.0004");
-    assert_string_equal (json_string_value (json_object_get (t, "state")), "queued");
+    ts = json_string_value (json_object_get (t, "state"));
+    assert_true (strcmp (ts, "queued") == 0 || strcmp (ts, "leased") == 0);
     json_decref (t);
 
     /* second round: everything passes; the batch completes again */

@@ -21,7 +21,7 @@
 
 static const char *const s_verbs[] = {
     "submit", "status", "list", "watch", "show", "receipts", "report", "workers",
-    "cancel", "stats", "shutdown", "demo", "help"
+    "cancel", "resume", "retry", "stats", "shutdown", "demo", "help"
 };
 #define S_NVERBS (sizeof s_verbs / sizeof s_verbs[0])
 

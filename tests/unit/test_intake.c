@@ -335,6 +335,73 @@ static void test_older_attempt_after_accept (void **state)
     s_fixture_free (fx);
 }
 
+/* retry: a failed task opened again takes a new attempt with a fresh
+   budget; a copy of its old receipt is a duplicate even though the task is
+   open (each (task, attempt) is accepted once); the budget survives a
+   rebuild from the store. */
+static void test_reopen_accepts_each_attempt_once (void **state)
+{
+    fx_t *fx = s_fixture (0, 0);
+    ak_commit_t c;
+    ak_err_t err = { 0 };
+    s_assign (fx, fx->w1, 1000);                        /* 0001 */
+    ak_task_t *t2 = s_assign (fx, fx->w1, 1000);        /* 0002 */
+    assert_int_equal (s_stage (fx, "B000001.0002", 1, "wrong_answer", 1100), 0);
+    assert_int_equal (ak_intake_commit (fx->intake, 1102, &c, &err), 0);
+    ak_commit_clear (&c);
+    assert_int_equal (t2->state, AK_TS_FAILED);
+    assert_false (ak_sched_reopen (fx->sched, ak_sched_task (fx->sched, "B000001.0003"), 1150));
+
+    assert_true (ak_sched_reopen (fx->sched, t2, 1200));
+    assert_int_equal (t2->state, AK_TS_QUEUED);
+    assert_int_equal (t2->attempt, 2);
+    assert_int_equal (t2->attempt_base, 1);
+    assert_false (ak_sched_reopen (fx->sched, t2, 1200));      /* not failed any more */
+    /* the old attempt's copy arrives: a duplicate, the task stays open */
+    assert_int_equal (s_stage (fx, "B000001.0002", 1, "ok", 1300), 0);
+    assert_int_equal (ak_intake_commit (fx->intake, 1302, &c, &err), 0);
+    assert_int_equal (c.nacks, 1);
+    assert_true (c.acks[0].duplicate);
+    ak_commit_clear (&c);
+    assert_int_equal (t2->state, AK_TS_QUEUED);
+    Ak__TaskRecord *rec = s_task_rec (fx, "B000001.0002");
+    assert_string_equal (rec->state, "queued");
+    assert_string_equal (rec->receipt_id, "");         /* the old verdict cleared */
+    assert_string_equal (rec->status, "");
+    assert_int_equal (rec->attempt, 2);
+    assert_int_equal (rec->attempt_base, 1);
+    assert_int_equal (rec->duplicates, 1);
+    ak__task_record__free_unpacked (rec, NULL);
+
+    /* the budget (max_attempts 2) counts from the retry, across a restart */
+    s_close (fx);
+    s_open (fx, 0, 0, 5000);
+    t2 = ak_sched_task (fx->sched, "B000001.0002");
+    assert_int_equal (t2->attempt_base, 1);
+    ak_sched_requeue (fx->sched, t2, "lease expired", 5001);
+    assert_int_equal (t2->state, AK_TS_QUEUED);
+    assert_int_equal (t2->attempt, 3);
+    ak_sched_requeue (fx->sched, t2, "lease expired", 5002);
+    assert_int_equal (t2->state, AK_TS_POISONED);
+
+    /* attempt 2's receipt (late, the task poisoned meanwhile) is a duplicate;
+       retried again, attempt 4 is accepted */
+    assert_true (ak_sched_reopen (fx->sched, t2, 5100));
+    assert_int_equal (t2->attempt, 4);
+    assert_int_equal (s_stage (fx, "B000001.0002", 4, "ok", 5200), 0);
+    assert_int_equal (ak_intake_commit (fx->intake, 5202, &c, &err), 0);
+    assert_int_equal (c.nacks, 1);
+    assert_false (c.acks[0].duplicate);
+    ak_commit_clear (&c);
+    assert_int_equal (t2->state, AK_TS_DONE);
+    rec = s_task_rec (fx, "B000001.0002");
+    assert_string_equal (rec->state, "done");
+    assert_string_equal (rec->status, "ok");
+    assert_int_equal (rec->attempt, 4);
+    ak__task_record__free_unpacked (rec, NULL);
+    s_fixture_free (fx);
+}
+
 static void test_commit_max_and_ack_after_commit (void **state)
 {
     /* a 512 KiB map that a 2 MiB receipt cannot fit into */
@@ -515,6 +582,7 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_first_accepted_then_duplicate),
         cmocka_unit_test (test_older_attempt_after_accept),
+        cmocka_unit_test (test_reopen_accepts_each_attempt_once),
         cmocka_unit_test (test_commit_max_and_ack_after_commit),
         cmocka_unit_test (test_rebuild_from_store),
         cmocka_unit_test (test_settle_and_cancel),

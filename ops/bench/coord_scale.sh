@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# ops/bench/coord_scale.sh: how far one coordinator scales (issue 5, Benchmark).
+#
+#   ops/bench/coord_scale.sh [--bin DIR] [--out DIR] [--duration S] [--warmup S]
+#                            [--workers "10 100 1000"] [--restarts N] [--keep]
+#
+# Runs a REAL akcoord with durable commits (LMDB syncs on every commit, the
+# default) against akload (build/bin/akload: simulated workers, no kernel
+# runs) on this host, over tcp://127.0.0.1, and measures in one go:
+#   1. task round trips per second (ASSIGN -> acknowledged receipt) and the
+#      dispatch->ack latency (ASSIGN received -> ACK received, p50/p99) with
+#      10, 100 and 1000 simulated workers, default group commit;
+#   2. the same at 1000 workers with one commit per receipt (--commit-max 1);
+#   3. coordinator memory (VmRSS) per connected worker and per 100k stored tasks;
+#   4. restart time with 100k tasks in the store: exec of akcoord until its
+#      client endpoint answers `stats`.
+# Tasks come from a generated manifest: the softmax spec of kernels/ with two
+# extra candidates whose parameter spaces give 50,000 + 49,999 configurations,
+# 100,000 tasks with the preflight (the per-batch limit).  Each load run starts
+# from a copy of that store and stops before the batch completes, so no batch
+# settles (decides winners) inside a measurement.
+#
+# Prints a Markdown table and writes results.json, every akload stats file and
+# coordinator log under --out (default: a new directory under /tmp).  Needs
+# bash, jq and the binaries of a build (default build/bin; RelWithDebInfo is
+# what docs/benchmarks.md reports).  Nothing here is a test: it takes a few
+# minutes and its numbers depend on the machine and on what else runs on it
+# (the load average before each run is recorded).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin="$root/build/bin"
+out=""
+duration=8
+warmup=2
+workers_list="10 100 1000"
+restarts=3
+keep=0
+
+usage () {
+    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --bin) bin=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        --duration) duration=$2; shift 2 ;;
+        --warmup) warmup=$2; shift 2 ;;
+        --workers) workers_list=$2; shift 2 ;;
+        --restarts) restarts=$2; shift 2 ;;
+        --keep) keep=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "coord_scale: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+    esac
+done
+for tool in jq; do
+    command -v "$tool" >/dev/null || { echo "coord_scale: needs $tool" >&2; exit 2; }
+done
+for b in akcoord akctl akload; do
+    [ -x "$bin/$b" ] || { echo "coord_scale: no $bin/$b (build first, or --bin DIR)" >&2; exit 2; }
+done
+[ "$warmup" -lt "$duration" ] || { echo "coord_scale: --warmup must be below --duration" >&2; exit 2; }
+if [ -z "$out" ]; then
+    out=$(mktemp -d /tmp/coord_scale.XXXXXX)
+fi
+mkdir -p "$out"
+work=$(mktemp -d /tmp/coord_scale_work.XXXXXX)
+
+# Ports: a random free pair (a bound port answers a bash /dev/tcp connect).
+port_free () { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+while :; do
+    wport=$(( 20000 + RANDOM % 20000 )); cport=$(( wport + 1 ))
+    port_free "$wport" && port_free "$cport" && break
+done
+wep="tcp://127.0.0.1:$wport"
+cep="tcp://127.0.0.1:$cport"
+
+coord_pid=""
+load_pid=""
+cleanup () {
+    for p in $load_pid $coord_pid; do
+        kill -TERM "$p" 2>/dev/null || true
+    done
+    for p in $load_pid $coord_pid; do
+        wait "$p" 2>/dev/null || true
+    done
+    [ "$keep" = 1 ] || rm -rf "$work"
+}
+trap cleanup EXIT
+
+ctl () { "$bin/akctl" --coordinator "$cep" "$@"; }
+stat_of () { ctl --json stats | jq -r ".$1"; }
+rss_kb () { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+anon_kb () { awk '/^RssAnon:/ {print $2}' "/proc/$1/status"; }
+loadavg () { cut -d' ' -f1 /proc/loadavg; }
+now_ns () { date +%s%N; }
+
+# start_coord STORE LOG [akcoord options...]: starts akcoord, returns when
+# its client endpoint answers.
+start_coord () {
+    local store=$1 log=$2; shift 2
+    "$bin/akcoord" --store "$store" --workers "$wep" --clients "$cep" "$@" >"$log" 2>&1 &
+    coord_pid=$!
+    local i
+    for i in $(seq 1 3000); do
+        kill -0 "$coord_pid" 2>/dev/null || break
+        if port_free "$cport"; then sleep 0.01; continue; fi
+        ctl --timeout 10000 stats >/dev/null && return 0
+    done
+    echo "coord_scale: akcoord did not answer (log $log)" >&2
+    exit 1
+}
+
+stop_coord () {
+    kill -TERM "$coord_pid"
+    wait "$coord_pid" || { echo "coord_scale: akcoord exited with $? (see $out)" >&2; exit 1; }
+    coord_pid=""
+}
+
+# ------------------------------------------------------------- the manifest
+seqc () { seq -s, "$1" "$2"; }
+cat >"$work/manifest.json" <<EOF
+{
+  "schema_version": 1,
+  "name": "coord-scale",
+  "targets": ["host"],
+  "policy": {"max_attempts": 3, "lease_ms": 60000},
+  "ops": [
+    {
+      "spec": "$root/kernels/softmax/spec.json",
+      "workloads": ["tiny"],
+      "candidates": [],
+      "extra_candidates": [
+        {"name": "scale_a", "backend": "host",
+         "source": {"name": "scale.c", "text": "/* coord_scale: akload never compiles this */\n"},
+         "params": {"P": [$(seqc 1 1000)], "Q": [$(seqc 1 50)]}},
+        {"name": "scale_b", "backend": "host",
+         "source": {"name": "scale.c", "text": "/* coord_scale: akload never compiles this */\n"},
+         "params": {"P": [$(seqc 1 1000)], "Q": [$(seqc 1 50)]},
+         "constraints": ["P*Q < 50000"]}
+      ]
+    }
+  ]
+}
+EOF
+
+echo "coord_scale: $(date -u +%FT%TZ) on $(hostname), $(nproc) CPUs, results in $out" >&2
+results="$out/results.json"
+echo '{}' >"$results"
+put () { jq "$1" "$results" >"$results.tmp" && mv "$results.tmp" "$results"; }
+put ".date = \"$(date -u +%FT%TZ)\" | .host = \"$(hostname)\" | .cpus = $(nproc)
+     | .bin = \"$bin\" | .duration_s = $duration | .warmup_s = $warmup"
+
+# ---------------------------------------------------- 100k tasks in a store
+tmpl="$work/tmpl"
+start_coord "$tmpl" "$out/coord-submit.log" --log-level warn
+t0=$(now_ns)
+tasks=$(ctl --timeout 120000 --json submit "$work/manifest.json" | jq -r .tasks)
+t1=$(now_ns)
+stop_coord
+store_mb=$(du -sm "$tmpl" | cut -f1)
+echo "coord_scale: store with $tasks tasks ($store_mb MiB), submitted in $(( (t1 - t0) / 1000000 )) ms" >&2
+put ".store = {tasks: $tasks, mib: $store_mb, submit_ms: $(( (t1 - t0) / 1000000 ))}"
+
+# --------------------------------------------------------- memory per worker
+# 1000 idle workers on an empty store: the registry, routes, ZeroMQ pipes.
+start_coord "$work/empty" "$out/coord-idle.log"
+sleep 1
+rss_empty=$(rss_kb "$coord_pid")
+anon_empty=$(anon_kb "$coord_pid")
+"$bin/akload" --coordinator "$wep" --workers 1000 --duration-s 5 --log-level warn \
+    --stats-json "$out/akload-idle.json" >"$out/akload-idle.out" 2>&1 &
+load_pid=$!
+sleep 4
+alive=$(stat_of workers_alive)
+rss_idle=$(rss_kb "$coord_pid")
+anon_idle=$(anon_kb "$coord_pid")
+wait "$load_pid"; load_pid=""
+stop_coord
+per_worker=$(( (rss_idle - rss_empty) * 1024 / (alive > 0 ? alive : 1) ))
+echo "coord_scale: RSS $rss_empty KiB empty, $rss_idle KiB with $alive workers: $per_worker bytes/worker" >&2
+put ".memory = {empty_kib: $rss_empty, empty_anon_kib: $anon_empty, workers: $alive,
+                with_workers_kib: $rss_idle, with_workers_anon_kib: $anon_idle,
+                bytes_per_worker: $per_worker}"
+
+# ------------------------------------------------------------- load runs
+# run_load NAME WORKERS [akcoord options...]
+run_load () {
+    local name=$1 n=$2; shift 2
+    local store="$work/store-$name"
+    rm -rf "$store"
+    cp -r "$tmpl" "$store"
+    local la
+    la=$(loadavg)
+    start_coord "$store" "$out/coord-$name.log" "$@"
+    "$bin/akload" --coordinator "$wep" --workers "$n" --duration-s "$duration" --warmup-s "$warmup" \
+        --log-level warn --stats-json "$out/akload-$name.json" >"$out/akload-$name.out" 2>&1 &
+    load_pid=$!
+    sleep "$warmup"
+    local c0 r0 c1 r1 rss hwm
+    c0=$(stat_of commits); r0=$(stat_of receipts_accepted)
+    sleep $(( duration - warmup - 1 ))
+    c1=$(stat_of commits); r1=$(stat_of receipts_accepted)
+    rss=$(rss_kb "$coord_pid")
+    wait "$load_pid"; load_pid=""
+    stop_coord
+    local per_commit
+    per_commit=$(jq -n "if ($c1 - $c0) > 0 then (($r1 - $r0) / ($c1 - $c0) * 10 | round / 10) else 0 end")
+    jq --arg name "$name" --argjson n "$n" --arg opts "$*" --argjson la "$la" \
+       --argjson rss "$rss" --argjson pc "$per_commit" \
+       '{name: $name, workers: $n, akcoord_options: $opts, loadavg_before: $la,
+         round_trips_per_s: (.round_trips_per_s | round),
+         p50_ms: .dispatch_to_ack_latency.p50_ms, p99_ms: .dispatch_to_ack_latency.p99_ms,
+         commit_p50_ms: .receipt_to_ack_latency.p50_ms, commit_p99_ms: .receipt_to_ack_latency.p99_ms,
+         receipts_per_commit: $pc, rss_kib: $rss, acks: .counts.acks_received,
+         duplicates_acked: .counts.duplicates_acked, reconnects: .counts.reconnects}' \
+       "$out/akload-$name.json" >"$out/run-$name.json"
+    put ".runs += [$(cat "$out/run-$name.json")]"
+    echo "coord_scale: $name: $(jq -c . "$out/run-$name.json")" >&2
+}
+
+for n in $workers_list; do
+    run_load "group-$n" "$n"
+done
+run_load "single-1000" 1000 --commit-max 1
+
+# ------------------------------------------------------------- restarts
+# restart_time STORE NAME: ms from exec to a `stats` answer, RSS then.
+# The endpoint is bound once the index is rebuilt; a bash /dev/tcp probe
+# sees that within a millisecond or so, then one `stats` is timed with it.
+restart_time () {
+    local store=$1 name=$2 i t0 t1 ms rss anon
+    for i in $(seq 1 "$restarts"); do
+        t0=$(now_ns)
+        "$bin/akcoord" --store "$store" --workers "$wep" --clients "$cep" >"$out/coord-restart-$name.log" 2>&1 &
+        coord_pid=$!
+        while port_free "$cport"; do
+            kill -0 "$coord_pid" 2>/dev/null || { echo "coord_scale: akcoord died on $store" >&2; exit 1; }
+        done
+        ctl --timeout 30000 stats >/dev/null
+        t1=$(now_ns)
+        ms=$(( (t1 - t0) / 1000000 ))
+        rss=$(rss_kb "$coord_pid")
+        anon=$(anon_kb "$coord_pid")
+        stop_coord
+        put ".restarts += [{store: \"$name\", ms: $ms, rss_kib: $rss, anon_kib: $anon}]"
+        echo "coord_scale: restart on $name: $ms ms, RSS $rss KiB (anonymous $anon KiB)" >&2
+    done
+}
+restart_time "$tmpl" "100k-queued"
+last="group-${workers_list##* }"
+restart_time "$work/store-$last" "100k-after-$last"
+
+# --------------------------------------------------------------- report
+med () { jq "[.restarts[] | select(.store == \"$1\") | .$2] | sort | .[length/2|floor]" "$results"; }
+rss_100k=$(med 100k-queued rss_kib)
+anon_100k=$(med 100k-queued anon_kib)
+put ".memory.kib_per_100k_tasks = (($rss_100k - .memory.empty_kib) * 100000 / .store.tasks | round)
+     | .memory.anon_kib_per_100k_tasks = (($anon_100k - .memory.empty_anon_kib) * 100000 / .store.tasks | round)"
+
+{
+    echo "| run | workers | akcoord | round trips/s | dispatch->ack p50 / p99 (ms) | receipt->ack p50 / p99 (ms) | receipts/commit | RSS (MiB) | load before |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.rss_kib / 1024 | round) | \(.loadavg_before) |"' "$results"
+    echo
+    jq -r '"memory: \(.memory.bytes_per_worker) bytes per connected worker (\(.memory.workers) idle workers); \(.memory.kib_per_100k_tasks) KiB RSS per 100k stored tasks, \(.memory.anon_kib_per_100k_tasks) KiB of it anonymous (empty store \(.memory.empty_kib) KiB)"' "$results"
+    echo "restart with $tasks tasks in the store (median of $restarts): $(med 100k-queued ms) ms all queued, $(med "100k-after-$last" ms) ms after the $last run"
+} | tee "$out/summary.md"
