@@ -1,5 +1,7 @@
 /*  tests/support.c: helpers shared by the cmocka test binaries. */
 #include "support.h"
+
+#include <sys/prctl.h>
 #include "util.h"
 
 #include <errno.h>
@@ -95,10 +97,15 @@ pid_t ak_test_spawn (char *const argv[], const char *log_path)
         return -1;
     fflush (stdout);
     fflush (stderr);
+    pid_t parent = getpid ();
     pid_t pid = fork ();
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        /* A test that fails or is killed by its timeout must not leave
+           daemons behind that later runs then talk to. */
+        if (prctl (PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid () != parent)
+            _exit (125);
         int in = open ("/dev/null", O_RDONLY);
         if (in >= 0) {
             dup2 (in, STDIN_FILENO);
