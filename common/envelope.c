@@ -26,6 +26,31 @@ static const char *s_field_path (const char *path, const ProtobufCFieldDescripto
     return buf;
 }
 
+/*  Appends ".name" (no dot at the start) and "[index]" when index >= 0 to
+    the path of length len, cut to cap; without snprintf, which cost more
+    than the checks themselves. */
+static void s_path_push (char *path, size_t cap, size_t len, const char *name, long index)
+{
+    char num[24];
+    size_t n = 0;
+    if (len && len + 1 < cap)
+        path[len++] = '.';
+    for (const char *c = name; *c && len + 1 < cap; c++)
+        path[len++] = *c;
+    if (index >= 0) {
+        do
+            num[n++] = (char) ('0' + index % 10);
+        while ((index /= 10) && n < sizeof num);
+        if (len + 1 < cap)
+            path[len++] = '[';
+        while (n && len + 1 < cap)
+            path[len++] = num[--n];
+        if (len + 1 < cap)
+            path[len++] = ']';
+    }
+    path[len < cap ? len : cap - 1] = '\0';
+}
+
 /*  Checks msg and every sub-message against AK_MAX_STRING / AK_MAX_REPEATED.
     path holds the dotted path of msg (extended while a sub-message is
     checked) for the error message. */
@@ -78,8 +103,7 @@ static int s_check_limits (const ProtobufCMessage *msg, int depth, char *path, s
                 else if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
                     const ProtobufCMessage *sub = ((const ProtobufCMessage *const *) arr)[k];
                     if (sub) {
-                        snprintf (path + path_len, path_cap - path_len, "%s%s[%zu]",
-                                  path_len ? "." : "", f->name, k);
+                        s_path_push (path, path_cap, path_len, f->name, (long) k);
                         rc = s_check_limits (sub, depth + 1, path, path_cap, err);
                         path[path_len] = '\0';
                     }
@@ -101,7 +125,7 @@ static int s_check_limits (const ProtobufCMessage *msg, int depth, char *path, s
         else if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
             const ProtobufCMessage *sub = *(const ProtobufCMessage *const *) member;
             if (sub) {
-                snprintf (path + path_len, path_cap - path_len, "%s%s", path_len ? "." : "", f->name);
+                s_path_push (path, path_cap, path_len, f->name, -1);
                 rc = s_check_limits (sub, depth + 1, path, path_cap, err);
                 path[path_len] = '\0';
             }

@@ -363,6 +363,16 @@ static bool s_backend_ok (const char *s)
     return s_streq (s, "host") || s_streq (s, "cuda");
 }
 
+static unsigned s_backend_bit (const char *s)
+{
+    return s_streq (s, "host") ? AK_BACKEND_HOST : s_streq (s, "cuda") ? AK_BACKEND_CUDA : 0;
+}
+
+bool ak_size_for_backend (const ak_size_t *size, const char *backend)
+{
+    return size && (size->backends == 0 || (size->backends & s_backend_bit (backend)) != 0);
+}
+
 /* ================================================================= dtypes */
 
 static const char *const s_dtype_names[AK_DT_COUNT] = { "float16", "bfloat16", "float32" };
@@ -485,6 +495,8 @@ void ak_spec_destroy (ak_spec_t **self_p)
             free (self->outputs[i].count);
         }
         s_source_free (&self->reference);
+        s_source_free (&self->reference_cuda);
+        s_launch_free (&self->reference_cuda_launch);
         for (size_t i = 0; i < self->nbaselines; i++) {
             free (self->baselines[i].backend);
             s_source_free (&self->baselines[i].source);
@@ -1149,7 +1161,7 @@ static int s_check_dims (const ak_spec_t *spec, const int64_t *dims, const char 
 static int s_parse_size_list (json_t *root, const char *key, bool required, ak_spec_t *spec,
                               const char *label, ak_size_t **sizes_p, size_t *n_p, ak_err_t *err)
 {
-    static const char *const fields[] = { "name", "size", NULL };
+    static const char *const fields[] = { "name", "size", "backends", NULL };
     char p[S_PATH], q[S_PATH];
     json_t *arr, *v;
     size_t i;
@@ -1181,6 +1193,24 @@ static int s_parse_size_list (json_t *root, const char *key, bool required, ak_s
             return rc;
         sz->name = ak_strdup (name);
         (*n_p)++;
+        /* "backends": the backends the size is for (GPU-sized shapes the
+           host backend and its float64 oracle should never be given). */
+        json_t *bs = json_object_get (v, "backends"), *b;
+        char bp[S_PATH];
+        size_t k;
+        if (bs && (!json_is_array (bs) || json_array_size (bs) == 0))
+            return s_bad (err, label, s_field (q, p, "backends"),
+                          "must be a non-empty array of backends (host, cuda)");
+        json_array_foreach (bs, k, b) {
+            unsigned bit = json_is_string (b) ? s_backend_bit (json_string_value (b)) : 0;
+            if (!bit)
+                return s_bad (err, label, s_index (q, s_field (bp, p, "backends"), k),
+                              "unknown backend (host, cuda)");
+            if (sz->backends & bit)
+                return s_bad (err, label, s_index (q, s_field (bp, p, "backends"), k),
+                              "duplicate backend '%s'", json_string_value (b));
+            sz->backends |= bit;
+        }
     }
     return 0;
 }
@@ -1353,7 +1383,7 @@ static int s_spec_parse (json_t *root, const char *label, const char *base_dir, 
     static const char *const fields[] = {
         "schema_version", "name", "keys", "dtypes", "tolerances", "sizes", "edge_sizes",
         "stability_size", "flops", "bytes", "inputs", "outputs", "inplace", "reference",
-        "baselines", "candidates", NULL };
+        "reference_cuda", "baselines", "candidates", NULL };
     char p[S_PATH], q[S_PATH];
     json_t *v, *e;
     const char *s;
@@ -1462,6 +1492,30 @@ static int s_spec_parse (json_t *root, const char *label, const char *base_dir, 
         return s_bad (err, label, "reference", "missing");
     if ((rc = s_parse_source (v, label, "reference", base_dir, true, &spec->reference, err)) != 0)
         return rc;
+    if ((v = json_object_get (root, "reference_cuda"))) {
+        static const char *const rfields[] = { "source", "launch", NULL };
+        if (!json_is_object (v))
+            return s_bad (err, label, "reference_cuda", "must be an object {\"source\", \"launch\"}");
+        if ((rc = s_only (v, rfields, label, "reference_cuda", err)) != 0)
+            return rc;
+        if (!(e = json_object_get (v, "source")))
+            return s_bad (err, label, "reference_cuda.source", "missing");
+        rc = s_parse_source (e, label, "reference_cuda.source", base_dir, true, &spec->reference_cuda, err);
+        if (rc)
+            return rc;
+        rc = s_parse_launch_of (v, "cuda", spec, NULL, 0, label, "reference_cuda",
+                                &spec->reference_cuda_launch, err);
+        if (rc)
+            return rc;
+    }
+    /* The smoke and stability sizes run on every backend: they are where
+       a device reference is checked against the host oracle. */
+    const ak_size_t *stab = ak_spec_size (spec, spec->stability_size);
+    if (spec->sizes[0].backends)
+        return s_bad (err, label, "sizes[0].backends", "the smoke size runs on every backend");
+    if (stab && stab->backends)
+        return s_bad (err, label, "stability_size", "'%s' names backends; the stability size "
+                      "runs on every backend", stab->name);
     if ((rc = s_get (root, "baselines", JSON_ARRAY, true, label, "", &v, err)) != 0)
         return rc;
     if (json_array_size (v) == 0 || json_array_size (v) > 8)
@@ -1584,8 +1638,19 @@ static json_t *s_sizes_json (const ak_spec_t *spec, const ak_size_t *sizes, size
 {
     json_t *a = json_array ();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new (a, json_pack ("{s:s, s:o}", "name", sizes[i].name,
-                                             "size", s_dims_json (spec, sizes[i].dims)));
+    {
+        json_t *o = json_pack ("{s:s, s:o}", "name", sizes[i].name,
+                               "size", s_dims_json (spec, sizes[i].dims));
+        if (o && sizes[i].backends) {
+            json_t *bs = json_array ();
+            if (sizes[i].backends & AK_BACKEND_HOST)
+                json_array_append_new (bs, json_string ("host"));
+            if (sizes[i].backends & AK_BACKEND_CUDA)
+                json_array_append_new (bs, json_string ("cuda"));
+            json_object_set_new (o, "backends", bs);
+        }
+        json_array_append_new (a, o);
+    }
     return a;
 }
 
@@ -1674,6 +1739,13 @@ json_t *ak_spec_to_json (const ak_spec_t *spec, bool with_sources)
     json_object_set_new (o, "outputs", s_bufs_json (spec->outputs, spec->noutputs, false));
     json_object_set_new (o, "inplace", json_boolean (spec->inplace));
     json_object_set_new (o, "reference", s_source_json (&spec->reference, with_sources));
+    if (spec->reference_cuda.name && spec->reference_cuda_launch) {
+        /* Always with its text where there is one: no task field carries it. */
+        json_t *r = json_pack ("{s:o, s:o}", "source",
+                               s_source_json (&spec->reference_cuda, with_sources || spec->reference_cuda.text),
+                               "launch", s_launch_json (spec->reference_cuda_launch));
+        json_object_set_new (o, "reference_cuda", r);
+    }
     for (size_t i = 0; i < spec->nbaselines; i++) {
         const ak_baseline_t *bl = &spec->baselines[i];
         json_t *b = json_pack ("{s:s, s:o}", "backend", bl->backend,
@@ -1886,6 +1958,8 @@ static int s_parse_workloads (json_t *opj, ak_manifest_op_t *op, const char *lab
     if (!arr) {
         op->workloads = ak_calloc (spec->nsizes, sizeof *op->workloads);
         for (size_t i = 0; i < spec->nsizes; i++) {
+            if (spec->sizes[i].backends)      /* backend-only sizes are named on purpose */
+                continue;
             ak_workload_t *wl = &op->workloads[op->nworkloads++];
             wl->name = ak_strdup (spec->sizes[i].name);
             memcpy (wl->dims, spec->sizes[i].dims, sizeof wl->dims);
@@ -1945,6 +2019,8 @@ static int s_spec_complete (const ak_spec_t *spec, const char *label, const char
     char p[S_PATH];
     if (!spec->reference.text)
         return s_bad (err, label, path, "reference: source text missing");
+    if (spec->reference_cuda.name && !spec->reference_cuda.text)
+        return s_bad (err, label, path, "reference_cuda.source: source text missing");
     for (size_t i = 0; i < spec->nbaselines; i++)
         if (!spec->baselines[i].source.text)
             return s_bad (err, label, path, "%s.source: source text missing",
@@ -1962,7 +2038,7 @@ static int s_parse_op (json_t *opj, ak_manifest_t *m, size_t index, const char *
                        const char *base_dir, ak_manifest_op_t *op, ak_err_t *err)
 {
     static const char *const fields[] = {
-        "spec", "workloads", "candidates", "extra_candidates", "tolerances", NULL };
+        "spec", "workloads", "candidates", "extra_candidates", "tolerances", "profile", NULL };
     char path[S_PATH], p[S_PATH], q[S_PATH], shown[72];
     json_t *v;
     int rc;
@@ -2090,7 +2166,27 @@ static int s_parse_op (json_t *opj, ak_manifest_t *m, size_t index, const char *
             return rc;
         memcpy (spec->tol, tol, sizeof tol);
     }
-    return s_parse_workloads (opj, op, label, path, err);
+    /* profile: CUPTI range-profiler tasks for the baseline and every
+       selected configuration, on cuda targets (docs/formats.md). */
+    v = json_object_get (opj, "profile");
+    if (v && !json_is_boolean (v))
+        return s_bad (err, label, s_field (p, path, "profile"), "must be true or false");
+    op->profile = v && json_is_true (v);
+    if ((rc = s_parse_workloads (opj, op, label, path, err)) != 0)
+        return rc;
+    /* A size meant for some backends is not timed on the others. */
+    char wp[S_PATH], wq[S_PATH];
+    for (size_t w = 0; w < op->nworkloads; w++) {
+        const ak_size_t *z = ak_spec_size (spec, op->workloads[w].name);
+        if (!z || !z->backends)
+            continue;
+        for (size_t t = 0; t < m->ntargets; t++)
+            if (!ak_size_for_backend (z, ak_class_backend (m->targets[t])))
+                return s_bad (err, label, s_index (wq, s_field (wp, path, "workloads"), w),
+                              "size '%s' is not for backend %s (target '%s')", z->name,
+                              ak_class_backend (m->targets[t]), m->targets[t]);
+    }
+    return 0;
 }
 
 /*  The manifest object into m (which the caller destroys on failure);
@@ -2236,9 +2332,11 @@ char *ak_manifest_to_bundle (const ak_manifest_t *m)
         }
         for (size_t c = 0; c < op->ncandidates; c++)
             json_array_append_new (cands, json_string (op->candidates[c]));
-        json_array_append_new (ops, json_pack ("{s:o, s:o, s:o}",
-                               "spec", ak_spec_to_json (op->spec, true),
-                               "workloads", wls, "candidates", cands));
+        json_t *oj = json_pack ("{s:o, s:o, s:o}", "spec", ak_spec_to_json (op->spec, true),
+                                "workloads", wls, "candidates", cands);
+        if (oj && op->profile)          /* written only when asked: older bundles stay byte-identical */
+            json_object_set_new (oj, "profile", json_true ());
+        json_array_append_new (ops, oj);
     }
     json_t *root = json_pack ("{s:i, s:s, s:o, s:o, s:o}",
                               "schema_version", AK_MANIFEST_SCHEMA_VERSION, "name", m->name,

@@ -35,9 +35,15 @@ int ak_dtype_parse (const char *name, ak_dtype_t *out);     /* 0 or AK_EINVAL */
 size_t ak_dtype_size (ak_dtype_t dt);                       /* 2, 2, 4 */
 
 /* ------------------------------------------------------------------- spec */
+/* Bits of ak_size_t.backends. */
+#define AK_BACKEND_HOST 1u
+#define AK_BACKEND_CUDA 2u
+
 typedef struct {
     char   *name;                       /* "small" */
     int64_t dims[AK_MAX_DIMS];          /* in key order, each > 0 */
+    unsigned backends;                  /* AK_BACKEND_* bits the size is for; 0: every
+                                           backend (a size without "backends") */
 } ak_size_t;
 
 typedef struct {
@@ -114,6 +120,12 @@ typedef struct ak_spec {
     int            noutputs;
     bool           inplace;             /* outputs alias inputs: restore inputs each run */
     ak_source_t    reference;           /* host float64 oracle, C */
+    /* Optional device reference for the cuda backend: the op in float64 on
+       the GPU (built with -DAK_REFERENCE, symbol ak_reference), launched by
+       its own rule over the keys.  Its text travels inside the form without
+       sources too (no task field carries it).  NULL text: none. */
+    ak_source_t    reference_cuda;
+    ak_launch_rule_t *reference_cuda_launch;
     ak_baseline_t *baselines;           /* one per backend */
     size_t         nbaselines;
     ak_candidate_t *candidates;
@@ -145,6 +157,9 @@ const ak_size_t *ak_spec_size (const ak_spec_t *spec, const char *name);  /* NUL
 const ak_baseline_t *ak_spec_baseline (const ak_spec_t *spec, const char *backend);
 const ak_candidate_t *ak_spec_candidate (const ak_spec_t *spec, const char *name);
 bool ak_spec_has_dtype (const ak_spec_t *spec, ak_dtype_t dt);
+/* True when size runs on backend ("host", "cuda"): it names no backends,
+   or names that one. */
+bool ak_size_for_backend (const ak_size_t *size, const char *backend);
 const ak_tol_t *ak_spec_tol (const ak_spec_t *spec, ak_dtype_t dt);       /* NULL if dtype not declared */
 
 /* Evaluates a count / flops / bytes expression for dims (key order) and
@@ -208,6 +223,7 @@ typedef struct {
     size_t          nworkloads;
     char          **candidates;         /* names of spec candidates to tune */
     size_t          ncandidates;
+    bool            profile;            /* "profile": true: profile tasks on cuda targets */
 } ak_manifest_op_t;
 
 typedef struct {

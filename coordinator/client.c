@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "client.h"
+#include "client_profiles.h"
 #include "clock.h"
 #include "cpb.h"
 #include "expand.h"
@@ -311,9 +312,27 @@ static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, do
             phases[2] += s_ms (r->timing_ms);
         }
     }
-    return json_pack ("{s:s, s:s, s:o, s:o, s:o, s:o, s:I}", "op", p->op,
+    /* Profile tasks: the metrics of their receipts as they are. */
+    json_t *profs = json_array ();
+    for (size_t j = 0; j < p->nprofiles; j++) {
+        const Ak__TaskRecord *t = p->profiles[j].task;
+        const Ak__Receipt *r = p->profiles[j].receipt;
+        json_t *wl = json_array ();
+        for (size_t i = 0; r && i < r->n_profiles; i++)
+            json_array_append_new (wl, s_pb (r->profiles[i]));
+        json_array_append_new (profs, json_pack ("{s:s, s:s, s:o, s:s, s:s, s:o}",
+            "task_id", t->task_id, "candidate", t->candidate_name,
+            "params", s_params_json (t->params, t->n_params), "status", r ? r->status : t->state,
+            "reason", r ? r->reason : t->last_error, "workloads", wl));
+    }
+    json_t *pair = json_pack ("{s:s, s:s, s:o, s:o, s:o, s:o, s:I}", "op", p->op,
                       "device_class", p->device_class, "preflight", pre, "winner", s_pb (winner),
                       "candidates", cands, "failures", fails, "pending", (json_int_t) pending);
+    if (pair && p->nprofiles)
+        json_object_set_new (pair, "profiles", profs);
+    else
+        json_decref (profs);
+    return pair;
 }
 
 static int s_report (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
@@ -612,6 +631,11 @@ static const s_verb_t s_verbs[] = {
     { "retry",    1, 2, "BATCH [failed]", s_retry },
     { "stats",    0, 0, "no arguments", s_stats },
     { "shutdown", 0, 0, "no arguments", s_shutdown },
+    { "profile-install", 2, 3, "BATCH NAME [replace]", ak_client_profile_install },
+    { "profile-list",    0, 0, "no arguments", ak_client_profile_list },
+    { "profile-show",    1, 1, "NAME", ak_client_profile_show },
+    { "profile-export",  1, 1, "NAME", ak_client_profile_export },
+    { "profile-import",  1, 2, "NAME|- [replace] (the package is the body)", ak_client_profile_import },
 };
 
 int ak_client_handle (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
@@ -630,7 +654,7 @@ int ak_client_handle (ak_client_env_t *env, const Ak__ClientRequest *req, uint64
     for (size_t i = 0; i < req->n_args; i++)
         if (!*req->args[i] || strlen (req->args[i]) > 128)
             return ak_err_set (err, AK_EINVAL, "%s: argument %zu must be 1..128 characters", v->verb, i + 1);
-    if (req->body && *req->body && v->fn != s_submit)
+    if (req->body && *req->body && v->fn != s_submit && v->fn != ak_client_profile_import)
         return ak_err_set (err, AK_EINVAL, "%s takes no body", v->verb);
 
     json_t *out = NULL;

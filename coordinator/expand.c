@@ -119,23 +119,26 @@ typedef struct {
     const Ak__TaskRecord *tmpl;
     ak_err_t             *err;
     int                   rc;
+    bool                  profile;     /* a profile task beside each tune task */
 } s_walk_t;
 
 static int s_on_config (const ak_candidate_t *cand, const int64_t *values, void *arg)
 {
     s_walk_t *walk = arg;
-    Ak__TaskRecord *task = s_task_from (walk->ctx, walk->tmpl, "tune", walk->err);
-    if (!task) {
-        walk->rc = walk->err->code;
-        return 1;
-    }
     const char *names[AK_MAX_PARAMS];
     size_t np = cand->nparams < AK_MAX_PARAMS ? cand->nparams : AK_MAX_PARAMS;
     for (size_t i = 0; i < np; i++)
         names[i] = cand->params[i].name;
-    task->params = ak_cpb_params_new (names, values, np);
-    task->n_params = np;
-    s_add_task (walk->ctx, task);
+    for (int k = 0; k < (walk->profile ? 2 : 1); k++) {
+        Ak__TaskRecord *task = s_task_from (walk->ctx, walk->tmpl, k ? "profile" : "tune", walk->err);
+        if (!task) {
+            walk->rc = walk->err->code;
+            return 1;
+        }
+        task->params = ak_cpb_params_new (names, values, np);
+        task->n_params = np;
+        s_add_task (walk->ctx, task);
+    }
     return 0;
 }
 
@@ -183,6 +186,17 @@ static int s_expand_pair (s_ctx_t *ctx, const ak_manifest_t *m, size_t opi, cons
         goto done;
     }
     s_add_task (ctx, pre);
+    /* "profile": true profiles the baseline and every configuration, on
+       cuda targets only (the CUPTI range profiler). */
+    bool profile = op->profile && strcmp (backend, "cuda") == 0;
+    if (profile) {
+        Ak__TaskRecord *pt = s_task_from (ctx, tmpl, "profile", err);
+        if (!pt) {
+            rc = err->code;
+            goto done;
+        }
+        s_add_task (ctx, pt);
+    }
 
     for (size_t c = 0; c < op->ncandidates; c++) {
         const ak_candidate_t *cand = ak_spec_candidate (spec, op->candidates[c]);
@@ -203,7 +217,7 @@ static int s_expand_pair (s_ctx_t *ctx, const ak_manifest_t *m, size_t opi, cons
         rc = s_add_blob (ctx, cand->source.text, strlen (cand->source.text), digest, err);
         if (rc == 0) {
             ak_cpb_set (&ctmpl->candidate_digest, digest);
-            s_walk_t walk = { ctx, ctmpl, err, 0 };
+            s_walk_t walk = { ctx, ctmpl, err, 0, profile };
             rc = ak_space_walk (cand, s_on_config, &walk, NULL, err);
             if (walk.rc)
                 rc = walk.rc;

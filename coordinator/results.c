@@ -83,6 +83,12 @@ int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results
             p->tunes[p->ntunes].receipt = r;
             p->ntunes++;
         }
+        else if (strcmp (t->kind, "profile") == 0) {
+            p->profiles = ak_realloc (p->profiles, (p->nprofiles + 1) * sizeof *p->profiles);
+            p->profiles[p->nprofiles].task = t;
+            p->profiles[p->nprofiles].receipt = r;
+            p->nprofiles++;
+        }
         else {
             ak__task_record__free_unpacked (t, NULL);
             if (r)
@@ -144,6 +150,9 @@ void ak_results_destroy (ak_results_t **self_p)
             for (size_t j = 0; j < p->ntunes; j++)
                 s_result_free (&p->tunes[j]);
             free (p->tunes);
+            for (size_t j = 0; j < p->nprofiles; j++)
+                s_result_free (&p->profiles[j]);
+            free (p->profiles);
             free (p->evals);
             if (p->winner)
                 ak__winner__free_unpacked (p->winner, NULL);

@@ -24,6 +24,8 @@ typedef struct {
     ak_result_task_t   *tunes;
     size_t              ntunes;
     ak_promote_eval_t  *evals;          /* one per tune */
+    ak_result_task_t   *profiles;       /* profile tasks (op "profile": true), never promoted */
+    size_t              nprofiles;
     Ak__Winner         *winner;         /* owned */
 } ak_result_pair_t;
 

@@ -155,13 +155,15 @@ __device__ __forceinline__ double ak_rng_range (ak_u64 seed, ak_u64 stream, ak_u
 /*  ak_fill_uniform: out[i] = ak_rng_range (seed, stream, i, lo, hi) for
     i < n, stored as dtype with the host's rounding (worker/data.c:
     nearest even, clipped to the largest finite value).  dtype codes are
-    ak_dtype_t's (0 float16, 1 bfloat16, 2 float32) plus 3 for float64.
+    ak_dtype_t's (0 float16, 1 bfloat16, 2 float32) plus 3 for float64,
+    and 4 + a kernel type for that type's value stored as float64.
     Any grid: a grid-stride loop.  float16/bfloat16 need AK_CUDA_HALF;
     without it those dtypes write nothing. */
 #define AK_FILL_FLOAT16  0
 #define AK_FILL_BFLOAT16 1
 #define AK_FILL_FLOAT32  2
 #define AK_FILL_FLOAT64  3
+#define AK_FILL_AS_F64   4     /* + a kernel type (0..2): rounded to it, stored as float64 */
 
 extern "C" __global__ void ak_fill_uniform (ak_u64 seed, ak_u64 stream, ak_u64 n,
                                             double lo, double hi, int dtype, void *out)
@@ -186,6 +188,22 @@ extern "C" __global__ void ak_fill_uniform (ak_u64 seed, ak_u64 stream, ak_u64 n
                 break;
             case AK_FILL_FLOAT64:
                 ((double *) out)[i] = v;
+                break;
+            /* Rounded to a kernel type, stored as float64: the device
+               reference's inputs, exactly the values the kernel gets. */
+#ifdef AK_CUDA_HALF
+            case AK_FILL_AS_F64 + AK_FILL_FLOAT16:
+                v = fmin (fmax (v, -65504.0), 65504.0);
+                ((double *) out)[i] = (double) __half2float (__double2half (v));
+                break;
+            case AK_FILL_AS_F64 + AK_FILL_BFLOAT16:
+                v = fmin (fmax (v, -0x1.fep127), 0x1.fep127);
+                ((double *) out)[i] = (double) __bfloat162float (__double2bfloat16 (v));
+                break;
+#endif
+            case AK_FILL_AS_F64 + AK_FILL_FLOAT32:
+                v = fmin (fmax (v, -3.4028234663852886e38), 3.4028234663852886e38);
+                ((double *) out)[i] = (double) __double2float_rn (v);
                 break;
             default:
                 break;

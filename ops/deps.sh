@@ -42,6 +42,35 @@ ak_install_deps () {
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
 }
 
+# Optional test dependencies: chromium renders report.html headlessly in
+# tests/integration/test_report_html.c (skipped with a message without it).
+AK_OPTIONAL_DEPS="chromium"
+
+# Installs the optional packages that are missing, best effort: never fails,
+# says what it could not install.  ops/setup.sh runs it; ops/test.sh runs it
+# only with AK_OPTIONAL_DEPS_INSTALL=1 (it may need the network).
+ak_install_optional_deps () {
+    command -v dpkg-query >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 || return 0
+    missing=""
+    for pkg in $AK_OPTIONAL_DEPS; do
+        if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+            missing="$missing $pkg"
+        fi
+    done
+    [ -z "$missing" ] && return 0
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || { echo "deps: optional$missing not installed (not root, no sudo)"; return 0; }
+        sudo="sudo"
+    fi
+    echo "deps: installing optional$missing"
+    # shellcheck disable=SC2086
+    { $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+      $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing; } ||
+        echo "deps: optional$missing could not be installed; the tests that need it skip"
+    return 0
+}
+
 # Parallel build jobs: $AK_JOBS, else the number of CPUs.
 ak_jobs () {
     if [ -n "${AK_JOBS:-}" ]; then

@@ -16,6 +16,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 build="${AK_BUILD_DIR:-$root/build}"
 ak_install_deps
+ak_install_optional_deps
 # Warnings are errors in ops/test.sh (and CI), not here: an install must not
 # fail because a newer compiler found something new to say.
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_WERROR=OFF

@@ -14,6 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 build="${AK_BUILD_DIR:-$root/build-test}"
 ak_install_deps
+[ "${AK_OPTIONAL_DEPS_INSTALL:-0}" = 1 ] && ak_install_optional_deps
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Debug -DAK_SANITIZE=ON -DAK_WERROR=ON
 cmake --build "$build" -j "$(ak_jobs)"
 

@@ -141,7 +141,19 @@ typedef struct ak_backend {
     /* True when kernels for element type dt can be built and run on device
        (the host backend: float32 only).  Gates report the others as skipped. */
     bool (*supports_dtype) (const Ak__Device *device, ak_dtype_t dt);
+
+    /* ---- executor side, optional ---- */
+    /* NULL: inputs are generated on the host and uploaded.  Else fills buf
+       on the device with ak_rng_range (seed, stream, i, lo, hi) for i < n,
+       rounded and stored exactly as worker/data.c does, by the generator
+       kernel `gen` (the CUDA backend: symbol ak_fill_uniform of any module).
+       code: an ak_dtype_t, 3 for float64, or AK_GEN_AS_F64 + an ak_dtype_t
+       (that type's value stored as a double: the device reference's input). */
+    int  (*generate) (ak_dev_t *dev, ak_kernel_t *gen, void *buf, uint64_t n, uint64_t seed,
+                      uint64_t stream, double lo, double hi, int code, ak_err_t *err);
 } ak_backend_t;
+
+#define AK_GEN_AS_F64 4
 
 const ak_backend_t *ak_backend_host (void);
 /* By name ("host", "cuda"); NULL when this build or host lacks it. */

@@ -1990,9 +1990,10 @@ int ak_cuda_fill_uniform (ak_dev_t *dev, ak_kernel_t *fill, void *buf, uint64_t 
 {
     if (!fill || (!buf && n))
         return ak_err_set (err, AK_EINVAL, "ak_cuda_fill_uniform: bad arguments");
-    if (dtype < 0 || dtype > AK_CUDA_FILL_FLOAT64)
+    if (dtype < 0 || dtype > AK_CUDA_FILL_AS_F64 + AK_DT_FLOAT32)
         return ak_err_set (err, AK_EINVAL, "ak_cuda_fill_uniform: dtype %d", dtype);
-    if ((dtype == AK_DT_FLOAT16 || dtype == AK_DT_BFLOAT16) && !ak_cuda_include_dir ())
+    int half = dtype >= AK_CUDA_FILL_AS_F64 ? dtype - AK_CUDA_FILL_AS_F64 : dtype;
+    if ((half == AK_DT_FLOAT16 || half == AK_DT_BFLOAT16) && !ak_cuda_include_dir ())
         return ak_err_set (err, AK_EUNSUPPORTED, "ak_cuda_fill_uniform: %s needs cuda_fp16.h / cuda_bf16.h",
                            ak_dtype_name ((ak_dtype_t) dtype));
     int rc = s_enter (dev, err);
@@ -2038,6 +2039,7 @@ static const ak_backend_t s_cuda = {
     .time = s_time,
     .sample = s_sample,
     .supports_dtype = s_supports_dtype,
+    .generate = ak_cuda_fill_uniform,
 };
 
 const ak_backend_t *ak_backend_cuda (void)

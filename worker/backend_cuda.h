@@ -77,6 +77,9 @@ int ak_cuda_blocker_selftest (ak_dev_t *dev, double *waited_ms, bool *timed_out,
 /*  Element type codes of the ak_fill_uniform kernel: ak_dtype_t's values,
     plus float64 (reference inputs). */
 #define AK_CUDA_FILL_FLOAT64 3
+/*  AK_CUDA_FILL_AS_F64 + dt: rounded to dt, stored as float64 (what the
+    device reference is given). */
+#define AK_CUDA_FILL_AS_F64  4
 
 /*  Runs ak_fill_uniform (in every module the backend compiles; load it
     with symbol "ak_fill_uniform"): buf[i] = ak_rng_range (seed, stream, i,

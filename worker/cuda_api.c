@@ -317,6 +317,44 @@ int ak_cuda_cupti (const ak_cuda_cupti_t **cp_p, ak_err_t *err)
     return rc;
 }
 
+/* The range profiler's entry points: resolved once CUPTI has loaded, on
+   their own, so a CUPTI without them still serves tracing. */
+static ak_cuda_profiler_t s_pf;
+static pthread_once_t     s_pf_once = PTHREAD_ONCE_INIT;
+static bool               s_pf_ok;
+static char               s_pf_why[512];
+
+static void s_load_profiler (void)
+{
+    ak_err_t e = { 0 };
+    if (ak_cuda_load_cupti (&e) != 0) {
+        snprintf (s_pf_why, sizeof s_pf_why, "%.480s", e.msg);
+        return;
+    }
+#define AK_CUDA_PF_RESOLVE(name)                                                    \
+    do {                                                                            \
+        void *p = dlsym (s_cp_lib.handle, #name);                                   \
+        if (!p) {                                                                   \
+            snprintf (s_pf_why, sizeof s_pf_why, "CUPTI %.31s (%.300s) has no %s: "  \
+                      "no range profiler", s_cp_lib.version, s_cp_lib.path, #name);  \
+            return;                                                                 \
+        }                                                                           \
+        memcpy (&s_pf.name, &p, sizeof p);                                          \
+    } while (0);
+    AK_CUDA_PROFILER_FNS (AK_CUDA_PF_RESOLVE)
+#undef AK_CUDA_PF_RESOLVE
+    s_pf_ok = true;
+}
+
+int ak_cuda_profiler (const ak_cuda_profiler_t **pf_p, ak_err_t *err)
+{
+    pthread_once (&s_pf_once, s_load_profiler);
+    *pf_p = s_pf_ok ? &s_pf : NULL;
+    if (s_pf_ok)
+        return 0;
+    return ak_err_set (err, AK_EUNAVAIL, "CUPTI range profiler: %s", s_pf_why[0] ? s_pf_why : "not loaded");
+}
+
 static const char *s_text (s_lib_t *lib, const char *field)
 {
     /* A once not yet run reads as "not loaded": never load from a getter. */

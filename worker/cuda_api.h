@@ -60,6 +60,13 @@ char *ak_cuda_describe (void);
 #include <cudaTypedefs.h>
 #include <nvrtc.h>
 #include <cupti.h>
+/* The range profiler (CUDA 13 API).  cupti_profiler_host.h includes the
+   C++ header <string> without using it; CMake puts an empty `string` in a
+   SYSTEM include folder of its own (build/cupti_c_shim) so C can read it. */
+#include <cupti_target.h>
+#include <cupti_profiler_target.h>
+#include <cupti_range_profiler.h>
+#include <cupti_profiler_host.h>
 
 /* Driver entry points: (name, API version of the prototype we call, the
    versioned symbol libcuda exports, for the dlsym fallback). */
@@ -99,7 +106,8 @@ char *ak_cuda_describe (void);
     X (cuEventDestroy,            4000,  "cuEventDestroy_v2")                  \
     X (cuEventRecord,             2000,  "cuEventRecord")                      \
     X (cuEventSynchronize,        2000,  "cuEventSynchronize")                 \
-    X (cuEventElapsedTime,        12080, "cuEventElapsedTime_v2")
+    X (cuEventElapsedTime,        12080, "cuEventElapsedTime_v2")                \
+    X (cuCtxGetCurrent,           4000,  "cuCtxGetCurrent")
 
 /* Member names go through cuda.h's macros (cuMemAlloc -> cuMemAlloc_v2) in
    the declaration and in every use alike, so `drv->cuMemAlloc (...)` reads
@@ -137,11 +145,35 @@ typedef struct {
     AK_CUDA_CUPTI_FNS (AK_CUDA_SAME_MEMBER)
 } ak_cuda_cupti_t;
 
+/* The CUPTI range profiler and profiler host entry points
+   (worker/profiler_cuda.c).  Resolved with the rest of CUPTI but optional:
+   a CUPTI without them still traces, and ak_cuda_profiler says why not. */
+#define AK_CUDA_PROFILER_FNS(X)                                                \
+    X (cuptiProfilerInitialize) X (cuptiProfilerDeInitialize)                  \
+    X (cuptiProfilerDeviceSupported) X (cuptiDeviceGetChipName)                \
+    X (cuptiProfilerGetCounterAvailability)                                    \
+    X (cuptiRangeProfilerEnable) X (cuptiRangeProfilerDisable)                 \
+    X (cuptiRangeProfilerGetCounterDataSize)                                   \
+    X (cuptiRangeProfilerCounterDataImageInitialize)                           \
+    X (cuptiRangeProfilerSetConfig) X (cuptiRangeProfilerStart)                \
+    X (cuptiRangeProfilerStop) X (cuptiRangeProfilerDecodeData)                \
+    X (cuptiRangeProfilerGetCounterDataInfo)                                   \
+    X (cuptiProfilerHostInitialize) X (cuptiProfilerHostDeinitialize)          \
+    X (cuptiProfilerHostConfigAddMetrics)                                      \
+    X (cuptiProfilerHostGetConfigImageSize) X (cuptiProfilerHostGetConfigImage) \
+    X (cuptiProfilerHostGetNumOfPasses) X (cuptiProfilerHostEvaluateToGpuValues)
+typedef struct {
+    AK_CUDA_PROFILER_FNS (AK_CUDA_SAME_MEMBER)
+} ak_cuda_profiler_t;
+
 /*  The loaded tables (borrowed, valid for the life of the process), or
     AK_EUNAVAIL as the ak_cuda_load_ functions say. */
 int ak_cuda_driver (const ak_cuda_driver_t **drv_p, ak_err_t *err);
 int ak_cuda_nvrtc (const ak_cuda_nvrtc_t **nv_p, ak_err_t *err);
 int ak_cuda_cupti (const ak_cuda_cupti_t **cp_p, ak_err_t *err);
+/*  The range profiler's entry points: AK_EUNAVAIL when CUPTI did not load
+    or lacks one of them (err names the symbol). */
+int ak_cuda_profiler (const ak_cuda_profiler_t **pf_p, ak_err_t *err);
 
 /*  "CUDA_ERROR_ILLEGAL_ADDRESS" (cuGetErrorName when the driver is loaded,
     else "CUresult 700"); never NULL.  buf holds the fallback text. */

@@ -54,6 +54,7 @@ typedef struct s_task {
     char            fail_reason[512];
     char           *compile_log;       /* of the failing compile */
     char           *ref_path;
+    char           *dref_path;         /* the spec's reference_cuda, built for a cuda device */
     char           *base_path[AK_DT_COUNT], *cand_path[AK_DT_COUNT];   /* per element type built */
     char            options_digest[65];
     double          compile_ms;
@@ -147,6 +148,7 @@ static void s_task_free (s_task_t **t_p)
         ak_envelope_free (&t->env);
         free (t->compile_log);
         free (t->ref_path);
+        free (t->dref_path);
         for (int dt = 0; dt < AK_DT_COUNT; dt++) {
             free (t->base_path[dt]);
             free (t->cand_path[dt]);
@@ -534,7 +536,7 @@ static void s_task_finish (ak_daemon_t *d, s_task_t *t, Ak__Receipt *r)
     if (t->options_digest[0])
         ak_pb_set_str (&r->options_digest, t->options_digest);
     if (!r->source_digest[0]) {
-        const Ak__Source *src = strcmp (a->kind, "tune") == 0 ? a->candidate : a->baseline;
+        const Ak__Source *src = ak_job_tests_candidate (a) ? a->candidate : a->baseline;
         char hex[65];
         if (src && ak_sha256_hex (src->text, strlen (src->text), hex) == 0)
             ak_pb_set_str (&r->source_digest, hex);
@@ -715,6 +717,32 @@ static int s_build_dtypes (s_task_t *t, const ak_backend_t *be, const Ak__Device
     return n;
 }
 
+/*  The spec's device reference (reference_cuda, its text inside
+    spec_json), built in float64 for a cuda device; nothing to do for other
+    backends or a spec without one.  Non-zero when it failed to build (the
+    task's error, set by s_compile_one). */
+static int s_compile_dref (ak_daemon_t *d, s_task_t *t, const ak_backend_t *be,
+                           const Ak__Device *device)
+{
+    const Ak__Assign *a = t->a;
+    ak_spec_t *spec = NULL;
+    ak_err_t err = { 0 };
+    if (strcmp (be->name, "cuda") != 0 || !a->spec_json
+     || ak_spec_parse_text (a->spec_json, strlen (a->spec_json), "assign.spec_json", &spec, &err) != 0)
+        return 0;        /* a spec that does not parse fails the task elsewhere */
+    int rc = 0;
+    if (spec->reference_cuda.text && spec->reference_cuda_launch) {
+        Ak__Source src = AK__SOURCE__INIT;
+        src.name = spec->reference_cuda.name;
+        src.text = spec->reference_cuda.text;
+        src.digest = spec->reference_cuda.digest;
+        rc = s_compile_one (d, t, "device reference", be, device, &src, AK_DT_FLOAT32,
+                            true, false, false, &t->dref_path, NULL);
+    }
+    ak_spec_destroy (&spec);
+    return rc;
+}
+
 /*  Pool thread: builds the reference (always host, float64), then the
     baseline and, for tune, the candidate with its parameters as defines,
     once per element type the device's backend runs for the spec.  The
@@ -725,10 +753,12 @@ static void s_compile_task (void *item, void *arg)
     ak_daemon_t *d = arg;
     const Ak__Assign *a = t->a;
     bool tune = strcmp (a->kind, "tune") == 0;
-    if (!tune && strcmp (a->kind, "preflight") != 0) {
+    bool profile = strcmp (a->kind, "profile") == 0;
+    bool cand = ak_job_tests_candidate (a);      /* tune; profile of a candidate */
+    if (!tune && !profile && strcmp (a->kind, "preflight") != 0) {
         t->fail_status = "error";
         snprintf (t->fail_reason, sizeof t->fail_reason,
-                  "task kind '%.32s' is not run by this worker (preflight and tune are)", a->kind);
+                  "task kind '%.32s' is not run by this worker (preflight, tune and profile are)", a->kind);
         return;
     }
     if (a->n_params > AK_MAX_PARAMS) {
@@ -754,13 +784,17 @@ static void s_compile_task (void *item, void *arg)
     if (s_compile_one (d, t, "reference", ak_backend_host (), NULL, a->reference, AK_DT_FLOAT32,
                        true, false, false, &t->ref_path, NULL) != 0)
         return;
+    if (s_compile_dref (d, t, be, device) != 0)
+        return;
     for (int i = 0; i < n; i++) {
         ak_dtype_t dt = dtypes[i];
         char *digest = i == 0 ? t->options_digest : NULL;
-        if (s_compile_one (d, t, "baseline", be, device, a->baseline, dt, false, false, !tune,
-                           &t->base_path[dt], tune ? NULL : digest) != 0)
+        /* A profile of a candidate runs only the candidate. */
+        if (!(profile && cand)
+            && s_compile_one (d, t, "baseline", be, device, a->baseline, dt, false, false, !cand,
+                              &t->base_path[dt], cand ? NULL : digest) != 0)
             return;
-        if (tune && s_compile_one (d, t, "candidate", be, device, a->candidate, dt, false, true, true,
+        if (cand && s_compile_one (d, t, "candidate", be, device, a->candidate, dt, false, true, true,
                                    &t->cand_path[dt], digest) != 0)
             return;
     }
@@ -853,7 +887,7 @@ static void s_slot_readable (ak_daemon_t *d, s_slot_t *s)
     storage), and the old single-artifact fields for the backend's default
     dtype.  Strings are borrowed from t. */
 static void s_job_artifacts (ak_daemon_t *d, s_task_t *t, uint32_t dev, Ak__ExecJob *job,
-                             Ak__Artifact arts[2 * AK_DT_COUNT], Ak__Artifact *ptrs[2 * AK_DT_COUNT])
+                             Ak__Artifact arts[2 * AK_DT_COUNT + 1], Ak__Artifact *ptrs[2 * AK_DT_COUNT + 1])
 {
     ak_dtype_t build_dt = ak_job_build_dtype (d->dev_be[dev], d->devices[dev]);
     size_t n = 0;
@@ -869,6 +903,14 @@ static void s_job_artifacts (ak_daemon_t *d, s_task_t *t, uint32_t dev, Ak__Exec
             ptrs[n] = &arts[n];
             n++;
         }
+    if (t->dref_path) {
+        ak__artifact__init (&arts[n]);
+        arts[n].role = (char *) "reference_cuda";
+        arts[n].dtype = (char *) "float64";
+        arts[n].path = t->dref_path;
+        ptrs[n] = &arts[n];
+        n++;
+    }
     job->n_artifacts = n;
     job->artifacts = ptrs;
     job->baseline_path = t->base_path[build_dt] ? t->base_path[build_dt] : (char *) "";
@@ -899,7 +941,7 @@ static void s_dispatch (ak_daemon_t *d)
             if (t->a->device_class[0] && strcmp (t->a->device_class, dev->device_class) != 0)
                 continue;
             Ak__ExecJob job = AK__EXEC_JOB__INIT;
-            Ak__Artifact arts[2 * AK_DT_COUNT], *art_ptrs[2 * AK_DT_COUNT];
+            Ak__Artifact arts[2 * AK_DT_COUNT + 1], *art_ptrs[2 * AK_DT_COUNT + 1];
             s_job_artifacts (d, t, s->dev, &job, arts, art_ptrs);
             job.assign = (Ak__Assign *) t->a;
             job.reference_path = t->ref_path;

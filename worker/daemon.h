@@ -5,12 +5,13 @@
     tick) speaks docs/protocol.md: HELLO with the probed devices, heartbeats
     both ways, ASSIGNs into a local queue, compiles on a small thread pool
     so they overlap the running task, STARTED when an executor takes a job,
-    RECEIPTs kept until ACKed and re-sent after every (re-)registration.
+    RECEIPTs kept until ACKed (in memory and in the spool CACHE/receipts/ID,
+    which a restart loads again) and re-sent after every (re-)registration.
     A coordinator silent for `liveness` heartbeats is dropped: the socket is
     closed and a new one connects after a backoff (1 s doubling to 32 s).
 
     Never: block the loop on a compile, a candidate or the network; trust a
-    message; lose a receipt before its ACK while the daemon lives. */
+    message; lose a receipt before its ACK, even across a restart. */
 #ifndef AK_WORKER_DAEMON_H
 #define AK_WORKER_DAEMON_H
 #include <stdint.h>

@@ -96,6 +96,9 @@ typedef struct {
     void       *dev_in[AK_MAX_BUFS];
     void       *dev_out[AK_MAX_BUFS];       /* == dev_in[k] for in-place specs */
     uint8_t    *got[AK_MAX_BUFS];           /* candidate outputs, raw */
+    bool        on_device;                  /* inputs made on the device (raw_in NULL),
+                                               reference: the device reference alone */
+    uint64_t    seed;
 } s_cfg_t;
 
 /*  Outcome of one comparison. */
@@ -217,6 +220,161 @@ done:
     return rc;
 }
 
+/* ------------------------------------------------------ device reference */
+
+/*  Runs the device reference on ctx->dev over float64 inputs already there
+    (din), into outs[k] (host doubles, malloc'ed: the caller frees them).
+    AK_EINTERNAL when it leaves an element unwritten; its launch rule or
+    launch failing is an error of the spec, reported as such. */
+static int s_dref_run (const s_cfg_t *c, void *const *din, double **outs, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    const ak_backend_t *be = ctx->be;
+    void *out[AK_MAX_BUFS] = { 0 };
+    ak_launch_cfg_t lc;
+    ak_launch_t l;
+    int rc = ak_launch_eval (spec, ctx->dref_launch, c->dims, AK_DT_FLOAT32, NULL, NULL, 0, &lc, err);
+    if (rc)
+        return ak_err_prefix (err, "device reference at %s: reference_cuda", c->label);
+    for (int k = 0; k < spec->noutputs; k++) {
+        if (spec->inplace) {
+            out[k] = din[k];
+            continue;
+        }
+        rc = be->alloc (ctx->dev, c->nout[k] * sizeof (double), &out[k], err);
+        if (rc)
+            goto done;
+        rc = be->fill (ctx->dev, out[k], AK_POISON_BYTE, c->nout[k] * sizeof (double), err);
+        if (rc)
+            goto done;
+    }
+    s_launch_args (c, din, out, &l);
+    l.dtype = AK_DT_FLOAT32;
+    l.params = NULL;
+    l.param_names = NULL;
+    l.nparams = 0;
+    memcpy (l.grid, lc.grid, sizeof l.grid);
+    memcpy (l.block, lc.block, sizeof l.block);
+    l.shared_bytes = lc.shared_bytes;
+    rc = be->launch (ctx->dev, ctx->dref, &l, err);
+    if (rc) {
+        ak_err_prefix (err, "device reference at %s", c->label);
+        goto done;
+    }
+    for (int k = 0; k < spec->noutputs; k++) {
+        outs[k] = ak_malloc (c->nout[k] * sizeof (double));
+        rc = be->download (ctx->dev, outs[k], out[k], c->nout[k] * sizeof (double), err);
+        if (rc)
+            goto done;
+        for (size_t i = 0; i < c->nout[k] && !spec->inplace; i++)
+            if (s_all_bytes ((const uint8_t *) &outs[k][i], sizeof (double), AK_POISON_BYTE)) {
+                rc = ak_err_set (err, AK_EINTERNAL, "device reference left %s[%zu] unwritten at %s",
+                                 spec->outputs[k].name, i, c->label);
+                goto done;
+            }
+    }
+done:
+    for (int k = 0; k < spec->noutputs; k++)
+        if (out[k] && out[k] != din[k])
+            be->release (ctx->dev, &out[k]);
+    return rc;
+}
+
+/*  The device reference over the host's inputs (vals), checked against
+    the host oracle's outputs already in c->ref.  AK_EINTERNAL naming the
+    first element that disagrees: the device reference is wrong (or the
+    oracle), not the candidate. */
+static int s_dref_check (const s_cfg_t *c, double *const *vals, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    void *din[AK_MAX_BUFS] = { 0 };
+    double *got[AK_MAX_BUFS] = { 0 };
+    int rc = 0;
+    for (int j = 0; j < spec->ninputs && rc == 0; j++) {
+        rc = ctx->be->alloc (ctx->dev, c->nin[j] * sizeof (double), &din[j], err);
+        if (rc == 0)
+            rc = ctx->be->upload (ctx->dev, din[j], vals[j], c->nin[j] * sizeof (double), err);
+    }
+    if (rc == 0)
+        rc = s_dref_run (c, din, got, err);
+    for (int k = 0; k < spec->noutputs && rc == 0; k++) {
+        double scale = 0;
+        for (size_t i = 0; i < c->nout[k]; i++)
+            if (isfinite (c->ref[k][i]) && fabs (c->ref[k][i]) > scale)
+                scale = fabs (c->ref[k][i]);
+        for (size_t i = 0; i < c->nout[k]; i++) {
+            double h = c->ref[k][i], d = got[k][i];
+            bool ok = isfinite (h) ? isfinite (d) && fabs (d - h) <= AK_GATE_DREF_RTOL * fabs (h)
+                                                                   + AK_GATE_DREF_ATOL * scale
+                                   : (isnan (h) && isnan (d)) || h == d;
+            if (!ok) {
+                rc = ak_err_set (err, AK_EINTERNAL, "device reference disagrees with the host "
+                                 "float64 oracle at %s: %s[%zu] = %.17g, oracle %.17g (the "
+                                 "spec's reference_cuda is wrong; not the candidate's fault)",
+                                 c->label, spec->outputs[k].name, i, d, h);
+                break;
+            }
+        }
+    }
+    for (int j = 0; j < AK_MAX_BUFS; j++) {
+        if (din[j])
+            ctx->be->release (ctx->dev, &din[j]);
+        free (got[j]);
+    }
+    return rc;
+}
+
+/*  Inputs made on the device (the kernel's in c->dev_in, float64 copies of
+    the same values for the device reference), and the device reference's
+    outputs in c->ref.  The host never holds the inputs. */
+static int s_cfg_on_device (s_cfg_t *c, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    void *din[AK_MAX_BUFS] = { 0 };
+    int rc = 0;
+    for (int j = 0; j < spec->ninputs && rc == 0; j++) {
+        const ak_buf_t *b = &spec->inputs[j];
+        rc = ctx->be->alloc (ctx->dev, c->nin[j] * c->esz, &c->dev_in[j], err);
+        if (rc == 0)
+            rc = ctx->be->alloc (ctx->dev, c->nin[j] * sizeof (double), &din[j], err);
+        if (rc == 0)
+            rc = ctx->be->generate (ctx->dev, ctx->gen, din[j], c->nin[j], c->seed, (uint64_t) j,
+                                    b->lo, b->hi, AK_GEN_AS_F64 + (int) c->dt, err);
+        if (rc)
+            ak_err_prefix (err, "inputs on the device at %s", c->label);
+    }
+    if (rc == 0)
+        rc = s_dref_run (c, din, c->ref, err);
+    for (int k = 0; k < spec->noutputs && rc == 0; k++)
+        for (size_t i = 0; i < c->nout[k]; i++)
+            if (!isfinite (c->ref[k][i]))
+                c->ref_nonfinite++;
+    for (int j = 0; j < AK_MAX_BUFS; j++)
+        if (din[j])
+            ctx->be->release (ctx->dev, &din[j]);
+    return rc;
+}
+
+/*  True when the configuration goes to the device reference alone: there
+    is one, inputs are plain, and some buffer is beyond the oracle's size. */
+static bool s_cfg_device_only (const s_cfg_t *c, s_xform_t x)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    if (!ctx->dref || !ctx->dref_launch || !ctx->gen || !ctx->be->generate || x != S_X_NONE)
+        return false;
+    uint64_t max = ctx->oracle_max_elems ? ctx->oracle_max_elems : AK_GATE_ORACLE_MAX_ELEMS;
+    for (int j = 0; j < ctx->spec->ninputs; j++)
+        if (c->nin[j] > max)
+            return true;
+    for (int k = 0; k < ctx->spec->noutputs; k++)
+        if (c->nout[k] > max)
+            return true;
+    return false;
+}
+
 /*  Prepares a configuration: counts, inputs (generator, transform, dtype
     rounding), the reference outputs, and the candidate's buffers.  Errors
     here are the spec's or the oracle's, never the candidate's. */
@@ -241,6 +399,14 @@ static int s_cfg_prepare (const ak_gate_ctx_t *ctx, const char *name, const int6
         ak_err_prefix (err, "%s", c->label);
         goto fail;
     }
+    c->seed = seed;
+    c->on_device = s_cfg_device_only (c, x);
+    if (c->on_device) {
+        rc = s_cfg_on_device (c, err);
+        if (rc)
+            goto fail;
+        goto outputs;
+    }
     for (int j = 0; j < spec->ninputs; j++) {
         const ak_buf_t *b = &spec->inputs[j];
         vals[j] = ak_malloc (c->nin[j] * sizeof (double));
@@ -255,11 +421,14 @@ static int s_cfg_prepare (const ak_gate_ctx_t *ctx, const char *name, const int6
     rc = s_cfg_reference (c, vals, err);
     if (rc)
         goto fail;
+    if (ctx->dref && ctx->dref_launch && (rc = s_dref_check (c, vals, err)) != 0)
+        goto fail;
     for (int j = 0; j < spec->ninputs; j++) {
         rc = ctx->be->alloc (ctx->dev, c->nin[j] * c->esz, &c->dev_in[j], err);
         if (rc)
             goto fail;
     }
+outputs:
     for (int k = 0; k < spec->noutputs; k++) {
         if (spec->inplace)
             c->dev_out[k] = c->dev_in[k];
@@ -289,7 +458,11 @@ static int s_cfg_run (s_cfg_t *c, ak_err_t *err)
     const ak_spec_t *spec = ctx->spec;
     int rc = 0;
     for (int j = 0; j < spec->ninputs; j++) {
-        rc = ctx->be->upload (ctx->dev, c->dev_in[j], c->raw_in[j], c->nin[j] * c->esz, err);
+        const ak_buf_t *b = &spec->inputs[j];
+        rc = c->on_device
+            ? ctx->be->generate (ctx->dev, ctx->gen, c->dev_in[j], c->nin[j], c->seed, (uint64_t) j,
+                                 b->lo, b->hi, (int) c->dt, err)
+            : ctx->be->upload (ctx->dev, c->dev_in[j], c->raw_in[j], c->nin[j] * c->esz, err);
         if (rc)
             return rc;
     }
@@ -382,6 +555,7 @@ typedef struct {
     char  first[384];          /* why the first failing config failed */
     ak_gate_status_t first_status;
     char  notes[256];          /* skipped dtypes and the like */
+    uint32_t on_device;        /* configurations judged by the device reference alone */
 } s_stage_t;
 
 static void s_stage_begin (s_stage_t *s, ak_gate_report_t *rep, const char *stage)
@@ -432,6 +606,9 @@ static void s_stage_worst (s_stage_t *s, const s_cfg_t *c, double worst)
 
 static void s_stage_end (s_stage_t *s)
 {
+    if (s->on_device)
+        s_note (s, "%s%u configs on device inputs, judged by the device reference", s->notes[0] ? "; " : "",
+                s->on_device);
     ak_gate_result_t *g = s->g;
     if (g->configs == 0 && g->failed == 0) {
         g->skipped = true;
@@ -518,6 +695,7 @@ static bool s_check_config (s_stage_t *s, const ak_gate_ctx_t *ctx, const char *
     bool ok = false;
     ak_err_t err = { 0 };
     s->g->configs++;
+    s->on_device += c.on_device;
     int rc = s_cfg_run (&c, &err);
     if (rc != 0)
         s_stage_fail (s, ak_gate_status_for (rc, &err), "%s", err.msg);
@@ -599,7 +777,8 @@ static void s_stage_sweep (const ak_gate_ctx_t *ctx, ak_dtype_t gate_dt, ak_gate
             continue;
         }
         for (size_t z = 0; z < spec->nsizes; z++)
-            s_check_config (&s, ctx, spec->sizes[z].name, spec->sizes[z].dims, dt, ctx->seed);
+            if (ak_size_for_backend (&spec->sizes[z], ctx->be->name))
+                s_check_config (&s, ctx, spec->sizes[z].name, spec->sizes[z].dims, dt, ctx->seed);
     }
     size_t corpus = 0, corpus_skipped = 0;
     for (size_t w = 0; w < ctx->nworkloads; w++) {
@@ -734,7 +913,8 @@ static void s_stage_edges (const ak_gate_ctx_t *ctx, ak_dtype_t dt, ak_gate_repo
     s_stage_begin (&s, rep, "edge_cases");
     s_note_primary (&s, ctx, dt);
     for (size_t e = 0; e < spec->nedge; e++)
-        s_check_config (&s, ctx, spec->edge_sizes[e].name, spec->edge_sizes[e].dims, dt,
+        if (ak_size_for_backend (&spec->edge_sizes[e], ctx->be->name))
+            s_check_config (&s, ctx, spec->edge_sizes[e].name, spec->edge_sizes[e].dims, dt,
                         ctx->seed + 1000 + e);
     s_stage_end (&s);
 }

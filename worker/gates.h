@@ -77,7 +77,31 @@ typedef struct {
        configuration the backend refuses with "invalid_config: ...", is
        status invalid_config. */
     const ak_launch_rule_t *launch;
+    /* The device reference (CUDA; NULL: the host oracle for every size):
+       the op in float64 on ctx->dev, launched by dref_launch, and the
+       generator kernel gen (ctx->be->generate).  On configurations the
+       host oracle runs (every buffer at most oracle_max_elems elements,
+       and all transformed inputs) the device reference is run too and
+       must agree with the oracle, else the configuration is status error
+       ("device reference disagrees ...": not the candidate's fault).
+       Larger configurations get inputs generated on the device and the
+       device reference alone; the host never holds their inputs. */
+    ak_kernel_t         *dref;
+    const ak_launch_rule_t *dref_launch;
+    ak_kernel_t         *gen;
+    uint64_t             oracle_max_elems;       /* 0: AK_GATE_ORACLE_MAX_ELEMS */
 } ak_gate_ctx_t;
+
+/* Largest buffer (elements) the host float64 oracle is run on when a
+   device reference is there: every size of the built-in catalog's host
+   sizes is within it (softmax 512x2048). */
+#define AK_GATE_ORACLE_MAX_ELEMS (1ull << 20)
+
+/* Agreement asked of the device reference with the host oracle: per
+   element |dev - host| <= AK_GATE_DREF_RTOL * |host| + AK_GATE_DREF_ATOL *
+   max |host| of the buffer (summation order differs; float64 both). */
+#define AK_GATE_DREF_RTOL 1e-9
+#define AK_GATE_DREF_ATOL 1e-10
 
 /* The gate status a failed backend call stands for: AK_ECRASH is
    AK_GATE_CRASH, an error whose text says "invalid_config" (the backends'

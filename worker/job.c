@@ -5,6 +5,7 @@
 #include "gates.h"
 #include "log.h"
 #include "pbutil.h"
+#include "profiler_cuda.h"
 #include "timing.h"
 #include "util.h"
 
@@ -47,6 +48,15 @@ void ak_job_policy (const Ak__Policy *p, ak_policy_t *out)
         out->max_samples = 100000;
     if (out->min_samples > out->max_samples)
         out->min_samples = out->max_samples;
+}
+
+bool ak_job_tests_candidate (const Ak__Assign *a)
+{
+    if (!a || !a->kind)
+        return false;
+    if (strcmp (a->kind, "tune") == 0)
+        return true;
+    return strcmp (a->kind, "profile") == 0 && a->candidate && a->candidate->text && a->candidate->text[0];
 }
 
 ak_dtype_t ak_job_build_dtype (const ak_backend_t *be, const Ak__Device *device)
@@ -96,6 +106,7 @@ typedef struct {
     const ak_backend_t *ref_be;
     ak_dev_t           *ref_dev;          /* owned when ref_be != be */
     ak_kernel_t        *ref;
+    ak_kernel_t        *dref, *gen;       /* device reference and generator (reference_cuda) */
     ak_kernel_t        *kernel[AK_DT_COUNT];   /* under test, per element type */
     ak_kernel_t        *base[AK_DT_COUNT];     /* tune: the interleaved baseline */
     const ak_launch_rule_t *kernel_rule;  /* launch rules (CUDA); NULL on the host */
@@ -202,6 +213,26 @@ static int s_load_role (s_job_t *j, const char *role, ak_kernel_t *k[AK_DT_COUNT
     return 0;
 }
 
+/*  The device reference the daemon built from the spec's reference_cuda
+    (artifact role "reference_cuda"), and the generator kernel of the same
+    module, on backends that generate inputs on the device.  Without the
+    artifact both stay NULL: the host oracle for every size. */
+static int s_load_dref (s_job_t *j, ak_err_t *err)
+{
+    const char *path = NULL;
+    for (size_t i = 0; i < j->job->n_artifacts && !path; i++) {
+        const Ak__Artifact *art = j->job->artifacts[i];
+        if (art && art->role && strcmp (art->role, "reference_cuda") == 0 && art->path && art->path[0])
+            path = art->path;
+    }
+    if (!path || !j->be->generate || !j->spec->reference_cuda_launch)
+        return 0;
+    int rc = j->be->load (j->dev, path, "ak_reference", &j->dref, err);
+    if (rc == 0)
+        rc = j->be->load (j->dev, path, "ak_fill_uniform", &j->gen, err);
+    return rc;
+}
+
 /*  The launch rules of the kernel under test and of the baseline, from
     the spec, for this backend (none on the host).  0, or the reason the
     task cannot run. */
@@ -227,7 +258,7 @@ static int s_rules (s_job_t *j, bool tune, ak_err_t *err)
     (the assign's own digest is only a claim). */
 static void s_source_digest (s_job_t *j)
 {
-    const Ak__Source *src = strcmp (j->a->kind, "tune") == 0 ? j->a->candidate : j->a->baseline;
+    const Ak__Source *src = ak_job_tests_candidate (j->a) ? j->a->candidate : j->a->baseline;
     if (!src)
         return;
     char hex[65];
@@ -282,6 +313,7 @@ static int s_time_all (s_job_t *j, bool tune, size_t *skipped)
         .max_samples = j->policy.max_samples, .rsd_target = j->policy.rsd_target,
         .max_time_ms = j->policy.max_time_ms, .cold = true, .seed = j->policy.seed,
         .params = j->values, .param_names = j->names, .nparams = j->nparams,
+        .gen = j->gen,
     };
     *skipped = 0;
     for (size_t i = 0; i < j->nworkloads; i++) {
@@ -332,6 +364,42 @@ static int s_time_all (s_job_t *j, bool tune, size_t *skipped)
     return 0;
 }
 
+/*  A `profile` task: no gates, no timing; the CUPTI range profiler's
+    metrics of one launch per workload (worker/profiler_cuda.h). */
+static void s_profile (s_job_t *j, const char *role)
+{
+    ak_err_t err = { 0 };
+    size_t skipped = 0;
+    ak_profile_ctx_t pc = {
+        .spec = j->spec, .be = j->be, .dev = j->dev, .device = j->device, .kernel = j->kernel,
+        .rule = j->kernel_rule, .param_names = j->names, .params = j->values, .nparams = j->nparams,
+        .assign = j->a, .workloads = j->workloads, .nworkloads = j->nworkloads,
+        .seed = j->policy.seed, .role = role,
+    };
+    uint64_t t0 = ak_clock_mono_ns ();
+    int rc = ak_profile_run (&pc, j->r, &skipped, &err);
+    j->r->timing_ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
+    if (rc) {
+        const char *status = rc == AK_EUNAVAIL || rc == AK_EUNSUPPORTED || rc == AK_EDENIED ? "error"
+                           : ak_gate_status_name (ak_gate_status_for (rc, &err));
+        s_finish (j, status, "%s", err.msg);
+        return;
+    }
+    double lo = INFINITY, hi = 0;
+    for (size_t i = 0; i < j->r->n_profiles; i++) {
+        double g = j->r->profiles[i]->achieved_gbps;
+        lo = g < lo ? g : lo;
+        hi = g > hi ? g : hi;
+    }
+    if (j->r->n_profiles == 0)
+        s_finish (j, "ok", "no workload profiled (%zu skipped: dtype not supported by backend %s)",
+                  skipped, j->be->name);
+    else
+        s_finish (j, "ok", "profiled %zu workload%s (CUPTI range profiler, kernel replay); "
+                  "achieved %.4g..%.4g GB/s by the spec's bytes%s", j->r->n_profiles,
+                  j->r->n_profiles == 1 ? "" : "s", lo, hi, skipped ? "; some workloads skipped" : "");
+}
+
 static void s_run (s_job_t *j)
 {
     const Ak__Assign *a = j->a;
@@ -339,9 +407,12 @@ static void s_run (s_job_t *j)
     ak_err_t err = { 0 };
     int rc = 0;
     bool tune = strcmp (a->kind, "tune") == 0;
+    bool profile = strcmp (a->kind, "profile") == 0;
+    bool cand = ak_job_tests_candidate (a);     /* tune; profile of a candidate */
 
-    if (!tune && strcmp (a->kind, "preflight") != 0) {
-        s_finish (j, "error", "task kind '%.32s' is not run by this worker (preflight and tune are)", a->kind);
+    if (!tune && !profile && strcmp (a->kind, "preflight") != 0) {
+        s_finish (j, "error", "task kind '%.32s' is not run by this worker (preflight, tune and profile are)",
+                  a->kind);
         return;
     }
     s_source_digest (j);
@@ -369,7 +440,7 @@ static void s_run (s_job_t *j)
         j->values[i] = a->params[i]->value;
     }
     j->nparams = (int) a->n_params;
-    if ((rc = s_rules (j, tune, &err)) != 0) {
+    if ((rc = s_rules (j, cand, &err)) != 0) {
         s_finish (j, "error", "%s", err.msg);
         return;
     }
@@ -394,8 +465,12 @@ static void s_run (s_job_t *j)
         s_finish (j, "error", "loading the reference: %s", err.msg);
         return;
     }
+    if ((rc = s_load_dref (j, &err)) != 0) {
+        s_finish (j, rc == AK_ECRASH ? "crashed" : "error", "loading the device reference: %s", err.msg);
+        return;
+    }
     int loaded = 0;
-    const char *role = tune ? "candidate" : "baseline";
+    const char *role = cand ? "candidate" : "baseline";
     rc = s_load_role (j, role, j->kernel, &loaded, &err);
     if (rc || loaded == 0) {
         if (!rc)
@@ -413,6 +488,11 @@ static void s_run (s_job_t *j)
         }
     }
 
+    if (profile) {
+        s_profile (j, role);
+        return;
+    }
+
     /* Gates. */
     ak_gate_ctx_t g = {
         .spec = j->spec, .be = j->be, .dev = j->dev, .device = j->device,
@@ -421,6 +501,7 @@ static void s_run (s_job_t *j)
         .seed = j->policy.seed,
         .params = j->values, .param_names = j->names, .nparams = j->nparams,
         .launch = j->kernel_rule,
+        .dref = j->dref, .dref_launch = j->spec->reference_cuda_launch, .gen = j->gen,
     };
     memcpy (g.kernel, j->kernel, sizeof g.kernel);
     ak_gate_report_t rep;
@@ -507,6 +588,10 @@ Ak__Receipt *ak_job_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device
         if (j.kernel[dt])
             be->unload (dev, &j.kernel[dt]);
     }
+    if (j.gen)
+        be->unload (dev, &j.gen);
+    if (j.dref)
+        be->unload (dev, &j.dref);
     if (j.ref)
         j.ref_be->unload (j.ref_dev, &j.ref);
     if (j.ref_dev && j.ref_dev != dev)

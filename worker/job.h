@@ -22,6 +22,11 @@ void ak_job_policy (const Ak__Policy *policy, ak_policy_t *out);
    first of bfloat16, float16 that is. */
 ak_dtype_t ak_job_build_dtype (const ak_backend_t *be, const Ak__Device *device);
 
+/*  Whether the kernel under test of the task is its candidate (tune, and
+    profile when the assign carries a candidate source) rather than its
+    baseline (preflight, profile of the baseline). */
+bool ak_job_tests_candidate (const Ak__Assign *a);
+
 /* The compiled artifact of a job for role ("baseline" | "candidate") and
    element type dt: the entry of job->artifacts with that role and dtype;
    when the job lists no artifact of that role at all (a daemon that builds

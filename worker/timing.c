@@ -101,7 +101,11 @@ static int s_restore_inputs (s_run_t *r, ak_err_t *err)
 {
     const ak_timing_ctx_t *ctx = r->ctx;
     for (int j = 0; j < ctx->spec->ninputs; j++) {
-        int rc = ctx->be->upload (ctx->dev, r->dev_in[j], r->raw_in[j], r->nin[j] * r->esz, err);
+        const ak_buf_t *b = &ctx->spec->inputs[j];
+        int rc = r->raw_in[j]
+            ? ctx->be->upload (ctx->dev, r->dev_in[j], r->raw_in[j], r->nin[j] * r->esz, err)
+            : ctx->be->generate (ctx->dev, ctx->gen, r->dev_in[j], r->nin[j], ctx->seed,
+                                 (uint64_t) j, b->lo, b->hi, (int) r->dt, err);
         if (rc)
             return rc;
     }
@@ -311,8 +315,10 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
         out->bytes = (double) v;
 
     for (int j = 0; j < spec->ninputs; j++) {
-        r.raw_in[j] = ak_malloc (r.nin[j] * r.esz);
-        s_generate (spec, j, ctx->seed, dt, r.raw_in[j], r.nin[j]);
+        if (!ctx->gen || !ctx->be->generate) {
+            r.raw_in[j] = ak_malloc (r.nin[j] * r.esz);
+            s_generate (spec, j, ctx->seed, dt, r.raw_in[j], r.nin[j]);
+        }
         rc = ctx->be->alloc (ctx->dev, r.nin[j] * r.esz, &r.dev_in[j], err);
         if (rc)
             goto fail;

@@ -42,6 +42,10 @@ typedef struct {
        the spec's launch rules, ak_launch_eval); NULL: none (host). */
     const ak_launch_cfg_t *cand_launch;
     const ak_launch_cfg_t *base_launch;
+    /* Optional: the backend's generator kernel (be->generate).  Set, the
+       inputs are made on the device (the same values, never on the host);
+       NULL: generated on the host and uploaded. */
+    ak_kernel_t        *gen;
 } ak_timing_ctx_t;
 
 /*  Everything about one measured kernel beside its headline statistics. */

@@ -48,6 +48,8 @@ enum {
     S_OPT_WAIT     = 1 << 1,
     S_OPT_DEMO     = 1 << 2,      /* --dir, --workers, --keep */
     S_OPT_FAILED   = 1 << 3,      /* retry --failed */
+    S_OPT_PROFILE  = 1 << 4,      /* profile --profile, --replace, --as */
+    S_OPT_OUT      = 1 << 5,      /* report --out */
 };
 
 typedef int (s_verb_fn) (const akctl_opts_t *o);
@@ -212,6 +214,8 @@ static void s_render_report_markdown (FILE *out, const json_t *answer)
 
 static int s_verb_report (const akctl_opts_t *o)
 {
+    if (o->out)
+        return akctl_report_out (o);
     return s_simple (o, "report", o->markdown ? s_render_report_markdown : s_render_report_text);
 }
 
@@ -375,7 +379,7 @@ static const s_verb_t s_verbs[] = {
       "One line per receipt: id, task, attempt, worker, kind, operator,\n"
       "candidate, parameters, status, whether it is a duplicate (stored but\n"
       "never counted) and the reason of a failure.\n" },
-    { "report", "BATCH", 1, 1, S_OPT_MARKDOWN, s_verb_report,
+    { "report", "BATCH", 1, 1, S_OPT_MARKDOWN | S_OPT_OUT, s_verb_report,
       "winners, speedups, baselines and failures per operator",
       "Per operator and device class: the winner and its configuration with\n"
       "its speedup over the baseline and the noise of that figure (\"1.84x +-\n"
@@ -383,7 +387,33 @@ static const s_verb_t s_verbs[] = {
       "from preflight; every candidate with its status and speedup; failures\n"
       "with their reasons; then the time spent compiling, gating and timing.\n"
       "\n"
-      "  --markdown        print it as Markdown (headings and tables)\n" },
+      "  --markdown        print it as Markdown (headings and tables)\n"
+      "  --out DIR         write DIR/report.md, report.json and report.html (charts:\n"
+      "                    speedup per operator and size, time per phase, failures\n"
+      "                    by reason) and print one summary line for scripts:\n"
+      "                    akfleet-report: batch B verdict=PASS|FAIL|INCOMPLETE winners=W/P failures=F\n"
+      "                    (exit 1 unless PASS)\n" },
+    { "profile", "install BATCH|list|show NAME|export NAME DIR|import DIR", 1, 3, S_OPT_PROFILE, akctl_profile,
+      "install winners as a profile; list, show, export and import profiles",
+      "  install BATCH --profile NAME [--replace]\n"
+      "      records the promoted winners of a complete batch: per device class and\n"
+      "      per operator and workload (op, dims, dtype) the kernel, its parameters,\n"
+      "      launch configuration, source digest, speedup and noise, and the receipts\n"
+      "      as evidence.  Winners that were not promoted are listed as skipped, with\n"
+      "      the reason.  An entry that exists already is only replaced with\n"
+      "      --replace (else nothing is installed, exit 1); other device classes are\n"
+      "      never touched.\n"
+      "  list                 every profile with its classes and entry counts\n"
+      "  show NAME            every entry of a profile\n"
+      "  export NAME DIR      writes the package: DIR/profile.json, DIR/sources/<sha256>.*\n"
+      "                       and DIR/SHA256SUMS (DIR must be new or empty)\n"
+      "  import DIR [--as NAME] [--replace]\n"
+      "      verifies DIR against SHA256SUMS (a changed, missing or extra file, a link\n"
+      "      or a path leaving DIR is refused, exit 2) and installs it\n"
+      "\n"
+      "  --profile NAME     the profile to install into ([A-Za-z0-9_.-], 1..64)\n"
+      "  --replace          allow replacing existing entries\n"
+      "  --as NAME          import under another name\n" },
     { "workers", "", 0, 0, 0, s_verb_workers,
       "registered workers: liveness, device classes, leases",
       "One line per worker the coordinator has seen: id, host, alive or dead,\n"
@@ -574,6 +604,8 @@ int main (int argc, char **argv)
         if (eq)
             value = eq + 1;
         bool takes_value = strcmp (name, "--coordinator") == 0 || strcmp (name, "--timeout") == 0
+                        || strcmp (name, "--profile") == 0 || strcmp (name, "--as") == 0
+                        || strcmp (name, "--out") == 0
                         || strcmp (name, "--dir") == 0 || strcmp (name, "--workers") == 0;
         if (takes_value && !value) {
             if (i + 1 >= argc) {
@@ -590,6 +622,9 @@ int main (int argc, char **argv)
         int need = strcmp (name, "--markdown") == 0 ? S_OPT_MARKDOWN
                  : strcmp (name, "--wait") == 0 ? S_OPT_WAIT
                  : strcmp (name, "--failed") == 0 ? S_OPT_FAILED
+                 : strcmp (name, "--profile") == 0 || strcmp (name, "--as") == 0
+                   || strcmp (name, "--replace") == 0 ? S_OPT_PROFILE
+                 : strcmp (name, "--out") == 0 ? S_OPT_OUT
                  : strcmp (name, "--dir") == 0 || strcmp (name, "--workers") == 0
                    || strcmp (name, "--keep") == 0 ? S_OPT_DEMO : 0;
         if (need && !(verb && (verb->options & need))) {
@@ -625,6 +660,15 @@ int main (int argc, char **argv)
         else
         if (strcmp (name, "--keep") == 0)
             o.keep = true;
+        else
+        if (strcmp (name, "--replace") == 0)
+            o.replace = true;
+        else
+        if (strcmp (name, "--profile") == 0 || strcmp (name, "--as") == 0 || strcmp (name, "--out") == 0) {
+            if (!*value)
+                code = s_usage_error (verb, "%s needs a value", name);
+            *(name[2] == 'p' ? &o.profile : name[2] == 'a' ? &o.as : &o.out) = value;
+        }
         else
         if (strcmp (name, "--dir") == 0) {
             if (!*value)

@@ -42,6 +42,10 @@ typedef struct {
     const char *dir;              /* demo --dir */
     int         workers;          /* demo --workers */
     bool        keep;             /* demo --keep */
+    const char *profile;          /* profile install --profile NAME */
+    const char *as;               /* profile import --as NAME */
+    bool        replace;          /* profile install/import --replace */
+    const char *out;              /* report --out DIR */
     char      **pos;              /* positional arguments after the verb */
     int         npos;
 } akctl_opts_t;
@@ -129,6 +133,22 @@ void akctl_render_resume (FILE *out, const json_t *answer);
 void akctl_render_retry (FILE *out, const json_t *answer);
 void akctl_render_stats (FILE *out, const json_t *answer);
 void akctl_render_report (FILE *out, const json_t *report, bool markdown);
+
+/* ------------------------------------------------------------- profiles */
+/* `akctl profile install|list|show|export|import` (ops/akctl/profile.c,
+   docs/profiles.md).  Returns an exit code. */
+int akctl_profile (const akctl_opts_t *opts);
+
+/* `akctl report BATCH --out DIR`: report.md, report.json, report.html and
+   the summary line (ops/akctl/html.c).  Returns an exit code. */
+int akctl_report_out (const akctl_opts_t *opts);
+
+/* The self-contained HTML page of a REPORT (inline SVG charts). */
+void akctl_render_report_html (FILE *out, const json_t *report);
+
+/* The verdict of a REPORT: "PASS", "FAIL" or "INCOMPLETE", and the counts
+   the summary line shows. */
+const char *akctl_report_verdict (const json_t *report, int *winners, int *pairs, int *failures);
 
 /* ---------------------------------------------------------------- watch */
 /* Called once per poll; returning false stops the watch (a demo child died). */

@@ -9,6 +9,7 @@
 #include "akctl.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,6 +160,67 @@ static void s_candidates (FILE *out, bool md, const json_t *cands)
     free (sorted);
 }
 
+/*  A metric of a profiled workload by name, NAN when absent. */
+static double s_metric (const json_t *wp, const char *name)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach (akj_arr (wp, "metrics"), i, m)
+        if (strcmp (akj_str (m, "name"), name) == 0)
+            return akj_num (m, "value");
+    return NAN;
+}
+
+/*  Profile tasks (op "profile": true): one row per profiled workload, the
+    CUPTI range profiler's figures beside the spec's accounting. */
+static void s_profiles (FILE *out, bool md, const json_t *profs)
+{
+    size_t n = profs ? json_array_size (profs) : 0;
+    if (n == 0)
+        return;
+    char title[64];
+    snprintf (title, sizeof title, "profiles (%zu)", n);
+    s_heading (out, md, 3, title);
+    static const char *const head[] = { "TASK", "KERNEL", "STATUS", "WORKLOAD", "GPU TIME",
+                                        "DRAM RD+WR", "GB/s (SPEC)", "GFLOP/s", "SM %", "DRAM %" };
+    akctl_table_t *t = akctl_table_new (10, head);
+    size_t i;
+    json_t *p;
+    json_array_foreach (profs, i, p) {
+        const char *cand = akj_str (p, "candidate");
+        char *params = akctl_params_text (akj_arr (p, "params"));
+        char kernel[256];
+        snprintf (kernel, sizeof kernel, "%s%s%s", *cand ? cand : "baseline", *params ? " " : "", params);
+        free (params);
+        size_t nw = json_array_size (akj_arr (p, "workloads"));
+        if (nw == 0) {
+            const char *row[10] = { akj_str (p, "task_id"), kernel, akj_str (p, "status"),
+                                    akj_str (p, "reason"), "", "", "", "", "", "" };
+            akctl_table_add (t, row);
+            continue;
+        }
+        size_t j;
+        json_t *wp;
+        json_array_foreach (akj_arr (p, "workloads"), j, wp) {
+            char wl[96], us[32], dram[32], gbs[32], gfl[32], sm[16], dr[16];
+            const json_t *w = akj_obj (wp, "workload");
+            snprintf (wl, sizeof wl, "%s/%s", akj_str (w, "name"), akj_str (w, "dtype"));
+            akctl_micros (akj_num (wp, "duration_us"), us, sizeof us);
+            snprintf (dram, sizeof dram, "%.3g MB", (s_metric (wp, "dram__bytes_read.sum")
+                                                     + s_metric (wp, "dram__bytes_write.sum")) / 1e6);
+            snprintf (gbs, sizeof gbs, "%.1f", akj_num (wp, "achieved_gbps"));
+            snprintf (gfl, sizeof gfl, "%.1f", akj_num (wp, "achieved_gflops"));
+            snprintf (sm, sizeof sm, "%.1f", s_metric (wp, "sm__throughput.avg.pct_of_peak_sustained_elapsed"));
+            snprintf (dr, sizeof dr, "%.1f", s_metric (wp, "dram__throughput.avg.pct_of_peak_sustained_elapsed"));
+            const char *row[10] = { j ? "" : akj_str (p, "task_id"), j ? "" : kernel,
+                                    j ? "" : akj_str (p, "status"), wl, us, dram, gbs, gfl, sm, dr };
+            akctl_table_add (t, row);
+        }
+    }
+    akctl_table_print (t, out, s_indent (md), md);
+    akctl_table_destroy (&t);
+}
+
 static void s_failures (FILE *out, bool md, const json_t *fails)
 {
     size_t n = fails ? json_array_size (fails) : 0;
@@ -243,6 +305,7 @@ void akctl_render_report (FILE *out, const json_t *report, bool md)
             fprintf (out, "%s%" PRId64 " task(s) of %s not finished yet\n", md ? "\n" : "    ",
                      akj_int (op, "pending"), akj_str (op, "op"));
         s_failures (out, md, akj_arr (op, "failures"));
+        s_profiles (out, md, akj_arr (op, "profiles"));
     }
     if (!ops || json_array_size (ops) == 0)
         fprintf (out, "%sno operator results yet\n", md ? "\n" : "\n  ");

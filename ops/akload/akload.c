@@ -46,6 +46,7 @@
 #define S_MAX_WORKERS     100000
 #define S_DRAIN_MAX       64            /* messages per socket per wake-up */
 #define S_POLL_MAX_MS     100
+#define S_SCAN_MIN_MS     10            /* the heartbeat/liveness scan runs at most this often */
 #define S_EVENTS          256           /* epoll events per wait */
 #define S_HWM             10000
 #define S_LINGER_MS       200
@@ -115,6 +116,12 @@ typedef struct {
     bool         ready;             /* in the ready list: read it until EAGAIN */
 } s_sim_t;
 
+/* A running task's due time, in the min-heap that wakes the loop for it. */
+typedef struct {
+    uint64_t  due_ms;
+    uint32_t  sim;
+} s_due_t;
+
 typedef struct {
     uint64_t assigns, started, receipts, resent, acks, acks_duplicate, acks_unknown;
     uint64_t hellos, reconnects, disconnects, silences, heartbeats_sent, heartbeats_recv;
@@ -138,8 +145,12 @@ typedef struct {
     uint32_t      *ready;           /* sims to read, in the order they became ready */
     size_t         nready;
     uint32_t      *batch;           /* the ready list being worked through */
-    uint64_t       next_wake;       /* monotonic ms of the earliest timer */
+    uint64_t       next_wake;       /* monotonic ms of the next heartbeat/liveness scan */
+    s_due_t       *due;             /* min-heap of running tasks' due times */
+    size_t         ndue, cap_due;
 } s_load_t;
+
+static void s_pending_free (s_pending_t *p);
 
 // ================================================================= sending
 
@@ -244,15 +255,24 @@ static void s_send_hello (s_load_t *self, s_sim_t *sim)
     free (ptrs);
     free (refs);
 
-    for (size_t i = 0; i < sim->npending; i++) {
+    for (size_t i = 0; i < sim->npending;) {
         s_pending_t *p = &sim->pending[i];
-        if (p->resends >= S_MAX_RESENDS)
+        if (p->resends >= S_MAX_RESENDS) {
+            /* never acked over that many registrations: the coordinator
+               rejects it (unknown task, impossible attempt); give it up */
+            ak_warn ("%s: receipt for task %s attempt %u given up after %u re-sends", sim->id,
+                     p->task_id, p->attempt, p->resends);
+            self->c.abandoned++;
+            s_pending_free (p);
+            sim->pending[i] = sim->pending[--sim->npending];
             continue;
+        }
         if (s_send_raw (self, sim, p->data, p->size) == 0) {
             p->sent = true;
             p->resends++;
             self->c.resent++;
         }
+        i++;
     }
 }
 
@@ -480,6 +500,43 @@ static void s_finish (s_load_t *self, s_sim_t *sim, size_t i)
         p->sent = true;
 }
 
+/* The due-time heap: a task entry may outlive its task (a re-registration
+   dropped it); waking for it is harmless. */
+static void s_due_push (s_load_t *self, uint64_t due_ms, uint32_t sim)
+{
+    if (self->ndue == self->cap_due) {
+        self->cap_due = self->cap_due ? self->cap_due * 2 : 1024;
+        self->due = ak_realloc (self->due, self->cap_due * sizeof *self->due);
+    }
+    size_t i = self->ndue++;
+    while (i > 0 && self->due[(i - 1) / 2].due_ms > due_ms) {
+        self->due[i] = self->due[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    self->due[i] = (s_due_t) { due_ms, sim };
+}
+
+static s_due_t s_due_pop (s_load_t *self)
+{
+    s_due_t top = self->due[0];
+    s_due_t last = self->due[--self->ndue];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= self->ndue)
+            break;
+        if (c + 1 < self->ndue && self->due[c + 1].due_ms < self->due[c].due_ms)
+            c++;
+        if (self->due[c].due_ms >= last.due_ms)
+            break;
+        self->due[i] = self->due[c];
+        i = c;
+    }
+    if (self->ndue)
+        self->due[i] = last;
+    return top;
+}
+
 /* Starts waiting tasks while a slot is free (STARTED goes out at once) and
    finishes those that are due. */
 static void s_run_tasks (s_load_t *self, s_sim_t *sim, uint64_t now)
@@ -495,6 +552,8 @@ static void s_run_tasks (s_load_t *self, s_sim_t *sim, uint64_t now)
         t->due_ms = now + self->opts.task_ms;
         t->started_wall = ak_clock_wall_ms ();
         running++;
+        if (self->opts.task_ms)
+            s_due_push (self, t->due_ms, (uint32_t) (sim - self->sims));
         Ak__TaskStarted st = AK__TASK_STARTED__INIT;
         st.task_id = t->receipt->task_id;
         st.attempt = t->receipt->attempt;
@@ -513,8 +572,6 @@ static void s_run_tasks (s_load_t *self, s_sim_t *sim, uint64_t now)
             again = true;
             continue;                       /* index i now holds another task */
         }
-        if (t->running && t->due_ms < self->next_wake)
-            self->next_wake = t->due_ms;
         i++;
     }
     if (again && sim->ntasks)
@@ -669,7 +726,7 @@ static void s_drain (s_load_t *self, s_sim_t *sim)
 // ==================================================================== timers
 
 /* Heartbeats, coordinator liveness, reconnects, due tasks, receipts not
-   handed over yet; keeps self->next_wake the earliest timer of all. */
+   handed over yet; lowers self->next_wake to sim's next timer. */
 static void s_timers (s_load_t *self, s_sim_t *sim, uint64_t now)
 {
     uint64_t hb = self->opts.heartbeat_ms;
@@ -708,11 +765,26 @@ static void s_timers (s_load_t *self, s_sim_t *sim, uint64_t now)
         s_run_tasks (self, sim, now);
 }
 
+/* The scan over every worker: at most every S_SCAN_MIN_MS, since with
+   staggered heartbeats some worker always has one due within a
+   millisecond; a heartbeat a few ms late is well inside any liveness
+   window.  Due tasks have their own heap. */
 static void s_all_timers (s_load_t *self, uint64_t now)
 {
     self->next_wake = now + S_POLL_MAX_MS;
     for (uint32_t i = 0; i < self->opts.workers; i++)
         s_timers (self, &self->sims[i], now);
+    if (self->next_wake < now + S_SCAN_MIN_MS)
+        self->next_wake = now + S_SCAN_MIN_MS;
+}
+
+/* Finishes (and starts) the tasks whose time came. */
+static void s_due_tasks (s_load_t *self, uint64_t now)
+{
+    while (self->ndue && self->due[0].due_ms <= now) {
+        s_due_t d = s_due_pop (self);
+        s_run_tasks (self, &self->sims[d.sim], now);
+    }
 }
 
 /* Reads every socket of the ready list (which may fill again meanwhile). */
@@ -785,7 +857,7 @@ static json_t *s_stats_json (s_load_t *self)
                            "slots", (json_int_t) self->opts.slots, "prefetch", (json_int_t) self->opts.prefetch,
                            "task_ms", (json_int_t) self->opts.task_ms, "elapsed_s", total_s,
                            "window_s", window_s);
-    json_t *counts = json_pack ("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+    json_t *counts = json_pack ("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                                 "assigns", (json_int_t) c->assigns, "started", (json_int_t) c->started,
                                 "receipts_sent", (json_int_t) c->receipts, "receipts_resent", (json_int_t) c->resent,
                                 "acks_received", (json_int_t) c->acks,
@@ -796,7 +868,8 @@ static json_t *s_stats_json (s_load_t *self)
                                 "coordinator_silences", (json_int_t) c->silences,
                                 "send_failures", (json_int_t) c->send_failures,
                                 "rejected", (json_int_t) c->rejected,
-                                "unacked_at_exit", (json_int_t) unacked, "held_at_exit", (json_int_t) held);
+                                "unacked_at_exit", (json_int_t) unacked, "held_at_exit", (json_int_t) held,
+                                "receipts_abandoned", (json_int_t) c->abandoned);
     if (!o || !counts)
         abort ();
     json_object_set_new (o, "counts", counts);
@@ -937,6 +1010,7 @@ static void s_load_destroy (s_load_t **self_p)
         free (self->batch);
         free (self->lat_us);
         free (self->commit_us);
+        free (self->due);
         free (self);
         *self_p = NULL;
     }
@@ -962,6 +1036,8 @@ static int s_load_run (s_load_t *self, ak_err_t *err)
         if (end && now >= end)
             break;
         uint64_t wake = self->next_wake;
+        if (self->ndue && self->due[0].due_ms < wake)
+            wake = self->due[0].due_ms;
         if (end && end < wake)
             wake = end;
         int timeout = self->nready || wake <= now ? 0 : (int) (wake - now);
@@ -978,6 +1054,7 @@ static int s_load_run (s_load_t *self, ak_err_t *err)
                 s_mark_ready (self, &self->sims[evs[i].data.u32]);
         s_read_ready (self);
         now = ak_clock_mono_ms ();
+        s_due_tasks (self, now);
         if (now >= self->next_wake)
             s_all_timers (self, now);
         if (now >= next_progress) {

@@ -2,7 +2,8 @@
 # ops/bench/coord_scale.sh: how far one coordinator scales (issue 5, Benchmark).
 #
 #   ops/bench/coord_scale.sh [--bin DIR] [--out DIR] [--duration S] [--warmup S]
-#                            [--workers "10 100 1000"] [--restarts N] [--keep]
+#                            [--workers "10 100 1000"] [--restarts N] [--spec FILE]
+#                            [--wait-idle S] [--keep]
 #
 # Runs a REAL akcoord with durable commits (LMDB syncs on every commit, the
 # default) against akload (build/bin/akload: simulated workers, no kernel
@@ -14,7 +15,8 @@
 #   3. coordinator memory (VmRSS) per connected worker and per 100k stored tasks;
 #   4. restart time with 100k tasks in the store: exec of akcoord until its
 #      client endpoint answers `stats`.
-# Tasks come from a generated manifest: the softmax spec of kernels/ with two
+# Tasks come from a generated manifest: the softmax spec of kernels/ (--spec:
+# another one, e.g. that of an older tree whose akctl reads it) with two
 # extra candidates whose parameter spaces give 50,000 + 49,999 configurations,
 # 100,000 tasks with the preflight (the per-batch limit).  Each load run starts
 # from a copy of that store and stops before the batch completes, so no batch
@@ -24,8 +26,11 @@
 # coordinator log under --out (default: a new directory under /tmp).  Needs
 # bash, jq and the binaries of a build (default build/bin; RelWithDebInfo is
 # what docs/benchmarks.md reports).  Nothing here is a test: it takes a few
-# minutes and its numbers depend on the machine and on what else runs on it
-# (the load average before each run is recorded).
+# minutes and its numbers depend on the machine and on what else runs on it.
+# Each load run records the CPU the rest of the machine used meanwhile
+# ("foreign", in CPUs: all busy time minus that of this script's children);
+# --wait-idle S waits up to S seconds before each run for a second in which
+# the machine is at least 85% idle.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -35,10 +40,12 @@ duration=8
 warmup=2
 workers_list="10 100 1000"
 restarts=3
+wait_idle=0
 keep=0
+spec="$root/kernels/softmax/spec.json"
 
 usage () {
-    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -49,6 +56,8 @@ while [ $# -gt 0 ]; do
         --warmup) warmup=$2; shift 2 ;;
         --workers) workers_list=$2; shift 2 ;;
         --restarts) restarts=$2; shift 2 ;;
+        --wait-idle) wait_idle=$2; shift 2 ;;
+        --spec) spec=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
         --keep) keep=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "coord_scale: unknown argument '$1' (try --help)" >&2; exit 2 ;;
@@ -70,7 +79,7 @@ work=$(mktemp -d /tmp/coord_scale_work.XXXXXX)
 # Ports: a random free pair (a bound port answers a bash /dev/tcp connect).
 port_free () { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 while :; do
-    wport=$(( 20000 + RANDOM % 20000 )); cport=$(( wport + 1 ))
+    wport=$(( 20000 + RANDOM % 12000 )); cport=$(( wport + 1 ))   # below the ephemeral range
     port_free "$wport" && port_free "$cport" && break
 done
 wep="tcp://127.0.0.1:$wport"
@@ -93,7 +102,22 @@ ctl () { "$bin/akctl" --coordinator "$cep" "$@"; }
 stat_of () { ctl --json stats | jq -r ".$1"; }
 rss_kb () { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 anon_kb () { awk '/^RssAnon:/ {print $2}' "/proc/$1/status"; }
+# CPU clock ticks (user + system, every thread) a process used so far
+proc_ticks () { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo -1; }
 loadavg () { cut -d' ' -f1 /proc/loadavg; }
+# busy and total jiffies of the machine; CPU seconds of this shell's waited-for children
+cpu_jiffies () { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
+# (`times` in this shell, not in a $(...) subshell, which has no children yet)
+children_s () { tail -1 "$1" | awk '{ split ($1, a, "m"); split ($2, b, "m"); print a[1] * 60 + a[2] + b[1] * 60 + b[2] }'; }
+# wait_idle: up to $wait_idle s for a second with the machine >= 85% idle
+wait_for_idle () {
+    local deadline=$(( SECONDS + wait_idle )) b0 t0 b1 t1
+    while [ "$wait_idle" -gt 0 ] && [ "$SECONDS" -lt "$deadline" ]; do
+        read -r b0 t0 < <(cpu_jiffies); sleep 1; read -r b1 t1 < <(cpu_jiffies)
+        [ $(( (b1 - b0) * 100 )) -le $(( (t1 - t0) * 15 )) ] && return 0
+    done
+    return 0
+}
 now_ns () { date +%s%N; }
 
 # start_coord STORE LOG [akcoord options...]: starts akcoord, returns when
@@ -128,7 +152,7 @@ cat >"$work/manifest.json" <<EOF
   "policy": {"max_attempts": 3, "lease_ms": 60000},
   "ops": [
     {
-      "spec": "$root/kernels/softmax/spec.json",
+      "spec": "$spec",
       "workloads": ["tiny"],
       "candidates": [],
       "extra_candidates": [
@@ -185,31 +209,51 @@ put ".memory = {empty_kib: $rss_empty, empty_anon_kib: $anon_empty, workers: $al
                 bytes_per_worker: $per_worker}"
 
 # ------------------------------------------------------------- load runs
-# run_load NAME WORKERS [akcoord options...]
+# run_load NAME WORKERS "AKLOAD OPTIONS" [akcoord options...]
 run_load () {
-    local name=$1 n=$2; shift 2
+    local name=$1 n=$2 lopts=$3; shift 3
     local store="$work/store-$name"
     rm -rf "$store"
     cp -r "$tmpl" "$store"
-    local la
+    local la jb0 jt0 jb1 jt1 cs0 cs1 foreign
+    wait_for_idle
     la=$(loadavg)
+    times >"$work/times0"
+    read -r jb0 jt0 < <(cpu_jiffies); cs0=$(children_s "$work/times0")
     start_coord "$store" "$out/coord-$name.log" "$@"
+    # shellcheck disable=SC2086  # $lopts is a list of options
     "$bin/akload" --coordinator "$wep" --workers "$n" --duration-s "$duration" --warmup-s "$warmup" \
-        --log-level warn --stats-json "$out/akload-$name.json" >"$out/akload-$name.out" 2>&1 &
+        --log-level warn --stats-json "$out/akload-$name.json" $lopts >"$out/akload-$name.out" 2>&1 &
     load_pid=$!
     sleep "$warmup"
-    local c0 r0 c1 r1 rss hwm
+    local c0 r0 c1 r1 rss hwm k0 k1 l0 l1
+    k0=$(proc_ticks "$coord_pid"); l0=$(proc_ticks "$load_pid")
     c0=$(stat_of commits); r0=$(stat_of receipts_accepted)
     sleep $(( duration - warmup - 1 ))
+    k1=$(proc_ticks "$coord_pid"); l1=$(proc_ticks "$load_pid")
     c1=$(stat_of commits); r1=$(stat_of receipts_accepted)
     rss=$(rss_kb "$coord_pid")
     wait "$load_pid"; load_pid=""
     stop_coord
-    local per_commit
+    times >"$work/times1"
+    read -r jb1 jt1 < <(cpu_jiffies); cs1=$(children_s "$work/times1")
+    # CPUs used by everything else on the machine during the run
+    foreign=$(awk -v b="$(( jb1 - jb0 ))" -v t="$(( jt1 - jt0 ))" -v c0="$cs0" -v c1="$cs1" -v n="$(nproc)" \
+        'BEGIN { hz = 100; ours = (c1 - c0) * hz; f = (b - ours) / t * n; if (f < 0) f = 0; printf "%.2f", f }')
+    local per_commit coord_us load_us
     per_commit=$(jq -n "if ($c1 - $c0) > 0 then (($r1 - $r0) / ($c1 - $c0) * 10 | round / 10) else 0 end")
-    jq --arg name "$name" --argjson n "$n" --arg opts "$*" --argjson la "$la" \
+    # CPU per accepted receipt, over the same window: what the coordinator
+    # (all its threads) and akload spend per round trip, which foreign load
+    # changes far less than the rate
+    # (a stats answer can lag under load: a tick count read after it would
+    # miss the window, so ticks are read first; -1: the process had exited)
+    coord_us=$(jq -n "if ($r1 - $r0) > 0 and $k0 >= 0 and $k1 >= 0 then (($k1 - $k0) * 10000 / ($r1 - $r0) | round) else null end")
+    load_us=$(jq -n "if ($r1 - $r0) > 0 and $l0 >= 0 and $l1 >= 0 then (($l1 - $l0) * 10000 / ($r1 - $r0) | round) else null end")
+    jq --arg name "$name" --argjson n "$n" --arg opts "$*" --arg lopts "$lopts" --argjson la "$la" \
+       --argjson foreign "$foreign" --argjson cus "$coord_us" --argjson lus "$load_us" \
        --argjson rss "$rss" --argjson pc "$per_commit" \
-       '{name: $name, workers: $n, akcoord_options: $opts, loadavg_before: $la,
+       '{name: $name, workers: $n, akcoord_options: $opts, akload_options: $lopts, loadavg_before: $la,
+         foreign_cpus: $foreign, akcoord_cpu_us_per_rt: $cus, akload_cpu_us_per_rt: $lus,
          round_trips_per_s: (.round_trips_per_s | round),
          p50_ms: .dispatch_to_ack_latency.p50_ms, p99_ms: .dispatch_to_ack_latency.p99_ms,
          commit_p50_ms: .receipt_to_ack_latency.p50_ms, commit_p99_ms: .receipt_to_ack_latency.p99_ms,
@@ -220,10 +264,16 @@ run_load () {
     echo "coord_scale: $name: $(jq -c . "$out/run-$name.json")" >&2
 }
 
+# saturated: every worker always has work (slot + prefetch), so the
+# latencies are queueing (Little's law: 2N tasks in flight / rate)
 for n in $workers_list; do
-    run_load "group-$n" "$n"
+    run_load "group-$n" "$n" ""
 done
-run_load "single-1000" 1000 --commit-max 1
+run_load "single-1000" 1000 "" --commit-max 1
+# paced: 1000 workers, 1 slot, no prefetch, each task "runs" 100 ms, which
+# offers at most 10,000 round trips/s; dispatch->ack is then 100 ms plus
+# what the coordinator adds (dispatch, intake, group commit)
+run_load "paced-1000" 1000 "--prefetch 0 --task-ms 100"
 
 # ------------------------------------------------------------- restarts
 # restart_time STORE NAME: ms from exec to a `stats` answer, RSS then.
@@ -232,6 +282,7 @@ run_load "single-1000" 1000 --commit-max 1
 restart_time () {
     local store=$1 name=$2 i t0 t1 ms rss anon
     for i in $(seq 1 "$restarts"); do
+        wait_for_idle
         t0=$(now_ns)
         "$bin/akcoord" --store "$store" --workers "$wep" --clients "$cep" >"$out/coord-restart-$name.log" 2>&1 &
         coord_pid=$!
@@ -260,9 +311,9 @@ put ".memory.kib_per_100k_tasks = (($rss_100k - .memory.empty_kib) * 100000 / .s
      | .memory.anon_kib_per_100k_tasks = (($anon_100k - .memory.empty_anon_kib) * 100000 / .store.tasks | round)"
 
 {
-    echo "| run | workers | akcoord | round trips/s | dispatch->ack p50 / p99 (ms) | receipt->ack p50 / p99 (ms) | receipts/commit | RSS (MiB) | load before |"
-    echo "|---|---|---|---|---|---|---|---|---|"
-    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.rss_kib / 1024 | round) | \(.loadavg_before) |"' "$results"
+    echo "| run | workers | akcoord | akload | round trips/s | dispatch->ack p50 / p99 (ms) | receipt->ack p50 / p99 (ms) | receipts/commit | akcoord CPU us/rt | akload CPU us/rt | RSS (MiB) | foreign CPUs |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(if .akload_options == "" then "defaults" else .akload_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.akcoord_cpu_us_per_rt) | \(.akload_cpu_us_per_rt) | \(.rss_kib / 1024 | round) | \(.foreign_cpus) |"' "$results"
     echo
     jq -r '"memory: \(.memory.bytes_per_worker) bytes per connected worker (\(.memory.workers) idle workers); \(.memory.kib_per_100k_tasks) KiB RSS per 100k stored tasks, \(.memory.anon_kib_per_100k_tasks) KiB of it anonymous (empty store \(.memory.empty_kib) KiB)"' "$results"
     echo "restart with $tasks tasks in the store (median of $restarts): $(med 100k-queued ms) ms all queued, $(med "100k-after-$last" ms) ms after the $last run"

@@ -197,7 +197,10 @@ void ak_fault_coord_destroy (ak_fault_coord_t **self_p, int lines)
         free (out);
         free (cmd);
     }
-    if (!getenv ("AK_FAULT_KEEP")) ak_test_rmtree (self->dir);
+    if (getenv ("AK_FAULT_KEEP"))           /* to read the logs of a run */
+        fprintf (stderr, "AK_FAULT_KEEP: %s kept\n", self->dir);
+    else
+        ak_test_rmtree (self->dir);
     for (int i = 0; i < self->nargs; i++)
         free (self->args[i]);
     free (self->env);
@@ -614,6 +617,7 @@ typedef struct {
 
 typedef struct {
     char       id[64];
+    uint32_t   heartbeat_ms;
     zsock_t   *sock;
     s_held_t  *held;
     size_t     nheld, cap;
@@ -652,7 +656,7 @@ static void s_sim_hello (s_simw_t *w)
     h.n_devices = 1;
     h.slots = 1;
     h.prefetch = 1;
-    h.heartbeat_ms = 200;
+    h.heartbeat_ms = w->heartbeat_ms;
     env.body_case = AK__ENVELOPE__BODY_HELLO;
     env.hello = &h;
     s_sim_send (w, &env);
@@ -661,7 +665,8 @@ static void s_sim_hello (s_simw_t *w)
             break;
 }
 
-ak_fault_sim_t *ak_fault_sim_new (const char *endpoint, int workers, const char *prefix)
+ak_fault_sim_t *ak_fault_sim_new (const char *endpoint, int workers, const char *prefix,
+                                  uint32_t heartbeat_ms)
 {
     ak_fault_sim_t *self = ak_calloc (1, sizeof *self);
     self->endpoint = ak_strdup (endpoint);
@@ -670,6 +675,7 @@ ak_fault_sim_t *ak_fault_sim_new (const char *endpoint, int workers, const char 
     for (int i = 0; i < workers; i++) {
         s_simw_t *w = &self->w[i];
         snprintf (w->id, sizeof w->id, "%s-%d", prefix, i + 1);
+        w->heartbeat_ms = heartbeat_ms;
         w->sock = s_dealer (endpoint);
         s_sim_hello (w);
         w->next_hb = ak_fault_now_ms () + 200;

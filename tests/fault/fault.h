@@ -60,7 +60,7 @@ void ak_fault_coord_start (ak_fault_coord_t *self);
 /* kill -SIG and reap; the client socket is replaced.  Returns the status. */
 int  ak_fault_coord_kill (ak_fault_coord_t *self, int sig);
 /* Prints the end of the log (lines lines), stops anything left and
-   removes the directory. */
+   removes the directory (kept when $AK_FAULT_KEEP is set). */
 void ak_fault_coord_destroy (ak_fault_coord_t **self_p, int lines);
 
 /* One client request.  Returns the reply code; on 0, *json_p (may be
@@ -143,7 +143,11 @@ typedef struct {
 
 typedef struct ak_fault_sim ak_fault_sim_t;
 
-ak_fault_sim_t *ak_fault_sim_new (const char *endpoint, int workers, const char *prefix);
+/* heartbeat_ms is what the workers announce in HELLO: the coordinator
+   declares one dead after 3 of its intervals (or its own, if longer) of
+   silence, and the workers only speak inside ak_fault_sim_run. */
+ak_fault_sim_t *ak_fault_sim_new (const char *endpoint, int workers, const char *prefix,
+                                  uint32_t heartbeat_ms);
 /* Serves for ms milliseconds, or until until(arg) says true (may be NULL). */
 void ak_fault_sim_run (ak_fault_sim_t *self, int ms, bool (*until) (void *arg), void *arg);
 /* What the workers answer to an ASSIGN: fn returns the receipt's status

@@ -117,6 +117,25 @@ static void test_kill_coordinator_three_times (void **state)
     assert_int_equal (nrs, accepted + dups);
     assert_int_equal (ak_fault_count (c, batch, "done"), total);
 
+    /* the log (all four coordinators) says once per task that it is done;
+       only a kill between a commit and its log lines can leave one out */
+    char *log = NULL;
+    size_t loglen = 0;
+    int unlogged = 0;
+    assert_int_equal (ak_file_read (c->log, 256u << 20, &log, &loglen, NULL), 0);
+    for (int64_t i = 1; i <= total; i++) {
+        char needle[64];
+        snprintf (needle, sizeof needle, "task %s.%04lld done: receipt", batch, (long long) i);
+        int n = 0;
+        for (const char *p = log; (p = strstr (p, needle)); p++)
+            n++;
+        if (n > 1)
+            fail_msg ("the coordinators logged '%s' %d times", needle, n);
+        unlogged += n == 0;
+    }
+    free (log);
+    assert_true (unlogged <= S_KILLS * 256);      /* at most the commits the kills cut short */
+
     /* the store itself, with the coordinator stopped cleanly */
     status = ak_fault_coord_kill (c, SIGTERM);
     assert_true (WIFEXITED (status));
@@ -131,10 +150,11 @@ static void test_kill_coordinator_three_times (void **state)
     assert_true ((size_t) acks <= tally.receipts);
     assert_true (acks - dup_acks <= total);
     fprintf (stderr, "%d kills at %lld/%lld/%lld done of %lld; complete in %llu ms; %zu receipts stored: "
-             "%zu accepted, %zu duplicates; workers got %lld acks (%lld duplicate)\n",
+             "%zu accepted, %zu duplicates; workers got %lld acks (%lld duplicate); %d tasks done "
+             "in a commit a kill cut off before its log lines\n",
              S_KILLS, (long long) at_kill[0], (long long) at_kill[1], (long long) at_kill[2],
              (long long) total, (unsigned long long) took, tally.receipts, tally.accepted,
-             tally.duplicates, (long long) acks, (long long) dup_acks);
+             tally.duplicates, (long long) acks, (long long) dup_acks, unlogged);
 
     free (load_log);
     free (stats);

@@ -112,7 +112,7 @@ static void test_retry_failed (void **state)
 
     /* a worker takes two tasks (the first two of the queue: the preflight
        and P=1) and dies: with max_attempts 1 they are poisoned */
-    ak_fault_sim_t *doomed = ak_fault_sim_new (c->workers, 1, "doomed");
+    ak_fault_sim_t *doomed = ak_fault_sim_new (c->workers, 1, "doomed", 200);
     ak_fault_sim_set_status (doomed, s_mute, NULL);
     ak_fault_sim_run (doomed, 300, NULL, NULL);
     ak_fault_sim_destroy (&doomed);
@@ -122,7 +122,7 @@ static void test_retry_failed (void **state)
     assert_int_equal (ak_fault_count (c, batch, "poisoned"), 2);
 
     /* the rest: three failures */
-    ak_fault_sim_t *sim = ak_fault_sim_new (c->workers, 2, "sim");
+    ak_fault_sim_t *sim = ak_fault_sim_new (c->workers, 2, "sim", 5000);
     ak_fault_sim_set_status (sim, s_first_round, NULL);
     s_wait_t w = { c, batch, "complete" };
     ak_fault_sim_run (sim, 20000, s_batch_is, &w);
@@ -263,7 +263,7 @@ static void test_resume_and_cancel (void **state)
 
     /* "holder" takes two tasks and keeps them silently, then registers
        again without them: its leases are released, kept until they run out */
-    ak_fault_sim_t *holder = ak_fault_sim_new (c->workers, 1, "holder");
+    ak_fault_sim_t *holder = ak_fault_sim_new (c->workers, 1, "holder", 5000);
     ak_fault_sim_set_status (holder, s_mute, NULL);
     ak_fault_sim_run (holder, 300, NULL, NULL);
     assert_int_equal (ak_fault_count (c, batch, "leased"), 2);
@@ -289,7 +289,7 @@ static void test_resume_and_cancel (void **state)
     free (args);
 
     /* the taken-back tasks run elsewhere while holder still sits on two */
-    ak_fault_sim_t *sim = ak_fault_sim_new (c->workers, 2, "sim");
+    ak_fault_sim_t *sim = ak_fault_sim_new (c->workers, 2, "sim", 5000);
     uint64_t until = ak_fault_now_ms () + 20000;
     while (ak_fault_count (c, batch, "done") < 19 && ak_fault_now_ms () < until) {
         ak_fault_sim_run (sim, 100, NULL, NULL);

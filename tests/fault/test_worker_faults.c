@@ -170,6 +170,14 @@ static size_t s_files (const char *dir)
     return n;
 }
 
+/* A clean stop: SIGTERM, exit 0 (and, in a sanitizer build, no leak). */
+static void s_stop_clean (pid_t pid)
+{
+    int status = ak_fault_stop (pid, SIGTERM, 15000);
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+        fail_msg ("akworker %d did not stop cleanly (status 0x%x)", (int) pid, status);
+}
+
 // ------------------------------------------------------------------ tests
 
 static void test_kill_worker_mid_task (void **state)
@@ -225,7 +233,7 @@ static void test_kill_worker_mid_task (void **state)
              exec_pid, (unsigned long long) moved);
 
     ak_fault_wait_complete (c, "B000001", 30000);
-    ak_fault_stop (b, SIGTERM, 10000);
+    s_stop_clean (b);
     status = ak_fault_coord_kill (c, SIGTERM);
     assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
     ak_fault_tally_t tally;
@@ -278,7 +286,7 @@ static void test_receipt_survives_worker_restart (void **state)
              spooled);
 
     ak_fault_wait_complete (c, "B000001", 30000);
-    ak_fault_stop (a, SIGTERM, 10000);
+    s_stop_clean (a);
     status = ak_fault_coord_kill (c, SIGTERM);
     assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
     ak_fault_tally_t tally;
@@ -343,8 +351,8 @@ static void test_sigstop_worker (void **state)
     json_decref (all);
 
     ak_fault_wait_complete (c, "B000001", 30000);
-    ak_fault_stop (d, SIGTERM, 10000);
-    ak_fault_stop (e, SIGTERM, 10000);
+    s_stop_clean (d);
+    s_stop_clean (e);
     int status = ak_fault_coord_kill (c, SIGTERM);
     assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
     ak_fault_tally_t tally;

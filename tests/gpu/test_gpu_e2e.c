@@ -317,6 +317,7 @@ static void test_gpu_batch (void **state)
         fflush (stdout);
         skip ();
     }
+    size_t ngpus = ndevs;
     for (size_t i = 0; i < ndevs; i++)
         ak__device__free_unpacked (devs[i], NULL);
     free (devs);
@@ -361,6 +362,8 @@ static void test_gpu_batch (void **state)
     };
     const size_t nexpect = sizeof expect / sizeof expect[0];
     json_t *accepted = json_object ();
+    json_t *per_device = json_object ();     /* uuid -> tasks an executor ran there */
+    char *crash_uuid = NULL;
     size_t i;
     json_t *r;
     json_array_foreach (json_object_get (answer, "receipts"), i, r) {
@@ -372,6 +375,13 @@ static void test_gpu_batch (void **state)
         json_object_set (accepted, task, r);
         const char *cand = s_str (r, "candidate_name"), *status = s_str (r, "status");
         const char *reason = s_str (r, "reason");
+        const char *uuid = s_str (json_object_get (r, "device"), "uuid");
+        if (uuid[0] && strcmp (status, "compile_error") != 0) {
+            json_int_t n = json_integer_value (json_object_get (per_device, uuid));
+            json_object_set_new (per_device, uuid, json_integer (n + 1));
+        }
+        if (strcmp (cand, "oob") == 0)
+            crash_uuid = ak_strdup (uuid);
         print_message ("%s %-9s %-7s %-14s %.300s\n", task, s_str (r, "kind"), cand[0] ? cand : "-",
                        status, reason);
         s_expect_t *e = NULL;
@@ -397,6 +407,30 @@ static void test_gpu_batch (void **state)
     for (size_t k = 0; k < nexpect; k++)
         if (expect[k].seen != (strcmp (expect[k].candidate, "good") == 0 ? 2 : 1))
             fail_msg ("candidate '%s': %d receipts", expect[k].candidate, expect[k].seen);
+    /* Several GPUs: one executor per device, tasks spread over them, and
+       the device whose executor died (oob) leaves the others' work alone. */
+    const char *uuid;
+    json_t *count;
+    json_object_foreach (per_device, uuid, count)
+        print_message ("device %s: %lld task(s) ran there%s\n", uuid, (long long) json_integer_value (count),
+                       crash_uuid && strcmp (uuid, crash_uuid) == 0 ? " (the oob crash was here)" : "");
+    size_t ndev = ngpus;
+    print_message ("%zu GPU(s) on this host, tasks ran on %zu\n", ndev, json_object_size (per_device));
+    if (ndev >= 2) {
+        if (json_object_size (per_device) < 2)
+            fail_msg ("%zu GPUs but every task ran on one device", ndev);
+        bool other_ok = false;
+        json_array_foreach (json_object_get (answer, "receipts"), i, r) {
+            const char *u = s_str (json_object_get (r, "device"), "uuid");
+            if (!json_is_true (json_object_get (r, "duplicate")) && crash_uuid && strcmp (u, crash_uuid) != 0
+                && strcmp (s_str (r, "status"), "ok") == 0)
+                other_ok = true;
+        }
+        if (!other_ok)
+            fail_msg ("no task finished ok on a device other than the one that crashed");
+    }
+    free (crash_uuid);
+    json_decref (per_device);
     json_decref (accepted);
     json_decref (answer);
 

@@ -320,6 +320,15 @@ static void test_fixture_loads (void **state)
     ak_manifest_destroy (&m);
 }
 
+/*  A size meant for cuda only ("backends": ["cuda"]) cannot be a workload
+    of a host target. */
+static void test_backend_only_size (void **state)
+{
+    fixture_t *fx = *state;
+    s_reject (fx, "ops[0].workloads", json_pack ("[s]", "gpu_8m"),
+              "ops[0].workloads[0]: size 'gpu_8m' is not for backend host", NULL);
+}
+
 static void test_defaults (void **state)
 {
     fixture_t *fx = *state;
@@ -330,7 +339,13 @@ static void test_defaults (void **state)
     ak_policy_defaults (&def);
     s_policy_equal (&m->policy, &def);
     const ak_manifest_op_t *op = &m->ops[0];
-    assert_int_equal (op->nworkloads, op->spec->nsizes);  /* every size, edge sizes not */
+    /* every size without "backends" (the catalog's GPU-only size is left
+       out: named workloads only), edge sizes not */
+    size_t plain = 0;
+    for (size_t i = 0; i < op->spec->nsizes; i++)
+        plain += op->spec->sizes[i].backends == 0;
+    assert_true (plain < op->spec->nsizes);
+    assert_int_equal (op->nworkloads, plain);
     for (size_t i = 0; i < op->nworkloads; i++) {
         assert_string_equal (op->workloads[i].name, op->spec->sizes[i].name);
         assert_int_equal (op->workloads[i].dtype, op->spec->dtypes[0]);
@@ -428,6 +443,44 @@ static void test_tolerance_override (void **state)
     assert_true (tol->atol == 2e-4);
     assert_true (tol->rtol == 3e-4);
     ak_manifest_destroy (&m);
+}
+
+/*  "profile": true on an op survives the bundle (written only when set,
+    so bundles without it are unchanged); anything but a boolean is
+    refused naming the field. */
+static void test_profile_flag (void **state)
+{
+    fixture_t *fx = *state;
+    ak_manifest_t *m = s_load_ok (fx);
+    assert_false (m->ops[0].profile);
+    char *plain = ak_manifest_to_bundle (m);
+    assert_null (strstr (plain, "\"profile\""));
+    free (plain);
+    ak_manifest_destroy (&m);
+
+    s_set (fx->json, "ops[0].profile", json_true ());
+    m = s_load_ok (fx);
+    assert_true (m->ops[0].profile);
+    char *bundle = ak_manifest_to_bundle (m);
+    assert_non_null (strstr (bundle, "\"profile\":true"));
+    ak_manifest_t *again = NULL;
+    ak_err_t err = { 0 };
+    if (ak_manifest_parse_bundle (bundle, strlen (bundle), "bundle", &again, &err))
+        fail_msg ("%s", err.msg);
+    assert_true (again->ops[0].profile);
+    char *bundle2 = ak_manifest_to_bundle (again);
+    assert_string_equal (bundle, bundle2);
+    free (bundle);
+    free (bundle2);
+    ak_manifest_destroy (&again);
+    ak_manifest_destroy (&m);
+
+    s_reject (fx, "ops[0].profile", json_integer (1), "ops[0].profile", "must be true or false");
+    s_set (fx->json, "ops[0].profile", json_false ());
+    m = s_load_ok (fx);
+    assert_false (m->ops[0].profile);
+    ak_manifest_destroy (&m);
+    s_set (fx->json, "ops[0].profile", NULL);
 }
 
 /* =============================================================== bundles */
@@ -920,10 +973,12 @@ int main (void)
         cmocka_unit_test (test_planted_batch_loads),
         T (test_fixture_loads),
         T (test_defaults),
+        T (test_backend_only_size),
         T (test_workload_forms),
         T (test_extra_candidates),
         T (test_extra_candidate_relative_path),
         T (test_tolerance_override),
+        T (test_profile_flag),
         cmocka_unit_test (test_bundle_round_trip_demo),
         cmocka_unit_test (test_bundle_round_trip_cuda),
         T (test_bundle_round_trip_extras),

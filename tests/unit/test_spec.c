@@ -596,6 +596,60 @@ static void test_reject_no_sizes (void **state)
     s_reject (*state, "sizes", json_array (), "sizes: must list at least one size", NULL);
 }
 
+/*  sizes[].backends and reference_cuda: parsed, looked up, written out
+    (reference_cuda with its text even in the form without sources) and
+    read back; the bad forms rejected with the field named. */
+static void test_size_backends_and_reference_cuda (void **state)
+{
+    fixture_t *fx = *state;
+    s_set (fx->json, "sizes[2].backends", json_pack ("[s]", "cuda"));
+    s_set (fx->json, "reference_cuda", json_pack ("{s:s, s:{s:[s], s:[s]}}", "source", "cuda/base.cu",
+                                                  "launch", "grid", "rows", "block", "128"));
+    ak_spec_t *spec = NULL, *back = NULL;
+    ak_err_t err;
+    if (s_load (fx, &spec, &err) != 0)
+        fail_msg ("%s", err.msg);
+    assert_int_equal (spec->sizes[2].backends, AK_BACKEND_CUDA);
+    assert_int_equal (spec->sizes[0].backends, 0);
+    assert_false (ak_size_for_backend (&spec->sizes[2], "host"));
+    assert_true (ak_size_for_backend (&spec->sizes[2], "cuda"));
+    assert_true (ak_size_for_backend (&spec->sizes[0], "host"));
+    assert_true (ak_size_for_backend (&spec->sizes[0], "cuda"));
+    assert_non_null (spec->reference_cuda.text);
+    assert_string_equal (spec->reference_cuda.name, "cuda/base.cu");
+    assert_int_equal (spec->reference_cuda_launch->ngrid, 1);
+    assert_string_equal (spec->reference_cuda_launch->block[0], "128");
+    char *text = ak_spec_to_text (spec, false);
+    assert_non_null (strstr (text, "\"backends\":[\"cuda\"]"));
+    assert_non_null (strstr (text, "__global__ void ak_kernel"));      /* the device reference's text */
+    assert_null (strstr (text, "void ak_reference (const ak_args_t"));  /* the host oracle's is not */
+    if (ak_spec_parse_text (text, strlen (text), "worker", &back, &err) != 0)
+        fail_msg ("%s", err.msg);
+    assert_int_equal (back->sizes[2].backends, AK_BACKEND_CUDA);
+    assert_string_equal (back->reference_cuda.text, spec->reference_cuda.text);
+    assert_string_equal (back->reference_cuda.digest, spec->reference_cuda.digest);
+    assert_string_equal (back->reference_cuda_launch->grid[0], "rows");
+    char *again = ak_spec_to_text (back, false);
+    assert_string_equal (again, text);
+    free (again);
+    free (text);
+    ak_spec_destroy (&back);
+    ak_spec_destroy (&spec);
+
+    s_reject (fx, "sizes[2].backends", json_pack ("[s]", "gpu"), "sizes[2].backends[0]: unknown backend", NULL);
+    s_reject (fx, "sizes[2].backends", json_array (), "sizes[2].backends: must be a non-empty array", NULL);
+    s_reject (fx, "sizes[2].backends", json_pack ("[s, s]", "cuda", "cuda"),
+              "sizes[2].backends[1]: duplicate backend 'cuda'", NULL);
+    s_reject (fx, "sizes[0].backends", json_pack ("[s]", "cuda"),
+              "sizes[0].backends: the smoke size runs on every backend", NULL);
+    s_reject (fx, "sizes[1].backends", json_pack ("[s]", "cuda"),
+              "stability_size: 'small' names backends", NULL);
+    s_reject (fx, "reference_cuda.launch", NULL, "reference_cuda.launch: missing", NULL);
+    s_reject (fx, "reference_cuda.source", NULL, "reference_cuda.source: missing", NULL);
+    s_reject (fx, "reference_cuda.extra", json_true (), "reference_cuda.extra", NULL);
+    s_reject (fx, "reference_cuda", json_string ("cuda/base.cu"), "reference_cuda: must be an object", NULL);
+}
+
 static void test_reject_unknown_stability_size (void **state)
 {
     fixture_t *fx = *state;
@@ -1381,6 +1435,8 @@ static void test_planted_kernels (void **state)
         free (rel);
     }
     for (size_t s = 0; s < spec->nsizes; s++) {
+        if (!ak_size_for_backend (&spec->sizes[s], "host"))
+            continue;               /* GPU-only sizes: host kernels never get them */
         io_t io;
         s_io_init (&io, spec, spec->sizes[s].dims, 7);
         s_call (ref, "ak_reference", &io, true);
@@ -1449,6 +1505,7 @@ int main (void)
         T (test_reject_size_missing_key),
         T (test_reject_sizes_out_of_order),
         T (test_reject_no_sizes),
+        T (test_size_backends_and_reference_cuda),
         T (test_reject_unknown_stability_size),
         T (test_reject_unknown_dtype),
         T (test_reject_duplicate_dtype),

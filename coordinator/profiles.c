@@ -1,0 +1,888 @@
+/*  coordinator/profiles.c: installed profiles (see profiles.h,
+    docs/profiles.md). */
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "profiles.h"
+#include "cpb.h"
+#include "digest.h"
+#include "log.h"
+#include "results.h"
+#include "spec.h"
+#include "util.h"
+
+/* The ABI headers prepended to every kernel (generated from kernels/). */
+extern const char ak_prelude[];
+extern const size_t ak_prelude_len;
+extern const char ak_profile_prelude_cuda[];
+extern const size_t ak_profile_prelude_cuda_len;
+
+#define S_MAX_ENTRIES 100000
+
+// ------------------------------------------------------------------ helpers
+
+bool ak_profile_name_valid (const char *name)
+{
+    size_t n = name ? strlen (name) : 0;
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum ((unsigned char) name[i]) && !strchr ("_.-", name[i]))
+            return false;
+    return true;
+}
+
+static bool s_class_valid (const char *cls)
+{
+    size_t n = cls ? strlen (cls) : 0;
+    if (n == 0 || n > 256)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum ((unsigned char) cls[i]) && !strchr ("_./-", cls[i]))
+            return false;
+    return true;
+}
+
+/* "softmax/rows=32,cols=128/float32"; caller frees. */
+static char *s_entry_key (const char *op, char *const *keys, const int64_t *dims, size_t n,
+                          const char *dtype)
+{
+    size_t cap = 256 + n * 96, len = 0;
+    char *buf = ak_malloc (cap);
+    len += (size_t) snprintf (buf + len, cap - len, "%s/", op);
+    for (size_t i = 0; i < n && len < cap; i++)
+        len += (size_t) snprintf (buf + len, cap - len, "%s%s=%" PRId64, i ? "," : "", keys[i], dims[i]);
+    if (len < cap)
+        snprintf (buf + len, cap - len, "/%s", dtype);
+    return buf;
+}
+
+static char *s_db_key (const char *name, const char *cls)
+{
+    return ak_sprintf ("%s#%s", name, cls);
+}
+
+/* The stored class record, or NULL in *pc_p when there is none. */
+static int s_get_class (ak_txn_t *txn, const char *name, const char *cls, Ak__ProfileClass **pc_p,
+                        ak_err_t *err)
+{
+    *pc_p = NULL;
+    char *key = s_db_key (name, cls);
+    void *val = NULL;
+    size_t len = 0;
+    int rc = ak_store_get (txn, AK_DB_PROFILES, key, &val, &len, err);
+    if (rc == AK_ENOTFOUND)
+        rc = 0;
+    else
+    if (rc == 0) {
+        *pc_p = ak__profile_class__unpack (NULL, len, val);
+        if (!*pc_p)
+            rc = ak_err_set (err, AK_ESTORE, "profiles: record '%s' does not decode", key);
+    }
+    free (val);
+    free (key);
+    return rc;
+}
+
+static int s_put_class (ak_txn_t *txn, const Ak__ProfileClass *pc, ak_err_t *err)
+{
+    size_t len = ak__profile_class__get_packed_size (pc);
+    uint8_t *buf = ak_malloc (len ? len : 1);
+    ak__profile_class__pack (pc, buf);
+    char *key = s_db_key (pc->profile, pc->device_class);
+    int rc = ak_store_put (txn, AK_DB_PROFILES, key, buf, len, err);
+    free (key);
+    free (buf);
+    return rc;
+}
+
+static unsigned s_major (const char *version)
+{
+    unsigned v = 0;
+    for (const char *p = version; p && *p; p++) {
+        if (isdigit ((unsigned char) *p)) {
+            while (isdigit ((unsigned char) *p) && v < 100000)
+                v = v * 10 + (unsigned) (*p++ - '0');
+            break;
+        }
+    }
+    return v;
+}
+
+// -------------------------------------------------------------------- JSON
+
+static json_t *s_u32_array (const uint32_t *v, size_t n)
+{
+    json_t *a = json_array ();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new (a, json_integer ((json_int_t) v[i]));
+    return a;
+}
+
+static json_t *s_buffers_json (Ak__ProfileBuffer *const *b, size_t n)
+{
+    json_t *a = json_array ();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new (a, json_pack ("{s:s, s:I}", "name", b[i]->name,
+                                             "count", (json_int_t) b[i]->count));
+    return a;
+}
+
+static const char *s_src_ext (const char *backend)
+{
+    return strcmp (backend, "cuda") == 0 ? ".cu" : ".c";
+}
+
+static json_t *s_entry_json (const Ak__ProfileEntry *e)
+{
+    json_t *keys = json_array (), *dims = json_array (), *params = json_array (), *ev = json_array ();
+    for (size_t i = 0; i < e->n_keys; i++)
+        json_array_append_new (keys, json_string (e->keys[i]));
+    for (size_t i = 0; i < e->n_dims; i++)
+        json_array_append_new (dims, json_integer ((json_int_t) e->dims[i]));
+    for (size_t i = 0; i < e->n_params; i++)
+        json_array_append_new (params, json_pack ("{s:s, s:I}", "name", e->params[i]->name,
+                                                  "value", (json_int_t) e->params[i]->value));
+    for (size_t i = 0; i < e->n_evidence; i++)
+        json_array_append_new (ev, json_string (e->evidence[i]));
+    json_t *launch = json_null ();
+    if (e->launch)
+        launch = json_pack ("{s:o, s:o, s:I}", "grid", s_u32_array (e->launch->grid, e->launch->n_grid),
+                            "block", s_u32_array (e->launch->block, e->launch->n_block),
+                            "shared_bytes", (json_int_t) e->launch->shared_bytes);
+    char *src_file = ak_sprintf ("sources/%s%s", e->source_digest, s_src_ext (e->backend));
+    char *pre_file = ak_sprintf ("sources/%s.h", e->prelude_digest);
+    json_t *j = json_pack ("{s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:o, s:s, s:s,"
+                           " s:{s:s, s:s, s:s}, s:{s:s, s:s}, s:o, s:o, s:o,"
+                           " s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:s, s:s, s:I}",
+        "op", e->op, "key", e->key, "keys", keys, "dims", dims, "dtype", e->dtype,
+        "workload", e->workload_name, "candidate", e->candidate_name, "params", params,
+        "backend", e->backend, "entry", e->entry,
+        "source", "name", e->source_name, "digest", e->source_digest, "file", src_file,
+        "prelude", "digest", e->prelude_digest, "file", pre_file,
+        "launch", launch, "inputs", s_buffers_json (e->inputs, e->n_inputs),
+        "outputs", s_buffers_json (e->outputs, e->n_outputs),
+        "speedup", e->speedup, "noise", e->noise, "op_speedup", e->op_speedup,
+        "op_noise", e->op_noise, "baseline_us", e->baseline_us, "candidate_us", e->candidate_us,
+        "evidence", ev, "batch_id", e->batch_id, "task_id", e->task_id,
+        "installed_ms", (json_int_t) e->installed_ms);
+    free (src_file);
+    free (pre_file);
+    return j;
+}
+
+json_t *ak_profile_class_json (const Ak__ProfileClass *pc)
+{
+    json_t *entries = json_array ();
+    for (size_t i = 0; i < pc->n_entries; i++)
+        json_array_append_new (entries, s_entry_json (pc->entries[i]));
+    return json_pack ("{s:s, s:s, s:{s:s, s:I, s:I, s:I, s:s, s:s}, s:I, s:o}",
+                      "device_class", pc->device_class, "backend", pc->backend,
+                      "device", "name", pc->device_name, "cc_major", (json_int_t) pc->cc_major,
+                      "cc_minor", (json_int_t) pc->cc_minor,
+                      "driver_major", (json_int_t) pc->driver_major,
+                      "driver_version", pc->driver_version, "nvrtc_version", pc->nvrtc_version,
+                      "updated_ms", (json_int_t) pc->updated_ms, "entries", entries);
+}
+
+// ------------------------------------------------------------------- walks
+
+typedef struct {
+    Ak__ProfileClass **recs;
+    size_t             n, cap;
+    const char        *only;        /* profile name, or NULL for all */
+    int                bad;
+} s_recs_t;
+
+static int s_collect (const char *key, const void *val, size_t len, void *arg)
+{
+    s_recs_t *r = arg;
+    Ak__ProfileClass *pc = ak__profile_class__unpack (NULL, len, val);
+    if (!pc) {
+        ak_error ("profiles: record '%s' does not decode; skipped", key);
+        r->bad++;
+        return 0;
+    }
+    if (r->only && strcmp (pc->profile, r->only) != 0) {
+        ak__profile_class__free_unpacked (pc, NULL);
+        return 0;
+    }
+    if (r->n == r->cap) {
+        r->cap = r->cap ? r->cap * 2 : 8;
+        r->recs = ak_realloc (r->recs, r->cap * sizeof *r->recs);
+    }
+    r->recs[r->n++] = pc;
+    return 0;
+}
+
+static void s_recs_free (s_recs_t *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        ak__profile_class__free_unpacked (r->recs[i], NULL);
+    free (r->recs);
+    memset (r, 0, sizeof *r);
+}
+
+/* Every class record of profile name (prefix "NAME#"). */
+static int s_load_profile (ak_txn_t *txn, const char *name, s_recs_t *r, ak_err_t *err)
+{
+    char *prefix = ak_sprintf ("%s#", name);
+    r->only = name;
+    int rc = ak_store_walk (txn, AK_DB_PROFILES, prefix, s_collect, r, err);
+    free (prefix);
+    return rc;
+}
+
+int ak_profiles_list (ak_txn_t *txn, json_t **out, ak_err_t *err)
+{
+    s_recs_t r = { 0 };
+    int rc = ak_store_walk (txn, AK_DB_PROFILES, "", s_collect, &r, err);
+    if (rc) {
+        s_recs_free (&r);
+        return rc;
+    }
+    json_t *arr = json_array (), *cur = NULL;
+    const char *cur_name = NULL;
+    for (size_t i = 0; i < r.n; i++) {
+        const Ak__ProfileClass *pc = r.recs[i];
+        if (!cur_name || strcmp (cur_name, pc->profile) != 0) {
+            cur = json_pack ("{s:s, s:[], s:I}", "profile", pc->profile, "classes", "entries", (json_int_t) 0);
+            json_array_append_new (arr, cur);
+            cur_name = pc->profile;
+        }
+        json_array_append_new (json_object_get (cur, "classes"),
+                               json_pack ("{s:s, s:s, s:I, s:I}", "device_class", pc->device_class,
+                                          "backend", pc->backend, "entries", (json_int_t) pc->n_entries,
+                                          "updated_ms", (json_int_t) pc->updated_ms));
+        json_object_set_new (cur, "entries", json_integer (json_integer_value (json_object_get (cur, "entries"))
+                                                           + (json_int_t) pc->n_entries));
+    }
+    *out = json_pack ("{s:o}", "profiles", arr);
+    s_recs_free (&r);
+    return 0;
+}
+
+int ak_profiles_show (ak_txn_t *txn, const char *name, json_t **out, ak_err_t *err)
+{
+    s_recs_t r = { 0 };
+    int rc = s_load_profile (txn, name, &r, err);
+    if (rc == 0 && r.n == 0)
+        rc = ak_err_set (err, AK_ENOTFOUND, "no profile '%.64s'", name);
+    if (rc == 0) {
+        json_t *classes = json_array ();
+        for (size_t i = 0; i < r.n; i++)
+            json_array_append_new (classes, ak_profile_class_json (r.recs[i]));
+        *out = json_pack ("{s:i, s:s, s:s, s:o}", "schema_version", 1, "format", AK_PROFILE_FORMAT,
+                          "profile", name, "classes", classes);
+    }
+    s_recs_free (&r);
+    return rc;
+}
+
+int ak_profiles_export (ak_txn_t *txn, const char *name, json_t **out, ak_err_t *err)
+{
+    json_t *profile = NULL;
+    int rc = ak_profiles_show (txn, name, &profile, err);
+    if (rc)
+        return rc;
+    json_t *sources = json_object ();
+    size_t ci;
+    json_t *cls;
+    json_array_foreach (json_object_get (profile, "classes"), ci, cls) {
+        size_t ei;
+        json_t *e;
+        json_array_foreach (json_object_get (cls, "entries"), ei, e) {
+            const char *digests[2] = {
+                json_string_value (json_object_get (json_object_get (e, "source"), "digest")),
+                json_string_value (json_object_get (json_object_get (e, "prelude"), "digest"))
+            };
+            for (int k = 0; k < 2 && rc == 0; k++) {
+                if (!digests[k] || json_object_get (sources, digests[k]))
+                    continue;
+                char *text = NULL;
+                size_t len = 0;
+                rc = ak_store_get_blob (txn, digests[k], &text, &len, err);
+                if (rc) {
+                    ak_err_prefix (err, "profile %s: %s: source %s", name,
+                                   json_string_value (json_object_get (e, "key")), digests[k]);
+                    break;
+                }
+                json_object_set_new (sources, digests[k], json_stringn (text, len));
+                free (text);
+            }
+            if (rc)
+                break;
+        }
+        if (rc)
+            break;
+    }
+    if (rc) {
+        json_decref (profile);
+        json_decref (sources);
+        return rc;
+    }
+    *out = json_pack ("{s:o, s:o}", "profile", profile, "sources", sources);
+    return 0;
+}
+
+// ------------------------------------------------------------------- merge
+
+/* Writes the entries of each record in news into profile name: an entry
+   with the key of an existing one replaces it only with replace (else
+   AK_EEXIST and the caller aborts); other entries of the class stay; other
+   classes are not read.  Appends to installed.  news stay the caller's. */
+static int s_merge (ak_txn_t *txn, Ak__ProfileClass *const *news, size_t nnews, bool replace,
+                    uint64_t now_ms, json_t *installed, ak_err_t *err)
+{
+    int rc = 0;
+    for (size_t c = 0; c < nnews && rc == 0; c++) {
+        Ak__ProfileClass *nw = news[c];
+        Ak__ProfileClass *old = NULL;
+        rc = s_get_class (txn, nw->profile, nw->device_class, &old, err);
+        if (rc)
+            break;
+        size_t nold = old ? old->n_entries : 0;
+        Ak__ProfileEntry **merged = ak_calloc (nold + nw->n_entries + 1, sizeof *merged);
+        size_t n = 0;
+        for (size_t i = 0; i < nold; i++)
+            merged[n++] = old->entries[i];
+        for (size_t j = 0; j < nw->n_entries && rc == 0; j++) {
+            Ak__ProfileEntry *e = nw->entries[j];
+            bool replaced = false;
+            for (size_t i = 0; i < n; i++) {
+                if (strcmp (merged[i]->key, e->key) != 0)
+                    continue;
+                if (!replace) {
+                    rc = ak_err_set (err, AK_EEXIST,
+                        "profile %s already has %s on %s (candidate %s from batch %s, task %s): "
+                        "install with --replace to overwrite it; nothing was installed",
+                        nw->profile, e->key, nw->device_class, merged[i]->candidate_name,
+                        merged[i]->batch_id, merged[i]->task_id);
+                    break;
+                }
+                merged[i] = e;
+                replaced = true;
+                break;
+            }
+            if (rc)
+                break;
+            if (!replaced)
+                merged[n++] = e;
+            json_array_append_new (installed, json_pack ("{s:s, s:s, s:s, s:s, s:o, s:b}",
+                "device_class", nw->device_class, "op", e->op, "key", e->key,
+                "candidate", e->candidate_name,
+                "params", json_pack ("[]"), "replaced", replaced));
+            json_t *params = json_object_get (json_array_get (installed, json_array_size (installed) - 1), "params");
+            for (size_t p = 0; p < e->n_params; p++)
+                json_array_append_new (params, json_pack ("{s:s, s:I}", "name", e->params[p]->name,
+                                                          "value", (json_int_t) e->params[p]->value));
+        }
+        if (rc == 0 && n > S_MAX_ENTRIES)
+            rc = ak_err_set (err, AK_ETOOBIG, "profile %s on %s would have more than %d entries",
+                             nw->profile, nw->device_class, S_MAX_ENTRIES);
+        if (rc == 0) {
+            /* the record borrows entries from old and nw; packed, not freed */
+            Ak__ProfileClass rec = *nw;
+            rec.entries = merged;
+            rec.n_entries = n;
+            rec.updated_ms = now_ms;
+            rc = s_put_class (txn, &rec, err);
+        }
+        free (merged);
+        if (old)
+            ak__profile_class__free_unpacked (old, NULL);
+    }
+    return rc;
+}
+
+// ----------------------------------------------------------------- install
+
+static Ak__ProfileClass *s_class_new (const char *name, const char *cls, const Ak__Device *dev,
+                                      const char *backend)
+{
+    Ak__ProfileClass *pc = ak_malloc (sizeof *pc);
+    ak__profile_class__init (pc);
+    ak_cpb_set (&pc->profile, name);
+    ak_cpb_set (&pc->device_class, cls);
+    ak_cpb_set (&pc->backend, backend);
+    if (dev) {
+        ak_cpb_set (&pc->device_name, dev->name);
+        pc->cc_major = dev->cc_major;
+        pc->cc_minor = dev->cc_minor;
+        pc->driver_major = s_major (dev->driver_version);
+        ak_cpb_set (&pc->driver_version, dev->driver_version);
+        ak_cpb_set (&pc->nvrtc_version, dev->nvrtc_version);
+    }
+    return pc;
+}
+
+static void s_class_add (Ak__ProfileClass *pc, Ak__ProfileEntry *e)
+{
+    pc->entries = ak_realloc (pc->entries, (pc->n_entries + 1) * sizeof *pc->entries);
+    pc->entries[pc->n_entries++] = e;
+}
+
+static void s_classes_free (Ak__ProfileClass **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ak__profile_class__free_unpacked (v[i], NULL);
+    free (v);
+}
+
+static Ak__ProfileBuffer **s_buffers (const ak_spec_t *spec, const ak_buf_t *bufs, int n,
+                                      const int64_t *dims, ak_dtype_t dt, size_t *n_out)
+{
+    Ak__ProfileBuffer **v = ak_calloc ((size_t) n + 1, sizeof *v);
+    for (int i = 0; i < n; i++) {
+        ak_err_t e = { 0 };
+        int64_t count = 0;
+        if (ak_spec_eval (spec, bufs[i].count, dims, dt, &count, &e) != 0)
+            count = 0;
+        v[i] = ak_malloc (sizeof *v[i]);
+        ak__profile_buffer__init (v[i]);
+        ak_cpb_set (&v[i]->name, bufs[i].name);
+        v[i]->count = count;
+    }
+    *n_out = (size_t) n;
+    return v;
+}
+
+/* One entry per workload of the winning task.  Fails (AK_EINVAL naming
+   the workload) when a launch rule does not evaluate: a winner that ran
+   cannot have that, so it means the records disagree. */
+static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
+                          const Ak__TaskRecord *t, const Ak__Receipt *r, const Ak__Winner *w,
+                          const char *pre_receipt, const char *prelude_digest, uint64_t now_ms,
+                          Ak__ProfileClass *pc, ak_err_t *err)
+{
+    const char *names[AK_MAX_PARAMS + 1];
+    int64_t values[AK_MAX_PARAMS + 1];
+    size_t np = t->n_params < AK_MAX_PARAMS ? t->n_params : AK_MAX_PARAMS;
+    for (size_t i = 0; i < np; i++) {
+        names[i] = t->params[i]->name;
+        values[i] = t->params[i]->value;
+    }
+    for (size_t k = 0; k < t->n_workloads; k++) {
+        const Ak__Workload *wl = t->workloads[k];
+        ak_dtype_t dt;
+        if (ak_dtype_parse (wl->dtype, &dt) != 0 || wl->n_dims != (size_t) spec->nkeys)
+            return ak_err_set (err, AK_EINVAL, "task %s: workload %s: bad dtype or shape", t->task_id, wl->name);
+        Ak__ProfileEntry *e = ak_malloc (sizeof *e);
+        ak__profile_entry__init (e);
+        s_class_add (pc, e);
+        ak_cpb_set (&e->op, t->op);
+        char *key = s_entry_key (t->op, spec->keys, wl->dims, wl->n_dims, wl->dtype);
+        ak_cpb_set (&e->key, key);
+        free (key);
+        e->keys = ak_calloc ((size_t) spec->nkeys + 1, sizeof *e->keys);
+        e->dims = ak_calloc ((size_t) spec->nkeys + 1, sizeof *e->dims);
+        e->n_keys = e->n_dims = (size_t) spec->nkeys;
+        for (int i = 0; i < spec->nkeys; i++) {
+            e->keys[i] = ak_strdup (spec->keys[i]);
+            e->dims[i] = wl->dims[i];
+        }
+        ak_cpb_set (&e->dtype, wl->dtype);
+        ak_cpb_set (&e->workload_name, wl->name);
+        ak_cpb_set (&e->candidate_name, t->candidate_name);
+        e->params = ak_cpb_params_dup (t->params, t->n_params);
+        e->n_params = t->n_params;
+        ak_cpb_set (&e->backend, t->backend);
+        ak_cpb_set (&e->entry, "ak_kernel");
+        ak_cpb_set (&e->source_name, t->candidate_source_name);
+        ak_cpb_set (&e->source_digest, t->candidate_digest);
+        ak_cpb_set (&e->prelude_digest, prelude_digest);
+        if (cand->launch) {
+            ak_launch_cfg_t cfg;
+            int rc = ak_launch_eval (spec, cand->launch, wl->dims, dt, names, values, (int) np, &cfg, err);
+            if (rc)
+                return ak_err_prefix (err, "task %s: workload %s", t->task_id, wl->name);
+            e->launch = ak_malloc (sizeof *e->launch);
+            ak__launch_config__init (e->launch);
+            e->launch->grid = ak_malloc (3 * sizeof (uint32_t));
+            e->launch->block = ak_malloc (3 * sizeof (uint32_t));
+            memcpy (e->launch->grid, cfg.grid, sizeof cfg.grid);
+            memcpy (e->launch->block, cfg.block, sizeof cfg.block);
+            e->launch->n_grid = e->launch->n_block = 3;
+            e->launch->shared_bytes = cfg.shared_bytes;
+        }
+        e->inputs = s_buffers (spec, spec->inputs, spec->ninputs, wl->dims, dt, &e->n_inputs);
+        e->outputs = s_buffers (spec, spec->outputs, spec->noutputs, wl->dims, dt, &e->n_outputs);
+        for (size_t i = 0; i < r->n_timings; i++) {
+            const Ak__WorkloadTiming *wt = r->timings[i];
+            if (!wt->workload || strcmp (wt->workload->name, wl->name) != 0
+                || strcmp (wt->workload->dtype, wl->dtype) != 0)
+                continue;
+            e->speedup = isfinite (wt->speedup) ? wt->speedup : 0;
+            e->noise = isfinite (wt->speedup_noise) ? wt->speedup_noise : 0;
+            e->baseline_us = wt->baseline ? wt->baseline->median_us : 0;
+            e->candidate_us = wt->candidate ? wt->candidate->median_us : 0;
+            if (e->speedup <= 0 && e->candidate_us > 0)
+                e->speedup = e->baseline_us / e->candidate_us;
+        }
+        e->op_speedup = w->speedup;
+        e->op_noise = w->noise;
+        e->evidence = ak_calloc (2, sizeof *e->evidence);
+        e->evidence[e->n_evidence++] = ak_strdup (r->receipt_id);
+        if (pre_receipt && *pre_receipt)
+            e->evidence[e->n_evidence++] = ak_strdup (pre_receipt);
+        ak_cpb_set (&e->batch_id, t->batch_id);
+        ak_cpb_set (&e->task_id, t->task_id);
+        e->installed_ms = now_ms;
+    }
+    return 0;
+}
+
+int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, bool replace,
+                         uint64_t now_ms, json_t **out, ak_err_t *err)
+{
+    if (!ak_profile_name_valid (name))
+        return ak_err_set (err, AK_EINVAL, "profile name '%.64s' must be 1..64 of [A-Za-z0-9_.-]", name);
+    ak_results_t *res = NULL;
+    int rc = ak_results_load (txn, batch_id, &res, err);
+    if (rc)
+        return rc;
+    const Ak__BatchRecord *b = res->batch;
+    if (strcmp (b->state, "complete") != 0) {
+        rc = ak_err_set (err, AK_ESTATE, "batch %s is %s: winners are installed once it is complete",
+                         b->batch_id, b->state);
+        ak_results_destroy (&res);
+        return rc;
+    }
+    char prelude_host[65], prelude_cuda[65];
+    rc = ak_store_put_blob (txn, ak_prelude, ak_prelude_len, prelude_host, err);
+    if (rc == 0)
+        rc = ak_store_put_blob (txn, ak_profile_prelude_cuda, ak_profile_prelude_cuda_len, prelude_cuda, err);
+
+    json_t *skipped = json_array ();
+    Ak__ProfileClass **news = NULL;
+    size_t nnews = 0;
+    for (size_t i = 0; rc == 0 && i < b->n_winners; i++) {
+        const Ak__Winner *w = b->winners[i];
+        if (!w->promoted) {
+            json_array_append_new (skipped, json_pack ("{s:s, s:s, s:s}", "op", w->op,
+                "device_class", w->device_class, "reason",
+                *w->reason ? w->reason : "not promoted: the baseline stays"));
+            continue;
+        }
+        const ak_result_pair_t *pair = NULL;
+        for (size_t p = 0; p < res->npairs; p++)
+            if (strcmp (res->pairs[p].op, w->op) == 0 && strcmp (res->pairs[p].device_class, w->device_class) == 0)
+                pair = &res->pairs[p];
+        const ak_result_task_t *win = NULL;
+        for (size_t j = 0; pair && j < pair->ntunes; j++)
+            if (strcmp (pair->tunes[j].task->task_id, w->task_id) == 0)
+                win = &pair->tunes[j];
+        const char *why = NULL;
+        if (!win || !win->receipt)
+            why = "the winning task or its receipt is missing from the store";
+        else
+        if (strcmp (win->receipt->receipt_id, w->receipt_id) != 0)
+            why = "the winner's receipt is no longer the task's accepted one (retried?)";
+        else
+        if (!s_class_valid (w->device_class))
+            why = "device class is not a valid name";
+        char *spec_text = NULL;
+        size_t spec_len = 0;
+        ak_spec_t *spec = NULL;
+        const ak_candidate_t *cand = NULL;
+        ak_err_t e2 = { 0 };
+        if (!why && ak_store_get_blob (txn, win->task->spec_digest, &spec_text, &spec_len, &e2) != 0)
+            why = "the operator spec is missing from the store";
+        if (!why && ak_spec_parse_text (spec_text, spec_len, "spec", &spec, &e2) != 0)
+            why = "the stored operator spec does not parse";
+        if (!why && !(cand = ak_spec_candidate (spec, win->task->candidate_name)))
+            why = "the candidate is not in the stored spec";
+        char *probe = NULL;
+        size_t plen = 0;
+        if (!why && ak_store_get_blob (txn, win->task->candidate_digest, &probe, &plen, &e2) != 0)
+            why = "the candidate source is missing from the store";
+        free (probe);
+        if (why) {
+            json_array_append_new (skipped, json_pack ("{s:s, s:s, s:s}", "op", w->op,
+                "device_class", w->device_class, "reason", why));
+            ak_warn ("profile %s: %s on %s skipped: %s%s%s", name, w->op, w->device_class, why,
+                     e2.msg[0] ? ": " : "", e2.msg);
+        }
+        else {
+            const Ak__TaskRecord *t = win->task;
+            Ak__ProfileClass *pc = NULL;
+            for (size_t c = 0; c < nnews; c++)
+                if (strcmp (news[c]->device_class, w->device_class) == 0)
+                    pc = news[c];
+            if (!pc) {
+                pc = s_class_new (name, w->device_class, win->receipt->device, t->backend);
+                news = ak_realloc (news, (nnews + 1) * sizeof *news);
+                news[nnews++] = pc;
+            }
+            const char *pre = pair->preflight.receipt ? pair->preflight.receipt->receipt_id : NULL;
+            rc = s_entries_for (spec, cand, t, win->receipt, w, pre,
+                                strcmp (t->backend, "cuda") == 0 ? prelude_cuda : prelude_host,
+                                now_ms, pc, err);
+        }
+        ak_spec_destroy (&spec);
+        free (spec_text);
+    }
+    json_t *installed = json_array ();
+    if (rc == 0 && nnews == 0)
+        rc = ak_err_set (err, AK_EINVAL, "batch %s has no promoted winner to install (%zu skipped)",
+                         b->batch_id, json_array_size (skipped));
+    if (rc == 0)
+        rc = s_merge (txn, news, nnews, replace, now_ms, installed, err);
+    if (rc == 0)
+        *out = json_pack ("{s:s, s:s, s:O, s:O}", "profile", name, "batch_id", b->batch_id,
+                          "installed", installed, "skipped", skipped);
+    json_decref (installed);
+    json_decref (skipped);
+    s_classes_free (news, nnews);
+    ak_results_destroy (&res);
+    return rc;
+}
+
+// ------------------------------------------------------------------ import
+
+static const char *s_jstr (const json_t *o, const char *k)
+{
+    const char *s = json_string_value (json_object_get (o, k));
+    return s ? s : NULL;
+}
+
+static int s_u32s (const json_t *arr, uint32_t **v, size_t *n, const char *what, ak_err_t *err)
+{
+    if (!json_is_array (arr) || json_array_size (arr) < 1 || json_array_size (arr) > 3)
+        return ak_err_set (err, AK_EINVAL, "%s: must be 1 to 3 integers", what);
+    *v = ak_calloc (3, sizeof **v);
+    *n = json_array_size (arr);
+    for (size_t i = 0; i < *n; i++) {
+        json_t *x = json_array_get (arr, i);
+        if (!json_is_integer (x) || json_integer_value (x) < 1 || json_integer_value (x) > 2147483647)
+            return ak_err_set (err, AK_EINVAL, "%s[%zu]: must be 1..2147483647", what, i);
+        (*v)[i] = (uint32_t) json_integer_value (x);
+    }
+    return 0;
+}
+
+static int s_buffers_from (const json_t *arr, Ak__ProfileBuffer ***v, size_t *n, const char *what, ak_err_t *err)
+{
+    if (!json_is_array (arr) || json_array_size (arr) > AK_MAX_BUFS)
+        return ak_err_set (err, AK_EINVAL, "%s: must be an array of at most %d buffers", what, AK_MAX_BUFS);
+    *v = ak_calloc (json_array_size (arr) + 1, sizeof **v);
+    for (size_t i = 0; i < json_array_size (arr); i++) {
+        json_t *b = json_array_get (arr, i);
+        json_t *c = json_object_get (b, "count");
+        if (!s_jstr (b, "name") || !json_is_integer (c) || json_integer_value (c) < 1)
+            return ak_err_set (err, AK_EINVAL, "%s[%zu]: needs a name and a positive count", what, i);
+        Ak__ProfileBuffer *pb = ak_malloc (sizeof *pb);
+        ak__profile_buffer__init (pb);
+        ak_cpb_set (&pb->name, s_jstr (b, "name"));
+        pb->count = json_integer_value (c);
+        (*v)[(*n)++] = pb;
+    }
+    return 0;
+}
+
+/* One entry of profile.json into e (already in its class record, so the
+   caller frees it whatever happens). */
+static int s_entry_from (const json_t *j, const json_t *sources, Ak__ProfileEntry *e,
+                         const char *at, ak_err_t *err)
+{
+    static const char *const strs[] = { "op", "dtype", "candidate", "backend", "entry" };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if (!s_jstr (j, strs[i]) || !*s_jstr (j, strs[i]))
+            return ak_err_set (err, AK_EINVAL, "%s.%s: must be a non-empty string", at, strs[i]);
+    const char *backend = s_jstr (j, "backend");
+    if (strcmp (backend, "cuda") != 0 && strcmp (backend, "host") != 0)
+        return ak_err_set (err, AK_EINVAL, "%s.backend: must be cuda or host", at);
+    ak_dtype_t dt;
+    if (ak_dtype_parse (s_jstr (j, "dtype"), &dt) != 0)
+        return ak_err_set (err, AK_EINVAL, "%s.dtype: unknown dtype", at);
+    ak_cpb_set (&e->op, s_jstr (j, "op"));
+    ak_cpb_set (&e->dtype, s_jstr (j, "dtype"));
+    ak_cpb_set (&e->candidate_name, s_jstr (j, "candidate"));
+    ak_cpb_set (&e->backend, backend);
+    ak_cpb_set (&e->entry, s_jstr (j, "entry"));
+    ak_cpb_set (&e->workload_name, s_jstr (j, "workload"));
+    const json_t *keys = json_object_get (j, "keys"), *dims = json_object_get (j, "dims");
+    size_t nk = json_array_size (keys);
+    if (!json_is_array (keys) || !json_is_array (dims) || nk < 1 || nk > AK_MAX_DIMS
+        || json_array_size (dims) != nk)
+        return ak_err_set (err, AK_EINVAL, "%s: keys and dims must be arrays of the same length, 1..%d",
+                           at, AK_MAX_DIMS);
+    e->keys = ak_calloc (nk + 1, sizeof *e->keys);
+    e->dims = ak_calloc (nk + 1, sizeof *e->dims);
+    for (size_t i = 0; i < nk; i++) {
+        const char *k = json_string_value (json_array_get (keys, i));
+        json_t *d = json_array_get (dims, i);
+        if (!k || !json_is_integer (d) || json_integer_value (d) < 1)
+            return ak_err_set (err, AK_EINVAL, "%s: keys[%zu]/dims[%zu]: need a name and a positive size", at, i, i);
+        e->keys[e->n_keys++] = ak_strdup (k);
+        e->dims[e->n_dims++] = json_integer_value (d);
+    }
+    char *key = s_entry_key (e->op, e->keys, e->dims, nk, e->dtype);
+    const char *given = s_jstr (j, "key");
+    if (!given || strcmp (given, key) != 0) {
+        int rc = ak_err_set (err, AK_EINVAL, "%s.key: '%.200s' does not match its op, shape and dtype ('%.200s')",
+                             at, given ? given : "", key);
+        free (key);
+        return rc;
+    }
+    ak_cpb_set (&e->key, key);
+    free (key);
+    const json_t *params = json_object_get (j, "params");
+    if (!json_is_array (params) || json_array_size (params) > AK_MAX_PARAMS)
+        return ak_err_set (err, AK_EINVAL, "%s.params: must be an array", at);
+    e->params = ak_calloc (json_array_size (params) + 1, sizeof *e->params);
+    for (size_t i = 0; i < json_array_size (params); i++) {
+        json_t *p = json_array_get (params, i);
+        if (!s_jstr (p, "name") || !json_is_integer (json_object_get (p, "value")))
+            return ak_err_set (err, AK_EINVAL, "%s.params[%zu]: needs name and integer value", at, i);
+        Ak__Param *pp = ak_malloc (sizeof *pp);
+        ak__param__init (pp);
+        ak_cpb_set (&pp->name, s_jstr (p, "name"));
+        pp->value = json_integer_value (json_object_get (p, "value"));
+        e->params[e->n_params++] = pp;
+    }
+    const char *src = s_jstr (json_object_get (j, "source"), "digest");
+    const char *pre = s_jstr (json_object_get (j, "prelude"), "digest");
+    if (!src || !ak_digest_valid (src) || !json_is_string (json_object_get (sources, src)))
+        return ak_err_set (err, AK_EINVAL, "%s.source.digest: missing or not among the package's sources", at);
+    if (!pre || !ak_digest_valid (pre) || !json_is_string (json_object_get (sources, pre)))
+        return ak_err_set (err, AK_EINVAL, "%s.prelude.digest: missing or not among the package's sources", at);
+    ak_cpb_set (&e->source_digest, src);
+    ak_cpb_set (&e->prelude_digest, pre);
+    ak_cpb_set (&e->source_name, s_jstr (json_object_get (j, "source"), "name"));
+    const json_t *launch = json_object_get (j, "launch");
+    int rc = 0;
+    if (strcmp (backend, "cuda") == 0) {
+        if (!json_is_object (launch))
+            return ak_err_set (err, AK_EINVAL, "%s.launch: a cuda entry needs its launch configuration", at);
+        e->launch = ak_malloc (sizeof *e->launch);
+        ak__launch_config__init (e->launch);
+        char what[300];
+        snprintf (what, sizeof what, "%s.launch.grid", at);
+        rc = s_u32s (json_object_get (launch, "grid"), &e->launch->grid, &e->launch->n_grid, what, err);
+        snprintf (what, sizeof what, "%s.launch.block", at);
+        if (rc == 0)
+            rc = s_u32s (json_object_get (launch, "block"), &e->launch->block, &e->launch->n_block, what, err);
+        json_t *sh = json_object_get (launch, "shared_bytes");
+        if (rc == 0 && (!json_is_integer (sh) || json_integer_value (sh) < 0 || json_integer_value (sh) > 2147483647))
+            rc = ak_err_set (err, AK_EINVAL, "%s.launch.shared_bytes: must be 0..2147483647", at);
+        if (rc == 0)
+            e->launch->shared_bytes = (uint32_t) json_integer_value (sh);
+    }
+    else
+    if (launch && !json_is_null (launch))
+        return ak_err_set (err, AK_EINVAL, "%s.launch: only cuda entries have one", at);
+    char what[300];
+    snprintf (what, sizeof what, "%s.inputs", at);
+    if (rc == 0)
+        rc = s_buffers_from (json_object_get (j, "inputs"), &e->inputs, &e->n_inputs, what, err);
+    snprintf (what, sizeof what, "%s.outputs", at);
+    if (rc == 0)
+        rc = s_buffers_from (json_object_get (j, "outputs"), &e->outputs, &e->n_outputs, what, err);
+    if (rc)
+        return rc;
+    e->speedup = json_number_value (json_object_get (j, "speedup"));
+    e->noise = json_number_value (json_object_get (j, "noise"));
+    e->op_speedup = json_number_value (json_object_get (j, "op_speedup"));
+    e->op_noise = json_number_value (json_object_get (j, "op_noise"));
+    e->baseline_us = json_number_value (json_object_get (j, "baseline_us"));
+    e->candidate_us = json_number_value (json_object_get (j, "candidate_us"));
+    const json_t *ev = json_object_get (j, "evidence");
+    e->evidence = ak_calloc (json_array_size (ev) + 1, sizeof *e->evidence);
+    for (size_t i = 0; i < json_array_size (ev); i++)
+        if (json_string_value (json_array_get (ev, i)))
+            e->evidence[e->n_evidence++] = ak_strdup (json_string_value (json_array_get (ev, i)));
+    ak_cpb_set (&e->batch_id, s_jstr (j, "batch_id"));
+    ak_cpb_set (&e->task_id, s_jstr (j, "task_id"));
+    json_t *im = json_object_get (j, "installed_ms");
+    e->installed_ms = json_is_integer (im) && json_integer_value (im) > 0 ? (uint64_t) json_integer_value (im) : 0;
+    return 0;
+}
+
+int ak_profiles_import (ak_txn_t *txn, const json_t *package, const char *name, bool replace,
+                        uint64_t now_ms, json_t **out, ak_err_t *err)
+{
+    const json_t *prof = json_object_get (package, "profile");
+    const json_t *sources = json_object_get (package, "sources");
+    if (!json_is_object (prof) || !json_is_object (sources))
+        return ak_err_set (err, AK_EINVAL, "import: the body must be {\"profile\": {...}, \"sources\": {...}}");
+    json_t *sv = json_object_get (prof, "schema_version");
+    if (!json_is_integer (sv) || json_integer_value (sv) != 1)
+        return ak_err_set (err, AK_EVERSION, "profile.json: schema_version: must be 1");
+    if (!s_jstr (prof, "format") || strcmp (s_jstr (prof, "format"), AK_PROFILE_FORMAT) != 0)
+        return ak_err_set (err, AK_EINVAL, "profile.json: format: must be \"%s\"", AK_PROFILE_FORMAT);
+    if (!name)
+        name = s_jstr (prof, "profile");
+    if (!ak_profile_name_valid (name))
+        return ak_err_set (err, AK_EINVAL, "profile name '%.64s' must be 1..64 of [A-Za-z0-9_.-]",
+                           name ? name : "");
+    /* every source must be what its digest says */
+    const char *digest;
+    json_t *text;
+    int rc = 0;
+    json_object_foreach ((json_t *) sources, digest, text) {
+        char hex[65], stored[65];
+        if (!json_is_string (text) || !ak_digest_valid (digest))
+            return ak_err_set (err, AK_EINVAL, "import: sources.%.70s: must be text under its sha256", digest);
+        ak_sha256_hex (json_string_value (text), json_string_length (text), hex);
+        if (strcmp (hex, digest) != 0)
+            return ak_err_set (err, AK_EINVAL, "import: sources.%.70s: the text's sha256 is %s", digest, hex);
+        rc = ak_store_put_blob (txn, json_string_value (text), json_string_length (text), stored, err);
+        if (rc)
+            return rc;
+    }
+    const json_t *classes = json_object_get (prof, "classes");
+    if (!json_is_array (classes) || json_array_size (classes) == 0)
+        return ak_err_set (err, AK_EINVAL, "profile.json: classes: must be a non-empty array");
+    Ak__ProfileClass **news = ak_calloc (json_array_size (classes) + 1, sizeof *news);
+    size_t nnews = 0;
+    for (size_t c = 0; rc == 0 && c < json_array_size (classes); c++) {
+        const json_t *cj = json_array_get (classes, c);
+        const json_t *dev = json_object_get (cj, "device");
+        const char *cls = s_jstr (cj, "device_class");
+        if (!s_class_valid (cls)) {
+            rc = ak_err_set (err, AK_EINVAL, "profile.json: classes[%zu].device_class: must be [A-Za-z0-9_./-]+", c);
+            break;
+        }
+        for (size_t k = 0; k < nnews; k++)
+            if (strcmp (news[k]->device_class, cls) == 0)
+                rc = ak_err_set (err, AK_EINVAL, "profile.json: classes[%zu]: class %s listed twice", c, cls);
+        if (rc)
+            break;
+        Ak__ProfileClass *pc = s_class_new (name, cls, NULL, s_jstr (cj, "backend"));
+        news[nnews++] = pc;
+        ak_cpb_set (&pc->device_name, s_jstr (dev, "name"));
+        pc->cc_major = (uint32_t) json_integer_value (json_object_get (dev, "cc_major"));
+        pc->cc_minor = (uint32_t) json_integer_value (json_object_get (dev, "cc_minor"));
+        pc->driver_major = (uint32_t) json_integer_value (json_object_get (dev, "driver_major"));
+        ak_cpb_set (&pc->driver_version, s_jstr (dev, "driver_version"));
+        ak_cpb_set (&pc->nvrtc_version, s_jstr (dev, "nvrtc_version"));
+        const json_t *entries = json_object_get (cj, "entries");
+        if (!json_is_array (entries) || json_array_size (entries) > S_MAX_ENTRIES) {
+            rc = ak_err_set (err, AK_EINVAL, "profile.json: classes[%zu].entries: must be an array", c);
+            break;
+        }
+        for (size_t i = 0; rc == 0 && i < json_array_size (entries); i++) {
+            char at[96];
+            snprintf (at, sizeof at, "profile.json: classes[%zu].entries[%zu]", c, i);
+            Ak__ProfileEntry *e = ak_malloc (sizeof *e);
+            ak__profile_entry__init (e);
+            s_class_add (pc, e);
+            rc = s_entry_from (json_array_get (entries, i), sources, e, at, err);
+            for (size_t k = 0; rc == 0 && k + 1 < pc->n_entries; k++)
+                if (strcmp (pc->entries[k]->key, e->key) == 0)
+                    rc = ak_err_set (err, AK_EINVAL, "%s: key %s appears twice", at, e->key);
+        }
+    }
+    json_t *installed = json_array ();
+    if (rc == 0)
+        rc = s_merge (txn, news, nnews, replace, now_ms, installed, err);
+    if (rc == 0)
+        *out = json_pack ("{s:s, s:O, s:[]}", "profile", name, "installed", installed, "skipped");
+    json_decref (installed);
+    s_classes_free (news, nnews);
+    return rc;
+}

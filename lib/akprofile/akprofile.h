@@ -1,0 +1,140 @@
+/*  lib/akprofile/akprofile.h: libakprofile, the runtime side of akfleet.
+
+    An inference runtime links this library to apply an installed profile:
+    it loads a package written by `akctl profile export` (profile.json,
+    content-addressed kernel sources, SHA256SUMS), verifies it, matches the
+    current device to one of the profile's device classes and answers
+    "which kernel, with which parameters and launch configuration, for this
+    (operator, shape, dtype)".
+
+    Rules:
+    - a package that fails verification (a changed, missing or extra file,
+      a path that would leave the directory, a link) is refused as a whole;
+    - a lookup answers an exact match of device class, operator, every
+      dimension and dtype, or AKP_FALLBACK with the reason: never a near
+      match (a kernel tuned for 4096 columns is not applied to 4097);
+    - nothing here needs ZeroMQ, LMDB or a GPU: libcuda is opened with
+      dlopen only by akp_device_from_cuda.
+
+    Thread safety: a loaded profile is read-only; lookups from many threads
+    are safe.  Every string a profile hands out lives as long as it. */
+#ifndef AKPROFILE_H
+#define AKPROFILE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    AKP_OK        =  0,
+    AKP_FALLBACK  =  1,     /* lookup: nothing applies; run your default kernel */
+    AKP_EINVAL    = -1,     /* bad argument or malformed profile.json */
+    AKP_EIO       = -3,     /* a file could not be read */
+    AKP_ENOTFOUND = -4,
+    AKP_ETAMPERED = -20,    /* the package does not match its checksums */
+    AKP_EUNAVAIL  = -17,    /* no GPU / no libcuda (akp_device_from_cuda) */
+};
+
+#define AKP_MAX_DIMS   8
+#define AKP_MAX_BUFS   8
+#define AKP_MAX_PARAMS 16
+
+typedef struct akp_profile akp_profile_t;
+
+/* What identifies a device class: the fields the profile recorded. */
+typedef struct {
+    const char *name;               /* "NVIDIA H200" (spaces allowed) */
+    int         cc_major, cc_minor; /* 9, 0 */
+    int         driver_major;       /* 580 (kernel driver release major) */
+    const char *nvrtc_version;      /* "13.0" */
+} akp_device_t;
+
+/* One installed entry: the answer of a lookup.  Owned by the profile. */
+typedef struct {
+    const char    *op, *key, *dtype, *workload;
+    const char    *candidate;       /* "blocked" */
+    const char    *backend;         /* "cuda" | "host" */
+    const char    *entry;           /* kernel symbol: "ak_kernel" */
+    size_t         ndims;
+    const char    *keys[AKP_MAX_DIMS];
+    int64_t        dims[AKP_MAX_DIMS];
+    size_t         nparams;
+    const char    *param_names[AKP_MAX_PARAMS];   /* become -DNAME=VALUE */
+    int64_t        param_values[AKP_MAX_PARAMS];
+    bool           has_launch;      /* cuda entries */
+    unsigned       grid[3], block[3], shared_bytes;
+    size_t         ninputs, noutputs;
+    const char    *input_names[AKP_MAX_BUFS], *output_names[AKP_MAX_BUFS];
+    int64_t        input_counts[AKP_MAX_BUFS], output_counts[AKP_MAX_BUFS];
+    const char    *source;          /* kernel source (without the prelude) */
+    size_t         source_len;
+    const char    *source_name, *source_digest;
+    const char    *prelude;         /* the ABI header to prepend (kernels/ak_kernel_cuda.h) */
+    size_t         prelude_len;
+    double         speedup, noise;  /* measured for this workload */
+    const char    *batch_id, *task_id;
+    size_t         nevidence;
+    const char    *evidence[4];     /* receipt ids */
+} akp_kernel_t;
+
+/* Checks dir against its SHA256SUMS: every regular file under dir (but
+   SHA256SUMS) listed, every listed file present with that SHA-256, paths
+   relative and inside dir, no links or other file types.  AKP_OK or
+   AKP_ETAMPERED / AKP_EIO / AKP_EINVAL with err (may be NULL) saying which
+   file and what is wrong. */
+int akp_verify (const char *dir, char *err, size_t errlen);
+
+/* Verifies and loads the package in dir.  *p is the caller's
+   (akp_destroy). */
+int akp_load (const char *dir, akp_profile_t **p, char *err, size_t errlen);
+void akp_destroy (akp_profile_t **p);
+
+const char *akp_name (const akp_profile_t *p);
+size_t      akp_class_count (const akp_profile_t *p);
+const char *akp_class_name (const akp_profile_t *p, size_t i);
+size_t      akp_entry_count (const akp_profile_t *p, size_t class_index);
+const akp_kernel_t *akp_entry (const akp_profile_t *p, size_t class_index, size_t i);
+
+/* The class string akfleet's CUDA worker forms for a device:
+   "NAME/sm_XY/drvN/nvrtcA.B" with every character outside [A-Za-z0-9_./-]
+   (the spaces of the name) replaced by '_'.  AKP_EINVAL when buf is too
+   small or fields are missing. */
+int akp_device_class (const akp_device_t *dev, char *buf, size_t len);
+
+/* Fills dev (strings in the caller's name_buf / nvrtc_buf) and class_buf
+   for CUDA device ordinal, through libcuda (and libnvrtc for its version)
+   opened with dlopen.  AKP_EUNAVAIL with err when there is no driver, no
+   device, or no NVRTC: the caller then runs its defaults. */
+int akp_device_from_cuda (int ordinal, akp_device_t *dev, char *name_buf, size_t name_len,
+                          char *nvrtc_buf, size_t nvrtc_len, char *class_buf, size_t class_len,
+                          char *err, size_t errlen);
+
+/* Which of the profile's classes this device is: the class string must be
+   equal and, when dev is not NULL, the recorded name, compute capability,
+   driver major and NVRTC version too.  AKP_OK with *index, or
+   AKP_FALLBACK with why (naming the closest class and what differs, so
+   an operator sees why; it is never used). */
+int akp_match (const akp_profile_t *p, const char *device_class, const akp_device_t *dev,
+               size_t *index, char *why, size_t whylen);
+
+/* The kernel for (op, dims in the operator's key order, dtype) on
+   device_class: AKP_OK with *k, AKP_FALLBACK with why ("no entry for
+   softmax rows=32,cols=129 float32 on CLASS: run the default kernel"),
+   AKP_EINVAL for bad arguments. */
+int akp_lookup (const akp_profile_t *p, const char *device_class, const char *op,
+                const int64_t *dims, size_t ndims, const char *dtype,
+                const akp_kernel_t **k, char *why, size_t whylen);
+
+/* NVRTC options for k as akfleet's worker compiles it (without the
+   architecture): "-DAK_DTYPE_FLOAT32", "-DNAME=VALUE" ..., written into
+   opts[0..*n) pointing into buf.  AKP_EINVAL when buf or opts are too small. */
+int akp_compile_options (const akp_kernel_t *k, char *buf, size_t len, const char **opts,
+                         size_t max_opts, size_t *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

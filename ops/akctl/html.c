@@ -1,0 +1,374 @@
+/*  ops/akctl/html.c: `akctl report BATCH --out DIR`: the morning report as
+    files (report.md, report.json, report.html) and one summary line for
+    scripts:
+
+        akfleet-report: batch B000001 verdict=PASS winners=3/3 failures=0
+
+    The HTML page is self-contained (no scripts, no fetches: inline CSS and
+    SVG) with three charts: the winner's speedup per operator and workload
+    (with its noise band), time spent per phase, failures by reason.  The
+    numbers are the coordinator's REPORT plus, for each promoted winner, its
+    accepted receipt (from `show`), for the per-workload speedups. */
+#include "akctl.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+// ----------------------------------------------------------------- verdict
+
+const char *akctl_report_verdict (const json_t *report, int *winners, int *pairs, int *failures)
+{
+    const json_t *sum = akj_obj (report, "batch");
+    const json_t *counts = akj_obj (sum, "counts");
+    int w = 0, p = 0, f = 0;
+    bool missing = false;
+    size_t i;
+    json_t *op;
+    json_array_foreach (akj_arr (report, "ops"), i, op) {
+        p++;
+        const json_t *win = akj_obj (op, "winner");
+        if (!win || !json_is_object (win) || !*akj_str (win, "op"))
+            missing = true;
+        else
+        if (akj_bool (win, "promoted"))
+            w++;
+        f += (int) json_array_size (akj_arr (op, "failures"));
+    }
+    *winners = w;
+    *pairs = p;
+    *failures = f;
+    const char *state = akj_str (sum, "state");
+    if (strcmp (state, "open") == 0)
+        return "INCOMPLETE";
+    if (strcmp (state, "complete") != 0 || akj_int (counts, "poisoned") > 0 || missing || p == 0)
+        return "FAIL";
+    return "PASS";
+}
+
+// -------------------------------------------------------------------- HTML
+
+static void s_esc (FILE *out, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+            case '<': fputs ("&lt;", out); break;
+            case '>': fputs ("&gt;", out); break;
+            case '&': fputs ("&amp;", out); break;
+            case '"': fputs ("&quot;", out); break;
+            case '\'': fputs ("&#39;", out); break;
+            default: fputc (*s, out);
+        }
+    }
+}
+
+typedef struct {
+    char   label[256];
+    double value, noise;
+    bool   promoted;
+} s_bar_t;
+
+/* Horizontal bar chart; `unit` follows each value; ref > 0 draws a
+   dashed line at that value (1.0x: the baseline). */
+static void s_bars (FILE *out, const char *id, const char *title, const s_bar_t *bars, size_t n,
+                    const char *unit, double ref)
+{
+    const int label_w = 300, plot_w = 420, row_h = 22, top = 28;
+    double max = ref > 0 ? ref : 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite (bars[i].value + bars[i].noise) && bars[i].value + bars[i].noise > max)
+            max = bars[i].value + bars[i].noise;
+    if (max <= 0)
+        max = 1;
+    int h = top + (int) (n ? n : 1) * row_h + 24;
+    fprintf (out, "<figure><svg id=\"%s\" class=\"akchart\" xmlns=\"http://www.w3.org/2000/svg\" "
+             "width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"", id, label_w + plot_w + 110, h);
+    s_esc (out, title);
+    fprintf (out, "\">\n<text x=\"4\" y=\"18\" class=\"title\">");
+    s_esc (out, title);
+    fprintf (out, "</text>\n");
+    if (n == 0)
+        fprintf (out, "<text x=\"4\" y=\"%d\" class=\"none\">nothing to show</text>\n", top + 14);
+    for (size_t i = 0; i < n; i++) {
+        int y = top + (int) i * row_h;
+        double v = isfinite (bars[i].value) && bars[i].value > 0 ? bars[i].value : 0;
+        int w = (int) (plot_w * v / max);
+        fprintf (out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" class=\"label\">", label_w - 6, y + 15);
+        s_esc (out, bars[i].label);
+        fprintf (out, "</text><rect class=\"bar%s\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"><title>",
+                 bars[i].promoted ? " win" : "", label_w, y + 3, w > 0 ? w : 1, row_h - 6);
+        s_esc (out, bars[i].label);
+        fprintf (out, ": %.3f%s</title></rect>", v, unit);
+        if (bars[i].noise > 0 && isfinite (bars[i].noise)) {
+            int x0 = label_w + (int) (plot_w * fmax (v - bars[i].noise, 0) / max);
+            int x1 = label_w + (int) (plot_w * (v + bars[i].noise) / max);
+            fprintf (out, "<line class=\"noise\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>", x0, x1,
+                     y + row_h / 2, y + row_h / 2);
+        }
+        fprintf (out, "<text x=\"%d\" y=\"%d\" class=\"value\">%.3g%s%s</text>\n", label_w + w + 6, y + 15, v, unit,
+                 bars[i].noise > 0 ? " &#177;" : "");
+    }
+    if (ref > 0) {
+        int x = label_w + (int) (plot_w * ref / max);
+        fprintf (out, "<line class=\"ref\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>"
+                 "<text x=\"%d\" y=\"%d\" class=\"value\">baseline</text>\n", x, x, top, h - 20, x - 20, h - 6);
+    }
+    fprintf (out, "</svg></figure>\n");
+}
+
+/* The winner's receipt timings of op (from `show`), if akctl fetched them. */
+static const json_t *s_winner_timings (const json_t *report, const char *task_id)
+{
+    const json_t *wt = akj_obj (report, "winner_timings");
+    return wt ? json_object_get (wt, task_id) : NULL;
+}
+
+void akctl_render_report_html (FILE *out, const json_t *report)
+{
+    const json_t *sum = akj_obj (report, "batch");
+    int winners, pairs, failures;
+    const char *verdict = akctl_report_verdict (report, &winners, &pairs, &failures);
+    fprintf (out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>akfleet report ");
+    s_esc (out, akj_str (sum, "batch_id"));
+    fprintf (out, "</title>\n<style>\n"
+             "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\n"
+             "table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\n"
+             ".verdict{font-weight:bold;padding:2px 8px;border-radius:4px}.PASS{background:#c8f0c8}"
+             ".FAIL{background:#f6c4c4}.INCOMPLETE{background:#f3e3b0}\n"
+             "svg .bar{fill:#9aa9c8}svg .bar.win{fill:#3c8d5a}svg .noise{stroke:#222;stroke-width:2}"
+             "svg .ref{stroke:#b33;stroke-dasharray:4 3}svg text{font-size:12px}svg .title{font-weight:bold;font-size:14px}\n"
+             "</style></head><body>\n<h1>Batch ");
+    s_esc (out, akj_str (sum, "batch_id"));
+    fprintf (out, " &ldquo;");
+    s_esc (out, akj_str (sum, "name"));
+    fprintf (out, "&rdquo;</h1>\n<p id=\"verdict\">Verdict: <span class=\"verdict %s\">%s</span> &mdash; "
+             "%d of %d operator/class pairs promoted a winner, %d failed candidate(s); batch ",
+             verdict, verdict, winners, pairs, failures);
+    s_esc (out, akj_str (sum, "state"));
+    fprintf (out, ", %" PRId64 " tasks.</p>\n", akj_int (sum, "total"));
+
+    /* winners table */
+    fprintf (out, "<h2>Winners</h2>\n<table id=\"winners\"><tr><th>operator</th><th>device class</th><th>winner</th>"
+             "<th>params</th><th>speedup</th><th>note</th></tr>\n");
+    size_t i, j;
+    json_t *op, *x;
+    json_array_foreach (akj_arr (report, "ops"), i, op) {
+        const json_t *w = akj_obj (op, "winner");
+        char *params = akctl_params_text (akj_arr (w, "params"));
+        char sp[64];
+        bool promoted = akj_bool (w, "promoted");
+        fprintf (out, "<tr><td>");
+        s_esc (out, akj_str (op, "op"));
+        fprintf (out, "</td><td>");
+        s_esc (out, akj_str (op, "device_class"));
+        fprintf (out, "</td><td>");
+        s_esc (out, promoted ? akj_str (w, "candidate_name") : "baseline kept");
+        fprintf (out, "</td><td>");
+        s_esc (out, promoted ? params : "-");
+        fprintf (out, "</td><td>%s</td><td>", promoted ? akctl_speedup (akj_num (w, "speedup"), akj_num (w, "noise"), sp, sizeof sp) : "-");
+        s_esc (out, akj_str (w, "reason"));
+        fprintf (out, "</td></tr>\n");
+        free (params);
+    }
+    fprintf (out, "</table>\n");
+
+    /* chart 1: speedup per operator and size */
+    size_t cap = 16, n = 0;
+    s_bar_t *bars = ak_calloc (cap, sizeof *bars);
+    json_array_foreach (akj_arr (report, "ops"), i, op) {
+        const json_t *w = akj_obj (op, "winner");
+        bool promoted = akj_bool (w, "promoted");
+        const json_t *timings = promoted ? s_winner_timings (report, akj_str (w, "task_id")) : NULL;
+        if (timings && json_array_size (timings)) {
+            json_array_foreach (timings, j, x) {
+                if (n == cap)
+                    bars = ak_realloc (bars, (cap *= 2) * sizeof *bars);
+                const json_t *wl = akj_obj (x, "workload");
+                char *dims = akctl_dims_text (akj_arr (wl, "dims"));
+                snprintf (bars[n].label, sizeof bars[n].label, "%s %s %s (%s)", akj_str (op, "op"),
+                          akj_str (wl, "name"), dims, akj_str (wl, "dtype"));
+                free (dims);
+                bars[n].value = akj_num (x, "speedup");
+                bars[n].noise = akj_num (x, "speedup_noise");
+                bars[n].promoted = true;
+                n++;
+            }
+        }
+        else {
+            if (n == cap)
+                bars = ak_realloc (bars, (cap *= 2) * sizeof *bars);
+            snprintf (bars[n].label, sizeof bars[n].label, "%s on %.180s (%s)", akj_str (op, "op"),
+                      akj_str (op, "device_class"), promoted ? "weighted" : "baseline kept");
+            bars[n].value = promoted ? akj_num (w, "speedup") : 1.0;
+            bars[n].noise = promoted ? akj_num (w, "noise") : 0;
+            bars[n].promoted = promoted;
+            n++;
+        }
+    }
+    fprintf (out, "<h2>Speedup per operator and size</h2>\n");
+    s_bars (out, "chart-speedup", "winner speedup over the baseline (x), with its noise band", bars, n, "x", 1.0);
+
+    /* chart 2: time per phase */
+    const json_t *ph = akj_obj (report, "phases_ms");
+    s_bar_t phase[3] = { { "compile", akj_num (ph, "compile") / 1000, 0, false },
+                         { "gates", akj_num (ph, "gates") / 1000, 0, false },
+                         { "timing", akj_num (ph, "timing") / 1000, 0, false } };
+    fprintf (out, "<h2>Time spent per phase</h2>\n");
+    s_bars (out, "chart-phases", "seconds, summed over every worker", phase, 3, " s", 0);
+
+    /* chart 3: failures by reason (status) */
+    n = 0;
+    json_array_foreach (akj_arr (report, "ops"), i, op) {
+        json_array_foreach (akj_arr (op, "failures"), j, x) {
+            const char *status = *akj_str (x, "status") ? akj_str (x, "status") : "unknown";
+            size_t k = 0;
+            while (k < n && strcmp (bars[k].label, status) != 0)
+                k++;
+            if (k == n) {
+                if (n == cap)
+                    bars = ak_realloc (bars, (cap *= 2) * sizeof *bars);
+                memset (&bars[n], 0, sizeof bars[n]);
+                snprintf (bars[n].label, sizeof bars[n].label, "%s", status);
+                n++;
+            }
+            bars[k].value += 1;
+        }
+    }
+    fprintf (out, "<h2>Failures by reason</h2>\n");
+    s_bars (out, "chart-failures", "failed candidates by status", bars, n, "", 0);
+    free (bars);
+
+    /* failures table */
+    fprintf (out, "<table id=\"failures\"><tr><th>task</th><th>operator</th><th>candidate</th><th>params</th>"
+             "<th>status</th><th>reason</th></tr>\n");
+    json_array_foreach (akj_arr (report, "ops"), i, op) {
+        json_array_foreach (akj_arr (op, "failures"), j, x) {
+            char *params = akctl_params_text (akj_arr (x, "params"));
+            const char *cells[6] = { akj_str (x, "task_id"), akj_str (op, "op"), akj_str (x, "candidate"), params,
+                                     akj_str (x, "status"), akj_str (x, "reason") };
+            fprintf (out, "<tr>");
+            for (int c = 0; c < 6; c++) {
+                fprintf (out, "<td>");
+                s_esc (out, cells[c]);
+                fprintf (out, "</td>");
+            }
+            fprintf (out, "</tr>\n");
+            free (params);
+        }
+    }
+    fprintf (out, "</table>\n<footer>akfleet %s</footer>\n</body></html>\n", AK_VERSION);
+}
+
+// ------------------------------------------------------------------- files
+
+static int s_write_file (const char *dir, const char *name, void (*fn) (FILE *, const json_t *, void *),
+                         const json_t *report, void *arg)
+{
+    char *path = ak_path_join (dir, name);
+    char *tmp = ak_sprintf ("%s.tmp", path);
+    FILE *f = fopen (tmp, "w");
+    int rc = 0;
+    if (!f) {
+        fprintf (stderr, "akctl: report: %s: cannot write\n", tmp);
+        rc = -1;
+    }
+    else {
+        fn (f, report, arg);
+        if (fclose (f) != 0 || rename (tmp, path) != 0) {
+            fprintf (stderr, "akctl: report: %s: write failed\n", path);
+            rc = -1;
+        }
+    }
+    free (tmp);
+    free (path);
+    return rc;
+}
+
+static void s_md (FILE *f, const json_t *report, void *arg)
+{
+    akctl_render_report (f, report, true);
+    fprintf (f, "\n%s\n", (const char *) arg);
+}
+
+static void s_json (FILE *f, const json_t *report, void *arg)
+{
+    json_dumpf (report, f, JSON_INDENT (2));
+    fputc ('\n', f);
+}
+
+static void s_html (FILE *f, const json_t *report, void *arg)
+{
+    akctl_render_report_html (f, report);
+}
+
+int akctl_report_out (const akctl_opts_t *o)
+{
+    ak_err_t err = { 0, "" };
+    akctl_client_t *client = akctl_client_new (o->endpoint, o->timeout_ms, &err);
+    if (!client) {
+        fprintf (stderr, "akctl: %s\n", err.msg);
+        return AKCTL_EXIT_USAGE;
+    }
+    akctl_reply_t reply;
+    int rc = akctl_client_call (client, "report", o->pos, 1, NULL, &reply, &err);
+    int code = akctl_call_exit (rc, &reply, &err);
+    json_t *report = code == AKCTL_EXIT_OK ? akctl_parse_json (reply.json, "report") : NULL;
+    akctl_reply_free (&reply);
+    if (code == AKCTL_EXIT_OK && !report)
+        code = AKCTL_EXIT_NEGATIVE;
+    /* the winners' per-workload timings, from their accepted receipts */
+    json_t *wt = json_object ();
+    size_t i;
+    json_t *op;
+    json_array_foreach (report ? akj_arr (report, "ops") : NULL, i, op) {
+        const json_t *w = akj_obj (op, "winner");
+        if (code != AKCTL_EXIT_OK || !akj_bool (w, "promoted") || !*akj_str (w, "task_id"))
+            continue;
+        char *args[1] = { (char *) akj_str (w, "task_id") };
+        if (akctl_client_call (client, "show", args, 1, NULL, &reply, &err) == 0 && reply.code == 0) {
+            json_t *show = json_loads (reply.json, 0, NULL);
+            size_t k;
+            json_t *r;
+            json_array_foreach (akj_arr (show, "receipts"), k, r)
+                if (strcmp (akj_str (r, "receipt_id"), akj_str (w, "receipt_id")) == 0 && akj_arr (r, "timings"))
+                    json_object_set (wt, akj_str (w, "task_id"), akj_arr (r, "timings"));
+            json_decref (show);
+        }
+        akctl_reply_free (&reply);
+    }
+    akctl_client_destroy (&client);
+    if (code != AKCTL_EXIT_OK) {
+        json_decref (wt);
+        json_decref (report);
+        return code;
+    }
+    json_object_set_new (report, "winner_timings", wt);
+    int winners, pairs, failures;
+    const char *verdict = akctl_report_verdict (report, &winners, &pairs, &failures);
+    char line[256];
+    snprintf (line, sizeof line, "akfleet-report: batch %s verdict=%s winners=%d/%d failures=%d",
+              akj_str (akj_obj (report, "batch"), "batch_id"), verdict, winners, pairs, failures);
+    json_object_set_new (report, "verdict", json_pack ("{s:s, s:i, s:i, s:i, s:s}", "verdict", verdict,
+                                                       "winners", winners, "pairs", pairs,
+                                                       "failures", failures, "summary", line));
+    if (ak_mkdir_p (o->out, 0755, &err) != 0) {
+        fprintf (stderr, "akctl: report: %s\n", err.msg);
+        json_decref (report);
+        return AKCTL_EXIT_NEGATIVE;
+    }
+    if (s_write_file (o->out, "report.md", s_md, report, line) != 0
+        || s_write_file (o->out, "report.json", s_json, report, NULL) != 0
+        || s_write_file (o->out, "report.html", s_html, report, NULL) != 0)
+        code = AKCTL_EXIT_NEGATIVE;
+    if (code == AKCTL_EXIT_OK) {
+        printf ("%s\n", line);
+        if (!o->json)
+            fprintf (stderr, "wrote %s/report.md, report.json, report.html\n", o->out);
+        code = strcmp (verdict, "PASS") == 0 ? AKCTL_EXIT_OK : AKCTL_EXIT_NEGATIVE;
+    }
+    json_decref (report);
+    return code;
+}

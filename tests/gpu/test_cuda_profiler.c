@@ -1,0 +1,273 @@
+/*  tests/gpu/test_cuda_profiler.c: the `profile` task's CUPTI range profiler
+    (worker/profiler_cuda.c) on a real GPU.
+
+    test_figures needs no GPU (the receipt record and its derived rates).
+    The others skip after one line "SKIP: no GPU: <reason>" where the CUDA
+    backend cannot run.  On a GPU: a copy kernel over 64 MiB profiled twice
+    (DRAM bytes within 10% of what it moves, a duration, the % of peak in
+    range), timing still working after the profiler is gone, and
+    ak_profile_run over the catalog's softmax baseline (a profile and a
+    kernel record per workload). */
+#include "support.h"
+#include "worker/backend.h"
+#include "worker/backend_cuda.h"
+#include "worker/profiler_cuda.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *s_copy =
+    "extern \"C\" __global__ void ak_kernel (ak_cuda_args_t a)\n"
+    "{\n"
+    "    long long n = a.dims[0];\n"
+    "    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
+    "         i += (long long) gridDim.x * blockDim.x)\n"
+    "        AK_OUT (a, 0)[i] = AK_IN (a, 0)[i];\n"
+    "}\n";
+
+static struct {
+    bool skip;
+    char why[1100];
+    const ak_backend_t *be;
+    Ak__Device **devs;
+    size_t ndevs;
+    char *cache;
+    ak_dev_t *dev;
+} S;
+
+static int s_group_setup (void **state)
+{
+    (void) state;
+    ak_err_t err = { 0 };
+    S.be = ak_backend_find ("cuda");
+    if (!S.be) {
+        S.skip = true;
+        snprintf (S.why, sizeof S.why, "this build has no CUDA backend (no CUDA headers at build time)");
+    }
+    else if (S.be->probe (&S.devs, &S.ndevs, &err) != 0) {
+        S.skip = true;
+        snprintf (S.why, sizeof S.why, "%s", err.msg);
+    }
+    if (S.skip) {
+        printf ("SKIP: no GPU: %s\n", S.why);
+        fflush (stdout);
+        return 0;
+    }
+    S.cache = ak_test_tmpdir ("cudaprof");
+    if (S.be->open (S.devs[0], &S.dev, &err) != 0) {
+        fprintf (stderr, "cuda open: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int s_group_teardown (void **state)
+{
+    (void) state;
+    if (S.be && S.dev)
+        S.be->close (&S.dev);
+    for (size_t i = 0; i < S.ndevs; i++)
+        ak__device__free_unpacked (S.devs[i], NULL);
+    free (S.devs);
+    if (S.cache) {
+        ak_test_rmtree (S.cache);
+        free (S.cache);
+    }
+    return 0;
+}
+
+#define S_NEED_GPU() do { if (S.skip) skip (); } while (0)
+
+static char *s_build (const char *source)
+{
+    ak_compile_req_t req;
+    ak_compile_out_t out = { 0 };
+    ak_err_t err = { 0 };
+    memset (&req, 0, sizeof req);
+    req.source = source;
+    req.source_len = strlen (source);
+    req.dtype = AK_DT_FLOAT32;
+    req.cache_dir = S.cache;
+    req.timeout_ms = 60000;
+    req.device = S.devs[0];
+    int rc = S.be->compile (&req, &out, &err);
+    if (rc)
+        fail_msg ("compile: %s\n%s", err.msg, out.log ? out.log : "");
+    char *path = out.artifact_path;
+    free (out.log);
+    return path;
+}
+
+/* ------------------------------------------------------------ no GPU */
+
+static void test_figures (void **state)
+{
+    (void) state;
+    Ak__Workload w = AK__WORKLOAD__INIT;
+    int64_t dims[1] = { 1024 };
+    w.name = (char *) "small";
+    w.dtype = (char *) "float32";
+    w.dims = dims;
+    w.n_dims = 1;
+    double v[AK_PROFILE_NMETRICS] = { 2000.0, 6e6, 2e6, 40.0, 75.0 };
+    Ak__WorkloadProfile *p = ak_profile_to_pb (&w, v, 4e6, 8e6, 3);
+    assert_int_equal (p->n_metrics, AK_PROFILE_NMETRICS);
+    assert_string_equal (p->metrics[0]->name, "gpu__time_duration.sum");
+    assert_string_equal (p->metrics[0]->unit, "nsecond");
+    assert_string_equal (p->metrics[1]->name, "dram__bytes_read.sum");
+    assert_string_equal (p->metrics[2]->name, "dram__bytes_write.sum");
+    assert_string_equal (p->metrics[3]->name, "sm__throughput.avg.pct_of_peak_sustained_elapsed");
+    assert_string_equal (p->metrics[3]->unit, "%");
+    assert_true (p->metrics[1]->value == 6e6);
+    assert_string_equal (p->workload->name, "small");
+    assert_true (fabs (p->duration_us - 2.0) < 1e-12);
+    assert_true (fabs (p->achieved_gbps - 4000.0) < 1e-9);     /* 8e6 B / 2 us */
+    assert_true (fabs (p->achieved_gflops - 2000.0) < 1e-9);
+    assert_true (fabs (p->dram_gbps - 4000.0) < 1e-9);         /* (6e6 + 2e6) / 2 us */
+    assert_int_equal (p->passes, 3);
+    ak__workload_profile__free_unpacked (p, NULL);
+
+    /* No duration (a metric CUPTI did not give): no rates, never Inf. */
+    double z[AK_PROFILE_NMETRICS] = { 0, 1e6, 1e6, 0, 0 };
+    p = ak_profile_to_pb (NULL, z, 1e6, 1e6, 1);
+    assert_null (p->workload);
+    assert_true (p->duration_us == 0 && p->achieved_gbps == 0 && p->achieved_gflops == 0 && p->dram_gbps == 0);
+    ak__workload_profile__free_unpacked (p, NULL);
+    double nan_v[AK_PROFILE_NMETRICS] = { NAN, NAN, NAN, NAN, NAN };
+    p = ak_profile_to_pb (NULL, nan_v, 1e6, 1e6, 1);
+    assert_true (p->duration_us == 0 && p->achieved_gbps == 0);
+    ak__workload_profile__free_unpacked (p, NULL);
+}
+
+/* ----------------------------------------------------------------- GPU */
+
+static void test_copy (void **state)
+{
+    (void) state;
+    S_NEED_GPU ();
+    ak_err_t err = { 0 };
+    const size_t n = 16u << 20;                  /* 64 MiB each way */
+    char *path = s_build (s_copy);
+    ak_kernel_t *k = NULL;
+    void *x = NULL, *y = NULL;
+    assert_int_equal (S.be->load (S.dev, path, "ak_kernel", &k, &err), 0);
+    assert_int_equal (S.be->alloc (S.dev, n * 4, &x, &err), 0);
+    assert_int_equal (S.be->alloc (S.dev, n * 4, &y, &err), 0);
+    assert_int_equal (S.be->fill (S.dev, x, 0x3F, n * 4, &err), 0);
+    ak_launch_t l;
+    memset (&l, 0, sizeof l);
+    l.dims[0] = (int64_t) n;
+    l.ndims = 1;
+    l.in[0] = x;
+    l.nin = 1;
+    l.out[0] = y;
+    l.nout = 1;
+    l.dtype = AK_DT_FLOAT32;
+    l.grid[0] = 4 * S.devs[0]->sm_count; l.grid[1] = l.grid[2] = 1;
+    l.block[0] = 256; l.block[1] = l.block[2] = 1;
+    assert_int_equal (S.be->launch (S.dev, k, &l, &err), 0);
+
+    ak_profiler_t *prof = NULL;
+    int rc = ak_profiler_new ((int) S.devs[0]->index, &prof, &err);
+    if (rc)
+        fail_msg ("ak_profiler_new: %s (%s)", err.msg, ak_strerror (rc));
+    print_message ("range profiler: %u passes\n", ak_profiler_passes (prof));
+    for (int rep = 0; rep < 2; rep++) {
+        double v[AK_PROFILE_NMETRICS];
+        rc = ak_profiler_measure (prof, S.be, S.dev, k, &l, v, &err);
+        if (rc)
+            fail_msg ("ak_profiler_measure: %s", err.msg);
+        for (int i = 0; i < AK_PROFILE_NMETRICS; i++)
+            print_message ("  %-52s %14.1f %s\n", ak_profile_metric_names[i], v[i], ak_profile_metric_units[i]);
+        double moved = (double) n * 4;
+        assert_true (v[AK_PM_TIME] > 1000);      /* 128 MiB take tens of microseconds */
+        assert_true (v[AK_PM_DRAM_READ] > 0.9 * moved && v[AK_PM_DRAM_READ] < 1.1 * moved);
+        assert_true (v[AK_PM_DRAM_WRITE] > 0.9 * moved && v[AK_PM_DRAM_WRITE] < 1.1 * moved);
+        assert_true (v[AK_PM_SM_PCT] >= 0 && v[AK_PM_SM_PCT] <= 100);
+        assert_true (v[AK_PM_DRAM_PCT] > 10 && v[AK_PM_DRAM_PCT] <= 100);
+        print_message ("  => %.1f GB/s by the accounting (%.1f us)\n", 2 * moved / v[AK_PM_TIME],
+                       v[AK_PM_TIME] / 1000);
+    }
+    ak_profiler_destroy (&prof);
+    ak_profiler_destroy (&prof);
+    assert_null (prof);
+
+    /* Tracing and timing go on once the profiler is gone. */
+    if (S.be->sample) {
+        ak_sample_t smp;
+        assert_int_equal (S.be->sample (S.dev, k, &l, true, &smp, &err), 0);
+        print_message ("after profiling: events %.2f us, CUPTI %.2f us\n", smp.event_us, smp.cupti_us);
+        assert_true (smp.event_us > 0);
+    }
+    S.be->release (S.dev, &x);
+    S.be->release (S.dev, &y);
+    S.be->unload (S.dev, &k);
+    free (path);
+}
+
+static void test_run_softmax (void **state)
+{
+    (void) state;
+    S_NEED_GPU ();
+    ak_err_t err = { 0 };
+    ak_spec_t *spec = NULL;
+    char *sp = ak_test_src ("kernels/softmax/spec.json");
+    if (ak_spec_load (sp, &spec, &err) != 0)
+        fail_msg ("%s", err.msg);
+    const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
+    assert_non_null (bl);
+    char *path = s_build (bl->source.text);
+    ak_kernel_t *kernel[AK_DT_COUNT] = { NULL };
+    assert_int_equal (S.be->load (S.dev, path, "ak_kernel", &kernel[AK_DT_FLOAT32], &err), 0);
+    const ak_size_t *big = &spec->sizes[spec->nsizes - 1];
+    ak_workload_t w[2];
+    memset (w, 0, sizeof w);
+    w[0].name = big->name;
+    memcpy (w[0].dims, big->dims, sizeof w[0].dims);
+    w[0].dtype = AK_DT_FLOAT32;
+    w[0].weight = 1;
+    w[1] = w[0];
+    w[1].dtype = AK_DT_FLOAT16;                  /* no kernel built: skipped */
+    ak_profile_ctx_t pc = {
+        .spec = spec, .be = S.be, .dev = S.dev, .device = S.devs[0], .kernel = kernel,
+        .rule = bl->launch, .workloads = w, .nworkloads = 2, .seed = 42, .role = "baseline",
+    };
+    Ak__Receipt *r = ak_malloc (sizeof *r);
+    ak__receipt__init (r);
+    size_t skipped = 0;
+    int rc = ak_profile_run (&pc, r, &skipped, &err);
+    if (rc)
+        fail_msg ("ak_profile_run: %s", err.msg);
+    assert_int_equal (skipped, 1);
+    assert_int_equal (r->n_profiles, 1);
+    const Ak__WorkloadProfile *p = r->profiles[0];
+    print_message ("softmax %s: %.2f us, spec %.0f bytes -> %.1f GB/s, %.2f GFLOP/s, DRAM %.1f GB/s, "
+                   "%u passes\n", big->name, p->duration_us, p->bytes, p->achieved_gbps,
+                   p->achieved_gflops, p->dram_gbps, p->passes);
+    assert_true (p->duration_us > 0);
+    assert_true (p->bytes > 0 && p->achieved_gbps > 0 && p->achieved_gflops > 0);
+    assert_int_equal (p->n_metrics, AK_PROFILE_NMETRICS);
+    if (r->n_kernels) {
+        assert_string_equal (r->kernels[0]->role, "baseline");
+        print_message ("kernel record: %s, %u registers, grid %u block %u\n", r->kernels[0]->name,
+                       r->kernels[0]->registers, r->kernels[0]->grid[0], r->kernels[0]->block[0]);
+    }
+    ak__receipt__free_unpacked (r, NULL);
+    S.be->unload (S.dev, &kernel[AK_DT_FLOAT32]);
+    ak_spec_destroy (&spec);
+    free (path);
+    free (sp);
+}
+
+int main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_figures),
+        cmocka_unit_test (test_copy),
+        cmocka_unit_test (test_run_softmax),
+    };
+    return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
+}

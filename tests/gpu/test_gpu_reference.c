@@ -1,0 +1,250 @@
+/*  tests/gpu/test_gpu_reference.c: the device reference (a spec's
+    reference_cuda) and inputs generated on the device.
+
+    - ak_fill_uniform through the backend's generate(), for the spec ranges
+      and every kernel type, and as float64 copies of those values (what
+      the device reference is given): bit for bit the host's inputs
+      (worker/data.c, ak_input_value).
+    - softmax, rmsnorm, matmul: the cuda baseline through the gates with
+      the device reference, every declared dtype: on the host sizes the
+      device reference is checked against the host float64 oracle (gates
+      fail with "error" when they disagree), the GPU-only sizes are judged
+      by the device reference alone on device inputs.
+    - a wrong device reference is status error ("device reference
+      disagrees ..."), never the candidate's fault.
+
+    Where the CUDA backend cannot run, prints "SKIP: no GPU: <reason>". */
+#include "support.h"
+#include "worker/backend.h"
+#include "worker/data.h"
+#include "worker/gates.h"
+#include "spec.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct {
+    bool skip;
+    const ak_backend_t *be, *host;
+    Ak__Device **devs;
+    size_t ndevs;
+    ak_dev_t *dev, *host_dev;
+    char *cache;
+} S;
+
+static int s_group_setup (void **state)
+{
+    (void) state;
+    ak_err_t err = { 0 };
+    S.be = ak_backend_find ("cuda");
+    S.host = ak_backend_host ();
+    if (!S.be || S.be->probe (&S.devs, &S.ndevs, &err) != 0) {
+        S.skip = true;
+        printf ("SKIP: no GPU: %s\n", S.be ? err.msg : "this build has no CUDA backend (no CUDA headers)");
+        fflush (stdout);
+        return 0;
+    }
+    S.cache = ak_test_tmpdir ("gpuref");
+    if (S.be->open (S.devs[0], &S.dev, &err) != 0 || S.host->open (NULL, &S.host_dev, &err) != 0) {
+        fprintf (stderr, "open: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int s_group_teardown (void **state)
+{
+    (void) state;
+    if (S.dev)
+        S.be->close (&S.dev);
+    if (S.host_dev)
+        S.host->close (&S.host_dev);
+    for (size_t i = 0; i < S.ndevs; i++)
+        ak__device__free_unpacked (S.devs[i], NULL);
+    free (S.devs);
+    if (S.cache) {
+        ak_test_rmtree (S.cache);
+        free (S.cache);
+    }
+    return 0;
+}
+
+/*  Builds source with be (reference: float64) and loads symbol. */
+static ak_kernel_t *s_build (const ak_backend_t *be, ak_dev_t *dev, const char *source, bool reference,
+                             ak_dtype_t dt, const char *symbol)
+{
+    ak_compile_req_t req;
+    ak_compile_out_t out = { 0 };
+    ak_err_t err = { 0 };
+    memset (&req, 0, sizeof req);
+    req.source = source;
+    req.source_len = strlen (source);
+    req.reference = reference;
+    req.dtype = dt;
+    req.cache_dir = S.cache;
+    req.timeout_ms = 120000;
+    req.device = be == S.be ? S.devs[0] : NULL;
+    if (be->compile (&req, &out, &err) != 0)
+        fail_msg ("compile (%s): %s\n%.2000s", be->name, err.msg, out.log ? out.log : "");
+    ak_kernel_t *k = NULL;
+    if (be->load (dev, out.artifact_path, symbol, &k, &err) != 0)
+        fail_msg ("load %s: %s", symbol, err.msg);
+    free (out.artifact_path);
+    free (out.log);
+    return k;
+}
+
+static ak_spec_t *s_spec (const char *op)
+{
+    ak_err_t err = { 0 };
+    ak_spec_t *spec = NULL;
+    char *rel = ak_sprintf ("kernels/%s/spec.json", op);
+    char *path = ak_test_src (rel);
+    if (ak_spec_load (path, &spec, &err) != 0)
+        fail_msg ("%s", err.msg);
+    free (path);
+    free (rel);
+    return spec;
+}
+
+/* --------------------------------------------------- device inputs */
+
+static void test_device_inputs (void **state)
+{
+    (void) state;
+    if (S.skip)
+        skip ();
+    ak_spec_t *spec = s_spec ("rmsnorm");
+    assert_non_null (spec->reference_cuda.text);
+    ak_kernel_t *gen = s_build (S.be, S.dev, spec->reference_cuda.text, true, AK_DT_FLOAT32,
+                                "ak_fill_uniform");
+    assert_non_null (S.be->generate);
+    const size_t n = 1 << 16;
+    const uint64_t seeds[] = { 42, 42 ^ 0x9E3779B97F4A7C15ull };
+    void *d = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (S.be->alloc (S.dev, n * 8, &d, &err), 0);
+    unsigned char *got = ak_malloc (n * 8), *want = ak_malloc (n * 8);
+    size_t checked = 0;
+    for (int si = 0; si < 2; si++)
+        for (int j = 0; j < spec->ninputs; j++)
+            for (int t = 0; t < spec->ndtypes; t++) {
+                ak_dtype_t dt = spec->dtypes[t];
+                const ak_buf_t *b = &spec->inputs[j];
+                if (!S.be->supports_dtype (S.devs[0], dt))
+                    continue;
+                size_t esz = ak_dtype_size (dt);
+                /* the kernel's inputs */
+                assert_int_equal (S.be->generate (S.dev, gen, d, n, seeds[si], (uint64_t) j, b->lo, b->hi,
+                                                  (int) dt, &err), 0);
+                assert_int_equal (S.be->download (S.dev, got, d, n * esz, &err), 0);
+                for (size_t i = 0; i < n; i++)
+                    ak_elem_store (dt, want, i, ak_input_value (spec, j, i, seeds[si], dt));
+                if (memcmp (got, want, n * esz) != 0)
+                    fail_msg ("%s input %d: device inputs differ from the host's", ak_dtype_name (dt), j);
+                /* the device reference's copies of the same values */
+                assert_int_equal (S.be->generate (S.dev, gen, d, n, seeds[si], (uint64_t) j, b->lo, b->hi,
+                                                  AK_GEN_AS_F64 + (int) dt, &err), 0);
+                assert_int_equal (S.be->download (S.dev, got, d, n * 8, &err), 0);
+                for (size_t i = 0; i < n; i++) {
+                    double w = ak_input_value (spec, j, i, seeds[si], dt);
+                    if (memcmp (got + 8 * i, &w, 8) != 0)
+                        fail_msg ("%s input %d element %zu as float64: device differs from %a",
+                                  ak_dtype_name (dt), j, i, w);
+                }
+                checked++;
+            }
+    print_message ("device inputs bit-equal to the host's: %zu buffers x %zu elements\n", checked, n);
+    free (got);
+    free (want);
+    S.be->release (S.dev, &d);
+    S.be->unload (S.dev, &gen);
+    ak_spec_destroy (&spec);
+}
+
+/* ------------------------------------------------ gates with the device reference */
+
+static ak_gate_status_t s_gates (const ak_spec_t *spec, const char *dref_source, ak_gate_report_t *rep)
+{
+    ak_err_t err = { 0 };
+    const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
+    assert_non_null (bl);
+    ak_gate_ctx_t g = {
+        .spec = spec, .be = S.be, .dev = S.dev, .device = S.devs[0],
+        .ref_be = S.host, .ref_dev = S.host_dev, .seed = 42, .launch = bl->launch,
+        .dref_launch = spec->reference_cuda_launch,
+    };
+    g.ref = s_build (S.host, S.host_dev, spec->reference.text, true, AK_DT_FLOAT32, "ak_reference");
+    g.dref = s_build (S.be, S.dev, dref_source, true, AK_DT_FLOAT32, "ak_reference");
+    g.gen = s_build (S.be, S.dev, dref_source, true, AK_DT_FLOAT32, "ak_fill_uniform");
+    for (int t = 0; t < spec->ndtypes; t++)
+        if (S.be->supports_dtype (S.devs[0], spec->dtypes[t]))
+            g.kernel[spec->dtypes[t]] = s_build (S.be, S.dev, bl->source.text, false, spec->dtypes[t],
+                                                 "ak_kernel");
+    assert_int_equal (ak_gates_run (&g, rep, &err), 0);
+    for (int t = 0; t < AK_DT_COUNT; t++)
+        if (g.kernel[t])
+            S.be->unload (S.dev, &g.kernel[t]);
+    S.be->unload (S.dev, &g.gen);
+    S.be->unload (S.dev, &g.dref);
+    S.host->unload (S.host_dev, &g.ref);
+    return rep->status;
+}
+
+static void test_reference_catalog (void **state)
+{
+    (void) state;
+    if (S.skip)
+        skip ();
+    static const char *const ops[] = { "softmax", "rmsnorm", "matmul" };
+    for (int o = 0; o < 3; o++) {
+        ak_spec_t *spec = s_spec (ops[o]);
+        assert_non_null (spec->reference_cuda.text);
+        assert_non_null (spec->reference_cuda_launch);
+        bool gpu_size = false;
+        for (size_t z = 0; z < spec->nsizes; z++)
+            gpu_size |= !ak_size_for_backend (&spec->sizes[z], "host");
+        assert_true (gpu_size);
+        ak_gate_report_t rep;
+        ak_gate_status_t st = s_gates (spec, spec->reference_cuda.text, &rep);
+        for (int i = 0; i < rep.nstages; i++)
+            print_message ("%s %s: %s\n", ops[o], rep.stages[i].stage, rep.stages[i].detail);
+        if (st != AK_GATE_OK)
+            fail_msg ("%s: %s: %s", ops[o], ak_gate_status_name (st), rep.reason);
+        /* the GPU size(s) of every dtype went to the device reference alone */
+        assert_non_null (strstr (rep.stages[1].detail, "judged by the device reference"));
+        ak_spec_destroy (&spec);
+    }
+}
+
+/*  A device reference off by one part in 1e6: the gates say error and why. */
+static void test_reference_disagrees (void **state)
+{
+    (void) state;
+    if (S.skip)
+        skip ();
+    ak_spec_t *spec = s_spec ("softmax");
+    char *bad = ak_sprintf ("%s", spec->reference_cuda.text);
+    char *at = strstr (bad, "/ sum;");
+    assert_non_null (at);
+    memcpy (at, "* 1e0;", 6);          /* y = exp(x - m): not normalised */
+    ak_gate_report_t rep;
+    ak_gate_status_t st = s_gates (spec, bad, &rep);
+    print_message ("wrong device reference: %s: %s\n", ak_gate_status_name (st), rep.reason);
+    assert_int_equal (st, AK_GATE_ERROR);
+    assert_non_null (strstr (rep.reason, "device reference disagrees with the host float64 oracle"));
+    free (bad);
+    ak_spec_destroy (&spec);
+}
+
+int main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_device_inputs),
+        cmocka_unit_test (test_reference_catalog),
+        cmocka_unit_test (test_reference_disagrees),
+    };
+    return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
+}

@@ -1,0 +1,265 @@
+/*  tests/unit/test_akprofile.c: libakprofile on packages written here the
+    way `akctl profile export` writes them: loading, exact lookups and the
+    fallbacks (never a near match), device matching, and tamper detection
+    (changed, missing, extra files, links, paths leaving the package). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "support.h"
+#include "akprofile.h"
+#include "digest.h"
+#include "util.h"
+
+#define S_CLASS "NVIDIA_H200/sm_90/drv580/nvrtc13.0"
+static const char s_src[] = "extern \"C\" __global__ void ak_kernel (ak_cuda_args_t a) { }\n";
+static const char s_prelude[] = "/* prelude */\n";
+
+typedef struct {
+    char *dir;
+    char  sums[8192];
+} s_pkg_t;
+
+static void s_file (s_pkg_t *p, const char *rel, const char *text)
+{
+    char *path = ak_path_join (p->dir, rel);
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_file_write_atomic (path, text, strlen (text), &err), 0);
+    free (path);
+    char hex[65];
+    ak_sha256_hex (text, strlen (text), hex);
+    size_t len = strlen (p->sums);
+    snprintf (p->sums + len, sizeof p->sums - len, "%s  %s\n", hex, rel);
+}
+
+static void s_sums (s_pkg_t *p)
+{
+    char *path = ak_path_join (p->dir, "SHA256SUMS");
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_file_write_atomic (path, p->sums, strlen (p->sums), &err), 0);
+    free (path);
+}
+
+static int s_setup (void **state)
+{
+    s_pkg_t *p = calloc (1, sizeof *p);
+    p->dir = ak_test_tmpdir ("akprofile");
+    char *src = ak_path_join (p->dir, "sources");
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_mkdir_p (src, 0755, &err), 0);
+    free (src);
+    char sd[65], pd[65], rel[128], prel[128];
+    ak_sha256_hex (s_src, strlen (s_src), sd);
+    ak_sha256_hex (s_prelude, strlen (s_prelude), pd);
+    snprintf (rel, sizeof rel, "sources/%s.cu", sd);
+    snprintf (prel, sizeof prel, "sources/%s.h", pd);
+    s_file (p, rel, s_src);
+    s_file (p, prel, s_prelude);
+    char *json = ak_sprintf (
+        "{\"schema_version\":1,\"format\":\"akfleet-profile\",\"profile\":\"prod\",\"classes\":[{"
+        "\"device_class\":\"%s\",\"backend\":\"cuda\",\"device\":{\"name\":\"NVIDIA H200\",\"cc_major\":9,"
+        "\"cc_minor\":0,\"driver_major\":580,\"driver_version\":\"580.65\",\"nvrtc_version\":\"13.0\"},"
+        "\"updated_ms\":1,\"entries\":[{\"op\":\"softmax\",\"key\":\"softmax/rows=32,cols=128/float32\","
+        "\"keys\":[\"rows\",\"cols\"],\"dims\":[32,128],\"dtype\":\"float32\",\"workload\":\"small\","
+        "\"candidate\":\"warp_row\",\"params\":[{\"name\":\"ROWS\",\"value\":2},{\"name\":\"VEC\",\"value\":4}],"
+        "\"backend\":\"cuda\",\"entry\":\"ak_kernel\",\"source\":{\"name\":\"warp_row.cu\",\"digest\":\"%s\","
+        "\"file\":\"%s\"},\"prelude\":{\"digest\":\"%s\",\"file\":\"%s\"},\"launch\":{\"grid\":[16,1,1],"
+        "\"block\":[32,2,1],\"shared_bytes\":0},\"inputs\":[{\"name\":\"x\",\"count\":4096}],"
+        "\"outputs\":[{\"name\":\"y\",\"count\":4096}],\"speedup\":1.8,\"noise\":0.02,\"op_speedup\":1.7,"
+        "\"op_noise\":0.02,\"baseline_us\":10,\"candidate_us\":5.5,\"evidence\":[\"R00000007\",\"R00000001\"],"
+        "\"batch_id\":\"B000001\",\"task_id\":\"B000001.0007\",\"installed_ms\":1}]}]}\n",
+        S_CLASS, sd, rel, pd, prel);
+    s_file (p, "profile.json", json);
+    free (json);
+    s_sums (p);
+    *state = p;
+    return 0;
+}
+
+static int s_teardown (void **state)
+{
+    s_pkg_t *p = *state;
+    ak_test_rmtree (p->dir);
+    free (p->dir);
+    free (p);
+    return 0;
+}
+
+static void test_lookup_exact_and_fallbacks (void **state)
+{
+    s_pkg_t *pk = *state;
+    char err[1024];
+    akp_profile_t *p = NULL;
+    assert_int_equal (akp_load (pk->dir, &p, err, sizeof err), AKP_OK);
+    assert_string_equal (akp_name (p), "prod");
+    assert_int_equal (akp_class_count (p), 1);
+
+    const akp_kernel_t *k = NULL;
+    int64_t dims[2] = { 32, 128 };
+    assert_int_equal (akp_lookup (p, S_CLASS, "softmax", dims, 2, "float32", &k, err, sizeof err), AKP_OK);
+    assert_string_equal (k->candidate, "warp_row");
+    assert_string_equal (k->entry, "ak_kernel");
+    assert_int_equal (k->nparams, 2);
+    assert_string_equal (k->param_names[0], "ROWS");
+    assert_int_equal (k->param_values[1], 4);
+    assert_true (k->has_launch);
+    assert_int_equal (k->grid[0], 16);
+    assert_int_equal (k->block[1], 2);
+    assert_int_equal (k->input_counts[0], 4096);
+    assert_memory_equal (k->source, s_src, strlen (s_src));
+    assert_memory_equal (k->prelude, s_prelude, strlen (s_prelude));
+    assert_string_equal (k->evidence[0], "R00000007");
+
+    char buf[256];
+    const char *opts[8];
+    size_t n = 0;
+    assert_int_equal (akp_compile_options (k, buf, sizeof buf, opts, 8, &n), AKP_OK);
+    assert_int_equal (n, 3);
+    assert_string_equal (opts[0], "-DAK_DTYPE_FLOAT32");
+    assert_string_equal (opts[1], "-DROWS=2");
+
+    /* never a near match */
+    int64_t near[2] = { 32, 129 };
+    assert_int_equal (akp_lookup (p, S_CLASS, "softmax", near, 2, "float32", &k, err, sizeof err), AKP_FALLBACK);
+    assert_null (k);
+    assert_non_null (strstr (err, "no entry for softmax 32x129 float32"));
+    assert_non_null (strstr (err, "default kernel"));
+    assert_int_equal (akp_lookup (p, S_CLASS, "softmax", dims, 2, "float16", &k, err, sizeof err), AKP_FALLBACK);
+    assert_int_equal (akp_lookup (p, S_CLASS, "softmax", dims, 1, "float32", &k, err, sizeof err), AKP_FALLBACK);
+    assert_int_equal (akp_lookup (p, S_CLASS, "matmul", dims, 2, "float32", &k, err, sizeof err), AKP_FALLBACK);
+    assert_non_null (strstr (err, "no entry for this operator"));
+    assert_int_equal (akp_lookup (p, "NVIDIA_H200/sm_90/drv570/nvrtc13.0", "softmax", dims, 2, "float32", &k,
+                                  err, sizeof err), AKP_FALLBACK);
+    assert_non_null (strstr (err, "not applied"));
+    assert_int_equal (akp_lookup (p, S_CLASS, "softmax", NULL, 2, "float32", &k, err, sizeof err), AKP_EINVAL);
+    akp_destroy (&p);
+    akp_destroy (&p);
+}
+
+static void test_device_match (void **state)
+{
+    s_pkg_t *pk = *state;
+    char err[1024], cls[256];
+    akp_profile_t *p = NULL;
+    assert_int_equal (akp_load (pk->dir, &p, err, sizeof err), AKP_OK);
+    akp_device_t dev = { "NVIDIA H200", 9, 0, 580, "13.0" };
+    assert_int_equal (akp_device_class (&dev, cls, sizeof cls), AKP_OK);
+    assert_string_equal (cls, S_CLASS);
+    size_t idx = 99;
+    assert_int_equal (akp_match (p, cls, &dev, &idx, err, sizeof err), AKP_OK);
+    assert_int_equal (idx, 0);
+    akp_device_t other = dev;
+    other.nvrtc_version = "12.8";
+    assert_int_equal (akp_match (p, cls, &other, &idx, err, sizeof err), AKP_FALLBACK);
+    assert_non_null (strstr (err, "NVRTC"));
+    assert_int_equal (akp_device_class (&dev, cls, 8), AKP_EINVAL);
+    akp_destroy (&p);
+}
+
+static char *s_path (s_pkg_t *pk, const char *rel)
+{
+    return ak_path_join (pk->dir, rel);
+}
+
+static void s_expect_refused (s_pkg_t *pk, const char *what)
+{
+    char err[1024];
+    akp_profile_t *p = NULL;
+    assert_int_equal (akp_verify (pk->dir, err, sizeof err), AKP_ETAMPERED);
+    assert_int_equal (akp_load (pk->dir, &p, err, sizeof err), AKP_ETAMPERED);
+    assert_null (p);
+    if (!strstr (err, what))
+        fail_msg ("expected '%s' in '%s'", what, err);
+}
+
+static void test_tamper_modified (void **state)
+{
+    s_pkg_t *pk = *state;
+    char *path = s_path (pk, "profile.json");
+    FILE *f = fopen (path, "a");
+    fputs (" ", f);
+    fclose (f);
+    free (path);
+    s_expect_refused (pk, "profile.json: modified");
+}
+
+static void test_tamper_source_changed (void **state)
+{
+    s_pkg_t *pk = *state;
+    char sd[65], rel[128];
+    ak_sha256_hex (s_src, strlen (s_src), sd);
+    snprintf (rel, sizeof rel, "sources/%s.cu", sd);
+    char *path = s_path (pk, rel);
+    ak_err_t e = { 0 };
+    assert_int_equal (ak_file_write_atomic (path, "evil", 4, &e), 0);
+    free (path);
+    s_expect_refused (pk, "modified");
+}
+
+static void test_tamper_missing_extra_link (void **state)
+{
+    s_pkg_t *pk = *state;
+    char *extra = s_path (pk, "sources/extra.cu");
+    ak_err_t e = { 0 };
+    assert_int_equal (ak_file_write_atomic (extra, "x", 1, &e), 0);
+    s_expect_refused (pk, "extra file");
+    unlink (extra);
+    char *link = s_path (pk, "link");
+    assert_int_equal (symlink ("/etc/passwd", link), 0);
+    s_expect_refused (pk, "not a regular file");
+    unlink (link);
+    free (link);
+    free (extra);
+    char err[256];
+    assert_int_equal (akp_verify (pk->dir, err, sizeof err), AKP_OK);
+    char sd[65], rel[128];
+    ak_sha256_hex (s_prelude, strlen (s_prelude), sd);
+    snprintf (rel, sizeof rel, "sources/%s.h", sd);
+    char *gone = s_path (pk, rel);
+    unlink (gone);
+    free (gone);
+    s_expect_refused (pk, "missing");
+}
+
+static void test_tamper_paths (void **state)
+{
+    s_pkg_t *pk = *state;
+    const char *bad[] = {
+        "0000000000000000000000000000000000000000000000000000000000000000  ../outside\n",
+        "0000000000000000000000000000000000000000000000000000000000000000  /etc/passwd\n",
+        "0000000000000000000000000000000000000000000000000000000000000000  sources/./x\n",
+        "not a sums line\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *sums = ak_sprintf ("%s%s", pk->sums, bad[i]);
+        char *path = s_path (pk, "SHA256SUMS");
+        ak_err_t e = { 0 };
+        assert_int_equal (ak_file_write_atomic (path, sums, strlen (sums), &e), 0);
+        s_expect_refused (pk, "SHA256SUMS");
+        free (path);
+        free (sums);
+    }
+    char *path = s_path (pk, "SHA256SUMS");
+    unlink (path);
+    free (path);
+    s_expect_refused (pk, "not a profile package");
+}
+
+int main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown (test_lookup_exact_and_fallbacks, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_device_match, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_tamper_modified, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_tamper_source_changed, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_tamper_missing_extra_link, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_tamper_paths, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

@@ -1,0 +1,392 @@
+/*  tests/unit/test_profiles.c: coordinator/profiles.c on a temporary store
+    with synthetic batches: what install records, the replace and refusal
+    rules, other classes left alone, export/import round trips and the
+    import checks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+#include "coordinator/profiles.h"
+#include "coordinator/cpb.h"
+#include "spec.h"
+#include "util.h"
+
+#define S_CLASS_A "NVIDIA_H200/sm_90/drv580/nvrtc13.0"
+#define S_CLASS_B "NVIDIA_B200/sm_100/drv580/nvrtc13.0"
+
+typedef struct {
+    char       *dir;
+    ak_store_t *store;
+    char        spec_digest[65], src_digest[65];
+} s_fx_t;
+
+static int s_setup (void **state)
+{
+    s_fx_t *fx = calloc (1, sizeof *fx);
+    fx->dir = ak_test_tmpdir ("profiles");
+    ak_err_t err = { 0 };
+    ak_store_opts_t opts = { 0, true };
+    char *path = ak_path_join (fx->dir, "store");
+    assert_int_equal (ak_store_open (path, &opts, &fx->store, &err), 0);
+    free (path);
+    char *spec_path = ak_test_src ("kernels/softmax/spec.json");
+    ak_spec_t *spec = NULL;
+    assert_int_equal (ak_spec_load (spec_path, &spec, &err), 0);
+    free (spec_path);
+    char *text = ak_spec_to_text (spec, false);
+    const ak_candidate_t *cand = ak_spec_candidate (spec, "warp_row");
+    assert_non_null (cand);
+    ak_txn_t *txn = NULL;
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    assert_int_equal (ak_store_put_blob (txn, text, strlen (text), fx->spec_digest, &err), 0);
+    assert_int_equal (ak_store_put_blob (txn, cand->source.text, strlen (cand->source.text), fx->src_digest, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    free (text);
+    ak_spec_destroy (&spec);
+    *state = fx;
+    return 0;
+}
+
+static int s_teardown (void **state)
+{
+    s_fx_t *fx = *state;
+    ak_store_destroy (&fx->store);
+    ak_test_rmtree (fx->dir);
+    free (fx->dir);
+    free (fx);
+    return 0;
+}
+
+static Ak__Workload *s_workload (const char *name, int64_t rows, int64_t cols)
+{
+    Ak__Workload *w = ak_malloc (sizeof *w);
+    ak__workload__init (w);
+    ak_cpb_set (&w->name, name);
+    w->dims = ak_malloc (2 * sizeof *w->dims);
+    w->dims[0] = rows;
+    w->dims[1] = cols;
+    w->n_dims = 2;
+    ak_cpb_set (&w->dtype, "float32");
+    w->weight = 1;
+    return w;
+}
+
+/* Writes a complete batch with one tune task per class in classes[] (the
+   winner promoted where promoted[i]) with ROWS=rows_param, and its receipts. */
+static void s_batch (s_fx_t *fx, const char *batch_id, const char *state, const char *const *classes,
+                     const bool *promoted, size_t n, int64_t rows_param, uint64_t *next_receipt)
+{
+    ak_txn_t *txn = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    Ak__BatchRecord b = AK__BATCH_RECORD__INIT;
+    b.batch_id = (char *) batch_id;
+    b.name = (char *) "t";
+    b.state = (char *) state;
+    Ak__Winner **winners = calloc (n, sizeof *winners);
+    for (size_t i = 0; i < n; i++) {
+        char task_id[32], rid[32];
+        snprintf (task_id, sizeof task_id, "%s.%04zu", batch_id, i + 1);
+        snprintf (rid, sizeof rid, "R%08llu", (unsigned long long) ++*next_receipt);
+        Ak__TaskRecord *t = ak_malloc (sizeof *t);
+        ak__task_record__init (t);
+        ak_cpb_set (&t->task_id, task_id);
+        ak_cpb_set (&t->batch_id, batch_id);
+        ak_cpb_set (&t->state, "done");
+        ak_cpb_set (&t->kind, "tune");
+        ak_cpb_set (&t->op, "softmax");
+        ak_cpb_set (&t->device_class, classes[i]);
+        ak_cpb_set (&t->backend, "cuda");
+        ak_cpb_set (&t->candidate_name, "warp_row");
+        const char *names[2] = { "ROWS", "VEC" };
+        int64_t values[2] = { rows_param, 1 };
+        t->params = ak_cpb_params_new (names, values, 2);
+        t->n_params = 2;
+        ak_cpb_set (&t->spec_digest, fx->spec_digest);
+        ak_cpb_set (&t->candidate_digest, fx->src_digest);
+        ak_cpb_set (&t->candidate_source_name, "warp_row.cu");
+        t->workloads = ak_malloc (2 * sizeof *t->workloads);
+        t->workloads[0] = s_workload ("small", 32, 128);
+        t->workloads[1] = s_workload ("medium", 128, 512);
+        t->n_workloads = 2;
+        ak_cpb_set (&t->receipt_id, rid);
+        ak_cpb_set (&t->status, "ok");
+        assert_int_equal (ak_store_put_task (txn, t, &err), 0);
+
+        Ak__Receipt *r = ak_malloc (sizeof *r);
+        ak__receipt__init (r);
+        ak_cpb_set (&r->receipt_id, rid);
+        ak_cpb_set (&r->task_id, task_id);
+        ak_cpb_set (&r->batch_id, batch_id);
+        ak_cpb_set (&r->status, "ok");
+        r->device = ak_malloc (sizeof *r->device);
+        ak__device__init (r->device);
+        ak_cpb_set (&r->device->name, i ? "NVIDIA B200" : "NVIDIA H200");
+        r->device->cc_major = i ? 10 : 9;
+        ak_cpb_set (&r->device->driver_version, "580.65.06");
+        ak_cpb_set (&r->device->nvrtc_version, "13.0");
+        r->timings = ak_calloc (2, sizeof *r->timings);
+        for (int k = 0; k < 2; k++) {
+            Ak__WorkloadTiming *wt = ak_malloc (sizeof *wt);
+            ak__workload_timing__init (wt);
+            wt->workload = (Ak__Workload *) ak_cpb_dup ((ProtobufCMessage *) t->workloads[k]);
+            wt->speedup = 1.5 + k;
+            wt->speedup_noise = 0.02;
+            r->timings[r->n_timings++] = wt;
+        }
+        assert_int_equal (ak_store_put_receipt (txn, r, &err), 0);
+        ak__receipt__free_unpacked (r, NULL);
+        ak__task_record__free_unpacked (t, NULL);
+
+        Ak__Winner *w = ak_malloc (sizeof *w);
+        ak__winner__init (w);
+        ak_cpb_set (&w->op, "softmax");
+        ak_cpb_set (&w->device_class, classes[i]);
+        w->promoted = promoted[i];
+        ak_cpb_set (&w->task_id, task_id);
+        ak_cpb_set (&w->receipt_id, rid);
+        ak_cpb_set (&w->candidate_name, "warp_row");
+        w->speedup = promoted[i] ? 2.0 : 1.01;
+        w->noise = 0.02;
+        if (!promoted[i])
+            ak_cpb_set (&w->reason, "best candidate warp_row: 1.01x +- 0.02, below the 3% threshold");
+        winners[i] = w;
+    }
+    b.winners = winners;
+    b.n_winners = n;
+    assert_int_equal (ak_store_put_batch (txn, &b, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    for (size_t i = 0; i < n; i++)
+        ak__winner__free_unpacked (winners[i], NULL);
+    free (winners);
+}
+
+static int s_install (s_fx_t *fx, const char *batch, const char *name, bool replace, json_t **out, ak_err_t *err)
+{
+    ak_txn_t *txn = NULL;
+    *out = NULL;
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, err), 0);
+    int rc = ak_profiles_install (txn, batch, name, replace, 1000, out, err);
+    if (rc == 0)
+        assert_int_equal (ak_store_commit (&txn, err), 0);
+    ak_store_abort (&txn);
+    return rc;
+}
+
+static json_t *s_show (s_fx_t *fx, const char *name)
+{
+    ak_txn_t *txn = NULL;
+    ak_err_t err = { 0 };
+    json_t *out = NULL;
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    int rc = ak_profiles_show (txn, name, &out, &err);
+    ak_store_abort (&txn);
+    return rc == 0 ? out : NULL;
+}
+
+static json_t *s_class (json_t *profile, const char *cls)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach (json_object_get (profile, "classes"), i, c)
+        if (strcmp (json_string_value (json_object_get (c, "device_class")), cls) == 0)
+            return c;
+    return NULL;
+}
+
+static void test_install_records_promoted_only (void **state)
+{
+    s_fx_t *fx = *state;
+    uint64_t rid = 0;
+    const char *classes[2] = { S_CLASS_A, S_CLASS_B };
+    bool promoted[2] = { true, false };
+    s_batch (fx, "B000001", "complete", classes, promoted, 2, 2, &rid);
+    json_t *out = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (s_install (fx, "B000001", "prod", false, &out, &err), 0);
+    assert_int_equal (json_array_size (json_object_get (out, "installed")), 2);
+    json_t *skipped = json_object_get (out, "skipped");
+    assert_int_equal (json_array_size (skipped), 1);
+    assert_string_equal (json_string_value (json_object_get (json_array_get (skipped, 0), "device_class")), S_CLASS_B);
+    assert_non_null (strstr (json_string_value (json_object_get (json_array_get (skipped, 0), "reason")), "threshold"));
+    json_decref (out);
+
+    json_t *p = s_show (fx, "prod");
+    assert_non_null (p);
+    assert_int_equal (json_array_size (json_object_get (p, "classes")), 1);
+    json_t *c = s_class (p, S_CLASS_A);
+    assert_non_null (c);
+    json_t *dev = json_object_get (c, "device");
+    assert_string_equal (json_string_value (json_object_get (dev, "name")), "NVIDIA H200");
+    assert_int_equal (json_integer_value (json_object_get (dev, "cc_major")), 9);
+    assert_int_equal (json_integer_value (json_object_get (dev, "driver_major")), 580);
+    assert_string_equal (json_string_value (json_object_get (dev, "nvrtc_version")), "13.0");
+    json_t *e = json_array_get (json_object_get (c, "entries"), 0);
+    assert_string_equal (json_string_value (json_object_get (e, "key")), "softmax/rows=32,cols=128/float32");
+    assert_string_equal (json_string_value (json_object_get (json_object_get (e, "source"), "digest")), fx->src_digest);
+    /* launch: grid (rows+ROWS-1)/ROWS = 16, block 32 x ROWS */
+    json_t *l = json_object_get (e, "launch");
+    assert_int_equal (json_integer_value (json_array_get (json_object_get (l, "grid"), 0)), 16);
+    assert_int_equal (json_integer_value (json_array_get (json_object_get (l, "block"), 0)), 32);
+    assert_int_equal (json_integer_value (json_array_get (json_object_get (l, "block"), 1)), 2);
+    assert_int_equal (json_integer_value (json_object_get (json_array_get (json_object_get (e, "inputs"), 0), "count")), 32 * 128);
+    assert_true (json_number_value (json_object_get (e, "speedup")) > 1.49);
+    json_t *ev = json_object_get (e, "evidence");
+    assert_string_equal (json_string_value (json_array_get (ev, 0)), "R00000001");
+    json_decref (p);
+}
+
+static void test_replace_rules (void **state)
+{
+    s_fx_t *fx = *state;
+    uint64_t rid = 0;
+    const char *a[1] = { S_CLASS_A }, *b[1] = { S_CLASS_B };
+    bool yes[1] = { true };
+    s_batch (fx, "B000001", "complete", a, yes, 1, 2, &rid);
+    s_batch (fx, "B000002", "complete", a, yes, 1, 4, &rid);
+    s_batch (fx, "B000003", "complete", b, yes, 1, 8, &rid);
+    json_t *out = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (s_install (fx, "B000001", "prod", false, &out, &err), 0);
+    json_decref (out);
+    json_t *before = s_show (fx, "prod");
+
+    /* the same entries again: refused, nothing written */
+    assert_int_equal (s_install (fx, "B000002", "prod", false, &out, &err), AK_EEXIST);
+    assert_non_null (strstr (err.msg, "--replace"));
+    assert_non_null (strstr (err.msg, "softmax/rows=32,cols=128/float32"));
+    json_t *after = s_show (fx, "prod");
+    assert_true (json_equal (before, after));
+    json_decref (after);
+
+    /* another class: installs without --replace, class A untouched */
+    assert_int_equal (s_install (fx, "B000003", "prod", false, &out, &err), 0);
+    json_decref (out);
+    after = s_show (fx, "prod");
+    assert_int_equal (json_array_size (json_object_get (after, "classes")), 2);
+    assert_true (json_equal (s_class (before, S_CLASS_A), s_class (after, S_CLASS_A)));
+    json_decref (after);
+
+    /* --replace: class A's entries now come from B000002; B untouched */
+    json_t *mid = s_show (fx, "prod");
+    assert_int_equal (s_install (fx, "B000002", "prod", true, &out, &err), 0);
+    assert_true (json_is_true (json_object_get (json_array_get (json_object_get (out, "installed"), 0), "replaced")));
+    json_decref (out);
+    after = s_show (fx, "prod");
+    json_t *e = json_array_get (json_object_get (s_class (after, S_CLASS_A), "entries"), 0);
+    assert_string_equal (json_string_value (json_object_get (e, "batch_id")), "B000002");
+    assert_int_equal (json_array_size (json_object_get (s_class (after, S_CLASS_A), "entries")), 2);
+    assert_true (json_equal (s_class (mid, S_CLASS_B), s_class (after, S_CLASS_B)));
+    json_decref (after);
+    json_decref (mid);
+    json_decref (before);
+}
+
+static void test_refusals (void **state)
+{
+    s_fx_t *fx = *state;
+    uint64_t rid = 0;
+    const char *a[1] = { S_CLASS_A };
+    bool yes[1] = { true }, no[1] = { false };
+    s_batch (fx, "B000001", "open", a, yes, 1, 2, &rid);
+    s_batch (fx, "B000002", "complete", a, no, 1, 2, &rid);
+    json_t *out = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (s_install (fx, "B000001", "prod", false, &out, &err), AK_ESTATE);
+    assert_non_null (strstr (err.msg, "open"));
+    assert_int_equal (s_install (fx, "B000002", "prod", false, &out, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "no promoted winner"));
+    assert_int_equal (s_install (fx, "B000009", "prod", false, &out, &err), AK_ENOTFOUND);
+    assert_int_equal (s_install (fx, "B000002", "bad name/..", false, &out, &err), AK_EINVAL);
+    assert_null (s_show (fx, "prod"));
+}
+
+static int s_import (s_fx_t *fx, json_t *pkg, const char *name, bool replace, ak_err_t *err)
+{
+    ak_txn_t *txn = NULL;
+    json_t *out = NULL;
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, err), 0);
+    int rc = ak_profiles_import (txn, pkg, name, replace, 2000, &out, err);
+    if (rc == 0)
+        assert_int_equal (ak_store_commit (&txn, err), 0);
+    ak_store_abort (&txn);
+    json_decref (out);
+    return rc;
+}
+
+static void test_export_import_round_trip (void **state)
+{
+    s_fx_t *fx = *state;
+    uint64_t rid = 0;
+    const char *classes[2] = { S_CLASS_A, S_CLASS_B };
+    bool promoted[2] = { true, true };
+    s_batch (fx, "B000001", "complete", classes, promoted, 2, 2, &rid);
+    json_t *out = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (s_install (fx, "B000001", "prod", false, &out, &err), 0);
+    json_decref (out);
+    ak_txn_t *txn = NULL;
+    json_t *pkg = NULL;
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    assert_int_equal (ak_profiles_export (txn, "prod", &pkg, &err), 0);
+    ak_store_abort (&txn);
+    assert_int_equal (json_object_size (json_object_get (pkg, "sources")), 2);   /* source + prelude */
+
+    assert_int_equal (s_import (fx, pkg, "copy", false, &err), 0);
+    json_t *a = s_show (fx, "prod"), *b = s_show (fx, "copy");
+    json_object_set_new (b, "profile", json_string ("prod"));
+    for (size_t i = 0; i < 2; i++) {       /* the install and import times differ */
+        json_object_del (json_array_get (json_object_get (a, "classes"), i), "updated_ms");
+        json_object_del (json_array_get (json_object_get (b, "classes"), i), "updated_ms");
+    }
+    assert_true (json_equal (a, b));
+    json_decref (a);
+    json_decref (b);
+    /* again: exists; with replace: fine */
+    assert_int_equal (s_import (fx, pkg, "copy", false, &err), AK_EEXIST);
+    assert_int_equal (s_import (fx, pkg, "copy", true, &err), 0);
+
+    /* a source that is not what its digest says */
+    json_t *bad = json_deep_copy (pkg);
+    const char *d;
+    json_t *v;
+    json_object_foreach (json_object_get (bad, "sources"), d, v) {
+        json_string_set (v, "tampered");
+        break;
+    }
+    assert_int_equal (s_import (fx, bad, "x", false, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "sha256"));
+    json_decref (bad);
+    /* an entry whose key does not match its shape */
+    bad = json_deep_copy (pkg);
+    json_t *e = json_array_get (json_object_get (json_array_get (json_object_get (json_object_get (bad, "profile"), "classes"), 0), "entries"), 0);
+    json_array_set_new (json_object_get (e, "dims"), 1, json_integer (129));
+    assert_int_equal (s_import (fx, bad, "x", false, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "key"));
+    json_decref (bad);
+    assert_null (s_show (fx, "x"));
+    json_decref (pkg);
+
+    /* list */
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    assert_int_equal (ak_profiles_list (txn, &out, &err), 0);
+    ak_store_abort (&txn);
+    assert_int_equal (json_array_size (json_object_get (out, "profiles")), 2);
+    json_decref (out);
+}
+
+int main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown (test_install_records_promoted_only, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_replace_rules, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_refusals, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_export_import_round_trip, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
