@@ -151,6 +151,20 @@ typedef struct ak_backend {
        (that type's value stored as a double: the device reference's input). */
     int  (*generate) (ak_dev_t *dev, ak_kernel_t *gen, void *buf, uint64_t n, uint64_t seed,
                       uint64_t stream, double lo, double hi, int code, ak_err_t *err);
+
+    /* ---- executor side, optional: untraced timing (NULL: not offered) ---- */
+    /* Turns the device-side kernel records that sample() reads (CUPTI's
+       CONCURRENT_KERNEL activity) off or on.  Off, samples carry no
+       cupti_us and the kernel runs without the tracer's cost (on an H200
+       a 200 us copy ran 9% slower traced).  AK_EUNAVAIL when the backend
+       records no kernels on dev. */
+    int  (*kernel_trace) (ak_dev_t *dev, bool on, ak_err_t *err);
+    /* The device's event floor in microseconds: what sample()'s event_us
+       reads above the kernel's device duration (events around an empty
+       kernel, untraced, minus its traced device duration; medians),
+       calibrated once per device on first call.  AK_EUNAVAIL when it
+       cannot be calibrated (no kernel records). */
+    int  (*event_floor) (ak_dev_t *dev, double *us, ak_err_t *err);
 } ak_backend_t;
 
 #define AK_GEN_AS_F64 4

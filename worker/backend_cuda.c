@@ -215,6 +215,8 @@ void ak_cuda_cache_key (const char *source, size_t source_len, const char *optio
 #define AK_CUDA_CUBIN_MAX     (512u << 20)
 #define AK_CUDA_FLUSH_MIN     (64u << 20)
 #define AK_CUDA_ERR_MARK      "\n@@akworker-error@@ "
+/* Samples of each pass of the event floor calibration (ak_cuda_event_floor). */
+#define AK_CUDA_FLOOR_SAMPLES 50
 #define AK_CUPTI_BUF_BYTES    (1u << 20)
 #define AK_CUPTI_RING         512
 #define AK_CUDA_BLOCK_NS      100000000ull      /* the blocking kernel gives up after 100 ms */
@@ -260,9 +262,15 @@ struct ak_dev {
     uint64_t   ext_seq;                        /* last external correlation id pushed */
     uint64_t   last_ext;                       /* that of the last launch; 0 none */
     unsigned   cupti_kinds;                    /* bit i: s_cupti_kinds[i] enabled */
+    bool       kernel_trace_off;               /* CONCURRENT_KERNEL disabled by kernel_trace() */
+    bool       floor_done;                     /* event floor calibrated (or tried) */
+    int        floor_rc;                       /* its outcome; floor_why says why not */
+    double     floor_us;
+    char       floor_why[256];
     /* timing helpers (s_timing_open) */
     CUmodule   help_mod;
     CUfunction fn_block, fn_probe, fn_tick, fn_flush;
+    CUfunction fn_empty;                       /* ak_empty: event floor calibration; NULL none */
     volatile uint64_t *words;                  /* host-mapped, AK_CUDA_WORDS: see s_timing_open */
     CUdeviceptr words_dev;
     bool       blocker_on;
@@ -1008,7 +1016,7 @@ static void s_cupti_stop (ak_dev_t *dev)
                              "cuptiActivityFlushAll", &e))
         ak_debug ("cuda: %s", e.msg);
     for (size_t i = 0; i < sizeof s_cupti_kinds / sizeof s_cupti_kinds[0]; i++)
-        if ((dev->cupti_kinds & (1u << i))
+        if ((dev->cupti_kinds & (1u << i)) && !(i == 0 && dev->kernel_trace_off)
             && ak_cuda_cupti_check (s_cp->cuptiActivityDisable (s_cupti_kinds[i]), "cuptiActivityDisable", &e))
             ak_debug ("cuda: %s", e.msg);
     dev->cupti_on = false;
@@ -1503,6 +1511,10 @@ static const char s_helper_ptx[] =
     ".version 7.0\n"
     ".target sm_75\n"
     ".address_size 64\n"
+    ".visible .entry ak_empty (.param .align 8 .b8 p_args[216])\n"
+    "{\n"
+    "    ret;\n"
+    "}\n"
     ".visible .entry ak_block_stream (.param .u64 p_flag, .param .u64 p_timeout, .param .u64 p_rec)\n"
     "{\n"
     "    .reg .pred %p<3>;\n"
@@ -1710,7 +1722,9 @@ static int s_timing_open (ak_dev_t *dev, ak_err_t *err)
         || (rc = s_cu (dev, drv->cuModuleGetFunction (&dev->fn_tick, dev->help_mod, "ak_timer_tick"),
                        "cuModuleGetFunction (ak_timer_tick)", &e)) != 0
         || (rc = s_cu (dev, drv->cuModuleGetFunction (&dev->fn_flush, dev->help_mod, "ak_l2_flush"),
-                       "cuModuleGetFunction (ak_l2_flush)", &e)) != 0)
+                       "cuModuleGetFunction (ak_l2_flush)", &e)) != 0
+        || (rc = s_cu (dev, drv->cuModuleGetFunction (&dev->fn_empty, dev->help_mod, "ak_empty"),
+                       "cuModuleGetFunction (ak_empty)", &e)) != 0)
         goto off;
 
     /* One run of each, the flag already up: the blocker leaves at once. */
@@ -1864,7 +1878,7 @@ release:
             && out->sm_clock_mhz < AK_CUDA_THROTTLE * (double) dev->clock_mhz)
             out->clock_ok = false;
     }
-    if (with_cupti && dev->cupti_on) {
+    if (with_cupti && dev->cupti_on && !dev->kernel_trace_off) {
         ak_cuda_kernel_record_t r;
         ak_err_t e = { 0 };
         if (ak_cuda_last_kernel (dev, &r, &e) == 0) {
@@ -1904,6 +1918,124 @@ static int s_time (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, 
     if (rc == 0)
         *us = smp.event_us;
     return rc;
+}
+
+/* ------------------------------------------- untraced timing (backend.h) */
+
+/*  Kernel records (CUPTI CONCURRENT_KERNEL) off or on for dev.  The
+    driver and external-correlation kinds stay as they are: correlation
+    ids are still pushed around every launch, only no kernel record comes
+    for them while off.  AK_EUNAVAIL when dev records no kernels. */
+int ak_cuda_kernel_trace (ak_dev_t *dev, bool on, ak_err_t *err)
+{
+    if (!dev)
+        return ak_err_set (err, AK_EINVAL, "ak_cuda_kernel_trace: no device");
+    if (!dev->cupti_on || !(dev->cupti_kinds & 1u))
+        return ak_err_set (err, AK_EUNAVAIL, "no CUPTI kernel records: %s",
+                           dev->cupti_why[0] ? dev->cupti_why : "kernel kind not enabled (AK_CUDA_CUPTI_KINDS)");
+    if (on == !dev->kernel_trace_off)
+        return 0;
+    int rc = on ? ak_cuda_cupti_check (s_cp->cuptiActivityEnable (s_cupti_kinds[0]), "cuptiActivityEnable", err)
+                : ak_cuda_cupti_check (s_cp->cuptiActivityDisable (s_cupti_kinds[0]), "cuptiActivityDisable", err);
+    if (rc)
+        return ak_err_prefix (err, "CUPTI kernel records %s", on ? "on" : "off");
+    dev->kernel_trace_off = !on;
+    return 0;
+}
+
+static int s_cmp_dbl (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return (x > y) - (x < y);
+}
+
+static double s_median (double *x, size_t n)
+{
+    qsort (x, n, sizeof *x, s_cmp_dbl);
+    return (n & 1) ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/*  Calibrates dev's event floor (backend.h, event_floor): AK_CUDA_FLOOR_SAMPLES
+    samples of the helper module's empty kernel (one block of 32 threads,
+    cold, behind the blocker: exactly the sample() path) with kernel
+    records on, whose CUPTI durations give the kernel's device time, then
+    as many with them off, whose events give what an untraced sample
+    reads for it; the floor is the difference of the medians.  Both
+    passes are in the same state as the samples they stand for, and the
+    empty kernel's own duration (~0.6 us on an H200) is taken out, so
+    only the event overhead remains.  The tracing state is restored. */
+static int s_floor_calibrate (ak_dev_t *dev, ak_err_t *err)
+{
+    if (!dev->cupti_on || !(dev->cupti_kinds & 1u))
+        return ak_err_set (err, AK_EUNAVAIL, "no CUPTI kernel records: %s",
+                           dev->cupti_why[0] ? dev->cupti_why : "kernel kind not enabled");
+    if (!dev->fn_empty)
+        return ak_err_set (err, AK_EUNAVAIL, "no helper module: %s", dev->blocker_why);
+    ak_kernel_t k;
+    memset (&k, 0, sizeof k);
+    k.fn = dev->fn_empty;
+    k.max_threads = 1024;
+    snprintf (k.symbol, sizeof k.symbol, "ak_empty");
+    ak_launch_t l;
+    memset (&l, 0, sizeof l);
+    l.grid[0] = l.grid[1] = l.grid[2] = 1;
+    l.block[0] = 32;
+    l.block[1] = l.block[2] = 1;
+    bool was_off = dev->kernel_trace_off;
+    double cu[AK_CUDA_FLOOR_SAMPLES], ev[AK_CUDA_FLOOR_SAMPLES];
+    size_t ncu = 0;
+    int rc = ak_cuda_kernel_trace (dev, true, err);
+    for (int i = 0; rc == 0 && i < AK_CUDA_FLOOR_SAMPLES; i++) {
+        ak_sample_t smp;
+        rc = s_sample_impl (dev, &k, &l, true, true, &smp, err);
+        if (rc == 0 && smp.cupti_us >= 0)
+            cu[ncu++] = smp.cupti_us;
+    }
+    if (rc == 0)
+        rc = ak_cuda_kernel_trace (dev, false, err);
+    for (int i = 0; rc == 0 && i < AK_CUDA_FLOOR_SAMPLES; i++) {
+        ak_sample_t smp;
+        rc = s_sample_impl (dev, &k, &l, true, false, &smp, err);
+        ev[i] = smp.event_us;
+    }
+    ak_err_t e = { 0 };
+    int rc2 = ak_cuda_kernel_trace (dev, !was_off, rc ? &e : err);
+    if (rc)
+        return rc;
+    if (rc2)
+        return rc2;
+    if (ncu < AK_CUDA_FLOOR_SAMPLES / 2)
+        return ak_err_set (err, AK_ENOTFOUND, "event floor: only %zu of %d empty-kernel launches had a "
+                           "CUPTI record", ncu, AK_CUDA_FLOOR_SAMPLES);
+    double mcu = s_median (cu, ncu), mev = s_median (ev, AK_CUDA_FLOOR_SAMPLES);
+    dev->floor_us = mev > mcu ? mev - mcu : 0.0;
+    ak_info ("cuda device %d: event floor %.3f us (empty kernel: events untraced %.3f us, CUPTI %.3f us; "
+             "medians of %d)", dev->ordinal, dev->floor_us, mev, mcu, AK_CUDA_FLOOR_SAMPLES);
+    return 0;
+}
+
+int ak_cuda_event_floor (ak_dev_t *dev, double *us, ak_err_t *err)
+{
+    if (!dev || !us)
+        return ak_err_set (err, AK_EINVAL, "ak_cuda_event_floor: bad arguments");
+    *us = 0;
+    if (!dev->floor_done) {
+        ak_err_t e = { 0 };
+        int rc = s_enter (dev, &e);
+        if (rc == 0)
+            rc = s_floor_calibrate (dev, &e);
+        if (rc == AK_ECRASH)
+            return ak_err_set (err, rc, "%s", e.msg);
+        dev->floor_done = true;
+        dev->floor_rc = rc;
+        snprintf (dev->floor_why, sizeof dev->floor_why, "%.250s", e.msg);
+        if (rc)
+            ak_info ("cuda device %d: no event floor (untraced timing off): %s", dev->ordinal, e.msg);
+    }
+    if (dev->floor_rc)
+        return ak_err_set (err, dev->floor_rc, "%s", dev->floor_why);
+    *us = dev->floor_us;
+    return 0;
 }
 
 int ak_cuda_time_plain (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
@@ -2040,6 +2172,8 @@ static const ak_backend_t s_cuda = {
     .sample = s_sample,
     .supports_dtype = s_supports_dtype,
     .generate = ak_cuda_fill_uniform,
+    .kernel_trace = ak_cuda_kernel_trace,
+    .event_floor = ak_cuda_event_floor,
 };
 
 const ak_backend_t *ak_backend_cuda (void)
@@ -2095,6 +2229,16 @@ int ak_cuda_time_plain (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *a
 int ak_cuda_fill_uniform (ak_dev_t *dev, ak_kernel_t *fill, void *buf, uint64_t n,
                           uint64_t seed, uint64_t stream, double lo, double hi,
                           int dtype, ak_err_t *err)
+{
+    return s_absent (err);
+}
+
+int ak_cuda_kernel_trace (ak_dev_t *dev, bool on, ak_err_t *err)
+{
+    return s_absent (err);
+}
+
+int ak_cuda_event_floor (ak_dev_t *dev, double *us, ak_err_t *err)
 {
     return s_absent (err);
 }

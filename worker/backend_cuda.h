@@ -57,6 +57,19 @@ typedef struct {
 /*  Fills info for dev.  AK_EINVAL without a device. */
 int ak_cuda_timing_info (ak_dev_t *dev, ak_cuda_timing_info_t *info, ak_err_t *err);
 
+/*  Kernel records (CUPTI CONCURRENT_KERNEL activity) off (on = false) or
+    back on for dev: the backend's kernel_trace().  Off, sample() reads no
+    CUPTI figure and the kernel runs without the tracer's cost.
+    AK_EUNAVAIL when dev records no kernels. */
+int ak_cuda_kernel_trace (ak_dev_t *dev, bool on, ak_err_t *err);
+
+/*  dev's event floor in microseconds (the backend's event_floor()):
+    median events around an empty kernel (one block of 32 threads, cold,
+    behind the blocker, untraced) minus the median CUPTI duration of the
+    same kernel in a traced pass, 50 samples each, calibrated on the first
+    call and logged (ak_info).  AK_EUNAVAIL without kernel records. */
+int ak_cuda_event_floor (ak_dev_t *dev, double *us, ak_err_t *err);
+
 /*  The ways others time a kernel, for comparison (tests/bench): no
     blocking kernel, no CUPTI correlation; when cold the L2 flush is
     queued first.  reps == 1: two events around one launch (what a plain

@@ -2,6 +2,7 @@
 #include "timing.h"
 #include "clock.h"
 #include "data.h"
+#include "log.h"
 #include "util.h"
 
 #include <math.h>
@@ -29,6 +30,9 @@ typedef struct {
     void        *out[AK_MAX_BUFS];
     double      *ev;                /* event (host: monotonic) clock */
     double      *cu;                /* CUPTI; meaningful while all_cupti */
+    double      *ef;                /* untraced mode: event - floor */
+    double       pc[AK_TIMING_MODE_ROUNDS];  /* CUPTI of the traced probes */
+    size_t       npc;
     double      *mhz;               /* SM clock of samples that measured it */
     size_t       n, nmhz;
     bool         all_cupti;         /* every kept sample had a CUPTI figure */
@@ -48,6 +52,9 @@ typedef struct {
     void       *dev_in[AK_MAX_BUFS];
     s_side_t    side[2];            /* 0: candidate, 1: baseline */
     int         nsides;
+    bool        untraced;           /* kernel tracing off: headline events - floor */
+    double      floor;              /* the backend's event floor (untraced) */
+    double      mode_us;            /* slower kernel's probe CUPTI median; 0 none */
 } s_run_t;
 
 /* ------------------------------------------------------------- inputs */
@@ -162,8 +169,9 @@ static int s_sample (s_run_t *r, s_side_t *s, ak_sample_t *out, ak_err_t *err)
     return ctx->be->time (ctx->dev, s->kernel, &l, ctx->cold, &out->event_us, err);
 }
 
-static void s_keep (s_side_t *s, const ak_sample_t *smp)
+static void s_keep (s_side_t *s, const ak_sample_t *smp, double floor)
 {
+    s->ef[s->n] = smp->event_us - floor;
     s->ev[s->n] = smp->event_us;
     s->cu[s->n] = smp->cupti_us;
     s->all_cupti = s->all_cupti && smp->cupti_us >= 0;
@@ -180,6 +188,8 @@ static void s_keep (s_side_t *s, const ak_sample_t *smp)
     every sample, else the event clock. */
 static bool s_use_cupti (const s_run_t *r)
 {
+    if (r->untraced)
+        return false;
     for (int s = 0; s < r->nsides; s++)
         if (!r->side[s].all_cupti || r->side[s].n == 0)
             return false;
@@ -200,6 +210,7 @@ static void s_run_free (s_run_t *r)
                 ctx->be->release (ctx->dev, &r->side[s].out[k]);
         free (r->side[s].ev);
         free (r->side[s].cu);
+        free (r->side[s].ef);
         free (r->side[s].mhz);
     }
 }
@@ -247,7 +258,8 @@ static void s_headline (s_run_t *r)
 {
     bool cupti = s_use_cupti (r);
     for (int s = 0; s < r->nsides; s++)
-        ak_stats_compute (cupti ? r->side[s].cu : r->side[s].ev, r->side[s].n, &r->side[s].st);
+        ak_stats_compute (cupti ? r->side[s].cu : r->untraced ? r->side[s].ef : r->side[s].ev,
+                          r->side[s].n, &r->side[s].st);
 }
 
 static bool s_converged (const s_run_t *r, uint32_t min_samples, double target)
@@ -261,11 +273,15 @@ static bool s_converged (const s_run_t *r, uint32_t min_samples, double target)
     return true;
 }
 
-static void s_detail (const s_side_t *s, ak_timing_detail_t *d)
+static void s_detail (const s_run_t *r, const s_side_t *s, ak_timing_detail_t *d)
 {
     memset (d, 0, sizeof *d);
     ak_stats_compute (s->ev, s->n, &d->events);
-    if (s->all_cupti && s->n > 0)
+    if (r->untraced) {
+        if (s->npc > 0)
+            ak_stats_compute (s->pc, s->npc, &d->cupti);
+    }
+    else if (s->all_cupti && s->n > 0)
         ak_stats_compute (s->cu, s->n, &d->cupti);
     d->discarded = s->discarded;
     if (s->nmhz > 0) {
@@ -275,6 +291,62 @@ static void s_detail (const s_side_t *s, ak_timing_detail_t *d)
     }
     d->has_info = s->has_info;
     d->info = s->info;
+}
+
+bool ak_timing_untraced (double slowest_cupti_us, bool can_untrace)
+{
+    return can_untrace && slowest_cupti_us >= AK_TIMING_TRACE_MAX_US;
+}
+
+/*  The mode of run r (timing.h, "Untraced mode"): AK_TIMING_MODE_ROUNDS
+    traced probe rounds, not kept; when the slower kernel's median CUPTI
+    duration reaches AK_TIMING_TRACE_MAX_US and the backend has a floor,
+    kernel tracing goes off (r->untraced, r->floor).  Both kernels are
+    measured the same way, so the interleaved pairs stay comparable.  A
+    backend without the two functions, a probe without CUPTI figures or
+    a floor that cannot be had leaves the mode as it was (traced). */
+static int s_choose_mode (s_run_t *r, ak_err_t *err)
+{
+    const ak_timing_ctx_t *ctx = r->ctx;
+    if (!ctx->be->sample || !ctx->be->kernel_trace || !ctx->be->event_floor)
+        return 0;
+    for (int round = 0; round < AK_TIMING_MODE_ROUNDS; round++)
+        for (int i = 0; i < r->nsides; i++) {
+            int s = (round & 1) ? r->nsides - 1 - i : i;
+            ak_sample_t smp;
+            int rc = s_sample (r, &r->side[s], &smp, err);
+            if (rc)
+                return rc;
+            if (smp.cupti_us >= 0)
+                r->side[s].pc[r->side[s].npc++] = smp.cupti_us;
+        }
+    double slowest = 0;
+    for (int s = 0; s < r->nsides; s++) {
+        if (r->side[s].npc == 0)
+            return 0;
+        ak_stats_t st;
+        ak_stats_compute (r->side[s].pc, r->side[s].npc, &st);
+        if (st.median > slowest)
+            slowest = st.median;
+    }
+    r->mode_us = slowest;
+    if (!ak_timing_untraced (slowest, true))
+        return 0;
+    ak_err_t e = { 0 };
+    double floor = 0;
+    int rc = ctx->be->event_floor (ctx->dev, &floor, &e);
+    if (rc == AK_ECRASH)
+        return ak_err_set (err, rc, "%s", e.msg);
+    if (rc) {
+        ak_debug ("timing: %.1f us kernel stays traced: %s", slowest, e.msg);
+        return 0;
+    }
+    rc = ctx->be->kernel_trace (ctx->dev, false, err);
+    if (rc)
+        return rc;
+    r->untraced = true;
+    r->floor = floor;
+    return 0;
 }
 
 int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype_t dt,
@@ -329,6 +401,7 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
     for (int s = 0; s < r.nsides; s++) {
         r.side[s].ev = ak_malloc (max_samples * sizeof (double));
         r.side[s].cu = ak_malloc (max_samples * sizeof (double));
+        r.side[s].ef = ak_malloc (max_samples * sizeof (double));
         r.side[s].mhz = ak_malloc (max_samples * sizeof (double));
         r.side[s].all_cupti = true;
         if (spec->inplace)
@@ -348,6 +421,9 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
             if (rc)
                 goto fail;
         }
+    rc = s_choose_mode (&r, err);
+    if (rc)
+        goto fail;
     /* Rounds: A B, then B A, ... so neither kernel always runs right after
        the other's cache state.  A round with a throttled sample is thrown
        away whole (the pairs stay pairs) and taken again, up to
@@ -374,7 +450,7 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
         }
         else {
             for (int s = 0; s < r.nsides; s++)
-                s_keep (&r.side[s], &smp[s]);
+                s_keep (&r.side[s], &smp[s], r.floor);
             round++;
         }
         uint32_t n = round;
@@ -390,27 +466,45 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
             break;
     }
     s_headline (&r);
+    if (r.untraced) {
+        r.untraced = false;             /* tracing is on again whatever comes */
+        rc = ctx->be->kernel_trace (ctx->dev, true, err);
+        r.untraced = true;
+        if (rc)
+            goto fail_traced;
+    }
 
-    out->timer = s_use_cupti (&r) ? "cupti" : strcmp (ctx->be->name, "host") == 0 ? "host" : "events";
+    out->timer = r.untraced ? "events-floor" : s_use_cupti (&r) ? "cupti"
+               : strcmp (ctx->be->name, "host") == 0 ? "host" : "events";
+    out->event_floor_us = r.untraced ? r.floor : 0.0;
+    out->mode_cupti_us = r.mode_us;
     out->cand = r.side[0].st;
     out->rsd_cand = ak_timing_rsd (&out->cand);
     out->rsd_met = out->rsd_cand <= ctx->rsd_target && out->cand.n >= min_samples;
-    s_detail (&r.side[0], &out->detail[0]);
+    s_detail (&r, &r.side[0], &out->detail[0]);
     if (r.nsides == 2) {
         bool cupti = s_use_cupti (&r);
         out->base = r.side[1].st;
         out->rsd_base = ak_timing_rsd (&out->base);
         out->rsd_met = out->rsd_met && out->rsd_base <= ctx->rsd_target && out->base.n >= min_samples;
-        s_paired_speedup (cupti ? r.side[1].cu : r.side[1].ev, cupti ? r.side[0].cu : r.side[0].ev,
+        const double *hb = cupti ? r.side[1].cu : r.untraced ? r.side[1].ef : r.side[1].ev;
+        const double *hc = cupti ? r.side[0].cu : r.untraced ? r.side[0].ef : r.side[0].ev;
+        s_paired_speedup (hb, hc,
                           r.side[0].n < r.side[1].n ? r.side[0].n : r.side[1].n,
                           &out->speedup, &out->speedup_noise);
-        s_detail (&r.side[1], &out->detail[1]);
+        s_detail (&r, &r.side[1], &out->detail[1]);
     }
     out->ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
     s_run_free (&r);
     return 0;
 
 fail:
+    if (r.untraced) {
+        ak_err_t e = { 0 };
+        if (ctx->be->kernel_trace (ctx->dev, true, &e))
+            ak_warn ("timing: kernel tracing not restored: %s", e.msg);
+    }
+fail_traced:
     s_run_free (&r);
     return rc;
 }

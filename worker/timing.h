@@ -11,7 +11,16 @@
     time and, when CUPTI recorded the launch, its device duration; the
     headline figure (cand, base, speedup) is CUPTI's when every kept
     sample had one, else the events' (result.timer says which).  Rounds
-    in which the SM clock was throttled are thrown away and counted. */
+    in which the SM clock was throttled are thrown away and counted.
+
+    Untraced mode: where the backend has kernel_trace() and event_floor(),
+    the first AK_TIMING_MODE_ROUNDS rounds after warm-up are traced probes
+    (not kept as samples).  When the slower kernel's median CUPTI duration
+    there is AK_TIMING_TRACE_MAX_US or more, kernel tracing is turned off
+    for the rest of the workload (on again before returning) and the
+    headline of both kernels is events minus the device's event floor
+    (timer "events-floor"); detail.cupti then holds the probes' CUPTI
+    figures.  Below it everything is as above. */
 #ifndef AK_WORKER_TIMING_H
 #define AK_WORKER_TIMING_H
 #include <stdbool.h>
@@ -48,10 +57,31 @@ typedef struct {
     ak_kernel_t        *gen;
 } ak_timing_ctx_t;
 
+/*  Kernels whose traced CUPTI duration is at least this (microseconds)
+    are timed untraced, by events minus the event floor.  Measured on an
+    H200 (docs/benchmarks.md, 2026-11-29 follow-up): CUPTI's kernel
+    tracing makes a memory-bound copy ~8% slower at 20 us as at 200 us
+    (events 22.5 against 20.8 us, 220.9 against 202.8 us), so a traced
+    figure is ~8% high from a few us up, while the event floor (~2.0 -
+    2.1 us there) wobbles by ~0.1 us between calibrations: 1% of 10 us.
+    Below 10 us the floor is a fifth or more of the kernel and CUPTI's
+    32 ns steps are the better clock (the 2 us spread target, the empty
+    kernel's 0.6 us); from 10 us up events - floor is the truer figure. */
+#define AK_TIMING_TRACE_MAX_US 10.0
+/*  Traced probe rounds that decide the mode (their median). */
+#define AK_TIMING_MODE_ROUNDS 3
+
+/*  The mode rule: true (untraced, events - floor) when the slower
+    kernel's probe CUPTI duration slowest_cupti_us reaches
+    AK_TIMING_TRACE_MAX_US and the backend can run untraced with a
+    calibrated floor (can_untrace). */
+bool ak_timing_untraced (double slowest_cupti_us, bool can_untrace);
+
 /*  Everything about one measured kernel beside its headline statistics. */
 typedef struct {
     ak_stats_t       events;           /* event clock (host: monotonic clock) of the kept samples */
-    ak_stats_t       cupti;            /* CUPTI device durations; n == 0 unless every kept sample had one */
+    ak_stats_t       cupti;            /* CUPTI device durations; n == 0 unless every kept sample had one
+                                          (untraced mode: of the traced probe samples) */
     uint32_t         discarded;        /* samples thrown away: SM clock throttled */
     double           sm_clock_mhz;     /* median SM clock over the kept samples; 0 unknown */
     bool             has_info;
@@ -71,7 +101,9 @@ typedef struct {
     bool       rsd_met;                /* every measured kernel met rsd_target */
     double     flops, bytes;           /* from the spec expressions */
     double     ms;                     /* wall time spent, warm-up included */
-    const char *timer;                 /* the headline's clock: "cupti" | "events" | "host" (static) */
+    const char *timer;                 /* the headline's clock: "cupti" | "events" | "events-floor" | "host" (static) */
+    double     event_floor_us;         /* subtracted from the events ("events-floor"); else 0 */
+    double     mode_cupti_us;          /* the slower kernel's probe CUPTI median that chose the mode; 0 none */
     ak_timing_detail_t detail[2];      /* 0: candidate, 1: baseline */
 } ak_timing_result_t;
 

@@ -11,7 +11,8 @@
         L2): spread = max/min - 1 of the 10 medians;
     (c) where `ncu` runs: the same kernels under
         `ncu --clock-control none --metrics gpu__time_duration.sum`,
-        beside the system's figure;
+        beside the system's figure (headline, its timer: cupti or
+        events-floor, the raw events and CUPTI figures, the event floor);
     (d) compile throughput: N distinct configurations through the
         backend's compile, 8 threads against one at a time, each into a
         fresh cache, and the cost of a cache hit.
@@ -293,6 +294,9 @@ typedef struct {
     double      mhz;
     double      sys, sys_ev, spread, spread_ev;
     double      ncu;                    /* median gpu__time_duration, us; 0 none */
+    const char *timer;                  /* the first run's headline clock */
+    double      cu[16], cupti;          /* per run / median: CUPTI (traced samples only) */
+    double      floor;                  /* event floor subtracted ("events-floor"); 0 none */
 } s_row_t;
 
 /*  A copy size whose system figure is near target_us: a few quick
@@ -335,6 +339,11 @@ static void s_runs (const ak_spec_t *spec, ak_kernel_t *k, s_row_t *row, int run
         s_measure (spec, k, row->n, row->target_us == 0, 0, &tr);
         row->med[r] = tr.cand.median;
         row->ev[r] = tr.detail[0].events.median;
+        row->cu[r] = tr.detail[0].cupti.n > 0 ? tr.detail[0].cupti.median : 0;
+        if (r == 0) {
+            row->timer = tr.timer;
+            row->floor = tr.event_floor_us;
+        }
         row->samples[r] = tr.cand.n;
         row->discarded += tr.detail[0].discarded;
         if (r == 0)
@@ -351,6 +360,7 @@ static void s_runs (const ak_spec_t *spec, ak_kernel_t *k, s_row_t *row, int run
     }
     row->sys = s_median (row->med, (size_t) runs);
     row->sys_ev = s_median (row->ev, (size_t) runs);
+    row->cupti = s_median (row->cu, (size_t) runs);
     row->spread = lo > 0 ? hi / lo - 1 : 0;
     row->spread_ev = lo_e > 0 ? hi_e / lo_e - 1 : 0;
 }
@@ -820,12 +830,23 @@ int main (int argc, char **argv)
     else {
         for (int i = 0; i < 6; i++)
             rows[i].ncu = ncu_us[i];
-        s_say ("  %-13s %11s %11s %9s %11s  %s\n", "kernel", "system us", "ncu us", "sys/ncu", "sys-ncu us",
-               "target within 3%");
+        s_say ("  %-13s %11s %-12s %11s %9s %11s %11s %11s %7s  %s\n", "kernel", "system us", "timer",
+               "ncu us", "sys/ncu", "sys-ncu us", "events us", "CUPTI us", "floor", "within 3% (>= 20 us)");
         for (int i = 0; i < 6; i++) {
             double ratio = rows[i].ncu > 0 ? rows[i].sys / rows[i].ncu : 0;
-            s_say ("  %-13s %11.3f %11.3f %9.3f %11.3f  %s\n", rows[i].label, rows[i].sys, rows[i].ncu, ratio,
-                   rows[i].sys - rows[i].ncu, s_ok (fabs (ratio - 1) <= 0.03));
+            s_say ("  %-13s %11.3f %-12s %11.3f %9.3f %11.3f %11.3f %11.3f %7.3f  %s\n", rows[i].label,
+                   rows[i].sys, rows[i].timer ? rows[i].timer : "?", rows[i].ncu, ratio,
+                   rows[i].sys - rows[i].ncu, rows[i].sys_ev, rows[i].cupti, rows[i].floor,
+                   rows[i].target_us < 20 && i < 4 ? "(short)" : s_ok (fabs (ratio - 1) <= 0.03));
+        }
+        {
+            double fl = 0;
+            ak_err_t fe = { 0 };
+            if (ak_cuda_event_floor (s_dev, &fl, &fe) == 0)
+                s_say ("  event floor of this device: %.3f us (kernels of >= %.0f us by CUPTI are timed "
+                       "untraced, events - floor)\n", fl, AK_TIMING_TRACE_MAX_US);
+            else
+                s_say ("  event floor: %s\n", fe.msg);
         }
         /* Does the data matter?  ncu on a constant input, and the system
            on one, for the largest copy. */

@@ -8,7 +8,9 @@
     is at most the events' and, behind the blocker, the events of an empty
     kernel come close to CUPTI's; ak_timing_measure reports both figures,
     CUPTI as the headline, and ak_timing_to_pb puts them (and the kernel
-    record) into a WorkloadTiming and a Receipt. */
+    record) into a WorkloadTiming and a Receipt.  A ~200 us copy is timed
+    untraced (timer "events-floor") within 3% of plain untraced events
+    minus the event floor, and an empty kernel keeps CUPTI. */
 #include "support.h"
 #include "worker/backend.h"
 #include "worker/backend_cuda.h"
@@ -404,6 +406,110 @@ static void test_measure_both_figures (void **state)
     ak__receipt__free_unpacked (r, NULL);
 }
 
+/*  Untraced mode on a long kernel: a ~200 us copy (60 M floats, cold)
+    gets timer "events-floor", its headline within 3% of a reference taken
+    by hand (kernel tracing off, the backend's samples, median events minus
+    the event floor), CUPTI stats from the traced probes only, and kernel
+    tracing on again afterwards.  An empty kernel through the same call
+    keeps CUPTI as the headline, at <= 1.0 us. */
+static void test_untraced_long_kernel (void **state)
+{
+    S_NEED_GPU ();
+    ak_err_t err = { 0 };
+    if (!ak_cuda_cupti_active (S.dev, NULL))
+        skip ();
+    int64_t n = 60000000;
+    ak_kernel_t *kc = s_load (S.copy_path);
+    ak_kernel_t *kb = s_load (S.copy_path);
+    ak_launch_cfg_t lc = { .grid = { (uint32_t) ((n + 255) / 256), 1, 1 }, .block = { 256, 1, 1 } };
+    ak_timing_ctx_t tc = {
+        .spec = S.spec, .be = S.be, .dev = S.dev, .cand = kc, .base = kb,
+        .warmup = 3, .min_samples = 10, .max_samples = 40, .rsd_target = 0.005,
+        .max_time_ms = 3000, .cold = true, .seed = 42,
+        .cand_launch = &lc, .base_launch = &lc,
+    };
+    ak_timing_result_t tr;
+    uint64_t t0 = ak_clock_mono_ns ();
+    if (ak_timing_measure (&tc, &n, AK_DT_FLOAT32, &tr, &err) != 0)
+        fail_msg ("ak_timing_measure: %s", err.msg);
+    double floor_us = -1;
+    assert_int_equal (ak_cuda_event_floor (S.dev, &floor_us, &err), 0);
+
+    /* Reference, by hand: tracing off, the backend's own samples. */
+    void *in = NULL, *out = NULL;
+    assert_int_equal (S.be->alloc (S.dev, (size_t) n * 4, &in, &err), 0);
+    assert_int_equal (S.be->alloc (S.dev, (size_t) n * 4, &out, &err), 0);
+    assert_int_equal (S.be->fill (S.dev, in, 0, (size_t) n * 4, &err), 0);
+    ak_launch_t l;
+    memset (&l, 0, sizeof l);
+    l.ndims = 1;
+    l.dims[0] = n;
+    l.nin = l.nout = 1;
+    l.in[0] = in;
+    l.out[0] = out;
+    l.dtype = AK_DT_FLOAT32;
+    memcpy (l.grid, lc.grid, sizeof l.grid);
+    memcpy (l.block, lc.block, sizeof l.block);
+    enum { N = 20 };
+    double ev_off[N], ev_on[N], cu_on[N];
+    size_t ncu = 0;
+    assert_int_equal (ak_cuda_kernel_trace (S.dev, false, &err), 0);
+    for (int i = 0; i < N; i++) {
+        ak_sample_t smp;
+        assert_int_equal (S.be->sample (S.dev, kc, &l, true, &smp, &err), 0);
+        assert_true (smp.cupti_us < 0);
+        ev_off[i] = smp.event_us;
+    }
+    assert_int_equal (ak_cuda_kernel_trace (S.dev, true, &err), 0);
+    for (int i = 0; i < N; i++) {
+        ak_sample_t smp;
+        assert_int_equal (S.be->sample (S.dev, kc, &l, true, &smp, &err), 0);
+        ev_on[i] = smp.event_us;
+        if (smp.cupti_us >= 0)
+            cu_on[ncu++] = smp.cupti_us;
+    }
+    S.be->release (S.dev, &in);
+    S.be->release (S.dev, &out);
+    double ref = s_median (ev_off, N) - floor_us;
+    print_message ("copy of %lld floats (%.0f ms): timer %s, headline %.3f us (baseline %.3f, speedup %.4f), "
+                   "events %.3f us, probes' CUPTI %.3f us (n %zu), floor %.3f us, mode from %.3f us; by hand: "
+                   "untraced events %.3f - floor = %.3f us, traced events %.3f us, traced CUPTI %.3f us\n",
+                   (long long) n, (double) (ak_clock_mono_ns () - t0) / 1e6, tr.timer, tr.cand.median,
+                   tr.base.median, tr.speedup, tr.detail[0].events.median, tr.detail[0].cupti.median,
+                   tr.detail[0].cupti.n, floor_us, tr.mode_cupti_us, s_median (ev_off, N), ref,
+                   s_median (ev_on, N), ncu ? s_median (cu_on, ncu) : -1);
+    assert_string_equal (tr.timer, "events-floor");
+    assert_true (tr.event_floor_us == floor_us);
+    assert_true (floor_us > 0 && floor_us < 20);
+    assert_true (tr.mode_cupti_us >= AK_TIMING_TRACE_MAX_US);
+    assert_int_equal (tr.detail[0].cupti.n, AK_TIMING_MODE_ROUNDS);
+    assert_int_equal (tr.detail[0].events.n, tr.cand.n);
+    assert_true (fabs (tr.cand.median / ref - 1) <= 0.03);
+    assert_true (fabs (tr.speedup - 1.0) < 0.03);
+    /* Tracing is back on after ak_timing_measure. */
+    assert_int_equal (ncu, N);
+    S.be->unload (S.dev, &kc);
+    S.be->unload (S.dev, &kb);
+
+    /* An empty kernel keeps CUPTI. */
+    ak_kernel_t *ke = s_load (S.empty_path);
+    ak_launch_cfg_t le = { .grid = { 1, 1, 1 }, .block = { 32, 1, 1 } };
+    int64_t one = 1;
+    ak_timing_ctx_t te = tc;
+    te.cand = ke;
+    te.base = NULL;
+    te.cand_launch = &le;
+    te.base_launch = NULL;
+    te.max_samples = 200;
+    if (ak_timing_measure (&te, &one, AK_DT_FLOAT32, &tr, &err) != 0)
+        fail_msg ("ak_timing_measure (empty): %s", err.msg);
+    print_message ("empty kernel: timer %s, %.3f us over %zu samples\n", tr.timer, tr.cand.median, tr.cand.n);
+    assert_string_equal (tr.timer, "cupti");
+    assert_true (tr.cand.median <= 1.0);
+    assert_true (tr.event_floor_us == 0);
+    S.be->unload (S.dev, &ke);
+}
+
 /*  With CUPTI off the events are the headline. */
 static void test_measure_without_cupti (void **state)
 {
@@ -433,6 +539,7 @@ int main (void)
         cmocka_unit_test (test_fresh_module_no_deadlock),
         cmocka_unit_test (test_empty_kernel_figures),
         cmocka_unit_test (test_measure_both_figures),
+        cmocka_unit_test (test_untraced_long_kernel),
         cmocka_unit_test (test_measure_without_cupti),
     };
     return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);

@@ -4,8 +4,10 @@
     figure is the headline (CUPTI when every kept sample had one, else the
     events), throttled rounds thrown away and counted (and kept after the
     limit), the kernel record, ak_timing_to_pb into a WorkloadTiming and a
-    Receipt, and inputs generated on several threads equal to the serial
-    generator. */
+    Receipt, inputs generated on several threads equal to the serial
+    generator, and the untraced mode (a backend with kernel_trace() and
+    event_floor(): long kernels timed by events minus the floor, the mode
+    chosen from the slower kernel of the pair, tracing on again after). */
 #include "support.h"
 #include "worker/backend.h"
 #include "worker/data.h"
@@ -42,7 +44,37 @@ static struct {
     int          no_cupti_at;          /* this call has no CUPTI figure; -1 none */
     bool         check_inputs;
     int          bad_inputs;
+    /* untraced mode (s_trace, s_floor) */
+    double       true_us[2];           /* k1, k2 device time; 0: the fixed 10 / 20 script */
+    bool         trace_on;
+    int          trace_offs, trace_ons;
+    int          floor_rc;
+    int          floor_calls;
 } S;
+
+/*  The tracer makes a kernel 9% slower; events read 2.5 us over it. */
+#define S_TRACE_COST 1.09
+#define S_FLOOR      2.5
+
+static int s_trace (ak_dev_t *dev, bool on, ak_err_t *err)
+{
+    (void) dev;
+    (void) err;
+    if (on)
+        S.trace_ons++;
+    else
+        S.trace_offs++;
+    S.trace_on = on;
+    return 0;
+}
+
+static int s_floor (ak_dev_t *dev, double *us, ak_err_t *err)
+{
+    (void) dev;
+    S.floor_calls++;
+    *us = S.floor_rc ? 0 : S_FLOOR;
+    return S.floor_rc ? ak_err_set (err, S.floor_rc, "no floor (scripted)") : 0;
+}
 
 static int s_scripted (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
                        ak_sample_t *out, ak_err_t *err)
@@ -63,6 +95,11 @@ static int s_scripted (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *ar
     double base = kernel == S.k1 ? 10.0 : 20.0;
     out->event_us = base + 0.001 * (call % 7);
     out->cupti_us = call == S.no_cupti_at ? -1 : base * 0.8;
+    if (S.true_us[0] > 0) {
+        double t = S.true_us[kernel == S.k1 ? 0 : 1] * (S.trace_on ? S_TRACE_COST : 1.0);
+        out->event_us = t + S_FLOOR + 0.001 * (call % 7);
+        out->cupti_us = S.trace_on ? t : -1;
+    }
     out->clock_ok = !(S.throttle_every && call % S.throttle_every == 0);
     out->sm_clock_mhz = out->clock_ok ? 1980 : 900;
     out->blocked = true;
@@ -134,6 +171,11 @@ static void s_script (int throttle_every, int no_cupti_at)
     S.no_cupti_at = no_cupti_at;
     S.check_inputs = false;
     S.bad_inputs = 0;
+    S.true_us[0] = S.true_us[1] = 0;
+    S.trace_on = true;
+    S.trace_offs = S.trace_ons = 0;
+    S.floor_rc = 0;
+    S.floor_calls = 0;
 }
 
 static void s_measure (const ak_backend_t *be, bool base, uint32_t samples, int64_t n, ak_timing_result_t *tr)
@@ -271,6 +313,91 @@ static void test_host_clock (void **state)
     ak__workload_timing__free_unpacked (t, NULL);
 }
 
+/*  The mode rule itself. */
+static void test_mode_rule (void **state)
+{
+    (void) state;
+    assert_false (ak_timing_untraced (0.6, true));
+    assert_false (ak_timing_untraced (AK_TIMING_TRACE_MAX_US - 0.01, true));
+    assert_true (ak_timing_untraced (AK_TIMING_TRACE_MAX_US, true));
+    assert_true (ak_timing_untraced (200, true));
+    assert_false (ak_timing_untraced (200, false));
+}
+
+/*  A long kernel pair: probes traced, then tracing off for the rest, the
+    headline events - floor (the true time), tracing on again after; both
+    raw figures kept, CUPTI's from the traced probes alone.  The mode is
+    the slower kernel's: a short candidate beside a long baseline is
+    measured untraced too, a short pair stays traced, and where no floor
+    can be had the long pair stays traced. */
+static void test_untraced_mode (void **state)
+{
+    (void) state;
+    ak_backend_t be = S.be;
+    be.kernel_trace = s_trace;
+    be.event_floor = s_floor;
+    ak_timing_result_t tr;
+
+    s_script (0, -1);
+    S.true_us[0] = 100;
+    S.true_us[1] = 200;
+    s_measure (&be, true, 20, 64, &tr);
+    assert_string_equal (tr.timer, "events-floor");
+    assert_int_equal (S.trace_offs, 1);
+    assert_int_equal (S.trace_ons, 1);
+    assert_true (S.trace_on);
+    assert_float_equal (tr.event_floor_us, S_FLOOR, 1e-12);
+    assert_float_equal (tr.mode_cupti_us, 200 * S_TRACE_COST, 1e-9);
+    assert_int_equal (tr.cand.n, 20);
+    assert_true (fabs (tr.cand.median - 100) < 0.01);
+    assert_true (fabs (tr.base.median - 200) < 0.01);
+    assert_true (fabs (tr.speedup - 2.0) < 0.001);
+    assert_int_equal (tr.detail[0].events.n, 20);
+    assert_true (fabs (tr.detail[0].events.median - 102.5) < 0.01);
+    assert_int_equal (tr.detail[0].cupti.n, AK_TIMING_MODE_ROUNDS);
+    assert_float_equal (tr.detail[0].cupti.median, 100 * S_TRACE_COST, 1e-9);
+    /* warm-up 2 x 2, probes, samples */
+    assert_int_equal (S.calls, 4 + 2 * AK_TIMING_MODE_ROUNDS + 2 * 20);
+    Ak__WorkloadTiming *t = ak_malloc (sizeof *t);
+    ak__workload_timing__init (t);
+    ak_timing_to_pb (&tr, "w", t, NULL);
+    assert_string_equal (t->timer, "events-floor");
+    assert_non_null (t->candidate_cupti);
+    assert_int_equal (t->candidate_cupti->n, AK_TIMING_MODE_ROUNDS);
+    assert_int_equal (t->candidate_events->n, 20);
+    ak__workload_timing__free_unpacked (t, NULL);
+
+    /* The slower kernel decides: 4 us candidate, 40 us baseline. */
+    s_script (0, -1);
+    S.true_us[0] = 4;
+    S.true_us[1] = 40;
+    s_measure (&be, true, 10, 64, &tr);
+    assert_string_equal (tr.timer, "events-floor");
+    assert_true (fabs (tr.cand.median - 4) < 0.01);
+    assert_true (fabs (tr.speedup - 10.0) < 0.05);
+
+    /* A short pair stays traced: CUPTI headline, no floor asked for. */
+    s_script (0, -1);
+    S.true_us[0] = 2;
+    S.true_us[1] = 8;
+    s_measure (&be, true, 10, 64, &tr);
+    assert_string_equal (tr.timer, "cupti");
+    assert_int_equal (S.trace_offs, 0);
+    assert_int_equal (S.floor_calls, 0);
+    assert_float_equal (tr.event_floor_us, 0, 0);
+    assert_true (fabs (tr.cand.median - 2 * S_TRACE_COST) < 1e-9);
+
+    /* No floor: the long pair stays traced. */
+    s_script (0, -1);
+    S.true_us[0] = 100;
+    S.true_us[1] = 200;
+    S.floor_rc = AK_EUNAVAIL;
+    s_measure (&be, true, 10, 64, &tr);
+    assert_string_equal (tr.timer, "cupti");
+    assert_int_equal (S.trace_offs, 0);
+    assert_int_equal (S.floor_calls, 1);
+}
+
 /*  Inputs large enough to be generated on several threads hold exactly
     the serial generator's values (the scripted sample checks them). */
 static void test_parallel_inputs (void **state)
@@ -291,6 +418,8 @@ int main (void)
         cmocka_unit_test (test_throttled_discarded),
         cmocka_unit_test (test_host_clock),
         cmocka_unit_test (test_parallel_inputs),
+        cmocka_unit_test (test_mode_rule),
+        cmocka_unit_test (test_untraced_mode),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
