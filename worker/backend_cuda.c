@@ -24,6 +24,7 @@
     sticky error (every later call answers AK_ECRASH: the executor must be
     replaced). */
 #include "backend_cuda.h"
+#include "child.h"
 #include "cuda_api.h"
 #include "clock.h"
 #include "digest.h"
@@ -464,28 +465,6 @@ fail:
 
 /* ============================================================== compile */
 
-/*  Captured child output, bounded. */
-typedef struct {
-    char  *data;
-    size_t len, cap;
-    bool   truncated;
-} s_buf_t;
-
-static void s_buf_add (s_buf_t *b, const char *p, size_t n)
-{
-    if (b->len + n > AK_CUDA_LOG_MAX) {
-        b->truncated = true;
-        n = b->len < AK_CUDA_LOG_MAX ? AK_CUDA_LOG_MAX - b->len : 0;
-    }
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->data = ak_realloc (b->data, b->cap);
-    }
-    memcpy (b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
 static int s_write_all (int fd, const void *data, size_t len)
 {
     const char *p = data;
@@ -597,7 +576,7 @@ static int s_nvrtc_in_child (const ak_cuda_nvrtc_t *nv, const char *text, const 
     int rc = 0;
     int pfd[2] = { -1, -1 };
     pid_t pid = -1;
-    s_buf_t out = { 0 };
+    ak_child_result_t out = { 0 };
 
     *log_p = NULL;
     if (pipe2 (pfd, O_CLOEXEC) != 0)
@@ -616,72 +595,29 @@ static int s_nvrtc_in_child (const ak_cuda_nvrtc_t *nv, const char *text, const 
     pfd[1] = -1;
 
     uint64_t limit = timeout_ms ? timeout_ms : AK_CUDA_COMPILE_MS;
-    uint64_t deadline = ak_clock_mono_ms () + limit;
-    bool timed_out = false, cancelled = false;
-    for (;;) {
-        uint64_t now = ak_clock_mono_ms ();
-        if (now >= deadline) {
-            timed_out = true;
-            break;
-        }
-        if (cancel && atomic_load (cancel)) {
-            cancelled = true;
-            break;
-        }
-        uint64_t wait = deadline - now;
-        if (wait > 100)
-            wait = 100;
-        struct pollfd p = { .fd = pfd[0], .events = POLLIN };
-        int n = poll (&p, 1, (int) wait);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = ak_err_set (err, AK_EIO, "poll: %s", strerror (errno));
-            break;
-        }
-        if (n == 0)
-            continue;
-        char chunk[4096];
-        ssize_t got = read (pfd[0], chunk, sizeof chunk);
-        if (got < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue;
-            rc = ak_err_set (err, AK_EIO, "read NVRTC output: %s", strerror (errno));
-            break;
-        }
-        if (got == 0)
-            break;               /* the child exited (it holds the only writer) */
-        s_buf_add (&out, chunk, (size_t) got);
-    }
-    if (timed_out || cancelled || rc)
-        kill (pid, SIGKILL);
-    int status = 0;
-    while (waitpid (pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            if (!rc)
-                rc = ak_err_set (err, AK_EIO, "waitpid: %s", strerror (errno));
-            break;
-        }
-    }
+    ak_child_wait_t wait = { .timeout_ms = limit, .cancel = cancel,
+                             .max_output = AK_CUDA_LOG_MAX, .group = false };
+    rc = ak_child_collect (pid, pfd[0], &wait, &out, err);
     pid = -1;
+    int status = out.status;
     if (rc)
         goto done;
-    if (timed_out) {
+    if (out.timed_out) {
         rc = ak_err_set (err, AK_ETIMEOUT, "compile: NVRTC killed after %" PRIu64 " ms", limit);
         goto done;
     }
-    if (cancelled) {
+    if (out.cancelled) {
         rc = ak_err_set (err, AK_ETIMEOUT, "compile: NVRTC cancelled");
         goto done;
     }
 
     /* Split the log from a marked failure message. */
-    char *mark = out.data ? strstr (out.data, AK_CUDA_ERR_MARK) : NULL;
+    char *mark = out.output ? strstr (out.output, AK_CUDA_ERR_MARK) : NULL;
     char msg[600] = "";
     if (mark) {
         snprintf (msg, sizeof msg, "%s", mark + strlen (AK_CUDA_ERR_MARK));
         *mark = '\0';
-        out.len = (size_t) (mark - out.data);
+        out.len = (size_t) (mark - out.output);
     }
     if (WIFSIGNALED (status))
         rc = ak_err_set (err, AK_ECOMPILE, "compile: NVRTC child killed by signal %d", WTERMSIG (status));
@@ -710,7 +646,7 @@ done:
         close (pfd[0]);
     if (pfd[1] >= 0)
         close (pfd[1]);
-    char *log = out.data ? out.data : ak_strdup ("");
+    char *log = out.output ? out.output : ak_strdup ("");
     if (out.truncated) {
         char *t = ak_sprintf ("%s\n[NVRTC log truncated at %u bytes]", log, AK_CUDA_LOG_MAX);
         free (log);

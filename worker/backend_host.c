@@ -13,6 +13,7 @@
     Never: run a compiler through a shell, trust a define name, or leave a
     half-written artifact where a reader could load it. */
 #include "backend.h"
+#include "child.h"
 #include "digest.h"
 #include "log.h"
 #include "util.h"
@@ -173,38 +174,15 @@ static int s_probe (Ak__Device ***devices_p, size_t *n_p, ak_err_t *err)
 
 /* ---------------------------------------------------------- the compiler */
 
-/*  Captured output of a child process, bounded. */
-typedef struct {
-    char  *data;
-    size_t len, cap;
-    bool   truncated;
-} s_buf_t;
-
-static void s_buf_add (s_buf_t *b, const char *p, size_t n)
+/*  The child's output as the compile log, marked when it was cut. */
+static char *s_log_take (ak_child_result_t *res)
 {
-    if (b->len + n > AK_HOST_LOG_MAX) {
-        b->truncated = true;
-        n = b->len < AK_HOST_LOG_MAX ? AK_HOST_LOG_MAX - b->len : 0;
+    char *s = res->output;
+    if (res->truncated) {
+        s = ak_sprintf ("%s\n[compiler output truncated at %u bytes]", res->output, AK_HOST_LOG_MAX);
+        free (res->output);
     }
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->data = ak_realloc (b->data, b->cap);
-    }
-    memcpy (b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-static char *s_buf_take (s_buf_t *b)
-{
-    char *s = b->data ? b->data : ak_strdup ("");
-    if (b->truncated) {
-        char *t = ak_sprintf ("%s\n[compiler output truncated at %u bytes]", s, AK_HOST_LOG_MAX);
-        free (s);
-        s = t;
-    }
-    b->data = NULL;
-    b->len = b->cap = 0;
+    res->output = NULL;
     return s;
 }
 
@@ -221,7 +199,6 @@ static int s_run_captured (char *const argv[], uint32_t timeout_ms, const atomic
     bool spawned_actions = false, spawned_attr = false;
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attr;
-    s_buf_t out = { 0 };
 
     *log_p = NULL;
     *status_p = 0;
@@ -271,64 +248,19 @@ static int s_run_captured (char *const argv[], uint32_t timeout_ms, const atomic
     pipefd[1] = -1;
 
     uint64_t limit = timeout_ms ? timeout_ms : AK_HOST_COMPILE_MS;
-    uint64_t deadline = ak_clock_mono_ms () + limit;
-    bool timed_out = false, cancelled = false;
-    for (;;) {
-        uint64_t now = ak_clock_mono_ms ();
-        if (now >= deadline) {
-            timed_out = true;
-            break;
-        }
-        if (cancel && atomic_load (cancel)) {
-            cancelled = true;
-            break;
-        }
-        uint64_t wait = deadline - now;
-        if (wait > 100)
-            wait = 100;
-        struct pollfd pfd = { .fd = pipefd[0], .events = POLLIN };
-        int n = poll (&pfd, 1, (int) wait);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = ak_err_set (err, AK_EIO, "poll: %s", strerror (errno));
-            break;
-        }
-        if (n == 0)
-            continue;
-        char chunk[4096];
-        ssize_t got = read (pipefd[0], chunk, sizeof chunk);
-        if (got < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue;
-            rc = ak_err_set (err, AK_EIO, "read compiler output: %s", strerror (errno));
-            break;
-        }
-        if (got == 0)
-            break;           /* every writer closed: the compiler is done */
-        s_buf_add (&out, chunk, (size_t) got);
-    }
-    if (timed_out || cancelled || rc) {
-        kill (-pid, SIGKILL);
-        kill (pid, SIGKILL);
-    }
-    int status = 0;
-    while (waitpid (pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            if (!rc)
-                rc = ak_err_set (err, AK_EIO, "waitpid: %s", strerror (errno));
-            break;
-        }
-    }
+    ak_child_wait_t wait = { .timeout_ms = limit, .cancel = cancel,
+                             .max_output = AK_HOST_LOG_MAX, .group = true };
+    ak_child_result_t res;
+    rc = ak_child_collect (pid, pipefd[0], &wait, &res, err);
     pid = -1;
     /* A grandchild (cc1, as, ld) of a killed group may linger a moment; the
-       group kill above reaches it. */
-    if (!rc && timed_out)
+       group kill reaches it. */
+    if (!rc && res.timed_out)
         rc = ak_err_set (err, AK_ETIMEOUT, "'%s' killed after %" PRIu64 " ms", argv[0], limit);
-    else if (!rc && cancelled)
+    else if (!rc && res.cancelled)
         rc = ak_err_set (err, AK_ETIMEOUT, "'%s' cancelled", argv[0]);
-    *status_p = status;
-    *log_p = s_buf_take (&out);
+    *status_p = res.status;
+    *log_p = s_log_take (&res);
 
 fail:
     if (pid > 0) {
@@ -345,7 +277,7 @@ fail:
     if (spawned_attr)
         posix_spawnattr_destroy (&attr);
     if (!*log_p)
-        *log_p = s_buf_take (&out);
+        *log_p = ak_strdup ("");
     return rc;
 }
 
