@@ -88,7 +88,9 @@ int ak_store_put_task (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err);
    database), packed once however often it is put in txn: for a record
    that one group commit changes more than once.  rec is borrowed and must
    stay alive until then; only its last state is written.  A failure to
-   write it comes back from ak_store_commit. */
+   write it comes back from ak_store_commit (or from the read of the tasks
+   database that wrote it first).  A plain ak_store_put_task of the same
+   id in txn afterwards replaces it. */
 int ak_store_put_task_later (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err);
 int ak_store_get_task (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_p, ak_err_t *err);
 int ak_store_put_receipt (ak_txn_t *txn, const Ak__Receipt *rec, ak_err_t *err);   /* AK_EEXIST if the id exists */
