@@ -123,7 +123,10 @@ void ak_daemon_config_defaults (ak_daemon_config_t *cfg)
     cfg->liveness = 3;
     cfg->min_backoff_ms = 1000;
     cfg->max_backoff_ms = 32000;
-    cfg->compile_threads = 2;
+    /* NVRTC holds a few hundred MB per compile: one thread per core, at
+       most 8 (PRIOR_ART: CuPy, Triton cap concurrent compiles about there). */
+    long cores = sysconf (_SC_NPROCESSORS_ONLN);
+    cfg->compile_threads = cores < 1 ? 1 : cores > 8 ? 8 : (uint32_t) cores;
     cfg->linger_ms = 1000;
     cfg->log_level = "info";
 }

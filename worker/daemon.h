@@ -29,7 +29,7 @@ typedef struct {
     uint32_t    liveness;          /* missed heartbeats before the coordinator is dead (3) */
     uint32_t    min_backoff_ms;    /* first reconnect delay (1000) */
     uint32_t    max_backoff_ms;    /* reconnect delay cap (32000) */
-    uint32_t    compile_threads;   /* compile pool size (2) */
+    uint32_t    compile_threads;   /* compile pool size (cores, at most 8) */
     uint32_t    linger_ms;         /* socket linger on close (1000) */
     const char *exe_path;          /* executor binary; NULL: this program (/proc/self/exe) */
     const char *log_level;         /* passed to executors ("info") */

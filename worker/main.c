@@ -57,7 +57,7 @@ static void s_usage (FILE *out)
         "  --heartbeat-ms N        heartbeat interval (default 1000)\n"
         "  --liveness N            missed heartbeats before the coordinator counts as dead (default 3)\n"
         "  --max-backoff-ms N      reconnect delay cap; delays start at 1000 and double (default 32000)\n"
-        "  --compile-threads N     compile pool size (default 2)\n"
+        "  --compile-threads N     compile pool size (default: one per core, at most 8)\n"
         "  --log-level LEVEL       debug|info|warn|error|quiet (default info)\n"
         "  --version               print the version and exit\n"
         "  --help                  this text\n"

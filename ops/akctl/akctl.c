@@ -507,7 +507,11 @@ static void s_help_main (FILE *out)
         char left[64];
         snprintf (left, sizeof left, "%s%s%s", s_verbs[i].name, *s_verbs[i].args ? " " : "",
                   s_verbs[i].args);
-        fprintf (out, "  %-20s %s\n", left, s_verbs[i].summary);
+        /* a long synopsis gets its own line, the summary under it */
+        if (strlen (left) > 20)
+            fprintf (out, "  %s\n  %-20s %s\n", left, "", s_verbs[i].summary);
+        else
+            fprintf (out, "  %-20s %s\n", left, s_verbs[i].summary);
     }
     fprintf (out, "\n%s\n%s\n`akctl VERB --help` (or `akctl help VERB`) tells more about a verb.\n",
              s_global_help, s_exit_help);
