@@ -206,3 +206,56 @@ bool ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms)
         s_sleep_ms (20);
     }
 }
+
+/*  The value at path ("ops[0].policy.threshold"), or NULL. */
+json_t *ak_test_json_at (json_t *root, const char *path)
+{
+    json_t *cur = root;
+    const char *p = path;
+    while (cur && *p) {
+        char key[128];
+        size_t n = 0;
+        if (*p == '[') {
+            long index = strtol (p + 1, (char **) &p, 10);
+            p++;
+            cur = json_array_get (cur, (size_t) index);
+        }
+        else {
+            while (*p && *p != '.' && *p != '[' && n < sizeof key - 1)
+                key[n++] = *p++;
+            key[n] = '\0';
+            cur = json_object_get (cur, key);
+        }
+        if (*p == '.')
+            p++;
+    }
+    return cur;
+}
+
+/*  Sets (value non-NULL, stolen) or deletes the member at path of root;
+    the parent must exist. */
+void ak_test_json_set (json_t *root, const char *path, json_t *value)
+{
+    const char *dot = strrchr (path, '.'), *bracket = strrchr (path, '[');
+    const char *cut = dot > bracket ? dot : bracket;
+    json_t *parent = root;
+    char head[256];
+    if (cut) {
+        snprintf (head, sizeof head, "%.*s", (int) (cut - path), path);
+        parent = ak_test_json_at (root, head);
+        if (!parent)
+            fail_msg ("ak_test_json_set: no %s in the fixture", head);
+    }
+    const char *last = cut ? (cut == dot ? cut + 1 : cut) : path;
+    if (*last == '[') {
+        size_t index = (size_t) strtol (last + 1, NULL, 10);
+        if (value)
+            assert_int_equal (json_array_set_new (parent, index, value), 0);
+        else
+            assert_int_equal (json_array_remove (parent, index), 0);
+    }
+    else if (value)
+        assert_int_equal (json_object_set_new (parent, last, value), 0);
+    else
+        assert_int_equal (json_object_del (parent, last), 0);
+}

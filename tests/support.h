@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include <cmocka.h>
+#include <jansson.h>
 
 /* A fresh temporary directory (mkdtemp under $TMPDIR or /tmp); caller frees
    the string; ak_test_rmtree removes it. */
@@ -33,5 +34,11 @@ int   ak_test_run (const char *cmdline, char **out_p);
 
 /* Polls fn(arg) every 20 ms until it returns true or timeout_ms passes. */
 bool  ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms);
+
+/* JSON fixtures: the value at path ("ops[0].policy.threshold",
+   "sizes[2].size.cols") of root, or NULL; and set (value non-NULL, stolen)
+   or delete the member at path, whose parent must exist (else the test fails). */
+json_t *ak_test_json_at (json_t *root, const char *path);
+void    ak_test_json_set (json_t *root, const char *path, json_t *value);
 
 #endif

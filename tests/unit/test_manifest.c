@@ -81,58 +81,6 @@ static int s_teardown (void **state)
     return 0;
 }
 
-/*  The value at path ("ops[0].policy.threshold"), or NULL. */
-static json_t *s_at (json_t *root, const char *path)
-{
-    json_t *cur = root;
-    const char *p = path;
-    while (cur && *p) {
-        char key[128];
-        size_t n = 0;
-        if (*p == '[') {
-            long index = strtol (p + 1, (char **) &p, 10);
-            p++;
-            cur = json_array_get (cur, (size_t) index);
-        }
-        else {
-            while (*p && *p != '.' && *p != '[' && n < sizeof key - 1)
-                key[n++] = *p++;
-            key[n] = '\0';
-            cur = json_object_get (cur, key);
-        }
-        if (*p == '.')
-            p++;
-    }
-    return cur;
-}
-
-/*  Sets (value non-NULL, stolen) or deletes the member at path of root;
-    the parent must exist. */
-static void s_set (json_t *root, const char *path, json_t *value)
-{
-    const char *dot = strrchr (path, '.'), *bracket = strrchr (path, '[');
-    const char *cut = dot > bracket ? dot : bracket;
-    json_t *parent = root;
-    char head[256];
-    if (cut) {
-        snprintf (head, sizeof head, "%.*s", (int) (cut - path), path);
-        parent = s_at (root, head);
-        if (!parent)
-            fail_msg ("s_set: no %s in the fixture", head);
-    }
-    const char *last = cut ? (cut == dot ? cut + 1 : cut) : path;
-    if (*last == '[') {
-        size_t index = (size_t) strtol (last + 1, NULL, 10);
-        if (value)
-            assert_int_equal (json_array_set_new (parent, index, value), 0);
-        else
-            assert_int_equal (json_array_remove (parent, index), 0);
-    }
-    else if (value)
-        assert_int_equal (json_object_set_new (parent, last, value), 0);
-    else
-        assert_int_equal (json_object_del (parent, last), 0);
-}
 
 /*  Writes the manifest as batch.json (from replaced by to in the text when
     given) and loads it. */
@@ -188,12 +136,12 @@ static void s_expect (fixture_t *fx, const char *from, const char *to, int code,
 static void s_reject (fixture_t *fx, const char *path, json_t *value, const char *needle1,
                       const char *needle2)
 {
-    json_t *old = s_at (fx->json, path);
+    json_t *old = ak_test_json_at (fx->json, path);
     old = old ? json_deep_copy (old) : NULL;
-    s_set (fx->json, path, value);
+    ak_test_json_set (fx->json, path, value);
     s_expect (fx, NULL, NULL, AK_EINVAL, needle1, needle2);
-    if (old || s_at (fx->json, path))
-        s_set (fx->json, path, old);
+    if (old || ak_test_json_at (fx->json, path))
+        ak_test_json_set (fx->json, path, old);
 }
 
 static void s_policy_equal (const ak_policy_t *a, const ak_policy_t *b)
@@ -332,8 +280,8 @@ static void test_backend_only_size (void **state)
 static void test_defaults (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "policy", NULL);
-    s_set (fx->json, "ops[0].workloads", NULL);
+    ak_test_json_set (fx->json, "policy", NULL);
+    ak_test_json_set (fx->json, "ops[0].workloads", NULL);
     ak_manifest_t *m = s_load_ok (fx);
     ak_policy_t def;
     ak_policy_defaults (&def);
@@ -362,7 +310,7 @@ static void test_workload_forms (void **state)
                              "name", "large", "weight", 0.5,         /* named, weighted */
                              "size", "rows", 3, "cols", 5,           /* anonymous */
                              "name", "small", "size", "rows", 32, "cols", 128);  /* same as spec */
-    s_set (fx->json, "ops[0].workloads", wls);
+    ak_test_json_set (fx->json, "ops[0].workloads", wls);
     ak_manifest_t *m = s_load_ok (fx);
     const ak_manifest_op_t *op = &m->ops[0];
     assert_int_equal (op->nworkloads, 4);
@@ -379,7 +327,7 @@ static void test_workload_forms (void **state)
 static void test_extra_candidates (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "ops[0].extra_candidates",
+    ak_test_json_set (fx->json, "ops[0].extra_candidates",
            json_pack ("[o, o]", s_extra ("wrong", "wrong"), s_extra ("nan", "nan")));
     ak_manifest_t *m = s_load_ok (fx);
     const ak_manifest_op_t *op = &m->ops[0];
@@ -392,14 +340,14 @@ static void test_extra_candidates (void **state)
     ak_manifest_destroy (&m);
 
     /* an explicit empty selection tunes only the extra candidates */
-    s_set (fx->json, "ops[0].candidates", json_array ());
+    ak_test_json_set (fx->json, "ops[0].candidates", json_array ());
     m = s_load_ok (fx);
     assert_int_equal (m->ops[0].ncandidates, 2);
     assert_string_equal (m->ops[0].candidates[0], "wrong");
     ak_manifest_destroy (&m);
 
     /* naming an extra candidate in the selection does not list it twice */
-    s_set (fx->json, "ops[0].candidates", json_pack ("[s, s]", "nan", "vectorized"));
+    ak_test_json_set (fx->json, "ops[0].candidates", json_pack ("[s, s]", "nan", "vectorized"));
     m = s_load_ok (fx);
     assert_int_equal (m->ops[0].ncandidates, 3);
     assert_string_equal (m->ops[0].candidates[0], "nan");
@@ -416,7 +364,7 @@ static void test_extra_candidate_relative_path (void **state)
     assert_int_equal (ak_mkdir_p (sub, 0755, NULL), 0);
     char *planted = ak_path_join (fx->dir, "planted.c");
     free (ak_test_write (fx->dir, "planted.c", "void ak_kernel (const ak_args_t *a) { }\n"));
-    s_set (fx->json, "ops[0].extra_candidates",
+    ak_test_json_set (fx->json, "ops[0].extra_candidates",
            json_pack ("[{s:s, s:s, s:s}]", "name", "mine", "backend", "host", "source",
                       "../planted.c"));
     char *text = json_dumps (fx->json, 0);
@@ -436,7 +384,7 @@ static void test_extra_candidate_relative_path (void **state)
 static void test_tolerance_override (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "ops[0].tolerances",
+    ak_test_json_set (fx->json, "ops[0].tolerances",
            json_pack ("{s:{s:f, s:f}}", "float32", "atol", 2e-4, "rtol", 3e-4));
     ak_manifest_t *m = s_load_ok (fx);
     const ak_tol_t *tol = ak_spec_tol (m->ops[0].spec, AK_DT_FLOAT32);
@@ -458,7 +406,7 @@ static void test_profile_flag (void **state)
     free (plain);
     ak_manifest_destroy (&m);
 
-    s_set (fx->json, "ops[0].profile", json_true ());
+    ak_test_json_set (fx->json, "ops[0].profile", json_true ());
     m = s_load_ok (fx);
     assert_true (m->ops[0].profile);
     char *bundle = ak_manifest_to_bundle (m);
@@ -476,11 +424,11 @@ static void test_profile_flag (void **state)
     ak_manifest_destroy (&m);
 
     s_reject (fx, "ops[0].profile", json_integer (1), "ops[0].profile", "must be true or false");
-    s_set (fx->json, "ops[0].profile", json_false ());
+    ak_test_json_set (fx->json, "ops[0].profile", json_false ());
     m = s_load_ok (fx);
     assert_false (m->ops[0].profile);
     ak_manifest_destroy (&m);
-    s_set (fx->json, "ops[0].profile", NULL);
+    ak_test_json_set (fx->json, "ops[0].profile", NULL);
 }
 
 /* =============================================================== bundles */
@@ -573,12 +521,12 @@ static void test_bundle_round_trip_cuda (void **state)
 static void test_bundle_round_trip_extras (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "ops[0].extra_candidates", json_pack ("[o]", s_extra ("wrong", "wrong")));
-    s_set (fx->json, "ops[0].candidates", json_array ());
-    s_set (fx->json, "ops[0].tolerances",
+    ak_test_json_set (fx->json, "ops[0].extra_candidates", json_pack ("[o]", s_extra ("wrong", "wrong")));
+    ak_test_json_set (fx->json, "ops[0].candidates", json_array ());
+    ak_test_json_set (fx->json, "ops[0].tolerances",
            json_pack ("{s:{s:f, s:f}}", "float32", "atol", 1e-4, "rtol", 0.1 + 0.2));
-    s_set (fx->json, "policy.rsd_target", json_real (1.0 / 3));
-    s_set (fx->json, "policy.seed", json_integer (INT64_MAX));
+    ak_test_json_set (fx->json, "policy.rsd_target", json_real (1.0 / 3));
+    ak_test_json_set (fx->json, "policy.seed", json_integer (INT64_MAX));
     ak_manifest_t *m = s_load_ok (fx);
     s_round_trip (m);
 
@@ -604,7 +552,7 @@ static void s_bundle_reject (const char *path, json_t *value, const char *needle
     ak_manifest_destroy (&m);
     json_t *root = json_loads (text, 0, NULL);
     free (text);
-    s_set (root, path, value);
+    ak_test_json_set (root, path, value);
     text = json_dumps (root, JSON_COMPACT);
     json_decref (root);
     ak_err_t err = { 0 };
@@ -697,7 +645,7 @@ static void test_reject_bad_policy_integers (void **state)
 static void test_reject_min_samples_above_max (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "policy.max_samples", json_integer (5));
+    ak_test_json_set (fx->json, "policy.max_samples", json_integer (5));
     s_reject (fx, "policy.min_samples", json_integer (6), "policy.min_samples: must not exceed "
               "policy.max_samples", NULL);
     s_reject (fx, "policy.min_samples", json_integer (1), "policy.min_samples: must be an integer "
@@ -795,7 +743,7 @@ static void test_reject_extra_candidate_bad (void **state)
 static void test_reject_extra_candidate_missing_file (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "ops[0].extra_candidates", json_pack ("[{s:s, s:s, s:s}]", "name", "x",
+    ak_test_json_set (fx->json, "ops[0].extra_candidates", json_pack ("[{s:s, s:s, s:s}]", "name", "x",
            "backend", "host", "source", "missing.c"));
     s_expect (fx, NULL, NULL, AK_ENOTFOUND, "ops[0].extra_candidates[0].source: cannot read "
               "source", "missing.c");
@@ -821,7 +769,7 @@ static void test_reject_tolerance_undeclared_dtype (void **state)
 static void test_reject_tolerance_non_finite (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "ops[0].tolerances", json_pack ("{s:{s:f, s:f}}", "float32", "atol", 12345.0,
+    ak_test_json_set (fx->json, "ops[0].tolerances", json_pack ("{s:{s:f, s:f}}", "float32", "atol", 12345.0,
            "rtol", 1e-3));
     s_expect (fx, "12345.0", "1e999", AK_EINVAL,
               "batch.json: ops[0].tolerances.float32.atol: must be finite", NULL);
@@ -836,10 +784,10 @@ static void test_reject_tolerance_negative (void **state)
 static void test_reject_wrong_schema_version (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "schema_version", json_integer (2));
+    ak_test_json_set (fx->json, "schema_version", json_integer (2));
     s_expect (fx, NULL, NULL, AK_EVERSION, "batch.json: schema_version: unsupported version 2",
               NULL);
-    s_set (fx->json, "schema_version", NULL);
+    ak_test_json_set (fx->json, "schema_version", NULL);
     s_expect (fx, NULL, NULL, AK_EINVAL, "batch.json: schema_version: missing", NULL);
 }
 
@@ -894,7 +842,7 @@ static void test_reject_duplicate_op (void **state)
 static void test_reject_missing_spec_file (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "ops[0].spec", json_string ("nope/spec.json"));
+    ak_test_json_set (fx->json, "ops[0].spec", json_string ("nope/spec.json"));
     s_expect (fx, NULL, NULL, AK_ENOTFOUND, "batch.json: ops[0].spec: ", "nope/spec.json");
 }
 
@@ -908,15 +856,15 @@ static void test_reject_bad_spec_names_both_files (void **state)
         fail_msg ("%s", err.msg);
     json_t *spec = json_loads (text, 0, NULL);
     free (text);
-    s_set (spec, "sizes[2].size.cols", json_integer (-512));
-    s_set (spec, "reference", json_pack ("{s:s, s:s}", "name", "ref.c", "text", "int x;\n"));
-    s_set (spec, "baselines[0].source", json_pack ("{s:s, s:s}", "name", "b.c", "text", "int x;\n"));
-    s_set (spec, "candidates", json_array ());
+    ak_test_json_set (spec, "sizes[2].size.cols", json_integer (-512));
+    ak_test_json_set (spec, "reference", json_pack ("{s:s, s:s}", "name", "ref.c", "text", "int x;\n"));
+    ak_test_json_set (spec, "baselines[0].source", json_pack ("{s:s, s:s}", "name", "b.c", "text", "int x;\n"));
+    ak_test_json_set (spec, "candidates", json_array ());
     text = json_dumps (spec, JSON_INDENT (2));
     json_decref (spec);
     free (ak_test_write (fx->dir, "broken.json", text));
     free (text);
-    s_set (fx->json, "ops[0].spec", json_string ("broken.json"));
+    ak_test_json_set (fx->json, "ops[0].spec", json_string ("broken.json"));
     s_expect (fx, NULL, NULL, AK_EINVAL, "batch.json: ops[0].spec: ",
               "broken.json: sizes[2].size.cols: must be a positive integer");
 }

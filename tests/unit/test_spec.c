@@ -81,72 +81,6 @@ static int s_teardown (void **state)
     return 0;
 }
 
-/*  The value at path ("sizes[2].size.cols"), or NULL. */
-static json_t *s_at (json_t *root, const char *path)
-{
-    json_t *cur = root;
-    const char *p = path;
-    while (cur && *p) {
-        char key[128];
-        size_t n = 0;
-        if (*p == '[') {
-            long index = strtol (p + 1, (char **) &p, 10);
-            p++;
-            cur = json_array_get (cur, (size_t) index);
-        }
-        else {
-            while (*p && *p != '.' && *p != '[' && n < sizeof key - 1)
-                key[n++] = *p++;
-            key[n] = '\0';
-            cur = json_object_get (cur, key);
-        }
-        if (*p == '.')
-            p++;
-    }
-    return cur;
-}
-
-/*  Sets (value non-NULL, stolen) or deletes the member at path
-    ("sizes[2].size.cols", "candidates[0].params") of root. */
-static void s_set (json_t *root, const char *path, json_t *value)
-{
-    json_t *cur = root;
-    const char *p = path;
-    for (;;) {
-        char key[128];
-        size_t n = 0;
-        long index = -1;
-        if (*p == '[') {
-            index = strtol (p + 1, (char **) &p, 10);
-            assert_true (*p == ']');
-            p++;
-        }
-        else {
-            while (*p && *p != '.' && *p != '[')
-                key[n++] = *p++;
-            key[n] = '\0';
-        }
-        if (*p == '.')
-            p++;
-        bool last = *p == '\0';
-        if (last) {
-            if (index >= 0) {
-                if (value)
-                    assert_int_equal (json_array_set_new (cur, (size_t) index, value), 0);
-                else
-                    assert_int_equal (json_array_remove (cur, (size_t) index), 0);
-            }
-            else if (value)
-                assert_int_equal (json_object_set_new (cur, key, value), 0);
-            else
-                assert_int_equal (json_object_del (cur, key), 0);
-            return;
-        }
-        cur = index >= 0 ? json_array_get (cur, (size_t) index) : json_object_get (cur, key);
-        if (!cur)
-            fail_msg ("s_set: no %s in the fixture", path);
-    }
-}
 
 /*  Writes the fixture's spec (with `from` replaced by `to` in the text when
     given) and loads it; returns the code, spec or err filled. */
@@ -199,12 +133,12 @@ static void s_expect (fixture_t *fx, const char *from, const char *to, int code,
 static void s_reject (fixture_t *fx, const char *path, json_t *value, const char *needle1,
                       const char *needle2)
 {
-    json_t *old = s_at (fx->json, path);
+    json_t *old = ak_test_json_at (fx->json, path);
     old = old ? json_deep_copy (old) : NULL;
-    s_set (fx->json, path, value);
+    ak_test_json_set (fx->json, path, value);
     s_expect (fx, NULL, NULL, AK_EINVAL, needle1, needle2);
-    if (old || s_at (fx->json, path))
-        s_set (fx->json, path, old);
+    if (old || ak_test_json_at (fx->json, path))
+        ak_test_json_set (fx->json, path, old);
 }
 
 /* ============================================================= the base */
@@ -349,7 +283,7 @@ static void test_space_walk (void **state)
     ak_spec_destroy (&spec);
 
     /* more constraints, no constraints, no params */
-    s_set (fx->json, "candidates[0].constraints",
+    ak_test_json_set (fx->json, "candidates[0].constraints",
            json_pack ("[s, s]", "BLOCK*UNROLL <= 16", "BLOCK % UNROLL == 0 || UNROLL == 1"));
     assert_int_equal (s_load (fx, &spec, &err), 0);
     assert_int_equal (ak_space_walk (ak_spec_candidate (spec, "blocked"), NULL, NULL, &count,
@@ -357,14 +291,14 @@ static void test_space_walk (void **state)
     assert_int_equal (count, 8);            /* drops (1,2) (1,4) (2,4) */
     ak_spec_destroy (&spec);
 
-    s_set (fx->json, "candidates[0].constraints", NULL);
+    ak_test_json_set (fx->json, "candidates[0].constraints", NULL);
     assert_int_equal (s_load (fx, &spec, &err), 0);
     assert_int_equal (ak_space_walk (ak_spec_candidate (spec, "blocked"), NULL, NULL, &count,
                                      &err), 0);
     assert_int_equal (count, 12);
     ak_spec_destroy (&spec);
 
-    s_set (fx->json, "candidates[0].params", NULL);
+    ak_test_json_set (fx->json, "candidates[0].params", NULL);
     assert_int_equal (s_load (fx, &spec, &err), 0);
     assert_int_equal (ak_space_walk (ak_spec_candidate (spec, "blocked"), NULL, NULL, &count,
                                      &err), 0);
@@ -465,7 +399,7 @@ static void test_inline_digest_mismatch (void **state)
 static void test_inline_source_ok (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "reference", json_pack ("{s:s, s:s}", "name", "ref.c", "text", "int x;\n"));
+    ak_test_json_set (fx->json, "reference", json_pack ("{s:s, s:s}", "name", "ref.c", "text", "int x;\n"));
     ak_spec_t *spec = NULL;
     ak_err_t err;
     if (s_load (fx, &spec, &err))
@@ -537,7 +471,7 @@ static void test_reject_unknown_size_key (void **state)
 static void test_reject_wrong_schema_version (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "schema_version", json_integer (2));
+    ak_test_json_set (fx->json, "schema_version", json_integer (2));
     s_expect (fx, NULL, NULL, AK_EVERSION, "schema_version: unsupported version 2", NULL);
 }
 
@@ -602,8 +536,8 @@ static void test_reject_no_sizes (void **state)
 static void test_size_backends_and_reference_cuda (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "sizes[2].backends", json_pack ("[s]", "cuda"));
-    s_set (fx->json, "reference_cuda", json_pack ("{s:s, s:{s:[s], s:[s]}}", "source", "cuda/base.cu",
+    ak_test_json_set (fx->json, "sizes[2].backends", json_pack ("[s]", "cuda"));
+    ak_test_json_set (fx->json, "reference_cuda", json_pack ("{s:s, s:{s:[s], s:[s]}}", "source", "cuda/base.cu",
                                                   "launch", "grid", "rows", "block", "128"));
     ak_spec_t *spec = NULL, *back = NULL;
     ak_err_t err;
@@ -672,11 +606,11 @@ static void test_reject_tolerance_not_finite (void **state)
 {
     fixture_t *fx = *state;
     /* JSON cannot say inf: an overflowing number is how a file gets one. */
-    s_set (fx->json, "tolerances.float32.atol", json_real (12345.0));
+    ak_test_json_set (fx->json, "tolerances.float32.atol", json_real (12345.0));
     s_expect (fx, "12345.0", "1e999", AK_EINVAL, "spec.json: tolerances.float32.atol: "
               "must be finite", NULL);
-    s_set (fx->json, "tolerances.float32.atol", json_real (1e-5));
-    s_set (fx->json, "tolerances.float32.rtol", json_real (12345.0));
+    ak_test_json_set (fx->json, "tolerances.float32.atol", json_real (1e-5));
+    ak_test_json_set (fx->json, "tolerances.float32.rtol", json_real (12345.0));
     s_expect (fx, "12345.0", "-1e400", AK_EINVAL, "tolerances.float32.rtol: must be finite", NULL);
 }
 
@@ -758,7 +692,7 @@ static void test_reject_no_outputs (void **state)
 static void test_reject_inplace_without_input (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "outputs", json_pack ("[{s:s, s:s}, {s:s, s:s}]", "name", "y", "count",
+    ak_test_json_set (fx->json, "outputs", json_pack ("[{s:s, s:s}, {s:s, s:s}]", "name", "y", "count",
            "rows*cols", "name", "z", "count", "rows"));
     s_reject (fx, "inplace", json_true (), "inplace: an in-place spec needs", NULL);
 }
@@ -777,7 +711,7 @@ static void test_reject_path_escaping_spec_dir (void **state)
 static void test_reject_missing_source_file (void **state)
 {
     fixture_t *fx = *state;
-    s_set (fx->json, "candidates[0].source", json_string ("host/missing.c"));
+    ak_test_json_set (fx->json, "candidates[0].source", json_string ("host/missing.c"));
     s_expect (fx, NULL, NULL, AK_ENOTFOUND, "candidates[0].source: cannot read source",
               "host/missing.c");
 }
@@ -799,7 +733,7 @@ static void test_reject_source_too_big (void **state)
     big[n] = '\0';
     free (ak_test_write (fx->dir, "host/big.c", big));
     free (big);
-    s_set (fx->json, "candidates[0].source", json_string ("host/big.c"));
+    ak_test_json_set (fx->json, "candidates[0].source", json_string ("host/big.c"));
     s_expect (fx, NULL, NULL, AK_ETOOBIG, "candidates[0].source: cannot read source", NULL);
 }
 
@@ -862,7 +796,7 @@ static void test_reject_space_too_big (void **state)
             json_array_append_new (vals, json_integer (v));
         json_object_set_new (params, names[p], vals);
     }
-    s_set (fx->json, "candidates[0].constraints", NULL);
+    ak_test_json_set (fx->json, "candidates[0].constraints", NULL);
     s_reject (fx, "candidates[0].params", params, "candidates[0].params: the parameter space has "
               "more than", NULL);
 }
@@ -878,12 +812,12 @@ static void test_reject_space_too_slow_to_check (void **state)
             json_array_append_new (vals, json_integer (v));
         json_object_set_new (params, names[p], vals);
     }
-    s_set (fx->json, "candidates[0].params", params);
+    ak_test_json_set (fx->json, "candidates[0].params", params);
     s_reject (fx, "candidates[0].constraints",
               json_pack ("[s]", "A*B*C*D + (A+B)*(C+D) + A*A*A + B*B*B + C*C*C + D*D*D <= 1000000"),
               "candidates[0].constraints: too much to check: 65536 configurations", NULL);
     /* the same space with a short constraint is fine */
-    s_set (fx->json, "candidates[0].constraints", json_pack ("[s]", "A <= B"));
+    ak_test_json_set (fx->json, "candidates[0].constraints", json_pack ("[s]", "A <= B"));
     ak_spec_t *spec = NULL;
     ak_err_t err;
     if (s_load (fx, &spec, &err))
@@ -1207,11 +1141,11 @@ static void test_reject_launch_param_named_like_key (void **state)
     fx->json = json_loads (all, 0, NULL);
     free (all);
     assert_non_null (fx->json);
-    s_set (fx->json, "candidates[1].launch.grid", json_pack ("[s]", "rows"));
-    s_set (fx->json, "flops", json_string ("5*rows*COLS"));
-    s_set (fx->json, "bytes", json_string ("2*rows*COLS*b"));
-    s_set (fx->json, "inputs[0].count", json_string ("rows*COLS"));
-    s_set (fx->json, "outputs[0].count", json_string ("rows*COLS"));
+    ak_test_json_set (fx->json, "candidates[1].launch.grid", json_pack ("[s]", "rows"));
+    ak_test_json_set (fx->json, "flops", json_string ("5*rows*COLS"));
+    ak_test_json_set (fx->json, "bytes", json_string ("2*rows*COLS*b"));
+    ak_test_json_set (fx->json, "inputs[0].count", json_string ("rows*COLS"));
+    ak_test_json_set (fx->json, "outputs[0].count", json_string ("rows*COLS"));
     ak_spec_t *spec = NULL;
     ak_err_t err;
     if (s_load (fx, &spec, &err))
