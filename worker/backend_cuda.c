@@ -280,6 +280,11 @@ struct ak_dev {
     uint64_t   tick_ns;                        /* %globaltimer step */
     uint32_t   clock_mhz;                      /* default SM clock; 0 unknown */
     uint64_t   sample_seq;
+    /* measured peaks (ak_cuda_device_peaks), once per device */
+    bool       peaks_done;
+    int        peaks_rc;
+    ak_cuda_peaks_t peaks;
+    char       peaks_why[256];
 };
 
 struct ak_kernel {
@@ -1974,6 +1979,218 @@ int ak_cuda_event_floor (ak_dev_t *dev, double *us, ak_err_t *err)
     return 0;
 }
 
+/* ========================================================= device peaks */
+
+/*  The FP32 FMA peak kernel, PTX (the CUDA C it was written from):
+
+        ak_fma_peak (unsigned iters, float a, float b, float *sink)
+            float x[8] = { tid + a, tid + 2a, ... tid + 8a }     (8 independent chains)
+            for (i = 0; i < iters; i++)
+                4 times: x[k] = fma (x[k], a, b) for k < 8        (32 FMAs per iteration)
+            if (sum x == -1234.5f) *sink = sum                      (never; keeps the FMAs)
+
+    a and b are parameters, so nothing folds; every thread does 32 iters
+    FMAs, 2 FLOPs each. */
+static const char s_peak_ptx[] =
+    ".version 7.0\n"
+    ".target sm_75\n"
+    ".address_size 64\n"
+    ".visible .entry ak_fma_peak (.param .u32 p_iters, .param .f32 p_a, .param .f32 p_b, .param .u64 p_sink)\n"
+    "{\n"
+    "    .reg .pred %p<3>;\n"
+    "    .reg .b32 %r<4>;\n"
+    "    .reg .f32 %f<16>;\n"
+    "    .reg .b64 %rd<3>;\n"
+    "    ld.param.u32 %r1, [p_iters];\n"
+    "    ld.param.f32 %f8, [p_a];\n"
+    "    ld.param.f32 %f9, [p_b];\n"
+    "    ld.param.u64 %rd1, [p_sink];\n"
+    "    mov.u32 %r2, %tid.x;\n"
+    "    cvt.rn.f32.u32 %f10, %r2;\n"
+    "    add.f32 %f0, %f10, %f8;\n"
+    "    add.f32 %f1, %f0, %f8;\n"
+    "    add.f32 %f2, %f1, %f8;\n"
+    "    add.f32 %f3, %f2, %f8;\n"
+    "    add.f32 %f4, %f3, %f8;\n"
+    "    add.f32 %f5, %f4, %f8;\n"
+    "    add.f32 %f6, %f5, %f8;\n"
+    "    add.f32 %f7, %f6, %f8;\n"
+    "    setp.eq.u32 %p1, %r1, 0;\n"
+    "    @%p1 bra PEND;\n"
+    "PLOOP:\n"
+#define S_FMA8 \
+    "    fma.rn.f32 %f0, %f0, %f8, %f9;\n" \
+    "    fma.rn.f32 %f1, %f1, %f8, %f9;\n" \
+    "    fma.rn.f32 %f2, %f2, %f8, %f9;\n" \
+    "    fma.rn.f32 %f3, %f3, %f8, %f9;\n" \
+    "    fma.rn.f32 %f4, %f4, %f8, %f9;\n" \
+    "    fma.rn.f32 %f5, %f5, %f8, %f9;\n" \
+    "    fma.rn.f32 %f6, %f6, %f8, %f9;\n" \
+    "    fma.rn.f32 %f7, %f7, %f8, %f9;\n"
+    S_FMA8 S_FMA8 S_FMA8 S_FMA8
+#undef S_FMA8
+    "    sub.u32 %r1, %r1, 1;\n"
+    "    setp.ne.u32 %p1, %r1, 0;\n"
+    "    @%p1 bra PLOOP;\n"
+    "PEND:\n"
+    "    add.f32 %f11, %f0, %f1;\n"
+    "    add.f32 %f11, %f11, %f2;\n"
+    "    add.f32 %f11, %f11, %f3;\n"
+    "    add.f32 %f11, %f11, %f4;\n"
+    "    add.f32 %f11, %f11, %f5;\n"
+    "    add.f32 %f11, %f11, %f6;\n"
+    "    add.f32 %f11, %f11, %f7;\n"
+    "    setp.neu.f32 %p2, %f11, 0fC49A5000;\n"
+    "    @%p2 bra POUT;\n"
+    "    cvta.to.global.u64 %rd2, %rd1;\n"
+    "    st.global.f32 [%rd2], %f11;\n"
+    "POUT:\n"
+    "    ret;\n"
+    "}\n";
+
+#define AK_PEAK_REPS      5u                    /* timed repetitions, best of */
+#define AK_PEAK_FMA_ITERS 16384u                /* x 32 FMAs per thread */
+#define AK_PEAK_BLOCK     256u
+
+/*  Milliseconds between dev->ev_start and dev->ev_stop after the stream
+    work queued between them. */
+static int s_peak_elapsed (ak_dev_t *dev, float *ms, ak_err_t *err)
+{
+    const ak_cuda_driver_t *drv = dev->drv;
+    int rc;
+    if ((rc = s_cu (dev, drv->cuEventRecord (dev->ev_stop, dev->stream), "cuEventRecord", err)) != 0
+        || (rc = s_cu (dev, drv->cuEventSynchronize (dev->ev_stop), "cuEventSynchronize", err)) != 0
+        || (rc = s_cu (dev, drv->cuEventElapsedTime (ms, dev->ev_start, dev->ev_stop), "cuEventElapsedTime", err)) != 0)
+        return rc;
+    return 0;
+}
+
+/*  Copy bandwidth: cuMemcpyDtoDAsync of one buffer into another, both
+    well beyond L2 (1 GiB each where free memory allows, else 4x L2 and at
+    least 512 MiB), counting read + write bytes (2 x size), best of
+    AK_PEAK_REPS after one warm-up copy. */
+static int s_peak_copy (ak_dev_t *dev, ak_cuda_peaks_t *pk, ak_err_t *err)
+{
+    const ak_cuda_driver_t *drv = dev->drv;
+    size_t freeb = 0, total = 0;
+    int rc = s_cu (dev, drv->cuMemGetInfo (&freeb, &total), "cuMemGetInfo", err);
+    if (rc)
+        return rc;
+    size_t l2x4 = dev->flush_bytes * 2;        /* flush_bytes: 2x L2, at least 64 MiB */
+    size_t lo = l2x4 > (512u << 20) ? l2x4 : (size_t) 512u << 20;
+    size_t margin = (size_t) 256u << 20;
+    size_t size = (size_t) 1 << 30;
+    if (freeb < 2 * size + margin)
+        size = lo;
+    if (freeb < 2 * size + margin)
+        return ak_err_set (err, AK_EUNAVAIL, "copy peak: %zu MiB free, need 2 x %zu MiB",
+                           freeb >> 20, size >> 20);
+    CUdeviceptr a = 0, b = 0;
+    if ((rc = s_cu (dev, drv->cuMemAlloc (&a, size), "cuMemAlloc (copy peak)", err)) != 0)
+        return rc;
+    if ((rc = s_cu (dev, drv->cuMemAlloc (&b, size), "cuMemAlloc (copy peak)", err)) != 0)
+        goto out;
+    if ((rc = s_cu (dev, drv->cuMemsetD8Async (a, 0x5A, size, dev->stream), "cuMemsetD8Async", err)) != 0
+        || (rc = s_cu (dev, drv->cuMemcpyDtoDAsync (b, a, size, dev->stream), "cuMemcpyDtoDAsync", err)) != 0
+        || (rc = s_cu (dev, drv->cuStreamSynchronize (dev->stream), "cuStreamSynchronize", err)) != 0)
+        goto out;
+    float best = 0;
+    for (unsigned i = 0; i < AK_PEAK_REPS; i++) {
+        float ms = 0;
+        if ((rc = s_cu (dev, drv->cuEventRecord (dev->ev_start, dev->stream), "cuEventRecord", err)) != 0
+            || (rc = s_cu (dev, drv->cuMemcpyDtoDAsync (i & 1 ? a : b, i & 1 ? b : a, size, dev->stream),
+                           "cuMemcpyDtoDAsync", err)) != 0
+            || (rc = s_peak_elapsed (dev, &ms, err)) != 0)
+            goto out;
+        if (ms > 0 && (best == 0 || ms < best))
+            best = ms;
+    }
+    pk->copy_bytes = (double) size;
+    pk->copy_ms = best;
+    pk->copy_gbps = best > 0 ? 2.0 * (double) size / ((double) best * 1e6) : 0;
+out:;
+    ak_err_t e = { 0 };
+    if (a && ak_cuda_check (drv->cuMemFree (a), "cuMemFree", &e))
+        ak_warn ("copy peak: %s", e.msg);
+    if (b && ak_cuda_check (drv->cuMemFree (b), "cuMemFree", &e))
+        ak_warn ("copy peak: %s", e.msg);
+    return rc;
+}
+
+/*  FP32 FMA peak: ak_fma_peak over 8 blocks of 256 threads per SM,
+    best of AK_PEAK_REPS after one warm-up launch. */
+static int s_peak_fma (ak_dev_t *dev, ak_cuda_peaks_t *pk, ak_err_t *err)
+{
+    const ak_cuda_driver_t *drv = dev->drv;
+    CUmodule mod = NULL;
+    CUfunction fn = NULL;
+    CUdeviceptr sink = 0;
+    int rc;
+    if ((rc = s_cu (dev, drv->cuModuleLoadData (&mod, s_peak_ptx), "cuModuleLoadData (FMA peak, PTX)", err)) != 0)
+        return rc;
+    if ((rc = s_cu (dev, drv->cuModuleGetFunction (&fn, mod, "ak_fma_peak"), "cuModuleGetFunction (ak_fma_peak)", err)) != 0
+        || (rc = s_cu (dev, drv->cuMemAlloc (&sink, 64), "cuMemAlloc (FMA peak sink)", err)) != 0)
+        goto out;
+    unsigned iters = AK_PEAK_FMA_ITERS;
+    float fa = 0.999999f, fb = 1e-6f;
+    void *params[] = { &iters, &fa, &fb, &sink };
+    uint32_t grid = (uint32_t) (dev->sm_count > 0 ? dev->sm_count : 1) * 8u;
+    float best = 0;
+    for (unsigned i = 0; i <= AK_PEAK_REPS; i++) {
+        float ms = 0;
+        if ((rc = s_cu (dev, drv->cuEventRecord (dev->ev_start, dev->stream), "cuEventRecord", err)) != 0
+            || (rc = s_cu (dev, drv->cuLaunchKernel (fn, grid, 1, 1, AK_PEAK_BLOCK, 1, 1, 0, dev->stream, params, NULL),
+                           "cuLaunchKernel (ak_fma_peak)", err)) != 0
+            || (rc = s_peak_elapsed (dev, &ms, err)) != 0)
+            goto out;
+        if (i > 0 && ms > 0 && (best == 0 || ms < best))     /* i == 0: warm-up */
+            best = ms;
+    }
+    pk->fma_flops = 2.0 * 32.0 * iters * (double) grid * AK_PEAK_BLOCK;
+    pk->fma_ms = best;
+    pk->fp32_gflops = best > 0 ? pk->fma_flops / ((double) best * 1e6) : 0;
+out:;
+    ak_err_t e = { 0 };
+    if (sink && ak_cuda_check (drv->cuMemFree (sink), "cuMemFree", &e))
+        ak_warn ("FMA peak: %s", e.msg);
+    if (mod && ak_cuda_check (drv->cuModuleUnload (mod), "cuModuleUnload", &e))
+        ak_warn ("FMA peak: %s", e.msg);
+    return rc;
+}
+
+int ak_cuda_device_peaks (ak_dev_t *dev, ak_cuda_peaks_t *peaks, ak_err_t *err)
+{
+    if (!dev || !peaks)
+        return ak_err_set (err, AK_EINVAL, "ak_cuda_device_peaks: bad arguments");
+    memset (peaks, 0, sizeof *peaks);
+    if (!dev->peaks_done) {
+        ak_err_t e = { 0 };
+        ak_cuda_peaks_t pk;
+        memset (&pk, 0, sizeof pk);
+        int rc = s_enter (dev, &e);
+        if (rc == 0)
+            rc = s_peak_copy (dev, &pk, &e);
+        if (rc == 0)
+            rc = s_peak_fma (dev, &pk, &e);
+        if (rc == AK_ECRASH)
+            return ak_err_set (err, rc, "%s", e.msg);
+        dev->peaks_done = true;
+        dev->peaks_rc = rc;
+        dev->peaks = pk;
+        snprintf (dev->peaks_why, sizeof dev->peaks_why, "%.250s", e.msg);
+        if (rc)
+            ak_info ("cuda device %d: no measured peaks: %s", dev->ordinal, e.msg);
+        else
+            ak_info ("cuda device %d: measured peaks: copy %.1f GB/s (read+write, 2 x %.0f MiB), "
+                     "FP32 FMA %.1f GFLOP/s", dev->ordinal, pk.copy_gbps, pk.copy_bytes / 1048576.0,
+                     pk.fp32_gflops);
+    }
+    if (dev->peaks_rc)
+        return ak_err_set (err, dev->peaks_rc, "%s", dev->peaks_why);
+    *peaks = dev->peaks;
+    return 0;
+}
+
 int ak_cuda_time_plain (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, bool cold,
                         uint32_t reps, double *us, ak_err_t *err)
 {
@@ -2176,6 +2393,13 @@ int ak_cuda_kernel_trace (ak_dev_t *dev, bool on, ak_err_t *err)
 
 int ak_cuda_event_floor (ak_dev_t *dev, double *us, ak_err_t *err)
 {
+    return s_absent (err);
+}
+
+int ak_cuda_device_peaks (ak_dev_t *dev, ak_cuda_peaks_t *peaks, ak_err_t *err)
+{
+    if (peaks)
+        memset (peaks, 0, sizeof *peaks);
     return s_absent (err);
 }
 

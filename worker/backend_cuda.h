@@ -70,6 +70,25 @@ int ak_cuda_kernel_trace (ak_dev_t *dev, bool on, ak_err_t *err);
     call and logged (ak_info).  AK_EUNAVAIL without kernel records. */
 int ak_cuda_event_floor (ak_dev_t *dev, double *us, ak_err_t *err);
 
+/*  The device's measured peaks, taken once per device (the first call,
+    then cached for the device's life): copy bandwidth of a
+    device-to-device cuMemcpyDtoDAsync between two buffers well beyond L2
+    (1 GiB each, or 4x L2 and at least 512 MiB where free memory is
+    short), counting read + write bytes, best of 5 event-timed copies; and
+    the CUDA-core FP32 FMA peak (not tensor cores) of a PTX kernel of 8
+    independent FMA chains per thread, 8 blocks of 256 threads per SM,
+    2 FLOPs per FMA, best of 5.  AK_EUNAVAIL where memory is short; a
+    failure is cached like the figures. */
+typedef struct {
+    double copy_gbps;                  /* 1e9 bytes/s, read + write */
+    double copy_bytes;                 /* size of one buffer */
+    double copy_ms;                    /* best copy */
+    double fp32_gflops;                /* 1e9 FLOP/s */
+    double fma_flops;                  /* per launch */
+    double fma_ms;                     /* best launch */
+} ak_cuda_peaks_t;
+int ak_cuda_device_peaks (ak_dev_t *dev, ak_cuda_peaks_t *peaks, ak_err_t *err);
+
 /*  The ways others time a kernel, for comparison (tests/bench): no
     blocking kernel, no CUPTI correlation; when cold the L2 flush is
     queued first.  reps == 1: two events around one launch (what a plain

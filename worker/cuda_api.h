@@ -95,6 +95,8 @@ char *ak_cuda_describe (void);
     X (cuMemcpyHtoD,              3020,  "cuMemcpyHtoD_v2")                    \
     X (cuMemcpyDtoH,              3020,  "cuMemcpyDtoH_v2")                    \
     X (cuMemsetD8Async,           3020,  "cuMemsetD8Async")                    \
+    X (cuMemcpyDtoDAsync,         3020,  "cuMemcpyDtoDAsync_v2")               \
+    X (cuMemGetInfo,              3020,  "cuMemGetInfo_v2")                    \
     X (cuMemHostAlloc,            2020,  "cuMemHostAlloc")                     \
     X (cuMemHostGetDevicePointer, 3020,  "cuMemHostGetDevicePointer_v2")       \
     X (cuMemFreeHost,             2000,  "cuMemFreeHost")                      \

@@ -385,19 +385,26 @@ static void s_profile (s_job_t *j, const char *role)
         s_finish (j, status, "%s", err.msg);
         return;
     }
-    double lo = INFINITY, hi = 0;
+    double lo = INFINITY, hi = 0, plo = INFINITY, phi = 0;
     for (size_t i = 0; i < j->r->n_profiles; i++) {
         double g = j->r->profiles[i]->achieved_gbps;
         lo = g < lo ? g : lo;
         hi = g > hi ? g : hi;
+        double pc = j->r->profiles[i]->pct_of_copy_bw;
+        plo = pc < plo ? pc : plo;
+        phi = pc > phi ? pc : phi;
     }
+    char pct[96] = "";
+    if (j->r->n_profiles && j->r->profiles[0]->measured_copy_gbps > 0)
+        snprintf (pct, sizeof pct, " (%.3g..%.3g%% of the measured %.4g GB/s copy bandwidth)", plo, phi,
+                  j->r->profiles[0]->measured_copy_gbps);
     if (j->r->n_profiles == 0)
         s_finish (j, "ok", "no workload profiled (%zu skipped: dtype not supported by backend %s)",
                   skipped, j->be->name);
     else
         s_finish (j, "ok", "profiled %zu workload%s (CUPTI range profiler, kernel replay); "
-                  "achieved %.4g..%.4g GB/s by the spec's bytes%s", j->r->n_profiles,
-                  j->r->n_profiles == 1 ? "" : "s", lo, hi, skipped ? "; some workloads skipped" : "");
+                  "achieved %.4g..%.4g GB/s by the spec's bytes%s%s", j->r->n_profiles,
+                  j->r->n_profiles == 1 ? "" : "s", lo, hi, pct, skipped ? "; some workloads skipped" : "");
 }
 
 static void s_run (s_job_t *j)

@@ -62,6 +62,21 @@ Ak__WorkloadProfile *ak_profile_to_pb (const Ak__Workload *w, const double value
     return p;
 }
 
+double ak_profile_pct (double achieved, double peak)
+{
+    if (!(peak > 0) || !isfinite (peak) || !isfinite (achieved) || achieved < 0)
+        return 0;
+    return 100.0 * achieved / peak;
+}
+
+void ak_profile_apply_peaks (Ak__WorkloadProfile *p, double copy_gbps, double fp32_gflops)
+{
+    p->measured_copy_gbps = copy_gbps > 0 && isfinite (copy_gbps) ? copy_gbps : 0;
+    p->measured_fp32_gflops = fp32_gflops > 0 && isfinite (fp32_gflops) ? fp32_gflops : 0;
+    p->pct_of_copy_bw = ak_profile_pct (p->achieved_gbps, p->measured_copy_gbps);
+    p->pct_of_fp32_peak = ak_profile_pct (p->achieved_gflops, p->measured_fp32_gflops);
+}
+
 /* ======================================================== the profiler */
 
 #if AK_HAVE_CUDA
@@ -592,12 +607,26 @@ static int s_profile_one (const ak_profile_ctx_t *ctx, ak_profiler_t **prof, siz
     s_add_record (ctx, r, w->name);
     if ((rc = s_upload_inputs (ctx, &b, err)) != 0)
         goto done;
+    /* The device's peaks: measured on the first profile task of this
+       executor's device (before the profiler attaches), cached after. */
+    ak_cuda_peaks_t pk;
+    ak_err_t pe = { 0 };
+    if ((rc = ak_cuda_device_peaks (ctx->dev, &pk, &pe)) != 0) {
+        if (rc == AK_ECRASH) {
+            ak_err_set (err, rc, "device peaks: %s", pe.msg);
+            goto done;
+        }
+        ak_debug ("profile %s: no measured peaks: %s", w->name, pe.msg);
+        memset (&pk, 0, sizeof pk);
+        rc = 0;
+    }
     if (!*prof && (rc = ak_profiler_new (ctx->device ? (int) ctx->device->index : 0, prof, err)) != 0)
         goto done;
     if ((rc = ak_profiler_measure (*prof, ctx->be, ctx->dev, k, &l, values, err)) != 0)
         goto done;
     Ak__WorkloadProfile *p = ak_profile_to_pb (ctx->assign ? ctx->assign->workloads[i] : NULL, values,
                                                (double) flops, (double) bytes, ak_profiler_passes (*prof));
+    ak_profile_apply_peaks (p, pk.copy_gbps, pk.fp32_gflops);
     r->profiles = ak_realloc (r->profiles, (r->n_profiles + 1) * sizeof *r->profiles);
     r->profiles[r->n_profiles++] = p;
 done:

@@ -76,6 +76,16 @@ void ak_profiler_destroy (ak_profiler_t **self_p);
 Ak__WorkloadProfile *ak_profile_to_pb (const Ak__Workload *w, const double values[AK_PROFILE_NMETRICS],
                                        double flops, double bytes, uint32_t passes);
 
+/*  100 * achieved / peak: the share of a measured device peak; 0 where
+    the peak is not positive and finite (not measured) or achieved is not
+    finite and non-negative. */
+double ak_profile_pct (double achieved, double peak);
+
+/*  Records the device's measured peaks (ak_cuda_device_peaks: copy GB/s
+    counting read + write, CUDA-core FP32 FMA GFLOP/s) in p, and the
+    achieved rates as percentages of them (ak_profile_pct). */
+void ak_profile_apply_peaks (Ak__WorkloadProfile *p, double copy_gbps, double fp32_gflops);
+
 /* -------------------------------------------------- the task (executor) */
 
 typedef struct {

@@ -171,6 +171,16 @@ static double s_metric (const json_t *wp, const char *name)
     return NAN;
 }
 
+/*  "51.2 (of 4012)": a share of a measured device peak; "-" where the
+    peak was not measured (0 or absent). */
+static void s_pct_of (double pct, double peak, char *buf, size_t len)
+{
+    if (!(peak > 0) || !isfinite (peak) || !isfinite (pct))
+        snprintf (buf, len, "-");
+    else
+        snprintf (buf, len, "%.1f (of %.0f)", pct, peak);
+}
+
 /*  Profile tasks (op "profile": true): one row per profiled workload, the
     CUPTI range profiler's figures beside the spec's accounting. */
 static void s_profiles (FILE *out, bool md, const json_t *profs)
@@ -182,8 +192,9 @@ static void s_profiles (FILE *out, bool md, const json_t *profs)
     snprintf (title, sizeof title, "profiles (%zu)", n);
     s_heading (out, md, 3, title);
     static const char *const head[] = { "TASK", "KERNEL", "STATUS", "WORKLOAD", "GPU TIME",
-                                        "DRAM RD+WR", "GB/s (SPEC)", "GFLOP/s", "SM %", "DRAM %" };
-    akctl_table_t *t = akctl_table_new (10, head);
+                                        "DRAM RD+WR", "GB/s (SPEC)", "GFLOP/s", "SM %", "DRAM %",
+                                        "% COPY BW (OF GB/s)", "% FP32 FMA (OF GFLOP/s)" };
+    akctl_table_t *t = akctl_table_new (12, head);
     size_t i;
     json_t *p;
     json_array_foreach (profs, i, p) {
@@ -194,15 +205,15 @@ static void s_profiles (FILE *out, bool md, const json_t *profs)
         free (params);
         size_t nw = json_array_size (akj_arr (p, "workloads"));
         if (nw == 0) {
-            const char *row[10] = { akj_str (p, "task_id"), kernel, akj_str (p, "status"),
-                                    akj_str (p, "reason"), "", "", "", "", "", "" };
+            const char *row[12] = { akj_str (p, "task_id"), kernel, akj_str (p, "status"),
+                                    akj_str (p, "reason"), "", "", "", "", "", "", "", "" };
             akctl_table_add (t, row);
             continue;
         }
         size_t j;
         json_t *wp;
         json_array_foreach (akj_arr (p, "workloads"), j, wp) {
-            char wl[96], us[32], dram[32], gbs[32], gfl[32], sm[16], dr[16];
+            char wl[96], us[32], dram[32], gbs[32], gfl[32], sm[16], dr[16], pcb[48], pcf[48];
             const json_t *w = akj_obj (wp, "workload");
             snprintf (wl, sizeof wl, "%s/%s", akj_str (w, "name"), akj_str (w, "dtype"));
             akctl_micros (akj_num (wp, "duration_us"), us, sizeof us);
@@ -212,8 +223,10 @@ static void s_profiles (FILE *out, bool md, const json_t *profs)
             snprintf (gfl, sizeof gfl, "%.1f", akj_num (wp, "achieved_gflops"));
             snprintf (sm, sizeof sm, "%.1f", s_metric (wp, "sm__throughput.avg.pct_of_peak_sustained_elapsed"));
             snprintf (dr, sizeof dr, "%.1f", s_metric (wp, "dram__throughput.avg.pct_of_peak_sustained_elapsed"));
-            const char *row[10] = { j ? "" : akj_str (p, "task_id"), j ? "" : kernel,
-                                    j ? "" : akj_str (p, "status"), wl, us, dram, gbs, gfl, sm, dr };
+            s_pct_of (akj_num (wp, "pct_of_copy_bw"), akj_num (wp, "measured_copy_gbps"), pcb, sizeof pcb);
+            s_pct_of (akj_num (wp, "pct_of_fp32_peak"), akj_num (wp, "measured_fp32_gflops"), pcf, sizeof pcf);
+            const char *row[12] = { j ? "" : akj_str (p, "task_id"), j ? "" : kernel,
+                                    j ? "" : akj_str (p, "status"), wl, us, dram, gbs, gfl, sm, dr, pcb, pcf };
             akctl_table_add (t, row);
         }
     }

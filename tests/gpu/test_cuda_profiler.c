@@ -12,6 +12,7 @@
 #include "worker/backend.h"
 #include "worker/backend_cuda.h"
 #include "worker/profiler_cuda.h"
+#include "clock.h"
 #include "util.h"
 
 #include <math.h>
@@ -142,7 +143,59 @@ static void test_figures (void **state)
     ak__workload_profile__free_unpacked (p, NULL);
 }
 
+/* Percentages of the measured peaks (no GPU). */
+static void test_pct (void **state)
+{
+    (void) state;
+    assert_true (fabs (ak_profile_pct (50, 200) - 25.0) < 1e-12);
+    assert_true (fabs (ak_profile_pct (4800, 4000) - 120.0) < 1e-12);
+    assert_true (ak_profile_pct (10, 0) == 0);
+    assert_true (ak_profile_pct (10, -1) == 0);
+    assert_true (ak_profile_pct (10, NAN) == 0);
+    assert_true (ak_profile_pct (10, INFINITY) == 0);
+    assert_true (ak_profile_pct (NAN, 100) == 0);
+    assert_true (ak_profile_pct (-1, 100) == 0);
+    double v[AK_PROFILE_NMETRICS] = { 2000, 0, 0, 0, 0 };    /* 2 us */
+    Ak__WorkloadProfile *p = ak_profile_to_pb (NULL, v, 4e6, 8e6, 1);   /* 4000 GB/s, 2000 GFLOP/s */
+    ak_profile_apply_peaks (p, 3200, 50000);
+    assert_true (fabs (p->measured_copy_gbps - 3200) < 1e-9 && fabs (p->measured_fp32_gflops - 50000) < 1e-9);
+    assert_true (fabs (p->pct_of_copy_bw - 125.0) < 1e-9);
+    assert_true (fabs (p->pct_of_fp32_peak - 4.0) < 1e-9);
+    ak_profile_apply_peaks (p, 0, NAN);                        /* not measured */
+    assert_true (p->measured_copy_gbps == 0 && p->measured_fp32_gflops == 0);
+    assert_true (p->pct_of_copy_bw == 0 && p->pct_of_fp32_peak == 0);
+    ak__workload_profile__free_unpacked (p, NULL);
+}
+
 /* ----------------------------------------------------------------- GPU */
+
+/*  The device's peaks: positive, plausible, cached.  Copy counts read +
+    write bytes (2 x buffer size per copy). */
+static void test_peaks (void **state)
+{
+    (void) state;
+    S_NEED_GPU ();
+    ak_err_t err = { 0 };
+    ak_cuda_peaks_t pk, again;
+    int rc = ak_cuda_device_peaks (S.dev, &pk, &err);
+    if (rc)
+        fail_msg ("ak_cuda_device_peaks: %s (%s)", err.msg, ak_strerror (rc));
+    print_message ("peaks on %s: copy %.1f GB/s (read+write; 2 x %.0f MiB in %.3f ms, best of 5), "
+                   "FP32 FMA (CUDA cores) %.1f GFLOP/s (%.4g FLOP in %.3f ms, best of 5)\n",
+                   S.devs[0]->name, pk.copy_gbps, pk.copy_bytes / 1048576.0, pk.copy_ms,
+                   pk.fp32_gflops, pk.fma_flops, pk.fma_ms);
+    assert_true (pk.copy_gbps > 50 && pk.copy_gbps < 20000);
+    assert_true (pk.fp32_gflops > 500 && pk.fp32_gflops < 1000000);
+    assert_true (pk.copy_bytes >= 512.0 * 1048576.0);
+    if (strstr (S.devs[0]->name, "H200")) {
+        assert_true (pk.copy_gbps > 2000 && pk.copy_gbps < 4800);
+        assert_true (pk.fp32_gflops > 10000 && pk.fp32_gflops < 100000);
+    }
+    uint64_t t0 = ak_clock_mono_ns ();
+    assert_int_equal (ak_cuda_device_peaks (S.dev, &again, &err), 0);    /* cached */
+    assert_true (ak_clock_mono_ns () - t0 < 1000000);
+    assert_true (again.copy_gbps == pk.copy_gbps && again.fp32_gflops == pk.fp32_gflops);
+}
 
 static void test_copy (void **state)
 {
@@ -190,6 +243,14 @@ static void test_copy (void **state)
         assert_true (v[AK_PM_DRAM_PCT] > 10 && v[AK_PM_DRAM_PCT] <= 100);
         print_message ("  => %.1f GB/s by the accounting (%.1f us)\n", 2 * moved / v[AK_PM_TIME],
                        v[AK_PM_TIME] / 1000);
+        ak_cuda_peaks_t pk;
+        assert_int_equal (ak_cuda_device_peaks (S.dev, &pk, &err), 0);
+        Ak__WorkloadProfile *p = ak_profile_to_pb (NULL, v, 0, 2 * moved, 1);
+        ak_profile_apply_peaks (p, pk.copy_gbps, pk.fp32_gflops);
+        print_message ("  => %.1f%% of the measured copy bandwidth (%.1f GB/s)\n", p->pct_of_copy_bw,
+                       p->measured_copy_gbps);
+        assert_true (p->pct_of_copy_bw > 0 && p->pct_of_copy_bw <= 150);
+        ak__workload_profile__free_unpacked (p, NULL);
     }
     ak_profiler_destroy (&prof);
     ak_profiler_destroy (&prof);
@@ -250,6 +311,11 @@ static void test_run_softmax (void **state)
     assert_true (p->duration_us > 0);
     assert_true (p->bytes > 0 && p->achieved_gbps > 0 && p->achieved_gflops > 0);
     assert_int_equal (p->n_metrics, AK_PROFILE_NMETRICS);
+    print_message ("softmax: %.1f%% of copy bandwidth (%.1f GB/s), %.2f%% of FP32 FMA peak (%.1f GFLOP/s)\n",
+                   p->pct_of_copy_bw, p->measured_copy_gbps, p->pct_of_fp32_peak, p->measured_fp32_gflops);
+    assert_true (p->measured_copy_gbps > 0 && p->measured_fp32_gflops > 0);
+    assert_true (p->pct_of_copy_bw > 0 && p->pct_of_copy_bw <= 150);
+    assert_true (p->pct_of_fp32_peak > 0 && p->pct_of_fp32_peak <= 100);
     if (r->n_kernels) {
         assert_string_equal (r->kernels[0]->role, "baseline");
         print_message ("kernel record: %s, %u registers, grid %u block %u\n", r->kernels[0]->name,
@@ -266,6 +332,8 @@ int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_figures),
+        cmocka_unit_test (test_pct),
+        cmocka_unit_test (test_peaks),
         cmocka_unit_test (test_copy),
         cmocka_unit_test (test_run_softmax),
     };
