@@ -2,7 +2,8 @@
     the correctness gates on a real GPU, in process (worker/gates.c over the
     CUDA backend, the float64 host oracle beside it).
 
-    For softmax, rmsnorm and matmul: the cuda baseline and every
+    For every operator of the catalog (each kernels/<op>/spec.json, or only
+    those named in AK_CATALOG_OPS="op1,op2"): the cuda baseline and every
     configuration of every cuda candidate, built with NVRTC for each
     declared dtype (float32, float16, bfloat16; compiles spread over a few
     threads), launched by the spec's launch rules, must pass all five
@@ -19,13 +20,16 @@
 #include "spec.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define S_THREADS 8
+#define S_MAX_OPS 64
 
 static struct {
     bool skip;
@@ -210,17 +214,58 @@ static void s_config_text (const s_build_t *b, char *buf, size_t len)
         n += (size_t) snprintf (buf + n, len - n, " %s=%lld", b->names[k], (long long) b->values[k]);
 }
 
+/*  The operators: every kernels/<op>/ with a spec.json, in name order, or
+    only those named in AK_CATALOG_OPS ("layernorm,reduce"). */
+static int s_name_cmp (const void *a, const void *b)
+{
+    return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+static int s_catalog_ops (char *ops[S_MAX_OPS])
+{
+    char *root = ak_test_src ("kernels");
+    DIR *d = opendir (root);
+    assert_non_null (d);
+    const char *only = getenv ("AK_CATALOG_OPS");
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir (d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *spec = ak_sprintf ("%s/%s/spec.json", root, e->d_name);
+        bool listed = true;
+        if (only && *only) {
+            size_t len = strlen (e->d_name);
+            listed = false;
+            for (const char *p = only; (p = strstr (p, e->d_name)); p += len)
+                if ((p == only || p[-1] == ',') && (p[len] == ',' || p[len] == 0))
+                    listed = true;
+        }
+        if (listed && access (spec, R_OK) == 0) {
+            assert_true (n < S_MAX_OPS);
+            ops[n++] = strdup (e->d_name);
+        }
+        free (spec);
+    }
+    closedir (d);
+    free (root);
+    qsort (ops, (size_t) n, sizeof ops[0], s_name_cmp);
+    assert_true (n > 0);
+    return n;
+}
+
 static void test_catalog_gates (void **state)
 {
     (void) state;
     if (S.skip)
         skip ();
-    static const char *const ops[] = { "softmax", "rmsnorm", "matmul" };
-    ak_spec_t *specs[3] = { NULL };
-    ak_kernel_t *refs[3] = { NULL };
+    char *ops[S_MAX_OPS];
+    int nops = s_catalog_ops (ops);
+    ak_spec_t *specs[S_MAX_OPS] = { NULL };
+    ak_kernel_t *refs[S_MAX_OPS] = { NULL };
     s_plan_t plan = { 0 };
     ak_err_t err = { 0 };
-    for (int o = 0; o < 3; o++) {
+    for (int o = 0; o < nops; o++) {
         char *rel = ak_sprintf ("kernels/%s/spec.json", ops[o]);
         char *path = ak_test_src (rel);
         if (ak_spec_load (path, &specs[o], &err) != 0)
@@ -297,7 +342,17 @@ static void test_catalog_gates (void **state)
                    (double) (ak_clock_mono_ms () - t0) / 1000);
 
     /* Configurations the device cannot take: invalid_config, before launch. */
-    s_build_t *base = &plan.items[0];                  /* softmax baseline, float32 first */
+    s_build_t *base = NULL;                            /* softmax baseline, float32 first */
+    int soft = 0;
+    for (size_t i = 0; i < plan.n && !base; i++)
+        if (strcmp (plan.items[i].spec->name, "softmax") == 0)
+            base = &plan.items[i];
+    if (!base) {
+        print_message ("softmax not in AK_CATALOG_OPS: invalid_config cases not run\n");
+        goto done;
+    }
+    while (specs[soft] != base->spec)
+        soft++;
     assert_string_equal (base->what, "baseline");
     static const struct { const char *block, *shared, *needle; } bad[] = {
         { "2048", "0", "block" },
@@ -308,19 +363,21 @@ static void test_catalog_gates (void **state)
         ak_launch_rule_t rule = { .grid = { "rows" }, .ngrid = 1, .block = { (char *) bad[k].block },
                                   .nblock = 1, .shared = (char *) bad[k].shared };
         ak_gate_report_t rep;
-        ak_gate_status_t st = s_gate (base, base->spec->ndtypes, refs[0], &rule, &rep);
+        ak_gate_status_t st = s_gate (base, base->spec->ndtypes, refs[soft], &rule, &rep);
         print_message ("block %s shared %s: %s: %s\n", bad[k].block, bad[k].shared,
                        ak_gate_status_name (st), rep.reason);
         assert_int_equal (st, AK_GATE_INVALID);
         assert_non_null (strstr (rep.reason, bad[k].needle));
     }
 
+done:
     for (size_t i = 0; i < plan.n; i++)
         free (plan.items[i].path);
     free (plan.items);
-    for (int o = 0; o < 3; o++) {
+    for (int o = 0; o < nops; o++) {
         S.host->unload (S.host_dev, &refs[o]);
         ak_spec_destroy (&specs[o]);
+        free (ops[o]);
     }
 }
 
