@@ -462,15 +462,15 @@ static const s_verb_t s_verbs[] = {
       "receipts in it), close its store and exit 0, like SIGTERM does.  Nothing\n"
       "is lost: open batches continue when akcoord starts again on the same\n"
       "store.  Workers keep their receipts and reconnect with backoff.\n" },
-    { "demo", "", 0, 0, S_OPT_DEMO, s_verb_demo,
-      "tune the built-in batch with a private coordinator and workers",
+    { "demo", "[MANIFEST]", 0, 1, S_OPT_DEMO, s_verb_demo,
+      "tune a batch (default: the built-in one) with a private coordinator and workers",
       "Starts akcoord and N akworker processes (the binaries next to akctl) on\n"
       "this host, talking over ipc:// endpoints in a fresh directory, submits\n"
-      "the built-in batch kernels/batches/demo.json (found in $AK_SOURCE_DIR,\n"
-      "else the source tree akctl was built from, else ../../kernels next to\n"
-      "akctl), shows its progress, prints the report and shuts everything down:\n"
-      "`shutdown` to akcoord, SIGTERM to the workers, SIGKILL only as a last\n"
-      "resort.  Logs are DIR/akcoord.log and DIR/demo-wN.log.  The directory is\n"
+      "MANIFEST, or else the built-in batch kernels/batches/demo.json (found in\n"
+      "$AK_SOURCE_DIR, else the source tree akctl was built from, else\n"
+      "../../kernels next to akctl), shows its progress, prints the report and\n"
+      "shuts everything down: `shutdown` to akcoord, SIGTERM to the workers,\n"
+      "SIGKILL only as a last resort.  Logs are DIR/akcoord.log and DIR/demo-wN.log.  The directory is\n"
       "removed at the end unless --keep or --dir is given or the demo failed.\n"
       "Ctrl-C stops the children too.  With --json the report is printed as the\n"
       "coordinator's JSON.  Exits 0 only when the batch completed and every\n"

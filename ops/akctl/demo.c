@@ -537,7 +537,7 @@ int akctl_demo (const akctl_opts_t *o)
         free (bin);
     }
     if (code == AKCTL_EXIT_OK) {
-        manifest = akctl_demo_manifest_path (&err);
+        manifest = o->npos == 1 ? ak_strdup (o->pos[0]) : akctl_demo_manifest_path (&err);
         if (!manifest) {
             fprintf (stderr, "akctl demo: %s\n", err.msg);
             code = AKCTL_EXIT_NEGATIVE;
