@@ -1,0 +1,62 @@
+#!/bin/sh
+# ops/bench/nightly_gpu.sh: the nightly batch through the real system on a GPU
+# host, then the winners next to PyTorch.
+#
+#   ops/bench/nightly_gpu.sh BIN_DIR OUT_DIR [MANIFEST]
+#
+# BIN_DIR holds akcoord, akworker and akctl (a bundle from ops/bundle.sh);
+# MANIFEST defaults to kernels/batches/nightly.json.  Starts a private akcoord
+# (store in OUT_DIR/store) and one akworker on the CUDA backend over ipc://
+# endpoints (AK_NIGHTLY_BACKEND=host to try it without a GPU), submits the
+# batch and follows it, then writes into OUT_DIR:
+#   report.json, receipts.json   what akctl printed (--json)
+#   report/                      akctl report --out (Markdown, JSON, HTML)
+#   compare.md, compare.json     ops/bench/torch_compare.py (needs PyTorch)
+#   akcoord.log, akworker.log, timing.txt
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$(cd "$1" && pwd)
+mkdir -p "$2"
+out=$(cd "$2" && pwd)
+manifest=${3:-$root/kernels/batches/nightly.json}
+export AK_SOURCE_DIR="$root"
+ctl="$bin/akctl --coordinator ipc://$out/clients.ipc --timeout 30000"
+
+plain=""
+"$bin/akcoord" --help 2>&1 | grep -q -- '--plain' && plain="--plain"
+"$bin/akcoord" --store "$out/store" --workers "ipc://$out/workers.ipc" \
+    --clients "ipc://$out/clients.ipc" $plain --log-level info >"$out/akcoord.log" 2>&1 &
+coord=$!
+"$bin/akworker" --coordinator "ipc://$out/workers.ipc" --id gpu-w1 --backend "${AK_NIGHTLY_BACKEND:-cuda}" \
+    --prefetch 2 --cache "$out/cache" --log-level info >"$out/akworker.log" 2>&1 &
+worker=$!
+trap 'kill $worker $coord 2>/dev/null || true' EXIT
+sleep 2
+
+t0=$(date +%s)
+batch=$($ctl submit "$manifest")
+echo "nightly: batch $batch from $manifest"
+rc=0
+$ctl watch "$batch" || rc=$?
+t1=$(date +%s)
+echo "nightly: batch $batch finished (watch exit $rc) in $((t1 - t0)) s" | tee "$out/timing.txt"
+
+$ctl report "$batch" --json >"$out/report.json"
+$ctl receipts "$batch" --json >"$out/receipts.json"
+$ctl report "$batch" --out "$out/report" >/dev/null
+$ctl report "$batch" | tee "$out/report.txt" | tail -40
+$ctl stats --json >"$out/stats.json" 2>/dev/null || true
+kill "$worker" 2>/dev/null || true
+wait "$worker" 2>/dev/null || true
+$ctl shutdown >/dev/null 2>&1 || kill "$coord" 2>/dev/null || true
+wait "$coord" 2>/dev/null || true
+trap - EXIT
+
+if python3 -c 'import torch' 2>/dev/null; then
+    python3 "$root/ops/bench/torch_compare.py" --report "$out/report.json" \
+        --receipts "$out/receipts.json" --specs "$root/kernels" \
+        --out "$out/compare.md" --json-out "$out/compare.json"
+else
+    echo "nightly: no PyTorch here: compare.md not written"
+fi
+exit $rc

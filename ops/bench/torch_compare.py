@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""ops/bench/torch_compare.py: the nightly batch's winners next to PyTorch.
+
+Reads what akctl printed for a finished batch (`report --json`, `receipts
+--json`), and for every operator, workload and dtype of the batch
+
+  * takes the winner's receipt (the baseline's preflight receipt when the
+    baseline was kept): its median time, the baseline's median time, the
+    speedup, the workload's FLOP and byte counts from the spec's expressions;
+  * times PyTorch doing the same operation on the same shapes and dtype, in
+    this process, with the method the worker uses (docs/measurement.md):
+    before every sample the L2 is flushed by reading a buffer of twice its
+    size, a spin kernel (torch.cuda._sleep) is queued so that the launch is
+    not on the clock, and the sample is the time between two CUDA events
+    around the call minus the event floor (the same pair around an empty
+    kernel, minus that kernel's own duration by the profiler: about 0.5 us
+    on an H200, so the subtraction is conservative by that much);
+  * measures in the same run the device's copy bandwidth (read + write of a
+    1 GiB copy) and bf16 matmul peak (8192^3 through torch.matmul, cuBLAS),
+    the yardsticks of the "% of" columns.
+
+Prints a Markdown table (and writes it to --out): per operator and size the
+winner and its config, speedup over the baseline, achieved GB/s as % of the
+copy bandwidth (memory-bound operators) or TFLOP/s as % of the bf16 matmul
+peak (compute-bound ones), PyTorch's time and ours / PyTorch's.
+
+    python3 torch_compare.py --report report.json --receipts receipts.json \
+        --specs kernels --out compare.md
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+
+COMPUTE_BOUND = {"matmul", "fused_mlp", "flash_attention"}
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def dims_by_key(spec, dims):
+    return {k: int(v) for k, v in zip(spec["keys"], dims)}
+
+
+# ----------------------------------------------------------------- PyTorch ops
+# Each builder gets (torch, d, dtype, dev) and returns a zero-argument callable
+# doing what a PyTorch user would write for the operation, on inputs laid out
+# the way the kernels' specs lay them out (row-major, the spec's key order).
+def _softmax(t, d, dt, dev):
+    x = t.randn(d["rows"], d["cols"], dtype=dt, device=dev)
+    return lambda: t.softmax(x, dim=-1)
+
+
+def _rmsnorm(t, d, dt, dev):
+    x = t.randn(d["M"], d["N"], dtype=dt, device=dev)
+    w = t.randn(d["N"], dtype=dt, device=dev)
+    f = getattr(t.nn.functional, "rms_norm", None)
+    if f is not None:
+        return lambda: f(x, (d["N"],), w, 1e-6)
+    return lambda: x * t.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(dt) * w
+
+
+def _layernorm(t, d, dt, dev):
+    x = t.randn(d["batch"], d["dim"], dtype=dt, device=dev)
+    g = t.randn(d["dim"], dtype=dt, device=dev)
+    b = t.randn(d["dim"], dtype=dt, device=dev)
+    return lambda: t.nn.functional.layer_norm(x, (d["dim"],), g, b, 1e-5)
+
+
+def _reduce(t, d, dt, dev):
+    x = t.randn(d["M"], d["N"], dtype=dt, device=dev)
+    return lambda: x.sum(dim=-1)
+
+
+def _cross_entropy(t, d, dt, dev):
+    x = t.randn(d["batch"], d["vocab"], dtype=dt, device=dev)
+    y = t.randint(0, d["vocab"], (d["batch"],), device=dev)
+    return lambda: t.nn.functional.cross_entropy(x, y, reduction="none")
+
+
+def _rotary(t, d, dt, dev):
+    B, H, S, D = d["B"], d["H"], d["S"], d["D"]
+    x = t.randn(B, H, S, D, dtype=dt, device=dev)
+    inv = 1.0 / (10000 ** (t.arange(0, D, 2, device=dev).float() / D))
+    ang = t.outer(t.arange(S, device=dev).float(), inv)
+    cos = t.cat((ang.cos(), ang.cos()), -1).to(dt)
+    sin = t.cat((ang.sin(), ang.sin()), -1).to(dt)
+
+    def f():
+        x1, x2 = x[..., : D // 2], x[..., D // 2:]
+        return x * cos + t.cat((-x2, x1), -1) * sin
+    return f
+
+
+def _matmul(t, d, dt, dev):
+    a = t.randn(d["M"], d["K"], dtype=dt, device=dev)
+    b = t.randn(d["K"], d["N"], dtype=dt, device=dev)
+    return lambda: a @ b
+
+
+def _fused_mlp(t, d, dt, dev):
+    x = t.randn(d["batch"], d["dim"], dtype=dt, device=dev)
+    wg = t.randn(d["dim"], d["hidden"], dtype=dt, device=dev) / math.sqrt(d["dim"])
+    wu = t.randn(d["dim"], d["hidden"], dtype=dt, device=dev) / math.sqrt(d["dim"])
+    wd = t.randn(d["hidden"], d["dim"], dtype=dt, device=dev) / math.sqrt(d["hidden"])
+    return lambda: (t.nn.functional.silu(x @ wg) * (x @ wu)) @ wd
+
+
+def _attention(t, d, dt, dev):
+    B, H, S, D = d["B"], d["H"], d["S"], d["D"]
+    q, k, v = (t.randn(B, H, S, D, dtype=dt, device=dev) for _ in range(3))
+    causal = bool(d.get("causal", 0))
+    sdpa = t.nn.functional.scaled_dot_product_attention
+    return lambda: sdpa(q, k, v, is_causal=causal)
+
+
+BUILDERS = {
+    "softmax": _softmax, "rmsnorm": _rmsnorm, "layernorm": _layernorm, "reduce": _reduce,
+    "cross_entropy": _cross_entropy, "rotary_embedding": _rotary, "matmul": _matmul,
+    "fused_mlp": _fused_mlp, "flash_attention": _attention,
+}
+
+
+class Timer:
+    """Cold-L2, launch-hidden event timing, as the worker does it."""
+
+    def __init__(self, t, dev):
+        self.t = t
+        props = t.cuda.get_device_properties(dev)
+        l2 = getattr(props, "L2_cache_size", 64 << 20) or (64 << 20)
+        self.flush = t.empty(2 * l2 // 4, dtype=t.float32, device=dev)
+        self.sink = t.empty((), dtype=t.float32, device=dev)
+        self.floor_us = 0.0
+        self.floor_us = self.median_us(lambda: t.cuda._sleep(0), n=50, raw=True)
+
+    def sample(self, fn):
+        t = self.t
+        t.sum(self.flush, dim=0, out=self.sink)          # read 2x L2: cold caches
+        t.cuda._sleep(200000)                            # launch queued behind it
+        s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        return s.elapsed_time(e) * 1000.0
+
+    def median_us(self, fn, n=30, raw=False, max_s=2.0):
+        import time
+        for _ in range(3):
+            fn()
+        self.t.cuda.synchronize()
+        xs, t0 = [], time.monotonic()
+        while len(xs) < n and (len(xs) < 5 or time.monotonic() - t0 < max_s):
+            xs.append(self.sample(fn))
+        m = statistics.median(xs)
+        return m if raw else max(m - self.floor_us, 0.0)
+
+
+def yardsticks(t, dev, timer):
+    n = 1 << 28                                          # 1 GiB of float32
+    a = t.empty(n, dtype=t.float32, device=dev)
+    b = t.empty_like(a)
+    copy_us = timer.median_us(lambda: b.copy_(a), n=20)
+    copy_gbs = 2 * n * 4 / copy_us / 1e3
+    m = 8192
+    x = t.randn(m, m, dtype=t.bfloat16, device=dev)
+    y = t.randn(m, m, dtype=t.bfloat16, device=dev)
+    mm_us = timer.median_us(lambda: x @ y, n=20)
+    bf16_tflops = 2 * m ** 3 / mm_us / 1e6
+    del a, b, x, y
+    return copy_gbs, bf16_tflops
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--report", required=True)
+    ap.add_argument("--receipts", required=True)
+    ap.add_argument("--specs", default="kernels", help="catalog dir with <op>/spec.json")
+    ap.add_argument("--extra-spec", action="append", default=[], help="spec.json of an external op")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--json-out", default=None)
+    args = ap.parse_args()
+
+    report = load_json(args.report)
+    receipts = {r["task_id"]: r for r in load_json(args.receipts)["receipts"]
+                if r.get("status") == "ok"}
+    specs = {}
+    for op in report["ops"]:
+        p = os.path.join(args.specs, op["op"], "spec.json")
+        if os.path.exists(p):
+            specs[op["op"]] = load_json(p)
+    for p in args.extra_spec:
+        s = load_json(p)
+        specs[s["name"]] = s
+
+    import torch as t
+    dev = "cuda"
+    timer = Timer(t, dev)
+    copy_gbs, bf16_tflops = yardsticks(t, dev, timer)
+    tdt = {"float32": t.float32, "float16": t.float16, "bfloat16": t.bfloat16}
+
+    rows, out = [], []
+    for op in report["ops"]:
+        name, w = op["op"], op.get("winner")
+        if not w:
+            continue
+        task = w["task_id"] if w.get("promoted") else op["preflight"]["task_id"]
+        r = receipts.get(task)
+        if not r:
+            rows.append({"op": name, "error": "no ok receipt for %s" % task})
+            continue
+        config = "baseline" if not w.get("promoted") else (
+            w["candidate_name"] + " " + " ".join("%s=%d" % (p["name"], p["value"])
+                                                  for p in w.get("params", [])))
+        for tm in r["timings"]:
+            wl = tm["workload"]
+            ours = tm["candidate"]["median_us"]
+            base = tm["baseline"]["median_us"] if tm.get("baseline") else ours
+            row = {"op": name, "workload": wl["name"], "dims": wl["dims"], "dtype": wl["dtype"],
+                   "config": config, "ours_us": ours, "baseline_us": base,
+                   "speedup": base / ours if ours > 0 else 0.0, "timer": tm.get("timer", ""),
+                   "flops": tm.get("flops", 0.0), "bytes": tm.get("bytes", 0.0)}
+            if name in COMPUTE_BOUND:
+                row["achieved"] = row["flops"] / ours / 1e6
+                row["pct"] = 100.0 * row["achieved"] / bf16_tflops
+            else:
+                row["achieved"] = row["bytes"] / ours / 1e3
+                row["pct"] = 100.0 * row["achieved"] / copy_gbs
+            b = BUILDERS.get(name)
+            if b and name in specs:
+                try:
+                    fn = b(t, dims_by_key(specs[name], wl["dims"]), tdt[wl["dtype"]], dev)
+                    row["torch_us"] = timer.median_us(fn)
+                    row["vs_torch"] = row["torch_us"] / ours if ours > 0 else 0.0
+                    del fn
+                except Exception as e:                       # noqa: BLE001 - reported
+                    row["torch_error"] = str(e).split("\n")[0][:80]
+            t.cuda.empty_cache()
+            rows.append(row)
+
+    out.append("Yardsticks measured in this run: copy bandwidth %.0f GB/s (read+write, 1 GiB), "
+               "bf16 matmul %.1f TFLOP/s (8192^3, torch.matmul); event floor %.2f us.\n"
+               % (copy_gbs, bf16_tflops, timer.floor_us))
+    out.append("| op | workload | dims | dtype | winner config | ours us | baseline us | speedup "
+               "| achieved | % of yardstick | PyTorch us | PyTorch/ours |")
+    out.append("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        if "error" in r:
+            out.append("| %s | %s |" % (r["op"], r["error"]))
+            continue
+        unit = "TFLOP/s" if r["op"] in COMPUTE_BOUND else "GB/s"
+        torch_col = ("%.2f" % r["torch_us"]) if "torch_us" in r else r.get("torch_error", "n/a")
+        ratio = ("%.2f" % r["vs_torch"]) if "vs_torch" in r else "-"
+        out.append("| %s | %s | %s | %s | %s | %.2f | %.2f | %.2fx | %.1f %s | %.0f%% | %s | %s |" % (
+            r["op"], r["workload"], "x".join(str(x) for x in r["dims"]), r["dtype"], r["config"],
+            r["ours_us"], r["baseline_us"], r["speedup"], r["achieved"], unit, r["pct"],
+            torch_col, ratio))
+    text = "\n".join(out) + "\n"
+    sys.stdout.write(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"copy_gbs": copy_gbs, "bf16_tflops": bf16_tflops,
+                       "floor_us": timer.floor_us, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
