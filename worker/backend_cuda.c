@@ -24,6 +24,7 @@
     sticky error (every later call answers AK_ECRASH: the executor must be
     replaced). */
 #include "backend_cuda.h"
+#include "cache.h"
 #include "child.h"
 #include "cuda_api.h"
 #include "clock.h"
@@ -673,20 +674,13 @@ static bool s_is_elf (const char *path)
     return n == 4 && memcmp (head, "\177ELF", 4) == 0;
 }
 
-static bool s_cubin_present (const char *path)
-{
-    struct stat st;
-    return stat (path, &st) == 0 && S_ISREG (st.st_mode) && st.st_size > 0;
-}
-
 /*  Builds req into the cache (see backend.h): CUBIN for the device's
     sm_XY, cache_dir/<key>.cubin.  The options text is exactly what NVRTC
     gets (one option per line), so its digest names the build. */
 static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err_t *err)
 {
     int rc = 0;
-    char *options = NULL, *build_dir = NULL, *tmp_path = NULL, *artifact = NULL;
-    char *log = NULL, *text = NULL;
+    char *options = NULL, *tmp_path = NULL, *log = NULL, *text = NULL;
     const char **opts = NULL;
     int nopts = 0;
     const ak_cuda_nvrtc_t *nv = NULL;
@@ -728,25 +722,11 @@ static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err
     ak_cuda_cache_key (req->source, req->source_len, options, arch, ak_cuda_nvrtc_version_text (),
                        include_dir ? s_headers_digest : "", out->key);
 
-    rc = ak_mkdir_p (req->cache_dir, 0755, err);
-    if (rc)
-        goto fail;
-    artifact = ak_sprintf ("%s/%s.cubin", req->cache_dir, out->key);
-    if (s_cubin_present (artifact)) {
-        out->cached = true;
+    ak_cache_build_t b;
+    rc = ak_cache_build_begin (&b, req->cache_dir, out->key, ".cubin", out, err);
+    if (rc || out->cached)
         goto done;
-    }
-
-    /* A private build directory next to the artifact: the rename below is
-       then within one filesystem, so it is atomic. */
-    build_dir = ak_sprintf ("%s/.build-XXXXXX", req->cache_dir);
-    if (!mkdtemp (build_dir)) {
-        rc = ak_err_set (err, AK_EIO, "%s: mkdtemp: %s", build_dir, strerror (errno));
-        free (build_dir);
-        build_dir = NULL;
-        goto fail;
-    }
-    tmp_path = ak_sprintf ("%s/kernel.cubin", build_dir);
+    tmp_path = ak_cache_build_path (&b, "kernel.cubin");
     /* #line: diagnostics name the prelude or the kernel with their own lines. */
     text = ak_sprintf ("#line 1 \"ak_kernel_cuda.h\"\n%s\n#line 1 \"kernel.cu\"\n%.*s",
                        ak_prelude_cuda, (int) req->source_len, req->source);
@@ -765,44 +745,20 @@ static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err
     }
     rc = s_nvrtc_in_child (nv, text, opts, nopts, tmp_path, req->timeout_ms, req->cancel, &log, err);
     if (rc)
-        goto fail;
+        goto done;
     /* Check the child's work before anyone can load it. */
     if (!s_is_elf (tmp_path)) {
         rc = ak_err_set (err, AK_ECOMPILE, "compile: %s is not an ELF CUBIN", tmp_path);
-        goto fail;
+        goto done;
     }
-    if (rename (tmp_path, artifact) != 0) {
-        rc = ak_err_set (err, AK_EIO, "rename %s -> %s: %s", tmp_path, artifact, strerror (errno));
-        goto fail;
-    }
+    rc = ak_cache_build_commit (&b, tmp_path, err);
 
 done:
-    out->artifact_path = artifact;
-    artifact = NULL;
-    out->log = log ? log : ak_strdup ("");
-    log = NULL;
-    out->ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
-    rc = 0;
-
-fail:
-    if (rc) {
-        out->log = log ? log : ak_strdup ("");
-        log = NULL;
-        out->ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
-    }
-    if (build_dir) {
-        if (tmp_path)
-            unlink (tmp_path);
-        rmdir (build_dir);
-        free (build_dir);
-    }
     free (opts);
     free (options);
     free (tmp_path);
-    free (artifact);
-    free (log);
     free (text);
-    return rc;
+    return ak_cache_build_end (&b, rc, t0, &log, out);
 }
 
 /* ================================================================ CUPTI */

@@ -13,6 +13,7 @@
     Never: run a compiler through a shell, trust a define name, or leave a
     half-written artifact where a reader could load it. */
 #include "backend.h"
+#include "cache.h"
 #include "child.h"
 #include "digest.h"
 #include "log.h"
@@ -331,37 +332,12 @@ static void s_sha_part (ak_sha256_t *ctx, const void *data, size_t len)
     ak_sha256_update (ctx, data, len);
 }
 
-/*  Removes the private build directory and what is in it (flat). */
-static void s_rm_build_dir (const char *dir)
-{
-    DIR *d = opendir (dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir (d)) != NULL) {
-            if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
-                continue;
-            char *p = ak_path_join (dir, de->d_name);
-            unlink (p);
-            free (p);
-        }
-        closedir (d);
-    }
-    rmdir (dir);
-}
-
-static bool s_artifact_present (const char *path)
-{
-    struct stat st;
-    return stat (path, &st) == 0 && S_ISREG (st.st_mode) && st.st_size > 0;
-}
-
 /*  Builds req into the cache (see backend.h).  The options string lists
     exactly the flags passed to cc, so its digest names the build. */
 static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err_t *err)
 {
     int rc = 0;
-    char *options = NULL, *build_dir = NULL, *src_path = NULL, *so_path = NULL;
-    char *artifact = NULL, *log = NULL, *text = NULL;
+    char *options = NULL, *src_path = NULL, *so_path = NULL, *log = NULL, *text = NULL;
     char **argv = NULL;
     int nargv = 0;
 
@@ -419,26 +395,12 @@ static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err
     s_sha_part (&ctx, s_cc_version, strlen (s_cc_version));
     ak_sha256_final_hex (&ctx, out->key);
 
-    rc = ak_mkdir_p (req->cache_dir, 0755, err);
-    if (rc)
-        goto fail;
-    artifact = ak_sprintf ("%s/%s.so", req->cache_dir, out->key);
-    if (s_artifact_present (artifact)) {
-        out->cached = true;
+    ak_cache_build_t b;
+    rc = ak_cache_build_begin (&b, req->cache_dir, out->key, ".so", out, err);
+    if (rc || out->cached)
         goto done;
-    }
-
-    /* A private build directory next to the artifact: the rename below is
-       then within one filesystem, so it is atomic. */
-    build_dir = ak_sprintf ("%s/.build-XXXXXX", req->cache_dir);
-    if (!mkdtemp (build_dir)) {
-        rc = ak_err_set (err, AK_EIO, "%s: mkdtemp: %s", build_dir, strerror (errno));
-        free (build_dir);
-        build_dir = NULL;
-        goto fail;
-    }
-    src_path = ak_sprintf ("%s/kernel.c", build_dir);
-    so_path = ak_sprintf ("%s/kernel.so", build_dir);
+    src_path = ak_cache_build_path (&b, "kernel.c");
+    so_path = ak_cache_build_path (&b, "kernel.so");
     size_t text_len = ak_prelude_len + req->source_len + 64;
     text = ak_malloc (text_len + 1);
     int head = snprintf (text, text_len, "%s\n#line 1 \"kernel.c\"\n", ak_prelude);
@@ -447,7 +409,7 @@ static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err
     text[text_len] = '\0';
     rc = ak_file_write_atomic (src_path, text, text_len, err);
     if (rc)
-        goto fail;
+        goto done;
 
     /* argv: cc <flags...> [-DAK_REFERENCE] -DNAME=VALUE... -o so src -lm */
     argv = ak_calloc ((size_t) req->ndefines + 16, sizeof *argv);
@@ -473,42 +435,22 @@ static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err
     if (rc) {
         if (rc == AK_ETIMEOUT)
             ak_err_prefix (err, "compile");
-        goto fail;
+        goto done;
     }
     if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
         if (WIFSIGNALED (status))
             rc = ak_err_set (err, AK_ECOMPILE, "cc killed by signal %d", WTERMSIG (status));
         else
             rc = ak_err_set (err, AK_ECOMPILE, "cc exited with status %d", WEXITSTATUS (status));
-        goto fail;
+        goto done;
     }
-    if (!s_artifact_present (so_path)) {
+    if (!ak_cache_present (so_path)) {
         rc = ak_err_set (err, AK_ECOMPILE, "cc succeeded but wrote no %s", so_path);
-        goto fail;
+        goto done;
     }
-    if (rename (so_path, artifact) != 0) {
-        rc = ak_err_set (err, AK_EIO, "rename %s -> %s: %s", so_path, artifact, strerror (errno));
-        goto fail;
-    }
+    rc = ak_cache_build_commit (&b, so_path, err);
 
 done:
-    out->artifact_path = artifact;
-    artifact = NULL;
-    out->log = log ? log : ak_strdup ("");
-    log = NULL;
-    out->ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
-    rc = 0;
-
-fail:
-    if (rc) {
-        out->log = log ? log : ak_strdup ("");
-        log = NULL;
-        out->ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
-    }
-    if (build_dir) {
-        s_rm_build_dir (build_dir);
-        free (build_dir);
-    }
     if (argv) {
         for (int i = 0; i < nargv; i++)
             free (argv[i]);
@@ -517,10 +459,8 @@ fail:
     free (options);
     free (src_path);
     free (so_path);
-    free (artifact);
-    free (log);
     free (text);
-    return rc;
+    return ak_cache_build_end (&b, rc, t0, &log, out);
 }
 
 /* --------------------------------------------------------- executor side */
