@@ -419,7 +419,9 @@ static const s_verb_t s_verbs[] = {
       "winners, speedups, baselines and failures per operator",
       "Per operator and device class: the winner and its configuration with\n"
       "its speedup over the baseline and the noise of that figure (\"1.84x +-\n"
-      "0.03\"), or \"baseline kept\" and why; the baseline's time per workload\n"
+      "0.03\"), or \"baseline kept\" and why; the weighted aggregate per dtype and\n"
+      "over all workloads (weighted mean latency of baseline and kernel, and their\n"
+      "ratio: the speedup promotion uses); the baseline's time per workload\n"
       "from preflight; every candidate with its status and speedup; failures\n"
       "with their reasons; then the time spent compiling, gating and timing.\n"
       "\n"
