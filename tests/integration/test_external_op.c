@@ -285,6 +285,25 @@ static void test_external_operator (void **state)
         assert_true (fabs (json_number_value (json_object_get (all, "speedup"))
                            - json_number_value (json_object_get (winner, "speedup"))) < 1e-9);
     json_decref (report);
+    /* the same table in Markdown and in the HTML page of --out */
+    args = ak_sprintf ("report --markdown %s", id);
+    code = s_akctl (args, &out);
+    free (args);
+    if (code != 0 || !strstr (out, "### weighted aggregate") || !strstr (out, "| all "))
+        fail_msg ("akctl report --markdown: exit %d, no weighted aggregate table:\n%s", code, out);
+    free (out);
+    char *outdir = ak_sprintf ("%s/report", s_ctx.dir);
+    args = ak_sprintf ("report %s --out '%s' > /dev/null", id, outdir);
+    code = s_akctl (args, NULL);
+    free (args);
+    assert_true (code == 0 || code == 1);           /* 1: no winner promoted (verdict) */
+    char *html_path = ak_sprintf ("%s/report.html", outdir), *html = NULL;
+    assert_int_equal (ak_file_read (html_path, 1u << 22, &html, NULL, NULL), 0);
+    assert_non_null (strstr (html, "id=\"aggregates\""));
+    assert_non_null (strstr (html, "<td>scale_bias</td>"));
+    free (html);
+    free (html_path);
+    free (outdir);
     free (id);
 
     /* 2. the same spec with a corpus: shapes the spec does not name */
