@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "corpus.h"
 #include "digest.h"
 #include "expr.h"
 #include "util.h"
@@ -1790,6 +1791,8 @@ void ak_manifest_destroy (ak_manifest_t **self_p)
             for (size_t c = 0; c < op->ncandidates; c++)
                 free (op->candidates[c]);
             free (op->candidates);
+            free (op->spec_path);
+            free (op->corpus_path);
         }
         free (self->ops);
         free (self);
@@ -1993,6 +1996,64 @@ static int s_parse_workloads (json_t *opj, ak_manifest_op_t *op, const char *lab
     return 0;
 }
 
+/*  "corpus": a shape corpus file (relative to the manifest) whose cases
+    become workloads after the listed ones, or instead of the spec's sizes
+    when the op lists none.  Not in a bundle: there its cases are inline
+    workloads already. */
+static int s_parse_corpus (json_t *opj, ak_manifest_op_t *op, const char *label,
+                           const char *path, const char *base_dir, ak_err_t *err)
+{
+    char p[S_PATH], shown[72];
+    const char *rel;
+    int rc = s_get_str (opj, "corpus", false, label, path, &rel, err);
+    if (rc || !rel)
+        return rc;
+    s_field (p, path, "corpus");
+    if (!base_dir)
+        return s_bad (err, label, p, "a bundle carries workloads, not a corpus file ('%s')",
+                      s_show (rel, shown));
+    if (!*rel)
+        return s_bad (err, label, p, "must be a file path");
+    op->corpus_path = ak_path_join (base_dir, rel);
+    ak_corpus_t *corpus = NULL;
+    if ((rc = ak_corpus_load (op->corpus_path, op->spec, &corpus, err)) != 0)
+        return ak_err_prefix (err, "%s: %s", label, p);
+    if (!json_object_get (opj, "workloads")) {
+        for (size_t w = 0; w < op->nworkloads; w++)
+            free (op->workloads[w].name);
+        op->nworkloads = 0;
+    }
+    if (op->nworkloads + corpus->ncases > S_MAX_WORKLOADS) {
+        ak_corpus_destroy (&corpus);
+        return s_bad (err, label, p, "more than %d workloads in all", S_MAX_WORKLOADS);
+    }
+    op->workloads = ak_realloc (op->workloads, (op->nworkloads + corpus->ncases)
+                                               * sizeof *op->workloads);
+    for (size_t i = 0; i < corpus->ncases && rc == 0; i++) {
+        const ak_corpus_case_t *c = &corpus->cases[i];
+        char where[S_PATH * 2];
+        snprintf (where, sizeof where, "%s (%s: cases[%zu])", p, s_show (op->corpus_path, shown), i);
+        for (size_t j = 0; j < op->nworkloads && rc == 0; j++) {
+            const ak_workload_t *o = &op->workloads[j];
+            if (o->dtype == c->dtype && (s_streq (o->name, c->name)
+                                         || memcmp (o->dims, c->dims, sizeof c->dims) == 0))
+                rc = s_bad (err, label, where, "case '%s' %s is workloads[%zu] ('%s') again",
+                            c->name, ak_dtype_name (c->dtype), j, o->name);
+        }
+        if (rc == 0)
+            rc = s_check_dims (op->spec, c->dims, label, where, err);
+        if (rc == 0) {
+            ak_workload_t *wl = &op->workloads[op->nworkloads++];
+            wl->name = ak_strdup (c->name);
+            memcpy (wl->dims, c->dims, sizeof wl->dims);
+            wl->dtype = c->dtype;
+            wl->weight = c->weight;
+        }
+    }
+    ak_corpus_destroy (&corpus);
+    return rc;
+}
+
 /* -------------------------------------------------------------------- ops */
 
 static bool s_targets_backend (const ak_manifest_t *m, const char *backend)
@@ -2038,7 +2099,8 @@ static int s_parse_op (json_t *opj, ak_manifest_t *m, size_t index, const char *
                        const char *base_dir, ak_manifest_op_t *op, ak_err_t *err)
 {
     static const char *const fields[] = {
-        "spec", "workloads", "candidates", "extra_candidates", "tolerances", "profile", NULL };
+        "spec", "workloads", "candidates", "extra_candidates", "tolerances", "profile",
+        "corpus", "override_builtin", NULL };
     char path[S_PATH], p[S_PATH], q[S_PATH], shown[72];
     json_t *v;
     int rc;
@@ -2063,9 +2125,8 @@ static int s_parse_op (json_t *opj, ak_manifest_t *m, size_t index, const char *
                           "not a file path ('%s')", s_show (rel, shown));
         if (!*rel)
             return s_bad (err, label, p, "must be a file path or an inline spec");
-        char *full = ak_path_join (base_dir, rel);
-        rc = ak_spec_load (full, &op->spec, err);
-        free (full);
+        op->spec_path = ak_path_join (base_dir, rel);
+        rc = ak_spec_load (op->spec_path, &op->spec, err);
         if (rc)
             return ak_err_prefix (err, "%s: %s", label, p);
     }
@@ -2172,7 +2233,14 @@ static int s_parse_op (json_t *opj, ak_manifest_t *m, size_t index, const char *
     if (v && !json_is_boolean (v))
         return s_bad (err, label, s_field (p, path, "profile"), "must be true or false");
     op->profile = v && json_is_true (v);
-    if ((rc = s_parse_workloads (opj, op, label, path, err)) != 0)
+    /* override_builtin: recorded; whether it overrides anything is for
+       the catalog check (ak_catalog_check), which knows the catalog. */
+    v = json_object_get (opj, "override_builtin");
+    if (v && !json_is_boolean (v))
+        return s_bad (err, label, s_field (p, path, "override_builtin"), "must be true or false");
+    op->override_builtin = v && json_is_true (v);
+    if ((rc = s_parse_workloads (opj, op, label, path, err)) != 0
+     || (rc = s_parse_corpus (opj, op, label, path, base_dir, err)) != 0)
         return rc;
     /* A size meant for some backends is not timed on the others. */
     char wp[S_PATH], wq[S_PATH];
@@ -2336,6 +2404,8 @@ char *ak_manifest_to_bundle (const ak_manifest_t *m)
                                 "workloads", wls, "candidates", cands);
         if (oj && op->profile)          /* written only when asked: older bundles stay byte-identical */
             json_object_set_new (oj, "profile", json_true ());
+        if (oj && op->override_builtin) /* the same: only when it overrides something */
+            json_object_set_new (oj, "override_builtin", json_true ());
         json_array_append_new (ops, oj);
     }
     json_t *root = json_pack ("{s:i, s:s, s:o, s:o, s:o}",

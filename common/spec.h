@@ -224,6 +224,11 @@ typedef struct {
     char          **candidates;         /* names of spec candidates to tune */
     size_t          ncandidates;
     bool            profile;            /* "profile": true: profile tasks on cuda targets */
+    /* External operators and corpora (docs/formats.md): */
+    char           *spec_path;          /* the spec file as resolved; NULL for an inline spec */
+    char           *corpus_path;        /* "corpus": the file its cases came from; NULL: none */
+    bool            override_builtin;   /* "override_builtin": true: replaces the built-in
+                                           operator of the same name for this batch */
 } ak_manifest_op_t;
 
 typedef struct {

@@ -224,6 +224,14 @@ static int s_show (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t 
     }
     if (rc == 0)
         *out = json_pack ("{s:o, s:o}", "task", s_pb (task), "receipts", receipts);
+    /* An operator whose external spec replaced the built-in one says so. */
+    Ak__BatchRecord *brec = NULL;
+    if (rc == 0 && ak_store_get_batch (txn, task->batch_id, &brec, NULL) == 0) {
+        for (size_t i = 0; i < brec->n_overrides; i++)
+            if (strcmp (brec->overrides[i], task->op) == 0)
+                json_object_set_new (*out, "override_builtin", json_true ());
+        ak__batch_record__free_unpacked (brec, NULL);
+    }
     if (task)
         ak__task_record__free_unpacked (task, NULL);
     ak_store_abort (&txn);
@@ -328,6 +336,8 @@ static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, do
     json_t *pair = json_pack ("{s:s, s:s, s:o, s:o, s:o, s:o, s:I}", "op", p->op,
                       "device_class", p->device_class, "preflight", pre, "winner", s_pb (winner),
                       "candidates", cands, "failures", fails, "pending", (json_int_t) pending);
+    if (pair)   /* weighted aggregate latency and speedup per dtype */
+        json_object_set_new (pair, "aggregates", ak_results_aggregates (p, winner));
     if (pair && p->nprofiles)
         json_object_set_new (pair, "profiles", profs);
     else
@@ -359,6 +369,11 @@ static int s_report (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_
         json_array_append_new (ops, s_report_pair (b, &res->pairs[i], phases));
     *out = json_pack ("{s:o, s:o, s:{s:f, s:f, s:f}}", "batch", s_batchsum (b), "ops", ops,
                       "phases_ms", "compile", phases[0], "gates", phases[1], "timing", phases[2]);
+    /* Operators whose external spec replaced the built-in one. */
+    json_t *overrides = json_array ();
+    for (size_t i = 0; res->batch && i < res->batch->n_overrides; i++)
+        json_array_append_new (overrides, json_string (res->batch->overrides[i]));
+    json_object_set_new (*out, "overrides", overrides);
     ak_results_destroy (&res);
     return 0;
 }

@@ -281,6 +281,17 @@ int ak_expand (const ak_manifest_t *m, const char *batch_id, const char *bundle_
     b->n_targets = m->ntargets;
     b->policy = s_policy (&m->policy);
     b->ntasks = (uint32_t) ctx.exp->ntasks;
+    /* External specs that replace a built-in, so `show` and `report` say so. */
+    b->overrides = ak_calloc (m->nops, sizeof *b->overrides);
+    for (size_t o = 0; o < m->nops; o++)
+        if (m->ops[o].override_builtin) {
+            b->overrides[b->n_overrides] = (char *) protobuf_c_empty_string;
+            ak_cpb_set (&b->overrides[b->n_overrides++], m->ops[o].spec->name);
+        }
+    if (b->n_overrides == 0) {
+        free (b->overrides);
+        b->overrides = NULL;
+    }
     ctx.exp->batch = b;
     *exp_p = ctx.exp;
     return 0;

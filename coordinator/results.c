@@ -1,8 +1,10 @@
 /*  coordinator/results.c: batch results grouped per (op, class) (see results.h). */
 #include <stdio.h>
+#include <sys/types.h>
 #include <stdlib.h>
 #include <string.h>
 #include "results.h"
+#include "corpus.h"
 #include "log.h"
 #include "util.h"
 
@@ -163,4 +165,83 @@ void ak_results_destroy (ak_results_t **self_p)
         free (self);
         *self_p = NULL;
     }
+}
+
+/* ------------------------------------------------------------ aggregates */
+
+/*  Rows of one receipt's timings: per declared dtype, then "all".  With
+    baseline_only the preflight's own times (its "candidate" is the
+    baseline) give baseline_us, and candidate_us and speedup are 0.
+    Timings that are not finite positive numbers leave their row out. */
+static json_t *s_aggregate_rows (const Ak__Receipt *r, bool baseline_only)
+{
+    json_t *rows = json_array ();
+    size_t n = r ? r->n_timings : 0;
+    ak_wpoint_t *pts = ak_calloc (n ? n : 1, sizeof *pts);
+    for (int d = 0; d <= AK_DT_COUNT; d++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            const Ak__WorkloadTiming *t = r->timings[i];
+            ak_dtype_t dt;
+            if (!t->workload || ak_dtype_parse (t->workload->dtype, &dt) != 0)
+                continue;
+            if (d < AK_DT_COUNT && (int) dt != d)
+                continue;
+            double base = baseline_only ? (t->candidate ? t->candidate->median_us : 0)
+                                        : (t->baseline ? t->baseline->median_us : 0);
+            double cand = baseline_only ? base : (t->candidate ? t->candidate->median_us : 0);
+            pts[k++] = (ak_wpoint_t) { t->workload->weight, base, cand };
+        }
+        ak_aggregate_t agg;
+        if (k == 0 || ak_aggregate (pts, k, &agg) != 0)
+            continue;
+        json_array_append_new (rows, json_pack ("{s:s, s:I, s:f, s:f, s:f, s:f}",
+            "dtype", d < AK_DT_COUNT ? ak_dtype_name ((ak_dtype_t) d) : "all",
+            "workloads", (json_int_t) agg.n, "weight", agg.weight, "baseline_us", agg.base_us,
+            "candidate_us", baseline_only ? 0.0 : agg.cand_us,
+            "speedup", baseline_only ? 0.0 : agg.speedup));
+    }
+    free (pts);
+    return rows;
+}
+
+json_t *ak_results_aggregates (const ak_result_pair_t *p, const Ak__Winner *winner)
+{
+    ssize_t pick = -1;
+    const char *source = "none";
+    for (size_t j = 0; winner && winner->promoted && j < p->ntunes; j++)
+        if (p->tunes[j].receipt && strcmp (p->tunes[j].task->task_id, winner->task_id) == 0) {
+            pick = (ssize_t) j;
+            source = "winner";
+        }
+    for (size_t j = 0; pick < 0 && j < p->ntunes; j++)
+        if (p->evals[j].ok && p->tunes[j].receipt) {
+            size_t best = j;
+            for (size_t k = j + 1; k < p->ntunes; k++)
+                if (p->evals[k].ok && p->tunes[k].receipt
+                    && p->evals[k].speedup > p->evals[best].speedup)
+                    best = k;
+            pick = (ssize_t) best;
+            source = "best";
+        }
+    json_t *out;
+    if (pick >= 0) {
+        const Ak__TaskRecord *t = p->tunes[pick].task;
+        json_t *params = json_array ();
+        for (size_t i = 0; i < t->n_params; i++)
+            json_array_append_new (params, json_pack ("{s:s, s:I}", "name", t->params[i]->name,
+                                                      "value", (json_int_t) t->params[i]->value));
+        out = json_pack ("{s:s, s:s, s:s, s:o, s:o}", "source", source, "task_id", t->task_id,
+                         "candidate", t->candidate_name, "params", params,
+                         "rows", s_aggregate_rows (p->tunes[pick].receipt, false));
+    }
+    else
+    if (p->preflight.receipt)
+        out = json_pack ("{s:s, s:s, s:s, s:[], s:o}", "source", "preflight", "task_id",
+                         p->preflight.task->task_id, "candidate", "", "params",
+                         "rows", s_aggregate_rows (p->preflight.receipt, true));
+    else
+        out = json_pack ("{s:s, s:s, s:s, s:[], s:[]}", "source", "none", "task_id", "",
+                         "candidate", "", "params", "rows");
+    return out;
 }

@@ -7,6 +7,7 @@
 #ifndef AK_RESULTS_H
 #define AK_RESULTS_H
 #include <stddef.h>
+#include <jansson.h>
 #include "akfleet.pb-c.h"
 #include "error.h"
 #include "store.h"
@@ -34,6 +35,16 @@ typedef struct {
     ak_result_pair_t *pairs;            /* in the order their first task appears */
     size_t            npairs;
 } ak_results_t;
+
+/* The weighted aggregates of a pair for `report` (docs/measurement.md,
+   "Weighted aggregates"): over the accepted tune receipt of the winner when
+   one was promoted, else of the best candidate that ran ok, else over the
+   preflight (baseline only).  {"source": "winner"|"best"|"preflight"|"none",
+   "task_id", "candidate", "params", "rows": [{"dtype", "workloads", "weight",
+   "baseline_us", "candidate_us", "speedup"}]}, one row per dtype in
+   float16, bfloat16, float32 order and a last one with dtype "all" whose
+   speedup is the promotion rule's (ak_aggregate).  Caller decrefs. */
+json_t *ak_results_aggregates (const ak_result_pair_t *p, const Ak__Winner *winner);
 
 /* Loads batch_id's results; AK_ENOTFOUND when there is no such batch. */
 int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err);

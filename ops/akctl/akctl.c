@@ -50,6 +50,7 @@ enum {
     S_OPT_FAILED   = 1 << 3,      /* retry --failed */
     S_OPT_PROFILE  = 1 << 4,      /* profile --profile, --replace, --as */
     S_OPT_OUT      = 1 << 5,      /* report --out */
+    S_OPT_EXTERNAL = 1 << 12,     /* submit --op, --workloads, --target, --override-builtin */
 };
 
 typedef int (s_verb_fn) (const akctl_opts_t *o);
@@ -231,6 +232,10 @@ int akctl_load_bundle (const char *path, char **bundle_p, char ***pairs_p, int *
         fprintf (stderr, "akctl: %s\n", err.msg[0] ? err.msg : ak_strerror (rc));
         return AKCTL_EXIT_USAGE;
     }
+    if (akctl_check_builtins (manifest, path) != AKCTL_EXIT_OK) {
+        ak_manifest_destroy (&manifest);
+        return AKCTL_EXIT_USAGE;
+    }
     *bundle_p = ak_manifest_to_bundle (manifest);
     if (!*bundle_p) {
         fprintf (stderr, "akctl: %s: cannot build the bundle to send\n", path);
@@ -289,8 +294,26 @@ int akctl_submit_bundle (akctl_client_t *client, const char *bundle, bool json, 
 
 static int s_verb_submit (const akctl_opts_t *o)
 {
-    char *bundle = NULL, *batch_id = NULL;
-    int code = akctl_load_bundle (o->pos[0], &bundle, NULL, NULL);
+    char *bundle = NULL, *batch_id = NULL, *oneoff = NULL;
+    int code = AKCTL_EXIT_OK;
+    /* FILE, or external operators by directory (ops/akctl/external.c) */
+    if ((o->npos > 0) == (o->nops > 0) || (o->npos > 0 && (o->workloads || o->target
+                                                           || o->override_builtin))) {
+        fprintf (stderr, "akctl: submit: give a manifest FILE or --op DIR (with --workloads, "
+                 "--target, --override-builtin), not %s\n(akctl submit --help says more)\n",
+                 o->npos ? "both" : "neither");
+        return AKCTL_EXIT_USAGE;
+    }
+    if (o->nops)
+        code = akctl_external_manifest (o, &oneoff);
+    if (code == AKCTL_EXIT_OK)
+        code = akctl_load_bundle (oneoff ? oneoff : o->pos[0], &bundle, NULL, NULL);
+    if (oneoff && code != AKCTL_EXIT_OK)
+        fprintf (stderr, "akctl: (%s is the one-off manifest of submit --op; ops[i] is the "
+                 "i-th --op)\n", oneoff);
+    if (oneoff)
+        unlink (oneoff);
+    free (oneoff);
     if (code != AKCTL_EXIT_OK)
         return code;
     akctl_client_t *client = s_client (o, &code);
@@ -340,7 +363,7 @@ static void s_help_verb (FILE *out, const s_verb_t *v)
 static int s_verb_help (const akctl_opts_t *o);
 
 static const s_verb_t s_verbs[] = {
-    { "submit", "FILE", 1, 1, S_OPT_WAIT, s_verb_submit,
+    { "submit", "FILE | --op DIR [--op DIR...]", 0, 1, S_OPT_WAIT | S_OPT_EXTERNAL, s_verb_submit,
       "validate a batch manifest, submit it, print the batch id",
       "Loads the batch manifest FILE and every file it names (operator specs,\n"
       "kernel sources), validates all of it here, and sends the result as one\n"
@@ -350,7 +373,20 @@ static const s_verb_t s_verbs[] = {
       "nothing is sent then.\n"
       "\n"
       "  --wait            then follow the batch like `akctl watch` and exit with\n"
-      "                    watch's code\n" },
+      "                    watch's code\n"
+      "\n"
+      "External operators (instead of FILE; docs/formats.md):\n"
+      "  --op DIR          an operator directory with spec.json and its kernel\n"
+      "                    sources; repeatable.  akctl builds a one-off manifest\n"
+      "                    (name \"external\", the default policy, every op with\n"
+      "                    its spec's sizes and the candidates its target runs)\n"
+      "                    and submits it like a FILE\n"
+      "  --workloads A,B   size names to time, for every --op (default: the\n"
+      "                    spec's sizes)\n"
+      "  --target CLASS    the device class to tune for (default host)\n"
+      "  --override-builtin  let an --op whose name is a built-in operator's\n"
+      "                    (kernels/NAME/spec.json) replace it in this batch;\n"
+      "                    without it such an --op is refused (exit 2)\n" },
     { "status", "[BATCH]", 0, 1, 0, s_verb_status,
       "progress and winners of a batch (every batch without BATCH)",
       "With BATCH: its state, targets, times, task counts by state and the\n"
@@ -383,7 +419,9 @@ static const s_verb_t s_verbs[] = {
       "winners, speedups, baselines and failures per operator",
       "Per operator and device class: the winner and its configuration with\n"
       "its speedup over the baseline and the noise of that figure (\"1.84x +-\n"
-      "0.03\"), or \"baseline kept\" and why; the baseline's time per workload\n"
+      "0.03\"), or \"baseline kept\" and why; the weighted aggregate per dtype and\n"
+      "over all workloads (weighted mean latency of baseline and kernel, and their\n"
+      "ratio: the speedup promotion uses); the baseline's time per workload\n"
       "from preflight; every candidate with its status and speedup; failures\n"
       "with their reasons; then the time spent compiling, gating and timing.\n"
       "\n"
@@ -610,6 +648,8 @@ int main (int argc, char **argv)
         bool takes_value = strcmp (name, "--coordinator") == 0 || strcmp (name, "--timeout") == 0
                         || strcmp (name, "--profile") == 0 || strcmp (name, "--as") == 0
                         || strcmp (name, "--out") == 0
+                        || strcmp (name, "--op") == 0 || strcmp (name, "--workloads") == 0
+                        || strcmp (name, "--target") == 0
                         || strcmp (name, "--dir") == 0 || strcmp (name, "--workers") == 0;
         if (takes_value && !value) {
             if (i + 1 >= argc) {
@@ -629,6 +669,9 @@ int main (int argc, char **argv)
                  : strcmp (name, "--profile") == 0 || strcmp (name, "--as") == 0
                    || strcmp (name, "--replace") == 0 ? S_OPT_PROFILE
                  : strcmp (name, "--out") == 0 ? S_OPT_OUT
+                 : strcmp (name, "--op") == 0 || strcmp (name, "--workloads") == 0
+                   || strcmp (name, "--target") == 0
+                   || strcmp (name, "--override-builtin") == 0 ? S_OPT_EXTERNAL
                  : strcmp (name, "--dir") == 0 || strcmp (name, "--workers") == 0
                    || strcmp (name, "--keep") == 0 ? S_OPT_DEMO : 0;
         if (need && !(verb && (verb->options & need))) {
@@ -674,6 +717,21 @@ int main (int argc, char **argv)
             *(name[2] == 'p' ? &o.profile : name[2] == 'a' ? &o.as : &o.out) = value;
         }
         else
+        if (strcmp (name, "--op") == 0 || strcmp (name, "--workloads") == 0
+            || strcmp (name, "--target") == 0) {
+            if (!*value)
+                code = s_usage_error (verb, "%s needs a value", name);
+            if (name[2] == 'o') {
+                o.ops = ak_realloc (o.ops, (size_t) (o.nops + 1) * sizeof *o.ops);
+                o.ops[o.nops++] = (char *) value;
+            }
+            else
+                *(name[2] == 'w' ? &o.workloads : &o.target) = value;
+        }
+        else
+        if (strcmp (name, "--override-builtin") == 0)
+            o.override_builtin = true;
+        else
         if (strcmp (name, "--dir") == 0) {
             if (!*value)
                 code = s_usage_error (verb, "--dir needs a directory%s", "");
@@ -711,6 +769,7 @@ int main (int argc, char **argv)
             code = verb->fn (&o);
     }
     free (o.pos);
+    free (o.ops);
     fflush (stdout);
     return code;
 }

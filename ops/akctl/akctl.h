@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <jansson.h>
 #include "error.h"
+#include "spec.h"
 
 /* ------------------------------------------------------------ exit codes */
 enum {
@@ -46,6 +47,11 @@ typedef struct {
     const char *as;               /* profile import --as NAME */
     bool        replace;          /* profile install/import --replace */
     const char *out;              /* report --out DIR */
+    char      **ops;              /* submit --op DIR (repeatable): external operators */
+    int         nops;
+    const char *workloads;        /* submit --workloads a,b (with --op) */
+    const char *target;           /* submit --target CLASS (with --op; default host) */
+    bool        override_builtin; /* submit --override-builtin */
     char      **pos;              /* positional arguments after the verb */
     int         npos;
 } akctl_opts_t;
@@ -183,6 +189,20 @@ char *akctl_demo_manifest_path (ak_err_t *err);
    the operator x target pairs "op@class" it will produce (caller frees
    each and the array). */
 int akctl_load_bundle (const char *path, char **bundle_p, char ***pairs_p, int *npairs_p);
+
+/* ------------------------------------------------- external operators */
+/* ops/akctl/external.c.  The catalog of built-in operators (kernels/):
+   $AK_SOURCE_DIR/kernels, the source tree akctl was built from, then
+   ../../kernels next to the binary; NULL when none (caller frees). */
+char *akctl_catalog_dir (void);
+/* Refuses (exit code 2, message on stderr) an op of manifest with a
+   built-in's name that is not the built-in, unless it overrides it. */
+int akctl_check_builtins (ak_manifest_t *manifest, const char *label);
+/* Writes the one-off manifest of `submit --op DIR...` (targets [--target
+   or host], each DIR/spec.json by absolute path, --workloads, and
+   --override-builtin as "override_builtin": true) to a temporary file;
+   *path_p gets its path (caller unlinks and frees).  Returns an exit code. */
+int akctl_external_manifest (const akctl_opts_t *o, char **path_p);
 
 /* submit's work, shared with demo: sends the bundle and, unless quiet,
    prints the batch id (stdout; the task count on stderr when that is a

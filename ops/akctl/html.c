@@ -175,6 +175,39 @@ void akctl_render_report_html (FILE *out, const json_t *report)
     }
     fprintf (out, "</table>\n");
 
+    /* weighted aggregates per operator, class and dtype (docs/measurement.md) */
+    fprintf (out, "<h2>Weighted aggregates</h2>\n<table id=\"aggregates\"><tr><th>operator</th>"
+             "<th>device class</th><th>kernel</th><th>dtype</th><th>workloads</th><th>weight</th>"
+             "<th>baseline</th><th>kernel time</th><th>speedup</th></tr>\n");
+    json_array_foreach (akj_arr (report, "ops"), i, op) {
+        const json_t *agg = akj_obj (op, "aggregates");
+        json_array_foreach (akj_arr (agg, "rows"), j, x) {
+            char *params = akctl_params_text (akj_arr (agg, "params"));
+            char kernel[256], n[24], w[32], b[32], k[32], sp[32];
+            snprintf (kernel, sizeof kernel, "%s %s (%s)", akj_str (agg, "candidate"), params,
+                      akj_str (agg, "source"));
+            free (params);
+            snprintf (n, sizeof n, "%" PRId64, akj_int (x, "workloads"));
+            snprintf (w, sizeof w, "%g", akj_num (x, "weight"));
+            akctl_micros (akj_num (x, "baseline_us"), b, sizeof b);
+            bool has = akj_num (x, "candidate_us") > 0;
+            if (has) {
+                akctl_micros (akj_num (x, "candidate_us"), k, sizeof k);
+                snprintf (sp, sizeof sp, "%.3fx", akj_num (x, "speedup"));
+            }
+            const char *cells[9] = { akj_str (op, "op"), akj_str (op, "device_class"), kernel,
+                                     akj_str (x, "dtype"), n, w, b, has ? k : "-", has ? sp : "-" };
+            fprintf (out, "<tr>");
+            for (int c = 0; c < 9; c++) {
+                fprintf (out, "<td>");
+                s_esc (out, cells[c]);
+                fprintf (out, "</td>");
+            }
+            fprintf (out, "</tr>\n");
+        }
+    }
+    fprintf (out, "</table>\n");
+
     /* chart 1: speedup per operator and size */
     size_t cap = 16, n = 0;
     s_bar_t *bars = ak_calloc (cap, sizeof *bars);

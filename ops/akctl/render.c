@@ -231,8 +231,9 @@ void akctl_render_show (FILE *out, const json_t *answer)
         fprintf (out, ", %s", akj_str (task, "status"));
     fprintf (out, "\n");
     fprintf (out, "  kind       %s\n", akj_str (task, "kind"));
-    fprintf (out, "  operator   %s on %s (backend %s)\n", akj_str (task, "op"),
-             akj_str (task, "device_class"), akj_str (task, "backend"));
+    fprintf (out, "  operator   %s on %s (backend %s)%s\n", akj_str (task, "op"),
+             akj_str (task, "device_class"), akj_str (task, "backend"),
+             akj_bool (answer, "override_builtin") ? ", external spec overriding the built-in" : "");
     if (*akj_str (task, "candidate_name"))
         fprintf (out, "  candidate  %s %s (%s)\n", akj_str (task, "candidate_name"), params,
                  akj_str (task, "candidate_source_name"));

@@ -113,6 +113,50 @@ static void s_preflight (FILE *out, bool md, const json_t *pre)
     akctl_table_destroy (&t);
 }
 
+/*  The weighted aggregates (docs/measurement.md): per dtype and over all
+    workloads, weighted mean latency of baseline and kernel and their ratio,
+    the speedup the promotion rule uses. */
+static void s_aggregates (FILE *out, bool md, const json_t *agg)
+{
+    json_t *rows = akj_arr (agg, "rows");
+    if (!agg || !rows || json_array_size (rows) == 0)
+        return;
+    const char *source = akj_str (agg, "source");
+    char title[384];
+    char *params = akctl_params_text (akj_arr (agg, "params"));
+    if (strcmp (source, "preflight") == 0)
+        snprintf (title, sizeof title, "weighted aggregate (baseline only, preflight %s)",
+                  akj_str (agg, "task_id"));
+    else
+        snprintf (title, sizeof title, "weighted aggregate (%s %s %s, task %s)",
+                  strcmp (source, "winner") == 0 ? "winner" : "best candidate, not promoted:",
+                  akj_str (agg, "candidate"), params, akj_str (agg, "task_id"));
+    free (params);
+    s_heading (out, md, 3, title);
+    static const char *const head[] = { "DTYPE", "WORKLOADS", "WEIGHT", "BASELINE", "KERNEL", "SPEEDUP" };
+    akctl_table_t *t = akctl_table_new (6, head);
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        char n[24], w[32], b[32], k[32], sp[32];
+        snprintf (n, sizeof n, "%" PRId64, akj_int (r, "workloads"));
+        snprintf (w, sizeof w, "%g", akj_num (r, "weight"));
+        akctl_micros (akj_num (r, "baseline_us"), b, sizeof b);
+        if (akj_num (r, "candidate_us") > 0) {
+            akctl_micros (akj_num (r, "candidate_us"), k, sizeof k);
+            snprintf (sp, sizeof sp, "%.3fx", akj_num (r, "speedup"));
+        }
+        else {
+            snprintf (k, sizeof k, "-");
+            snprintf (sp, sizeof sp, "-");
+        }
+        const char *row[6] = { akj_str (r, "dtype"), n, w, b, k, sp };
+        akctl_table_add (t, row);
+    }
+    akctl_table_print (t, out, s_indent (md), md);
+    akctl_table_destroy (&t);
+}
+
 /*  Sort order for candidates: finished ones by speedup, best first; the
     rest after them, in the coordinator's order. */
 static int s_by_speedup (const void *a, const void *b)
@@ -304,6 +348,16 @@ void akctl_render_report (FILE *out, const json_t *report, bool md)
     if (created && finished >= created)
         fprintf (out, "; took %s", akctl_duration ((double) (finished - created), dur, sizeof dur));
     fprintf (out, "\n");
+    json_t *overrides = akj_arr (report, "overrides");
+    if (overrides && json_array_size (overrides)) {
+        fprintf (out, "%sexternal specs replace the built-in operator%s:", md ? "\n" : "  ",
+                 json_array_size (overrides) == 1 ? "" : "s");
+        size_t k;
+        json_t *v;
+        json_array_foreach (overrides, k, v)
+            fprintf (out, " %s", json_is_string (v) ? json_string_value (v) : "?");
+        fprintf (out, "\n");
+    }
 
     json_t *ops = akj_arr (report, "ops");
     size_t i;
@@ -312,6 +366,7 @@ void akctl_render_report (FILE *out, const json_t *report, bool md)
         snprintf (title, sizeof title, "%s on %s", akj_str (op, "op"), akj_str (op, "device_class"));
         s_heading (out, md, 2, title);
         s_winner (out, md, akj_obj (op, "winner"));
+        s_aggregates (out, md, akj_obj (op, "aggregates"));
         s_preflight (out, md, akj_obj (op, "preflight"));
         s_candidates (out, md, akj_arr (op, "candidates"));
         if (akj_int (op, "pending") > 0)
