@@ -337,12 +337,15 @@ static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, do
             pending++;
             continue;
         }
-        if (ev->ok)
-            json_array_append_new (cands, json_pack ("{s:s, s:s, s:o, s:s, s:f, s:f, s:b, s:s}",
+        if (ev->ok) {
+            json_t *cj = json_pack ("{s:s, s:s, s:o, s:s, s:f, s:f, s:b, s:s}",
                 "task_id", t->task_id, "candidate", t->candidate_name,
                 "params", s_params_json (t->params, t->n_params), "status", ev->status,
                 "speedup", ev->speedup, "noise", ev->noise, "promotable", ev->promotable,
-                "reason", ev->reason));
+                "reason", ev->reason);
+            json_object_set_new (cj, "stage", json_integer ((json_int_t) t->stage));
+            json_array_append_new (cands, cj);
+        }
         else
             json_array_append_new (fails, json_pack ("{s:s, s:s, s:o, s:s, s:s}",
                 "task_id", t->task_id, "candidate", t->candidate_name,
@@ -370,6 +373,22 @@ static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, do
             "params", s_params_json (t->params, t->n_params), "status", r ? r->status : t->state,
             "reason", r ? r->reason : t->last_error, "workloads", wl));
     }
+    /* Confirm tasks (coordinator/rounds.h): where each finalist was
+       measured again. */
+    json_t *confs = json_array ();
+    for (size_t j = 0; j < p->nconfirms; j++) {
+        const Ak__TaskRecord *t = p->confirms[j].task;
+        const Ak__Receipt *r = p->confirms[j].receipt;
+        json_array_append_new (confs, json_pack ("{s:s, s:s, s:s, s:s, s:s, s:s}",
+            "task_id", t->task_id, "confirm_of", t->confirm_of, "avoid_worker", t->avoid_worker,
+            "worker_id", t->worker_id, "status", r ? r->status : t->state,
+            "reason", r ? r->reason : t->last_error));
+        if (r) {
+            phases[0] += s_ms (r->compile_ms);
+            phases[1] += s_ms (r->gate_ms);
+            phases[2] += s_ms (r->timing_ms);
+        }
+    }
     json_t *pair = json_pack ("{s:s, s:s, s:o, s:o, s:o, s:o, s:I}", "op", p->op,
                       "device_class", p->device_class, "preflight", pre, "winner", s_pb (winner),
                       "candidates", cands, "failures", fails, "pending", (json_int_t) pending);
@@ -377,6 +396,10 @@ static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, do
         json_object_set_new (pair, "profiles", profs);
     else
         json_decref (profs);
+    if (pair && p->nconfirms)
+        json_object_set_new (pair, "confirms", confs);
+    else
+        json_decref (confs);
     return pair;
 }
 

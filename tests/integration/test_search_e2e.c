@@ -32,6 +32,7 @@ typedef struct {
     char  *dir;
     char  *akctl;                  /* "'BIN/akctl' --coordinator EP --timeout MS" */
     pid_t  coord;
+    char  *cargs[3];               /* store, workers and clients endpoints, for a restart */
     pid_t  workers[2];
     char  *batch_id;
 } s_ctx_t;
@@ -184,6 +185,9 @@ static void s_start (void)
     char *log = ak_sprintf ("%s/akcoord.log", s_ctx.dir);
     char *cargv[] = { coord, "--store", store, "--workers", workers_ep, "--clients", clients_ep,
                       "--log-level", "debug", NULL };
+    s_ctx.cargs[0] = ak_strdup (store);
+    s_ctx.cargs[1] = ak_strdup (workers_ep);
+    s_ctx.cargs[2] = ak_strdup (clients_ep);
     s_ctx.coord = ak_test_spawn (cargv, log);
     assert_true (s_ctx.coord > 0);
     free (log);
@@ -241,6 +245,8 @@ static int s_teardown (void **state)
     free (s_ctx.dir);
     free (s_ctx.akctl);
     free (s_ctx.batch_id);
+    for (int i = 0; i < 3; i++)
+        free (s_ctx.cargs[i]);
     memset (&s_ctx, 0, sizeof s_ctx);
     return 0;
 }
@@ -382,10 +388,107 @@ static void test_halving_and_confirm (void **state)
     json_decref (sum);
 }
 
+/* True once `status` shows a stage-2 tune task (the stage-1 receipts
+   are committed and stage 2 was created with the last of them). */
+static bool s_stage2_exists (void *arg)
+{
+    (void) arg;
+    char *args = ak_sprintf ("status %s", s_ctx.batch_id);
+    json_t *sum = s_akctl_json (args);
+    free (args);
+    bool found = false;
+    size_t i;
+    json_t *r;
+    json_array_foreach (json_object_get (sum, "rounds"), i, r)
+        found |= strcmp (s_str (r, "kind"), "tune") == 0 && s_int (r, "stage") == 2;
+    json_decref (sum);
+    return found;
+}
+
+/*  The coordinator is killed (SIGKILL) as soon as stage 2 exists and
+    started again on the same store: the batch completes with exactly the
+    2 stage-2 tasks created before the kill (none made twice), every task
+    with one accepted receipt. */
+static void test_restart_between_stages (void **state)
+{
+    (void) state;
+    s_start ();
+    char *manifest = s_write_manifest ();
+    char *args = ak_sprintf ("submit '%s'", manifest);
+    char *out = NULL;
+    int code = s_akctl (args, &out);
+    if (code != 0)
+        fail_msg ("akctl %s: exit %d: %s", args, code, out ? out : "");
+    out[strcspn (out, "\n")] = '\0';
+    s_ctx.batch_id = out;
+    free (args);
+    free (manifest);
+
+    if (!ak_test_wait (s_stage2_exists, NULL, S_BATCH_MS)) {
+        s_dump_log ("akcoord.log");
+        fail_msg ("batch %s never reached stage 2", s_ctx.batch_id);
+    }
+    int status = ak_test_stop (s_ctx.coord, SIGKILL, 10000);
+    assert_true (WIFSIGNALED (status));
+    char *coord = ak_test_bin ("akcoord");
+    char *log = ak_sprintf ("%s/akcoord-2.log", s_ctx.dir);
+    char *cargv[] = { coord, "--store", s_ctx.cargs[0], "--workers", s_ctx.cargs[1], "--clients",
+                      s_ctx.cargs[2], "--log-level", "debug", NULL };
+    s_ctx.coord = ak_test_spawn (cargv, log);
+    assert_true (s_ctx.coord > 0);
+    free (log);
+    free (coord);
+    if (!ak_test_wait (s_coordinator_answers, NULL, S_START_MS))
+        fail_msg ("akcoord did not answer after the restart");
+    if (!ak_test_wait (s_batch_finished, NULL, S_BATCH_MS)) {
+        s_akctl ("status", NULL);
+        s_dump_log ("akcoord-2.log");
+        fail_msg ("batch %s did not finish after the restart", s_ctx.batch_id);
+    }
+    args = ak_sprintf ("status %s", s_ctx.batch_id);
+    json_t *sum = s_akctl_json (args);
+    free (args);
+    assert_non_null (sum);
+    assert_string_equal (s_str (sum, "state"), "complete");
+    int stage[3] = { 0, 0, 0 };
+    int64_t confirms = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach (json_object_get (sum, "rounds"), i, r) {
+        assert_int_equal (s_int (r, "finished"), s_int (r, "total"));
+        if (strcmp (s_str (r, "kind"), "confirm") == 0)
+            confirms += s_int (r, "total");
+        else if (s_int (r, "stage") >= 0 && s_int (r, "stage") < 3)
+            stage[s_int (r, "stage")] += (int) s_int (r, "total");
+    }
+    assert_int_equal (stage[0], 0);
+    assert_int_equal (stage[1], 4);
+    assert_int_equal (stage[2], 2);
+    assert_true (confirms >= 1 && confirms <= 2);
+    assert_int_equal (s_int (sum, "total"), 1 + 4 + 2 + confirms);
+    /* one accepted receipt per task, whatever the kill cut short */
+    args = ak_sprintf ("receipts %s", s_ctx.batch_id);
+    json_t *answer = s_akctl_json (args);
+    free (args);
+    json_t *accepted = json_object ();
+    json_array_foreach (json_object_get (answer, "receipts"), i, r) {
+        if (s_bool (r, "duplicate"))
+            continue;
+        if (json_object_get (accepted, s_str (r, "task_id")))
+            fail_msg ("task %s has two accepted receipts", s_str (r, "task_id"));
+        json_object_set_new (accepted, s_str (r, "task_id"), json_true ());
+    }
+    assert_int_equal ((int64_t) json_object_size (accepted), s_int (sum, "total"));
+    json_decref (accepted);
+    json_decref (answer);
+    json_decref (sum);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown (test_halving_and_confirm, s_teardown),
+        cmocka_unit_test_teardown (test_restart_between_stages, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
