@@ -426,6 +426,12 @@ void ak_policy_defaults (ak_policy_t *policy)
     policy->threshold = 0.03;
     policy->max_regression = 0.05;
     policy->seed = 42;
+    policy->search_budget = 64;
+    policy->search_keep = 4;
+    policy->search_rounds = 2;
+    policy->short_max_time_ms = 200;
+    policy->confirm = true;
+    policy->implausible = 10.0;
 }
 
 /* ============================================================ destructors */
@@ -1802,6 +1808,63 @@ void ak_manifest_destroy (ak_manifest_t **self_p)
 
 /* ----------------------------------------------------------------- policy */
 
+/*  policy.search {strategy, budget, keep, rounds, short_max_time_ms},
+    policy.confirm and policy.implausible: over the defaults, range-checked. */
+static int s_parse_search (json_t *obj, const char *label, ak_policy_t *pol, ak_err_t *err)
+{
+    static const struct { const char *name; size_t off; uint32_t min; uint32_t max; } u32[] = {
+        { "budget",            offsetof (ak_policy_t, search_budget),     1, 100000 },
+        { "keep",              offsetof (ak_policy_t, search_keep),       1, 100000 },
+        { "rounds",            offsetof (ak_policy_t, search_rounds),     2, 16 },
+        { "short_max_time_ms", offsetof (ak_policy_t, short_max_time_ms), 1, UINT32_MAX },
+    };
+    static const char *const fields[] = { "strategy", "budget", "keep", "rounds", "short_max_time_ms", NULL };
+    json_t *search = NULL, *v;
+    const char *strategy = NULL;
+    char p[S_PATH];
+    int rc;
+    if ((rc = s_get (obj, "confirm", JSON_TRUE, false, label, "policy", &v, err)) != 0)
+        return rc;
+    if (v)
+        pol->confirm = json_is_true (v);
+    if ((rc = s_get (obj, "implausible", JSON_REAL, false, label, "policy", &v, err)) != 0)
+        return rc;
+    if (v) {
+        double x = json_number_value (v);
+        if (!isfinite (x) || x <= 1.0 || x > 1e6)
+            return s_bad (err, label, "policy.implausible", "must be in (1, 1e6]");
+        pol->implausible = x;
+    }
+    if ((rc = s_get (obj, "search", JSON_OBJECT, false, label, "policy", &search, err)) != 0)
+        return rc;
+    if (!search)
+        return 0;
+    if ((rc = s_only (search, fields, label, "policy.search", err)) != 0)
+        return rc;
+    if ((rc = s_get_str (search, "strategy", false, label, "policy.search", &strategy, err)) != 0)
+        return rc;
+    if (strategy) {
+        if (strcmp (strategy, "exhaustive") != 0 && strcmp (strategy, "halving") != 0)
+            return s_bad (err, label, "policy.search.strategy", "must be \"exhaustive\" or \"halving\"");
+        snprintf (pol->search_strategy, sizeof pol->search_strategy, "%s", strategy);
+    }
+    for (size_t i = 0; i < sizeof u32 / sizeof u32[0]; i++) {
+        if ((rc = s_get (search, u32[i].name, JSON_INTEGER, false, label, "policy.search", &v, err)) != 0)
+            return rc;
+        if (!v)
+            continue;
+        json_int_t x = json_integer_value (v);
+        if (x < (json_int_t) u32[i].min || x > (json_int_t) u32[i].max)
+            return s_bad (err, label, s_field (p, "policy.search", u32[i].name),
+                          "must be an integer in [%u, %u]", u32[i].min, u32[i].max);
+        *(uint32_t *) ((char *) pol + u32[i].off) = (uint32_t) x;
+    }
+    if (pol->search_keep > pol->search_budget)
+        return s_bad (err, label, "policy.search.keep", "must not exceed policy.search.budget "
+                      "(%u > %u)", pol->search_keep, pol->search_budget);
+    return 0;
+}
+
 /*  policy: every field optional over ak_policy_defaults, each range-checked. */
 static int s_parse_policy (json_t *obj, const char *label, ak_policy_t *pol, ak_err_t *err)
 {
@@ -1823,7 +1886,7 @@ static int s_parse_policy (json_t *obj, const char *label, ak_policy_t *pol, ak_
     static const char *const fields[] = {
         "max_attempts", "compile_timeout_ms", "run_timeout_ms", "lease_ms", "warmup",
         "min_samples", "max_samples", "rsd_target", "max_time_ms", "threshold",
-        "max_regression", "seed", NULL };
+        "max_regression", "seed", "search", "confirm", "implausible", NULL };
     char p[S_PATH];
     json_t *v;
     int rc;
@@ -1865,7 +1928,7 @@ static int s_parse_policy (json_t *obj, const char *label, ak_policy_t *pol, ak_
     if (pol->min_samples > pol->max_samples)
         return s_bad (err, label, "policy.min_samples", "must not exceed policy.max_samples "
                       "(%u > %u)", pol->min_samples, pol->max_samples);
-    return 0;
+    return s_parse_search (obj, label, pol, err);
 }
 
 /* -------------------------------------------------------------- workloads */
@@ -2389,6 +2452,14 @@ char *ak_manifest_to_bundle (const ak_manifest_t *m)
         "threshold", pol->threshold,
         "max_regression", pol->max_regression,
         "seed", (json_int_t) (pol->seed > (uint64_t) INT64_MAX ? INT64_MAX : pol->seed));
+    json_t *search = json_pack ("{s:I, s:I, s:I, s:I}",
+        "budget", (json_int_t) pol->search_budget, "keep", (json_int_t) pol->search_keep,
+        "rounds", (json_int_t) pol->search_rounds, "short_max_time_ms", (json_int_t) pol->short_max_time_ms);
+    if (pol->search_strategy[0])
+        json_object_set_new (search, "strategy", json_string (pol->search_strategy));
+    json_object_set_new (policy, "search", search);
+    json_object_set_new (policy, "confirm", json_boolean (pol->confirm));
+    json_object_set_new (policy, "implausible", json_real (pol->implausible));
     for (size_t i = 0; i < m->nops; i++) {
         const ak_manifest_op_t *op = &m->ops[i];
         json_t *wls = json_array (), *cands = json_array ();

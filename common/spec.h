@@ -205,6 +205,14 @@ typedef struct {
     double   threshold;           /* 0.03 */
     double   max_regression;      /* 0.05 */
     uint64_t seed;                /* 42 */
+    /* search (coordinator/rounds.h, docs/measurement.md "Search") */
+    char     search_strategy[16]; /* "" auto (exhaustive when the valid space fits the budget) | exhaustive | halving */
+    uint32_t search_budget;       /* 64 configurations sampled per (candidate, op, class) */
+    uint32_t search_keep;         /* 4 finalists timed in full */
+    uint32_t search_rounds;       /* 2 stages of successive halving */
+    uint32_t short_max_time_ms;   /* 200: timing budget per workload in the short stages */
+    bool     confirm;             /* true: finalists re-measured on another worker */
+    double   implausible;         /* 10: speedups above are flagged and always confirmed */
 } ak_policy_t;
 
 void ak_policy_defaults (ak_policy_t *policy);

@@ -189,6 +189,49 @@ static int s_list (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t 
     return 0;
 }
 
+/* "search": how each candidate's configurations were chosen (the batch
+   record), "rounds": tasks per (op, class, kind, stage), finished of
+   total (coordinator/rounds.h). */
+static void s_search_json (ak_client_env_t *env, const ak_batch_t *b, json_t *sum)
+{
+    ak_txn_t *txn = NULL;
+    Ak__BatchRecord *rec = NULL;
+    ak_err_t err = { 0 };
+    json_t *search = json_array (), *rounds = json_array ();
+    if (ak_store_begin (env->store, false, &txn, &err) == 0
+        && ak_store_get_batch (txn, b->batch_id, &rec, &err) == 0)
+        for (size_t i = 0; i < rec->n_search; i++)
+            json_array_append_new (search, s_pb (rec->search[i]));
+    ak_store_abort (&txn);
+    if (rec)
+        ak__batch_record__free_unpacked (rec, NULL);
+    for (size_t i = 0; i < b->ntasks; i++) {
+        const ak_task_t *t = b->tasks[i];
+        if (strcmp (t->kind, "tune") != 0 && strcmp (t->kind, "confirm") != 0)
+            continue;
+        json_t *row = NULL, *r;
+        size_t j;
+        json_array_foreach (rounds, j, r)
+            if (strcmp (json_string_value (json_object_get (r, "op")), t->op) == 0
+                && strcmp (json_string_value (json_object_get (r, "device_class")), t->device_class) == 0
+                && strcmp (json_string_value (json_object_get (r, "kind")), t->kind) == 0
+                && json_integer_value (json_object_get (r, "stage")) == (json_int_t) t->stage)
+                row = r;
+        if (!row) {
+            row = json_pack ("{s:s, s:s, s:s, s:I, s:I, s:I}", "op", t->op, "device_class", t->device_class,
+                             "kind", t->kind, "stage", (json_int_t) t->stage, "total", (json_int_t) 0,
+                             "finished", (json_int_t) 0);
+            json_array_append_new (rounds, row);
+        }
+        json_object_set_new (row, "total", json_integer (json_integer_value (json_object_get (row, "total")) + 1));
+        if (ak_tstate_terminal (t->state))
+            json_object_set_new (row, "finished",
+                                 json_integer (json_integer_value (json_object_get (row, "finished")) + 1));
+    }
+    json_object_set_new (sum, "search", search);
+    json_object_set_new (sum, "rounds", rounds);
+}
+
 static int s_status (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                      json_t **out, ak_err_t *err)
 {
@@ -196,8 +239,10 @@ static int s_status (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_
         return s_list (env, req, now, out, err);
     ak_batch_t *b;
     int rc = s_find_batch (env, req->args[0], &b, err);
-    if (rc == 0)
+    if (rc == 0) {
         *out = s_batchsum (b);
+        s_search_json (env, b, *out);
+    }
     return rc;
 }
 
@@ -300,12 +345,15 @@ static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, do
             pending++;
             continue;
         }
-        if (ev->ok)
-            json_array_append_new (cands, json_pack ("{s:s, s:s, s:o, s:s, s:f, s:f, s:b, s:s}",
+        if (ev->ok) {
+            json_t *cj = json_pack ("{s:s, s:s, s:o, s:s, s:f, s:f, s:b, s:s}",
                 "task_id", t->task_id, "candidate", t->candidate_name,
                 "params", s_params_json (t->params, t->n_params), "status", ev->status,
                 "speedup", ev->speedup, "noise", ev->noise, "promotable", ev->promotable,
-                "reason", ev->reason));
+                "reason", ev->reason);
+            json_object_set_new (cj, "stage", json_integer ((json_int_t) t->stage));
+            json_array_append_new (cands, cj);
+        }
         else
             json_array_append_new (fails, json_pack ("{s:s, s:s, s:o, s:s, s:s}",
                 "task_id", t->task_id, "candidate", t->candidate_name,
@@ -333,6 +381,22 @@ static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, do
             "params", s_params_json (t->params, t->n_params), "status", r ? r->status : t->state,
             "reason", r ? r->reason : t->last_error, "workloads", wl));
     }
+    /* Confirm tasks (coordinator/rounds.h): where each finalist was
+       measured again. */
+    json_t *confs = json_array ();
+    for (size_t j = 0; j < p->nconfirms; j++) {
+        const Ak__TaskRecord *t = p->confirms[j].task;
+        const Ak__Receipt *r = p->confirms[j].receipt;
+        json_array_append_new (confs, json_pack ("{s:s, s:s, s:s, s:s, s:s, s:s}",
+            "task_id", t->task_id, "confirm_of", t->confirm_of, "avoid_worker", t->avoid_worker,
+            "worker_id", t->worker_id, "status", r ? r->status : t->state,
+            "reason", r ? r->reason : t->last_error));
+        if (r) {
+            phases[0] += s_ms (r->compile_ms);
+            phases[1] += s_ms (r->gate_ms);
+            phases[2] += s_ms (r->timing_ms);
+        }
+    }
     json_t *pair = json_pack ("{s:s, s:s, s:o, s:o, s:o, s:o, s:I}", "op", p->op,
                       "device_class", p->device_class, "preflight", pre, "winner", s_pb (winner),
                       "candidates", cands, "failures", fails, "pending", (json_int_t) pending);
@@ -342,6 +406,10 @@ static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, do
         json_object_set_new (pair, "profiles", profs);
     else
         json_decref (profs);
+    if (pair && p->nconfirms)
+        json_object_set_new (pair, "confirms", confs);
+    else
+        json_decref (confs);
     return pair;
 }
 

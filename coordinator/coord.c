@@ -15,6 +15,7 @@
 #include "log.h"
 #include "registry.h"
 #include "results.h"
+#include "rounds.h"
 #include "sched.h"
 #include "store.h"
 #include "util.h"
@@ -267,7 +268,8 @@ static int s_build_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *tas
     a->batch_id = rec->batch_id;
     a->attempt = task->attempt;
     a->lease_ms = task->lease_ms;
-    a->kind = rec->kind;
+    /* a confirm task is a tune measurement to the worker (rounds.h) */
+    a->kind = strcmp (rec->kind, "confirm") == 0 ? "tune" : rec->kind;
     a->op = rec->op;
     a->device_class = rec->device_class;
     a->backend = rec->backend;
@@ -346,6 +348,14 @@ static int s_assign (ak_coord_t *self, ak_txn_t *txn, ak_worker_t *w, ak_task_t 
     return 0;
 }
 
+/* True when a live worker other than task->avoid_worker serves the
+   task's class (ak_sched_pop_for: confirm tasks measure elsewhere). */
+static bool s_other_live (void *arg, const ak_task_t *task)
+{
+    ak_coord_t *self = arg;
+    return ak_registry_other_live (self->registry, task->device_class, task->avoid_worker);
+}
+
 /* Fills w's credit from the queues of its device classes, round-robin. */
 static void s_dispatch_worker (ak_coord_t *self, ak_worker_t *w, uint64_t now)
 {
@@ -357,7 +367,7 @@ static void s_dispatch_worker (ak_coord_t *self, ak_worker_t *w, uint64_t now)
         ak_task_t *task = NULL;
         for (size_t k = 0; k < w->nclasses && !task; k++) {
             size_t c = (w->next_class + k) % w->nclasses;
-            task = ak_sched_pop (self->sched, w->classes[c]);
+            task = ak_sched_pop_for (self->sched, w->classes[c], w->worker_id, s_other_live, self);
             if (task)
                 w->next_class = (c + 1) % w->nclasses;
         }
@@ -776,6 +786,27 @@ static int s_commit_cb (void *arg, ak_err_t *err)
     return s_commit (arg, err);
 }
 
+/* Next search stage / confirm tasks of a settling batch, in a write
+   transaction of their own; *added says how many. */
+static int s_settle_rounds (ak_coord_t *self, ak_batch_t *b, size_t *added, ak_err_t *err)
+{
+    ak_rounds_new_t created = { 0 };
+    ak_txn_t *txn = NULL;
+    *added = 0;
+    int rc = ak_store_begin (self->store, true, &txn, err);
+    if (rc == 0)
+        rc = ak_rounds_advance_batch (txn, self->sched, b, ak_clock_wall_ms (), &created, err);
+    if (rc == 0 && created.n)
+        rc = ak_store_commit (&txn, err);
+    ak_store_abort (&txn);
+    if (rc == 0) {
+        ak_sched_extend (self->sched, created.tasks, created.n);
+        *added = created.n;
+    }
+    ak_rounds_new_clear (&created);
+    return rc;
+}
+
 /* Decides the winners of batches whose tasks are all terminal. */
 static void s_settle (ak_coord_t *self, uint64_t now)
 {
@@ -785,6 +816,15 @@ static void s_settle (ak_coord_t *self, uint64_t now)
         /* the records must say what the index says before they are read */
         if (s_commit (self, &err))
             return;
+        /* a search stage or confirmation round that ended without a
+           receipt (poisoned, cancelled tasks) is created now (rounds.h) */
+        size_t added = 0;
+        if (s_settle_rounds (self, b, &added, &err)) {
+            ak_error ("batch %s: cannot create its next search round yet: %s", b->batch_id, err.msg);
+            return;
+        }
+        if (added)
+            continue;
         ak_txn_t *txn = NULL;
         ak_results_t *res = NULL;
         int rc = ak_store_begin (self->store, false, &txn, &err);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "expand.h"
 #include "cpb.h"
+#include "rounds.h"
 #include "digest.h"
 #include "util.h"
 
@@ -13,6 +14,8 @@ typedef struct {
     size_t          cap_blobs;
     const char     *batch_id;
     size_t          seq;
+    Ak__SearchSummary **search;         /* one per (op, class, candidate) */
+    size_t          nsearch;
 } s_ctx_t;
 
 void ak_batch_id_format (uint64_t n, char buf[32])
@@ -71,6 +74,13 @@ static Ak__Policy *s_policy (const ak_policy_t *p)
     pol->threshold = p->threshold;
     pol->max_regression = p->max_regression;
     pol->seed = p->seed;
+    ak_cpb_set (&pol->search_strategy, p->search_strategy);
+    pol->search_budget = p->search_budget;
+    pol->search_keep = p->search_keep;
+    pol->search_rounds = p->search_rounds;
+    pol->short_max_time_ms = p->short_max_time_ms;
+    pol->confirm = p->confirm;
+    pol->implausible = p->implausible;
     return pol;
 }
 
@@ -140,6 +150,64 @@ static int s_on_config (const ak_candidate_t *cand, const int64_t *values, void 
         s_add_task (walk->ctx, task);
     }
     return 0;
+}
+
+/* The tune tasks of one candidate (rounds.h): every valid configuration
+   at stage 0 (exhaustive), or a sample of policy.search_budget of them at
+   stage 1 with the short timing policy (halving). */
+static int s_expand_candidate (s_ctx_t *ctx, const ak_policy_t *pol, const char *op, const char *target,
+                               const ak_candidate_t *cand, const Ak__TaskRecord *ctmpl, bool profile,
+                               ak_err_t *err)
+{
+    char salt[512];
+    snprintf (salt, sizeof salt, "%s/%s/%s", op, target, cand->name);
+    ak_sample_t sample;
+    int rc = ak_rounds_sample (cand, pol->seed, salt, pol->search_budget ? pol->search_budget : 64,
+                               &sample, err);
+    if (rc)
+        return rc;
+    bool halving = strcmp (pol->search_strategy, "halving") == 0
+                   || (strcmp (pol->search_strategy, "exhaustive") != 0 && sample.valid > sample.n);
+    /* halving over a space that fits in one stage is the same as timing it all */
+    halving = halving && sample.n > 0;
+
+    Ak__SearchSummary *sum = ak_malloc (sizeof *sum);
+    ak__search_summary__init (sum);
+    ak_cpb_set (&sum->op, op);
+    ak_cpb_set (&sum->device_class, target);
+    ak_cpb_set (&sum->candidate_name, cand->name);
+    ak_cpb_set (&sum->strategy, halving ? "halving" : "exhaustive");
+    sum->valid = (uint32_t) sample.valid;
+    sum->sampled = (uint32_t) (halving ? sample.n : sample.valid);
+    sum->keep = halving ? ak_rounds_stage_size ((uint32_t) sample.n, pol->search_keep, pol->search_rounds,
+                                                pol->search_rounds) : (uint32_t) sample.valid;
+    sum->rounds = halving ? pol->search_rounds : 1;
+    ctx->search = ak_realloc (ctx->search, (ctx->nsearch + 1) * sizeof *ctx->search);
+    ctx->search[ctx->nsearch++] = sum;
+
+    if (!halving) {
+        ak_sample_clear (&sample);
+        s_walk_t walk = { ctx, ctmpl, err, 0, profile };
+        rc = ak_space_walk (cand, s_on_config, &walk, NULL, err);
+        return walk.rc ? walk.rc : rc;
+    }
+    /* stage 1: short timing, no profile tasks (profiles are for configs
+       timed in full) */
+    Ak__TaskRecord *stmpl = (Ak__TaskRecord *) ak_cpb_dup (&ctmpl->base);
+    if (!stmpl) {
+        ak_sample_clear (&sample);
+        return ak_err_set (err, AK_EINTERNAL, "copying a task template failed");
+    }
+    stmpl->stage = 1;
+    ak_rounds_stage_policy (stmpl->policy, 1);
+    s_walk_t walk = { ctx, stmpl, err, 0, false };
+    for (size_t i = 0; i < sample.n && rc == 0; i++) {
+        if (s_on_config (cand, sample.values + i * sample.nparams, &walk))
+            rc = walk.rc;
+    }
+    ak__task_record__free_unpacked (stmpl, NULL);
+    ak_sample_clear (&sample);
+    return rc;
 }
 
 /* Tasks of one (op, target). */
@@ -217,10 +285,7 @@ static int s_expand_pair (s_ctx_t *ctx, const ak_manifest_t *m, size_t opi, cons
         rc = s_add_blob (ctx, cand->source.text, strlen (cand->source.text), digest, err);
         if (rc == 0) {
             ak_cpb_set (&ctmpl->candidate_digest, digest);
-            s_walk_t walk = { ctx, ctmpl, err, 0, profile };
-            rc = ak_space_walk (cand, s_on_config, &walk, NULL, err);
-            if (walk.rc)
-                rc = walk.rc;
+            rc = s_expand_candidate (ctx, &m->policy, spec->name, target, cand, ctmpl, profile, err);
             if (rc)
                 ak_err_prefix (err, "ops[%zu] (%s): candidate '%s'", opi, spec->name, cand->name);
         }
@@ -292,11 +357,18 @@ int ak_expand (const ak_manifest_t *m, const char *batch_id, const char *bundle_
         free (b->overrides);
         b->overrides = NULL;
     }
+    b->search = ctx.search;
+    b->n_search = ctx.nsearch;
+    ctx.search = NULL;
+    ctx.nsearch = 0;
     ctx.exp->batch = b;
     *exp_p = ctx.exp;
     return 0;
 
 fail:
+    for (size_t i = 0; i < ctx.nsearch; i++)
+        ak__search_summary__free_unpacked (ctx.search[i], NULL);
+    free (ctx.search);
     ak_expansion_destroy (&ctx.exp);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "cpb.h"
 #include "log.h"
+#include "rounds.h"
 #include "util.h"
 
 typedef struct {
@@ -30,6 +31,7 @@ struct ak_intake {
     uint64_t          kill_in_commit;   /* fault injection (tests/fault), 0: off */
     uint64_t          receipt_commits;  /* commits that held receipts, for it */
     ak_intake_stats_t stats;
+    ak_rounds_new_t   created;          /* search stages / confirm tasks of the commit being built */
 };
 
 ak_intake_t *ak_intake_new (ak_store_t *store, ak_sched_t *sched, ak_registry_t *registry,
@@ -76,6 +78,7 @@ void ak_intake_destroy (ak_intake_t **self_p)
         ak_intake_t *self = *self_p;
         s_staged_clear (self);
         free (self->staged);
+        ak_rounds_new_clear (&self->created);
         free (self);
         *self_p = NULL;
     }
@@ -245,6 +248,21 @@ done:
     return rc;
 }
 
+/* Next search stages and confirm tasks for the tasks accepted in txn. */
+static int s_advance_rounds (ak_intake_t *self, ak_txn_t *txn, ak_err_t *err)
+{
+    ak_task_t **done = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *done);
+    size_t n = 0;
+    for (size_t i = 0; i < self->nstaged; i++) {
+        const s_staged_t *s = &self->staged[i];
+        if (s->stored && !s->ack.duplicate)
+            done[n++] = ak_sched_task (self->sched, s->ack.task_id);
+    }
+    int rc = ak_rounds_advance (txn, self->sched, done, n, ak_clock_wall_ms (), &self->created, err);
+    free (done);
+    return rc;
+}
+
 /* One attempt at the whole group: flush, receipts, commit. */
 static int s_commit_once (ak_intake_t *self, ak_err_t *err)
 {
@@ -260,9 +278,15 @@ static int s_commit_once (ak_intake_t *self, ak_err_t *err)
         self->staged[i].stored = false;
         rc = s_store_one (self, txn, &self->staged[i], err);
     }
+    /* a receipt that completes a search stage or the tune tasks of an
+       (op, class) creates the next tasks in this same transaction */
+    ak_rounds_new_clear (&self->created);
+    if (rc == 0)
+        rc = s_advance_rounds (self, txn, err);
     if (rc == 0)
         rc = ak_registry_flush (self->registry, txn, err);
     if (rc) {
+        ak_rounds_new_clear (&self->created);
         ak_store_abort (&txn);
         ak_registry_rollback (self->registry);
         ak_sched_uncache_all (self->sched);     /* they hold this transaction's writes */
@@ -275,6 +299,7 @@ static int s_commit_once (ak_intake_t *self, ak_err_t *err)
     }
     rc = ak_store_commit (&txn, err);
     if (rc) {
+        ak_rounds_new_clear (&self->created);
         ak_registry_rollback (self->registry);
         ak_sched_uncache_all (self->sched);
     }
@@ -353,6 +378,10 @@ int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_
     self->stats.last_error[0] = '\0';
     ak_sched_flushed (self->sched);
     ak_registry_flushed (self->registry);
+    /* indexed before the receipts finish their tasks, so a batch whose
+       stage just ended never looks settled */
+    ak_sched_extend (self->sched, self->created.tasks, self->created.n);
+    ak_rounds_new_clear (&self->created);
     out->acks = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *out->acks);
     for (size_t i = 0; i < self->nstaged; i++) {
         s_staged_t *s = &self->staged[i];

@@ -265,6 +265,25 @@ ak_worker_t *ak_registry_next (ak_registry_t *self)
     return zhashx_next (self->workers);
 }
 
+bool ak_registry_other_live (ak_registry_t *self, const char *device_class, const char *not_worker)
+{
+    /* keys (copies), not values: zhashx_values would hand the list the
+       table's destructor */
+    zlistx_t *ids = zhashx_keys (self->workers);
+    if (!ids)
+        abort ();
+    bool found = false;
+    for (const char *id = zlistx_first (ids); id && !found; id = zlistx_next (ids)) {
+        const ak_worker_t *w = zhashx_lookup (self->workers, id);
+        if (!w || !w->alive || (not_worker && strcmp (w->worker_id, not_worker) == 0))
+            continue;
+        for (size_t c = 0; c < w->nclasses && !found; c++)
+            found = strcmp (w->classes[c], device_class) == 0;
+    }
+    zlistx_destroy (&ids);
+    return found;
+}
+
 size_t ak_registry_alive (ak_registry_t *self)
 {
     size_t n = 0;

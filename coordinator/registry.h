@@ -76,6 +76,9 @@ uint64_t ak_worker_timeout (const ak_worker_t *worker, uint32_t heartbeat_ms, ui
 ak_worker_t *ak_registry_first (ak_registry_t *self);
 ak_worker_t *ak_registry_next (ak_registry_t *self);
 size_t ak_registry_alive (ak_registry_t *self);
+/* True when a live worker other than not_worker serves device_class.  It
+   leaves the iteration cursor of ak_registry_first/next alone. */
+bool ak_registry_other_live (ak_registry_t *self, const char *device_class, const char *not_worker);
 
 /* Outstanding set and credit. */
 void ak_worker_hold (ak_worker_t *worker, const char *task_id, uint32_t attempt);

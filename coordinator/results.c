@@ -6,6 +6,7 @@
 #include "results.h"
 #include "corpus.h"
 #include "log.h"
+#include "rounds.h"
 #include "util.h"
 
 typedef struct {
@@ -41,6 +42,55 @@ static ak_result_pair_t *s_pair (ak_results_t *res, const char *op, const char *
     p->op = ak_strdup (op);
     p->device_class = ak_strdup (cls);
     return p;
+}
+
+/* Promotion over the final receipts of a pair (exhaustive configs and the
+   last halving stage), then the confirmation round (rounds.h). */
+static void s_decide (ak_result_pair_t *p, const ak_promote_rule_t *rule, uint32_t rounds,
+                      double implausible)
+{
+    size_t n = p->ntunes;
+    ak_promote_cand_t *cands = ak_calloc (n ? n : 1, sizeof *cands);
+    ak_promote_eval_t *evals = ak_calloc (n ? n : 1, sizeof *evals);
+    ak_confirm_t *confirms = ak_calloc (n ? n : 1, sizeof *confirms);
+    size_t *at = ak_calloc (n ? n : 1, sizeof *at);
+    size_t nf = 0;
+    p->evals = ak_calloc (n ? n : 1, sizeof *p->evals);
+    for (size_t j = 0; j < n; j++) {
+        const Ak__TaskRecord *t = p->tunes[j].task;
+        ak_promote_cand_t c = { t->task_id, t->candidate_name, t->params, t->n_params, t->state,
+                                t->last_error, p->tunes[j].receipt };
+        if (t->stage != 0 && t->stage != rounds) {
+            /* a short-timed stage: ranked the configs, never promoted */
+            ak_promote_eval (rule, &c, &p->evals[j]);
+            if (p->evals[j].ok) {
+                p->evals[j].promotable = false;
+                snprintf (p->evals[j].reason, sizeof p->evals[j].reason,
+                          "halving stage %u of %u (short timing): %.2fx +- %.2f, not a promotion candidate",
+                          t->stage, rounds, p->evals[j].speedup, p->evals[j].noise);
+            }
+            continue;
+        }
+        at[nf] = j;
+        cands[nf] = c;
+        for (size_t k = 0; k < p->nconfirms; k++) {
+            const Ak__TaskRecord *ct = p->confirms[k].task;
+            if (strcmp (ct->confirm_of, t->task_id) == 0) {
+                confirms[nf] = (ak_confirm_t) { ct->task_id, ct->state, ct->last_error, ct->avoid_worker,
+                                                p->confirms[k].receipt };
+                break;
+            }
+        }
+        nf++;
+    }
+    ak_promote (p->op, p->device_class, rule, cands, nf, evals, &p->winner);
+    ak_rounds_confirm_decide (rule, implausible, cands, evals, confirms, nf, p->winner);
+    for (size_t k = 0; k < nf; k++)
+        p->evals[at[k]] = evals[k];
+    free (at);
+    free (confirms);
+    free (evals);
+    free (cands);
 }
 
 int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err)
@@ -85,6 +135,12 @@ int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results
             p->tunes[p->ntunes].receipt = r;
             p->ntunes++;
         }
+        else if (strcmp (t->kind, "confirm") == 0) {
+            p->confirms = ak_realloc (p->confirms, (p->nconfirms + 1) * sizeof *p->confirms);
+            p->confirms[p->nconfirms].task = t;
+            p->confirms[p->nconfirms].receipt = r;
+            p->nconfirms++;
+        }
         else if (strcmp (t->kind, "profile") == 0) {
             p->profiles = ak_realloc (p->profiles, (p->nprofiles + 1) * sizeof *p->profiles);
             p->profiles[p->nprofiles].task = t;
@@ -102,23 +158,11 @@ int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results
         .threshold = res->batch->policy ? res->batch->policy->threshold : 0.03,
         .max_regression = res->batch->policy ? res->batch->policy->max_regression : 0.05,
     };
-    for (size_t i = 0; i < res->npairs; i++) {
-        ak_result_pair_t *p = &res->pairs[i];
-        ak_promote_cand_t *cands = ak_calloc (p->ntunes ? p->ntunes : 1, sizeof *cands);
-        p->evals = ak_calloc (p->ntunes ? p->ntunes : 1, sizeof *p->evals);
-        for (size_t j = 0; j < p->ntunes; j++) {
-            const Ak__TaskRecord *t = p->tunes[j].task;
-            cands[j].task_id = t->task_id;
-            cands[j].candidate_name = t->candidate_name;
-            cands[j].params = t->params;
-            cands[j].nparams = t->n_params;
-            cands[j].state = t->state;
-            cands[j].last_error = t->last_error;
-            cands[j].receipt = p->tunes[j].receipt;
-        }
-        ak_promote (p->op, p->device_class, &rule, cands, p->ntunes, p->evals, &p->winner);
-        free (cands);
-    }
+    const Ak__Policy *pol = res->batch->policy;
+    uint32_t rounds = pol && pol->search_rounds >= 2 ? pol->search_rounds : 2;
+    double implausible = pol && pol->implausible > 1 ? pol->implausible : 10;
+    for (size_t i = 0; i < res->npairs; i++)
+        s_decide (&res->pairs[i], &rule, rounds, implausible);
     free (c.tasks);
     *results_p = res;
     return 0;
@@ -155,6 +199,9 @@ void ak_results_destroy (ak_results_t **self_p)
             for (size_t j = 0; j < p->nprofiles; j++)
                 s_result_free (&p->profiles[j]);
             free (p->profiles);
+            for (size_t j = 0; j < p->nconfirms; j++)
+                s_result_free (&p->confirms[j]);
+            free (p->confirms);
             free (p->evals);
             if (p->winner)
                 ak__winner__free_unpacked (p->winner, NULL);

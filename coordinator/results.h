@@ -24,9 +24,12 @@ typedef struct {
     ak_result_task_t    preflight;      /* task NULL when the batch has none */
     ak_result_task_t   *tunes;
     size_t              ntunes;
-    ak_promote_eval_t  *evals;          /* one per tune */
+    ak_promote_eval_t  *evals;          /* one per tune; a halving stage before the last is
+                                           evaluated but never promotable */
     ak_result_task_t   *profiles;       /* profile tasks (op "profile": true), never promoted */
     size_t              nprofiles;
+    ak_result_task_t   *confirms;       /* confirm tasks (rounds.h) */
+    size_t              nconfirms;
     Ak__Winner         *winner;         /* owned */
 } ak_result_pair_t;
 

@@ -64,6 +64,8 @@ static void s_task_free (void **item)
         free (task->task_id);
         free (task->device_class);
         free (task->kind);
+        free (task->op);
+        free (task->avoid_worker);
         free (task->worker_id);
         free (task->last_error);
         if (task->rec)
@@ -267,6 +269,10 @@ static ak_task_t *s_task_new (ak_sched_t *self, ak_batch_t *batch, const Ak__Tas
     task->batch = batch;
     task->device_class = ak_strdup (rec->device_class);
     task->kind = ak_strdup (rec->kind);
+    task->op = ak_strdup (rec->op);
+    task->stage = rec->stage;
+    if (rec->avoid_worker && *rec->avoid_worker)
+        task->avoid_worker = ak_strdup (rec->avoid_worker);
     task->state = state;
     task->attempt = rec->attempt ? rec->attempt : 1;
     task->attempt_base = rec->attempt_base < task->attempt ? rec->attempt_base : 0;
@@ -422,6 +428,46 @@ void ak_sched_unpop (ak_sched_t *self, ak_task_t *task)
     if (task->state == AK_TS_QUEUED && !task->in_queue) {
         task->in_queue = true;
         zlistx_add_start (s_queue (self, task->device_class), task);
+    }
+}
+
+ak_task_t *ak_sched_pop_for (ak_sched_t *self, const char *device_class, const char *worker_id,
+                             ak_sched_other_fn *other_live, void *arg)
+{
+    zlistx_t *queue = zhashx_lookup (self->queues, device_class);
+    if (!queue)
+        return NULL;
+    for (ak_task_t *task = zlistx_first (queue); task; ) {
+        if (task->state != AK_TS_QUEUED) {
+            /* terminal while queued: drop it, as ak_sched_pop does */
+            task->in_queue = false;
+            zlistx_detach_cur (queue);
+            task = zlistx_first (queue);
+            continue;
+        }
+        if (task->avoid_worker && worker_id && strcmp (task->avoid_worker, worker_id) == 0
+            && other_live && other_live (arg, task)) {
+            task = zlistx_next (queue);
+            continue;
+        }
+        task->in_queue = false;
+        zlistx_detach_cur (queue);
+        return task;
+    }
+    return NULL;
+}
+
+void ak_sched_extend (ak_sched_t *self, Ak__TaskRecord *const *recs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ak_batch_t *batch = zhashx_lookup (self->batches, recs[i]->batch_id);
+        if (!batch || zhashx_lookup (self->tasks, recs[i]->task_id)) {
+            ak_error ("task %s: not indexed (unknown batch or id taken)", recs[i]->task_id);
+            continue;
+        }
+        s_task_new (self, batch, recs[i], AK_TS_QUEUED);
+        ak_info ("task %s queued (%s, stage %u) in batch %s", recs[i]->task_id, recs[i]->kind,
+                 recs[i]->stage, batch->batch_id);
     }
 }
 

@@ -49,6 +49,9 @@ typedef struct {
     ak_batch_t  *batch;
     char        *device_class;
     char        *kind;
+    char        *op;
+    uint32_t     stage;             /* TaskRecord.stage: halving stage of a tune task */
+    char        *avoid_worker;      /* confirm: not this worker while another can take it */
     ak_tstate_t  state;
     uint32_t     attempt;           /* 1 for the first */
     uint32_t     attempt_base;      /* attempts before the last retry */
@@ -121,6 +124,18 @@ ak_batch_t *ak_sched_batch_next (ak_sched_t *self);
    must be assigned or handed back with ak_sched_unpop. */
 ak_task_t *ak_sched_pop (ak_sched_t *self, const char *device_class);
 void ak_sched_unpop (ak_sched_t *self, ak_task_t *task);
+/* Like ak_sched_pop for worker_id, but passes over a task whose
+   avoid_worker is worker_id while other_live(arg, task) says another live
+   worker of its class could take it (the confirmation round must measure
+   on a different worker; coordinator/rounds.h).  Passed-over tasks keep
+   their place in the queue. */
+typedef bool (ak_sched_other_fn) (void *arg, const ak_task_t *task);
+ak_task_t *ak_sched_pop_for (ak_sched_t *self, const char *device_class, const char *worker_id,
+                             ak_sched_other_fn *other_live, void *arg);
+/* Indexes tasks added to an existing batch (later search stages and
+   confirm tasks, committed by the caller), each queued at the end of its
+   class queue.  Records of an unknown batch or an indexed id are skipped. */
+void ak_sched_extend (ak_sched_t *self, Ak__TaskRecord *const *recs, size_t n);
 /* True when some queue holds a queued task. */
 bool ak_sched_has_work (ak_sched_t *self);
 

@@ -78,6 +78,33 @@ static void s_winners (FILE *out, const json_t *winners, const char *indent)
     akctl_table_destroy (&t);
 }
 
+/*  The search summary and the rounds of a batch (`status BATCH`):
+    "softmax on host: vectorized halving, 4 of 7 valid sampled, keep 2 in 2 stages"
+    and "softmax on host: tune stage 1 4/4, tune stage 2 2/2, confirm 1/1". */
+static void s_search (FILE *out, const json_t *sum)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (akj_arr (sum, "search"), i, v) {
+        fprintf (out, "  %s %s on %s: %s %s, ", i ? "         " : "search   ", akj_str (v, "op"),
+                 akj_str (v, "device_class"), akj_str (v, "candidate_name"), akj_str (v, "strategy"));
+        if (strcmp (akj_str (v, "strategy"), "halving") == 0)
+            fprintf (out, "%" PRId64 " of %" PRId64 " valid sampled, keep %" PRId64 " in %" PRId64 " stages\n",
+                     akj_int (v, "sampled"), akj_int (v, "valid"), akj_int (v, "keep"), akj_int (v, "rounds"));
+        else
+            fprintf (out, "all %" PRId64 " valid\n", akj_int (v, "valid"));
+    }
+    json_array_foreach (akj_arr (sum, "rounds"), i, v) {
+        if (strcmp (akj_str (v, "kind"), "tune") == 0 && akj_int (v, "stage") == 0)
+            continue;               /* exhaustive: the task counts say it all */
+        fprintf (out, "  %s %s on %s: %s", i ? "         " : "rounds   ", akj_str (v, "op"),
+                 akj_str (v, "device_class"), akj_str (v, "kind"));
+        if (strcmp (akj_str (v, "kind"), "tune") == 0)
+            fprintf (out, " stage %" PRId64, akj_int (v, "stage"));
+        fprintf (out, " %" PRId64 "/%" PRId64 " finished\n", akj_int (v, "finished"), akj_int (v, "total"));
+    }
+}
+
 void akctl_render_batch (FILE *out, const json_t *sum)
 {
     const json_t *c = akj_obj (sum, "counts");
@@ -105,6 +132,7 @@ void akctl_render_batch (FILE *out, const json_t *sum)
              ", cancelled %" PRId64 "; queued %" PRId64 ", leased %" PRId64 "\n",
              prog, akj_int (c, "done"), akj_int (c, "failed"), akj_int (c, "poisoned"),
              akj_int (c, "cancelled"), akj_int (c, "queued"), akj_int (c, "leased"));
+    s_search (out, sum);
     json_t *winners = akj_arr (sum, "winners");
     if (winners && json_array_size (winners)) {
         fprintf (out, "  winners\n");
@@ -231,6 +259,13 @@ void akctl_render_show (FILE *out, const json_t *answer)
         fprintf (out, ", %s", akj_str (task, "status"));
     fprintf (out, "\n");
     fprintf (out, "  kind       %s\n", akj_str (task, "kind"));
+    if (akj_int (task, "stage"))
+        fprintf (out, "  stage      %" PRId64 " of %" PRId64 " (successive halving%s)\n", akj_int (task, "stage"),
+                 akj_int (akj_obj (task, "policy"), "search_rounds"),
+                 akj_int (task, "stage") < akj_int (akj_obj (task, "policy"), "search_rounds") ? ", short timing" : "");
+    if (*akj_str (task, "confirm_of"))
+        fprintf (out, "  confirms   %s, on fresh inputs, away from %s\n", akj_str (task, "confirm_of"),
+                 *akj_str (task, "avoid_worker") ? akj_str (task, "avoid_worker") : "-");
     fprintf (out, "  operator   %s on %s (backend %s)%s\n", akj_str (task, "op"),
              akj_str (task, "device_class"), akj_str (task, "backend"),
              akj_bool (answer, "override_builtin") ? ", external spec overriding the built-in" : "");

@@ -370,9 +370,12 @@ char *ak_fault_stub_bundle (const char *dir, const char *name, int ntune, const 
     free (ak_test_write (op, "ref.c", "/* reference stub: never compiled by fault tests */\n"));
     free (ak_test_write (op, "base.c", "/* baseline stub */\n"));
     free (ak_test_write (op, "c.c", "/* candidate stub */\n"));
+    /* every configuration timed once, no confirmation round: the fault
+       tests count tasks exactly (coordinator/rounds.h) */
     char *manifest = ak_sprintf ("{\"schema_version\": 1, \"name\": \"%s\", \"targets\": [\"host\"],"
-                                 " \"policy\": {%s}, \"ops\": [{\"spec\": \"fa/spec.json\"}]}",
-                                 name, policy_json ? policy_json : "");
+                                 " \"policy\": {\"confirm\": false, \"search\": {\"strategy\": \"exhaustive\"}%s%s},"
+                                 " \"ops\": [{\"spec\": \"fa/spec.json\"}]}",
+                                 name, policy_json && *policy_json ? ", " : "", policy_json ? policy_json : "");
     char *path = ak_test_write (sub, "batch.json", manifest);
     assert_non_null (path);
     char *bundle = s_bundle (path);
@@ -396,10 +399,10 @@ char *ak_fault_real_bundle (const char *dir, const char *name, const char *const
                                    "%s{\"name\": \"%s\", \"backend\": \"host\", \"source\": \"%s/testing/%s.c\"}",
                                    i ? ", " : "", planted[i], kernels, planted[i]);
     char *manifest = ak_sprintf (
-        "{\"schema_version\": 1, \"name\": \"%s\", \"targets\": [\"host\"], \"policy\": {%s},"
+        "{\"schema_version\": 1, \"name\": \"%s\", \"targets\": [\"host\"], \"policy\": {\"confirm\": false%s%s},"
         " \"ops\": [{\"spec\": \"%s/softmax/spec.json\", \"workloads\": [\"small\"],"
         "            \"candidates\": [], \"extra_candidates\": [%s]}]}",
-        name, policy_json ? policy_json : "", kernels, extra);
+        name, policy_json && *policy_json ? ", " : "", policy_json ? policy_json : "", kernels, extra);
     char *file = ak_sprintf ("%s.json", name);
     char *path = ak_test_write (dir, file, manifest);
     assert_non_null (path);

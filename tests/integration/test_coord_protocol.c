@@ -222,7 +222,7 @@ static void s_write_op (const char *dir)
     free (sub);
     char *m = ak_test_write (dir, "batch.json",
         "{\"schema_version\": 1, \"name\": \"proto\", \"targets\": [\"host\"],"
-        " \"policy\": {\"lease_ms\": 60000}, \"ops\": [{\"spec\": \"opa/spec.json\"}]}");
+        " \"policy\": {\"lease_ms\": 60000, \"confirm\": false}, \"ops\": [{\"spec\": \"opa/spec.json\"}]}");
     ak_manifest_t *manifest = NULL;
     ak_err_t err = { 0 };
     if (ak_manifest_load (m, &manifest, &err))

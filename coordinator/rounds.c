@@ -1,0 +1,679 @@
+/*  coordinator/rounds.c: successive halving and the confirmation round
+    (see rounds.h). */
+#include <czmq.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rounds.h"
+#include "cpb.h"
+#include "log.h"
+#include "util.h"
+
+// ------------------------------------------------------------------ helpers
+
+static uint64_t s_splitmix (uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t s_fnv (const char *text)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *) (text ? text : ""); *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    return h;
+}
+
+/* Tie-break order of promote.c: candidate name, params ascending, task id. */
+static int s_tiebreak (const ak_promote_cand_t *a, const ak_promote_cand_t *b)
+{
+    int c = strcmp (a->candidate_name ? a->candidate_name : "", b->candidate_name ? b->candidate_name : "");
+    if (c)
+        return c;
+    c = ak_cpb_params_cmp (a->params, a->nparams, b->params, b->nparams);
+    if (c)
+        return c;
+    return strcmp (a->task_id ? a->task_id : "", b->task_id ? b->task_id : "");
+}
+
+static const char *s_label (const ak_promote_cand_t *cand, char *buf, size_t len)
+{
+    char params[128];
+    ak_cpb_params_text (cand->params, cand->nparams, params, sizeof params);
+    if (snprintf (buf, len, "%.64s%s%s", cand->candidate_name ? cand->candidate_name : "?",
+                  params[0] ? " " : "", params) < 0)
+        buf[0] = '\0';
+    return buf;
+}
+
+// ------------------------------------------------------------------ sampling
+
+typedef struct {
+    size_t    budget;
+    size_t    np;
+    size_t    seen;
+    uint64_t  state;
+    uint64_t *index;            /* walk position of each slot */
+    int64_t  *values;
+} s_reservoir_t;
+
+/* Algorithm R: after i items every one is in the reservoir with
+   probability budget / i, independently of the walk order's structure. */
+static int s_on_sample (const ak_candidate_t *cand, const int64_t *values, void *arg)
+{
+    (void) cand;
+    s_reservoir_t *r = arg;
+    size_t i = r->seen++, slot = i;
+    if (i >= r->budget) {
+        uint64_t j = s_splitmix (&r->state) % (uint64_t) (i + 1);
+        if (j >= r->budget)
+            return 0;
+        slot = (size_t) j;
+    }
+    r->index[slot] = i;
+    memcpy (r->values + slot * r->np, values, r->np * sizeof *values);
+    return 0;
+}
+
+int ak_rounds_sample (const ak_candidate_t *cand, uint64_t seed, const char *salt, size_t budget,
+                      ak_sample_t *out, ak_err_t *err)
+{
+    memset (out, 0, sizeof *out);
+    size_t np = cand->nparams < AK_MAX_PARAMS ? cand->nparams : AK_MAX_PARAMS;
+    s_reservoir_t r = { .budget = budget ? budget : 1, .np = np };
+    r.state = seed ^ s_fnv (salt);
+    r.index = ak_calloc (r.budget, sizeof *r.index);
+    r.values = ak_calloc (r.budget * (np ? np : 1), sizeof *r.values);
+    int rc = ak_space_walk (cand, s_on_sample, &r, NULL, err);
+    if (rc) {
+        free (r.index);
+        free (r.values);
+        return rc;
+    }
+    size_t n = r.seen < r.budget ? r.seen : r.budget;
+    /* back into walk order (insertion sort on slots: n is a budget) */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && r.index[j - 1] > r.index[j]; j--) {
+            uint64_t t = r.index[j];
+            r.index[j] = r.index[j - 1];
+            r.index[j - 1] = t;
+            for (size_t k = 0; k < np; k++) {
+                int64_t v = r.values[j * np + k];
+                r.values[j * np + k] = r.values[(j - 1) * np + k];
+                r.values[(j - 1) * np + k] = v;
+            }
+        }
+    free (r.index);
+    out->nparams = np;
+    out->valid = r.seen;
+    out->n = n;
+    out->values = r.values;
+    return 0;
+}
+
+void ak_sample_clear (ak_sample_t *sample)
+{
+    free (sample->values);
+    memset (sample, 0, sizeof *sample);
+}
+
+uint32_t ak_rounds_stage_size (uint32_t n1, uint32_t keep, uint32_t rounds, uint32_t stage)
+{
+    uint32_t k = keep < n1 ? keep : n1;
+    if (k == 0)
+        k = n1 ? 1 : 0;
+    if (stage <= 1 || rounds < 2)
+        return n1;
+    if (stage >= rounds)
+        return k;
+    double f = pow ((double) k / (double) n1, (double) (stage - 1) / (double) (rounds - 1));
+    uint32_t n = (uint32_t) ceil ((double) n1 * f - 1e-9);
+    return n < k ? k : n > n1 ? n1 : n;
+}
+
+void ak_rounds_stage_policy (Ak__Policy *pol, uint32_t stage)
+{
+    uint32_t rounds = pol->search_rounds >= 2 ? pol->search_rounds : 2;
+    if (stage == 0 || stage >= rounds)
+        return;
+    uint64_t t = pol->short_max_time_ms ? pol->short_max_time_ms : 200;
+    t <<= (stage - 1 < 20 ? stage - 1 : 20);
+    if (pol->max_time_ms && t > pol->max_time_ms)
+        t = pol->max_time_ms;
+    pol->max_time_ms = (uint32_t) t;
+    uint32_t samples = pol->max_samples / 4;
+    pol->max_samples = samples > pol->min_samples ? samples : pol->min_samples;
+}
+
+// ------------------------------------------------------------ pure decisions
+
+typedef struct {
+    const ak_promote_cand_t *cands;
+    const ak_promote_eval_t *evals;
+} s_order_t;
+
+/* Faster first, then the tie-break order. */
+static int s_cmp_speed (const s_order_t *o, size_t a, size_t b)
+{
+    if (o->evals[a].speedup != o->evals[b].speedup)
+        return o->evals[a].speedup > o->evals[b].speedup ? -1 : 1;
+    return s_tiebreak (&o->cands[a], &o->cands[b]);
+}
+
+size_t ak_rounds_best (const ak_promote_cand_t *cands, const ak_promote_eval_t *evals, size_t n,
+                       size_t keep, size_t *out)
+{
+    s_order_t o = { cands, evals };
+    size_t m = 0;
+    /* insertion into the sorted prefix out[0..m), kept at most `keep` long */
+    for (size_t i = 0; i < n; i++) {
+        if (!evals[i].ok)
+            continue;
+        size_t pos = m;
+        while (pos > 0 && s_cmp_speed (&o, i, out[pos - 1]) < 0)
+            pos--;
+        if (pos >= keep)
+            continue;
+        size_t end = m < keep ? m : keep - 1;
+        memmove (out + pos + 1, out + pos, (end - pos) * sizeof *out);
+        out[pos] = i;
+        if (m < keep)
+            m++;
+    }
+    return m;
+}
+
+size_t ak_rounds_finalists (const ak_promote_cand_t *cands, const ak_promote_eval_t *evals, size_t n,
+                            size_t out[AK_ROUNDS_MAX_FINALISTS])
+{
+    ssize_t best = -1;
+    for (size_t i = 0; i < n; i++)
+        if (evals[i].promotable && (best < 0 || evals[i].speedup > evals[best].speedup))
+            best = (ssize_t) i;
+    if (best < 0)
+        return 0;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!evals[i].promotable)
+            continue;
+        double band = fmax (evals[best].noise, evals[i].noise);
+        if (evals[i].speedup < evals[best].speedup - band)
+            continue;
+        size_t pos = m;
+        while (pos > 0 && s_tiebreak (&cands[i], &cands[out[pos - 1]]) < 0)
+            pos--;
+        if (pos >= AK_ROUNDS_MAX_FINALISTS)
+            continue;
+        size_t end = m < AK_ROUNDS_MAX_FINALISTS ? m : AK_ROUNDS_MAX_FINALISTS - 1;
+        memmove (out + pos + 1, out + pos, (end - pos) * sizeof *out);
+        out[pos] = i;
+        if (m < AK_ROUNDS_MAX_FINALISTS)
+            m++;
+    }
+    return m;
+}
+
+/* Appends "; text" (or text) to buf, cutting rather than overflowing. */
+static void s_append (char *buf, size_t len, const char *text)
+{
+    size_t used = strlen (buf);
+    if (used + 1 < len)
+        snprintf (buf + used, len - used, "%s%s", used ? "; " : "", text);
+}
+
+void ak_rounds_confirm_decide (const ak_promote_rule_t *rule, double implausible,
+                               const ak_promote_cand_t *cands, const ak_promote_eval_t *evals,
+                               const ak_confirm_t *confirms, size_t n, Ak__Winner *win)
+{
+    size_t fin[AK_ROUNDS_MAX_FINALISTS];
+    size_t nf = win->promoted ? ak_rounds_finalists (cands, evals, n, fin) : 0;
+    bool any = false;
+    for (size_t k = 0; k < nf; k++)
+        any |= confirms[fin[k]].task_id != NULL;
+    if (!any)
+        return;
+    if (!(implausible > 1))
+        implausible = 10;
+    char notes[768] = "", line[1024], label[160];
+    const char *tie = win->tied > 1 && win->reason ? win->reason : "";
+    char tie_text[256];
+    snprintf (tie_text, sizeof tie_text, "%s", tie);
+    for (size_t k = 0; k < nf; k++) {
+        size_t i = fin[k];
+        const ak_confirm_t *c = &confirms[i];
+        s_label (&cands[i], label, sizeof label);
+        char flag[96] = "";
+        if (evals[i].speedup > implausible)
+            snprintf (flag, sizeof flag, "implausible speedup %.2fx (> %gx), re-checked on fresh inputs: ",
+                      evals[i].speedup, implausible);
+        if (!c->task_id) {
+            if (snprintf (line, sizeof line, "%s%s: no confirm task", flag, label) < 0)
+                line[0] = '\0';
+            s_append (notes, sizeof notes, line);
+            continue;
+        }
+        if (!c->receipt) {
+            if (snprintf (line, sizeof line, "%s%s not confirmed: confirm task %s %s%s%.160s", flag, label,
+                          c->task_id, c->state ? c->state : "?", c->last_error && *c->last_error ? ": " : "",
+                          c->last_error ? c->last_error : "") < 0)
+                line[0] = '\0';
+            s_append (notes, sizeof notes, line);
+            continue;
+        }
+        ak_promote_cand_t cc = cands[i];
+        cc.receipt = c->receipt;
+        cc.task_id = c->task_id;
+        ak_promote_rule_t r = *rule;
+        r.has_incumbent = false;
+        ak_promote_eval_t ev;
+        ak_promote_eval (&r, &cc, &ev);
+        const char *on = c->receipt->worker_id && *c->receipt->worker_id ? c->receipt->worker_id : "?";
+        bool same = c->avoid_worker && *c->avoid_worker && strcmp (on, c->avoid_worker) == 0;
+        if (!ev.promotable) {
+            if (snprintf (line, sizeof line, "%s%s not confirmed on %s%s: %.300s", flag, label, on,
+                          same ? " (the same worker: no other live worker of the class)" : "",
+                          ev.reason[0] ? ev.reason : ev.status) < 0)
+                line[0] = '\0';
+            s_append (notes, sizeof notes, line);
+            continue;
+        }
+        /* confirmed: this finalist is the winner */
+        const ak_promote_cand_t *w = &cands[i];
+        ak_cpb_set (&win->task_id, w->task_id);
+        ak_cpb_set (&win->receipt_id, w->receipt ? w->receipt->receipt_id : "");
+        ak_cpb_set (&win->candidate_name, w->candidate_name);
+        ak_cpb_params_free (win->params, win->n_params);
+        win->params = ak_cpb_params_dup (w->params, w->nparams);
+        win->n_params = w->nparams;
+        win->speedup = evals[i].speedup;
+        win->noise = evals[i].noise;
+        char reason[1400];
+        if (snprintf (reason, sizeof reason, "%sconfirmed on %s%s (task %s: %.2fx +- %.2f on fresh inputs; "
+                  "measured %.2fx +- %.2f on %s)%s%.700s%s%s", flag, on,
+                  same ? " (the same worker: no other live worker of the class)" : "",
+                  c->task_id, ev.speedup, ev.noise, evals[i].speedup, evals[i].noise,
+                  c->avoid_worker && *c->avoid_worker ? c->avoid_worker : "?",
+                  notes[0] ? "; before it: " : "", notes, tie_text[0] ? "; " : "", tie_text) < 0)
+            reason[0] = '\0';
+        ak_cpb_set (&win->reason, reason);
+        return;
+    }
+    win->promoted = false;
+    ak_cpb_set (&win->task_id, "");
+    ak_cpb_set (&win->receipt_id, "");
+    ak_cpb_set (&win->candidate_name, "");
+    ak_cpb_params_free (win->params, win->n_params);
+    win->params = NULL;
+    win->n_params = 0;
+    win->speedup = 0;
+    win->noise = 0;
+    ak_cpb_setf (&win->reason, "not confirmed: %.900s; the baseline stays", notes);
+}
+
+// ------------------------------------------------------- store and index side
+
+void ak_rounds_new_clear (ak_rounds_new_t *out)
+{
+    for (size_t i = 0; i < out->n; i++)
+        ak__task_record__free_unpacked (out->tasks[i], NULL);
+    free (out->tasks);
+    memset (out, 0, sizeof *out);
+}
+
+static void s_out_add (ak_rounds_new_t *out, Ak__TaskRecord *rec)
+{
+    if (out->n == out->cap) {
+        out->cap = out->cap ? out->cap * 2 : 8;
+        out->tasks = ak_realloc (out->tasks, out->cap * sizeof *out->tasks);
+    }
+    out->tasks[out->n++] = rec;
+}
+
+/* One (op, class) of a batch and what the round logic read of it. */
+typedef struct {
+    ak_txn_t         *txn;
+    ak_sched_t       *sched;
+    ak_batch_t       *batch;
+    const char       *op;
+    const char       *cls;
+    zhashx_t         *finishing;        /* task ids turning terminal in txn; may be NULL */
+    uint64_t          now;
+    ak_rounds_new_t  *out;
+    Ak__BatchRecord  *brec;             /* loaded on first need */
+    /* loaded tasks */
+    Ak__TaskRecord  **recs;
+    Ak__Receipt     **receipts;
+    ak_promote_cand_t *cands;
+    ak_promote_eval_t *evals;
+    size_t            n;
+} s_pair_t;
+
+static bool s_terminal (const s_pair_t *p, const ak_task_t *t)
+{
+    return ak_tstate_terminal (t->state) || (p->finishing && zhashx_lookup (p->finishing, t->task_id));
+}
+
+static void s_pair_unload (s_pair_t *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        ak__task_record__free_unpacked (p->recs[i], NULL);
+        if (p->receipts[i])
+            ak__receipt__free_unpacked (p->receipts[i], NULL);
+    }
+    free (p->recs);
+    free (p->receipts);
+    free (p->cands);
+    free (p->evals);
+    p->recs = NULL;
+    p->receipts = NULL;
+    p->cands = NULL;
+    p->evals = NULL;
+    p->n = 0;
+}
+
+/* Loads the tune tasks of the pair that `want` selects, with receipts and
+   evaluations under the batch policy's rule. */
+static int s_pair_load (s_pair_t *p, bool (*want) (const ak_task_t *t, uint32_t arg), uint32_t arg,
+                        ak_err_t *err)
+{
+    ak_batch_t *b = p->batch;
+    p->recs = ak_calloc (b->ntasks ? b->ntasks : 1, sizeof *p->recs);
+    p->receipts = ak_calloc (b->ntasks ? b->ntasks : 1, sizeof *p->receipts);
+    for (size_t i = 0; i < b->ntasks; i++) {
+        const ak_task_t *t = b->tasks[i];
+        if (strcmp (t->kind, "tune") != 0 || strcmp (t->op, p->op) != 0
+            || strcmp (t->device_class, p->cls) != 0 || !want (t, arg))
+            continue;
+        Ak__TaskRecord *rec = NULL;
+        int rc = ak_store_get_task (p->txn, t->task_id, &rec, err);
+        if (rc)
+            return rc;
+        Ak__Receipt *r = NULL;
+        if (*rec->receipt_id) {
+            rc = ak_store_get_receipt (p->txn, rec->receipt_id, &r, err);
+            if (rc == AK_ENOTFOUND || rc == AK_ESTORE) {
+                ak_error ("task %s: accepted receipt %s unreadable: %s", rec->task_id, rec->receipt_id,
+                          err ? err->msg : "");
+                r = NULL;
+            }
+            else if (rc) {
+                ak__task_record__free_unpacked (rec, NULL);
+                return rc;
+            }
+        }
+        p->recs[p->n] = rec;
+        p->receipts[p->n] = r;
+        p->n++;
+    }
+    p->cands = ak_calloc (p->n ? p->n : 1, sizeof *p->cands);
+    p->evals = ak_calloc (p->n ? p->n : 1, sizeof *p->evals);
+    const Ak__Policy *pol = p->brec->policy;
+    ak_promote_rule_t rule = { .threshold = pol ? pol->threshold : 0.03,
+                               .max_regression = pol ? pol->max_regression : 0.05 };
+    for (size_t i = 0; i < p->n; i++) {
+        const Ak__TaskRecord *t = p->recs[i];
+        p->cands[i] = (ak_promote_cand_t) { t->task_id, t->candidate_name, t->params, t->n_params,
+                                            t->state, t->last_error, p->receipts[i] };
+        ak_promote_eval (&rule, &p->cands[i], &p->evals[i]);
+    }
+    return 0;
+}
+
+static bool s_want_stage (const ak_task_t *t, uint32_t stage)
+{
+    return t->stage == stage;
+}
+
+/* stage 0 and the last stage `rounds` (the line of halving may have ended
+   earlier: then only stage 0) */
+static bool s_want_final (const ak_task_t *t, uint32_t rounds)
+{
+    return t->stage == 0 || t->stage == rounds;
+}
+
+/* Stores a new task copied from src in txn and hands it to out. */
+static int s_create (s_pair_t *p, const Ak__TaskRecord *src, const char *kind, uint32_t stage,
+                     ak_err_t *err)
+{
+    size_t made = 0;
+    for (size_t i = 0; i < p->out->n; i++)
+        made += strcmp (p->out->tasks[i]->batch_id, p->batch->batch_id) == 0;
+    Ak__TaskRecord *rec = (Ak__TaskRecord *) ak_cpb_dup (&src->base);
+    if (!rec)
+        return ak_err_set (err, AK_EINTERNAL, "copying task %s failed", src->task_id);
+    /* ids continue the batch's sequence; one taken by a record the index
+       skipped is passed over */
+    for (size_t seq = p->batch->ntasks + made + 1; ; seq++) {
+        ak_cpb_setf (&rec->task_id, "%s.%04zu", p->batch->batch_id, seq);
+        Ak__TaskRecord *old = NULL;
+        int rc = ak_store_get_task (p->txn, rec->task_id, &old, err);
+        if (rc == AK_ENOTFOUND)
+            break;
+        if (old)
+            ak__task_record__free_unpacked (old, NULL);
+        if (rc && rc != AK_ESTORE) {
+            ak__task_record__free_unpacked (rec, NULL);
+            return rc;
+        }
+    }
+    ak_cpb_set (&rec->kind, kind);
+    ak_cpb_set (&rec->state, "queued");
+    rec->attempt = 1;
+    rec->attempt_base = 0;
+    ak_cpb_set (&rec->receipt_id, "");
+    ak_cpb_set (&rec->status, "");
+    ak_cpb_set (&rec->worker_id, "");
+    ak_cpb_set (&rec->last_error, "");
+    ak_cpb_set (&rec->avoid_worker, "");
+    ak_cpb_set (&rec->confirm_of, "");
+    rec->queued_ms = p->now;
+    rec->leased_ms = 0;
+    rec->finished_ms = 0;
+    rec->duplicates = 0;
+    rec->stage = stage;
+    /* the full policy is the batch's; stages shorten it */
+    if (p->brec->policy) {
+        if (rec->policy)
+            ak__policy__free_unpacked (rec->policy, NULL);
+        rec->policy = (Ak__Policy *) ak_cpb_dup (&p->brec->policy->base);
+        if (!rec->policy) {
+            ak__task_record__free_unpacked (rec, NULL);
+            return ak_err_set (err, AK_EINTERNAL, "copying the policy of batch %s failed",
+                               p->batch->batch_id);
+        }
+    }
+    if (strcmp (kind, "confirm") == 0) {
+        ak_cpb_set (&rec->avoid_worker, src->worker_id);
+        ak_cpb_set (&rec->confirm_of, src->task_id);
+        if (rec->policy) {
+            /* fresh inputs: a seed of its own, never 0 (the worker's default) */
+            uint64_t st = rec->policy->seed ^ s_fnv (src->task_id);
+            uint64_t seed = s_splitmix (&st);
+            rec->policy->seed = seed && seed != rec->policy->seed ? seed : rec->policy->seed + 1;
+        }
+    }
+    else if (rec->policy)
+        ak_rounds_stage_policy (rec->policy, stage);
+    int rc = ak_store_put_task (p->txn, rec, err);
+    if (rc) {
+        ak__task_record__free_unpacked (rec, NULL);
+        return rc;
+    }
+    s_out_add (p->out, rec);
+    p->brec->ntasks = (uint32_t) (p->batch->ntasks + made + 1);
+    return ak_store_put_batch (p->txn, p->brec, err);
+}
+
+static int s_brec (s_pair_t *p, ak_err_t *err)
+{
+    if (p->brec)
+        return 0;
+    return ak_store_get_batch (p->txn, p->batch->batch_id, &p->brec, err);
+}
+
+/* The next halving stage; *made gets how many tasks it has. */
+static int s_next_stage (s_pair_t *p, uint32_t smax, uint32_t n1, bool *made, ak_err_t *err)
+{
+    *made = false;
+    int rc = s_pair_load (p, s_want_stage, smax, err);
+    if (rc)
+        return rc;
+    const Ak__Policy *pol = p->brec->policy;
+    uint32_t rounds = pol && pol->search_rounds >= 2 ? pol->search_rounds : 2;
+    uint32_t keep = ak_rounds_stage_size (n1, pol && pol->search_keep ? pol->search_keep : 4, rounds,
+                                          smax + 1);
+    size_t *best = ak_calloc (keep ? keep : 1, sizeof *best);
+    size_t nb = ak_rounds_best (p->cands, p->evals, p->n, keep, best);
+    for (size_t k = 0; k < nb && rc == 0; k++)
+        rc = s_create (p, p->recs[best[k]], "tune", smax + 1, err);
+    if (rc == 0) {
+        *made = nb > 0;
+        ak_info ("batch %s: %s on %s: halving stage %u done (%zu tasks), %zu of them to stage %u%s",
+                 p->batch->batch_id, p->op, p->cls, smax, p->n, nb, smax + 1,
+                 smax + 1 == rounds ? " (full timing)" : "");
+    }
+    free (best);
+    s_pair_unload (p);
+    return rc;
+}
+
+/* Confirm tasks for the finalists of a provisional winner. */
+static int s_confirm (s_pair_t *p, uint32_t rounds, ak_err_t *err)
+{
+    int rc = s_pair_load (p, s_want_final, rounds, err);
+    if (rc)
+        return rc;
+    const Ak__Policy *pol = p->brec->policy;
+    ak_promote_rule_t rule = { .threshold = pol ? pol->threshold : 0.03,
+                               .max_regression = pol ? pol->max_regression : 0.05 };
+    Ak__Winner *win = NULL;
+    ak_promote_eval_t *ev = ak_calloc (p->n ? p->n : 1, sizeof *ev);
+    ak_promote (p->op, p->cls, &rule, p->cands, p->n, ev, &win);
+    double implausible = pol && pol->implausible > 1 ? pol->implausible : 10;
+    bool confirm = pol && pol->confirm;
+    if (win->promoted && (confirm || win->speedup > implausible)) {
+        size_t fin[AK_ROUNDS_MAX_FINALISTS];
+        size_t nf = ak_rounds_finalists (p->cands, ev, p->n, fin);
+        for (size_t k = 0; k < nf && rc == 0; k++)
+            rc = s_create (p, p->recs[fin[k]], "confirm", p->recs[fin[k]]->stage, err);
+        if (rc == 0)
+            ak_info ("batch %s: %s on %s: provisional winner %s %.3fx; %zu finalist(s) to confirm%s",
+                     p->batch->batch_id, p->op, p->cls, win->candidate_name, win->speedup, nf,
+                     win->speedup > implausible ? " (implausible speedup)" : "");
+    }
+    ak__winner__free_unpacked (win, NULL);
+    free (ev);
+    s_pair_unload (p);
+    return rc;
+}
+
+static int s_advance_pair (s_pair_t *p, ak_err_t *err)
+{
+    ak_batch_t *b = p->batch;
+    if (b->state != AK_BS_OPEN)
+        return 0;
+    uint32_t smax = 0, n1 = 0;
+    size_t nconfirm = 0, open_tunes = 0, open_smax = 0;
+    for (size_t i = 0; i < b->ntasks; i++) {
+        const ak_task_t *t = b->tasks[i];
+        if (strcmp (t->op, p->op) != 0 || strcmp (t->device_class, p->cls) != 0)
+            continue;
+        if (strcmp (t->kind, "confirm") == 0)
+            nconfirm++;
+        else if (strcmp (t->kind, "tune") == 0) {
+            if (t->stage > smax)
+                smax = t->stage;
+            n1 += t->stage == 1;
+        }
+    }
+    if (nconfirm)
+        return 0;                       /* the last round is out already */
+    for (size_t i = 0; i < b->ntasks; i++) {
+        const ak_task_t *t = b->tasks[i];
+        if (strcmp (t->kind, "tune") != 0 || strcmp (t->op, p->op) != 0
+            || strcmp (t->device_class, p->cls) != 0 || s_terminal (p, t))
+            continue;
+        open_tunes++;
+        open_smax += t->stage == smax;
+    }
+    if (smax >= 1 && open_smax)
+        return 0;                       /* the current halving stage runs */
+    int rc = s_brec (p, err);
+    if (rc)
+        return rc;
+    const Ak__Policy *pol = p->brec->policy;
+    uint32_t rounds = pol && pol->search_rounds >= 2 ? pol->search_rounds : 2;
+    if (smax >= 1 && smax < rounds) {
+        bool made = false;
+        rc = s_next_stage (p, smax, n1, &made, err);
+        if (rc || made)
+            return rc;
+    }
+    if (open_tunes)
+        return 0;
+    return s_confirm (p, rounds, err);
+}
+
+/* Runs the round logic once for each distinct (batch, op, class) of the
+   tune tasks in tasks. */
+static int s_advance (ak_txn_t *txn, ak_sched_t *sched, ak_task_t *const *tasks, size_t n,
+                      zhashx_t *finishing, uint64_t now, ak_rounds_new_t *out, ak_err_t *err)
+{
+    int rc = 0;
+    zhashx_t *seen = zhashx_new ();
+    if (!seen)
+        abort ();
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const ak_task_t *t = tasks[i];
+        if (!t || !t->op || strcmp (t->kind, "tune") != 0)
+            continue;
+        char key[512];
+        snprintf (key, sizeof key, "%s/%s/%s", t->batch->batch_id, t->op, t->device_class);
+        if (zhashx_lookup (seen, key))
+            continue;
+        zhashx_insert (seen, key, (void *) t);
+        s_pair_t p = { .txn = txn, .sched = sched, .batch = t->batch, .op = t->op,
+                       .cls = t->device_class, .finishing = finishing, .now = now, .out = out };
+        rc = s_advance_pair (&p, err);
+        s_pair_unload (&p);
+        if (p.brec)
+            ak__batch_record__free_unpacked (p.brec, NULL);
+    }
+    zhashx_destroy (&seen);
+    return rc;
+}
+
+int ak_rounds_advance (ak_txn_t *txn, ak_sched_t *sched, ak_task_t *const *touched, size_t n,
+                       uint64_t now_wall_ms, ak_rounds_new_t *out, ak_err_t *err)
+{
+    if (n == 0)
+        return 0;
+    zhashx_t *finishing = zhashx_new ();
+    if (!finishing)
+        abort ();
+    for (size_t i = 0; i < n; i++)
+        if (touched[i])
+            zhashx_insert (finishing, touched[i]->task_id, (void *) touched[i]);
+    int rc = s_advance (txn, sched, touched, n, finishing, now_wall_ms, out, err);
+    zhashx_destroy (&finishing);
+    return rc;
+}
+
+int ak_rounds_advance_batch (ak_txn_t *txn, ak_sched_t *sched, ak_batch_t *batch,
+                             uint64_t now_wall_ms, ak_rounds_new_t *out, ak_err_t *err)
+{
+    /* one representative tune task per (op, class) */
+    size_t n = batch->ntasks;
+    ak_task_t **reps = ak_calloc (n ? n : 1, sizeof *reps);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp (batch->tasks[i]->kind, "tune") == 0)
+            reps[m++] = batch->tasks[i];
+    int rc = s_advance (txn, sched, reps, m, NULL, now_wall_ms, out, err);
+    free (reps);
+    return rc;
+}

@@ -1,0 +1,137 @@
+/*  coordinator/rounds.h: budgeted search (successive halving) and the
+    confirmation round.
+
+    Search.  Per (op, device class, candidate) the expansion (expand.c)
+    picks a strategy from policy.search: `exhaustive` times every valid
+    configuration in full (tune tasks at stage 0); `halving` samples
+    search_budget configurations uniformly without replacement from the
+    valid ones (constraints are evaluated by ak_space_walk before anything
+    is compiled; the sample is a pure function of policy.seed, op, class and
+    candidate) and times them as stage-1 tune tasks with the short timing
+    policy.  The default ("" in the manifest) is exhaustive when the valid
+    space has at most search_budget configurations, else halving.
+
+    When every halving tune task of stage s < rounds of an (op, class) is
+    terminal, the best ak_rounds_stage_size(s + 1) of them that are ok (by
+    their weighted speedup, ties by candidate name, params, task id; failed
+    ones never go on) become stage s + 1 tune tasks; the last stage
+    (`rounds`) keeps search_keep and runs the full timing policy.  Only
+    stage-0 and last-stage receipts are candidates for promotion.
+
+    Confirmation.  When every tune task of an (op, class) is terminal and
+    no stage remains, the promotion rule (promote.h) is run over the final
+    receipts; if it promotes, the finalists (the winner and the others in
+    its tie band, in tie-break order, at most AK_ROUNDS_MAX_FINALISTS) get
+    one `confirm` task each: the same configuration and workloads, the
+    full timing policy with a fresh seed (fresh inputs), avoid_worker = the
+    worker that measured it (the scheduler gives it to another live worker
+    of the class when there is one, ak_sched_pop_for).  Confirm tasks are
+    created when policy.confirm is set, and always when the provisional
+    winner's speedup is above policy.implausible.  When the batch settles
+    (results.c) the first finalist whose confirm receipt is still
+    promotable wins; a refuted one passes to the next finalist, then to the
+    baseline, with the reasons in Winner.reason.
+
+    New tasks are created inside the write transaction of the group commit
+    that accepted the receipt completing the stage (intake.c), so a crash
+    either loses both (the worker re-sends the receipt) or keeps both;
+    ak_rounds_advance with every pair of a batch (coord.c, when a batch
+    settles) catches stages that ended without a receipt (a poisoned or
+    cancelled task) and is idempotent: a stage that exists is never made
+    again. */
+#ifndef AK_ROUNDS_H
+#define AK_ROUNDS_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "akfleet.pb-c.h"
+#include "error.h"
+#include "promote.h"
+#include "sched.h"
+#include "spec.h"
+#include "store.h"
+
+#define AK_ROUNDS_MAX_FINALISTS 3
+
+// ------------------------------------------------------------------ sampling
+
+typedef struct {
+    size_t    nparams;
+    size_t    valid;            /* valid configurations in the space */
+    size_t    n;                /* sampled: min(budget, valid) */
+    int64_t  *values;           /* n * nparams, in walk order */
+} ak_sample_t;
+
+/* Samples min(budget, valid) configurations of cand uniformly without
+   replacement (reservoir sampling over ak_space_walk with a generator
+   seeded from seed and salt), returned in walk order.  Clear with
+   ak_sample_clear.  Errors of ak_space_walk come back as they are. */
+int ak_rounds_sample (const ak_candidate_t *cand, uint64_t seed, const char *salt, size_t budget,
+                      ak_sample_t *out, ak_err_t *err);
+void ak_sample_clear (ak_sample_t *sample);
+
+/* Size of stage `stage` (1..rounds) when stage 1 has n1 tasks: geometric
+   from n1 down to min(keep, n1) at stage `rounds`. */
+uint32_t ak_rounds_stage_size (uint32_t n1, uint32_t keep, uint32_t rounds, uint32_t stage);
+
+/* Turns a full timing policy into the one of `stage` (1..rounds-1: short
+   timing, max_time_ms = short_max_time_ms doubled per stage and at most
+   max_time_ms, max_samples a quarter; rounds: unchanged). */
+void ak_rounds_stage_policy (Ak__Policy *policy, uint32_t stage);
+
+// ------------------------------------------------------------ pure decisions
+
+/* Indices of the best `keep` ok candidates (evals[i].ok) by speedup,
+   ties by candidate name, params, task id; returns how many (<= keep). */
+size_t ak_rounds_best (const ak_promote_cand_t *cands, const ak_promote_eval_t *evals, size_t n,
+                       size_t keep, size_t *out);
+
+/* The finalists of a promoted decision: every promotable candidate within
+   the tie band of the best, in tie-break order (the winner first), at
+   most AK_ROUNDS_MAX_FINALISTS.  0 when nothing is promotable. */
+size_t ak_rounds_finalists (const ak_promote_cand_t *cands, const ak_promote_eval_t *evals, size_t n,
+                            size_t out[AK_ROUNDS_MAX_FINALISTS]);
+
+/* One finalist's confirmation, for ak_rounds_confirm_decide. */
+typedef struct {
+    const char        *task_id;         /* the confirm task; NULL: none was made */
+    const char        *state;
+    const char        *last_error;
+    const char        *avoid_worker;    /* the worker that measured the original */
+    const Ak__Receipt *receipt;         /* its accepted receipt, NULL when none */
+} ak_confirm_t;
+
+/* Rewrites *winner (from ak_promote over cands/evals) after the
+   confirmation round.  confirms[i] belongs to cands[i].  For each
+   finalist in order: confirmed (its confirm receipt is promotable under
+   rule) -> it wins, reason "confirmed on W ..."; refuted -> the next one;
+   none -> the baseline stays, reason "not confirmed: ...".  A winner
+   without any confirm task is left as it is (confirmation off).
+   Speedups above `implausible` are flagged in the reason.  `tune_workers`
+   gives the worker of each original measurement (NULL entries allowed). */
+void ak_rounds_confirm_decide (const ak_promote_rule_t *rule, double implausible,
+                               const ak_promote_cand_t *cands, const ak_promote_eval_t *evals,
+                               const ak_confirm_t *confirms, size_t n, Ak__Winner *winner);
+
+// ------------------------------------------------------- store and index side
+
+typedef struct {
+    Ak__TaskRecord **tasks;     /* created, stored in the transaction; owned */
+    size_t           n;
+    size_t           cap;
+} ak_rounds_new_t;
+
+/* Creates, in txn, the next stage or the confirm tasks of every (batch,
+   op, class) of the tasks in `touched` (those whose receipts txn accepts;
+   `finishing` says they count as terminal though the index still has them
+   leased) whose stage is complete.  New records (ids after the batch's
+   last, BatchRecord.ntasks updated) are appended to out; index them with
+   ak_sched_extend only after txn committed. */
+int ak_rounds_advance (ak_txn_t *txn, ak_sched_t *sched, ak_task_t *const *touched, size_t n,
+                       uint64_t now_wall_ms, ak_rounds_new_t *out, ak_err_t *err);
+/* Every (op, class) of batch, nothing `finishing` (coord.c, when settling). */
+int ak_rounds_advance_batch (ak_txn_t *txn, ak_sched_t *sched, ak_batch_t *batch,
+                             uint64_t now_wall_ms, ak_rounds_new_t *out, ak_err_t *err);
+void ak_rounds_new_clear (ak_rounds_new_t *out);
+
+#endif
