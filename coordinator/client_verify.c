@@ -109,8 +109,11 @@ int ak_client_verify_status (ak_client_env_t *env, const Ak__ClientRequest *req,
     for (int s = 0; s < AK_TS_COUNT; s++)
         json_object_set_new (counts, ak_tstate_name ((ak_tstate_t) s), json_integer ((json_int_t) b->counts[s]));
     json_t *report = ak_pb_to_json (&rec->verify->base);
-    /* the index is current; the record's state may wait for the next commit */
+    /* The index is current, the record's batch state may wait for the next
+       commit; an open batch (again, after a retry) is not judged yet. */
     const char *state = b->state == AK_BS_COMPLETE && !*rec->verify->state ? "open" : ak_bstate_name (b->state);
+    if (report && b->state == AK_BS_OPEN)
+        json_object_set_new (report, "state", json_string (""));
     *out = json_pack ("{s:{s:s, s:s, s:s, s:I, s:I, s:I, s:o}, s:o}",
                       "batch", "batch_id", b->batch_id, "name", b->name ? b->name : "", "state", state,
                       "created_ms", (json_int_t) b->created_ms, "finished_ms", (json_int_t) b->finished_ms,

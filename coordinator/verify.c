@@ -363,6 +363,27 @@ typedef struct {
     int         state;              /* 0 pass, 1 unverified, 2 fail */
 } s_entry_t;
 
+/* Whether profile name still holds what the batch made at since_ms
+   verified: no class written after it (an install, replace or import). */
+static int s_profile_unchanged (ak_txn_t *txn, const char *name, uint64_t since_ms, bool *unchanged,
+                                ak_err_t *err)
+{
+    Ak__ProfileClass **classes = NULL;
+    size_t n = 0;
+    *unchanged = false;
+    int rc = ak_profiles_load (txn, name, &classes, &n, err);
+    if (rc == AK_ENOTFOUND)
+        return 0;
+    if (rc)
+        return rc;
+    *unchanged = true;
+    for (size_t i = 0; i < n; i++)
+        if (classes[i]->updated_ms > since_ms)
+            *unchanged = false;
+    ak_profiles_free (&classes, n);
+    return 0;
+}
+
 int ak_verify_settle (ak_txn_t *txn, const char *batch_id, uint64_t now_ms, bool *is_verify,
                       ak_err_t *err)
 {
@@ -382,6 +403,22 @@ int ak_verify_settle (ak_txn_t *txn, const char *batch_id, uint64_t now_ms, bool
     }
     Ak__VerifyReport *rep = b->verify;
     ak_cpb_set (&rep->batch_id, batch_id);
+    /* judged afresh (a `retry` may settle the batch again): keep only the
+       verdicts made at creation, those with no task */
+    size_t kept = 0;
+    for (size_t i = 0; i < rep->n_verdicts; i++) {
+        if (!*rep->verdicts[i]->task_id)
+            rep->verdicts[kept++] = rep->verdicts[i];
+        else
+            ak__verify_verdict__free_unpacked (rep->verdicts[i], NULL);
+    }
+    rep->n_verdicts = kept;
+    for (size_t i = 0; i < rep->n_reasons; i++)
+        if (rep->reasons[i] != protobuf_c_empty_string)
+            free (rep->reasons[i]);
+    free (rep->reasons);
+    rep->reasons = NULL;
+    rep->n_reasons = 0;
     char *prefix = ak_sprintf ("%s.", batch_id);
     s_tasks_t ts = { NULL, 0, batch_id, 0 };
     rc = ak_store_walk (txn, AK_DB_TASKS, prefix, s_collect_task, &ts, err);
@@ -434,8 +471,15 @@ int ak_verify_settle (ak_txn_t *txn, const char *batch_id, uint64_t now_ms, bool
                              : rep->entries_unverified || nes == 0 ? "unverified" : "verified");
     rep->finished_ms = now_ms;
     rc = ak_store_put_batch (txn, b, err);
+    bool current = false;
     if (rc == 0)
+        rc = s_profile_unchanged (txn, rep->profile, b->created_ms, &current, err);
+    if (rc == 0 && current)
         rc = ak_profiles_put_status (txn, rep, err);
+    else
+    if (rc == 0)
+        ak_warn ("verify %s: profile %s was installed into (or is gone) since the batch began: "
+                 "its verdicts are in the batch, not recorded as the profile's status", batch_id, rep->profile);
     if (rc == 0)
         ak_info ("verify %s: profile %s: %s (%u of %u entries failed, %u unverified)", batch_id,
                  rep->profile, rep->state, rep->entries_failed, rep->entries, rep->entries_unverified);

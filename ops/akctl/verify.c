@@ -113,8 +113,10 @@ static int s_follow (akctl_client_t *client, const char *batch_id, bool wait, bo
         const char *vstate = akj_str (akj_obj (a, "report"), "state");
         bool judged = *vstate != '\0';
         if (judged || strcmp (bstate, "cancelled") == 0 || !wait) {
-            if (json)
-                json_dumpf (a, stdout, JSON_COMPACT), printf ("\n");
+            if (json) {
+                json_dumpf (a, stdout, JSON_COMPACT);
+                printf ("\n");
+            }
             if (judged)
                 code = json ? (strcmp (vstate, "verified") == 0 ? AKCTL_EXIT_OK : AKCTL_EXIT_NEGATIVE)
                             : s_render (a);
@@ -164,8 +166,10 @@ int akctl_verify (const akctl_opts_t *o)
         if (code == AKCTL_EXIT_OK) {
             batch_id = strdup (akj_str (a, "batch_id"));
             if (!o->wait) {
-                if (o->json)
-                    json_dumpf (a, stdout, JSON_COMPACT), printf ("\n");
+                if (o->json) {
+                    json_dumpf (a, stdout, JSON_COMPACT);
+                    printf ("\n");
+                }
                 else
                     printf ("verify batch %s of profile %s: %" PRId64 " tasks, %" PRId64
                             " entries without a live worker (akctl verify %s --wait follows it)\n",

@@ -177,8 +177,8 @@ static char *s_manifest (void)
     char *spec = ak_test_src ("kernels/matmul/spec.json"), *tiled = ak_test_src ("kernels/matmul/host/tiled.c");
     char *text = ak_sprintf (
         "{\"schema_version\": 1, \"name\": \"vtune\", \"targets\": [\"host\"],\n"
-        " \"policy\": {\"max_attempts\": 2, \"warmup\": 2, \"min_samples\": 15, \"max_samples\": 40,\n"
-        "            \"max_time_ms\": 400, \"rsd_target\": 0.03, \"lease_ms\": 120000, \"seed\": 7},\n"
+        " \"policy\": {\"max_attempts\": 2, \"warmup\": 2, \"min_samples\": 20, \"max_samples\": 60,\n"
+        "            \"max_time_ms\": 1000, \"rsd_target\": 0.02, \"lease_ms\": 120000, \"seed\": 7},\n"
         " \"ops\": [{\"spec\": \"%s\", \"workloads\": [\"medium\", \"large\"],\n"
         "          \"candidates\": [\"tiled48\"],\n"
         "          \"extra_candidates\": [{\"name\": \"tiled48\", \"backend\": \"host\", \"source\": \"%s\"}]}]}\n",
@@ -297,20 +297,33 @@ static void test_verify (void **state)
 {
     (void) state;
     s_start ();
-    char *manifest = s_manifest (), *out = NULL;
-    int rc = s_run (&out, "%s submit '%s' --wait 2>&1", s_ctx.akctl, manifest);
-    if (rc != 0)
-        s_dump ("akcoord.log");
-    assert_int_equal (rc, 0);
-    free (out);
-    rc = s_run (&out, "%s report B000001 2>&1", s_ctx.akctl);
-    free (out);
-    rc = s_run (&out, "%s profile install B000001 --profile vp 2>&1", s_ctx.akctl);
-    if (rc != 0)
-        fail_msg ("the tiled matmul was not promoted over the naive loop (install exit %d): "
-                  "this test needs a winner to verify", rc);
-    assert_non_null (strstr (out, "installed 2 entries into profile vp"));
-    free (out);
+    char *manifest = s_manifest (), *out = NULL, *tuned = NULL;
+    int rc;
+    /* The precondition is a promoted winner.  The tiled kernel is about 6x
+       faster, but a machine busy with other tests can make one run's noise
+       hide that from the promotion rule: up to three tuning batches. */
+    for (int attempt = 0; attempt < 3 && !tuned; attempt++) {
+        rc = s_run (&out, "%s submit '%s' --wait 2>&1", s_ctx.akctl, manifest);
+        if (rc != 0)
+            s_dump ("akcoord.log");
+        assert_int_equal (rc, 0);
+        char *batch = ak_sprintf ("%.*s", (int) strcspn (out, "\n"), out);
+        free (out);
+        rc = s_run (&out, "%s report %s 2>&1", s_ctx.akctl, batch);
+        free (out);
+        rc = s_run (&out, "%s profile install %s --profile vp 2>&1", s_ctx.akctl, batch);
+        if (rc == 0) {
+            assert_non_null (strstr (out, "installed 2 entries into profile vp"));
+            tuned = batch;
+        }
+        else {
+            assert_non_null (strstr (out, "no promoted winner"));
+            free (batch);
+        }
+        free (out);
+    }
+    if (!tuned)
+        fail_msg ("three tuning batches promoted nothing: this test needs a winner to verify");
     assert_int_equal (s_run (&out, "%s profile show vp", s_ctx.akctl), 0);
     assert_non_null (strstr (out, "verification: never"));
     free (out);
@@ -389,7 +402,7 @@ static void test_verify (void **state)
 
     /* 4: a worker that goes silent: its pinned tasks fail "worker gone"
        (never run elsewhere), the other worker's verdicts stand */
-    assert_int_equal (s_run (NULL, "%s profile install B000001 --profile vp2", s_ctx.akctl), 0);
+    assert_int_equal (s_run (NULL, "%s profile install %s --profile vp2", s_ctx.akctl, tuned), 0);
     assert_int_equal (kill (s_ctx.workers[1], SIGSTOP), 0);
     rc = s_run (&out, "%s verify --profile vp2 --wait 2>&1", s_ctx.akctl);
     kill (s_ctx.workers[1], SIGKILL);
@@ -412,6 +425,7 @@ static void test_verify (void **state)
     }
     json_decref (v);
     free (b4);
+    free (tuned);
 
     free (pkg);
     free (pkg2);
