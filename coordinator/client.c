@@ -6,6 +6,7 @@
 #include <string.h>
 #include "client.h"
 #include "client_profiles.h"
+#include "client_verify.h"
 #include "clock.h"
 #include "cpb.h"
 #include "expand.h"
@@ -719,6 +720,8 @@ static const s_verb_t s_verbs[] = {
     { "profile-show",    1, 1, "NAME", ak_client_profile_show },
     { "profile-export",  1, 1, "NAME", ak_client_profile_export },
     { "profile-import",  1, 2, "NAME|- [replace] (the package is the body)", ak_client_profile_import },
+    { "verify",          1, 3, "NAME [K FLOOR]", ak_client_verify },
+    { "verify-status",   1, 1, "BATCH", ak_client_verify_status },
 };
 
 int ak_client_handle (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,

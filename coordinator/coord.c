@@ -19,6 +19,7 @@
 #include "sched.h"
 #include "store.h"
 #include "util.h"
+#include "verify.h"
 
 #define S_LINGER_MS        500      /* bounded linger on close */
 #define S_DRAIN_MAX        256      /* messages per socket per wake-up, for fairness */
@@ -289,6 +290,8 @@ static int s_build_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *tas
     if (rc == 0 && *rec->candidate_digest)
         rc = s_source (self, txn, rec->candidate_source_name, rec->candidate_digest, &m->src[2],
                        &a->candidate, err);
+    if (rec->verify)
+        a->launch = rec->verify->launch;        /* verify: the launch the profile recorded */
     if (rc)
         return ak_err_prefix (err, "task %s: cannot build its assignment", task->task_id);
     return 0;
@@ -364,7 +367,7 @@ static void s_dispatch_worker (ak_coord_t *self, ak_worker_t *w, uint64_t now)
     if (!w->alive || !w->nclasses)
         return;
     while (ak_worker_credit (w) > 0) {
-        ak_task_t *task = NULL;
+        ak_task_t *task = ak_sched_pop_pinned (self->sched, w->worker_id);
         for (size_t k = 0; k < w->nclasses && !task; k++) {
             size_t c = (w->next_class + k) % w->nclasses;
             task = ak_sched_pop_for (self->sched, w->classes[c], w->worker_id, s_other_live, self);
@@ -394,6 +397,50 @@ static void s_dispatch_all (ak_coord_t *self, uint64_t now)
 
 // ========================================================== worker protocol
 
+/* Tasks pinned to w (verify) never run elsewhere: they fail, "worker gone". */
+static void s_fail_pinned (ak_coord_t *self, ak_worker_t *w, const char *why, uint64_t now)
+{
+    char reason[256];
+    snprintf (reason, sizeof reason, "worker gone (%s: %s)", w->worker_id, why);
+    zlistx_t *ids = zhashx_keys (w->outstanding);
+    if (!ids)
+        abort ();
+    for (const char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
+        ak_task_t *task = ak_sched_task (self->sched, id);
+        if (task && task->pin_worker && strcmp (task->pin_worker, w->worker_id) == 0)
+            ak_worker_drop (w, id);
+    }
+    zlistx_destroy (&ids);
+    if (ak_sched_fail_pinned (self->sched, w->worker_id, reason, now))
+        self->dispatch_due = true;
+}
+
+/* Queued tasks pinned to a worker that is not alive once the registration
+   grace after a start has passed fail too: nobody else may run them. */
+static void s_reap_pinned (ak_coord_t *self, uint64_t now)
+{
+    uint64_t grace = (uint64_t) self->opts.heartbeat_ms * self->opts.liveness;
+    if (now < self->start + grace)
+        return;
+    const char **ids = NULL;
+    size_t n = ak_sched_pinned_workers (self->sched, &ids);
+    char **gone = ak_calloc (n + 1, sizeof *gone);
+    size_t ngone = 0;
+    for (size_t i = 0; i < n; i++) {
+        ak_worker_t *w = ak_registry_get (self->registry, ids[i]);
+        if (!w || !w->alive)
+            gone[ngone++] = ak_strdup (ids[i]);
+    }
+    free (ids);
+    for (size_t i = 0; i < ngone; i++) {
+        char reason[256];
+        snprintf (reason, sizeof reason, "worker gone (%s is not registered)", gone[i]);
+        ak_sched_fail_pinned (self->sched, gone[i], reason, now);
+        free (gone[i]);
+    }
+    free (gone);
+}
+
 /* Every task held by a dead worker goes back to its queue. */
 static void s_worker_dead (ak_coord_t *self, ak_worker_t *w, const char *why, uint64_t now)
 {
@@ -401,6 +448,7 @@ static void s_worker_dead (ak_coord_t *self, ak_worker_t *w, const char *why, ui
     snprintf (reason, sizeof reason, "worker %s died: %s", w->worker_id, why);
     ak_registry_kill (self->registry, w, why, now);
     self->counters.workers_died++;
+    s_fail_pinned (self, w, why, now);
     zlistx_t *ids = zhashx_keys (w->outstanding);
     if (!ids)
         abort ();
@@ -805,6 +853,25 @@ static int s_settle_rounds (ak_coord_t *self, ak_batch_t *b, size_t *added, ak_e
     }
     ak_rounds_new_clear (&created);
     return rc;
+/* A verify batch (verify.h) is judged instead of promoted: the verdicts
+   and the profile's status in one write transaction (the map grows when
+   full).  *is_verify false for any other batch, nothing written. */
+static int s_settle_verify (ak_coord_t *self, ak_batch_t *b, bool *is_verify, ak_err_t *err)
+{
+    for (;;) {
+        ak_txn_t *txn = NULL;
+        int rc = ak_store_begin (self->store, true, &txn, err);
+        if (rc == 0)
+            rc = ak_verify_settle (txn, b->batch_id, ak_clock_wall_ms (), is_verify, err);
+        if (rc == 0 && *is_verify)
+            rc = ak_store_commit (&txn, err);
+        ak_store_abort (&txn);
+        if (rc != AK_ESTOREFULL)
+            return rc;
+        rc = ak_intake_grow (self->intake, err);
+        if (rc)
+            return rc;
+    }
 }
 
 /* Decides the winners of batches whose tasks are all terminal. */
@@ -825,6 +892,15 @@ static void s_settle (ak_coord_t *self, uint64_t now)
         }
         if (added)
             continue;
+        bool is_verify = false;
+        if (s_settle_verify (self, b, &is_verify, &err)) {
+            ak_error ("batch %s: cannot judge its verify tasks yet: %s", b->batch_id, err.msg);
+            return;
+        }
+        if (is_verify) {
+            ak_sched_complete (self->sched, b, NULL, 0, now);
+            continue;
+        }
         ak_txn_t *txn = NULL;
         ak_results_t *res = NULL;
         int rc = ak_store_begin (self->store, false, &txn, &err);
@@ -860,6 +936,7 @@ static void s_tick (ak_coord_t *self, uint64_t now)
             if (w->alive)
                 s_send_heartbeat (self, w);
         self->next_heartbeat = now + self->opts.heartbeat_ms;
+        s_reap_pinned (self, now);
     }
 
     ak_worker_t **dead = NULL;

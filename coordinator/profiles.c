@@ -99,6 +99,8 @@ static int s_put_class (ak_txn_t *txn, const Ak__ProfileClass *pc, ak_err_t *err
     return rc;
 }
 
+static json_t *s_status_json (ak_txn_t *txn, const char *name);
+
 static unsigned s_major (const char *version)
 {
     unsigned v = 0;
@@ -200,6 +202,8 @@ typedef struct {
 static int s_collect (const char *key, const void *val, size_t len, void *arg)
 {
     s_recs_t *r = arg;
+    if (!strchr (key, '#'))
+        return 0;                   /* "NAME!verify": a verification status */
     Ak__ProfileClass *pc = ak__profile_class__unpack (NULL, len, val);
     if (!pc) {
         ak_error ("profiles: record '%s' does not decode; skipped", key);
@@ -249,7 +253,8 @@ int ak_profiles_list (ak_txn_t *txn, json_t **out, ak_err_t *err)
     for (size_t i = 0; i < r.n; i++) {
         const Ak__ProfileClass *pc = r.recs[i];
         if (!cur_name || strcmp (cur_name, pc->profile) != 0) {
-            cur = json_pack ("{s:s, s:[], s:I}", "profile", pc->profile, "classes", "entries", (json_int_t) 0);
+            cur = json_pack ("{s:s, s:[], s:I, s:o}", "profile", pc->profile, "classes", "entries", (json_int_t) 0,
+                             "verification", s_status_json (txn, pc->profile));
             json_array_append_new (arr, cur);
             cur_name = pc->profile;
         }
@@ -265,7 +270,9 @@ int ak_profiles_list (ak_txn_t *txn, json_t **out, ak_err_t *err)
     return 0;
 }
 
-int ak_profiles_show (ak_txn_t *txn, const char *name, json_t **out, ak_err_t *err)
+/* show and export share the walk; only show reports the verification
+   (it is the store's judgement, not part of a package). */
+static int s_show (ak_txn_t *txn, const char *name, bool with_status, json_t **out, ak_err_t *err)
 {
     s_recs_t r = { 0 };
     int rc = s_load_profile (txn, name, &r, err);
@@ -277,15 +284,48 @@ int ak_profiles_show (ak_txn_t *txn, const char *name, json_t **out, ak_err_t *e
             json_array_append_new (classes, ak_profile_class_json (r.recs[i]));
         *out = json_pack ("{s:i, s:s, s:s, s:o}", "schema_version", 1, "format", AK_PROFILE_FORMAT,
                           "profile", name, "classes", classes);
+        if (with_status)
+            json_object_set_new (*out, "verification", s_status_json (txn, name));
     }
     s_recs_free (&r);
     return rc;
 }
 
+int ak_profiles_show (ak_txn_t *txn, const char *name, json_t **out, ak_err_t *err)
+{
+    return s_show (txn, name, true, out, err);
+}
+
+int ak_profiles_load (ak_txn_t *txn, const char *name, Ak__ProfileClass ***classes_p, size_t *n_p,
+                      ak_err_t *err)
+{
+    s_recs_t r = { 0 };
+    int rc = s_load_profile (txn, name, &r, err);
+    if (rc == 0 && r.n == 0)
+        rc = ak_err_set (err, AK_ENOTFOUND, "no profile '%.64s'", name);
+    if (rc) {
+        s_recs_free (&r);
+        return rc;
+    }
+    *classes_p = r.recs;
+    *n_p = r.n;
+    return 0;
+}
+
+void ak_profiles_free (Ak__ProfileClass ***classes_p, size_t n)
+{
+    if (classes_p && *classes_p) {
+        for (size_t i = 0; i < n; i++)
+            ak__profile_class__free_unpacked ((*classes_p)[i], NULL);
+        free (*classes_p);
+        *classes_p = NULL;
+    }
+}
+
 int ak_profiles_export (ak_txn_t *txn, const char *name, json_t **out, ak_err_t *err)
 {
     json_t *profile = NULL;
-    int rc = ak_profiles_show (txn, name, &profile, err);
+    int rc = s_show (txn, name, false, &profile, err);
     if (rc)
         return rc;
     json_t *sources = json_object ();
@@ -326,6 +366,74 @@ int ak_profiles_export (ak_txn_t *txn, const char *name, json_t **out, ak_err_t 
     }
     *out = json_pack ("{s:o, s:o}", "profile", profile, "sources", sources);
     return 0;
+}
+
+// ------------------------------------------------------------ verification
+
+static char *s_status_key (const char *name)
+{
+    return ak_sprintf ("%s!verify", name);
+}
+
+static int s_del_status (ak_txn_t *txn, const char *name, ak_err_t *err)
+{
+    char *key = s_status_key (name);
+    int rc = ak_store_del (txn, AK_DB_PROFILES, key, err);
+    free (key);
+    return rc == AK_ENOTFOUND ? 0 : rc;
+}
+
+int ak_profiles_put_status (ak_txn_t *txn, const Ak__VerifyReport *rep, ak_err_t *err)
+{
+    size_t len = ak__verify_report__get_packed_size (rep);
+    uint8_t *buf = ak_malloc (len ? len : 1);
+    ak__verify_report__pack (rep, buf);
+    char *key = s_status_key (rep->profile);
+    int rc = ak_store_put (txn, AK_DB_PROFILES, key, buf, len, err);
+    free (key);
+    free (buf);
+    return rc;
+}
+
+int ak_profiles_get_status (ak_txn_t *txn, const char *name, Ak__VerifyReport **rep_p, ak_err_t *err)
+{
+    *rep_p = NULL;
+    char *key = s_status_key (name);
+    void *val = NULL;
+    size_t len = 0;
+    int rc = ak_store_get (txn, AK_DB_PROFILES, key, &val, &len, err);
+    if (rc == 0) {
+        *rep_p = ak__verify_report__unpack (NULL, len, val);
+        if (!*rep_p)
+            rc = ak_err_set (err, AK_ESTORE, "profiles: record '%s' does not decode", key);
+    }
+    free (val);
+    free (key);
+    return rc;
+}
+
+/* {"state","batch_id","finished_ms","reasons",...} of the last completed
+   verification, or {"state":"never"}; a status that does not decode is
+   reported, not fatal. */
+static json_t *s_status_json (ak_txn_t *txn, const char *name)
+{
+    Ak__VerifyReport *rep = NULL;
+    ak_err_t e = { 0 };
+    int rc = ak_profiles_get_status (txn, name, &rep, &e);
+    if (rc == AK_ENOTFOUND)
+        return json_pack ("{s:s}", "state", "never");
+    if (rc)
+        return json_pack ("{s:s, s:s}", "state", "unknown", "error", e.msg);
+    json_t *reasons = json_array ();
+    for (size_t i = 0; i < rep->n_reasons; i++)
+        json_array_append_new (reasons, json_string (rep->reasons[i]));
+    json_t *j = json_pack ("{s:s, s:s, s:I, s:I, s:I, s:I, s:o}", "state", rep->state,
+                           "batch_id", rep->batch_id, "finished_ms", (json_int_t) rep->finished_ms,
+                           "entries", (json_int_t) rep->entries,
+                           "entries_failed", (json_int_t) rep->entries_failed,
+                           "entries_unverified", (json_int_t) rep->entries_unverified, "reasons", reasons);
+    ak__verify_report__free_unpacked (rep, NULL);
+    return j;
 }
 
 // ------------------------------------------------------------------- merge
@@ -391,6 +499,9 @@ static int s_merge (ak_txn_t *txn, Ak__ProfileClass *const *news, size_t nnews, 
             rec.updated_ms = now_ms;
             rc = s_put_class (txn, &rec, err);
         }
+        /* the profile changed: an earlier verification no longer holds */
+        if (rc == 0)
+            rc = s_del_status (txn, nw->profile, err);
         free (merged);
         if (old)
             ak__profile_class__free_unpacked (old, NULL);

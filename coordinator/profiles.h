@@ -56,6 +56,20 @@ int ak_profiles_export (ak_txn_t *txn, const char *name, json_t **out, ak_err_t 
 int ak_profiles_import (ak_txn_t *txn, const json_t *package, const char *name, bool replace,
                         uint64_t now_ms, json_t **out, ak_err_t *err);
 
+/* Every class record of profile name, in key order, into a malloc'ed
+   array (free with ak_profiles_free); AK_ENOTFOUND when there is none. */
+int ak_profiles_load (ak_txn_t *txn, const char *name, Ak__ProfileClass ***classes_p, size_t *n_p,
+                      ak_err_t *err);
+void ak_profiles_free (Ak__ProfileClass ***classes_p, size_t n);
+
+/* The verification status of a profile (`akctl verify`, verify.h): the
+   VerifyReport of its last completed verify batch, under "NAME!verify" in
+   the profiles database.  Any install, replace or import into the profile
+   deletes it: what was verified is no longer what is installed.  show and
+   list report it as "verification" ({"state":"never"} when there is none). */
+int ak_profiles_put_status (ak_txn_t *txn, const Ak__VerifyReport *rep, ak_err_t *err);
+int ak_profiles_get_status (ak_txn_t *txn, const char *name, Ak__VerifyReport **rep_p, ak_err_t *err);
+
 /* profile.json form of one class record (caller decrefs). */
 json_t *ak_profile_class_json (const Ak__ProfileClass *pc);
 

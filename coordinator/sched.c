@@ -17,6 +17,7 @@ struct ak_sched {
     zhashx_t *batches;          /* batch_id -> ak_batch_t (owned through `order`) */
     zlistx_t *order;            /* batches in creation order */
     zhashx_t *queues;           /* device class -> zlistx_t of ak_task_t */
+    zhashx_t *pins;             /* worker id -> zlistx_t of its pinned queued tasks */
     zlistx_t *leased;           /* leased tasks, for deadline scans */
     zlistx_t *dirty_tasks;
     zlistx_t *dirty_batches;
@@ -68,6 +69,7 @@ static void s_task_free (void **item)
         free (task->avoid_worker);
         free (task->worker_id);
         free (task->last_error);
+        free (task->pin_worker);
         if (task->rec)
             ak__task_record__free_unpacked (task->rec, NULL);
         free (task);
@@ -112,16 +114,18 @@ ak_sched_t *ak_sched_new (void)
     self->batches = zhashx_new ();
     self->order = zlistx_new ();
     self->queues = zhashx_new ();
+    self->pins = zhashx_new ();
     self->leased = zlistx_new ();
     self->dirty_tasks = zlistx_new ();
     self->dirty_batches = zlistx_new ();
     self->settling = zlistx_new ();
-    if (!self->tasks || !self->batches || !self->order || !self->queues || !self->leased
+    if (!self->tasks || !self->batches || !self->order || !self->queues || !self->pins || !self->leased
         || !self->dirty_tasks || !self->dirty_batches || !self->settling)
         abort ();
     zhashx_set_destructor (self->tasks, s_task_free);
     zlistx_set_destructor (self->order, s_batch_free);
     zhashx_set_destructor (self->queues, s_queue_free);
+    zhashx_set_destructor (self->pins, s_queue_free);
     return self;
 }
 
@@ -133,6 +137,7 @@ void ak_sched_destroy (ak_sched_t **self_p)
         zlistx_destroy (&self->dirty_batches);
         zlistx_destroy (&self->dirty_tasks);
         zlistx_destroy (&self->leased);
+        zhashx_destroy (&self->pins);
         zhashx_destroy (&self->queues);
         zhashx_destroy (&self->batches);
         zlistx_destroy (&self->order);
@@ -214,6 +219,21 @@ static zlistx_t *s_queue (ak_sched_t *self, const char *device_class)
     return queue;
 }
 
+/* The queue a queued task waits in: its pinned worker's, else its class's. */
+static zlistx_t *s_task_queue (ak_sched_t *self, ak_task_t *task)
+{
+    if (!task->pin_worker)
+        return s_queue (self, task->device_class);
+    zlistx_t *queue = zhashx_lookup (self->pins, task->pin_worker);
+    if (!queue) {
+        queue = zlistx_new ();
+        if (!queue)
+            abort ();
+        zhashx_insert (self->pins, task->pin_worker, queue);
+    }
+    return queue;
+}
+
 /* A retry goes to the head of its queue: it keeps its place in line, so
    batches finish in submission order. */
 static void s_enqueue (ak_sched_t *self, ak_task_t *task, bool front)
@@ -221,9 +241,9 @@ static void s_enqueue (ak_sched_t *self, ak_task_t *task, bool front)
     if (!task->in_queue) {
         task->in_queue = true;
         if (front)
-            zlistx_add_start (s_queue (self, task->device_class), task);
+            zlistx_add_start (s_task_queue (self, task), task);
         else
-            zlistx_add_end (s_queue (self, task->device_class), task);
+            zlistx_add_end (s_task_queue (self, task), task);
     }
 }
 
@@ -284,6 +304,8 @@ static ak_task_t *s_task_new (ak_sched_t *self, ak_batch_t *batch, const Ak__Tas
     task->finished_ms = rec->finished_ms;
     if (rec->last_error && *rec->last_error)
         task->last_error = ak_strdup (rec->last_error);
+    if (rec->pin_worker && *rec->pin_worker)
+        task->pin_worker = ak_strdup (rec->pin_worker);
     zhashx_insert (self->tasks, task->task_id, task);
     self->counts[state]++;
     batch->counts[state]++;
@@ -427,7 +449,7 @@ void ak_sched_unpop (ak_sched_t *self, ak_task_t *task)
 {
     if (task->state == AK_TS_QUEUED && !task->in_queue) {
         task->in_queue = true;
-        zlistx_add_start (s_queue (self, task->device_class), task);
+        zlistx_add_start (s_task_queue (self, task), task);
     }
 }
 
@@ -469,6 +491,75 @@ void ak_sched_extend (ak_sched_t *self, Ak__TaskRecord *const *recs, size_t n)
         ak_info ("task %s queued (%s, stage %u) in batch %s", recs[i]->task_id, recs[i]->kind,
                  recs[i]->stage, batch->batch_id);
     }
+ak_task_t *ak_sched_pop_pinned (ak_sched_t *self, const char *worker_id)
+{
+    zlistx_t *queue = zhashx_lookup (self->pins, worker_id);
+    if (!queue)
+        return NULL;
+    ak_task_t *task;
+    while ((task = zlistx_detach (queue, NULL))) {
+        task->in_queue = false;
+        if (task->state == AK_TS_QUEUED)
+            return task;
+    }
+    zhashx_delete (self->pins, worker_id);      /* drained: forget the worker */
+    return NULL;
+}
+
+/* Fails one pinned task that will never run on its worker. */
+static void s_fail_pinned (ak_sched_t *self, ak_task_t *task, const char *reason, uint64_t now)
+{
+    free (task->last_error);
+    task->last_error = ak_strdup (reason);
+    free (task->worker_id);
+    task->worker_id = NULL;
+    task->deadline = 0;
+    task->finished_ms = ak_clock_wall_ms ();
+    s_set_state (self, task, AK_TS_FAILED);
+    s_mark_task (self, task, now);
+    ak_info ("task %s failed: pinned to %s: %s", task->task_id, task->pin_worker, reason);
+}
+
+size_t ak_sched_fail_pinned (ak_sched_t *self, const char *worker_id, const char *reason, uint64_t now)
+{
+    size_t n = 0;
+    ak_task_t *task;
+    char *wid = ak_strdup (worker_id);      /* it may be the key deleted below */
+    worker_id = wid;
+    zlistx_t *queue = zhashx_lookup (self->pins, worker_id);
+    while (queue && (task = zlistx_detach (queue, NULL))) {
+        task->in_queue = false;
+        if (task->state == AK_TS_QUEUED) {
+            s_fail_pinned (self, task, reason, now);
+            n++;
+        }
+    }
+    if (queue)
+        zhashx_delete (self->pins, worker_id);
+    /* leased ones: collected first, failing them edits the leased list */
+    ak_task_t **ids = NULL;
+    size_t m = 0;
+    for (ak_task_t *t = zlistx_first (self->leased); t; t = zlistx_next (self->leased))
+        if (t->pin_worker && strcmp (t->pin_worker, worker_id) == 0) {
+            ids = ak_realloc (ids, (m + 1) * sizeof *ids);
+            ids[m++] = t;
+        }
+    for (size_t i = 0; i < m; i++)
+        s_fail_pinned (self, ids[i], reason, now);
+    free (ids);
+    free (wid);
+    return n + m;
+}
+
+size_t ak_sched_pinned_workers (ak_sched_t *self, const char ***ids_p)
+{
+    size_t n = 0;
+    const char **ids = ak_calloc (zhashx_size (self->pins) + 1, sizeof *ids);
+    for (zlistx_t *q = zhashx_first (self->pins); q; q = zhashx_next (self->pins))
+        if (zlistx_size (q))
+            ids[n++] = zhashx_cursor (self->pins);
+    *ids_p = ids;
+    return n;
 }
 
 bool ak_sched_has_work (ak_sched_t *self)

@@ -64,6 +64,7 @@ typedef struct {
     uint64_t     leased_ms;
     uint64_t     finished_ms;
     char        *last_error;
+    char        *pin_worker;        /* only this worker runs it (verify); NULL: any of the class */
     /* index bookkeeping */
     bool         in_queue;
     bool         dirty;
@@ -136,6 +137,18 @@ ak_task_t *ak_sched_pop_for (ak_sched_t *self, const char *device_class, const c
    confirm tasks, committed by the caller), each queued at the end of its
    class queue.  Records of an unknown batch or an indexed id are skipped. */
 void ak_sched_extend (ak_sched_t *self, Ak__TaskRecord *const *recs, size_t n);
+/* Pinned tasks (TaskRecord.pin_worker, `verify`) wait in a queue of their
+   worker, never in a class queue: ak_sched_pop does not see them.  The next
+   queued task pinned to worker_id, or NULL; same contract as ak_sched_pop. */
+ak_task_t *ak_sched_pop_pinned (ak_sched_t *self, const char *worker_id);
+/* Fails every non-terminal task pinned to worker_id (queued or leased)
+   with reason as last_error: a pinned task never runs elsewhere.  The
+   caller drops leased ones from the worker's outstanding set.  Returns how
+   many failed. */
+size_t ak_sched_fail_pinned (ak_sched_t *self, const char *worker_id, const char *reason, uint64_t now);
+/* The workers that have queued pinned tasks waiting, into a malloc'ed
+   array of borrowed ids (valid until the next state change); the count. */
+size_t ak_sched_pinned_workers (ak_sched_t *self, const char ***ids_p);
 /* True when some queue holds a queued task. */
 bool ak_sched_has_work (ak_sched_t *self);
 

@@ -755,13 +755,13 @@ static void s_compile_task (void *item, void *arg)
     s_task_t *t = item;
     ak_daemon_t *d = arg;
     const Ak__Assign *a = t->a;
-    bool tune = strcmp (a->kind, "tune") == 0;
+    bool tune = ak_job_is_tune (a);               /* tune, verify */
     bool profile = strcmp (a->kind, "profile") == 0;
     bool cand = ak_job_tests_candidate (a);      /* tune; profile of a candidate */
     if (!tune && !profile && strcmp (a->kind, "preflight") != 0) {
         t->fail_status = "error";
         snprintf (t->fail_reason, sizeof t->fail_reason,
-                  "task kind '%.32s' is not run by this worker (preflight, tune and profile are)", a->kind);
+                  "task kind '%.32s' is not run by this worker (preflight, tune, verify and profile are)", a->kind);
         return;
     }
     if (a->n_params > AK_MAX_PARAMS) {

@@ -50,11 +50,16 @@ void ak_job_policy (const Ak__Policy *p, ak_policy_t *out)
         out->min_samples = out->max_samples;
 }
 
+bool ak_job_is_tune (const Ak__Assign *a)
+{
+    return a && a->kind && (strcmp (a->kind, "tune") == 0 || strcmp (a->kind, "verify") == 0);
+}
+
 bool ak_job_tests_candidate (const Ak__Assign *a)
 {
     if (!a || !a->kind)
         return false;
-    if (strcmp (a->kind, "tune") == 0)
+    if (ak_job_is_tune (a))
         return true;
     return strcmp (a->kind, "profile") == 0 && a->candidate && a->candidate->text && a->candidate->text[0];
 }
@@ -254,6 +259,18 @@ static int s_rules (s_job_t *j, bool tune, ak_err_t *err)
     return 0;
 }
 
+/*  verify: whether the launch configuration evaluated here is not the one
+    the profile entry recorded (a missing dimension counts as 1). */
+static bool s_launch_differs (const ak_launch_cfg_t *lc, const Ak__LaunchConfig *rec)
+{
+    for (size_t i = 0; i < 3; i++) {
+        uint32_t g = i < rec->n_grid ? rec->grid[i] : 1, b = i < rec->n_block ? rec->block[i] : 1;
+        if (lc->grid[i] != g || lc->block[i] != b)
+            return true;
+    }
+    return lc->shared_bytes != rec->shared_bytes;
+}
+
 /*  Source digest of what is under test, recomputed from the text shipped
     (the assign's own digest is only a claim). */
 static void s_source_digest (s_job_t *j)
@@ -328,6 +345,13 @@ static int s_time_all (s_job_t *j, bool tune, size_t *skipped)
         if (j->kernel_rule && ak_launch_eval (j->spec, j->kernel_rule, w->dims, w->dtype, j->names,
                                               j->values, j->nparams, &lc_cand, &err) != 0) {
             s_finish (j, "invalid_config", "timing %s/%s: %s", w->name, ak_dtype_name (w->dtype), err.msg);
+            return -1;
+        }
+        if (j->kernel_rule && j->a->launch && s_launch_differs (&lc_cand, j->a->launch)) {
+            s_finish (j, "invalid_config", "verify %s/%s: the spec's launch rule gives grid %ux%ux%u block "
+                      "%ux%ux%u shared %u, not the launch configuration the profile recorded",
+                      w->name, ak_dtype_name (w->dtype), lc_cand.grid[0], lc_cand.grid[1], lc_cand.grid[2],
+                      lc_cand.block[0], lc_cand.block[1], lc_cand.block[2], lc_cand.shared_bytes);
             return -1;
         }
         if (tune && j->base_rule && ak_launch_eval (j->spec, j->base_rule, w->dims, w->dtype, NULL,
@@ -413,12 +437,12 @@ static void s_run (s_job_t *j)
     const Ak__ExecJob *job = j->job;
     ak_err_t err = { 0 };
     int rc = 0;
-    bool tune = strcmp (a->kind, "tune") == 0;
+    bool tune = ak_job_is_tune (a);              /* tune, verify */
     bool profile = strcmp (a->kind, "profile") == 0;
     bool cand = ak_job_tests_candidate (a);     /* tune; profile of a candidate */
 
     if (!tune && !profile && strcmp (a->kind, "preflight") != 0) {
-        s_finish (j, "error", "task kind '%.32s' is not run by this worker (preflight, tune and profile are)",
+        s_finish (j, "error", "task kind '%.32s' is not run by this worker (preflight, tune, verify and profile are)",
                   a->kind);
         return;
     }

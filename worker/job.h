@@ -27,6 +27,11 @@ ak_dtype_t ak_job_build_dtype (const ak_backend_t *be, const Ak__Device *device)
     baseline (preflight, profile of the baseline). */
 bool ak_job_tests_candidate (const Ak__Assign *a);
 
+/*  Whether the task runs the tune path (candidate against the interleaved
+    baseline, gates, timing, recheck): tune, and verify, which re-checks an
+    installed profile entry the same way (docs/profiles.md "Verify"). */
+bool ak_job_is_tune (const Ak__Assign *a);
+
 /* The compiled artifact of a job for role ("baseline" | "candidate") and
    element type dt: the entry of job->artifacts with that role and dtype;
    when the job lists no artifact of that role at all (a daemon that builds

@@ -452,6 +452,27 @@ static const s_verb_t s_verbs[] = {
       "  --profile NAME     the profile to install into ([A-Za-z0-9_.-], 1..64)\n"
       "  --replace          allow replacing existing entries\n"
       "  --as NAME          import under another name\n" },
+    { "verify", "--profile NAME | BATCH", 0, 1, S_OPT_PROFILE | S_OPT_WAIT, akctl_verify,
+      "re-check an installed profile on every live worker of its classes",
+      "  verify --profile NAME [--wait]\n"
+      "      the coordinator makes a verify batch: for each entry of the profile and\n"
+      "      each live worker of the entry's device class one `verify` task, pinned\n"
+      "      to that worker (it fails with \"worker gone\" if the worker dies), that\n"
+      "      runs the stored kernel source with its parameters and workload through\n"
+      "      the gates and the interleaved timing against the baseline again.  A\n"
+      "      verdict per (entry, host): pass, fail (a gate failed, or the speedup is\n"
+      "      below 1 + threshold or further from the recorded one than\n"
+      "      2 x (measured noise + recorded noise) + 10% of the recorded speedup), or\n"
+      "      unverified (no live worker of the class).  The profile is then marked\n"
+      "      verified, failing or unverified, with the reasons, the time and the\n"
+      "      batch (`akctl profile show|list` report it).  Without --wait, prints the\n"
+      "      batch id and returns.\n"
+      "  verify BATCH [--wait]\n"
+      "      the verdicts of that verify batch (--wait: once it is judged)\n"
+      "\n"
+      "  prints one line per entry and host and a summary line for scripts:\n"
+      "      verify: profile NAME: verified|failing|unverified (...)\n"
+      "  exit 0 when verified, 1 when failing or unverified\n" },
     { "workers", "", 0, 0, 0, s_verb_workers,
       "registered workers: liveness, device classes, leases",
       "One line per worker the coordinator has seen: id, host, alive or dead,\n"

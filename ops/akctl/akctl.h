@@ -145,6 +145,9 @@ void akctl_render_report (FILE *out, const json_t *report, bool markdown);
    docs/profiles.md).  Returns an exit code. */
 int akctl_profile (const akctl_opts_t *opts);
 
+/* verify --profile NAME [--wait] | verify BATCH [--wait] (verify.c) */
+int akctl_verify (const akctl_opts_t *opts);
+
 /* `akctl report BATCH --out DIR`: report.md, report.json, report.html and
    the summary line (ops/akctl/html.c).  Returns an exit code. */
 int akctl_report_out (const akctl_opts_t *opts);

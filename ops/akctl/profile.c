@@ -88,21 +88,37 @@ static int s_install (const akctl_opts_t *o)
     return code;
 }
 
+/* "verified (batch B000002, 2026-11-29 21:40)", "failing (...)", "never". */
+static const char *s_verification_text (const json_t *v, char *buf, size_t len)
+{
+    const char *state = akj_str (v, "state");
+    if (!*state || strcmp (state, "never") == 0 || strcmp (state, "unknown") == 0) {
+        snprintf (buf, len, "%s", *state ? state : "never");
+        return buf;
+    }
+    char when[40];
+    snprintf (buf, len, "%s (batch %s, %s)", state, akj_str (v, "batch_id"),
+              akctl_when ((uint64_t) akj_int (v, "finished_ms"), when, sizeof when));
+    return buf;
+}
+
 static int s_list (const akctl_opts_t *o)
 {
     json_t *a = NULL;
     int code = s_call (o, "profile-list", NULL, 0, NULL, &a);
     if (code == AKCTL_EXIT_OK && !o->json) {
-        static const char *const head[] = { "PROFILE", "CLASS", "BACKEND", "ENTRIES", "UPDATED" };
-        akctl_table_t *t = akctl_table_new (5, head);
+        static const char *const head[] = { "PROFILE", "CLASS", "BACKEND", "ENTRIES", "UPDATED", "VERIFICATION" };
+        akctl_table_t *t = akctl_table_new (6, head);
         size_t i, j;
         json_t *p, *c;
         json_array_foreach (akj_arr (a, "profiles"), i, p) {
+            char ver[160];
+            s_verification_text (akj_obj (p, "verification"), ver, sizeof ver);
             json_array_foreach (akj_arr (p, "classes"), j, c) {
                 char n[24], when[40];
                 snprintf (n, sizeof n, "%" PRId64, akj_int (c, "entries"));
-                const char *row[5] = { akj_str (p, "profile"), akj_str (c, "device_class"), akj_str (c, "backend"),
-                                       n, akctl_when ((uint64_t) akj_int (c, "updated_ms"), when, sizeof when) };
+                const char *row[6] = { akj_str (p, "profile"), akj_str (c, "device_class"), akj_str (c, "backend"),
+                                       n, akctl_when ((uint64_t) akj_int (c, "updated_ms"), when, sizeof when), ver };
                 akctl_table_add (t, row);
             }
         }
@@ -119,7 +135,13 @@ static int s_list (const akctl_opts_t *o)
 static void s_render_show (const json_t *a)
 {
     printf ("profile %s\n", akj_str (a, "profile"));
+    const json_t *ver = akj_obj (a, "verification");
+    char vt[160];
+    printf ("verification: %s\n", s_verification_text (ver, vt, sizeof vt));
     size_t i, j;
+    json_t *why;
+    json_array_foreach (akj_arr (ver, "reasons"), i, why)
+        printf ("  %s\n", json_string_value (why) ? json_string_value (why) : "");
     json_t *c, *e;
     json_array_foreach (akj_arr (a, "classes"), i, c) {
         const json_t *d = akj_obj (c, "device");
