@@ -472,6 +472,16 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
         s_send_disconnect (self, route, len, reason);
         return;
     }
+    /* with CURVE a live registration belongs to its key: another worker
+       key cannot take it over (it can once the worker is dead) */
+    ak_worker_t *held = self->peer ? ak_registry_get (self->registry, env->hello->worker_id) : NULL;
+    const char *held_key = held && held->alive ? zhashx_lookup (self->worker_keys, held->worker_id) : NULL;
+    if (held_key && strcmp (held_key, self->peer->key) != 0) {
+        snprintf (reason, sizeof reason, "worker id %.128s is registered with another key", held->worker_id);
+        s_reject (self, AK_EP_WORKERS, route, len, reason);
+        s_send_disconnect (self, route, len, reason);
+        return;
+    }
     Ak__Hello *hello = env->hello;
     env->hello = NULL;
     env->body_case = AK__ENVELOPE__BODY__NOT_SET;
