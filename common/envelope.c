@@ -136,6 +136,47 @@ static int s_check_limits (const ProtobufCMessage *msg, int depth, char *path, s
     return 0;
 }
 
+/*  Drops the unknown fields of msg and every sub-message.  protobuf-c keeps
+    them and packs them again, and when a sub-message occurs more than once
+    in a frame (its occurrences are merged) the unknown fields it packs can
+    be bytes that no longer parse (found by tests/fuzz/fuzz_envelope): a
+    receipt stored that way would be a record nobody can read.  What this
+    build does not know it neither keeps nor passes on. */
+static void s_drop_unknown (ProtobufCMessage *msg, int depth)
+{
+    if (depth > AK_ENVELOPE_MAX_DEPTH)
+        return;
+    for (unsigned i = 0; i < msg->n_unknown_fields; i++)
+        free (msg->unknown_fields[i].data);
+    free (msg->unknown_fields);
+    msg->unknown_fields = NULL;
+    msg->n_unknown_fields = 0;
+    const ProtobufCMessageDescriptor *desc = msg->descriptor;
+    for (unsigned i = 0; i < desc->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &desc->fields[i];
+        char *base = (char *) msg;
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+            continue;
+        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+            uint32_t which = *(const uint32_t *) (base + f->quantifier_offset);
+            if (which != f->id)
+                continue;
+        }
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t n = *(const size_t *) (base + f->quantifier_offset);
+            ProtobufCMessage **arr = *(ProtobufCMessage ***) (base + f->offset);
+            for (size_t k = 0; arr && k < n; k++)
+                if (arr[k])
+                    s_drop_unknown (arr[k], depth + 1);
+        }
+        else {
+            ProtobufCMessage *sub = *(ProtobufCMessage **) (base + f->offset);
+            if (sub)
+                s_drop_unknown (sub, depth + 1);
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- public */
 
 /*  Packs env (stamping the protocol version) into a malloc'ed buffer the
@@ -210,6 +251,7 @@ int ak_envelope_unpack (const void *data, size_t size, size_t max_size,
     rc = s_check_limits (&env->base, 0, path, sizeof path, err);
     if (rc)
         goto fail;
+    s_drop_unknown (&env->base, 0);
     *env_p = env;
     return 0;
 

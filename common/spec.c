@@ -788,6 +788,27 @@ static int s_confined_path (const char *rel, const char *label, const char *path
     return 0;
 }
 
+/*  A confined path must also stay inside base_dir once symbolic links are
+    followed: "kernel.c -> ~/.ssh/id_rsa" would otherwise ship that file to
+    every worker of the fleet.  full is base_dir/rel. */
+static int s_confined_real (const char *base_dir, const char *full, const char *rel, const char *label,
+                            const char *path, ak_err_t *err)
+{
+    char *base = realpath (base_dir, NULL), *real = realpath (full, NULL);
+    int rc = 0;
+    if (base && real) {
+        size_t n = strlen (base);
+        bool inside = strncmp (real, base, n) == 0 && (real[n] == '/' || (n == 1 && base[0] == '/'));
+        if (!inside)
+            rc = s_bad (err, label, path, "'%.200s' leaves the spec's directory through a symbolic link "
+                        "(it resolves to %.300s)", rel, real);
+    }
+    /* a path that does not resolve is left to the read, which names it */
+    free (base);
+    free (real);
+    return rc;
+}
+
 /*  Source text must be non-empty, NUL-free UTF-8 (it travels in JSON). */
 static int s_text_ok (const char *text, size_t len, const char *label, const char *path,
                       ak_err_t *err)
@@ -830,6 +851,10 @@ static int s_parse_source (json_t *v, const char *label, const char *path, const
         if (confined && (rc = s_confined_path (rel, label, path, err)) != 0)
             return rc;
         char *full = ak_path_join (base_dir, rel);
+        if (confined && (rc = s_confined_real (base_dir, full, rel, label, path, err)) != 0) {
+            free (full);
+            return rc;
+        }
         char *text = NULL;
         size_t len = 0;
         ak_err_t sub = { 0 };

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "client.h"
+#include "access.h"
 #include "client_profiles.h"
 #include "client_verify.h"
 #include "clock.h"
@@ -680,6 +681,7 @@ static int s_stats (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t
                    "closed", (json_int_t) c->disconnected[AK_EP_WORKERS],
         "clients", "accepted", (json_int_t) c->connected[AK_EP_CLIENTS],
                    "closed", (json_int_t) c->disconnected[AK_EP_CLIENTS]));
+    json_object_set_new (j, "security", ak_access_stats (c));
     *out = j;
     return 0;
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coord.h"
+#include "access.h"
+#include "auth.h"
 #include "client.h"
 #include "clock.h"
 #include "counters.h"
@@ -30,6 +32,19 @@
 #define S_MAX_SLOTS        65536
 #define S_BLOB_CACHE_MAX   (64u << 20)  /* bytes of cached blobs before the cache is emptied */
 #define S_SENDBUF_KEEP     (1u << 20)   /* a larger send buffer is freed after use */
+#define S_CLIENT_QUEUE     1024         /* default bound on waiting client requests */
+#define S_MALFORMED_MAX    16           /* default malformed frames before a peer is dropped */
+#define S_PEERS_MAX        65536        /* peers tracked for malformed frames / dropped */
+#define S_ZAP_ENDPOINT     "inproc://zeromq.zap.01"
+
+/* A client request read and waiting for its turn (s_client_queue). */
+typedef struct {
+    uint8_t       route[256];
+    size_t        route_len;
+    Ak__Envelope *env;
+    ak_role_t     role;                 /* AK_ROLE_OPERATOR in plain mode */
+    char          name[AK_KEY_NAME_MAX + 1];
+} s_request_t;
 
 static const char *s_ep_names[AK_EP_COUNT] = { "workers", "clients" };
 
@@ -57,6 +72,16 @@ struct ak_coord {
     size_t           blob_bytes;
     uint8_t         *sendbuf;           /* s_send_packed */
     size_t           sendcap;
+    /* security: NULL ring and zap in plain mode */
+    ak_keyring_t    *ring;
+    zsock_t         *zap;               /* REP on S_ZAP_ENDPOINT: the ZAP handler */
+    zhashx_t        *worker_keys;       /* worker_id -> its key at the last HELLO (Z85) */
+    zhashx_t        *malformed;         /* peer routing id (hex) -> malformed frames */
+    zhashx_t        *dropped;           /* peers dropped: their frames are ignored */
+    zlistx_t        *queue;             /* s_request_t: client requests waiting */
+    const ak_key_t  *peer;              /* key of the message being handled (or NULL) */
+    uint64_t         auth_warn_at;
+    uint64_t         auth_suppressed;
 };
 
 static int s_commit (ak_coord_t *self, ak_err_t *err);
@@ -505,11 +530,23 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
         s_send_disconnect (self, route, len, reason);
         return;
     }
+    /* with CURVE a live registration belongs to its key: another worker
+       key cannot take it over (it can once the worker is dead) */
+    ak_worker_t *held = self->peer ? ak_registry_get (self->registry, env->hello->worker_id) : NULL;
+    const char *held_key = held && held->alive ? zhashx_lookup (self->worker_keys, held->worker_id) : NULL;
+    if (held_key && strcmp (held_key, self->peer->key) != 0) {
+        snprintf (reason, sizeof reason, "worker id %.128s is registered with another key", held->worker_id);
+        s_reject (self, AK_EP_WORKERS, route, len, reason);
+        s_send_disconnect (self, route, len, reason);
+        return;
+    }
     Ak__Hello *hello = env->hello;
     env->hello = NULL;
     env->body_case = AK__ENVELOPE__BODY__NOT_SET;
     bool was_alive = false;
     ak_worker_t *w = ak_registry_hello (self->registry, route, len, &hello, now, &was_alive);
+    if (self->peer)
+        zhashx_update (self->worker_keys, w->worker_id, ak_strdup (self->peer->key));
     const Ak__Hello *h = w->hello;
     uint64_t grace = ak_worker_timeout (w, self->opts.heartbeat_ms, self->opts.liveness);
 
@@ -656,9 +693,12 @@ static void s_on_worker (ak_coord_t *self, const void *route, size_t len, Ak__En
 
 // ================================================================== clients
 
-static void s_on_client (ak_coord_t *self, const void *route, size_t len, Ak__Envelope *env, uint64_t now)
+static void s_on_client (ak_coord_t *self, const s_request_t *req, uint64_t now)
 {
     char why[160];
+    const void *route = req->route;
+    size_t len = req->route_len;
+    Ak__Envelope *env = req->env;
     if (env->body_case != AK__ENVELOPE__BODY_REQUEST) {
         snprintf (why, sizeof why, "a %s is not a client request", ak_envelope_kind (env));
         s_reject (self, AK_EP_CLIENTS, route, len, why);
@@ -669,6 +709,12 @@ static void s_on_client (ak_coord_t *self, const void *route, size_t len, Ak__En
     self->client.shutdown = false;
     self->client.work_added = false;
     ak_err_t err = { 0 };
+    if (ak_access_check (req->role, req->name, env->request->verb, &err)) {
+        self->counters.verbs_refused++;
+        ak_info ("client: %s", err.msg);
+        s_reply (self, route, len, err.code, err.msg, NULL);
+        return;
+    }
     char *json = NULL;
     int rc = ak_client_handle (&self->client, env->request, now, &json, &err);
     if (rc)
@@ -694,6 +740,148 @@ static void s_msg_close (zmq_msg_t *msg)
 {
     if (zmq_msg_close (msg) != 0)
         ak_error ("zmq_msg_close: %s", zmq_strerror (zmq_errno ()));
+}
+
+/* The key a peer's routing id is tracked under: "w:HEX" or "c:HEX". */
+static void s_peer_key (ak_ep_t ep, const void *route, size_t len, char *buf, size_t size)
+{
+    buf[0] = ep == AK_EP_WORKERS ? 'w' : 'c';
+    buf[1] = ':';
+    s_hex (route, len, buf + 2, size - 2);
+}
+
+/* Warns about a refused handshake or message, at most once a second. */
+static void s_auth_warn (ak_coord_t *self, const char *fmt, const char *a, const char *b)
+{
+    uint64_t now = ak_clock_mono_ms ();
+    if (self->auth_warn_at && now < self->auth_warn_at + S_WARN_EVERY_MS) {
+        self->auth_suppressed++;
+        return;
+    }
+    char msg[512];
+    snprintf (msg, sizeof msg, fmt, a, b);
+    if (self->auth_suppressed)
+        ak_warn ("%s (%llu more refused since the last warning)", msg,
+                 (unsigned long long) self->auth_suppressed);
+    else
+        ak_warn ("%s", msg);
+    self->auth_warn_at = now;
+    self->auth_suppressed = 0;
+}
+
+/* Drops worker w for good reason why: DISCONNECT, its tasks go back. */
+static void s_drop_worker (ak_coord_t *self, ak_worker_t *w, const char *why)
+{
+    if (!w || !w->alive)
+        return;
+    s_send_disconnect (self, w->route, w->route_len, why);
+    s_worker_dead (self, w, why, ak_clock_mono_ms ());
+}
+
+/*  Counts one malformed frame from a peer; at opts.malformed_max the peer
+    is dropped: a registered worker is declared dead and every later frame
+    of that routing id is ignored (counted as rejected).  ZeroMQ cannot
+    close one connection of a ROUTER; a peer that reconnects gets a new
+    routing id and starts from zero. */
+static void s_malformed (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len)
+{
+    char key[2 + 2 * AK_ROUTE_MAX + 1];
+    s_peer_key (ep, route, len, key, sizeof key);
+    uintptr_t n = (uintptr_t) zhashx_lookup (self->malformed, key) + 1;
+    if (n < self->opts.malformed_max) {
+        if (zhashx_size (self->malformed) >= S_PEERS_MAX)
+            zhashx_purge (self->malformed);
+        zhashx_update (self->malformed, key, (void *) n);
+        return;
+    }
+    zhashx_delete (self->malformed, key);
+    if (zhashx_size (self->dropped) >= S_PEERS_MAX)
+        zhashx_purge (self->dropped);
+    zhashx_update (self->dropped, key, (void *) 1);
+    self->counters.peers_dropped++;
+    char num[32];
+    snprintf (num, sizeof num, "%u", self->opts.malformed_max);
+    ak_warn ("%s endpoint: peer %s dropped after %s malformed frames", s_ep_names[ep], key + 2, num);
+    if (ep == AK_EP_WORKERS)
+        s_drop_worker (self, ak_registry_by_route (self->registry, route, len),
+                       "dropped: too many malformed frames");
+}
+
+static bool s_peer_dropped (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len)
+{
+    if (zhashx_size (self->dropped) == 0)
+        return false;
+    char key[2 + 2 * AK_ROUTE_MAX + 1];
+    s_peer_key (ep, route, len, key, sizeof key);
+    return zhashx_lookup (self->dropped, key) != NULL;
+}
+
+/*  With CURVE: the key of the connection body came on (the ZAP handler
+    made it the User-Id) must still be in the ring with a role for ep.  A
+    key revoked since the handshake gets nothing; its worker is dropped. */
+static bool s_authorised (ak_coord_t *self, ak_ep_t ep, zmq_msg_t *body, const void *route, size_t len)
+{
+    self->peer = NULL;
+    if (!self->ring)
+        return true;
+    const char *uid = zmq_msg_gets (body, "User-Id");
+    const ak_key_t *k = uid ? ak_keyring_find (self->ring, uid) : NULL;
+    if (k && (ep == AK_EP_WORKERS) == (k->role == AK_ROLE_WORKER)) {
+        self->peer = k;
+        return true;
+    }
+    self->counters.unauthorised++;
+    s_auth_warn (self, "%s endpoint: ignored a message: key %s is no longer accepted", s_ep_names[ep],
+                 uid ? uid : "(none)");
+    if (ep == AK_EP_WORKERS)
+        s_drop_worker (self, ak_registry_by_route (self->registry, route, len), "your key was revoked");
+    return false;
+}
+
+static void s_request_free (void **item)
+{
+    s_request_t *r = *item;
+    if (r) {
+        ak_envelope_free (&r->env);
+        free (r);
+        *item = NULL;
+    }
+}
+
+/*  Queues a client request (takes *env_p); beyond opts.client_queue_max
+    waiting requests the answer is "busy" at once, so a flood of requests
+    costs the coordinator a reply each, not unbounded memory or a worker
+    endpoint starved of turns. */
+static void s_enqueue (ak_coord_t *self, const void *route, size_t len, Ak__Envelope **env_p)
+{
+    if (zlistx_size (self->queue) >= self->opts.client_queue_max) {
+        char why[128];
+        self->counters.busy_refused++;
+        snprintf (why, sizeof why, "busy: %zu client requests are waiting; try again later",
+                  zlistx_size (self->queue));
+        s_reply (self, route, len, AK_EUNAVAIL, why, NULL);
+        ak_envelope_free (env_p);
+        return;
+    }
+    s_request_t *r = ak_calloc (1, sizeof *r);
+    memcpy (r->route, route, len);
+    r->route_len = len;
+    r->env = *env_p;
+    *env_p = NULL;
+    r->role = self->peer ? self->peer->role : AK_ROLE_OPERATOR;
+    snprintf (r->name, sizeof r->name, "%s", self->peer ? self->peer->name : "plain");
+    if (!zlistx_add_end (self->queue, r))
+        abort ();
+}
+
+/* Answers up to S_DRAIN_MAX waiting client requests, oldest first. */
+static void s_serve_clients (ak_coord_t *self, uint64_t now)
+{
+    for (int i = 0; i < S_DRAIN_MAX && !self->stop && zlistx_size (self->queue); i++) {
+        s_request_t *r = zlistx_detach (self->queue, NULL);
+        s_on_client (self, r, now);
+        s_request_free ((void **) &r);
+    }
 }
 
 /* Reads one whole message from endpoint ep and handles it.  Returns false
@@ -736,12 +924,19 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
     if (rlen == 0 || rlen > AK_ROUTE_MAX) {
         s_reject (self, ep, rid, 0, "routing id out of range");
     }
+    else if (s_peer_dropped (self, ep, rid, rlen)) {
+        self->counters.rejected[ep]++;          /* no answer, no log: it was told */
+    }
+    else if (!s_authorised (self, ep, &body, rid, rlen)) {
+        /* counted and logged: no application data for a key not accepted */
+    }
     else if (frames != 2) {
         char why[96];
         snprintf (why, sizeof why, "%d frames (one envelope frame expected)", frames - 1);
         s_reject (self, ep, rid, rlen, why);
         if (ep == AK_EP_CLIENTS)
             s_reply (self, rid, rlen, AK_EPROTO, why, NULL);
+        s_malformed (self, ep, rid, rlen);
     }
     else {
         Ak__Envelope *env = NULL;
@@ -752,13 +947,15 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
             s_reject (self, ep, rid, rlen, err.msg);
             if (ep == AK_EP_CLIENTS)
                 s_reply (self, rid, rlen, rc, err.msg, NULL);
+            s_malformed (self, ep, rid, rlen);
         }
         else if (ep == AK_EP_WORKERS)
             s_on_worker (self, rid, rlen, env, now);
         else
-            s_on_client (self, rid, rlen, env, now);
+            s_enqueue (self, rid, rlen, &env);
         ak_envelope_free (&env);
     }
+    self->peer = NULL;
     s_msg_close (&route);
     s_msg_close (&body);
     return true;
@@ -929,8 +1126,41 @@ static void s_settle (ak_coord_t *self, uint64_t now)
     }
 }
 
+/*  Re-reads the key ring (on SIGHUP, or when a role directory changed) and
+    drops every worker whose key is no longer a worker's: its connection
+    gets nothing more and a reconnect fails the handshake.  A ring that does
+    not load keeps the old one, loudly. */
+static void s_keys_reload (ak_coord_t *self, bool forced)
+{
+    if (!self->ring || (!forced && !ak_keyring_changed (self->ring)))
+        return;
+    ak_err_t err = { 0 };
+    ak_keyring_t *ring = NULL;
+    if (ak_keyring_load (self->opts.keys_dir, &ring, &err)) {
+        ak_error ("keys: cannot re-read %s (the old keys stay in force): %s", self->opts.keys_dir, err.msg);
+        return;
+    }
+    ak_keyring_destroy (&self->ring);
+    self->ring = ring;
+    ak_info ("keys: re-read %s: %zu keys", self->opts.keys_dir, ak_keyring_size (ring));
+    for (ak_worker_t *w = ak_registry_first (self->registry); w; w = ak_registry_next (self->registry)) {
+        const char *key = zhashx_lookup (self->worker_keys, w->worker_id);
+        const ak_key_t *k = key ? ak_keyring_find (ring, key) : NULL;
+        if (!w->alive || (k && k->role == AK_ROLE_WORKER))
+            continue;
+        ak_warn ("keys: worker %s: its key %s was revoked: dropped", w->worker_id, key ? key : "?");
+        self->counters.workers_revoked++;
+        s_drop_worker (self, w, "your key was revoked");
+    }
+}
+
 static void s_tick (ak_coord_t *self, uint64_t now)
 {
+    bool forced = self->opts.reload_flag && *self->opts.reload_flag;
+    if (forced)
+        *self->opts.reload_flag = 0;
+    s_keys_reload (self, forced);
+
     if (now >= self->next_heartbeat) {
         for (ak_worker_t *w = ak_registry_first (self->registry); w; w = ak_registry_next (self->registry))
             if (w->alive)
@@ -991,6 +1221,8 @@ static int s_bind (ak_coord_t *self, ak_ep_t ep, ak_err_t *err)
         rc = s_setopt (h, ZMQ_LINGER, S_LINGER_MS, "ZMQ_LINGER", err);
     if (rc == 0 && zmq_setsockopt (h, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0)
         rc = ak_err_set (err, AK_EIO, "zmq_setsockopt (ZMQ_MAXMSGSIZE): %s", zmq_strerror (zmq_errno ()));
+    if (rc == 0 && !self->opts.plain)
+        rc = ak_auth_server_setup (h, self->opts.cert_file, s_ep_names[ep], err);
     if (rc)
         return ak_err_prefix (err, "%s endpoint", s_ep_names[ep]);
     if (zmq_bind (h, endpoint) != 0)
@@ -1052,6 +1284,37 @@ int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *er
     if (rc)
         goto fail;
 
+    self->worker_keys = zhashx_new ();
+    self->malformed = zhashx_new ();
+    self->dropped = zhashx_new ();
+    self->queue = zlistx_new ();
+    if (!self->worker_keys || !self->malformed || !self->dropped || !self->queue)
+        abort ();
+    zhashx_set_destructor (self->worker_keys, s_blob_free);
+    zlistx_set_destructor (self->queue, s_request_free);
+    if (!self->opts.client_queue_max)
+        self->opts.client_queue_max = S_CLIENT_QUEUE;
+    if (!self->opts.malformed_max)
+        self->opts.malformed_max = S_MALFORMED_MAX;
+    /* The ZAP handler is bound before any CURVE socket: libzmq lets every
+       key in while no handler is there. */
+    if (!self->opts.plain) {
+        if (!self->opts.cert_file || !self->opts.keys_dir) {
+            rc = ak_err_set (err, AK_EINVAL, "no server certificate and key directory "
+                             "(--cert FILE --keys DIR), and plain mode was not asked for (--plain)");
+            goto fail;
+        }
+        rc = ak_keyring_load (self->opts.keys_dir, &self->ring, err);
+        if (rc)
+            goto fail;
+        self->zap = zsock_new (ZMQ_REP);
+        if (!self->zap || zmq_bind (zsock_resolve (self->zap), S_ZAP_ENDPOINT) != 0) {
+            rc = ak_err_set (err, AK_EIO, "cannot bind the ZAP handler on %s: %s", S_ZAP_ENDPOINT,
+                             zmq_strerror (zmq_errno ()));
+            goto fail;
+        }
+    }
+
     self->client = (ak_client_env_t) {
         .store = self->store, .sched = self->sched, .registry = self->registry,
         .intake = self->intake, .counters = &self->counters, .start_ms = self->start,
@@ -1065,6 +1328,13 @@ int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *er
     ak_info ("akcoord %s: store %s, workers on %s, clients on %s (heartbeat %u ms x %u, commit %u ms / %u)",
              AK_VERSION, opts->store_dir, self->endpoints[AK_EP_WORKERS], self->endpoints[AK_EP_CLIENTS],
              self->opts.heartbeat_ms, self->opts.liveness, self->opts.commit_ms, self->opts.commit_max);
+    if (self->opts.plain)
+        ak_warn ("WARNING: plain mode: no authentication, no encryption: anyone who can reach %s and %s "
+                 "may register workers, submit kernels and change profiles",
+                 self->endpoints[AK_EP_WORKERS], self->endpoints[AK_EP_CLIENTS]);
+    else
+        ak_info ("CURVE on both endpoints: server certificate %s, %zu keys from %s", self->opts.cert_file,
+                 ak_keyring_size (self->ring), self->opts.keys_dir);
     *self_p = self;
     return 0;
 
@@ -1087,6 +1357,12 @@ void ak_coord_destroy (ak_coord_t **self_p)
             free (self->endpoints[ep]);
         }
         zhashx_destroy (&self->blobs);
+        zlistx_destroy (&self->queue);
+        zhashx_destroy (&self->worker_keys);
+        zhashx_destroy (&self->malformed);
+        zhashx_destroy (&self->dropped);
+        zsock_destroy (&self->zap);
+        ak_keyring_destroy (&self->ring);
         free (self->sendbuf);
         ak_intake_destroy (&self->intake);
         ak_registry_destroy (&self->registry);
@@ -1099,6 +1375,23 @@ void ak_coord_destroy (ak_coord_t **self_p)
 
 // ==================================================================== loop
 
+/* Answers the ZAP requests waiting: handshakes of keys not in the ring
+   fail before any application data moves. */
+static void s_zap_drain (ak_coord_t *self)
+{
+    ak_zap_result_t res;
+    for (int i = 0; i < S_DRAIN_MAX && ak_zap_answer (self->zap, self->ring, &res); i++) {
+        if (res.accepted) {
+            self->counters.auth_accepted++;
+            ak_debug ("%s endpoint: %s key %s (%s) connected from %s", res.endpoint == 0 ? "workers" : "clients",
+                      ak_role_name (res.entry->role), res.entry->name, res.key, res.address);
+            continue;
+        }
+        self->counters.auth_refused[res.endpoint == 0 ? AK_EP_WORKERS : AK_EP_CLIENTS]++;
+        s_auth_warn (self, "refused a CURVE handshake from %s: %s", res.address, res.why);
+    }
+}
+
 int ak_coord_run (ak_coord_t *self, ak_err_t *err)
 {
     uint64_t now = ak_clock_mono_ms ();
@@ -1110,14 +1403,15 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
         uint64_t due = ak_intake_deadline (self->intake);
         if (due && due < wake)
             wake = due;
-        long timeout = wake > now ? (long) (wake - now) : 0;
+        long timeout = wake > now && !zlistx_size (self->queue) ? (long) (wake - now) : 0;
         zmq_pollitem_t items[] = {
             { zsock_resolve (self->sock[AK_EP_WORKERS]), 0, ZMQ_POLLIN, 0 },
             { zsock_resolve (self->sock[AK_EP_CLIENTS]), 0, ZMQ_POLLIN, 0 },
             { zsock_resolve (self->mon[AK_EP_WORKERS]), 0, ZMQ_POLLIN, 0 },
             { zsock_resolve (self->mon[AK_EP_CLIENTS]), 0, ZMQ_POLLIN, 0 },
+            { self->zap ? zsock_resolve (self->zap) : NULL, 0, ZMQ_POLLIN, 0 },
         };
-        if (zmq_poll (items, 4, timeout) < 0) {
+        if (zmq_poll (items, self->zap ? 5 : 4, timeout) < 0) {
             if (zmq_errno () == EINTR)
                 continue;
             ak_error ("zmq_poll: %s; stopping", zmq_strerror (zmq_errno ()));
@@ -1130,6 +1424,9 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
             if (items[2 + ep].revents & ZMQ_POLLIN)
                 s_drain_monitor (self, (ak_ep_t) ep);
         }
+        if (self->zap && (items[4].revents & ZMQ_POLLIN))
+            s_zap_drain (self);
+        s_serve_clients (self, ak_clock_mono_ms ());
         now = ak_clock_mono_ms ();
         if (now >= self->next_tick) {
             s_tick (self, now);

@@ -10,6 +10,7 @@
 #ifndef AK_COORD_H
 #define AK_COORD_H
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "error.h"
@@ -26,6 +27,16 @@ typedef struct {
     size_t      map_max;                /* growth limit; 0: AK_INTAKE_MAP_MAX */
     /* set (to non-zero) by a signal handler to stop the loop; may be NULL */
     volatile sig_atomic_t *stop_flag;
+    /* security (common/auth.h, docs/operations.md): CURVE with the server
+       certificate cert_file and the key ring keys_dir, or plain (no
+       authentication at all) only when plain is set */
+    const char *cert_file;
+    const char *keys_dir;
+    bool        plain;
+    uint32_t    client_queue_max;       /* client requests waiting; beyond: "busy" (0: 1024) */
+    uint32_t    malformed_max;          /* malformed frames before a peer is dropped (0: 16) */
+    /* set (to non-zero) by a signal handler to re-read keys_dir now; may be NULL */
+    volatile sig_atomic_t *reload_flag;
 } ak_coord_opts_t;
 
 typedef struct ak_coord ak_coord_t;

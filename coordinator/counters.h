@@ -17,6 +17,14 @@ typedef struct {
     uint64_t requeued;
     uint64_t leases_expired;
     uint64_t workers_died;
+    /* security (coordinator/access.c) */
+    uint64_t auth_refused[AK_EP_COUNT];   /* CURVE handshakes the ZAP handler refused */
+    uint64_t auth_accepted;               /* CURVE handshakes accepted */
+    uint64_t unauthorised;                /* messages on a connection whose key is revoked */
+    uint64_t verbs_refused;               /* client verbs the key's role may not use */
+    uint64_t busy_refused;                /* client requests refused: the queue was full */
+    uint64_t peers_dropped;               /* peers dropped after too many malformed frames */
+    uint64_t workers_revoked;             /* workers dropped because their key was revoked */
 } ak_counters_t;
 
 #endif

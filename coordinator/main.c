@@ -17,17 +17,20 @@
 #include "util.h"
 
 static volatile sig_atomic_t s_stop = 0;
+static volatile sig_atomic_t s_reload = 0;
 
 static void s_on_signal (int sig)
 {
-    (void) sig;
-    s_stop = 1;
+    if (sig == SIGHUP)
+        s_reload = 1;
+    else
+        s_stop = 1;
 }
 
 static void s_usage (FILE *out)
 {
     fprintf (out,
-        "usage: akcoord --store DIR [options]\n"
+        "usage: akcoord --store DIR (--cert FILE --keys DIR | --plain) [options]\n"
         "\n"
         "The akfleet coordinator: worker registry and liveness, per-class task queues\n"
         "with leases and credit-based dispatch, receipt intake with group commit,\n"
@@ -47,10 +50,21 @@ static void s_usage (FILE *out)
         "  --map-max SIZE       the map doubles when full up to this limit (default 64G);\n"
         "                       past it commits fail with \"store full\" until akcoord is\n"
         "                       restarted with a larger --map-max (nothing is lost)\n"
+        "  --cert FILE          the coordinator's secret certificate (NAME.key_secret, made by\n"
+        "                       `akctl keys new NAME --role server --dir DIR`): CURVE on both endpoints\n"
+        "  --keys DIR           public certificates accepted, by role: DIR/worker/*.key (workers\n"
+        "                       endpoint), DIR/operator/*.key (every verb), DIR/viewer/*.key (read\n"
+        "                       verbs); re-read on SIGHUP and when a role directory changes; a\n"
+        "                       worker whose key is removed is dropped\n"
+        "  --plain              no authentication and no encryption (single-machine demos on ipc://\n"
+        "                       only); without --cert/--keys and without --plain akcoord will not start\n"
+        "  --client-queue N     client requests waiting before \"busy\" answers, 1..1000000 (default 1024)\n"
+        "  --malformed-max N    malformed frames before a peer is dropped, 1..1000000 (default 16)\n"
         "  --log-level LEVEL    debug | info | warn | error | quiet (default info)\n"
         "  --help               this text\n"
         "\n"
-        "SIGINT or SIGTERM (or `akctl shutdown`) commits what is pending and exits 0.\n");
+        "SIGINT or SIGTERM (or `akctl shutdown`) commits what is pending and exits 0;\n"
+        "SIGHUP re-reads --keys.  docs/operations.md explains setting up an authenticated fleet.\n");
 }
 
 static int s_bad (const char *fmt, const char *a, const char *b)
@@ -108,7 +122,7 @@ static bool s_endpoint_ok (const char *e)
 int main (int argc, char **argv)
 {
     enum { O_STORE = 1, O_WORKERS, O_CLIENTS, O_HB, O_LIVE, O_CMS, O_CMAX, O_MAPSZ, O_MAPMAX, O_LOG,
-           O_HELP };
+           O_HELP, O_CERT, O_KEYS, O_PLAIN, O_CQUEUE, O_MALFORMED };
     static const struct option longopts[] = {
         { "store", required_argument, NULL, O_STORE },
         { "workers", required_argument, NULL, O_WORKERS },
@@ -121,13 +135,18 @@ int main (int argc, char **argv)
         { "map-max", required_argument, NULL, O_MAPMAX },
         { "log-level", required_argument, NULL, O_LOG },
         { "help", no_argument, NULL, O_HELP },
+        { "cert", required_argument, NULL, O_CERT },
+        { "keys", required_argument, NULL, O_KEYS },
+        { "plain", no_argument, NULL, O_PLAIN },
+        { "client-queue", required_argument, NULL, O_CQUEUE },
+        { "malformed-max", required_argument, NULL, O_MALFORMED },
         { NULL, 0, NULL, 0 },
     };
     ak_coord_opts_t opts = {
         .workers_endpoint = "tcp://127.0.0.1:5555",
         .clients_endpoint = "tcp://127.0.0.1:5556",
         .heartbeat_ms = 1000, .liveness = 3, .commit_ms = 2, .commit_max = 256,
-        .stop_flag = &s_stop,
+        .stop_flag = &s_stop, .reload_flag = &s_reload,
     };
     int level = AK_LOG_INFO;
     int opt;
@@ -144,6 +163,11 @@ int main (int argc, char **argv)
             case O_CMAX:    rc = s_uint ("--commit-max", optarg, 1, 100000, &opts.commit_max); break;
             case O_MAPSZ:   rc = s_size ("--map-size", optarg, &opts.map_size); break;
             case O_MAPMAX:  rc = s_size ("--map-max", optarg, &opts.map_max); break;
+            case O_CERT:    opts.cert_file = optarg; break;
+            case O_KEYS:    opts.keys_dir = optarg; break;
+            case O_PLAIN:   opts.plain = true; break;
+            case O_CQUEUE:  rc = s_uint ("--client-queue", optarg, 1, 1000000, &opts.client_queue_max); break;
+            case O_MALFORMED: rc = s_uint ("--malformed-max", optarg, 1, 1000000, &opts.malformed_max); break;
             case O_LOG:
                 level = ak_log_parse_level (optarg);
                 if (level < 0)
@@ -169,6 +193,11 @@ int main (int argc, char **argv)
         return s_bad ("--workers: '%s' is not a tcp:// or ipc:// endpoint%s", opts.workers_endpoint, "");
     if (!s_endpoint_ok (opts.clients_endpoint))
         return s_bad ("--clients: '%s' is not a tcp:// or ipc:// endpoint%s", opts.clients_endpoint, "");
+    if (opts.plain && (opts.cert_file || opts.keys_dir))
+        return s_bad ("--plain and --cert/--keys exclude each other%s%s", "", "");
+    if (!opts.plain && (!opts.cert_file || !opts.keys_dir))
+        return s_bad ("no authentication configured: give --cert FILE and --keys DIR "
+                      "(see `akctl keys` and docs/operations.md), or --plain to run without any%s%s", "", "");
     if (strcmp (opts.workers_endpoint, opts.clients_endpoint) == 0)
         return s_bad ("--workers and --clients must differ (both '%s')%s", opts.workers_endpoint, "");
 
@@ -181,7 +210,8 @@ int main (int argc, char **argv)
     memset (&sa, 0, sizeof sa);
     sa.sa_handler = s_on_signal;
     sigemptyset (&sa.sa_mask);
-    if (sigaction (SIGINT, &sa, NULL) != 0 || sigaction (SIGTERM, &sa, NULL) != 0) {
+    if (sigaction (SIGINT, &sa, NULL) != 0 || sigaction (SIGTERM, &sa, NULL) != 0
+        || sigaction (SIGHUP, &sa, NULL) != 0) {
         perror ("akcoord: sigaction");
         return 1;
     }

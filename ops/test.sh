@@ -7,7 +7,9 @@
 # and UBSan and warnings as errors, then runs the whole suite with ctest:
 # unit, integration and fault tests, and gpu tests (which skip themselves
 # where there is no GPU).  $AK_TEST_JOBS runs that many tests at once
-# (default: up to 4).  The exit code is ctest's.
+# (default: up to 4).  Then, when no ctest options were given, the
+# libFuzzer targets run for $AK_FUZZ_SECONDS each (ops/fuzz.sh; default 10,
+# 0 skips them).  The exit code is non-zero when a test or a target failed.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/ops/deps.sh"
@@ -24,4 +26,12 @@ if [ -z "$jobs" ]; then
     [ "$jobs" -gt 4 ] && jobs=4
 fi
 cd "$build"
-exec ctest --output-on-failure -j "$jobs" "$@"
+rc=0
+ctest --output-on-failure -j "$jobs" "$@" || rc=$?
+# The libFuzzer targets (tests/fuzz), each for a bounded time, after the
+# suite: $AK_FUZZ_SECONDS per target (default 10; 0 skips them).
+fuzz_secs="${AK_FUZZ_SECONDS:-10}"
+if [ "$fuzz_secs" != 0 ] && [ $# -eq 0 ]; then
+    "$root/ops/fuzz.sh" "$fuzz_secs" || rc=1
+fi
+exit $rc

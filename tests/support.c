@@ -130,6 +130,21 @@ pid_t ak_test_spawn (char *const argv[], const char *log_path)
 /*  Sends sig, then polls for the exit for up to timeout_ms; a process still
     running after that gets SIGKILL.  Returns the waitpid status, or -1 if pid
     is not our child. */
+pid_t ak_test_spawn_coord (char *const argv[], const char *log_path)
+{
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    char **args = ak_calloc (n + 2, sizeof *args);
+    args[0] = argv[0];
+    args[1] = "--plain";
+    for (size_t i = 1; i < n; i++)
+        args[i + 1] = argv[i];
+    pid_t pid = ak_test_spawn (args, log_path);
+    free (args);
+    return pid;
+}
+
 int ak_test_stop (pid_t pid, int sig, int timeout_ms)
 {
     if (pid <= 0)

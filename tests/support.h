@@ -25,6 +25,11 @@ char *ak_test_write (const char *dir, const char *name, const char *text);
 /* Starts argv[0] with argv (NULL-terminated), stdout+stderr to log_path
    (appended; NULL: inherit).  Returns the pid or -1. */
 pid_t ak_test_spawn (char *const argv[], const char *log_path);
+/* Starts akcoord as ak_test_spawn does, with "--plain" added after argv[0]
+   (the akcoord binary): tests on loopback and ipc:// run without
+   authentication, which akcoord only does when asked.  Tests of CURVE
+   (tests/integration/test_auth.c) use ak_test_spawn with --cert/--keys. */
+pid_t ak_test_spawn_coord (char *const argv[], const char *log_path);
 /* Sends sig and waits up to timeout_ms; then SIGKILL. Returns exit status (waitpid form). */
 int   ak_test_stop (pid_t pid, int sig, int timeout_ms);
 

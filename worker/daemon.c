@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "clock.h"
 #include "digest.h"
+#include "auth.h"
 #include "envelope.h"
 #include "executor.h"
 #include "job.h"
@@ -354,6 +355,11 @@ static void s_connect (ak_daemon_t *d)
         goto retry;
     if (zmq_setsockopt (h, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0) {
         ak_error ("zmq_setsockopt ZMQ_MAXMSGSIZE: %s", zmq_strerror (zmq_errno ()));
+        goto retry;
+    }
+    ak_err_t aerr = { 0 };
+    if (ak_auth_client_setup (h, d->cfg.cert_file, d->cfg.server_key, &aerr) != 0) {
+        ak_error ("CURVE: %s", aerr.msg);
         goto retry;
     }
     if (zmq_connect (h, d->coordinator) != 0) {

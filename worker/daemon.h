@@ -33,6 +33,8 @@ typedef struct {
     uint32_t    linger_ms;         /* socket linger on close (1000) */
     const char *exe_path;          /* executor binary; NULL: this program (/proc/self/exe) */
     const char *log_level;         /* passed to executors ("info") */
+    const char *cert_file;         /* CURVE: this worker's secret certificate; NULL: plain */
+    const char *server_key;        /* CURVE: the coordinator's public key (Z85 or cert file) */
 } ak_daemon_config_t;
 
 typedef struct ak_daemon ak_daemon_t;

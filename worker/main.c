@@ -4,6 +4,7 @@
     executor mode the daemon starts for each device
     (`akworker --executor --fd N --backend B --device I`).  Bad flags are
     reported with the flag named and exit status 2. */
+#include "auth.h"
 #include "backend.h"
 #include "daemon.h"
 #include "error.h"
@@ -58,6 +59,10 @@ static void s_usage (FILE *out)
         "  --liveness N            missed heartbeats before the coordinator counts as dead (default 3)\n"
         "  --max-backoff-ms N      reconnect delay cap; delays start at 1000 and double (default 32000)\n"
         "  --compile-threads N     compile pool size (default: one per core, at most 8)\n"
+        "  --cert FILE             this worker's secret certificate (NAME.key_secret from\n"
+        "                          `akctl keys new NAME --role worker`): CURVE to the coordinator\n"
+        "  --server-key KEY        the coordinator's public key: 40 Z85 characters or its\n"
+        "                          certificate file (with --cert; without both: plain)\n"
         "  --log-level LEVEL       debug|info|warn|error|quiet (default info)\n"
         "  --version               print the version and exit\n"
         "  --help                  this text\n"
@@ -90,7 +95,7 @@ static int s_uint (const char *name, const char *text, int64_t lo, int64_t hi, u
 
 enum {
     O_COORD = 256, O_ID, O_BACKEND, O_SLOTS, O_PREFETCH, O_CACHE, O_HB, O_LIVENESS,
-    O_MAXBACK, O_CTHREADS, O_LOGLEVEL, O_HELP, O_VERSION, O_EXECUTOR, O_FD, O_DEVICE,
+    O_MAXBACK, O_CTHREADS, O_LOGLEVEL, O_HELP, O_VERSION, O_EXECUTOR, O_FD, O_DEVICE, O_CERT, O_SERVERKEY,
 };
 
 static int s_executor_mode (int fd, const char *backend, uint32_t device)
@@ -122,6 +127,8 @@ int main (int argc, char **argv)
         { "executor",        no_argument,       NULL, O_EXECUTOR },
         { "fd",              required_argument, NULL, O_FD },
         { "device",          required_argument, NULL, O_DEVICE },
+        { "cert",            required_argument, NULL, O_CERT },
+        { "server-key",      required_argument, NULL, O_SERVERKEY },
         { NULL, 0, NULL, 0 },
     };
     ak_daemon_config_t cfg;
@@ -149,6 +156,8 @@ int main (int argc, char **argv)
             case O_FD:       if ((rc = s_uint ("--fd", optarg, 0, 65535, &fd))) return rc; have_fd = true; break;
             case O_DEVICE:   if ((rc = s_uint ("--device", optarg, 0, 1023, &device))) return rc; break;
             case O_EXECUTOR: executor = true; break;
+            case O_CERT:     cfg.cert_file = optarg; break;
+            case O_SERVERKEY: cfg.server_key = optarg; break;
             case O_LOGLEVEL: {
                 int level = ak_log_parse_level (optarg);
                 if (level < 0)
@@ -182,6 +191,15 @@ int main (int argc, char **argv)
         return s_bad ("--coordinator ENDPOINT is required");
     if (!cfg.worker_id)
         return s_bad ("--id WORKER_ID is required");
+    if (cfg.cert_file || cfg.server_key) {
+        /* a bad certificate is a configuration error for now, not a retry loop */
+        ak_err_t aerr = { 0 };
+        zsock_t *probe = zsock_new (ZMQ_DEALER);
+        int arc = probe ? ak_auth_client_setup (probe, cfg.cert_file, cfg.server_key, &aerr) : AK_EIO;
+        zsock_destroy (&probe);
+        if (arc)
+            return s_bad ("%s", aerr.msg[0] ? aerr.msg : "cannot create a ZeroMQ socket");
+    }
     if (cfg.max_backoff_ms < cfg.min_backoff_ms)
         cfg.min_backoff_ms = cfg.max_backoff_ms;
 

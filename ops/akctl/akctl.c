@@ -50,7 +50,8 @@ enum {
     S_OPT_FAILED   = 1 << 3,      /* retry --failed */
     S_OPT_PROFILE  = 1 << 4,      /* profile --profile, --replace, --as */
     S_OPT_OUT      = 1 << 5,      /* report --out */
-    S_OPT_EXTERNAL = 1 << 12,     /* submit --op, --workloads, --target, --override-builtin */
+    S_OPT_EXTERNAL = 1 << 7,      /* submit --op, --workloads, --target, --override-builtin */
+    S_OPT_KEYS     = 1 << 6,      /* keys --role, --dir */
 };
 
 typedef int (s_verb_fn) (const akctl_opts_t *o);
@@ -73,6 +74,10 @@ static const char s_global_help[] =
     "                    else " AKCTL_DEFAULT_ENDPOINT ")\n"
     "  --json            print the coordinator's JSON answer as is\n"
     "  --timeout MS      give up on a request after MS milliseconds (default 5000)\n"
+    "  --cert FILE       this user's secret certificate (NAME.key_secret) for a\n"
+    "                    coordinator with CURVE (default: $AK_CERT)\n"
+    "  --server-key KEY  the coordinator's public key: 40 Z85 characters or its\n"
+    "                    certificate file (default: $AK_SERVER_KEY)\n"
     "  -h, --help        this help\n";
 
 static const char s_exit_help[] =
@@ -473,6 +478,20 @@ static const s_verb_t s_verbs[] = {
       "  prints one line per entry and host and a summary line for scripts:\n"
       "      verify: profile NAME: verified|failing|unverified (...)\n"
       "  exit 0 when verified, 1 when failing or unverified\n" },
+    { "keys", "new NAME --role ROLE --dir DIR | list --dir DIR", 1, 2, S_OPT_KEYS, akctl_keys,
+      "create and list CurveZMQ certificates for a fleet",
+      "  new NAME --role ROLE --dir DIR\n"
+      "      writes DIR/ROLE/NAME.key (public) and DIR/ROLE/NAME.key_secret (public\n"
+      "      and secret key), both mode 0600, directories 0700.  ROLE is worker,\n"
+      "      operator, viewer or server (the coordinator's own).  Give the secret\n"
+      "      file to whoever uses the key (akworker/akctl/akload --cert) and keep\n"
+      "      the public one in the coordinator's --keys DIR/ROLE/.\n"
+      "  list --dir DIR\n"
+      "      the keys akcoord --keys DIR accepts: role, name, public key, file\n"
+      "\n"
+      "Removing DIR/worker/NAME.key revokes a worker: akcoord re-reads DIR when\n"
+      "it changes (or on SIGHUP) and drops the worker.  docs/operations.md walks\n"
+      "through setting up a fleet.\n" },
     { "workers", "", 0, 0, 0, s_verb_workers,
       "registered workers: liveness, device classes, leases",
       "One line per worker the coordinator has seen: id, host, alive or dead,\n"
@@ -634,6 +653,7 @@ int main (int argc, char **argv)
     o.workers = 2;
     o.pos = ak_calloc ((size_t) argc, sizeof (char *));
 
+    const char *cert = getenv ("AK_CERT"), *server_key = getenv ("AK_SERVER_KEY");
     const s_verb_t *verb = NULL;
     bool help = false, dashdash = false;
     int code = AKCTL_EXIT_OK;
@@ -668,7 +688,8 @@ int main (int argc, char **argv)
             value = eq + 1;
         bool takes_value = strcmp (name, "--coordinator") == 0 || strcmp (name, "--timeout") == 0
                         || strcmp (name, "--profile") == 0 || strcmp (name, "--as") == 0
-                        || strcmp (name, "--out") == 0
+                        || strcmp (name, "--out") == 0 || strcmp (name, "--role") == 0
+                        || strcmp (name, "--cert") == 0 || strcmp (name, "--server-key") == 0
                         || strcmp (name, "--op") == 0 || strcmp (name, "--workloads") == 0
                         || strcmp (name, "--target") == 0
                         || strcmp (name, "--dir") == 0 || strcmp (name, "--workers") == 0;
@@ -693,8 +714,9 @@ int main (int argc, char **argv)
                  : strcmp (name, "--op") == 0 || strcmp (name, "--workloads") == 0
                    || strcmp (name, "--target") == 0
                    || strcmp (name, "--override-builtin") == 0 ? S_OPT_EXTERNAL
-                 : strcmp (name, "--dir") == 0 || strcmp (name, "--workers") == 0
-                   || strcmp (name, "--keep") == 0 ? S_OPT_DEMO : 0;
+                 : strcmp (name, "--role") == 0 ? S_OPT_KEYS
+                 : strcmp (name, "--dir") == 0 ? S_OPT_DEMO | S_OPT_KEYS
+                 : strcmp (name, "--workers") == 0 || strcmp (name, "--keep") == 0 ? S_OPT_DEMO : 0;
         if (need && !(verb && (verb->options & need))) {
             code = s_usage_error (verb, verb ? "option %s does not apply to this verb"
                                              : "option %s belongs after its verb", name);
@@ -753,6 +775,15 @@ int main (int argc, char **argv)
         if (strcmp (name, "--override-builtin") == 0)
             o.override_builtin = true;
         else
+        if (strcmp (name, "--role") == 0)
+            o.role = value;
+        else
+        if (strcmp (name, "--cert") == 0)
+            cert = value;
+        else
+        if (strcmp (name, "--server-key") == 0)
+            server_key = value;
+        else
         if (strcmp (name, "--dir") == 0) {
             if (!*value)
                 code = s_usage_error (verb, "--dir needs a directory%s", "");
@@ -767,6 +798,7 @@ int main (int argc, char **argv)
             code = s_usage_error (verb, "unknown option '%s'", a);
     }
 
+    akctl_client_set_auth (cert, server_key);
     if (code == AKCTL_EXIT_OK) {
         if (help) {
             if (verb && verb->fn == s_verb_help && o.npos > 0)

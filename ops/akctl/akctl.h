@@ -52,6 +52,7 @@ typedef struct {
     const char *workloads;        /* submit --workloads a,b (with --op) */
     const char *target;           /* submit --target CLASS (with --op; default host) */
     bool        override_builtin; /* submit --override-builtin */
+    const char *role;             /* keys new --role ROLE */
     char      **pos;              /* positional arguments after the verb */
     int         npos;
 } akctl_opts_t;
@@ -84,6 +85,14 @@ int  akctl_client_call_within (akctl_client_t *self, int timeout_ms, const char 
                                char *const *args, int nargs, const char *body,
                                akctl_reply_t *reply, ak_err_t *err);
 void akctl_reply_free (akctl_reply_t *reply);
+
+/* CURVE for every client made from now on: cert_file (this user's secret
+   certificate) and server_key (Z85 or a certificate file); both NULL:
+   plain.  Checked when a client connects (AK_EINVAL naming the file). */
+void akctl_client_set_auth (const char *cert_file, const char *server_key);
+
+/* `akctl keys new NAME --role ROLE --dir DIR` and `akctl keys list --dir DIR`. */
+int akctl_keys (const akctl_opts_t *opts);
 
 /* Exit code for the outcome of a call: rc from akctl_client_call, then the
    reply code.  Prints the error on stderr ("akctl: ...") when there is one. */

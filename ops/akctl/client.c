@@ -11,9 +11,20 @@
 #include <czmq.h>
 #include <string.h>
 
+#include "auth.h"
 #include "clock.h"
 #include "envelope.h"
 #include "util.h"
+
+/* akctl_client_set_auth: one user, one identity for every client */
+static const char *s_cert_file;
+static const char *s_server_key;
+
+void akctl_client_set_auth (const char *cert_file, const char *server_key)
+{
+    s_cert_file = cert_file && *cert_file ? cert_file : NULL;
+    s_server_key = server_key && *server_key ? server_key : NULL;
+}
 
 struct akctl_client {
     char    *endpoint;
@@ -34,6 +45,10 @@ static int s_connect (akctl_client_t *self, ak_err_t *err)
     zsock_set_linger (self->sock, 0);
     zsock_set_maxmsgsize (self->sock, (int) AK_MAX_MSG_SIZE);
     zsock_set_sndtimeo (self->sock, self->timeout_ms);
+    if (ak_auth_client_setup (self->sock, s_cert_file, s_server_key, err) != 0) {
+        zsock_destroy (&self->sock);
+        return AK_EINVAL;
+    }
     if (zsock_connect (self->sock, "%s", self->endpoint) != 0) {
         int e = zmq_errno ();
         zsock_destroy (&self->sock);

@@ -33,6 +33,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include "auth.h"
 #include "clock.h"
 #include "envelope.h"
 #include "error.h"
@@ -74,6 +75,8 @@ typedef struct {
     uint32_t  duration_s;
     uint32_t  warmup_s;
     char     *stats_json;
+    char     *cert_file;        /* CURVE: one worker certificate for every simulated worker */
+    char     *server_key;
     uint32_t  heartbeat_ms;
     uint32_t  liveness;
     uint32_t  backoff_ms;
@@ -349,6 +352,11 @@ static void s_connect (s_load_t *self, s_sim_t *sim, uint64_t now)
     if (rc == 0 && zmq_setsockopt (sock, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0) {
         ak_error ("%s: zmq_setsockopt (ZMQ_MAXMSGSIZE): %s", sim->id, zmq_strerror (zmq_errno ()));
         rc = AK_EIO;
+    }
+    ak_err_t aerr = { 0 };
+    if (rc == 0 && ak_auth_client_setup (sock, self->opts.cert_file, self->opts.server_key, &aerr) != 0) {
+        ak_error ("%s: CURVE: %s", sim->id, aerr.msg);
+        rc = AK_EINVAL;
     }
     if (rc == 0 && zmq_connect (sock, self->opts.endpoint) != 0) {
         ak_error ("%s: connect %s: %s", sim->id, self->opts.endpoint, zmq_strerror (zmq_errno ()));
@@ -1112,6 +1120,10 @@ static void s_usage (FILE *out)
         "  --heartbeat-ms N     heartbeat interval, 10..60000 (default 1000)\n"
         "  --liveness N         silent intervals before the coordinator is dead (default 3)\n"
         "  --backoff-ms N       first reconnect delay, doubling up to 32x (default 1000)\n"
+        "  --cert FILE          a worker's secret certificate, used by every simulated worker\n"
+        "                       (CURVE; default $AK_CERT)\n"
+        "  --server-key KEY     the coordinator's public key, Z85 or its certificate file\n"
+        "                       (default $AK_SERVER_KEY); without both: plain\n"
         "  --log-level LEVEL    debug | info | warn | error | quiet (default info)\n"
         "  --help               this text\n"
         "\n"
@@ -1157,7 +1169,7 @@ static bool s_printable (const char *s, size_t max)
 int main (int argc, char **argv)
 {
     enum { O_COORD = 1, O_WORKERS, O_PREFIX, O_CLASS, O_SLOTS, O_PREFETCH, O_TASK, O_DUR, O_WARM,
-           O_JSON, O_HB, O_LIVE, O_BACKOFF, O_LOG, O_HELP };
+           O_JSON, O_HB, O_LIVE, O_BACKOFF, O_LOG, O_HELP, O_CERT, O_SKEY };
     static const struct option longopts[] = {
         { "coordinator", required_argument, NULL, O_COORD },
         { "workers", required_argument, NULL, O_WORKERS },
@@ -1174,6 +1186,8 @@ int main (int argc, char **argv)
         { "backoff-ms", required_argument, NULL, O_BACKOFF },
         { "log-level", required_argument, NULL, O_LOG },
         { "help", no_argument, NULL, O_HELP },
+        { "cert", required_argument, NULL, O_CERT },
+        { "server-key", required_argument, NULL, O_SKEY },
         { NULL, 0, NULL, 0 },
     };
     s_opts_t opts = {
@@ -1196,6 +1210,8 @@ int main (int argc, char **argv)
             case O_DUR:      rc = s_uint ("--duration-s", optarg, 0, 86400 * 7, &opts.duration_s); break;
             case O_WARM:     rc = s_uint ("--warmup-s", optarg, 0, 86400, &opts.warmup_s); break;
             case O_JSON:     opts.stats_json = optarg; break;
+            case O_CERT:     opts.cert_file = optarg; break;
+            case O_SKEY:     opts.server_key = optarg; break;
             case O_HB:       rc = s_uint ("--heartbeat-ms", optarg, 10, 60000, &opts.heartbeat_ms); break;
             case O_LIVE:     rc = s_uint ("--liveness", optarg, 1, 100, &opts.liveness); break;
             case O_BACKOFF:  rc = s_uint ("--backoff-ms", optarg, 1, 32000, &opts.backoff_ms); break;
@@ -1234,6 +1250,22 @@ int main (int argc, char **argv)
     if (opts.warmup_s && opts.duration_s && opts.warmup_s >= opts.duration_s)
         return s_bad ("--warmup-s must be shorter than --duration-s%s", "");
     opts.max_backoff_ms = opts.backoff_ms * 32;     /* 1 s doubling to 32 s by default */
+    if (!opts.cert_file && getenv ("AK_CERT") && *getenv ("AK_CERT"))
+        opts.cert_file = getenv ("AK_CERT");
+    if (!opts.server_key && getenv ("AK_SERVER_KEY") && *getenv ("AK_SERVER_KEY"))
+        opts.server_key = getenv ("AK_SERVER_KEY");
+    if (opts.cert_file || opts.server_key) {
+        ak_err_t aerr = { 0 };
+        void *ctx = zmq_ctx_new ();
+        void *probe = ctx ? zmq_socket (ctx, ZMQ_DEALER) : NULL;
+        int arc = probe ? ak_auth_client_setup (probe, opts.cert_file, opts.server_key, &aerr) : AK_EIO;
+        if (probe)
+            zmq_close (probe);
+        if (ctx)
+            zmq_ctx_term (ctx);
+        if (arc)
+            return s_bad ("%s", aerr.msg[0] ? aerr.msg : "cannot create a ZeroMQ socket");
+    }
 
     ak_log_set_ident ("akload");
     ak_log_set_level ((ak_log_level_t) level);

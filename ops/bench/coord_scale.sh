@@ -124,7 +124,7 @@ now_ns () { date +%s%N; }
 # its client endpoint answers.
 start_coord () {
     local store=$1 log=$2; shift 2
-    "$bin/akcoord" --store "$store" --workers "$wep" --clients "$cep" "$@" >"$log" 2>&1 &
+    "$bin/akcoord" --plain --store "$store" --workers "$wep" --clients "$cep" "$@" >"$log" 2>&1 &
     coord_pid=$!
     local i
     for i in $(seq 1 3000); do
@@ -284,7 +284,7 @@ restart_time () {
     for i in $(seq 1 "$restarts"); do
         wait_for_idle
         t0=$(now_ns)
-        "$bin/akcoord" --store "$store" --workers "$wep" --clients "$cep" >"$out/coord-restart-$name.log" 2>&1 &
+        "$bin/akcoord" --plain --store "$store" --workers "$wep" --clients "$cep" >"$out/coord-restart-$name.log" 2>&1 &
         coord_pid=$!
         while port_free "$cport"; do
             kill -0 "$coord_pid" 2>/dev/null || { echo "coord_scale: akcoord died on $store" >&2; exit 1; }

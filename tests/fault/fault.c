@@ -135,9 +135,9 @@ ak_fault_coord_t *ak_fault_coord_new (const char *tag, const char *host, const c
 void ak_fault_coord_start (ak_fault_coord_t *self)
 {
     char *bin = ak_test_bin ("akcoord");
-    char *argv[40] = { bin, "--store", self->store, "--workers", self->workers,
+    char *argv[40] = { bin, "--plain", "--store", self->store, "--workers", self->workers,
                        "--clients", self->clients };
-    int n = 7;
+    int n = 8;
     for (int i = 0; i < self->nargs; i++)
         argv[n++] = self->args[i];
     argv[n] = NULL;

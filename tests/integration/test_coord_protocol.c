@@ -192,7 +192,7 @@ static void s_start (fx_t *fx)
     char *bin = ak_test_bin ("akcoord");
     char *argv[] = { bin, "--store", fx->store, "--workers", fx->workers, "--clients", fx->clients,
                      "--heartbeat-ms", "1000", "--commit-ms", "2", "--log-level", "debug", NULL };
-    fx->pid = ak_test_spawn (argv, fx->log);
+    fx->pid = ak_test_spawn_coord (argv, fx->log);
     free (bin);
     assert_true (fx->pid > 0);
     if (!ak_test_wait (s_answers, NULL, 10000))

@@ -79,7 +79,7 @@ static void test_report_and_profiles (void **state)
     char *wep = ak_sprintf ("ipc://%s/w.ipc", s_ctx.dir), *cep = ak_sprintf ("ipc://%s/c.ipc", s_ctx.dir);
     char *log = ak_sprintf ("%s/akcoord.log", s_ctx.dir);
     char *argv[] = { coord, "--store", store, "--workers", wep, "--clients", cep, NULL };
-    s_ctx.coord = ak_test_spawn (argv, log);
+    s_ctx.coord = ak_test_spawn_coord (argv, log);
     assert_true (s_ctx.coord > 0);
     s_ctx.akctl = ak_sprintf ("'%s' --coordinator %s --timeout 10000", akctl, cep);
     assert_true (ak_test_wait (s_answers, NULL, 20000));

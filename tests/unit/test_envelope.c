@@ -542,6 +542,35 @@ static void test_send (void **state)
     zsock_destroy (&router);
 }
 
+/*  Regression (tests/fuzz/fuzz_envelope): a DISCONNECT body occurring
+    three times with an unknown field in it decoded, but protobuf-c packed
+    the merged unknown fields into bytes that did not decode again.  The
+    decoder now drops unknown fields, so what decodes packs and decodes. */
+static void test_fuzz_unknown_fields_merged (void **state)
+{
+    (void) state;
+    static const uint8_t frame[] = {
+        0x08, 0x01, 0x82, 0x01, 0x11, 0x0a, 0x06, 0x88, 0x74, 0x61, 0x74, 0x75,
+        0x73, 0x12, 0x07, 0x42, 0x30, 0x30, 0x34, 0x30, 0x30, 0x31, 0x08, 0x01,
+        0x82, 0x01, 0x11, 0x0a, 0x06, 0x88, 0x74, 0x61, 0x74, 0x75, 0x73, 0x12,
+        0x07, 0x42, 0x30, 0x30, 0x34, 0x30, 0x08, 0x01, 0x82, 0x00, 0x11, 0x0a,
+        0x06, 0x88, 0x74, 0x61, 0x74, 0x75, 0x73, 0x12, 0x07, 0x42, 0x30, 0x30,
+        0x34, 0x30, 0x30, 0x31, 0x30, 0x31 };
+    Ak__Envelope *env = NULL, *again = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_envelope_unpack (frame, sizeof frame, 0, &env, &err), 0);
+    assert_int_equal (env->body_case, AK__ENVELOPE__BODY_DISCONNECT);
+    assert_int_equal (env->disconnect->base.n_unknown_fields, 0);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal (ak_envelope_pack (env, &buf, &len), 0);
+    assert_int_equal (ak_envelope_unpack (buf, len, 0, &again, &err), 0);
+    assert_int_equal (again->body_case, AK__ENVELOPE__BODY_DISCONNECT);
+    free (buf);
+    ak_envelope_free (&again);
+    ak_envelope_free (&env);
+}
+
 int main (void)
 {
     zsys_init ();
@@ -554,6 +583,7 @@ int main (void)
         cmocka_unit_test (test_version_and_body),
         cmocka_unit_test (test_repeated_limit),
         cmocka_unit_test (test_send),
+        cmocka_unit_test (test_fuzz_unknown_fields_merged),
     };
     int rc = cmocka_run_group_tests (tests, NULL, NULL);
     zsys_shutdown ();
