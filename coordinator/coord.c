@@ -1050,6 +1050,8 @@ static int s_settle_rounds (ak_coord_t *self, ak_batch_t *b, size_t *added, ak_e
     }
     ak_rounds_new_clear (&created);
     return rc;
+}
+
 /* A verify batch (verify.h) is judged instead of promoted: the verdicts
    and the profile's status in one write transaction (the map grows when
    full).  *is_verify false for any other batch, nothing written. */

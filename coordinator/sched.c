@@ -491,6 +491,8 @@ void ak_sched_extend (ak_sched_t *self, Ak__TaskRecord *const *recs, size_t n)
         ak_info ("task %s queued (%s, stage %u) in batch %s", recs[i]->task_id, recs[i]->kind,
                  recs[i]->stage, batch->batch_id);
     }
+}
+
 ak_task_t *ak_sched_pop_pinned (ak_sched_t *self, const char *worker_id)
 {
     zlistx_t *queue = zhashx_lookup (self->pins, worker_id);
