@@ -200,7 +200,7 @@ static void s_start (void)
     char *log = ak_sprintf ("%s/akcoord.log", s_ctx.dir);
     char *cargv[] = { coord, "--store", store, "--workers", workers_ep, "--clients", clients_ep,
                       NULL };
-    s_ctx.coord = ak_test_spawn (cargv, log);
+    s_ctx.coord = ak_test_spawn_coord (cargv, log);
     assert_true (s_ctx.coord > 0);
     free (log);
     if (!ak_test_wait (s_coordinator_answers, NULL, S_START_MS)) {

@@ -188,7 +188,7 @@ static void s_start (void)
     s_ctx.cargs[0] = ak_strdup (store);
     s_ctx.cargs[1] = ak_strdup (workers_ep);
     s_ctx.cargs[2] = ak_strdup (clients_ep);
-    s_ctx.coord = ak_test_spawn (cargv, log);
+    s_ctx.coord = ak_test_spawn_coord (cargv, log);
     assert_true (s_ctx.coord > 0);
     free (log);
     if (!ak_test_wait (s_coordinator_answers, NULL, S_START_MS)) {
@@ -434,7 +434,7 @@ static void test_restart_between_stages (void **state)
     char *log = ak_sprintf ("%s/akcoord-2.log", s_ctx.dir);
     char *cargv[] = { coord, "--store", s_ctx.cargs[0], "--workers", s_ctx.cargs[1], "--clients",
                       s_ctx.cargs[2], "--log-level", "debug", NULL };
-    s_ctx.coord = ak_test_spawn (cargv, log);
+    s_ctx.coord = ak_test_spawn_coord (cargv, log);
     assert_true (s_ctx.coord > 0);
     free (log);
     free (coord);

@@ -116,7 +116,7 @@ static void s_start (void)
     char *store = ak_sprintf ("%s/store", s_ctx.dir), *log = ak_sprintf ("%s/akcoord.log", s_ctx.dir);
     s_ctx.akctl = ak_sprintf ("'%s' --coordinator %s --timeout 10000", akctl, cep);
     char *cargv[] = { coord, "--store", store, "--workers", wep, "--clients", cep, "--log-level", "debug", NULL };
-    s_ctx.coord = ak_test_spawn (cargv, log);
+    s_ctx.coord = ak_test_spawn_coord (cargv, log);
     assert_true (s_ctx.coord > 0);
     if (!ak_test_wait (s_answers, NULL, S_START_MS)) {
         s_dump ("akcoord.log");
