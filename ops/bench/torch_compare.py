@@ -113,7 +113,7 @@ def _fused_mlp(t, d, dt, dev):
 def _attention(t, d, dt, dev):
     B, H, S, D = d["B"], d["H"], d["S"], d["D"]
     q, k, v = (t.randn(B, H, S, D, dtype=dt, device=dev) for _ in range(3))
-    causal = bool(d.get("causal", 0))
+    causal = d.get("mask", 1) == 2                       # the spec's mask key: 1 none, 2 causal
     sdpa = t.nn.functional.scaled_dot_product_attention
     return lambda: sdpa(q, k, v, is_causal=causal)
 

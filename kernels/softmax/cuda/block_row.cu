@@ -1,8 +1,16 @@
-/*  softmax, one block per row (cuda).  THREADS threads walk the row VEC
-    contiguous elements at a time; the row maximum and the sum of
-    exponentials are reduced across the block (warp shuffles, then one
-    value per warp through shared memory).  The reduction order depends
-    only on THREADS and VEC, so results are deterministic.
+/*  softmax, one block per row, the row read from memory once (cuda).
+    y = exp(x - max) / sum(exp(x - max)).
+
+    THREADS threads own a row; each loads its share with accesses of VEC
+    contiguous elements (VEC 4 of float: one 128-bit load) and keeps up to
+    32 elements in registers, so the maximum, the sum of exponentials and
+    the output all come from one read of x (1024 threads hold a whole
+    32768-element row: a 32000-token vocabulary).  A longer row re-reads
+    the rest (from L1/L2).  Rows whose length is not a multiple of VEC, or
+    buffers not aligned to the access, take a scalar path.  The maximum and
+    the sum are reduced across the block (warp shuffles, then one value per
+    warp through shared memory) in an order fixed by THREADS and VEC, so
+    results are deterministic.
     Launch: grid [rows], block [THREADS]; THREADS a multiple of 32. */
 #ifndef THREADS
 #define THREADS 256
@@ -10,6 +18,22 @@
 #ifndef VEC
 #define VEC 1
 #endif
+
+#define S_CACHE (32 / VEC)             /* accesses a thread keeps: 32 elements */
+static_assert (32 % VEC == 0, "VEC must divide 32");
+
+/* The raw word one access moves: VEC elements. */
+template <int BYTES> struct s_raw_of;
+template <> struct s_raw_of<2>  { typedef unsigned short t; };
+template <> struct s_raw_of<4>  { typedef unsigned int t; };
+template <> struct s_raw_of<8>  { typedef uint2 t; };
+template <> struct s_raw_of<16> { typedef uint4 t; };
+typedef s_raw_of<VEC * sizeof (ak_t)>::t s_raw_t;
+
+typedef union {
+    s_raw_t raw;
+    ak_t    e[VEC];
+} s_vec_t;
 
 __device__ __forceinline__ float s_warp_max (float v)
 {
@@ -43,37 +67,89 @@ __device__ float s_block_reduce (float v, bool is_max, float *scratch)
     return v;
 }
 
-extern "C" __global__ void ak_kernel (ak_cuda_args_t a)
+extern "C" __global__ void __launch_bounds__ (THREADS) ak_kernel (ak_cuda_args_t a)
 {
     __shared__ float scratch[32];
     const ak_i64 cols = a.dims[1];
     const ak_i64 r = blockIdx.x;
+    const int t = threadIdx.x;
     const ak_t *x = AK_IN (a, 0) + r * cols;
     ak_t *y = AK_OUT (a, 0) + r * cols;
-    const ak_i64 step = (ak_i64) THREADS * VEC;
+    const float ninf = __int_as_float (0xff800000);
 
-    float m = __int_as_float (0xff800000);
-    for (ak_i64 c0 = (ak_i64) threadIdx.x * VEC; c0 < cols; c0 += step) {
+    if (cols % VEC == 0 && ((ak_u64) AK_IN (a, 0)) % sizeof (s_raw_t) == 0
+        && ((ak_u64) AK_OUT (a, 0)) % sizeof (s_raw_t) == 0) {
+        const ak_i64 nv = cols / VEC;
+        const s_raw_t *xv = (const s_raw_t *) x;
+        s_raw_t *yv = (s_raw_t *) y;
+        s_vec_t c[S_CACHE];
 #pragma unroll
-        for (int v = 0; v < VEC; v++)
-            if (c0 + v < cols)
-                m = fmaxf (m, ak_to_acc (x[c0 + v]));
-    }
-    m = s_block_reduce (m, true, scratch);
+        for (int i = 0; i < S_CACHE; i++) {
+            const ak_i64 j = t + (ak_i64) i * THREADS;
+            if (j < nv)
+                c[i].raw = __ldg (xv + j);
+        }
+        float m = ninf;
+#pragma unroll
+        for (int i = 0; i < S_CACHE; i++)
+            if (t + (ak_i64) i * THREADS < nv)
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    m = fmaxf (m, ak_to_acc (c[i].e[k]));
+        for (ak_i64 j = t + (ak_i64) S_CACHE * THREADS; j < nv; j += THREADS) {
+            s_vec_t v;
+            v.raw = __ldg (xv + j);
+#pragma unroll
+            for (int k = 0; k < VEC; k++)
+                m = fmaxf (m, ak_to_acc (v.e[k]));
+        }
+        m = s_block_reduce (m, true, scratch);
 
-    float sum = 0.0f;
-    for (ak_i64 c0 = (ak_i64) threadIdx.x * VEC; c0 < cols; c0 += step) {
+        float sum = 0.0f;
 #pragma unroll
-        for (int v = 0; v < VEC; v++)
-            if (c0 + v < cols)
-                sum += expf (ak_to_acc (x[c0 + v]) - m);
-    }
-    sum = s_block_reduce (sum, false, scratch);
+        for (int i = 0; i < S_CACHE; i++)
+            if (t + (ak_i64) i * THREADS < nv)
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    sum += __expf (ak_to_acc (c[i].e[k]) - m);
+        for (ak_i64 j = t + (ak_i64) S_CACHE * THREADS; j < nv; j += THREADS) {
+            s_vec_t v;
+            v.raw = __ldg (xv + j);
+#pragma unroll
+            for (int k = 0; k < VEC; k++)
+                sum += __expf (ak_to_acc (v.e[k]) - m);
+        }
+        const float inv = 1.0f / s_block_reduce (sum, false, scratch);
 
-    for (ak_i64 c0 = (ak_i64) threadIdx.x * VEC; c0 < cols; c0 += step) {
 #pragma unroll
-        for (int v = 0; v < VEC; v++)
-            if (c0 + v < cols)
-                y[c0 + v] = ak_from_acc (expf (ak_to_acc (x[c0 + v]) - m) / sum);
+        for (int i = 0; i < S_CACHE; i++) {
+            const ak_i64 j = t + (ak_i64) i * THREADS;
+            if (j < nv) {
+                s_vec_t o;
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    o.e[k] = ak_from_acc (__expf (ak_to_acc (c[i].e[k]) - m) * inv);
+                yv[j] = o.raw;
+            }
+        }
+        for (ak_i64 j = t + (ak_i64) S_CACHE * THREADS; j < nv; j += THREADS) {
+            s_vec_t v, o;
+            v.raw = __ldg (xv + j);
+#pragma unroll
+            for (int k = 0; k < VEC; k++)
+                o.e[k] = ak_from_acc (__expf (ak_to_acc (v.e[k]) - m) * inv);
+            yv[j] = o.raw;
+        }
+    } else {
+        float m = ninf;
+        for (ak_i64 c = t; c < cols; c += THREADS)
+            m = fmaxf (m, ak_to_acc (x[c]));
+        m = s_block_reduce (m, true, scratch);
+        float sum = 0.0f;
+        for (ak_i64 c = t; c < cols; c += THREADS)
+            sum += __expf (ak_to_acc (x[c]) - m);
+        const float inv = 1.0f / s_block_reduce (sum, false, scratch);
+        for (ak_i64 c = t; c < cols; c += THREADS)
+            y[c] = ak_from_acc (__expf (ak_to_acc (x[c]) - m) * inv);
     }
 }

@@ -1,0 +1,389 @@
+/*  flash_attention, FlashAttention-2 style (cuda).
+    O = softmax (Q K^T / sqrt(D) [causal mask]) V per (b, h); q, k, v, o
+    [B][H][S][D] row-major; mask 2 is causal (keys j <= i).
+
+    float16 / bfloat16 with D = 64 or 128: a block owns BLOCK_M query rows
+    of one (b, h), a warp WARP_ROWS of them (BLOCK_M/WARP_ROWS warps).
+    With 16 rows a warp the Q tile is loaded once into registers as `mma`
+    A fragments; with 32 every K and V fragment read from shared memory
+    feeds two row tiles (half the shared-memory traffic per mma, which
+    bounds the 16-row warps) and Q fragments are re-read from shared
+    memory instead (registers).  K and V tiles of
+    BLOCK_N keys stream through two shared-memory stages (`cp.async`, the
+    next tile loading while this one is computed).  Per tile: S = Q K^T
+    with `mma.sync.m16n8k16` (K rows read by `ldmatrix`, not transposed:
+    K is already the "col" operand), the causal / length mask, the online
+    softmax in the exp2 domain (row max and sum kept per thread, the max
+    reduced over the 4 threads of a row), P rounded to the 16-bit type
+    and fed straight from registers as the A operand of O += P V (V read
+    with `ldmatrix.trans`).  Rows past S and keys past S are zero-filled
+    and masked.  Causal blocks stop at their last row's tile and are
+    scheduled heaviest first.
+
+    float32 (tensor cores would need TF32, too coarse for the float32
+    tolerance) and any other D (<= 256) take a plain path inside the same
+    launch: a warp per query row, online softmax in float.
+
+    The order of every reduction is fixed: deterministic.
+
+    Launch: grid [(S+BLOCK_M-1)/BLOCK_M, B*H], block [BLOCK_M/WARP_ROWS*32],
+    shared (BLOCK_M+4*BLOCK_N)*(D+8)*2. */
+#ifndef BLOCK_M
+#define BLOCK_M 64
+#endif
+#ifndef BLOCK_N
+#define BLOCK_N 64
+#endif
+#ifndef WARP_ROWS
+#define WARP_ROWS 16
+#endif
+
+#define NW (BLOCK_M / WARP_ROWS)           /* warps */
+#define S_MAXC 8                           /* plain path: D <= 256 */
+#define S_LOG2E 1.4426950408889634f
+
+static_assert (BLOCK_M % WARP_ROWS == 0 && BLOCK_N % 16 == 0 && WARP_ROWS % 16 == 0,
+               "tiles are multiples of 16, the block of the warps' rows");
+
+__device__ __forceinline__ float s_neg_inf (void)
+{
+    return __int_as_float (0xff800000);
+}
+
+/* ------------------------------------------------------------ plain path */
+
+__device__ __forceinline__ float s_warp_sum (float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync (0xffffffffu, v, o);
+    return v;
+}
+
+__device__ void s_plain (const ak_cuda_args_t &a)
+{
+    const ak_i64 S = a.dims[2], D = a.dims[3], mask = a.dims[4];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const ak_i64 bh = blockIdx.y;
+    const float scale = 1.0f / sqrtf ((float) D);
+    if (D > 32 * S_MAXC)
+        return;
+    for (int r = warp; r < BLOCK_M; r += NW) {
+        const ak_i64 i = (ak_i64) blockIdx.x * BLOCK_M + r;
+        if (i >= S)
+            return;
+        const ak_t *q = AK_IN (a, 0) + (bh * S + i) * D;
+        const ak_t *k = AK_IN (a, 1) + bh * S * D, *v = AK_IN (a, 2) + bh * S * D;
+        ak_t *o = AK_OUT (a, 0) + (bh * S + i) * D;
+        const ak_i64 nkeys = mask == 2 ? i + 1 : S;
+        float qr[S_MAXC], acc[S_MAXC];
+#pragma unroll
+        for (int c = 0; c < S_MAXC; c++) {
+            qr[c] = lane + 32 * c < D ? ak_to_acc (q[lane + 32 * c]) * scale : 0.0f;
+            acc[c] = 0.0f;
+        }
+        float m = s_neg_inf (), l = 0.0f;
+        for (ak_i64 j = 0; j < nkeys; j++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int c = 0; c < S_MAXC; c++)
+                if (lane + 32 * c < D)
+                    s += qr[c] * ak_to_acc (k[j * D + lane + 32 * c]);
+            s = s_warp_sum (s);
+            const float mn = fmaxf (m, s);
+            const float corr = expf (m - mn), p = expf (s - mn);
+            m = mn;
+            l = l * corr + p;
+#pragma unroll
+            for (int c = 0; c < S_MAXC; c++)
+                if (lane + 32 * c < D)
+                    acc[c] = acc[c] * corr + p * ak_to_acc (v[j * D + lane + 32 * c]);
+        }
+#pragma unroll
+        for (int c = 0; c < S_MAXC; c++)
+            if (lane + 32 * c < D)
+                o[lane + 32 * c] = ak_from_acc (acc[c] / l);
+    }
+}
+
+#if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
+/* ------------------------------------------------------ tensor-core path */
+
+#ifdef AK_DTYPE_FLOAT16
+#define MMA_TYPE "f16"
+__device__ __forceinline__ unsigned s_pack (float x, float y)
+{
+    __half2 h = __floats2half2_rn (x, y);
+    return *(unsigned *) &h;
+}
+#else
+#define MMA_TYPE "bf16"
+__device__ __forceinline__ unsigned s_pack (float x, float y)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn (x, y);
+    return *(unsigned *) &h;
+}
+#endif
+
+__device__ __forceinline__ unsigned s_smem_addr (const void *p)
+{
+    return (unsigned) __cvta_generic_to_shared (p);
+}
+
+__device__ __forceinline__ void s_cp_async16 (void *dst, const void *src, bool valid)
+{
+    asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                  :: "r" (s_smem_addr (dst)), "l" (src), "r" (valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void s_ldmatrix_x4 (unsigned r[4], const void *p)
+{
+    asm volatile ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                  : "=r" (r[0]), "=r" (r[1]), "=r" (r[2]), "=r" (r[3]) : "r" (s_smem_addr (p)));
+}
+
+__device__ __forceinline__ void s_ldmatrix_x4_trans (unsigned r[4], const void *p)
+{
+    asm volatile ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                  : "=r" (r[0]), "=r" (r[1]), "=r" (r[2]), "=r" (r[3]) : "r" (s_smem_addr (p)));
+}
+
+__device__ __forceinline__ void s_mma (float c[4], const unsigned a[4], unsigned b0, unsigned b1)
+{
+    /* not volatile: a pure register operation the compiler may schedule
+       among the (volatile, ordered) ldmatrix loads */
+    asm ("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "
+                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                  : "+f" (c[0]), "+f" (c[1]), "+f" (c[2]), "+f" (c[3])
+                  : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "r" (b0), "r" (b1));
+}
+
+/*  rows [row0, row0+nrows) of a [S][HD] matrix into smem (stride HD+8),
+    zero past S. */
+template <int HD>
+__device__ __forceinline__ void s_load_rows (ak_t *dst, const ak_t *src, ak_i64 row0, int nrows, ak_i64 S)
+{
+    constexpr int CPR = HD / 8;              /* 16-byte chunks a row */
+    for (int c = threadIdx.x; c < nrows * CPR; c += NW * 32) {
+        const int r = c / CPR, col = (c % CPR) * 8;
+        const bool ok = row0 + r < S;
+        s_cp_async16 (dst + r * (HD + 8) + col, src + (ok ? (row0 + r) * HD + col : 0), ok);
+    }
+}
+
+template <int HD, int MT>
+__device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
+{
+    constexpr int SD = HD + 8;               /* smem row stride, elements */
+    constexpr int NJ = BLOCK_N / 8;          /* n8 tiles of S per m16 tile */
+    constexpr int ND = HD / 8;               /* n8 tiles of O per m16 tile */
+    constexpr bool QREG = MT == 1;           /* Q fragments kept in registers (else re-read from smem) */
+    ak_t *Qs = (ak_t *) raw;
+    ak_t *Ks = Qs + BLOCK_M * SD;            /* 2 stages */
+    ak_t *Vs = Ks + 2 * BLOCK_N * SD;        /* 2 stages */
+    const ak_i64 S = a.dims[2], mask = a.dims[4];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const ak_i64 bh = blockIdx.y;
+    const bool causal = mask == 2;
+    /* causal: the last query tiles have the most keys; start them first */
+    const ak_i64 qt = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const ak_i64 qb = qt * BLOCK_M;          /* first row of the block */
+    const int wrow = warp * 16 * MT;         /* first row of the warp in the block */
+    const ak_i64 q0 = qb + wrow;
+    const ak_t *Q = AK_IN (a, 0) + bh * S * HD, *K = AK_IN (a, 1) + bh * S * HD,
+               *V = AK_IN (a, 2) + bh * S * HD;
+    ak_t *O = AK_OUT (a, 0) + bh * S * HD;
+    const float sc = S_LOG2E / sqrtf ((float) HD);
+
+    ak_i64 kend = S;
+    if (causal && qb + BLOCK_M < kend)
+        kend = qb + BLOCK_M;
+    const int ntiles = (int) ((kend + BLOCK_N - 1) / BLOCK_N);
+
+    s_load_rows<HD> (Qs, Q, qb, BLOCK_M, S);
+    s_load_rows<HD> (Ks, K, 0, BLOCK_N, S);
+    s_load_rows<HD> (Vs, V, 0, BLOCK_N, S);
+    asm volatile ("cp.async.commit_group;\n" ::);
+
+    unsigned qf[QREG ? HD / 16 : 1][4];
+    float o[MT][ND][4], m[MT][2], l[MT][2];
+    ak_i64 row[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int d = 0; d < ND; d++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                o[mt][d][e] = 0.0f;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            m[mt][h] = s_neg_inf ();
+            l[mt][h] = 0.0f;
+            row[mt][h] = q0 + mt * 16 + (lane >> 2) + h * 8;
+        }
+    }
+
+    for (int t = 0; t < ntiles; t++) {
+        asm volatile ("cp.async.wait_group 0;\n" ::);
+        __syncthreads ();
+        if (QREG && t == 0) {
+#pragma unroll
+            for (int kk = 0; kk < (QREG ? HD / 16 : 1); kk++)
+                s_ldmatrix_x4 (qf[kk], Qs + (wrow + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
+        }
+        if (t + 1 < ntiles) {
+            const int st = (t + 1) & 1;
+            s_load_rows<HD> (Ks + st * BLOCK_N * SD, K, (ak_i64) (t + 1) * BLOCK_N, BLOCK_N, S);
+            s_load_rows<HD> (Vs + st * BLOCK_N * SD, V, (ak_i64) (t + 1) * BLOCK_N, BLOCK_N, S);
+        }
+        asm volatile ("cp.async.commit_group;\n" ::);
+        const ak_i64 j0 = (ak_i64) t * BLOCK_N;
+        if (causal && j0 > q0 + 16 * MT - 1)
+            continue;                        /* every key of the tile is after every row of the warp */
+        const ak_t *ks = Ks + (t & 1) * BLOCK_N * SD, *vs = Vs + (t & 1) * BLOCK_N * SD;
+
+        /* S = Q K^T: 16*MT x BLOCK_N a warp; each K fragment serves the MT row tiles */
+        float s[MT][NJ][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    s[mt][j][e] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            unsigned qa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                if (QREG) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        qa[mt][e] = qf[QREG ? kk : 0][e];
+                }
+                else
+                    s_ldmatrix_x4 (qa[mt], Qs + (wrow + mt * 16 + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
+            }
+#pragma unroll
+            for (int j = 0; j < NJ; j += 2) {
+                unsigned r[4];
+                const int mat = lane >> 3;
+                s_ldmatrix_x4 (r, ks + (j * 8 + (lane & 7) + (mat >> 1) * 8) * SD + kk * 16 + (mat & 1) * 8);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    s_mma (s[mt][j], qa[mt], r[0], r[1]);
+                    s_mma (s[mt][j + 1], qa[mt], r[2], r[3]);
+                }
+            }
+        }
+
+        /* mask, scale to the exp2 domain, row max over the quad */
+        const bool edge = j0 + BLOCK_N > S || (causal && j0 + BLOCK_N - 1 > q0);
+        float mu[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            float mx[2] = { s_neg_inf (), s_neg_inf () };
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float x = s[mt][j][e] * sc;
+                    if (edge) {
+                        const ak_i64 col = j0 + j * 8 + (lane & 3) * 2 + (e & 1);
+                        if (col >= S || (causal && col > row[mt][e >> 1]))
+                            x = s_neg_inf ();
+                    }
+                    s[mt][j][e] = x;
+                    mx[e >> 1] = fmaxf (mx[e >> 1], x);
+                }
+            float corr[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                mx[h] = fmaxf (mx[h], __shfl_xor_sync (0xffffffffu, mx[h], 1));
+                mx[h] = fmaxf (mx[h], __shfl_xor_sync (0xffffffffu, mx[h], 2));
+                const float mn = fmaxf (m[mt][h], mx[h]);
+                mu[mt][h] = mn == s_neg_inf () ? 0.0f : mn;        /* a row with no key yet */
+                corr[h] = exp2f (m[mt][h] - mu[mt][h]);
+                m[mt][h] = mn;
+                l[mt][h] *= corr[h];
+            }
+#pragma unroll
+            for (int d = 0; d < ND; d++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    o[mt][d][e] *= corr[e >> 1];
+        }
+
+        /* P = exp2 (x - m), rounded to 16 bits, then O += P V; each V
+           fragment serves the MT row tiles */
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_N / 16; kk++) {
+            unsigned pa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                float p[2][4];
+#pragma unroll
+                for (int u = 0; u < 2; u++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        p[u][e] = exp2f (s[mt][2 * kk + u][e] - mu[mt][e >> 1]);
+                        l[mt][e >> 1] += p[u][e];
+                    }
+                pa[mt][0] = s_pack (p[0][0], p[0][1]);
+                pa[mt][1] = s_pack (p[0][2], p[0][3]);
+                pa[mt][2] = s_pack (p[1][0], p[1][1]);
+                pa[mt][3] = s_pack (p[1][2], p[1][3]);
+            }
+#pragma unroll
+            for (int d = 0; d < ND; d += 2) {
+                unsigned r[4];
+                const int mat = lane >> 3;
+                s_ldmatrix_x4_trans (r, vs + (kk * 16 + (lane & 7) + (mat & 1) * 8) * SD + d * 8 + (mat >> 1) * 8);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    s_mma (o[mt][d], pa[mt], r[0], r[1]);
+                    s_mma (o[mt][d + 1], pa[mt], r[2], r[3]);
+                }
+            }
+        }
+    }
+    asm volatile ("cp.async.wait_group 0;\n" ::);
+
+    /* the row sums live spread over the quad */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float lh = l[mt][h];
+            lh += __shfl_xor_sync (0xffffffffu, lh, 1);
+            lh += __shfl_xor_sync (0xffffffffu, lh, 2);
+            if (row[mt][h] >= S)
+                continue;
+            const float inv = 1.0f / lh;
+            ak_t *out = O + row[mt][h] * HD + (lane & 3) * 2;
+#pragma unroll
+            for (int d = 0; d < ND; d++)
+                *(unsigned *) (out + d * 8) = s_pack (o[mt][d][2 * h] * inv, o[mt][d][2 * h + 1] * inv);
+        }
+}
+
+extern "C" __global__ void __launch_bounds__ (NW * 32) ak_kernel (ak_cuda_args_t a)
+{
+    extern __shared__ __align__ (16) unsigned char s_raw[];
+    const ak_i64 D = a.dims[3];
+    if (D == 64)
+        s_flash<64, WARP_ROWS / 16> (a, s_raw);
+    else if (D == 128)
+        s_flash<128, WARP_ROWS / 16> (a, s_raw);
+    else
+        s_plain (a);
+}
+
+#else
+
+extern "C" __global__ void __launch_bounds__ (NW * 32) ak_kernel (ak_cuda_args_t a)
+{
+    s_plain (a);
+}
+
+#endif
