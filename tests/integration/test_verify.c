@@ -427,6 +427,21 @@ static void test_verify (void **state)
     free (b4);
     free (tuned);
 
+    /* everything it started ends cleanly (under ASan: no leak, no error) */
+    int status = ak_test_stop (s_ctx.workers[0], SIGTERM, 20000);
+    s_ctx.workers[0] = 0;
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+        s_dump ("vf-w1.log");
+        fail_msg ("vf-w1 ended with status 0x%x", status);
+    }
+    assert_int_equal (s_run (NULL, "%s shutdown", s_ctx.akctl), 0);
+    status = ak_test_stop (s_ctx.coord, 0, 20000);
+    s_ctx.coord = 0;
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+        s_dump ("akcoord.log");
+        fail_msg ("akcoord ended with status 0x%x", status);
+    }
+
     free (pkg);
     free (pkg2);
     free (b1);
