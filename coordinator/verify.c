@@ -213,7 +213,7 @@ int ak_verify_create (ak_txn_t *txn, ak_registry_t *reg, const char *name, const
             size_t plen = 0;
             ak_err_t e2 = { 0 };
             const char *why = NULL;
-            int grc = ak_store_get_task (txn, e->task_id, &orig, &e2);
+            int grc = *e->task_id ? ak_store_get_task (txn, e->task_id, &orig, &e2) : AK_ENOTFOUND;
             if (grc == AK_ENOTFOUND)
                 why = "its tuning task is not in this store (imported?): spec, reference and baseline unknown";
             else

@@ -13,7 +13,13 @@
       verify now fails both entries (a gate for the wrong one, the speedup
       for the slow one), marks the profile failing and exits 1;
     - the same package imported for a device class no worker has is
-      "unverified: no live worker", exit 1, and not marked verified. */
+      "unverified: no live worker", exit 1, and not marked verified;
+    - a worker stopped (SIGSTOP, then killed) during a verify: its pinned
+      tasks fail "worker gone" and never run on the other worker, whose
+      verdicts pass; `retry --failed` of that batch re-queues them for the
+      dead worker, they fail again ("not registered") and the batch is
+      judged afresh (still 4 verdicts);
+    - akcoord and the surviving worker exit 0 (no sanitizer report). */
 #include "support.h"
 
 #include <signal.h>
@@ -424,8 +430,37 @@ static void test_verify (void **state)
             assert_string_equal (verdict, "pass");
     }
     json_decref (v);
+    /* retried, the tasks pinned to the dead worker go back to its queue,
+       fail again once the coordinator sees it is not registered, and the
+       batch is judged afresh: still one verdict per (entry, host) */
+    assert_int_equal (s_run (NULL, "%s retry %s --failed", s_ctx.akctl, b4), 0);
+    rc = s_run (&out, "%s verify %s --wait 2>&1", s_ctx.akctl, b4);
+    assert_int_equal (rc, 1);
+    assert_non_null (strstr (out, "verify: profile vp2: failing (2 of 2 entries failed"));
+    free (out);
+    v = s_verdicts (b4, 4);
+    size_t gone = 0;
+    json_array_foreach (v, i, x)
+        gone += strstr (json_string_value (json_object_get (x, "reason")), "worker gone (vf-w2 is not registered)") != NULL;
+    assert_int_equal (gone, 2);
+    json_decref (v);
     free (b4);
     free (tuned);
+
+    /* everything it started ends cleanly (under ASan: no leak, no error) */
+    int status = ak_test_stop (s_ctx.workers[0], SIGTERM, 20000);
+    s_ctx.workers[0] = 0;
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+        s_dump ("vf-w1.log");
+        fail_msg ("vf-w1 ended with status 0x%x", status);
+    }
+    assert_int_equal (s_run (NULL, "%s shutdown", s_ctx.akctl), 0);
+    status = ak_test_stop (s_ctx.coord, 0, 20000);
+    s_ctx.coord = 0;
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+        s_dump ("akcoord.log");
+        fail_msg ("akcoord ended with status 0x%x", status);
+    }
 
     free (pkg);
     free (pkg2);
