@@ -3,9 +3,13 @@
     A parsed manifest becomes one BatchRecord, its TaskRecords and the blobs
     they point at (spec JSON, reference, baseline and candidate sources, each
     stored once by digest).  Per (op, target device class), in manifest order:
-    one `preflight` task (the baseline through gates and timing), then one
-    `tune` task per valid configuration (ak_space_walk) of every selected
-    candidate whose backend is ak_class_backend (target).  Task ids are
+    one `preflight` task (the baseline through gates and timing), then, for
+    every selected candidate whose backend is ak_class_backend (target),
+    one `tune` task per valid configuration (ak_space_walk; stage 0,
+    exhaustive) or per sampled one (stage 1, short timing: successive
+    halving, coordinator/rounds.h) as policy.search decides.  The batch
+    record gets one SearchSummary per (op, target, candidate).  Later
+    stages and confirm tasks are added while the batch runs (rounds.h).  Task ids are
     "<batch>.<seq>" with seq from 0001 upwards; every task starts `queued`
     at attempt 1.
 

@@ -107,8 +107,9 @@ typedef struct {
    rule) -> it wins, reason "confirmed on W ..."; refuted -> the next one;
    none -> the baseline stays, reason "not confirmed: ...".  A winner
    without any confirm task is left as it is (confirmation off).
-   Speedups above `implausible` are flagged in the reason.  `tune_workers`
-   gives the worker of each original measurement (NULL entries allowed). */
+   Speedups above `implausible` are flagged in the reason; a confirm that
+   ran on its avoid_worker says so ("the same worker: no other live
+   worker of the class"). */
 void ak_rounds_confirm_decide (const ak_promote_rule_t *rule, double implausible,
                                const ak_promote_cand_t *cands, const ak_promote_eval_t *evals,
                                const ak_confirm_t *confirms, size_t n, Ak__Winner *winner);

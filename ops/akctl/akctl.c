@@ -394,8 +394,11 @@ static const s_verb_t s_verbs[] = {
       "                    without it such an --op is refused (exit 2)\n" },
     { "status", "[BATCH]", 0, 1, 0, s_verb_status,
       "progress and winners of a batch (every batch without BATCH)",
-      "With BATCH: its state, targets, times, task counts by state and the\n"
-      "winners found so far.  Without: the same table as `akctl list`.\n" },
+      "With BATCH: its state, targets, times, task counts by state, the\n"
+      "search of each candidate (exhaustive, or halving: N of M valid\n"
+      "configurations sampled, K kept), its rounds (tune stages, confirm\n"
+      "tasks: finished/total) and the winners found so far; a winner's reason\n"
+      "says where it was confirmed.  Without: the same table as `akctl list`.\n" },
     { "list", "", 0, 0, 0, s_verb_list,
       "every batch the coordinator knows, with task counts",
       "One line per batch: id, name, state, finished/total tasks, counts by\n"

@@ -94,10 +94,11 @@ static void s_search (FILE *out, const json_t *sum)
         else
             fprintf (out, "all %" PRId64 " valid\n", akj_int (v, "valid"));
     }
+    size_t shown = 0;
     json_array_foreach (akj_arr (sum, "rounds"), i, v) {
         if (strcmp (akj_str (v, "kind"), "tune") == 0 && akj_int (v, "stage") == 0)
             continue;               /* exhaustive: the task counts say it all */
-        fprintf (out, "  %s %s on %s: %s", i ? "         " : "rounds   ", akj_str (v, "op"),
+        fprintf (out, "  %s %s on %s: %s", shown++ ? "         " : "rounds   ", akj_str (v, "op"),
                  akj_str (v, "device_class"), akj_str (v, "kind"));
         if (strcmp (akj_str (v, "kind"), "tune") == 0)
             fprintf (out, " stage %" PRId64, akj_int (v, "stage"));

@@ -149,7 +149,8 @@ cat >"$work/manifest.json" <<EOF
   "schema_version": 1,
   "name": "coord-scale",
   "targets": ["host"],
-  "policy": {"max_attempts": 3, "lease_ms": 60000},
+  "policy": {"max_attempts": 3, "lease_ms": 60000, "confirm": false,
+             "search": {"strategy": "exhaustive"}},
   "ops": [
     {
       "spec": "$spec",

@@ -242,7 +242,7 @@ static char *s_write_manifest (void)
         "{\"schema_version\": 1, \"name\": \"gpu-e2e\", \"targets\": [\"%s\"],\n"
         " \"policy\": {\"max_attempts\": 2, \"warmup\": 2, \"min_samples\": 5, \"max_samples\": 30,\n"
         "            \"max_time_ms\": 150, \"rsd_target\": 0.05, \"run_timeout_ms\": %d,\n"
-        "            \"compile_timeout_ms\": 120000, \"lease_ms\": 120000},\n"
+        "            \"compile_timeout_ms\": 120000, \"lease_ms\": 120000, \"confirm\": false},\n"
         " \"ops\": [{\"spec\": \"%s\",\n"
         "          \"workloads\": [\"medium\", {\"name\": \"large\", \"dtype\": \"float16\"}],\n"
         "          \"candidates\": [],\n"

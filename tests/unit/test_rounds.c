@@ -197,6 +197,65 @@ static void test_expand_strategies (void **state)
     free (dir);
 }
 
+static void test_policy_parsing (void **state)
+{
+    char *dir = ak_test_tmpdir ("rounds");
+    ak_manifest_t *m = s_manifest (dir, "");
+    /* defaults */
+    assert_string_equal (m->policy.search_strategy, "");
+    assert_int_equal (m->policy.search_budget, 64);
+    assert_int_equal (m->policy.search_keep, 4);
+    assert_int_equal (m->policy.search_rounds, 2);
+    assert_int_equal (m->policy.short_max_time_ms, 200);
+    assert_true (m->policy.confirm);
+    assert_true (m->policy.implausible == 10.0);
+    /* the bundle carries every field to the coordinator */
+    char *bundle = ak_manifest_to_bundle (m);
+    ak_manifest_destroy (&m);
+    m = s_manifest (dir, "\"search\": {\"strategy\": \"halving\", \"budget\": 9, \"keep\": 3, \"rounds\": 3,"
+                         " \"short_max_time_ms\": 70}, \"confirm\": false, \"implausible\": 4");
+    free (bundle);
+    bundle = ak_manifest_to_bundle (m);
+    ak_manifest_t *b = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_manifest_parse_bundle (bundle, strlen (bundle), "bundle", &b, &err), 0);
+    assert_string_equal (b->policy.search_strategy, "halving");
+    assert_int_equal (b->policy.search_budget, 9);
+    assert_int_equal (b->policy.search_keep, 3);
+    assert_int_equal (b->policy.search_rounds, 3);
+    assert_int_equal (b->policy.short_max_time_ms, 70);
+    assert_false (b->policy.confirm);
+    assert_true (b->policy.implausible == 4.0);
+    ak_manifest_destroy (&b);
+    ak_manifest_destroy (&m);
+    free (bundle);
+    /* each bad field is named */
+    struct { const char *policy; const char *field; } bad[] = {
+        { "\"search\": {\"strategy\": \"greedy\"}", "policy.search.strategy" },
+        { "\"search\": {\"budget\": 0}", "policy.search.budget" },
+        { "\"search\": {\"budget\": 4, \"keep\": 5}", "policy.search.keep" },
+        { "\"search\": {\"rounds\": 1}", "policy.search.rounds" },
+        { "\"search\": {\"sample\": 4}", "policy.search.sample" },
+        { "\"search\": 3", "policy.search" },
+        { "\"confirm\": 1", "policy.confirm" },
+        { "\"implausible\": 1", "policy.implausible" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        s_write_op (dir);
+        char *text = ak_sprintf ("{\"schema_version\": 1, \"name\": \"r\", \"targets\": [\"host\"],"
+                                 " \"policy\": {%s}, \"ops\": [{\"spec\": \"opa/spec.json\"}]}", bad[i].policy);
+        char *path = ak_test_write (dir, "bad.json", text);
+        memset (&err, 0, sizeof err);
+        assert_int_not_equal (ak_manifest_load (path, &m, &err), 0);
+        if (!strstr (err.msg, bad[i].field))
+            fail_msg ("%s: error '%s' does not name %s", bad[i].policy, err.msg, bad[i].field);
+        free (text);
+        free (path);
+    }
+    ak_test_rmtree (dir);
+    free (dir);
+}
+
 // ------------------------------------------------------- pure decisions
 
 static Ak__Receipt *s_receipt (const char *id, const char *worker, double speedup, double noise)
@@ -704,6 +763,7 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_sample),
         cmocka_unit_test (test_stage_sizes_and_policy),
+        cmocka_unit_test (test_policy_parsing),
         cmocka_unit_test (test_expand_strategies),
         cmocka_unit_test (test_best_and_finalists),
         cmocka_unit_test (test_confirm_decisions),
