@@ -37,9 +37,9 @@
 #define S_PEERS_MAX        65536        /* peers tracked for malformed frames / dropped */
 #define S_ZAP_ENDPOINT     "inproc://zeromq.zap.01"
 
-/* A client request read and waiting for its turn (s_client_queue). */
+/* A client request read and waiting for its turn (ak_coord.queue). */
 typedef struct {
-    uint8_t       route[256];
+    uint8_t       route[AK_ROUTE_MAX];
     size_t        route_len;
     Ak__Envelope *env;
     ak_role_t     role;                 /* AK_ROLE_OPERATOR in plain mode */

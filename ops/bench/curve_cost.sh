@@ -146,21 +146,22 @@ run_load () {
         --stats-json "$out/akload-$name.json" >"$out/akload-$name.out" 2>&1 &
     load_pid=$!
     sleep "$warmup"
-    local k0 k1 r0 r1
-    k0=$(proc_ticks "$coord_pid"); r0=$(stat_of receipts_accepted)
+    local k0 k1 l0 l1 r0 r1
+    k0=$(proc_ticks "$coord_pid"); l0=$(proc_ticks "$load_pid"); r0=$(stat_of receipts_accepted)
     sleep $(( duration - warmup - 1 ))
-    k1=$(proc_ticks "$coord_pid"); r1=$(stat_of receipts_accepted)
+    k1=$(proc_ticks "$coord_pid"); l1=$(proc_ticks "$load_pid"); r1=$(stat_of receipts_accepted)
     local refused
     refused=$(ctl --json stats | jq '.security.handshakes_refused.workers')
     wait "$load_pid"; load_pid=""
     stop_coord
-    local cus
+    local cus lus
     cus=$(jq -n "if ($r1 - $r0) > 0 then (($k1 - $k0) * 10000 / ($r1 - $r0) | round) else null end")
-    jq -c --arg mode "$mode" --argjson n "$n" --argjson round "$round" --argjson cus "$cus" \
+    lus=$(jq -n "if ($r1 - $r0) > 0 then (($l1 - $l0) * 10000 / ($r1 - $r0) | round) else null end")
+    jq -c --arg mode "$mode" --argjson n "$n" --argjson round "$round" --argjson cus "$cus" --argjson lus "$lus" \
           --argjson refused "$refused" \
        '{mode: $mode, workers: $n, round: $round, round_trips_per_s: (.round_trips_per_s | round),
          p50_ms: .dispatch_to_ack_latency.p50_ms, p99_ms: .dispatch_to_ack_latency.p99_ms,
-         akcoord_cpu_us_per_rt: $cus, handshakes_refused: $refused,
+         akcoord_cpu_us_per_rt: $cus, akload_cpu_us_per_rt: $lus, handshakes_refused: $refused,
          reconnects: .counts.reconnects}' "$out/akload-$name.json" | tee -a "$runs" >&2
 }
 
@@ -179,12 +180,16 @@ jq -s '
   group_by (.workers) | map ({
     workers: .[0].workers,
     plain: (map (select (.mode == "plain")) | {rt: (map (.round_trips_per_s) | median), p50: (map (.p50_ms) | median),
-            p99: (map (.p99_ms) | median), cpu: (map (.akcoord_cpu_us_per_rt) | median), all: map (.round_trips_per_s)}),
+            p99: (map (.p99_ms) | median), cpu: (map (.akcoord_cpu_us_per_rt) | median),
+            lcpu: (map (.akload_cpu_us_per_rt) | median), reconnects: (map (.reconnects) | add),
+            all: map (.round_trips_per_s)}),
     curve: (map (select (.mode == "curve")) | {rt: (map (.round_trips_per_s) | median), p50: (map (.p50_ms) | median),
-            p99: (map (.p99_ms) | median), cpu: (map (.akcoord_cpu_us_per_rt) | median), all: map (.round_trips_per_s)})
+            p99: (map (.p99_ms) | median), cpu: (map (.akcoord_cpu_us_per_rt) | median),
+            lcpu: (map (.akload_cpu_us_per_rt) | median), reconnects: (map (.reconnects) | add),
+            all: map (.round_trips_per_s)})
   })' "$runs" >"$out/results.json"
 
 echo
-echo "| workers | round trips/s plain -> curve (median; each round) | ratio | dispatch->ack p50 / p99 ms plain -> curve | akcoord CPU us/rt plain -> curve | ratio |"
-echo "|---|---|---|---|---|---|"
-jq -r '.[] | "| \(.workers) | \(.plain.rt) -> \(.curve.rt) (\(.plain.all | join (", ")) / \(.curve.all | join (", "))) | \(if .plain.rt > 0 then (.curve.rt / .plain.rt * 100 | round / 100) else "-" end) | \(.plain.p50) / \(.plain.p99) -> \(.curve.p50) / \(.curve.p99) | \(.plain.cpu) -> \(.curve.cpu) | \(if .plain.cpu > 0 then (.curve.cpu / .plain.cpu * 100 | round / 100) else "-" end) |"' "$out/results.json"
+echo "| workers | round trips/s plain -> curve (median; each round) | ratio | dispatch->ack p50 / p99 ms plain -> curve | akcoord CPU us/rt plain -> curve | ratio | akload CPU us/rt plain -> curve | reconnects plain / curve (all rounds) |"
+echo "|---|---|---|---|---|---|---|---|"
+jq -r '.[] | "| \(.workers) | \(.plain.rt) -> \(.curve.rt) (\(.plain.all | join (", ")) / \(.curve.all | join (", "))) | \(if .plain.rt > 0 then (.curve.rt / .plain.rt * 100 | round / 100) else "-" end) | \(.plain.p50) / \(.plain.p99) -> \(.curve.p50) / \(.curve.p99) | \(.plain.cpu) -> \(.curve.cpu) | \(if .plain.cpu > 0 then (.curve.cpu / .plain.cpu * 100 | round / 100) else "-" end) | \(.plain.lcpu) -> \(.curve.lcpu) | \(.plain.reconnects) / \(.curve.reconnects) |"' "$out/results.json"

@@ -484,6 +484,66 @@ static void test_akctl_keys (void **state)
     free (akctl);
 }
 
+static bool s_w1_alive (void *arg)
+{
+    (void) arg;
+    return strcmp (s_worker_state ("real-w1"), "alive") == 0;
+}
+
+static bool s_w1_dead (void *arg)
+{
+    (void) arg;
+    return strcmp (s_worker_state ("real-w1"), "dead") == 0;
+}
+
+/* The real akworker over CURVE: registers with its key, and is dropped
+   when the key is removed; a wrong server key never registers. */
+static void test_real_worker (void **state)
+{
+    (void) state;
+    char *bin = ak_test_bin ("akworker");
+    char *cache = ak_path_join (s_fx->dir, "cache"), *log = ak_path_join (s_fx->dir, "worker.log");
+    char *argv[] = { bin, "--coordinator", s_fx->workers, "--id", "real-w1", "--backend", "host",
+                     "--cache", cache, "--heartbeat-ms", "500", "--cert", s_fx->w1,
+                     "--server-key", s_fx->server_pub, NULL };
+    pid_t pid = ak_test_spawn (argv, log);
+    assert_true (pid > 0);
+    if (!ak_test_wait (s_w1_alive, NULL, 15000))
+        fail_msg ("akworker with a worker key did not register (log: %s)", log);
+    char *pub = ak_strdup (s_fx->w1);
+    pub[strlen (pub) - strlen ("_secret")] = '\0';
+    assert_int_equal (unlink (pub), 0);
+    if (!ak_test_wait (s_w1_dead, NULL, 10000))
+        fail_msg ("the revoked akworker is not dead (log: %s)", s_fx->log);
+    usleep (1500 * 1000);       /* it keeps trying: still dead */
+    assert_string_equal (s_worker_state ("real-w1"), "dead");
+    assert_int_equal (ak_test_stop (pid, SIGTERM, 10000), 0);
+    char *cmd = ak_sprintf ("grep -c 'worker real-w1: its key .* was revoked: dropped' '%s'", s_fx->log), *out = NULL;
+    assert_int_equal (ak_test_run (cmd, &out), 0);
+    free (out);
+    free (cmd);
+
+    /* a worker that trusts another server key never gets in */
+    char *argv2[] = { bin, "--coordinator", s_fx->workers, "--id", "real-w2", "--backend", "host",
+                      "--cache", cache, "--cert", s_fx->w2, "--server-key", s_fx->op, NULL };
+    pid = ak_test_spawn (argv2, log);
+    assert_true (pid > 0);
+    usleep (1500 * 1000);
+    assert_string_equal (s_worker_state ("real-w2"), "absent");
+    assert_int_equal (ak_test_stop (pid, SIGTERM, 10000), 0);
+    /* and a bad certificate is a usage error at start */
+    char *bad = ak_sprintf ("'%s' --coordinator %s --id x --cert /nonexistent --server-key '%s' 2>&1",
+                            bin, s_fx->workers, s_fx->server_pub);
+    assert_int_equal (ak_test_run (bad, &out), 2);
+    assert_non_null (strstr (out, "/nonexistent"));
+    free (out);
+    free (bad);
+    free (pub);
+    free (cache);
+    free (log);
+    free (bin);
+}
+
 /* Garbage frames: answered with an error up to --malformed-max, then the
    peer is dropped (a registered worker dies) and gets nothing more. */
 static void test_malformed_peer_dropped (void **state)
@@ -617,6 +677,7 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_operator_may_write, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_revoked_worker_dropped, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_worker_id_bound_to_key, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_real_worker, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_akctl_keys, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_malformed_peer_dropped, s_setup_limits, s_teardown),
         cmocka_unit_test_setup_teardown (test_client_queue_busy, s_setup_limits, s_teardown),
