@@ -28,7 +28,7 @@ plain=""
     --clients "ipc://$out/clients.ipc" $plain --log-level info >"$out/akcoord.log" 2>&1 &
 coord=$!
 "$bin/akworker" --coordinator "ipc://$out/workers.ipc" --id gpu-w1 --backend "${AK_NIGHTLY_BACKEND:-cuda}" \
-    --prefetch 2 --cache "$out/cache" --log-level info >"$out/akworker.log" 2>&1 &
+    --prefetch "${AK_NIGHTLY_PREFETCH:-6}" --cache "$out/cache" --log-level info >"$out/akworker.log" 2>&1 &
 worker=$!
 trap 'kill $worker $coord 2>/dev/null || true' EXIT
 sleep 2
