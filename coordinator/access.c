@@ -5,7 +5,7 @@
 
 static const char *s_read_verbs[] = {
     "list", "status", "show", "receipts", "report", "workers", "stats",
-    "profile-list", "profile-show", "profile-export",
+    "profile-list", "profile-show", "profile-export", "verify-status",
 };
 
 bool ak_access_read_verb (const char *verb)
