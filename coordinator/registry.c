@@ -267,20 +267,21 @@ ak_worker_t *ak_registry_next (ak_registry_t *self)
 
 bool ak_registry_other_live (ak_registry_t *self, const char *device_class, const char *not_worker)
 {
-    /* keys (copies), not values: zhashx_values would hand the list the
-       table's destructor */
-    zlistx_t *ids = zhashx_keys (self->workers);
-    if (!ids)
+    /* Called while the caller walks the table with ak_registry_first/next
+       (dispatch): zhashx_lookup would move that cursor, so the workers are
+       taken as a list of values (borrowed: the list must not destroy them) */
+    zlistx_t *workers = zhashx_values (self->workers);
+    if (!workers)
         abort ();
+    zlistx_set_destructor (workers, NULL);
     bool found = false;
-    for (const char *id = zlistx_first (ids); id && !found; id = zlistx_next (ids)) {
-        const ak_worker_t *w = zhashx_lookup (self->workers, id);
-        if (!w || !w->alive || (not_worker && strcmp (w->worker_id, not_worker) == 0))
+    for (const ak_worker_t *w = zlistx_first (workers); w && !found; w = zlistx_next (workers)) {
+        if (!w->alive || (not_worker && strcmp (w->worker_id, not_worker) == 0))
             continue;
         for (size_t c = 0; c < w->nclasses && !found; c++)
             found = strcmp (w->classes[c], device_class) == 0;
     }
-    zlistx_destroy (&ids);
+    zlistx_destroy (&workers);
     return found;
 }
 

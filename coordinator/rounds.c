@@ -602,6 +602,8 @@ static int s_advance_pair (s_pair_t *p, ak_err_t *err)
     }
     if (smax >= 1 && open_smax)
         return 0;                       /* the current halving stage runs */
+    if (smax == 0 && open_tunes)
+        return 0;                       /* exhaustive tasks run: nothing to read yet */
     int rc = s_brec (p, err);
     if (rc)
         return rc;

@@ -727,6 +727,14 @@ static void test_confirm_off_and_single_worker (void **state)
     /* s_yes would refuse it: only the registry can say who is live */
     assert_false (ak_registry_other_live (fx->reg, "host", "w1"));
     assert_true (ak_registry_other_live (fx->reg, "host", "w0"));
+    /* dispatch asks it while it walks the registry: the walk must still
+       see every worker once (a moved cursor looped akcoord forever) */
+    size_t seen = 0;
+    for (ak_worker_t *w = ak_registry_first (fx->reg); w && seen < 10; w = ak_registry_next (fx->reg)) {
+        assert_true (ak_registry_other_live (fx->reg, "host", "w2"));
+        seen++;
+    }
+    assert_int_equal (seen, 2);
     size_t nconf = s_count (fx, "confirm", -1);
     ak_task_t *tasks[8];
     size_t n = 0;
