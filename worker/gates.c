@@ -760,8 +760,19 @@ static bool s_same_dims (const ak_spec_t *spec, const int64_t *a, const int64_t 
     return true;
 }
 
-/*  Every size x every spec dtype the backend runs, plus the corpus cases
-    not already among them.  Unsupported dtypes are named in the detail. */
+/*  True when some workload of the task has these dims and dtype. */
+static bool s_is_workload (const ak_gate_ctx_t *ctx, const int64_t *dims, ak_dtype_t dt)
+{
+    for (size_t w = 0; w < ctx->nworkloads; w++)
+        if (ctx->workloads[w].dtype == dt && s_same_dims (ctx->spec, ctx->workloads[w].dims, dims))
+            return true;
+    return false;
+}
+
+/*  Every size x every spec dtype the backend runs (backend-restricted
+    sizes only at the task's workloads, see ak_gate_ctx_t.sweep_all_sizes),
+    plus the corpus cases not already among them.  Unsupported dtypes are
+    named in the detail. */
 static void s_stage_sweep (const ak_gate_ctx_t *ctx, ak_dtype_t gate_dt, ak_gate_report_t *rep)
 {
     (void) gate_dt;             /* every dtype: same signature as the other stages */
@@ -769,6 +780,7 @@ static void s_stage_sweep (const ak_gate_ctx_t *ctx, ak_dtype_t gate_dt, ak_gate
     s_stage_t s;
     s_stage_begin (&s, rep, "shape_sweep");
     char skipped[128] = "";
+    size_t restricted = 0;
     for (int i = 0; i < spec->ndtypes; i++) {
         ak_dtype_t dt = spec->dtypes[i];
         if (!s_dtype_usable (ctx, dt)) {
@@ -776,9 +788,16 @@ static void s_stage_sweep (const ak_gate_ctx_t *ctx, ak_dtype_t gate_dt, ak_gate
             snprintf (skipped + off, sizeof skipped - off, "%s%s", off ? ", " : "", ak_dtype_name (dt));
             continue;
         }
-        for (size_t z = 0; z < spec->nsizes; z++)
-            if (ak_size_for_backend (&spec->sizes[z], ctx->be->name))
-                s_check_config (&s, ctx, spec->sizes[z].name, spec->sizes[z].dims, dt, ctx->seed);
+        for (size_t z = 0; z < spec->nsizes; z++) {
+            const ak_size_t *size = &spec->sizes[z];
+            if (!ak_size_for_backend (size, ctx->be->name))
+                continue;
+            if (size->backends && !ctx->sweep_all_sizes && !s_is_workload (ctx, size->dims, dt)) {
+                restricted++;
+                continue;
+            }
+            s_check_config (&s, ctx, size->name, size->dims, dt, ctx->seed);
+        }
     }
     size_t corpus = 0, corpus_skipped = 0;
     for (size_t w = 0; w < ctx->nworkloads; w++) {
@@ -803,6 +822,9 @@ static void s_stage_sweep (const ak_gate_ctx_t *ctx, ak_dtype_t gate_dt, ak_gate
         s_note (&s, "%s%zu corpus cases", skipped[0] ? "; " : "", corpus);
     if (corpus_skipped)
         s_note (&s, "; %zu corpus cases skipped (dtype unsupported)", corpus_skipped);
+    if (restricted)
+        s_note (&s, "%s%zu large size x dtype pairs not among the workloads not swept",
+                skipped[0] || corpus || corpus_skipped ? "; " : "", restricted);
     s_stage_end (&s);
 }
 

@@ -90,6 +90,13 @@ typedef struct {
     const ak_launch_rule_t *dref_launch;
     ak_kernel_t         *gen;
     uint64_t             oracle_max_elems;       /* 0: AK_GATE_ORACLE_MAX_ELEMS */
+    /* Sizes the spec restricts to some backends (the large, GPU-only ones,
+       judged by the device reference alone) are swept only at the
+       (dims, dtype) of the task's workloads: a task answers for the shapes
+       it times, and the float64 device reference of every LLM-sized spec
+       size in every dtype costs seconds per task.  true: sweep them all
+       (tests/gpu/test_gpu_reference.c checks the references themselves). */
+    bool                 sweep_all_sizes;
 } ak_gate_ctx_t;
 
 /* Largest buffer (elements) the host float64 oracle is run on when a

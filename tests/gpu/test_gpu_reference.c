@@ -180,7 +180,7 @@ static ak_gate_status_t s_gates (const ak_spec_t *spec, const char *dref_source,
     ak_gate_ctx_t g = {
         .spec = spec, .be = S.be, .dev = S.dev, .device = S.devs[0],
         .ref_be = S.host, .ref_dev = S.host_dev, .seed = 42, .launch = bl->launch,
-        .dref_launch = spec->reference_cuda_launch,
+        .dref_launch = spec->reference_cuda_launch, .sweep_all_sizes = true,
     };
     g.ref = s_build (S.host, S.host_dev, spec->reference.text, true, AK_DT_FLOAT32, "ak_reference");
     g.dref = s_build (S.be, S.dev, dref_source, true, AK_DT_FLOAT32, "ak_reference");

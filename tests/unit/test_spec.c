@@ -892,7 +892,7 @@ static void test_builtin_specs_load (void **state)
 {
     (void) state;
     static const struct { const char *name; int nkeys; size_t configs; double tol; } ops[] = {
-        { "softmax", 2, 7, 1e-5 }, { "rmsnorm", 2, 9, 1e-4 }, { "matmul", 3, 11, 1e-4 },
+        { "softmax", 2, 7, 1e-5 }, { "rmsnorm", 2, 9, 1e-4 }, { "matmul", 3, 11, 2e-3 },
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         ak_spec_t *spec = s_builtin (ops[i].name);
