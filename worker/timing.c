@@ -249,6 +249,10 @@ static void s_paired_speedup (const double *base, const double *cand, size_t n,
         size_t lo = lo_r < 0 ? 0 : (size_t) lo_r;
         size_t hi = hi_r > (double) (m - 1) ? m - 1 : (size_t) hi_r;
         *noise = 0.5 * (q[hi] - q[lo]);
+        /* One ratio says nothing about its spread: its noise is the figure
+           itself, so it is never "beyond noise". */
+        if (m < 2)
+            *noise = *speedup;
     }
     free (q);
 }
@@ -429,6 +433,7 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
        away whole (the pairs stay pairs) and taken again, up to
        max_discards times. */
     uint32_t next_check = min_samples, discards = 0;
+    uint32_t min_rounds = AK_TIMING_MIN_ROUNDS < max_samples ? AK_TIMING_MIN_ROUNDS : max_samples;
     for (uint32_t round = 0; round < max_samples;) {
         bool throttled = false;
         for (int i = 0; i < r.nsides; i++) {
@@ -438,21 +443,25 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
                 goto fail;
             throttled = throttled || !smp[s].clock_ok;
         }
-        bool out_of_time = ak_clock_mono_ms () >= deadline;
+        bool time_up = ak_clock_mono_ms () >= deadline;
         /* Thrown away while discards are allowed, unless the time is up
            with nothing kept yet (then a throttled figure beats none). */
-        if (throttled && discards < max_discards && !(out_of_time && r.side[0].n == 0)) {
+        bool discarded = throttled && discards < max_discards && !(time_up && r.side[0].n == 0);
+        if (discarded) {
             for (int s = 0; s < r.nsides; s++)
                 r.side[s].discarded += !smp[s].clock_ok;
             discards++;
-            if (!out_of_time)
-                continue;
         }
         else {
             for (int s = 0; s < r.nsides; s++)
                 s_keep (&r.side[s], &smp[s], r.floor);
             round++;
         }
+        /* The time budget never stops sampling before min_rounds kept
+           rounds: fewer give no ~95% interval of the median ratio. */
+        bool out_of_time = time_up && r.side[0].n >= min_rounds;
+        if (discarded && !out_of_time)
+            continue;
         uint32_t n = round;
         if (n > 0 && (n >= next_check || out_of_time || n == max_samples)) {
             s_headline (&r);

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *s_spec_text =
     "{\"schema_version\": 1, \"name\": \"copy\", \"keys\": [\"n\"], \"dtypes\": [\"float32\"],"
@@ -50,6 +51,7 @@ static struct {
     int          trace_offs, trace_ons;
     int          floor_rc;
     int          floor_calls;
+    int          sleep_ms;             /* each sample takes this long (wall clock) */
 } S;
 
 /*  The tracer makes a kernel 9% slower; events read 2.5 us over it. */
@@ -81,6 +83,8 @@ static int s_scripted (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *ar
 {
     int call = S.calls++;
     memset (out, 0, sizeof *out);
+    if (S.sleep_ms)
+        usleep ((useconds_t) S.sleep_ms * 1000);
     if (S.check_inputs) {
         const float *x = args->in[0];
         size_t n = (size_t) args->dims[0];
@@ -176,6 +180,7 @@ static void s_script (int throttle_every, int no_cupti_at)
     S.trace_offs = S.trace_ons = 0;
     S.floor_rc = 0;
     S.floor_calls = 0;
+    S.sleep_ms = 0;
 }
 
 static void s_measure (const ak_backend_t *be, bool base, uint32_t samples, int64_t n, ak_timing_result_t *tr)
@@ -252,6 +257,29 @@ static void test_cupti_headline (void **state)
     assert_int_equal (back->kernels[0]->block[0], 256);
     assert_float_equal (back->kernels[0]->duration_us, 8.0, 1e-12);
     ak__receipt__free_unpacked (back, NULL);
+}
+
+/*  A time budget smaller than one round still keeps AK_TIMING_MIN_ROUNDS
+    paired rounds (and no more), so the speedup has an interval. */
+static void test_time_budget_min_rounds (void **state)
+{
+    (void) state;
+    ak_timing_result_t tr;
+    s_script (0, -1);
+    S.sleep_ms = 3;
+    int64_t n = 64;
+    ak_timing_ctx_t tc = { .spec = S.spec, .be = &S.be, .dev = S.dev, .cand = S.k1, .base = S.k2,
+                           .warmup = 1, .min_samples = 20, .max_samples = 50, .rsd_target = 0.5,
+                           .max_time_ms = 1, .cold = false, .seed = 42 };
+    ak_err_t err = { 0 };
+    if (ak_timing_measure (&tc, &n, AK_DT_FLOAT32, &tr, &err))
+        fail_msg ("ak_timing_measure: %s", err.msg);
+    assert_int_equal (tr.cand.n, AK_TIMING_MIN_ROUNDS);
+    assert_int_equal (tr.base.n, AK_TIMING_MIN_ROUNDS);
+    assert_false (tr.rsd_met);                   /* min_samples 20 not reached */
+    assert_float_equal (tr.speedup, 2.0, 0.01);
+    assert_true (tr.speedup_noise >= 0 && tr.speedup_noise < 0.01);
+    S.sleep_ms = 0;
 }
 
 /*  One sample without CUPTI: the events are the headline, no CUPTI stats. */
@@ -415,6 +443,7 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_cupti_headline),
         cmocka_unit_test (test_events_headline),
+        cmocka_unit_test (test_time_budget_min_rounds),
         cmocka_unit_test (test_throttled_discarded),
         cmocka_unit_test (test_host_clock),
         cmocka_unit_test (test_parallel_inputs),
