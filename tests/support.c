@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -273,4 +274,44 @@ void ak_test_json_set (json_t *root, const char *path, json_t *value)
         assert_int_equal (json_object_set_new (parent, last, value), 0);
     else
         assert_int_equal (json_object_del (parent, last), 0);
+}
+
+static int s_name_cmp (const void *a, const void *b)
+{
+    return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/*  Is name one of the comma-separated names in list? */
+static bool s_listed (const char *list, const char *name)
+{
+    size_t len = strlen (name);
+    for (const char *p = list; (p = strstr (p, name)); p += len)
+        if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == 0))
+            return true;
+    return false;
+}
+
+int ak_test_catalog_ops (char *ops[], int max)
+{
+    char *root = ak_test_src ("kernels");
+    DIR *d = opendir (root);
+    assert_non_null (d);
+    const char *only = getenv ("AK_CATALOG_OPS");
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir (d))) {
+        if (e->d_name[0] == '.' || (only && *only && !s_listed (only, e->d_name)))
+            continue;
+        char *spec = ak_sprintf ("%s/%s/spec.json", root, e->d_name);
+        if (access (spec, R_OK) == 0) {
+            assert_true (n < max);
+            ops[n++] = ak_strdup (e->d_name);
+        }
+        free (spec);
+    }
+    closedir (d);
+    free (root);
+    qsort (ops, (size_t) n, sizeof ops[0], s_name_cmp);
+    assert_true (n > 0);
+    return n;
 }

@@ -19,6 +19,13 @@ void  ak_test_rmtree (const char *path);
 char *ak_test_src (const char *rel);
 char *ak_test_bin (const char *name);
 
+/* The operators of the catalog: every kernels/<op>/ that has a spec.json,
+   in name order, or only those named in $AK_CATALOG_OPS ("layernorm,reduce").
+   Stores malloc'ed names in ops (room for max) and returns how many; fails
+   the test when there is none or more than max. */
+#define AK_TEST_MAX_OPS 64
+int ak_test_catalog_ops (char *ops[], int max);
+
 /* Writes text to dir/name and returns the full path (caller frees). */
 char *ak_test_write (const char *dir, const char *name, const char *text);
 

@@ -20,7 +20,6 @@
 #include "spec.h"
 #include "util.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <unistd.h>
 #include <stdatomic.h>
@@ -29,7 +28,6 @@
 #include <string.h>
 
 #define S_THREADS 8
-#define S_MAX_OPS 64
 
 static struct {
     bool skip;
@@ -214,55 +212,15 @@ static void s_config_text (const s_build_t *b, char *buf, size_t len)
         n += (size_t) snprintf (buf + n, len - n, " %s=%lld", b->names[k], (long long) b->values[k]);
 }
 
-/*  The operators: every kernels/<op>/ with a spec.json, in name order, or
-    only those named in AK_CATALOG_OPS ("layernorm,reduce"). */
-static int s_name_cmp (const void *a, const void *b)
-{
-    return strcmp (*(char *const *) a, *(char *const *) b);
-}
-
-static int s_catalog_ops (char *ops[S_MAX_OPS])
-{
-    char *root = ak_test_src ("kernels");
-    DIR *d = opendir (root);
-    assert_non_null (d);
-    const char *only = getenv ("AK_CATALOG_OPS");
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir (d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char *spec = ak_sprintf ("%s/%s/spec.json", root, e->d_name);
-        bool listed = true;
-        if (only && *only) {
-            size_t len = strlen (e->d_name);
-            listed = false;
-            for (const char *p = only; (p = strstr (p, e->d_name)); p += len)
-                if ((p == only || p[-1] == ',') && (p[len] == ',' || p[len] == 0))
-                    listed = true;
-        }
-        if (listed && access (spec, R_OK) == 0) {
-            assert_true (n < S_MAX_OPS);
-            ops[n++] = strdup (e->d_name);
-        }
-        free (spec);
-    }
-    closedir (d);
-    free (root);
-    qsort (ops, (size_t) n, sizeof ops[0], s_name_cmp);
-    assert_true (n > 0);
-    return n;
-}
-
 static void test_catalog_gates (void **state)
 {
     (void) state;
     if (S.skip)
         skip ();
-    char *ops[S_MAX_OPS];
-    int nops = s_catalog_ops (ops);
-    ak_spec_t *specs[S_MAX_OPS] = { NULL };
-    ak_kernel_t *refs[S_MAX_OPS] = { NULL };
+    char *ops[AK_TEST_MAX_OPS];
+    int nops = ak_test_catalog_ops (ops, AK_TEST_MAX_OPS);
+    ak_spec_t *specs[AK_TEST_MAX_OPS] = { NULL };
+    ak_kernel_t *refs[AK_TEST_MAX_OPS] = { NULL };
     s_plan_t plan = { 0 };
     ak_err_t err = { 0 };
     for (int o = 0; o < nops; o++) {

@@ -23,13 +23,11 @@
 #include "spec.h"
 #include "util.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define S_MAX_OPS 64
 
 static struct {
     bool skip;
@@ -199,54 +197,13 @@ static ak_gate_status_t s_gates (const ak_spec_t *spec, const char *dref_source,
     return rep->status;
 }
 
-/*  The operators: every kernels/<op>/ with a spec.json, in name order, or
-    only those named in AK_CATALOG_OPS ("layernorm,reduce"), as
-    tests/gpu/test_gpu_catalog.c walks them. */
-static int s_name_cmp (const void *a, const void *b)
-{
-    return strcmp (*(char *const *) a, *(char *const *) b);
-}
-
-static int s_catalog_ops (char *ops[S_MAX_OPS])
-{
-    char *root = ak_test_src ("kernels");
-    DIR *d = opendir (root);
-    assert_non_null (d);
-    const char *only = getenv ("AK_CATALOG_OPS");
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir (d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char *spec = ak_sprintf ("%s/%s/spec.json", root, e->d_name);
-        bool listed = true;
-        if (only && *only) {
-            size_t len = strlen (e->d_name);
-            listed = false;
-            for (const char *p = only; (p = strstr (p, e->d_name)); p += len)
-                if ((p == only || p[-1] == ',') && (p[len] == ',' || p[len] == 0))
-                    listed = true;
-        }
-        if (listed && access (spec, R_OK) == 0) {
-            assert_true (n < S_MAX_OPS);
-            ops[n++] = strdup (e->d_name);
-        }
-        free (spec);
-    }
-    closedir (d);
-    free (root);
-    qsort (ops, (size_t) n, sizeof ops[0], s_name_cmp);
-    assert_true (n > 0);
-    return n;
-}
-
 static void test_reference_catalog (void **state)
 {
     (void) state;
     if (S.skip)
         skip ();
-    char *ops[S_MAX_OPS];
-    int nops = s_catalog_ops (ops);
+    char *ops[AK_TEST_MAX_OPS];
+    int nops = ak_test_catalog_ops (ops, AK_TEST_MAX_OPS);
     for (int o = 0; o < nops; o++) {
         ak_spec_t *spec = s_spec (ops[o]);
         assert_non_null (spec->reference_cuda.text);
