@@ -476,6 +476,67 @@ static void test_inplace_spec (void **state)
     ak_spec_destroy (&spec);
 }
 
+/*  The stability gate's near-max inputs (x1e18 for float32) make a cube
+    1e54: beyond float32, so the kernel's Inf is the right answer and the
+    gates pass ("overflowed", in the detail).  Scaled by 1e-30 the answer
+    (1e24) fits, and the same Inf from an intermediate overflow still fails
+    as non-finite. */
+static ak_gate_status_t s_gate_cube (const char *scale, ak_gate_report_t *rep)
+{
+    char *spec_text = ak_sprintf (
+        "{\"schema_version\": 1, \"name\": \"cube\", \"keys\": [\"n\"], \"dtypes\": [\"float32\"],"
+        " \"tolerances\": {\"float32\": {\"atol\": 1e-5, \"rtol\": 1e-5}},"
+        " \"sizes\": [{\"name\": \"s\", \"size\": {\"n\": 64}}], \"stability_size\": \"s\","
+        " \"flops\": \"3*n\", \"bytes\": \"2*n*b\","
+        " \"inputs\": [{\"name\": \"x\", \"count\": \"n\", \"range\": [-4, 4]}],"
+        " \"outputs\": [{\"name\": \"y\", \"count\": \"n\"}],"
+        " \"reference\": {\"name\": \"ref.c\", \"text\": \"void ak_reference (const ak_args_t *a)"
+        " { const ak_t *x = AK_IN (a, 0); ak_t *y = AK_OUT (a, 0);"
+        " for (int64_t i = 0; i < a->dims[0]; i++) y[i] = x[i] * x[i] * x[i] * %s; }\"},"
+        " \"baselines\": [{\"backend\": \"host\", \"source\": {\"name\": \"b.c\", \"text\": \"void ak_kernel"
+        " (const ak_args_t *a) { const float *x = AK_IN (a, 0); float *y = AK_OUT (a, 0);"
+        " for (int64_t i = 0; i < a->dims[0]; i++) y[i] = x[i] * x[i] * x[i] * %sf; }\"}}]}", scale, scale);
+    ak_spec_t *spec = NULL;
+    ak_err_t err = { 0 };
+    int rc = ak_spec_parse_text (spec_text, strlen (spec_text), "inline", &spec, &err);
+    if (rc)
+        fprintf (stderr, "%s\n", err.msg);
+    assert_int_equal (rc, 0);
+    char *rpath = s_build (spec->reference.text, true, NULL, NULL, 0);
+    char *kpath = s_build (spec->baselines[0].source.text, false, NULL, NULL, 0);
+    ak_kernel_t *ref = s_load (rpath, "ak_reference");
+    ak_kernel_t *k = s_load (kpath, "ak_kernel");
+    ak_gate_ctx_t ctx;
+    s_ctx (&ctx, k);
+    ctx.spec = spec;
+    ctx.ref = ref;
+    assert_int_equal (ak_gates_run (&ctx, rep, &err), 0);
+    s_print (rep);
+    s_fix.be->unload (s_fix.dev, &k);
+    s_fix.be->unload (s_fix.dev, &ref);
+    free (rpath);
+    free (kpath);
+    free (spec_text);
+    ak_spec_destroy (&spec);
+    return rep->status;
+}
+
+static void test_true_overflow (void **state)
+{
+    (void) state;
+    ak_gate_report_t rep;
+    assert_int_equal (s_gate_cube ("1.0", &rep), AK_GATE_OK);
+    const ak_gate_result_t *stab = NULL;
+    for (int i = 0; i < rep.nstages; i++)
+        if (strcmp (rep.stages[i].stage, "stability") == 0)
+            stab = &rep.stages[i];
+    assert_non_null (stab);
+    assert_non_null (strstr (stab->detail, "beyond float32's range (correct)"));
+
+    assert_int_equal (s_gate_cube ("1e-30", &rep), AK_GATE_NAN);
+    assert_non_null (strstr (rep.reason, "NaN/Inf where the reference is finite"));
+}
+
 /*  Timing: interleaved baseline/candidate, statistics, spec figures. */
 static void test_timing (void **state)
 {
@@ -565,6 +626,7 @@ int main (void)
         cmocka_unit_test (test_nondeterministic),
         cmocka_unit_test (test_recheck_catches_replay),
         cmocka_unit_test (test_inplace_spec),
+        cmocka_unit_test (test_true_overflow),
         cmocka_unit_test (test_timing),
         cmocka_unit_test (test_elements),
     };
