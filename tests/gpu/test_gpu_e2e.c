@@ -20,15 +20,11 @@
 #include "support.h"
 #include "worker/backend.h"
 
-#include <arpa/inet.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -37,57 +33,11 @@
 #define S_BATCH_MS  300000         /* the batch finishing */
 #define S_RUN_MS    8000           /* run limit of every task: the hang is killed after it */
 
-typedef struct {
-    char  *dir;
-    char  *akctl;
-    pid_t  coord, worker;
-    char  *batch_id;
-    char  *device_class;
-} s_ctx_t;
-
-static s_ctx_t s_ctx;
+static ak_test_cluster_t s_c;
+static char *s_batch_id;
+static char *s_device_class;
 
 /* ------------------------------------------------------------- helpers */
-
-static void s_free_ports (int ports[2])
-{
-    int fds[2];
-    for (int i = 0; i < 2; i++) {
-        fds[i] = socket (AF_INET, SOCK_STREAM, 0);
-        assert_true (fds[i] >= 0);
-        struct sockaddr_in sa;
-        memset (&sa, 0, sizeof sa);
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-        assert_int_equal (bind (fds[i], (struct sockaddr *) &sa, sizeof sa), 0);
-        socklen_t len = sizeof sa;
-        assert_int_equal (getsockname (fds[i], (struct sockaddr *) &sa, &len), 0);
-        ports[i] = ntohs (sa.sin_port);
-    }
-    close (fds[0]);
-    close (fds[1]);
-}
-
-static int s_akctl (const char *args, char **out_p)
-{
-    char *cmd = ak_sprintf ("%s %s", s_ctx.akctl, args);
-    int code = ak_test_run (cmd, out_p);
-    free (cmd);
-    return code;
-}
-
-static json_t *s_akctl_json (const char *args)
-{
-    char *full = ak_sprintf ("--json %s", args);
-    char *out = NULL;
-    int code = s_akctl (full, &out);
-    json_t *json = code == 0 ? json_loads (out ? out : "", 0, NULL) : NULL;
-    if (!json)
-        print_message ("akctl %s: exit %d, output: %s\n", full, code, out ? out : "");
-    free (out);
-    free (full);
-    return json;
-}
 
 static const char *s_str (const json_t *obj, const char *key)
 {
@@ -95,30 +45,11 @@ static const char *s_str (const json_t *obj, const char *key)
     return json_is_string (v) ? json_string_value (v) : "";
 }
 
-static void s_dump_log (const char *name)
-{
-    char *path = ak_sprintf ("%s/%s", s_ctx.dir, name);
-    char *text = NULL;
-    size_t len = 0;
-    if (ak_file_read (path, 4u << 20, &text, &len, NULL) == 0) {
-        size_t from = len > 6000 ? len - 6000 : 0;
-        print_message ("---- %s (last %zu bytes)\n%s\n----\n", name, len - from, text + from);
-    }
-    free (text);
-    free (path);
-}
-
-static bool s_coordinator_answers (void *arg)
-{
-    (void) arg;
-    return s_akctl ("--timeout 500 stats > /dev/null 2>&1", NULL) == 0;
-}
-
 /*  The worker is registered and alive; its GPU class is kept. */
 static bool s_worker_alive (void *arg)
 {
     (void) arg;
-    json_t *answer = s_akctl_json ("workers");
+    json_t *answer = ak_test_akctl_json (&s_c, "workers");
     bool alive = false;
     size_t i, k;
     json_t *w, *cls;
@@ -127,95 +58,38 @@ static bool s_worker_alive (void *arg)
             continue;
         alive = true;
         json_array_foreach (json_object_get (w, "device_classes"), k, cls)
-            if (json_is_string (cls) && strcmp (json_string_value (cls), "host") != 0 && !s_ctx.device_class)
-                s_ctx.device_class = ak_strdup (json_string_value (cls));
+            if (json_is_string (cls) && strcmp (json_string_value (cls), "host") != 0 && !s_device_class)
+                s_device_class = ak_strdup (json_string_value (cls));
     }
     json_decref (answer);
     return alive;
-}
-
-static bool s_batch_finished (void *arg)
-{
-    (void) arg;
-    char *args = ak_sprintf ("status %s", s_ctx.batch_id);
-    json_t *sum = s_akctl_json (args);
-    bool done = sum && strcmp (s_str (sum, "state"), "open") != 0;
-    json_decref (sum);
-    free (args);
-    return done;
 }
 
 /* --------------------------------------------------------------- setup */
 
 static void s_start (void)
 {
-    s_ctx.dir = ak_test_tmpdir ("gpu-e2e");
-    assert_non_null (s_ctx.dir);
-    int ports[2];
-    s_free_ports (ports);
-    char *workers_ep = ak_sprintf ("tcp://127.0.0.1:%d", ports[0]);
-    char *clients_ep = ak_sprintf ("tcp://127.0.0.1:%d", ports[1]);
-    char *akctl = ak_test_bin ("akctl");
-    s_ctx.akctl = ak_sprintf ("'%s' --coordinator %s --timeout 10000", akctl, clients_ep);
-
-    char *coord = ak_test_bin ("akcoord");
-    char *store = ak_sprintf ("%s/store", s_ctx.dir);
-    char *log = ak_sprintf ("%s/akcoord.log", s_ctx.dir);
-    char *cargv[] = { coord, "--store", store, "--workers", workers_ep, "--clients", clients_ep,
-                      "--log-level", "debug", NULL };
-    s_ctx.coord = ak_test_spawn_coord (cargv, log);
-    assert_true (s_ctx.coord > 0);
-    if (!ak_test_wait (s_coordinator_answers, NULL, S_START_MS)) {
-        s_dump_log ("akcoord.log");
-        fail_msg ("akcoord did not answer on %s", clients_ep);
-    }
-
-    char *worker = ak_test_bin ("akworker");
-    char *cache = ak_sprintf ("%s/cache", s_ctx.dir);
-    char *wlog = ak_sprintf ("%s/gpu-w1.log", s_ctx.dir);
-    char *wargv[] = { worker, "--coordinator", workers_ep, "--id", "gpu-w1", "--cache", cache,
-                      "--backend", "cuda", "--compile-threads", "4", "--prefetch", "2",
-                      "--log-level", "debug", NULL };
-    s_ctx.worker = ak_test_spawn (wargv, wlog);
-    assert_true (s_ctx.worker > 0);
-    if (!ak_test_wait (s_worker_alive, NULL, S_START_MS) || !s_ctx.device_class) {
-        s_dump_log ("gpu-w1.log");
-        s_dump_log ("akcoord.log");
+    const char *const debug[] = { "--log-level", "debug", NULL };
+    const char *const cuda[] = { "--backend", "cuda", "--compile-threads", "4", "--prefetch", "2",
+                                 "--log-level", "debug", NULL };
+    ak_test_cluster_init (&s_c, "gpu-e2e", true);
+    s_c.dump_bytes = 6000;
+    ak_test_cluster_coord (&s_c, NULL, NULL, debug, S_START_MS);
+    ak_test_cluster_workers (&s_c, "gpu-w", 1, cuda, S_START_MS);
+    if (!s_worker_alive (NULL) || !s_device_class) {
+        ak_test_cluster_dump (&s_c, NULL);
         fail_msg ("the cuda worker did not register with a GPU class");
     }
-    print_message ("GPU class: %s\n", s_ctx.device_class);
-    free (worker);
-    free (cache);
-    free (wlog);
-    free (coord);
-    free (store);
-    free (log);
-    free (akctl);
-    free (workers_ep);
-    free (clients_ep);
+    print_message ("GPU class: %s\n", s_device_class);
 }
 
 static int s_teardown (void **state)
 {
     (void) state;
-    int status;
-    if (s_ctx.worker > 0) {
-        status = ak_test_stop (s_ctx.worker, SIGTERM, 15000);
-        if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
-            print_message ("gpu-w1 ended with status 0x%x\n", status);
-    }
-    if (s_ctx.coord > 0) {
-        status = ak_test_stop (s_ctx.coord, SIGTERM, 10000);
-        if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
-            print_message ("akcoord ended with status 0x%x\n", status);
-    }
-    if (s_ctx.dir && !getenv ("AK_TEST_KEEP"))
-        ak_test_rmtree (s_ctx.dir);
-    free (s_ctx.dir);
-    free (s_ctx.akctl);
-    free (s_ctx.batch_id);
-    free (s_ctx.device_class);
-    memset (&s_ctx, 0, sizeof s_ctx);
+    ak_test_cluster_teardown (&s_c);
+    free (s_batch_id);
+    free (s_device_class);
+    s_batch_id = s_device_class = NULL;
     return 0;
 }
 
@@ -251,8 +125,8 @@ static char *s_write_manifest (void)
         "             \"params\": {\"THREADS\": [128, 256], \"VEC\": [4]},\n"
         "             \"launch\": {\"grid\": [\"rows\"], \"block\": [\"THREADS\"]}},\n"
         "            %s,\n            %s,\n            %s,\n            %s]}]}\n",
-        s_ctx.device_class, S_RUN_MS, spec, good_src, wrong, oob, hang, broken);
-    char *path = ak_test_write (s_ctx.dir, "gpu-e2e.json", text);
+        s_device_class, S_RUN_MS, spec, good_src, wrong, oob, hang, broken);
+    char *path = ak_test_write (s_c.dir, "gpu-e2e.json", text);
     assert_non_null (path);
     free (text);
     free (spec);
@@ -324,33 +198,16 @@ static void test_gpu_batch (void **state)
 
     s_start ();
     char *manifest = s_write_manifest ();
-    char *args = ak_sprintf ("submit '%s'", manifest);
-    char *out = NULL;
-    int code = s_akctl (args, &out);
-    if (code != 0)
-        fail_msg ("akctl %s: exit %d: %s", args, code, out ? out : "");
-    out[strcspn (out, "\n")] = '\0';
-    s_ctx.batch_id = out;
-    free (args);
+    s_batch_id = ak_test_submit (&s_c, "submit '%s'", manifest);
     free (manifest);
 
-    if (!ak_test_wait (s_batch_finished, NULL, S_BATCH_MS)) {
-        s_dump_log ("gpu-w1.log");
-        s_dump_log ("akcoord.log");
-        fail_msg ("batch %s did not finish within %d ms", s_ctx.batch_id, S_BATCH_MS);
-    }
-    args = ak_sprintf ("status %s", s_ctx.batch_id);
-    json_t *sum = s_akctl_json (args);
-    free (args);
-    assert_non_null (sum);
+    json_t *sum = ak_test_batch_wait (&s_c, s_batch_id, S_BATCH_MS);
     assert_string_equal (s_str (sum, "state"), "complete");
     json_int_t total = json_integer_value (json_object_get (sum, "total"));
     json_decref (sum);
 
     /* Exactly one accepted receipt per task, each with its status. */
-    args = ak_sprintf ("receipts %s", s_ctx.batch_id);
-    json_t *answer = s_akctl_json (args);
-    free (args);
+    json_t *answer = ak_test_akctl_json (&s_c, "receipts %s", s_batch_id);
     assert_non_null (answer);
     s_expect_t expect[] = {
         { "",       "ok",             NULL, 0 },
@@ -391,7 +248,7 @@ static void test_gpu_batch (void **state)
         if (!e)
             fail_msg ("unexpected candidate '%s' in the batch", cand);
         if (strcmp (status, e->status) != 0 || (e->needle && !strstr (reason, e->needle))) {
-            s_dump_log ("gpu-w1.log");
+            ak_test_cluster_dump (&s_c, "gpu-w1.log");
             fail_msg ("%s (%s): status %s (%s), expected %s%s%s", task, cand[0] ? cand : "preflight",
                       status, reason, e->status, e->needle ? " mentioning " : "", e->needle ? e->needle : "");
         }
@@ -435,14 +292,13 @@ static void test_gpu_batch (void **state)
     json_decref (answer);
 
     /* The worker survived all of it: the same process, still registered. */
-    assert_int_equal (kill (s_ctx.worker, 0), 0);
+    assert_int_equal (kill (s_c.workers[0], 0), 0);
     assert_true (s_worker_alive (NULL));
 
     /* The report names the GPU class. */
-    args = ak_sprintf ("report %s", s_ctx.batch_id);
-    code = s_akctl (args, &out);
-    free (args);
-    if (code != 0 || !strstr (out, s_ctx.device_class))
+    char *out = NULL;
+    int code = ak_test_akctl (&s_c, &out, "report %s", s_batch_id);
+    if (code != 0 || !strstr (out, s_device_class))
         fail_msg ("akctl report: exit %d:\n%s", code, out ? out : "");
     print_message ("%s", out);
     free (out);
