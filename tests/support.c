@@ -279,6 +279,56 @@ void ak_test_json_set (json_t *root, const char *path, json_t *value)
         assert_int_equal (json_object_del (parent, last), 0);
 }
 
+char *ak_test_write_json (const char *dir, const char *name, const json_t *json,
+                          const char *from, const char *to)
+{
+    char *text = json_dumps (json, JSON_INDENT (1));
+    assert_non_null (text);
+    if (from) {
+        char *at = strstr (text, from);
+        if (!at)
+            fail_msg ("'%s' not in the fixture text", from);
+        char *joined = ak_sprintf ("%.*s%s%s", (int) (at - text), text, to, at + strlen (from));
+        free (text);
+        text = joined;
+    }
+    char *path = ak_test_write (dir, name, text);
+    assert_non_null (path);
+    free (text);
+    return path;
+}
+
+void ak_test_expect_refused (int rc, int code, const void *loaded, const char *msg,
+                             const char *name, const char *needle1, const char *needle2)
+{
+    if (rc != code)
+        fail_msg ("loaded with %d (expected %d): %s", rc, code, rc ? msg : "(no error)");
+    assert_null (loaded);
+    char *named = ak_sprintf ("%s: ", name);
+    if (!strstr (msg, named))
+        fail_msg ("message does not name the file: %s", msg);
+    free (named);
+    if (needle1 && !strstr (msg, needle1))
+        fail_msg ("message lacks '%s': %s", needle1, msg);
+    if (needle2 && !strstr (msg, needle2))
+        fail_msg ("message lacks '%s': %s", needle2, msg);
+}
+
+json_t *ak_test_json_swap (json_t *root, const char *path, json_t *value)
+{
+    json_t *old = ak_test_json_at (root, path);
+    old = old ? json_deep_copy (old) : NULL;
+    ak_test_json_set (root, path, value);
+    return old;
+}
+
+/*  Deleting what is not there is no change. */
+void ak_test_json_restore (json_t *root, const char *path, json_t *old)
+{
+    if (old || ak_test_json_at (root, path))
+        ak_test_json_set (root, path, old);
+}
+
 static char *s_vsprintf (const char *fmt, va_list ap)
 {
     char *text = NULL;

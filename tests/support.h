@@ -49,6 +49,19 @@ bool  ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms);
    or delete the member at path, whose parent must exist (else the test fails). */
 json_t *ak_test_json_at (json_t *root, const char *path);
 void    ak_test_json_set (json_t *root, const char *path, json_t *value);
+/* Writes json (indented; the first `from` in its text replaced by `to`
+   when from is given, else the test fails) as dir/name; returns the path
+   (caller frees). */
+char   *ak_test_write_json (const char *dir, const char *name, const json_t *json,
+                            const char *from, const char *to);
+/* A refused load: rc must be code, loaded NULL, and msg must name the file
+   ("NAME: ") and hold each needle given. */
+void    ak_test_expect_refused (int rc, int code, const void *loaded, const char *msg,
+                                const char *name, const char *needle1, const char *needle2);
+/* ak_test_json_set of path to value that returns a copy of what was there
+   (NULL: nothing), for ak_test_json_restore to put back. */
+json_t *ak_test_json_swap (json_t *root, const char *path, json_t *value);
+void    ak_test_json_restore (json_t *root, const char *path, json_t *old);
 
 /*  A private cluster: a temporary directory, akcoord in plain mode on ipc://
     or free loopback endpoints, N akworker processes, and the akctl command
