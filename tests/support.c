@@ -365,11 +365,12 @@ int ak_test_runf (char **out_p, const char *fmt, ...)
 
 /* ------------------------------------------------------------ clusters */
 
-/*  Two distinct free loopback ports: both bound at once, then released. */
-static void s_free_ports (int ports[2])
+/*  n distinct free loopback ports: all bound at once, then released. */
+void ak_test_free_ports (int ports[], int n)
 {
-    int fds[2];
-    for (int i = 0; i < 2; i++) {
+    int fds[8];
+    assert_true (n >= 1 && n <= 8);
+    for (int i = 0; i < n; i++) {
         fds[i] = socket (AF_INET, SOCK_STREAM, 0);
         assert_true (fds[i] >= 0);
         struct sockaddr_in sa;
@@ -381,8 +382,8 @@ static void s_free_ports (int ports[2])
         assert_int_equal (getsockname (fds[i], (struct sockaddr *) &sa, &len), 0);
         ports[i] = ntohs (sa.sin_port);
     }
-    close (fds[0]);
-    close (fds[1]);
+    for (int i = 0; i < n; i++)
+        close (fds[i]);
 }
 
 void ak_test_cluster_init (ak_test_cluster_t *c, const char *tag, bool tcp)
@@ -393,7 +394,7 @@ void ak_test_cluster_init (ak_test_cluster_t *c, const char *tag, bool tcp)
     c->store = ak_sprintf ("%s/store", c->dir);
     if (tcp) {
         int ports[2];
-        s_free_ports (ports);
+        ak_test_free_ports (ports, 2);
         c->workers_ep = ak_sprintf ("tcp://127.0.0.1:%d", ports[0]);
         c->clients_ep = ak_sprintf ("tcp://127.0.0.1:%d", ports[1]);
     }

@@ -41,6 +41,10 @@ int   ak_test_run (const char *cmdline, char **out_p);
    its exit code and its stdout (for the test's log). */
 int   ak_test_runf (char **out_p, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
+/* n (at most 8) distinct free TCP ports on 127.0.0.1, all bound at once
+   and then released. */
+void  ak_test_free_ports (int ports[], int n);
+
 /* Polls fn(arg) every 20 ms until it returns true or timeout_ms passes. */
 bool  ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms);
 
