@@ -44,6 +44,14 @@ int   ak_test_stop (pid_t pid, int sig, int timeout_ms);
    returns the exit code (or -1). */
 int   ak_test_run (const char *cmdline, char **out_p);
 
+/* ak_test_run of a printf-style command line that also prints the line,
+   its exit code and its stdout (for the test's log). */
+int   ak_test_runf (char **out_p, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+/* n (at most 8) distinct free TCP ports on 127.0.0.1, all bound at once
+   and then released. */
+void  ak_test_free_ports (int ports[], int n);
+
 /* Polls fn(arg) every 20 ms until it returns true or timeout_ms passes. */
 bool  ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms);
 
@@ -52,5 +60,85 @@ bool  ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms);
    or delete the member at path, whose parent must exist (else the test fails). */
 json_t *ak_test_json_at (json_t *root, const char *path);
 void    ak_test_json_set (json_t *root, const char *path, json_t *value);
+/* Writes json (indented; the first `from` in its text replaced by `to`
+   when from is given, else the test fails) as dir/name; returns the path
+   (caller frees). */
+char   *ak_test_write_json (const char *dir, const char *name, const json_t *json,
+                            const char *from, const char *to);
+/* A refused load: rc must be code, loaded NULL, and msg must name the file
+   ("NAME: ") and hold each needle given. */
+void    ak_test_expect_refused (int rc, int code, const void *loaded, const char *msg,
+                                const char *name, const char *needle1, const char *needle2);
+/* ak_test_json_set of path to value that returns a copy of what was there
+   (NULL: nothing), for ak_test_json_restore to put back. */
+json_t *ak_test_json_swap (json_t *root, const char *path, json_t *value);
+void    ak_test_json_restore (json_t *root, const char *path, json_t *old);
+
+/*  A private cluster: a temporary directory, akcoord in plain mode on ipc://
+    or free loopback endpoints, N akworker processes, and the akctl command
+    line that talks to that coordinator.  Every step asserts (and dumps the
+    logs) when it fails; ak_test_cluster_teardown stops whatever did start,
+    so tests start the cluster inside the test and tear it down in the
+    cmocka teardown.  Logs: DIR/akcoord.log (or the name given to
+    ak_test_cluster_coord), DIR/<worker id>.log. */
+#define AK_TEST_CLUSTER_MAX 4
+typedef struct {
+    char   *dir;                /* the temporary directory */
+    char   *store;              /* DIR/store */
+    char   *workers_ep, *clients_ep;
+    char   *akctl;              /* "'BIN/akctl' --coordinator CLIENTS --timeout 10000" */
+    pid_t   coord;              /* 0 once stopped */
+    char   *coord_log;          /* its log's name in dir */
+    int     nworkers;
+    pid_t   workers[AK_TEST_CLUSTER_MAX];
+    char    ids[AK_TEST_CLUSTER_MAX][32];
+    bool    echo;               /* ak_test_akctl prints each command, its exit code and stdout */
+    size_t  dump_bytes;         /* how much of a log's tail a dump shows (0: 4000) */
+} ak_test_cluster_t;
+
+/* The directory (mkdtemp, tag in its name), the endpoints (tcp: two free
+   loopback ports; else ipc:// in the directory) and the akctl prefix. */
+void ak_test_cluster_init (ak_test_cluster_t *c, const char *tag, bool tcp);
+/* Starts akcoord --plain --store STORE (NULL: c->store) on the endpoints,
+   args (NULL-terminated, may be NULL) appended, logging to DIR/log (NULL:
+   "akcoord.log"), and waits up to timeout_ms until `akctl stats` answers. */
+void ak_test_cluster_coord (ak_test_cluster_t *c, const char *store, const char *log,
+                            const char *const args[], int timeout_ms);
+/* Starts n workers ID_PREFIX1..n (--cache DIR/cache-ID, args appended) and
+   waits up to timeout_ms until `akctl workers` lists each of them alive. */
+void ak_test_cluster_workers (ak_test_cluster_t *c, const char *id_prefix, int n,
+                              const char *const args[], int timeout_ms);
+/* True when every worker still running (pid > 0) is listed alive; arg is
+   the cluster (for ak_test_wait). */
+bool ak_test_cluster_alive (void *c);
+/* Runs `akctl ARGS` (printf-style, through /bin/sh) against the cluster;
+   returns the exit code and, with out_p, stdout (caller frees). */
+int  ak_test_akctl (ak_test_cluster_t *c, char **out_p, const char *fmt, ...)
+     __attribute__ ((format (printf, 3, 4)));
+/* `akctl --json ARGS`, parsed; NULL (with a message) unless it exited 0
+   with JSON. */
+json_t *ak_test_akctl_json (ak_test_cluster_t *c, const char *fmt, ...)
+     __attribute__ ((format (printf, 2, 3)));
+/* `akctl ARGS` must exit 0 and print a batch id ("B..."): returns it
+   (caller frees); else the test fails. */
+char *ak_test_submit (ak_test_cluster_t *c, const char *fmt, ...)
+     __attribute__ ((format (printf, 2, 3)));
+/* Waits up to timeout_ms until batch id is no longer open and returns its
+   `akctl --json status` (caller decrefs); on timeout dumps the logs and
+   fails the test. */
+json_t *ak_test_batch_wait (ak_test_cluster_t *c, const char *id, int timeout_ms);
+/* Prints the tail of DIR/name; name NULL: every worker's log and the
+   coordinator's. */
+void ak_test_cluster_dump (ak_test_cluster_t *c, const char *name);
+/* Stops worker i with sig (ak_test_stop) and forgets it; returns the status. */
+int  ak_test_cluster_stop_worker (ak_test_cluster_t *c, int i, int sig, int timeout_ms);
+/* A clean stop that the test asserts: each remaining worker on SIGTERM,
+   then the coordinator on `akctl shutdown`, each must exit 0 within
+   timeout_ms (else its log is dumped and the test fails). */
+void ak_test_cluster_shutdown (ak_test_cluster_t *c, int timeout_ms);
+/* Stops whatever still runs (SIGTERM, then SIGKILL), saying how anything
+   that did not exit 0 ended, removes the directory (kept when AK_TEST_KEEP
+   is set) and clears c. */
+void ak_test_cluster_teardown (ak_test_cluster_t *c);
 
 #endif

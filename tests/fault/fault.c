@@ -1,14 +1,11 @@
 /*  tests/fault/fault.c: what the fault tests share (see fault.h). */
 #include "fault.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,15 +92,9 @@ void ak_fault_sleep_ms (int ms)
 
 int ak_fault_free_port (void)
 {
-    int fd = socket (AF_INET, SOCK_STREAM, 0);
-    assert_true (fd >= 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-    a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-    assert_int_equal (bind (fd, (struct sockaddr *) &a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal (getsockname (fd, (struct sockaddr *) &a, &len), 0);
-    close (fd);
-    return ntohs (a.sin_port);
+    int port;
+    ak_test_free_ports (&port, 1);
+    return port;
 }
 
 // ============================================================= coordinator

@@ -14,14 +14,11 @@
     Everything it starts is stopped at the end, whatever happened. */
 #include "support.h"
 
-#include <arpa/inet.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,63 +28,10 @@
 #define S_START_MS   30000         /* coordinator answering, workers registered */
 #define S_BATCH_MS   200000        /* the batch finishing (sanitizer builds are slow) */
 
-typedef struct {
-    char  *dir;
-    char  *akctl;                  /* "'BIN/akctl' --coordinator EP --timeout MS" */
-    pid_t  coord;
-    pid_t  workers[2];
-    char  *batch_id;
-} s_ctx_t;
-
-static s_ctx_t s_ctx;
+static ak_test_cluster_t s_c;
+static char *s_batch_id;
 
 /* ------------------------------------------------------------- helpers */
-
-/*  Two distinct free loopback ports: both bound at once, then released. */
-static void s_free_ports (int ports[2])
-{
-    int fds[2];
-    for (int i = 0; i < 2; i++) {
-        fds[i] = socket (AF_INET, SOCK_STREAM, 0);
-        assert_true (fds[i] >= 0);
-        struct sockaddr_in sa;
-        memset (&sa, 0, sizeof sa);
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-        assert_int_equal (bind (fds[i], (struct sockaddr *) &sa, sizeof sa), 0);
-        socklen_t len = sizeof sa;
-        assert_int_equal (getsockname (fds[i], (struct sockaddr *) &sa, &len), 0);
-        ports[i] = ntohs (sa.sin_port);
-    }
-    close (fds[0]);
-    close (fds[1]);
-}
-
-/*  Runs `akctl ARGS` against the test's coordinator; returns the exit code
-    and, with out_p, stdout (stderr goes to the test's own stderr). */
-static int s_akctl (const char *args, char **out_p)
-{
-    char *cmd = ak_sprintf ("%s %s", s_ctx.akctl, args);
-    int code = ak_test_run (cmd, out_p);
-    free (cmd);
-    return code;
-}
-
-/*  `akctl --json ARGS`, parsed.  NULL unless it exited 0 with JSON. */
-static json_t *s_akctl_json (const char *args)
-{
-    char *full = ak_sprintf ("--json %s", args);
-    char *out = NULL;
-    int code = s_akctl (full, &out);
-    json_t *json = NULL;
-    if (code == 0)
-        json = json_loads (out ? out : "", 0, NULL);
-    if (!json)
-        print_message ("akctl %s: exit %d, output: %s\n", full, code, out ? out : "");
-    free (out);
-    free (full);
-    return json;
-}
 
 static const char *s_str (const json_t *obj, const char *key)
 {
@@ -98,52 +42,6 @@ static const char *s_str (const json_t *obj, const char *key)
 static bool s_bool (const json_t *obj, const char *key)
 {
     return json_is_true (json_object_get (obj, key));
-}
-
-static void s_dump_log (const char *name)
-{
-    char *path = ak_sprintf ("%s/%s", s_ctx.dir, name);
-    char *text = NULL;
-    size_t len = 0;
-    if (ak_file_read (path, 1u << 20, &text, &len, NULL) == 0) {
-        size_t from = len > 4000 ? len - 4000 : 0;
-        print_message ("---- %s (last %zu bytes)\n%s\n----\n", name, len - from, text + from);
-    }
-    free (text);
-    free (path);
-}
-
-static bool s_coordinator_answers (void *arg)
-{
-    (void) arg;
-    return s_akctl ("--timeout 500 stats > /dev/null 2>&1", NULL) == 0;
-}
-
-static bool s_workers_alive (void *arg)
-{
-    (void) arg;
-    json_t *answer = s_akctl_json ("workers");
-    int alive = 0;
-    size_t i;
-    json_t *w;
-    json_array_foreach (json_object_get (answer, "workers"), i, w)
-        if ((strcmp (s_str (w, "worker_id"), "e2e-w1") == 0
-             || strcmp (s_str (w, "worker_id"), "e2e-w2") == 0)
-            && strcmp (s_str (w, "state"), "alive") == 0)
-            alive++;
-    json_decref (answer);
-    return alive == 2;
-}
-
-static bool s_batch_finished (void *arg)
-{
-    (void) arg;
-    char *args = ak_sprintf ("status %s", s_ctx.batch_id);
-    json_t *sum = s_akctl_json (args);
-    bool done = sum && strcmp (s_str (sum, "state"), "open") != 0;
-    json_decref (sum);
-    free (args);
-    return done;
 }
 
 /* --------------------------------------------------------------- setup */
@@ -188,7 +86,7 @@ static char *s_write_manifest (void)
         spec_path, spec->sizes[0].name, best, wrong_path);
     print_message ("e2e batch: softmax size %s, candidate %s (%zu configs) + wrong\n",
                    spec->sizes[0].name, best, best_n);
-    char *path = ak_test_write (s_ctx.dir, "e2e.json", text);
+    char *path = ak_test_write (s_c.dir, "e2e.json", text);
     assert_non_null (path);
     free (text);
     ak_spec_destroy (&spec);
@@ -202,78 +100,18 @@ static char *s_write_manifest (void)
     whatever did start, runs even when starting fails. */
 static void s_start (void)
 {
-    s_ctx.dir = ak_test_tmpdir ("e2e");
-    assert_non_null (s_ctx.dir);
-    int ports[2];
-    s_free_ports (ports);
-    char *workers_ep = ak_sprintf ("tcp://127.0.0.1:%d", ports[0]);
-    char *clients_ep = ak_sprintf ("tcp://127.0.0.1:%d", ports[1]);
-    char *akctl = ak_test_bin ("akctl");
-    s_ctx.akctl = ak_sprintf ("'%s' --coordinator %s --timeout 10000", akctl, clients_ep);
-
-    char *coord = ak_test_bin ("akcoord");
-    char *store = ak_sprintf ("%s/store", s_ctx.dir);
-    char *log = ak_sprintf ("%s/akcoord.log", s_ctx.dir);
-    char *cargv[] = { coord, "--store", store, "--workers", workers_ep, "--clients", clients_ep,
-                      "--log-level", "debug", NULL };
-    s_ctx.coord = ak_test_spawn_coord (cargv, log);
-    assert_true (s_ctx.coord > 0);
-    free (log);
-    if (!ak_test_wait (s_coordinator_answers, NULL, S_START_MS)) {
-        s_dump_log ("akcoord.log");
-        fail_msg ("akcoord did not answer on %s", clients_ep);
-    }
-
-    char *worker = ak_test_bin ("akworker");
-    for (int i = 0; i < 2; i++) {
-        char id[16];
-        snprintf (id, sizeof id, "e2e-w%d", i + 1);
-        char *cache = ak_sprintf ("%s/cache-%s", s_ctx.dir, id);
-        char *wlog = ak_sprintf ("%s/%s.log", s_ctx.dir, id);
-        char *wargv[] = { worker, "--coordinator", workers_ep, "--id", id, "--cache", cache,
-                          "--log-level", "debug", NULL };
-        s_ctx.workers[i] = ak_test_spawn (wargv, wlog);
-        assert_true (s_ctx.workers[i] > 0);
-        free (cache);
-        free (wlog);
-    }
-    if (!ak_test_wait (s_workers_alive, NULL, S_START_MS)) {
-        s_dump_log ("e2e-w1.log");
-        s_dump_log ("e2e-w2.log");
-        s_dump_log ("akcoord.log");
-        fail_msg ("the workers did not both register");
-    }
-    free (worker);
-    free (coord);
-    free (store);
-    free (akctl);
-    free (workers_ep);
-    free (clients_ep);
+    const char *const debug[] = { "--log-level", "debug", NULL };
+    ak_test_cluster_init (&s_c, "e2e", true);
+    ak_test_cluster_coord (&s_c, NULL, NULL, debug, S_START_MS);
+    ak_test_cluster_workers (&s_c, "e2e-w", 2, debug, S_START_MS);
 }
 
 static int s_teardown (void **state)
 {
     (void) state;
-    int status;
-    for (int i = 0; i < 2; i++)
-        if (s_ctx.workers[i] > 0) {
-            status = ak_test_stop (s_ctx.workers[i], SIGTERM, 10000);
-            if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
-                print_message ("e2e-w%d ended with status 0x%x\n", i + 1, status);
-        }
-    if (s_ctx.coord > 0) {
-        status = ak_test_stop (s_ctx.coord, SIGTERM, 10000);
-        if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
-            print_message ("akcoord ended with status 0x%x\n", status);
-            s_dump_log ("akcoord.log");
-        }
-    }
-    if (s_ctx.dir)
-        ak_test_rmtree (s_ctx.dir);
-    free (s_ctx.dir);
-    free (s_ctx.akctl);
-    free (s_ctx.batch_id);
-    memset (&s_ctx, 0, sizeof s_ctx);
+    ak_test_cluster_teardown (&s_c);
+    free (s_batch_id);
+    s_batch_id = NULL;
     return 0;
 }
 
@@ -285,9 +123,7 @@ static int s_teardown (void **state)
     seen failing with wrong_answer. */
 static int s_check_receipts (int64_t total)
 {
-    char *args = ak_sprintf ("receipts %s", s_ctx.batch_id);
-    json_t *answer = s_akctl_json (args);
-    free (args);
+    json_t *answer = ak_test_akctl_json (&s_c, "receipts %s", s_batch_id);
     assert_non_null (answer);
     json_t *receipts = json_object_get (answer, "receipts");
     assert_true (json_is_array (receipts));
@@ -296,7 +132,7 @@ static int s_check_receipts (int64_t total)
     size_t i;
     json_t *r;
     json_array_foreach (receipts, i, r) {
-        assert_string_equal (s_str (r, "batch_id"), s_ctx.batch_id);
+        assert_string_equal (s_str (r, "batch_id"), s_batch_id);
         if (s_bool (r, "duplicate"))
             continue;
         const char *task = s_str (r, "task_id");
@@ -312,9 +148,7 @@ static int s_check_receipts (int64_t total)
     int wrong = 0;
     const char *task;
     json_object_foreach (accepted, task, r) {
-        args = ak_sprintf ("show %s", task);
-        json_t *shown = s_akctl_json (args);
-        free (args);
+        json_t *shown = ak_test_akctl_json (&s_c, "show %s", task);
         assert_non_null (shown);
         json_t *rec = json_object_get (shown, "task");
         const char *state = s_str (rec, "state");
@@ -350,27 +184,10 @@ static void test_e2e_batch (void **state)
     (void) state;
     s_start ();
     char *manifest = s_write_manifest ();
-    char *args = ak_sprintf ("submit '%s'", manifest);
-    char *out = NULL;
-    int code = s_akctl (args, &out);
-    if (code != 0)
-        fail_msg ("akctl %s: exit %d: %s", args, code, out ? out : "");
-    size_t n = strcspn (out, "\n");
-    out[n] = '\0';
-    s_ctx.batch_id = out;
-    assert_true (n > 0);
-    free (args);
+    s_batch_id = ak_test_submit (&s_c, "submit '%s'", manifest);
     free (manifest);
 
-    if (!ak_test_wait (s_batch_finished, NULL, S_BATCH_MS)) {
-        s_akctl ("status", NULL);
-        s_dump_log ("akcoord.log");
-        fail_msg ("batch %s did not finish within %d ms", s_ctx.batch_id, S_BATCH_MS);
-    }
-    args = ak_sprintf ("status %s", s_ctx.batch_id);
-    json_t *sum = s_akctl_json (args);
-    free (args);
-    assert_non_null (sum);
+    json_t *sum = ak_test_batch_wait (&s_c, s_batch_id, S_BATCH_MS);
     assert_string_equal (s_str (sum, "state"), "complete");
     json_t *total = json_object_get (sum, "total");
     assert_true (json_is_integer (total) && json_integer_value (total) >= 3);
@@ -384,53 +201,34 @@ static void test_e2e_batch (void **state)
     json_decref (sum);
 
     /* The human report names a winner (or "baseline kept") for softmax. */
-    args = ak_sprintf ("report %s", s_ctx.batch_id);
-    code = s_akctl (args, &out);
-    free (args);
+    char *out = NULL;
+    int code = ak_test_akctl (&s_c, &out, "report %s", s_batch_id);
     if (code != 0 || !strstr (out, "softmax on host") || !strstr (out, "winner: "))
         fail_msg ("akctl report: exit %d, no winner line for softmax:\n%s", code, out);
     assert_non_null (strstr (out, "wrong_answer"));
     free (out);
-    args = ak_sprintf ("report --markdown %s", s_ctx.batch_id);
-    code = s_akctl (args, &out);
-    free (args);
+    code = ak_test_akctl (&s_c, &out, "report --markdown %s", s_batch_id);
     assert_int_equal (code, 0);
     assert_non_null (strstr (out, "## softmax on host"));
     assert_non_null (strstr (out, "**Winner:**"));
     free (out);
 
     /* Both workers are still there and alive. */
-    assert_true (s_workers_alive (NULL));
+    assert_true (ak_test_cluster_alive (&s_c));
 
     /* watch on a finished batch returns at once with 0. */
-    args = ak_sprintf ("watch %s", s_ctx.batch_id);
-    code = s_akctl (args, &out);
-    free (args);
+    code = ak_test_akctl (&s_c, &out, "watch %s", s_batch_id);
     assert_int_equal (code, 0);
     assert_non_null (strstr (out, "complete"));
     free (out);
 
     /* Unknown ids are exit code 4. */
-    assert_int_equal (s_akctl ("status B999999 2>/dev/null", NULL), 4);
-    assert_int_equal (s_akctl ("show B999999.T9999 2>/dev/null", NULL), 4);
+    assert_int_equal (ak_test_akctl (&s_c, NULL, "status B999999 2>/dev/null"), 4);
+    assert_int_equal (ak_test_akctl (&s_c, NULL, "show B999999.T9999 2>/dev/null"), 4);
 
     /* A clean stop: workers on SIGTERM, the coordinator on `akctl shutdown`,
        each exits 0. */
-    for (int i = 0; i < 2; i++) {
-        int status = ak_test_stop (s_ctx.workers[i], SIGTERM, 10000);
-        s_ctx.workers[i] = 0;
-        if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
-            s_dump_log (i ? "e2e-w2.log" : "e2e-w1.log");
-            fail_msg ("e2e-w%d ended with status 0x%x after SIGTERM", i + 1, status);
-        }
-    }
-    assert_int_equal (s_akctl ("shutdown > /dev/null", NULL), 0);
-    int status = ak_test_stop (s_ctx.coord, 0, 10000);
-    s_ctx.coord = 0;
-    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
-        s_dump_log ("akcoord.log");
-        fail_msg ("akcoord ended with status 0x%x after shutdown", status);
-    }
+    ak_test_cluster_shutdown (&s_c, 10000);
 }
 
 int main (void)

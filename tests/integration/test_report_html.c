@@ -14,8 +14,6 @@
       (exit 2) before anything is sent. */
 #include "support.h"
 
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,36 +23,7 @@
 
 #include "util.h"
 
-static struct {
-    char *dir, *akctl;
-    pid_t coord;
-} s_ctx;
-
-static int s_run (char **out, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-static int s_run (char **out, const char *fmt, ...)
-{
-    va_list ap;
-    va_start (ap, fmt);
-    char *cmd = NULL;
-    if (vasprintf (&cmd, fmt, ap) < 0)
-        cmd = NULL;
-    va_end (ap);
-    assert_non_null (cmd);
-    char *o = NULL;
-    int rc = ak_test_run (cmd, &o);
-    print_message ("$ %s -> %d\n%s", cmd, rc, o ? o : "");
-    free (cmd);
-    if (out)
-        *out = o;
-    else
-        free (o);
-    return rc;
-}
-
-static bool s_answers (void *arg)
-{
-    return s_run (NULL, "%s --timeout 500 stats > /dev/null 2>&1", s_ctx.akctl) == 0;
-}
+static ak_test_cluster_t s_c;
 
 static char *s_read (const char *dir, const char *name)
 {
@@ -69,24 +38,19 @@ static char *s_read (const char *dir, const char *name)
 
 static void test_report_and_profiles (void **state)
 {
-    s_ctx.dir = ak_test_tmpdir ("report");
+    ak_test_cluster_init (&s_c, "report", false);
+    s_c.echo = true;
     char *akctl = ak_test_bin ("akctl");
-    char *demo = ak_sprintf ("%s/demo", s_ctx.dir);
-    assert_int_equal (s_run (NULL, "'%s' demo --dir '%s' --keep > '%s/demo.out' 2>&1", akctl, demo, s_ctx.dir), 0);
+    char *demo = ak_sprintf ("%s/demo", s_c.dir);
+    assert_int_equal (ak_test_runf (NULL, "'%s' demo --dir '%s' --keep > '%s/demo.out' 2>&1", akctl, demo, s_c.dir), 0);
 
-    char *coord = ak_test_bin ("akcoord");
+    /* akcoord again, on the demo's store */
     char *store = ak_sprintf ("%s/store", demo);
-    char *wep = ak_sprintf ("ipc://%s/w.ipc", s_ctx.dir), *cep = ak_sprintf ("ipc://%s/c.ipc", s_ctx.dir);
-    char *log = ak_sprintf ("%s/akcoord.log", s_ctx.dir);
-    char *argv[] = { coord, "--store", store, "--workers", wep, "--clients", cep, NULL };
-    s_ctx.coord = ak_test_spawn_coord (argv, log);
-    assert_true (s_ctx.coord > 0);
-    s_ctx.akctl = ak_sprintf ("'%s' --coordinator %s --timeout 10000", akctl, cep);
-    assert_true (ak_test_wait (s_answers, NULL, 20000));
+    ak_test_cluster_coord (&s_c, store, NULL, NULL, 20000);
 
     /* the report */
-    char *out = NULL, *rep = ak_sprintf ("%s/rep", s_ctx.dir);
-    int rc = s_run (&out, "%s report B000001 --out '%s' 2>/dev/null", s_ctx.akctl, rep);
+    char *out = NULL, *rep = ak_sprintf ("%s/rep", s_c.dir);
+    int rc = ak_test_akctl (&s_c, &out, "report B000001 --out '%s' 2>/dev/null", rep);
     assert_int_equal (rc, 0);
     assert_non_null (strstr (out, "akfleet-report: batch B000001 verdict=PASS winners="));
     assert_non_null (strstr (out, " failures="));
@@ -106,10 +70,10 @@ static void test_report_and_profiles (void **state)
 
     if (access ("/usr/bin/chromium", X_OK) == 0) {
         char *dom = NULL;
-        rc = s_run (&dom, "timeout 120 /usr/bin/chromium --headless --no-sandbox --disable-gpu "
+        rc = ak_test_runf (&dom, "timeout 120 /usr/bin/chromium --headless --no-sandbox --disable-gpu "
                     "--disable-background-networking --disable-component-update --disable-sync "
                     "--no-first-run --user-data-dir='%s/chromium' --dump-dom 'file://%s/report.html' 2>/dev/null",
-                    s_ctx.dir, rep);
+                    s_c.dir, rep);
         assert_int_equal (rc, 0);
         const char *ids[] = { "chart-speedup", "chart-phases", "chart-failures" };
         for (int i = 0; i < 3; i++) {
@@ -127,26 +91,26 @@ static void test_report_and_profiles (void **state)
                        "(AK_OPTIONAL_DEPS_INSTALL=1 ops/test.sh or ops/setup.sh installs it)\n");
 
     /* profiles */
-    rc = s_run (&out, "%s profile install B000001 --profile prod 2>&1", s_ctx.akctl);
+    rc = ak_test_akctl (&s_c, &out, "profile install B000001 --profile prod 2>&1");
     if (rc == 0) {
         assert_non_null (strstr (out, "into profile prod from batch B000001"));
         free (out);
-        assert_int_equal (s_run (&out, "%s profile install B000001 --profile prod 2>&1", s_ctx.akctl), 1);
+        assert_int_equal (ak_test_akctl (&s_c, &out, "profile install B000001 --profile prod 2>&1"), 1);
         assert_non_null (strstr (out, "--replace"));
         free (out);
-        assert_int_equal (s_run (NULL, "%s profile install B000001 --profile prod --replace", s_ctx.akctl), 0);
-        char *pkg = ak_sprintf ("%s/pkg", s_ctx.dir);
-        assert_int_equal (s_run (NULL, "%s profile export prod '%s'", s_ctx.akctl, pkg), 0);
-        assert_int_equal (s_run (NULL, "cd '%s' && sha256sum -c --quiet SHA256SUMS", pkg), 0);
-        assert_int_equal (s_run (NULL, "%s profile import '%s' --as copy", s_ctx.akctl, pkg), 0);
-        assert_int_equal (s_run (&out, "%s profile list", s_ctx.akctl), 0);
+        assert_int_equal (ak_test_akctl (&s_c, NULL, "profile install B000001 --profile prod --replace"), 0);
+        char *pkg = ak_sprintf ("%s/pkg", s_c.dir);
+        assert_int_equal (ak_test_akctl (&s_c, NULL, "profile export prod '%s'", pkg), 0);
+        assert_int_equal (ak_test_runf (NULL, "cd '%s' && sha256sum -c --quiet SHA256SUMS", pkg), 0);
+        assert_int_equal (ak_test_akctl (&s_c, NULL, "profile import '%s' --as copy", pkg), 0);
+        assert_int_equal (ak_test_akctl (&s_c, &out, "profile list"), 0);
         assert_non_null (strstr (out, "copy"));
         free (out);
-        assert_int_equal (s_run (NULL, "f=$(ls '%s'/sources/*.c | head -1) && echo '/* x */' >> \"$f\"", pkg), 0);
-        assert_int_equal (s_run (&out, "%s profile import '%s' --as copy2 2>&1", s_ctx.akctl, pkg), 2);
+        assert_int_equal (ak_test_runf (NULL, "f=$(ls '%s'/sources/*.c | head -1) && echo '/* x */' >> \"$f\"", pkg), 0);
+        assert_int_equal (ak_test_akctl (&s_c, &out, "profile import '%s' --as copy2 2>&1", pkg), 2);
         assert_non_null (strstr (out, "modified"));
         free (out);
-        assert_int_equal (s_run (NULL, "%s profile show copy2 2>/dev/null", s_ctx.akctl), 4);
+        assert_int_equal (ak_test_akctl (&s_c, NULL, "profile show copy2 2>/dev/null"), 4);
         free (pkg);
     }
     else {
@@ -155,27 +119,16 @@ static void test_report_and_profiles (void **state)
         assert_non_null (strstr (out, "no promoted winner"));
         free (out);
     }
-    assert_int_equal (s_run (NULL, "%s shutdown", s_ctx.akctl), 0);
-    assert_int_equal (ak_test_stop (s_ctx.coord, 0, 20000), 0);
-    s_ctx.coord = 0;
+    ak_test_cluster_shutdown (&s_c, 20000);
     free (rep);
-    free (log);
-    free (wep);
-    free (cep);
     free (store);
-    free (coord);
     free (demo);
     free (akctl);
 }
 
 static int s_teardown (void **state)
 {
-    if (s_ctx.coord > 0)
-        ak_test_stop (s_ctx.coord, SIGKILL, 5000);
-    if (s_ctx.dir)
-        ak_test_rmtree (s_ctx.dir);
-    free (s_ctx.dir);
-    free (s_ctx.akctl);
+    ak_test_cluster_teardown (&s_c);
     return 0;
 }
 

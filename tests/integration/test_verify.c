@@ -23,11 +23,9 @@
 #include "support.h"
 
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <jansson.h>
 
@@ -37,138 +35,25 @@
 #define S_START_MS 30000
 #define S_BATCH_MS 200000
 
-static struct {
-    char  *dir, *akctl;
-    pid_t  coord, workers[2];
-} s_ctx;
+static ak_test_cluster_t s_c;
 
-static int s_run (char **out, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-static int s_run (char **out, const char *fmt, ...)
-{
-    va_list ap;
-    va_start (ap, fmt);
-    char *cmd = NULL;
-    if (vasprintf (&cmd, fmt, ap) < 0)
-        cmd = NULL;
-    va_end (ap);
-    assert_non_null (cmd);
-    char *o = NULL;
-    int rc = ak_test_run (cmd, &o);
-    print_message ("$ %s -> %d\n%s", cmd, rc, o ? o : "");
-    free (cmd);
-    if (out)
-        *out = o;
-    else
-        free (o);
-    return rc;
-}
-
+/* `akctl --json ARGS` parsed whatever its exit code (a failing verify
+   exits 1 with its JSON). */
 static json_t *s_json (const char *fmt, const char *arg)
 {
     char *out = NULL;
     char *args = ak_sprintf (fmt, arg);
-    int rc = s_run (&out, "%s --json %s", s_ctx.akctl, args);
+    ak_test_akctl (&s_c, &out, "--json %s", args);
     json_t *j = json_loads (out ? out : "", 0, NULL);
     free (args);
     free (out);
-    (void) rc;
     return j;
-}
-
-static bool s_answers (void *arg)
-{
-    (void) arg;
-    char *cmd = ak_sprintf ("%s --timeout 500 stats > /dev/null 2>&1", s_ctx.akctl);
-    int rc = ak_test_run (cmd, NULL);
-    free (cmd);
-    return rc == 0;
-}
-
-static bool s_workers_alive (void *arg)
-{
-    (void) arg;
-    char *cmd = ak_sprintf ("%s --json workers", s_ctx.akctl), *out = NULL;
-    ak_test_run (cmd, &out);
-    json_t *j = json_loads (out ? out : "", 0, NULL);
-    int alive = 0;
-    size_t i;
-    json_t *w;
-    json_array_foreach (json_object_get (j, "workers"), i, w)
-        alive += strcmp (json_is_string (json_object_get (w, "state")) ? json_string_value (json_object_get (w, "state")) : "", "alive") == 0;
-    json_decref (j);
-    free (out);
-    free (cmd);
-    return alive == 2;
-}
-
-static void s_dump (const char *name)
-{
-    char *path = ak_sprintf ("%s/%s", s_ctx.dir, name), *text = NULL;
-    size_t len = 0;
-    if (ak_file_read (path, 1u << 20, &text, &len, NULL) == 0) {
-        size_t from = len > 4000 ? len - 4000 : 0;
-        print_message ("---- %s\n%s\n----\n", name, text + from);
-    }
-    free (text);
-    free (path);
-}
-
-static void s_start (void)
-{
-    s_ctx.dir = ak_test_tmpdir ("verify");
-    assert_non_null (s_ctx.dir);
-    char *wep = ak_sprintf ("ipc://%s/w.ipc", s_ctx.dir), *cep = ak_sprintf ("ipc://%s/c.ipc", s_ctx.dir);
-    char *akctl = ak_test_bin ("akctl"), *coord = ak_test_bin ("akcoord"), *worker = ak_test_bin ("akworker");
-    char *store = ak_sprintf ("%s/store", s_ctx.dir), *log = ak_sprintf ("%s/akcoord.log", s_ctx.dir);
-    s_ctx.akctl = ak_sprintf ("'%s' --coordinator %s --timeout 10000", akctl, cep);
-    char *cargv[] = { coord, "--store", store, "--workers", wep, "--clients", cep, "--log-level", "debug", NULL };
-    s_ctx.coord = ak_test_spawn_coord (cargv, log);
-    assert_true (s_ctx.coord > 0);
-    if (!ak_test_wait (s_answers, NULL, S_START_MS)) {
-        s_dump ("akcoord.log");
-        fail_msg ("akcoord did not answer");
-    }
-    for (int i = 0; i < 2; i++) {
-        char id[16];
-        snprintf (id, sizeof id, "vf-w%d", i + 1);
-        char *cache = ak_sprintf ("%s/cache-%s", s_ctx.dir, id), *wlog = ak_sprintf ("%s/%s.log", s_ctx.dir, id);
-        char *wargv[] = { worker, "--coordinator", wep, "--id", id, "--cache", cache, NULL };
-        s_ctx.workers[i] = ak_test_spawn (wargv, wlog);
-        assert_true (s_ctx.workers[i] > 0);
-        free (cache);
-        free (wlog);
-    }
-    if (!ak_test_wait (s_workers_alive, NULL, S_START_MS)) {
-        s_dump ("akcoord.log");
-        fail_msg ("the workers did not both register");
-    }
-    free (wep);
-    free (cep);
-    free (akctl);
-    free (coord);
-    free (worker);
-    free (store);
-    free (log);
 }
 
 static int s_teardown (void **state)
 {
     (void) state;
-    for (int i = 0; i < 2; i++)
-        if (s_ctx.workers[i] > 0)
-            ak_test_stop (s_ctx.workers[i], SIGTERM, 10000);
-    if (s_ctx.coord > 0) {
-        int status = ak_test_stop (s_ctx.coord, SIGTERM, 10000);
-        if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
-            print_message ("akcoord ended with status 0x%x\n", status);
-            s_dump ("akcoord.log");
-        }
-    }
-    if (s_ctx.dir)
-        ak_test_rmtree (s_ctx.dir);
-    free (s_ctx.dir);
-    free (s_ctx.akctl);
-    memset (&s_ctx, 0, sizeof s_ctx);
+    ak_test_cluster_teardown (&s_c);
     return 0;
 }
 
@@ -189,7 +74,7 @@ static char *s_manifest (void)
         "          \"candidates\": [\"tiled48\"],\n"
         "          \"extra_candidates\": [{\"name\": \"tiled48\", \"backend\": \"host\", \"source\": \"%s\"}]}]}\n",
         spec, tiled);
-    char *path = ak_test_write (s_ctx.dir, "vtune.json", text);
+    char *path = ak_test_write (s_c.dir, "vtune.json", text);
     free (text);
     free (spec);
     free (tiled);
@@ -233,7 +118,7 @@ static void s_put_source (const char *pkg, const char *text, char hex[65])
    not the installed ones). */
 static void s_resum (const char *pkg)
 {
-    assert_int_equal (s_run (NULL, "cd '%s' && find . -type f ! -name SHA256SUMS | sed 's|^\\./||' | sort "
+    assert_int_equal (ak_test_runf (NULL, "cd '%s' && find . -type f ! -name SHA256SUMS | sed 's|^\\./||' | sort "
                              "| xargs sha256sum > ../SHA256SUMS.new && mv ../SHA256SUMS.new SHA256SUMS", pkg), 0);
 }
 
@@ -241,8 +126,8 @@ static void s_resum (const char *pkg)
    with cls, moves the class to cls. */
 static char *s_tampered (const char *tag, const char *cls)
 {
-    char *pkg = ak_sprintf ("%s/%s", s_ctx.dir, tag);
-    assert_int_equal (s_run (NULL, "%s profile export vp '%s'", s_ctx.akctl, pkg), 0);
+    char *pkg = ak_sprintf ("%s/%s", s_c.dir, tag);
+    assert_int_equal (ak_test_akctl (&s_c, NULL, "profile export vp '%s'", pkg), 0);
     char *pj = ak_sprintf ("%s/profile.json", pkg);
     json_error_t jerr;
     json_t *p = json_load_file (pj, 0, &jerr);
@@ -302,22 +187,26 @@ static char *s_batch_of (const char *out)
 static void test_verify (void **state)
 {
     (void) state;
-    s_start ();
+    ak_test_cluster_init (&s_c, "verify", false);
+    s_c.echo = true;
+    ak_test_cluster_coord (&s_c, NULL, NULL, (const char *const[]) { "--log-level", "debug", NULL },
+                           S_START_MS);
+    ak_test_cluster_workers (&s_c, "vf-w", 2, NULL, S_START_MS);
     char *manifest = s_manifest (), *out = NULL, *tuned = NULL;
     int rc;
     /* The precondition is a promoted winner.  The tiled kernel is about 6x
        faster, but a machine busy with other tests can make one run's noise
        hide that from the promotion rule: up to three tuning batches. */
     for (int attempt = 0; attempt < 3 && !tuned; attempt++) {
-        rc = s_run (&out, "%s submit '%s' --wait 2>&1", s_ctx.akctl, manifest);
+        rc = ak_test_akctl (&s_c, &out, "submit '%s' --wait 2>&1", manifest);
         if (rc != 0)
-            s_dump ("akcoord.log");
+            ak_test_cluster_dump (&s_c, "akcoord.log");
         assert_int_equal (rc, 0);
         char *batch = ak_sprintf ("%.*s", (int) strcspn (out, "\n"), out);
         free (out);
-        rc = s_run (&out, "%s report %s 2>&1", s_ctx.akctl, batch);
+        rc = ak_test_akctl (&s_c, &out, "report %s 2>&1", batch);
         free (out);
-        rc = s_run (&out, "%s profile install %s --profile vp 2>&1", s_ctx.akctl, batch);
+        rc = ak_test_akctl (&s_c, &out, "profile install %s --profile vp 2>&1", batch);
         if (rc == 0) {
             assert_non_null (strstr (out, "installed 2 entries into profile vp"));
             tuned = batch;
@@ -330,12 +219,12 @@ static void test_verify (void **state)
     }
     if (!tuned)
         fail_msg ("three tuning batches promoted nothing: this test needs a winner to verify");
-    assert_int_equal (s_run (&out, "%s profile show vp", s_ctx.akctl), 0);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile show vp"), 0);
     assert_non_null (strstr (out, "verification: never"));
     free (out);
 
     /* 1: as installed: verified, 2 entries x 2 workers */
-    rc = s_run (&out, "%s verify --profile vp --wait 2>&1", s_ctx.akctl);
+    rc = ak_test_akctl (&s_c, &out, "verify --profile vp --wait 2>&1");
     assert_int_equal (rc, 0);
     assert_non_null (strstr (out, "verify: profile vp: verified (2 of 2 entries passed; 4 of 4 host verdicts"));
     char *b1 = s_batch_of (out);
@@ -354,22 +243,22 @@ static void test_verify (void **state)
     assert_int_equal (on[0], 2);
     assert_int_equal (on[1], 2);
     json_decref (v);
-    assert_int_equal (s_run (&out, "%s profile show vp", s_ctx.akctl), 0);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile show vp"), 0);
     char *expect = ak_sprintf ("verification: verified (batch %s", b1);
     assert_non_null (strstr (out, expect));
     free (expect);
     free (out);
-    assert_int_equal (s_run (&out, "%s profile list", s_ctx.akctl), 0);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile list"), 0);
     assert_non_null (strstr (out, "verified (batch"));
     free (out);
 
     /* 2: planted regression */
     char *pkg = s_tampered ("planted", NULL);
-    assert_int_equal (s_run (NULL, "%s profile import '%s' --replace", s_ctx.akctl, pkg), 0);
-    assert_int_equal (s_run (&out, "%s profile show vp", s_ctx.akctl), 0);
+    assert_int_equal (ak_test_akctl (&s_c, NULL, "profile import '%s' --replace", pkg), 0);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile show vp"), 0);
     assert_non_null (strstr (out, "verification: never"));      /* the import cleared it */
     free (out);
-    rc = s_run (&out, "%s verify --profile vp --wait 2>&1", s_ctx.akctl);
+    rc = ak_test_akctl (&s_c, &out, "verify --profile vp --wait 2>&1");
     assert_int_equal (rc, 1);
     assert_non_null (strstr (out, "verify: profile vp: failing (2 of 2 entries failed"));
     char *b2 = s_batch_of (out);
@@ -388,19 +277,19 @@ static void test_verify (void **state)
             fail_msg ("%s: expected a speedup below the threshold, got '%s'", key, why);
     }
     json_decref (v);
-    assert_int_equal (s_run (&out, "%s profile show vp", s_ctx.akctl), 0);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile show vp"), 0);
     assert_non_null (strstr (out, "verification: failing"));
     assert_non_null (strstr (out, "gate "));
     free (out);
     /* `verify BATCH` shows a finished verification again, same exit code */
-    assert_int_equal (s_run (&out, "%s verify %s", s_ctx.akctl, b2), 1);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "verify %s", b2), 1);
     assert_non_null (strstr (out, "verify: profile vp: failing"));
     free (out);
 
     /* 3: a class with no live worker: unverified, not verified */
     char *pkg2 = s_tampered ("other", "host-nobody");
-    assert_int_equal (s_run (NULL, "%s profile import '%s' --as vp-other", s_ctx.akctl, pkg2), 0);
-    rc = s_run (&out, "%s verify --profile vp-other --wait 2>&1", s_ctx.akctl);
+    assert_int_equal (ak_test_akctl (&s_c, NULL, "profile import '%s' --as vp-other", pkg2), 0);
+    rc = ak_test_akctl (&s_c, &out, "verify --profile vp-other --wait 2>&1");
     assert_int_equal (rc, 1);
     assert_non_null (strstr (out, "verify: profile vp-other: unverified (2 of 2 entries unverified"));
     assert_non_null (strstr (out, "no live worker of class host-nobody"));
@@ -408,10 +297,10 @@ static void test_verify (void **state)
 
     /* 4: a worker that goes silent: its pinned tasks fail "worker gone"
        (never run elsewhere), the other worker's verdicts stand */
-    assert_int_equal (s_run (NULL, "%s profile install %s --profile vp2", s_ctx.akctl, tuned), 0);
-    assert_int_equal (kill (s_ctx.workers[1], SIGSTOP), 0);
-    rc = s_run (&out, "%s verify --profile vp2 --wait 2>&1", s_ctx.akctl);
-    kill (s_ctx.workers[1], SIGKILL);
+    assert_int_equal (ak_test_akctl (&s_c, NULL, "profile install %s --profile vp2", tuned), 0);
+    assert_int_equal (kill (s_c.workers[1], SIGSTOP), 0);
+    rc = ak_test_akctl (&s_c, &out, "verify --profile vp2 --wait 2>&1");
+    ak_test_cluster_stop_worker (&s_c, 1, SIGKILL, 10000);
     assert_int_equal (rc, 1);
     assert_non_null (strstr (out, "verify: profile vp2: failing (2 of 2 entries failed"));
     char *b4 = s_batch_of (out);
@@ -433,8 +322,8 @@ static void test_verify (void **state)
     /* retried, the tasks pinned to the dead worker go back to its queue,
        fail again once the coordinator sees it is not registered, and the
        batch is judged afresh: still one verdict per (entry, host) */
-    assert_int_equal (s_run (NULL, "%s retry %s --failed", s_ctx.akctl, b4), 0);
-    rc = s_run (&out, "%s verify %s --wait 2>&1", s_ctx.akctl, b4);
+    assert_int_equal (ak_test_akctl (&s_c, NULL, "retry %s --failed", b4), 0);
+    rc = ak_test_akctl (&s_c, &out, "verify %s --wait 2>&1", b4);
     assert_int_equal (rc, 1);
     assert_non_null (strstr (out, "verify: profile vp2: failing (2 of 2 entries failed"));
     free (out);
@@ -448,19 +337,7 @@ static void test_verify (void **state)
     free (tuned);
 
     /* everything it started ends cleanly (under ASan: no leak, no error) */
-    int status = ak_test_stop (s_ctx.workers[0], SIGTERM, 20000);
-    s_ctx.workers[0] = 0;
-    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
-        s_dump ("vf-w1.log");
-        fail_msg ("vf-w1 ended with status 0x%x", status);
-    }
-    assert_int_equal (s_run (NULL, "%s shutdown", s_ctx.akctl), 0);
-    status = ak_test_stop (s_ctx.coord, 0, 20000);
-    s_ctx.coord = 0;
-    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
-        s_dump ("akcoord.log");
-        fail_msg ("akcoord ended with status 0x%x", status);
-    }
+    ak_test_cluster_shutdown (&s_c, 20000);
 
     free (pkg);
     free (pkg2);

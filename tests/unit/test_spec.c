@@ -87,17 +87,7 @@ static int s_teardown (void **state)
 static int s_load_text (fixture_t *fx, const char *from, const char *to, ak_spec_t **spec,
                         ak_err_t *err)
 {
-    char *text = json_dumps (fx->json, JSON_INDENT (1));
-    if (from) {
-        char *at = strstr (text, from);
-        if (!at)
-            fail_msg ("'%s' not in the fixture text", from);
-        char *joined = ak_sprintf ("%.*s%s%s", (int) (at - text), text, to, at + strlen (from));
-        free (text);
-        text = joined;
-    }
-    char *path = ak_test_write (fx->dir, "spec.json", text);
-    free (text);
+    char *path = ak_test_write_json (fx->dir, "spec.json", fx->json, from, to);
     memset (err, 0, sizeof *err);
     *spec = NULL;
     int rc = ak_spec_load (path, spec, err);
@@ -117,15 +107,7 @@ static void s_expect (fixture_t *fx, const char *from, const char *to, int code,
     ak_spec_t *spec = NULL;
     ak_err_t err;
     int rc = s_load_text (fx, from, to, &spec, &err);
-    if (rc != code)
-        fail_msg ("loaded with %d (expected %d): %s", rc, code, rc ? err.msg : "(no error)");
-    assert_null (spec);
-    if (!strstr (err.msg, "spec.json: "))
-        fail_msg ("message does not name the file: %s", err.msg);
-    if (needle1 && !strstr (err.msg, needle1))
-        fail_msg ("message lacks '%s': %s", needle1, err.msg);
-    if (needle2 && !strstr (err.msg, needle2))
-        fail_msg ("message lacks '%s': %s", needle2, err.msg);
+    ak_test_expect_refused (rc, code, spec, err.msg, "spec.json", needle1, needle2);
 }
 
 /*  Sets path to value (NULL: deletes it), expects AK_EINVAL naming the
@@ -133,12 +115,9 @@ static void s_expect (fixture_t *fx, const char *from, const char *to, int code,
 static void s_reject (fixture_t *fx, const char *path, json_t *value, const char *needle1,
                       const char *needle2)
 {
-    json_t *old = ak_test_json_at (fx->json, path);
-    old = old ? json_deep_copy (old) : NULL;
-    ak_test_json_set (fx->json, path, value);
+    json_t *old = ak_test_json_swap (fx->json, path, value);
     s_expect (fx, NULL, NULL, AK_EINVAL, needle1, needle2);
-    if (old || ak_test_json_at (fx->json, path))
-        ak_test_json_set (fx->json, path, old);
+    ak_test_json_restore (fx->json, path, old);
 }
 
 /* ============================================================= the base */
