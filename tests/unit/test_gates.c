@@ -425,6 +425,43 @@ static void test_recheck_catches_replay (void **state)
     free (path);
 }
 
+/*  An inline spec (its host baseline as the kernel under test), built and
+    loaded, and the gates run on it. */
+typedef struct {
+    ak_spec_t   *spec;
+    ak_kernel_t *ref, *k;
+    char        *rpath, *kpath;
+} s_inline_t;
+
+static void s_inline_gates (s_inline_t *in, const char *spec_text, ak_gate_report_t *rep)
+{
+    ak_err_t err = { 0 };
+    memset (in, 0, sizeof *in);
+    int rc = ak_spec_parse_text (spec_text, strlen (spec_text), "inline", &in->spec, &err);
+    if (rc)
+        fprintf (stderr, "%s\n", err.msg);
+    assert_int_equal (rc, 0);
+    in->rpath = s_build (in->spec->reference.text, true, NULL, NULL, 0);
+    in->kpath = s_build (in->spec->baselines[0].source.text, false, NULL, NULL, 0);
+    in->ref = s_load (in->rpath, "ak_reference");
+    in->k = s_load (in->kpath, "ak_kernel");
+    ak_gate_ctx_t ctx;
+    s_ctx (&ctx, in->k);
+    ctx.spec = in->spec;
+    ctx.ref = in->ref;
+    assert_int_equal (ak_gates_run (&ctx, rep, &err), 0);
+    s_print (rep);
+}
+
+static void s_inline_free (s_inline_t *in)
+{
+    s_fix.be->unload (s_fix.dev, &in->k);
+    s_fix.be->unload (s_fix.dev, &in->ref);
+    free (in->rpath);
+    free (in->kpath);
+    ak_spec_destroy (&in->spec);
+}
+
 /*  An in-place spec: outputs alias inputs, inputs restored every run. */
 static void test_inplace_spec (void **state)
 {
@@ -440,40 +477,23 @@ static void test_inplace_spec (void **state)
         " { ak_t *x = AK_OUT (a, 0); for (int64_t i = 0; i < a->dims[0]; i++) x[i] *= 2; }\"},"
         " \"baselines\": [{\"backend\": \"host\", \"source\": {\"name\": \"b.c\", \"text\": \"void ak_kernel"
         " (const ak_args_t *a) { float *x = AK_OUT (a, 0); for (int64_t i = 0; i < a->dims[0]; i++) x[i] *= 2; }\"}}]}";
-    ak_spec_t *spec = NULL;
-    ak_err_t err = { 0 };
-    int rc = ak_spec_parse_text (spec_text, strlen (spec_text), "inline", &spec, &err);
-    if (rc)
-        fprintf (stderr, "%s\n", err.msg);
-    assert_int_equal (rc, 0);
-    assert_true (spec->inplace);
-    char *rpath = s_build (spec->reference.text, true, NULL, NULL, 0);
-    char *kpath = s_build (spec->baselines[0].source.text, false, NULL, NULL, 0);
-    ak_kernel_t *ref = s_load (rpath, "ak_reference");
-    ak_kernel_t *k = s_load (kpath, "ak_kernel");
-    ak_gate_ctx_t ctx;
-    s_ctx (&ctx, k);
-    ctx.spec = spec;
-    ctx.ref = ref;
+    s_inline_t in;
     ak_gate_report_t rep;
-    assert_int_equal (ak_gates_run (&ctx, &rep, &err), 0);
-    s_print (&rep);
+    s_inline_gates (&in, spec_text, &rep);
+    assert_true (in.spec->inplace);
     /* Without the restore, run 2 of the determinism stage would see x*2
        as input and give x*4. */
     assert_int_equal (rep.status, AK_GATE_OK);
 
-    ak_timing_ctx_t tc = { .spec = spec, .be = s_fix.be, .dev = s_fix.dev, .cand = k, .base = k,
+    ak_timing_ctx_t tc = { .spec = in.spec, .be = s_fix.be, .dev = s_fix.dev, .cand = in.k, .base = in.k,
                            .warmup = 1, .min_samples = 3, .max_samples = 5, .rsd_target = 1.0,
                            .max_time_ms = 1000, .cold = false, .seed = 42 };
     ak_timing_result_t tr;
+    ak_err_t err = { 0 };
     int64_t dims[1] = { 1000 };
     assert_int_equal (ak_timing_measure (&tc, dims, AK_DT_FLOAT32, &tr, &err), 0);
     assert_true (tr.cand.n >= 3 && tr.base.n >= 3);
-    s_fix.be->unload (s_fix.dev, &k);
-    s_fix.be->unload (s_fix.dev, &ref);
-    free (rpath);
-    free (kpath);
-    ak_spec_destroy (&spec);
+    s_inline_free (&in);
 }
 
 /*  The stability gate's near-max inputs (x1e18 for float32) make a cube
@@ -496,28 +516,10 @@ static ak_gate_status_t s_gate_cube (const char *scale, ak_gate_report_t *rep)
         " \"baselines\": [{\"backend\": \"host\", \"source\": {\"name\": \"b.c\", \"text\": \"void ak_kernel"
         " (const ak_args_t *a) { const float *x = AK_IN (a, 0); float *y = AK_OUT (a, 0);"
         " for (int64_t i = 0; i < a->dims[0]; i++) y[i] = x[i] * x[i] * x[i] * %sf; }\"}}]}", scale, scale);
-    ak_spec_t *spec = NULL;
-    ak_err_t err = { 0 };
-    int rc = ak_spec_parse_text (spec_text, strlen (spec_text), "inline", &spec, &err);
-    if (rc)
-        fprintf (stderr, "%s\n", err.msg);
-    assert_int_equal (rc, 0);
-    char *rpath = s_build (spec->reference.text, true, NULL, NULL, 0);
-    char *kpath = s_build (spec->baselines[0].source.text, false, NULL, NULL, 0);
-    ak_kernel_t *ref = s_load (rpath, "ak_reference");
-    ak_kernel_t *k = s_load (kpath, "ak_kernel");
-    ak_gate_ctx_t ctx;
-    s_ctx (&ctx, k);
-    ctx.spec = spec;
-    ctx.ref = ref;
-    assert_int_equal (ak_gates_run (&ctx, rep, &err), 0);
-    s_print (rep);
-    s_fix.be->unload (s_fix.dev, &k);
-    s_fix.be->unload (s_fix.dev, &ref);
-    free (rpath);
-    free (kpath);
+    s_inline_t in;
+    s_inline_gates (&in, spec_text, rep);
+    s_inline_free (&in);
     free (spec_text);
-    ak_spec_destroy (&spec);
     return rep->status;
 }
 
