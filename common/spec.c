@@ -1165,10 +1165,11 @@ static int s_check_dims (const ak_spec_t *spec, const int64_t *dims, const char 
                 const char *what = io ? "outputs" : "inputs";
                 if (ak_expr_eval (bufs[i].count, vars, nvars, &v, &sub))
                     return s_bad (err, label, path, "%s[%d].count: %s", what, i, sub.msg);
-                if (v < 1 || v > INT64_MAX / 16)
+                if (v < 1 || (uint64_t) v > AK_SPEC_MAX_ELEMS)
                     return s_bad (err, label, path, "%s[%d].count '%s' is %lld "
-                                  "(must be positive and fit in memory)",
-                                  what, i, bufs[i].count, (long long) v);
+                                  "(must be 1 to %llu elements, what a worker allocates per buffer)",
+                                  what, i, bufs[i].count, (long long) v,
+                                  (unsigned long long) AK_SPEC_MAX_ELEMS);
                 if (!io)
                     in_counts[i] = v;
                 else if (spec->inplace && v != in_counts[i])

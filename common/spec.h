@@ -23,6 +23,11 @@
 #define AK_MAX_DIMS      8
 #define AK_MAX_BUFS      8
 #define AK_MAX_PARAMS    16
+/* Most elements of one input or output buffer at any size of a spec, a
+   manifest workload or a corpus case: what a worker allocates (worker/data.h,
+   AK_DATA_MAX_ELEMS), 2^28, checked when the spec or manifest is read so a
+   size too large fails there, naming it, and not in the gates. */
+#define AK_SPEC_MAX_ELEMS (1ull << 28)
 #define AK_MAX_NAME      64
 #define AK_SPEC_SCHEMA_VERSION      1
 #define AK_MANIFEST_SCHEMA_VERSION  1

@@ -28,7 +28,7 @@ double ak_input_value (const ak_spec_t *spec, int j, uint64_t i, uint64_t seed, 
 
 /* Element counts of every input and output buffer for dims, each checked
    to be in [1, AK_DATA_MAX_ELEMS]; AK_EINVAL naming the buffer otherwise. */
-#define AK_DATA_MAX_ELEMS (1ull << 28)
+#define AK_DATA_MAX_ELEMS AK_SPEC_MAX_ELEMS
 int ak_buf_counts (const ak_spec_t *spec, const int64_t *dims, ak_dtype_t dt,
                    size_t nin[AK_MAX_BUFS], size_t nout[AK_MAX_BUFS], ak_err_t *err);
 

@@ -645,6 +645,10 @@ static void test_reject_count_overflow (void **state)
 {
     s_reject (*state, "inputs[0].count", json_string ("rows*cols*4611686018427387904"),
               "sizes[0]: inputs[0].count", NULL);
+    /* a size whose buffer a worker would refuse to allocate (more than
+       AK_SPEC_MAX_ELEMS = 2^28 elements): named when the spec is read */
+    s_reject (*state, "sizes[2].size.cols", json_integer (1 << 30),
+              "sizes[2]: inputs[0].count 'rows*cols' is", "must be 1 to 268435456 elements");
 }
 
 static void test_reject_bad_range (void **state)
