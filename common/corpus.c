@@ -155,7 +155,7 @@ static int s_parse_case (json_t *v, const ak_spec_t *spec, const char *label, co
         return rc;
 
     json_t *name = json_object_get (v, "name");
-    snprintf (p, sizeof p, "%s.name", path);
+    snprintf (p, sizeof p, "%.120s.name", path);
     if (!name)
         return s_bad (err, label, p, "missing");
     if (!s_string_ok (name) || !s_case_name_ok (json_string_value (name)))
@@ -164,7 +164,7 @@ static int s_parse_case (json_t *v, const ak_spec_t *spec, const char *label, co
     c->name = ak_strdup (json_string_value (name));
 
     json_t *sizes = json_object_get (v, "sizes");
-    snprintf (p, sizeof p, "%s.sizes", path);
+    snprintf (p, sizeof p, "%.120s.sizes", path);
     if (!sizes)
         return s_bad (err, label, p, "missing");
     if ((rc = s_parse_sizes (sizes, spec, label, p, c->dims, err)) != 0)
@@ -177,7 +177,7 @@ static int s_parse_case (json_t *v, const ak_spec_t *spec, const char *label, co
                       "different shape", c->name, spec->name);
 
     json_t *dtype = json_object_get (v, "dtype");
-    snprintf (p, sizeof p, "%s.dtype", path);
+    snprintf (p, sizeof p, "%.120s.dtype", path);
     c->dtype = spec->dtypes[0];
     if (dtype) {
         if (!s_string_ok (dtype) || ak_dtype_parse (json_string_value (dtype), &c->dtype))
@@ -188,7 +188,7 @@ static int s_parse_case (json_t *v, const ak_spec_t *spec, const char *label, co
     }
 
     json_t *weight = json_object_get (v, "weight");
-    snprintf (p, sizeof p, "%s.weight", path);
+    snprintf (p, sizeof p, "%.120s.weight", path);
     c->weight = 1;
     if (weight) {
         c->weight = json_is_number (weight) ? json_number_value (weight) : NAN;
@@ -197,7 +197,7 @@ static int s_parse_case (json_t *v, const ak_spec_t *spec, const char *label, co
     }
 
     json_t *tags = json_object_get (v, "tags");
-    snprintf (p, sizeof p, "%s.tags", path);
+    snprintf (p, sizeof p, "%.120s.tags", path);
     if (tags) {
         if (!json_is_array (tags) || json_array_size (tags) > AK_CORPUS_MAX_TAGS)
             return s_bad (err, label, p, "must be an array of at most %d strings",
