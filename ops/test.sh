@@ -8,8 +8,11 @@
 # unit, integration and fault tests, and gpu tests (which skip themselves
 # where there is no GPU).  $AK_TEST_JOBS runs that many tests at once
 # (default: up to 4).  Then, when no ctest options were given, the
-# libFuzzer targets run for $AK_FUZZ_SECONDS each (ops/fuzz.sh; default 10,
-# 0 skips them).  The exit code is non-zero when a test or a target failed.
+# optimized build (RelWithDebInfo, what setup.sh and bundle.sh build) is
+# compiled with warnings as errors too, into build-test-rel/ (gcc warns of
+# some things only at -O2), and the libFuzzer targets run for
+# $AK_FUZZ_SECONDS each (ops/fuzz.sh; default 10, 0 skips them).  The exit
+# code is non-zero when a test, that build or a target failed.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/ops/deps.sh"
@@ -28,6 +31,12 @@ fi
 cd "$build"
 rc=0
 ctest --output-on-failure -j "$jobs" "$@" || rc=$?
+# The optimized build, compiled only (its warnings are errors too).
+if [ $# -eq 0 ]; then
+    rel="${build}-rel"
+    { cmake -S "$root" -B "$rel" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_WERROR=ON >/dev/null \
+      && cmake --build "$rel" -j "$(ak_jobs)" >/dev/null; } || { echo "ops/test.sh: the optimized -Werror build failed" >&2; rc=1; }
+fi
 # The libFuzzer targets (tests/fuzz), each for a bounded time, after the
 # suite: $AK_FUZZ_SECONDS per target (default 10; 0 skips them).
 fuzz_secs="${AK_FUZZ_SECONDS:-10}"
