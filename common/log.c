@@ -25,6 +25,59 @@ static atomic_bool s_level_set = false;
 static char s_ident[64] = "akfleet";
 static pthread_mutex_t s_ident_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* ak_log_hold: the calling thread's held lines */
+#define S_HELD_MAX (32 * 1024)
+static _Thread_local char  *s_held;
+static _Thread_local size_t s_nheld;
+static _Thread_local bool   s_holding;
+static pthread_once_t s_exit_once = PTHREAD_ONCE_INIT;
+
+static void s_write_all (const char *p, size_t len)
+{
+    int saved = errno;
+    while (len > 0) {
+        ssize_t w = write (STDERR_FILENO, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        p += w;
+        len -= (size_t) w;
+    }
+    errno = saved;
+}
+
+void ak_log_flush (void)
+{
+    if (s_nheld)
+        s_write_all (s_held, s_nheld);
+    s_nheld = 0;
+}
+
+static void s_flush_at_exit (void)
+{
+    ak_log_flush ();                /* the thread that calls exit (), the one that holds */
+}
+
+static void s_exit_init (void)
+{
+    atexit (s_flush_at_exit);
+}
+
+void ak_log_hold (bool on)
+{
+    if (on && !s_held) {
+        s_held = malloc (S_HELD_MAX);
+        if (!s_held)
+            return;                 /* no buffer: lines are written one by one */
+        pthread_once (&s_exit_once, s_exit_init);
+    }
+    if (!on)
+        ak_log_flush ();
+    s_holding = on;
+}
+
 static void s_init (void)
 {
     const char *env = getenv ("AK_LOG_LEVEL");
@@ -128,17 +181,13 @@ void ak_log (ak_log_level_t level, const char *fmt, ...)
         len = sizeof line - 1;
     line[len++] = '\n';
 
-    int saved = errno;
-    const char *p = line;
-    while (len > 0) {
-        ssize_t w = write (STDERR_FILENO, p, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        p += w;
-        len -= (size_t) w;
+    if (s_holding && level <= AK_LOG_INFO) {
+        if (s_nheld + len > S_HELD_MAX)
+            ak_log_flush ();
+        memcpy (s_held + s_nheld, line, len);
+        s_nheld += len;
+        return;
     }
-    errno = saved;
+    ak_log_flush ();                /* what was held comes first */
+    s_write_all (line, len);
 }

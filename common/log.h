@@ -5,6 +5,8 @@
 #ifndef AK_LOG_H
 #define AK_LOG_H
 
+#include <stdbool.h>
+
 typedef enum { AK_LOG_DEBUG = 0, AK_LOG_INFO, AK_LOG_WARN, AK_LOG_ERROR, AK_LOG_QUIET } ak_log_level_t;
 
 void ak_log_set_ident (const char *ident);       /* "akcoord", "akworker" ... */
@@ -14,6 +16,18 @@ ak_log_level_t ak_log_level (void);
 int  ak_log_parse_level (const char *text);
 void ak_log (ak_log_level_t level, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));
+
+/*  Holding (the coordinator's loop, which logs three info lines per task
+    and would otherwise make three write(2) calls per task): while the
+    calling thread holds, its debug and info lines are kept in a buffer
+    and written together by ak_log_flush, when the buffer is full, before
+    any warn or error line of that thread, and at exit.  Lines keep their
+    own time stamps and order.  A process killed while holding loses the
+    lines since its last flush: flush before anything that makes them
+    observable (a reply, an acknowledgement).  ak_log_hold (false)
+    flushes and stops holding. */
+void ak_log_hold (bool on);
+void ak_log_flush (void);
 
 #define ak_debug(...) ak_log (AK_LOG_DEBUG, __VA_ARGS__)
 #define ak_info(...)  ak_log (AK_LOG_INFO,  __VA_ARGS__)

@@ -183,6 +183,7 @@ static void s_reply (ak_coord_t *self, const void *route, size_t len, int code, 
     reply.json = (char *) (json ? json : "");
     env.body_case = AK__ENVELOPE__BODY_REPLY;
     env.reply = &reply;
+    ak_log_flush ();                /* what a client can see is in the log */
     if (s_send (self, AK_EP_CLIENTS, route, len, &env) == AK_ETOOBIG) {
         reply.code = AK_ETOOBIG;
         reply.error = "the answer exceeds the 16 MiB message limit";
@@ -1000,6 +1001,7 @@ static int s_commit (ak_coord_t *self, ak_err_t *err)
 {
     ak_commit_t c;
     int rc = ak_intake_commit (self->intake, ak_clock_mono_ms (), &c, err);
+    ak_log_flush ();                /* a task's "done" line before its ACK */
     for (size_t i = 0; i < c.nacks; i++) {
         const ak_ack_t *a = &c.acks[i];
         ak_worker_t *w = ak_registry_get (self->registry, a->worker_id);
@@ -1399,6 +1401,8 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
     uint64_t now = ak_clock_mono_ms ();
     self->next_tick = now;
     self->next_heartbeat = now + self->opts.heartbeat_ms;
+    /* the info lines of a wake-up (three per task) go out in one write */
+    ak_log_hold (true);
     while (!self->stop && !(self->opts.stop_flag && *self->opts.stop_flag)) {
         now = ak_clock_mono_ms ();
         uint64_t wake = self->next_tick;
@@ -1413,6 +1417,7 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
             { zsock_resolve (self->mon[AK_EP_CLIENTS]), 0, ZMQ_POLLIN, 0 },
             { self->zap ? zsock_resolve (self->zap) : NULL, 0, ZMQ_POLLIN, 0 },
         };
+        ak_log_flush ();
         if (zmq_poll (items, self->zap ? 5 : 4, timeout) < 0) {
             if (zmq_errno () == EINTR)
                 continue;
@@ -1450,5 +1455,6 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
         s_settle (self, ak_clock_mono_ms ());
         rc = s_commit (self, err);
     }
+    ak_log_hold (false);
     return rc;
 }

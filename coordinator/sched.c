@@ -95,6 +95,7 @@ static void s_batch_free (void **item)
         free (batch->targets);
         s_winners_free (batch->winners, batch->nwinners);
         free (batch->tasks);
+        zhashx_destroy ((zhashx_t **) &batch->rounds_memo);
         free (batch);
         *item = NULL;
     }
@@ -495,6 +496,8 @@ void ak_sched_extend (ak_sched_t *self, Ak__TaskRecord *const *recs, size_t n)
 
 ak_task_t *ak_sched_pop_pinned (ak_sched_t *self, const char *worker_id)
 {
+    if (zhashx_size (self->pins) == 0)
+        return NULL;                    /* nothing pinned (no verify): no hashing per dispatch */
     zlistx_t *queue = zhashx_lookup (self->pins, worker_id);
     if (!queue)
         return NULL;

@@ -99,6 +99,7 @@ struct ak_batch {
     size_t       cap_tasks;
     bool         dirty;
     bool         settling;          /* every task terminal, winners not decided yet */
+    void        *rounds_memo;       /* rounds.c's per (op, class) summary of tasks; freed here */
 };
 
 typedef struct ak_sched ak_sched_t;

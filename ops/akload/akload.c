@@ -117,6 +117,11 @@ typedef struct {
     size_t       npending, cap_pending;
     uint64_t     seq;
     bool         ready;             /* in the ready list: read it until EAGAIN */
+    /* when each credit the coordinator owes this worker was freed (HELLO
+       sent, or a RECEIPT sent: its slot is free), oldest first; an ASSIGN
+       uses up the oldest (credit->assign latency) */
+    uint64_t    *credit_ns;
+    size_t       ncredits, cap_credits;
 } s_sim_t;
 
 /* A running task's due time, in the min-heap that wakes the loop for it. */
@@ -142,6 +147,8 @@ typedef struct {
     uint32_t      *lat_us;          /* dispatch -> ack latencies after the warm-up */
     uint32_t      *commit_us;       /* receipt -> ack (the coordinator's commit) */
     size_t         nlat, cap_lat;
+    uint32_t      *credit_us;       /* credit freed -> ASSIGN received, after the warm-up */
+    size_t         ncredit, cap_credit;
     uint64_t       start_ns, window_ns, end_ns;
     uint64_t       first_ack_ns, last_ack_ns;   /* in the window */
     int            epoll;
@@ -154,6 +161,7 @@ typedef struct {
 } s_load_t;
 
 static void s_pending_free (s_pending_t *p);
+static uint32_t s_us (uint64_t ns);
 
 // ================================================================= sending
 
@@ -216,6 +224,16 @@ static int s_send (s_load_t *self, s_sim_t *sim, Ak__Envelope *env)
 
 /* HELLO listing every task held without a receipt (they count against the
    worker's credit and are claimed again), then every unacked receipt. */
+/* A credit of sim is free as of now_ns: the coordinator may assign. */
+static void s_credit_push (s_sim_t *sim, uint64_t now_ns)
+{
+    if (sim->ncredits == sim->cap_credits) {
+        sim->cap_credits = sim->cap_credits ? sim->cap_credits * 2 : 4;
+        sim->credit_ns = ak_realloc (sim->credit_ns, sim->cap_credits * sizeof *sim->credit_ns);
+    }
+    sim->credit_ns[sim->ncredits++] = now_ns;
+}
+
 static void s_send_hello (s_load_t *self, s_sim_t *sim)
 {
     Ak__Device dev = AK__DEVICE__INIT;
@@ -255,6 +273,12 @@ static void s_send_hello (s_load_t *self, s_sim_t *sim)
     env.hello = &hello;
     if (s_send (self, sim, &env) == 0)
         self->c.hellos++;
+    /* the coordinator starts this registration owing slots + prefetch
+       credits, less the tasks still held (it counts them as claimed) */
+    sim->ncredits = 0;
+    uint64_t now_ns = ak_clock_mono_ns ();
+    for (size_t k = sim->ntasks; k < (size_t) self->opts.slots + self->opts.prefetch; k++)
+        s_credit_push (sim, now_ns);
     free (ptrs);
     free (refs);
 
@@ -500,6 +524,7 @@ static void s_finish (s_load_t *self, s_sim_t *sim, size_t i)
     p->attempt = r->attempt;
     p->assigned_ns = t.assigned_ns;
     p->finished_ns = ak_clock_mono_ns ();
+    s_credit_push (sim, p->finished_ns);    /* the RECEIPT frees its slot: ask for more */
     p->data = data;
     p->size = size;
     s_task_free (&t);
@@ -594,6 +619,17 @@ static void s_on_assign (s_load_t *self, s_sim_t *sim, Ak__Envelope *env, uint64
     env->assign = NULL;
     env->body_case = AK__ENVELOPE__BODY__NOT_SET;
     self->c.assigns++;
+    if (sim->ncredits) {
+        uint64_t freed = sim->credit_ns[0];
+        memmove (sim->credit_ns, sim->credit_ns + 1, --sim->ncredits * sizeof *sim->credit_ns);
+        if (now_ns >= self->window_ns) {
+            if (self->ncredit == self->cap_credit) {
+                self->cap_credit = self->cap_credit ? self->cap_credit * 2 : 65536;
+                self->credit_us = ak_realloc (self->credit_us, self->cap_credit * sizeof *self->credit_us);
+            }
+            self->credit_us[self->ncredit++] = s_us (now_ns - freed);
+        }
+    }
     /* a task given again (a new attempt after a re-registration) replaces
        the copy held */
     for (size_t i = 0; i < sim->ntasks; i++)
@@ -885,6 +921,10 @@ static json_t *s_stats_json (s_load_t *self)
     json_object_set_new (o, "dispatch_to_ack_latency", s_lat_json (self->lat_us, self->nlat));
     /* RECEIPT sent -> ACK received: the coordinator's intake and group commit */
     json_object_set_new (o, "receipt_to_ack_latency", s_lat_json (self->commit_us, self->nlat));
+    /* credit freed (HELLO or RECEIPT sent) -> the ASSIGN that uses it: how
+       long a worker asking for work waits for it, the dispatch latency
+       that queueing in front of saturated workers does not stretch */
+    json_object_set_new (o, "credit_to_assign_latency", s_lat_json (self->credit_us, self->ncredit));
     json_object_set_new (o, "round_trips", json_integer ((json_int_t) c->window_acks));
     json_object_set_new (o, "round_trips_per_s",
                          json_real (window_s > 0 ? (double) c->window_acks / window_s : 0.0));
@@ -919,6 +959,10 @@ static void s_print_stats (s_load_t *self, json_t *o)
     printf ("  receipt->ack (intake + group commit) p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
             json_real_value (json_object_get (commit, "p50_ms")), json_real_value (json_object_get (commit, "p99_ms")),
             json_real_value (json_object_get (commit, "max_ms")));
+    json_t *credit = json_object_get (o, "credit_to_assign_latency");
+    printf ("  credit->assign (worker asks for work -> ASSIGN received) p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+            json_real_value (json_object_get (credit, "p50_ms")), json_real_value (json_object_get (credit, "p99_ms")),
+            json_real_value (json_object_get (credit, "max_ms")));
     printf ("  hellos %" JSON_INTEGER_FORMAT ", reconnects %" JSON_INTEGER_FORMAT ", disconnects received %"
             JSON_INTEGER_FORMAT ", send failures %" JSON_INTEGER_FORMAT "\n",
             json_integer_value (json_object_get (counts, "hellos")),
@@ -1008,6 +1052,7 @@ static void s_load_destroy (s_load_t **self_p)
             for (size_t k = 0; k < sim->npending; k++)
                 s_pending_free (&sim->pending[k]);
             free (sim->pending);
+            free (sim->credit_ns);
         }
         if (zmq_ctx_term (self->ctx) != 0)
             ak_error ("zmq_ctx_term: %s", zmq_strerror (zmq_errno ()));
@@ -1018,6 +1063,7 @@ static void s_load_destroy (s_load_t **self_p)
         free (self->batch);
         free (self->lat_us);
         free (self->commit_us);
+        free (self->credit_us);
         free (self->due);
         free (self);
         *self_p = NULL;
@@ -1130,7 +1176,9 @@ static void s_usage (FILE *out)
         "Statistics (stdout, and --stats-json): receipts sent, acks received, duplicates\n"
         "acked, round trips per second (acks after the warm-up / window), the\n"
         "dispatch->ack latency from ASSIGN received to ACK received and the\n"
-        "receipt->ack latency from RECEIPT sent to ACK received (p50, p99, max).\n"
+        "receipt->ack latency from RECEIPT sent to ACK received, and the\n"
+        "credit->assign latency from a credit freed (HELLO sent, or a RECEIPT sent,\n"
+        "which frees its slot) to the ASSIGN that uses it (p50, p99, max).\n"
         "Exit status: 0 after SIGTERM/SIGINT or the duration, 1 on a failure, 2 for bad flags.\n",
         S_MAX_WORKERS);
 }

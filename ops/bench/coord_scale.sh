@@ -8,10 +8,14 @@
 # Runs a REAL akcoord with durable commits (LMDB syncs on every commit, the
 # default) against akload (build/bin/akload: simulated workers, no kernel
 # runs) on this host, over tcp://127.0.0.1, and measures in one go:
-#   1. task round trips per second (ASSIGN -> acknowledged receipt) and the
-#      dispatch->ack latency (ASSIGN received -> ACK received, p50/p99) with
+#   1. task round trips per second (ASSIGN -> acknowledged receipt), the
+#      dispatch->ack latency (ASSIGN received -> ACK received, p50/p99) and
+#      the credit->assign latency (a worker frees a slot by sending its
+#      RECEIPT, or registers -> the ASSIGN that fills it, p50/p99) with
 #      10, 100 and 1000 simulated workers, default group commit;
-#   2. the same at 1000 workers with one commit per receipt (--commit-max 1);
+#   2. the same at 1000 workers with one commit per receipt (--commit-max 1),
+#      and at 1000 workers paced by 100 ms and 250 ms tasks with no prefetch
+#      (offering at most 10,000 and 4,000 round trips/s);
 #   3. coordinator memory (VmRSS) per connected worker and per 100k stored tasks;
 #   4. restart time with 100k tasks in the store: exec of akcoord until its
 #      client endpoint answers `stats`.
@@ -45,7 +49,7 @@ keep=0
 spec="$root/kernels/softmax/spec.json"
 
 usage () {
-    sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -258,6 +262,7 @@ run_load () {
          round_trips_per_s: (.round_trips_per_s | round),
          p50_ms: .dispatch_to_ack_latency.p50_ms, p99_ms: .dispatch_to_ack_latency.p99_ms,
          commit_p50_ms: .receipt_to_ack_latency.p50_ms, commit_p99_ms: .receipt_to_ack_latency.p99_ms,
+         credit_p50_ms: .credit_to_assign_latency.p50_ms, credit_p99_ms: .credit_to_assign_latency.p99_ms,
          receipts_per_commit: $pc, rss_kib: $rss, acks: .counts.acks_received,
          duplicates_acked: .counts.duplicates_acked, reconnects: .counts.reconnects}' \
        "$out/akload-$name.json" >"$out/run-$name.json"
@@ -275,6 +280,9 @@ run_load "single-1000" 1000 "" --commit-max 1
 # offers at most 10,000 round trips/s; dispatch->ack is then 100 ms plus
 # what the coordinator adds (dispatch, intake, group commit)
 run_load "paced-1000" 1000 "--prefetch 0 --task-ms 100"
+# below saturation: 250 ms tasks offer at most 4,000 round trips/s, so the
+# latencies are the coordinator's own (dispatch, intake, group commit)
+run_load "paced4k-1000" 1000 "--prefetch 0 --task-ms 250"
 
 # ------------------------------------------------------------- restarts
 # restart_time STORE NAME: ms from exec to a `stats` answer, RSS then.
@@ -312,9 +320,9 @@ put ".memory.kib_per_100k_tasks = (($rss_100k - .memory.empty_kib) * 100000 / .s
      | .memory.anon_kib_per_100k_tasks = (($anon_100k - .memory.empty_anon_kib) * 100000 / .store.tasks | round)"
 
 {
-    echo "| run | workers | akcoord | akload | round trips/s | dispatch->ack p50 / p99 (ms) | receipt->ack p50 / p99 (ms) | receipts/commit | akcoord CPU us/rt | akload CPU us/rt | RSS (MiB) | foreign CPUs |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(if .akload_options == "" then "defaults" else .akload_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.akcoord_cpu_us_per_rt) | \(.akload_cpu_us_per_rt) | \(.rss_kib / 1024 | round) | \(.foreign_cpus) |"' "$results"
+    echo "| run | workers | akcoord | akload | round trips/s | dispatch->ack p50 / p99 (ms) | credit->assign p50 / p99 (ms) | receipt->ack p50 / p99 (ms) | receipts/commit | akcoord CPU us/rt | akload CPU us/rt | RSS (MiB) | foreign CPUs |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(if .akload_options == "" then "defaults" else .akload_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.credit_p50_ms) / \(.credit_p99_ms) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.akcoord_cpu_us_per_rt) | \(.akload_cpu_us_per_rt) | \(.rss_kib / 1024 | round) | \(.foreign_cpus) |"' "$results"
     echo
     jq -r '"memory: \(.memory.bytes_per_worker) bytes per connected worker (\(.memory.workers) idle workers); \(.memory.kib_per_100k_tasks) KiB RSS per 100k stored tasks, \(.memory.anon_kib_per_100k_tasks) KiB of it anonymous (empty store \(.memory.empty_kib) KiB)"' "$results"
     echo "restart with $tasks tasks in the store (median of $restarts): $(med 100k-queued ms) ms all queued, $(med "100k-after-$last" ms) ms after the $last run"

@@ -111,6 +111,69 @@ static void test_log (void **state)
     free (dir);
 }
 
+/* ak_log_hold: info lines wait for a flush, a warning, or the end of
+   holding, and come out whole and in order. */
+static void test_log_hold (void **state)
+{
+    (void) state;
+    char *dir = ak_test_tmpdir ("loghold");
+    assert_non_null (dir);
+    char *path = ak_path_join (dir, "log.txt");
+    int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true (fd >= 0);
+    int saved = dup (STDERR_FILENO);
+    assert_true (saved >= 0);
+    assert_true (dup2 (fd, STDERR_FILENO) >= 0);
+    close (fd);
+    ak_log_set_level (AK_LOG_INFO);
+    struct stat st;
+
+    ak_log_hold (true);
+    ak_info ("held %d", 1);
+    ak_info ("held %d", 2);
+    assert_int_equal (stat (path, &st), 0);
+    assert_int_equal (st.st_size, 0);                   /* nothing written yet */
+    ak_warn ("warned");                                 /* writes the held lines first */
+    assert_int_equal (stat (path, &st), 0);
+    off_t after_warn = st.st_size;
+    assert_true (after_warn > 0);
+    ak_info ("held %d", 3);
+    assert_int_equal (stat (path, &st), 0);
+    assert_int_equal (st.st_size, after_warn);
+    ak_log_flush ();
+    assert_int_equal (stat (path, &st), 0);
+    assert_true (st.st_size > after_warn);
+    /* more than the buffer holds: written as it fills, nothing lost */
+    for (int i = 0; i < 2000; i++)
+        ak_info ("bulk line %04d with some text to fill the buffer", i);
+    ak_info ("last held");
+    ak_log_hold (false);                                /* flushes */
+    ak_info ("not held");
+
+    assert_true (dup2 (saved, STDERR_FILENO) >= 0);
+    close (saved);
+    char *text = NULL;
+    size_t len = 0;
+    ak_err_t err;
+    assert_int_equal (ak_file_read (path, 1 << 20, &text, &len, &err), 0);
+    char *h1 = strstr (text, "INFO held 1\n"), *h2 = strstr (text, "INFO held 2\n");
+    char *w = strstr (text, "WARN warned\n"), *h3 = strstr (text, "INFO held 3\n");
+    char *last = strstr (text, "INFO last held\n"), *nh = strstr (text, "INFO not held\n");
+    assert_true (h1 && h2 && w && h3 && last && nh);
+    assert_true (h1 < h2 && h2 < w && w < h3 && h3 < last && last < nh);
+    int bulk = 0, lines = 0;
+    for (const char *p = text; (p = strstr (p, "INFO bulk line ")); p++)
+        bulk++;
+    for (size_t i = 0; i < len; i++)
+        lines += text[i] == '\n';
+    assert_int_equal (bulk, 2000);
+    assert_int_equal (lines, 2000 + 6);
+    free (text);
+    free (path);
+    ak_test_rmtree (dir);
+    free (dir);
+}
+
 /* ---------------------------------------------------------------- clock */
 
 static void test_clock (void **state)
@@ -381,6 +444,7 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_error),
         cmocka_unit_test (test_log),
+        cmocka_unit_test (test_log_hold),
         cmocka_unit_test (test_clock),
         cmocka_unit_test (test_digest),
         cmocka_unit_test (test_util_files),

@@ -766,6 +766,55 @@ static void test_confirm_off_and_single_worker (void **state)
     s_fixture_free (fx);
 }
 
+/* One commit per receipt, in an order that is not the batch's (the
+   scan for an open task resumes where the last one was found, then wraps):
+   stage 2 comes with the commit of the stage's last receipt, not before,
+   and the confirm round only once stage 2 is done. */
+static void test_stage_ends_with_its_last_commit (void **state)
+{
+    (void) state;
+    fx_t *fx = s_fixture ("\"search\": {\"budget\": 6, \"keep\": 2}");
+    ak_task_t *tasks[16];
+    size_t n = 0;
+    ak_task_t *t;
+    while (n < 16 && (t = ak_sched_pop_for (fx->sched, "host", fx->w[0]->worker_id, s_yes, NULL))) {
+        ak_sched_assign (fx->sched, t, fx->w[0]->worker_id, 1000);
+        tasks[n++] = t;
+    }
+    assert_int_equal (n, 7);                        /* 6 tunes + the preflight */
+    static const size_t order[7] = { 3, 0, 6, 1, 5, 2, 4 };
+    ak_err_t err = { 0 };
+    for (size_t k = 0; k < n; k++) {
+        ak_task_t *task = tasks[order[k]];
+        Ak__Receipt *r = s_receipt ("", fx->w[0]->worker_id, s_speed (task, fx), 0.01);
+        ak_cpb_set (&r->task_id, task->task_id);
+        r->attempt = task->attempt;
+        assert_int_equal (ak_intake_stage (fx->intake, fx->w[0]->worker_id, &r, 1000, &err), 0);
+        ak_commit_t c;
+        assert_int_equal (ak_intake_commit (fx->intake, 1000, &c, &err), 0);
+        ak_commit_clear (&c);
+        assert_int_equal (s_count (fx, "tune", 2), k + 1 < n ? 0 : 2);
+    }
+    assert_int_equal (s_count (fx, "confirm", -1), 0);
+    /* stage 2 one receipt at a time: the confirm round after the second */
+    for (size_t k = 0; k < 2; k++) {
+        assert_int_equal (s_count (fx, "confirm", -1), 0);
+        t = ak_sched_pop_for (fx->sched, "host", fx->w[0]->worker_id, s_yes, NULL);
+        assert_non_null (t);
+        assert_int_equal (t->stage, 2);
+        ak_sched_assign (fx->sched, t, fx->w[0]->worker_id, 1000);
+        Ak__Receipt *r = s_receipt ("", fx->w[0]->worker_id, s_speed (t, fx), 0.01);
+        ak_cpb_set (&r->task_id, t->task_id);
+        r->attempt = t->attempt;
+        assert_int_equal (ak_intake_stage (fx->intake, fx->w[0]->worker_id, &r, 1000, &err), 0);
+        ak_commit_t c;
+        assert_int_equal (ak_intake_commit (fx->intake, 1000, &c, &err), 0);
+        ak_commit_clear (&c);
+    }
+    assert_true (s_count (fx, "confirm", -1) > 0);
+    s_fixture_free (fx);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -777,6 +826,7 @@ int main (void)
         cmocka_unit_test (test_confirm_decisions),
         cmocka_unit_test (test_halving_and_confirm_flow),
         cmocka_unit_test (test_confirm_off_and_single_worker),
+        cmocka_unit_test (test_stage_ends_with_its_last_commit),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
