@@ -14,6 +14,7 @@
 
     Where the CUDA backend cannot run, prints "SKIP: no GPU: <reason>". */
 #include "support.h"
+#include "gpu.h"
 #include "worker/backend.h"
 #include "worker/gates.h"
 #include "clock.h"
@@ -29,49 +30,18 @@
 
 #define S_THREADS 8
 
-static struct {
-    bool skip;
-    const ak_backend_t *be, *host;
-    Ak__Device **devs;
-    size_t ndevs;
-    ak_dev_t *dev, *host_dev;
-    char *cache;
-} S;
+static ak_gpu_fixture_t S;
 
 static int s_group_setup (void **state)
 {
     (void) state;
-    ak_err_t err = { 0 };
-    S.be = ak_backend_find ("cuda");
-    S.host = ak_backend_host ();
-    if (!S.be || S.be->probe (&S.devs, &S.ndevs, &err) != 0) {
-        S.skip = true;
-        printf ("SKIP: no GPU: %s\n", S.be ? err.msg : "this build has no CUDA backend (no CUDA headers)");
-        fflush (stdout);
-        return 0;
-    }
-    S.cache = ak_test_tmpdir ("gpucat");
-    if (S.be->open (S.devs[0], &S.dev, &err) != 0 || S.host->open (NULL, &S.host_dev, &err) != 0) {
-        fprintf (stderr, "open: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
+    return ak_gpu_fixture_open (&S, "gpucat");
 }
 
 static int s_group_teardown (void **state)
 {
     (void) state;
-    if (S.dev)
-        S.be->close (&S.dev);
-    if (S.host_dev)
-        S.host->close (&S.host_dev);
-    for (size_t i = 0; i < S.ndevs; i++)
-        ak__device__free_unpacked (S.devs[i], NULL);
-    free (S.devs);
-    if (S.cache) {
-        ak_test_rmtree (S.cache);
-        free (S.cache);
-    }
+    ak_gpu_fixture_close (&S);
     return 0;
 }
 

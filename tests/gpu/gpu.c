@@ -1,0 +1,43 @@
+/*  tests/gpu/gpu.c: what the GPU tests share (gpu.h). */
+#include "gpu.h"
+#include "support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int ak_gpu_fixture_open (ak_gpu_fixture_t *f, const char *tag)
+{
+    ak_err_t err = { 0 };
+    f->be = ak_backend_find ("cuda");
+    f->host = ak_backend_host ();
+    if (!f->be || f->be->probe (&f->devs, &f->ndevs, &err) != 0) {
+        f->skip = true;
+        printf ("SKIP: no GPU: %s\n", f->be ? err.msg : "this build has no CUDA backend (no CUDA headers)");
+        fflush (stdout);
+        return 0;
+    }
+    f->cache = ak_test_tmpdir (tag);
+    if (f->be->open (f->devs[0], &f->dev, &err) != 0 || f->host->open (NULL, &f->host_dev, &err) != 0) {
+        fprintf (stderr, "open: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+void ak_gpu_fixture_close (ak_gpu_fixture_t *f)
+{
+    if (f->dev)
+        f->be->close (&f->dev);
+    if (f->host_dev)
+        f->host->close (&f->host_dev);
+    for (size_t i = 0; i < f->ndevs; i++)
+        ak__device__free_unpacked (f->devs[i], NULL);
+    free (f->devs);
+    f->devs = NULL;
+    f->ndevs = 0;
+    if (f->cache) {
+        ak_test_rmtree (f->cache);
+        free (f->cache);
+        f->cache = NULL;
+    }
+}

@@ -1,0 +1,28 @@
+/*  tests/gpu/gpu.h: what the GPU tests share (linked into each of them,
+    tests/CMakeLists.txt).
+
+    The fixture of a test that runs kernels on the first CUDA device with
+    the host backend beside it (for the float64 oracle).  Where there is no
+    GPU, or the build has no CUDA backend, opening it prints
+    "SKIP: no GPU: <reason>" and sets skip; the tests then call skip(). */
+#ifndef AK_TESTS_GPU_H
+#define AK_TESTS_GPU_H
+#include <stdbool.h>
+#include <stddef.h>
+#include "worker/backend.h"
+
+typedef struct {
+    bool                skip;
+    const ak_backend_t *be, *host;     /* cuda, host */
+    Ak__Device        **devs;          /* what the CUDA probe found */
+    size_t              ndevs;
+    ak_dev_t           *dev, *host_dev;/* devs[0], the host */
+    char               *cache;         /* a compile cache: a fresh directory named after tag */
+} ak_gpu_fixture_t;
+
+/* 0 (with skip set when there is no GPU), or -1 when a device that is
+   there cannot be opened (the test fails). */
+int  ak_gpu_fixture_open (ak_gpu_fixture_t *f, const char *tag);
+void ak_gpu_fixture_close (ak_gpu_fixture_t *f);
+
+#endif
