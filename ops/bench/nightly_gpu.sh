@@ -13,6 +13,13 @@
 #   report/                      akctl report --out (Markdown, JSON, HTML)
 #   compare.md, compare.json     ops/bench/torch_compare.py (needs PyTorch)
 #   akcoord.log, akworker.log, timing.txt
+# With AK_NIGHTLY_VERIFY=NAME, once the batch is done its promoted winners are
+# installed as profile NAME (akctl profile install) and re-checked on the same
+# worker (akctl verify --profile NAME --wait) before the daemons stop:
+#   profile.txt                  what the install printed, then profile show
+#   verify.txt, verify.json      the verdicts, and the verify-status answer
+# Exit status: watch's, else (with the verify step) verify's: 0 only when the
+# profile came out verified.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "$1" && pwd)
@@ -46,6 +53,27 @@ $ctl receipts "$batch" --json >"$out/receipts.json"
 $ctl report "$batch" --out "$out/report" >/dev/null
 $ctl report "$batch" | tee "$out/report.txt" | tail -40
 $ctl stats --json >"$out/stats.json" 2>/dev/null || true
+
+# The verify step needs the worker still alive: verify tasks are pinned to
+# the live workers of each entry's class.
+if [ -n "${AK_NIGHTLY_VERIFY:-}" ]; then
+    prof=$AK_NIGHTLY_VERIFY
+    vrc=0
+    { $ctl profile install "$batch" --profile "$prof" --replace && $ctl profile show "$prof"; } \
+        >"$out/profile.txt" 2>&1 || vrc=$?
+    if [ "$vrc" -eq 0 ]; then
+        t2=$(date +%s)
+        $ctl verify --profile "$prof" --wait >"$out/verify.txt" 2>&1 || vrc=$?
+        vbatch=$(sed -n 's/^verify batch \([^ ]*\) of profile.*/\1/p' "$out/verify.txt" | head -1)
+        [ -n "$vbatch" ] && $ctl verify "$vbatch" --json >"$out/verify.json" 2>/dev/null || true
+        echo "nightly: verify of profile $prof (batch ${vbatch:-?}) exit $vrc in $(($(date +%s) - t2)) s" \
+            | tee -a "$out/timing.txt"
+        cat "$out/verify.txt"
+    else
+        echo "nightly: profile install into $prof failed (exit $vrc): see $out/profile.txt" | tee -a "$out/timing.txt"
+    fi
+    [ "$rc" -eq 0 ] && rc=$vrc
+fi
 kill "$worker" 2>/dev/null || true
 wait "$worker" 2>/dev/null || true
 $ctl shutdown >/dev/null 2>&1 || kill "$coord" 2>/dev/null || true
