@@ -65,7 +65,9 @@ if [ -n "${AK_NIGHTLY_VERIFY:-}" ]; then
         t2=$(date +%s)
         $ctl verify --profile "$prof" --wait >"$out/verify.txt" 2>&1 || vrc=$?
         vbatch=$(sed -n 's/^verify batch \([^ ]*\) of profile.*/\1/p' "$out/verify.txt" | head -1)
-        [ -n "$vbatch" ] && $ctl verify "$vbatch" --json >"$out/verify.json" 2>/dev/null || true
+        if [ -n "$vbatch" ]; then
+            $ctl verify "$vbatch" --json >"$out/verify.json" 2>/dev/null || true
+        fi
         echo "nightly: verify of profile $prof (batch ${vbatch:-?}) exit $vrc in $(($(date +%s) - t2)) s" \
             | tee -a "$out/timing.txt"
         cat "$out/verify.txt"
