@@ -29,6 +29,8 @@ typedef struct {
     bool         alive;
     uint64_t     last_seen;         /* monotonic ms */
     uint64_t     last_seen_ms;      /* wall clock */
+    uint64_t     last_sent;         /* monotonic ms: the last message sent to it,
+                                       which is a heartbeat too (coord.c s_tick) */
     uint64_t     first_seen_ms;
     uint64_t     tasks_done;
     uint64_t     pending_done;      /* counted in the commit being built */

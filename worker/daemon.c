@@ -212,6 +212,8 @@ static int s_send (ak_daemon_t *d, Ak__Envelope *env)
     int rc = ak_envelope_send (d->sock, NULL, 0, env);
     if (rc && rc != AK_EUNAVAIL)
         ak_warn ("sending %s: %s", ak_envelope_kind (env), ak_strerror (rc));
+    if (rc == 0)        /* any message is a heartbeat: the next one is due later */
+        d->next_hb_ms = ak_clock_mono_ms () + d->cfg.heartbeat_ms;
     return rc;
 }
 

@@ -1238,6 +1238,7 @@ int main (int argc, char **argv)
         { "server-key", required_argument, NULL, O_SKEY },
         { NULL, 0, NULL, 0 },
     };
+    ak_malloc_tune ();
     s_opts_t opts = {
         .prefix = "load", .device_class = "host", .slots = 1, .prefetch = 1,
         .heartbeat_ms = 1000, .liveness = 3, .backoff_ms = 1000,
