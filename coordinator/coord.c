@@ -312,6 +312,7 @@ static int s_build_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *tas
     const char *spec = NULL;
     rc = s_blob (self, txn, rec->spec_digest, &spec, err);
     a->spec_json = (char *) spec;
+    a->spec_digest = rec->spec_digest;
     if (rc == 0)
         rc = s_source (self, txn, rec->reference_name, rec->reference_digest, &m->src[0], &a->reference, err);
     if (rc == 0)
@@ -362,7 +363,10 @@ static int s_assign (ak_coord_t *self, ak_txn_t *txn, ak_worker_t *w, ak_task_t 
     Ak__Envelope env = AK__ENVELOPE__INIT;
     env.body_case = AK__ENVELOPE__BODY_ASSIGN;
     env.assign = &m.assign;
+    ak_blobcache_mark (w->blobs, &m.assign);        /* texts the worker holds go as digests */
     rc = s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env);
+    if (rc == 0)
+        ak_blobcache_sent (w->blobs, &m.assign);
     if (rc)
         s_assign_msg_clear (&m);
     if (rc == AK_ETOOBIG) {

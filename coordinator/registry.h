@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <czmq.h>
 #include "akfleet.pb-c.h"
+#include "blobcache.h"
 #include "error.h"
 #include "store.h"
 
@@ -40,6 +41,7 @@ typedef struct {
     size_t       nclasses;
     size_t       next_class;        /* round-robin cursor for dispatch */
     bool         dirty;
+    ak_blobcache_t *blobs;          /* what this registration's blob cache holds (digests) */
 } ak_worker_t;
 
 typedef struct ak_registry ak_registry_t;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coordinator/promote.h"
-#include "coordinator/cpb.h"
+#include "cpb.h"
 #include "util.h"
 
 /* One workload of a test receipt: weight, baseline and candidate medians
