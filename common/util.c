@@ -3,9 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,13 +44,6 @@ void *ak_realloc (void *p, size_t n)
     if (!q)
         s_oom (n);
     return q;
-}
-
-void ak_malloc_tune (void)
-{
-#ifdef __GLIBC__
-    (void) mallopt (M_MXFAST, 0);   /* 0 on failure: glibc's default stays, which is correct too */
-#endif
 }
 
 char *ak_strdup (const char *s)

@@ -30,15 +30,6 @@ void *ak_realloc (void *p, size_t n);
 char *ak_strdup (const char *s);              /* NULL -> NULL */
 char *ak_sprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 
-/* Tunes glibc's malloc for a long-running message loop: no fastbins.  A
-   loop that frees many small blocks (decoded protobuf messages) and then
-   asks for a large one (a ZeroMQ pipe chunk, an envelope) otherwise makes
-   glibc consolidate every fastbin on each large request (malloc_consolidate,
-   unlink_chunk: 8-13% of akcoord's CPU at 1000 workers, docs/benchmarks.md);
-   the thread caches still serve small blocks.  Call once, first thing in
-   main.  No-op where the C library is not glibc. */
-void ak_malloc_tune (void);
-
 /* Strict integer / float parsing of a whole string. 0 or AK_EINVAL. */
 int ak_parse_i64 (const char *text, int64_t *out);
 int ak_parse_double (const char *text, double *out);

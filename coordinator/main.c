@@ -142,7 +142,6 @@ int main (int argc, char **argv)
         { "malformed-max", required_argument, NULL, O_MALFORMED },
         { NULL, 0, NULL, 0 },
     };
-    ak_malloc_tune ();
     ak_coord_opts_t opts = {
         .workers_endpoint = "tcp://127.0.0.1:5555",
         .clients_endpoint = "tcp://127.0.0.1:5556",
