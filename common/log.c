@@ -25,6 +25,23 @@ static atomic_bool s_level_set = false;
 static char s_ident[64] = "akfleet";
 static pthread_mutex_t s_ident_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Each thread keeps the head of its lines: the time stamp of the current
+   second and "Z ident[pid] ", remade when the ident changes or the
+   process forks (s_gen), so a line costs no strftime and no getpid. */
+static atomic_uint s_gen = 1;
+static _Thread_local struct {
+    time_t   secs;
+    char     stamp[32];
+    unsigned gen;
+    char     tail[sizeof "Z " + 64 + sizeof "[-9223372036854775808] "];
+    size_t   tail_len;
+} t_head = { .secs = -1 };
+
+static void s_after_fork (void)
+{
+    atomic_fetch_add (&s_gen, 1);
+}
+
 /* ak_log_hold: the calling thread's held lines */
 #define S_HELD_MAX (32 * 1024)
 static _Thread_local char  *s_held;
@@ -80,6 +97,7 @@ void ak_log_hold (bool on)
 
 static void s_init (void)
 {
+    (void) pthread_atfork (NULL, NULL, s_after_fork);   /* fails only without memory: pids then go stale in forked children's lines */
     const char *env = getenv ("AK_LOG_LEVEL");
     if (env && !atomic_load (&s_level_set)) {
         int level = ak_log_parse_level (env);
@@ -93,6 +111,7 @@ void ak_log_set_ident (const char *ident)
     pthread_mutex_lock (&s_ident_lock);
     snprintf (s_ident, sizeof s_ident, "%s", ident ? ident : "akfleet");
     pthread_mutex_unlock (&s_ident_lock);
+    atomic_fetch_add (&s_gen, 1);
 }
 
 /*  An explicit level wins over AK_LOG_LEVEL, whichever comes first. */
@@ -146,21 +165,39 @@ void ak_log (ak_log_level_t level, const char *fmt, ...)
     char line[AK_LOG_LINE_MAX];
     uint64_t now = ak_clock_wall_ms ();
     time_t secs = (time_t) (now / 1000);
-    struct tm tm;
-    char stamp[32] = "";
-    if (gmtime_r (&secs, &tm))
-        strftime (stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
-
-    char ident[sizeof s_ident];
-    pthread_mutex_lock (&s_ident_lock);
-    memcpy (ident, s_ident, sizeof ident);
-    pthread_mutex_unlock (&s_ident_lock);
-
-    int n = snprintf (line, sizeof line, "%s.%03uZ %s[%ld] %s ", stamp,
-                      (unsigned) (now % 1000), ident, (long) getpid (), s_level_name (level));
-    if (n < 0 || (size_t) n >= sizeof line)
-        n = 0;
-    size_t head = (size_t) n;
+    if (t_head.secs != secs) {
+        struct tm tm;
+        t_head.stamp[0] = '\0';
+        if (gmtime_r (&secs, &tm))
+            strftime (t_head.stamp, sizeof t_head.stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+        t_head.secs = secs;
+    }
+    unsigned gen = atomic_load (&s_gen);
+    if (t_head.gen != gen) {
+        char ident[sizeof s_ident];
+        pthread_mutex_lock (&s_ident_lock);
+        memcpy (ident, s_ident, sizeof ident);
+        pthread_mutex_unlock (&s_ident_lock);
+        int t = snprintf (t_head.tail, sizeof t_head.tail, "Z %s[%ld] ", ident, (long) getpid ());
+        t_head.tail_len = t > 0 && (size_t) t < sizeof t_head.tail ? (size_t) t : 0;
+        t_head.gen = gen;
+    }
+    /* "<stamp>.<ms>Z ident[pid] LEVEL " */
+    const char *lname = s_level_name (level);
+    size_t slen = strlen (t_head.stamp), llen = strlen (lname);
+    unsigned ms = (unsigned) (now % 1000);
+    size_t head = 0;
+    memcpy (line, t_head.stamp, slen);
+    head += slen;
+    line[head++] = '.';
+    line[head++] = (char) ('0' + ms / 100);
+    line[head++] = (char) ('0' + ms / 10 % 10);
+    line[head++] = (char) ('0' + ms % 10);
+    memcpy (line + head, t_head.tail, t_head.tail_len);
+    head += t_head.tail_len;
+    memcpy (line + head, lname, llen);
+    head += llen;
+    line[head++] = ' ';
 
     va_list ap;
     va_start (ap, fmt);

@@ -18,6 +18,7 @@
 #include <czmq.h>
 #include <errno.h>
 #include <lmdb.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,11 +48,25 @@ struct ak_txn {
     bool write;
     int failed;                     /* first failure, 0 while healthy */
     char failed_msg[sizeof ((ak_err_t *) 0)->msg];
-    zhashx_t *later;                /* task_id -> TaskRecord packed at commit (put_task_later) */
+    zhashx_t *later;                /* task_id -> s_later_t: packed at commit (put_task_later) */
 };
+
+/* A task record to write at commit, with its cached definition, if any. */
+typedef struct {
+    const Ak__TaskRecord *rec;
+    ak_task_def_t *def;
+} s_later_t;
+
+static void s_later_free (void **item)
+{
+    free (*item);
+    *item = NULL;
+}
 
 static int s_put_msg (ak_txn_t *txn, ak_db_t db, const char *key, const ProtobufCMessage *msg,
                       unsigned flags, ak_err_t *err);
+static int s_put (ak_txn_t *txn, ak_db_t db, const char *key, const void *val, size_t len,
+                  unsigned flags, void **reserved, ak_err_t *err);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -369,6 +384,149 @@ static void s_txn_free (ak_txn_t **txn_p)
     *txn_p = NULL;
 }
 
+/* The fields of a TaskRecord that change after the task is created: its
+   state.  Every other field is its definition, fixed when the task is
+   created (expand.c, rounds.c, verify.c): ak_store_put_task_later with a
+   def writes those as bytes kept from an earlier read or write.  A field
+   added to TaskRecord that changes later must be listed here; debug builds
+   catch one that is not (s_split_check).  Each is a string or an unsigned
+   integer. */
+#define AK_TASK_STATE_FIELDS(X) \
+    X (state) X (attempt) X (receipt_id) X (status) X (worker_id) X (queued_ms) \
+    X (leased_ms) X (finished_ms) X (duplicates) X (last_error) X (attempt_base)
+
+#define S_NAME(f) #f,
+static const char *s_state_names[] = { AK_TASK_STATE_FIELDS (S_NAME) };
+#undef S_NAME
+#define S_NSTATE (sizeof s_state_names / sizeof s_state_names[0])
+static const ProtobufCFieldDescriptor *s_state_fields[S_NSTATE];
+static pthread_once_t s_state_once = PTHREAD_ONCE_INIT;
+
+static void s_state_fields_init (void)
+{
+    for (size_t i = 0; i < S_NSTATE; i++) {
+        const ProtobufCFieldDescriptor *f =
+            protobuf_c_message_descriptor_get_field_by_name (&ak__task_record__descriptor, s_state_names[i]);
+        if (!f || f->label == PROTOBUF_C_LABEL_REPEATED
+            || (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_UINT32
+                && f->type != PROTOBUF_C_TYPE_UINT64))
+            abort ();               /* AK_TASK_STATE_FIELDS names a field it cannot encode */
+        s_state_fields[i] = f;
+    }
+}
+
+/* Appends v as a varint at p (NULL: only counts); returns its size. */
+static size_t s_varint (uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        if (p)
+            p[n] = (uint8_t) (v | 0x80);
+        n++;
+        v >>= 7;
+    }
+    if (p)
+        p[n] = (uint8_t) v;
+    return n + 1;
+}
+
+/* Encodes rec's state fields at p (NULL: only counts), each one also when
+   empty or zero; returns the size. */
+static size_t s_state_encode (const Ak__TaskRecord *rec, uint8_t *p)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < S_NSTATE; i++) {
+        const ProtobufCFieldDescriptor *f = s_state_fields[i];
+        const char *member = (const char *) rec + f->offset;
+        if (f->type == PROTOBUF_C_TYPE_STRING) {
+            const char *str = *(char *const *) member;
+            size_t len = str ? strlen (str) : 0;
+            n += s_varint (p ? p + n : NULL, (uint64_t) f->id << 3 | 2);
+            n += s_varint (p ? p + n : NULL, len);
+            if (p && len)
+                memcpy (p + n, str, len);
+            n += len;
+        }
+        else {
+            uint64_t v = f->type == PROTOBUF_C_TYPE_UINT32 ? *(const uint32_t *) member
+                                                           : *(const uint64_t *) member;
+            n += s_varint (p ? p + n : NULL, (uint64_t) f->id << 3);
+            n += s_varint (p ? p + n : NULL, v);
+        }
+    }
+    return n;
+}
+
+void ak_task_def_clear (ak_task_def_t *def)
+{
+    if (def) {
+        free (def->data);
+        *def = (ak_task_def_t) { 0 };
+    }
+}
+
+#ifndef NDEBUG
+static void s_canonical (const Ak__TaskRecord *rec, uint8_t **data, size_t *len)
+{
+    *len = protobuf_c_message_get_packed_size (&rec->base);
+    *data = ak_malloc (*len);
+    if (protobuf_c_message_pack (&rec->base, *data) != *len)
+        abort ();
+}
+
+/* Debug builds: what a split write stored must decode to rec (a
+   definition field changed on a cached record, or a state field missing
+   from AK_TASK_STATE_FIELDS, would otherwise be lost silently). */
+static void s_split_check (const Ak__TaskRecord *rec, const void *val, size_t len)
+{
+    Ak__TaskRecord *back = ak__task_record__unpack (NULL, len, val);
+    uint8_t *a = NULL, *b = NULL;
+    size_t alen = 0, blen = 0;
+    s_canonical (rec, &a, &alen);
+    if (back)
+        s_canonical (back, &b, &blen);
+    if (!back || alen != blen || memcmp (a, b, alen) != 0) {
+        fprintf (stderr, "store: task %s: its cached definition no longer matches the record "
+                 "(AK_TASK_STATE_FIELDS, store.c)\n", rec->task_id);
+        abort ();
+    }
+    free (a);
+    free (b);
+    ak__task_record__free_unpacked (back, NULL);
+}
+#endif
+
+/*  Writes rec as its definition's bytes followed by its state fields; the
+    first such write without stored bytes packs the definition. */
+static int s_put_task_split (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_task_def_t *def, ak_err_t *err)
+{
+    if (pthread_once (&s_state_once, s_state_fields_init) != 0)
+        abort ();
+    if (!def->packed) {
+        static const Ak__TaskRecord init = AK__TASK_RECORD__INIT;
+        Ak__TaskRecord d = *rec;
+#define S_CLEAR(f) d.f = init.f;
+        AK_TASK_STATE_FIELDS (S_CLEAR)
+#undef S_CLEAR
+        def->len = protobuf_c_message_get_packed_size (&d.base);
+        def->data = ak_malloc (def->len);
+        if (protobuf_c_message_pack (&d.base, def->data) != def->len)
+            abort ();               /* protobuf-c contradicts itself: a bug */
+        def->packed = true;
+    }
+    size_t slen = s_state_encode (rec, NULL);
+    void *space = NULL;
+    int rc = s_put (txn, AK_DB_TASKS, rec->task_id, NULL, def->len + slen, MDB_RESERVE, &space, err);
+    if (rc)
+        return rc;
+    memcpy (space, def->data, def->len);
+    s_state_encode (rec, (uint8_t *) space + def->len);
+#ifndef NDEBUG
+    s_split_check (rec, space, def->len + slen);
+#endif
+    return 0;
+}
+
 /*  Packs and writes the task records deferred by ak_store_put_task_later,
     each once, as they are now.  0 or the first failure (which poisons the
     transaction). */
@@ -377,9 +535,9 @@ static int s_write_later (ak_txn_t *txn, ak_err_t *err)
     if (!txn->later || zhashx_size (txn->later) == 0)
         return 0;
     int rc = 0;
-    for (const Ak__TaskRecord *rec = zhashx_first (txn->later); rec && rc == 0;
-         rec = zhashx_next (txn->later))
-        rc = s_put_msg (txn, AK_DB_TASKS, rec->task_id, &rec->base, 0, err);
+    for (s_later_t *e = zhashx_first (txn->later); e && rc == 0; e = zhashx_next (txn->later))
+        rc = e->def ? s_put_task_split (txn, e->rec, e->def, err)
+                    : s_put_msg (txn, AK_DB_TASKS, e->rec->task_id, &e->rec->base, 0, err);
     zhashx_purge (txn->later);
     return rc;
 }
@@ -747,7 +905,7 @@ int ak_store_put_task (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err)
 /*  Records rec to be packed and written when the transaction commits (or
     before anything reads the tasks database in it), once however often it
     is put: a record written twice in one group commit is packed once. */
-int ak_store_put_task_later (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err)
+int ak_store_put_task_later (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_task_def_t *def, ak_err_t *err)
 {
     int rc = s_txn_usable (txn, err);
     if (rc)
@@ -760,8 +918,12 @@ int ak_store_put_task_later (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t 
         txn->later = zhashx_new ();
         if (!txn->later)
             abort ();
+        zhashx_set_destructor (txn->later, s_later_free);
     }
-    zhashx_update (txn->later, rec->task_id, (void *) rec);
+    s_later_t *e = ak_malloc (sizeof *e);
+    e->rec = rec;
+    e->def = def;
+    zhashx_update (txn->later, rec->task_id, e);
     return 0;
 }
 
@@ -769,6 +931,32 @@ int ak_store_get_task (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_
 {
     return s_get_msg (txn, AK_DB_TASKS, task_id, &ak__task_record__descriptor,
                       (ProtobufCMessage **) rec_p, err);
+}
+
+int ak_store_get_task_def (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_p,
+                           ak_task_def_t *def, ak_err_t *err)
+{
+    ak_task_def_clear (def);
+    if (!rec_p)
+        return ak_err_set (err, AK_EINVAL, "store: tasks: no output pointer");
+    *rec_p = NULL;
+    MDB_val v;
+    int rc = s_get_ref (txn, AK_DB_TASKS, task_id, &v, err);
+    if (rc)
+        return rc;
+    Ak__TaskRecord *rec = ak__task_record__unpack (NULL, v.mv_size, v.mv_data);
+    if (!rec)
+        return ak_err_set (err, AK_ESTORE, "store %s: tasks: key '%s': value of %zu bytes does not "
+                           "decode as %s", txn->store->dir, task_id, v.mv_size,
+                           ak__task_record__descriptor.name);
+    if (def) {
+        def->data = ak_malloc (v.mv_size ? v.mv_size : 1);
+        memcpy (def->data, v.mv_data, v.mv_size);
+        def->len = v.mv_size;
+        def->packed = true;
+    }
+    *rec_p = rec;
+    return 0;
 }
 
 int ak_store_put_receipt (ak_txn_t *txn, const Ak__Receipt *rec, ak_err_t *err)

@@ -91,8 +91,30 @@ int ak_store_put_task (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err);
    write it comes back from ak_store_commit (or from the read of the tasks
    database that wrote it first).  A plain ak_store_put_task of the same
    id in txn afterwards replaces it. */
-int ak_store_put_task_later (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err);
+/* def, when given, caches the bytes of rec's definition (every field but
+   its state ones, which alone change once the task exists:
+   AK_TASK_STATE_FIELDS in store.c) across writes, so that a record
+   written several times is packed whole at most once: each write is those
+   bytes followed by the state fields, every one of them encoded even when
+   empty or zero, so that they override whatever state the bytes hold
+   (protobuf: fields may come in any order; of a singular field the last
+   wins).  ak_store_get_task_def fills def with the record's stored bytes,
+   so that it is not packed at all; otherwise the first write packs it.  It
+   belongs to rec: the caller clears it (ak_task_def_clear) whenever it
+   drops or replaces rec.  Debug builds decode every such write and check
+   it against rec. */
+typedef struct {
+    void   *data;
+    size_t  len;
+    bool    packed;
+} ak_task_def_t;
+void ak_task_def_clear (ak_task_def_t *def);
+int ak_store_put_task_later (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_task_def_t *def, ak_err_t *err);
 int ak_store_get_task (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_p, ak_err_t *err);
+/* ak_store_get_task, and def (cleared first) holds a copy of the stored
+   bytes, for ak_store_put_task_later. */
+int ak_store_get_task_def (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_p,
+                           ak_task_def_t *def, ak_err_t *err);
 int ak_store_put_receipt (ak_txn_t *txn, const Ak__Receipt *rec, ak_err_t *err);   /* AK_EEXIST if the id exists */
 int ak_store_get_receipt (ak_txn_t *txn, const char *receipt_id, Ak__Receipt **rec_p, ak_err_t *err);
 int ak_store_put_worker (ak_txn_t *txn, const Ak__WorkerRecord *rec, ak_err_t *err);

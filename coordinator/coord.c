@@ -161,7 +161,7 @@ static void s_send_disconnect (ak_coord_t *self, const void *route, size_t len, 
         self->counters.disconnects_sent++;
 }
 
-static void s_send_heartbeat (ak_coord_t *self, ak_worker_t *w)
+static void s_send_heartbeat (ak_coord_t *self, ak_worker_t *w, uint64_t now)
 {
     Ak__Envelope env = AK__ENVELOPE__INIT;
     Ak__Heartbeat hb = AK__HEARTBEAT__INIT;
@@ -170,7 +170,8 @@ static void s_send_heartbeat (ak_coord_t *self, ak_worker_t *w)
     hb.unacked = (uint32_t) ak_intake_staged_for (self->intake, w->worker_id);
     env.body_case = AK__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
-    s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env);
+    if (s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0)
+        w->last_sent = now;
 }
 
 static void s_reply (ak_coord_t *self, const void *route, size_t len, int code, const char *error,
@@ -255,6 +256,7 @@ typedef struct {
     Ak__Assign      assign;
     Ak__Source      src[3];         /* reference, baseline, candidate */
     Ak__TaskRecord *rec;
+    ak_task_def_t   def;            /* rec's stored bytes (store.h) */
 } s_assign_msg_t;
 
 static void s_assign_msg_clear (s_assign_msg_t *m)
@@ -262,6 +264,7 @@ static void s_assign_msg_clear (s_assign_msg_t *m)
     if (m->rec)
         ak__task_record__free_unpacked (m->rec, NULL);
     m->rec = NULL;
+    ak_task_def_clear (&m->def);
 }
 
 static int s_source (ak_coord_t *self, ak_txn_t *txn, const char *name, const char *digest,
@@ -285,7 +288,7 @@ static int s_build_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *tas
                            ak_err_t *err)
 {
     memset (m, 0, sizeof *m);
-    int rc = ak_store_get_task (txn, task->task_id, &m->rec, err);
+    int rc = ak_store_get_task_def (txn, task->task_id, &m->rec, &m->def, err);
     if (rc)
         return ak_err_prefix (err, "task %s: cannot build its assignment", task->task_id);
     const Ak__TaskRecord *rec = m->rec;
@@ -309,6 +312,7 @@ static int s_build_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *tas
     const char *spec = NULL;
     rc = s_blob (self, txn, rec->spec_digest, &spec, err);
     a->spec_json = (char *) spec;
+    a->spec_digest = rec->spec_digest;
     if (rc == 0)
         rc = s_source (self, txn, rec->reference_name, rec->reference_digest, &m->src[0], &a->reference, err);
     if (rc == 0)
@@ -359,7 +363,10 @@ static int s_assign (ak_coord_t *self, ak_txn_t *txn, ak_worker_t *w, ak_task_t 
     Ak__Envelope env = AK__ENVELOPE__INIT;
     env.body_case = AK__ENVELOPE__BODY_ASSIGN;
     env.assign = &m.assign;
+    ak_blobcache_mark (w->blobs, &m.assign);        /* texts the worker holds go as digests */
     rc = s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env);
+    if (rc == 0)
+        ak_blobcache_sent (w->blobs, &m.assign);
     if (rc)
         s_assign_msg_clear (&m);
     if (rc == AK_ETOOBIG) {
@@ -370,8 +377,9 @@ static int s_assign (ak_coord_t *self, ak_txn_t *txn, ak_worker_t *w, ak_task_t 
         ak_sched_unpop (self->sched, task);
         return rc;
     }
+    w->last_sent = now;
     ak_sched_assign (self->sched, task, w->worker_id, now);
-    ak_sched_cache (self->sched, task, &m.rec);     /* the commits rewrite it from memory */
+    ak_sched_cache (self->sched, task, &m.rec, &m.def);     /* the commits rewrite it from memory */
     ak_worker_hold (w, task->task_id, task->attempt);
     self->counters.assigns++;
     return 0;
@@ -603,7 +611,7 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
     ak_info ("worker %s %s (host %.64s, pid %u, classes %s, slots %u, prefetch %u, running %zu, claimed %zu)",
              w->worker_id, w->registrations > 1 ? "re-registered" : "registered", h->host, h->pid,
              classes, h->slots, h->prefetch, h->n_running, claimed);
-    s_send_heartbeat (self, w);     /* the welcome */
+    s_send_heartbeat (self, w, now);        /* the welcome */
     s_dispatch_worker (self, w, now);
 }
 
@@ -1000,7 +1008,8 @@ static void s_drain_monitor (ak_coord_t *self, ak_ep_t ep)
 static int s_commit (ak_coord_t *self, ak_err_t *err)
 {
     ak_commit_t c;
-    int rc = ak_intake_commit (self->intake, ak_clock_mono_ms (), &c, err);
+    uint64_t now = ak_clock_mono_ms ();
+    int rc = ak_intake_commit (self->intake, now, &c, err);
     ak_log_flush ();                /* a task's "done" line before its ACK */
     for (size_t i = 0; i < c.nacks; i++) {
         const ak_ack_t *a = &c.acks[i];
@@ -1015,8 +1024,10 @@ static int s_commit (ak_coord_t *self, ak_err_t *err)
         ack.duplicate = a->duplicate;
         env.body_case = AK__ENVELOPE__BODY_ACK;
         env.ack = &ack;
-        if (s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0)
+        if (s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0) {
             self->counters.acks++;
+            w->last_sent = now;
+        }
     }
     for (size_t i = 0; i < c.ndropped; i++) {
         ak_worker_t *w = ak_registry_get (self->registry, c.dropped[i]);
@@ -1165,10 +1176,14 @@ static void s_tick (ak_coord_t *self, uint64_t now)
         *self->opts.reload_flag = 0;
     s_keys_reload (self, forced);
 
+    /* Any message is a heartbeat (Paranoid Pirate): a worker hears one
+       only after a heartbeat interval in which it was sent nothing else, so
+       busy workers get none, and idle ones each on their own schedule
+       rather than all in one burst that stalls the loop. */
+    for (ak_worker_t *w = ak_registry_first (self->registry); w; w = ak_registry_next (self->registry))
+        if (w->alive && w->last_sent + self->opts.heartbeat_ms <= now + self->tick_ms)
+            s_send_heartbeat (self, w, now);
     if (now >= self->next_heartbeat) {
-        for (ak_worker_t *w = ak_registry_first (self->registry); w; w = ak_registry_next (self->registry))
-            if (w->alive)
-                s_send_heartbeat (self, w);
         self->next_heartbeat = now + self->opts.heartbeat_ms;
         s_reap_pinned (self, now);
     }

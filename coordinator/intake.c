@@ -227,7 +227,7 @@ static int s_store_one (ak_intake_t *self, ak_txn_t *txn, s_staged_t *s, ak_err_
         task->finished_ms = r->received_at_ms;
     }
     /* a cached record is written once per commit, however often it changed */
-    rc = indexed && task == indexed->rec ? ak_store_put_task_later (txn, task, err)
+    rc = indexed && task == indexed->rec ? ak_store_put_task_later (txn, task, &indexed->rec_def, err)
                                          : ak_store_put_task (txn, task, err);
     if (rc)
         goto done;

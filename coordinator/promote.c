@@ -157,23 +157,35 @@ static int s_tiebreak (const ak_promote_cand_t *a, const ak_promote_cand_t *b)
     return strcmp (a->task_id ? a->task_id : "", b->task_id ? b->task_id : "");
 }
 
-/* "wrong_answer x2, compile_error x1" over the failed evaluations. */
+/* "wrong_answer x2, compile_error x1" over the failed evaluations, in
+   order of first appearance.  One pass: statuses are a small set (receipt
+   statuses and task states), and a batch may hold 100,000 candidates of one
+   operator, so a pair-wise count would take minutes in the group commit. */
 static void s_failure_summary (const ak_promote_eval_t *ev, size_t n, char *buf, size_t len)
 {
+    enum { S_KINDS = 32 };
+    const char *kinds[S_KINDS];
+    size_t counts[S_KINDS], nkinds = 0, other = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < nkinds && strcmp (kinds[k], ev[i].status) != 0)
+            k++;
+        if (k < nkinds)
+            counts[k]++;
+        else if (nkinds < S_KINDS) {
+            kinds[nkinds] = ev[i].status;
+            counts[nkinds++] = 1;
+        }
+        else
+            other++;
+    }
     size_t used = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < n; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < i; j++)
-            if (strcmp (ev[j].status, ev[i].status) == 0)
-                seen = true;
-        if (seen)
-            continue;
-        size_t count = 0;
-        for (size_t j = i; j < n; j++)
-            if (strcmp (ev[j].status, ev[i].status) == 0)
-                count++;
-        int w = snprintf (buf + used, len - used, "%s%s x%zu", used ? ", " : "", ev[i].status, count);
+    for (size_t k = 0; k <= nkinds; k++) {
+        if (k == nkinds && !other)
+            break;
+        int w = k < nkinds ? snprintf (buf + used, len - used, "%s%s x%zu", used ? ", " : "", kinds[k], counts[k])
+                           : snprintf (buf + used, len - used, "%sother x%zu", used ? ", " : "", other);
         if (w < 0 || (size_t) w >= len - used)
             break;
         used += (size_t) w;

@@ -62,6 +62,7 @@ static void s_worker_free (void **item)
             ak__hello__free_unpacked (w->hello, NULL);
         zhashx_destroy (&w->outstanding);
         s_classes_free (w);
+        ak_blobcache_destroy (&w->blobs);
         free (w);
         *item = NULL;
     }
@@ -185,6 +186,9 @@ ak_worker_t *ak_registry_hello (ak_registry_t *self, const void *route, size_t r
     if (w->hello)
         ak__hello__free_unpacked (w->hello, NULL);
     w->hello = hello;
+    if (!w->blobs)
+        w->blobs = ak_blobcache_new (false);
+    ak_blobcache_reset (w->blobs, hello->blob_epoch, hello->blob_cache_bytes);
     s_classes_set (w);
     w->alive = true;
     w->registrations++;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <czmq.h>
 #include "akfleet.pb-c.h"
+#include "blobcache.h"
 #include "error.h"
 #include "store.h"
 
@@ -29,6 +30,8 @@ typedef struct {
     bool         alive;
     uint64_t     last_seen;         /* monotonic ms */
     uint64_t     last_seen_ms;      /* wall clock */
+    uint64_t     last_sent;         /* monotonic ms: the last message sent to it,
+                                       which is a heartbeat too (coord.c s_tick) */
     uint64_t     first_seen_ms;
     uint64_t     tasks_done;
     uint64_t     pending_done;      /* counted in the commit being built */
@@ -38,6 +41,7 @@ typedef struct {
     size_t       nclasses;
     size_t       next_class;        /* round-robin cursor for dispatch */
     bool         dirty;
+    ak_blobcache_t *blobs;          /* what this registration's blob cache holds (digests) */
 } ak_worker_t;
 
 typedef struct ak_registry ak_registry_t;

@@ -58,6 +58,15 @@ const char *ak_bstate_name (ak_bstate_t state)
 
 // ------------------------------------------------------------ construction
 
+/* Drops task's cached record and its packed definition. */
+static void s_uncache (ak_task_t *task)
+{
+    if (task->rec)
+        ak__task_record__free_unpacked (task->rec, NULL);
+    task->rec = NULL;
+    ak_task_def_clear (&task->rec_def);
+}
+
 static void s_task_free (void **item)
 {
     ak_task_t *task = *item;
@@ -70,8 +79,7 @@ static void s_task_free (void **item)
         free (task->worker_id);
         free (task->last_error);
         free (task->pin_worker);
-        if (task->rec)
-            ak__task_record__free_unpacked (task->rec, NULL);
+        s_uncache (task);
         free (task);
         *item = NULL;
     }
@@ -195,10 +203,8 @@ static void s_set_state (ak_sched_t *self, ak_task_t *task, ak_tstate_t state)
         zlistx_detach (self->leased, task->lease_handle);
         task->lease_handle = NULL;
     }
-    if (state != AK_TS_LEASED && task->rec) {
-        ak__task_record__free_unpacked (task->rec, NULL);
-        task->rec = NULL;
-    }
+    if (state != AK_TS_LEASED)
+        s_uncache (task);
     task->state = state;
     self->counts[state]++;
     task->batch->counts[state]++;
@@ -769,27 +775,28 @@ void ak_sched_complete (ak_sched_t *self, ak_batch_t *batch, Ak__Winner **winner
 
 // ------------------------------------------------------------- record cache
 
-void ak_sched_cache (ak_sched_t *self, ak_task_t *task, Ak__TaskRecord **rec_p)
+void ak_sched_cache (ak_sched_t *self, ak_task_t *task, Ak__TaskRecord **rec_p, ak_task_def_t *def)
 {
     Ak__TaskRecord *rec = *rec_p;
     *rec_p = NULL;
-    if (task->rec)
-        ak__task_record__free_unpacked (task->rec, NULL);
-    task->rec = NULL;
-    if (task->state == AK_TS_LEASED)
+    s_uncache (task);
+    if (task->state == AK_TS_LEASED && rec) {
         task->rec = rec;
+        if (def) {
+            task->rec_def = *def;           /* moved */
+            *def = (ak_task_def_t) { 0 };
+        }
+    }
     else if (rec)
         ak__task_record__free_unpacked (rec, NULL);
+    ak_task_def_clear (def);
 }
 
 void ak_sched_uncache_all (ak_sched_t *self)
 {
     /* only leased tasks hold a cached record */
     for (ak_task_t *t = zlistx_first (self->leased); t; t = zlistx_next (self->leased))
-        if (t->rec) {
-            ak__task_record__free_unpacked (t->rec, NULL);
-            t->rec = NULL;
-        }
+        s_uncache (t);
 }
 
 // ------------------------------------------------------------- group commit
@@ -819,7 +826,7 @@ static int s_flush_task (ak_task_t *task, ak_txn_t *txn, ak_err_t *err)
     rec->finished_ms = task->finished_ms;
     ak_cpb_set (&rec->last_error, task->last_error);
     if (rec == task->rec)               /* intake.c may change it again in this commit */
-        return ak_store_put_task_later (txn, rec, err);
+        return ak_store_put_task_later (txn, rec, &task->rec_def, err);
     rc = ak_store_put_task (txn, rec, err);
     ak__task_record__free_unpacked (rec, NULL);
     return rc;

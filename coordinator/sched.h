@@ -78,6 +78,7 @@ typedef struct {
        record (ak_sched_uncache_all).  Any other writer of a leased task's
        record must drop its copy first.  NULL: read it from the store. */
     Ak__TaskRecord *rec;
+    ak_task_def_t   rec_def;        /* rec's definition as bytes (store.h) */
 } ak_task_t;
 
 struct ak_batch {
@@ -190,8 +191,9 @@ void ak_sched_complete (ak_sched_t *self, ak_batch_t *batch, Ak__Winner **winner
                         uint64_t now);
 
 /* Record cache (see ak_task_t.rec): takes *rec_p, the record as stored,
-   for a leased task (else it is freed); leaving `leased` drops it. */
-void ak_sched_cache (ak_sched_t *self, ak_task_t *task, Ak__TaskRecord **rec_p);
+   and *def, its stored bytes (or none), for a leased task (else it frees
+   them); leaving `leased` drops them. */
+void ak_sched_cache (ak_sched_t *self, ak_task_t *task, Ak__TaskRecord **rec_p, ak_task_def_t *def);
 /* Drops every cached record: after a commit that failed, whose writes
    the cached copies may hold. */
 void ak_sched_uncache_all (ak_sched_t *self);

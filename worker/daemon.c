@@ -6,6 +6,7 @@
     leave the daemon as a receipt, which stays in `pending` until the
     coordinator ACKs it (task id + attempt). */
 #include "daemon.h"
+#include "blobcache.h"
 #include "backend.h"
 #include "clock.h"
 #include "digest.h"
@@ -110,6 +111,8 @@ struct ak_daemon {
     size_t              nslots;
 
     uint64_t            rejected;      /* messages refused */
+    ak_blobcache_t     *blobs;         /* texts of this registration's ASSIGNs (blobcache.h) */
+    uint32_t            blob_epoch;    /* registrations so far */
 };
 
 /* ================================================================ config */
@@ -120,6 +123,7 @@ void ak_daemon_config_defaults (ak_daemon_config_t *cfg)
     cfg->backend = "auto";
     cfg->slots = 1;
     cfg->prefetch = 1;
+    cfg->blob_cache_mb = 64;
     cfg->heartbeat_ms = 1000;
     cfg->liveness = 3;
     cfg->min_backoff_ms = 1000;
@@ -212,6 +216,8 @@ static int s_send (ak_daemon_t *d, Ak__Envelope *env)
     int rc = ak_envelope_send (d->sock, NULL, 0, env);
     if (rc && rc != AK_EUNAVAIL)
         ak_warn ("sending %s: %s", ak_envelope_kind (env), ak_strerror (rc));
+    if (rc == 0)        /* any message is a heartbeat: the next one is due later */
+        d->next_hb_ms = ak_clock_mono_ms () + d->cfg.heartbeat_ms;
     return rc;
 }
 
@@ -234,6 +240,11 @@ static void s_send_hello (ak_daemon_t *d)
     hello.prefetch = d->cfg.prefetch;
     hello.software_version = (char *) AK_VERSION;
     hello.heartbeat_ms = d->cfg.heartbeat_ms;
+    /* a registration starts a new blob cache: ASSIGNs sent before the
+       coordinator sees this HELLO are of the old epoch */
+    hello.blob_epoch = ++d->blob_epoch;
+    hello.blob_cache_bytes = (uint64_t) d->cfg.blob_cache_mb << 20;
+    ak_blobcache_reset (d->blobs, hello.blob_epoch, hello.blob_cache_bytes);
 
     Ak__TaskRef *refs = d->ntasks ? ak_calloc (d->ntasks, sizeof *refs) : NULL;
     Ak__TaskRef **ptrs = d->ntasks ? ak_calloc (d->ntasks, sizeof *ptrs) : NULL;
@@ -994,6 +1005,24 @@ static void s_on_assign (ak_daemon_t *d, Ak__Envelope **env_p)
         ak_debug ("ASSIGN %s#%u: already held", a->task_id, a->attempt);
         return;
     }
+    ak_err_t berr = { 0 };
+    int brc = ak_blobcache_resolve (d->blobs, env->assign, &berr);
+    if (brc == AK_ESTATE) {
+        /* sent before the coordinator saw our last HELLO, which released it */
+        ak_info ("ASSIGN %s#%u dropped: %s", a->task_id, a->attempt, berr.msg);
+        return;
+    }
+    if (brc) {
+        /* out of step with the coordinator's mirror (messages lost in a
+           reconnect): a new registration starts both afresh */
+        d->rejected++;
+        ak_warn ("ASSIGN %s#%u dropped: %s; registering again", a->task_id, a->attempt, berr.msg);
+        if (ak_clock_mono_ms () - d->last_hello_ms >= AK_REHELLO_GAP_MS) {
+            s_send_hello (d);
+            s_flush_pending (d, true);
+        }
+        return;
+    }
     s_pending_t *p = s_pending_find (d, a->task_id, a->attempt);
     if (p) {
         /* Finished already: the coordinator lacks the receipt. */
@@ -1316,6 +1345,7 @@ int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t
     d->wake[0] = d->wake[1] = -1;
     d->cfg = *cfg;
     d->coordinator = ak_strdup (cfg->coordinator);
+    d->blobs = ak_blobcache_new (true);
     d->worker_id = ak_strdup (cfg->worker_id);
     d->backend_name = ak_strdup (cfg->backend && *cfg->backend ? cfg->backend : "auto");
     d->cache_dir = cfg->cache_dir ? ak_strdup (cfg->cache_dir) : ak_daemon_default_cache ();
@@ -1470,6 +1500,7 @@ void ak_daemon_destroy (ak_daemon_t **self_p)
         ak_daemon_t *d = *self_p;
         atomic_store (&d->cancel, 1);
         ak_pool_destroy (&d->pool);
+        ak_blobcache_destroy (&d->blobs);
         for (size_t i = 0; i < d->nslots; i++)
             ak_exec_destroy (&d->slots[i].exec);
         free (d->slots);

@@ -25,6 +25,7 @@ typedef struct {
     uint32_t    slots;             /* concurrent tasks per device (1) */
     uint32_t    prefetch;          /* extra tasks held so compiles overlap runs (1) */
     const char *cache_dir;         /* compile cache; NULL: $XDG_CACHE_HOME/akfleet or ~/.cache/akfleet */
+    uint32_t    blob_cache_mb;     /* blob cache per registration, MiB (64; 0: none, blobcache.h) */
     uint32_t    heartbeat_ms;      /* 1000 */
     uint32_t    liveness;          /* missed heartbeats before the coordinator is dead (3) */
     uint32_t    min_backoff_ms;    /* first reconnect delay (1000) */

@@ -55,6 +55,8 @@ static void s_usage (FILE *out)
         "  --cache DIR             compile cache and receipt spool (unacknowledged receipts, sent\n"
         "                          again after a restart) (default $XDG_CACHE_HOME/akfleet or\n"
         "                          ~/.cache/akfleet)\n"
+        "  --blob-cache-mb N       keep the spec and source texts of the tasks assigned, up to N MiB,\n"
+        "                          so that each is sent once per registration; 0: off (default 64)\n"
         "  --heartbeat-ms N        heartbeat interval (default 1000)\n"
         "  --liveness N            missed heartbeats before the coordinator counts as dead (default 3)\n"
         "  --max-backoff-ms N      reconnect delay cap; delays start at 1000 and double (default 32000)\n"
@@ -94,7 +96,7 @@ static int s_uint (const char *name, const char *text, int64_t lo, int64_t hi, u
 }
 
 enum {
-    O_COORD = 256, O_ID, O_BACKEND, O_SLOTS, O_PREFETCH, O_CACHE, O_HB, O_LIVENESS,
+    O_COORD = 256, O_ID, O_BACKEND, O_SLOTS, O_PREFETCH, O_CACHE, O_HB, O_LIVENESS, O_BLOBS,
     O_MAXBACK, O_CTHREADS, O_LOGLEVEL, O_HELP, O_VERSION, O_EXECUTOR, O_FD, O_DEVICE, O_CERT, O_SERVERKEY,
 };
 
@@ -119,6 +121,7 @@ int main (int argc, char **argv)
         { "cache",           required_argument, NULL, O_CACHE },
         { "heartbeat-ms",    required_argument, NULL, O_HB },
         { "liveness",        required_argument, NULL, O_LIVENESS },
+        { "blob-cache-mb",   required_argument, NULL, O_BLOBS },
         { "max-backoff-ms",  required_argument, NULL, O_MAXBACK },
         { "compile-threads", required_argument, NULL, O_CTHREADS },
         { "log-level",       required_argument, NULL, O_LOGLEVEL },
@@ -151,6 +154,7 @@ int main (int argc, char **argv)
             case O_PREFETCH: if ((rc = s_uint ("--prefetch", optarg, 0, 64, &cfg.prefetch))) return rc; break;
             case O_HB:       if ((rc = s_uint ("--heartbeat-ms", optarg, 10, 600000, &cfg.heartbeat_ms))) return rc; break;
             case O_LIVENESS: if ((rc = s_uint ("--liveness", optarg, 1, 100, &cfg.liveness))) return rc; break;
+            case O_BLOBS:    if ((rc = s_uint ("--blob-cache-mb", optarg, 0, 65536, &cfg.blob_cache_mb))) return rc; break;
             case O_MAXBACK:  if ((rc = s_uint ("--max-backoff-ms", optarg, 1, 3600000, &cfg.max_backoff_ms))) return rc; break;
             case O_CTHREADS: if ((rc = s_uint ("--compile-threads", optarg, 1, 64, &cfg.compile_threads))) return rc; break;
             case O_FD:       if ((rc = s_uint ("--fd", optarg, 0, 65535, &fd))) return rc; have_fd = true; break;

@@ -34,6 +34,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include "auth.h"
+#include "blobcache.h"
 #include "clock.h"
 #include "envelope.h"
 #include "error.h"
@@ -78,6 +79,7 @@ typedef struct {
     char     *cert_file;        /* CURVE: one worker certificate for every simulated worker */
     char     *server_key;
     uint32_t  heartbeat_ms;
+    uint32_t  blob_cache_mb;    /* each simulated worker's blob cache, as akworker's */
     uint32_t  liveness;
     uint32_t  backoff_ms;
     uint32_t  max_backoff_ms;
@@ -122,6 +124,8 @@ typedef struct {
        uses up the oldest (credit->assign latency) */
     uint64_t    *credit_ns;
     size_t       ncredits, cap_credits;
+    ak_blobcache_t *blobs;          /* as akworker keeps them (blobcache.h) */
+    uint32_t     blob_epoch;
 } s_sim_t;
 
 /* A running task's due time, in the min-heap that wakes the loop for it. */
@@ -133,7 +137,8 @@ typedef struct {
 typedef struct {
     uint64_t assigns, started, receipts, resent, acks, acks_duplicate, acks_unknown;
     uint64_t hellos, reconnects, disconnects, silences, heartbeats_sent, heartbeats_recv;
-    uint64_t send_failures, rejected, abandoned;
+    uint64_t send_failures, rejected, abandoned, stale_assigns, blob_misses;
+    uint64_t assign_bytes;          /* ASSIGN envelopes as received (with those refused as stale) */
     uint64_t window_acks;           /* acks after the warm-up */
 } s_counters_t;
 
@@ -267,6 +272,11 @@ static void s_send_hello (s_load_t *self, s_sim_t *sim)
     hello.n_running = sim->ntasks;
     hello.running = ptrs;
     hello.heartbeat_ms = self->opts.heartbeat_ms;
+    hello.blob_epoch = ++sim->blob_epoch;
+    hello.blob_cache_bytes = (uint64_t) self->opts.blob_cache_mb << 20;
+    if (!sim->blobs)
+        sim->blobs = ak_blobcache_new (true);
+    ak_blobcache_reset (sim->blobs, hello.blob_epoch, hello.blob_cache_bytes);
 
     Ak__Envelope env = AK__ENVELOPE__INIT;
     env.body_case = AK__ENVELOPE__BODY_HELLO;
@@ -615,6 +625,19 @@ static void s_run_tasks (s_load_t *self, s_sim_t *sim, uint64_t now)
 
 static void s_on_assign (s_load_t *self, s_sim_t *sim, Ak__Envelope *env, uint64_t now_ns, uint64_t now)
 {
+    /* the texts, as akworker completes them (blobcache.h) */
+    ak_err_t berr = { 0 };
+    int brc = ak_blobcache_resolve (sim->blobs, env->assign, &berr);
+    if (brc == AK_ESTATE) {
+        self->c.stale_assigns++;    /* from before our last HELLO, which released it */
+        return;
+    }
+    if (brc) {
+        self->c.blob_misses++;
+        ak_warn ("%s: ASSIGN %s dropped: %s; registering again", sim->id, env->assign->task_id, berr.msg);
+        s_send_hello (self, sim);
+        return;
+    }
     Ak__Assign *a = env->assign;
     env->assign = NULL;
     env->body_case = AK__ENVELOPE__BODY__NOT_SET;
@@ -708,6 +731,7 @@ static void s_on_frame (s_load_t *self, s_sim_t *sim, const void *data, size_t s
             self->c.heartbeats_recv++;
             break;
         case AK__ENVELOPE__BODY_ASSIGN:
+            self->c.assign_bytes += size;
             s_on_assign (self, sim, env, now_ns, now);
             break;
         case AK__ENVELOPE__BODY_ACK:
@@ -901,7 +925,7 @@ static json_t *s_stats_json (s_load_t *self)
                            "slots", (json_int_t) self->opts.slots, "prefetch", (json_int_t) self->opts.prefetch,
                            "task_ms", (json_int_t) self->opts.task_ms, "elapsed_s", total_s,
                            "window_s", window_s);
-    json_t *counts = json_pack ("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+    json_t *counts = json_pack ("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                                 "assigns", (json_int_t) c->assigns, "started", (json_int_t) c->started,
                                 "receipts_sent", (json_int_t) c->receipts, "receipts_resent", (json_int_t) c->resent,
                                 "acks_received", (json_int_t) c->acks,
@@ -913,7 +937,10 @@ static json_t *s_stats_json (s_load_t *self)
                                 "send_failures", (json_int_t) c->send_failures,
                                 "rejected", (json_int_t) c->rejected,
                                 "unacked_at_exit", (json_int_t) unacked, "held_at_exit", (json_int_t) held,
-                                "receipts_abandoned", (json_int_t) c->abandoned);
+                                "receipts_abandoned", (json_int_t) c->abandoned,
+                                "stale_assigns", (json_int_t) c->stale_assigns,
+                                "blob_misses", (json_int_t) c->blob_misses,
+                                "assign_bytes", (json_int_t) c->assign_bytes);
     if (!o || !counts)
         abort ();
     json_object_set_new (o, "counts", counts);
@@ -1053,6 +1080,7 @@ static void s_load_destroy (s_load_t **self_p)
                 s_pending_free (&sim->pending[k]);
             free (sim->pending);
             free (sim->credit_ns);
+            ak_blobcache_destroy (&sim->blobs);
         }
         if (zmq_ctx_term (self->ctx) != 0)
             ak_error ("zmq_ctx_term: %s", zmq_strerror (zmq_errno ()));
@@ -1164,6 +1192,7 @@ static void s_usage (FILE *out)
         "                       the latencies (default 0)\n"
         "  --stats-json FILE    write the statistics there as JSON on exit\n"
         "  --heartbeat-ms N     heartbeat interval, 10..60000 (default 1000)\n"
+        "  --blob-cache-mb N    each worker's blob cache, as akworker's; 0: off (default 64)\n"
         "  --liveness N         silent intervals before the coordinator is dead (default 3)\n"
         "  --backoff-ms N       first reconnect delay, doubling up to 32x (default 1000)\n"
         "  --cert FILE          a worker's secret certificate, used by every simulated worker\n"
@@ -1217,7 +1246,7 @@ static bool s_printable (const char *s, size_t max)
 int main (int argc, char **argv)
 {
     enum { O_COORD = 1, O_WORKERS, O_PREFIX, O_CLASS, O_SLOTS, O_PREFETCH, O_TASK, O_DUR, O_WARM,
-           O_JSON, O_HB, O_LIVE, O_BACKOFF, O_LOG, O_HELP, O_CERT, O_SKEY };
+           O_JSON, O_HB, O_BLOBS, O_LIVE, O_BACKOFF, O_LOG, O_HELP, O_CERT, O_SKEY };
     static const struct option longopts[] = {
         { "coordinator", required_argument, NULL, O_COORD },
         { "workers", required_argument, NULL, O_WORKERS },
@@ -1230,6 +1259,7 @@ int main (int argc, char **argv)
         { "warmup-s", required_argument, NULL, O_WARM },
         { "stats-json", required_argument, NULL, O_JSON },
         { "heartbeat-ms", required_argument, NULL, O_HB },
+        { "blob-cache-mb", required_argument, NULL, O_BLOBS },
         { "liveness", required_argument, NULL, O_LIVE },
         { "backoff-ms", required_argument, NULL, O_BACKOFF },
         { "log-level", required_argument, NULL, O_LOG },
@@ -1240,7 +1270,7 @@ int main (int argc, char **argv)
     };
     s_opts_t opts = {
         .prefix = "load", .device_class = "host", .slots = 1, .prefetch = 1,
-        .heartbeat_ms = 1000, .liveness = 3, .backoff_ms = 1000,
+        .heartbeat_ms = 1000, .blob_cache_mb = 64, .liveness = 3, .backoff_ms = 1000,
     };
     int level = AK_LOG_INFO;
     int opt;
@@ -1261,6 +1291,7 @@ int main (int argc, char **argv)
             case O_CERT:     opts.cert_file = optarg; break;
             case O_SKEY:     opts.server_key = optarg; break;
             case O_HB:       rc = s_uint ("--heartbeat-ms", optarg, 10, 60000, &opts.heartbeat_ms); break;
+            case O_BLOBS:    rc = s_uint ("--blob-cache-mb", optarg, 0, 65536, &opts.blob_cache_mb); break;
             case O_LIVE:     rc = s_uint ("--liveness", optarg, 1, 100, &opts.liveness); break;
             case O_BACKOFF:  rc = s_uint ("--backoff-ms", optarg, 1, 32000, &opts.backoff_ms); break;
             case O_LOG:

@@ -264,7 +264,9 @@ run_load () {
          commit_p50_ms: .receipt_to_ack_latency.p50_ms, commit_p99_ms: .receipt_to_ack_latency.p99_ms,
          credit_p50_ms: .credit_to_assign_latency.p50_ms, credit_p99_ms: .credit_to_assign_latency.p99_ms,
          receipts_per_commit: $pc, rss_kib: $rss, acks: .counts.acks_received,
-         duplicates_acked: .counts.duplicates_acked, reconnects: .counts.reconnects}' \
+         duplicates_acked: .counts.duplicates_acked, reconnects: .counts.reconnects,
+         assign_bytes: (if .counts.assign_bytes then (.counts.assign_bytes
+                        / ((.counts.assigns // 0) + (.counts.stale_assigns // 0)) | round) else null end)}' \
        "$out/akload-$name.json" >"$out/run-$name.json"
     put ".runs += [$(cat "$out/run-$name.json")]"
     echo "coord_scale: $name: $(jq -c . "$out/run-$name.json")" >&2
@@ -320,9 +322,9 @@ put ".memory.kib_per_100k_tasks = (($rss_100k - .memory.empty_kib) * 100000 / .s
      | .memory.anon_kib_per_100k_tasks = (($anon_100k - .memory.empty_anon_kib) * 100000 / .store.tasks | round)"
 
 {
-    echo "| run | workers | akcoord | akload | round trips/s | dispatch->ack p50 / p99 (ms) | credit->assign p50 / p99 (ms) | receipt->ack p50 / p99 (ms) | receipts/commit | akcoord CPU us/rt | akload CPU us/rt | RSS (MiB) | foreign CPUs |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(if .akload_options == "" then "defaults" else .akload_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.credit_p50_ms) / \(.credit_p99_ms) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.akcoord_cpu_us_per_rt) | \(.akload_cpu_us_per_rt) | \(.rss_kib / 1024 | round) | \(.foreign_cpus) |"' "$results"
+    echo "| run | workers | akcoord | akload | round trips/s | dispatch->ack p50 / p99 (ms) | credit->assign p50 / p99 (ms) | receipt->ack p50 / p99 (ms) | receipts/commit | akcoord CPU us/rt | akload CPU us/rt | ASSIGN bytes | RSS (MiB) | foreign CPUs |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(if .akload_options == "" then "defaults" else .akload_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.credit_p50_ms) / \(.credit_p99_ms) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.akcoord_cpu_us_per_rt) | \(.akload_cpu_us_per_rt) | \(.assign_bytes) | \(.rss_kib / 1024 | round) | \(.foreign_cpus) |"' "$results"
     echo
     jq -r '"memory: \(.memory.bytes_per_worker) bytes per connected worker (\(.memory.workers) idle workers); \(.memory.kib_per_100k_tasks) KiB RSS per 100k stored tasks, \(.memory.anon_kib_per_100k_tasks) KiB of it anonymous (empty store \(.memory.empty_kib) KiB)"' "$results"
     echo "restart with $tasks tasks in the store (median of $restarts): $(med 100k-queued ms) ms all queued, $(med "100k-after-$last" ms) ms after the $last run"

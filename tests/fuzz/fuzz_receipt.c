@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <ftw.h>
 
-#include "coordinator/cpb.h"
+#include "cpb.h"
 #include "coordinator/intake.h"
 #include "coordinator/registry.h"
 #include "coordinator/sched.h"

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "coordinator/cpb.h"
+#include "cpb.h"
 #include "digest.h"
 #include "envelope.h"
 #include "error.h"

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- error */
@@ -81,6 +82,18 @@ static void test_log (void **state)
     ak_log_set_level (AK_LOG_QUIET);
     ak_error ("not shown");
     ak_log_set_level (AK_LOG_INFO);
+    /* the head of a line is cached per thread: a forked child still
+       writes its own pid */
+    fflush (NULL);
+    pid_t child = fork ();
+    assert_true (child >= 0);
+    if (child == 0) {
+        ak_info ("from the child");
+        _exit (0);
+    }
+    int status = 0;
+    assert_int_equal (waitpid (child, &status, 0), child);
+    assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
 
     assert_true (dup2 (saved, STDERR_FILENO) >= 0);
     close (saved);
@@ -89,11 +102,14 @@ static void test_log (void **state)
     size_t len = 0;
     ak_err_t err;
     assert_int_equal (ak_file_read (path, 1 << 20, &text, &len, &err), 0);
-    /* Exactly three lines, each ending in one newline. */
+    /* Exactly four lines, each ending in one newline. */
     int lines = 0;
     for (size_t i = 0; i < len; i++)
         lines += text[i] == '\n';
-    assert_int_equal (lines, 3);
+    assert_int_equal (lines, 4);
+    char childtag[64];
+    snprintf (childtag, sizeof childtag, " akunit[%ld] INFO from the child\n", (long) child);
+    assert_non_null (strstr (text, childtag));
     assert_null (strstr (text, "hidden"));
     assert_null (strstr (text, "not shown"));
     char pidtag[64];

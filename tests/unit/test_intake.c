@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "coordinator/cpb.h"
+#include "cpb.h"
 #include "coordinator/intake.h"
 #include "coordinator/registry.h"
 #include "coordinator/sched.h"

@@ -12,7 +12,7 @@
 
 #include "support.h"
 #include "coordinator/profiles.h"
-#include "coordinator/cpb.h"
+#include "cpb.h"
 #include "spec.h"
 #include "util.h"
 

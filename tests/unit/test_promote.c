@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coordinator/promote.h"
-#include "coordinator/cpb.h"
+#include "clock.h"
+#include "cpb.h"
 #include "util.h"
 
 /* One workload of a test receipt: weight, baseline and candidate medians
@@ -304,6 +305,32 @@ static void test_none_or_all_failed (void **state)
         s_cand_free (&tc[i]);
 }
 
+/* A batch holds up to 100,000 candidates of one operator: deciding that
+   none passed is one pass over them (it once compared every pair, and a
+   finished 100,000-task batch held the coordinator's loop for minutes). */
+static void test_all_failed_at_batch_scale (void **state)
+{
+    (void) state;
+    enum { N = 100000 };
+    ak_promote_cand_t *cands = ak_calloc (N, sizeof *cands);
+    ak_promote_eval_t *ev = ak_calloc (N, sizeof *ev);
+    for (size_t i = 0; i < N; i++) {
+        cands[i].task_id = "B1.x";
+        cands[i].candidate_name = "scale";
+        cands[i].state = i % 3 ? "poisoned" : "cancelled";
+    }
+    Ak__Winner *w = NULL;
+    uint64_t t0 = ak_clock_mono_ms ();
+    assert_int_equal (ak_promote ("softmax", "host", &s_rule, cands, N, ev, &w), 0);
+    uint64_t ms = ak_clock_mono_ms () - t0;
+    assert_false (w->promoted);
+    assert_string_equal (w->reason, "no candidate passed: all 100000 failed (cancelled x33334, poisoned x66666)");
+    assert_true (ms < 5000);        /* ~10 ms here; minutes when it was quadratic */
+    ak__winner__free_unpacked (w, NULL);
+    free (cands);
+    free (ev);
+}
+
 static void test_untrusted_timings (void **state)
 {
     wl_t nan_wl[] = { { "medium", 1, NAN, 50.0, 0.0 } };
@@ -351,6 +378,7 @@ int main (void)
         cmocka_unit_test (test_incumbent),
         cmocka_unit_test (test_ties),
         cmocka_unit_test (test_none_or_all_failed),
+        cmocka_unit_test (test_all_failed_at_batch_scale),
         cmocka_unit_test (test_untrusted_timings),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

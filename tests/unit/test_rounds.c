@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "coordinator/cpb.h"
+#include "cpb.h"
 #include "coordinator/expand.h"
 #include "coordinator/intake.h"
 #include "coordinator/promote.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/cpb.h"
+#include "cpb.h"
 #include "coordinator/expand.h"
 #include "coordinator/sched.h"
 #include "util.h"

@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 typedef struct {
     char *dir;
@@ -252,6 +255,202 @@ static void test_records (void **state)
     assert_null (t);
     assert_non_null (strstr (err.msg, "B1.8"));
     ak_store_abort (&txn);
+}
+
+/* sets a string field of an unpacked record (as coordinator/cpb.c does) */
+static void s_set (char **field, const char *value)
+{
+    if (*field && *field != protobuf_c_empty_string)
+        free (*field);
+    *field = *value ? strdup (value) : (char *) protobuf_c_empty_string;
+}
+
+/* The record as protobuf-c packs it in field order: two records are equal
+   when these bytes are. */
+static void s_task_bytes (const Ak__TaskRecord *t, uint8_t **data, size_t *len)
+{
+    *len = ak__task_record__get_packed_size (t);
+    *data = malloc (*len ? *len : 1);
+    assert_non_null (*data);
+    assert_int_equal (ak__task_record__pack (t, *data), *len);
+}
+
+static void s_assert_task_stored (s_fixture_t *f, const Ak__TaskRecord *want)
+{
+    ak_err_t err;
+    ak_txn_t *txn = NULL;
+    Ak__TaskRecord *got = NULL;
+    assert_int_equal (ak_store_begin (f->store, false, &txn, &err), 0);
+    assert_int_equal (ak_store_get_task (txn, want->task_id, &got, &err), 0);
+    ak_store_abort (&txn);
+    uint8_t *a, *b;
+    size_t alen, blen;
+    s_task_bytes (want, &a, &alen);
+    s_task_bytes (got, &b, &blen);
+    assert_int_equal (alen, blen);
+    assert_memory_equal (a, b, alen);
+    free (a);
+    free (b);
+    ak__task_record__free_unpacked (got, NULL);
+}
+
+/* put_task_later with a cached definition: the definition is packed once,
+   each write adds the state as it is, and what is read back is the whole
+   record, state fields set, changed and cleared alike. */
+static void test_task_def_split (void **state)
+{
+    s_fixture_t *f = *state;
+    ak_err_t err;
+    ak_txn_t *txn = NULL;
+
+    Ak__Param p1 = AK__PARAM__INIT, p2 = AK__PARAM__INIT;
+    p1.name = "BLOCK";
+    p1.value = 256;
+    p2.name = "ROWS";
+    p2.value = 4;
+    Ak__Param *params[] = { &p1, &p2 };
+    int64_t dims[] = { 4096, 8192 };
+    Ak__Workload wl = AK__WORKLOAD__INIT;
+    wl.name = "llm";
+    wl.n_dims = 2;
+    wl.dims = dims;
+    wl.dtype = "bfloat16";
+    wl.weight = 0.5;
+    Ak__Workload *wls[] = { &wl };
+    Ak__Policy pol = AK__POLICY__INIT;
+    pol.max_attempts = 3;
+    pol.lease_ms = 60000;
+    Ak__VerifyRef vr = AK__VERIFY_REF__INIT;
+    vr.profile = "nightly";
+    vr.speedup = 1.25;
+
+    Ak__TaskRecord task = AK__TASK_RECORD__INIT;
+    task.task_id = "B1.42";
+    task.batch_id = "B1";
+    task.kind = "tune";
+    task.op = "softmax";
+    task.device_class = "h200";
+    task.candidate_name = "row_warp";
+    task.n_params = 2;
+    task.params = params;
+    task.spec_digest = "sha256:aa";
+    task.candidate_digest = "sha256:bb";
+    task.n_workloads = 1;
+    task.workloads = wls;
+    task.policy = &pol;
+    task.stage = 2;
+    task.avoid_worker = "w0";
+    task.verify = &vr;
+    /* state: leased */
+    task.state = "leased";
+    task.attempt = 1;
+    task.worker_id = "w1";
+    task.queued_ms = 1000;
+    task.leased_ms = 2000;
+
+    ak_task_def_t def = { 0 };
+    assert_int_equal (ak_store_begin (f->store, true, &txn, &err), 0);
+    assert_int_equal (ak_store_put_task_later (txn, &task, &def, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    assert_true (def.packed);
+    void *packed_once = def.data;
+    s_assert_task_stored (f, &task);
+
+    /* done, in a later commit: the state changes, the definition is reused */
+    task.state = "done";
+    task.receipt_id = "R9";
+    task.status = "ok";
+    task.finished_ms = 3000;
+    task.duplicates = 2;
+    task.last_error = "lease expired once";
+    assert_int_equal (ak_store_begin (f->store, true, &txn, &err), 0);
+    assert_int_equal (ak_store_put_task_later (txn, &task, &def, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    assert_ptr_equal (def.data, packed_once);
+    s_assert_task_stored (f, &task);
+
+    /* reopened (retry): state fields go back to empty and zero */
+    task.state = "queued";
+    task.attempt = 2;
+    task.attempt_base = 1;
+    task.receipt_id = "";
+    task.status = "";
+    task.worker_id = "";
+    task.leased_ms = 0;
+    task.finished_ms = 0;
+    task.last_error = "";
+    assert_int_equal (ak_store_begin (f->store, true, &txn, &err), 0);
+    assert_int_equal (ak_store_put_task_later (txn, &task, &def, &err), 0);
+    /* a read in the same transaction sees the deferred write */
+    Ak__TaskRecord *mid = NULL;
+    assert_int_equal (ak_store_get_task (txn, "B1.42", &mid, &err), 0);
+    assert_string_equal (mid->state, "queued");
+    assert_string_equal (mid->worker_id, "");
+    assert_string_equal (mid->op, "softmax");
+    ak__task_record__free_unpacked (mid, NULL);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    s_assert_task_stored (f, &task);
+    s_reopen (f);
+    s_assert_task_stored (f, &task);
+    ak_task_def_clear (&def);
+    assert_null (def.data);
+    assert_false (def.packed);
+
+    /* the stored bytes as the definition (get_task_def): they hold the
+       old state, which the explicit state fields override, zeros and
+       empty strings included */
+    ak_task_def_t raw = { 0 };
+    Ak__TaskRecord *cached = NULL;
+    assert_int_equal (ak_store_begin (f->store, false, &txn, &err), 0);
+    assert_int_equal (ak_store_get_task_def (txn, "B1.42", &cached, &raw, &err), 0);
+    ak_store_abort (&txn);
+    assert_true (raw.packed);
+    assert_string_equal (cached->state, "queued");
+    s_set (&cached->state, "leased");
+    s_set (&cached->worker_id, "w7");
+    cached->attempt = 3;
+    cached->leased_ms = 5000;
+    assert_int_equal (ak_store_begin (f->store, true, &txn, &err), 0);
+    assert_int_equal (ak_store_put_task_later (txn, cached, &raw, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    s_assert_task_stored (f, cached);
+    s_set (&cached->state, "failed");
+    s_set (&cached->worker_id, "");
+    cached->leased_ms = 0;
+    cached->duplicates = 0;
+    assert_int_equal (ak_store_begin (f->store, true, &txn, &err), 0);
+    assert_int_equal (ak_store_put_task_later (txn, cached, &raw, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    s_assert_task_stored (f, cached);
+    ak__task_record__free_unpacked (cached, NULL);
+    ak_task_def_clear (&raw);
+    assert_int_equal (ak_store_begin (f->store, false, &txn, &err), 0);
+    assert_int_equal (ak_store_get_task_def (txn, "B9.9", &cached, &raw, &err), AK_ENOTFOUND);
+    ak_store_abort (&txn);
+    assert_null (cached);
+    assert_false (raw.packed);
+
+#ifndef NDEBUG
+    /* debug builds refuse a definition field changed under a cached def */
+    assert_int_equal (ak_store_begin (f->store, true, &txn, &err), 0);
+    assert_int_equal (ak_store_put_task_later (txn, &task, &def, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    fflush (NULL);
+    pid_t pid = fork ();
+    assert_true (pid >= 0);
+    if (pid == 0) {
+        task.op = "layernorm";
+        ak_txn_t *t2 = NULL;
+        if (ak_store_begin (f->store, true, &t2, &err) == 0
+            && ak_store_put_task_later (t2, &task, &def, &err) == 0)
+            (void) ak_store_commit (&t2, &err);
+        _exit (0);
+    }
+    int status = 0;
+    assert_int_equal (waitpid (pid, &status, 0), pid);
+    assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGABRT);
+    ak_task_def_clear (&def);
+#endif
 }
 
 static void test_schema_version (void **state)
@@ -532,6 +731,7 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_open_layout, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_raw, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_records, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_task_def_split, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_schema_version, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_next_id, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_blobs, s_setup, s_teardown),

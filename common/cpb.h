@@ -1,7 +1,7 @@
-/*  coordinator/cpb.h: small helpers for protobuf-c messages the coordinator
+/*  common/cpb.h: small helpers for protobuf-c messages a program
     builds or edits by hand.
 
-    Convention: every message the coordinator builds owns all of its memory
+    Convention: every message a program builds owns all of its memory
     through malloc (strings, arrays, sub-messages), so it is freed with the
     generated ak__*__free_unpacked (rec, NULL) exactly like an unpacked one.
     A string field is either malloc'ed or protobuf-c's shared empty string,

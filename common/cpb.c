@@ -1,4 +1,4 @@
-/*  coordinator/cpb.c: protobuf-c helpers (see cpb.h). */
+/*  common/cpb.c: protobuf-c helpers (see cpb.h). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
