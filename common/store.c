@@ -865,8 +865,10 @@ static int s_put_msg (ak_txn_t *txn, ak_db_t db, const char *key, const Protobuf
     return 0;
 }
 
-static int s_get_msg (ak_txn_t *txn, ak_db_t db, const char *key,
-                      const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg_p, ak_err_t *err)
+/* Looks key up and decodes it; raw, when given, is the stored value
+   (valid for the transaction). */
+static int s_get_msg_raw (ak_txn_t *txn, ak_db_t db, const char *key, const ProtobufCMessageDescriptor *desc,
+                          ProtobufCMessage **msg_p, MDB_val *raw, ak_err_t *err)
 {
     if (!msg_p)
         return ak_err_set (err, AK_EINVAL, "store: %s: no output pointer", s_db_names[db]);
@@ -881,7 +883,15 @@ static int s_get_msg (ak_txn_t *txn, ak_db_t db, const char *key,
                            "decode as %s", txn->store->dir, s_db_names[db], key, v.mv_size,
                            desc->name);
     *msg_p = msg;
+    if (raw)
+        *raw = v;
     return 0;
+}
+
+static int s_get_msg (ak_txn_t *txn, ak_db_t db, const char *key,
+                      const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg_p, ak_err_t *err)
+{
+    return s_get_msg_raw (txn, db, key, desc, msg_p, NULL, err);
 }
 
 int ak_store_put_batch (ak_txn_t *txn, const Ak__BatchRecord *rec, ak_err_t *err)
@@ -937,26 +947,16 @@ int ak_store_get_task_def (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **
                            ak_task_def_t *def, ak_err_t *err)
 {
     ak_task_def_clear (def);
-    if (!rec_p)
-        return ak_err_set (err, AK_EINVAL, "store: tasks: no output pointer");
-    *rec_p = NULL;
     MDB_val v;
-    int rc = s_get_ref (txn, AK_DB_TASKS, task_id, &v, err);
-    if (rc)
-        return rc;
-    Ak__TaskRecord *rec = ak__task_record__unpack (NULL, v.mv_size, v.mv_data);
-    if (!rec)
-        return ak_err_set (err, AK_ESTORE, "store %s: tasks: key '%s': value of %zu bytes does not "
-                           "decode as %s", txn->store->dir, task_id, v.mv_size,
-                           ak__task_record__descriptor.name);
-    if (def) {
+    int rc = s_get_msg_raw (txn, AK_DB_TASKS, task_id, &ak__task_record__descriptor,
+                            (ProtobufCMessage **) rec_p, &v, err);
+    if (rc == 0 && def) {
         def->data = ak_malloc (v.mv_size ? v.mv_size : 1);
         memcpy (def->data, v.mv_data, v.mv_size);
         def->len = v.mv_size;
         def->packed = true;
     }
-    *rec_p = rec;
-    return 0;
+    return rc;
 }
 
 int ak_store_put_receipt (ak_txn_t *txn, const Ak__Receipt *rec, ak_err_t *err)

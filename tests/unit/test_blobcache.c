@@ -64,13 +64,20 @@ static Ak__Assign *s_transmit (ak_blobcache_t *mirror, s_msg_t *m)
     return got;
 }
 
+/* A coordinator's mirror and a worker's cache of one registration. */
+static void s_pair (ak_blobcache_t **mirror, ak_blobcache_t **cache, uint32_t epoch, uint64_t limit)
+{
+    *mirror = ak_blobcache_new (false);
+    *cache = ak_blobcache_new (true);
+    ak_blobcache_reset (*mirror, epoch, limit);
+    ak_blobcache_reset (*cache, epoch, limit);
+}
+
 static void test_second_assign_sends_digests (void **state)
 {
     (void) state;
-    ak_blobcache_t *mirror = ak_blobcache_new (false);
-    ak_blobcache_t *cache = ak_blobcache_new (true);
-    ak_blobcache_reset (mirror, 1, 1 << 20);
-    ak_blobcache_reset (cache, 1, 1 << 20);
+    ak_blobcache_t *mirror, *cache;
+    s_pair (&mirror, &cache, 1, 1 << 20);
     ak_err_t err;
 
     s_msg_t m;
@@ -123,11 +130,9 @@ static void test_second_assign_sends_digests (void **state)
 static void test_limit (void **state)
 {
     (void) state;
-    ak_blobcache_t *mirror = ak_blobcache_new (false);
-    ak_blobcache_t *cache = ak_blobcache_new (true);
     size_t limit = strlen (s_spec) + strlen (s_ref);        /* no room for the candidate */
-    ak_blobcache_reset (mirror, 7, limit);
-    ak_blobcache_reset (cache, 7, limit);
+    ak_blobcache_t *mirror, *cache;
+    s_pair (&mirror, &cache, 7, limit);
     ak_err_t err;
     s_msg_t m;
     for (int i = 0; i < 2; i++) {
@@ -162,10 +167,8 @@ static void test_limit (void **state)
 static void test_out_of_step (void **state)
 {
     (void) state;
-    ak_blobcache_t *mirror = ak_blobcache_new (false);
-    ak_blobcache_t *cache = ak_blobcache_new (true);
-    ak_blobcache_reset (mirror, 1, 1 << 20);
-    ak_blobcache_reset (cache, 1, 1 << 20);
+    ak_blobcache_t *mirror, *cache;
+    s_pair (&mirror, &cache, 1, 1 << 20);
     ak_err_t err;
     s_msg_t m;
     s_build (&m, s_cand);

@@ -1,6 +1,7 @@
 /*  tests/unit/test_store.c: the LMDB store. */
 #include "support.h"
 #include "digest.h"
+#include "cpb.h"
 #include "store.h"
 #include "util.h"
 
@@ -257,14 +258,6 @@ static void test_records (void **state)
     ak_store_abort (&txn);
 }
 
-/* sets a string field of an unpacked record (as coordinator/cpb.c does) */
-static void s_set (char **field, const char *value)
-{
-    if (*field && *field != protobuf_c_empty_string)
-        free (*field);
-    *field = *value ? strdup (value) : (char *) protobuf_c_empty_string;
-}
-
 /* The record as protobuf-c packs it in field order: two records are equal
    when these bytes are. */
 static void s_task_bytes (const Ak__TaskRecord *t, uint8_t **data, size_t *len)
@@ -406,16 +399,16 @@ static void test_task_def_split (void **state)
     ak_store_abort (&txn);
     assert_true (raw.packed);
     assert_string_equal (cached->state, "queued");
-    s_set (&cached->state, "leased");
-    s_set (&cached->worker_id, "w7");
+    ak_cpb_set (&cached->state, "leased");
+    ak_cpb_set (&cached->worker_id, "w7");
     cached->attempt = 3;
     cached->leased_ms = 5000;
     assert_int_equal (ak_store_begin (f->store, true, &txn, &err), 0);
     assert_int_equal (ak_store_put_task_later (txn, cached, &raw, &err), 0);
     assert_int_equal (ak_store_commit (&txn, &err), 0);
     s_assert_task_stored (f, cached);
-    s_set (&cached->state, "failed");
-    s_set (&cached->worker_id, "");
+    ak_cpb_set (&cached->state, "failed");
+    ak_cpb_set (&cached->worker_id, "");
     cached->leased_ms = 0;
     cached->duplicates = 0;
     assert_int_equal (ak_store_begin (f->store, true, &txn, &err), 0);
