@@ -7,6 +7,8 @@
 #include "envelope.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <czmq.h>
@@ -136,16 +138,62 @@ static int s_check_limits (const ProtobufCMessage *msg, int depth, char *path, s
     return 0;
 }
 
+/*  Deepest nesting of message types below desc (depth counts desc), or
+    a number over AK_ENVELOPE_MAX_DEPTH when it passes that bound or a
+    type contains itself. */
+static int s_schema_depth (const ProtobufCMessageDescriptor *desc, int depth)
+{
+    if (depth > AK_ENVELOPE_MAX_DEPTH)
+        return depth;
+    int deepest = depth;
+    for (unsigned i = 0; i < desc->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &desc->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+            continue;
+        int d = s_schema_depth (f->descriptor, depth + 1);
+        if (d > deepest)
+            deepest = d;
+        if (deepest > AK_ENVELOPE_MAX_DEPTH)
+            break;
+    }
+    return deepest;
+}
+
+static bool s_small_is_safe;
+static pthread_once_t s_small_once = PTHREAD_ONCE_INIT;
+
+static void s_small_init (void)
+{
+    s_small_is_safe = s_schema_depth (&ak__envelope__descriptor, 0) <= AK_ENVELOPE_MAX_DEPTH;
+}
+
+/*  True when a frame of size bytes cannot break any limit s_check_limits
+    enforces, so the walk can be skipped: no string is longer than its
+    frame; every element of a repeated field takes at least one byte of it
+    (a packed varint one, anything else a tag and more), so no field has
+    more elements than the frame has bytes; and the schema nests no deeper
+    than AK_ENVELOPE_MAX_DEPTH, with no type that contains itself (checked
+    once on the descriptors, so a schema change cannot slip past). */
+static bool s_limits_implied (size_t size)
+{
+    if (size > AK_MAX_REPEATED || size > AK_MAX_STRING)
+        return false;
+    if (pthread_once (&s_small_once, s_small_init) != 0)
+        return false;
+    return s_small_is_safe;
+}
+
 /*  Drops the unknown fields of msg and every sub-message.  protobuf-c keeps
     them and packs them again, and when a sub-message occurs more than once
     in a frame (its occurrences are merged) the unknown fields it packs can
     be bytes that no longer parse (found by tests/fuzz/fuzz_envelope): a
     receipt stored that way would be a record nobody can read.  What this
     build does not know it neither keeps nor passes on. */
-static void s_drop_unknown (ProtobufCMessage *msg, int depth)
+static size_t s_drop_unknown (ProtobufCMessage *msg, int depth)
 {
     if (depth > AK_ENVELOPE_MAX_DEPTH)
-        return;
+        return 0;
+    size_t dropped = msg->n_unknown_fields;
     for (unsigned i = 0; i < msg->n_unknown_fields; i++)
         free (msg->unknown_fields[i].data);
     free (msg->unknown_fields);
@@ -167,14 +215,15 @@ static void s_drop_unknown (ProtobufCMessage *msg, int depth)
             ProtobufCMessage **arr = *(ProtobufCMessage ***) (base + f->offset);
             for (size_t k = 0; arr && k < n; k++)
                 if (arr[k])
-                    s_drop_unknown (arr[k], depth + 1);
+                    dropped += s_drop_unknown (arr[k], depth + 1);
         }
         else {
             ProtobufCMessage *sub = *(ProtobufCMessage **) (base + f->offset);
             if (sub)
-                s_drop_unknown (sub, depth + 1);
+                dropped += s_drop_unknown (sub, depth + 1);
         }
     }
+    return dropped;
 }
 
 /* ---------------------------------------------------------------- public */
@@ -207,10 +256,78 @@ int ak_envelope_pack (Ak__Envelope *env, uint8_t **data_p, size_t *size_p)
     return 0;
 }
 
+/* Reads a varint at *pos (< end); false when truncated or over 64 bits. */
+static bool s_varint_read (const uint8_t **pos, const uint8_t *end, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int shift = 0; shift < 64 && *pos < end; shift += 7) {
+        uint8_t b = *(*pos)++;
+        x |= (uint64_t) (b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+int ak_envelope_field_bytes (const void *data, size_t size, uint32_t field,
+                             const uint8_t **p, size_t *n)
+{
+    const uint8_t *pos = data, *end = pos + size;
+    const uint8_t *found = NULL;
+    size_t found_len = 0;
+    int seen = 0;
+    while (pos < end) {
+        uint64_t tag, v;
+        if (!s_varint_read (&pos, end, &tag))
+            return AK_EPROTO;
+        switch (tag & 7) {
+            case 0:                                 /* varint */
+                if (!s_varint_read (&pos, end, &v))
+                    return AK_EPROTO;
+                break;
+            case 1:                                 /* 64-bit */
+                if (end - pos < 8)
+                    return AK_EPROTO;
+                pos += 8;
+                break;
+            case 2:                                 /* length-delimited */
+                if (!s_varint_read (&pos, end, &v) || v > (uint64_t) (end - pos))
+                    return AK_EPROTO;
+                if (tag >> 3 == field) {
+                    found = pos;
+                    found_len = (size_t) v;
+                    seen++;
+                }
+                pos += v;
+                break;
+            case 5:                                 /* 32-bit */
+                if (end - pos < 4)
+                    return AK_EPROTO;
+                pos += 4;
+                break;
+            default:                                /* groups: not in proto3 */
+                return AK_EPROTO;
+        }
+    }
+    if (seen != 1)
+        return AK_ENOTFOUND;
+    *p = found;
+    *n = found_len;
+    return 0;
+}
+
 /*  Parses and validates one frame.  Never trusts data: every failure is a
     return code with err saying why, never a crash. */
 int ak_envelope_unpack (const void *data, size_t size, size_t max_size,
                         Ak__Envelope **env_p, ak_err_t *err)
+{
+    return ak_envelope_unpack_counted (data, size, max_size, env_p, NULL, err);
+}
+
+int ak_envelope_unpack_counted (const void *data, size_t size, size_t max_size,
+                                Ak__Envelope **env_p, size_t *unknown_p, ak_err_t *err)
 {
     int rc = 0;
     Ak__Envelope *env = NULL;
@@ -247,11 +364,15 @@ int ak_envelope_unpack (const void *data, size_t size, size_t max_size,
                          size, (unsigned) env->body_case);
         goto fail;
     }
-    char path[512] = "";
-    rc = s_check_limits (&env->base, 0, path, sizeof path, err);
-    if (rc)
-        goto fail;
-    s_drop_unknown (&env->base, 0);
+    if (!s_limits_implied (size)) {
+        char path[512] = "";
+        rc = s_check_limits (&env->base, 0, path, sizeof path, err);
+        if (rc)
+            goto fail;
+    }
+    size_t unknown = s_drop_unknown (&env->base, 0);
+    if (unknown_p)
+        *unknown_p = unknown;
     *env_p = env;
     return 0;
 

@@ -29,7 +29,20 @@ int ak_envelope_pack (Ak__Envelope *env, uint8_t **data_p, size_t *size_p);
 int ak_envelope_unpack (const void *data, size_t size, size_t max_size,
                         Ak__Envelope **env_p, ak_err_t *err);
 
+/* The same; *unknown_p (when given) is the number of unknown fields that
+   were dropped from the message and its sub-messages. */
+int ak_envelope_unpack_counted (const void *data, size_t size, size_t max_size,
+                                Ak__Envelope **env_p, size_t *unknown_p, ak_err_t *err);
+
 void ak_envelope_free (Ak__Envelope **env_p);
+
+/* The bytes of the length-delimited field `field` of the packed message at
+   data (a body of an Envelope, say): 0 with *p, *n when the field occurs
+   exactly once at the top level; AK_ENOTFOUND when it is absent or repeated
+   (a parser merges repeats, so no single slice is the message); AK_EPROTO
+   when the bytes do not parse as far as needed. */
+int ak_envelope_field_bytes (const void *data, size_t size, uint32_t field,
+                             const uint8_t **p, size_t *n);
 
 /* Name of the body case ("hello", "receipt" ...), for logs. */
 const char *ak_envelope_kind (const Ak__Envelope *env);

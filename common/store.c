@@ -389,7 +389,7 @@ static void s_txn_free (ak_txn_t **txn_p)
    created (expand.c, rounds.c, verify.c): ak_store_put_task_later with a
    def writes those as bytes kept from an earlier read or write.  A field
    added to TaskRecord that changes later must be listed here; debug builds
-   catch one that is not (s_split_check).  Each is a string or an unsigned
+   catch one that is not (s_bytes_check).  Each is a string or an unsigned
    integer. */
 #define AK_TASK_STATE_FIELDS(X) \
     X (state) X (attempt) X (receipt_id) X (status) X (worker_id) X (queued_ms) \
@@ -402,17 +402,36 @@ static const char *s_state_names[] = { AK_TASK_STATE_FIELDS (S_NAME) };
 static const ProtobufCFieldDescriptor *s_state_fields[S_NSTATE];
 static pthread_once_t s_state_once = PTHREAD_ONCE_INIT;
 
-static void s_state_fields_init (void)
+/* The fields of a Receipt that the coordinator sets on intake (intake.c):
+   ak_store_put_receipt_raw writes them after the bytes the worker sent. */
+#define AK_RECEIPT_COORD_FIELDS(X) \
+    X (receipt_id) X (batch_id) X (worker_id) X (received_at_ms) X (duplicate)
+
+#define S_NAME(f) #f,
+static const char *s_coord_names[] = { AK_RECEIPT_COORD_FIELDS (S_NAME) };
+#undef S_NAME
+#define S_NCOORD (sizeof s_coord_names / sizeof s_coord_names[0])
+static const ProtobufCFieldDescriptor *s_coord_fields[S_NCOORD];
+
+/* The descriptors of names in desc, each a string, bool or unsigned
+   integer field that is not repeated (else a build error: abort). */
+static void s_fields_find (const ProtobufCMessageDescriptor *desc, const char *const *names, size_t n,
+                           const ProtobufCFieldDescriptor **out)
 {
-    for (size_t i = 0; i < S_NSTATE; i++) {
-        const ProtobufCFieldDescriptor *f =
-            protobuf_c_message_descriptor_get_field_by_name (&ak__task_record__descriptor, s_state_names[i]);
+    for (size_t i = 0; i < n; i++) {
+        const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name (desc, names[i]);
         if (!f || f->label == PROTOBUF_C_LABEL_REPEATED
             || (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_UINT32
-                && f->type != PROTOBUF_C_TYPE_UINT64))
-            abort ();               /* AK_TASK_STATE_FIELDS names a field it cannot encode */
-        s_state_fields[i] = f;
+                && f->type != PROTOBUF_C_TYPE_UINT64 && f->type != PROTOBUF_C_TYPE_BOOL))
+            abort ();               /* a field list names a field it cannot encode */
+        out[i] = f;
     }
+}
+
+static void s_state_fields_init (void)
+{
+    s_fields_find (&ak__task_record__descriptor, s_state_names, S_NSTATE, s_state_fields);
+    s_fields_find (&ak__receipt__descriptor, s_coord_names, S_NCOORD, s_coord_fields);
 }
 
 /* Appends v as a varint at p (NULL: only counts); returns its size. */
@@ -430,14 +449,16 @@ static size_t s_varint (uint8_t *p, uint64_t v)
     return n + 1;
 }
 
-/* Encodes rec's state fields at p (NULL: only counts), each one also when
-   empty or zero; returns the size. */
-static size_t s_state_encode (const Ak__TaskRecord *rec, uint8_t *p)
+/* Encodes the given fields of msg at p (NULL: only counts), each one also
+   when empty or zero (a decoder takes the last value of a field, so these
+   replace any earlier ones in the same bytes); returns the size. */
+static size_t s_fields_encode (const void *msg, const ProtobufCFieldDescriptor *const *fields,
+                               size_t nfields, uint8_t *p)
 {
     size_t n = 0;
-    for (size_t i = 0; i < S_NSTATE; i++) {
-        const ProtobufCFieldDescriptor *f = s_state_fields[i];
-        const char *member = (const char *) rec + f->offset;
+    for (size_t i = 0; i < nfields; i++) {
+        const ProtobufCFieldDescriptor *f = fields[i];
+        const char *member = (const char *) msg + f->offset;
         if (f->type == PROTOBUF_C_TYPE_STRING) {
             const char *str = *(char *const *) member;
             size_t len = str ? strlen (str) : 0;
@@ -448,13 +469,19 @@ static size_t s_state_encode (const Ak__TaskRecord *rec, uint8_t *p)
             n += len;
         }
         else {
-            uint64_t v = f->type == PROTOBUF_C_TYPE_UINT32 ? *(const uint32_t *) member
-                                                           : *(const uint64_t *) member;
+            uint64_t v = f->type == PROTOBUF_C_TYPE_UINT64 ? *(const uint64_t *) member
+                       : f->type == PROTOBUF_C_TYPE_BOOL   ? *(const protobuf_c_boolean *) member != 0
+                                                           : *(const uint32_t *) member;
             n += s_varint (p ? p + n : NULL, (uint64_t) f->id << 3);
             n += s_varint (p ? p + n : NULL, v);
         }
     }
     return n;
+}
+
+static size_t s_state_encode (const Ak__TaskRecord *rec, uint8_t *p)
+{
+    return s_fields_encode (rec, s_state_fields, S_NSTATE, p);
 }
 
 void ak_task_def_clear (ak_task_def_t *def)
@@ -466,33 +493,36 @@ void ak_task_def_clear (ak_task_def_t *def)
 }
 
 #ifndef NDEBUG
-static void s_canonical (const Ak__TaskRecord *rec, uint8_t **data, size_t *len)
+static void s_canonical (const ProtobufCMessage *msg, uint8_t **data, size_t *len)
 {
-    *len = protobuf_c_message_get_packed_size (&rec->base);
-    *data = ak_malloc (*len);
-    if (protobuf_c_message_pack (&rec->base, *data) != *len)
+    *len = protobuf_c_message_get_packed_size (msg);
+    *data = ak_malloc (*len ? *len : 1);
+    if (protobuf_c_message_pack (msg, *data) != *len)
         abort ();
 }
 
-/* Debug builds: what a split write stored must decode to rec (a
-   definition field changed on a cached record, or a state field missing
-   from AK_TASK_STATE_FIELDS, would otherwise be lost silently). */
-static void s_split_check (const Ak__TaskRecord *rec, const void *val, size_t len)
+/* Debug builds: what a write of stored bytes plus fields put in the store
+   (val) must decode to msg: a definition field changed on a cached task
+   record, a state field missing from AK_TASK_STATE_FIELDS, or a receipt
+   field the coordinator sets missing from AK_RECEIPT_COORD_FIELDS, would
+   otherwise be lost silently. */
+static void s_bytes_check (const ProtobufCMessage *msg, const char *id, const void *val, size_t len)
 {
-    Ak__TaskRecord *back = ak__task_record__unpack (NULL, len, val);
+    ProtobufCMessage *back = protobuf_c_message_unpack (msg->descriptor, NULL, len, val);
     uint8_t *a = NULL, *b = NULL;
     size_t alen = 0, blen = 0;
-    s_canonical (rec, &a, &alen);
+    s_canonical (msg, &a, &alen);
     if (back)
         s_canonical (back, &b, &blen);
     if (!back || alen != blen || memcmp (a, b, alen) != 0) {
-        fprintf (stderr, "store: task %s: its cached definition no longer matches the record "
-                 "(AK_TASK_STATE_FIELDS, store.c)\n", rec->task_id);
+        fprintf (stderr, "store: %s %s: its stored bytes plus the fields written after them no "
+                 "longer match the record (AK_TASK_STATE_FIELDS, AK_RECEIPT_COORD_FIELDS, store.c)\n",
+                 msg->descriptor->short_name, id);
         abort ();
     }
     free (a);
     free (b);
-    ak__task_record__free_unpacked (back, NULL);
+    protobuf_c_message_free_unpacked (back, NULL);
 }
 #endif
 
@@ -522,7 +552,7 @@ static int s_put_task_split (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_task_d
     memcpy (space, def->data, def->len);
     s_state_encode (rec, (uint8_t *) space + def->len);
 #ifndef NDEBUG
-    s_split_check (rec, space, def->len + slen);
+    s_bytes_check (&rec->base, rec->task_id, space, def->len + slen);
 #endif
     return 0;
 }
@@ -963,6 +993,29 @@ int ak_store_put_receipt (ak_txn_t *txn, const Ak__Receipt *rec, ak_err_t *err)
 {
     return s_put_msg (txn, AK_DB_RECEIPTS, rec ? rec->receipt_id : NULL, rec ? &rec->base : NULL,
                       MDB_NOOVERWRITE, err);
+}
+
+int ak_store_put_receipt_raw (ak_txn_t *txn, const Ak__Receipt *rec, const void *raw, size_t len,
+                              ak_err_t *err)
+{
+    if (!raw)
+        return ak_store_put_receipt (txn, rec, err);
+    if (!rec || !rec->receipt_id || !*rec->receipt_id)
+        return ak_err_set (err, AK_EINVAL, "store: receipts: record has no id");
+    if (pthread_once (&s_state_once, s_state_fields_init) != 0)
+        abort ();
+    size_t clen = s_fields_encode (rec, s_coord_fields, S_NCOORD, NULL);
+    void *space = NULL;
+    int rc = s_put (txn, AK_DB_RECEIPTS, rec->receipt_id, NULL, len + clen, MDB_NOOVERWRITE | MDB_RESERVE,
+                    &space, err);
+    if (rc)
+        return rc;
+    memcpy (space, raw, len);
+    s_fields_encode (rec, s_coord_fields, S_NCOORD, (uint8_t *) space + len);
+#ifndef NDEBUG
+    s_bytes_check (&rec->base, rec->receipt_id, space, len + clen);
+#endif
+    return 0;
 }
 
 int ak_store_get_receipt (ak_txn_t *txn, const char *receipt_id, Ak__Receipt **rec_p, ak_err_t *err)

@@ -116,6 +116,14 @@ int ak_store_get_task (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_
 int ak_store_get_task_def (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_p,
                            ak_task_def_t *def, ak_err_t *err);
 int ak_store_put_receipt (ak_txn_t *txn, const Ak__Receipt *rec, ak_err_t *err);   /* AK_EEXIST if the id exists */
+/* Like ak_store_put_receipt, for a receipt decoded from raw (the bytes a
+   worker sent) and changed since only in the fields the coordinator sets
+   (AK_RECEIPT_COORD_FIELDS in store.c: receipt_id, batch_id, worker_id,
+   received_at_ms, duplicate): stores raw followed by those fields, which a
+   decoder takes over the worker's values, instead of packing rec again.
+   raw NULL: ak_store_put_receipt.  Debug builds check the result. */
+int ak_store_put_receipt_raw (ak_txn_t *txn, const Ak__Receipt *rec, const void *raw, size_t len,
+                              ak_err_t *err);
 int ak_store_get_receipt (ak_txn_t *txn, const char *receipt_id, Ak__Receipt **rec_p, ak_err_t *err);
 int ak_store_put_worker (ak_txn_t *txn, const Ak__WorkerRecord *rec, ak_err_t *err);
 int ak_store_get_worker (ak_txn_t *txn, const char *worker_id, Ak__WorkerRecord **rec_p, ak_err_t *err);

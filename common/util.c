@@ -347,3 +347,32 @@ int ak_parse_double (const char *text, double *out)
     *out = v;
     return 0;
 }
+
+void ak_malloc_tune (char **argv)
+{
+    static const char tune[] = "glibc.malloc.tcache_count=65535";
+    const char *off = getenv ("AK_MALLOC_TUNE");
+    if ((off && strcmp (off, "0") == 0) || !argv || !argv[0])
+        return;
+    const char *old = getenv ("GLIBC_TUNABLES");
+    if (old && strstr (old, "glibc.malloc.tcache_count="))
+        return;                             /* set by the operator, or by us before the exec */
+    /* the program's own path, not /proc/self/exe: the process keeps its
+       name (ps, pkill) */
+    char self[4096];
+    ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || (size_t) n >= sizeof self - 1)
+        return;
+    self[n] = '\0';
+    char *saved = old ? ak_strdup (old) : NULL;
+    char *value = old && *old ? ak_sprintf ("%s:%s", old, tune) : ak_strdup (tune);
+    if (setenv ("GLIBC_TUNABLES", value, 1) == 0)
+        execv (self, argv);
+    /* still here: the exec failed; run on with glibc's defaults */
+    if (saved)
+        setenv ("GLIBC_TUNABLES", saved, 1);
+    else
+        unsetenv ("GLIBC_TUNABLES");
+    free (saved);
+    free (value);
+}

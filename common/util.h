@@ -30,6 +30,15 @@ void *ak_realloc (void *p, size_t n);
 char *ak_strdup (const char *s);              /* NULL -> NULL */
 char *ak_sprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 
+/* For a long-running process that frees many small objects of the same
+   sizes (akcoord, akload): starts this program again (same pid, argv and
+   environment) with glibc's per-thread cache of freed chunks at its largest
+   (GLIBC_TUNABLES glibc.malloc.tcache_count=65535; glibc reads tunables
+   only when a program starts).  Returns without doing anything when the
+   environment already sets tcache_count, when AK_MALLOC_TUNE=0, or when the
+   exec fails.  docs/operations.md says why. */
+void ak_malloc_tune (char **argv);
+
 /* Strict integer / float parsing of a whole string. 0 or AK_EINVAL. */
 int ak_parse_i64 (const char *text, int64_t *out);
 int ak_parse_double (const char *text, double *out);

@@ -80,6 +80,8 @@ struct ak_coord {
     zhashx_t        *dropped;           /* peers dropped: their frames are ignored */
     zlistx_t        *queue;             /* s_request_t: client requests waiting */
     const ak_key_t  *peer;              /* key of the message being handled (or NULL) */
+    const uint8_t   *frame;             /* its envelope frame as received (or NULL) */
+    size_t           frame_len;
     uint64_t         auth_warn_at;
     uint64_t         auth_suppressed;
 };
@@ -648,7 +650,13 @@ static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, u
     env->receipt = NULL;
     env->body_case = AK__ENVELOPE__BODY__NOT_SET;
     ak_worker_drop (w, r->task_id);             /* its slot is free again */
-    int rc = ak_intake_stage (self->intake, w->worker_id, &r, now, &err);
+    /* the receipt's bytes as they came, stored as they are (intake.h) */
+    const uint8_t *raw = NULL;
+    size_t rawlen = 0;
+    if (!self->frame
+        || ak_envelope_field_bytes (self->frame, self->frame_len, AK__ENVELOPE__BODY_RECEIPT, &raw, &rawlen))
+        raw = NULL;
+    int rc = ak_intake_stage_raw (self->intake, w->worker_id, &r, raw, rawlen, now, &err);
     if (rc)
         s_reject (self, AK_EP_WORKERS, w->route, w->route_len, err.msg);
     if (ak_intake_full (self->intake))
@@ -950,16 +958,24 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
     else {
         Ak__Envelope *env = NULL;
         ak_err_t err = { 0 };
-        int rc = ak_envelope_unpack (zmq_msg_data (&body), zmq_msg_size (&body), AK_MAX_MSG_SIZE,
-                                     &env, &err);
+        size_t unknown = 0;
+        int rc = ak_envelope_unpack_counted (zmq_msg_data (&body), zmq_msg_size (&body), AK_MAX_MSG_SIZE,
+                                             &env, &unknown, &err);
         if (rc) {
             s_reject (self, ep, rid, rlen, err.msg);
             if (ep == AK_EP_CLIENTS)
                 s_reply (self, rid, rlen, rc, err.msg, NULL);
             s_malformed (self, ep, rid, rlen);
         }
-        else if (ep == AK_EP_WORKERS)
+        else if (ep == AK_EP_WORKERS) {
+            /* its bytes may be stored as they came only when they hold
+               nothing this build does not know (envelope.c) */
+            self->frame = unknown ? NULL : zmq_msg_data (&body);
+            self->frame_len = unknown ? 0 : zmq_msg_size (&body);
             s_on_worker (self, rid, rlen, env, now);
+            self->frame = NULL;
+            self->frame_len = 0;
+        }
         else
             s_enqueue (self, rid, rlen, &env);
         ak_envelope_free (&env);

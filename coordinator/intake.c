@@ -12,6 +12,8 @@
 
 typedef struct {
     Ak__Receipt *receipt;
+    uint8_t     *raw;           /* the bytes it was decoded from, or NULL */
+    size_t       rawlen;
     char        *worker_id;
     bool         stored;        /* written in the transaction being built */
     ak_ack_t     ack;
@@ -25,7 +27,7 @@ struct ak_intake {
     s_staged_t       *staged;
     size_t            nstaged;
     size_t            cap;
-    size_t            staged_bytes;     /* packed size of the staged receipts */
+    size_t            staged_bytes;     /* the staged receipts' sizes as they came (or packed) */
     uint64_t          first_staged;     /* monotonic ms of the oldest staged receipt */
     uint64_t          retry_at;         /* no commit before this after a failure */
     uint64_t          kill_in_commit;   /* fault injection (tests/fault), 0: off */
@@ -65,6 +67,7 @@ static void s_staged_clear (ak_intake_t *self)
 {
     for (size_t i = 0; i < self->nstaged; i++) {
         ak__receipt__free_unpacked (self->staged[i].receipt, NULL);
+        free (self->staged[i].raw);
         free (self->staged[i].worker_id);
     }
     self->nstaged = 0;
@@ -94,6 +97,12 @@ const ak_intake_stats_t *ak_intake_stats (ak_intake_t *self)
 int ak_intake_stage (ak_intake_t *self, const char *worker_id, Ak__Receipt **receipt_p,
                      uint64_t now, ak_err_t *err)
 {
+    return ak_intake_stage_raw (self, worker_id, receipt_p, NULL, 0, now, err);
+}
+
+int ak_intake_stage_raw (ak_intake_t *self, const char *worker_id, Ak__Receipt **receipt_p,
+                         const void *raw, size_t rawlen, uint64_t now, ak_err_t *err)
+{
     Ak__Receipt *r = *receipt_p;
     *receipt_p = NULL;
     ak_task_t *task = ak_sched_task (self->sched, r->task_id);
@@ -121,7 +130,14 @@ int ak_intake_stage (ak_intake_t *self, const char *worker_id, Ak__Receipt **rec
     memset (s, 0, sizeof *s);
     s->receipt = r;
     s->worker_id = ak_strdup (worker_id);
-    self->staged_bytes += ak__receipt__get_packed_size (r);
+    if (raw) {
+        s->raw = ak_malloc (rawlen ? rawlen : 1);
+        memcpy (s->raw, raw, rawlen);
+        s->rawlen = rawlen;
+    }
+    /* what the stored receipt will take, near enough: a decoded receipt
+       packs to no more than the bytes it came in (unknown fields kept) */
+    self->staged_bytes += raw ? rawlen : ak__receipt__get_packed_size (r);
     if (!self->first_staged)
         self->first_staged = now ? now : 1;
     return 0;
@@ -206,7 +222,7 @@ static int s_store_one (ak_intake_t *self, ak_txn_t *txn, s_staged_t *s, ak_err_
     ak_cpb_set (&r->receipt_id, s->ack.receipt_id);
     ak_cpb_set (&r->batch_id, task->batch_id);
     r->duplicate = duplicate;
-    rc = ak_store_put_receipt (txn, r, err);
+    rc = ak_store_put_receipt_raw (txn, r, s->raw, s->rawlen, err);
     if (rc == 0 && !seen)
         rc = ak_store_put (txn, AK_DB_ATTEMPTS, key, s->ack.receipt_id, strlen (s->ack.receipt_id), err);
     if (rc)

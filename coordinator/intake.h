@@ -81,6 +81,11 @@ void ak_intake_destroy (ak_intake_t **self_p);
    an attempt the task never had; err says which. */
 int ak_intake_stage (ak_intake_t *self, const char *worker_id, Ak__Receipt **receipt_p,
                      uint64_t now, ak_err_t *err);
+/* The same for a receipt decoded from raw (rawlen bytes, copied): the
+   commit stores those bytes plus the fields set here and at commit
+   (ak_store_put_receipt_raw) instead of packing the receipt again. */
+int ak_intake_stage_raw (ak_intake_t *self, const char *worker_id, Ak__Receipt **receipt_p,
+                         const void *raw, size_t rawlen, uint64_t now, ak_err_t *err);
 
 size_t ak_intake_staged (ak_intake_t *self);
 /* True when the staged receipts alone make a commit due now. */

@@ -142,6 +142,7 @@ int main (int argc, char **argv)
         { "malformed-max", required_argument, NULL, O_MALFORMED },
         { NULL, 0, NULL, 0 },
     };
+    ak_malloc_tune (argv);      /* before getopt permutes argv */
     ak_coord_opts_t opts = {
         .workers_endpoint = "tcp://127.0.0.1:5555",
         .clients_endpoint = "tcp://127.0.0.1:5556",

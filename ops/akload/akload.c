@@ -1268,6 +1268,7 @@ int main (int argc, char **argv)
         { "server-key", required_argument, NULL, O_SKEY },
         { NULL, 0, NULL, 0 },
     };
+    ak_malloc_tune (argv);      /* before getopt permutes argv */
     s_opts_t opts = {
         .prefix = "load", .device_class = "host", .slots = 1, .prefetch = 1,
         .heartbeat_ms = 1000, .blob_cache_mb = 64, .liveness = 3, .backoff_ms = 1000,

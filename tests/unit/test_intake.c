@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cpb.h"
+#include "envelope.h"
 #include "coordinator/intake.h"
 #include "coordinator/registry.h"
 #include "coordinator/sched.h"
@@ -149,17 +150,38 @@ static Ak__Receipt *s_receipt (const char *task_id, uint32_t attempt, const char
     ak_cpb_set (&r->task_id, task_id);
     r->attempt = attempt;
     ak_cpb_set (&r->status, status);
-    ak_cpb_set (&r->receipt_id, "R-FROM-WORKER");      /* the coordinator's to set */
+    /* the coordinator's to set: the stored receipt must have its values */
+    ak_cpb_set (&r->receipt_id, "R-FROM-WORKER");
+    ak_cpb_set (&r->worker_id, "w-liar");
+    ak_cpb_set (&r->batch_id, "B-LIE");
+    r->received_at_ms = 1;
     r->duplicate = true;
     return r;
 }
 
+/* Stages a receipt as the coordinator does one that arrived: packed in an
+   envelope, its bytes found there (ak_envelope_field_bytes), decoded from
+   them and staged with them, so the commit stores those bytes followed by
+   the coordinator's fields. */
 static int s_stage (fx_t *fx, const char *task_id, uint32_t attempt, const char *status, uint64_t now)
 {
-    Ak__Receipt *r = s_receipt (task_id, attempt, status);
+    Ak__Receipt *sent = s_receipt (task_id, attempt, status);
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.body_case = AK__ENVELOPE__BODY_RECEIPT;
+    env.receipt = sent;
+    uint8_t *frame = NULL;
+    size_t size = 0;
+    assert_int_equal (ak_envelope_pack (&env, &frame, &size), 0);
+    ak__receipt__free_unpacked (sent, NULL);
+    const uint8_t *raw = NULL;
+    size_t rawlen = 0;
+    assert_int_equal (ak_envelope_field_bytes (frame, size, AK__ENVELOPE__BODY_RECEIPT, &raw, &rawlen), 0);
+    Ak__Receipt *r = ak__receipt__unpack (NULL, rawlen, raw);
+    assert_non_null (r);
     ak_err_t err = { 0 };
-    int rc = ak_intake_stage (fx->intake, "w1", &r, now, &err);
+    int rc = ak_intake_stage_raw (fx->intake, "w1", &r, raw, rawlen, now, &err);
     assert_null (r);
+    free (frame);
     return rc;
 }
 
