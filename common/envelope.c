@@ -5,6 +5,7 @@
     descriptors and bound every string and repeated field, so no handler
     downstream ever sees a 4 GiB string or a million-element list. */
 #include "envelope.h"
+#include "pbwire.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -256,66 +257,22 @@ int ak_envelope_pack (Ak__Envelope *env, uint8_t **data_p, size_t *size_p)
     return 0;
 }
 
-/* Reads a varint at *pos (< end); false when truncated or over 64 bits. */
-static bool s_varint_read (const uint8_t **pos, const uint8_t *end, uint64_t *v)
-{
-    uint64_t x = 0;
-    for (int shift = 0; shift < 64 && *pos < end; shift += 7) {
-        uint8_t b = *(*pos)++;
-        x |= (uint64_t) (b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = x;
-            return true;
-        }
-    }
-    return false;
-}
-
 int ak_envelope_field_bytes (const void *data, size_t size, uint32_t field,
                              const uint8_t **p, size_t *n)
 {
     const uint8_t *pos = data, *end = pos + size;
-    const uint8_t *found = NULL;
-    size_t found_len = 0;
-    int seen = 0;
-    while (pos < end) {
-        uint64_t tag, v;
-        if (!s_varint_read (&pos, end, &tag))
-            return AK_EPROTO;
-        switch (tag & 7) {
-            case 0:                                 /* varint */
-                if (!s_varint_read (&pos, end, &v))
-                    return AK_EPROTO;
-                break;
-            case 1:                                 /* 64-bit */
-                if (end - pos < 8)
-                    return AK_EPROTO;
-                pos += 8;
-                break;
-            case 2:                                 /* length-delimited */
-                if (!s_varint_read (&pos, end, &v) || v > (uint64_t) (end - pos))
-                    return AK_EPROTO;
-                if (tag >> 3 == field) {
-                    found = pos;
-                    found_len = (size_t) v;
-                    seen++;
-                }
-                pos += v;
-                break;
-            case 5:                                 /* 32-bit */
-                if (end - pos < 4)
-                    return AK_EPROTO;
-                pos += 4;
-                break;
-            default:                                /* groups: not in proto3 */
-                return AK_EPROTO;
+    ak_pbw_field_t f;
+    int seen = 0, more;
+    while ((more = ak_pbw_next (&pos, end, &f)) == 1) {
+        if (f.number == field && f.wire == AK_PBW_LEN) {
+            *p = f.data;
+            *n = f.len;
+            seen++;
         }
     }
-    if (seen != 1)
-        return AK_ENOTFOUND;
-    *p = found;
-    *n = found_len;
-    return 0;
+    if (more < 0)
+        return AK_EPROTO;
+    return seen == 1 ? 0 : AK_ENOTFOUND;
 }
 
 /*  Parses and validates one frame.  Never trusts data: every failure is a

@@ -13,6 +13,7 @@
     the transaction usable. */
 #include "store.h"
 #include "digest.h"
+#include "pbwire.h"
 #include "util.h"
 
 #include <czmq.h>
@@ -42,6 +43,8 @@ struct ak_store {
     _Atomic (MDB_txn *) spare;
 };
 
+#define S_COUNTERS 4                /* counters a transaction keeps in memory */
+
 struct ak_txn {
     MDB_txn *txn;                   /* NULL once aborted after a failure */
     ak_store_t *store;
@@ -49,6 +52,14 @@ struct ak_txn {
     int failed;                     /* first failure, 0 while healthy */
     char failed_msg[sizeof ((ak_err_t *) 0)->msg];
     zhashx_t *later;                /* task_id -> s_later_t: packed at commit (put_task_later) */
+    /* counters ak_store_next_id raised in this transaction, written once
+       before the commit or any other access to meta */
+    struct {
+        char     key[AK_STORE_KEY_MAX + 1];
+        uint64_t value;
+        bool     dirty;
+    } counters[S_COUNTERS];
+    size_t ncounters;
 };
 
 /* A task record to write at commit, with its cached definition, if any. */
@@ -428,25 +439,23 @@ static void s_fields_find (const ProtobufCMessageDescriptor *desc, const char *c
     }
 }
 
+/* The fields of a slim task record (ak_store_get_task_slim): its id, its
+   batch and its state. */
+static const char *s_slim_extra[] = { "task_id", "batch_id" };
+#define S_NSLIM (S_NSTATE + sizeof s_slim_extra / sizeof s_slim_extra[0])
+static uint32_t s_slim_numbers[S_NSLIM];
+
 static void s_state_fields_init (void)
 {
     s_fields_find (&ak__task_record__descriptor, s_state_names, S_NSTATE, s_state_fields);
+    const ProtobufCFieldDescriptor *extra[sizeof s_slim_extra / sizeof s_slim_extra[0]];
+    s_fields_find (&ak__task_record__descriptor, s_slim_extra, sizeof s_slim_extra / sizeof s_slim_extra[0],
+                   extra);
+    for (size_t i = 0; i < S_NSTATE; i++)
+        s_slim_numbers[i] = s_state_fields[i]->id;
+    for (size_t i = S_NSTATE; i < S_NSLIM; i++)
+        s_slim_numbers[i] = extra[i - S_NSTATE]->id;
     s_fields_find (&ak__receipt__descriptor, s_coord_names, S_NCOORD, s_coord_fields);
-}
-
-/* Appends v as a varint at p (NULL: only counts); returns its size. */
-static size_t s_varint (uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        if (p)
-            p[n] = (uint8_t) (v | 0x80);
-        n++;
-        v >>= 7;
-    }
-    if (p)
-        p[n] = (uint8_t) v;
-    return n + 1;
 }
 
 /* Encodes the given fields of msg at p (NULL: only counts), each one also
@@ -462,8 +471,8 @@ static size_t s_fields_encode (const void *msg, const ProtobufCFieldDescriptor *
         if (f->type == PROTOBUF_C_TYPE_STRING) {
             const char *str = *(char *const *) member;
             size_t len = str ? strlen (str) : 0;
-            n += s_varint (p ? p + n : NULL, (uint64_t) f->id << 3 | 2);
-            n += s_varint (p ? p + n : NULL, len);
+            n += ak_pbw_tag (p ? p + n : NULL, f->id, AK_PBW_LEN);
+            n += ak_pbw_varint (p ? p + n : NULL, len);
             if (p && len)
                 memcpy (p + n, str, len);
             n += len;
@@ -472,8 +481,8 @@ static size_t s_fields_encode (const void *msg, const ProtobufCFieldDescriptor *
             uint64_t v = f->type == PROTOBUF_C_TYPE_UINT64 ? *(const uint64_t *) member
                        : f->type == PROTOBUF_C_TYPE_BOOL   ? *(const protobuf_c_boolean *) member != 0
                                                            : *(const uint32_t *) member;
-            n += s_varint (p ? p + n : NULL, (uint64_t) f->id << 3);
-            n += s_varint (p ? p + n : NULL, v);
+            n += ak_pbw_tag (p ? p + n : NULL, f->id, AK_PBW_VARINT);
+            n += ak_pbw_varint (p ? p + n : NULL, v);
         }
     }
     return n;
@@ -490,6 +499,32 @@ void ak_task_def_clear (ak_task_def_t *def)
         free (def->data);
         *def = (ak_task_def_t) { 0 };
     }
+}
+
+/* Decodes the slim record of the task record bytes data: only the fields
+   of s_slim_numbers are copied out and decoded.  NULL when the bytes do
+   not parse. */
+static Ak__TaskRecord *s_slim_unpack (const uint8_t *data, size_t len)
+{
+    if (pthread_once (&s_state_once, s_state_fields_init) != 0)
+        abort ();
+    uint8_t stack[1024];
+    uint8_t *buf = len <= sizeof stack ? stack : ak_malloc (len);
+    size_t n = 0;
+    const uint8_t *pos = data, *end = data + len;
+    ak_pbw_field_t f;
+    int more;
+    while ((more = ak_pbw_next (&pos, end, &f)) == 1)
+        for (size_t i = 0; i < S_NSLIM; i++)
+            if (f.number == s_slim_numbers[i]) {
+                memcpy (buf + n, f.start, f.size);
+                n += f.size;
+                break;
+            }
+    Ak__TaskRecord *rec = more < 0 ? NULL : ak__task_record__unpack (NULL, n, buf);
+    if (buf != stack)
+        free (buf);
+    return rec;
 }
 
 #ifndef NDEBUG
@@ -514,7 +549,20 @@ static void s_bytes_check (const ProtobufCMessage *msg, const char *id, const vo
     s_canonical (msg, &a, &alen);
     if (back)
         s_canonical (back, &b, &blen);
-    if (!back || alen != blen || memcmp (a, b, alen) != 0) {
+    bool same = back && alen == blen && memcmp (a, b, alen) == 0;
+    if (back && !same && msg->descriptor == &ak__task_record__descriptor) {
+        /* a slim record (ak_store_get_task_slim) must be the slim part of
+           what was stored, and hold nothing else */
+        Ak__TaskRecord *slim = s_slim_unpack (val, len);
+        free (b);
+        b = NULL;
+        blen = 0;
+        if (slim)
+            s_canonical (&slim->base, &b, &blen);
+        same = slim && alen == blen && memcmp (a, b, alen) == 0;
+        ak__task_record__free_unpacked (slim, NULL);
+    }
+    if (!same) {
         fprintf (stderr, "store: %s %s: its stored bytes plus the fields written after them no "
                  "longer match the record (AK_TASK_STATE_FIELDS, AK_RECEIPT_COORD_FIELDS, store.c)\n",
                  msg->descriptor->short_name, id);
@@ -572,6 +620,31 @@ static int s_write_later (ak_txn_t *txn, ak_err_t *err)
     return rc;
 }
 
+/*  Writes the counters ak_store_next_id raised and has not written yet.
+    0 or the first failure (which poisons the transaction). */
+static int s_write_counters (ak_txn_t *txn, ak_err_t *err)
+{
+    for (size_t i = 0; i < txn->ncounters; i++) {
+        if (!txn->counters[i].dirty)
+            continue;
+        txn->counters[i].dirty = false;
+        char text[24];
+        int len = snprintf (text, sizeof text, "%llu", (unsigned long long) txn->counters[i].value);
+        int rc = s_put (txn, AK_DB_META, txn->counters[i].key, text, (size_t) len, 0, NULL, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* What a read, walk, count or change of db must see first: the deferred
+   task records (tasks) or counters (meta). */
+static int s_write_deferred (ak_txn_t *txn, ak_db_t db, ak_err_t *err)
+{
+    return db == AK_DB_TASKS ? s_write_later (txn, err)
+         : db == AK_DB_META  ? s_write_counters (txn, err) : 0;
+}
+
 /*  Commits and frees the transaction.  A poisoned transaction is aborted
     and its first failure returned; so is a failed commit. */
 int ak_store_commit (ak_txn_t **txn_p, ak_err_t *err)
@@ -587,7 +660,7 @@ int ak_store_commit (ak_txn_t **txn_p, ak_err_t *err)
     }
     else if (!txn->txn)
         rc = ak_err_set (err, AK_ESTATE, "store %s: transaction is closed", txn->store->dir);
-    else if ((rc = s_write_later (txn, err)) != 0) {
+    else if ((rc = s_write_later (txn, err)) != 0 || (rc = s_write_counters (txn, err)) != 0) {
         if (txn->txn)               /* s_put aborted it already when it poisoned it */
             mdb_txn_abort (txn->txn);
     }
@@ -658,6 +731,12 @@ int ak_store_put (ak_txn_t *txn, ak_db_t db, const char *key, const void *val, s
 {
     if (!val && len)
         return ak_err_set (err, AK_EINVAL, "store: put without a value");
+    if (db == AK_DB_META && txn && txn->ncounters) {
+        int rc = s_write_counters (txn, err);
+        if (rc)
+            return rc;
+        txn->ncounters = 0;             /* this put may set one of them */
+    }
     return s_put (txn, db, key, val ? val : "", len, 0, NULL, err);
 }
 
@@ -666,8 +745,8 @@ static int s_get_ref (ak_txn_t *txn, ak_db_t db, const char *key, MDB_val *v, ak
 {
     MDB_val k;
     int rc = s_txn_usable (txn, err);
-    if (!rc && db == AK_DB_TASKS)
-        rc = s_write_later (txn, err);     /* a read sees the deferred records */
+    if (!rc)
+        rc = s_write_deferred (txn, db, err);      /* a read sees the deferred writes */
     if (!rc)
         rc = s_key (txn, db, key, &k, err);
     if (rc)
@@ -715,6 +794,11 @@ int ak_store_del (ak_txn_t *txn, ak_db_t db, const char *key, ak_err_t *err)
         return rc;
     if (db == AK_DB_TASKS && txn->later)
         zhashx_delete (txn->later, key);
+    if (db == AK_DB_META) {
+        if ((rc = s_write_counters (txn, err)) != 0)
+            return rc;
+        txn->ncounters = 0;             /* read again if raised again */
+    }
     if (!txn->write)
         return ak_err_set (err, AK_ESTATE, "store %s: delete from %s in a read transaction",
                            txn->store->dir, s_db_names[db]);
@@ -738,8 +822,8 @@ int ak_store_walk (ak_txn_t *txn, ak_db_t db, const char *prefix, ak_store_walk_
                    ak_err_t *err)
 {
     int rc = s_txn_usable (txn, err);
-    if (!rc && db == AK_DB_TASKS)
-        rc = s_write_later (txn, err);
+    if (!rc && (int) db >= 0 && db < AK_DB_COUNT)
+        rc = s_write_deferred (txn, db, err);
     if (rc)
         return rc;
     if ((int) db < 0 || db >= AK_DB_COUNT || !fn)
@@ -781,8 +865,8 @@ int ak_store_walk (ak_txn_t *txn, ak_db_t db, const char *prefix, ak_store_walk_
 int ak_store_count (ak_txn_t *txn, ak_db_t db, uint64_t *count, ak_err_t *err)
 {
     int rc = s_txn_usable (txn, err);
-    if (!rc && db == AK_DB_TASKS)
-        rc = s_write_later (txn, err);
+    if (!rc && (int) db >= 0 && db < AK_DB_COUNT)
+        rc = s_write_deferred (txn, db, err);
     if (rc)
         return rc;
     if ((int) db < 0 || db >= AK_DB_COUNT || !count)
@@ -806,6 +890,16 @@ int ak_store_next_id (ak_txn_t *txn, const char *name, uint64_t *value, ak_err_t
                                             : snprintf (key, sizeof key, "next.%s", name);
     if (n < 0 || (size_t) n >= sizeof key)
         return ak_err_set (err, AK_EINVAL, "store: counter name too long");
+    for (size_t i = 0; i < txn->ncounters; i++) {
+        if (strcmp (txn->counters[i].key, key) != 0)
+            continue;
+        if (txn->counters[i].value == UINT64_MAX)
+            return ak_err_set (err, AK_ESTORE, "store %s: meta: counter '%s' is exhausted",
+                               txn->store->dir, key);
+        *value = ++txn->counters[i].value;
+        txn->counters[i].dirty = true;
+        return 0;
+    }
     MDB_val v;
     uint64_t current = 0;
     int rc = s_get_ref (txn, AK_DB_META, key, &v, err);
@@ -816,6 +910,15 @@ int ak_store_next_id (ak_txn_t *txn, const char *name, uint64_t *value, ak_err_t
     }
     else if (rc != AK_ENOTFOUND)
         return rc;
+    if (txn->write && txn->ncounters < S_COUNTERS) {
+        /* kept in memory: raised again without a read, written once */
+        txn->counters[txn->ncounters].value = current + 1;
+        txn->counters[txn->ncounters].dirty = true;
+        memcpy (txn->counters[txn->ncounters].key, key, (size_t) n + 1);
+        txn->ncounters++;
+        *value = current + 1;
+        return 0;
+    }
     char text[24];
     int len = snprintf (text, sizeof text, "%llu", (unsigned long long) (current + 1));
     rc = s_put (txn, AK_DB_META, key, text, (size_t) len, 0, NULL, err);
@@ -987,6 +1090,26 @@ int ak_store_get_task_def (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **
         def->packed = true;
     }
     return rc;
+}
+
+int ak_store_get_task_slim (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **slim_p,
+                            ak_task_def_t *def, ak_err_t *err)
+{
+    ak_task_def_clear (def);
+    *slim_p = NULL;
+    MDB_val v;
+    int rc = s_get_ref (txn, AK_DB_TASKS, task_id, &v, err);
+    if (rc)
+        return rc;
+    Ak__TaskRecord *slim = s_slim_unpack (v.mv_data, v.mv_size);
+    if (!slim)
+        return ak_err_set (err, AK_ESTORE, "store %s: tasks: '%s' does not decode", txn->store->dir, task_id);
+    def->data = ak_malloc (v.mv_size ? v.mv_size : 1);
+    memcpy (def->data, v.mv_data, v.mv_size);
+    def->len = v.mv_size;
+    def->packed = true;
+    *slim_p = slim;
+    return 0;
 }
 
 int ak_store_put_receipt (ak_txn_t *txn, const Ak__Receipt *rec, ak_err_t *err)

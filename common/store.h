@@ -115,6 +115,14 @@ int ak_store_get_task (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_
    bytes, for ak_store_put_task_later. */
 int ak_store_get_task_def (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_p,
                            ak_task_def_t *def, ak_err_t *err);
+/* For the record cache of a leased task (sched.h): def (cleared first)
+   holds a copy of task_id's stored bytes and *slim_p the slim record
+   decoded from them: task_id, batch_id and the state fields alone
+   (AK_TASK_STATE_FIELDS, store.c), which is all the group commit changes;
+   ak_store_put_task_later writes it as def's bytes plus its state.
+   AK_ESTORE when the bytes do not decode. */
+int ak_store_get_task_slim (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **slim_p,
+                            ak_task_def_t *def, ak_err_t *err);
 int ak_store_put_receipt (ak_txn_t *txn, const Ak__Receipt *rec, ak_err_t *err);   /* AK_EEXIST if the id exists */
 /* Like ak_store_put_receipt, for a receipt decoded from raw (the bytes a
    worker sent) and changed since only in the fields the coordinator sets

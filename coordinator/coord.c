@@ -7,6 +7,7 @@
 #include <string.h>
 #include "coord.h"
 #include "access.h"
+#include "assign.h"
 #include "auth.h"
 #include "client.h"
 #include "clock.h"
@@ -15,6 +16,7 @@
 #include "envelope.h"
 #include "intake.h"
 #include "log.h"
+#include "pbwire.h"
 #include "registry.h"
 #include "results.h"
 #include "rounds.h"
@@ -252,13 +254,15 @@ static void s_blob_free (void **item)
     *item = NULL;
 }
 
-/*  An ASSIGN built on the stack: strings borrowed from the task record
-    (owned here) and the blob cache. */
+/*  An ASSIGN built on the stack: its definition fields passed on from the
+    task's stored bytes (assign.h), the rest in assign, with strings
+    borrowed from parts and the blob cache. */
 typedef struct {
     Ak__Assign      assign;
     Ak__Source      src[3];         /* reference, baseline, candidate */
-    Ak__TaskRecord *rec;
-    ak_task_def_t   def;            /* rec's stored bytes (store.h) */
+    ak_assign_src_t parts;
+    Ak__TaskRecord *rec;            /* slim (store.h), for the record cache */
+    ak_task_def_t   def;            /* the stored bytes (store.h) */
 } s_assign_msg_t;
 
 static void s_assign_msg_clear (s_assign_msg_t *m)
@@ -267,6 +271,7 @@ static void s_assign_msg_clear (s_assign_msg_t *m)
         ak__task_record__free_unpacked (m->rec, NULL);
     m->rec = NULL;
     ak_task_def_clear (&m->def);
+    ak_assign_src_clear (&m->parts);
 }
 
 static int s_source (ak_coord_t *self, ak_txn_t *txn, const char *name, const char *digest,
@@ -284,49 +289,166 @@ static int s_source (ak_coord_t *self, ak_txn_t *txn, const char *name, const ch
     return 0;
 }
 
-/* Builds the ASSIGN of task from its record and blobs into m (cleared by
-   the caller with s_assign_msg_clear, also after a failure). */
+/* Fills a with what the coordinator adds to a task's definition: attempt,
+   lease, kind, spec, sources and launch, from p (the record's fields). */
+static int s_assign_rest (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *task, const ak_assign_src_t *p,
+                          Ak__Assign *a, Ak__Source src[3], ak_err_t *err)
+{
+    a->attempt = task->attempt;
+    a->lease_ms = task->lease_ms;
+    /* a confirm task is a tune measurement to the worker (rounds.h) */
+    a->kind = (char *) (strcmp (p->kind, "confirm") == 0 ? "tune" : p->kind);
+    const char *spec = NULL;
+    int rc = s_blob (self, txn, p->spec_digest, &spec, err);
+    a->spec_json = (char *) spec;
+    a->spec_digest = (char *) p->spec_digest;
+    if (rc == 0)
+        rc = s_source (self, txn, p->reference_name, p->reference_digest, &src[0], &a->reference, err);
+    if (rc == 0)
+        rc = s_source (self, txn, p->baseline_name, p->baseline_digest, &src[1], &a->baseline, err);
+    if (rc == 0 && *p->candidate_digest)
+        rc = s_source (self, txn, p->candidate_source_name, p->candidate_digest, &src[2], &a->candidate, err);
+    if (p->verify)
+        a->launch = p->verify->launch;          /* verify: the launch the profile recorded */
+    return rc;
+}
+
+/* Builds the ASSIGN of task from its stored bytes and blobs into m
+   (cleared by the caller with s_assign_msg_clear, also after a failure). */
 static int s_build_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *task, s_assign_msg_t *m,
                            ak_err_t *err)
 {
     memset (m, 0, sizeof *m);
-    int rc = ak_store_get_task_def (txn, task->task_id, &m->rec, &m->def, err);
-    if (rc)
-        return ak_err_prefix (err, "task %s: cannot build its assignment", task->task_id);
-    const Ak__TaskRecord *rec = m->rec;
-    Ak__Assign *a = &m->assign;
-    ak__assign__init (a);
-    a->task_id = rec->task_id;
-    a->batch_id = rec->batch_id;
-    a->attempt = task->attempt;
-    a->lease_ms = task->lease_ms;
-    /* a confirm task is a tune measurement to the worker (rounds.h) */
-    a->kind = strcmp (rec->kind, "confirm") == 0 ? "tune" : rec->kind;
-    a->op = rec->op;
-    a->device_class = rec->device_class;
-    a->backend = rec->backend;
-    a->candidate_name = rec->candidate_name;
-    a->params = rec->params;
-    a->n_params = rec->n_params;
-    a->workloads = rec->workloads;
-    a->n_workloads = rec->n_workloads;
-    a->policy = rec->policy;
-    const char *spec = NULL;
-    rc = s_blob (self, txn, rec->spec_digest, &spec, err);
-    a->spec_json = (char *) spec;
-    a->spec_digest = rec->spec_digest;
+    int rc = ak_store_get_task_slim (txn, task->task_id, &m->rec, &m->def, err);
     if (rc == 0)
-        rc = s_source (self, txn, rec->reference_name, rec->reference_digest, &m->src[0], &a->reference, err);
-    if (rc == 0)
-        rc = s_source (self, txn, rec->baseline_name, rec->baseline_digest, &m->src[1], &a->baseline, err);
-    if (rc == 0 && *rec->candidate_digest)
-        rc = s_source (self, txn, rec->candidate_source_name, rec->candidate_digest, &m->src[2],
-                       &a->candidate, err);
-    if (rec->verify)
-        a->launch = rec->verify->launch;        /* verify: the launch the profile recorded */
+        rc = ak_assign_src_read (m->def.data, m->def.len, task->task_id, &m->parts, err);
+    if (rc == 0) {
+        ak__assign__init (&m->assign);
+        rc = s_assign_rest (self, txn, task, &m->parts, &m->assign, m->src, err);
+    }
     if (rc)
         return ak_err_prefix (err, "task %s: cannot build its assignment", task->task_id);
     return 0;
+}
+
+#ifndef NDEBUG
+static void s_canonical (const ProtobufCMessage *msg, uint8_t **data, size_t *len)
+{
+    *len = protobuf_c_message_get_packed_size (msg);
+    *data = ak_malloc (*len ? *len : 1);
+    if (protobuf_c_message_pack (msg, *data) != *len)
+        abort ();
+}
+
+/* Debug builds: the ASSIGN sent (buf) must decode to the one built from
+   the decoded record, as before assign.h. */
+static void s_assign_check (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *task, const ak_worker_t *w,
+                            const uint8_t *buf, size_t size)
+{
+    ak_err_t err = { 0 };
+    Ak__TaskRecord *rec = NULL;
+    if (ak_store_get_task (txn, task->task_id, &rec, &err) != 0)
+        abort ();
+    Ak__Assign a = AK__ASSIGN__INIT;
+    Ak__Source src[3];
+    a.task_id = rec->task_id;
+    a.batch_id = rec->batch_id;
+    a.op = rec->op;
+    a.device_class = rec->device_class;
+    a.backend = rec->backend;
+    a.candidate_name = rec->candidate_name;
+    a.params = rec->params;
+    a.n_params = rec->n_params;
+    a.workloads = rec->workloads;
+    a.n_workloads = rec->n_workloads;
+    a.policy = rec->policy;
+    ak_assign_src_t p = {
+        .kind = rec->kind, .spec_digest = rec->spec_digest, .reference_name = rec->reference_name,
+        .reference_digest = rec->reference_digest, .baseline_name = rec->baseline_name,
+        .baseline_digest = rec->baseline_digest, .candidate_digest = rec->candidate_digest,
+        .candidate_source_name = rec->candidate_source_name, .verify = rec->verify
+    };
+    if (s_assign_rest (self, txn, task, &p, &a, src, &err) != 0)
+        abort ();
+    ak_blobcache_mark (w->blobs, &a);
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.version = AK_PROTOCOL_VERSION;
+    env.seq = self->seq;
+    env.body_case = AK__ENVELOPE__BODY_ASSIGN;
+    env.assign = &a;
+    Ak__Envelope *got = ak__envelope__unpack (NULL, size, buf);
+    uint8_t *want_b = NULL, *got_b = NULL;
+    size_t want_n = 0, got_n = 0;
+    s_canonical (&env.base, &want_b, &want_n);
+    if (got)
+        s_canonical (&got->base, &got_b, &got_n);
+    if (!got || want_n != got_n || memcmp (want_b, got_b, want_n) != 0) {
+        fprintf (stderr, "akcoord: the ASSIGN of task %s built from its stored bytes differs from "
+                 "the one built from its record (assign.h)\n", task->task_id);
+        abort ();
+    }
+    free (want_b);
+    free (got_b);
+    ak__envelope__free_unpacked (got, NULL);
+    ak__task_record__free_unpacked (rec, NULL);
+}
+#endif
+
+/* Sends the ASSIGN of m to w: an envelope holding m->assign packed,
+   followed by the definition fields passed on (assign.h).  As s_send. */
+static int s_send_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *task, ak_worker_t *w,
+                          s_assign_msg_t *m)
+{
+    (void) txn;
+    (void) task;
+    uint64_t seq = ++self->seq;
+    size_t alen = ak__assign__get_packed_size (&m->assign);
+    size_t body = alen + m->parts.ncopied;
+    size_t size = ak_pbw_tag (NULL, 1, AK_PBW_VARINT) + ak_pbw_varint (NULL, AK_PROTOCOL_VERSION)
+                + ak_pbw_tag (NULL, 2, AK_PBW_VARINT) + ak_pbw_varint (NULL, seq)
+                + ak_pbw_tag (NULL, AK__ENVELOPE__BODY_ASSIGN, AK_PBW_LEN) + ak_pbw_varint (NULL, body) + body;
+    int rc = 0;
+    if (size > AK_MAX_MSG_SIZE)
+        rc = AK_ETOOBIG;
+    else {
+        uint8_t *buf = self->sendbuf;
+        if (size > self->sendcap) {
+            buf = ak_malloc (size);
+            if (size <= S_SENDBUF_KEEP) {
+                free (self->sendbuf);
+                self->sendbuf = buf;
+                self->sendcap = size;
+            }
+        }
+        size_t n = ak_pbw_tag (buf, 1, AK_PBW_VARINT);
+        n += ak_pbw_varint (buf + n, AK_PROTOCOL_VERSION);
+        n += ak_pbw_tag (buf + n, 2, AK_PBW_VARINT);
+        n += ak_pbw_varint (buf + n, seq);
+        n += ak_pbw_tag (buf + n, AK__ENVELOPE__BODY_ASSIGN, AK_PBW_LEN);
+        n += ak_pbw_varint (buf + n, body);
+        if (ak__assign__pack (&m->assign, buf + n) != alen)
+            rc = AK_EINTERNAL;
+        n += alen;
+        if (m->parts.ncopied)
+            memcpy (buf + n, m->parts.copied, m->parts.ncopied);
+#ifndef NDEBUG
+        if (rc == 0)
+            s_assign_check (self, txn, task, w, buf, size);
+#endif
+        void *h = zsock_resolve (self->sock[AK_EP_WORKERS]);
+        if (rc == 0 && (zmq_send (h, w->route, w->route_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
+                        || zmq_send (h, buf, size, ZMQ_DONTWAIT) < 0))
+            rc = zmq_errno () == EAGAIN || zmq_errno () == EHOSTUNREACH ? AK_EUNAVAIL : AK_EIO;
+        if (buf != self->sendbuf)
+            free (buf);
+    }
+    if (rc) {
+        char hex[64];
+        self->counters.send_failures++;
+        ak_debug ("workers endpoint: assign to peer %s not sent: %s",
+                  s_hex (w->route, w->route_len, hex, sizeof hex), ak_strerror (rc));
+    }
+    return rc;
 }
 
 /* Re-queues task (attempt + 1, or poisoned), taking it from its holder. */
@@ -362,11 +484,8 @@ static int s_assign (ak_coord_t *self, ak_txn_t *txn, ak_worker_t *w, ak_task_t 
         ak_sched_unpop (self->sched, task);
         return rc;
     }
-    Ak__Envelope env = AK__ENVELOPE__INIT;
-    env.body_case = AK__ENVELOPE__BODY_ASSIGN;
-    env.assign = &m.assign;
     ak_blobcache_mark (w->blobs, &m.assign);        /* texts the worker holds go as digests */
-    rc = s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env);
+    rc = s_send_assign (self, txn, task, w, &m);
     if (rc == 0)
         ak_blobcache_sent (w->blobs, &m.assign);
     if (rc)

@@ -1,0 +1,34 @@
+/*  common/pbwire.h: the protobuf wire format, read and written by hand.
+    For the few places where bytes are passed on as they are instead of
+    being decoded and packed again (store.c, envelope.c, coordinator
+    assign.c): every reader is bounded by its end pointer and never trusts
+    a length. */
+#ifndef AK_PBWIRE_H
+#define AK_PBWIRE_H
+#include <stddef.h>
+#include <stdint.h>
+
+enum { AK_PBW_VARINT = 0, AK_PBW_I64 = 1, AK_PBW_LEN = 2, AK_PBW_I32 = 5 };
+
+typedef struct {
+    uint32_t       number;
+    int            wire;            /* AK_PBW_* */
+    uint64_t       varint;          /* AK_PBW_VARINT: the value */
+    const uint8_t *data;            /* the value's bytes (AK_PBW_LEN: the payload) */
+    size_t         len;
+    const uint8_t *start;           /* the whole field, tag included */
+    size_t         size;
+} ak_pbw_field_t;
+
+/* Reads the field at *pos (before end) into f and moves *pos past it:
+   1 when it read one, 0 at end, -1 when the bytes do not parse (a
+   truncated field, an overlong varint, a group or an unknown wire type). */
+int ak_pbw_next (const uint8_t **pos, const uint8_t *end, ak_pbw_field_t *f);
+
+/* Writes v as a varint at p (NULL: only counts); returns its size. */
+size_t ak_pbw_varint (uint8_t *p, uint64_t v);
+
+/* Writes the tag of field number with wire type at p (NULL: counts). */
+size_t ak_pbw_tag (uint8_t *p, uint32_t number, int wire);
+
+#endif
