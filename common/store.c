@@ -44,6 +44,7 @@ struct ak_store {
 };
 
 #define S_COUNTERS 4                /* counters a transaction keeps in memory */
+#define S_COUNTER_KEY 32            /* ... when their key is shorter than this */
 
 struct ak_txn {
     MDB_txn *txn;                   /* NULL once aborted after a failure */
@@ -55,7 +56,7 @@ struct ak_txn {
     /* counters ak_store_next_id raised in this transaction, written once
        before the commit or any other access to meta */
     struct {
-        char     key[AK_STORE_KEY_MAX + 1];
+        char     key[S_COUNTER_KEY];
         uint64_t value;
         bool     dirty;
     } counters[S_COUNTERS];
@@ -910,7 +911,7 @@ int ak_store_next_id (ak_txn_t *txn, const char *name, uint64_t *value, ak_err_t
     }
     else if (rc != AK_ENOTFOUND)
         return rc;
-    if (txn->write && txn->ncounters < S_COUNTERS) {
+    if (txn->write && txn->ncounters < S_COUNTERS && (size_t) n < S_COUNTER_KEY) {
         /* kept in memory: raised again without a read, written once */
         txn->counters[txn->ncounters].value = current + 1;
         txn->counters[txn->ncounters].dirty = true;
