@@ -445,6 +445,8 @@ static void s_fields_find (const ProtobufCMessageDescriptor *desc, const char *c
 static const char *s_slim_extra[] = { "task_id", "batch_id" };
 #define S_NSLIM (S_NSTATE + sizeof s_slim_extra / sizeof s_slim_extra[0])
 static uint32_t s_slim_numbers[S_NSLIM];
+static uint64_t s_slim_mask;                /* the numbers below 64 as bits */
+static bool     s_slim_high;                /* one is 64 or more */
 
 static void s_state_fields_init (void)
 {
@@ -456,6 +458,12 @@ static void s_state_fields_init (void)
         s_slim_numbers[i] = s_state_fields[i]->id;
     for (size_t i = S_NSTATE; i < S_NSLIM; i++)
         s_slim_numbers[i] = extra[i - S_NSTATE]->id;
+    for (size_t i = 0; i < S_NSLIM; i++) {
+        if (s_slim_numbers[i] < 64)
+            s_slim_mask |= (uint64_t) 1 << s_slim_numbers[i];
+        else
+            s_slim_high = true;
+    }
     s_fields_find (&ak__receipt__descriptor, s_coord_names, S_NCOORD, s_coord_fields);
 }
 
@@ -515,13 +523,15 @@ static Ak__TaskRecord *s_slim_unpack (const uint8_t *data, size_t len)
     const uint8_t *pos = data, *end = data + len;
     ak_pbw_field_t f;
     int more;
-    while ((more = ak_pbw_next (&pos, end, &f)) == 1)
-        for (size_t i = 0; i < S_NSLIM; i++)
-            if (f.number == s_slim_numbers[i]) {
-                memcpy (buf + n, f.start, f.size);
-                n += f.size;
-                break;
-            }
+    while ((more = ak_pbw_next (&pos, end, &f)) == 1) {
+        bool slim = f.number < 64 && (s_slim_mask >> f.number & 1);
+        for (size_t i = 0; !slim && s_slim_high && i < S_NSLIM; i++)
+            slim = f.number == s_slim_numbers[i];
+        if (slim) {
+            memcpy (buf + n, f.start, f.size);
+            n += f.size;
+        }
+    }
     Ak__TaskRecord *rec = more < 0 ? NULL : ak__task_record__unpack (NULL, n, buf);
     if (buf != stack)
         free (buf);

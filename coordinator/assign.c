@@ -28,6 +28,9 @@ static struct {
     uint32_t to[S_NCOPY];           /* Assign number */
     uint32_t lookup[S_NLOOKUP];
     uint32_t verify;
+    /* by TaskRecord number below 64: 1 + the index into from, or 64 + the
+       lookup index, or 128 for verify; 0: not read */
+    uint8_t  action[64];
 } s_map;
 static pthread_once_t s_map_once = PTHREAD_ONCE_INIT;
 
@@ -58,6 +61,28 @@ static void s_map_init (void)
         s_map.lookup[i] = f->id;
     }
     s_map.verify = s_field (&ak__task_record__descriptor, "verify")->id;
+    for (size_t i = 0; i < S_NCOPY; i++)
+        if (s_map.from[i] < 64)
+            s_map.action[s_map.from[i]] = (uint8_t) (1 + i);
+    for (size_t i = 0; i < S_NLOOKUP; i++)
+        if (s_map.lookup[i] < 64)
+            s_map.action[s_map.lookup[i]] = (uint8_t) (64 + i);
+    if (s_map.verify < 64)
+        s_map.action[s_map.verify] = 128;
+}
+
+/* What to do with TaskRecord field number: as s_map.action. */
+static int s_action (uint32_t number)
+{
+    if (number < 64)
+        return s_map.action[number];
+    for (size_t i = 0; i < S_NCOPY; i++)
+        if (number == s_map.from[i])
+            return (int) (1 + i);
+    for (size_t i = 0; i < S_NLOOKUP; i++)
+        if (number == s_map.lookup[i])
+            return (int) (64 + i);
+    return number == s_map.verify ? 128 : 0;
 }
 
 void ak_assign_src_clear (ak_assign_src_t *src)
@@ -91,28 +116,25 @@ int ak_assign_src_read (const uint8_t *rec, size_t len, const char *task_id, ak_
     while ((more = ak_pbw_next (&pos, end, &f)) == 1) {
         if (f.wire != AK_PBW_LEN)
             continue;               /* every field read here is length-delimited */
-        for (size_t i = 0; i < S_NCOPY; i++)
-            if (f.number == s_map.from[i]) {
-                src->ncopied += ak_pbw_tag (src->copied + src->ncopied, s_map.to[i], AK_PBW_LEN);
-                src->ncopied += ak_pbw_varint (src->copied + src->ncopied, f.len);
-                memcpy (src->copied + src->ncopied, f.data, f.len);
-                src->ncopied += f.len;
-                goto next;
-            }
-        for (size_t i = 0; i < S_NLOOKUP; i++)
-            if (f.number == s_map.lookup[i]) {
-                last[i] = f;        /* a string: the last one counts */
-                seen[i] = true;
-                goto next;
-            }
-        if (f.number == s_map.verify) {
+        int act = s_action (f.number);
+        if (act >= 1 && act < 64) {
+            size_t i = (size_t) act - 1;
+            src->ncopied += ak_pbw_tag (src->copied + src->ncopied, s_map.to[i], AK_PBW_LEN);
+            src->ncopied += ak_pbw_varint (src->copied + src->ncopied, f.len);
+            memcpy (src->copied + src->ncopied, f.data, f.len);
+            src->ncopied += f.len;
+        }
+        else if (act >= 64 && act < 128) {
+            last[act - 64] = f;     /* a string: the last one counts */
+            seen[act - 64] = true;
+        }
+        else if (act == 128) {
             /* a message: its occurrences merge, as their concatenation does */
             if (!verify)
                 verify = ak_malloc (len);
             memcpy (verify + nverify, f.data, f.len);
             nverify += f.len;
         }
-next:   ;
     }
     if (more < 0) {
         free (verify);

@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,11 @@ static void test_log (void **state)
     memset (huge, 'y', sizeof huge - 1);
     huge[sizeof huge - 1] = '\0';
     ak_warn ("%s", huge);
+    /* the simple conversions are formatted without vsnprintf (log.c):
+       each must read as vsnprintf writes it; others go to vsnprintf */
+    ak_info ("conv %d %u %ld %lu %lld %llu %zu %% %s|", -42, 42u, -7L, 7UL, LLONG_MIN, ULLONG_MAX,
+             (size_t) 99, "end");
+    ak_info ("wide %05d %.3s %x", 7, "abcdef", 255u);
     ak_log_set_level (AK_LOG_QUIET);
     ak_error ("not shown");
     ak_log_set_level (AK_LOG_INFO);
@@ -106,7 +112,12 @@ static void test_log (void **state)
     int lines = 0;
     for (size_t i = 0; i < len; i++)
         lines += text[i] == '\n';
-    assert_int_equal (lines, 4);
+    assert_int_equal (lines, 6);
+    char conv[256];
+    snprintf (conv, sizeof conv, "INFO conv %d %u %ld %lu %lld %llu %zu %% %s|\n", -42, 42u, -7L, 7UL,
+              LLONG_MIN, ULLONG_MAX, (size_t) 99, "end");
+    assert_non_null (strstr (text, conv));
+    assert_non_null (strstr (text, "INFO wide 00007 abc ff\n"));
     char childtag[64];
     snprintf (childtag, sizeof childtag, " akunit[%ld] INFO from the child\n", (long) child);
     assert_non_null (strstr (text, childtag));
