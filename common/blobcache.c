@@ -128,7 +128,7 @@ void ak_blobcache_sent (ak_blobcache_t *self, const Ak__Assign *a)
 /* One blob of a received ASSIGN: *text_p is its text field (malloc'ed by
    protobuf-c or the shared empty string), cached its flag. */
 static int s_resolve_one (ak_blobcache_t *self, const char *what, const char *digest, bool cached,
-                          char **text_p, bool current, ak_err_t *err)
+                          char **text_p, bool current, bool fill, ak_err_t *err)
 {
     if (!cached) {
         if (!current)
@@ -146,25 +146,36 @@ static int s_resolve_one (ak_blobcache_t *self, const char *what, const char *di
         return ak_err_set (err, current ? AK_ENOTFOUND : AK_ESTATE,
                            "%s %.64s is marked cached but %s", what, digest ? digest : "",
                            current ? "the blob cache lacks it" : "the assignment is from an earlier registration");
-    ak_cpb_set (text_p, text);
+    if (fill)
+        ak_cpb_set (text_p, text);
     return 0;
 }
 
-int ak_blobcache_resolve (ak_blobcache_t *self, Ak__Assign *a, ak_err_t *err)
+static int s_resolve (ak_blobcache_t *self, Ak__Assign *a, bool fill, ak_err_t *err)
 {
     bool current = self->limit && a->blob_epoch == self->epoch;
-    int rc = s_resolve_one (self, "spec", a->spec_digest, a->spec_cached, &a->spec_json, current, err);
+    int rc = s_resolve_one (self, "spec", a->spec_digest, a->spec_cached, &a->spec_json, current, fill, err);
     Ak__Source *srcs[] = { a->reference, a->baseline, a->candidate };
     const char *names[] = { "reference", "baseline", "candidate" };
     for (size_t i = 0; i < 3 && rc == 0; i++)
         if (srcs[i])
             rc = s_resolve_one (self, names[i], srcs[i]->digest, srcs[i]->cached, &srcs[i]->text,
-                                current, err);
-    if (rc == 0) {
+                                current, fill, err);
+    if (rc == 0 && fill) {
         a->spec_cached = false;
         for (size_t i = 0; i < 3; i++)
             if (srcs[i])
                 srcs[i]->cached = false;
     }
     return rc;
+}
+
+int ak_blobcache_resolve (ak_blobcache_t *self, Ak__Assign *a, ak_err_t *err)
+{
+    return s_resolve (self, a, true, err);
+}
+
+int ak_blobcache_check (ak_blobcache_t *self, Ak__Assign *a, ak_err_t *err)
+{
+    return s_resolve (self, a, false, err);
 }

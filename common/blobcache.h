@@ -58,5 +58,8 @@ void ak_blobcache_sent (ak_blobcache_t *self, const Ak__Assign *a);
    when a cached blob is missing in this epoch (register again).  err says
    which. */
 int ak_blobcache_resolve (ak_blobcache_t *self, Ak__Assign *a, ak_err_t *err);
+/* The same checks and admissions, without copying the cached texts into
+   a (its cached blobs stay marked cached): for akload, which reads none. */
+int ak_blobcache_check (ak_blobcache_t *self, Ak__Assign *a, ak_err_t *err);
 
 #endif

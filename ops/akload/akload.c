@@ -625,9 +625,10 @@ static void s_run_tasks (s_load_t *self, s_sim_t *sim, uint64_t now)
 
 static void s_on_assign (s_load_t *self, s_sim_t *sim, Ak__Envelope *env, uint64_t now_ns, uint64_t now)
 {
-    /* the texts, as akworker completes them (blobcache.h) */
+    /* the blob cache's checks, as akworker makes them (blobcache.h); the
+       cached texts are not copied in, since no kernel runs here */
     ak_err_t berr = { 0 };
-    int brc = ak_blobcache_resolve (sim->blobs, env->assign, &berr);
+    int brc = ak_blobcache_check (sim->blobs, env->assign, &berr);
     if (brc == AK_ESTATE) {
         self->c.stale_assigns++;    /* from before our last HELLO, which released it */
         return;

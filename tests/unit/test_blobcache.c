@@ -95,9 +95,14 @@ static void test_second_assign_sends_digests (void **state)
     assert_int_equal (ak_blobcache_count (cache), 3);
     assert_true (ak_blobcache_bytes (mirror) == ak_blobcache_bytes (cache));
 
-    /* the next ASSIGN carries digests only, and the worker restores them */
+    /* the next ASSIGN carries digests only: akload's check finds them
+       held and leaves them out; akworker's resolve restores them */
     s_build (&m, s_cand);
     a = s_transmit (mirror, &m);
+    assert_int_equal (ak_blobcache_check (cache, a, &err), 0);
+    assert_true (a->spec_cached && a->candidate->cached);
+    assert_string_equal (a->spec_json, "");
+    assert_string_equal (a->candidate->text, "");
     assert_true (a->spec_cached);
     assert_string_equal (a->spec_json, "");
     assert_true (a->reference->cached && a->baseline->cached && a->candidate->cached);
@@ -182,6 +187,7 @@ static void test_out_of_step (void **state)
     a = s_transmit (mirror, &m);
     assert_int_equal (ak_blobcache_resolve (cache, a, &err), AK_ESTATE);
     assert_non_null (strstr (err.msg, "earlier registration"));
+    assert_int_equal (ak_blobcache_check (cache, a, &err), AK_ESTATE);
     ak__assign__free_unpacked (a, NULL);
     /* a stale ASSIGN with every text inline still runs, admitting nothing */
     ak_blobcache_reset (mirror, 1, 1 << 20);
@@ -200,6 +206,7 @@ static void test_out_of_step (void **state)
     s_build (&m, s_cand);
     a = s_transmit (mirror, &m);
     assert_true (a->spec_cached);
+    assert_int_equal (ak_blobcache_check (cache, a, &err), AK_ENOTFOUND);
     assert_int_equal (ak_blobcache_resolve (cache, a, &err), AK_ENOTFOUND);
     assert_non_null (strstr (err.msg, "lacks"));
     ak__assign__free_unpacked (a, NULL);
