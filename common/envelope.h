@@ -8,6 +8,7 @@
     It must never crash on any input. */
 #ifndef AK_ENVELOPE_H
 #define AK_ENVELOPE_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "akfleet.pb-c.h"
@@ -30,9 +31,24 @@ int ak_envelope_unpack (const void *data, size_t size, size_t max_size,
                         Ak__Envelope **env_p, ak_err_t *err);
 
 /* The same; *unknown_p (when given) is the number of unknown fields that
-   were dropped from the message and its sub-messages. */
-int ak_envelope_unpack_counted (const void *data, size_t size, size_t max_size,
-                                Ak__Envelope **env_p, size_t *unknown_p, ak_err_t *err);
+   were dropped from the message and its sub-messages.  With
+   AK_ENVELOPE_SLIM_RECEIPT in flags, a frame holding only version, seq
+   and one RECEIPT with no field this build does not know comes back with
+   a slim receipt (ak_envelope_slim_receipt): its bytes are checked to
+   parse as protobuf-c parses them and to keep every limit
+   (ak_pbw_validate), without building the rest, for a caller that stores
+   the receipt's bytes as they came (the coordinator's intake).  Debug
+   builds check every such frame against protobuf-c.  *slim_p (when
+   given) says whether the receipt is slim. */
+#define AK_ENVELOPE_SLIM_RECEIPT 1u
+int ak_envelope_unpack_counted (const void *data, size_t size, size_t max_size, unsigned flags,
+                                Ak__Envelope **env_p, size_t *unknown_p, bool *slim_p, ak_err_t *err);
+
+/* The receipt of the Receipt bytes data with only the fields the
+   coordinator reads or sets decoded: task_id, attempt, status and
+   receipt_id, batch_id, worker_id, received_at_ms, duplicate.  NULL when
+   they do not parse. */
+Ak__Receipt *ak_envelope_slim_receipt (const uint8_t *data, size_t len);
 
 void ak_envelope_free (Ak__Envelope **env_p);
 

@@ -1,10 +1,14 @@
 /*  common/pbwire.c: the protobuf wire format by hand (see pbwire.h). */
 #include "pbwire.h"
+#include <stdbool.h>
+#include <string.h>
 
-static int s_varint_read (const uint8_t **pos, const uint8_t *end, uint64_t *v)
+/* Reads a varint of at most max bytes (protobuf-c takes 10 for a value,
+   5 for a tag or a length). */
+static int s_varint_read (const uint8_t **pos, const uint8_t *end, uint64_t *v, int max)
 {
     uint64_t x = 0;
-    for (int shift = 0; shift < 64 && *pos < end; shift += 7) {
+    for (int shift = 0; shift < 7 * max && *pos < end; shift += 7) {
         uint8_t b = *(*pos)++;
         x |= (uint64_t) (b & 0x7f) << shift;
         if (!(b & 0x80)) {
@@ -21,7 +25,7 @@ int ak_pbw_next (const uint8_t **pos, const uint8_t *end, ak_pbw_field_t *f)
     if (p >= end)
         return 0;
     uint64_t tag = 0;
-    if (s_varint_read (&p, end, &tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
+    if (s_varint_read (&p, end, &tag, 5) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
         return -1;
     f->start = *pos;
     f->number = (uint32_t) (tag >> 3);
@@ -30,7 +34,7 @@ int ak_pbw_next (const uint8_t **pos, const uint8_t *end, ak_pbw_field_t *f)
     switch (f->wire) {
         case AK_PBW_VARINT:
             f->data = p;
-            if (s_varint_read (&p, end, &f->varint))
+            if (s_varint_read (&p, end, &f->varint, 10))
                 return -1;
             f->len = (size_t) (p - f->data);
             break;
@@ -43,7 +47,7 @@ int ak_pbw_next (const uint8_t **pos, const uint8_t *end, ak_pbw_field_t *f)
             break;
         case AK_PBW_LEN: {
             uint64_t n = 0;
-            if (s_varint_read (&p, end, &n) || n > (uint64_t) (end - p))
+            if (s_varint_read (&p, end, &n, 5) || n > (uint64_t) (end - p))
                 return -1;
             f->data = p;
             f->len = (size_t) n;
@@ -82,4 +86,109 @@ size_t ak_pbw_varint (uint8_t *p, uint64_t v)
 size_t ak_pbw_tag (uint8_t *p, uint32_t number, int wire)
 {
     return ak_pbw_varint (p, (uint64_t) number << 3 | (uint64_t) wire);
+}
+
+/* Elements in a packed run of type t (len bytes), or -1 when the run does
+   not split into whole elements. */
+static long s_packed_count (ProtobufCType t, const uint8_t *data, size_t len)
+{
+    switch (t) {
+        case PROTOBUF_C_TYPE_FIXED32:
+        case PROTOBUF_C_TYPE_SFIXED32:
+        case PROTOBUF_C_TYPE_FLOAT:
+            return len % 4 ? -1 : (long) (len / 4);
+        case PROTOBUF_C_TYPE_FIXED64:
+        case PROTOBUF_C_TYPE_SFIXED64:
+        case PROTOBUF_C_TYPE_DOUBLE:
+            return len % 8 ? -1 : (long) (len / 8);
+        case PROTOBUF_C_TYPE_BOOL:  /* one byte each, 0 or 1 */
+            for (size_t i = 0; i < len; i++)
+                if (data[i] > 1)
+                    return -1;
+            return (long) len;
+        default: {                  /* varints: each ends in a byte below 0x80 */
+            long n = 0;
+            size_t run = 0;
+            for (size_t i = 0; i < len; i++) {
+                run++;
+                if (!(data[i] & 0x80)) {
+                    if (run > 10)
+                        return -1;
+                    n++;
+                    run = 0;
+                }
+            }
+            return run ? -1 : n;
+        }
+    }
+}
+
+/* The wire type protobuf-c reads a single value of type t from. */
+static int s_wire_of (ProtobufCType t)
+{
+    switch (t) {
+        case PROTOBUF_C_TYPE_FIXED32:
+        case PROTOBUF_C_TYPE_SFIXED32:
+        case PROTOBUF_C_TYPE_FLOAT:
+            return AK_PBW_I32;
+        case PROTOBUF_C_TYPE_FIXED64:
+        case PROTOBUF_C_TYPE_SFIXED64:
+        case PROTOBUF_C_TYPE_DOUBLE:
+            return AK_PBW_I64;
+        case PROTOBUF_C_TYPE_STRING:
+        case PROTOBUF_C_TYPE_BYTES:
+        case PROTOBUF_C_TYPE_MESSAGE:
+            return AK_PBW_LEN;
+        default:
+            return AK_PBW_VARINT;
+    }
+}
+
+static bool s_packable (ProtobufCType t)
+{
+    return t != PROTOBUF_C_TYPE_STRING && t != PROTOBUF_C_TYPE_BYTES && t != PROTOBUF_C_TYPE_MESSAGE;
+}
+
+int ak_pbw_validate (const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
+                     int max_depth, size_t max_string, size_t max_repeated, size_t *unknown)
+{
+    if (max_depth < 0)
+        return -1;
+    size_t counts[128];             /* elements per repeated field, by field index */
+    if (desc->n_fields > sizeof counts / sizeof counts[0])
+        return -1;                  /* not a schema of this project */
+    memset (counts, 0, desc->n_fields * sizeof counts[0]);
+    const uint8_t *pos = data, *end = data + len;
+    ak_pbw_field_t f;
+    int more;
+    while ((more = ak_pbw_next (&pos, end, &f)) == 1) {
+        const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field (desc, f.number);
+        if (!fd) {
+            (*unknown)++;
+            continue;
+        }
+        size_t index = (size_t) (fd - desc->fields);
+        long elements = 1;
+        if (fd->label == PROTOBUF_C_LABEL_REPEATED && f.wire == AK_PBW_LEN && s_packable (fd->type)) {
+            elements = s_packed_count (fd->type, f.data, f.len);
+            if (elements < 0)
+                return -1;
+        }
+        else if (f.wire != s_wire_of (fd->type))
+            return -1;
+        else if (fd->type == PROTOBUF_C_TYPE_MESSAGE) {
+            if (ak_pbw_validate (fd->descriptor, f.data, f.len, max_depth - 1, max_string, max_repeated,
+                                 unknown))
+                return -1;
+        }
+        else if ((fd->type == PROTOBUF_C_TYPE_STRING || fd->type == PROTOBUF_C_TYPE_BYTES)
+                 && f.len > max_string)
+            return -1;
+        if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
+            counts[index] += (size_t) elements;
+            if (counts[index] > max_repeated)
+                return -1;
+        }
+    }
+    return more < 0 ? -1 : 0;
 }

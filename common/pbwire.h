@@ -7,6 +7,7 @@
 #define AK_PBWIRE_H
 #include <stddef.h>
 #include <stdint.h>
+#include <protobuf-c/protobuf-c.h>
 
 enum { AK_PBW_VARINT = 0, AK_PBW_I64 = 1, AK_PBW_LEN = 2, AK_PBW_I32 = 5 };
 
@@ -30,5 +31,16 @@ size_t ak_pbw_varint (uint8_t *p, uint64_t v);
 
 /* Writes the tag of field number with wire type at p (NULL: counts). */
 size_t ak_pbw_tag (uint8_t *p, uint32_t number, int wire);
+
+/* Checks that the len bytes at data parse as a message of type desc as
+   protobuf-c's unpack parses them, without building it: every field of
+   desc has a wire type protobuf-c takes for it (repeated numbers packed or
+   not), every sub-message parses the same way, nested at most max_depth
+   deep, no string or bytes field is longer than max_string and no
+   repeated field has more than max_repeated elements.  Fields desc does
+   not know are counted in *unknown (at any depth) and skipped.  0 when
+   the bytes pass, -1 when not. */
+int ak_pbw_validate (const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
+                     int max_depth, size_t max_string, size_t max_repeated, size_t *unknown);
 
 #endif

@@ -13,6 +13,7 @@
     the transaction usable. */
 #include "store.h"
 #include "digest.h"
+#include "envelope.h"
 #include "pbwire.h"
 #include "util.h"
 
@@ -561,17 +562,20 @@ static void s_bytes_check (const ProtobufCMessage *msg, const char *id, const vo
     if (back)
         s_canonical (back, &b, &blen);
     bool same = back && alen == blen && memcmp (a, b, alen) == 0;
-    if (back && !same && msg->descriptor == &ak__task_record__descriptor) {
-        /* a slim record (ak_store_get_task_slim) must be the slim part of
-           what was stored, and hold nothing else */
-        Ak__TaskRecord *slim = s_slim_unpack (val, len);
+    if (back && !same && (msg->descriptor == &ak__task_record__descriptor
+                          || msg->descriptor == &ak__receipt__descriptor)) {
+        /* a slim record (ak_store_get_task_slim, ak_envelope_slim_receipt)
+           must be the slim part of what was stored, and hold nothing else */
+        ProtobufCMessage *slim = msg->descriptor == &ak__task_record__descriptor
+                               ? (ProtobufCMessage *) s_slim_unpack (val, len)
+                               : (ProtobufCMessage *) ak_envelope_slim_receipt (val, len);
         free (b);
         b = NULL;
         blen = 0;
         if (slim)
-            s_canonical (&slim->base, &b, &blen);
+            s_canonical (slim, &b, &blen);
         same = slim && alen == blen && memcmp (a, b, alen) == 0;
-        ak__task_record__free_unpacked (slim, NULL);
+        protobuf_c_message_free_unpacked (slim, NULL);
     }
     if (!same) {
         fprintf (stderr, "store: %s %s: its stored bytes plus the fields written after them no "

@@ -84,6 +84,7 @@ struct ak_coord {
     const ak_key_t  *peer;              /* key of the message being handled (or NULL) */
     const uint8_t   *frame;             /* its envelope frame as received (or NULL) */
     size_t           frame_len;
+    bool             frame_slim;        /* its receipt is slim (envelope.h) */
     uint64_t         auth_warn_at;
     uint64_t         auth_suppressed;
 };
@@ -775,7 +776,16 @@ static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, u
     if (!self->frame
         || ak_envelope_field_bytes (self->frame, self->frame_len, AK__ENVELOPE__BODY_RECEIPT, &raw, &rawlen))
         raw = NULL;
-    int rc = ak_intake_stage_raw (self->intake, w->worker_id, &r, raw, rawlen, now, &err);
+    int rc;
+    if (!raw && self->frame_slim) {
+        /* cannot happen (a slim receipt's frame holds it once): a slim
+           receipt without its bytes would be stored cut short */
+        ak__receipt__free_unpacked (r, NULL);
+        rc = ak_err_set (&err, AK_EINTERNAL, "receipt from %s: its bytes were not found in its frame",
+                         w->worker_id);
+    }
+    else
+        rc = ak_intake_stage_raw (self->intake, w->worker_id, &r, raw, rawlen, now, &err);
     if (rc)
         s_reject (self, AK_EP_WORKERS, w->route, w->route_len, err.msg);
     if (ak_intake_full (self->intake))
@@ -1078,8 +1088,10 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
         Ak__Envelope *env = NULL;
         ak_err_t err = { 0 };
         size_t unknown = 0;
+        bool slim = false;
         int rc = ak_envelope_unpack_counted (zmq_msg_data (&body), zmq_msg_size (&body), AK_MAX_MSG_SIZE,
-                                             &env, &unknown, &err);
+                                             ep == AK_EP_WORKERS ? AK_ENVELOPE_SLIM_RECEIPT : 0,
+                                             &env, &unknown, &slim, &err);
         if (rc) {
             s_reject (self, ep, rid, rlen, err.msg);
             if (ep == AK_EP_CLIENTS)
@@ -1091,9 +1103,11 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
                nothing this build does not know (envelope.c) */
             self->frame = unknown ? NULL : zmq_msg_data (&body);
             self->frame_len = unknown ? 0 : zmq_msg_size (&body);
+            self->frame_slim = slim;
             s_on_worker (self, rid, rlen, env, now);
             self->frame = NULL;
             self->frame_len = 0;
+            self->frame_slim = false;
         }
         else
             s_enqueue (self, rid, rlen, &env);

@@ -1,9 +1,11 @@
 /*  tests/unit/test_envelope.c: packing, unpacking and sending envelopes. */
 #include "support.h"
 #include "envelope.h"
+#include "pbwire.h"
 #include "rng.h"
 
 #include <czmq.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -631,12 +633,12 @@ static void test_field_bytes (void **state)
     Ak__Envelope *out = NULL;
     ak_err_t err = { 0 };
     size_t unknown = 0;
-    assert_int_equal (ak_envelope_unpack_counted (frame, fl, 0, &out, &unknown, &err), 0);
+    assert_int_equal (ak_envelope_unpack_counted (frame, fl, 0, 0, &out, &unknown, NULL, &err), 0);
     assert_int_equal (unknown, 1);
     assert_int_equal (out->receipt->base.n_unknown_fields, 0);
     assert_string_equal (out->receipt->task_id, r.receipt.task_id);
     ak_envelope_free (&out);
-    assert_int_equal (ak_envelope_unpack_counted (data_copy, size_copy, 0, &out, &unknown, &err), 0);
+    assert_int_equal (ak_envelope_unpack_counted (data_copy, size_copy, 0, 0, &out, &unknown, NULL, &err), 0);
     assert_int_equal (unknown, 0);
     ak_envelope_free (&out);
     free (frame);
@@ -649,6 +651,92 @@ static void test_field_bytes (void **state)
     assert_int_equal (ak_envelope_field_bytes (twice, sizeof twice, AK__ENVELOPE__BODY_DISCONNECT, &p, &n),
                       AK_ENOTFOUND);
     assert_int_equal (ak_envelope_field_bytes (twice, 1, AK__ENVELOPE__BODY_DISCONNECT, &p, &n), AK_EPROTO);
+}
+
+/* ak_pbw_validate against protobuf-c: whatever the validator passes with
+   nothing unknown, protobuf-c must decode (else the coordinator would
+   store receipts that no longer decode); it may refuse more. */
+static bool s_pbc_takes (const uint8_t *data, size_t len)
+{
+    Ak__Receipt *r = ak__receipt__unpack (NULL, len, data);
+    ak__receipt__free_unpacked (r, NULL);
+    return r != NULL;
+}
+
+static void test_validate (void **state)
+{
+    (void) state;
+    s_receipt_t r;
+    s_receipt_init (&r);
+    size_t len = ak__receipt__get_packed_size (&r.receipt);
+    uint8_t *good = malloc (len + 16);
+    assert_int_equal (ak__receipt__pack (&r.receipt, good), len);
+    size_t unknown = 0;
+    assert_int_equal (ak_pbw_validate (&ak__receipt__descriptor, good, len, 31, AK_MAX_STRING, AK_MAX_REPEATED,
+                                       &unknown), 0);
+    assert_int_equal (unknown, 0);
+    /* a field it does not know is counted, not refused */
+    memcpy (good + len, (const uint8_t[]) { 0x98, 0x06, 0x01 }, 3);
+    assert_int_equal (ak_pbw_validate (&ak__receipt__descriptor, good, len + 3, 31, AK_MAX_STRING,
+                                       AK_MAX_REPEATED, &unknown), 0);
+    assert_int_equal (unknown, 1);
+
+    /* what protobuf-c refuses: a string (task_id, 2) sent as a varint, a
+       length in six bytes, a tag in six, a cut-off field, a packed run of
+       a fixed type that does not split */
+    static const uint8_t bad[][8] = {
+        { 0x10, 0x01 },
+        { 0x12, 0x81, 0x80, 0x80, 0x80, 0x80, 0x00, 0x41 },
+        { 0x92, 0x80, 0x80, 0x80, 0x80, 0x00, 0x00 },
+        { 0x12, 0x05, 0x41 },
+    };
+    static const size_t bad_len[] = { 2, 8, 7, 3 };
+    for (size_t i = 0; i < sizeof bad_len / sizeof bad_len[0]; i++) {
+        assert_false (s_pbc_takes (bad[i], bad_len[i]));
+        unknown = 0;
+        assert_int_equal (ak_pbw_validate (&ak__receipt__descriptor, bad[i], bad_len[i], 31, AK_MAX_STRING,
+                                           AK_MAX_REPEATED, &unknown), -1);
+    }
+    /* limits: a string over max_string, too deep */
+    assert_int_equal (ak_pbw_validate (&ak__receipt__descriptor, good, len, 31, 2, AK_MAX_REPEATED, &unknown),
+                      -1);
+    assert_int_equal (ak_pbw_validate (&ak__receipt__descriptor, good, len, 0, AK_MAX_STRING, AK_MAX_REPEATED,
+                                       &unknown), -1);
+
+    /* mutations of the good receipt: one to four bytes changed, or cut */
+    uint8_t *buf = malloc (len + 3);
+    size_t passed = 0, pbc = 0;
+    for (uint64_t i = 0; i < 40000; i++) {
+        memcpy (buf, good, len);       /* the good receipt, without the unknown field */
+        size_t n = len;
+        int changes = ak_rng_uniform (7, 1, i) < 0.8 ? 1 : 2;
+        for (int k = 0; k < changes; k++) {
+            size_t at = (size_t) ak_rng_range (7, 2 + (uint64_t) k, i, 0, (double) n);
+            buf[at < n ? at : n - 1] = (uint8_t) ak_rng_range (7, 10 + (uint64_t) k, i, 0, 256);
+        }
+        if (ak_rng_uniform (7, 20, i) < 0.1)
+            n = (size_t) ak_rng_range (7, 21, i, 0, (double) n);
+        uint8_t *copy = malloc (n ? n : 1);         /* exactly n bytes: ASan sees any over-read */
+        memcpy (copy, buf, n);
+        pbc += s_pbc_takes (copy, n);
+        unknown = 0;
+        if (ak_pbw_validate (&ak__receipt__descriptor, copy, n, 31, AK_MAX_STRING, AK_MAX_REPEATED, &unknown) == 0
+            && unknown == 0) {
+            passed++;
+            if (!s_pbc_takes (copy, n)) {
+                fprintf (stderr, "mutation %llu passed the validator, protobuf-c refuses it\n",
+                         (unsigned long long) i);
+                fail ();
+            }
+        }
+        free (copy);
+    }
+    /* the check saw many pass, and the validator refuses few of those
+       protobuf-c takes (they then go the full way, nothing lost) */
+    assert_true (passed > 10000);
+    assert_true (passed > pbc * 9 / 10);
+    free (buf);
+    free (good);
 }
 
 int main (void)
@@ -665,6 +753,7 @@ int main (void)
         cmocka_unit_test (test_send),
         cmocka_unit_test (test_fuzz_unknown_fields_merged),
         cmocka_unit_test (test_field_bytes),
+        cmocka_unit_test (test_validate),
     };
     int rc = cmocka_run_group_tests (tests, NULL, NULL);
     zsys_shutdown ();
