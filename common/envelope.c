@@ -291,6 +291,7 @@ static const char *s_slim_names[] = {
 };
 #define S_NSLIM (sizeof s_slim_names / sizeof s_slim_names[0])
 static uint32_t s_slim_ids[S_NSLIM];
+static uint64_t s_slim_mask;                /* the ids below 64, as bits */
 static pthread_once_t s_slim_once = PTHREAD_ONCE_INIT;
 
 static void s_slim_init (void)
@@ -299,7 +300,19 @@ static void s_slim_init (void)
         const ProtobufCFieldDescriptor *f =
             protobuf_c_message_descriptor_get_field_by_name (&ak__receipt__descriptor, s_slim_names[i]);
         s_slim_ids[i] = f ? f->id : 0;      /* 0 matches no field: the name was lost, a build error */
+        if (s_slim_ids[i] && s_slim_ids[i] < 64)
+            s_slim_mask |= (uint64_t) 1 << s_slim_ids[i];
     }
+}
+
+static bool s_is_slim (uint32_t number)
+{
+    if (number < 64)
+        return s_slim_mask >> number & 1;
+    for (size_t i = 0; i < S_NSLIM; i++)
+        if (number == s_slim_ids[i])
+            return true;
+    return false;
 }
 
 Ak__Receipt *ak_envelope_slim_receipt (const uint8_t *data, size_t len)
@@ -315,12 +328,10 @@ Ak__Receipt *ak_envelope_slim_receipt (const uint8_t *data, size_t len)
     ak_pbw_field_t f;
     int more;
     while ((more = ak_pbw_next (&pos, end, &f)) == 1)
-        for (size_t i = 0; i < S_NSLIM; i++)
-            if (f.number == s_slim_ids[i]) {
-                memcpy (buf + n, f.start, f.size);
-                n += f.size;
-                break;
-            }
+        if (s_is_slim (f.number)) {
+            memcpy (buf + n, f.start, f.size);
+            n += f.size;
+        }
     Ak__Receipt *r = more < 0 ? NULL : ak__receipt__unpack (NULL, n, buf);
     if (buf != stack)
         free (buf);

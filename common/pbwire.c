@@ -161,8 +161,13 @@ int ak_pbw_validate (const ProtobufCMessageDescriptor *desc, const uint8_t *data
     const uint8_t *pos = data, *end = data + len;
     ak_pbw_field_t f;
     int more;
+    unsigned next = 0;              /* fields mostly come in descriptor order */
     while ((more = ak_pbw_next (&pos, end, &f)) == 1) {
-        const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field (desc, f.number);
+        const ProtobufCFieldDescriptor *fd = next < desc->n_fields && desc->fields[next].id == f.number
+                                           ? &desc->fields[next]
+                                           : protobuf_c_message_descriptor_get_field (desc, f.number);
+        if (fd)
+            next = (unsigned) (fd - desc->fields) + 1;
         if (!fd) {
             (*unknown)++;
             continue;
