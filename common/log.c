@@ -174,8 +174,8 @@ static bool s_put_dec (char *out, size_t cap, size_t *n, unsigned long long v, b
     return true;
 }
 
-/*  vsnprintf for the formats most lines use: conversions %s %d %u %ld
-    %lu %lld %llu %zu and %% with no flags, width or precision.  The
+/*  vsnprintf for the formats most lines use: conversions %s %.Ns %d %u
+    %ld %lu %lld %llu %zu and %% with no flags or width.  The
     length written (NUL after it), or -1 for any other format or a line
     that does not fit, which the caller then gives to vsnprintf.  (Three
     lines per task at thousands of tasks a second: vsnprintf was most of
@@ -191,6 +191,15 @@ static int s_format_simple (char *out, size_t cap, const char *fmt, va_list ap)
             continue;
         }
         p++;
+        /* a precision for %s: "%.32s" */
+        long prec = -1;
+        if (*p == '.') {
+            prec = 0;
+            for (p++; *p >= '0' && *p <= '9' && prec < 100000; p++)
+                prec = prec * 10 + (*p - '0');
+            if (*p != 's')
+                return -1;
+        }
         int longs = 0;
         bool size = false;
         while (*p == 'l' && longs < 2) {
@@ -214,7 +223,7 @@ static int s_format_simple (char *out, size_t cap, const char *fmt, va_list ap)
                 const char *s = va_arg (ap, const char *);
                 if (!s)
                     s = "(null)";
-                size_t len = strlen (s);
+                size_t len = prec >= 0 ? strnlen (s, (size_t) prec) : strlen (s);
                 if (n + len >= cap)
                     return -1;
                 memcpy (out + n, s, len);

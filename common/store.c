@@ -449,8 +449,22 @@ static uint32_t s_slim_numbers[S_NSLIM];
 static uint64_t s_slim_mask;                /* the numbers below 64 as bits */
 static bool     s_slim_high;                /* one is 64 or more */
 
+/* A WorkerRecord written with its HELLO packed beforehand
+   (ak_store_put_worker_hello): the HELLO's field, and the others. */
+static const char *s_worker_names[] = {
+    "state", "first_seen_ms", "last_seen_ms", "tasks_done", "registrations"
+};
+#define S_NWORKER (sizeof s_worker_names / sizeof s_worker_names[0])
+static const ProtobufCFieldDescriptor *s_worker_fields[S_NWORKER];
+static const ProtobufCFieldDescriptor *s_hello_field;
+
 static void s_state_fields_init (void)
 {
+    s_fields_find (&ak__worker_record__descriptor, s_worker_names, S_NWORKER, s_worker_fields);
+    s_hello_field = protobuf_c_message_descriptor_get_field_by_name (&ak__worker_record__descriptor, "hello");
+    if (!s_hello_field || s_hello_field->type != PROTOBUF_C_TYPE_MESSAGE
+        || ak__worker_record__descriptor.n_fields != S_NWORKER + 1)
+        abort ();                   /* WorkerRecord gained a field this writer does not know */
     s_fields_find (&ak__task_record__descriptor, s_state_names, S_NSTATE, s_state_fields);
     const ProtobufCFieldDescriptor *extra[sizeof s_slim_extra / sizeof s_slim_extra[0]];
     s_fields_find (&ak__task_record__descriptor, s_slim_extra, sizeof s_slim_extra / sizeof s_slim_extra[0],
@@ -1166,6 +1180,33 @@ int ak_store_put_worker (ak_txn_t *txn, const Ak__WorkerRecord *rec, ak_err_t *e
 {
     const char *id = rec && rec->hello ? rec->hello->worker_id : NULL;
     return s_put_msg (txn, AK_DB_WORKERS, id, rec ? &rec->base : NULL, 0, err);
+}
+
+int ak_store_put_worker_hello (ak_txn_t *txn, const Ak__WorkerRecord *rec, const void *hello, size_t hello_len,
+                               ak_err_t *err)
+{
+    if (!hello)
+        return ak_store_put_worker (txn, rec, err);
+    if (!rec || !rec->hello || !rec->hello->worker_id || !*rec->hello->worker_id)
+        return ak_err_set (err, AK_EINVAL, "store: workers: record has no id");
+    if (pthread_once (&s_state_once, s_state_fields_init) != 0)
+        abort ();
+    size_t n = ak_pbw_tag (NULL, s_hello_field->id, AK_PBW_LEN) + ak_pbw_varint (NULL, hello_len) + hello_len
+             + s_fields_encode (rec, s_worker_fields, S_NWORKER, NULL);
+    void *space = NULL;
+    int rc = s_put (txn, AK_DB_WORKERS, rec->hello->worker_id, NULL, n, MDB_RESERVE, &space, err);
+    if (rc)
+        return rc;
+    uint8_t *p = space;
+    p += ak_pbw_tag (p, s_hello_field->id, AK_PBW_LEN);
+    p += ak_pbw_varint (p, hello_len);
+    memcpy (p, hello, hello_len);
+    p += hello_len;
+    s_fields_encode (rec, s_worker_fields, S_NWORKER, p);
+#ifndef NDEBUG
+    s_bytes_check (&rec->base, rec->hello->worker_id, space, n);
+#endif
+    return 0;
 }
 
 int ak_store_get_worker (ak_txn_t *txn, const char *worker_id, Ak__WorkerRecord **rec_p, ak_err_t *err)

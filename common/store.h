@@ -134,6 +134,10 @@ int ak_store_put_receipt_raw (ak_txn_t *txn, const Ak__Receipt *rec, const void 
                               ak_err_t *err);
 int ak_store_get_receipt (ak_txn_t *txn, const char *receipt_id, Ak__Receipt **rec_p, ak_err_t *err);
 int ak_store_put_worker (ak_txn_t *txn, const Ak__WorkerRecord *rec, ak_err_t *err);
+/* ak_store_put_worker with rec->hello already packed (hello, hello_len):
+   written as those bytes and the other fields by hand. */
+int ak_store_put_worker_hello (ak_txn_t *txn, const Ak__WorkerRecord *rec, const void *hello, size_t hello_len,
+                               ak_err_t *err);
 int ak_store_get_worker (ak_txn_t *txn, const char *worker_id, Ak__WorkerRecord **rec_p, ak_err_t *err);
 
 #endif

@@ -60,6 +60,7 @@ static void s_worker_free (void **item)
         free (w->worker_id);
         if (w->hello)
             ak__hello__free_unpacked (w->hello, NULL);
+        free (w->hello_bytes);
         zhashx_destroy (&w->outstanding);
         s_classes_free (w);
         ak_blobcache_destroy (&w->blobs);
@@ -138,6 +139,8 @@ static int s_load_worker (const char *key, const void *val, size_t len, void *ar
         ak_worker_t *w = s_worker_new (self, rec->hello->worker_id);
         w->hello = rec->hello;
         rec->hello = NULL;
+        free (w->hello_bytes);
+        w->hello_bytes = NULL;
         w->first_seen_ms = rec->first_seen_ms;
         w->last_seen_ms = rec->last_seen_ms;
         w->tasks_done = rec->tasks_done;
@@ -186,6 +189,8 @@ ak_worker_t *ak_registry_hello (ak_registry_t *self, const void *route, size_t r
     if (w->hello)
         ak__hello__free_unpacked (w->hello, NULL);
     w->hello = hello;
+    free (w->hello_bytes);              /* packed again at the next flush */
+    w->hello_bytes = NULL;
     if (!w->blobs)
         w->blobs = ak_blobcache_new (false);
     ak_blobcache_reset (w->blobs, hello->blob_epoch, hello->blob_cache_bytes);
@@ -350,13 +355,21 @@ int ak_registry_flush (ak_registry_t *self, ak_txn_t *txn, ak_err_t *err)
         if (!w->hello)
             continue;
         Ak__WorkerRecord rec = AK__WORKER_RECORD__INIT;
-        rec.hello = w->hello;                   /* borrowed while packed */
+        rec.hello = w->hello;                   /* borrowed while written */
         rec.state = (char *) (w->alive ? "alive" : "dead");
         rec.first_seen_ms = w->first_seen_ms;
         rec.last_seen_ms = w->last_seen_ms;
         rec.tasks_done = w->tasks_done + w->pending_done;
         rec.registrations = w->registrations;
-        int rc = ak_store_put_worker (txn, &rec, err);
+        /* its HELLO packed once per registration, not at every commit
+           that counts one of its tasks (store.h) */
+        if (!w->hello_bytes) {
+            w->hello_len = ak__hello__get_packed_size (w->hello);
+            w->hello_bytes = ak_malloc (w->hello_len ? w->hello_len : 1);
+            if (ak__hello__pack (w->hello, w->hello_bytes) != w->hello_len)
+                abort ();                       /* protobuf-c contradicts itself */
+        }
+        int rc = ak_store_put_worker_hello (txn, &rec, w->hello_bytes, w->hello_len, err);
         if (rc)
             return rc;
     }

@@ -25,6 +25,8 @@
 typedef struct {
     char        *worker_id;
     Ak__Hello   *hello;             /* latest HELLO (owned) */
+    uint8_t     *hello_bytes;       /* hello packed, for the worker record (or NULL) */
+    size_t       hello_len;
     uint8_t      route[AK_ROUTE_MAX];
     size_t       route_len;         /* 0: no route (dead) */
     bool         alive;

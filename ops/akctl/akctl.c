@@ -52,6 +52,7 @@ enum {
     S_OPT_OUT      = 1 << 5,      /* report --out */
     S_OPT_EXTERNAL = 1 << 7,      /* submit --op, --workloads, --target, --override-builtin */
     S_OPT_KEYS     = 1 << 6,      /* keys --role, --dir */
+    S_OPT_RULE     = 1 << 8,      /* verify --k, --floor */
 };
 
 typedef int (s_verb_fn) (const akctl_opts_t *o);
@@ -460,7 +461,7 @@ static const s_verb_t s_verbs[] = {
       "  --profile NAME     the profile to install into ([A-Za-z0-9_.-], 1..64)\n"
       "  --replace          allow replacing existing entries\n"
       "  --as NAME          import under another name\n" },
-    { "verify", "--profile NAME | BATCH", 0, 1, S_OPT_PROFILE | S_OPT_WAIT, akctl_verify,
+    { "verify", "--profile NAME | BATCH", 0, 1, S_OPT_PROFILE | S_OPT_WAIT | S_OPT_RULE, akctl_verify,
       "re-check an installed profile on every live worker of its classes",
       "  verify --profile NAME [--wait]\n"
       "      the coordinator makes a verify batch: for each entry of the profile and\n"
@@ -470,13 +471,17 @@ static const s_verb_t s_verbs[] = {
       "      the gates and the interleaved timing against the baseline again.  A\n"
       "      verdict per (entry, host): pass, fail (a gate failed, or the speedup is\n"
       "      below 1 + threshold or further from the recorded one than\n"
-      "      2 x (measured noise + recorded noise) + 10% of the recorded speedup), or\n"
+      "      K x (measured noise + recorded noise) + FLOOR x the recorded speedup,\n"
+      "      K 2 and FLOOR 0.10 unless --k and --floor say otherwise), or\n"
       "      unverified (no live worker of the class).  The profile is then marked\n"
       "      verified, failing or unverified, with the reasons, the time and the\n"
       "      batch (`akctl profile show|list` report it).  Without --wait, prints the\n"
       "      batch id and returns.\n"
       "  verify BATCH [--wait]\n"
       "      the verdicts of that verify batch (--wait: once it is judged)\n"
+      "\n"
+      "  --k K --floor FLOOR  the rule's noise multiple (0..100) and floor (0..10,\n"
+      "                       a fraction of the recorded speedup), both or neither\n"
       "\n"
       "  prints one line per entry and host and a summary line for scripts:\n"
       "      verify: profile NAME: verified|failing|unverified (...)\n"
@@ -695,7 +700,8 @@ int main (int argc, char **argv)
                         || strcmp (name, "--cert") == 0 || strcmp (name, "--server-key") == 0
                         || strcmp (name, "--op") == 0 || strcmp (name, "--workloads") == 0
                         || strcmp (name, "--target") == 0
-                        || strcmp (name, "--dir") == 0 || strcmp (name, "--workers") == 0;
+                        || strcmp (name, "--dir") == 0 || strcmp (name, "--workers") == 0
+                        || strcmp (name, "--k") == 0 || strcmp (name, "--floor") == 0;
         if (takes_value && !value) {
             if (i + 1 >= argc) {
                 code = s_usage_error (verb, "option %s needs a value", name);
@@ -718,6 +724,7 @@ int main (int argc, char **argv)
                    || strcmp (name, "--target") == 0
                    || strcmp (name, "--override-builtin") == 0 ? S_OPT_EXTERNAL
                  : strcmp (name, "--role") == 0 ? S_OPT_KEYS
+                 : strcmp (name, "--k") == 0 || strcmp (name, "--floor") == 0 ? S_OPT_RULE
                  : strcmp (name, "--dir") == 0 ? S_OPT_DEMO | S_OPT_KEYS
                  : strcmp (name, "--workers") == 0 || strcmp (name, "--keep") == 0 ? S_OPT_DEMO : 0;
         if (need && !(verb && (verb->options & need))) {
@@ -780,6 +787,12 @@ int main (int argc, char **argv)
         else
         if (strcmp (name, "--role") == 0)
             o.role = value;
+        else
+        if (strcmp (name, "--k") == 0 || strcmp (name, "--floor") == 0) {
+            if (!*value)
+                code = s_usage_error (verb, "%s needs a number", name);
+            *(name[2] == 'k' ? &o.rule_k : &o.rule_floor) = value;
+        }
         else
         if (strcmp (name, "--cert") == 0)
             cert = value;

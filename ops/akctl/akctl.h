@@ -44,6 +44,8 @@ typedef struct {
     int         workers;          /* demo --workers */
     bool        keep;             /* demo --keep */
     const char *profile;          /* profile install --profile NAME */
+    const char *rule_k;           /* verify --k K (the coordinator checks it) */
+    const char *rule_floor;       /* verify --floor FLOOR */
     const char *as;               /* profile import --as NAME */
     bool        replace;          /* profile install/import --replace */
     const char *out;              /* report --out DIR */

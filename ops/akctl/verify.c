@@ -1,4 +1,4 @@
-/*  ops/akctl/verify.c: `akctl verify --profile NAME [--wait]` and
+/*  ops/akctl/verify.c: `akctl verify --profile NAME [--k K --floor F] [--wait]` and
     `akctl verify BATCH [--wait]` (docs/profiles.md "Verify").
 
     --profile asks the coordinator for a verify batch of the profile; with
@@ -148,7 +148,12 @@ int akctl_verify (const akctl_opts_t *o)
         return AKCTL_EXIT_USAGE;
     }
     if ((o->profile != NULL) == (o->npos == 1)) {
-        fprintf (stderr, "akctl: usage: akctl verify --profile NAME [--wait] | akctl verify BATCH [--wait]\n");
+        fprintf (stderr, "akctl: usage: akctl verify --profile NAME [--k K --floor FLOOR] [--wait] | "
+                 "akctl verify BATCH [--wait]\n");
+        return AKCTL_EXIT_USAGE;
+    }
+    if ((o->rule_k != NULL) != (o->rule_floor != NULL) || (o->rule_k && !o->profile)) {
+        fprintf (stderr, "akctl: verify: --k and --floor go together, with --profile\n");
         return AKCTL_EXIT_USAGE;
     }
     ak_err_t err = { 0, "" };
@@ -160,9 +165,9 @@ int akctl_verify (const akctl_opts_t *o)
     int code = AKCTL_EXIT_OK;
     char *batch_id = NULL;
     if (o->profile) {
-        char *args[1] = { (char *) o->profile };
+        char *args[3] = { (char *) o->profile, (char *) o->rule_k, (char *) o->rule_floor };
         json_t *a = NULL;
-        code = s_call (client, "verify", args, 1, &a);
+        code = s_call (client, "verify", args, o->rule_k ? 3 : 1, &a);
         if (code == AKCTL_EXIT_OK) {
             batch_id = strdup (akj_str (a, "batch_id"));
             if (!o->wait) {

@@ -82,9 +82,9 @@ static void test_log (void **state)
     ak_warn ("%s", huge);
     /* the simple conversions are formatted without vsnprintf (log.c):
        each must read as vsnprintf writes it; others go to vsnprintf */
-    ak_info ("conv %d %u %ld %lu %lld %llu %zu %% %s|", -42, 42u, -7L, 7UL, LLONG_MIN, ULLONG_MAX,
-             (size_t) 99, "end");
-    ak_info ("wide %05d %.3s %x", 7, "abcdef", 255u);
+    ak_info ("conv %d %u %ld %lu %lld %llu %zu %% %s|%.3s|%.0s|%.9s|", -42, 42u, -7L, 7UL, LLONG_MIN,
+             ULLONG_MAX, (size_t) 99, "end", "abcdef", "gone", "ab");
+    ak_info ("wide %05d %.3d %x", 7, 5, 255u);
     ak_log_set_level (AK_LOG_QUIET);
     ak_error ("not shown");
     ak_log_set_level (AK_LOG_INFO);
@@ -114,10 +114,10 @@ static void test_log (void **state)
         lines += text[i] == '\n';
     assert_int_equal (lines, 6);
     char conv[256];
-    snprintf (conv, sizeof conv, "INFO conv %d %u %ld %lu %lld %llu %zu %% %s|\n", -42, 42u, -7L, 7UL,
-              LLONG_MIN, ULLONG_MAX, (size_t) 99, "end");
+    snprintf (conv, sizeof conv, "INFO conv %d %u %ld %lu %lld %llu %zu %% %s|%.3s|%.0s|%.9s|\n", -42, 42u,
+              -7L, 7UL, LLONG_MIN, ULLONG_MAX, (size_t) 99, "end", "abcdef", "gone", "ab");
     assert_non_null (strstr (text, conv));
-    assert_non_null (strstr (text, "INFO wide 00007 abc ff\n"));
+    assert_non_null (strstr (text, "INFO wide 00007 005 ff\n"));
     char childtag[64];
     snprintf (childtag, sizeof childtag, " akunit[%ld] INFO from the child\n", (long) child);
     assert_non_null (strstr (text, childtag));
