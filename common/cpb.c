@@ -35,6 +35,22 @@ ProtobufCMessage *ak_cpb_dup (const ProtobufCMessage *msg)
     return copy;
 }
 
+bool ak_cpb_same (const ProtobufCMessage *a, const ProtobufCMessage *b)
+{
+    if (!a || !b)
+        return !a && !b;
+    size_t alen = protobuf_c_message_get_packed_size (a);
+    size_t blen = protobuf_c_message_get_packed_size (b);
+    if (alen != blen)
+        return false;
+    uint8_t *x = ak_malloc (alen ? alen : 1), *y = ak_malloc (blen ? blen : 1);
+    bool same = protobuf_c_message_pack (a, x) == alen && protobuf_c_message_pack (b, y) == blen
+             && memcmp (x, y, alen) == 0;
+    free (x);
+    free (y);
+    return same;
+}
+
 Ak__Param **ak_cpb_params_new (const char *const *names, const int64_t *values, size_t n)
 {
     if (n == 0)

@@ -8,6 +8,7 @@
     which free_unpacked knows to leave alone. */
 #ifndef AK_CPB_H
 #define AK_CPB_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <protobuf-c/protobuf-c.h>
@@ -23,6 +24,11 @@ void ak_cpb_setf (char **field, const char *fmt, ...) __attribute__ ((format (pr
 /* Deep copy through pack + unpack; the copy is the caller's (free_unpacked).
    Returns NULL only when the message cannot be unpacked again (a bug). */
 ProtobufCMessage *ak_cpb_dup (const ProtobufCMessage *msg);
+
+/* True when a and b pack to the same bytes (both NULL counts as the same;
+   protobuf-c packs fields in number order, so equal messages do).  For
+   the debug checks of bytes passed on without packing (store.c, coord.c). */
+bool ak_cpb_same (const ProtobufCMessage *a, const ProtobufCMessage *b);
 
 /* A new Param array of n entries (names[i], values[i]); caller owns it. */
 Ak__Param **ak_cpb_params_new (const char *const *names, const int64_t *values, size_t n);

@@ -290,8 +290,8 @@ static const char *s_slim_names[] = {
     "receipt_id", "batch_id", "worker_id", "received_at_ms", "duplicate"
 };
 #define S_NSLIM (sizeof s_slim_names / sizeof s_slim_names[0])
-static uint32_t s_slim_ids[S_NSLIM];
-static uint64_t s_slim_mask;                /* the ids below 64, as bits */
+static ak_pbw_set_t s_slim_set;
+static uint32_t s_slim_high[S_NSLIM];
 static pthread_once_t s_slim_once = PTHREAD_ONCE_INIT;
 
 static void s_slim_init (void)
@@ -299,43 +299,16 @@ static void s_slim_init (void)
     for (size_t i = 0; i < S_NSLIM; i++) {
         const ProtobufCFieldDescriptor *f =
             protobuf_c_message_descriptor_get_field_by_name (&ak__receipt__descriptor, s_slim_names[i]);
-        s_slim_ids[i] = f ? f->id : 0;      /* 0 matches no field: the name was lost, a build error */
-        if (s_slim_ids[i] && s_slim_ids[i] < 64)
-            s_slim_mask |= (uint64_t) 1 << s_slim_ids[i];
+        if (!f || !ak_pbw_set_add (&s_slim_set, f->id, s_slim_high, S_NSLIM))
+            abort ();               /* the schema lost a field named here: a build error */
     }
-}
-
-static bool s_is_slim (uint32_t number)
-{
-    if (number < 64)
-        return s_slim_mask >> number & 1;
-    for (size_t i = 0; i < S_NSLIM; i++)
-        if (number == s_slim_ids[i])
-            return true;
-    return false;
 }
 
 Ak__Receipt *ak_envelope_slim_receipt (const uint8_t *data, size_t len)
 {
     if (pthread_once (&s_slim_once, s_slim_init) != 0)
         return NULL;
-    uint8_t stack[1024];
-    uint8_t *buf = len <= sizeof stack ? stack : malloc (len);
-    if (!buf)
-        return NULL;
-    size_t n = 0;
-    const uint8_t *pos = data, *end = data + len;
-    ak_pbw_field_t f;
-    int more;
-    while ((more = ak_pbw_next (&pos, end, &f)) == 1)
-        if (s_is_slim (f.number)) {
-            memcpy (buf + n, f.start, f.size);
-            n += f.size;
-        }
-    Ak__Receipt *r = more < 0 ? NULL : ak__receipt__unpack (NULL, n, buf);
-    if (buf != stack)
-        free (buf);
-    return r;
+    return (Ak__Receipt *) ak_pbw_unpack_only (&ak__receipt__descriptor, data, len, &s_slim_set);
 }
 
 /*  The slim path (AK_ENVELOPE_SLIM_RECEIPT): an envelope of exactly

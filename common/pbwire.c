@@ -1,6 +1,7 @@
 /*  common/pbwire.c: the protobuf wire format by hand (see pbwire.h). */
 #include "pbwire.h"
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Reads a varint of at most max bytes (protobuf-c takes 10 for a value,
@@ -196,4 +197,49 @@ int ak_pbw_validate (const ProtobufCMessageDescriptor *desc, const uint8_t *data
         }
     }
     return more < 0 ? -1 : 0;
+}
+
+bool ak_pbw_set_add (ak_pbw_set_t *set, uint32_t number, uint32_t *high, size_t cap)
+{
+    if (number < 64) {
+        set->low |= (uint64_t) 1 << number;
+        return true;
+    }
+    if (set->nhigh >= cap)
+        return false;
+    high[set->nhigh++] = number;
+    set->high = high;
+    return true;
+}
+
+static bool s_in (const ak_pbw_set_t *set, uint32_t number)
+{
+    if (number < 64)
+        return set->low >> number & 1;
+    for (size_t i = 0; i < set->nhigh; i++)
+        if (set->high[i] == number)
+            return true;
+    return false;
+}
+
+ProtobufCMessage *ak_pbw_unpack_only (const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
+                                      const ak_pbw_set_t *keep)
+{
+    uint8_t stack[1024];
+    uint8_t *buf = len <= sizeof stack ? stack : malloc (len ? len : 1);
+    if (!buf)
+        return NULL;
+    size_t n = 0;
+    const uint8_t *pos = data, *end = data + len;
+    ak_pbw_field_t f;
+    int more;
+    while ((more = ak_pbw_next (&pos, end, &f)) == 1)
+        if (s_in (keep, f.number)) {
+            memcpy (buf + n, f.start, f.size);
+            n += f.size;
+        }
+    ProtobufCMessage *msg = more < 0 ? NULL : protobuf_c_message_unpack (desc, NULL, n, buf);
+    if (buf != stack)
+        free (buf);
+    return msg;
 }

@@ -5,6 +5,7 @@
     a length. */
 #ifndef AK_PBWIRE_H
 #define AK_PBWIRE_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <protobuf-c/protobuf-c.h>
@@ -31,6 +32,23 @@ size_t ak_pbw_varint (uint8_t *p, uint64_t v);
 
 /* Writes the tag of field number with wire type at p (NULL: counts). */
 size_t ak_pbw_tag (uint8_t *p, uint32_t number, int wire);
+
+/* A set of field numbers: those below 64 as bits, the rest listed. */
+typedef struct {
+    uint64_t        low;
+    const uint32_t *high;
+    size_t          nhigh;
+} ak_pbw_set_t;
+
+/* Adds number to set (high numbers: into the caller's array high of room
+   cap; false when it is full). */
+bool ak_pbw_set_add (ak_pbw_set_t *set, uint32_t number, uint32_t *high, size_t cap);
+
+/* Decodes, as a message of type desc, only the top-level fields of the len
+   bytes at data whose numbers are in keep (the others are skipped without
+   being read further).  NULL when the bytes do not parse. */
+ProtobufCMessage *ak_pbw_unpack_only (const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
+                                      const ak_pbw_set_t *keep);
 
 /* Checks that the len bytes at data parse as a message of type desc as
    protobuf-c's unpack parses them, without building it: every field of

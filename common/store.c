@@ -12,6 +12,7 @@
     Refusals that write nothing (AK_EEXIST for a receipt id, a bad key) leave
     the transaction usable. */
 #include "store.h"
+#include "cpb.h"
 #include "digest.h"
 #include "envelope.h"
 #include "pbwire.h"
@@ -445,9 +446,8 @@ static void s_fields_find (const ProtobufCMessageDescriptor *desc, const char *c
    batch and its state. */
 static const char *s_slim_extra[] = { "task_id", "batch_id" };
 #define S_NSLIM (S_NSTATE + sizeof s_slim_extra / sizeof s_slim_extra[0])
-static uint32_t s_slim_numbers[S_NSLIM];
-static uint64_t s_slim_mask;                /* the numbers below 64 as bits */
-static bool     s_slim_high;                /* one is 64 or more */
+static ak_pbw_set_t s_slim_set;
+static uint32_t     s_slim_high[S_NSLIM];
 
 /* A WorkerRecord written with its HELLO packed beforehand
    (ak_store_put_worker_hello): the HELLO's field, and the others. */
@@ -469,16 +469,10 @@ static void s_state_fields_init (void)
     const ProtobufCFieldDescriptor *extra[sizeof s_slim_extra / sizeof s_slim_extra[0]];
     s_fields_find (&ak__task_record__descriptor, s_slim_extra, sizeof s_slim_extra / sizeof s_slim_extra[0],
                    extra);
-    for (size_t i = 0; i < S_NSTATE; i++)
-        s_slim_numbers[i] = s_state_fields[i]->id;
-    for (size_t i = S_NSTATE; i < S_NSLIM; i++)
-        s_slim_numbers[i] = extra[i - S_NSTATE]->id;
-    for (size_t i = 0; i < S_NSLIM; i++) {
-        if (s_slim_numbers[i] < 64)
-            s_slim_mask |= (uint64_t) 1 << s_slim_numbers[i];
-        else
-            s_slim_high = true;
-    }
+    for (size_t i = 0; i < S_NSLIM; i++)
+        if (!ak_pbw_set_add (&s_slim_set, i < S_NSTATE ? s_state_fields[i]->id : extra[i - S_NSTATE]->id,
+                             s_slim_high, S_NSLIM))
+            abort ();
     s_fields_find (&ak__receipt__descriptor, s_coord_names, S_NCOORD, s_coord_fields);
 }
 
@@ -526,69 +520,32 @@ void ak_task_def_clear (ak_task_def_t *def)
 }
 
 /* Decodes the slim record of the task record bytes data: only the fields
-   of s_slim_numbers are copied out and decoded.  NULL when the bytes do
-   not parse. */
+   of s_slim_set.  NULL when the bytes do not parse. */
 static Ak__TaskRecord *s_slim_unpack (const uint8_t *data, size_t len)
 {
     if (pthread_once (&s_state_once, s_state_fields_init) != 0)
         abort ();
-    uint8_t stack[1024];
-    uint8_t *buf = len <= sizeof stack ? stack : ak_malloc (len);
-    size_t n = 0;
-    const uint8_t *pos = data, *end = data + len;
-    ak_pbw_field_t f;
-    int more;
-    while ((more = ak_pbw_next (&pos, end, &f)) == 1) {
-        bool slim = f.number < 64 && (s_slim_mask >> f.number & 1);
-        for (size_t i = 0; !slim && s_slim_high && i < S_NSLIM; i++)
-            slim = f.number == s_slim_numbers[i];
-        if (slim) {
-            memcpy (buf + n, f.start, f.size);
-            n += f.size;
-        }
-    }
-    Ak__TaskRecord *rec = more < 0 ? NULL : ak__task_record__unpack (NULL, n, buf);
-    if (buf != stack)
-        free (buf);
-    return rec;
+    return (Ak__TaskRecord *) ak_pbw_unpack_only (&ak__task_record__descriptor, data, len, &s_slim_set);
 }
 
 #ifndef NDEBUG
-static void s_canonical (const ProtobufCMessage *msg, uint8_t **data, size_t *len)
-{
-    *len = protobuf_c_message_get_packed_size (msg);
-    *data = ak_malloc (*len ? *len : 1);
-    if (protobuf_c_message_pack (msg, *data) != *len)
-        abort ();
-}
-
 /* Debug builds: what a write of stored bytes plus fields put in the store
    (val) must decode to msg: a definition field changed on a cached task
    record, a state field missing from AK_TASK_STATE_FIELDS, or a receipt
    field the coordinator sets missing from AK_RECEIPT_COORD_FIELDS, would
-   otherwise be lost silently. */
+   otherwise be lost silently.  A slim record (ak_store_get_task_slim,
+   ak_envelope_slim_receipt) must be the slim part of what was stored, and
+   hold nothing else. */
 static void s_bytes_check (const ProtobufCMessage *msg, const char *id, const void *val, size_t len)
 {
     ProtobufCMessage *back = protobuf_c_message_unpack (msg->descriptor, NULL, len, val);
-    uint8_t *a = NULL, *b = NULL;
-    size_t alen = 0, blen = 0;
-    s_canonical (msg, &a, &alen);
-    if (back)
-        s_canonical (back, &b, &blen);
-    bool same = back && alen == blen && memcmp (a, b, alen) == 0;
-    if (back && !same && (msg->descriptor == &ak__task_record__descriptor
-                          || msg->descriptor == &ak__receipt__descriptor)) {
-        /* a slim record (ak_store_get_task_slim, ak_envelope_slim_receipt)
-           must be the slim part of what was stored, and hold nothing else */
+    bool same = back && ak_cpb_same (msg, back);
+    if (back && !same) {
         ProtobufCMessage *slim = msg->descriptor == &ak__task_record__descriptor
                                ? (ProtobufCMessage *) s_slim_unpack (val, len)
-                               : (ProtobufCMessage *) ak_envelope_slim_receipt (val, len);
-        free (b);
-        b = NULL;
-        blen = 0;
-        if (slim)
-            s_canonical (slim, &b, &blen);
-        same = slim && alen == blen && memcmp (a, b, alen) == 0;
+                               : msg->descriptor == &ak__receipt__descriptor
+                               ? (ProtobufCMessage *) ak_envelope_slim_receipt (val, len) : NULL;
+        same = slim && ak_cpb_same (msg, slim);
         protobuf_c_message_free_unpacked (slim, NULL);
     }
     if (!same) {
@@ -597,8 +554,6 @@ static void s_bytes_check (const ProtobufCMessage *msg, const char *id, const vo
                  msg->descriptor->short_name, id);
         abort ();
     }
-    free (a);
-    free (b);
     protobuf_c_message_free_unpacked (back, NULL);
 }
 #endif

@@ -350,7 +350,7 @@ int ak_parse_double (const char *text, double *out)
 
 void ak_malloc_tune (char **argv)
 {
-    static const char tune[] = "glibc.malloc.tcache_count=65535";
+    static const char tune[] = "glibc.malloc.tcache_count=16384";
     const char *off = getenv ("AK_MALLOC_TUNE");
     if ((off && strcmp (off, "0") == 0) || !argv || !argv[0])
         return;

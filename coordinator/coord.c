@@ -333,14 +333,6 @@ static int s_build_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *tas
 }
 
 #ifndef NDEBUG
-static void s_canonical (const ProtobufCMessage *msg, uint8_t **data, size_t *len)
-{
-    *len = protobuf_c_message_get_packed_size (msg);
-    *data = ak_malloc (*len ? *len : 1);
-    if (protobuf_c_message_pack (msg, *data) != *len)
-        abort ();
-}
-
 /* Debug builds: the ASSIGN sent (buf) must decode to the one built from
    the decoded record, as before assign.h. */
 static void s_assign_check (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *task, const ak_worker_t *w,
@@ -378,18 +370,11 @@ static void s_assign_check (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *ta
     env.body_case = AK__ENVELOPE__BODY_ASSIGN;
     env.assign = &a;
     Ak__Envelope *got = ak__envelope__unpack (NULL, size, buf);
-    uint8_t *want_b = NULL, *got_b = NULL;
-    size_t want_n = 0, got_n = 0;
-    s_canonical (&env.base, &want_b, &want_n);
-    if (got)
-        s_canonical (&got->base, &got_b, &got_n);
-    if (!got || want_n != got_n || memcmp (want_b, got_b, want_n) != 0) {
+    if (!got || !ak_cpb_same (&env.base, &got->base)) {
         fprintf (stderr, "akcoord: the ASSIGN of task %s built from its stored bytes differs from "
                  "the one built from its record (assign.h)\n", task->task_id);
         abort ();
     }
-    free (want_b);
-    free (got_b);
     ak__envelope__free_unpacked (got, NULL);
     ak__task_record__free_unpacked (rec, NULL);
 }
@@ -502,6 +487,7 @@ static int s_assign (ak_coord_t *self, ak_txn_t *txn, ak_worker_t *w, ak_task_t 
     w->last_sent = now;
     ak_sched_assign (self->sched, task, w->worker_id, now);
     ak_sched_cache (self->sched, task, &m.rec, &m.def);     /* the commits rewrite it from memory */
+    s_assign_msg_clear (&m);                                /* what the cache did not take */
     ak_worker_hold (w, task->task_id, task->attempt);
     self->counters.assigns++;
     return 0;
