@@ -113,6 +113,37 @@ static const char *s_hex (const void *data, size_t len, char *buf, size_t size)
    a buffer per message: a malloc of an ASSIGN's size per dispatch, which
    showed in profiles) and sends route + envelope.  0, AK_ETOOBIG,
    AK_EUNAVAIL (peer gone or its queue full) or AK_EIO. */
+/* A buffer of size bytes to pack a message into: the reusable one, grown
+   up to S_SENDBUF_KEEP, or one for this message (s_buf_done frees it). */
+static uint8_t *s_buf (ak_coord_t *self, size_t size)
+{
+    if (size <= self->sendcap)
+        return self->sendbuf;
+    uint8_t *buf = ak_malloc (size);
+    if (size <= S_SENDBUF_KEEP) {
+        free (self->sendbuf);
+        self->sendbuf = buf;
+        self->sendcap = size;
+    }
+    return buf;
+}
+
+static void s_buf_done (ak_coord_t *self, uint8_t *buf)
+{
+    if (buf != self->sendbuf)
+        free (buf);
+}
+
+/* Sends route + the packed envelope buf.  0, AK_EUNAVAIL or AK_EIO. */
+static int s_send_frame (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, const uint8_t *buf,
+                         size_t size)
+{
+    void *h = zsock_resolve (self->sock[ep]);
+    if (zmq_send (h, route, len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 || zmq_send (h, buf, size, ZMQ_DONTWAIT) < 0)
+        return zmq_errno () == EAGAIN || zmq_errno () == EHOSTUNREACH ? AK_EUNAVAIL : AK_EIO;
+    return 0;
+}
+
 static int s_send_packed (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, Ak__Envelope *env)
 {
     if (env->body_case == AK__ENVELOPE__BODY__NOT_SET)
@@ -121,24 +152,9 @@ static int s_send_packed (ak_coord_t *self, ak_ep_t ep, const void *route, size_
     size_t size = ak__envelope__get_packed_size (env);
     if (size > AK_MAX_MSG_SIZE)
         return AK_ETOOBIG;
-    uint8_t *buf = self->sendbuf;
-    if (size > self->sendcap) {
-        buf = ak_malloc (size);
-        if (size <= S_SENDBUF_KEEP) {
-            free (self->sendbuf);
-            self->sendbuf = buf;
-            self->sendcap = size;
-        }
-    }
-    int rc = 0;
-    void *h = zsock_resolve (self->sock[ep]);
-    if (ak__envelope__pack (env, buf) != size)
-        rc = AK_EINTERNAL;
-    else if (zmq_send (h, route, len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
-             || zmq_send (h, buf, size, ZMQ_DONTWAIT) < 0)
-        rc = zmq_errno () == EAGAIN || zmq_errno () == EHOSTUNREACH ? AK_EUNAVAIL : AK_EIO;
-    if (buf != self->sendbuf)
-        free (buf);
+    uint8_t *buf = s_buf (self, size);
+    int rc = ak__envelope__pack (env, buf) != size ? AK_EINTERNAL : s_send_frame (self, ep, route, len, buf, size);
+    s_buf_done (self, buf);
     return rc;
 }
 
@@ -397,15 +413,7 @@ static int s_send_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *task
     if (size > AK_MAX_MSG_SIZE)
         rc = AK_ETOOBIG;
     else {
-        uint8_t *buf = self->sendbuf;
-        if (size > self->sendcap) {
-            buf = ak_malloc (size);
-            if (size <= S_SENDBUF_KEEP) {
-                free (self->sendbuf);
-                self->sendbuf = buf;
-                self->sendcap = size;
-            }
-        }
+        uint8_t *buf = s_buf (self, size);
         size_t n = ak_pbw_tag (buf, 1, AK_PBW_VARINT);
         n += ak_pbw_varint (buf + n, AK_PROTOCOL_VERSION);
         n += ak_pbw_tag (buf + n, 2, AK_PBW_VARINT);
@@ -421,12 +429,9 @@ static int s_send_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *task
         if (rc == 0)
             s_assign_check (self, txn, task, w, buf, size);
 #endif
-        void *h = zsock_resolve (self->sock[AK_EP_WORKERS]);
-        if (rc == 0 && (zmq_send (h, w->route, w->route_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
-                        || zmq_send (h, buf, size, ZMQ_DONTWAIT) < 0))
-            rc = zmq_errno () == EAGAIN || zmq_errno () == EHOSTUNREACH ? AK_EUNAVAIL : AK_EIO;
-        if (buf != self->sendbuf)
-            free (buf);
+        if (rc == 0)
+            rc = s_send_frame (self, AK_EP_WORKERS, w->route, w->route_len, buf, size);
+        s_buf_done (self, buf);
     }
     if (rc) {
         char hex[64];

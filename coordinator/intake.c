@@ -135,8 +135,8 @@ int ak_intake_stage_raw (ak_intake_t *self, const char *worker_id, Ak__Receipt *
         memcpy (s->raw, raw, rawlen);
         s->rawlen = rawlen;
     }
-    /* what the stored receipt will take, near enough: a decoded receipt
-       packs to no more than the bytes it came in (unknown fields kept) */
+    /* what the stored receipt will take, near enough: the bytes it came
+       in (or its packed size), without the few the coordinator adds */
     self->staged_bytes += raw ? rawlen : ak__receipt__get_packed_size (r);
     if (!self->first_staged)
         self->first_staged = now ? now : 1;
