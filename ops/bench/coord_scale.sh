@@ -17,14 +17,16 @@
 #      and at 1000 workers paced by 100 ms and 250 ms tasks with no prefetch
 #      (offering at most 10,000 and 4,000 round trips/s);
 #   3. coordinator memory (VmRSS) per connected worker and per 100k stored tasks;
-#   4. restart time with 100k tasks in the store: exec of akcoord until its
-#      client endpoint answers `stats`.
+#   4. restart time with 100k tasks in the store (and with 200k after the
+#      1000-worker run): exec of akcoord until its client endpoint answers
+#      `stats`.
 # Tasks come from a generated manifest: the softmax spec of kernels/ (--spec:
 # another one, e.g. that of an older tree whose akctl reads it) with two
 # extra candidates whose parameter spaces give 50,000 + 49,999 configurations,
 # 100,000 tasks with the preflight (the per-batch limit).  Each load run starts
-# from a copy of that store and stops before the batch completes, so no batch
-# settles (decides winners) inside a measurement.
+# from a copy of a store holding that batch twice (200,000 tasks), so that
+# even above 10,000 round trips/s no run empties the queue or settles a
+# batch (decides winners) inside its measurement.
 #
 # Prints a Markdown table and writes results.json, every akload stats file and
 # coordinator log under --out (default: a new directory under /tmp).  Needs
@@ -192,6 +194,18 @@ store_mb=$(du -sm "$tmpl" | cut -f1)
 echo "coord_scale: store with $tasks tasks ($store_mb MiB), submitted in $(( (t1 - t0) / 1000000 )) ms" >&2
 put ".store = {tasks: $tasks, mib: $store_mb, submit_ms: $(( (t1 - t0) / 1000000 ))}"
 
+# The load runs start from a store of two such batches: above 10,000 round
+# trips/s a run of warm-up + duration seconds would use up one batch (100,000
+# tasks, the batch limit), idling the workers and settling the batch inside
+# the window.
+tmpl2="$work/tmpl2"
+cp -r "$tmpl" "$tmpl2"
+start_coord "$tmpl2" "$out/coord-submit2.log" --log-level warn
+tasks2=$(( tasks + $(ctl --timeout 120000 --json submit "$work/manifest.json" | jq -r .tasks) ))
+stop_coord
+echo "coord_scale: load runs start from a store of $tasks2 tasks (two batches)" >&2
+put ".store.load_tasks = $tasks2"
+
 # --------------------------------------------------------- memory per worker
 # 1000 idle workers on an empty store: the registry, routes, ZeroMQ pipes.
 start_coord "$work/empty" "$out/coord-idle.log"
@@ -219,7 +233,7 @@ run_load () {
     local name=$1 n=$2 lopts=$3; shift 3
     local store="$work/store-$name"
     rm -rf "$store"
-    cp -r "$tmpl" "$store"
+    cp -r "$tmpl2" "$store"
     local la jb0 jt0 jb1 jt1 cs0 cs1 foreign
     wait_for_idle
     la=$(loadavg)
@@ -312,7 +326,7 @@ restart_time () {
 }
 restart_time "$tmpl" "100k-queued"
 last="group-${workers_list##* }"
-restart_time "$work/store-$last" "100k-after-$last"
+restart_time "$work/store-$last" "load-after-$last"
 
 # --------------------------------------------------------------- report
 med () { jq "[.restarts[] | select(.store == \"$1\") | .$2] | sort | .[length/2|floor]" "$results"; }
@@ -327,5 +341,5 @@ put ".memory.kib_per_100k_tasks = (($rss_100k - .memory.empty_kib) * 100000 / .s
     jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(if .akload_options == "" then "defaults" else .akload_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.credit_p50_ms) / \(.credit_p99_ms) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.akcoord_cpu_us_per_rt) | \(.akload_cpu_us_per_rt) | \(.assign_bytes) | \(.rss_kib / 1024 | round) | \(.foreign_cpus) |"' "$results"
     echo
     jq -r '"memory: \(.memory.bytes_per_worker) bytes per connected worker (\(.memory.workers) idle workers); \(.memory.kib_per_100k_tasks) KiB RSS per 100k stored tasks, \(.memory.anon_kib_per_100k_tasks) KiB of it anonymous (empty store \(.memory.empty_kib) KiB)"' "$results"
-    echo "restart with $tasks tasks in the store (median of $restarts): $(med 100k-queued ms) ms all queued, $(med "100k-after-$last" ms) ms after the $last run"
+    echo "restart (median of $restarts): $(med 100k-queued ms) ms with $tasks tasks all queued, $(med "load-after-$last" ms) ms with $tasks2 tasks after the $last run"
 } | tee "$out/summary.md"
