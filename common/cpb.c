@@ -51,17 +51,22 @@ bool ak_cpb_same (const ProtobufCMessage *a, const ProtobufCMessage *b)
     return same;
 }
 
+static Ak__Param *s_param_new (const char *name, int64_t value)
+{
+    Ak__Param *p = ak_malloc (sizeof *p);
+    ak__param__init (p);
+    ak_cpb_set (&p->name, name);
+    p->value = value;
+    return p;
+}
+
 Ak__Param **ak_cpb_params_new (const char *const *names, const int64_t *values, size_t n)
 {
     if (n == 0)
         return NULL;
     Ak__Param **params = ak_calloc (n, sizeof *params);
-    for (size_t i = 0; i < n; i++) {
-        params[i] = ak_malloc (sizeof **params);
-        ak__param__init (params[i]);
-        ak_cpb_set (&params[i]->name, names[i]);
-        params[i]->value = values[i];
-    }
+    for (size_t i = 0; i < n; i++)
+        params[i] = s_param_new (names[i], values[i]);
     return params;
 }
 
@@ -70,12 +75,8 @@ Ak__Param **ak_cpb_params_dup (Ak__Param *const *src, size_t n)
     if (n == 0)
         return NULL;
     Ak__Param **params = ak_calloc (n, sizeof *params);
-    for (size_t i = 0; i < n; i++) {
-        params[i] = ak_malloc (sizeof **params);
-        ak__param__init (params[i]);
-        ak_cpb_set (&params[i]->name, src[i]->name);
-        params[i]->value = src[i]->value;
-    }
+    for (size_t i = 0; i < n; i++)
+        params[i] = s_param_new (src[i]->name, src[i]->value);
     return params;
 }
 

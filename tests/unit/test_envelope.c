@@ -98,6 +98,15 @@ static uint8_t *s_pack (Ak__Envelope *env, size_t *size)
     return data;
 }
 
+/* The packed envelope of r's receipt (r initialised by the caller). */
+static uint8_t *s_receipt_frame (s_receipt_t *r, size_t *size)
+{
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.body_case = AK__ENVELOPE__BODY_RECEIPT;
+    env.receipt = &r->receipt;
+    return s_pack (&env, size);
+}
+
 static Ak__Envelope *s_roundtrip (Ak__Envelope *env)
 {
     size_t size = 0;
@@ -271,11 +280,8 @@ static void test_truncated (void **state)
     (void) state;
     s_receipt_t r;
     s_receipt_init (&r);
-    Ak__Envelope env = AK__ENVELOPE__INIT;
-    env.body_case = AK__ENVELOPE__BODY_RECEIPT;
-    env.receipt = &r.receipt;
     size_t size = 0;
-    uint8_t *data = s_pack (&env, &size);
+    uint8_t *data = s_receipt_frame (&r, &size);
     assert_true (size > 100);
     int rejected = 0;
     for (size_t n = 0; n < size; n++) {
@@ -581,11 +587,8 @@ static void test_field_bytes (void **state)
     (void) state;
     s_receipt_t r;
     s_receipt_init (&r);
-    Ak__Envelope env = AK__ENVELOPE__INIT;
-    env.body_case = AK__ENVELOPE__BODY_RECEIPT;
-    env.receipt = &r.receipt;
     size_t size = 0;
-    uint8_t *data = s_pack (&env, &size);
+    uint8_t *data = s_receipt_frame (&r, &size);
     const uint8_t *p = NULL;
     size_t n = 0;
     assert_int_equal (ak_envelope_field_bytes (data, size, AK__ENVELOPE__BODY_RECEIPT, &p, &n), 0);
