@@ -225,6 +225,12 @@ static bool s_in (const ak_pbw_set_t *set, uint32_t number)
 ProtobufCMessage *ak_pbw_unpack_only (const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
                                       const ak_pbw_set_t *keep)
 {
+    return ak_pbw_unpack_only_with (desc, NULL, data, len, keep);
+}
+
+ProtobufCMessage *ak_pbw_unpack_only_with (const ProtobufCMessageDescriptor *desc, ProtobufCAllocator *alloc,
+                                           const uint8_t *data, size_t len, const ak_pbw_set_t *keep)
+{
     uint8_t stack[1024];
     uint8_t *buf = len <= sizeof stack ? stack : malloc (len ? len : 1);
     if (!buf)
@@ -238,7 +244,7 @@ ProtobufCMessage *ak_pbw_unpack_only (const ProtobufCMessageDescriptor *desc, co
             memcpy (buf + n, f.start, f.size);
             n += f.size;
         }
-    ProtobufCMessage *msg = more < 0 ? NULL : protobuf_c_message_unpack (desc, NULL, n, buf);
+    ProtobufCMessage *msg = more < 0 ? NULL : protobuf_c_message_unpack (desc, alloc, n, buf);
     if (buf != stack)
         free (buf);
     return msg;

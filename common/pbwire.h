@@ -49,6 +49,9 @@ bool ak_pbw_set_add (ak_pbw_set_t *set, uint32_t number, uint32_t *high, size_t 
    being read further).  NULL when the bytes do not parse. */
 ProtobufCMessage *ak_pbw_unpack_only (const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
                                       const ak_pbw_set_t *keep);
+/* The same, allocated with alloc (NULL: malloc). */
+ProtobufCMessage *ak_pbw_unpack_only_with (const ProtobufCMessageDescriptor *desc, ProtobufCAllocator *alloc,
+                                           const uint8_t *data, size_t len, const ak_pbw_set_t *keep);
 
 /* Checks that the len bytes at data parse as a message of type desc as
    protobuf-c's unpack parses them, without building it: every field of

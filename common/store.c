@@ -55,6 +55,7 @@ struct ak_txn {
     int failed;                     /* first failure, 0 while healthy */
     char failed_msg[sizeof ((ak_err_t *) 0)->msg];
     zhashx_t *later;                /* task_id -> s_later_t: packed at commit (put_task_later) */
+    ProtobufCAllocator *decode;     /* what records read are decoded into; NULL: malloc */
     /* counters ak_store_next_id raised in this transaction, written once
        before the commit or any other access to meta */
     struct {
@@ -387,6 +388,13 @@ int ak_store_begin (ak_store_t *self, bool write, ak_txn_t **txn_p, ak_err_t *er
     atomic_fetch_add (&self->open_txns, 1);
     *txn_p = txn;
     return 0;
+}
+
+ProtobufCAllocator *ak_store_decode_with (ak_txn_t *txn, ProtobufCAllocator *alloc)
+{
+    ProtobufCAllocator *was = txn->decode;
+    txn->decode = alloc;
+    return was;
 }
 
 static void s_txn_free (ak_txn_t **txn_p)
@@ -982,10 +990,11 @@ static int s_put_msg (ak_txn_t *txn, ak_db_t db, const char *key, const Protobuf
     return 0;
 }
 
-/* Looks key up and decodes it; raw, when given, is the stored value
-   (valid for the transaction). */
+/* Looks key up and decodes it (only the fields in keep, when given: see
+   ak_store_get_only); raw, when given, is the stored value (valid for the
+   transaction). */
 static int s_get_msg_raw (ak_txn_t *txn, ak_db_t db, const char *key, const ProtobufCMessageDescriptor *desc,
-                          ProtobufCMessage **msg_p, MDB_val *raw, ak_err_t *err)
+                          const ak_pbw_set_t *keep, ProtobufCMessage **msg_p, MDB_val *raw, ak_err_t *err)
 {
     if (!msg_p)
         return ak_err_set (err, AK_EINVAL, "store: %s: no output pointer", s_db_names[db]);
@@ -994,7 +1003,8 @@ static int s_get_msg_raw (ak_txn_t *txn, ak_db_t db, const char *key, const Prot
     int rc = s_get_ref (txn, db, key, &v, err);
     if (rc)
         return rc;
-    ProtobufCMessage *msg = protobuf_c_message_unpack (desc, NULL, v.mv_size, v.mv_data);
+    ProtobufCMessage *msg = keep ? ak_pbw_unpack_only_with (desc, txn->decode, v.mv_data, v.mv_size, keep)
+                                 : protobuf_c_message_unpack (desc, txn->decode, v.mv_size, v.mv_data);
     if (!msg)
         return ak_err_set (err, AK_ESTORE, "store %s: %s: key '%s': value of %zu bytes does not "
                            "decode as %s", txn->store->dir, s_db_names[db], key, v.mv_size,
@@ -1005,10 +1015,16 @@ static int s_get_msg_raw (ak_txn_t *txn, ak_db_t db, const char *key, const Prot
     return 0;
 }
 
+int ak_store_get_only (ak_txn_t *txn, ak_db_t db, const char *key, const ProtobufCMessageDescriptor *desc,
+                       const ak_pbw_set_t *keep, ProtobufCMessage **msg_p, ak_err_t *err)
+{
+    return s_get_msg_raw (txn, db, key, desc, keep, msg_p, NULL, err);
+}
+
 static int s_get_msg (ak_txn_t *txn, ak_db_t db, const char *key,
                       const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg_p, ak_err_t *err)
 {
-    return s_get_msg_raw (txn, db, key, desc, msg_p, NULL, err);
+    return s_get_msg_raw (txn, db, key, desc, NULL, msg_p, NULL, err);
 }
 
 int ak_store_put_batch (ak_txn_t *txn, const Ak__BatchRecord *rec, ak_err_t *err)
@@ -1065,7 +1081,7 @@ int ak_store_get_task_def (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **
 {
     ak_task_def_clear (def);
     MDB_val v;
-    int rc = s_get_msg_raw (txn, AK_DB_TASKS, task_id, &ak__task_record__descriptor,
+    int rc = s_get_msg_raw (txn, AK_DB_TASKS, task_id, &ak__task_record__descriptor, NULL,
                             (ProtobufCMessage **) rec_p, &v, err);
     if (rc == 0 && def) {
         def->data = ak_malloc (v.mv_size ? v.mv_size : 1);

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include "akfleet.pb-c.h"
 #include "error.h"
+#include "pbwire.h"
 
 #define AK_STORE_SCHEMA_VERSION 1
 #define AK_STORE_DEFAULT_MAP    (1ull << 30)     /* 1 GiB, grows on demand */
@@ -56,6 +57,15 @@ int ak_store_schema_version (ak_store_t *self, uint32_t *version);
 int  ak_store_begin (ak_store_t *self, bool write, ak_txn_t **txn_p, ak_err_t *err);
 int  ak_store_commit (ak_txn_t **txn_p, ak_err_t *err);
 void ak_store_abort (ak_txn_t **txn_p);
+/* Records the ak_store_get_* functions decode in txn from now on are
+   allocated with alloc (NULL: malloc, the default) and must be freed with
+   it; returns the allocator in force before.  For an arena (arena.h):
+   set it around a loop of reads, and back before anything else reads. */
+ProtobufCAllocator *ak_store_decode_with (ak_txn_t *txn, ProtobufCAllocator *alloc);
+/* Reads key of db and decodes only the top-level fields of desc in keep
+   (pbwire.h): what a pass over many records needs of each. */
+int ak_store_get_only (ak_txn_t *txn, ak_db_t db, const char *key, const ProtobufCMessageDescriptor *desc,
+                       const ak_pbw_set_t *keep, ProtobufCMessage **msg_p, ak_err_t *err);
 
 /* Raw access.  get copies the value into a malloc'ed buffer the caller frees
    (NUL-terminated beyond len for convenience); AK_ENOTFOUND if absent. */

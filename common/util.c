@@ -13,7 +13,7 @@
 
 /* ------------------------------------------------------------ allocation */
 
-static void s_oom (size_t n)
+void ak_oom (size_t n)
 {
     static const char msg[] = "akfleet: out of memory\n";
     (void) n;
@@ -26,7 +26,7 @@ void *ak_malloc (size_t n)
 {
     void *p = malloc (n ? n : 1);
     if (!p)
-        s_oom (n);
+        ak_oom (n);
     return p;
 }
 
@@ -34,7 +34,7 @@ void *ak_calloc (size_t n, size_t size)
 {
     void *p = calloc (n ? n : 1, size ? size : 1);
     if (!p)
-        s_oom (n * size);
+        ak_oom (n * size);
     return p;
 }
 
@@ -42,7 +42,7 @@ void *ak_realloc (void *p, size_t n)
 {
     void *q = realloc (p, n ? n : 1);
     if (!q)
-        s_oom (n);
+        ak_oom (n);
     return q;
 }
 

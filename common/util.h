@@ -24,6 +24,8 @@ char *ak_path_join (const char *dir, const char *rel);
 
 /* xmalloc-style helpers: abort on allocation failure (out of memory is not
    recoverable for these small, bounded allocations). */
+/* Says "out of memory" on stderr and aborts (what ak_malloc does on failure). */
+void ak_oom (size_t n) __attribute__ ((noreturn));
 void *ak_malloc (size_t n);
 void *ak_calloc (size_t n, size_t size);
 void *ak_realloc (void *p, size_t n);

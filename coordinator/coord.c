@@ -1199,6 +1199,7 @@ static int s_settle_rounds (ak_coord_t *self, ak_batch_t *b, size_t *added, ak_e
     ak_store_abort (&txn);
     if (rc == 0) {
         ak_sched_extend (self->sched, created.tasks, created.n);
+        ak_rounds_committed (&created);
         *added = created.n;
     }
     ak_rounds_new_clear (&created);
@@ -1257,7 +1258,7 @@ static void s_settle (ak_coord_t *self, uint64_t now)
         ak_results_t *res = NULL;
         int rc = ak_store_begin (self->store, false, &txn, &err);
         if (rc == 0)
-            rc = ak_results_load (txn, b->batch_id, &res, &err);
+            rc = ak_results_decide (txn, b->batch_id, &res, &err);
         ak_store_abort (&txn);
         if (rc) {
             ak_error ("batch %s: cannot decide its winners yet: %s", b->batch_id, err.msg);

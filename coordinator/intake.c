@@ -432,6 +432,7 @@ int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_
     /* indexed before the receipts finish their tasks, so a batch whose
        stage just ended never looks settled */
     ak_sched_extend (self->sched, self->created.tasks, self->created.n);
+    ak_rounds_committed (&self->created);
     ak_rounds_new_clear (&self->created);
     out->acks = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *out->acks);
     for (size_t i = 0; i < self->nstaged; i++) {

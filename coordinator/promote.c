@@ -259,3 +259,30 @@ int ak_promote (const char *op, const char *device_class, const ak_promote_rule_
     *winner_p = win;
     return 0;
 }
+
+/* TaskRecord: task_id 1, batch_id 2, state 3, attempt 4, kind 5, op 6,
+   device_class 7, candidate_name 9, params 10, receipt_id 20, status 21,
+   worker_id 22, last_error 27, stage 32, avoid_worker 33, confirm_of 34 */
+static const ak_pbw_set_t s_task_fields = {
+    (1ull << 1) | (1ull << 2) | (1ull << 3) | (1ull << 4) | (1ull << 5) | (1ull << 6) | (1ull << 7)
+        | (1ull << 9) | (1ull << 10) | (1ull << 20) | (1ull << 21) | (1ull << 22) | (1ull << 27)
+        | (1ull << 32) | (1ull << 33) | (1ull << 34),
+    NULL, 0
+};
+/* Receipt: receipt_id 1, task_id 2, attempt 4, worker_id 5, status 12,
+   reason 13, gates 16, timings 17 */
+static const ak_pbw_set_t s_receipt_fields = {
+    (1ull << 1) | (1ull << 2) | (1ull << 4) | (1ull << 5) | (1ull << 12) | (1ull << 13) | (1ull << 16)
+        | (1ull << 17),
+    NULL, 0
+};
+
+const ak_pbw_set_t *ak_promote_task_fields (void)
+{
+    return &s_task_fields;
+}
+
+const ak_pbw_set_t *ak_promote_receipt_fields (void)
+{
+    return &s_receipt_fields;
+}

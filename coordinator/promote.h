@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "akfleet.pb-c.h"
+#include "pbwire.h"
 
 typedef struct {
     const char        *task_id;
@@ -68,5 +69,13 @@ int ak_promote (const char *op, const char *device_class, const ak_promote_rule_
 /* Evaluates one candidate (the first half of ak_promote). */
 void ak_promote_eval (const ak_promote_rule_t *rule, const ak_promote_cand_t *cand,
                       ak_promote_eval_t *eval);
+
+/* The top-level fields of a TaskRecord and of a Receipt that deciding a
+   pair reads (ak_promote, the confirmation round, rounds.h, results.h);
+   the passes over a whole batch decode only these (ak_store_get_only).
+   A decision that reads another field must add it here: debug builds
+   decide every such pass from full records too and compare. */
+const ak_pbw_set_t *ak_promote_task_fields (void);
+const ak_pbw_set_t *ak_promote_receipt_fields (void);
 
 #endif

@@ -7,18 +7,25 @@
 #include "corpus.h"
 #include "log.h"
 #include "rounds.h"
+#include "promote.h"
+#include "pbwire.h"
+#include "cpb.h"
 #include "util.h"
 
 typedef struct {
-    Ak__TaskRecord **tasks;
-    size_t           n;
-    size_t           cap;
+    Ak__TaskRecord   **tasks;
+    size_t             n;
+    size_t             cap;
+    ProtobufCAllocator *alloc;
+    bool               slim;        /* only the fields deciding reads (promote.h) */
 } s_collect_t;
 
 static int s_collect (const char *key, const void *val, size_t len, void *arg)
 {
     s_collect_t *c = arg;
-    Ak__TaskRecord *rec = ak__task_record__unpack (NULL, len, val);
+    Ak__TaskRecord *rec = c->slim ? (Ak__TaskRecord *) ak_pbw_unpack_only_with (
+                                        &ak__task_record__descriptor, c->alloc, val, len, ak_promote_task_fields ())
+                                  : ak__task_record__unpack (c->alloc, len, val);
     if (!rec) {
         ak_error ("store: tasks/%s: undecodable task record, skipped", key);
         return 0;
@@ -93,36 +100,26 @@ static void s_decide (ak_result_pair_t *p, const ak_promote_rule_t *rule, uint32
     free (cands);
 }
 
-int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err)
+/* Reads the accepted receipt of each collected task and files both under
+   their (op, class). */
+static int s_sort_tasks (ak_txn_t *txn, ak_results_t *res, s_collect_t *c, ak_err_t *err)
 {
-    *results_p = NULL;
-    ak_results_t *res = ak_calloc (1, sizeof *res);
-    s_collect_t c = { 0 };
-    char prefix[128];
-    int rc = ak_store_get_batch (txn, batch_id, &res->batch, err);
-    if (rc)
-        goto fail;
-    snprintf (prefix, sizeof prefix, "%s.", batch_id);
-    rc = ak_store_walk (txn, AK_DB_TASKS, prefix, s_collect, &c, err);
-    if (rc)
-        goto fail;
-
-    for (size_t i = 0; i < c.n; i++) {
-        Ak__TaskRecord *t = c.tasks[i];
-        c.tasks[i] = NULL;
+    for (size_t i = 0; i < c->n; i++) {
+        Ak__TaskRecord *t = c->tasks[i];
+        c->tasks[i] = NULL;
         Ak__Receipt *r = NULL;
         if (*t->receipt_id) {
-            rc = ak_store_get_receipt (txn, t->receipt_id, &r, err);
+            int rc = c->slim ? ak_store_get_only (txn, AK_DB_RECEIPTS, t->receipt_id, &ak__receipt__descriptor,
+                                                  ak_promote_receipt_fields (), (ProtobufCMessage **) &r, err)
+                             : ak_store_get_receipt (txn, t->receipt_id, &r, err);
             if (rc == AK_ENOTFOUND || rc == AK_ESTORE) {
                 ak_error ("task %s: accepted receipt %s unreadable: %s", t->task_id, t->receipt_id,
                           err ? err->msg : "");
                 r = NULL;
                 rc = 0;
             }
-            if (rc) {
-                ak__task_record__free_unpacked (t, NULL);
-                goto fail;
-            }
+            if (rc)
+                return rc;
         }
         ak_result_pair_t *p = s_pair (res, t->op, t->device_class);
         if (strcmp (t->kind, "preflight") == 0 && !p->preflight.task) {
@@ -147,12 +144,31 @@ int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results
             p->profiles[p->nprofiles].receipt = r;
             p->nprofiles++;
         }
-        else {
-            ak__task_record__free_unpacked (t, NULL);
-            if (r)
-                ak__receipt__free_unpacked (r, NULL);
-        }
+        /* any other kind: left in the arena */
     }
+    return 0;
+}
+
+static int s_load (ak_txn_t *txn, const char *batch_id, bool slim, ak_results_t **results_p, ak_err_t *err)
+{
+    *results_p = NULL;
+    ak_results_t *res = ak_calloc (1, sizeof *res);
+    s_collect_t c = { .slim = slim };
+    char prefix[128];
+    int rc = ak_store_get_batch (txn, batch_id, &res->batch, err);
+    if (rc)
+        goto fail;
+    snprintf (prefix, sizeof prefix, "%s.", batch_id);
+    /* a batch's worth of records and receipts, freed together (arena.h) */
+    res->arena = ak_arena_new ();
+    c.alloc = ak_arena_pb (res->arena);
+    ProtobufCAllocator *was = ak_store_decode_with (txn, c.alloc);
+    rc = ak_store_walk (txn, AK_DB_TASKS, prefix, s_collect, &c, err);
+    if (rc == 0)
+        rc = s_sort_tasks (txn, res, &c, err);
+    ak_store_decode_with (txn, was);
+    if (rc)
+        goto fail;
 
     ak_promote_rule_t rule = {
         .threshold = res->batch->policy ? res->batch->policy->threshold : 0.03,
@@ -168,21 +184,36 @@ int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results
     return 0;
 
 fail:
-    for (size_t i = 0; i < c.n; i++)
-        if (c.tasks[i])
-            ak__task_record__free_unpacked (c.tasks[i], NULL);
-    free (c.tasks);
+    free (c.tasks);                 /* the records are in res->arena */
     ak_results_destroy (&res);
     return rc;
 }
 
-static void s_result_free (ak_result_task_t *rt)
+int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err)
 {
-    if (rt->task)
-        ak__task_record__free_unpacked (rt->task, NULL);
-    if (rt->receipt)
-        ak__receipt__free_unpacked (rt->receipt, NULL);
+    return s_load (txn, batch_id, false, results_p, err);
 }
+
+int ak_results_decide (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err)
+{
+    int rc = s_load (txn, batch_id, true, results_p, err);
+#ifndef NDEBUG
+    /* debug builds: full records decide the same */
+    ak_results_t *full = NULL;
+    if (rc == 0 && s_load (txn, batch_id, false, &full, err) == 0) {
+        bool same = full->npairs == (*results_p)->npairs;
+        for (size_t i = 0; same && i < full->npairs; i++)
+            same = ak_cpb_same (&full->pairs[i].winner->base, &(*results_p)->pairs[i].winner->base);
+        if (!same) {
+            ak_error ("debug: batch %s: winners decided from slim records differ from full ones", batch_id);
+            abort ();
+        }
+    }
+    ak_results_destroy (&full);
+#endif
+    return rc;
+}
+
 
 void ak_results_destroy (ak_results_t **self_p)
 {
@@ -192,15 +223,8 @@ void ak_results_destroy (ak_results_t **self_p)
             ak_result_pair_t *p = &self->pairs[i];
             free (p->op);
             free (p->device_class);
-            s_result_free (&p->preflight);
-            for (size_t j = 0; j < p->ntunes; j++)
-                s_result_free (&p->tunes[j]);
-            free (p->tunes);
-            for (size_t j = 0; j < p->nprofiles; j++)
-                s_result_free (&p->profiles[j]);
+            free (p->tunes);                /* their records: in the arena */
             free (p->profiles);
-            for (size_t j = 0; j < p->nconfirms; j++)
-                s_result_free (&p->confirms[j]);
             free (p->confirms);
             free (p->evals);
             if (p->winner)
@@ -209,6 +233,7 @@ void ak_results_destroy (ak_results_t **self_p)
         free (self->pairs);
         if (self->batch)
             ak__batch_record__free_unpacked (self->batch, NULL);
+        ak_arena_destroy (&self->arena);
         free (self);
         *self_p = NULL;
     }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <jansson.h>
 #include "akfleet.pb-c.h"
+#include "arena.h"
 #include "error.h"
 #include "store.h"
 #include "promote.h"
@@ -37,6 +38,7 @@ typedef struct {
     Ak__BatchRecord  *batch;            /* owned */
     ak_result_pair_t *pairs;            /* in the order their first task appears */
     size_t            npairs;
+    ak_arena_t       *arena;            /* the pairs' task records and receipts (arena.h) */
 } ak_results_t;
 
 /* The weighted aggregates of a pair for `report` (docs/measurement.md,
@@ -51,6 +53,9 @@ json_t *ak_results_aggregates (const ak_result_pair_t *p, const Ak__Winner *winn
 
 /* Loads batch_id's results; AK_ENOTFOUND when there is no such batch. */
 int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err);
+/* The same with only the fields deciding reads (promote.h): for the
+   winners alone (settling a batch); report and profiles need the rest. */
+int ak_results_decide (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err);
 void ak_results_destroy (ak_results_t **self_p);
 
 #endif

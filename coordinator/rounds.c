@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "rounds.h"
+#include "promote.h"
+#include "arena.h"
 #include "cpb.h"
 #include "log.h"
 #include "util.h"
@@ -321,6 +323,7 @@ void ak_rounds_new_clear (ak_rounds_new_t *out)
     for (size_t i = 0; i < out->n; i++)
         ak__task_record__free_unpacked (out->tasks[i], NULL);
     free (out->tasks);
+    free (out->checked);
     memset (out, 0, sizeof *out);
 }
 
@@ -350,6 +353,7 @@ typedef struct {
     ak_promote_cand_t *cands;
     ak_promote_eval_t *evals;
     size_t            n;
+    ak_arena_t       *arena;            /* recs and receipts live here */
 } s_pair_t;
 
 static bool s_terminal (const s_pair_t *p, const ak_task_t *t)
@@ -359,11 +363,7 @@ static bool s_terminal (const s_pair_t *p, const ak_task_t *t)
 
 static void s_pair_unload (s_pair_t *p)
 {
-    for (size_t i = 0; i < p->n; i++) {
-        ak__task_record__free_unpacked (p->recs[i], NULL);
-        if (p->receipts[i])
-            ak__receipt__free_unpacked (p->receipts[i], NULL);
-    }
+    ak_arena_destroy (&p->arena);       /* every record and receipt */
     free (p->recs);
     free (p->receipts);
     free (p->cands);
@@ -375,6 +375,85 @@ static void s_pair_unload (s_pair_t *p)
     p->n = 0;
 }
 
+/* Reads the tune tasks of the pair that `want` selects, with their
+   accepted receipts, into p->recs / p->receipts: only the fields the
+   decisions read (promote.h), or with full every field. */
+static int s_pair_read (s_pair_t *p, bool (*want) (const ak_task_t *t, uint32_t arg), uint32_t arg,
+                        bool full, ak_err_t *err)
+{
+    ak_batch_t *b = p->batch;
+    for (size_t i = 0; i < b->ntasks; i++) {
+        const ak_task_t *t = b->tasks[i];
+        if (strcmp (t->kind, "tune") != 0 || strcmp (t->op, p->op) != 0
+            || strcmp (t->device_class, p->cls) != 0 || !want (t, arg))
+            continue;
+        Ak__TaskRecord *rec = NULL;
+        int rc = full ? ak_store_get_task (p->txn, t->task_id, &rec, err)
+                      : ak_store_get_only (p->txn, AK_DB_TASKS, t->task_id, &ak__task_record__descriptor,
+                                           ak_promote_task_fields (), (ProtobufCMessage **) &rec, err);
+        if (rc)
+            return rc;
+        Ak__Receipt *r = NULL;
+        if (*rec->receipt_id) {
+            rc = full ? ak_store_get_receipt (p->txn, rec->receipt_id, &r, err)
+                      : ak_store_get_only (p->txn, AK_DB_RECEIPTS, rec->receipt_id, &ak__receipt__descriptor,
+                                           ak_promote_receipt_fields (), (ProtobufCMessage **) &r, err);
+            if (rc == AK_ENOTFOUND || rc == AK_ESTORE) {
+                ak_error ("task %s: accepted receipt %s unreadable: %s", rec->task_id, rec->receipt_id,
+                          err ? err->msg : "");
+                r = NULL;
+            }
+            else if (rc)
+                return rc;
+        }
+        p->recs[p->n] = rec;
+        p->receipts[p->n] = r;
+        p->n++;
+    }
+    return 0;
+}
+
+#ifndef NDEBUG
+/* Debug builds: the same pass from full records must evaluate every
+   candidate the same (a decision reading a field ak_promote_task_fields or
+   ak_promote_receipt_fields leaves out would not). */
+static void s_pair_check (s_pair_t *p, bool (*want) (const ak_task_t *t, uint32_t arg), uint32_t arg,
+                          const ak_promote_rule_t *rule)
+{
+    s_pair_t full = *p;
+    full.recs = ak_calloc (p->batch->ntasks ? p->batch->ntasks : 1, sizeof *full.recs);
+    full.receipts = ak_calloc (p->batch->ntasks ? p->batch->ntasks : 1, sizeof *full.receipts);
+    full.n = 0;
+    full.arena = ak_arena_new ();
+    ak_err_t err = { 0 };
+    ProtobufCAllocator *was = ak_store_decode_with (p->txn, ak_arena_pb (full.arena));
+    int rc = s_pair_read (&full, want, arg, true, &err);
+    ak_store_decode_with (p->txn, was);
+    if (rc || full.n != p->n) {
+        ak_error ("debug: full read of %s/%s: %s (%zu records, slim %zu)", p->op, p->cls, err.msg, full.n, p->n);
+        abort ();
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        const Ak__TaskRecord *t = full.recs[i];
+        ak_promote_cand_t c = { t->task_id, t->candidate_name, t->params, t->n_params, t->state,
+                                t->last_error, full.receipts[i] };
+        ak_promote_eval_t ev;
+        ak_promote_eval (rule, &c, &ev);
+        const ak_promote_eval_t *sl = &p->evals[i];
+        if (ev.ok != sl->ok || ev.promotable != sl->promotable || ev.speedup != sl->speedup
+            || ev.noise != sl->noise || strcmp (ev.status, sl->status) != 0 || strcmp (ev.reason, sl->reason) != 0
+            || t->stage != p->recs[i]->stage || strcmp (t->task_id, p->recs[i]->task_id) != 0) {
+            ak_error ("debug: task %s evaluates differently from its slim record: %s / %s", t->task_id,
+                      ev.reason, sl->reason);
+            abort ();
+        }
+    }
+    ak_arena_destroy (&full.arena);
+    free (full.recs);
+    free (full.receipts);
+}
+#endif
+
 /* Loads the tune tasks of the pair that `want` selects, with receipts and
    evaluations under the batch policy's rule. */
 static int s_pair_load (s_pair_t *p, bool (*want) (const ak_task_t *t, uint32_t arg), uint32_t arg,
@@ -383,32 +462,14 @@ static int s_pair_load (s_pair_t *p, bool (*want) (const ak_task_t *t, uint32_t 
     ak_batch_t *b = p->batch;
     p->recs = ak_calloc (b->ntasks ? b->ntasks : 1, sizeof *p->recs);
     p->receipts = ak_calloc (b->ntasks ? b->ntasks : 1, sizeof *p->receipts);
-    for (size_t i = 0; i < b->ntasks; i++) {
-        const ak_task_t *t = b->tasks[i];
-        if (strcmp (t->kind, "tune") != 0 || strcmp (t->op, p->op) != 0
-            || strcmp (t->device_class, p->cls) != 0 || !want (t, arg))
-            continue;
-        Ak__TaskRecord *rec = NULL;
-        int rc = ak_store_get_task (p->txn, t->task_id, &rec, err);
-        if (rc)
-            return rc;
-        Ak__Receipt *r = NULL;
-        if (*rec->receipt_id) {
-            rc = ak_store_get_receipt (p->txn, rec->receipt_id, &r, err);
-            if (rc == AK_ENOTFOUND || rc == AK_ESTORE) {
-                ak_error ("task %s: accepted receipt %s unreadable: %s", rec->task_id, rec->receipt_id,
-                          err ? err->msg : "");
-                r = NULL;
-            }
-            else if (rc) {
-                ak__task_record__free_unpacked (rec, NULL);
-                return rc;
-            }
-        }
-        p->recs[p->n] = rec;
-        p->receipts[p->n] = r;
-        p->n++;
-    }
+    /* up to a batch's worth of records, decoded together and freed
+       together: into an arena (arena.h) */
+    p->arena = ak_arena_new ();
+    ProtobufCAllocator *was = ak_store_decode_with (p->txn, ak_arena_pb (p->arena));
+    int rc = s_pair_read (p, want, arg, false, err);
+    ak_store_decode_with (p->txn, was);
+    if (rc)
+        return rc;
     p->cands = ak_calloc (p->n ? p->n : 1, sizeof *p->cands);
     p->evals = ak_calloc (p->n ? p->n : 1, sizeof *p->evals);
     const Ak__Policy *pol = p->brec->policy;
@@ -420,6 +481,9 @@ static int s_pair_load (s_pair_t *p, bool (*want) (const ak_task_t *t, uint32_t 
                                             t->state, t->last_error, p->receipts[i] };
         ak_promote_eval (&rule, &p->cands[i], &p->evals[i]);
     }
+#ifndef NDEBUG
+    s_pair_check (p, want, arg, &rule);
+#endif
     return 0;
 }
 
@@ -442,9 +506,12 @@ static int s_create (s_pair_t *p, const Ak__TaskRecord *src, const char *kind, u
     size_t made = 0;
     for (size_t i = 0; i < p->out->n; i++)
         made += strcmp (p->out->tasks[i]->batch_id, p->batch->batch_id) == 0;
-    Ak__TaskRecord *rec = (Ak__TaskRecord *) ak_cpb_dup (&src->base);
-    if (!rec)
-        return ak_err_set (err, AK_EINTERNAL, "copying task %s failed", src->task_id);
+    /* src holds only what the decisions read (s_pair_read): the copy
+       starts from the stored record */
+    Ak__TaskRecord *rec = NULL;
+    int grc = ak_store_get_task (p->txn, src->task_id, &rec, err);
+    if (grc)
+        return grc;
     /* ids continue the batch's sequence; one taken by a record the index
        skipped is passed over */
     for (size_t seq = p->batch->ntasks + made + 1; ; seq++) {
@@ -582,7 +649,26 @@ typedef struct {
     size_t   nconfirm;
     uint32_t smax, n1;
     size_t   hint;                  /* where the last open task was found */
+    bool     checked;               /* the final check found nothing to create, */
+    uint64_t checked_reopens;       /* with the batch's reopens at this count */
 } s_memo_t;
+
+static uint64_t s_final_checks;
+
+uint64_t ak_rounds_final_checks (void)
+{
+    return s_final_checks;
+}
+
+void ak_rounds_committed (ak_rounds_new_t *out)
+{
+    for (size_t i = 0; i < out->nchecked; i++) {
+        s_memo_t *m = out->checked[i].memo;
+        m->checked = true;
+        m->checked_reopens = out->checked[i].reopens;
+    }
+    out->nchecked = 0;
+}
 
 static void s_memo_free (void **item)
 {
@@ -671,7 +757,21 @@ static int s_advance_pair (s_pair_t *p, ak_err_t *err)
     }
     if (open_tunes)
         return 0;
-    return s_confirm (p, rounds, err);
+    /* decided already on these very tasks (ak_rounds_committed) */
+    if (memo->checked && memo->checked_reopens == b->reopens)
+        return 0;
+    size_t made = p->out->n;
+    s_final_checks++;
+    rc = s_confirm (p, rounds, err);
+    if (rc == 0 && p->out->n == made) {
+        ak_rounds_new_t *out = p->out;
+        if (out->nchecked == out->cap_checked) {
+            out->cap_checked = out->cap_checked ? out->cap_checked * 2 : 4;
+            out->checked = ak_realloc (out->checked, out->cap_checked * sizeof *out->checked);
+        }
+        out->checked[out->nchecked++] = (ak_rounds_checked_t) { memo, b->reopens };
+    }
+    return rc;
 }
 
 /* Runs the round logic once for each distinct (batch, op, class) of the

@@ -117,9 +117,19 @@ void ak_rounds_confirm_decide (const ak_promote_rule_t *rule, double implausible
 // ------------------------------------------------------- store and index side
 
 typedef struct {
+    void            *memo;      /* rounds.c's summary of one (op, class) */
+    uint64_t         reopens;   /* its batch's reopens when checked */
+} ak_rounds_checked_t;
+
+typedef struct {
     Ak__TaskRecord **tasks;     /* created, stored in the transaction; owned */
     size_t           n;
     size_t           cap;
+    /* (op, class) pairs whose final check (confirm round or not) found
+       nothing to create: ak_rounds_committed remembers them */
+    ak_rounds_checked_t *checked;
+    size_t           nchecked;
+    size_t           cap_checked;
 } ak_rounds_new_t;
 
 /* Creates, in txn, the next stage or the confirm tasks of every (batch,
@@ -134,5 +144,15 @@ int ak_rounds_advance (ak_txn_t *txn, ak_sched_t *sched, ak_task_t *const *touch
 int ak_rounds_advance_batch (ak_txn_t *txn, ak_sched_t *sched, ak_batch_t *batch,
                              uint64_t now_wall_ms, ak_rounds_new_t *out, ak_err_t *err);
 void ak_rounds_new_clear (ak_rounds_new_t *out);
+/* After the transaction of ak_rounds_advance (or _batch) committed, or
+   when nothing in it needed committing: an (op, class) whose final check
+   found nothing to create is not checked again (that check loads every
+   task of the pair and its receipt: seconds for 100,000 tasks, which
+   the settle-time pass repeated right after the commit that ended the
+   batch) until its batch gains tasks or one of them leaves a terminal
+   state (retry). */
+void ak_rounds_committed (ak_rounds_new_t *out);
+/* Final checks run so far in this process (tests, diagnostics). */
+uint64_t ak_rounds_final_checks (void);
 
 #endif

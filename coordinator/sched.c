@@ -205,6 +205,8 @@ static void s_set_state (ak_sched_t *self, ak_task_t *task, ak_tstate_t state)
     }
     if (state != AK_TS_LEASED)
         s_uncache (task);
+    if (ak_tstate_terminal (task->state) && !ak_tstate_terminal (state))
+        task->batch->reopens++;
     task->state = state;
     self->counts[state]++;
     task->batch->counts[state]++;

@@ -100,6 +100,7 @@ struct ak_batch {
     size_t       cap_tasks;
     bool         dirty;
     bool         settling;          /* every task terminal, winners not decided yet */
+    uint64_t     reopens;           /* times a task left a terminal state (retry) */
     void        *rounds_memo;       /* rounds.c's per (op, class) summary of tasks; freed here */
 };
 

@@ -3,7 +3,7 @@
 #
 #   ops/bench/coord_scale.sh [--bin DIR] [--out DIR] [--duration S] [--warmup S]
 #                            [--workers "10 100 1000"] [--restarts N] [--spec FILE]
-#                            [--wait-idle S] [--keep]
+#                            [--wait-idle S] [--only "RUN ..."] [--repeat N] [--keep]
 #
 # Runs a REAL akcoord with durable commits (LMDB syncs on every commit, the
 # default) against akload (build/bin/akload: simulated workers, no kernel
@@ -25,8 +25,10 @@
 # extra candidates whose parameter spaces give 50,000 + 49,999 configurations,
 # 100,000 tasks with the preflight (the per-batch limit).  Each load run starts
 # from a copy of a store holding that batch twice (200,000 tasks), so that
-# even above 10,000 round trips/s no run empties the queue or settles a
-# batch (decides winners) inside its measurement.
+# even above 10,000 round trips/s no run empties the queue.  A run that
+# gets through 100,000 round trips completes the first batch (decides its
+# winners, which keeps the loop busy for a while); the table says how many
+# batches completed and the longest credit->assign wait of each run.
 #
 # Prints a Markdown table and writes results.json, every akload stats file and
 # coordinator log under --out (default: a new directory under /tmp).  Needs
@@ -34,9 +36,13 @@
 # what docs/benchmarks.md reports).  Nothing here is a test: it takes a few
 # minutes and its numbers depend on the machine and on what else runs on it.
 # Each load run records the CPU the rest of the machine used meanwhile
-# ("foreign", in CPUs: all busy time minus that of this script's children);
+# ("foreign", in CPUs: all busy time minus that of this script's children
+# and minus steal) and the CPU time the hypervisor took from this virtual
+# machine during the measured window ("steal", in CPUs, /proc/stat);
 # --wait-idle S waits up to S seconds before each run for a second in which
-# the machine is at least 85% idle.
+# the machine is at least 85% idle.  --only "paced4k-1000 ..." does only
+# those load runs (names as in the table); --repeat N does each load run N
+# times (NAME, NAME#2, ...) and summarizes the repeated runs' latencies.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -49,9 +55,11 @@ restarts=3
 wait_idle=0
 keep=0
 spec="$root/kernels/softmax/spec.json"
+only=""
+repeat=1
 
 usage () {
-    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -64,6 +72,8 @@ while [ $# -gt 0 ]; do
         --restarts) restarts=$2; shift 2 ;;
         --wait-idle) wait_idle=$2; shift 2 ;;
         --spec) spec=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
+        --only) only=$2; shift 2 ;;
+        --repeat) repeat=$2; shift 2 ;;
         --keep) keep=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "coord_scale: unknown argument '$1' (try --help)" >&2; exit 2 ;;
@@ -76,6 +86,11 @@ for b in akcoord akctl akload; do
     [ -x "$bin/$b" ] || { echo "coord_scale: no $bin/$b (build first, or --bin DIR)" >&2; exit 2; }
 done
 [ "$warmup" -lt "$duration" ] || { echo "coord_scale: --warmup must be below --duration" >&2; exit 2; }
+case "$repeat" in ''|*[!0-9]*|0) echo "coord_scale: --repeat must be a positive number" >&2; exit 2 ;; esac
+runs_known="$(for n in $workers_list; do printf 'group-%s ' "$n"; done)single-1000 paced-1000 paced4k-1000"
+for r in $only; do
+    [[ " $runs_known " == *" $r "* ]] || { echo "coord_scale: --only: no load run '$r' (one of: $runs_known)" >&2; exit 2; }
+done
 if [ -z "$out" ]; then
     out=$(mktemp -d /tmp/coord_scale.XXXXXX)
 fi
@@ -111,8 +126,12 @@ anon_kb () { awk '/^RssAnon:/ {print $2}' "/proc/$1/status"; }
 # CPU clock ticks (user + system, every thread) a process used so far
 proc_ticks () { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo -1; }
 loadavg () { cut -d' ' -f1 /proc/loadavg; }
-# busy and total jiffies of the machine; CPU seconds of this shell's waited-for children
-cpu_jiffies () { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
+# busy (less steal) and total jiffies of the machine; CPU seconds of this
+# shell's waited-for children
+cpu_jiffies () { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6 - $9, t }' /proc/stat; }
+# steal and total jiffies: time the hypervisor ran something else on this
+# machine's virtual CPUs
+steal_jiffies () { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print $9, t }' /proc/stat; }
 # (`times` in this shell, not in a $(...) subshell, which has no children yet)
 children_s () { tail -1 "$1" | awk '{ split ($1, a, "m"); split ($2, b, "m"); print a[1] * 60 + a[2] + b[1] * 60 + b[2] }'; }
 # wait_idle: up to $wait_idle s for a second with the machine >= 85% idle
@@ -196,8 +215,7 @@ put ".store = {tasks: $tasks, mib: $store_mb, submit_ms: $(( (t1 - t0) / 1000000
 
 # The load runs start from a store of two such batches: above 10,000 round
 # trips/s a run of warm-up + duration seconds would use up one batch (100,000
-# tasks, the batch limit), idling the workers and settling the batch inside
-# the window.
+# tasks, the batch limit) and idle the workers.
 tmpl2="$work/tmpl2"
 cp -r "$tmpl" "$tmpl2"
 start_coord "$tmpl2" "$out/coord-submit2.log" --log-level warn
@@ -245,11 +263,13 @@ run_load () {
         --log-level warn --stats-json "$out/akload-$name.json" $lopts >"$out/akload-$name.out" 2>&1 &
     load_pid=$!
     sleep "$warmup"
-    local c0 r0 c1 r1 rss hwm k0 k1 l0 l1
+    local c0 r0 c1 r1 rss hwm k0 k1 l0 l1 s0 st0 s1 st1 steal
     k0=$(proc_ticks "$coord_pid"); l0=$(proc_ticks "$load_pid")
+    read -r s0 st0 < <(steal_jiffies)
     c0=$(stat_of commits); r0=$(stat_of receipts_accepted)
     sleep $(( duration - warmup - 1 ))
     k1=$(proc_ticks "$coord_pid"); l1=$(proc_ticks "$load_pid")
+    read -r s1 st1 < <(steal_jiffies)
     c1=$(stat_of commits); r1=$(stat_of receipts_accepted)
     rss=$(rss_kb "$coord_pid")
     wait "$load_pid"; load_pid=""
@@ -259,7 +279,12 @@ run_load () {
     # CPUs used by everything else on the machine during the run
     foreign=$(awk -v b="$(( jb1 - jb0 ))" -v t="$(( jt1 - jt0 ))" -v c0="$cs0" -v c1="$cs1" -v n="$(nproc)" \
         'BEGIN { hz = 100; ours = (c1 - c0) * hz; f = (b - ours) / t * n; if (f < 0) f = 0; printf "%.2f", f }')
-    local per_commit coord_us load_us
+    steal=$(awk -v s="$(( s1 - s0 ))" -v t="$(( st1 - st0 ))" -v n="$(nproc)" \
+        'BEGIN { printf "%.2f", (t > 0 ? s / t * n : 0) }')
+    local per_commit coord_us load_us settled
+    # batches that completed (decided their winners) during the run: the
+    # loop is busy for a while when one does (its longest credit->assign)
+    settled=$(grep -cE 'batch B[0-9]+ complete:' "$out/coord-$name.log" || true)
     per_commit=$(jq -n "if ($c1 - $c0) > 0 then (($r1 - $r0) / ($c1 - $c0) * 10 | round / 10) else 0 end")
     # CPU per accepted receipt, over the same window: what the coordinator
     # (all its threads) and akload spend per round trip, which foreign load
@@ -269,14 +294,15 @@ run_load () {
     coord_us=$(jq -n "if ($r1 - $r0) > 0 and $k0 >= 0 and $k1 >= 0 then (($k1 - $k0) * 10000 / ($r1 - $r0) | round) else null end")
     load_us=$(jq -n "if ($r1 - $r0) > 0 and $l0 >= 0 and $l1 >= 0 then (($l1 - $l0) * 10000 / ($r1 - $r0) | round) else null end")
     jq --arg name "$name" --argjson n "$n" --arg opts "$*" --arg lopts "$lopts" --argjson la "$la" \
-       --argjson foreign "$foreign" --argjson cus "$coord_us" --argjson lus "$load_us" \
-       --argjson rss "$rss" --argjson pc "$per_commit" \
+       --argjson foreign "$foreign" --argjson steal "$steal" --argjson cus "$coord_us" --argjson lus "$load_us" \
+       --argjson rss "$rss" --argjson pc "$per_commit" --argjson settled "${settled:-0}" \
        '{name: $name, workers: $n, akcoord_options: $opts, akload_options: $lopts, loadavg_before: $la,
-         foreign_cpus: $foreign, akcoord_cpu_us_per_rt: $cus, akload_cpu_us_per_rt: $lus,
+         foreign_cpus: $foreign, steal_cpus: $steal, akcoord_cpu_us_per_rt: $cus, akload_cpu_us_per_rt: $lus,
          round_trips_per_s: (.round_trips_per_s | round),
          p50_ms: .dispatch_to_ack_latency.p50_ms, p99_ms: .dispatch_to_ack_latency.p99_ms,
          commit_p50_ms: .receipt_to_ack_latency.p50_ms, commit_p99_ms: .receipt_to_ack_latency.p99_ms,
          credit_p50_ms: .credit_to_assign_latency.p50_ms, credit_p99_ms: .credit_to_assign_latency.p99_ms,
+         credit_max_ms: .credit_to_assign_latency.max_ms, batches_completed: $settled,
          receipts_per_commit: $pc, rss_kib: $rss, acks: .counts.acks_received,
          duplicates_acked: .counts.duplicates_acked, reconnects: .counts.reconnects,
          assign_bytes: (if .counts.assign_bytes then (.counts.assign_bytes
@@ -286,19 +312,30 @@ run_load () {
     echo "coord_scale: $name: $(jq -c . "$out/run-$name.json")" >&2
 }
 
+# load NAME WORKERS "AKLOAD OPTIONS" [akcoord options...]: run_load, unless
+# --only leaves NAME out, --repeat times
+load () {
+    local name=$1 k; shift
+    if [ -n "$only" ] && ! [[ " $only " == *" $name "* ]]; then
+        return 0
+    fi
+    for k in $(seq 1 "$repeat"); do
+        if [ "$k" = 1 ]; then run_load "$name" "$@"; else run_load "$name#$k" "$@"; fi
+    done
+}
 # saturated: every worker always has work (slot + prefetch), so the
 # latencies are queueing (Little's law: 2N tasks in flight / rate)
 for n in $workers_list; do
-    run_load "group-$n" "$n" ""
+    load "group-$n" "$n" ""
 done
-run_load "single-1000" 1000 "" --commit-max 1
+load "single-1000" 1000 "" --commit-max 1
 # paced: 1000 workers, 1 slot, no prefetch, each task "runs" 100 ms, which
 # offers at most 10,000 round trips/s; dispatch->ack is then 100 ms plus
 # what the coordinator adds (dispatch, intake, group commit)
-run_load "paced-1000" 1000 "--prefetch 0 --task-ms 100"
+load "paced-1000" 1000 "--prefetch 0 --task-ms 100"
 # below saturation: 250 ms tasks offer at most 4,000 round trips/s, so the
 # latencies are the coordinator's own (dispatch, intake, group commit)
-run_load "paced4k-1000" 1000 "--prefetch 0 --task-ms 250"
+load "paced4k-1000" 1000 "--prefetch 0 --task-ms 250"
 
 # ------------------------------------------------------------- restarts
 # restart_time STORE NAME: ms from exec to a `stats` answer, RSS then.
@@ -326,7 +363,9 @@ restart_time () {
 }
 restart_time "$tmpl" "100k-queued"
 last="group-${workers_list##* }"
-restart_time "$work/store-$last" "load-after-$last"
+if [ -d "$work/store-$last" ]; then      # not when --only left it out
+    restart_time "$work/store-$last" "load-after-$last"
+fi
 
 # --------------------------------------------------------------- report
 med () { jq "[.restarts[] | select(.store == \"$1\") | .$2] | sort | .[length/2|floor]" "$results"; }
@@ -336,10 +375,16 @@ put ".memory.kib_per_100k_tasks = (($rss_100k - .memory.empty_kib) * 100000 / .s
      | .memory.anon_kib_per_100k_tasks = (($anon_100k - .memory.empty_anon_kib) * 100000 / .store.tasks | round)"
 
 {
-    echo "| run | workers | akcoord | akload | round trips/s | dispatch->ack p50 / p99 (ms) | credit->assign p50 / p99 (ms) | receipt->ack p50 / p99 (ms) | receipts/commit | akcoord CPU us/rt | akload CPU us/rt | ASSIGN bytes | RSS (MiB) | foreign CPUs |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(if .akload_options == "" then "defaults" else .akload_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.credit_p50_ms) / \(.credit_p99_ms) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.akcoord_cpu_us_per_rt) | \(.akload_cpu_us_per_rt) | \(.assign_bytes) | \(.rss_kib / 1024 | round) | \(.foreign_cpus) |"' "$results"
+    echo "| run | workers | akcoord | akload | round trips/s | dispatch->ack p50 / p99 (ms) | credit->assign p50 / p99 / max (ms) | batches completed | receipt->ack p50 / p99 (ms) | receipts/commit | akcoord CPU us/rt | akload CPU us/rt | ASSIGN bytes | RSS (MiB) | foreign CPUs | steal CPUs |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(if .akload_options == "" then "defaults" else .akload_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.credit_p50_ms) / \(.credit_p99_ms) / \(.credit_max_ms) | \(.batches_completed) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.akcoord_cpu_us_per_rt) | \(.akload_cpu_us_per_rt) | \(.assign_bytes) | \(.rss_kib / 1024 | round) | \(.foreign_cpus) | \(.steal_cpus) |"' "$results"
     echo
     jq -r '"memory: \(.memory.bytes_per_worker) bytes per connected worker (\(.memory.workers) idle workers); \(.memory.kib_per_100k_tasks) KiB RSS per 100k stored tasks, \(.memory.anon_kib_per_100k_tasks) KiB of it anonymous (empty store \(.memory.empty_kib) KiB)"' "$results"
-    echo "restart (median of $restarts): $(med 100k-queued ms) ms with $tasks tasks all queued, $(med "load-after-$last" ms) ms with $tasks2 tasks after the $last run"
+    after=$(med "load-after-$last" ms)
+    echo "restart (median of $restarts): $(med 100k-queued ms) ms with $tasks tasks all queued, $([ "$after" = null ] && echo "not measured (--only left $last out)" || echo "$after ms with $tasks2 tasks after the $last run")"
+    if [ "$repeat" -gt 1 ]; then
+        # each repeated run: its p99s in order, and their median
+        jq -r '.runs | group_by(.name | sub("#[0-9]+$"; "")) | .[]
+               | "\(.[0].name): \(length) runs, credit->assign p99 \([.[].credit_p99_ms] | map(tostring) | join(", ")) ms (median \([.[].credit_p99_ms] | sort | .[length/2|floor])); dispatch->ack p99 median \([.[].p99_ms] | sort | .[length/2|floor]); steal CPUs \([.[].steal_cpus] | map(tostring) | join(", "))"' "$results"
+    fi
 } | tee "$out/summary.md"

@@ -815,6 +815,82 @@ static void test_stage_ends_with_its_last_commit (void **state)
     s_fixture_free (fx);
 }
 
+/* The final check (confirm round or not) loads every task of the pair and
+   its receipt.  It runs in the commit that ends the pair; the settle-time
+   pass must not repeat it on the same tasks, and a retry must bring it
+   back. */
+static void test_final_check_once (void **state)
+{
+    (void) state;
+    fx_t *fx = s_fixture ("\"confirm\": true");
+    ak_task_t *tasks[64];
+    size_t n = 0;
+    ak_task_t *t;
+    while (n < 64 && (t = ak_sched_pop_for (fx->sched, "host", fx->w[0]->worker_id, s_yes, NULL))) {
+        ak_sched_assign (fx->sched, t, fx->w[0]->worker_id, 1000);
+        tasks[n++] = t;
+    }
+    assert_int_equal (n, S_VALID + 1);
+    /* no speedup anywhere, and one tune task fails: no winner, no confirm */
+    ak_task_t *failing = NULL;
+    ak_err_t err = { 0 };
+    for (size_t i = 0; i < n; i++) {
+        Ak__Receipt *r = s_receipt ("", fx->w[0]->worker_id, 1.0, 0.01);
+        ak_cpb_set (&r->task_id, tasks[i]->task_id);
+        r->attempt = tasks[i]->attempt;
+        if (!failing && strcmp (tasks[i]->kind, "tune") == 0 && tasks[i]->stage == 0) {
+            failing = tasks[i];
+            ak_cpb_set (&r->status, "error");
+        }
+        assert_int_equal (ak_intake_stage (fx->intake, fx->w[0]->worker_id, &r, 1000, &err), 0);
+    }
+    assert_non_null (failing);
+    uint64_t checks = ak_rounds_final_checks ();
+    ak_commit_t c;
+    assert_int_equal (ak_intake_commit (fx->intake, 1000, &c, &err), 0);
+    ak_commit_clear (&c);
+    assert_int_equal (ak_rounds_final_checks (), checks + 1);
+    assert_int_equal (s_count (fx, "confirm", -1), 0);
+    ak_batch_t *b = ak_sched_batch (fx->sched, "B000001");
+    assert_ptr_equal (ak_sched_settling (fx->sched), b);
+
+    /* the settle-time pass: nothing to create, and no second check */
+    ak_txn_t *txn = NULL;
+    ak_rounds_new_t made = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    assert_int_equal (ak_rounds_advance_batch (txn, fx->sched, b, 1, &made, &err), 0);
+    ak_store_abort (&txn);
+    assert_int_equal (made.n, 0);
+    ak_rounds_committed (&made);
+    ak_rounds_new_clear (&made);
+    assert_int_equal (ak_rounds_final_checks (), checks + 1);
+
+    /* a retry of the failed task, which now measures a winner: the commit
+       that ends the pair again checks again, and the confirm round comes */
+    assert_true (ak_sched_reopen (fx->sched, failing, 1000));
+    assert_int_equal (s_run_queue (fx, 0, NULL), 1);
+    assert_int_equal (ak_rounds_final_checks (), checks + 2);
+    assert_true (s_count (fx, "confirm", -1) >= 1);
+
+    /* a pass that finds a check to make, without a commit after it, is
+       not remembered: the next pass checks again */
+    s_fixture_free (fx);
+    fx = s_fixture ("\"confirm\": false");
+    assert_int_equal (s_run_queue (fx, 0, NULL), S_VALID + 1);
+    checks = ak_rounds_final_checks ();
+    b = ak_sched_batch (fx->sched, "B000001");
+    for (int k = 0; k < 2; k++) {
+        b->reopens++;                   /* as a retry would: the memo is stale */
+        memset (&made, 0, sizeof made);
+        assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+        assert_int_equal (ak_rounds_advance_batch (txn, fx->sched, b, 1, &made, &err), 0);
+        ak_store_abort (&txn);
+        ak_rounds_new_clear (&made);    /* not committed */
+    }
+    assert_int_equal (ak_rounds_final_checks (), checks + 2);
+    s_fixture_free (fx);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -827,6 +903,7 @@ int main (void)
         cmocka_unit_test (test_halving_and_confirm_flow),
         cmocka_unit_test (test_confirm_off_and_single_worker),
         cmocka_unit_test (test_stage_ends_with_its_last_commit),
+        cmocka_unit_test (test_final_check_once),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
