@@ -646,7 +646,9 @@ static void s_on_assign (s_load_t *self, s_sim_t *sim, Ak__Envelope *env, uint64
     if (sim->ncredits) {
         uint64_t freed = sim->credit_ns[0];
         memmove (sim->credit_ns, sim->credit_ns + 1, --sim->ncredits * sizeof *sim->credit_ns);
-        if (now_ns >= self->window_ns) {
+        /* a credit freed in the warm-up (a HELLO of a slow start: 1000
+           connections can take seconds) is not a sample of the window */
+        if (freed >= self->window_ns) {
             if (self->ncredit == self->cap_credit) {
                 self->cap_credit = self->cap_credit ? self->cap_credit * 2 : 65536;
                 self->credit_us = ak_realloc (self->credit_us, self->cap_credit * sizeof *self->credit_us);
@@ -1208,7 +1210,8 @@ static void s_usage (FILE *out)
         "dispatch->ack latency from ASSIGN received to ACK received and the\n"
         "receipt->ack latency from RECEIPT sent to ACK received, and the\n"
         "credit->assign latency from a credit freed (HELLO sent, or a RECEIPT sent,\n"
-        "which frees its slot) to the ASSIGN that uses it (p50, p99, max).\n"
+        "which frees its slot) to the ASSIGN that uses it (p50, p99, max), for credits\n"
+        "freed after the warm-up.  Latencies are counted for ACKs and ASSIGNs after it.\n"
         "Exit status: 0 after SIGTERM/SIGINT or the duration, 1 on a failure, 2 for bad flags.\n",
         S_MAX_WORKERS);
 }
