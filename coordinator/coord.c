@@ -1227,6 +1227,46 @@ static int s_settle_verify (ak_coord_t *self, ak_batch_t *b, bool *is_verify, ak
     }
 }
 
+/* The winners of b: from the final checks when they decided every pair
+   (ak_rounds_winners: no record read), else from the records
+   (ak_results_decide).  Debug builds decide from the records as well and
+   compare. */
+static int s_decide_winners (ak_coord_t *self, ak_batch_t *b, Ak__Winner ***winners_p, size_t *n_p,
+                             ak_err_t *err)
+{
+    bool memo = ak_rounds_winners (b, winners_p, n_p);
+#ifdef NDEBUG
+    if (memo)
+        return 0;
+#endif
+    ak_txn_t *txn = NULL;
+    ak_results_t *res = NULL;
+    int rc = ak_store_begin (self->store, false, &txn, err);
+    if (rc == 0)
+        rc = ak_results_decide (txn, b->batch_id, &res, err);
+    ak_store_abort (&txn);
+    if (rc == 0 && memo) {
+        bool same = res->npairs == *n_p;
+        for (size_t i = 0; same && i < *n_p; i++)
+            same = ak_cpb_same (&res->pairs[i].winner->base, &(*winners_p)[i]->base);
+        if (!same) {
+            ak_error ("debug: batch %s: the winners of the final checks differ from the records' decision",
+                      b->batch_id);
+            abort ();
+        }
+    }
+    else if (rc == 0) {
+        *winners_p = ak_calloc (res->npairs ? res->npairs : 1, sizeof **winners_p);
+        for (size_t i = 0; i < res->npairs; i++) {
+            (*winners_p)[i] = res->pairs[i].winner;
+            res->pairs[i].winner = NULL;
+        }
+        *n_p = res->npairs;
+    }
+    ak_results_destroy (&res);
+    return memo ? 0 : rc;
+}
+
 /* Decides the winners of batches whose tasks are all terminal. */
 static void s_settle (ak_coord_t *self, uint64_t now)
 {
@@ -1254,20 +1294,13 @@ static void s_settle (ak_coord_t *self, uint64_t now)
             ak_sched_complete (self->sched, b, NULL, 0, now);
             continue;
         }
-        ak_txn_t *txn = NULL;
-        ak_results_t *res = NULL;
-        int rc = ak_store_begin (self->store, false, &txn, &err);
-        if (rc == 0)
-            rc = ak_results_decide (txn, b->batch_id, &res, &err);
-        ak_store_abort (&txn);
-        if (rc) {
+        Ak__Winner **winners = NULL;
+        size_t nwinners = 0;
+        if (s_decide_winners (self, b, &winners, &nwinners, &err)) {
             ak_error ("batch %s: cannot decide its winners yet: %s", b->batch_id, err.msg);
             return;
         }
-        Ak__Winner **winners = ak_calloc (res->npairs ? res->npairs : 1, sizeof *winners);
-        for (size_t i = 0; i < res->npairs; i++) {
-            winners[i] = res->pairs[i].winner;
-            res->pairs[i].winner = NULL;
+        for (size_t i = 0; i < nwinners; i++) {
             const Ak__Winner *wn = winners[i];
             if (wn->promoted)
                 ak_info ("batch %s: %s on %s: winner %s (task %s) %.3fx +- %.3f%s", b->batch_id, wn->op,
@@ -1277,8 +1310,7 @@ static void s_settle (ak_coord_t *self, uint64_t now)
                 ak_info ("batch %s: %s on %s: no winner: %s", b->batch_id, wn->op, wn->device_class,
                          wn->reason);
         }
-        ak_sched_complete (self->sched, b, winners, res->npairs, now);
-        ak_results_destroy (&res);
+        ak_sched_complete (self->sched, b, winners, nwinners, now);
     }
 }
 

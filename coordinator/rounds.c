@@ -323,6 +323,9 @@ void ak_rounds_new_clear (ak_rounds_new_t *out)
     for (size_t i = 0; i < out->n; i++)
         ak__task_record__free_unpacked (out->tasks[i], NULL);
     free (out->tasks);
+    for (size_t i = 0; i < out->nchecked; i++)
+        if (out->checked[i].winner)
+            ak__winner__free_unpacked (out->checked[i].winner, NULL);
     free (out->checked);
     memset (out, 0, sizeof *out);
 }
@@ -609,7 +612,7 @@ static int s_next_stage (s_pair_t *p, uint32_t smax, uint32_t n1, bool *made, ak
 }
 
 /* Confirm tasks for the finalists of a provisional winner. */
-static int s_confirm (s_pair_t *p, uint32_t rounds, ak_err_t *err)
+static int s_confirm (s_pair_t *p, uint32_t rounds, Ak__Winner **decided, ak_err_t *err)
 {
     int rc = s_pair_load (p, s_want_final, rounds, err);
     if (rc)
@@ -622,7 +625,8 @@ static int s_confirm (s_pair_t *p, uint32_t rounds, ak_err_t *err)
     ak_promote (p->op, p->cls, &rule, p->cands, p->n, ev, &win);
     double implausible = pol && pol->implausible > 1 ? pol->implausible : 10;
     bool confirm = pol && pol->confirm;
-    if (win->promoted && (confirm || win->speedup > implausible)) {
+    bool round = win->promoted && (confirm || win->speedup > implausible);
+    if (round) {
         size_t fin[AK_ROUNDS_MAX_FINALISTS];
         size_t nf = ak_rounds_finalists (p->cands, ev, p->n, fin);
         for (size_t k = 0; k < nf && rc == 0; k++)
@@ -632,7 +636,12 @@ static int s_confirm (s_pair_t *p, uint32_t rounds, ak_err_t *err)
                      p->batch->batch_id, p->op, p->cls, win->candidate_name, win->speedup, nf,
                      win->speedup > implausible ? " (implausible speedup)" : "");
     }
-    ak__winner__free_unpacked (win, NULL);
+    if (!round && rc == 0) {
+        *decided = win;             /* no confirmation round: this is the pair's winner */
+        win = NULL;
+    }
+    if (win)
+        ak__winner__free_unpacked (win, NULL);
     free (ev);
     s_pair_unload (p);
     return rc;
@@ -650,7 +659,8 @@ typedef struct {
     uint32_t smax, n1;
     size_t   hint;                  /* where the last open task was found */
     bool     checked;               /* the final check found nothing to create, */
-    uint64_t checked_reopens;       /* with the batch's reopens at this count */
+    uint64_t checked_reopens;       /* with the batch's reopens at this count, */
+    Ak__Winner *winner;             /* and this winner (ak_rounds_winners) */
 } s_memo_t;
 
 static uint64_t s_final_checks;
@@ -666,13 +676,20 @@ void ak_rounds_committed (ak_rounds_new_t *out)
         s_memo_t *m = out->checked[i].memo;
         m->checked = true;
         m->checked_reopens = out->checked[i].reopens;
+        if (m->winner)
+            ak__winner__free_unpacked (m->winner, NULL);
+        m->winner = out->checked[i].winner;
+        out->checked[i].winner = NULL;
     }
     out->nchecked = 0;
 }
 
 static void s_memo_free (void **item)
 {
-    free (*item);
+    s_memo_t *m = *item;
+    if (m && m->winner)
+        ak__winner__free_unpacked (m->winner, NULL);
+    free (m);
     *item = NULL;
 }
 
@@ -694,6 +711,8 @@ static s_memo_t *s_memo (ak_batch_t *b, const char *op, const char *cls)
         zhashx_insert (memos, key, m);
     }
     if (m->ntasks != b->ntasks) {
+        if (m->winner)
+            ak__winner__free_unpacked (m->winner, NULL);
         *m = (s_memo_t) { .ntasks = b->ntasks, .hint = m->hint };
         for (size_t i = 0; i < b->ntasks; i++) {
             const ak_task_t *t = b->tasks[i];
@@ -762,15 +781,19 @@ static int s_advance_pair (s_pair_t *p, ak_err_t *err)
         return 0;
     size_t made = p->out->n;
     s_final_checks++;
-    rc = s_confirm (p, rounds, err);
+    Ak__Winner *decided = NULL;
+    rc = s_confirm (p, rounds, &decided, err);
     if (rc == 0 && p->out->n == made) {
         ak_rounds_new_t *out = p->out;
         if (out->nchecked == out->cap_checked) {
             out->cap_checked = out->cap_checked ? out->cap_checked * 2 : 4;
             out->checked = ak_realloc (out->checked, out->cap_checked * sizeof *out->checked);
         }
-        out->checked[out->nchecked++] = (ak_rounds_checked_t) { memo, b->reopens };
+        out->checked[out->nchecked++] = (ak_rounds_checked_t) { memo, b->reopens, decided };
+        decided = NULL;
     }
+    if (decided)
+        ak__winner__free_unpacked (decided, NULL);
     return rc;
 }
 
@@ -832,4 +855,54 @@ int ak_rounds_advance_batch (ak_txn_t *txn, ak_sched_t *sched, ak_batch_t *batch
     int rc = s_advance (txn, sched, reps, m, NULL, now_wall_ms, out, err);
     free (reps);
     return rc;
+}
+
+bool ak_rounds_winners (ak_batch_t *batch, Ak__Winner ***winners_p, size_t *n_p)
+{
+    *winners_p = NULL;
+    *n_p = 0;
+    zhashx_t *memos = batch->rounds_memo;
+    if (!memos)
+        return false;
+    Ak__Winner **list = NULL;
+    const s_memo_t **seen = NULL;
+    size_t n = 0;
+    bool all = true;
+    const ak_task_t *prev = NULL;
+    for (size_t i = 0; all && i < batch->ntasks; i++) {
+        const ak_task_t *t = batch->tasks[i];
+        if (prev && strcmp (t->op, prev->op) == 0 && strcmp (t->device_class, prev->device_class) == 0)
+            continue;               /* the pair of the task before */
+        prev = t;
+        char key[512];
+        snprintf (key, sizeof key, "%s/%s", t->op, t->device_class);
+        const s_memo_t *m = zhashx_lookup (memos, key);
+        bool dup = false;
+        for (size_t k = 0; m && k < n && !dup; k++)
+            dup = seen[k] == m;
+        if (dup)
+            continue;
+        /* the final check of this (op, class) found its winner on the
+           tasks as they are now, and no confirmation round followed */
+        if (!m || !m->checked || !m->winner || m->ntasks != batch->ntasks || m->nconfirm
+            || m->checked_reopens != batch->reopens) {
+            all = false;
+            break;
+        }
+        list = ak_realloc (list, (n + 1) * sizeof *list);
+        seen = ak_realloc (seen, (n + 1) * sizeof *seen);
+        list[n] = (Ak__Winner *) ak_cpb_dup (&m->winner->base);
+        seen[n] = m;
+        n++;
+    }
+    free (seen);
+    if (!all || n == 0) {
+        for (size_t k = 0; k < n; k++)
+            ak__winner__free_unpacked (list[k], NULL);
+        free (list);
+        return false;
+    }
+    *winners_p = list;
+    *n_p = n;
+    return true;
 }

@@ -119,6 +119,7 @@ void ak_rounds_confirm_decide (const ak_promote_rule_t *rule, double implausible
 typedef struct {
     void            *memo;      /* rounds.c's summary of one (op, class) */
     uint64_t         reopens;   /* its batch's reopens when checked */
+    Ak__Winner      *winner;    /* what the check decided; owned */
 } ak_rounds_checked_t;
 
 typedef struct {
@@ -154,5 +155,12 @@ void ak_rounds_new_clear (ak_rounds_new_t *out);
 void ak_rounds_committed (ak_rounds_new_t *out);
 /* Final checks run so far in this process (tests, diagnostics). */
 uint64_t ak_rounds_final_checks (void);
+/* The winners of batch, one per (op, class) in the order of the pair's
+   first task (as ak_results_decide gives them), copied from the final
+   checks (the caller frees each and the array), when every pair of the
+   batch had one on its tasks as they are and no confirmation round
+   followed it.  False (nothing returned) otherwise: decide from the
+   records then.  Settling a batch of 100,000 tasks this way reads none. */
+bool ak_rounds_winners (ak_batch_t *batch, Ak__Winner ***winners_p, size_t *n_p);
 
 #endif

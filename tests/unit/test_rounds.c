@@ -865,12 +865,33 @@ static void test_final_check_once (void **state)
     ak_rounds_new_clear (&made);
     assert_int_equal (ak_rounds_final_checks (), checks + 1);
 
+    /* the check's winner is the batch's: what deciding from every record
+       gives, without reading one */
+    Ak__Winner **winners = NULL;
+    size_t nw = 0;
+    assert_true (ak_rounds_winners (b, &winners, &nw));
+    assert_int_equal (nw, 1);
+    ak_results_t *res = NULL;
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    assert_int_equal (ak_results_decide (txn, "B000001", &res, &err), 0);
+    ak_store_abort (&txn);
+    assert_int_equal (res->npairs, 1);
+    assert_true (ak_cpb_same (&res->pairs[0].winner->base, &winners[0]->base));
+    assert_false (winners[0]->promoted);
+    ak_results_destroy (&res);
+    ak__winner__free_unpacked (winners[0], NULL);
+    free (winners);
+
     /* a retry of the failed task, which now measures a winner: the commit
        that ends the pair again checks again, and the confirm round comes */
     assert_true (ak_sched_reopen (fx->sched, failing, 1000));
+    assert_false (ak_rounds_winners (b, &winners, &nw));   /* a task is open again */
+    assert_null (winners);
     assert_int_equal (s_run_queue (fx, 0, NULL), 1);
     assert_int_equal (ak_rounds_final_checks (), checks + 2);
     assert_true (s_count (fx, "confirm", -1) >= 1);
+    /* a confirmation round: only the records can decide */
+    assert_false (ak_rounds_winners (b, &winners, &nw));
 
     /* a pass that finds a check to make, without a commit after it, is
        not remembered: the next pass checks again */
