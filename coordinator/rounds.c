@@ -857,6 +857,18 @@ int ak_rounds_advance_batch (ak_txn_t *txn, ak_sched_t *sched, ak_batch_t *batch
     return rc;
 }
 
+/* One (op, class) of a settling batch: its memo, and its first task id
+   in the store's (byte) order, which orders ak_results_decide's pairs. */
+typedef struct {
+    const s_memo_t *memo;
+    const char     *first;
+} s_pair_first_t;
+
+static int s_cmp_first (const void *a, const void *b)
+{
+    return strcmp (((const s_pair_first_t *) a)->first, ((const s_pair_first_t *) b)->first);
+}
+
 bool ak_rounds_winners (ak_batch_t *batch, Ak__Winner ***winners_p, size_t *n_p)
 {
     *winners_p = NULL;
@@ -864,44 +876,42 @@ bool ak_rounds_winners (ak_batch_t *batch, Ak__Winner ***winners_p, size_t *n_p)
     zhashx_t *memos = batch->rounds_memo;
     if (!memos)
         return false;
-    Ak__Winner **list = NULL;
-    const s_memo_t **seen = NULL;
-    size_t n = 0;
-    bool all = true;
+    s_pair_first_t *pairs = NULL;
+    size_t n = 0, cur = 0;
     const ak_task_t *prev = NULL;
-    for (size_t i = 0; all && i < batch->ntasks; i++) {
+    for (size_t i = 0; i < batch->ntasks; i++) {
         const ak_task_t *t = batch->tasks[i];
-        if (prev && strcmp (t->op, prev->op) == 0 && strcmp (t->device_class, prev->device_class) == 0)
-            continue;               /* the pair of the task before */
-        prev = t;
-        char key[512];
-        snprintf (key, sizeof key, "%s/%s", t->op, t->device_class);
-        const s_memo_t *m = zhashx_lookup (memos, key);
-        bool dup = false;
-        for (size_t k = 0; m && k < n && !dup; k++)
-            dup = seen[k] == m;
-        if (dup)
-            continue;
-        /* the final check of this (op, class) found its winner on the
-           tasks as they are now, and no confirmation round followed */
-        if (!m || !m->checked || !m->winner || m->ntasks != batch->ntasks || m->nconfirm
-            || m->checked_reopens != batch->reopens) {
-            all = false;
-            break;
+        if (!prev || strcmp (t->op, prev->op) != 0 || strcmp (t->device_class, prev->device_class) != 0) {
+            char key[512];
+            snprintf (key, sizeof key, "%s/%s", t->op, t->device_class);
+            const s_memo_t *m = zhashx_lookup (memos, key);
+            /* the final check of this (op, class) found its winner on the
+               tasks as they are now, and no confirmation round followed */
+            if (!m || !m->checked || !m->winner || m->ntasks != batch->ntasks || m->nconfirm
+                || m->checked_reopens != batch->reopens) {
+                free (pairs);
+                return false;
+            }
+            for (cur = 0; cur < n && pairs[cur].memo != m; cur++)
+                ;
+            if (cur == n) {
+                pairs = ak_realloc (pairs, (n + 1) * sizeof *pairs);
+                pairs[n++] = (s_pair_first_t) { m, t->task_id };
+            }
+            prev = t;
         }
-        list = ak_realloc (list, (n + 1) * sizeof *list);
-        seen = ak_realloc (seen, (n + 1) * sizeof *seen);
-        list[n] = (Ak__Winner *) ak_cpb_dup (&m->winner->base);
-        seen[n] = m;
-        n++;
+        if (strcmp (t->task_id, pairs[cur].first) < 0)
+            pairs[cur].first = t->task_id;
     }
-    free (seen);
-    if (!all || n == 0) {
-        for (size_t k = 0; k < n; k++)
-            ak__winner__free_unpacked (list[k], NULL);
-        free (list);
+    if (n == 0) {
+        free (pairs);
         return false;
     }
+    qsort (pairs, n, sizeof *pairs, s_cmp_first);
+    Ak__Winner **list = ak_calloc (n, sizeof *list);
+    for (size_t k = 0; k < n; k++)
+        list[k] = (Ak__Winner *) ak_cpb_dup (&pairs[k].memo->winner->base);
+    free (pairs);
     *winners_p = list;
     *n_p = n;
     return true;

@@ -156,7 +156,8 @@ void ak_rounds_committed (ak_rounds_new_t *out);
 /* Final checks run so far in this process (tests, diagnostics). */
 uint64_t ak_rounds_final_checks (void);
 /* The winners of batch, one per (op, class) in the order of the pair's
-   first task (as ak_results_decide gives them), copied from the final
+   first task id in the store (as ak_results_decide gives them: byte
+   order, in which B000001.10000 comes before B000001.2000), copied from the final
    checks (the caller frees each and the array), when every pair of the
    batch had one on its tasks as they are and no confirmation round
    followed it.  False (nothing returned) otherwise: decide from the
