@@ -214,7 +214,6 @@ int ak_results_decide (ak_txn_t *txn, const char *batch_id, ak_results_t **resul
     return rc;
 }
 
-
 void ak_results_destroy (ak_results_t **self_p)
 {
     if (self_p && *self_p) {
