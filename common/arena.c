@@ -1,18 +1,18 @@
 /*  common/arena.c: a bump allocator (arena.h).
 
-    Chunks are mapped (2 MiB each, 2 MiB aligned) and unmapped when the
-    arena goes, so that the memory goes back to the system: a batch's
-    records take hundreds of MiB (570 MiB for 100,000 tasks and their
-    receipts), which malloc's heap kept after they were freed.  (Marking
-    the chunks for transparent huge pages made the first load twice as
-    slow here: the kernel compacts memory to find them.) */
+    Chunks are mapped (2 MiB each) and unmapped when the arena goes, so
+    that the memory goes back to the system: a batch's records took
+    hundreds of MiB (570 MiB for 100,000 full task records and receipts),
+    which malloc's heap kept after they were freed.  (Aligning the chunks
+    and marking them for transparent huge pages made the first load twice
+    as slow here: the kernel compacts memory to find them.) */
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include "arena.h"
 #include "util.h"
 
-#define S_CHUNK   (2u << 20)        /* bytes per chunk: one huge page */
+#define S_CHUNK   (2u << 20)        /* bytes per chunk */
 #define S_ALIGN   16
 
 typedef struct s_chunk {
@@ -31,22 +31,18 @@ struct ak_arena {
 /* the header takes a multiple of the alignment */
 #define S_HEADER  ((sizeof (s_chunk_t) + S_ALIGN - 1) & ~(size_t) (S_ALIGN - 1))
 
-/* A chunk of `size` usable bytes, mapped at a multiple of S_CHUNK. */
+/* A mapped chunk of at least `size` usable bytes (a multiple of S_CHUNK
+   mapped). */
 static s_chunk_t *s_chunk_new (size_t size)
 {
     size_t want = S_HEADER + size;
     size_t mapped = (want + S_CHUNK - 1) & ~(size_t) (S_CHUNK - 1);
     if (mapped < want)
         abort ();
-    /* map one chunk more and trim, for the alignment huge pages need */
-    uint8_t *raw = mmap (NULL, mapped + S_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *raw = mmap (NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED)
-        ak_oom (mapped + S_CHUNK);
-    uintptr_t start = ((uintptr_t) raw + S_CHUNK - 1) & ~(uintptr_t) (S_CHUNK - 1);
-    size_t head = start - (uintptr_t) raw, tail = S_CHUNK - head;
-    if ((head && munmap (raw, head) != 0) || (tail && munmap ((uint8_t *) start + mapped, tail) != 0))
-        abort ();                   /* unmapping what we mapped cannot fail */
-    s_chunk_t *c = (s_chunk_t *) start;
+        ak_oom (mapped);
+    s_chunk_t *c = raw;
     c->next = NULL;
     c->size = mapped - S_HEADER;
     c->used = 0;

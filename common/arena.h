@@ -2,9 +2,11 @@
 
     Deciding a batch's winners decodes every task record of the batch and
     its receipt (100,000 of each at the batch limit) and frees them all
-    together a moment later.  With malloc, allocating and freeing those
-    small blocks was half of that work (and the loop was busy for seconds);
-    from an arena it is a pointer bump, and everything goes in one free.
+    together a moment later.  From an arena each block is a pointer bump
+    and everything goes in one unmap, back to the system (malloc's heap kept
+    it).  Touching fresh pages costs about what malloc and free did (a perf
+    profile of the pass, Run 5 in docs/benchmarks.md): what made the passes
+    shorter was decoding fewer fields.
     ak_arena_pb gives a protobuf-c allocator whose free does nothing:
     messages decoded with it are never freed one by one (not with
     free_unpacked and a NULL allocator either), only with their arena. */
