@@ -1246,10 +1246,7 @@ static int s_decide_winners (ak_coord_t *self, ak_batch_t *b, Ak__Winner ***winn
         rc = ak_results_decide (txn, b->batch_id, &res, err);
     ak_store_abort (&txn);
     if (rc == 0 && memo) {
-        bool same = res->npairs == *n_p;
-        for (size_t i = 0; same && i < *n_p; i++)
-            same = ak_cpb_same (&res->pairs[i].winner->base, &(*winners_p)[i]->base);
-        if (!same) {
+        if (!ak_results_same_winners (res, *winners_p, *n_p)) {
             ak_error ("debug: batch %s: the winners of the final checks differ from the records' decision",
                       b->batch_id);
             abort ();

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 #include "promote.h"
 #include "cpb.h"
+#include "log.h"
 #include "util.h"
 
 static bool s_finite_pos (double x)
@@ -285,4 +286,22 @@ const ak_pbw_set_t *ak_promote_task_fields (void)
 const ak_pbw_set_t *ak_promote_receipt_fields (void)
 {
     return &s_receipt_fields;
+}
+
+int ak_promote_receipt_of (ak_txn_t *txn, const Ak__TaskRecord *task, bool full, Ak__Receipt **r_p,
+                           ak_err_t *err)
+{
+    *r_p = NULL;
+    if (!*task->receipt_id)
+        return 0;
+    int rc = full ? ak_store_get_receipt (txn, task->receipt_id, r_p, err)
+                  : ak_store_get_only (txn, AK_DB_RECEIPTS, task->receipt_id, &ak__receipt__descriptor,
+                                       &s_receipt_fields, (ProtobufCMessage **) r_p, err);
+    if (rc == AK_ENOTFOUND || rc == AK_ESTORE) {
+        ak_error ("task %s: accepted receipt %s unreadable: %s", task->task_id, task->receipt_id,
+                  err ? err->msg : "");
+        *r_p = NULL;
+        return 0;
+    }
+    return rc;
 }

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include "akfleet.pb-c.h"
 #include "pbwire.h"
+#include "store.h"
 
 typedef struct {
     const char        *task_id;
@@ -77,5 +78,11 @@ void ak_promote_eval (const ak_promote_rule_t *rule, const ak_promote_cand_t *ca
    decide every such pass from full records too and compare. */
 const ak_pbw_set_t *ak_promote_task_fields (void);
 const ak_pbw_set_t *ak_promote_receipt_fields (void);
+
+/* The accepted receipt of task into *r_p (NULL when it has none), with
+   only the fields above unless full; one that is missing or undecodable is
+   logged and taken as none.  0, or the store's other errors. */
+int ak_promote_receipt_of (ak_txn_t *txn, const Ak__TaskRecord *task, bool full, Ak__Receipt **r_p,
+                           ak_err_t *err);
 
 #endif

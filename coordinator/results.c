@@ -108,19 +108,9 @@ static int s_sort_tasks (ak_txn_t *txn, ak_results_t *res, s_collect_t *c, ak_er
         Ak__TaskRecord *t = c->tasks[i];
         c->tasks[i] = NULL;
         Ak__Receipt *r = NULL;
-        if (*t->receipt_id) {
-            int rc = c->slim ? ak_store_get_only (txn, AK_DB_RECEIPTS, t->receipt_id, &ak__receipt__descriptor,
-                                                  ak_promote_receipt_fields (), (ProtobufCMessage **) &r, err)
-                             : ak_store_get_receipt (txn, t->receipt_id, &r, err);
-            if (rc == AK_ENOTFOUND || rc == AK_ESTORE) {
-                ak_error ("task %s: accepted receipt %s unreadable: %s", t->task_id, t->receipt_id,
-                          err ? err->msg : "");
-                r = NULL;
-                rc = 0;
-            }
-            if (rc)
-                return rc;
-        }
+        int rc = ak_promote_receipt_of (txn, t, !c->slim, &r, err);
+        if (rc)
+            return rc;
         ak_result_pair_t *p = s_pair (res, t->op, t->device_class);
         if (strcmp (t->kind, "preflight") == 0 && !p->preflight.task) {
             p->preflight.task = t;
@@ -189,6 +179,14 @@ fail:
     return rc;
 }
 
+bool ak_results_same_winners (const ak_results_t *res, Ak__Winner *const *winners, size_t n)
+{
+    bool same = res->npairs == n;
+    for (size_t i = 0; same && i < n; i++)
+        same = ak_cpb_same (&res->pairs[i].winner->base, &winners[i]->base);
+    return same;
+}
+
 int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err)
 {
     return s_load (txn, batch_id, false, results_p, err);
@@ -201,9 +199,12 @@ int ak_results_decide (ak_txn_t *txn, const char *batch_id, ak_results_t **resul
     /* debug builds: full records decide the same */
     ak_results_t *full = NULL;
     if (rc == 0 && s_load (txn, batch_id, false, &full, err) == 0) {
-        bool same = full->npairs == (*results_p)->npairs;
-        for (size_t i = 0; same && i < full->npairs; i++)
-            same = ak_cpb_same (&full->pairs[i].winner->base, &(*results_p)->pairs[i].winner->base);
+        const ak_results_t *slim = *results_p;
+        Ak__Winner **winners = ak_calloc (slim->npairs ? slim->npairs : 1, sizeof *winners);
+        for (size_t i = 0; i < slim->npairs; i++)
+            winners[i] = slim->pairs[i].winner;
+        bool same = ak_results_same_winners (full, winners, slim->npairs);
+        free (winners);
         if (!same) {
             ak_error ("debug: batch %s: winners decided from slim records differ from full ones", batch_id);
             abort ();

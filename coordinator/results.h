@@ -56,6 +56,9 @@ int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results
 /* The same with only the fields deciding reads (promote.h): for the
    winners alone (settling a batch); report and profiles need the rest. */
 int ak_results_decide (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err);
+/* True when res's pairs have exactly winners[0..n), in order (debug
+   cross-checks of the ways a batch's winners are decided). */
+bool ak_results_same_winners (const ak_results_t *res, Ak__Winner *const *winners, size_t n);
 void ak_results_destroy (ak_results_t **self_p);
 
 #endif

@@ -397,18 +397,9 @@ static int s_pair_read (s_pair_t *p, bool (*want) (const ak_task_t *t, uint32_t 
         if (rc)
             return rc;
         Ak__Receipt *r = NULL;
-        if (*rec->receipt_id) {
-            rc = full ? ak_store_get_receipt (p->txn, rec->receipt_id, &r, err)
-                      : ak_store_get_only (p->txn, AK_DB_RECEIPTS, rec->receipt_id, &ak__receipt__descriptor,
-                                           ak_promote_receipt_fields (), (ProtobufCMessage **) &r, err);
-            if (rc == AK_ENOTFOUND || rc == AK_ESTORE) {
-                ak_error ("task %s: accepted receipt %s unreadable: %s", rec->task_id, rec->receipt_id,
-                          err ? err->msg : "");
-                r = NULL;
-            }
-            else if (rc)
-                return rc;
-        }
+        rc = ak_promote_receipt_of (p->txn, rec, full, &r, err);
+        if (rc)
+            return rc;
         p->recs[p->n] = rec;
         p->receipts[p->n] = r;
         p->n++;
