@@ -565,6 +565,10 @@ static const s_verb_t s_verbs[] = {
       "  --dir DIR         use DIR (created if needed) instead of a temporary one\n"
       "  --workers N       how many workers to start, 1 to 64 (default 2)\n"
       "  --keep            keep the directory (store, logs, caches) afterwards\n" },
+    { "discover", "--out DIR [--steps N] [--step-range NAME] ... -- CMD [ARGS...]", 0, 64, 0,
+      akctl_discover_verb,
+      "run a GPU program under CUPTI, rank its hotspots, emit a batch for what the catalog has",
+      "`akctl discover --help` prints its options (they are its own).\n" },
     { "help", "[VERB]", 0, 1, 0, s_verb_help,
       "this list, or the help of VERB",
       "Prints the help of VERB, or the list of verbs.\n" },
@@ -651,6 +655,8 @@ int main (int argc, char **argv)
     /* CZMQ would install its own SIGINT handler; akctl has its own. */
     zsys_handler_set (NULL);
     ak_log_set_ident ("akctl");
+    if (argc > 1 && strcmp (argv[1], "discover") == 0)
+        return akctl_discover_main (argc - 1, argv + 1);
 
     akctl_opts_t o;
     memset (&o, 0, sizeof o);

@@ -218,6 +218,13 @@ int akctl_check_builtins (ak_manifest_t *manifest, const char *label);
    *path_p gets its path (caller unlinks and frees).  Returns an exit code. */
 int akctl_external_manifest (const akctl_opts_t *o, char **path_p);
 
+/* `akctl discover` (discover.c): it parses its own options, so main hands
+   it argv from the verb on; its help text (a printf format taking the
+   catalog map table); the verb table's entry, which only says so. */
+int akctl_discover_main (int argc, char **argv);
+extern const char akctl_discover_help[];
+int akctl_discover_verb (const akctl_opts_t *opts);
+
 /* submit's work, shared with demo: sends the bundle and, unless quiet,
    prints the batch id (stdout; the task count on stderr when that is a
    terminal).  *batch_id_p gets the id (caller frees), *tasks_p (may be

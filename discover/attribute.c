@@ -1,0 +1,244 @@
+/*  discover/attribute.c: kernels to ranges (attribute.h). */
+#include "attribute.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "payload.h"
+#include "util.h"
+
+#define S_MAX_GRAPH_HOPS 16
+
+typedef struct {
+    int64_t tid;
+    int    *stack;
+    int     depth, cap;
+} s_thread_t;
+
+typedef struct {
+    uint32_t corr;
+    uint64_t seq;
+    int      range;
+    int64_t  tid;
+} s_launch_t;
+
+static int s_by_seq (const void *a, const void *b)
+{
+    const akd_event_t *x = *(const akd_event_t *const *) a, *y = *(const akd_event_t *const *) b;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x < y ? -1 : x > y;              /* stable: file order */
+}
+
+static int s_by_corr (const void *a, const void *b)
+{
+    const s_launch_t *x = a, *y = b;
+    if (x->corr != y->corr)
+        return x->corr < y->corr ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static s_thread_t *s_thread (s_thread_t **th, size_t *n, int64_t tid)
+{
+    for (size_t i = 0; i < *n; i++)
+        if ((*th)[i].tid == tid)
+            return &(*th)[i];
+    *th = ak_realloc (*th, (*n + 1) * sizeof **th);
+    s_thread_t *t = &(*th)[(*n)++];
+    memset (t, 0, sizeof *t);
+    t->tid = tid;
+    return t;
+}
+
+static int s_new_range (akd_attr_t *a, size_t *cap, const char *name, int parent, int64_t tid)
+{
+    if (a->nranges == *cap) {
+        *cap = *cap ? *cap * 2 : 256;
+        a->ranges = ak_realloc (a->ranges, *cap * sizeof *a->ranges);
+    }
+    akd_range_t *r = &a->ranges[a->nranges];
+    memset (r, 0, sizeof *r);
+    r->name = ak_strdup (name);
+    char key[1024];
+    akd_payload_key (name, key, sizeof key);
+    r->key = ak_strdup (key);
+    r->parent = parent;
+    r->tid = tid;
+    return (int) a->nranges++;
+}
+
+static const akd_gnode_t *s_gnode (const akd_trace_t *t, uint64_t node)
+{
+    for (size_t i = t->ngnodes; i-- > 0;)
+        if (t->gnodes[i].node == node)
+            return &t->gnodes[i];
+    return NULL;
+}
+
+/*  The range a replayed kernel belongs to: copies of its node's capture
+    stack (or "[graph replay G]") under `under`, the range open at the
+    graph launch.  Copies are made once per (node, under) pair. */
+typedef struct {
+    uint64_t node;
+    int      under, range;
+} s_gcache_t;
+
+static int s_graph_range (const akd_trace_t *t, akd_attr_t *a, size_t *cap, const akd_kernel_t *k, int under,
+                          int64_t tid, s_gcache_t **cache, size_t *ncache)
+{
+    for (size_t i = 0; i < *ncache; i++)
+        if ((*cache)[i].node == k->gnode && (*cache)[i].under == under)
+            return (*cache)[i].range;
+    const akd_gnode_t *g = s_gnode (t, k->gnode);
+    for (int hop = 0; g && g->orig != 0 && hop < S_MAX_GRAPH_HOPS; hop++)
+        g = s_gnode (t, g->orig);
+    int range;
+    if (g && g->orig == 0 && g->nstack > 0) {
+        range = under;
+        for (int i = 0; i < g->nstack; i++) {
+            range = s_new_range (a, cap, g->stack[i], range, tid);
+            akd_range_t *r = &a->ranges[range];
+            r->graph = true;
+            r->closed = true;
+            char *key = ak_sprintf ("%s [graph]", r->key);
+            free (r->key);
+            r->key = key;
+        }
+    }
+    else {
+        char name[64];
+        snprintf (name, sizeof name, "[graph replay %u]", k->graph);
+        range = s_new_range (a, cap, name, under, tid);
+        a->ranges[range].synthetic = true;
+        a->ranges[range].closed = true;
+    }
+    *cache = ak_realloc (*cache, (*ncache + 1) * sizeof **cache);
+    (*cache)[(*ncache)++] = (s_gcache_t) { k->gnode, under, range };
+    return range;
+}
+
+int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
+{
+    (void) err;
+    akd_attr_t *a = ak_calloc (1, sizeof *a);
+    size_t rcap = 0, nth = 0, nl = 0, ncache = 0;
+    s_thread_t *th = NULL;
+    s_gcache_t *cache = NULL;
+    s_launch_t *launches = ak_calloc (t->nevents + 1, sizeof *launches);
+    const akd_event_t **ev = ak_calloc (t->nevents + 1, sizeof *ev);
+    for (size_t i = 0; i < t->nevents; i++)
+        ev[i] = &t->events[i];
+    qsort (ev, t->nevents, sizeof *ev, s_by_seq);
+
+    /* ---- replay the host events */
+    for (size_t i = 0; i < t->nevents; i++) {
+        const akd_event_t *e = ev[i];
+        s_thread_t *ts = s_thread (&th, &nth, e->tid);
+        int top = ts->depth > 0 ? ts->stack[ts->depth - 1] : -1;
+        if (e->kind == AKD_EV_PUSH) {
+            int r = s_new_range (a, &rcap, e->name, top, e->tid);
+            a->ranges[r].start_ts = e->ts;
+            a->ranges[r].pre = e->pre;
+            if (ts->depth == ts->cap) {
+                ts->cap = ts->cap ? ts->cap * 2 : 16;
+                ts->stack = ak_realloc (ts->stack, (size_t) ts->cap * sizeof *ts->stack);
+            }
+            ts->stack[ts->depth++] = r;
+        }
+        else
+        if (e->kind == AKD_EV_POP) {
+            if (top < 0) {
+                a->unmatched_pops++;
+                continue;
+            }
+            a->ranges[top].end_ts = e->ts;
+            a->ranges[top].closed = true;
+            ts->depth--;
+        }
+        else
+            launches[nl++] = (s_launch_t) { e->corr, e->seq, top, e->tid };
+    }
+    qsort (launches, nl, sizeof *launches, s_by_corr);
+
+    /* ---- kernels */
+    a->kernels = ak_calloc (t->nkernels + 1, sizeof *a->kernels);
+    uint64_t first = UINT64_MAX, last = 0;
+    for (size_t i = 0; i < t->nkernels; i++) {
+        const akd_kernel_t *k = &t->kernels[i];
+        s_launch_t key = { k->corr, 0, 0, 0 };
+        s_launch_t *l = nl ? bsearch (&key, launches, nl, sizeof *launches, s_by_corr) : NULL;
+        /* bsearch may land on any launch of that corr: take the first */
+        while (l && l > launches && l[-1].corr == k->corr)
+            l--;
+        akd_kattr_t *ka = &a->kernels[a->nkernels];
+        ka->k = k;
+        ka->range = l ? l->range : -1;
+        ka->tid = l ? l->tid : -1;
+        ka->launched = l != NULL;
+        if (!l) {
+            bool inside = t->window_open_ts == 0
+                       || (k->start >= t->window_open_ts
+                           && (!t->window_closed || t->window_close_ts == 0 || k->start <= t->window_close_ts));
+            if (!inside) {
+                a->outside++;
+                continue;
+            }
+            a->no_launch++;
+        }
+        if (k->graph != 0)
+            ka->range = s_graph_range (t, a, &rcap, k, ka->range, ka->tid, &cache, &ncache);
+        a->nkernels++;
+        a->gpu_ns += k->end - k->start;
+        if (k->start < first)
+            first = k->start;
+        if (k->end > last)
+            last = k->end;
+    }
+
+    /* ---- steps */
+    double sum = 0;
+    int timed = 0;
+    for (size_t i = 0; t->step_range && *t->step_range && i < a->nranges; i++) {
+        const akd_range_t *r = &a->ranges[i];
+        if (r->parent != -1 || r->pre || r->graph || r->synthetic || strcmp (r->name, t->step_range) != 0)
+            continue;
+        a->steps++;
+        if (r->closed && r->start_ts && r->end_ts > r->start_ts) {
+            sum += (double) (r->end_ts - r->start_ts);
+            timed++;
+        }
+    }
+    if (a->steps == 0)
+        a->steps = 1;
+    if (timed > 0) {
+        a->step_ns = sum / timed;
+        a->step_from_ranges = true;
+    }
+    else
+        a->step_ns = last > first ? (double) (last - first) / a->steps : 0;
+
+    for (size_t i = 0; i < nth; i++)
+        free (th[i].stack);
+    free (th);
+    free (cache);
+    free (launches);
+    free (ev);
+    *attr_p = a;
+    return 0;
+}
+
+void akd_attr_destroy (akd_attr_t **self_p)
+{
+    if (self_p && *self_p) {
+        akd_attr_t *a = *self_p;
+        for (size_t i = 0; i < a->nranges; i++) {
+            free (a->ranges[i].name);
+            free (a->ranges[i].key);
+        }
+        free (a->ranges);
+        free (a->kernels);
+        free (a);
+        *self_p = NULL;
+    }
+}

@@ -1,0 +1,202 @@
+/*  discover/catalog_map.c: range -> catalog operator (catalog_map.h). */
+#include "catalog_map.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char akd_map_table_text[] =
+    "  softmax          aten::softmax, aten::_softmax, aten::special_softmax: rows x cols (last dim)\n"
+    "  rmsnorm          aten::rms_norm, aten::_fused_rms_norm, module::*RMSNorm: M x N (last dim)\n"
+    "  layernorm        aten::layer_norm, aten::native_layer_norm, module::LayerNorm: batch x dim\n"
+    "  matmul           aten::mm, aten::addmm, aten::linear, aten::matmul, aten::bmm (batch 1),\n"
+    "                   module::Linear: M x N x K\n"
+    "  flash_attention  aten::scaled_dot_product_attention, aten::_scaled_dot_product_flash_attention,\n"
+    "                   ..._efficient_attention, ..._cudnn_attention, torch_nvtx::sdpa: B x H x S x D\n"
+    "                   (query and key of one length), mask 2 when causal\n"
+    "  cross_entropy    aten::cross_entropy_loss (its log_softmax + nll_loss inside): batch x vocab\n"
+    "  rotary_embedding names holding \"rotary\" with a [B, H, S, D] first argument\n";
+
+static bool s_is (const char *name, const char *const *list)
+{
+    for (; *list; list++)
+        if (strcmp (name, *list) == 0)
+            return true;
+    return false;
+}
+
+static bool s_ends (const char *s, const char *suffix)
+{
+    size_t n = strlen (s), m = strlen (suffix);
+    return n >= m && strcmp (s + n - m, suffix) == 0;
+}
+
+/* The i-th tensor argument, or NULL. */
+static const akd_shape_t *s_tensor (const akd_payload_t *p, int i)
+{
+    for (int a = 0; a < p->nsizes; a++)
+        if (p->sizes[a].tensor && i-- == 0)
+            return &p->sizes[a];
+    return NULL;
+}
+
+static int64_t s_rows (const akd_shape_t *s)
+{
+    int64_t r = 1;
+    for (int d = 0; d + 1 < s->ndims; d++)
+        r *= s->dims[d];
+    return r;
+}
+
+static int s_set (akd_map_t *m, const char *op, int n, const char *const keys[], const int64_t values[])
+{
+    m->op = op;
+    m->nkeys = n;
+    for (int i = 0; i < n; i++) {
+        m->keys[i] = keys[i];
+        m->values[i] = values[i];
+        if (values[i] <= 0 || values[i] > ((int64_t) 1 << 31)) {
+            snprintf (m->why, sizeof m->why, "%s = %lld: not a size the catalog takes",
+                      keys[i], (long long) values[i]);
+            return -1;
+        }
+    }
+    return 1;
+}
+
+static int s_no (akd_map_t *m, const char *op, const char *why)
+{
+    m->op = op;
+    snprintf (m->why, sizeof m->why, "%s", why);
+    return -1;
+}
+
+/* Row-wise ops: rows = product of all dims but the last. */
+static int s_rowwise (const akd_payload_t *p, akd_map_t *m, const char *op, const char *k0, const char *k1)
+{
+    const akd_shape_t *x = s_tensor (p, 0);
+    if (!x)
+        return s_no (m, op, p->has_sizes ? "no tensor argument in the recorded sizes"
+                                         : "the range carries no sizes (record_shapes off?)");
+    const char *keys[] = { k0, k1 };
+    int64_t v[] = { s_rows (x), x->dims[x->ndims - 1] };
+    return s_set (m, op, 2, keys, v);
+}
+
+static int s_matmul (const akd_payload_t *p, akd_map_t *m)
+{
+    static const char *const keys[] = { "M", "N", "K" };
+    const char *n = p->name;
+    const akd_shape_t *a = s_tensor (p, 0), *b = s_tensor (p, 1), *c = s_tensor (p, 2);
+    if (!a || !b)
+        return s_no (m, "matmul", p->has_sizes ? "fewer than two tensor arguments"
+                                               : "the range carries no sizes (record_shapes off?)");
+    if (strcmp (n, "aten::addmm") == 0) {
+        /* addmm (bias, a, b) */
+        if (!c)
+            return s_no (m, "matmul", "addmm without its two matrices");
+        a = b;
+        b = c;
+    }
+    if (strcmp (n, "aten::linear") == 0 || strcmp (n, "module::Linear") == 0) {
+        /* x [..., K], weight [N, K] */
+        if (b->ndims != 2 || b->dims[1] != a->dims[a->ndims - 1])
+            return s_no (m, "matmul", "linear: weight is not [N, K]");
+        int64_t v[] = { s_rows (a), b->dims[0], b->dims[1] };
+        return s_set (m, "matmul", 3, keys, v);
+    }
+    if (a->ndims == 3 && b->ndims == 3) {
+        if (a->dims[0] != 1 || b->dims[0] != 1)
+            return s_no (m, "matmul", "batched GEMM (batch > 1): the catalog's matmul has no batch key");
+        int64_t v[] = { a->dims[1], b->dims[2], a->dims[2] };
+        if (b->dims[1] != a->dims[2])
+            return s_no (m, "matmul", "inner dimensions differ");
+        return s_set (m, "matmul", 3, keys, v);
+    }
+    if (b->ndims != 2 || a->ndims < 2)
+        return s_no (m, "matmul", "operands are not [.., M, K] x [K, N]");
+    if (b->dims[0] != a->dims[a->ndims - 1])
+        return s_no (m, "matmul", "inner dimensions differ");
+    int64_t v[] = { s_rows (a), b->dims[1], b->dims[0] };
+    return s_set (m, "matmul", 3, keys, v);
+}
+
+static int s_attention (const akd_payload_t *p, akd_map_t *m)
+{
+    static const char *const keys[] = { "B", "H", "S", "D", "mask" };
+    const akd_shape_t *q = s_tensor (p, 0), *k = s_tensor (p, 1);
+    if (!q || !k)
+        return s_no (m, "flash_attention", p->has_sizes ? "no query and key in the recorded sizes"
+                                                         : "the range carries no sizes (record_shapes off?)");
+    if (q->ndims != 4 || k->ndims != 4)
+        return s_no (m, "flash_attention", "query or key is not [B, H, S, D]");
+    if (q->dims[2] != k->dims[2])
+        return s_no (m, "flash_attention", "query and key lengths differ (decode or cached keys): "
+                                           "the catalog's attention has one S");
+    if (q->dims[1] != k->dims[1] || q->dims[3] != k->dims[3] || q->dims[0] != k->dims[0])
+        return s_no (m, "flash_attention", "query and key heads or widths differ (grouped-query attention)");
+    /* The is_causal flag comes from torch_nvtx.py's sdpa range; an explicit
+       mask tensor (a third... fourth argument) is not expressible */
+    int64_t causal = akd_payload_int (p, "is_causal", 0);
+    if (akd_payload_int (p, "has_mask", 0) != 0)
+        return s_no (m, "flash_attention", "an explicit attention mask: the catalog has none or causal");
+    int64_t v[] = { q->dims[0], q->dims[1], q->dims[2], q->dims[3], causal ? 2 : 1 };
+    return s_set (m, "flash_attention", 5, keys, v);
+}
+
+const char *akd_map_dtype (const akd_payload_t *p)
+{
+    for (int i = 0; i < p->ndtypes; i++) {
+        const char *d = akd_dtype_catalog (p->dtypes[i]);
+        if (d)
+            return d;
+    }
+    return NULL;
+}
+
+int akd_map_payload (const akd_payload_t *p, akd_map_t *m)
+{
+    memset (m, 0, sizeof *m);
+    m->dtype = akd_map_dtype (p);
+    const char *n = p->name;
+    static const char *const softmax[] = { "aten::softmax", "aten::_softmax", "aten::special_softmax", NULL };
+    static const char *const rms[] = { "aten::rms_norm", "aten::_fused_rms_norm", NULL };
+    static const char *const ln[] = { "aten::layer_norm", "aten::native_layer_norm", "module::LayerNorm", NULL };
+    static const char *const mm[] = { "aten::mm", "aten::addmm", "aten::linear", "aten::matmul", "aten::bmm",
+                                      "module::Linear", NULL };
+    static const char *const sdpa[] = { "aten::scaled_dot_product_attention",
+                                        "aten::_scaled_dot_product_flash_attention",
+                                        "aten::_scaled_dot_product_efficient_attention",
+                                        "aten::_scaled_dot_product_cudnn_attention",
+                                        "aten::_scaled_dot_product_flash_attention_for_cpu",
+                                        "torch_nvtx::sdpa", NULL };
+    static const char *const ce[] = { "aten::cross_entropy_loss", "aten::cross_entropy", NULL };
+    if (s_is (n, softmax))
+        return s_rowwise (p, m, "softmax", "rows", "cols");
+    if (s_is (n, rms) || (strncmp (n, "module::", 8) == 0 && s_ends (n, "RMSNorm")))
+        return s_rowwise (p, m, "rmsnorm", "M", "N");
+    if (s_is (n, ln))
+        return s_rowwise (p, m, "layernorm", "batch", "dim");
+    if (s_is (n, mm))
+        return s_matmul (p, m);
+    if (s_is (n, sdpa))
+        return s_attention (p, m);
+    if (s_is (n, ce)) {
+        const akd_shape_t *x = s_tensor (p, 0);
+        if (!x || x->ndims != 2)
+            return s_no (m, "cross_entropy", "logits are not [batch, vocab]");
+        static const char *const keys[] = { "batch", "vocab" };
+        int64_t v[] = { x->dims[0], x->dims[1] };
+        return s_set (m, "cross_entropy", 2, keys, v);
+    }
+    if (strstr (n, "rotary") || strstr (n, "Rotary")) {
+        if (strncmp (n, "module::", 8) == 0)
+            return 0;                 /* the module computes cos/sin tables, not the rotation */
+        const akd_shape_t *x = s_tensor (p, 0);
+        if (!x || x->ndims != 4)
+            return s_no (m, "rotary_embedding", "first argument is not [B, H, S, D]");
+        static const char *const keys[] = { "B", "H", "S", "D" };
+        int64_t v[] = { x->dims[0], x->dims[1], x->dims[2], x->dims[3] };
+        return s_set (m, "rotary_embedding", 4, keys, v);
+    }
+    return 0;
+}
