@@ -39,6 +39,12 @@ static int s_by_corr (const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+static int s_corr_only (const void *a, const void *b)
+{
+    const s_launch_t *x = a, *y = b;
+    return x->corr < y->corr ? -1 : x->corr > y->corr;
+}
+
 static s_thread_t *s_thread (s_thread_t **th, size_t *n, int64_t tid)
 {
     for (size_t i = 0; i < *n; i++)
@@ -167,7 +173,7 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
     for (size_t i = 0; i < t->nkernels; i++) {
         const akd_kernel_t *k = &t->kernels[i];
         s_launch_t key = { k->corr, 0, 0, 0 };
-        s_launch_t *l = nl ? bsearch (&key, launches, nl, sizeof *launches, s_by_corr) : NULL;
+        s_launch_t *l = nl ? bsearch (&key, launches, nl, sizeof *launches, s_corr_only) : NULL;
         /* bsearch may land on any launch of that corr: take the first */
         while (l && l > launches && l[-1].corr == k->corr)
             l--;

@@ -190,7 +190,7 @@ char *akd_hotspots_markdown (const akd_hotspots_t *h, const akd_trace_t *t, cons
 static int s_write_json (const char *dir, const char *name, json_t *doc, ak_err_t *err)
 {
     char *path = ak_path_join (dir, name);
-    char *text = json_dumps (doc, JSON_INDENT (2) | JSON_PRESERVE_ORDER);
+    char *text = json_dumps (doc, JSON_INDENT (2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION (10));
     int rc = text ? ak_file_write_atomic (path, text, strlen (text), err)
                   : ak_err_set (err, AK_EINTERNAL, "%s: cannot encode", path);
     free (text);
