@@ -575,6 +575,14 @@ static int s_cupti_start (void)
 #undef S_RESOLVE
     uint32_t version = 0;
     C.cuptiGetVersion (&version);
+    /* Activity records are read with our headers' layouts
+       (CUpti_ActivityKernel10 in CUPTI 13); an older CUPTI writes older ones. */
+    if (version < (CUPTI_API_VERSION / 10000) * 10000) {
+        snprintf (why, sizeof why, "%s is CUPTI API %u; libakdiscover.so reads CUPTI %d records "
+                  "(built against %d)", path, version, CUPTI_API_VERSION / 10000, CUPTI_API_VERSION);
+        s_error ("cupti_old", why);
+        return -1;
+    }
     char p[1024];
     s_json_str (p, sizeof p, path);
     s_emitf ("{\"t\":\"cupti\",\"version\":%u,\"path\":\"%s\"}", version, p);
@@ -688,6 +696,21 @@ static void s_on_signal (int sig, siginfo_t *si, void *uc)
     }
 }
 
+/*  A forked child (a data loader worker ...) is not traced: it would
+    write the parent's buffered lines again into the same file. */
+static void s_after_fork_child (void)
+{
+    S.on = false;
+    S.cupti_on = false;
+    S.flusher_on = false;
+    S.len = 0;
+    if (S.fd >= 0)
+        close (S.fd);
+    S.fd = -1;
+    pthread_mutex_init (&S.mu, NULL);
+    atomic_store (&S.ended, true);
+}
+
 static void s_read_driver_release (char *out, size_t cap)
 {
     out[0] = '\0';
@@ -779,6 +802,7 @@ static void s_init (void)
     sigemptyset (&sa.sa_mask);
     for (size_t i = 0; i < sizeof s_signals / sizeof s_signals[0]; i++)
         sigaction (s_signals[i], &sa, &s_old[i]);
+    pthread_atfork (NULL, NULL, s_after_fork_child);
     S.flusher_on = pthread_create (&S.flusher, NULL, s_flusher_main, NULL) == 0;
 }
 

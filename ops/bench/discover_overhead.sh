@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# ops/bench/discover_overhead.sh: what `akctl discover` costs and how well it
+# accounts for GPU time (issue 18, Benchmark), on the Llama-style demo model
+# (ops/discover/llama_demo.py: hidden 2048, 8 layers, 16 heads, vocab 32000,
+# bf16, prefill 1x512 + 8 decode steps per repeat).
+#
+#   ops/bench/discover_overhead.sh [--bin DIR] [--out DIR] [--n N] [--repeats R]
+#
+# Runs, interleaved N times (default 5) each:
+#   plain     python3 llama_demo.py --step-times               (no injection)
+#   inject    akctl discover ... -- python3 llama_demo.py --step-times
+#             (libakdiscover.so with the demo's own "step" ranges: the
+#             injection's own overhead)
+#   launcher  akctl discover ... -- python3 torch_nvtx.py llama_demo.py --step-times
+#             (plus emit_nvtx(record_shapes) and the module ranges: what a
+#             user pays for shapes and dtypes)
+# and once torch.profiler over the same steps (llama_demo.py --torch-profiler).
+# Step times are the demo's own (perf_counter around each step, ending in a
+# synchronise), over the repeats after the first.  Prints a table and writes
+# OUT/summary.json:
+#   - per configuration: median step time (prefill and decode separately)
+#     and its ratio to plain (goal: inject <= 1.05);
+#   - coverage: % of GPU time under a named range and mapped to the catalog
+#     (from the launcher run's hotspots.json);
+#   - total kernel time per step: discover (inject run) vs torch.profiler
+#     (goal: within 3%).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin="$root/build/bin"
+out=""
+n=5
+repeats=3
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --bin) bin="$2"; shift 2 ;;
+        --out) out="$2"; shift 2 ;;
+        --n) n="$2"; shift 2 ;;
+        --repeats) repeats="$2"; shift 2 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "discover_overhead.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+[ "$n" -ge 5 ] || { echo "discover_overhead.sh: --n must be at least 5" >&2; exit 2; }
+[ "$repeats" -ge 2 ] || { echo "discover_overhead.sh: --repeats must be at least 2" >&2; exit 2; }
+out="${out:-$(mktemp -d /tmp/akd-bench.XXXXXX)}"
+mkdir -p "$out"
+akctl="$bin/akctl"
+demo="$root/ops/discover/llama_demo.py"
+launcher="$root/ops/discover/torch_nvtx.py"
+steps_per_repeat=9                      # 1 prefill + 8 decode (llama_demo.py defaults)
+warm=$steps_per_repeat
+measured=$(( (repeats - 1) * steps_per_repeat ))
+[ -x "$akctl" ] || { echo "discover_overhead.sh: no $akctl (build first, or --bin)" >&2; exit 2; }
+python3 -c 'import torch, transformers; assert torch.cuda.is_available()' \
+    || { echo "discover_overhead.sh: needs python3 with torch (CUDA) and transformers" >&2; exit 2; }
+
+echo "date: $(date -u +%FT%TZ)  host: $(hostname)  gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+echo "runs: $n interleaved per configuration, $repeats repeats each (first is warm-up), out: $out"
+for i in $(seq 1 "$n"); do
+    python3 "$demo" --repeats "$repeats" --step-times > "$out/plain.$i.jsonl"
+    "$akctl" discover --out "$out/inject.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
+        python3 "$demo" --repeats "$repeats" --step-times > "$out/inject.$i.jsonl" 2> "$out/inject.$i.err" \
+        || { cat "$out/inject.$i.err" >&2; exit 1; }
+    "$akctl" discover --out "$out/launcher.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
+        python3 "$launcher" "$demo" --repeats "$repeats" --step-times > "$out/launcher.$i.jsonl" 2> "$out/launcher.$i.err" \
+        || { cat "$out/launcher.$i.err" >&2; exit 1; }
+    echo "run $i of $n done"
+done
+python3 "$demo" --repeats "$repeats" --torch-profiler "$out/torch_profiler.json" > /dev/null
+
+python3 - "$out" "$n" <<'PY'
+import json, statistics, sys, os
+out, n = sys.argv[1], int(sys.argv[2])
+def steps(name):
+    rows = {"prefill": [], "decode": []}
+    for i in range(1, n + 1):
+        for line in open(os.path.join(out, "%s.%d.jsonl" % (name, i))):
+            line = line.strip()
+            if line.startswith("{"):
+                r = json.loads(line)
+                rows[r["kind"]].append(r["ms"])
+    return rows
+summary = {"runs": n, "configs": {}}
+base = steps("plain")
+print("\n| configuration | prefill ms (median) | decode ms (median) | prefill ratio | decode ratio |")
+print("|---|---|---|---|---|")
+for name in ("plain", "inject", "launcher"):
+    r = steps(name)
+    p, d = statistics.median(r["prefill"]), statistics.median(r["decode"])
+    rp, rd = p / statistics.median(base["prefill"]), d / statistics.median(base["decode"])
+    summary["configs"][name] = {"prefill_ms": p, "decode_ms": d, "prefill_ratio": rp, "decode_ratio": rd,
+                                "samples": len(r["prefill"]) + len(r["decode"])}
+    print("| %s | %.3f | %.3f | %.3f | %.3f |" % (name, p, d, rp, rd))
+hot = json.load(open(os.path.join(out, "launcher.1", "hotspots.json")))
+cov = hot["totals"]
+inj = json.load(open(os.path.join(out, "inject.1", "hotspots.json")))["totals"]
+tp = json.load(open(os.path.join(out, "torch_profiler.json")))
+tp_per_step = tp["kernel_us"] / tp["steps"]
+diff = (inj["gpu_us_per_step"] - tp_per_step) / tp_per_step * 100 if tp_per_step else float("nan")
+summary["coverage"] = {"named_pct": cov["pct_gpu_time_in_named_range"],
+                       "catalog_pct": cov["pct_gpu_time_mapped_to_catalog"]}
+summary["kernel_time"] = {"discover_us_per_step": inj["gpu_us_per_step"], "torch_profiler_us_per_step": tp_per_step,
+                          "diff_pct": diff}
+print("\ncoverage (launcher run 1): %.1f%% of GPU time under a named range, %.1f%% mapped to catalog operators"
+      % (cov["pct_gpu_time_in_named_range"], cov["pct_gpu_time_mapped_to_catalog"]))
+print("kernel time per step: discover %.1f us, torch.profiler %.1f us (%+.2f%%)"
+      % (inj["gpu_us_per_step"], tp_per_step, diff))
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
+print("\nwrote %s/summary.json" % out)
+PY
