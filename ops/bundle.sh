@@ -19,12 +19,19 @@ lib="$build/bin/lib"
 mkdir -p "$lib"
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libgcc_s|libstdc\+\+)'
 for f in "$build"/bin/akcoord "$build"/bin/akworker "$build"/bin/akctl "$build"/tests/test_* \
-         "$build"/tests/bench_*; do
+         "$build"/tests/bench_* "$build"/bin/lib/libakdiscover.so "$build"/bin/akd-nvtx-probe; do
     [ -x "$f" ] || continue
     ldd "$f" | awk '/=> \// { print $1, $3 }' | while read -r name path; do
         echo "$name" | grep -Eq "$skip" && continue
         [ -e "$lib/$name" ] || cp -L "$path" "$lib/$name"
     done
 done
+# libakdiscover.so (akctl discover's injection library) is built into bin/lib
+# where the CUDA headers are; akctl finds it there as $ORIGIN/lib.
+if [ -e "$lib/libakdiscover.so" ]; then
+    echo "bundle: akctl discover: $lib/libakdiscover.so"
+else
+    echo "bundle: akctl discover: no libakdiscover.so (built without CUDA headers): only --from-trace works"
+fi
 n=$(ls "$lib" | wc -l)
 echo "bundle: $build/bin ($n libraries in bin/lib, $(du -sh "$build/bin" | cut -f1))"
