@@ -298,7 +298,13 @@ char *akd_device_class (const akd_trace_t *t, ak_err_t *err)
                     !t->driver || !*t->driver ? "driver" : "NVRTC");
         return NULL;
     }
+    /* the device the kernels ran on, else the first */
     const akd_device_t *d = &t->devices[0];
+    for (size_t i = 0; t->nkernels && i < t->ndevices; i++)
+        if (t->devices[i].id == t->kernels[0].dev) {
+            d = &t->devices[i];
+            break;
+        }
     char *c = ak_sprintf ("%s/sm_%d%d/drv%.*s/nvrtc%s", d->name, d->cc_major, d->cc_minor,
                           (int) strcspn (t->driver, "."), t->driver, t->nvrtc);
     /* as the worker announces it: [A-Za-z0-9_./-], others '_' */

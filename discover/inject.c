@@ -89,6 +89,7 @@ static struct {
     bool             flusher_on;
     atomic_bool      stop;
     atomic_uint_fast64_t dropped;
+    atomic_bool      device_seen;       /* a device line was written */
 } S = { .once = PTHREAD_ONCE_INIT, .fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* CUPTI entry points, opened with dlopen (never linked). */
@@ -453,6 +454,7 @@ static void CUPTIAPI s_buffer_completed (CUcontext ctx, uint32_t stream, uint8_t
             s_emitf ("{\"t\":\"device\",\"id\":%u,\"name\":\"%s\",\"cc\":[%u,%u],\"sms\":%u}",
                      d->id, name, d->computeCapabilityMajor, d->computeCapabilityMinor,
                      d->numMultiprocessors);
+            atomic_store (&S.device_seen, true);
         }
     }
     size_t dropped = 0;
@@ -615,17 +617,50 @@ static int s_cupti_start (void)
         s_error ("cupti_failed", why);
         return -1;
     }
-    /* Device records come with any activity; some CUPTIs want it asked. */
-    (void) C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_DEVICE);
+    /* Device records are emitted at driver initialisation; EnableAndDump
+       also hands over those emitted before (s_device_fallback otherwise). */
+    CUptiResult (*dump) (CUpti_ActivityKind) =
+        (CUptiResult (*) (CUpti_ActivityKind)) dlsym (S.cupti, "cuptiActivityEnableAndDump");
+    (void) (dump ? dump (CUPTI_ACTIVITY_KIND_DEVICE) : C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_DEVICE));
     return 0;
 }
 
 /* ============================================================ lifetime */
 
+/*  When CUPTI gave no device record, the devices as the driver names them
+    (from the flusher thread, never inside cuInit; ids are ordinals, as
+    CUPTI's deviceId). */
+static void s_device_fallback (void)
+{
+    void *h = dlopen ("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        return;
+    int (*count_fn) (int *) = (int (*) (int *)) dlsym (h, "cuDeviceGetCount");
+    int (*get_fn) (int *, int) = (int (*) (int *, int)) dlsym (h, "cuDeviceGet");
+    int (*name_fn) (char *, int, int) = (int (*) (char *, int, int)) dlsym (h, "cuDeviceGetName");
+    int (*attr_fn) (int *, int, int) = (int (*) (int *, int, int)) dlsym (h, "cuDeviceGetAttribute");
+    int n = 0;
+    if (!count_fn || !get_fn || !name_fn || !attr_fn || count_fn (&n) != 0)
+        return;
+    for (int i = 0; i < n && i < 64; i++) {
+        int dev = 0, maj = 0, min = 0, sms = 0;
+        char name[256] = "", esc[512];
+        if (get_fn (&dev, i) != 0 || name_fn (name, (int) sizeof name - 1, dev) != 0
+            || attr_fn (&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != 0
+            || attr_fn (&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != 0
+            || attr_fn (&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != 0)
+            continue;
+        s_json_str (esc, sizeof esc, name);
+        s_emitf ("{\"t\":\"device\",\"id\":%d,\"name\":\"%s\",\"cc\":[%d,%d],\"sms\":%d,\"from\":\"driver\"}",
+                 i, esc, maj, min, sms);
+        atomic_store (&S.device_seen, true);
+    }
+}
+
 static void *s_flusher_main (void *arg)
 {
     (void) arg;
-    int closed_flushes = 0;
+    int closed_flushes = 0, open_flushes = 0;
     while (!atomic_load (&S.stop)) {
         struct timespec ts = { 0, S_FLUSH_MS * 1000000L };
         nanosleep (&ts, NULL);
@@ -633,6 +668,8 @@ static void *s_flusher_main (void *arg)
             bool closed = atomic_load (&S.window) == S_CLOSED;
             C.cuptiActivityFlushAll (closed ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
             closed_flushes += closed;
+            if (atomic_load (&S.window) != S_BEFORE && !atomic_load (&S.device_seen) && ++open_flushes == 3)
+                s_device_fallback ();
         }
         pthread_mutex_lock (&S.mu);
         s_drain_locked ();

@@ -202,6 +202,25 @@ static void test_device_class (void **state)
     free (cls);
 }
 
+/* On a host with several GPUs, the class is that of the GPU the kernels ran on. */
+static void test_device_class_of_kernels (void **state)
+{
+    (void) state;
+    const char *text =
+        "{\"t\":\"header\",\"version\":1,\"driver\":\"580.65.06\",\"nvrtc\":\"13.0\"}\n"
+        "{\"t\":\"device\",\"id\":0,\"name\":\"NVIDIA A100-SXM4-80GB\",\"cc\":[8,0],\"sms\":108}\n"
+        "{\"t\":\"device\",\"id\":1,\"name\":\"NVIDIA H200\",\"cc\":[9,0],\"sms\":132}\n"
+        "{\"t\":\"kernel\",\"corr\":1,\"start\":10,\"end\":20,\"dev\":1,\"grid\":[1,1,1],\"block\":[1,1,1],"
+        "\"name\":\"k\"}\n";
+    akd_trace_t *t = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (akd_trace_parse (text, strlen (text), "m.jsonl", &t, &err), 0);
+    char *cls = akd_device_class (t, &err);
+    assert_string_equal (cls, "NVIDIA_H200/sm_90/drv580/nvrtc13.0");
+    free (cls);
+    akd_trace_destroy (&t);
+}
+
 static json_t *s_read_json (const char *dir, const char *name)
 {
     char *path = ak_path_join (dir, name);
@@ -323,6 +342,7 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_workloads, s_setup, s_teardown),
         cmocka_unit_test (test_dtype_unknown),
         cmocka_unit_test_setup_teardown (test_device_class, s_setup, s_teardown),
+        cmocka_unit_test (test_device_class_of_kernels),
         cmocka_unit_test_setup_teardown (test_writer, s_setup, s_teardown),
         cmocka_unit_test (test_no_empty_batch),
     };
