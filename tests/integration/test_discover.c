@@ -207,6 +207,12 @@ static void test_window_and_no_gpu_work (void **state)
     assert_int_equal (s_count (trace, "\"t\":\"push\""), s_count (trace, "\"t\":\"pop\""));
     free (trace);
     free (args);
+    /* a program that never starts CUDA or NVTX leaves no trace at all */
+    args = ak_sprintf ("--out '%s/none' -- true", dir);
+    assert_int_equal (s_discover (&out, args), 1);
+    s_contains (out, "no GPU work observed");
+    free (out);
+    free (args);
     ak_test_rmtree (dir);
     free (dir);
     free (probe);
