@@ -166,6 +166,12 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
             launches[nl++] = (s_launch_t) { e->corr, e->seq, top, e->tid };
     }
     qsort (launches, nl, sizeof *launches, s_by_corr);
+    /* CUPTI's correlation ids grow with every API call: a kernel whose
+       launch is missing but whose id lies outside the window's launches
+       was launched before it opened (still running when it did) or after
+       it closed. */
+    uint32_t min_corr = nl ? launches[0].corr : 0;
+    uint32_t max_corr = nl && t->window_closed ? launches[nl - 1].corr : UINT32_MAX;
 
     /* ---- kernels */
     a->kernels = ak_calloc (t->nkernels + 1, sizeof *a->kernels);
@@ -183,9 +189,10 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
         ka->tid = l ? l->tid : -1;
         ka->launched = l != NULL;
         if (!l) {
-            bool inside = t->window_open_ts == 0
-                       || (k->start >= t->window_open_ts
-                           && (!t->window_closed || t->window_close_ts == 0 || k->start <= t->window_close_ts));
+            bool inside = (t->window_open_ts == 0
+                           || (k->start >= t->window_open_ts
+                               && (!t->window_closed || t->window_close_ts == 0 || k->start <= t->window_close_ts)))
+                       && k->corr >= min_corr && k->corr <= max_corr;
             if (!inside) {
                 a->outside++;
                 continue;

@@ -80,7 +80,7 @@ static void test_decode_fixture (void **state)
     assert_int_equal (t->gnodes[0].nstack, 2);
     assert_string_equal (t->gnodes[0].stack[0], "capture");
     const akd_kernel_t *k = &t->kernels[4];
-    assert_int_equal (k->corr, 3);
+    assert_int_equal (k->corr, 30);
     assert_int_equal (k->end - k->start, 20000);
     assert_int_equal (k->grid[0], 128);
     assert_int_equal (k->block[0], 256);
@@ -102,35 +102,35 @@ static void test_attribution (void **state)
     akd_attr_t *a = NULL;
     ak_err_t err = { 0 };
     assert_int_equal (akd_attribute (t, &a, &err), 0);
-    /* corr 99 was launched before the window opened: left out, counted */
+    /* corr 5 was launched before the window opened: left out, counted */
     assert_int_equal (a->outside, 1);
-    assert_null (s_kernel (a, 99, 0));
+    assert_null (s_kernel (a, 5, 0));
     assert_int_equal (a->nkernels, 12);
     /* nested ranges: the innermost open at launch */
-    s_expect_chain (a, 1, 0, "aten::pow, seq = 1, sizes = [[1, 512, 2048], []] < module::LlamaRMSNorm, "
+    s_expect_chain (a, 10, 0, "aten::pow, seq = 1, sizes = [[1, 512, 2048], []] < module::LlamaRMSNorm, "
                              "sizes = [[1, 512, 2048]], dtypes = [bfloat16] < step");
-    s_expect_chain (a, 3, 0, "aten::mm, seq = 4, sizes = [[512, 2048], [2048, 6144]] < aten::linear, seq = 3, "
+    s_expect_chain (a, 30, 0, "aten::mm, seq = 4, sizes = [[512, 2048], [2048, 6144]] < aten::linear, seq = 3, "
                              "sizes = [[1, 512, 2048], [6144, 2048], []] < module::Linear, sizes = [[1, 512, 2048], "
                              "[6144, 2048]], dtypes = [bfloat16] < step");
     /* several threads: thread 200's launch, made while thread 100 was
        inside module::Linear, belongs to thread 200's own range */
-    s_expect_chain (a, 9, 0, "aten::softmax, seq = 9, op_id = 4, sizes = [[64, 32000], []], dtypes = [float16]");
-    assert_int_equal (s_kernel (a, 9, 0)->tid, 200);
+    s_expect_chain (a, 90, 0, "aten::softmax, seq = 9, op_id = 4, sizes = [[64, 32000], []], dtypes = [float16]");
+    assert_int_equal (s_kernel (a, 90, 0)->tid, 200);
     /* thread 200's second launch came after its pop: no range */
-    assert_int_equal (s_kernel (a, 10, 0)->range, -1);
+    assert_int_equal (s_kernel (a, 100, 0)->range, -1);
     /* graph replays: the node captured in a range gets copies of the
        capture ranges, under the range open at the graph launch; the node
        captured outside any range is a labelled graph replay */
-    s_expect_chain (a, 7, 80, "aten::addmm, seq = 99, sizes = [[6144], [512, 2048], [2048, 6144]], dtypes = "
+    s_expect_chain (a, 70, 80, "aten::addmm, seq = 99, sizes = [[6144], [512, 2048], [2048, 6144]], dtypes = "
                               "[bfloat16, bfloat16, bfloat16] < capture < step");
-    const akd_kattr_t *g = s_kernel (a, 7, 80);
+    const akd_kattr_t *g = s_kernel (a, 70, 80);
     assert_true (a->ranges[g->range].graph);
     assert_non_null (strstr (a->ranges[g->range].key, "[graph]"));
-    s_expect_chain (a, 7, 81, "[graph replay 8] < step");
-    assert_true (a->ranges[s_kernel (a, 7, 81)->range].synthetic);
+    s_expect_chain (a, 70, 81, "[graph replay 8] < step");
+    assert_true (a->ranges[s_kernel (a, 70, 81)->range].synthetic);
     /* a kernel inside the window whose launch was not recorded is kept */
     assert_int_equal (a->no_launch, 1);
-    assert_false (s_kernel (a, 98, 0)->launched);
+    assert_false (s_kernel (a, 55, 0)->launched);
     /* steps: two, 100 us each (push to pop) */
     assert_int_equal (a->steps, 2);
     assert_true (a->step_from_ranges);
@@ -151,7 +151,7 @@ static void test_crashed_trace (void **state)
     akd_attr_t *a = NULL;
     ak_err_t err = { 0 };
     assert_int_equal (akd_attribute (t, &a, &err), 0);
-    assert_int_equal (a->nkernels, 11);          /* corr 8 never made it */
+    assert_int_equal (a->nkernels, 11);          /* corr 80 never made it */
     assert_int_equal (a->steps, 1);
     akd_attr_destroy (&a);
     akd_trace_destroy (&t);
@@ -213,6 +213,51 @@ static void test_hostile_records (void **state)
     akd_trace_destroy (&t);
 }
 
+/* Kernels whose launch is missing: kept only when their correlation id lies
+   among the window's launches (ids grow with every call), so a warm-up
+   kernel still running when the window opened is not counted in it. */
+static void s_window_trace (bool closed, akd_attr_t **a_p, akd_trace_t **t_p)
+{
+    char *text = ak_sprintf (
+        "{\"t\":\"header\",\"version\":1}\n"
+        "{\"t\":\"window\",\"state\":\"open\",\"seq\":1,\"ts\":100}\n"
+        "{\"t\":\"launch\",\"seq\":2,\"tid\":1,\"corr\":10}\n"
+        "{\"t\":\"launch\",\"seq\":3,\"tid\":1,\"corr\":20}\n"
+        "%s"
+        "{\"t\":\"kernel\",\"corr\":3,\"start\":150,\"end\":160,\"grid\":[1,1,1],\"block\":[1,1,1],\"name\":\"warm\"}\n"
+        "{\"t\":\"kernel\",\"corr\":10,\"start\":160,\"end\":170,\"grid\":[1,1,1],\"block\":[1,1,1],\"name\":\"a\"}\n"
+        "{\"t\":\"kernel\",\"corr\":15,\"start\":170,\"end\":180,\"grid\":[1,1,1],\"block\":[1,1,1],\"name\":\"b\"}\n"
+        "{\"t\":\"kernel\",\"corr\":25,\"start\":180,\"end\":190,\"grid\":[1,1,1],\"block\":[1,1,1],\"name\":\"c\"}\n",
+        closed ? "{\"t\":\"window\",\"state\":\"closed\",\"seq\":4,\"ts\":500}\n" : "");
+    ak_err_t err = { 0 };
+    assert_int_equal (akd_trace_parse (text, strlen (text), "w.jsonl", t_p, &err), 0);
+    assert_int_equal (akd_attribute (*t_p, a_p, &err), 0);
+    free (text);
+}
+
+static void test_window_by_correlation (void **state)
+{
+    (void) state;
+    akd_trace_t *t = NULL;
+    akd_attr_t *a = NULL;
+    s_window_trace (true, &a, &t);
+    assert_null (s_kernel (a, 3, 0));           /* before the window's first launch */
+    assert_non_null (s_kernel (a, 10, 0));
+    assert_non_null (s_kernel (a, 15, 0));      /* among them: an API we do not hook */
+    assert_null (s_kernel (a, 25, 0));          /* after the window's last launch */
+    assert_int_equal (a->outside, 2);
+    assert_int_equal (a->no_launch, 1);
+    akd_attr_destroy (&a);
+    akd_trace_destroy (&t);
+    /* a window still open at exit has no last launch */
+    s_window_trace (false, &a, &t);
+    assert_null (s_kernel (a, 3, 0));
+    assert_non_null (s_kernel (a, 25, 0));
+    assert_int_equal (a->outside, 1);
+    akd_attr_destroy (&a);
+    akd_trace_destroy (&t);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +266,7 @@ int main (void)
         cmocka_unit_test (test_crashed_trace),
         cmocka_unit_test (test_not_a_trace),
         cmocka_unit_test (test_hostile_records),
+        cmocka_unit_test (test_window_by_correlation),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
