@@ -27,8 +27,9 @@
     (the analysis keeps those whose launch it saw).
 
     Never: change what the program computes or how it handles signals
-    (handlers chain to the ones they replace), block a CUDA or NVTX call on
-    I/O (the file is written by the flusher and at exit), or link anything
+    (handlers chain to the ones they replace), write the file from a CUDA or
+    NVTX call (the flusher and the exit do; only a buffer filled within one
+    flush interval is written by the call that fills it), or link anything
     but libc: the library is loaded into processes we do not control. */
 #include <dlfcn.h>
 #include <errno.h>
