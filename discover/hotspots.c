@@ -66,7 +66,8 @@ static int s_wl_by_time (const void *a, const void *b)
 
 static akd_row_t *s_finish (s_table_t *t, size_t *n)
 {
-    qsort (t->rows, t->n, sizeof *t->rows, s_by_time);
+    if (t->n > 1)
+        qsort (t->rows, t->n, sizeof *t->rows, s_by_time);
     json_decref (t->index);
     *n = t->n;
     return t->rows;

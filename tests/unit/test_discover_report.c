@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -333,6 +334,71 @@ static void test_no_empty_batch (void **state)
     akd_trace_destroy (&t);
 }
 
+/* Every trace in tests/data/discover/ (hand-made, and the ones recorded on a
+   GPU: AKD_SAVE_TRACE of test_gpu_discover) holds the invariants: it reads,
+   every kernel of the window is accounted for once (workloads + unmapped =
+   all), and a batch written from it loads. */
+static void test_every_fixture (void **state)
+{
+    (void) state;
+    char *dir = ak_test_src ("tests/data/discover");
+    char *catalog = ak_test_src ("kernels");
+    DIR *d = opendir (dir);
+    assert_non_null (d);
+    int checked = 0;
+    struct dirent *e;
+    while ((e = readdir (d))) {
+        size_t n = strlen (e->d_name);
+        if (n < 7 || strcmp (e->d_name + n - 6, ".jsonl") != 0)
+            continue;
+        char *path = ak_path_join (dir, e->d_name);
+        akd_trace_t *t = NULL;
+        akd_attr_t *a = NULL;
+        ak_err_t err = { 0 };
+        if (akd_trace_load (path, &t, &err) != 0)
+            fail_msg ("%s", err.msg);
+        assert_int_equal (akd_attribute (t, &a, &err), 0);
+        akd_hotspots_t *h = akd_hotspots_build (a);
+        double sum = 0;
+        long launches = 0;
+        for (size_t i = 0; i < h->nworkloads; i++) {
+            sum += h->workloads[i].gpu_ns;
+            launches += h->workloads[i].launches;
+        }
+        for (size_t i = 0; i < h->nunmapped; i++) {
+            sum += h->unmapped[i].gpu_ns;
+            launches += h->unmapped[i].launches;
+        }
+        if (sum != h->gpu_ns || launches != (long) a->nkernels)
+            fail_msg ("%s: workloads + unmapped = %.0f ns in %ld launches, total %.0f ns in %zu", path, sum,
+                      launches, h->gpu_ns, a->nkernels);
+        if (h->nworkloads) {
+            char *out = ak_test_tmpdir ("discover-fixture");
+            if (akd_hotspots_write (h, t, out, "NVIDIA_H200/sm_90/drv580/nvrtc13.0", catalog, &err) != 0)
+                fail_msg ("%s: %s", path, err.msg);
+            char *batch = ak_path_join (out, "batch.json");
+            ak_manifest_t *m = NULL;
+            if (ak_manifest_load (batch, &m, &err) != 0)
+                fail_msg ("%s: %s", path, err.msg);
+            ak_manifest_destroy (&m);
+            free (batch);
+            ak_test_rmtree (out);
+            free (out);
+        }
+        print_message ("%s: %zu kernels, %zu workloads, %zu unmapped rows\n", e->d_name, a->nkernels,
+                       h->nworkloads, h->nunmapped);
+        akd_hotspots_destroy (&h);
+        akd_attr_destroy (&a);
+        akd_trace_destroy (&t);
+        free (path);
+        checked++;
+    }
+    closedir (d);
+    assert_true (checked >= 3);
+    free (dir);
+    free (catalog);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +411,7 @@ int main (void)
         cmocka_unit_test (test_device_class_of_kernels),
         cmocka_unit_test_setup_teardown (test_writer, s_setup, s_teardown),
         cmocka_unit_test (test_no_empty_batch),
+        cmocka_unit_test (test_every_fixture),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
