@@ -565,6 +565,7 @@ static const s_verb_t s_verbs[] = {
       "  --dir DIR         use DIR (created if needed) instead of a temporary one\n"
       "  --workers N       how many workers to start, 1 to 64 (default 2)\n"
       "  --keep            keep the directory (store, logs, caches) afterwards\n" },
+    { "gate", "--profile DIR [--steps N] [--tolerance-file F] -- python3 SCRIPT", 0, 0, 0, akctl_gate_verb, "the end-to-end gate of a profile package on a program (docs/apply.md)", akctl_gate_help },
     { "help", "[VERB]", 0, 1, 0, s_verb_help,
       "this list, or the help of VERB",
       "Prints the help of VERB, or the list of verbs.\n" },
@@ -651,6 +652,8 @@ int main (int argc, char **argv)
     /* CZMQ would install its own SIGINT handler; akctl has its own. */
     zsys_handler_set (NULL);
     ak_log_set_ident ("akctl");
+    if (argc > 1 && strcmp (argv[1], "gate") == 0)
+        return akctl_gate (argc - 1, argv + 1);      /* its own options (gate.c) */
 
     akctl_opts_t o;
     memset (&o, 0, sizeof o);
