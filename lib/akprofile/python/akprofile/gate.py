@@ -11,7 +11,9 @@ and must define
         ...build the model and its inputs, deterministically (seeded)...
         return step              # step() -> a Tensor, or a tuple/list/dict of them
 
-and may set DTYPE = "bfloat16" | "float16" | "float32" (default bfloat16).
+and may set DTYPE = "bfloat16" | "float16" | "float32" (default bfloat16)
+and ENABLE_KWARGS = {...} (more arguments of akprofile.torch.enable, e.g.
+{"copy": True}).
 Each step() must compute the same thing every time (fresh caches inside).
 
 The protocol:
@@ -141,7 +143,8 @@ def run(opts):
         torch.cuda.empty_cache()
 
         step = mod.make_step(dtype)
-        applied = akt.enable(opts.profile, ops=ops, print_at_exit=False, active=False)
+        extra = dict(getattr(mod, "ENABLE_KWARGS", {}) or {})
+        applied = akt.enable(opts.profile, ops=ops, print_at_exit=False, active=False, **extra)
 
         def run_one(on):
             (applied.activate if on else applied.deactivate)()
@@ -184,7 +187,7 @@ def run(opts):
         "device_class": applied.runtime.device_class, "applies": applied.runtime.applies,
         "why_not": applied.runtime.why_not,
         "script": os.path.abspath(opts.script), "args": list(opts.args), "dtype": dtype_name,
-        "ops": sorted(applied.ops) if applied.ops else "all",
+        "ops": sorted(applied.ops) if applied.ops else "all", "enable_kwargs": extra,
         "steps": opts.steps, "warmup": opts.warmup,
         "tolerance": tol, "tolerance_file": opts.tolerance_file or "(built-in defaults)",
         "tolerance_sha256": hashlib.sha256(tol_text.encode()).hexdigest(),
