@@ -18,8 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "backend_cuda.h"
+#include "worker/backend_cuda.h"
 #include "util.h"
 
 static int s_find_asan (struct dl_phdr_info *info, size_t size, void *data)
