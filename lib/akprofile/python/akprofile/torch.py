@@ -55,9 +55,19 @@ def _skip(reason):
     raise Skip(reason)
 
 
-def _compiling():
-    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None) or torch._dynamo.is_compiling
-    return fn()
+def _compiling_fn():
+    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if fn is None:
+        fn = getattr(getattr(torch, "_dynamo", None), "is_compiling", None)
+    return fn or (lambda: False)
+
+
+_compiling = _compiling_fn()
+
+
+def _capturing():
+    """True while the current CUDA stream is capturing a graph."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 class Applied:
@@ -179,7 +189,7 @@ class Applied:
         got = self._wt.get(id(w))
         if got is not None and got[0]() is w and got[1] == version:
             return got[2]
-        if torch.cuda.is_current_stream_capturing():
+        if _capturing():
             _skip("CUDA graph capture: the transposed weight was not made before capture")
         wt = w.t().contiguous()
         self._wt[id(w)] = (weakref.ref(w), version, wt)
@@ -194,7 +204,7 @@ class Applied:
         if len(inputs) != len(kernel.inputs) or len(out_shapes) != len(kernel.outputs):
             _skip("the entry %s has %d inputs and %d outputs, the call maps %d and %d"
                   % (kernel.key, len(kernel.inputs), len(kernel.outputs), len(inputs), len(out_shapes)))
-        if torch.cuda.is_current_stream_capturing() and not self.launcher.is_loaded(kernel):
+        if _capturing() and not self.launcher.is_loaded(kernel):
             _skip("CUDA graph capture: the entry was not loaded before capture (run a step eagerly first)")
         outs = [torch.empty(s, dtype=dtype, device=device) for s in out_shapes]
         for o, (_, count) in zip(outs, kernel.outputs):
@@ -306,7 +316,7 @@ def _cross_entropy(a, orig, args, kwargs):
         reason = "cross_entropy targets are not class indices of shape (%d,)" % batch
     elif 0 <= ignore < vocab:
         reason = "cross_entropy ignore_index %d is a class" % ignore
-    elif torch.cuda.is_current_stream_capturing():
+    elif _capturing():
         reason = "CUDA graph capture: cross_entropy's target check synchronizes"
     else:
         reason, (xc,) = a.check([x])
@@ -357,20 +367,24 @@ def _linear(a, orig, args, kwargs):
     if not isinstance(x, torch.Tensor) or not isinstance(w, torch.Tensor) or w.dim() != 2 or x.dim() < 1 \
             or x.numel() == 0 or x.shape[-1] != w.shape[1]:
         return orig(*args, **kwargs)
+    n, k_dim = w.shape
+    dims = [x.numel() // k_dim, n, k_dim]
     if not a.transpose_weights:
-        m = x.numel() // x.shape[-1]
-        return a.call("matmul", [m, w.shape[0], w.shape[1]], x.dtype, None, fb,
+        return a.call("matmul", dims, x.dtype, None, fb,
                       "linear's weight is [N, K]: the catalog matmul takes [K, N] (enable with transpose_weights=True)")
-    reason, _ = a.check([x, w] + ([bias] if bias is not None else []), x.dtype)
-    if reason:
-        m = x.numel() // x.shape[-1]
-        return a.call("matmul", [m, w.shape[0], w.shape[1]], x.dtype, None, fb, reason)
-    try:
-        wt = a.transposed(w)
-    except Skip as e:
-        m = x.numel() // x.shape[-1]
-        return a.call("matmul", [m, w.shape[0], w.shape[1]], x.dtype, None, fb, str(e))
-    return _matmul_core(a, x, wt, fb, bias=bias)
+    reason, ts = a.check([x, w] + ([bias] if bias is not None else []), x.dtype)
+    if reason is None:
+        try:
+            wt = a.transposed(w)
+        except Skip as e:
+            reason = str(e)
+
+    def launch(kern):
+        (c,) = a.run(kern, [ts[0], wt], [tuple(x.shape[:-1]) + (n,)], x.dtype, x.device)
+        if bias is not None:
+            c.add_(ts[2])
+        return c
+    return a.call("matmul", dims, x.dtype, launch, fb, reason)
 
 
 def _sdpa(a, orig, args, kwargs):
