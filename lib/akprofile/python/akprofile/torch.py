@@ -34,6 +34,7 @@ import atexit
 import math
 import os
 import sys
+import threading
 import weakref
 
 import torch
@@ -215,13 +216,24 @@ class Applied:
         return outs
 
     def call(self, catalog_op, dims, dtype, launch, fallback, reason=None):
-        """Router.dispatch for a catalog operator this Applied routes."""
-        if not self.wants(catalog_op):
+        """Router.dispatch for a catalog operator this Applied routes.  A
+        call of the same operator made by PyTorch's own fallback (F.softmax
+        calls Tensor.softmax) passes straight through: one call, one count."""
+        inside = _tls.__dict__.setdefault("inside", set())
+        if not self.wants(catalog_op) or catalog_op in inside:
             return fallback()
-        return self.router.dispatch(catalog_op, dims, _DTYPES.get(dtype, str(dtype)), launch, fallback, reason)
+
+        def fb():
+            inside.add(catalog_op)
+            try:
+                return fallback()
+            finally:
+                inside.discard(catalog_op)
+        return self.router.dispatch(catalog_op, dims, _DTYPES.get(dtype, str(dtype)), launch, fb, reason)
 
 
 _current = None
+_tls = threading.local()
 
 
 # ------------------------------------------------------------------ ops
