@@ -97,6 +97,13 @@ def compare_tensors(actual, expected, atol, rtol, torch):
     return {"n": n, "violations": bad, "max_abs": max_abs, "rel_rms": rel, "finite_mismatch": mism}
 
 
+def _file_sha256(path):
+    if not path:
+        return ""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def _load_script(path, args):
     sys.argv = [path] + list(args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
@@ -190,7 +197,8 @@ def run(opts):
         "ops": sorted(applied.ops) if applied.ops else "all", "enable_kwargs": extra,
         "steps": opts.steps, "warmup": opts.warmup,
         "tolerance": tol, "tolerance_file": opts.tolerance_file or "(built-in defaults)",
-        "tolerance_sha256": hashlib.sha256(tol_text.encode()).hexdigest(),
+        "tolerance_sha256": hashlib.sha256(tol_text.encode()).hexdigest(),     # of the values in force
+        "tolerance_file_sha256": _file_sha256(opts.tolerance_file),          # of the file's bytes
         "latency_ms": {"off": stats.describe(t_off), "on": stats.describe(t_on), "pairs": [[a, b] for a, b in
                                                                                           zip(t_off, t_on)]},
         "speedup": speedup, "speedup_noise": noise,
