@@ -56,12 +56,14 @@ int akp_launch_args (const akp_kernel_t *k, const uint64_t *in, size_t nin, cons
     a.ndims = (int) k->ndims;
     for (size_t i = 0; i < nin; i++) {
         if (!in[i])
-            return s_fail (err, errlen, AKP_EINVAL, "%s: input %zu (%s) is a null pointer", k->op, i, k->input_names[i]);
+            return s_fail (err, errlen, AKP_EINVAL, "%s: input %zu (%s) is a null pointer", k->op, i,
+                           k->input_names[i]);
         a.in[i] = (const void *) (uintptr_t) in[i];
     }
     for (size_t i = 0; i < nout; i++) {
         if (!out[i])
-            return s_fail (err, errlen, AKP_EINVAL, "%s: output %zu (%s) is a null pointer", k->op, i, k->output_names[i]);
+            return s_fail (err, errlen, AKP_EINVAL, "%s: output %zu (%s) is a null pointer", k->op, i,
+                           k->output_names[i]);
         a.out[i] = (void *) (uintptr_t) out[i];
     }
     a.nin = (int) nin;

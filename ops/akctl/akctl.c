@@ -565,7 +565,8 @@ static const s_verb_t s_verbs[] = {
       "  --dir DIR         use DIR (created if needed) instead of a temporary one\n"
       "  --workers N       how many workers to start, 1 to 64 (default 2)\n"
       "  --keep            keep the directory (store, logs, caches) afterwards\n" },
-    { "gate", "--profile DIR [--steps N] [--tolerance-file F] -- python3 SCRIPT", 0, 0, 0, akctl_gate_verb, "the end-to-end gate of a profile package on a program (docs/apply.md)", akctl_gate_help },
+    { "gate", "--profile DIR [--steps N] [--tolerance-file F] -- python3 SCRIPT", 0, 0, 0, akctl_gate_verb,
+      "the end-to-end gate of a profile package on a program (docs/apply.md)", akctl_gate_help },
     { "help", "[VERB]", 0, 1, 0, s_verb_help,
       "this list, or the help of VERB",
       "Prints the help of VERB, or the list of verbs.\n" },

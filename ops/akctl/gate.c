@@ -208,8 +208,14 @@ int akctl_gate (int argc, char **argv)
             return s_usage_error ("option needs a value:", a);
         switch (which) {
             case 0: profile = value; break;
-            case 1: if (!s_positive (value, 10, &steps)) return s_usage_error ("--steps wants a number >= 10, not", value); break;
-            case 2: if (!s_positive (value, 1, &warmup)) return s_usage_error ("--warmup wants a number >= 1, not", value); break;
+            case 1:
+                if (!s_positive (value, 10, &steps))
+                    return s_usage_error ("--steps wants a number >= 10, not", value);
+                break;
+            case 2:
+                if (!s_positive (value, 1, &warmup))
+                    return s_usage_error ("--warmup wants a number >= 1, not", value);
+                break;
             case 3: tol = value; break;
             case 4: ops = value; break;
             default: out = value; break;
