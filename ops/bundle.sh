@@ -8,6 +8,9 @@
 # (and $ORIGIN/../bin/lib for tests), and every shared library they need is
 # copied into BUILD_DIR/bin/lib except glibc's own and the compiler runtime,
 # which every Linux host has.  Copy or carry BUILD_DIR and run bin/akworker.
+# libakprofile.so goes into bin/lib too and the Python binding into
+# bin/python (akctl gate finds both there; PYTHONPATH=BUILD_DIR/bin/python
+# for a program of your own).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/ops/deps.sh"
@@ -17,9 +20,15 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_BUNDLE=ON -D
 cmake --build "$build" -j "$(ak_jobs)"
 lib="$build/bin/lib"
 mkdir -p "$lib"
+cp -L "$build/lib/libakprofile.so" "$lib/libakprofile.so"
+rm -rf "$build/bin/python"
+mkdir -p "$build/bin/python"
+cp -R "$root/lib/akprofile/python/akprofile" "$build/bin/python/akprofile"
+rm -rf "$build/bin/python/akprofile/__pycache__"
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libgcc_s|libstdc\+\+)'
 for f in "$build"/bin/akcoord "$build"/bin/akworker "$build"/bin/akctl "$build"/tests/test_* \
-         "$build"/tests/bench_* "$build"/bin/lib/libakdiscover.so "$build"/bin/akd-nvtx-probe; do
+         "$build"/tests/bench_* "$build"/bin/lib/libakdiscover.so "$build"/bin/akd-nvtx-probe \
+         "$lib/libakprofile.so"; do
     [ -x "$f" ] || continue
     ldd "$f" | awk '/=> \// { print $1, $3 }' | while read -r name path; do
         echo "$name" | grep -Eq "$skip" && continue

@@ -6,10 +6,11 @@
 # `apt-get update` and `apt-get install` (through sudo when not root).
 
 # clang and its runtime libraries (libFuzzer) build the fuzz targets that
-# ops/test.sh runs after the suite (ops/fuzz.sh).
+# ops/test.sh runs after the suite (ops/fuzz.sh).  python3 runs the Python
+# binding's tests (lib/akprofile/python, tests/unit/test_akprofile_py.c).
 AK_DEPS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libprotobuf-c-dev
 protobuf-c-compiler liblmdb-dev lmdb-utils libsodium-dev libjansson-dev libcmocka-dev
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev python3"
 
 # Prints the packages of $AK_DEPS that are not installed.
 ak_missing_deps () {

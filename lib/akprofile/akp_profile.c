@@ -658,7 +658,7 @@ int akp_compile_options (const akp_kernel_t *k, char *buf, size_t len, const cha
     for (size_t j = 0; j <= k->nparams; j++) {
         if (*n >= max_opts)
             return AKP_EINVAL;
-        int w = j == 0 ? snprintf (buf + off, len - off, "-DAK_DTYPE_%s", dt)
+        int w = j == 0 ? snprintf (buf + off, len - off, "-DAK_DTYPE_%s=1", dt)
                        : snprintf (buf + off, len - off, "-D%s=%lld", k->param_names[j - 1],
                                    (long long) k->param_values[j - 1]);
         if (w < 0 || (size_t) w >= len - off)

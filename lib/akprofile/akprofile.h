@@ -14,7 +14,7 @@
       dimension and dtype, or AKP_FALLBACK with the reason: never a near
       match (a kernel tuned for 4096 columns is not applied to 4097);
     - nothing here needs ZeroMQ, LMDB or a GPU: libcuda is opened with
-      dlopen only by akp_device_from_cuda.
+      dlopen only by akp_device_from_cuda and akp_launch.
 
     Thread safety: a loaded profile is read-only; lookups from many threads
     are safe.  Every string a profile hands out lives as long as it. */
@@ -35,7 +35,8 @@ enum {
     AKP_EIO       = -3,     /* a file could not be read */
     AKP_ENOTFOUND = -4,
     AKP_ETAMPERED = -20,    /* the package does not match its checksums */
-    AKP_EUNAVAIL  = -17,    /* no GPU / no libcuda (akp_device_from_cuda) */
+    AKP_EUNAVAIL  = -17,    /* no GPU / no libcuda (akp_device_from_cuda, akp_launch) */
+    AKP_ELAUNCH   = -30,    /* a CUDA call of akp_launch failed: err names the CUDA error */
 };
 
 #define AKP_MAX_DIMS   8
@@ -129,10 +130,38 @@ int akp_lookup (const akp_profile_t *p, const char *device_class, const char *op
                 const akp_kernel_t **k, char *why, size_t whylen);
 
 /* NVRTC options for k as akfleet's worker compiles it (without the
-   architecture): "-DAK_DTYPE_FLOAT32", "-DNAME=VALUE" ..., written into
+   architecture, the language standard and the half-precision include
+   folder): "-DAK_DTYPE_FLOAT32=1", "-DNAME=VALUE" ... (the worker's text,
+   so a binding's cache key is the worker's: ak_cuda_options), written into
    opts[0..*n) pointing into buf.  AKP_EINVAL when buf or opts are too small. */
 int akp_compile_options (const akp_kernel_t *k, char *buf, size_t len, const char **opts,
                          size_t max_opts, size_t *n);
+
+/* sizeof (akp_kernel_t) as this library was built: a binding that mirrors
+   the struct (lib/akprofile/python) refuses a library it does not fit. */
+size_t akp_kernel_size (void);
+
+/* The argument block every akfleet CUDA kernel takes by value
+   (kernels/ak_kernel_cuda.h: ak_cuda_args_t): k's dims, then the device
+   pointers in[0..nin) and out[0..nout) in the entry's input and output
+   order.  nin and nout must be k's counts, no pointer 0.  Writes
+   AKP_ARGS_BYTES into block; AKP_OK or AKP_EINVAL with err. */
+#define AKP_ARGS_BYTES 216
+int akp_launch_args (const akp_kernel_t *k, const uint64_t *in, size_t nin, const uint64_t *out,
+                     size_t nout, void *block, size_t len, char *err, size_t errlen);
+
+/* Launches k on stream (a CUstream; NULL the legacy default stream) as the
+   worker does: function is the CUfunction k->entry of the module built
+   from k's source with its compile options, the grid, block and dynamic
+   shared memory are k's (opting in above 48 KiB), the only parameter the
+   akp_launch_args block.  Asynchronous, like cuLaunchKernel; libcuda is
+   opened with dlopen, the caller's context must be current.  AKP_OK;
+   AKP_EINVAL (not a CUDA entry, counts or pointers wrong); AKP_EUNAVAIL
+   (no libcuda); AKP_ELAUNCH with *cuda_rc (may be NULL) and err naming the
+   call and the CUDA error ("cuLaunchKernel: CUDA_ERROR_INVALID_VALUE (1) for
+   ..."). */
+int akp_launch (const akp_kernel_t *k, void *function, void *stream, const uint64_t *in, size_t nin,
+                const uint64_t *out, size_t nout, int *cuda_rc, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

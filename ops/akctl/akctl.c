@@ -569,6 +569,8 @@ static const s_verb_t s_verbs[] = {
       akctl_discover_verb,
       "run a GPU program under CUPTI, rank its hotspots, emit a batch for what the catalog has",
       "`akctl discover --help` prints its options (they are its own).\n" },
+    { "gate", "--profile DIR [--steps N] [--tolerance-file F] -- python3 SCRIPT", 0, 0, 0, akctl_gate_verb,
+      "the end-to-end gate of a profile package on a program (docs/apply.md)", akctl_gate_help },
     { "help", "[VERB]", 0, 1, 0, s_verb_help,
       "this list, or the help of VERB",
       "Prints the help of VERB, or the list of verbs.\n" },
@@ -657,6 +659,8 @@ int main (int argc, char **argv)
     ak_log_set_ident ("akctl");
     if (argc > 1 && strcmp (argv[1], "discover") == 0)
         return akctl_discover_main (argc - 1, argv + 1);
+    if (argc > 1 && strcmp (argv[1], "gate") == 0)
+        return akctl_gate (argc - 1, argv + 1);      /* its own options (gate.c) */
 
     akctl_opts_t o;
     memset (&o, 0, sizeof o);

@@ -192,6 +192,13 @@ void akctl_catch_signals (void);
 /* ----------------------------------------------------------------- demo */
 int akctl_demo (const akctl_opts_t *opts);
 
+/* `akctl gate ...` (gate.c): parses its own options (argv[0] is "gate"),
+   so main hands it argv before the common parser; akctl_gate_verb is the
+   verb table's entry (help), reached only when gate is not first. */
+int akctl_gate (int argc, char **argv);
+int akctl_gate_verb (const akctl_opts_t *opts);
+extern const char akctl_gate_help[];
+
 /* The demo manifest: $AK_SOURCE_DIR, then the source tree akctl was built
    from, then ../../kernels next to the binary.  Caller frees; NULL when
    none exists (err says where it looked). */

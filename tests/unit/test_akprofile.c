@@ -121,7 +121,7 @@ static void test_lookup_exact_and_fallbacks (void **state)
     size_t n = 0;
     assert_int_equal (akp_compile_options (k, buf, sizeof buf, opts, 8, &n), AKP_OK);
     assert_int_equal (n, 3);
-    assert_string_equal (opts[0], "-DAK_DTYPE_FLOAT32");
+    assert_string_equal (opts[0], "-DAK_DTYPE_FLOAT32=1");   /* the worker's text (ak_cuda_options) */
     assert_string_equal (opts[1], "-DROWS=2");
 
     /* never a near match */

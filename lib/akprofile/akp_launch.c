@@ -1,0 +1,146 @@
+/*  lib/akprofile/akp_launch.c: launching an entry's kernel the way akfleet's
+    worker does (one kernel parameter: the ak_cuda_args_t block of
+    kernels/ak_kernel_cuda.h, by value; the entry's grid, block and dynamic
+    shared memory), through libcuda opened with dlopen.  The block's layout
+    lives here once for every binding (the Python one packs nothing itself).
+
+    Never: allocates device memory, synchronizes, or loads modules: the
+    caller owns the function, the stream and the buffers. */
+#include "akprofile.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* kernels/ak_kernel_cuda.h: ak_cuda_args_t (static_assert there: 216). */
+typedef struct {
+    long long   dims[AKP_MAX_DIMS];
+    int         ndims;
+    const void *in[AKP_MAX_BUFS];
+    int         nin;
+    void       *out[AKP_MAX_BUFS];
+    int         nout;
+} s_args_t;
+_Static_assert (sizeof (s_args_t) == AKP_ARGS_BYTES, "ak_cuda_args_t layout");
+
+#define S_SHARED_DEFAULT  (48u << 10)  /* above this a kernel must opt in */
+#define S_ATTR_MAX_DYN_SHARED 8         /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+
+static int s_fail (char *err, size_t len, int code, const char *fmt, ...) __attribute__ ((format (printf, 4, 5)));
+static int s_fail (char *err, size_t len, int code, const char *fmt, ...)
+{
+    if (err && len) {
+        va_list ap;
+        va_start (ap, fmt);
+        vsnprintf (err, len, fmt, ap);
+        va_end (ap);
+    }
+    return code;
+}
+
+int akp_launch_args (const akp_kernel_t *k, const uint64_t *in, size_t nin, const uint64_t *out,
+                     size_t nout, void *block, size_t len, char *err, size_t errlen)
+{
+    if (!k || !block || len < AKP_ARGS_BYTES || (nin && !in) || (nout && !out))
+        return s_fail (err, errlen, AKP_EINVAL, "akp_launch_args: missing argument or block under %d bytes",
+                       AKP_ARGS_BYTES);
+    if (nin != k->ninputs || nout != k->noutputs)
+        return s_fail (err, errlen, AKP_EINVAL, "%s (%s): %zu inputs and %zu outputs given, the entry has %zu and %zu",
+                       k->op, k->candidate, nin, nout, k->ninputs, k->noutputs);
+    s_args_t a;
+    memset (&a, 0, sizeof a);
+    for (size_t i = 0; i < k->ndims; i++)
+        a.dims[i] = k->dims[i];
+    a.ndims = (int) k->ndims;
+    for (size_t i = 0; i < nin; i++) {
+        if (!in[i])
+            return s_fail (err, errlen, AKP_EINVAL, "%s: input %zu (%s) is a null pointer", k->op, i,
+                           k->input_names[i]);
+        a.in[i] = (const void *) (uintptr_t) in[i];
+    }
+    for (size_t i = 0; i < nout; i++) {
+        if (!out[i])
+            return s_fail (err, errlen, AKP_EINVAL, "%s: output %zu (%s) is a null pointer", k->op, i,
+                           k->output_names[i]);
+        a.out[i] = (void *) (uintptr_t) out[i];
+    }
+    a.nin = (int) nin;
+    a.nout = (int) nout;
+    memcpy (block, &a, sizeof a);
+    return AKP_OK;
+}
+
+// ------------------------------------------------------------------ libcuda
+
+typedef int (s_launch_fn) (void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           void *, void **, void **);
+static struct {
+    void        *lib;
+    s_launch_fn *launch;
+    int        (*set_attr) (void *, int, int);
+    int        (*error_name) (int, const char **);
+    char         why[256];
+} s_cu;
+static pthread_once_t s_cu_once = PTHREAD_ONCE_INIT;
+
+static void s_cu_open (void)
+{
+    s_cu.lib = dlopen ("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!s_cu.lib) {
+        snprintf (s_cu.why, sizeof s_cu.why, "no CUDA driver: %s", dlerror ());
+        return;
+    }
+    *(void **) &s_cu.launch = dlsym (s_cu.lib, "cuLaunchKernel");
+    *(void **) &s_cu.set_attr = dlsym (s_cu.lib, "cuFuncSetAttribute");
+    *(void **) &s_cu.error_name = dlsym (s_cu.lib, "cuGetErrorName");
+    if (!s_cu.launch || !s_cu.set_attr)
+        snprintf (s_cu.why, sizeof s_cu.why, "libcuda.so.1 lacks cuLaunchKernel or cuFuncSetAttribute");
+}
+
+static int s_cuda_fail (int rc, const char *call, const akp_kernel_t *k, int *cuda_rc, char *err, size_t errlen)
+{
+    const char *name = NULL;
+    if (!s_cu.error_name || s_cu.error_name (rc, &name) != 0 || !name)
+        name = "CUDA_ERROR_UNKNOWN";
+    if (cuda_rc)
+        *cuda_rc = rc;
+    return s_fail (err, errlen, AKP_ELAUNCH, "%s: %s (%d) for %s %s (%s)", call, name, rc, k->op, k->key,
+                   k->candidate);
+}
+
+int akp_launch (const akp_kernel_t *k, void *function, void *stream, const uint64_t *in, size_t nin,
+                const uint64_t *out, size_t nout, int *cuda_rc, char *err, size_t errlen)
+{
+    if (cuda_rc)
+        *cuda_rc = 0;
+    if (!k || !function)
+        return s_fail (err, errlen, AKP_EINVAL, "akp_launch: no entry or no function");
+    if (strcmp (k->backend, "cuda") != 0 || !k->has_launch)
+        return s_fail (err, errlen, AKP_EINVAL, "akp_launch: %s (%s) is a %s entry, not a CUDA one", k->op,
+                       k->candidate, k->backend);
+    unsigned char block[AKP_ARGS_BYTES];
+    int rc = akp_launch_args (k, in, nin, out, nout, block, sizeof block, err, errlen);
+    if (rc)
+        return rc;
+    pthread_once (&s_cu_once, s_cu_open);
+    if (s_cu.why[0])
+        return s_fail (err, errlen, AKP_EUNAVAIL, "%s", s_cu.why);
+    if (k->shared_bytes > S_SHARED_DEFAULT) {
+        int r = s_cu.set_attr (function, S_ATTR_MAX_DYN_SHARED, (int) k->shared_bytes);
+        if (r)
+            return s_cuda_fail (r, "cuFuncSetAttribute (MAX_DYNAMIC_SHARED_SIZE_BYTES)", k, cuda_rc, err, errlen);
+    }
+    void *params[1] = { block };
+    int r = s_cu.launch (function, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
+                         k->shared_bytes, stream, params, NULL);
+    if (r)
+        return s_cuda_fail (r, "cuLaunchKernel", k, cuda_rc, err, errlen);
+    return AKP_OK;
+}
+
+size_t akp_kernel_size (void)
+{
+    return sizeof (akp_kernel_t);
+}
