@@ -239,6 +239,7 @@ akd_hotspots_t *akd_hotspots_build (const akd_attr_t *a)
         if (!kr->detail) {
             kr->detail = akd_demangle (k->name);
             kr->graph = k->graph != 0;
+            kr->first = k;
         }
         s_count (kr, ns);
         s_catalog (a, chain, depth, cache, &h->workloads, &h->nworkloads, &wlcap, &unmapped, ns,

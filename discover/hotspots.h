@@ -29,6 +29,8 @@ typedef struct {
     long    launches;
     long    short_launches;          /* < AKD_SHORT_NS */
     bool    graph;                   /* kernels: replayed from a CUDA graph */
+    const akd_kernel_t *first;       /* kernels: the first launch (its grid, block, registers,
+                                        shared memory), borrowed from the trace */
 } akd_row_t;
 
 typedef struct {

@@ -40,6 +40,16 @@ static json_t *s_row_json (const akd_hotspots_t *h, const akd_row_t *r, bool ran
         json_object_set_new (o, "demangled", json_string (r->detail));
     if (!range)
         json_object_set_new (o, "graph", json_boolean (r->graph));
+    if (!range && r->first) {
+        const akd_kernel_t *k = r->first;
+        json_object_set_new (o, "first_launch",
+                             json_pack ("{s:[i,i,i], s:[i,i,i], s:[I,I,I], s:I, s:i, s:i}",
+                                        "grid", k->grid[0], k->grid[1], k->grid[2],
+                                        "block", k->block[0], k->block[1], k->block[2],
+                                        "cluster", (json_int_t) k->cluster[0], (json_int_t) k->cluster[1],
+                                        (json_int_t) k->cluster[2], "registers", (json_int_t) k->regs,
+                                        "smem_static", k->smem_static, "smem_dynamic", k->smem_dynamic));
+    }
     json_object_set_new (o, "step_us_if_zero", json_real (s_round (akd_amdahl (h->step_ns, per_step, 0) / 1e3, 0.001)));
     json_object_set_new (o, "step_us_if_2x", json_real (s_round (akd_amdahl (h->step_ns, per_step, 2) / 1e3, 0.001)));
     return o;

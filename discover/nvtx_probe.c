@@ -2,12 +2,19 @@
     never touches CUDA, for the tests of libakdiscover.so on hosts without
     a GPU (tests/integration/test_discover.c).
 
-    usage: akd-nvtx-probe STEPS [ok|fail|crash|threads]
+    usage: akd-nvtx-probe STEPS [ok|fail|crash|threads|cupti]
 
     Each step is an outermost range "step" holding a PyTorch-shaped range
     (pushed with nvtxRangePushA) and a registered-string range of a domain
     (nvtxDomainRangePushEx).  `fail` exits 3 after the steps, `crash`
-    aborts inside the last step, `threads` runs the steps on two threads. */
+    aborts inside the last step, `threads` runs the steps on two threads.
+    `cupti` plays cuInit: it calls $CUDA_INJECTION64_PATH's
+    InitializeInjection, and in each step launches through the stand-in
+    CUPTI (discover/testing/fake_cupti.c, on LD_LIBRARY_PATH): a 20 us
+    kernel in the aten::mm range, a 3 us one in the registered range and a
+    1 us one outside any range. */
+#include <dlfcn.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +22,28 @@
 #include <nvtx3/nvToolsExt.h>
 
 static int s_steps;
+static void (*s_launch) (uint32_t, const char *, uint64_t);
+static uint32_t s_corr = 100;
+
+static void s_kernel (const char *name, uint64_t ns)
+{
+    if (s_launch)
+        s_launch (s_corr++, name, ns);
+}
+
+static int s_cuda_init (void)
+{
+    const char *lib = getenv ("CUDA_INJECTION64_PATH");
+    void *h = lib ? dlopen (lib, RTLD_NOW) : NULL;
+    int (*init) (void) = h ? (int (*) (void)) dlsym (h, "InitializeInjection") : NULL;
+    if (!init || init () != 1) {
+        fprintf (stderr, "akd-nvtx-probe: no InitializeInjection in %s\n", lib ? lib : "(CUDA_INJECTION64_PATH unset)");
+        return -1;
+    }
+    void *c = dlopen ("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+    s_launch = c ? (void (*) (uint32_t, const char *, uint64_t)) dlsym (c, "akd_fake_launch") : NULL;
+    return 0;
+}
 
 static void *s_run (void *arg)
 {
@@ -24,8 +53,9 @@ static void *s_run (void *arg)
     for (int i = 0; i < s_steps; i++) {
         nvtxRangePushA ("step");
         char text[128];
-        snprintf (text, sizeof text, "aten::mm, seq = %d, sizes = [[8, 16], [16, 32]]", i);
+        snprintf (text, sizeof text, "aten::mm, seq = %d, sizes = [[8, 16], [16, 32]], dtypes = [float32]", i);
         nvtxRangePushA (text);
+        s_kernel ("gemm_kernel", 20000);
         nvtxRangePop ();
         nvtxEventAttributes_t a;
         memset (&a, 0, sizeof a);
@@ -34,10 +64,12 @@ static void *s_run (void *arg)
         a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
         a.message.registered = reg;
         nvtxDomainRangePushEx (dom, &a);
+        s_kernel ("other_kernel", 3000);
         nvtxDomainRangePop (dom);
         if (strcmp (mode, "crash") == 0 && i == s_steps - 1)
             abort ();
         nvtxRangePop ();
+        s_kernel ("loose_kernel", 1000);
     }
     return NULL;
 }
@@ -49,6 +81,8 @@ int main (int argc, char **argv)
         return 2;
     }
     const char *mode = argc > 2 ? argv[2] : "ok";
+    if (strcmp (mode, "cupti") == 0 && s_cuda_init () != 0)
+        return 1;
     if (strcmp (mode, "threads") == 0) {
         pthread_t t;
         if (pthread_create (&t, NULL, s_run, (void *) mode) != 0)

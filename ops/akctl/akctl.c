@@ -565,7 +565,7 @@ static const s_verb_t s_verbs[] = {
       "  --dir DIR         use DIR (created if needed) instead of a temporary one\n"
       "  --workers N       how many workers to start, 1 to 64 (default 2)\n"
       "  --keep            keep the directory (store, logs, caches) afterwards\n" },
-    { "discover", "--out DIR [--steps N] [--step-range NAME] ... -- CMD [ARGS...]", 0, 64, 0,
+    { "discover", "--out DIR [OPTIONS] -- CMD [ARGS...]", 0, 64, 0,
       akctl_discover_verb,
       "run a GPU program under CUPTI, rank its hotspots, emit a batch for what the catalog has",
       "`akctl discover --help` prints its options (they are its own).\n" },

@@ -46,8 +46,7 @@ def main():
     torch.manual_seed(a.seed)
     cfg = LlamaConfig(hidden_size=a.hidden, intermediate_size=a.intermediate, num_hidden_layers=a.layers,
                       num_attention_heads=a.heads, num_key_value_heads=a.heads, vocab_size=a.vocab,
-                      max_position_embeddings=max(2048, a.prefill + a.decode + 1))
-    cfg._attn_implementation = "sdpa"
+                      max_position_embeddings=max(2048, a.prefill + a.decode + 1), attn_implementation="sdpa")
     model = LlamaForCausalLM(cfg).to(device="cuda", dtype=torch.bfloat16).eval()
     ids = torch.randint(0, a.vocab, (a.batch, a.prefill), device="cuda")
     nvtx = torch.cuda.nvtx

@@ -9,7 +9,9 @@
       errors, a program with no GPU work (exit 1, no batch), a program that
       fails or crashes (its status said, the partial trace kept), CUPTI
       taken by another tool (exit 1, said);
-    - the window: --warmup-steps / --steps count outermost "step" ranges. */
+    - the window: --warmup-steps / --steps count outermost "step" ranges;
+    - the CUPTI side with a stand-in libcupti.so.13 (launches, kernel and
+      device records, the busy subscriber). */
 #include "support.h"
 
 #include <stdio.h>
@@ -246,6 +248,63 @@ static void test_failing_and_crashing_programs (void **state)
     free (probe);
 }
 
+/* The CUPTI side, through the stand-in libcupti.so.13 (discover/testing/
+   fake_cupti.c): launches in the window become kernels attributed to the
+   probe's ranges, a workload and a batch; a CUPTI held by another tool is
+   a clear exit 1. */
+static void test_cupti_side (void **state)
+{
+    (void) state;
+    char *probe = s_probe ();
+    if (!probe)
+        skip ();
+    char *fake = ak_test_bin ("../tests/fakecupti");
+    char *dir = ak_test_tmpdir ("discover-cupti");
+    char *out = NULL;
+    char *args = ak_sprintf ("--class FAKE/sm_90/drv0/nvrtc13.0 --step-range step --warmup-steps 1 --steps 2 "
+                             "--out '%s' -- '%s' 4 cupti", dir, probe);
+    char *akctl = ak_test_bin ("akctl");
+    int code = ak_test_runf (&out, "LD_LIBRARY_PATH='%s' '%s' discover %s 2>&1", fake, akctl, args);
+    if (code != 0)
+        fail_msg ("exit %d:\n%s", code, out ? out : "");
+    s_contains (out, "matmul_8x32x16_fp32");
+    free (out);
+    char *trace = s_read (dir, "trace.jsonl");
+    s_contains (trace, "{\"t\":\"cupti\",\"version\":130001");
+    s_contains (trace, "\"name\":\"Fake GPU\"");
+    free (trace);
+    json_error_t je;
+    char *hp = ak_path_join (dir, "hotspots.json");
+    json_t *hot = json_load_file (hp, 0, &je);
+    assert_non_null (hot);
+    json_t *totals = json_object_get (hot, "totals");
+    assert_int_equal (json_integer_value (json_object_get (totals, "steps")), 2);
+    /* two steps of 20 + 3 us in ranges, one 1 us kernel between them: the
+       loose kernel after the last step was launched after the window */
+    assert_true (json_real_value (json_object_get (totals, "gpu_us_per_step")) == 23.5);
+    json_t *w = json_array_get (json_object_get (hot, "workloads"), 0);
+    assert_string_equal (json_string_value (json_object_get (w, "name")), "matmul_8x32x16_fp32");
+    assert_int_equal (json_integer_value (json_object_get (w, "launches")), 2);
+    json_decref (hot);
+    free (hp);
+    assert_true (s_exists (dir, "batch.json"));
+    assert_true (s_exists (dir, "matmul.corpus.json"));
+    free (args);
+
+    args = ak_sprintf ("--out '%s/busy' -- '%s' 2 cupti", dir, probe);
+    code = ak_test_runf (&out, "AKD_FAKE_CUPTI=busy LD_LIBRARY_PATH='%s' '%s' discover %s 2>&1", fake, akctl, args);
+    assert_int_equal (code, 1);
+    s_contains (out, "CUPTI is taken by another tool");
+    s_contains (out, "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED");
+    free (out);
+    free (args);
+    free (akctl);
+    ak_test_rmtree (dir);
+    free (dir);
+    free (fake);
+    free (probe);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,6 +314,7 @@ int main (void)
         cmocka_unit_test (test_cupti_busy),
         cmocka_unit_test (test_window_and_no_gpu_work),
         cmocka_unit_test (test_failing_and_crashing_programs),
+        cmocka_unit_test (test_cupti_side),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

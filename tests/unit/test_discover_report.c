@@ -281,6 +281,14 @@ static void test_writer (void **state)
     json_t *totals = json_object_get (j, "totals");
     assert_true (json_real_value (json_object_get (totals, "gpu_us_per_step")) == 40.5);
     assert_true (fabs (json_real_value (json_object_get (totals, "pct_gpu_time_mapped_to_catalog")) - 77.78) < 1e-9);
+    /* a kernel row carries its first launch's configuration */
+    json_t *k0 = json_array_get (json_object_get (j, "kernels"), 0);
+    assert_string_equal (json_string_value (json_object_get (k0, "name")), "sm90_xmma_gemm_bf16bf16_bf16f32");
+    json_t *fl = json_object_get (k0, "first_launch");
+    assert_int_equal (json_integer_value (json_array_get (json_object_get (fl, "grid"), 0)), 128);
+    assert_int_equal (json_integer_value (json_array_get (json_object_get (fl, "block"), 0)), 256);
+    assert_int_equal (json_integer_value (json_object_get (fl, "registers")), 32);
+    assert_int_equal (json_integer_value (json_object_get (fl, "smem_dynamic")), 4096);
     json_t *step = json_array_get (json_object_get (j, "ranges"), 0);
     assert_string_equal (json_string_value (json_object_get (step, "name")), "step");
     assert_true (json_real_value (json_object_get (step, "gpu_us_per_step")) == 37.0);

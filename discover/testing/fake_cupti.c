@@ -1,0 +1,171 @@
+/*  discover/testing/fake_cupti.c: a stand-in libcupti.so.13 for the tests
+    of libakdiscover.so on hosts without a GPU (tests/integration/
+    test_discover.c, through akd-nvtx-probe's `cupti` mode).
+
+    It implements the CUPTI entry points the library resolves, with the
+    real headers' types: a subscriber callback, activity buffers, records
+    of CUpti_ActivityKernel10 and CUpti_ActivityDevice5.  The probe drives
+    it through akd_fake_launch (a launch API call: the subscriber sees
+    API_ENTER with the correlation id; a kernel record is queued for the
+    next flush).  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
+    CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as when another tool
+    holds CUPTI.
+
+    Never: used outside tests; it is built into build/tests/fakecupti and
+    found only through LD_LIBRARY_PATH. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cupti.h>
+
+#define S_MAX 4096
+
+static CUpti_CallbackFunc s_cb;
+static void *s_ud;
+static CUpti_BuffersCallbackRequestFunc s_req;
+static CUpti_BuffersCallbackCompleteFunc s_done;
+static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
+static CUpti_ActivityKernel10 s_queue[S_MAX];
+static char s_names[S_MAX][64];
+static int s_n;
+static int s_device_sent;
+
+static uint64_t s_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+CUptiResult cuptiGetVersion (uint32_t *v) { *v = CUPTI_API_VERSION; return CUPTI_SUCCESS; }
+CUptiResult cuptiGetResultString (CUptiResult r, const char **s)
+{
+    *s = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+                                                             : "CUPTI_ERROR_UNKNOWN";
+    return CUPTI_SUCCESS;
+}
+CUptiResult cuptiSubscribe (CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb, void *ud)
+{
+    const char *mode = getenv ("AKD_FAKE_CUPTI");
+    if (mode && strcmp (mode, "busy") == 0)
+        return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    s_cb = cb;
+    s_ud = ud;
+    *sub = (CUpti_SubscriberHandle) &s_cb;
+    return CUPTI_SUCCESS;
+}
+CUptiResult cuptiEnableCallback (uint32_t e, CUpti_SubscriberHandle s, CUpti_CallbackDomain d, CUpti_CallbackId c)
+{
+    (void) e; (void) s; (void) d; (void) c;
+    return CUPTI_SUCCESS;
+}
+CUptiResult cuptiEnableDomain (uint32_t e, CUpti_SubscriberHandle s, CUpti_CallbackDomain d)
+{
+    (void) e; (void) s; (void) d;
+    return CUPTI_SUCCESS;
+}
+CUptiResult cuptiActivityEnable (CUpti_ActivityKind k) { (void) k; return CUPTI_SUCCESS; }
+CUptiResult cuptiActivityRegisterCallbacks (CUpti_BuffersCallbackRequestFunc req, CUpti_BuffersCallbackCompleteFunc done)
+{
+    s_req = req;
+    s_done = done;
+    return CUPTI_SUCCESS;
+}
+CUptiResult cuptiGetTimestamp (uint64_t *ts) { *ts = s_ns (); return CUPTI_SUCCESS; }
+CUptiResult cuptiGetGraphNodeId (CUgraphNode n, uint64_t *id) { *id = (uint64_t) (uintptr_t) n; return CUPTI_SUCCESS; }
+CUptiResult cuptiGetGraphId (CUgraph g, uint32_t *id) { *id = (uint32_t) (uintptr_t) g; return CUPTI_SUCCESS; }
+CUptiResult cuptiActivityGetNumDroppedRecords (CUcontext c, uint32_t s, size_t *n)
+{
+    (void) c; (void) s;
+    *n = 0;
+    return CUPTI_SUCCESS;
+}
+
+/* Records in a buffer: a device record first, then kernels; each record's
+   size follows from its kind. */
+static size_t s_size (const CUpti_Activity *r)
+{
+    return r->kind == CUPTI_ACTIVITY_KIND_DEVICE ? sizeof (CUpti_ActivityDevice5) : sizeof (CUpti_ActivityKernel10);
+}
+
+CUptiResult cuptiActivityGetNextRecord (uint8_t *buf, size_t valid, CUpti_Activity **rec)
+{
+    uint8_t *next = *rec ? (uint8_t *) *rec + s_size (*rec) : buf;
+    if (next >= buf + valid)
+        return CUPTI_ERROR_MAX_LIMIT_REACHED;
+    *rec = (CUpti_Activity *) next;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityFlushAll (uint32_t flag)
+{
+    (void) flag;
+    if (!s_req || !s_done)
+        return CUPTI_SUCCESS;
+    pthread_mutex_lock (&s_mu);
+    uint8_t *buf = NULL;
+    size_t size = 0, maxrec = 0, used = 0;
+    s_req (&buf, &size, &maxrec);
+    if (!buf) {
+        pthread_mutex_unlock (&s_mu);
+        return CUPTI_ERROR_UNKNOWN;
+    }
+    if (!s_device_sent && size >= sizeof (CUpti_ActivityDevice5)) {
+        CUpti_ActivityDevice5 d;
+        memset (&d, 0, sizeof d);
+        d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+        d.name = "Fake GPU";
+        d.computeCapabilityMajor = 9;
+        d.numMultiprocessors = 4;
+        memcpy (buf, &d, sizeof d);
+        used += sizeof d;
+        s_device_sent = 1;
+    }
+    int taken = 0;
+    while (taken < s_n && used + sizeof (CUpti_ActivityKernel10) <= size) {
+        memcpy (buf + used, &s_queue[taken], sizeof s_queue[0]);
+        used += sizeof s_queue[0];
+        taken++;
+    }
+    memmove (s_queue, s_queue + taken, (size_t) (s_n - taken) * sizeof s_queue[0]);
+    memmove (s_names, s_names + taken, (size_t) (s_n - taken) * sizeof s_names[0]);
+    s_n -= taken;
+    for (int i = 0; i < s_n; i++)
+        s_queue[i].name = s_names[i];
+    pthread_mutex_unlock (&s_mu);
+    s_done (NULL, 0, buf, size, used);
+    return CUPTI_SUCCESS;
+}
+
+/*  A launch: the subscriber's API_ENTER, then a kernel of dur_ns queued. */
+void akd_fake_launch (uint32_t corr, const char *kernel, uint64_t dur_ns)
+{
+    if (s_cb) {
+        CUpti_CallbackData cd;
+        memset (&cd, 0, sizeof cd);
+        cd.callbackSite = CUPTI_API_ENTER;
+        cd.functionName = "cudaLaunchKernel";
+        cd.correlationId = corr;
+        s_cb (s_ud, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &cd);
+    }
+    pthread_mutex_lock (&s_mu);
+    if (s_n < S_MAX) {
+        CUpti_ActivityKernel10 *k = &s_queue[s_n];
+        memset (k, 0, sizeof *k);
+        k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        k->correlationId = corr;
+        k->start = s_ns ();
+        k->end = k->start + dur_ns;
+        k->gridX = k->gridY = k->gridZ = 1;
+        k->blockX = 128;
+        k->blockY = k->blockZ = 1;
+        k->registersPerThread = 40;
+        k->streamId = 7;
+        strncpy (s_names[s_n], kernel, sizeof s_names[0] - 1);
+        k->name = s_names[s_n];
+        s_n++;
+    }
+    pthread_mutex_unlock (&s_mu);
+}
