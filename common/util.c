@@ -56,6 +56,11 @@ char *ak_strdup (const char *s)
     return d;
 }
 
+bool ak_streq (const char *a, const char *b)
+{
+    return a && b && strcmp (a, b) == 0;
+}
+
 char *ak_sprintf (const char *fmt, ...)
 {
     va_list ap;

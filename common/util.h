@@ -30,6 +30,7 @@ void *ak_malloc (size_t n);
 void *ak_calloc (size_t n, size_t size);
 void *ak_realloc (void *p, size_t n);
 char *ak_strdup (const char *s);              /* NULL -> NULL */
+bool ak_streq (const char *a, const char *b);  /* both non-NULL and equal */
 char *ak_sprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 
 /* For a long-running process that frees many small objects of the same

@@ -18,6 +18,7 @@
 #include "worker/backend.h"
 #include "worker/backend_cuda.h"
 #include "worker/data.h"
+#include "space.h"
 #include "spec.h"
 #include "util.h"
 #include "clock.h"

@@ -29,6 +29,7 @@
 #include "worker/data.h"
 #include "worker/timing.h"
 #include "clock.h"
+#include "policy.h"
 #include "spec.h"
 #include "stats.h"
 #include "util.h"

@@ -10,6 +10,8 @@
       declared dtype.
     The host kernels are run through the gates end to end by
     tests/integration/test_external_op.c. */
+#include "manifest.h"
+#include "space.h"
 #include "support.h"
 #include "worker/backend.h"
 #include "worker/cuda_api.h"
