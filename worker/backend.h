@@ -1,10 +1,11 @@
 /*  worker/backend.h: the table of functions a backend implements.
 
-    Two backends implement it: the host backend (C kernels built with the
-    system compiler, run on the CPU: the whole pipeline works without a GPU)
-    and, later, the CUDA backend (NVRTC, libcuda, CUPTI through dlopen).
-    Gates and timing (worker/gates.c, worker/timing.c) are written once over
-    this table.
+    Two backends implement it: the host backend (backend_host.h: C kernels
+    built with the system compiler, run on the CPU: the whole pipeline works
+    without a GPU) and the CUDA backend (backend_cuda.h: NVRTC, libcuda,
+    CUPTI through dlopen).  Gates and timing (worker/gates.c,
+    worker/timing.c) are written once over this table; backends.h finds a
+    backend by name.  This header names neither implementation.
 
     Two sides:
     - daemon side (probe, compile) runs in the worker daemon; compile must be
@@ -168,9 +169,5 @@ typedef struct ak_backend {
 } ak_backend_t;
 
 #define AK_GEN_AS_F64 4
-
-const ak_backend_t *ak_backend_host (void);
-/* By name ("host", "cuda"); NULL when this build or host lacks it. */
-const ak_backend_t *ak_backend_find (const char *name);
 
 #endif

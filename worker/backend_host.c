@@ -12,7 +12,7 @@
 
     Never: run a compiler through a shell, trust a define name, or leave a
     half-written artifact where a reader could load it. */
-#include "backend.h"
+#include "backend_host.h"
 #include "cache.h"
 #include "child.h"
 #include "digest.h"

@@ -14,6 +14,7 @@
 #include "space.h"
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/gates.h"
 #include "spec.h"
 #include "util.h"

@@ -17,6 +17,7 @@
 #include "space.h"
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/cuda_api.h"
 #include "spec.h"
 #include "util.h"
