@@ -177,6 +177,22 @@ int ak_jpath_load (const char *text, size_t len, const char *label, json_t **roo
 
 /* ------------------------------------------------------ typed JSON access */
 
+int ak_jpath_document (json_t *root, const char *what, const char *const *allowed, int version,
+                       const char *label, ak_err_t *err)
+{
+    json_t *v;
+    int rc;
+    if (!json_is_object (root))
+        return ak_jpath_bad (err, label, "", "a %s must be a JSON object", what);
+    if ((rc = ak_jpath_only (root, allowed, label, "", err)) != 0
+     || (rc = ak_jpath_get (root, "schema_version", JSON_INTEGER, true, label, "", &v, err)) != 0)
+        return rc;
+    if (json_integer_value (v) != version)
+        return ak_jpath_fail (err, AK_EVERSION, label, "schema_version", "unsupported version %lld "
+                              "(this build reads %d)", (long long) json_integer_value (v), version);
+    return 0;
+}
+
 /*  Rejects any member of obj not in allowed (NULL-terminated). */
 int ak_jpath_only (json_t *obj, const char *const *allowed, const char *label,
                    const char *path, ak_err_t *err)

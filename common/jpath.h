@@ -46,6 +46,13 @@ const char *ak_jpath_index (char *buf, const char *parent, size_t i);
 int ak_jpath_load (const char *text, size_t len, const char *label, json_t **root_p,
                    ak_err_t *err);
 
+/* The top of a versioned document (a spec, a manifest): root is an object
+   ("a WHAT must be a JSON object"), has only the allowed members, and its
+   "schema_version" is version (AK_EVERSION "unsupported version N (this
+   build reads V)" otherwise). */
+int ak_jpath_document (json_t *root, const char *what, const char *const *allowed, int version,
+                       const char *label, ak_err_t *err);
+
 /* AK_EINVAL naming the first member of obj that is not in allowed
    (NULL-terminated): "unknown field". */
 int ak_jpath_only (json_t *obj, const char *const *allowed, const char *label,

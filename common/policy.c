@@ -33,11 +33,40 @@ void ak_policy_defaults (ak_policy_t *policy)
     policy->implausible = 10.0;
 }
 
+/*  One range-checked uint32 member of a policy object. */
+typedef struct {
+    const char *name;
+    size_t      off;                    /* in ak_policy_t */
+    uint32_t    min, max;
+} s_u32_t;
+
+/*  The members of obj (at path parent) that t names, each an integer in
+    [min, max], into pol; absent ones keep their value. */
+static int s_parse_u32s (json_t *obj, const s_u32_t *t, size_t n, const char *label,
+                         const char *parent, ak_policy_t *pol, ak_err_t *err)
+{
+    char p[AK_JPATH_MAX];
+    for (size_t i = 0; i < n; i++) {
+        json_t *v;
+        int rc = ak_jpath_get (obj, t[i].name, JSON_INTEGER, false, label, parent, &v, err);
+        if (rc)
+            return rc;
+        if (!v)
+            continue;
+        json_int_t x = json_integer_value (v);
+        if (x < (json_int_t) t[i].min || x > (json_int_t) t[i].max)
+            return ak_jpath_bad (err, label, ak_jpath_field (p, parent, t[i].name),
+                                 "must be an integer in [%u, %u]", t[i].min, t[i].max);
+        *(uint32_t *) ((char *) pol + t[i].off) = (uint32_t) x;
+    }
+    return 0;
+}
+
 /*  policy.search {strategy, budget, keep, rounds, short_max_time_ms},
     policy.confirm and policy.implausible: over the defaults, range-checked. */
 static int s_parse_search (json_t *obj, const char *label, ak_policy_t *pol, ak_err_t *err)
 {
-    static const struct { const char *name; size_t off; uint32_t min; uint32_t max; } u32[] = {
+    static const s_u32_t u32[] = {
         { "budget",            offsetof (ak_policy_t, search_budget),     1, 100000 },
         { "keep",              offsetof (ak_policy_t, search_keep),       1, 100000 },
         { "rounds",            offsetof (ak_policy_t, search_rounds),     2, 16 },
@@ -46,7 +75,6 @@ static int s_parse_search (json_t *obj, const char *label, ak_policy_t *pol, ak_
     static const char *const fields[] = { "strategy", "budget", "keep", "rounds", "short_max_time_ms", NULL };
     json_t *search = NULL, *v;
     const char *strategy = NULL;
-    char p[AK_JPATH_MAX];
     int rc;
     if ((rc = ak_jpath_get (obj, "confirm", JSON_TRUE, false, label, "policy", &v, err)) != 0)
         return rc;
@@ -74,18 +102,9 @@ static int s_parse_search (json_t *obj, const char *label, ak_policy_t *pol, ak_
                                  "must be \"exhaustive\" or \"halving\"");
         snprintf (pol->search_strategy, sizeof pol->search_strategy, "%s", strategy);
     }
-    for (size_t i = 0; i < sizeof u32 / sizeof u32[0]; i++) {
-        rc = ak_jpath_get (search, u32[i].name, JSON_INTEGER, false, label, "policy.search", &v, err);
-        if (rc)
-            return rc;
-        if (!v)
-            continue;
-        json_int_t x = json_integer_value (v);
-        if (x < (json_int_t) u32[i].min || x > (json_int_t) u32[i].max)
-            return ak_jpath_bad (err, label, ak_jpath_field (p, "policy.search", u32[i].name),
-                                 "must be an integer in [%u, %u]", u32[i].min, u32[i].max);
-        *(uint32_t *) ((char *) pol + u32[i].off) = (uint32_t) x;
-    }
+    rc = s_parse_u32s (search, u32, sizeof u32 / sizeof u32[0], label, "policy.search", pol, err);
+    if (rc)
+        return rc;
     if (pol->search_keep > pol->search_budget)
         return ak_jpath_bad (err, label, "policy.search.keep", "must not exceed policy.search.budget "
                              "(%u > %u)", pol->search_keep, pol->search_budget);
@@ -95,15 +114,15 @@ static int s_parse_search (json_t *obj, const char *label, ak_policy_t *pol, ak_
 /*  policy: every field optional over ak_policy_defaults, each range-checked. */
 int ak_policy_parse (json_t *obj, const char *label, ak_policy_t *pol, ak_err_t *err)
 {
-    static const struct { const char *name; size_t off; uint32_t min; } u32[] = {
-        { "max_attempts",       offsetof (ak_policy_t, max_attempts),       1 },
-        { "compile_timeout_ms", offsetof (ak_policy_t, compile_timeout_ms), 1 },
-        { "run_timeout_ms",     offsetof (ak_policy_t, run_timeout_ms),     1 },
-        { "lease_ms",           offsetof (ak_policy_t, lease_ms),           1 },
-        { "warmup",             offsetof (ak_policy_t, warmup),             0 },
-        { "min_samples",        offsetof (ak_policy_t, min_samples),        2 },
-        { "max_samples",        offsetof (ak_policy_t, max_samples),        2 },
-        { "max_time_ms",        offsetof (ak_policy_t, max_time_ms),        1 },
+    static const s_u32_t u32[] = {
+        { "max_attempts",       offsetof (ak_policy_t, max_attempts),       1, UINT32_MAX },
+        { "compile_timeout_ms", offsetof (ak_policy_t, compile_timeout_ms), 1, UINT32_MAX },
+        { "run_timeout_ms",     offsetof (ak_policy_t, run_timeout_ms),     1, UINT32_MAX },
+        { "lease_ms",           offsetof (ak_policy_t, lease_ms),           1, UINT32_MAX },
+        { "warmup",             offsetof (ak_policy_t, warmup),             0, UINT32_MAX },
+        { "min_samples",        offsetof (ak_policy_t, min_samples),        2, UINT32_MAX },
+        { "max_samples",        offsetof (ak_policy_t, max_samples),        2, UINT32_MAX },
+        { "max_time_ms",        offsetof (ak_policy_t, max_time_ms),        1, UINT32_MAX },
     };
     static const struct { const char *name; size_t off; double lo; bool lo_open; double hi; } dbl[] = {
         { "rsd_target",     offsetof (ak_policy_t, rsd_target),     0, true,  1 },
@@ -123,17 +142,8 @@ int ak_policy_parse (json_t *obj, const char *label, ak_policy_t *pol, ak_err_t 
         return 0;
     if ((rc = ak_jpath_only (obj, fields, label, "policy", err)) != 0)
         return rc;
-    for (size_t i = 0; i < sizeof u32 / sizeof u32[0]; i++) {
-        if ((rc = ak_jpath_get (obj, u32[i].name, JSON_INTEGER, false, label, "policy", &v, err)) != 0)
-            return rc;
-        if (!v)
-            continue;
-        json_int_t x = json_integer_value (v);
-        if (x < (json_int_t) u32[i].min || x > (json_int_t) UINT32_MAX)
-            return ak_jpath_bad (err, label, ak_jpath_field (p, "policy", u32[i].name),
-                                 "must be an integer in [%u, %u]", u32[i].min, UINT32_MAX);
-        *(uint32_t *) ((char *) pol + u32[i].off) = (uint32_t) x;
-    }
+    if ((rc = s_parse_u32s (obj, u32, sizeof u32 / sizeof u32[0], label, "policy", pol, err)) != 0)
+        return rc;
     for (size_t i = 0; i < sizeof dbl / sizeof dbl[0]; i++) {
         if ((rc = ak_jpath_get (obj, dbl[i].name, JSON_REAL, false, label, "policy", &v, err)) != 0)
             return rc;

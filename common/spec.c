@@ -578,15 +578,9 @@ static int s_spec_parse (json_t *root, const char *label, const char *base_dir, 
     size_t i;
     int rc;
 
-    if (!json_is_object (root))
-        return ak_jpath_bad (err, label, "", "a spec must be a JSON object");
-    if ((rc = ak_jpath_only (root, fields, label, "", err)) != 0
-     || (rc = ak_jpath_get (root, "schema_version", JSON_INTEGER, true, label, "", &v, err)) != 0)
+    rc = ak_jpath_document (root, "spec", fields, AK_SPEC_SCHEMA_VERSION, label, err);
+    if (rc)
         return rc;
-    if (json_integer_value (v) != AK_SPEC_SCHEMA_VERSION)
-        return ak_jpath_fail (err, AK_EVERSION, label, "schema_version", "unsupported version %lld "
-                              "(this build reads %d)", (long long) json_integer_value (v),
-                              AK_SPEC_SCHEMA_VERSION);
 
     if ((rc = ak_jpath_get_str (root, "name", true, label, "", &s, err)) != 0)
         return rc;

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdatomic.h>
 #include "akfleet.pb-c.h"
+#include "digest.h"
 #include "error.h"
 #include "spec.h"
 
@@ -169,5 +170,17 @@ typedef struct ak_backend {
 } ak_backend_t;
 
 #define AK_GEN_AS_F64 4
+
+/* For backends: the checks every compile starts with.  req and out given
+   (out zeroed), a source of at most AK_MAX_SOURCE_BYTES without NUL bytes,
+   a cache directory; else AK_EINVAL or AK_ETOOBIG with err saying
+   "WHO compile: ..." (who: the backend's name). */
+int ak_compile_req_check (const ak_compile_req_t *req, ak_compile_out_t *out, const char *who,
+                          ak_err_t *err);
+/* For backends: a define name a compile accepts (an identifier of at most
+   AK_MAX_NAME characters), and one length-prefixed part of a cache key
+   ("LEN:" then the bytes, so no two lists of parts hash alike). */
+bool ak_compile_define_ok (const char *s);
+void ak_compile_key_part (ak_sha256_t *ctx, const void *data, size_t len);
 
 #endif

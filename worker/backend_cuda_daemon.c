@@ -38,19 +38,6 @@ extern const size_t ak_prelude_cuda_len;
 
 /* ================================================== compile plan (always) */
 
-static bool s_is_identifier (const char *s)
-{
-    if (!s || !(isalpha ((unsigned char) s[0]) || s[0] == '_'))
-        return false;
-    for (size_t i = 0; s[i]; i++) {
-        if (i >= AK_MAX_NAME)
-            return false;
-        if (!(isalnum ((unsigned char) s[i]) || s[i] == '_'))
-            return false;
-    }
-    return true;
-}
-
 /*  Facts every key depends on, computed once per process: the prelude
     digest, the toolkit include folder for the half-precision headers and
     the digest of those headers' text (a toolkit update changes them). */
@@ -121,7 +108,7 @@ int ak_cuda_options (const ak_compile_req_t *req, int cc_major, int cc_minor,
         return ak_err_set (err, AK_EINVAL, "cuda compile: %d defines, limit %d", req->ndefines, AK_MAX_PARAMS);
     for (int i = 0; i < req->ndefines; i++) {
         const char *name = req->define_names[i];
-        if (!s_is_identifier (name))
+        if (!ak_compile_define_ok (name))
             return ak_err_set (err, AK_EINVAL, "parameter name '%.64s' is not a C identifier",
                                name ? name : "(null)");
         if (strncmp (name, "AK_", 3) == 0 || strcmp (name, "ak_t") == 0 || strncmp (name, "__", 2) == 0)
@@ -162,14 +149,6 @@ int ak_cuda_options (const ak_compile_req_t *req, int cc_major, int cc_minor,
     return 0;
 }
 
-static void s_sha_part (ak_sha256_t *ctx, const void *data, size_t len)
-{
-    char hdr[32];
-    int n = snprintf (hdr, sizeof hdr, "%zu:", len);
-    ak_sha256_update (ctx, hdr, (size_t) n);
-    ak_sha256_update (ctx, data, len);
-}
-
 void ak_cuda_cache_key (const char *source, size_t source_len, const char *options,
                         const char *arch, const char *nvrtc_version,
                         const char *headers_digest, char key[65])
@@ -181,11 +160,11 @@ void ak_cuda_cache_key (const char *source, size_t source_len, const char *optio
     ak_sha256_init (&ctx);
     /* The tag stands for how ak_cuda_be_compile lays out the text NVRTC sees (the
        #line lines around the prelude): change it when that changes. */
-    s_sha_part (&ctx, "akfleet-cuda-1", 14);
-    s_sha_part (&ctx, s_prelude_digest, 64);
-    s_sha_part (&ctx, source ? source : "", source ? source_len : 0);
+    ak_compile_key_part (&ctx, "akfleet-cuda-1", 14);
+    ak_compile_key_part (&ctx, s_prelude_digest, 64);
+    ak_compile_key_part (&ctx, source ? source : "", source ? source_len : 0);
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-        s_sha_part (&ctx, parts[i], strlen (parts[i]));
+        ak_compile_key_part (&ctx, parts[i], strlen (parts[i]));
     ak_sha256_final_hex (&ctx, key);
 }
 
@@ -340,22 +319,6 @@ fail:
 
 /* ============================================================== compile */
 
-static int s_write_all (int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len > 0) {
-        ssize_t n = write (fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += n;
-        len -= (size_t) n;
-    }
-    return 0;
-}
-
 /*  Child exit codes: what went wrong, for the parent's error code. */
 enum { S_CHILD_OK = 0, S_CHILD_COMPILE = 1, S_CHILD_NVRTC = 2, S_CHILD_NOMEM = 3, S_CHILD_IO = 4 };
 
@@ -364,7 +327,7 @@ static int s_child_fail (int fd, int code, const char *what, const char *why)
 {
     char msg[512];
     snprintf (msg, sizeof msg, AK_CUDA_ERR_MARK "%s: %s", what, why ? why : "failed");
-    s_write_all (fd, msg, strlen (msg));
+    ak_write_all (fd, msg, strlen (msg));
     return code;
 }
 
@@ -391,7 +354,7 @@ static int s_child_compile (const ak_cuda_nvrtc_t *nv, const char *text, const c
         r = nv->nvrtcGetProgramLog (prog, log);
         if (r != NVRTC_SUCCESS)
             return s_child_fail (fd, S_CHILD_NVRTC, "nvrtcGetProgramLog", nv->nvrtcGetErrorString (r));
-        s_write_all (fd, log, strnlen (log, log_len));
+        ak_write_all (fd, log, strnlen (log, log_len));
         free (log);
     }
     if (cr == NVRTC_ERROR_COMPILATION)
@@ -412,7 +375,7 @@ static int s_child_compile (const ak_cuda_nvrtc_t *nv, const char *text, const c
     int out = open (cubin_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (out < 0)
         return s_child_fail (fd, S_CHILD_IO, cubin_path, strerror (errno));
-    if (s_write_all (out, cubin, n) != 0 || fsync (out) != 0)
+    if (ak_write_all (out, cubin, n) != 0 || fsync (out) != 0)
         return s_child_fail (fd, S_CHILD_IO, cubin_path, strerror (errno));
     if (close (out) != 0)
         return s_child_fail (fd, S_CHILD_IO, cubin_path, strerror (errno));
@@ -554,19 +517,10 @@ int ak_cuda_be_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_e
     int nopts = 0;
     const ak_cuda_nvrtc_t *nv = NULL;
 
-    if (!req || !out)
-        return ak_err_set (err, AK_EINVAL, "cuda compile: no request");
-    memset (out, 0, sizeof *out);
     uint64_t t0 = ak_clock_mono_ns ();
-    if (!req->source)
-        return ak_err_set (err, AK_EINVAL, "cuda compile: no source");
-    if (req->source_len > AK_MAX_SOURCE_BYTES)
-        return ak_err_set (err, AK_ETOOBIG, "cuda compile: source of %zu bytes, limit %u",
-                           req->source_len, (unsigned) AK_MAX_SOURCE_BYTES);
-    if (memchr (req->source, '\0', req->source_len))
-        return ak_err_set (err, AK_EINVAL, "cuda compile: source holds a NUL byte");
-    if (!req->cache_dir || !*req->cache_dir)
-        return ak_err_set (err, AK_EINVAL, "cuda compile: no cache directory");
+    rc = ak_compile_req_check (req, out, "cuda", err);
+    if (rc)
+        return rc;
     if (!req->device || req->device->cc_major == 0)
         return ak_err_set (err, AK_EINVAL, "cuda compile: no target device (compute capability)");
     if ((rc = ak_cuda_nvrtc (&nv, err)) != 0)
