@@ -1,24 +1,27 @@
-/*  common/spec.h: operator specs and batch manifests.
+/*  common/spec.h: operator specs (docs/formats.md "Operator spec").
 
-    Both are JSON files written by people, so both are untrusted: every
-    problem is reported as `FILE: FIELD.PATH: what is wrong`, for example
-    `batch.json: ops[2].tolerances.float16.atol: must be finite`, and unknown
-    fields are rejected (a typo must not silently change a night's run).
-    See docs/formats.md for the file formats.
+    A spec is a JSON file written by a person, so it is untrusted: every
+    problem is reported as `FILE: FIELD.PATH: what is wrong` (jpath.h), for
+    example `softmax.json: tolerances.float16.atol: must be finite`, and
+    unknown fields are rejected (a typo must not silently change a night's
+    run).  Expressions are checked for syntax and names when the spec is
+    read and evaluated by space.h; kernel sources are read by source.h,
+    confined to the spec's directory.  The batch manifest that names specs
+    is manifest.h.
 
-    A manifest loaded from disk (ak_manifest_load) resolves every file it names
-    (spec files relative to the manifest, kernel sources relative to their
-    spec) and can be written out as one self-contained JSON *bundle*
-    (ak_manifest_to_bundle) that is what akctl sends to the coordinator; the
-    coordinator parses a bundle with ak_manifest_parse_bundle and the same
-    validation.  A bundle never names files, only carries their text. */
+    Never: evaluate an expression the parser has not checked, read a file
+    for a spec parsed without a base directory, or keep a pointer into the
+    json_t past the parse (every string is copied). */
 #ifndef AK_SPEC_H
 #define AK_SPEC_H
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
 #include <jansson.h>
+#include "dtype.h"
 #include "error.h"
+#include "names.h"
+#include "source.h"
 
 #define AK_MAX_DIMS      8
 #define AK_MAX_BUFS      8
@@ -28,16 +31,9 @@
    AK_DATA_MAX_ELEMS), 2^28, checked when the spec or manifest is read so a
    size too large fails there, naming it, and not in the gates. */
 #define AK_SPEC_MAX_ELEMS (1ull << 28)
-#define AK_MAX_NAME      64
 #define AK_SPEC_SCHEMA_VERSION      1
-#define AK_MANIFEST_SCHEMA_VERSION  1
-#define AK_MAX_SOURCE_BYTES (1u << 20)
-
-/* ------------------------------------------------------------------ dtypes */
-typedef enum { AK_DT_FLOAT16 = 0, AK_DT_BFLOAT16, AK_DT_FLOAT32, AK_DT_COUNT } ak_dtype_t;
-const char *ak_dtype_name (ak_dtype_t dt);                  /* "float16" ... */
-int ak_dtype_parse (const char *name, ak_dtype_t *out);     /* 0 or AK_EINVAL */
-size_t ak_dtype_size (ak_dtype_t dt);                       /* 2, 2, 4 */
+#define AK_SPEC_MAX_DIM        (INT64_C (1) << 31)  /* one shape dimension */
+#define AK_SPEC_MAX_CANDIDATES 256
 
 /* ------------------------------------------------------------------- spec */
 /* Bits of ak_size_t.backends. */
@@ -66,13 +62,6 @@ typedef struct {
     int64_t *values;                    /* at least one */
     size_t   nvalues;
 } ak_param_t;
-
-typedef struct {
-    char  *name;                        /* file name, as named in the spec */
-    char  *text;                        /* the source itself; NULL in a spec parsed from
-                                           the form without sources (name + digest only) */
-    char   digest[65];                  /* sha256 hex of text */
-} ak_source_t;
 
 /*  How a CUDA kernel is launched: grid and block dimensions and dynamic
     shared memory bytes, each an expression over the spec's keys, `b`
@@ -167,62 +156,8 @@ bool ak_spec_has_dtype (const ak_spec_t *spec, ak_dtype_t dt);
 bool ak_size_for_backend (const ak_size_t *size, const char *backend);
 const ak_tol_t *ak_spec_tol (const ak_spec_t *spec, ak_dtype_t dt);       /* NULL if dtype not declared */
 
-/* Evaluates a count / flops / bytes expression for dims (key order) and
-   dtype (for `b`). */
-int ak_spec_eval (const ak_spec_t *spec, const char *expr, const int64_t *dims, ak_dtype_t dt,
-                  int64_t *out, ak_err_t *err);
-
-/* A launch configuration, evaluated. */
-typedef struct {
-    uint32_t grid[3], block[3];         /* each >= 1 */
-    uint32_t shared_bytes;              /* dynamic shared memory */
-} ak_launch_cfg_t;
-
-/* Evaluates rule for dims (key order), dtype dt (for `b`) and the kernel's
-   parameters (names[i] = values[i]; none for a baseline) into out.  Every
-   grid and block dimension must come out in 1..2^31-1 and shared in
-   0..2^31-1.  AK_EINVAL with err naming the field and the value or the
-   expression's error ("launch.block[0] = 0: must be 1..2147483647"), a
-   candidate's fault (receipt status invalid_config), never UB. */
-int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const int64_t *dims,
-                    ak_dtype_t dt, const char *const *names, const int64_t *values, int nparams,
-                    ak_launch_cfg_t *out, ak_err_t *err);
-
-/* Enumerates the candidate's parameter space (cartesian product, params in
-   declaration order, values in the order given), skipping configurations
-   that fail a constraint, and calls fn for each with values[i] for params[i].
-   fn returning non-zero stops and returns that value.  `count` (may be NULL)
-   gets the number of valid configurations. */
-typedef int (ak_space_fn) (const ak_candidate_t *cand, const int64_t *values, void *arg);
-int ak_space_walk (const ak_candidate_t *cand, ak_space_fn *fn, void *arg, size_t *count, ak_err_t *err);
-
-/* ----------------------------------------------------------------- policy */
-typedef struct {
-    uint32_t max_attempts;        /* 3 */
-    uint32_t compile_timeout_ms;  /* 60000 */
-    uint32_t run_timeout_ms;      /* 60000 */
-    uint32_t lease_ms;            /* 120000 */
-    uint32_t warmup;              /* 3 */
-    uint32_t min_samples;         /* 10 */
-    uint32_t max_samples;         /* 200 */
-    double   rsd_target;          /* 0.005 */
-    uint32_t max_time_ms;         /* 2000 */
-    double   threshold;           /* 0.03 */
-    double   max_regression;      /* 0.05 */
-    uint64_t seed;                /* 42 */
-    /* search (coordinator/rounds.h, docs/measurement.md "Search") */
-    char     search_strategy[16]; /* "" auto (exhaustive when the valid space fits the budget) | exhaustive | halving */
-    uint32_t search_budget;       /* 64 configurations sampled per (candidate, op, class) */
-    uint32_t search_keep;         /* 4 finalists timed in full */
-    uint32_t search_rounds;       /* 2 stages of successive halving */
-    uint32_t short_max_time_ms;   /* 200: timing budget per workload in the short stages */
-    bool     confirm;             /* true: finalists re-measured on another worker */
-    double   implausible;         /* 10: speedups above are flagged and always confirmed */
-} ak_policy_t;
-
-void ak_policy_defaults (ak_policy_t *policy);
-
-/* --------------------------------------------------------------- manifest */
+/* A shape of an operator to time, with a dtype and a weight: a size of the
+   spec or a shape given in a manifest or a corpus. */
 typedef struct {
     char      *name;                    /* size name, or "custom-N" */
     int64_t    dims[AK_MAX_DIMS];
@@ -230,39 +165,27 @@ typedef struct {
     double     weight;                  /* > 0 */
 } ak_workload_t;
 
-typedef struct {
-    ak_spec_t      *spec;               /* owned; tolerance overrides applied */
-    ak_workload_t  *workloads;          /* what tune/preflight tasks time */
-    size_t          nworkloads;
-    char          **candidates;         /* names of spec candidates to tune */
-    size_t          ncandidates;
-    bool            profile;            /* "profile": true: profile tasks on cuda targets */
-    /* External operators and corpora (docs/formats.md): */
-    char           *spec_path;          /* the spec file as resolved; NULL for an inline spec */
-    char           *corpus_path;        /* "corpus": the file its cases came from; NULL: none */
-    bool            override_builtin;   /* "override_builtin": true: replaces the built-in
-                                           operator of the same name for this batch */
-} ak_manifest_op_t;
+/* ------------------------------------------------------ for manifest ops */
+/* Parts of the spec grammar that an op entry of a manifest reuses, with the
+   same checks and messages (label and path as for ak_spec_parse). */
 
-typedef struct {
-    char             *name;
-    char            **targets;          /* device classes; "host" for the host backend */
-    size_t            ntargets;
-    ak_policy_t       policy;
-    ak_manifest_op_t *ops;
-    size_t            nops;
-} ak_manifest_t;
-
-/* Loads a manifest file and every file it names. */
-int ak_manifest_load (const char *path, ak_manifest_t **manifest_p, ak_err_t *err);
-/* Parses a self-contained bundle (as sent by akctl submit). */
-int ak_manifest_parse_bundle (const char *text, size_t len, const char *label,
-                              ak_manifest_t **manifest_p, ak_err_t *err);
-/* The bundle text; caller frees. */
-char *ak_manifest_to_bundle (const ak_manifest_t *manifest);
-void ak_manifest_destroy (ak_manifest_t **self_p);
-
-/* The backend a device class runs on: "host" for "host", else "cuda". */
-const char *ak_class_backend (const char *device_class);
+/* One candidate object {name, backend, source, params?, constraints?,
+   launch?} into cand (cleared by ak_spec_destroy once it is in spec's
+   candidates).  confined: its source path stays inside base_dir (see
+   ak_source_parse).  Checks the parameter space: bounded, every constraint
+   evaluates, at least one configuration satisfies them all. */
+int ak_spec_parse_candidate (json_t *v, const ak_spec_t *spec, const char *label,
+                             const char *path, const char *base_dir, bool confined,
+                             ak_candidate_t *cand, ak_err_t *err);
+/* A tolerances object {dtype: {atol, rtol}} over spec's dtypes into tol;
+   seen[i] is set for each spec->dtypes[i] it gives. */
+int ak_spec_parse_tols (json_t *obj, const ak_spec_t *spec, const char *label, const char *path,
+                        ak_tol_t tol[AK_DT_COUNT], bool seen[AK_DT_COUNT], ak_err_t *err);
+/* A shape object: every key of spec, each a positive integer at most
+   AK_SPEC_MAX_DIM, into dims (key order). */
+int ak_spec_parse_shape (json_t *v, const ak_spec_t *spec, const char *label, const char *path,
+                         int64_t dims[AK_MAX_DIMS], ak_err_t *err);
+/* The shape object of dims ({"rows": 4, "cols": 8}); caller decrefs. */
+json_t *ak_spec_shape_json (const ak_spec_t *spec, const int64_t *dims);
 
 #endif

@@ -1,4 +1,4 @@
-/*  common/stats.c: sample statistics for timing. */
+/*  common/stats.c: sample statistics, weighted aggregates (stats.h). */
 #include "stats.h"
 #include "util.h"
 
@@ -62,4 +62,31 @@ double ak_stats_rsd (const ak_stats_t *s)
     if (!s || s->mean == 0)
         return 0.0;
     return s->stddev / fabs (s->mean);
+}
+
+/* ============================================================= aggregates */
+
+int ak_aggregate (const ak_wpoint_t *points, size_t n, ak_aggregate_t *out)
+{
+    memset (out, 0, sizeof *out);
+    if (!points || n == 0)
+        return AK_EINVAL;
+    double wsum = 0, wbase = 0, wcand = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ak_wpoint_t *p = &points[i];
+        if (!isfinite (p->weight) || p->weight <= 0 || !isfinite (p->base_us) || p->base_us <= 0
+            || !isfinite (p->cand_us) || p->cand_us <= 0)
+            return AK_EINVAL;
+        wsum += p->weight;
+        wbase += p->weight * p->base_us;
+        wcand += p->weight * p->cand_us;
+    }
+    if (!isfinite (wsum) || !isfinite (wbase) || !isfinite (wcand) || wcand <= 0)
+        return AK_EINVAL;
+    out->n = n;
+    out->weight = wsum;
+    out->base_us = wbase / wsum;
+    out->cand_us = wcand / wsum;
+    out->speedup = out->base_us / out->cand_us;
+    return 0;
 }

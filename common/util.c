@@ -56,6 +56,11 @@ char *ak_strdup (const char *s)
     return d;
 }
 
+bool ak_streq (const char *a, const char *b)
+{
+    return a && b && strcmp (a, b) == 0;
+}
+
 char *ak_sprintf (const char *fmt, ...)
 {
     va_list ap;
@@ -159,7 +164,7 @@ fail:
     return rc;
 }
 
-static int s_write_all (int fd, const void *data, size_t len)
+int ak_write_all (int fd, const void *data, size_t len)
 {
     const char *p = data;
     while (len > 0) {
@@ -205,7 +210,7 @@ int ak_file_write_atomic (const char *path, const void *data, size_t len, ak_err
         rc = ak_err_set (err, AK_EIO, "%s: fchmod: %s", tmp, strerror (errno));
         goto fail;
     }
-    if (s_write_all (fd, data, len) != 0) {
+    if (ak_write_all (fd, data, len) != 0) {
         rc = ak_err_set (err, AK_EIO, "%s: write: %s", tmp, strerror (errno));
         goto fail;
     }

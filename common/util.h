@@ -14,6 +14,10 @@ int ak_file_read (const char *path, size_t max_bytes, char **data_p, size_t *len
    rename.  Readers see the old file or the new one, never a torn one. */
 int ak_file_write_atomic (const char *path, const void *data, size_t len, ak_err_t *err);
 
+/* write(2) until all len bytes are written (EINTR retried): 0, or -1 with
+   errno from the failing write. */
+int ak_write_all (int fd, const void *data, size_t len);
+
 /* mkdir -p with the given mode. */
 int ak_mkdir_p (const char *path, int mode, ak_err_t *err);
 
@@ -30,6 +34,7 @@ void *ak_malloc (size_t n);
 void *ak_calloc (size_t n, size_t size);
 void *ak_realloc (void *p, size_t n);
 char *ak_strdup (const char *s);              /* NULL -> NULL */
+bool ak_streq (const char *a, const char *b);  /* both non-NULL and equal */
 char *ak_sprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 
 /* For a long-running process that frees many small objects of the same

@@ -6,6 +6,7 @@
 #include "cpb.h"
 #include "rounds.h"
 #include "digest.h"
+#include "space.h"
 #include "util.h"
 
 typedef struct {

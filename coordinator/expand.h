@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include "akfleet.pb-c.h"
 #include "error.h"
-#include "spec.h"
+#include "manifest.h"
 #include "store.h"
 
 #define AK_EXPAND_MAX_TASKS  100000     /* per batch */

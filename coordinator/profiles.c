@@ -11,6 +11,7 @@
 #include "digest.h"
 #include "log.h"
 #include "results.h"
+#include "space.h"
 #include "spec.h"
 #include "util.h"
 

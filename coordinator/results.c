@@ -10,6 +10,7 @@
 #include "promote.h"
 #include "pbwire.h"
 #include "cpb.h"
+#include "stats.h"
 #include "util.h"
 
 typedef struct {

@@ -10,6 +10,7 @@
 #include "arena.h"
 #include "cpb.h"
 #include "log.h"
+#include "space.h"
 #include "util.h"
 
 // ------------------------------------------------------------------ helpers

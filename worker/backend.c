@@ -1,22 +1,45 @@
-/*  worker/backend.c: the table of backends this build has. */
+/*  worker/backend.c: what every backend shares (backend.h). */
 #include "backend.h"
-#include "backend_cuda.h"
 
+#include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
-/*  The host backend is always present.  "cuda" is present when the build
-    found CUDA headers (AK_HAVE_CUDA), and NULL otherwise.  On a host
-    without a driver, GPU or NVRTC the CUDA table is still returned: its
-    probe answers AK_EUNAVAIL with the reason ("CUDA driver: libcuda.so.1:
-    cannot open shared object file ..."), so the daemon can say why instead
-    of "not in this build". */
-const ak_backend_t *ak_backend_find (const char *name)
+int ak_compile_req_check (const ak_compile_req_t *req, ak_compile_out_t *out, const char *who,
+                          ak_err_t *err)
 {
-    if (!name)
-        return NULL;
-    if (strcmp (name, "host") == 0)
-        return ak_backend_host ();
-    if (strcmp (name, "cuda") == 0)
-        return ak_backend_cuda ();
-    return NULL;
+    if (!req || !out)
+        return ak_err_set (err, AK_EINVAL, "%s compile: no request", who);
+    memset (out, 0, sizeof *out);
+    if (!req->source)
+        return ak_err_set (err, AK_EINVAL, "%s compile: no source", who);
+    if (req->source_len > AK_MAX_SOURCE_BYTES)
+        return ak_err_set (err, AK_ETOOBIG, "%s compile: source of %zu bytes, limit %u", who,
+                           req->source_len, (unsigned) AK_MAX_SOURCE_BYTES);
+    if (memchr (req->source, '\0', req->source_len))
+        return ak_err_set (err, AK_EINVAL, "%s compile: source holds a NUL byte", who);
+    if (!req->cache_dir || !*req->cache_dir)
+        return ak_err_set (err, AK_EINVAL, "%s compile: no cache directory", who);
+    return 0;
+}
+
+bool ak_compile_define_ok (const char *s)
+{
+    if (!s || !(isalpha ((unsigned char) s[0]) || s[0] == '_'))
+        return false;
+    for (size_t i = 0; s[i]; i++) {
+        if (i >= AK_MAX_NAME)
+            return false;
+        if (!(isalnum ((unsigned char) s[i]) || s[i] == '_'))
+            return false;
+    }
+    return true;
+}
+
+void ak_compile_key_part (ak_sha256_t *ctx, const void *data, size_t len)
+{
+    char hdr[32];
+    int n = snprintf (hdr, sizeof hdr, "%zu:", len);
+    ak_sha256_update (ctx, hdr, (size_t) n);
+    ak_sha256_update (ctx, data, len);
 }

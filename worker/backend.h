@@ -1,10 +1,11 @@
 /*  worker/backend.h: the table of functions a backend implements.
 
-    Two backends implement it: the host backend (C kernels built with the
-    system compiler, run on the CPU: the whole pipeline works without a GPU)
-    and, later, the CUDA backend (NVRTC, libcuda, CUPTI through dlopen).
-    Gates and timing (worker/gates.c, worker/timing.c) are written once over
-    this table.
+    Two backends implement it: the host backend (backend_host.h: C kernels
+    built with the system compiler, run on the CPU: the whole pipeline works
+    without a GPU) and the CUDA backend (backend_cuda.h: NVRTC, libcuda,
+    CUPTI through dlopen).  Gates and timing (worker/gates.c,
+    worker/timing.c) are written once over this table; backends.h finds a
+    backend by name.  This header names neither implementation.
 
     Two sides:
     - daemon side (probe, compile) runs in the worker daemon; compile must be
@@ -22,6 +23,7 @@
 #include <stdbool.h>
 #include <stdatomic.h>
 #include "akfleet.pb-c.h"
+#include "digest.h"
 #include "error.h"
 #include "spec.h"
 
@@ -169,8 +171,16 @@ typedef struct ak_backend {
 
 #define AK_GEN_AS_F64 4
 
-const ak_backend_t *ak_backend_host (void);
-/* By name ("host", "cuda"); NULL when this build or host lacks it. */
-const ak_backend_t *ak_backend_find (const char *name);
+/* For backends: the checks every compile starts with.  req and out given
+   (out zeroed), a source of at most AK_MAX_SOURCE_BYTES without NUL bytes,
+   a cache directory; else AK_EINVAL or AK_ETOOBIG with err saying
+   "WHO compile: ..." (who: the backend's name). */
+int ak_compile_req_check (const ak_compile_req_t *req, ak_compile_out_t *out, const char *who,
+                          ak_err_t *err);
+/* For backends: a define name a compile accepts (an identifier of at most
+   AK_MAX_NAME characters), and one length-prefixed part of a cache key
+   ("LEN:" then the bytes, so no two lists of parts hash alike). */
+bool ak_compile_define_ok (const char *s);
+void ak_compile_key_part (ak_sha256_t *ctx, const void *data, size_t len);
 
 #endif

@@ -44,7 +44,7 @@ bool ak_cuda_cupti_active (ak_dev_t *dev, const char **why_p);
 
 /* ------------------------------------------------------------ timing */
 
-/*  How dev takes timing samples (worker/backend_cuda.c, "Timing"). */
+/*  How dev takes timing samples (worker/backend_cuda_timing.c). */
 typedef struct {
     bool        blocker;               /* launches wait behind a blocking kernel */
     const char *blocker_why;           /* borrowed: why not, when not */

@@ -12,7 +12,7 @@
 
     Never: run a compiler through a shell, trust a define name, or leave a
     half-written artifact where a reader could load it. */
-#include "backend.h"
+#include "backend_host.h"
 #include "cache.h"
 #include "child.h"
 #include "digest.h"
@@ -311,27 +311,6 @@ static void s_facts_init (void)
     ak_sha256_hex (ak_prelude, ak_prelude_len, s_prelude_digest);
 }
 
-static bool s_is_identifier (const char *s)
-{
-    if (!s || !(isalpha ((unsigned char) s[0]) || s[0] == '_'))
-        return false;
-    for (size_t i = 0; s[i]; i++) {
-        if (i >= AK_MAX_NAME)
-            return false;
-        if (!(isalnum ((unsigned char) s[i]) || s[i] == '_'))
-            return false;
-    }
-    return true;
-}
-
-static void s_sha_part (ak_sha256_t *ctx, const void *data, size_t len)
-{
-    char hdr[32];
-    int n = snprintf (hdr, sizeof hdr, "%zu:", len);
-    ak_sha256_update (ctx, hdr, (size_t) n);
-    ak_sha256_update (ctx, data, len);
-}
-
 /*  Builds req into the cache (see backend.h).  The options string lists
     exactly the flags passed to cc, so its digest names the build. */
 static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err_t *err)
@@ -341,19 +320,10 @@ static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err
     char **argv = NULL;
     int nargv = 0;
 
-    if (!req || !out)
-        return ak_err_set (err, AK_EINVAL, "host compile: no request");
-    memset (out, 0, sizeof *out);
     uint64_t t0 = ak_clock_mono_ns ();
-    if (!req->source)
-        return ak_err_set (err, AK_EINVAL, "host compile: no source");
-    if (req->source_len > AK_MAX_SOURCE_BYTES)
-        return ak_err_set (err, AK_ETOOBIG, "host compile: source of %zu bytes, limit %u",
-                           req->source_len, (unsigned) AK_MAX_SOURCE_BYTES);
-    if (memchr (req->source, '\0', req->source_len))
-        return ak_err_set (err, AK_EINVAL, "host compile: source holds a NUL byte");
-    if (!req->cache_dir || !*req->cache_dir)
-        return ak_err_set (err, AK_EINVAL, "host compile: no cache directory");
+    rc = ak_compile_req_check (req, out, "host", err);
+    if (rc)
+        return rc;
     if (!req->reference && req->dtype != AK_DT_FLOAT32)
         return ak_err_set (err, AK_EUNSUPPORTED, "host backend builds float32 kernels only, not %s",
                            ak_dtype_name (req->dtype));
@@ -362,7 +332,7 @@ static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err
                            req->ndefines, AK_MAX_PARAMS);
     for (int i = 0; i < req->ndefines; i++) {
         const char *name = req->define_names[i];
-        if (!s_is_identifier (name))
+        if (!ak_compile_define_ok (name))
             return ak_err_set (err, AK_EINVAL, "parameter name '%.64s' is not a C identifier",
                                name ? name : "(null)");
         if (strncmp (name, "AK_", 3) == 0 || strcmp (name, "ak_t") == 0)
@@ -388,11 +358,11 @@ static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err
     ak_sha256_hex (options, strlen (options), out->options_digest);
     ak_sha256_t ctx;
     ak_sha256_init (&ctx);
-    s_sha_part (&ctx, "akfleet-host-1", 14);
-    s_sha_part (&ctx, s_prelude_digest, 64);
-    s_sha_part (&ctx, req->source, req->source_len);
-    s_sha_part (&ctx, options, strlen (options));
-    s_sha_part (&ctx, s_cc_version, strlen (s_cc_version));
+    ak_compile_key_part (&ctx, "akfleet-host-1", 14);
+    ak_compile_key_part (&ctx, s_prelude_digest, 64);
+    ak_compile_key_part (&ctx, req->source, req->source_len);
+    ak_compile_key_part (&ctx, options, strlen (options));
+    ak_compile_key_part (&ctx, s_cc_version, strlen (s_cc_version));
     ak_sha256_final_hex (&ctx, out->key);
 
     ak_cache_build_t b;

@@ -8,6 +8,7 @@
 #include "daemon.h"
 #include "blobcache.h"
 #include "backend.h"
+#include "backends.h"
 #include "clock.h"
 #include "digest.h"
 #include "auth.h"

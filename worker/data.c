@@ -1,6 +1,7 @@
 /*  worker/data.c: element types and generated inputs. */
 #include "data.h"
 #include "rng.h"
+#include "space.h"
 
 #include <float.h>
 #include <math.h>

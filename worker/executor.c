@@ -6,6 +6,7 @@
     is a plain blocking loop: read a job, run it, write the receipt. */
 #include "executor.h"
 #include "backend.h"
+#include "backends.h"
 #include "clock.h"
 #include "envelope.h"
 #include "frame.h"

@@ -14,6 +14,7 @@
 #include "data.h"
 #include "log.h"
 #include "rng.h"
+#include "space.h"
 #include "util.h"
 
 #include <inttypes.h>

@@ -1,5 +1,6 @@
 /*  worker/job.c: running one task inside an executor (see job.h). */
 #include "job.h"
+#include "backends.h"
 #include "clock.h"
 #include "digest.h"
 #include "gates.h"

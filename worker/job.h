@@ -10,6 +10,7 @@
 #define AK_WORKER_JOB_H
 #include "akfleet.pb-c.h"
 #include "backend.h"
+#include "policy.h"
 #include "spec.h"
 
 /* Policy of an Assign with every zero field replaced by its default and

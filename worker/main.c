@@ -6,6 +6,7 @@
     reported with the flag named and exit status 2. */
 #include "auth.h"
 #include "backend.h"
+#include "backends.h"
 #include "daemon.h"
 #include "error.h"
 #include "executor.h"

@@ -6,6 +6,7 @@
 #include "data.h"
 #include "log.h"
 #include "pbutil.h"
+#include "space.h"
 #include "util.h"
 
 #include <math.h>

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include "backend.h"
 #include "error.h"
+#include "space.h"
 #include "spec.h"
 #include "stats.h"
 #include "akfleet.pb-c.h"

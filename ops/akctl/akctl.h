@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <jansson.h>
 #include "error.h"
-#include "spec.h"
+#include "manifest.h"
 
 /* ------------------------------------------------------------ exit codes */
 enum {

@@ -16,8 +16,10 @@
     error printed.  Not a test: it reports; exit status 0 when it ran, 2
     without a GPU, 1 on an error. */
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/backend_cuda.h"
 #include "worker/data.h"
+#include "space.h"
 #include "spec.h"
 #include "util.h"
 #include "clock.h"

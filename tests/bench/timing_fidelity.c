@@ -24,11 +24,13 @@
     beside each figure).  Exit status 0 when it ran, 2 when there is no
     GPU, 1 on an error.  `--ncu-child` is the mode ncu runs it in. */
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/backend_cuda.h"
 #include "worker/cuda_api.h"
 #include "worker/data.h"
 #include "worker/timing.h"
 #include "clock.h"
+#include "policy.h"
 #include "spec.h"
 #include "stats.h"
 #include "util.h"

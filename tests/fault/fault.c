@@ -12,6 +12,7 @@
 
 #include "envelope.h"
 #include "error.h"
+#include "manifest.h"
 #include "spec.h"
 #include "store.h"
 #include "util.h"

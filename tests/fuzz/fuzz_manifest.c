@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "manifest.h"
 #include "spec.h"
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)

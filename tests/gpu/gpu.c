@@ -1,5 +1,6 @@
 /*  tests/gpu/gpu.c: what the GPU tests share (gpu.h). */
 #include "gpu.h"
+#include "worker/backends.h"
 #include "support.h"
 
 #include <stdio.h>

@@ -8,6 +8,7 @@
     it leaves the context dead. */
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/backend_cuda.h"
 #include "worker/cuda_api.h"
 #include "worker/data.h"

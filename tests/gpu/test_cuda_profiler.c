@@ -10,6 +10,7 @@
     kernel record per workload). */
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/backend_cuda.h"
 #include "worker/profiler_cuda.h"
 #include "clock.h"

@@ -13,6 +13,7 @@
     minus the event floor, and an empty kernel keeps CUPTI. */
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/backend_cuda.h"
 #include "worker/timing.h"
 #include "clock.h"

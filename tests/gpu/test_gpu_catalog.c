@@ -13,6 +13,7 @@
     0 threads is invalid_config too.
 
     Where the CUDA backend cannot run, prints "SKIP: no GPU: <reason>". */
+#include "space.h"
 #include "support.h"
 #include "gpu.h"
 #include "worker/backend.h"

@@ -19,6 +19,7 @@
     no GPU, no NVRTC) the test prints "SKIP: no GPU: <reason>" and passes. */
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 
 #include <arpa/inet.h>
 #include <jansson.h>

@@ -4,6 +4,7 @@
     a fake worker (a DEALER in this test) registers, is assigned work,
     starts it, delivers receipts and gets acks (duplicates flagged); the
     batch completes with a winner; SIGTERM and a restart keep the state. */
+#include "manifest.h"
 #include "support.h"
 #include <arpa/inet.h>
 #include <czmq.h>

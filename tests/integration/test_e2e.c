@@ -12,6 +12,7 @@
     - `akctl report` prints a winner line for softmax;
     - `akctl workers --json` lists both workers alive.
     Everything it starts is stopped at the end, whatever happened. */
+#include "space.h"
 #include "support.h"
 
 #include <jansson.h>

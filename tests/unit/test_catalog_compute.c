@@ -11,8 +11,10 @@
     - the host baselines of the three through the five gates (the new
       edge sizes included), and the attention baseline with its causal mask removed
       failing them (the gates see the mask). */
+#include "space.h"
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/gates.h"
 #include "spec.h"
 #include "util.h"

@@ -13,8 +13,10 @@
       taken as row % vocab, layernorm without beta, rotary with the pair
       halves swapped, a row sum that drops the last element) is
       wrong_answer: the gates above can fail. */
+#include "space.h"
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/gates.h"
 #include "spec.h"
 #include "util.h"

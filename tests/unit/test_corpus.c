@@ -8,6 +8,8 @@
     tests check the formula on numbers worked by hand, that the promotion
     rule gets the same speedup from the same receipt, and the per-dtype rows
     of the report. */
+#include "manifest.h"
+#include "stats.h"
 #include "support.h"
 
 #include <math.h>

@@ -14,8 +14,10 @@
       its log naming the error, the others build.
     Where the build has no CUDA backend or NVRTC does not load, the compile
     test is skipped with a message. */
+#include "space.h"
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/cuda_api.h"
 #include "spec.h"
 #include "util.h"

@@ -5,6 +5,7 @@
     driver), real compiles into the cache. */
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/backend_cuda.h"
 #include "worker/cuda_api.h"
 #include "digest.h"

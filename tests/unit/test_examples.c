@@ -10,8 +10,11 @@
       declared dtype.
     The host kernels are run through the gates end to end by
     tests/integration/test_external_op.c. */
+#include "manifest.h"
+#include "space.h"
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/cuda_api.h"
 #include "corpus.h"
 #include "spec.h"

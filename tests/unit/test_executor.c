@@ -10,6 +10,7 @@
     compile_error receipts, clean shutdown on SIGTERM. */
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/job.h"
 #include "worker/executor.h"
 #include "worker/pbutil.h"

@@ -4,6 +4,7 @@
     timing (worker/timing.c) on the same kernels. */
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/data.h"
 #include "worker/gates.h"
 #include "worker/timing.h"

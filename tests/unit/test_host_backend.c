@@ -1,6 +1,7 @@
 /*  tests/unit/test_host_backend.c: the host backend (worker/backend_host.c). */
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "clock.h"
 #include "util.h"
 

@@ -5,6 +5,7 @@
     moving these tests) is written to a temporary directory with one change
     per test; a rejected manifest must name the field by its JSON path.
     Bundles must round-trip exactly and must never name a file. */
+#include "manifest.h"
 #include "support.h"
 #include "spec.h"
 #include "util.h"

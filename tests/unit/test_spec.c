@@ -5,6 +5,8 @@
     field by its JSON path.  The catalog tests load every built-in spec and
     build every kernel the way the host backend does (prelude + source, the
     system compiler, params as -D defines) to check it against the reference. */
+#include "manifest.h"
+#include "space.h"
 #include "support.h"
 #include "digest.h"
 #include "spec.h"

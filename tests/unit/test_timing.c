@@ -10,6 +10,7 @@
     chosen from the slower kernel of the pair, tracing on again after). */
 #include "support.h"
 #include "worker/backend.h"
+#include "worker/backends.h"
 #include "worker/data.h"
 #include "worker/timing.h"
 #include "spec.h"

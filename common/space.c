@@ -1,0 +1,323 @@
+/*  common/space.c: shape, launch and parameter-space evaluation (space.h). */
+#include "space.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "expr.h"
+#include "jpath.h"
+#include "util.h"
+
+#define S_MAX_VALUES      1024                /* values of one parameter */
+#define S_MAX_SPACE       (1u << 16)          /* configurations before constraints */
+#define S_MAX_CONSTRAINTS 32
+#define S_MAX_WALK_CHARS  (1u << 22)          /* configurations x constraint characters:
+                                                 bounds the walk done on every parse (the
+                                                 coordinator parses on its event loop) */
+#define S_MAX_EXPR        1024                /* characters of one expression */
+
+/*  Checks that text is an expression over names only. */
+int ak_space_check_expr (const char *text, const char *const *names, int nnames,
+                         const char *label, const char *path, ak_err_t *err)
+{
+    if (strlen (text) > S_MAX_EXPR)
+        return ak_jpath_bad (err, label, path, "expression longer than %d characters", S_MAX_EXPR);
+    ak_err_t sub = { 0 };
+    if (ak_expr_check (text, names, nnames, &sub))
+        return ak_jpath_bad (err, label, path, "invalid expression: %s", sub.msg);
+    return 0;
+}
+
+/*  Variables for an expression over the shape: the keys, then b. */
+static int s_shape_vars (const ak_spec_t *spec, const int64_t *dims, ak_dtype_t dt,
+                         ak_var_t vars[AK_MAX_DIMS + 1])
+{
+    int n = 0;
+    for (; n < spec->nkeys && n < AK_MAX_DIMS; n++)
+        vars[n] = (ak_var_t) { spec->keys[n], dims[n] };
+    vars[n++] = (ak_var_t) { "b", (int64_t) ak_dtype_size (dt) };
+    return n;
+}
+
+int ak_spec_eval (const ak_spec_t *spec, const char *expr, const int64_t *dims, ak_dtype_t dt,
+                  int64_t *out, ak_err_t *err)
+{
+    if (!spec || !expr || !dims || !out)
+        return ak_err_set (err, AK_EINVAL, "ak_spec_eval: missing argument");
+    if (ak_dtype_size (dt) == 0)
+        return ak_err_set (err, AK_EINVAL, "ak_spec_eval: invalid dtype %d", (int) dt);
+    ak_var_t vars[AK_MAX_DIMS + 1];
+    int nvars = s_shape_vars (spec, dims, dt, vars);
+    int rc = ak_expr_eval (expr, vars, nvars, out, err);
+    if (rc)
+        ak_err_prefix (err, "%s", spec->name ? spec->name : "spec");
+    return rc;
+}
+
+/*  Counts stop at AK_SPEC_MAX_ELEMS, what a worker allocates per buffer
+    (and small enough for the float64 buffers of the oracle). */
+int ak_spec_check_shape (const ak_spec_t *spec, const int64_t *dims, const char *label,
+                         const char *path, ak_err_t *err)
+{
+    for (int t = 0; t < spec->ndtypes; t++) {
+        ak_var_t vars[AK_MAX_DIMS + 1];
+        int nvars = s_shape_vars (spec, dims, spec->dtypes[t], vars);
+        int64_t v, in_counts[AK_MAX_BUFS] = { 0 };
+        ak_err_t sub = { 0 };
+        for (int io = 0; io < 2; io++) {
+            const ak_buf_t *bufs = io ? spec->outputs : spec->inputs;
+            int n = io ? spec->noutputs : spec->ninputs;
+            for (int i = 0; i < n; i++) {
+                const char *what = io ? "outputs" : "inputs";
+                if (ak_expr_eval (bufs[i].count, vars, nvars, &v, &sub))
+                    return ak_jpath_bad (err, label, path, "%s[%d].count: %s", what, i, sub.msg);
+                if (v < 1 || (uint64_t) v > AK_SPEC_MAX_ELEMS)
+                    return ak_jpath_bad (err, label, path, "%s[%d].count '%s' is %lld (must be "
+                                         "1 to %llu elements, what a worker allocates per buffer)",
+                                         what, i, bufs[i].count, (long long) v,
+                                         (unsigned long long) AK_SPEC_MAX_ELEMS);
+                if (!io)
+                    in_counts[i] = v;
+                else if (spec->inplace && v != in_counts[i])
+                    return ak_jpath_bad (err, label, path, "outputs[%d].count is %lld but inplace "
+                                         "inputs[%d].count is %lld", i, (long long) v, i,
+                                         (long long) in_counts[i]);
+            }
+        }
+        const char *exprs[2] = { spec->flops, spec->bytes };
+        for (int e = 0; e < 2; e++) {
+            if (ak_expr_eval (exprs[e], vars, nvars, &v, &sub))
+                return ak_jpath_bad (err, label, path, "%s (%s): %s", e ? "bytes" : "flops",
+                                     ak_dtype_name (spec->dtypes[t]), sub.msg);
+            if (v < 0)
+                return ak_jpath_bad (err, label, path, "%s is negative (%lld)", e ? "bytes" : "flops",
+                                     (long long) v);
+        }
+    }
+    return 0;
+}
+
+/*  Variables of a launch rule: the keys, b, then the parameters. */
+#define S_LAUNCH_VARS (AK_MAX_DIMS + 1 + AK_MAX_PARAMS)
+#define S_LAUNCH_MAX  INT64_C (2147483647)
+
+/*  One launch expression evaluated into lo..S_LAUNCH_MAX; where names the
+    field ("launch.grid[1]") in the error. */
+static int s_launch_value (const char *text, const ak_var_t *vars, int nvars, const char *where,
+                           int64_t lo, uint32_t *out, ak_err_t *err)
+{
+    int64_t v = 0;
+    ak_err_t sub = { 0 };
+    if (ak_expr_eval (text, vars, nvars, &v, &sub))
+        return ak_err_set (err, AK_EINVAL, "%s '%.200s': %s", where, text, sub.msg);
+    if (v < lo || v > S_LAUNCH_MAX)
+        return ak_err_set (err, AK_EINVAL, "%s '%.200s' = %lld: must be %lld..%lld", where, text,
+                           (long long) v, (long long) lo, (long long) S_LAUNCH_MAX);
+    *out = (uint32_t) v;
+    return 0;
+}
+
+int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const int64_t *dims,
+                    ak_dtype_t dt, const char *const *names, const int64_t *values, int nparams,
+                    ak_launch_cfg_t *out, ak_err_t *err)
+{
+    if (!spec || !rule || !dims || !out || (nparams > 0 && (!names || !values)))
+        return ak_err_set (err, AK_EINVAL, "ak_launch_eval: missing argument");
+    if (nparams < 0 || nparams > AK_MAX_PARAMS)
+        return ak_err_set (err, AK_EINVAL, "launch: %d parameters (limit %d)", nparams, AK_MAX_PARAMS);
+    if (ak_dtype_size (dt) == 0)
+        return ak_err_set (err, AK_EINVAL, "ak_launch_eval: invalid dtype %d", (int) dt);
+    if (rule->ngrid < 1 || rule->ngrid > 3 || rule->nblock < 1 || rule->nblock > 3 || !rule->shared)
+        return ak_err_set (err, AK_EINVAL, "launch: incomplete rule");
+    ak_var_t vars[S_LAUNCH_VARS];
+    int nvars = s_shape_vars (spec, dims, dt, vars);
+    for (int i = 0; i < nparams; i++)
+        vars[nvars++] = (ak_var_t) { names[i], values[i] };
+
+    ak_launch_cfg_t cfg = { { 1, 1, 1 }, { 1, 1, 1 }, 0 };
+    char where[32];
+    int rc = 0;
+    for (int i = 0; i < rule->ngrid && !rc; i++) {
+        snprintf (where, sizeof where, "launch.grid[%d]", i);
+        rc = s_launch_value (rule->grid[i], vars, nvars, where, 1, &cfg.grid[i], err);
+    }
+    for (int i = 0; i < rule->nblock && !rc; i++) {
+        snprintf (where, sizeof where, "launch.block[%d]", i);
+        rc = s_launch_value (rule->block[i], vars, nvars, where, 1, &cfg.block[i], err);
+    }
+    if (!rc)
+        rc = s_launch_value (rule->shared, vars, nvars, "launch.shared", 0, &cfg.shared_bytes, err);
+    if (!rc)
+        *out = cfg;
+    return rc;
+}
+
+/* ========================================================= parameter space */
+
+/*  Walks the cartesian product (last parameter fastest), evaluating the
+    constraints of each configuration.  On an evaluation error, *bad gets the
+    index of the failing constraint and err its message with the config. */
+static int s_walk (const ak_candidate_t *cand, ak_space_fn *fn, void *arg, size_t *count,
+                   size_t *bad, ak_err_t *err)
+{
+    size_t idx[AK_MAX_PARAMS] = { 0 };
+    int64_t values[AK_MAX_PARAMS] = { 0 };
+    ak_var_t vars[AK_MAX_PARAMS];
+    size_t np = cand->nparams, valid = 0;
+    int rc = 0;
+
+    if (count)
+        *count = 0;
+    if (np > AK_MAX_PARAMS)
+        return ak_err_set (err, AK_EINVAL, "more than %d parameters", AK_MAX_PARAMS);
+    for (size_t i = 0; i < np; i++)
+        if (cand->params[i].nvalues == 0 || !cand->params[i].values)
+            return ak_err_set (err, AK_EINVAL, "params.%s: no values", cand->params[i].name);
+    for (;;) {
+        for (size_t i = 0; i < np; i++) {
+            values[i] = cand->params[i].values[idx[i]];
+            vars[i] = (ak_var_t) { cand->params[i].name, values[i] };
+        }
+        bool ok = true;
+        for (size_t c = 0; c < cand->nconstraints && ok; c++) {
+            int64_t v = 0;
+            ak_err_t sub = { 0 };
+            if (ak_expr_eval (cand->constraints[c], vars, (int) np, &v, &sub)) {
+                char at[256];
+                size_t n = 0;
+                at[0] = '\0';
+                for (size_t i = 0; i < np && n < sizeof at; i++) {
+                    int w = snprintf (at + n, sizeof at - n, "%s%s=%lld", i ? ", " : "",
+                                      cand->params[i].name, (long long) values[i]);
+                    if (w < 0)
+                        break;
+                    n += (size_t) w;
+                }
+                if (bad)
+                    *bad = c;
+                return ak_err_set (err, AK_EINVAL, "%s (at %s)", sub.msg, at);
+            }
+            ok = v != 0;
+        }
+        if (ok) {
+            valid++;
+            if (count)
+                *count = valid;
+            if (fn && (rc = fn (cand, values, arg)) != 0)
+                return rc;
+        }
+        /* Odometer: the last parameter turns fastest. */
+        size_t i = np;
+        while (i > 0) {
+            i--;
+            if (++idx[i] < cand->params[i].nvalues)
+                break;
+            idx[i] = 0;
+            if (i == 0)
+                return 0;
+        }
+        if (np == 0)
+            return 0;
+    }
+}
+
+int ak_space_walk (const ak_candidate_t *cand, ak_space_fn *fn, void *arg, size_t *count,
+                   ak_err_t *err)
+{
+    if (!cand)
+        return ak_err_set (err, AK_EINVAL, "ak_space_walk: no candidate");
+    size_t bad = 0;
+    ak_err_t sub = { 0 };
+    int rc = s_walk (cand, fn, arg, count, &bad, &sub);
+    if (rc && sub.msg[0]) {
+        char name[AK_JPATH_SHOW];
+        return ak_err_set (err, rc, "candidate %s: constraints[%zu]: %s",
+                           ak_jpath_show (cand->name, name), bad, sub.msg);
+    }
+    return rc;
+}
+
+/*  params: {"NAME": [values...]} in declaration order; constraints:
+    expressions over the parameter names. */
+int ak_space_parse (json_t *v, const char *label, const char *path, ak_candidate_t *cand,
+                    ak_err_t *err)
+{
+    char p[AK_JPATH_MAX], q[AK_JPATH_MAX];
+    json_t *params, *constraints;
+    int rc;
+
+    if ((rc = ak_jpath_get (v, "params", JSON_OBJECT, false, label, path, &params, err)) != 0)
+        return rc;
+    ak_jpath_field (p, path, "params");
+    size_t np = params ? json_object_size (params) : 0;
+    if (np > AK_MAX_PARAMS)
+        return ak_jpath_bad (err, label, p, "at most %d parameters", AK_MAX_PARAMS);
+    cand->params = ak_calloc (np ? np : 1, sizeof *cand->params);
+    const char *pname;
+    json_t *vals;
+    size_t space = 1;
+    if (params)
+        json_object_foreach (params, pname, vals) {
+            ak_jpath_field (q, p, pname);
+            if (!ak_name_param_ok (pname))
+                return ak_jpath_bad (err, label, q, "parameter names must match [A-Z][A-Z0-9_]* "
+                                     "(at most %d characters)", AK_MAX_NAME - 1);
+            if (!json_is_array (vals) || json_array_size (vals) == 0)
+                return ak_jpath_bad (err, label, q, "must be a non-empty array of integers");
+            size_t nv = json_array_size (vals);
+            if (nv > S_MAX_VALUES)
+                return ak_jpath_bad (err, label, q, "at most %d values", S_MAX_VALUES);
+            ak_param_t *param = &cand->params[cand->nparams++];
+            param->name = ak_strdup (pname);
+            param->values = ak_calloc (nv, sizeof *param->values);
+            for (size_t i = 0; i < nv; i++) {
+                json_t *e = json_array_get (vals, i);
+                char r[AK_JPATH_MAX];
+                if (!json_is_integer (e))
+                    return ak_jpath_bad (err, label, ak_jpath_index (r, q, i), "must be an integer");
+                int64_t x = (int64_t) json_integer_value (e);
+                for (size_t j = 0; j < i; j++)
+                    if (param->values[j] == x)
+                        return ak_jpath_bad (err, label, ak_jpath_index (r, q, i),
+                                             "duplicate value %lld", (long long) x);
+                param->values[i] = x;
+                param->nvalues++;
+            }
+            if (space > S_MAX_SPACE / nv)
+                return ak_jpath_bad (err, label, p, "the parameter space has more than %u "
+                                     "configurations", S_MAX_SPACE);
+            space *= nv;
+        }
+
+    if ((rc = ak_jpath_get (v, "constraints", JSON_ARRAY, false, label, path, &constraints, err)) != 0)
+        return rc;
+    ak_jpath_field (p, path, "constraints");
+    size_t nc = constraints ? json_array_size (constraints) : 0;
+    if (nc > S_MAX_CONSTRAINTS)
+        return ak_jpath_bad (err, label, p, "at most %d constraints", S_MAX_CONSTRAINTS);
+    const char *names[AK_MAX_PARAMS];
+    for (size_t i = 0; i < cand->nparams; i++)
+        names[i] = cand->params[i].name;
+    cand->constraints = ak_calloc (nc ? nc : 1, sizeof *cand->constraints);
+    for (size_t i = 0; i < nc; i++) {
+        const char *text;
+        ak_jpath_index (q, p, i);
+        if ((rc = ak_jpath_str (json_array_get (constraints, i), label, q, &text, err)) != 0
+         || (rc = ak_space_check_expr (text, names, (int) cand->nparams, label, q, err)) != 0)
+            return rc;
+        cand->constraints[cand->nconstraints++] = ak_strdup (text);
+    }
+    size_t chars = 0;
+    for (size_t i = 0; i < cand->nconstraints; i++)
+        chars += strlen (cand->constraints[i]) + 1;
+    if (chars && space > S_MAX_WALK_CHARS / chars)
+        return ak_jpath_bad (err, label, p, "too much to check: %zu configurations x %zu characters "
+                             "of constraints (limit %u)", space, chars, S_MAX_WALK_CHARS);
+    size_t valid = 0, bad = 0;
+    ak_err_t sub = { 0 };
+    if (s_walk (cand, NULL, NULL, &valid, &bad, &sub))
+        return ak_jpath_bad (err, label, ak_jpath_index (q, p, bad), "%s", sub.msg);
+    if (valid == 0)
+        return ak_jpath_bad (err, label, p, "no configuration of the parameter space satisfies them");
+    return 0;
+}

@@ -1,0 +1,587 @@
+/*  worker/backend_cuda_daemon.c: the CUDA backend's daemon side, run by
+    the worker daemon (akworker): the compile plan, probe and compile
+    (backend_cuda_impl.h says where the rest is).
+
+    Probe lists every device (name, UUID, compute capability, SMs, memory,
+    L2, clocks, driver / NVRTC / CUPTI versions) with its device class
+    "<name>/sm_XY/drv<major>/nvrtc<maj.min>"; compile prepends the embedded
+    prelude (kernels/ak_kernel_cuda.h) and runs NVRTC in a forked child
+    under the time limit, into cache_dir/<key>.cubin.  The compile plan
+    (options, cache key, toolkit include folder) exists in every build.
+
+    Never: link a CUDA library, leave a half-written CUBIN where a reader
+    could load it, trust a define name, or hold a device context (that is
+    the executor's). */
+#include "backend_cuda_impl.h"
+#include "cache.h"
+#include "child.h"
+#include "clock.h"
+#include "digest.h"
+#include "log.h"
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern const char ak_prelude_cuda[];
+extern const size_t ak_prelude_cuda_len;
+
+#ifndef AK_CUDA_ROOT_DIR
+#define AK_CUDA_ROOT_DIR "/usr/local/cuda"
+#endif
+
+/* ================================================== compile plan (always) */
+
+/*  Facts every key depends on, computed once per process: the prelude
+    digest, the toolkit include folder for the half-precision headers and
+    the digest of those headers' text (a toolkit update changes them). */
+static pthread_once_t s_facts_once = PTHREAD_ONCE_INIT;
+static char s_prelude_digest[65];
+static char s_include_dir[400];
+static char s_headers_digest[65];
+
+static void s_facts_init (void)
+{
+    ak_sha256_hex (ak_prelude_cuda, ak_prelude_cuda_len, s_prelude_digest);
+    const char *roots[] = { getenv ("CUDA_HOME"), getenv ("CUDA_PATH"), AK_CUDA_ROOT_DIR,
+                            "/usr/local/cuda" };
+    const char *files[] = { "cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h", "cuda_bf16.hpp" };
+    for (size_t r = 0; r < sizeof roots / sizeof roots[0]; r++) {
+        if (!roots[r] || !roots[r][0])
+            continue;
+        char dir[400];
+        snprintf (dir, sizeof dir, "%s/include", roots[r]);
+        ak_sha256_t ctx;
+        ak_sha256_init (&ctx);
+        bool all = true;
+        for (size_t f = 0; f < sizeof files / sizeof files[0] && all; f++) {
+            char *path = ak_path_join (dir, files[f]);
+            char *text = NULL;
+            size_t len = 0;
+            if (ak_file_read (path, 16u << 20, &text, &len, NULL) == 0)
+                ak_sha256_update (&ctx, text, len);
+            else
+                all = false;
+            free (text);
+            free (path);
+        }
+        if (all) {
+            snprintf (s_include_dir, sizeof s_include_dir, "%s", dir);
+            ak_sha256_final_hex (&ctx, s_headers_digest);
+            return;
+        }
+        ak_sha256_final_hex (&ctx, s_headers_digest);   /* discard */
+        s_headers_digest[0] = '\0';
+    }
+}
+
+const char *ak_cuda_include_dir (void)
+{
+    pthread_once (&s_facts_once, s_facts_init);
+    return s_include_dir[0] ? s_include_dir : NULL;
+}
+
+/*  Appends one option line to *s. */
+static void s_opt (char **s, const char *line)
+{
+    char *t = ak_sprintf ("%s%s%s", *s ? *s : "", *s && **s ? "\n" : "", line);
+    free (*s);
+    *s = t;
+}
+
+int ak_cuda_options (const ak_compile_req_t *req, int cc_major, int cc_minor,
+                     const char *include_dir, char **options_p, ak_err_t *err)
+{
+    *options_p = NULL;
+    if (!req)
+        return ak_err_set (err, AK_EINVAL, "cuda compile: no request");
+    if (cc_major < 1 || cc_major > 99 || cc_minor < 0 || cc_minor > 9)
+        return ak_err_set (err, AK_EINVAL, "cuda compile: compute capability %d.%d is not a target",
+                           cc_major, cc_minor);
+    if (req->ndefines < 0 || req->ndefines > AK_MAX_PARAMS)
+        return ak_err_set (err, AK_EINVAL, "cuda compile: %d defines, limit %d", req->ndefines, AK_MAX_PARAMS);
+    for (int i = 0; i < req->ndefines; i++) {
+        const char *name = req->define_names[i];
+        if (!ak_compile_define_ok (name))
+            return ak_err_set (err, AK_EINVAL, "parameter name '%.64s' is not a C identifier",
+                               name ? name : "(null)");
+        if (strncmp (name, "AK_", 3) == 0 || strcmp (name, "ak_t") == 0 || strncmp (name, "__", 2) == 0)
+            return ak_err_set (err, AK_EINVAL, "parameter name '%s' is reserved", name);
+    }
+    const char *dtype_define = NULL;
+    if (!req->reference) {
+        switch (req->dtype) {
+            case AK_DT_FLOAT16:  dtype_define = "-DAK_DTYPE_FLOAT16=1"; break;
+            case AK_DT_BFLOAT16: dtype_define = "-DAK_DTYPE_BFLOAT16=1"; break;
+            case AK_DT_FLOAT32:  dtype_define = "-DAK_DTYPE_FLOAT32=1"; break;
+            default:
+                return ak_err_set (err, AK_EINVAL, "cuda compile: unknown dtype %d", (int) req->dtype);
+        }
+        if (req->dtype != AK_DT_FLOAT32 && !include_dir)
+            return ak_err_set (err, AK_EUNSUPPORTED,
+                               "%s kernels need the toolkit's cuda_fp16.h and cuda_bf16.h (NVRTC 13.0 "
+                               "has no built-in copies): none under $CUDA_HOME/include, %s/include or "
+                               "/usr/local/cuda/include", ak_dtype_name (req->dtype), AK_CUDA_ROOT_DIR);
+    }
+
+    char *s = NULL;
+    char line[512];
+    snprintf (line, sizeof line, "--gpu-architecture=sm_%d%d", cc_major, cc_minor);
+    s_opt (&s, line);
+    s_opt (&s, "--std=c++17");
+    if (include_dir) {
+        snprintf (line, sizeof line, "--include-path=%s", include_dir);
+        s_opt (&s, line);
+        s_opt (&s, "-DAK_CUDA_HALF=1");
+    }
+    s_opt (&s, req->reference ? "-DAK_REFERENCE=1" : dtype_define);
+    for (int i = 0; i < req->ndefines; i++) {
+        snprintf (line, sizeof line, "-D%s=%" PRId64, req->define_names[i], req->define_values[i]);
+        s_opt (&s, line);
+    }
+    *options_p = s;
+    return 0;
+}
+
+void ak_cuda_cache_key (const char *source, size_t source_len, const char *options,
+                        const char *arch, const char *nvrtc_version,
+                        const char *headers_digest, char key[65])
+{
+    pthread_once (&s_facts_once, s_facts_init);
+    const char *parts[] = { options ? options : "", arch ? arch : "",
+                            nvrtc_version ? nvrtc_version : "", headers_digest ? headers_digest : "" };
+    ak_sha256_t ctx;
+    ak_sha256_init (&ctx);
+    /* The tag stands for how ak_cuda_be_compile lays out the text NVRTC sees (the
+       #line lines around the prelude): change it when that changes. */
+    ak_compile_key_part (&ctx, "akfleet-cuda-1", 14);
+    ak_compile_key_part (&ctx, s_prelude_digest, 64);
+    ak_compile_key_part (&ctx, source ? source : "", source ? source_len : 0);
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        ak_compile_key_part (&ctx, parts[i], strlen (parts[i]));
+    ak_sha256_final_hex (&ctx, key);
+}
+
+#if AK_HAVE_CUDA
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+static atomic_flag s_said_hello = ATOMIC_FLAG_INIT;
+
+/* ================================================================ probe */
+
+/*  Driver release from /proc/driver/nvidia/version ("NVRM version: NVIDIA
+    UNIX x86_64 Kernel Module  580.95.05  ..."): the first token made of
+    digits and dots with at least one dot.  False when unreadable. */
+static bool s_kernel_driver_release (char *buf, size_t len)
+{
+    char *text = NULL;
+    size_t n = 0;
+    bool found = false;
+    if (ak_file_read ("/proc/driver/nvidia/version", 64 * 1024, &text, &n, NULL) != 0)
+        return false;
+    char *line_end = strchr (text, '\n');
+    if (line_end)
+        *line_end = '\0';
+    char *save = NULL;
+    for (char *tok = strtok_r (text, " \t", &save); tok; tok = strtok_r (NULL, " \t", &save)) {
+        size_t tl = strlen (tok);
+        bool digits = tl > 0 && isdigit ((unsigned char) tok[0]) && strchr (tok, '.');
+        for (size_t i = 0; digits && i < tl; i++)
+            if (!isdigit ((unsigned char) tok[i]) && tok[i] != '.')
+                digits = false;
+        if (digits && tl < len) {
+            memcpy (buf, tok, tl + 1);
+            found = true;
+            break;
+        }
+    }
+    free (text);
+    return found;
+}
+
+/*  Every device the driver lists (see backend.h).  NVRTC is required (a
+    CUDA worker that cannot compile is of no use); CUPTI is not. */
+int ak_cuda_be_probe (Ak__Device ***devices_p, size_t *n_p, ak_err_t *err)
+{
+    int rc = 0;
+    Ak__Device **arr = NULL;
+    int count = 0, made = 0;
+    const ak_cuda_driver_t *drv = NULL;
+    const ak_cuda_nvrtc_t *nv = NULL;
+
+    if (!devices_p || !n_p)
+        return ak_err_set (err, AK_EINVAL, "cuda probe: no output");
+    *devices_p = NULL;
+    *n_p = 0;
+    if ((rc = ak_cuda_driver (&drv, err)) != 0 || (rc = ak_cuda_nvrtc (&nv, err)) != 0)
+        return rc;
+    ak_err_t cerr = { 0 };
+    bool have_cupti = ak_cuda_load_cupti (&cerr) == 0;
+    ak_cuda_be_eager_modules ();
+    if (!atomic_flag_test_and_set (&s_said_hello)) {
+        char *what = ak_cuda_describe ();
+        ak_info ("cuda backend: %s", what);
+        free (what);
+    }
+    if ((rc = ak_cuda_check (drv->cuInit (0), "cuInit", err)) != 0)
+        return rc;
+    if ((rc = ak_cuda_check (drv->cuDeviceGetCount (&count), "cuDeviceGetCount", err)) != 0)
+        return rc;
+    if (count <= 0)
+        return ak_err_set (err, AK_EUNAVAIL, "cuDeviceGetCount: no CUDA devices");
+
+    char release[64] = "", drv_seg[80];
+    const char *drv_text = ak_cuda_driver_version_text ();
+    if (s_kernel_driver_release (release, sizeof release))
+        snprintf (drv_seg, sizeof drv_seg, "drv%.*s", (int) strcspn (release, "."), release);
+    else
+        snprintf (drv_seg, sizeof drv_seg, "cuda%s", drv_text);
+
+    arr = ak_calloc ((size_t) count, sizeof *arr);
+    for (int i = 0; i < count; i++) {
+        CUdevice d = 0;
+        char name[256] = "", uuid[48];
+        CUuuid u;
+        size_t mem = 0;
+        int ccmaj = 0, ccmin = 0, sms = 0, l2 = 0, clk = 0, mclk = 0;
+        if ((rc = ak_cuda_check (drv->cuDeviceGet (&d, i), "cuDeviceGet", err)) != 0
+            || (rc = ak_cuda_check (drv->cuDeviceGetName (name, (int) sizeof name - 1, d),
+                                    "cuDeviceGetName", err)) != 0
+            || (rc = ak_cuda_check (drv->cuDeviceGetUuid (&u, d), "cuDeviceGetUuid", err)) != 0
+            || (rc = ak_cuda_check (drv->cuDeviceTotalMem (&mem, d), "cuDeviceTotalMem", err)) != 0
+            || (rc = ak_cuda_be_attr (drv, d, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                      "cc major", &ccmaj, err)) != 0
+            || (rc = ak_cuda_be_attr (drv, d, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                      "cc minor", &ccmin, err)) != 0
+            || (rc = ak_cuda_be_attr (drv, d, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SM count",
+                                      &sms, err)) != 0
+            || (rc = ak_cuda_be_attr (drv, d, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "L2 size", &l2, err)) != 0) {
+            ak_err_prefix (err, "device %d", i);
+            goto fail;
+        }
+        /* Clocks are informative; CUDA 13 keeps the attributes, but a
+           driver that refuses them costs us nothing but the figure. */
+        ak_err_t soft = { 0 };
+        if (ak_cuda_be_attr (drv, d, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, "clock rate", &clk, &soft) != 0) {
+            ak_debug ("cuda device %d: %s", i, soft.msg);
+            clk = 0;
+        }
+        if (ak_cuda_be_attr (drv, d, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, "memory clock", &mclk,
+                             &soft) != 0) {
+            ak_debug ("cuda device %d: %s", i, soft.msg);
+            mclk = 0;
+        }
+        ak_cuda_be_uuid_text (&u, uuid);
+        name[sizeof name - 1] = '\0';
+
+        Ak__Device *dv = ak_malloc (sizeof *dv);
+        ak__device__init (dv);
+        dv->index = (uint32_t) i;
+        dv->backend = ak_strdup ("cuda");
+        dv->name = ak_strdup (name);
+        dv->uuid = ak_strdup (uuid);
+        dv->cc_major = (uint32_t) ccmaj;
+        dv->cc_minor = (uint32_t) ccmin;
+        dv->sm_count = (uint32_t) sms;
+        dv->mem_bytes = (uint64_t) mem;
+        dv->l2_bytes = (uint64_t) (l2 > 0 ? l2 : 0);
+        dv->clock_khz = (uint32_t) (clk > 0 ? clk : 0);
+        dv->mem_clock_khz = (uint32_t) (mclk > 0 ? mclk : 0);
+        dv->driver_version = release[0] ? ak_strdup (release) : ak_sprintf ("cuda%s", drv_text);
+        dv->nvrtc_version = ak_strdup (ak_cuda_nvrtc_version_text ());
+        dv->cupti_version = ak_strdup (have_cupti ? ak_cuda_cupti_version_text () : "");
+        dv->device_class = ak_sprintf ("%s/sm_%d%d/%s/nvrtc%s", name, ccmaj, ccmin, drv_seg,
+                                       ak_cuda_nvrtc_version_text ());
+        dv->slots = 1;
+        arr[made++] = dv;
+    }
+    *devices_p = arr;
+    *n_p = (size_t) made;
+    return 0;
+
+fail:
+    for (int i = 0; i < made; i++)
+        ak__device__free_unpacked (arr[i], NULL);
+    free (arr);
+    return rc;
+}
+
+/* ============================================================== compile */
+
+/*  Child exit codes: what went wrong, for the parent's error code. */
+enum { S_CHILD_OK = 0, S_CHILD_COMPILE = 1, S_CHILD_NVRTC = 2, S_CHILD_NOMEM = 3, S_CHILD_IO = 4 };
+
+/*  In the child: the marked message "what: why" after the log; returns code. */
+static int s_child_fail (int fd, int code, const char *what, const char *why)
+{
+    char msg[512];
+    snprintf (msg, sizeof msg, AK_CUDA_ERR_MARK "%s: %s", what, why ? why : "failed");
+    ak_write_all (fd, msg, strlen (msg));
+    return code;
+}
+
+/*  In the child: NVRTC on text with opts, the CUBIN into cubin_path
+    (created, must not exist), the log (then, on a failure that is not a
+    compile error, a marked message) into fd.  Returns the exit code. */
+static int s_child_compile (const ak_cuda_nvrtc_t *nv, const char *text, const char *const *opts,
+                            int nopts, const char *cubin_path, int fd)
+{
+    nvrtcProgram prog = NULL;
+    nvrtcResult r = nv->nvrtcCreateProgram (&prog, text, "kernel.cu", 0, NULL, NULL);
+    if (r != NVRTC_SUCCESS)
+        return s_child_fail (fd, r == NVRTC_ERROR_OUT_OF_MEMORY ? S_CHILD_NOMEM : S_CHILD_NVRTC,
+                             "nvrtcCreateProgram", nv->nvrtcGetErrorString (r));
+    nvrtcResult cr = nv->nvrtcCompileProgram (prog, nopts, opts);
+    size_t log_len = 0;
+    r = nv->nvrtcGetProgramLogSize (prog, &log_len);
+    if (r != NVRTC_SUCCESS)
+        return s_child_fail (fd, S_CHILD_NVRTC, "nvrtcGetProgramLogSize", nv->nvrtcGetErrorString (r));
+    if (log_len > 1) {
+        char *log = malloc (log_len);
+        if (!log)
+            return s_child_fail (fd, S_CHILD_NOMEM, "malloc", "NVRTC log");
+        r = nv->nvrtcGetProgramLog (prog, log);
+        if (r != NVRTC_SUCCESS)
+            return s_child_fail (fd, S_CHILD_NVRTC, "nvrtcGetProgramLog", nv->nvrtcGetErrorString (r));
+        ak_write_all (fd, log, strnlen (log, log_len));
+        free (log);
+    }
+    if (cr == NVRTC_ERROR_COMPILATION)
+        return S_CHILD_COMPILE;
+    if (cr != NVRTC_SUCCESS)
+        return s_child_fail (fd, cr == NVRTC_ERROR_OUT_OF_MEMORY ? S_CHILD_NOMEM : S_CHILD_NVRTC,
+                             "nvrtcCompileProgram", nv->nvrtcGetErrorString (cr));
+    size_t n = 0;
+    r = nv->nvrtcGetCUBINSize (prog, &n);
+    if (r != NVRTC_SUCCESS)
+        return s_child_fail (fd, S_CHILD_NVRTC, "nvrtcGetCUBINSize", nv->nvrtcGetErrorString (r));
+    char *cubin = malloc (n ? n : 1);
+    if (!cubin)
+        return s_child_fail (fd, S_CHILD_NOMEM, "malloc", "CUBIN");
+    r = nv->nvrtcGetCUBIN (prog, cubin);
+    if (r != NVRTC_SUCCESS)
+        return s_child_fail (fd, S_CHILD_NVRTC, "nvrtcGetCUBIN", nv->nvrtcGetErrorString (r));
+    int out = open (cubin_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (out < 0)
+        return s_child_fail (fd, S_CHILD_IO, cubin_path, strerror (errno));
+    if (ak_write_all (out, cubin, n) != 0 || fsync (out) != 0)
+        return s_child_fail (fd, S_CHILD_IO, cubin_path, strerror (errno));
+    if (close (out) != 0)
+        return s_child_fail (fd, S_CHILD_IO, cubin_path, strerror (errno));
+    /* The program is not destroyed: _exit returns everything at once. */
+    return S_CHILD_OK;
+}
+
+/*  Runs NVRTC on text in a child process and waits for it at most
+    timeout_ms (or until *cancel turns non-zero).
+
+    Why a child: nvrtcCompileProgram cannot be interrupted or cancelled,
+    and a pathological source can keep it busy for minutes.  On a compile
+    pool thread it would hold that thread (and a few hundred MB) hostage
+    with no way to honour timeout_ms, cancel, or a daemon shutdown.  A
+    process can be killed.  fork() without exec is enough: akworker has no
+    hidden "compile one kernel" mode to exec (main.c is not ours to
+    change), and exec would pay dlopen and NVRTC start-up again.  fork()
+    without exec in a threaded process is safe only when the child touches
+    nothing another thread might have held locked at the fork; here the
+    child calls NVRTC (already loaded, and never used for compiling by the
+    parent: the parent only called nvrtcVersion and nvrtcGetSupportedArchs,
+    once, under pthread_once, before any fork), malloc (fork-safe in glibc),
+    open / write / fsync, and leaves with _exit: no CUDA driver state, no
+    ZeroMQ, no stdio, no atexit handlers.  If a lock we did not foresee
+    (say, the dynamic loader's, taken by NVRTC loading its builtins library
+    while another thread was inside dlopen) were held, the child would hang
+    and be reported as AK_ETIMEOUT, never as a wrong CUBIN.
+
+    The child writes the CUBIN to cubin_path and the NVRTC log to a pipe;
+    *log_p gets the log (caller frees).  0, AK_ECOMPILE (compile error;
+    the log says why), AK_ETIMEOUT, or another code with err set. */
+static int s_nvrtc_in_child (const ak_cuda_nvrtc_t *nv, const char *text, const char *const *opts,
+                             int nopts, const char *cubin_path, uint32_t timeout_ms,
+                             const atomic_int *cancel, char **log_p, ak_err_t *err)
+{
+    int rc = 0;
+    int pfd[2] = { -1, -1 };
+    pid_t pid = -1;
+    ak_child_result_t out = { 0 };
+
+    *log_p = NULL;
+    if (pipe2 (pfd, O_CLOEXEC) != 0)
+        return ak_err_set (err, AK_EIO, "pipe2: %s", strerror (errno));
+    pid = fork ();
+    if (pid < 0) {
+        rc = ak_err_set (err, AK_EIO, "fork: %s", strerror (errno));
+        goto done;
+    }
+    if (pid == 0) {
+        close (pfd[0]);
+        signal (SIGPIPE, SIG_DFL);
+        _exit (s_child_compile (nv, text, opts, nopts, cubin_path, pfd[1]));
+    }
+    close (pfd[1]);
+    pfd[1] = -1;
+
+    uint64_t limit = timeout_ms ? timeout_ms : AK_CUDA_COMPILE_MS;
+    ak_child_wait_t wait = { .timeout_ms = limit, .cancel = cancel,
+                             .max_output = AK_CUDA_LOG_MAX, .group = false };
+    rc = ak_child_collect (pid, pfd[0], &wait, &out, err);
+    pid = -1;
+    int status = out.status;
+    if (rc)
+        goto done;
+    if (out.timed_out) {
+        rc = ak_err_set (err, AK_ETIMEOUT, "compile: NVRTC killed after %" PRIu64 " ms", limit);
+        goto done;
+    }
+    if (out.cancelled) {
+        rc = ak_err_set (err, AK_ETIMEOUT, "compile: NVRTC cancelled");
+        goto done;
+    }
+
+    /* Split the log from a marked failure message. */
+    char *mark = out.output ? strstr (out.output, AK_CUDA_ERR_MARK) : NULL;
+    char msg[600] = "";
+    if (mark) {
+        snprintf (msg, sizeof msg, "%s", mark + strlen (AK_CUDA_ERR_MARK));
+        *mark = '\0';
+        out.len = (size_t) (mark - out.output);
+    }
+    if (WIFSIGNALED (status))
+        rc = ak_err_set (err, AK_ECOMPILE, "compile: NVRTC child killed by signal %d", WTERMSIG (status));
+    else if (!WIFEXITED (status))
+        rc = ak_err_set (err, AK_EINTERNAL, "compile: NVRTC child status %d", status);
+    else {
+        switch (WEXITSTATUS (status)) {
+            case S_CHILD_OK:      break;
+            case S_CHILD_COMPILE: rc = ak_err_set (err, AK_ECOMPILE, "nvrtcCompileProgram: NVRTC_ERROR_COMPILATION"); break;
+            case S_CHILD_NVRTC:   rc = ak_err_set (err, AK_ECOMPILE, "%s", msg[0] ? msg : "NVRTC failed"); break;
+            case S_CHILD_NOMEM:   rc = ak_err_set (err, AK_ENOMEM, "%s", msg[0] ? msg : "NVRTC out of memory"); break;
+            case S_CHILD_IO:      rc = ak_err_set (err, AK_EIO, "%s", msg[0] ? msg : "writing the CUBIN failed"); break;
+            default:
+                rc = ak_err_set (err, AK_EINTERNAL, "compile: NVRTC child exited with %d", WEXITSTATUS (status));
+                break;
+        }
+    }
+
+done:
+    if (pid > 0) {
+        kill (pid, SIGKILL);
+        while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    if (pfd[0] >= 0)
+        close (pfd[0]);
+    if (pfd[1] >= 0)
+        close (pfd[1]);
+    char *log = out.output ? out.output : ak_strdup ("");
+    if (out.truncated) {
+        char *t = ak_sprintf ("%s\n[NVRTC log truncated at %u bytes]", log, AK_CUDA_LOG_MAX);
+        free (log);
+        log = t;
+    }
+    *log_p = log;
+    return rc;
+}
+
+/*  True when path starts with the ELF magic (a CUBIN is an ELF file). */
+static bool s_is_elf (const char *path)
+{
+    unsigned char head[4] = { 0 };
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read (fd, head, sizeof head);
+    close (fd);
+    return n == 4 && memcmp (head, "\177ELF", 4) == 0;
+}
+
+/*  Builds req into the cache (see backend.h): CUBIN for the device's
+    sm_XY, cache_dir/<key>.cubin.  The options text is exactly what NVRTC
+    gets (one option per line), so its digest names the build. */
+int ak_cuda_be_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err_t *err)
+{
+    int rc = 0;
+    char *options = NULL, *tmp_path = NULL, *log = NULL, *text = NULL;
+    const char **opts = NULL;
+    int nopts = 0;
+    const ak_cuda_nvrtc_t *nv = NULL;
+
+    uint64_t t0 = ak_clock_mono_ns ();
+    rc = ak_compile_req_check (req, out, "cuda", err);
+    if (rc)
+        return rc;
+    if (!req->device || req->device->cc_major == 0)
+        return ak_err_set (err, AK_EINVAL, "cuda compile: no target device (compute capability)");
+    if ((rc = ak_cuda_nvrtc (&nv, err)) != 0)
+        return rc;
+
+    int ccmaj = (int) req->device->cc_major, ccmin = (int) req->device->cc_minor;
+    int arch_num = ccmaj * 10 + ccmin;
+    bool arch_ok = false;
+    for (int i = 0; i < nv->narchs; i++)
+        arch_ok = arch_ok || nv->archs[i] == arch_num;
+    if (!arch_ok)
+        return ak_err_set (err, AK_EUNSUPPORTED, "NVRTC %s cannot build CUBIN for sm_%d (supports sm_%d .. sm_%d)",
+                           ak_cuda_nvrtc_version_text (), arch_num,
+                           nv->narchs ? nv->archs[0] : 0, nv->narchs ? nv->archs[nv->narchs - 1] : 0);
+    const char *include_dir = ak_cuda_include_dir ();
+    if ((rc = ak_cuda_options (req, ccmaj, ccmin, include_dir, &options, err)) != 0)
+        return rc;
+
+    char arch[16];
+    snprintf (arch, sizeof arch, "sm_%d", arch_num);
+    ak_sha256_hex (options, strlen (options), out->options_digest);
+    ak_cuda_cache_key (req->source, req->source_len, options, arch, ak_cuda_nvrtc_version_text (),
+                       include_dir ? s_headers_digest : "", out->key);
+
+    ak_cache_build_t b;
+    rc = ak_cache_build_begin (&b, req->cache_dir, out->key, ".cubin", out, err);
+    if (rc || out->cached)
+        goto done;
+    tmp_path = ak_cache_build_path (&b, "kernel.cubin");
+    /* #line: diagnostics name the prelude or the kernel with their own lines. */
+    text = ak_sprintf ("#line 1 \"ak_kernel_cuda.h\"\n%s\n#line 1 \"kernel.cu\"\n%.*s",
+                       ak_prelude_cuda, (int) req->source_len, req->source);
+
+    /* The options text, one per line, as an argv. */
+    for (const char *p = options; *p; p++)
+        nopts += *p == '\n';
+    nopts++;
+    opts = ak_calloc ((size_t) nopts, sizeof *opts);
+    {
+        char *save = NULL;
+        int i = 0;
+        for (char *tok = strtok_r (options, "\n", &save); tok && i < nopts; tok = strtok_r (NULL, "\n", &save))
+            opts[i++] = tok;
+        nopts = i;
+    }
+    rc = s_nvrtc_in_child (nv, text, opts, nopts, tmp_path, req->timeout_ms, req->cancel, &log, err);
+    if (rc)
+        goto done;
+    /* Check the child's work before anyone can load it. */
+    if (!s_is_elf (tmp_path)) {
+        rc = ak_err_set (err, AK_ECOMPILE, "compile: %s is not an ELF CUBIN", tmp_path);
+        goto done;
+    }
+    rc = ak_cache_build_commit (&b, tmp_path, err);
+
+done:
+    free (opts);
+    free (options);
+    free (tmp_path);
+    free (text);
+    return ak_cache_build_end (&b, rc, t0, &log, out);
+}
+
+#endif
