@@ -1236,17 +1236,6 @@ static int s_uint (const char *flag, const char *text, int64_t lo, int64_t hi, u
     return 0;
 }
 
-static bool s_printable (const char *s, size_t max)
-{
-    size_t n = strlen (s);
-    if (n == 0 || n > max)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char) s[i] <= 0x20 || (unsigned char) s[i] >= 0x7f)
-            return false;
-    return true;
-}
-
 int main (int argc, char **argv)
 {
     enum { O_COORD = 1, O_WORKERS, O_PREFIX, O_CLASS, O_SLOTS, O_PREFETCH, O_TASK, O_DUR, O_WARM,
@@ -1326,10 +1315,10 @@ int main (int argc, char **argv)
         return s_bad ("--workers N is required%s", "");
     char longest[S_MAX_ID + 64];
     snprintf (longest, sizeof longest, "%s-%u", opts.prefix, opts.workers);
-    if (!*opts.prefix || !s_printable (longest, S_MAX_ID))
+    if (!*opts.prefix || !ak_str_token (longest, S_MAX_ID))
         return s_bad ("--prefix: '%s' must make worker ids of 1..128 printable characters without spaces",
                       opts.prefix);
-    if (!s_printable (opts.device_class, S_MAX_CLASS))
+    if (!ak_str_token (opts.device_class, S_MAX_CLASS))
         return s_bad ("--class: '%s' must be 1..64 printable characters without spaces", opts.device_class);
     if (opts.warmup_s && opts.duration_s && opts.warmup_s >= opts.duration_s)
         return s_bad ("--warmup-s must be shorter than --duration-s%s", "");
