@@ -616,6 +616,7 @@ typedef struct {
     s_held_t  *held;
     size_t     nheld, cap;
     uint64_t   next_hb;
+    bool       list_held;       /* HELLO lists the held receipts' tasks (not for rehello) */
 } s_simw_t;
 
 struct ak_fault_sim {
@@ -626,6 +627,7 @@ struct ak_fault_sim {
     int             n;
     ak_fault_ack_t *acks;
     size_t          nacks, cap;
+    size_t          refused;    /* ACKs saying a receipt was refused */
 };
 
 static void s_sim_send (s_simw_t *w, Ak__Envelope *env)
@@ -651,9 +653,21 @@ static void s_sim_hello (s_simw_t *w)
     h.slots = 1;
     h.prefetch = 1;
     h.heartbeat_ms = w->heartbeat_ms;
+    /* it holds the tasks whose receipts wait for an ACK, as akworker says */
+    Ak__TaskRef *refs = ak_calloc (w->nheld + 1, sizeof *refs);
+    Ak__TaskRef **ptrs = ak_calloc (w->nheld + 1, sizeof *ptrs);
+    for (size_t i = 0; i < w->nheld && w->list_held; i++) {
+        ak__task_ref__init (&refs[i]);
+        refs[i].task_id = w->held[i].task_id;
+        refs[i].attempt = w->held[i].attempt;
+        ptrs[h.n_running++] = &refs[i];
+    }
+    h.running = ptrs;
     env.body_case = AK__ENVELOPE__BODY_HELLO;
     env.hello = &h;
     s_sim_send (w, &env);
+    free (refs);
+    free (ptrs);
     for (size_t i = 0; i < w->nheld; i++)
         if (zmq_send (zsock_resolve (w->sock), w->held[i].data, w->held[i].size, ZMQ_DONTWAIT) < 0)
             break;
@@ -717,15 +731,19 @@ static void s_sim_assign (ak_fault_sim_t *self, s_simw_t *w, const Ak__Assign *a
 
 static void s_sim_ack (ak_fault_sim_t *self, s_simw_t *w, const Ak__Ack *ack)
 {
-    if (self->nacks == self->cap) {
+    if (ack->refused && *ack->refused)
+        self->refused++;
+    else if (self->nacks == self->cap) {
         self->cap = self->cap ? self->cap * 2 : 256;
         self->acks = ak_realloc (self->acks, self->cap * sizeof *self->acks);
     }
-    ak_fault_ack_t *a = &self->acks[self->nacks++];
-    snprintf (a->task_id, sizeof a->task_id, "%s", ack->task_id);
-    snprintf (a->receipt_id, sizeof a->receipt_id, "%s", ack->receipt_id);
-    a->attempt = ack->attempt;
-    a->duplicate = ack->duplicate;
+    if (!ack->refused || !*ack->refused) {
+        ak_fault_ack_t *a = &self->acks[self->nacks++];
+        snprintf (a->task_id, sizeof a->task_id, "%s", ack->task_id);
+        snprintf (a->receipt_id, sizeof a->receipt_id, "%s", ack->receipt_id);
+        a->attempt = ack->attempt;
+        a->duplicate = ack->duplicate;
+    }
     for (size_t i = 0; i < w->nheld; i++)
         if (w->held[i].attempt == ack->attempt && strcmp (w->held[i].task_id, ack->task_id) == 0) {
             free (w->held[i].task_id);
@@ -754,8 +772,10 @@ static void s_sim_recv (ak_fault_sim_t *self, s_simw_t *w)
             s_sim_assign (self, w, env->assign);
         else if (env->body_case == AK__ENVELOPE__BODY_ACK)
             s_sim_ack (self, w, env->ack);
-        else if (env->body_case == AK__ENVELOPE__BODY_DISCONNECT)
+        else if (env->body_case == AK__ENVELOPE__BODY_DISCONNECT) {
+            w->list_held = true;
             s_sim_hello (w);
+        }
         ak_envelope_free (&env);
     }
 }
@@ -794,8 +814,15 @@ void ak_fault_sim_set_status (ak_fault_sim_t *self, ak_fault_status_fn *fn, void
 
 void ak_fault_sim_rehello (ak_fault_sim_t *self)
 {
-    for (int i = 0; i < self->n; i++)
+    for (int i = 0; i < self->n; i++) {
+        self->w[i].list_held = false;
         s_sim_hello (&self->w[i]);
+    }
+}
+
+size_t ak_fault_sim_refused (ak_fault_sim_t *self)
+{
+    return self->refused;
 }
 
 size_t ak_fault_sim_acks (ak_fault_sim_t *self, const ak_fault_ack_t **acks_p)
