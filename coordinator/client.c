@@ -493,20 +493,20 @@ static json_t *s_worker_json (ak_client_env_t *env, ak_worker_t *w, uint64_t now
                       "software_version", h ? h->software_version : "");
 }
 
-/* workers [AFTER [LIMIT]]: the workers whose ids sort after AFTER, at
-   most LIMIT (default and most S_WORKERS_PAGE) and at most
-   S_WORKERS_BYTES of JSON, whatever the registry holds; "next" is the
+/* workers [LIMIT [AFTER]]: the workers whose ids sort after AFTER (all
+   without it), at most LIMIT (default and most S_WORKERS_PAGE) and at
+   most S_WORKERS_BYTES of JSON, whatever the registry holds; "next" is the
    AFTER of the next page (null: this was the last). */
 static int s_workers (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                       json_t **out, ak_err_t *err)
 {
-    const char *after = req->n_args > 0 && *req->args[0] ? req->args[0] : NULL;
+    const char *after = req->n_args > 1 ? req->args[1] : NULL;
     size_t limit = S_WORKERS_PAGE;
-    if (req->n_args > 1) {
+    if (req->n_args > 0) {
         char *end = NULL;
-        unsigned long v = strtoul (req->args[1], &end, 10);
-        if (!*req->args[1] || *end || v < 1 || v > S_WORKERS_PAGE)
-            return ak_err_set (err, AK_EINVAL, "workers: LIMIT '%.32s' must be 1..%d", req->args[1],
+        unsigned long v = strtoul (req->args[0], &end, 10);
+        if (!*req->args[0] || *end || v < 1 || v > S_WORKERS_PAGE)
+            return ak_err_set (err, AK_EINVAL, "workers: LIMIT '%.32s' must be 1..%d", req->args[0],
                                S_WORKERS_PAGE);
         limit = v;
     }
@@ -740,7 +740,7 @@ static const s_verb_t s_verbs[] = {
     { "show",     1, 1, "TASK", s_show },
     { "receipts", 1, 1, "BATCH", s_receipts },
     { "report",   1, 1, "BATCH", s_report },
-    { "workers",  0, 2, "[AFTER [LIMIT]]", s_workers },
+    { "workers",  0, 2, "[LIMIT [AFTER]]", s_workers },
     { "cancel",   1, 1, "BATCH", s_cancel },
     { "resume",   1, 1, "BATCH", s_resume },
     { "retry",    1, 2, "BATCH [failed]", s_retry },

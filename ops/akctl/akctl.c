@@ -154,7 +154,7 @@ static int s_verb_receipts (const akctl_opts_t *o)
     return s_simple (o, "receipts", akctl_render_receipts);
 }
 
-/* workers: every page of the coordinator's answer (workers AFTER), as one. */
+/* workers: every page of the coordinator's answer (workers LIMIT AFTER), as one. */
 static int s_verb_workers (const akctl_opts_t *o)
 {
     int code = 0;
@@ -166,8 +166,8 @@ static int s_verb_workers (const akctl_opts_t *o)
     for (;;) {
         akctl_reply_t reply;
         ak_err_t err = { 0, "" };
-        char *args[1] = { after };
-        int rc = akctl_client_call (client, "workers", args, after ? 1 : 0, NULL, &reply, &err);
+        char *args[2] = { "500", after };
+        int rc = akctl_client_call (client, "workers", args, after ? 2 : 1, NULL, &reply, &err);
         code = akctl_call_exit (rc, &reply, &err);
         json_t *answer = code == AKCTL_EXIT_OK ? akctl_parse_json (reply.json, "workers") : NULL;
         akctl_reply_free (&reply);

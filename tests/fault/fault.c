@@ -851,3 +851,110 @@ void ak_fault_sim_destroy (ak_fault_sim_t **self_p)
     free (self);
     *self_p = NULL;
 }
+
+// ============================================================ raw workers
+
+zsock_t *ak_fault_raw_new (const char *endpoint)
+{
+    return s_dealer (endpoint);
+}
+
+static void s_raw_send (zsock_t *s, Ak__Envelope *env)
+{
+    assert_int_equal (ak_envelope_send (s, NULL, 0, env), 0);
+}
+
+void ak_fault_raw_hello (zsock_t *s, const char *worker_id, const char *device_class, uint32_t slots,
+                         uint32_t prefetch, Ak__TaskRef **refs, size_t n)
+{
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    Ak__Hello h = AK__HELLO__INIT;
+    Ak__Device dev = AK__DEVICE__INIT, *devs[1] = { &dev };
+    dev.backend = "host";
+    dev.device_class = (char *) device_class;
+    dev.slots = slots;
+    h.worker_id = (char *) worker_id;
+    h.host = "fault-test";
+    h.pid = (uint32_t) getpid ();
+    h.devices = devs;
+    h.n_devices = 1;
+    h.slots = slots;
+    h.prefetch = prefetch;
+    h.heartbeat_ms = 60000;         /* it speaks when told: never dead for silence in a test */
+    h.running = refs;
+    h.n_running = n;
+    env.body_case = AK__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    s_raw_send (s, &env);
+}
+
+Ak__Envelope *ak_fault_raw_expect (zsock_t *s, Ak__Envelope__BodyCase kind, int timeout_ms)
+{
+    uint64_t until = ak_fault_now_ms () + (uint64_t) timeout_ms;
+    while (ak_fault_now_ms () < until) {
+        zmq_pollitem_t item = { zsock_resolve (s), 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll (&item, 1, 50) <= 0)
+            continue;
+        zmq_msg_t msg;
+        zmq_msg_init (&msg);
+        assert_true (zmq_msg_recv (&msg, zsock_resolve (s), 0) >= 0);
+        Ak__Envelope *env = NULL;
+        ak_err_t err = { 0 };
+        int rc = ak_envelope_unpack (zmq_msg_data (&msg), zmq_msg_size (&msg), AK_MAX_MSG_SIZE, &env, &err);
+        zmq_msg_close (&msg);
+        if (rc)
+            fail_msg ("the coordinator sent what does not decode: %s", err.msg);
+        if (env->body_case == kind)
+            return env;
+        ak_envelope_free (&env);
+    }
+    return NULL;
+}
+
+void ak_fault_raw_started (zsock_t *s, const char *task_id, uint32_t attempt)
+{
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    Ak__TaskStarted st = AK__TASK_STARTED__INIT;
+    st.task_id = (char *) task_id;
+    st.attempt = attempt;
+    env.body_case = AK__ENVELOPE__BODY_STARTED;
+    env.started = &st;
+    s_raw_send (s, &env);
+}
+
+void ak_fault_raw_receipt (zsock_t *s, const Ak__Assign *a, uint32_t attempt, double speedup, size_t extra_log)
+{
+    Ak__Receipt r = AK__RECEIPT__INIT;
+    r.task_id = a->task_id;
+    r.attempt = attempt;
+    r.kind = a->kind;
+    r.op = a->op;
+    r.candidate_name = a->candidate_name;
+    r.status = "ok";
+    char *log = ak_calloc (1, extra_log + 1);
+    memset (log, 'x', extra_log);
+    r.compile_log = log;
+    Ak__WorkloadTiming *t = ak_calloc (a->n_workloads + 1, sizeof *t);
+    Ak__WorkloadTiming **tp = ak_calloc (a->n_workloads + 1, sizeof *tp);
+    Ak__Stats base = AK__STATS__INIT, cand = AK__STATS__INIT;
+    base.median_us = 100.0;
+    cand.median_us = 100.0 / speedup;
+    for (size_t i = 0; i < a->n_workloads; i++) {
+        ak__workload_timing__init (&t[i]);
+        t[i].workload = a->workloads[i];
+        t[i].baseline = &base;
+        t[i].candidate = &cand;
+        t[i].speedup = speedup;
+        t[i].speedup_noise = 0.01;
+        tp[i] = &t[i];
+    }
+    r.timings = tp;
+    r.n_timings = a->n_workloads;
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.body_case = AK__ENVELOPE__BODY_RECEIPT;
+    env.receipt = &r;
+    s_raw_send (s, &env);
+    free (t);
+    free (tp);
+    free (log);
+}
