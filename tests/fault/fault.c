@@ -605,7 +605,7 @@ int64_t ak_fault_akload_count (const char *stats_path, const char *name)
 typedef struct {
     char     *task_id;
     uint32_t  attempt;
-    uint8_t  *data;             /* the packed RECEIPT envelope */
+    uint8_t  *data;             /* the packed RECEIPT envelope; NULL: held silently (no receipt) */
     size_t    size;
 } s_held_t;
 
@@ -616,7 +616,6 @@ typedef struct {
     s_held_t  *held;
     size_t     nheld, cap;
     uint64_t   next_hb;
-    bool       list_held;       /* HELLO lists the held receipts' tasks (not for rehello) */
 } s_simw_t;
 
 struct ak_fault_sim {
@@ -653,10 +652,11 @@ static void s_sim_hello (s_simw_t *w)
     h.slots = 1;
     h.prefetch = 1;
     h.heartbeat_ms = w->heartbeat_ms;
-    /* it holds the tasks whose receipts wait for an ACK, as akworker says */
+    /* it holds the tasks it sits on and those whose receipts wait for an
+       ACK, as akworker says */
     Ak__TaskRef *refs = ak_calloc (w->nheld + 1, sizeof *refs);
     Ak__TaskRef **ptrs = ak_calloc (w->nheld + 1, sizeof *ptrs);
-    for (size_t i = 0; i < w->nheld && w->list_held; i++) {
+    for (size_t i = 0; i < w->nheld; i++) {
         ak__task_ref__init (&refs[i]);
         refs[i].task_id = w->held[i].task_id;
         refs[i].attempt = w->held[i].attempt;
@@ -669,8 +669,22 @@ static void s_sim_hello (s_simw_t *w)
     free (refs);
     free (ptrs);
     for (size_t i = 0; i < w->nheld; i++)
-        if (zmq_send (zsock_resolve (w->sock), w->held[i].data, w->held[i].size, ZMQ_DONTWAIT) < 0)
+        if (w->held[i].data && zmq_send (zsock_resolve (w->sock), w->held[i].data, w->held[i].size,
+                                         ZMQ_DONTWAIT) < 0)
             break;
+}
+
+static s_held_t *s_sim_hold (s_simw_t *w, const char *task_id, uint32_t attempt)
+{
+    if (w->nheld == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 8;
+        w->held = ak_realloc (w->held, w->cap * sizeof *w->held);
+    }
+    s_held_t *h = &w->held[w->nheld++];
+    memset (h, 0, sizeof *h);
+    h->task_id = ak_strdup (task_id);
+    h->attempt = attempt;
+    return h;
 }
 
 ak_fault_sim_t *ak_fault_sim_new (const char *endpoint, int workers, const char *prefix,
@@ -697,8 +711,10 @@ static void s_sim_assign (ak_fault_sim_t *self, s_simw_t *w, const Ak__Assign *a
         if (w->held[i].attempt == a->attempt && strcmp (w->held[i].task_id, a->task_id) == 0)
             return;
     const char *status = self->status_fn ? self->status_fn (a, self->status_arg) : "ok";
-    if (!status)
-        return;                 /* held silently */
+    if (!status) {
+        s_sim_hold (w, a->task_id, a->attempt);     /* held silently, listed in HELLO */
+        return;
+    }
     Ak__Envelope env = AK__ENVELOPE__INIT;
     Ak__TaskStarted st = AK__TASK_STARTED__INIT;
     st.task_id = a->task_id;
@@ -718,13 +734,7 @@ static void s_sim_assign (ak_fault_sim_t *self, s_simw_t *w, const Ak__Assign *a
     Ak__Envelope renv = AK__ENVELOPE__INIT;
     renv.body_case = AK__ENVELOPE__BODY_RECEIPT;
     renv.receipt = &r;
-    if (w->nheld == w->cap) {
-        w->cap = w->cap ? w->cap * 2 : 8;
-        w->held = ak_realloc (w->held, w->cap * sizeof *w->held);
-    }
-    s_held_t *h = &w->held[w->nheld++];
-    h->task_id = ak_strdup (a->task_id);
-    h->attempt = a->attempt;
+    s_held_t *h = s_sim_hold (w, a->task_id, a->attempt);
     assert_int_equal (ak_envelope_pack (&renv, &h->data, &h->size), 0);
     zmq_send (zsock_resolve (w->sock), h->data, h->size, ZMQ_DONTWAIT);
 }
@@ -773,7 +783,6 @@ static void s_sim_recv (ak_fault_sim_t *self, s_simw_t *w)
         else if (env->body_case == AK__ENVELOPE__BODY_ACK)
             s_sim_ack (self, w, env->ack);
         else if (env->body_case == AK__ENVELOPE__BODY_DISCONNECT) {
-            w->list_held = true;
             s_sim_hello (w);
         }
         ak_envelope_free (&env);
@@ -815,8 +824,16 @@ void ak_fault_sim_set_status (ak_fault_sim_t *self, ak_fault_status_fn *fn, void
 void ak_fault_sim_rehello (ak_fault_sim_t *self)
 {
     for (int i = 0; i < self->n; i++) {
-        self->w[i].list_held = false;
-        s_sim_hello (&self->w[i]);
+        s_simw_t *w = &self->w[i];
+        /* it lost the tasks it sat on (its receipts it still has) */
+        for (size_t j = 0; j < w->nheld;)
+            if (!w->held[j].data) {
+                free (w->held[j].task_id);
+                w->held[j] = w->held[--w->nheld];
+            }
+            else
+                j++;
+        s_sim_hello (w);
     }
 }
 

@@ -155,9 +155,10 @@ void ak_fault_sim_run (ak_fault_sim_t *self, int ms, bool (*until) (void *arg), 
    STARTED, no RECEIPT).  Default: "ok" for everything. */
 typedef const char *(ak_fault_status_fn) (const Ak__Assign *assign, void *arg);
 void ak_fault_sim_set_status (ak_fault_sim_t *self, ak_fault_status_fn *fn, void *arg);
-/* Every worker says HELLO again now (listing nothing as running: a worker
-   that lost what it held).  After a DISCONNECT a worker's HELLO lists the
-   tasks whose receipts it holds, as akworker's does. */
+/* Every worker says HELLO again now, having lost the tasks it sat on
+   silently (its unacked receipts it keeps).  Every HELLO lists the tasks a
+   worker holds: those it sits on and those whose receipts wait for an ACK,
+   as akworker's does. */
 void ak_fault_sim_rehello (ak_fault_sim_t *self);
 /* ACKs that said a receipt was refused (not recorded among the ACKs). */
 size_t ak_fault_sim_refused (ak_fault_sim_t *self);

@@ -268,6 +268,7 @@ static void test_resume_and_cancel (void **state)
        once (attempt 2), and it is handed two tasks again */
     ak_fault_sim_t *holder = ak_fault_sim_new (c->workers, 1, "holder", 5000);
     ak_fault_sim_set_status (holder, s_mute, NULL);
+    uint64_t until;
     ak_fault_sim_run (holder, 300, NULL, NULL);
     assert_int_equal (ak_fault_count (c, batch, "leased"), 2);
     int64_t requeued = ak_fault_stat (c, "requeued", NULL);
@@ -300,9 +301,15 @@ static void test_resume_and_cancel (void **state)
     free (out);
     free (args);
 
-    /* the taken-back tasks run elsewhere while holder still sits on two */
+    /* holder registers again (its HELLO lists what it sat on: no longer
+       its own, refused) and is handed two tasks; the taken-back tasks run
+       elsewhere while holder sits on those two */
+    until = ak_fault_now_ms () + 10000;
+    while (ak_fault_count (c, batch, "leased") < 2 && ak_fault_now_ms () < until)
+        ak_fault_sim_run (holder, 100, NULL, NULL);
+    assert_int_equal (ak_fault_count (c, batch, "leased"), 2);
     ak_fault_sim_t *sim = ak_fault_sim_new (c->workers, 2, "sim", 5000);
-    uint64_t until = ak_fault_now_ms () + 20000;
+    until = ak_fault_now_ms () + 20000;
     while (ak_fault_count (c, batch, "done") < 19 && ak_fault_now_ms () < until) {
         ak_fault_sim_run (sim, 100, NULL, NULL);
         ak_fault_sim_run (holder, 20, NULL, NULL);      /* alive, silent on its tasks */
