@@ -232,6 +232,19 @@ static int s_load_role (ak_keyring_t *self, ak_role_t role, ak_err_t *err)
         memcpy (k->name, name, strlen (name) + 1);     /* ak_key_name_ok: at most 64 */
         k->role = role;
         k->file = file;
+        k->max_workers = 1;
+        const char *workers = zcert_meta (cert, "workers");
+        if (role == AK_ROLE_WORKER && workers) {
+            char *end = NULL;
+            unsigned long v = strtoul (workers, &end, 10);
+            if (!*workers || *end || v < 1 || v > AK_KEY_WORKERS_MAX) {
+                rc = ak_err_set (err, AK_EINVAL, "key %s: metadata workers = \"%s\": must be 1..%d worker ids",
+                                 file, workers, AK_KEY_WORKERS_MAX);
+                zcert_destroy (&cert);
+                break;
+            }
+            k->max_workers = (uint32_t) v;
+        }
         zcert_destroy (&cert);
     }
     closedir (d);

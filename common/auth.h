@@ -24,6 +24,7 @@
 
 #define AK_KEY_Z85_LEN    40       /* a Curve25519 key in Z85 */
 #define AK_KEY_NAME_MAX   64
+#define AK_KEY_WORKERS_MAX 1024    /* worker ids one worker key may be allowed */
 
 typedef enum {
     AK_ROLE_NONE = 0,
@@ -65,6 +66,9 @@ typedef struct {
     ak_role_t   role;
     char        name[AK_KEY_NAME_MAX + 1]; /* the file name without ".key" */
     char       *file;
+    /* worker keys: how many worker ids the key may register (1 unless the
+       certificate's metadata says `workers = "N"`, docs/operations.md) */
+    uint32_t    max_workers;
 } ak_key_t;
 
 typedef struct ak_keyring ak_keyring_t;

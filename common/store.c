@@ -415,7 +415,8 @@ static void s_txn_free (ak_txn_t **txn_p)
    integer. */
 #define AK_TASK_STATE_FIELDS(X) \
     X (state) X (attempt) X (receipt_id) X (status) X (worker_id) X (queued_ms) \
-    X (leased_ms) X (finished_ms) X (duplicates) X (last_error) X (attempt_base)
+    X (leased_ms) X (finished_ms) X (duplicates) X (last_error) X (attempt_base) \
+    X (lease_deadline_ms)
 
 #define S_NAME(f) #f,
 static const char *s_state_names[] = { AK_TASK_STATE_FIELDS (S_NAME) };
@@ -460,7 +461,7 @@ static uint32_t     s_slim_high[S_NSLIM];
 /* A WorkerRecord written with its HELLO packed beforehand
    (ak_store_put_worker_hello): the HELLO's field, and the others. */
 static const char *s_worker_names[] = {
-    "state", "first_seen_ms", "last_seen_ms", "tasks_done", "registrations"
+    "state", "first_seen_ms", "last_seen_ms", "tasks_done", "registrations", "key"
 };
 #define S_NWORKER (sizeof s_worker_names / sizeof s_worker_names[0])
 static const ProtobufCFieldDescriptor *s_worker_fields[S_NWORKER];

@@ -46,6 +46,17 @@ void *ak_realloc (void *p, size_t n)
     return q;
 }
 
+bool ak_str_token (const char *s, size_t max)
+{
+    size_t n = s ? strlen (s) : 0;
+    if (n == 0 || n > max)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char) s[i] <= 0x20 || (unsigned char) s[i] >= 0x7f)
+            return false;
+    return true;
+}
+
 char *ak_strdup (const char *s)
 {
     if (!s)

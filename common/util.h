@@ -36,6 +36,9 @@ void *ak_realloc (void *p, size_t n);
 char *ak_strdup (const char *s);              /* NULL -> NULL */
 bool ak_streq (const char *a, const char *b);  /* both non-NULL and equal */
 char *ak_sprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+/* True when s is 1..max printable ASCII characters without spaces (an id
+   that a peer sends: worker ids, device classes). */
+bool ak_str_token (const char *s, size_t max);
 
 /* For a long-running process that frees many small objects of the same
    sizes (akcoord, akload): starts this program again (same pid, argv and

@@ -17,6 +17,10 @@
 #include "spec.h"
 #include "util.h"
 
+#define S_WORKERS_PAGE        500          /* workers per answer, at most */
+#define S_WORKERS_BYTES       (4u << 20)   /* JSON per answer, near enough: far below the 16 MiB limit */
+#define S_WORKER_LEASES_MAX   64           /* leases listed per worker ("outstanding" counts them all) */
+
 // ------------------------------------------------------------------ helpers
 
 static json_t *s_pb (const void *msg)
@@ -460,7 +464,10 @@ static json_t *s_worker_json (ak_client_env_t *env, ak_worker_t *w, uint64_t now
     for (size_t i = 0; i < w->nclasses; i++)
         json_array_append_new (classes, json_string (w->classes[i]));
     json_t *leases = json_array ();
+    size_t nleases = 0;
     for (void *v = zhashx_first (w->outstanding); v; v = zhashx_next (w->outstanding)) {
+        if (nleases++ >= S_WORKER_LEASES_MAX)
+            continue;               /* counted in "outstanding" */
         const char *task_id = zhashx_cursor (w->outstanding);
         ak_task_t *t = ak_sched_task (env->sched, task_id);
         json_t *lease = json_pack ("{s:s, s:I, s:b}", "task_id", task_id,
@@ -486,22 +493,44 @@ static json_t *s_worker_json (ak_client_env_t *env, ak_worker_t *w, uint64_t now
                       "software_version", h ? h->software_version : "");
 }
 
+/* workers [LIMIT [AFTER]]: the workers whose ids sort after AFTER (all
+   without it), at most LIMIT (default and most S_WORKERS_PAGE) and at
+   most S_WORKERS_BYTES of JSON, whatever the registry holds; "next" is the
+   AFTER of the next page (null: this was the last). */
 static int s_workers (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                       json_t **out, ak_err_t *err)
 {
+    const char *after = req->n_args > 1 ? req->args[1] : NULL;
+    size_t limit = S_WORKERS_PAGE;
+    if (req->n_args > 0) {
+        char *end = NULL;
+        unsigned long v = strtoul (req->args[0], &end, 10);
+        if (!*req->args[0] || *end || v < 1 || v > S_WORKERS_PAGE)
+            return ak_err_set (err, AK_EINVAL, "workers: LIMIT '%.32s' must be 1..%d", req->args[0],
+                               S_WORKERS_PAGE);
+        limit = v;
+    }
     size_t n = 0, cap = 16;
     ak_worker_t **all = ak_malloc (cap * sizeof *all);
     for (ak_worker_t *w = ak_registry_first (env->registry); w; w = ak_registry_next (env->registry)) {
+        if (after && strcmp (w->worker_id, after) <= 0)
+            continue;
         if (n == cap)
             all = ak_realloc (all, (cap *= 2) * sizeof *all);
         all[n++] = w;
     }
     qsort (all, n, sizeof *all, s_worker_cmp);
     json_t *arr = json_array ();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new (arr, s_worker_json (env, all[i], now));
+    size_t bytes = 0, i = 0;
+    for (; i < n && i < limit && bytes < S_WORKERS_BYTES; i++) {
+        json_t *wj = s_worker_json (env, all[i], now);
+        bytes += json_dumpb (wj, NULL, 0, JSON_COMPACT);
+        json_array_append_new (arr, wj);
+    }
+    json_t *next = i < n ? json_string (all[i - 1]->worker_id) : json_null ();
     free (all);
-    *out = json_pack ("{s:o}", "workers", arr);
+    *out = json_pack ("{s:o, s:o, s:I}", "workers", arr, "next", next,
+                      "known", (json_int_t) ak_registry_size (env->registry));
     return 0;
 }
 
@@ -711,7 +740,7 @@ static const s_verb_t s_verbs[] = {
     { "show",     1, 1, "TASK", s_show },
     { "receipts", 1, 1, "BATCH", s_receipts },
     { "report",   1, 1, "BATCH", s_report },
-    { "workers",  0, 0, "no arguments", s_workers },
+    { "workers",  0, 2, "[LIMIT [AFTER]]", s_workers },
     { "cancel",   1, 1, "BATCH", s_cancel },
     { "resume",   1, 1, "BATCH", s_resume },
     { "retry",    1, 2, "BATCH [failed]", s_retry },

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "coord.h"
 #include "access.h"
+#include "admit.h"
 #include "assign.h"
 #include "auth.h"
 #include "client.h"
@@ -28,10 +29,6 @@
 #define S_LINGER_MS        500      /* bounded linger on close */
 #define S_DRAIN_MAX        256      /* messages per socket per wake-up, for fairness */
 #define S_WARN_EVERY_MS    1000     /* rate limit of "rejected" warnings */
-#define S_MAX_WORKER_ID    128
-#define S_MAX_CLASS        64
-#define S_MAX_DEVICES      1024
-#define S_MAX_SLOTS        65536
 #define S_BLOB_CACHE_MAX   (64u << 20)  /* bytes of cached blobs before the cache is emptied */
 #define S_SENDBUF_KEEP     (1u << 20)   /* a larger send buffer is freed after use */
 #define S_CLIENT_QUEUE     1024         /* default bound on waiting client requests */
@@ -77,7 +74,9 @@ struct ak_coord {
     /* security: NULL ring and zap in plain mode */
     ak_keyring_t    *ring;
     zsock_t         *zap;               /* REP on S_ZAP_ENDPOINT: the ZAP handler */
-    zhashx_t        *worker_keys;       /* worker_id -> its key at the last HELLO (Z85) */
+    ak_admit_t      *admit;             /* what a worker may do (admit.h) */
+    uint64_t         refuse_warn_at;
+    uint64_t         refuse_suppressed;
     zhashx_t        *malformed;         /* peer routing id (hex) -> malformed frames */
     zhashx_t        *dropped;           /* peers dropped: their frames are ignored */
     zlistx_t        *queue;             /* s_request_t: client requests waiting */
@@ -231,6 +230,26 @@ static void s_reject (ak_coord_t *self, ak_ep_t ep, const void *route, size_t le
              s_hex (route, len, hex, sizeof hex), why, more);
     self->warn_at[ep] = now;
     self->suppressed[ep] = 0;
+}
+
+/*  Counts (in *counter) something a worker may not do and warns, at most
+    once a second, naming the peer: its routing id and, with CURVE, its key. */
+static void s_refuse (ak_coord_t *self, uint64_t *counter, const void *route, size_t len, const char *why)
+{
+    uint64_t now = ak_clock_mono_ms ();
+    (*counter)++;
+    if (self->refuse_warn_at && now < self->refuse_warn_at + S_WARN_EVERY_MS) {
+        self->refuse_suppressed++;
+        return;
+    }
+    char hex[64], more[64] = "";
+    if (self->refuse_suppressed)
+        snprintf (more, sizeof more, " (%llu more refused since the last warning)",
+                  (unsigned long long) self->refuse_suppressed);
+    ak_warn ("workers endpoint: refused from peer %s (key %s): %s%s", s_hex (route, len, hex, sizeof hex),
+             self->peer ? self->peer->name : "none, plain mode", why, more);
+    self->refuse_warn_at = now;
+    self->refuse_suppressed = 0;
 }
 
 // ================================================================= dispatch
@@ -601,65 +620,84 @@ static void s_worker_dead (ak_coord_t *self, ak_worker_t *w, const char *why, ui
         abort ();
     for (const char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
         ak_task_t *task = ak_sched_task (self->sched, id);
+        /* a receipt waiting for its commit decides its task there: if the
+           commit fails, s_commit re-queues it (the worker is gone) */
         if (task && task->state == AK_TS_LEASED && task->worker_id
-            && strcmp (task->worker_id, w->worker_id) == 0)
+            && strcmp (task->worker_id, w->worker_id) == 0 && !ak_intake_pending (self->intake, id, w->worker_id))
             s_requeue (self, task, reason, now);
     }
     zlistx_destroy (&ids);
     zhashx_purge (w->outstanding);
 }
 
-static bool s_printable (const char *s, size_t max)
+/*  Reconciles what w held with what its HELLO lists (h->running): a task
+    leased to w and not listed goes back to its queue at once (the worker
+    lost it), unless its receipt waits for a commit; a listed task leased
+    to w stays (a started one keeps its deadline); anything else listed is
+    not w's to take: refused and counted.  Returns how many stayed. */
+static size_t s_reconcile (ak_coord_t *self, ak_worker_t *w, const void *route, size_t len, uint64_t now)
 {
-    size_t n = strlen (s);
-    if (n == 0 || n > max)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char) s[i] <= 0x20 || (unsigned char) s[i] >= 0x7f)
-            return false;
-    return true;
-}
-
-static bool s_hello_valid (const Ak__Hello *h, char *why, size_t len)
-{
-    if (!s_printable (h->worker_id, S_MAX_WORKER_ID)) {
-        snprintf (why, len, "worker_id must be 1..%d printable characters without spaces", S_MAX_WORKER_ID);
-        return false;
-    }
-    if (h->n_devices == 0 || h->n_devices > S_MAX_DEVICES) {
-        snprintf (why, len, "worker %s: %zu devices (must be 1..%d)", h->worker_id, h->n_devices, S_MAX_DEVICES);
-        return false;
-    }
-    for (size_t i = 0; i < h->n_devices; i++)
-        if (!s_printable (h->devices[i]->device_class, S_MAX_CLASS)) {
-            snprintf (why, len, "worker %s: devices[%zu].device_class must be 1..%d printable characters",
-                      h->worker_id, i, S_MAX_CLASS);
-            return false;
+    const Ak__Hello *h = w->hello;
+    zhashx_t *listed = zhashx_new ();
+    zlistx_t *ids = zhashx_keys (w->outstanding);
+    if (!listed || !ids)
+        abort ();
+    for (size_t i = 0; i < h->n_running; i++)
+        zhashx_update (listed, h->running[i]->task_id, (void *) h->running[i]);
+    for (const char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
+        const Ak__TaskRef *ref = zhashx_lookup (listed, id);
+        ak_task_t *task = ak_sched_task (self->sched, id);
+        if (ref && task && ak_admit_claim (task, ref->attempt, w))
+            continue;
+        if (task && ak_intake_pending (self->intake, id, w->worker_id))
+            continue;               /* decided by its commit (s_commit) */
+        ak_worker_drop (w, id);
+        if (task && task->state == AK_TS_LEASED && task->worker_id && strcmp (task->worker_id, w->worker_id) == 0) {
+            char reason[200];
+            snprintf (reason, sizeof reason, "worker %.128s registered again without it", w->worker_id);
+            s_requeue (self, task, reason, now);
         }
-    if (h->slots > S_MAX_SLOTS || h->prefetch > S_MAX_SLOTS) {
-        snprintf (why, len, "worker %s: slots and prefetch must be at most %d", h->worker_id, S_MAX_SLOTS);
-        return false;
     }
-    return true;
+    zlistx_destroy (&ids);
+    zhashx_destroy (&listed);
+
+    size_t kept = 0;
+    for (size_t i = 0; i < h->n_running; i++) {
+        const Ak__TaskRef *ref = h->running[i];
+        ak_task_t *task = ak_sched_task (self->sched, ref->task_id);
+        if (task && ak_admit_claim (task, ref->attempt, w)) {
+            ak_worker_hold (w, task->task_id, task->attempt);
+            ak_sched_reclaim (self->sched, task, now);
+            kept++;
+            continue;
+        }
+        /* a finished task whose receipt it sends again is no claim */
+        if (task && ak_tstate_terminal (task->state) && ref->attempt == task->attempt && task->attempt_holder
+            && strcmp (task->attempt_holder, w->worker_id) == 0)
+            continue;
+        char why[400];
+        snprintf (why, sizeof why, "worker %.128s lists task %.128s attempt %u as its own: %s", w->worker_id,
+                  ref->task_id, ref->attempt, !task ? "no such task"
+                  : task->state != AK_TS_LEASED ? "it is not leased"
+                  : ref->attempt != task->attempt ? "another attempt is current"
+                  : "it is leased to another worker");
+        s_refuse (self, &self->counters.claims_refused, route, len, why);
+    }
+    return kept;
 }
 
 static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Envelope *env, uint64_t now)
 {
-    char why[256], reason[300];
-    if (!s_hello_valid (env->hello, why, sizeof why)) {
+    char why[512], reason[600];
+    if (!ak_admit_hello_valid (env->hello, why, sizeof why)) {
         snprintf (reason, sizeof reason, "invalid HELLO: %s", why);
         s_reject (self, AK_EP_WORKERS, route, len, reason);
         s_send_disconnect (self, route, len, reason);
         return;
     }
-    /* with CURVE a live registration belongs to its key: another worker
-       key cannot take it over (it can once the worker is dead) */
-    ak_worker_t *held = self->peer ? ak_registry_get (self->registry, env->hello->worker_id) : NULL;
-    const char *held_key = held && held->alive ? zhashx_lookup (self->worker_keys, held->worker_id) : NULL;
-    if (held_key && strcmp (held_key, self->peer->key) != 0) {
-        snprintf (reason, sizeof reason, "worker id %.128s is registered with another key", held->worker_id);
-        s_reject (self, AK_EP_WORKERS, route, len, reason);
-        s_send_disconnect (self, route, len, reason);
+    if (!ak_admit_hello (self->admit, self->registry, self->ring, env->hello, self->peer, now, why, sizeof why)) {
+        s_refuse (self, &self->counters.hellos_refused, route, len, why);
+        s_send_disconnect (self, route, len, why);
         return;
     }
     Ak__Hello *hello = env->hello;
@@ -667,52 +705,9 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
     env->body_case = AK__ENVELOPE__BODY__NOT_SET;
     bool was_alive = false;
     ak_worker_t *w = ak_registry_hello (self->registry, route, len, &hello, now, &was_alive);
-    if (self->peer)
-        zhashx_update (self->worker_keys, w->worker_id, ak_strdup (self->peer->key));
+    ak_registry_set_key (self->registry, w, self->peer ? self->peer->key : NULL, now);
     const Ak__Hello *h = w->hello;
-    uint64_t grace = ak_worker_timeout (w, self->opts.heartbeat_ms, self->opts.liveness);
-
-    /* A re-registration lists what the worker still holds; anything else
-       it was given is released, so a late receipt is still accepted but
-       the lease runs out if none comes. */
-    if (was_alive) {
-        zhashx_t *listed = zhashx_new ();
-        zlistx_t *ids = zhashx_keys (w->outstanding);
-        if (!listed || !ids)
-            abort ();
-        for (size_t i = 0; i < h->n_running; i++)
-            zhashx_update (listed, h->running[i]->task_id, (void *) h->running[i]);
-        for (const char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
-            if (zhashx_lookup (listed, id))
-                continue;
-            ak_worker_drop (w, id);
-            ak_task_t *task = ak_sched_task (self->sched, id);
-            if (task && task->state == AK_TS_LEASED && task->worker_id
-                && strcmp (task->worker_id, w->worker_id) == 0)
-                ak_sched_release (self->sched, task, grace, now);
-        }
-        zlistx_destroy (&ids);
-        zhashx_destroy (&listed);
-    }
-    size_t claimed = 0;
-    for (size_t i = 0; i < h->n_running; i++) {
-        const Ak__TaskRef *ref = h->running[i];
-        ak_task_t *task = ak_sched_task (self->sched, ref->task_id);
-        if (!task)
-            continue;
-        ak_worker_hold (w, task->task_id, ref->attempt);
-        if (task->state != AK_TS_LEASED || ref->attempt != task->attempt)
-            continue;
-        if (task->worker_id && strcmp (task->worker_id, w->worker_id) == 0)
-            continue;
-        if (task->worker_id) {
-            ak_worker_t *other = ak_registry_get (self->registry, task->worker_id);
-            if (other)
-                ak_worker_drop (other, task->task_id);
-        }
-        ak_sched_claim (self->sched, task, w->worker_id, now);
-        claimed++;
-    }
+    size_t claimed = s_reconcile (self, w, route, len, now);
     char classes[256] = "";
     size_t used = 0;
     for (size_t i = 0; i < w->nclasses && used < sizeof classes; i++) {
@@ -721,16 +716,16 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
             break;
         used += (size_t) n;
     }
-    ak_info ("worker %s %s (host %.64s, pid %u, classes %s, slots %u, prefetch %u, running %zu, claimed %zu)",
+    ak_info ("worker %s %s (host %.64s, pid %u, classes %s, slots %u, prefetch %u, running %zu, kept %zu%s)",
              w->worker_id, w->registrations > 1 ? "re-registered" : "registered", h->host, h->pid,
-             classes, h->slots, h->prefetch, h->n_running, claimed);
+             classes, h->slots, h->prefetch, h->n_running, claimed, was_alive ? ", was alive" : "");
     s_send_heartbeat (self, w, now);        /* the welcome */
     s_dispatch_worker (self, w, now);
 }
 
 static void s_on_started (ak_coord_t *self, ak_worker_t *w, const Ak__TaskStarted *st, uint64_t now)
 {
-    char why[160];
+    char why[400];
     ak_task_t *task = ak_sched_task (self->sched, st->task_id);
     if (!task) {
         snprintf (why, sizeof why, "STARTED from %s for unknown task '%.64s'", w->worker_id, st->task_id);
@@ -742,16 +737,29 @@ static void s_on_started (ak_coord_t *self, ak_worker_t *w, const Ak__TaskStarte
                   w->worker_id, task->task_id, st->attempt, ak_tstate_name (task->state), task->attempt);
         return;
     }
-    if (!task->worker_id) {
-        ak_sched_claim (self->sched, task, w->worker_id, now);
-        ak_worker_hold (w, task->task_id, task->attempt);
-    }
-    else if (strcmp (task->worker_id, w->worker_id) != 0) {
-        ak_debug ("STARTED from %s for task %s ignored: held by %s", w->worker_id, task->task_id,
-                  task->worker_id);
+    if (!ak_admit_claim (task, st->attempt, w)) {
+        snprintf (why, sizeof why, "STARTED from %s for task %s ignored: %s", w->worker_id, task->task_id,
+                  task->worker_id ? "leased to another worker" : "leased to nobody");
+        s_refuse (self, &self->counters.claims_refused, w->route, w->route_len, why);
         return;
     }
     ak_sched_start (self->sched, task, now);
+}
+
+/* Tells w that its receipt (task_id, attempt) was refused, not stored,
+   and why: an ACK with `refused` set, so that it drops the receipt. */
+static void s_send_refused (ak_coord_t *self, ak_worker_t *w, const char *task_id, uint32_t attempt,
+                            const char *why)
+{
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    Ak__Ack ack = AK__ACK__INIT;
+    ack.task_id = (char *) task_id;
+    ack.attempt = attempt;
+    ack.refused = (char *) why;
+    env.body_case = AK__ENVELOPE__BODY_ACK;
+    env.ack = &ack;
+    if (s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0)
+        w->last_sent = ak_clock_mono_ms ();
 }
 
 static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, uint64_t now)
@@ -760,7 +768,18 @@ static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, u
     Ak__Receipt *r = env->receipt;
     env->receipt = NULL;
     env->body_case = AK__ENVELOPE__BODY__NOT_SET;
-    ak_worker_drop (w, r->task_id);             /* its slot is free again */
+    /* only the holder of the task's current attempt delivers its receipt
+       (unknown tasks and impossible attempts are the intake's to reject);
+       its slot stays taken until the commit holding the receipt (s_commit) */
+    ak_task_t *task = ak_sched_task (self->sched, r->task_id);
+    char why[512];
+    if (task && r->attempt >= 1 && r->attempt <= task->attempt
+        && !ak_admit_receipt (task, r->attempt, w, self->peer, why, sizeof why)) {
+        s_refuse (self, &self->counters.receipts_refused, w->route, w->route_len, why);
+        s_send_refused (self, w, r->task_id, r->attempt, why);
+        ak__receipt__free_unpacked (r, NULL);
+        return;
+    }
     /* the receipt's bytes as they came, stored as they are (intake.h) */
     const uint8_t *raw = NULL;
     size_t rawlen = 0;
@@ -1154,6 +1173,9 @@ static int s_commit (ak_coord_t *self, ak_err_t *err)
     for (size_t i = 0; i < c.nacks; i++) {
         const ak_ack_t *a = &c.acks[i];
         ak_worker_t *w = ak_registry_get (self->registry, a->worker_id);
+        /* the receipt holds: its slot is free again */
+        if (w && ak_worker_drop (w, a->task_id))
+            self->dispatch_due = true;
         if (!w || !w->alive)
             continue;           /* it re-sends after registering again */
         Ak__Envelope env = AK__ENVELOPE__INIT;
@@ -1168,6 +1190,22 @@ static int s_commit (ak_coord_t *self, ak_err_t *err)
             self->counters.acks++;
             w->last_sent = now;
         }
+    }
+    /* A receipt not stored leaves its task with its worker: held (the
+       slot stays taken) and bounded by the worker's liveness, which must
+       register again and re-send; a task whose worker is gone meanwhile
+       goes back to its queue now.  Nothing is left without a deadline. */
+    for (size_t i = 0; i < c.nlost; i++) {
+        const ak_ack_t *l = &c.lost[i];
+        ak_worker_t *w = ak_registry_get (self->registry, l->worker_id);
+        ak_task_t *task = ak_sched_task (self->sched, l->task_id);
+        if (!task || task->state != AK_TS_LEASED || task->attempt != l->attempt || !task->worker_id
+            || strcmp (task->worker_id, l->worker_id) != 0)
+            continue;
+        if (w && w->alive)
+            ak_worker_hold (w, task->task_id, task->attempt);
+        else
+            s_requeue (self, task, "its receipt was not stored (commit failed) and its worker is gone", now);
     }
     for (size_t i = 0; i < c.ndropped; i++) {
         ak_worker_t *w = ak_registry_get (self->registry, c.dropped[i]);
@@ -1329,7 +1367,7 @@ static void s_keys_reload (ak_coord_t *self, bool forced)
     self->ring = ring;
     ak_info ("keys: re-read %s: %zu keys", self->opts.keys_dir, ak_keyring_size (ring));
     for (ak_worker_t *w = ak_registry_first (self->registry); w; w = ak_registry_next (self->registry)) {
-        const char *key = zhashx_lookup (self->worker_keys, w->worker_id);
+        const char *key = w->key;
         const ak_key_t *k = key ? ak_keyring_find (ring, key) : NULL;
         if (!w->alive || (k && k->role == AK_ROLE_WORKER))
             continue;
@@ -1373,6 +1411,8 @@ static void s_tick (ak_coord_t *self, uint64_t now)
     size_t nexp = ak_sched_expired (self->sched, now, &expired);
     for (size_t i = 0; i < nexp; i++) {
         char why[200];
+        if (expired[i]->worker_id && ak_intake_pending (self->intake, expired[i]->task_id, expired[i]->worker_id))
+            continue;           /* its receipt came in time: the commit decides */
         snprintf (why, sizeof why, "lease expired (%s)",
                   expired[i]->worker_id ? expired[i]->worker_id : "unclaimed");
         self->counters.leases_expired++;
@@ -1429,6 +1469,20 @@ static int s_bind (ak_coord_t *self, ak_ep_t ep, ak_err_t *err)
     return 0;
 }
 
+/* After a start: each leased task counts in its holder's outstanding set,
+   so that the holder's HELLO keeps what it lists and gives back the rest
+   (s_reconcile), and its credit is right. */
+static void s_hold_loaded (ak_coord_t *self)
+{
+    for (ak_batch_t *b = ak_sched_batch_first (self->sched); b; b = ak_sched_batch_next (self->sched))
+        for (size_t i = 0; b->state == AK_BS_OPEN && i < b->ntasks; i++) {
+            ak_task_t *t = b->tasks[i];
+            ak_worker_t *w = t->state == AK_TS_LEASED ? ak_registry_get (self->registry, t->worker_id) : NULL;
+            if (w)
+                ak_worker_hold (w, t->task_id, t->attempt);
+        }
+}
+
 int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *err)
 {
     *self_p = NULL;
@@ -1467,19 +1521,22 @@ int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *er
     rc = ak_store_begin (self->store, false, &txn, err);
     if (rc == 0)
         rc = ak_registry_load (self->registry, txn, err);
+    /* a task assigned but not started waits this long for its holder to
+       register again after a restart (sched.h) */
     if (rc == 0)
-        rc = ak_sched_load (self->sched, txn, self->start, err);
+        rc = ak_sched_load (self->sched, txn, self->start,
+                            (uint64_t) self->opts.heartbeat_ms * self->opts.liveness, err);
     ak_store_abort (&txn);
     if (rc)
         goto fail;
+    s_hold_loaded (self);
 
-    self->worker_keys = zhashx_new ();
+    self->admit = ak_admit_new ();
     self->malformed = zhashx_new ();
     self->dropped = zhashx_new ();
     self->queue = zlistx_new ();
-    if (!self->worker_keys || !self->malformed || !self->dropped || !self->queue)
+    if (!self->malformed || !self->dropped || !self->queue)
         abort ();
-    zhashx_set_destructor (self->worker_keys, s_blob_free);
     zlistx_set_destructor (self->queue, s_request_free);
     if (!self->opts.client_queue_max)
         self->opts.client_queue_max = S_CLIENT_QUEUE;
@@ -1547,7 +1604,7 @@ void ak_coord_destroy (ak_coord_t **self_p)
         }
         zhashx_destroy (&self->blobs);
         zlistx_destroy (&self->queue);
-        zhashx_destroy (&self->worker_keys);
+        ak_admit_destroy (&self->admit);
         zhashx_destroy (&self->malformed);
         zhashx_destroy (&self->dropped);
         zsock_destroy (&self->zap);

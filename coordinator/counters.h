@@ -25,6 +25,10 @@ typedef struct {
     uint64_t busy_refused;                /* client requests refused: the queue was full */
     uint64_t peers_dropped;               /* peers dropped after too many malformed frames */
     uint64_t workers_revoked;             /* workers dropped because their key was revoked */
+    /* what a worker may do (coordinator/admit.h) */
+    uint64_t receipts_refused;            /* receipts not from the holder of the task's current attempt */
+    uint64_t claims_refused;              /* HELLO.running / STARTED for a task not leased to that worker */
+    uint64_t hellos_refused;              /* registrations refused: limits, key's ids, rate */
 } ak_counters_t;
 
 #endif

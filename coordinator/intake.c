@@ -157,6 +157,15 @@ bool ak_intake_full (ak_intake_t *self)
     return self->nstaged >= self->opts.commit_max || self->staged_bytes >= AK_INTAKE_MAX_BYTES;
 }
 
+bool ak_intake_pending (ak_intake_t *self, const char *task_id, const char *worker_id)
+{
+    for (size_t i = 0; i < self->nstaged; i++)
+        if (strcmp (self->staged[i].receipt->task_id, task_id) == 0
+            && strcmp (self->staged[i].worker_id, worker_id) == 0)
+            return true;
+    return false;
+}
+
 size_t ak_intake_staged_for (ak_intake_t *self, const char *worker_id)
 {
     size_t n = 0;
@@ -382,6 +391,11 @@ void ak_commit_clear (ak_commit_t *c)
     for (size_t i = 0; i < c->ndropped; i++)
         free (c->dropped[i]);
     free (c->dropped);
+    for (size_t i = 0; i < c->nlost; i++) {
+        free (c->lost[i].worker_id);
+        free (c->lost[i].task_id);
+    }
+    free (c->lost);
     memset (c, 0, sizeof *c);
 }
 
@@ -412,7 +426,12 @@ int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_
         ak_error ("commit failed, %zu receipts not stored or acked (workers will re-send): %s",
                   self->nstaged, err ? err->msg : ak_strerror (rc));
         out->dropped = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *out->dropped);
+        out->lost = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *out->lost);
         for (size_t i = 0; i < self->nstaged; i++) {
+            ak_ack_t *lost = &out->lost[out->nlost++];
+            lost->worker_id = ak_strdup (self->staged[i].worker_id);
+            lost->task_id = ak_strdup (self->staged[i].receipt->task_id);
+            lost->attempt = self->staged[i].receipt->attempt;
             bool seen = false;
             for (size_t j = 0; j < out->ndropped; j++)
                 if (strcmp (out->dropped[j], self->staged[i].worker_id) == 0)

@@ -54,6 +54,8 @@ typedef struct {
     size_t    nacks;
     char    **dropped;          /* failure: workers whose receipts were not stored */
     size_t    ndropped;
+    ak_ack_t *lost;             /* failure: each receipt not stored (worker, task, attempt) */
+    size_t    nlost;
 } ak_commit_t;
 
 typedef struct {
@@ -91,6 +93,9 @@ size_t ak_intake_staged (ak_intake_t *self);
 /* True when the staged receipts alone make a commit due now. */
 bool ak_intake_full (ak_intake_t *self);
 size_t ak_intake_staged_for (ak_intake_t *self, const char *worker_id);
+/* True when a receipt of task_id from worker_id waits for its commit: its
+   task must not be taken from that worker before the commit decided. */
+bool ak_intake_pending (ak_intake_t *self, const char *task_id, const char *worker_id);
 
 /* Monotonic ms at which a commit is due (0: nothing pending).  It is due at
    once when commit_max receipts, or AK_INTAKE_MAX_BYTES of them, are staged. */

@@ -58,6 +58,7 @@ static void s_worker_free (void **item)
     ak_worker_t *w = *item;
     if (w) {
         free (w->worker_id);
+        free (w->key);
         if (w->hello)
             ak__hello__free_unpacked (w->hello, NULL);
         free (w->hello_bytes);
@@ -145,6 +146,8 @@ static int s_load_worker (const char *key, const void *val, size_t len, void *ar
         w->last_seen_ms = rec->last_seen_ms;
         w->tasks_done = rec->tasks_done;
         w->registrations = rec->registrations;
+        if (rec->key && *rec->key)
+            w->key = ak_strdup (rec->key);
         s_classes_set (w);
         if (strcmp (rec->state, "dead") != 0)
             s_mark (self, w, ak_clock_mono_ms ());     /* say it is dead until it says HELLO */
@@ -294,6 +297,37 @@ bool ak_registry_other_live (ak_registry_t *self, const char *device_class, cons
     return found;
 }
 
+void ak_registry_set_key (ak_registry_t *self, ak_worker_t *worker, const char *key, uint64_t now)
+{
+    if ((!key && !worker->key) || (key && worker->key && strcmp (key, worker->key) == 0))
+        return;
+    free (worker->key);
+    worker->key = key ? ak_strdup (key) : NULL;
+    free (worker->hello_bytes);         /* the record changes */
+    worker->hello_bytes = NULL;
+    s_mark (self, worker, now);
+}
+
+size_t ak_registry_key_ids (ak_registry_t *self, const char *key, const char *except_id)
+{
+    /* a walk over every worker: only a registration of an id new to its
+       key comes here, and those are bounded (coord.c) */
+    zlistx_t *workers = zhashx_values (self->workers);
+    if (!workers)
+        abort ();
+    zlistx_set_destructor (workers, NULL);
+    size_t n = 0;
+    for (const ak_worker_t *w = zlistx_first (workers); w; w = zlistx_next (workers))
+        n += w->key && strcmp (w->key, key) == 0 && (!except_id || strcmp (w->worker_id, except_id) != 0);
+    zlistx_destroy (&workers);
+    return n;
+}
+
+size_t ak_registry_size (ak_registry_t *self)
+{
+    return zhashx_size (self->workers);
+}
+
 size_t ak_registry_alive (ak_registry_t *self)
 {
     size_t n = 0;
@@ -361,8 +395,12 @@ int ak_registry_flush (ak_registry_t *self, ak_txn_t *txn, ak_err_t *err)
         rec.last_seen_ms = w->last_seen_ms;
         rec.tasks_done = w->tasks_done + w->pending_done;
         rec.registrations = w->registrations;
+        rec.key = w->key ? w->key : (char *) "";
         /* its HELLO packed once per registration, not at every commit
-           that counts one of its tasks (store.h) */
+           that counts one of its tasks (store.h); without the tasks it
+           held then, which are the scheduler's to record */
+        size_t n_running = w->hello->n_running;
+        w->hello->n_running = 0;
         if (!w->hello_bytes) {
             w->hello_len = ak__hello__get_packed_size (w->hello);
             w->hello_bytes = ak_malloc (w->hello_len ? w->hello_len : 1);
@@ -370,6 +408,7 @@ int ak_registry_flush (ak_registry_t *self, ak_txn_t *txn, ak_err_t *err)
                 abort ();                       /* protobuf-c contradicts itself */
         }
         int rc = ak_store_put_worker_hello (txn, &rec, w->hello_bytes, w->hello_len, err);
+        w->hello->n_running = n_running;
         if (rc)
             return rc;
     }

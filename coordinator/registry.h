@@ -24,6 +24,7 @@
 
 typedef struct {
     char        *worker_id;
+    char        *key;               /* CURVE public key (Z85) it is bound to; NULL: plain */
     Ak__Hello   *hello;             /* latest HELLO (owned) */
     uint8_t     *hello_bytes;       /* hello packed, for the worker record (or NULL) */
     size_t       hello_len;
@@ -82,6 +83,16 @@ uint64_t ak_worker_timeout (const ak_worker_t *worker, uint32_t heartbeat_ms, ui
 ak_worker_t *ak_registry_first (ak_registry_t *self);
 ak_worker_t *ak_registry_next (ak_registry_t *self);
 size_t ak_registry_alive (ak_registry_t *self);
+/* Every known worker, alive or dead. */
+size_t ak_registry_size (ak_registry_t *self);
+
+/* Worker keys (docs/operations.md, "What a worker key may do"): a worker
+   id is bound to the CURVE key it first registered with, the binding is
+   stored with the worker and survives restarts.  set_key binds worker to
+   key (NULL: none) and marks it for the next commit; key_ids counts the
+   worker ids bound to key, other than except_id (may be NULL). */
+void   ak_registry_set_key (ak_registry_t *self, ak_worker_t *worker, const char *key, uint64_t now);
+size_t ak_registry_key_ids (ak_registry_t *self, const char *key, const char *except_id);
 /* True when a live worker other than not_worker serves device_class.  It
    leaves the iteration cursor of ak_registry_first/next alone. */
 bool ak_registry_other_live (ak_registry_t *self, const char *device_class, const char *not_worker);

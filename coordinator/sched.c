@@ -77,6 +77,7 @@ static void s_task_free (void **item)
         free (task->op);
         free (task->avoid_worker);
         free (task->worker_id);
+        free (task->attempt_holder);
         free (task->last_error);
         free (task->pin_worker);
         s_uncache (task);
@@ -336,6 +337,8 @@ static ak_task_t *s_task_new (ak_sched_t *self, ak_batch_t *batch, const Ak__Tas
 typedef struct {
     ak_sched_t *self;
     uint64_t    now;
+    uint64_t    wall;           /* the wall clock at now */
+    uint64_t    grace_ms;
     size_t      skipped;
 } s_load_t;
 
@@ -368,9 +371,26 @@ static int s_load_task (const char *key, const void *val, size_t len, void *arg)
     }
     else {
         ak_task_t *task = s_task_new (self, batch, rec, state);
+        /* the worker given the current attempt: it alone may deliver its
+           receipt (again, once the task finished) or list it in HELLO */
+        if (state != AK_TS_QUEUED && rec->worker_id && *rec->worker_id)
+            task->attempt_holder = ak_strdup (rec->worker_id);
         if (state == AK_TS_LEASED) {
-            /* the holder may reconnect and claim it (HELLO.running) */
-            task->deadline = load->now + task->lease_ms;
+            task->worker_id = task->attempt_holder ? ak_strdup (task->attempt_holder) : NULL;
+            if (rec->lease_deadline_ms) {
+                /* started: its lease ends when it did before the restart */
+                task->started = true;
+                task->lease_end_ms = rec->lease_deadline_ms;
+                task->deadline = rec->lease_deadline_ms > load->wall
+                               ? load->now + (rec->lease_deadline_ms - load->wall) : load->now;
+            }
+            else {
+                /* not started: its holder must come back for it within the
+                   grace, or once lease_ms after it was assigned passed */
+                uint64_t end = rec->leased_ms + task->lease_ms;
+                task->deadline = load->now + (end > load->wall + load->grace_ms ? end - load->wall
+                                                                                : load->grace_ms);
+            }
         }
     }
     if (rec)
@@ -378,9 +398,9 @@ static int s_load_task (const char *key, const void *val, size_t len, void *arg)
     return 0;
 }
 
-int ak_sched_load (ak_sched_t *self, ak_txn_t *txn, uint64_t now, ak_err_t *err)
+int ak_sched_load (ak_sched_t *self, ak_txn_t *txn, uint64_t now, uint64_t grace_ms, ak_err_t *err)
 {
-    s_load_t load = { self, now, 0 };
+    s_load_t load = { self, now, ak_clock_wall_ms (), grace_ms, 0 };
     int rc = ak_store_walk (txn, AK_DB_BATCHES, "", s_load_batch, &load, err);
     if (rc == 0)
         rc = ak_store_walk (txn, AK_DB_TASKS, "", s_load_task, &load, err);
@@ -527,6 +547,7 @@ static void s_fail_pinned (ak_sched_t *self, ak_task_t *task, const char *reason
     free (task->worker_id);
     task->worker_id = NULL;
     task->deadline = 0;
+    task->started = false;
     task->finished_ms = ak_clock_wall_ms ();
     s_set_state (self, task, AK_TS_FAILED);
     s_mark_task (self, task, now);
@@ -587,6 +608,8 @@ void ak_sched_assign (ak_sched_t *self, ak_task_t *task, const char *worker_id, 
     s_set_state (self, task, AK_TS_LEASED);
     free (task->worker_id);
     task->worker_id = ak_strdup (worker_id);
+    free (task->attempt_holder);
+    task->attempt_holder = ak_strdup (worker_id);
     task->started = false;
     task->deadline = 0;
     task->leased_ms = ak_clock_wall_ms ();
@@ -596,32 +619,26 @@ void ak_sched_assign (ak_sched_t *self, ak_task_t *task, const char *worker_id, 
 
 void ak_sched_start (ak_sched_t *self, ak_task_t *task, uint64_t now)
 {
+    if (task->started)
+        return;             /* a second STARTED does not extend the lease */
     task->started = true;
     task->deadline = now + task->lease_ms;
     task->leased_ms = ak_clock_wall_ms ();
+    task->lease_end_ms = task->leased_ms + task->lease_ms;
     s_mark_task (self, task, now);
     ak_info ("task %s started on %s (attempt %u, lease %u ms)", task->task_id,
              task->worker_id ? task->worker_id : "?", task->attempt, task->lease_ms);
 }
 
-void ak_sched_claim (ak_sched_t *self, ak_task_t *task, const char *worker_id, uint64_t now)
+void ak_sched_reclaim (ak_sched_t *self, ak_task_t *task, uint64_t now)
 {
-    free (task->worker_id);
-    task->worker_id = ak_strdup (worker_id);
-    task->deadline = now + task->lease_ms;
-    s_mark_task (self, task, now);
-    ak_info ("task %s claimed by %s on registration (attempt %u)", task->task_id, worker_id,
-             task->attempt);
-}
-
-void ak_sched_release (ak_sched_t *self, ak_task_t *task, uint64_t grace_ms, uint64_t now)
-{
-    ak_info ("task %s released by %s (attempt %u): lease kept for a late receipt",
-             task->task_id, task->worker_id ? task->worker_id : "?", task->attempt);
-    free (task->worker_id);
-    task->worker_id = NULL;
-    if (!task->deadline)
-        task->deadline = now + grace_ms;
+    (void) self;
+    (void) now;
+    if (!task->started && task->deadline) {
+        task->deadline = 0;
+        ak_debug ("task %s reclaimed by its holder %s (attempt %u): not started, no deadline",
+                  task->task_id, task->worker_id ? task->worker_id : "?", task->attempt);
+    }
 }
 
 void ak_sched_requeue (ak_sched_t *self, ak_task_t *task, const char *reason, uint64_t now)
@@ -642,6 +659,8 @@ void ak_sched_requeue (ak_sched_t *self, ak_task_t *task, const char *reason, ui
     }
     else {
         task->attempt++;
+        free (task->attempt_holder);        /* nobody holds the new attempt yet */
+        task->attempt_holder = NULL;
         task->queued_ms = ak_clock_wall_ms ();
         s_set_state (self, task, AK_TS_QUEUED);
         s_enqueue (self, task, true);
@@ -657,6 +676,7 @@ void ak_sched_finish (ak_sched_t *self, ak_task_t *task, bool ok, bool persisted
     free (task->worker_id);
     task->worker_id = NULL;
     task->deadline = 0;
+    task->started = false;
     task->finished_ms = ak_clock_wall_ms ();
     s_set_state (self, task, ok ? AK_TS_DONE : AK_TS_FAILED);
     if (!persisted) {
@@ -678,6 +698,8 @@ bool ak_sched_reopen (ak_sched_t *self, ak_task_t *task, uint64_t now)
     task->finished_ms = 0;
     task->attempt_base = task->attempt;
     task->attempt++;
+    free (task->attempt_holder);
+    task->attempt_holder = NULL;
     task->queued_ms = ak_clock_wall_ms ();
     task->reopened = true;
     s_set_state (self, task, AK_TS_QUEUED);
@@ -710,6 +732,7 @@ size_t ak_sched_cancel (ak_sched_t *self, ak_batch_t *batch, uint64_t now)
         free (task->worker_id);
         task->worker_id = NULL;
         task->deadline = 0;
+        task->started = false;
         task->finished_ms = wall;
         s_set_state (self, task, AK_TS_CANCELLED);
         s_mark_task (self, task, now);
@@ -826,6 +849,7 @@ static int s_flush_task (ak_task_t *task, ak_txn_t *txn, ak_err_t *err)
     rec->queued_ms = task->queued_ms;
     rec->leased_ms = task->leased_ms;
     rec->finished_ms = task->finished_ms;
+    rec->lease_deadline_ms = task->state == AK_TS_LEASED && task->started ? task->lease_end_ms : 0;
     ak_cpb_set (&rec->last_error, task->last_error);
     if (rec == task->rec)               /* intake.c may change it again in this commit */
         return ak_store_put_task_later (txn, rec, &task->rec_def, err);

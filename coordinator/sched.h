@@ -7,11 +7,16 @@
     ak_sched_flushed once the commit returned 0.
 
     Queues are per device class, FIFO, O(1) pop; entries whose task became
-    terminal while queued are skipped on pop.  A leased task either has a
-    holder (worker_id) or is unclaimed (after a restart, or when its holder
-    re-registered without it); a lease deadline (monotonic ms) exists once
-    the task has started (or was unclaimed); an assigned-but-not-started task
-    has none and is bounded by its holder's liveness.
+    terminal while queued are skipped on pop.  A leased task has a holder
+    (worker_id): the worker it was assigned to, which alone may list it in
+    HELLO.running or deliver its receipt (docs/protocol.md).  A lease
+    deadline (monotonic ms) exists once the task has started, and is stored
+    (TaskRecord.lease_deadline_ms, wall clock) so that a restart keeps it;
+    an assigned-but-not-started task has none and is bounded by its
+    holder's liveness, or, after a restart, by a registration grace within
+    which its holder must list it again.  A leased task without a holder
+    (a record written before holders were stored) is nobody's: its lease
+    runs out.
 
     This module never talks to the network and owns no worker state: the
     caller keeps the workers' outstanding sets in step (coord.c). */
@@ -57,9 +62,13 @@ typedef struct {
     uint32_t     attempt_base;      /* attempts before the last retry */
     uint32_t     max_attempts;      /* per retry round: attempt - attempt_base <= max_attempts */
     uint32_t     lease_ms;
-    char        *worker_id;         /* holder while leased; NULL: unclaimed */
+    char        *worker_id;         /* holder while leased; NULL: nobody's */
+    char        *attempt_holder;    /* the worker given the current attempt, kept once the
+                                       task finished (a copy of its receipt is still its
+                                       to send); NULL once the attempt changes */
     bool         started;
     uint64_t     deadline;          /* monotonic ms the lease ends; 0: none */
+    uint64_t     lease_end_ms;      /* wall clock: the same for a started task, as stored */
     uint64_t     queued_ms;         /* wall clock */
     uint64_t     leased_ms;
     uint64_t     finished_ms;
@@ -110,10 +119,12 @@ ak_sched_t *ak_sched_new (void);
 void ak_sched_destroy (ak_sched_t **self_p);
 
 /* Rebuilds the index from the store: queued tasks into their class queue in
-   task id order, leased tasks unclaimed with a fresh deadline (now +
-   lease_ms) so reconnecting workers can still deliver.  Undecodable records
-   are logged and skipped.  0 or the store's error. */
-int ak_sched_load (ak_sched_t *self, ak_txn_t *txn, uint64_t now, ak_err_t *err);
+   task id order; leased tasks held by the worker their record names, a
+   started one with the deadline it had (never a fresh lease: a coordinator
+   restarted more often than lease_ms must still re-queue it), one not
+   started with now + grace_ms for its holder to come back and list it.
+   Undecodable records are logged and skipped.  0 or the store's error. */
+int ak_sched_load (ak_sched_t *self, ak_txn_t *txn, uint64_t now, uint64_t grace_ms, ak_err_t *err);
 
 /* Indexes a batch whose expansion was just committed (every task queued). */
 void ak_sched_add (ak_sched_t *self, const ak_expansion_t *exp);
@@ -158,11 +169,12 @@ bool ak_sched_has_work (ak_sched_t *self);
 /* State changes; each is logged once at info with the task id and marks the
    record dirty, with `now` the monotonic clock in ms. */
 void ak_sched_assign (ak_sched_t *self, ak_task_t *task, const char *worker_id, uint64_t now);
+/* The task started: its lease ends at now + lease_ms.  A task already
+   started keeps its deadline (a repeated STARTED never extends a lease). */
 void ak_sched_start (ak_sched_t *self, ak_task_t *task, uint64_t now);
-void ak_sched_claim (ak_sched_t *self, ak_task_t *task, const char *worker_id, uint64_t now);
-/* The holder no longer has the task but may still deliver its receipt: the
-   lease stays, unclaimed, until its deadline (or now + grace_ms if none). */
-void ak_sched_release (ak_sched_t *self, ak_task_t *task, uint64_t grace_ms, uint64_t now);
+/* Its holder registered again and listed it: a started task keeps its
+   deadline, one not started is bounded by the holder's liveness again. */
+void ak_sched_reclaim (ak_sched_t *self, ak_task_t *task, uint64_t now);
 /* Back to the head of its queue with attempt + 1, or poisoned once attempt
    would pass max_attempts; reason becomes last_error. */
 void ak_sched_requeue (ak_sched_t *self, ak_task_t *task, const char *reason, uint64_t now);

@@ -37,7 +37,7 @@
 #define AK_RECV_BATCH           256        /* messages per loop turn */
 #define AK_RESPAWN_MIN_MS       250
 #define AK_RESPAWN_MAX_MS       30000
-#define AK_REHELLO_GAP_MS       200        /* a burst of DISCONNECTs gets one HELLO */
+#define AK_REHELLO_GAP_MS       200        /* a burst of out-of-step ASSIGNs gets one HELLO */
 
 #ifndef AK_VERSION
 #define AK_VERSION "0"
@@ -97,6 +97,7 @@ struct ak_daemon {
     zsock_t            *sock;
     uint64_t            seq;
     uint64_t            last_recv_ms, next_hb_ms, next_connect_ms, last_hello_ms;
+    bool                hello_unread;  /* no message since our last HELLO: the coordinator may not have read it */
     uint32_t            backoff_ms;
 
     int                 wake[2];
@@ -247,13 +248,23 @@ static void s_send_hello (ak_daemon_t *d)
     hello.blob_cache_bytes = (uint64_t) d->cfg.blob_cache_mb << 20;
     ak_blobcache_reset (d->blobs, hello.blob_epoch, hello.blob_cache_bytes);
 
-    Ak__TaskRef *refs = d->ntasks ? ak_calloc (d->ntasks, sizeof *refs) : NULL;
-    Ak__TaskRef **ptrs = d->ntasks ? ak_calloc (d->ntasks, sizeof *ptrs) : NULL;
+    /* what it holds: the tasks it runs and those whose receipt waits for
+       an ACK (re-sent right after), so that the coordinator keeps them
+       with this worker instead of re-queueing them (docs/protocol.md) */
+    size_t cap = d->ntasks + d->npending;
+    Ak__TaskRef *refs = cap ? ak_calloc (cap, sizeof *refs) : NULL;
+    Ak__TaskRef **ptrs = cap ? ak_calloc (cap, sizeof *ptrs) : NULL;
     size_t n = 0;
-    for (s_task_t *t = d->tasks; t && n < d->ntasks; t = t->next, n++) {
+    for (s_task_t *t = d->tasks; t && n < cap; t = t->next, n++) {
         ak__task_ref__init (&refs[n]);
         refs[n].task_id = t->a->task_id;
         refs[n].attempt = t->a->attempt;
+        ptrs[n] = &refs[n];
+    }
+    for (s_pending_t *p = d->pending; p && n < cap; p = p->next, n++) {
+        ak__task_ref__init (&refs[n]);
+        refs[n].task_id = p->task_id;
+        refs[n].attempt = p->attempt;
         ptrs[n] = &refs[n];
     }
     hello.n_running = n;
@@ -266,6 +277,7 @@ static void s_send_hello (ak_daemon_t *d)
         ak_info ("HELLO to %s as %s (%u slots, prefetch %u, %zu tasks held)", d->coordinator,
                  d->worker_id, hello.slots, hello.prefetch, n);
     d->last_hello_ms = ak_clock_mono_ms ();
+    d->hello_unread = true;
     free (refs);
     free (ptrs);
 }
@@ -1061,8 +1073,12 @@ static void s_on_ack (ak_daemon_t *d, const Ak__Ack *ack)
         if (p->attempt == ack->attempt && strcmp (p->task_id, ack->task_id) == 0) {
             *pp = p->next;
             d->npending--;
-            ak_debug ("receipt %s#%u acked as %s%s", p->task_id, p->attempt, ack->receipt_id,
-                      ack->duplicate ? " (duplicate)" : "");
+            if (ack->refused && *ack->refused)
+                ak_warn ("receipt %s#%u refused by the coordinator, dropped: %s", p->task_id, p->attempt,
+                         ack->refused);
+            else
+                ak_debug ("receipt %s#%u acked as %s%s", p->task_id, p->attempt, ack->receipt_id,
+                          ack->duplicate ? " (duplicate)" : "");
             s_spool_remove (d, p);
             ak__receipt__free_unpacked (p->r, NULL);
             free (p->task_id);
@@ -1083,8 +1099,11 @@ static void s_on_frame (ak_daemon_t *d, const void *data, size_t size)
         ak_warn ("message from the coordinator refused (%" PRIu64 " so far): %s", d->rejected, err.msg);
         return;
     }
-    /* Any message proves the coordinator alive. */
+    /* Any message proves the coordinator alive, and any but a DISCONNECT
+       that it read our HELLO (s_send_hello). */
     d->last_recv_ms = now;
+    if (env->body_case != AK__ENVELOPE__BODY_DISCONNECT)
+        d->hello_unread = false;
     d->backoff_ms = d->cfg.min_backoff_ms;
     switch (env->body_case) {
         case AK__ENVELOPE__BODY_HEARTBEAT:
@@ -1096,11 +1115,19 @@ static void s_on_frame (ak_daemon_t *d, const void *data, size_t size)
             s_on_ack (d, env->ack);
             break;
         case AK__ENVELOPE__BODY_DISCONNECT:
-            if (now - d->last_hello_ms >= AK_REHELLO_GAP_MS) {
-                ak_info ("coordinator asks to re-register (%s)", env->disconnect->reason);
-                s_send_hello (d);
-                s_flush_pending (d, true);
+            /* One sent before the coordinator read our last HELLO answers
+               what we sent before it, and all of that (every unacked
+               receipt) went again after that HELLO: a burst of them gets
+               one HELLO.  The coordinator's first word after reading a
+               HELLO is its welcome, so once anything else arrived every
+               DISCONNECT is new and gets a HELLO and the receipts again. */
+            if (d->hello_unread && now - d->last_hello_ms < (uint64_t) d->cfg.heartbeat_ms * d->cfg.liveness) {
+                ak_debug ("DISCONNECT (%s) ignored: sent before our HELLO was read", env->disconnect->reason);
+                break;
             }
+            ak_info ("coordinator asks to re-register (%s)", env->disconnect->reason);
+            s_send_hello (d);
+            s_flush_pending (d, true);
             break;
         default:
             d->rejected++;

@@ -154,9 +154,52 @@ static int s_verb_receipts (const akctl_opts_t *o)
     return s_simple (o, "receipts", akctl_render_receipts);
 }
 
+/* workers: every page of the coordinator's answer (workers LIMIT AFTER), as one. */
 static int s_verb_workers (const akctl_opts_t *o)
 {
-    return s_simple (o, "workers", akctl_render_workers);
+    int code = 0;
+    akctl_client_t *client = s_client (o, &code);
+    if (!client)
+        return code;
+    json_t *all = json_array ();
+    char *after = NULL;
+    for (;;) {
+        akctl_reply_t reply;
+        ak_err_t err = { 0, "" };
+        char *args[2] = { "500", after };
+        int rc = akctl_client_call (client, "workers", args, after ? 2 : 1, NULL, &reply, &err);
+        code = akctl_call_exit (rc, &reply, &err);
+        json_t *answer = code == AKCTL_EXIT_OK ? akctl_parse_json (reply.json, "workers") : NULL;
+        akctl_reply_free (&reply);
+        if (code == AKCTL_EXIT_OK && !answer)
+            code = AKCTL_EXIT_NEGATIVE;
+        if (!answer)
+            break;
+        json_t *page = akj_arr (answer, "workers");
+        if (page)
+            json_array_extend (all, page);
+        const char *next = json_string_value (json_object_get (answer, "next"));
+        free (after);
+        after = next && *next ? ak_strdup (next) : NULL;
+        json_decref (answer);
+        if (!after)
+            break;
+    }
+    free (after);
+    if (code == AKCTL_EXIT_OK) {
+        json_t *merged = json_pack ("{s:O}", "workers", all);
+        if (o->json) {
+            char *text = json_dumps (merged, JSON_COMPACT);
+            printf ("%s\n", text ? text : "{}");
+            free (text);
+        }
+        else
+            akctl_render_workers (stdout, merged);
+        json_decref (merged);
+    }
+    json_decref (all);
+    akctl_client_destroy (&client);
+    return code;
 }
 
 static int s_verb_cancel (const akctl_opts_t *o)

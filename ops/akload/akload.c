@@ -135,7 +135,7 @@ typedef struct {
 } s_due_t;
 
 typedef struct {
-    uint64_t assigns, started, receipts, resent, acks, acks_duplicate, acks_unknown;
+    uint64_t assigns, started, receipts, resent, acks, acks_duplicate, acks_unknown, acks_refused;
     uint64_t hellos, reconnects, disconnects, silences, heartbeats_sent, heartbeats_recv;
     uint64_t send_failures, rejected, abandoned, stale_assigns, blob_misses;
     uint64_t assign_bytes;          /* ASSIGN envelopes as received (with those refused as stale) */
@@ -250,12 +250,15 @@ static void s_send_hello (s_load_t *self, s_sim_t *sim)
     dev.name = (char *) "akload simulated device (load test, no kernels run)";
     dev.slots = self->opts.slots;
 
-    Ak__TaskRef *refs = ak_calloc (sim->ntasks ? sim->ntasks : 1, sizeof *refs);
-    Ak__TaskRef **ptrs = ak_calloc (sim->ntasks ? sim->ntasks : 1, sizeof *ptrs);
-    for (size_t i = 0; i < sim->ntasks; i++) {
+    /* held: the tasks it runs and those whose receipt waits for an ACK,
+       as akworker lists them (the coordinator re-queues what is not) */
+    size_t nheld = sim->ntasks + sim->npending;
+    Ak__TaskRef *refs = ak_calloc (nheld ? nheld : 1, sizeof *refs);
+    Ak__TaskRef **ptrs = ak_calloc (nheld ? nheld : 1, sizeof *ptrs);
+    for (size_t i = 0; i < nheld; i++) {
         ak__task_ref__init (&refs[i]);
-        refs[i].task_id = sim->tasks[i].receipt->task_id;
-        refs[i].attempt = sim->tasks[i].receipt->attempt;
+        refs[i].task_id = i < sim->ntasks ? sim->tasks[i].receipt->task_id : sim->pending[i - sim->ntasks].task_id;
+        refs[i].attempt = i < sim->ntasks ? sim->tasks[i].receipt->attempt : sim->pending[i - sim->ntasks].attempt;
         ptrs[i] = &refs[i];
     }
     Ak__Hello hello = AK__HELLO__INIT;
@@ -269,7 +272,7 @@ static void s_send_hello (s_load_t *self, s_sim_t *sim)
     hello.slots = self->opts.slots;
     hello.prefetch = self->opts.prefetch;
     hello.software_version = (char *) AK_VERSION "-akload";
-    hello.n_running = sim->ntasks;
+    hello.n_running = nheld;
     hello.running = ptrs;
     hello.heartbeat_ms = self->opts.heartbeat_ms;
     hello.blob_epoch = ++sim->blob_epoch;
@@ -694,14 +697,19 @@ static void s_lat_add (s_load_t *self, uint64_t dispatch_ns, uint64_t commit_ns)
 
 static void s_on_ack (s_load_t *self, s_sim_t *sim, const Ak__Ack *ack, uint64_t now_ns)
 {
-    self->c.acks++;
+    bool refused = ack->refused && *ack->refused;
+    self->c.acks += !refused;
+    self->c.acks_refused += refused;
     if (ack->duplicate)
         self->c.acks_duplicate++;
+    if (refused)
+        ak_warn ("%s: receipt for task %s attempt %u refused: %s", sim->id, ack->task_id, ack->attempt,
+                 ack->refused);
     for (size_t i = 0; i < sim->npending; i++) {
         s_pending_t *p = &sim->pending[i];
         if (p->attempt != ack->attempt || strcmp (p->task_id, ack->task_id) != 0)
             continue;
-        if (now_ns >= self->window_ns) {
+        if (!refused && now_ns >= self->window_ns) {
             if (!self->c.window_acks)
                 self->first_ack_ns = now_ns;
             self->last_ack_ns = now_ns;
@@ -928,12 +936,13 @@ static json_t *s_stats_json (s_load_t *self)
                            "slots", (json_int_t) self->opts.slots, "prefetch", (json_int_t) self->opts.prefetch,
                            "task_ms", (json_int_t) self->opts.task_ms, "elapsed_s", total_s,
                            "window_s", window_s);
-    json_t *counts = json_pack ("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+    json_t *counts = json_pack ("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                                 "assigns", (json_int_t) c->assigns, "started", (json_int_t) c->started,
                                 "receipts_sent", (json_int_t) c->receipts, "receipts_resent", (json_int_t) c->resent,
                                 "acks_received", (json_int_t) c->acks,
                                 "duplicates_acked", (json_int_t) c->acks_duplicate,
-                                "acks_unknown", (json_int_t) c->acks_unknown, "hellos", (json_int_t) c->hellos,
+                                "acks_unknown", (json_int_t) c->acks_unknown,
+                                "acks_refused", (json_int_t) c->acks_refused, "hellos", (json_int_t) c->hellos,
                                 "reconnects", (json_int_t) c->reconnects,
                                 "disconnects_received", (json_int_t) c->disconnects,
                                 "coordinator_silences", (json_int_t) c->silences,
@@ -1236,17 +1245,6 @@ static int s_uint (const char *flag, const char *text, int64_t lo, int64_t hi, u
     return 0;
 }
 
-static bool s_printable (const char *s, size_t max)
-{
-    size_t n = strlen (s);
-    if (n == 0 || n > max)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char) s[i] <= 0x20 || (unsigned char) s[i] >= 0x7f)
-            return false;
-    return true;
-}
-
 int main (int argc, char **argv)
 {
     enum { O_COORD = 1, O_WORKERS, O_PREFIX, O_CLASS, O_SLOTS, O_PREFETCH, O_TASK, O_DUR, O_WARM,
@@ -1326,10 +1324,10 @@ int main (int argc, char **argv)
         return s_bad ("--workers N is required%s", "");
     char longest[S_MAX_ID + 64];
     snprintf (longest, sizeof longest, "%s-%u", opts.prefix, opts.workers);
-    if (!*opts.prefix || !s_printable (longest, S_MAX_ID))
+    if (!*opts.prefix || !ak_str_token (longest, S_MAX_ID))
         return s_bad ("--prefix: '%s' must make worker ids of 1..128 printable characters without spaces",
                       opts.prefix);
-    if (!s_printable (opts.device_class, S_MAX_CLASS))
+    if (!ak_str_token (opts.device_class, S_MAX_CLASS))
         return s_bad ("--class: '%s' must be 1..64 printable characters without spaces", opts.device_class);
     if (opts.warmup_s && opts.duration_s && opts.warmup_s >= opts.duration_s)
         return s_bad ("--warmup-s must be shorter than --duration-s%s", "");

@@ -69,6 +69,8 @@ trap cleanup EXIT
 keys="$work/keys"
 "$bin/akctl" keys new akcoord --role server --dir "$work/server" >/dev/null
 "$bin/akctl" keys new load --role worker --dir "$keys" >/dev/null
+# one key for all of akload's workers: its certificate must allow that many ids
+sed -i 's/^metadata$/metadata\n    workers = "1024"/' "$keys/worker/load.key"
 "$bin/akctl" keys new bench --role operator --dir "$keys" >/dev/null
 server_secret="$work/server/server/akcoord.key_secret"
 server_pub="$work/server/server/akcoord.key"

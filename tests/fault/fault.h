@@ -155,10 +155,32 @@ void ak_fault_sim_run (ak_fault_sim_t *self, int ms, bool (*until) (void *arg), 
    STARTED, no RECEIPT).  Default: "ok" for everything. */
 typedef const char *(ak_fault_status_fn) (const Ak__Assign *assign, void *arg);
 void ak_fault_sim_set_status (ak_fault_sim_t *self, ak_fault_status_fn *fn, void *arg);
-/* Every worker says HELLO again now (listing nothing as running). */
+/* Every worker says HELLO again now, having lost the tasks it sat on
+   silently (its unacked receipts it keeps).  Every HELLO lists the tasks a
+   worker holds: those it sits on and those whose receipts wait for an ACK,
+   as akworker's does. */
 void ak_fault_sim_rehello (ak_fault_sim_t *self);
+/* ACKs that said a receipt was refused (not recorded among the ACKs). */
+size_t ak_fault_sim_refused (ak_fault_sim_t *self);
 /* Every ACK received so far, in order. */
 size_t ak_fault_sim_acks (ak_fault_sim_t *self, const ak_fault_ack_t **acks_p);
 void ak_fault_sim_destroy (ak_fault_sim_t **self_p);
+
+/* ------------------------------------------------------- raw workers */
+
+/* A DEALER on endpoint that says only what the test tells it to: for
+   workers that misbehave on purpose, and for exact interleavings. */
+zsock_t *ak_fault_raw_new (const char *endpoint);
+/* HELLO as worker_id: one host device of device_class, slots and
+   prefetch as given, running the n tasks refs (may be NULL). */
+void ak_fault_raw_hello (zsock_t *s, const char *worker_id, const char *device_class, uint32_t slots,
+                         uint32_t prefetch, Ak__TaskRef **refs, size_t n);
+/* The next message of kind within timeout_ms (others are skipped), or NULL. */
+Ak__Envelope *ak_fault_raw_expect (zsock_t *s, Ak__Envelope__BodyCase kind, int timeout_ms);
+void ak_fault_raw_started (zsock_t *s, const char *task_id, uint32_t attempt);
+/* A RECEIPT with status ok for attempt of the task a describes, each of
+   its workloads timed at speedup over the baseline (noise 1%); extra_log
+   bytes of compile log make it as large as a test needs. */
+void ak_fault_raw_receipt (zsock_t *s, const Ak__Assign *a, uint32_t attempt, double speedup, size_t extra_log);
 
 #endif

@@ -234,7 +234,7 @@ static void test_hostile_frames_while_a_batch_runs (void **state)
     char *stats = ak_path_join (c->dir, "akload.json");
     char *load_log = ak_path_join (c->dir, "akload.log");
     char *argv[] = { akload, "--coordinator", c->workers, "--workers", "4", "--prefix", "ok",
-                     "--task-ms", "30", "--heartbeat-ms", "250", "--stats-json", stats,
+                     "--task-ms", "60", "--heartbeat-ms", "250", "--stats-json", stats,
                      "--log-level", "warn", NULL };
     pid_t load = ak_fault_spawn (argv, load_log);
     assert_true (load > 0);

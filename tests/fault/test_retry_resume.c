@@ -172,7 +172,8 @@ static void test_retry_failed (void **state)
     assert_int_equal (json_array_size (json_object_get (r, "retried")), 0);
     json_decref (r);
 
-    /* a copy of P=3's old failed receipt arrives now: a duplicate */
+    /* a copy of P=3's old failed receipt arrives now from a worker that
+       never held it: refused, never stored (docs/protocol.md) */
     zsock_t *late = zsock_new (ZMQ_DEALER);
     zsock_set_linger (late, 0);
     assert_int_equal (zsock_connect (late, "%s", c->workers), 0);
@@ -213,7 +214,8 @@ static void test_retry_failed (void **state)
         zmq_msg_close (&msg);
         if (m->body_case == AK__ENVELOPE__BODY_ACK) {
             assert_string_equal (m->ack->task_id, "B000001.0004");
-            assert_true (m->ack->duplicate);
+            assert_non_null (strstr (m->ack->refused, "the task is at attempt 2"));
+            assert_string_equal (m->ack->receipt_id, "");
             acked = true;
         }
         ak_envelope_free (&m);
@@ -239,16 +241,16 @@ static void test_retry_failed (void **state)
     assert_string_equal (json_string_value (json_object_get (t, "status")), "ok");
     assert_int_equal (json_integer_value (json_object_get (t, "attempt")), 2);
     json_t *rs = json_object_get (show, "receipts");
-    assert_int_equal (json_array_size (rs), 3);          /* failed #1, its copy, ok #2 */
+    assert_int_equal (json_array_size (rs), 2);          /* failed #1, ok #2: the copy was refused */
     int ndup = 0;
     json_array_foreach (rs, i, e)
         ndup += json_is_true (json_object_get (e, "duplicate"));
-    assert_int_equal (ndup, 1);
+    assert_int_equal (ndup, 0);
     assert_string_equal (json_string_value (json_object_get (t, "receipt_id")),
-                         json_string_value (json_object_get (json_array_get (rs, 2), "receipt_id")));
+                         json_string_value (json_object_get (json_array_get (rs, 1), "receipt_id")));
     json_decref (show);
     fprintf (stderr, "retry: 3 failed + 2 poisoned re-run, the batch completed again, the late copy "
-             "was a duplicate\n");
+             "from another worker was refused\n");
     ak_fault_sim_destroy (&sim);
     free (batch);
     free (bundle);
@@ -262,24 +264,35 @@ static void test_resume_and_cancel (void **state)
     char *batch = ak_fault_submit (c, bundle);
 
     /* "holder" takes two tasks and keeps them silently, then registers
-       again without them: its leases are released, kept until they run out */
+       again without them: a worker that lost what it held gives it back at
+       once (attempt 2), and it is handed two tasks again */
     ak_fault_sim_t *holder = ak_fault_sim_new (c->workers, 1, "holder", 5000);
     ak_fault_sim_set_status (holder, s_mute, NULL);
+    uint64_t until;
     ak_fault_sim_run (holder, 300, NULL, NULL);
     assert_int_equal (ak_fault_count (c, batch, "leased"), 2);
+    int64_t requeued = ak_fault_stat (c, "requeued", NULL);
     ak_fault_sim_rehello (holder);
-    ak_fault_sim_run (holder, 300, NULL, NULL);        /* it also gets two new ones */
-    assert_int_equal (ak_fault_count (c, batch, "leased"), 4);
-
+    ak_fault_sim_run (holder, 300, NULL, NULL);
+    assert_int_equal (ak_fault_stat (c, "requeued", NULL) - requeued, 2);
+    assert_int_equal (ak_fault_count (c, batch, "leased"), 2);
     json_t *r = s_akctl (c, 0, "resume %s --json", batch);
-    assert_int_equal (json_array_size (json_object_get (r, "requeued")), 2);
+    assert_int_equal (json_array_size (json_object_get (r, "requeued")), 0);
     assert_int_equal (json_integer_value (json_object_get (r, "running")), 2);
+    json_decref (r);
+
+    /* a restart: the leases stay with holder, which stays silent: resume
+       takes them back instead of waiting for their lease */
+    ak_fault_coord_kill (c, SIGKILL);
+    ak_fault_coord_start (c);
+    r = s_akctl (c, 0, "resume %s --json", batch);
+    assert_int_equal (json_array_size (json_object_get (r, "requeued")), 2);
+    assert_int_equal (json_integer_value (json_object_get (r, "running")), 0);
     json_t *first = json_array_get (json_object_get (r, "requeued"), 0);
-    assert_int_equal (json_integer_value (json_object_get (first, "attempt")), 2);
+    assert_int_equal (json_integer_value (json_object_get (first, "attempt")), 3);
     json_decref (r);
     r = s_akctl (c, 0, "resume %s --json", batch);
     assert_int_equal (json_array_size (json_object_get (r, "requeued")), 0);
-    assert_int_equal (json_integer_value (json_object_get (r, "running")), 2);
     json_decref (r);
     char *out = NULL;
     char *args = ak_sprintf ("resume %s", batch);
@@ -288,9 +301,15 @@ static void test_resume_and_cancel (void **state)
     free (out);
     free (args);
 
-    /* the taken-back tasks run elsewhere while holder still sits on two */
+    /* holder registers again (its HELLO lists what it sat on: no longer
+       its own, refused) and is handed two tasks; the taken-back tasks run
+       elsewhere while holder sits on those two */
+    until = ak_fault_now_ms () + 10000;
+    while (ak_fault_count (c, batch, "leased") < 2 && ak_fault_now_ms () < until)
+        ak_fault_sim_run (holder, 100, NULL, NULL);
+    assert_int_equal (ak_fault_count (c, batch, "leased"), 2);
     ak_fault_sim_t *sim = ak_fault_sim_new (c->workers, 2, "sim", 5000);
-    uint64_t until = ak_fault_now_ms () + 20000;
+    until = ak_fault_now_ms () + 20000;
     while (ak_fault_count (c, batch, "done") < 19 && ak_fault_now_ms () < until) {
         ak_fault_sim_run (sim, 100, NULL, NULL);
         ak_fault_sim_run (holder, 20, NULL, NULL);      /* alive, silent on its tasks */

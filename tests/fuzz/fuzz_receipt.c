@@ -114,7 +114,7 @@ static void s_open (void)
     ak_txn_t *txn = NULL;
     s_check (ak_store_begin (s_store, false, &txn, &err), &err, "begin");
     s_check (ak_registry_load (s_reg, txn, &err), &err, "registry");
-    s_check (ak_sched_load (s_sched, txn, 1000, &err), &err, "sched");
+    s_check (ak_sched_load (s_sched, txn, 1000, 3000, &err), &err, "sched");
     ak_store_abort (&txn);
     ak_intake_opts_t io = { .commit_ms = 0, .commit_max = 1, .map_max = 256u << 20 };
     s_intake = ak_intake_new (s_store, s_sched, s_reg, &io);

@@ -452,6 +452,71 @@ static void test_worker_id_bound_to_key (void **state)
     zsock_destroy (&w1);
 }
 
+/* A worker key registers one worker id unless its certificate says more
+   (metadata workers = "N"): a second id of the same key is refused and
+   counted, the first stays alive. */
+static void test_one_key_one_worker_id (void **state)
+{
+    (void) state;
+    zsock_t *w1 = s_dealer (s_fx->workers, s_fx->w1);
+    s_hello (w1, "w1");
+    Ak__Envelope *e = s_recv_kind (w1, AK__ENVELOPE__BODY_HEARTBEAT, 5000);
+    assert_non_null (e);
+    ak_envelope_free (&e);
+    json_int_t before = s_stat ("security", "registrations_refused", NULL);
+    zsock_t *again = s_dealer (s_fx->workers, s_fx->w1);
+    s_hello (again, "w1-second");
+    assert_true (s_disconnected (again, "worker key w1 may register 1 worker id and has 1 already: "
+                                 "not w1-second (docs/operations.md)", 5000));
+    assert_int_equal (s_stat ("security", "registrations_refused", NULL) - before, 1);
+    assert_string_equal (s_worker_state ("w1"), "alive");
+    assert_string_equal (s_worker_state ("w1-second"), "absent");
+
+    /* a key whose certificate allows two: two ids, not a third (the
+       certificate is made aside, then moved in: one change to the ring) */
+    char *aside = ak_path_join (s_fx->dir, "aside");
+    char *secret = s_key (aside, "w3", AK_ROLE_WORKER);
+    char *pub = ak_path_join (aside, "worker/w3.key");
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal (ak_file_read (pub, 1 << 20, &text, &len, NULL), 0);
+    char *meta = strstr (text, "metadata\n");
+    assert_non_null (meta);
+    meta += strlen ("metadata\n");
+    char *edited = ak_sprintf ("%.*s    workers = \"2\"\n%s", (int) (meta - text), text, meta);
+    assert_int_equal (ak_file_write_atomic (pub, edited, strlen (edited), NULL), 0);
+    char *into = ak_path_join (s_fx->keys, "worker/w3.key");
+    assert_int_equal (rename (pub, into), 0);
+    free (into);
+    free (edited);
+    free (text);
+    free (pub);
+    free (aside);
+    usleep (1500 * 1000);                       /* the ring is read again on its next tick */
+    zsock_t *a = s_dealer (s_fx->workers, secret), *b = s_dealer (s_fx->workers, secret);
+    zsock_t *third = s_dealer (s_fx->workers, secret);
+    s_hello (a, "w3-a");
+    e = s_recv_kind (a, AK__ENVELOPE__BODY_HEARTBEAT, 5000);
+    assert_non_null (e);
+    ak_envelope_free (&e);
+    s_hello (b, "w3-b");
+    e = s_recv_kind (b, AK__ENVELOPE__BODY_HEARTBEAT, 5000);
+    assert_non_null (e);
+    ak_envelope_free (&e);
+    s_hello (third, "w3-c");
+    assert_true (s_disconnected (third, "worker key w3 may register 2 worker ids and has 2 already: "
+                                 "not w3-c (docs/operations.md)", 5000));
+    assert_string_not_equal (s_worker_state ("w3-a"), "absent");         /* (silent since: maybe dead) */
+    assert_string_not_equal (s_worker_state ("w3-b"), "absent");
+    assert_string_equal (s_worker_state ("w3-c"), "absent");
+    zsock_destroy (&third);
+    zsock_destroy (&b);
+    zsock_destroy (&a);
+    free (secret);
+    zsock_destroy (&again);
+    zsock_destroy (&w1);
+}
+
 /* akctl keys: new and list. */
 static void test_akctl_keys (void **state)
 {
@@ -677,6 +742,7 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_operator_may_write, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_revoked_worker_dropped, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_worker_id_bound_to_key, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_one_key_one_worker_id, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_real_worker, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_akctl_keys, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_malformed_peer_dropped, s_setup_limits, s_teardown),

@@ -163,6 +163,15 @@ static json_int_t s_stat (const char *key, const char *sub)
     return n;
 }
 
+/* A counter of `stats`' security section. */
+static json_int_t s_stat_sec (const char *key)
+{
+    json_t *j = s_json ("stats", NULL, NULL);
+    json_int_t n = json_integer_value (json_object_get (json_object_get (j, "security"), key));
+    json_decref (j);
+    return n;
+}
+
 static json_int_t s_closed (const char *ep)
 {
     json_t *j = s_json ("stats", NULL, NULL);
@@ -557,7 +566,7 @@ static void test_worker_flow (void **state)
             fail_msg ("unexpected %s", ak_envelope_kind (m));
     }
     assert_non_null (ack);
-    assert_non_null (next);                 /* the receipt freed the slot */
+    assert_non_null (next);                 /* the receipt's commit freed the slot */
     assert_string_equal (ack->ack->task_id, "B000001.0001");
     assert_int_equal (ack->ack->attempt, 1);
     assert_string_equal (ack->ack->receipt_id, "R00000001");
@@ -609,7 +618,8 @@ static void test_worker_flow (void **state)
     r = s_receipt (a, a->params[0]->value == 8 ? 2.0 : 1.5);
     s_send_receipt (w, r);
     ak__receipt__free_unpacked (r, NULL);
-    Ak__Envelope *third = s_recv_kind (w, AK__ENVELOPE__BODY_ASSIGN, 5000);
+    /* the slot is free once the receipt's commit holds: the ACK first */
+    Ak__Envelope *third = s_recv_kind_x (w, AK__ENVELOPE__BODY_ASSIGN, 5000, false);
     assert_non_null (third);
     a = third->assign;
     s_send_started (w, a);
@@ -717,7 +727,9 @@ static void test_worker_death_requeues (void **state)
     json_decref (show);
 
     /* fake-2 comes back still holding attempt 1 and delivers first: the
-       task was not terminal, so that receipt is accepted ... */
+       current attempt is fake-3's, so its HELLO keeps nothing and its
+       receipt is refused (an ACK saying so, nothing stored) ... */
+    json_int_t claims0 = s_stat_sec ("claims_refused"), refused0 = s_stat_sec ("receipts_refused");
     Ak__TaskRef ref = AK__TASK_REF__INIT, *refs[1] = { &ref };
     ref.task_id = "B000002.0001";
     ref.attempt = 1;
@@ -725,13 +737,15 @@ static void test_worker_death_requeues (void **state)
     Ak__Receipt *r = s_receipt (e2->assign, 1.0);
     s_send_receipt (w2, r);
     ak__receipt__free_unpacked (r, NULL);
-    /* (its freed slot may bring it the next task first) */
     Ak__Envelope *ack = s_recv_kind_x (w2, AK__ENVELOPE__BODY_ACK, 5000, false);
     assert_non_null (ack);
     assert_int_equal (ack->ack->attempt, 1);
-    assert_false (ack->ack->duplicate);
+    assert_non_null (strstr (ack->ack->refused, "the task is at attempt 2"));
+    assert_string_equal (ack->ack->receipt_id, "");
     ak_envelope_free (&ack);
-    /* ... and attempt 2's is the duplicate */
+    assert_int_equal (s_stat_sec ("claims_refused") - claims0, 1);
+    assert_int_equal (s_stat_sec ("receipts_refused") - refused0, 1);
+    /* ... and attempt 2's is the one accepted */
     s_send_started (w3, e3->assign);
     r = s_receipt (e3->assign, 1.0);
     s_send_receipt (w3, r);
@@ -739,7 +753,8 @@ static void test_worker_death_requeues (void **state)
     ack = s_recv_kind_x (w3, AK__ENVELOPE__BODY_ACK, 5000, false);
     assert_non_null (ack);
     assert_int_equal (ack->ack->attempt, 2);
-    assert_true (ack->ack->duplicate);
+    assert_false (ack->ack->duplicate);
+    assert_string_equal (ack->ack->refused, "");
     ak_envelope_free (&ack);
 
     /* cancel the rest: idempotent, the batch and its open tasks cancelled */

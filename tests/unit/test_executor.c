@@ -561,6 +561,30 @@ static void test_daemon (void **state)
     assert_non_null (env);
     assert_string_equal (env->receipt->task_id, "D1");
     ak_envelope_free (&env);
+
+    /* Every DISCONNECT that follows the welcome to its last HELLO gets a
+       HELLO, which lists the task whose receipt waits for its ACK, and the
+       receipt again, however soon after that HELLO (two failed commits 7 ms
+       apart: the second used to be ignored for 200 ms). */
+    for (int i = 0; i < 2; i++) {
+        s_coord_beat (&c);                      /* the welcome */
+        Ak__Disconnect d = AK__DISCONNECT__INIT;
+        d.reason = "the coordinator could not store your receipts: register again and re-send";
+        Ak__Envelope denv = AK__ENVELOPE__INIT;
+        denv.body_case = AK__ENVELOPE__BODY_DISCONNECT;
+        denv.disconnect = &d;
+        s_coord_send (&c, &denv);
+        env = s_coord_expect (&c, AK__ENVELOPE__BODY_HELLO, 1000);
+        if (!env)
+            fail_msg ("DISCONNECT %d after the welcome: no HELLO", i + 1);
+        assert_int_equal (env->hello->n_running, 1);
+        assert_string_equal (env->hello->running[0]->task_id, "D1");
+        ak_envelope_free (&env);
+        env = s_coord_expect (&c, AK__ENVELOPE__BODY_RECEIPT, 2000);
+        assert_non_null (env);
+        assert_string_equal (env->receipt->task_id, "D1");
+        ak_envelope_free (&env);
+    }
     s_coord_ack (&c, "D1", 1);
 
     /* Heartbeats carry credits and the unacked count (now 0). */

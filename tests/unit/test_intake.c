@@ -91,7 +91,7 @@ static void s_open (fx_t *fx, size_t map_size, size_t map_max, uint64_t now)
     ak_txn_t *txn = NULL;
     assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
     assert_int_equal (ak_registry_load (fx->reg, txn, &err), 0);
-    assert_int_equal (ak_sched_load (fx->sched, txn, now, &err), 0);
+    assert_int_equal (ak_sched_load (fx->sched, txn, now, 3000, &err), 0);
     ak_store_abort (&txn);
     ak_intake_opts_t io = { .commit_ms = 2, .commit_max = 3, .map_max = map_max };
     fx->intake = ak_intake_new (fx->store, fx->sched, fx->reg, &io);
@@ -532,8 +532,14 @@ static void test_rebuild_from_store (void **state)
     assert_int_equal (ak_sched_open_batches (fx->sched), 1);
     ak_task_t *leased = ak_sched_task (fx->sched, "B000001.0002");
     assert_int_equal (leased->state, AK_TS_LEASED);
-    assert_null (leased->worker_id);                    /* unclaimed until a HELLO says so */
-    assert_int_equal (leased->deadline, 50000 + 5000);  /* a fresh lease */
+    /* held by the worker it was given to; a started lease keeps its
+       deadline (5000 ms from its start, some of which passed): never a
+       fresh one at a restart */
+    assert_string_equal (leased->worker_id, "w1");
+    assert_string_equal (leased->attempt_holder, "w1");
+    assert_true (leased->started);
+    assert_true (leased->deadline > 50000 && leased->deadline <= 50000 + 5000);
+    uint64_t deadline = leased->deadline;
     ak_task_t *q = ak_sched_pop (fx->sched, "host");
     assert_string_equal (q->task_id, "B000001.0003");
     assert_int_equal (q->attempt, 2);
@@ -550,11 +556,11 @@ static void test_rebuild_from_store (void **state)
 
     /* no one claims the lease: it expires and re-queues with attempt 2 */
     ak_task_t **exp = NULL;
-    assert_int_equal (ak_sched_expired (fx->sched, 54999, &exp), 0);
+    assert_int_equal (ak_sched_expired (fx->sched, deadline - 1, &exp), 0);
     free (exp);
-    assert_int_equal (ak_sched_expired (fx->sched, 55000, &exp), 1);
+    assert_int_equal (ak_sched_expired (fx->sched, deadline, &exp), 1);
     assert_ptr_equal (exp[0], leased);
-    ak_sched_requeue (fx->sched, leased, "lease expired (unclaimed)", 55000);
+    ak_sched_requeue (fx->sched, leased, "lease expired", deadline);
     free (exp);
     assert_int_equal (leased->attempt, 2);
     assert_int_equal (ak_sched_count (fx->sched, AK_TS_QUEUED), 3);

@@ -474,7 +474,7 @@ static void s_open (fx_t *fx)
     ak_txn_t *txn = NULL;
     assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
     assert_int_equal (ak_registry_load (fx->reg, txn, &err), 0);
-    assert_int_equal (ak_sched_load (fx->sched, txn, 1000, &err), 0);
+    assert_int_equal (ak_sched_load (fx->sched, txn, 1000, 3000, &err), 0);
     ak_store_abort (&txn);
     ak_intake_opts_t io = { .commit_ms = 0, .commit_max = 256 };
     fx->intake = ak_intake_new (fx->store, fx->sched, fx->reg, &io);

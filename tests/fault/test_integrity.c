@@ -1,0 +1,462 @@
+/*  tests/fault/test_integrity.c: what a worker may do, against a real
+    akcoord, with raw workers that misbehave on purpose (issue 15).
+
+    1. Receipts are bound to an assignment: a second worker id listing
+       another's running task in HELLO does not take its lease; a receipt
+       for a queued, never-assigned task is refused; a forged receipt from
+       another worker is refused and never becomes the winner.  Each
+       refusal is counted (stats: security) and answered with an ACK that
+       says so, nothing stored.
+    2. HELLO limits: more than 16 devices, or a HELLO too large, is
+       refused; `workers` answers in pages, however many workers there are.
+    3. Leases survive restarts without being renewed: a started lease
+       runs out on time although the coordinator restarts more often than
+       lease_ms; a worker that registers again without a task it held gives
+       it back at once.
+    4. A receipt keeps its worker's slot until its commit holds: with the
+       store full, no task is handed out on the strength of receipts that
+       were not stored, and every task of the failed commits stays with its
+       worker. */
+#include "fault.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "envelope.h"
+#include "util.h"
+
+static ak_fault_coord_t *s_c;
+
+static int s_teardown (void **state)
+{
+    ak_fault_coord_destroy (&s_c, 60);
+    return 0;
+}
+
+static ak_fault_coord_t *s_coord (const char *tag, const char *const *more)
+{
+    const char *flags[16] = { "--heartbeat-ms", "250", "--commit-ms", "5", "--log-level", "info" };
+    int n = 6;
+    for (int i = 0; more && more[i] && n < 15; i++)
+        flags[n++] = more[i];
+    flags[n] = NULL;
+    ak_fault_coord_t *c = s_c = ak_fault_coord_new (tag, NULL, flags);
+    ak_fault_coord_start (c);
+    return c;
+}
+
+static int64_t s_security (ak_fault_coord_t *c, const char *key)
+{
+    return ak_fault_stat (c, "security", key);
+}
+
+/* show TASK's record: a field as a string ("" when absent). */
+static char *s_task_field (ak_fault_coord_t *c, const char *task_id, const char *field)
+{
+    json_t *show = ak_fault_json (c, "show", task_id, NULL);
+    json_t *v = json_object_get (json_object_get (show, "task"), field);
+    char *out = json_is_string (v) ? ak_strdup (json_string_value (v))
+              : json_is_integer (v) ? ak_sprintf ("%lld", (long long) json_integer_value (v)) : ak_strdup ("");
+    json_decref (show);
+    return out;
+}
+
+static void s_expect_field (ak_fault_coord_t *c, const char *task_id, const char *field, const char *want)
+{
+    char *got = s_task_field (c, task_id, field);
+    if (strcmp (got, want) != 0)
+        fail_msg ("task %s: %s is '%s', expected '%s'", task_id, field, got, want);
+    free (got);
+}
+
+/* The ACK for a receipt of w: refused (why contains `why`) or not. */
+static void s_expect_ack (zsock_t *w, const char *task_id, const char *why)
+{
+    Ak__Envelope *e = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ACK, 10000);
+    if (!e)
+        fail_msg ("no ACK for the receipt of %s", task_id);
+    assert_string_equal (e->ack->task_id, task_id);
+    if (why) {
+        if (!strstr (e->ack->refused, why))
+            fail_msg ("receipt of %s: refused '%s', expected '%s'", task_id, e->ack->refused, why);
+        assert_string_equal (e->ack->receipt_id, "");
+    }
+    else {
+        assert_string_equal (e->ack->refused, "");
+        assert_false (e->ack->duplicate);
+        assert_true (strlen (e->ack->receipt_id) > 0);
+    }
+    ak_envelope_free (&e);
+}
+
+// ------------------------------------------------------- 1. bound receipts
+
+static void test_forged_receipts_refused (void **state)
+{
+    ak_fault_coord_t *c = s_coord ("fault-forged", NULL);
+    char *bundle = ak_fault_stub_bundle (c->dir, "forged", 1, "\"lease_ms\": 60000");
+    char *batch = ak_fault_submit (c, bundle);
+
+    zsock_t *real = ak_fault_raw_new (c->workers);
+    ak_fault_raw_hello (real, "real-1", "host", 1, 0, NULL, 0);
+    Ak__Envelope *a1 = ak_fault_raw_expect (real, AK__ENVELOPE__BODY_ASSIGN, 10000);
+    assert_non_null (a1);
+    const char *t1 = a1->assign->task_id;
+    char *t2 = ak_sprintf ("%s.0002", batch);
+    assert_string_not_equal (t1, t2);
+
+    /* a worker of a class nothing runs on lists real-1's task as its own */
+    zsock_t *evil = ak_fault_raw_new (c->workers);
+    Ak__TaskRef ref = AK__TASK_REF__INIT, *refs[1] = { &ref };
+    ref.task_id = (char *) t1;
+    ref.attempt = 1;
+    ak_fault_raw_hello (evil, "evil-1", "nothing-runs-here", 1, 0, refs, 1);
+    Ak__Envelope *hb = ak_fault_raw_expect (evil, AK__ENVELOPE__BODY_HEARTBEAT, 10000);
+    assert_non_null (hb);
+    ak_envelope_free (&hb);
+    assert_int_equal (s_security (c, "claims_refused"), 1);
+    s_expect_field (c, t1, "state", "leased");
+    s_expect_field (c, t1, "worker_id", "real-1");
+
+    /* its forged receipt for that task, and one for a task never assigned */
+    ak_fault_raw_receipt (evil, a1->assign, 1, 3.0, 0);
+    s_expect_ack (evil, t1, "held by real-1");
+    Ak__Assign fake = *a1->assign;
+    fake.task_id = t2;
+    fake.kind = "tune";
+    ak_fault_raw_receipt (evil, &fake, 1, 3.0, 0);
+    s_expect_ack (evil, t2, "never assigned");
+    s_expect_field (c, t2, "state", "queued");
+    assert_int_equal (s_security (c, "receipts_refused"), 2);
+
+    /* the real worker delivers both; evil forges the tune at 3x first */
+    ak_fault_raw_started (real, t1, 1);
+    ak_fault_raw_receipt (real, a1->assign, 1, 1.0, 0);
+    s_expect_ack (real, t1, NULL);
+    Ak__Envelope *a2 = ak_fault_raw_expect (real, AK__ENVELOPE__BODY_ASSIGN, 10000);
+    assert_non_null (a2);
+    assert_string_equal (a2->assign->task_id, t2);
+    ak_fault_raw_started (real, t2, 1);
+    ak_fault_raw_receipt (evil, a2->assign, 1, 3.0, 0);
+    s_expect_ack (evil, t2, "held by real-1");
+    ak_fault_raw_receipt (real, a2->assign, 1, 1.0, 0);
+    s_expect_ack (real, t2, NULL);
+    assert_int_equal (s_security (c, "receipts_refused"), 3);
+
+    /* the batch's verdict is the real worker's: no 3x winner */
+    ak_fault_wait_complete (c, batch, 30000);
+    json_t *st = ak_fault_json (c, "status", batch, NULL);
+    json_t *winners = json_object_get (st, "winners");
+    for (size_t i = 0; i < json_array_size (winners); i++) {
+        json_t *w = json_array_get (winners, i);
+        assert_false (json_is_true (json_object_get (w, "promoted")));
+        assert_true (json_real_value (json_object_get (w, "speedup")) < 1.5);
+    }
+    json_decref (st);
+    json_t *rs = ak_fault_json (c, "receipts", batch, NULL);
+    json_t *arr = json_object_get (rs, "receipts");
+    assert_int_equal (json_array_size (arr), 2);
+    for (size_t i = 0; i < json_array_size (arr); i++)
+        assert_string_equal (json_string_value (json_object_get (json_array_get (arr, i), "worker_id")), "real-1");
+    json_decref (rs);
+    assert_true (ak_fault_akctl (c, "stats", NULL) == 0);
+    fprintf (stderr, "forged: a foreign claim and 3 forged receipts refused, counted; the real worker's "
+             "verdict stands\n");
+
+    ak_envelope_free (&a1);
+    ak_envelope_free (&a2);
+    zsock_destroy (&evil);
+    zsock_destroy (&real);
+    int status = ak_fault_coord_kill (c, SIGTERM);
+    assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+    ak_fault_tally_t tally;
+    ak_fault_check_store (c->store, batch, true, &tally);
+    assert_int_equal (tally.receipts, 2);
+    assert_int_equal (tally.accepted, 2);
+    free (t2);
+    free (batch);
+    free (bundle);
+}
+
+// ------------------------------------------------------------ 2. HELLO limits
+
+static void s_expect_disconnect (zsock_t *w, const char *why)
+{
+    Ak__Envelope *e = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_DISCONNECT, 10000);
+    if (!e)
+        fail_msg ("no DISCONNECT (expected: %s)", why);
+    if (!strstr (e->disconnect->reason, why))
+        fail_msg ("DISCONNECT '%s', expected '%s'", e->disconnect->reason, why);
+    ak_envelope_free (&e);
+}
+
+static void test_hello_limits_and_paged_workers (void **state)
+{
+    ak_fault_coord_t *c = s_coord ("fault-hello", NULL);
+    zsock_t *w = ak_fault_raw_new (c->workers);
+
+    /* 17 devices: more than a host has */
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    Ak__Hello h = AK__HELLO__INIT;
+    Ak__Device dev[17], *devs[17];
+    for (int i = 0; i < 17; i++) {
+        ak__device__init (&dev[i]);
+        dev[i].backend = "host";
+        dev[i].device_class = "host";
+        dev[i].slots = 1;
+        devs[i] = &dev[i];
+    }
+    h.worker_id = "many-devices";
+    h.host = "fault-test";
+    h.devices = devs;
+    h.n_devices = 17;
+    h.slots = 17;
+    env.body_case = AK__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    assert_int_equal (ak_envelope_send (w, NULL, 0, &env), 0);
+    s_expect_disconnect (w, "17 devices (must be 1..16)");
+
+    /* 16 devices, but a HELLO of 40 KB */
+    char *host = ak_calloc (1, 40001);
+    memset (host, 'h', 40000);
+    h.n_devices = 16;
+    h.slots = 16;
+    h.worker_id = "big-hello";
+    h.host = host;
+    assert_int_equal (ak_envelope_send (w, NULL, 0, &env), 0);
+    s_expect_disconnect (w, "without its running list (at most 16384)");
+    free (host);
+    assert_int_equal (ak_fault_stat (c, "workers_known", NULL), 0);
+
+    /* 25 workers: `workers` answers 10 at a time, "next" leads on */
+    for (int i = 0; i < 25; i++) {
+        char id[32];
+        snprintf (id, sizeof id, "w-%02d", i);
+        ak_fault_raw_hello (w, id, "host", 1, 0, NULL, 0);
+    }
+    uint64_t until = ak_fault_now_ms () + 10000;
+    while (ak_fault_stat (c, "workers_known", NULL) < 25 && ak_fault_now_ms () < until)
+        ak_fault_sleep_ms (50);
+    assert_int_equal (ak_fault_stat (c, "workers_known", NULL), 25);
+    char *after = NULL;
+    int pages = 0, seen = 0;
+    for (;;) {
+        json_t *j = NULL;
+        char *error = NULL;
+        int rc = ak_fault_call (c, 10000, "workers", "10", after, NULL, &j, &error);
+        if (rc)
+            fail_msg ("workers: %d %s", rc, error ? error : "");
+        free (error);
+        json_t *arr = json_object_get (j, "workers");
+        assert_true (json_array_size (arr) <= 10);
+        seen += (int) json_array_size (arr);
+        pages++;
+        const char *next = json_string_value (json_object_get (j, "next"));
+        free (after);
+        after = next ? ak_strdup (next) : NULL;
+        json_decref (j);
+        if (!after)
+            break;
+        assert_true (pages < 10);
+    }
+    assert_int_equal (seen, 25);
+    assert_int_equal (pages, 3);
+    char *out = NULL;
+    assert_int_equal (ak_fault_akctl (c, "workers --json", &out), 0);
+    json_t *all = json_loads (out, 0, NULL);
+    assert_non_null (all);
+    assert_int_equal (json_array_size (json_object_get (all, "workers")), 25);
+    json_decref (all);
+    free (out);
+    zsock_destroy (&w);
+}
+
+// ------------------------------------------------- 3. leases over restarts
+
+static void test_lease_deadline_survives_restarts (void **state)
+{
+    ak_fault_coord_t *c = s_coord ("fault-lease-restarts", NULL);
+    char *bundle = ak_fault_stub_bundle (c->dir, "leases", 1, "\"lease_ms\": 4000");
+    char *batch = ak_fault_submit (c, bundle);
+    zsock_t *w = ak_fault_raw_new (c->workers);
+    ak_fault_raw_hello (w, "holder-1", "host", 1, 0, NULL, 0);
+    Ak__Envelope *a = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
+    assert_non_null (a);
+    char *t1 = ak_strdup (a->assign->task_id);
+    ak_fault_raw_started (w, t1, 1);
+    ak_fault_sleep_ms (300);                    /* the start is committed */
+    ak_envelope_free (&a);
+    zsock_destroy (&w);                         /* holder-1 is gone for good */
+
+    /* restarts every ~second, more often than its 4 s lease: the lease
+       still runs out on time (each start used to renew it) */
+    uint64_t t0 = ak_fault_now_ms ();
+    int restarts = 0;
+    char *attempt = NULL;
+    while (ak_fault_now_ms () < t0 + 25000) {
+        ak_fault_coord_kill (c, SIGKILL);
+        ak_fault_coord_start (c);
+        restarts++;
+        ak_fault_sleep_ms (700);
+        free (attempt);
+        attempt = s_task_field (c, t1, "attempt");
+        if (strcmp (attempt, "1") != 0)
+            break;
+    }
+    fprintf (stderr, "leases: the started lease ran out after %d restarts, %llu ms\n", restarts,
+             (unsigned long long) (ak_fault_now_ms () - t0));
+    assert_string_equal (attempt, "2");
+    char *why = s_task_field (c, t1, "last_error");
+    assert_non_null (strstr (why, "lease expired"));
+    free (why);
+    free (attempt);
+    free (t1);
+    free (batch);
+    free (bundle);
+}
+
+static void test_reregistering_without_a_task_releases_it (void **state)
+{
+    ak_fault_coord_t *c = s_coord ("fault-rereg", NULL);
+    char *bundle = ak_fault_stub_bundle (c->dir, "rereg", 1, "\"lease_ms\": 60000");
+    char *batch = ak_fault_submit (c, bundle);
+    zsock_t *w = ak_fault_raw_new (c->workers);
+    ak_fault_raw_hello (w, "holder-2", "host", 1, 1, NULL, 0);
+    Ak__Envelope *a1 = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
+    Ak__Envelope *a2 = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
+    assert_non_null (a1);
+    assert_non_null (a2);
+    ak_fault_raw_started (w, a1->assign->task_id, 1);
+    ak_fault_sleep_ms (300);
+    zsock_destroy (&w);
+
+    /* a restart; holder-2 comes back holding only the first */
+    ak_fault_coord_kill (c, SIGKILL);
+    ak_fault_coord_start (c);
+    s_expect_field (c, a2->assign->task_id, "state", "leased");
+    w = ak_fault_raw_new (c->workers);
+    Ak__TaskRef ref = AK__TASK_REF__INIT, *refs[1] = { &ref };
+    ref.task_id = a1->assign->task_id;
+    ref.attempt = 1;
+    ak_fault_raw_hello (w, "holder-2", "host", 1, 1, refs, 1);
+    /* the second goes back at once and, its slot free, comes again as attempt 2 */
+    Ak__Envelope *again = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
+    assert_non_null (again);
+    assert_string_equal (again->assign->task_id, a2->assign->task_id);
+    assert_int_equal (again->assign->attempt, 2);
+    char *why = s_task_field (c, a2->assign->task_id, "last_error");
+    assert_non_null (strstr (why, "registered again without it"));
+    free (why);
+    /* the first stays, its lease not renewed */
+    s_expect_field (c, a1->assign->task_id, "state", "leased");
+    s_expect_field (c, a1->assign->task_id, "attempt", "1");
+    json_t *ws = ak_fault_json (c, "workers", NULL, NULL);
+    json_t *leases = json_object_get (json_array_get (json_object_get (ws, "workers"), 0), "leases");
+    bool found = false;
+    for (size_t i = 0; i < json_array_size (leases); i++) {
+        json_t *l = json_array_get (leases, i);
+        if (strcmp (json_string_value (json_object_get (l, "task_id")), a1->assign->task_id) == 0) {
+            found = true;
+            json_int_t left = json_integer_value (json_object_get (l, "expires_in_ms"));
+            assert_true (left > 0 && left < 60000);
+        }
+    }
+    assert_true (found);
+    json_decref (ws);
+    ak_envelope_free (&again);
+    ak_envelope_free (&a1);
+    ak_envelope_free (&a2);
+    zsock_destroy (&w);
+    free (batch);
+    free (bundle);
+}
+
+// --------------------------------------------------- 4. a failed commit
+
+static void test_failed_commit_keeps_slots (void **state)
+{
+    const char *more[] = { "--map-size", "1M", "--map-max", "1M", NULL };
+    ak_fault_coord_t *c = s_coord ("fault-commit-slots", more);
+    char *bundle = ak_fault_stub_bundle (c->dir, "slots", 60, "\"lease_ms\": 60000");
+    char *batch = ak_fault_submit (c, bundle);
+    zsock_t *w = ak_fault_raw_new (c->workers);
+    ak_fault_raw_hello (w, "filler-1", "host", 32, 0, NULL, 0);
+
+    /* 32 assigned; each receipt carries 60 KB: the 1 MiB map runs full */
+    Ak__Envelope *as[32];
+    for (int i = 0; i < 32; i++) {
+        as[i] = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
+        assert_non_null (as[i]);
+    }
+    for (int i = 0; i < 32; i++) {
+        ak_fault_raw_started (w, as[i]->assign->task_id, 1);
+        ak_fault_raw_receipt (w, as[i]->assign, 1, 1.0, 60000);
+    }
+    /* count what comes back until the store-full DISCONNECT and a while after */
+    int acks = 0, assigns = 0, disconnects = 0;
+    uint64_t until = ak_fault_now_ms () + 15000;
+    while (ak_fault_now_ms () < until && !(disconnects && ak_fault_now_ms () + 13000 > until)) {
+        zmq_pollitem_t item = { zsock_resolve (w), 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll (&item, 1, 50) <= 0)
+            continue;
+        zmq_msg_t msg;
+        zmq_msg_init (&msg);
+        assert_true (zmq_msg_recv (&msg, zsock_resolve (w), 0) >= 0);
+        Ak__Envelope *e = NULL;
+        ak_err_t err = { 0 };
+        assert_int_equal (ak_envelope_unpack (zmq_msg_data (&msg), zmq_msg_size (&msg), AK_MAX_MSG_SIZE,
+                                              &e, &err), 0);
+        zmq_msg_close (&msg);
+        if (e->body_case == AK__ENVELOPE__BODY_ACK && !*e->ack->refused)
+            for (int i = 0; i < 32; i++)
+                if (as[i] && strcmp (as[i]->assign->task_id, e->ack->task_id) == 0) {
+                    ak_envelope_free (&as[i]);          /* stored: no longer the test's to check */
+                    acks++;
+                }
+        assigns += e->body_case == AK__ENVELOPE__BODY_ASSIGN;
+        if (e->body_case == AK__ENVELOPE__BODY_DISCONNECT && !disconnects++)
+            until = ak_fault_now_ms () + 2000;
+        ak_envelope_free (&e);
+    }
+    fprintf (stderr, "commit slots: %d acks, %d new assignments, %d DISCONNECTs\n", acks, assigns, disconnects);
+    assert_true (disconnects >= 1);
+    assert_true (ak_fault_stat (c, "store_full", NULL) >= 1);
+    /* a slot comes free only with a receipt that was stored */
+    assert_true (assigns <= acks);
+    /* and every task whose receipt was not stored is still filler-1's,
+       counted in its slots (`show` would commit first: the store is full) */
+    json_t *ws = ak_fault_json (c, "workers", NULL, NULL);
+    json_t *w0 = json_array_get (json_object_get (ws, "workers"), 0);
+    assert_string_equal (json_string_value (json_object_get (w0, "worker_id")), "filler-1");
+    assert_int_equal (json_integer_value (json_object_get (w0, "outstanding")), 32 - acks + assigns);
+    json_t *leases = json_object_get (w0, "leases");
+    for (int i = 0; i < 32; i++) {
+        bool held = !as[i];
+        for (size_t k = 0; as[i] && k < json_array_size (leases); k++)
+            held |= strcmp (json_string_value (json_object_get (json_array_get (leases, k), "task_id")),
+                            as[i]->assign->task_id) == 0;
+        if (!held)
+            fail_msg ("task %s: its receipt was not stored, and filler-1 no longer holds it",
+                      as[i]->assign->task_id);
+        ak_envelope_free (&as[i]);
+    }
+    json_decref (ws);
+    zsock_destroy (&w);
+    free (batch);
+    free (bundle);
+}
+
+int main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown (test_forged_receipts_refused, s_teardown),
+        cmocka_unit_test_teardown (test_hello_limits_and_paged_workers, s_teardown),
+        cmocka_unit_test_teardown (test_lease_deadline_survives_restarts, s_teardown),
+        cmocka_unit_test_teardown (test_reregistering_without_a_task_releases_it, s_teardown),
+        cmocka_unit_test_teardown (test_failed_commit_keeps_slots, s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
