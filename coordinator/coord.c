@@ -171,15 +171,24 @@ static int s_send (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, 
     return rc;
 }
 
-static void s_send_disconnect (ak_coord_t *self, const void *route, size_t len, const char *reason)
+/* DISCONNECT with a code: REREGISTER asks the worker to say HELLO again,
+   any other refuses it (docs/protocol.md, "Refusals"). */
+static void s_send_disconnect_code (ak_coord_t *self, const void *route, size_t len, Ak__DisconnectCode code,
+                                    const char *reason)
 {
     Ak__Envelope env = AK__ENVELOPE__INIT;
     Ak__Disconnect d = AK__DISCONNECT__INIT;
     d.reason = (char *) reason;
+    d.code = code;
     env.body_case = AK__ENVELOPE__BODY_DISCONNECT;
     env.disconnect = &d;
     if (s_send (self, AK_EP_WORKERS, route, len, &env) == 0)
         self->counters.disconnects_sent++;
+}
+
+static void s_send_disconnect (ak_coord_t *self, const void *route, size_t len, const char *reason)
+{
+    s_send_disconnect_code (self, route, len, AK__DISCONNECT_CODE__DISCONNECT_REREGISTER, reason);
 }
 
 static void s_send_heartbeat (ak_coord_t *self, ak_worker_t *w, uint64_t now)
@@ -649,7 +658,7 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
     if (!s_hello_valid (env->hello, why, sizeof why)) {
         snprintf (reason, sizeof reason, "invalid HELLO: %s", why);
         s_reject (self, AK_EP_WORKERS, route, len, reason);
-        s_send_disconnect (self, route, len, reason);
+        s_send_disconnect_code (self, route, len, AK__DISCONNECT_CODE__DISCONNECT_INVALID_HELLO, reason);
         return;
     }
     /* with CURVE a live registration belongs to its key: another worker
@@ -659,7 +668,7 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
     if (held_key && strcmp (held_key, self->peer->key) != 0) {
         snprintf (reason, sizeof reason, "worker id %.128s is registered with another key", held->worker_id);
         s_reject (self, AK_EP_WORKERS, route, len, reason);
-        s_send_disconnect (self, route, len, reason);
+        s_send_disconnect_code (self, route, len, AK__DISCONNECT_CODE__DISCONNECT_ID_TAKEN, reason);
         return;
     }
     Ak__Hello *hello = env->hello;
@@ -906,12 +915,12 @@ static void s_auth_warn (ak_coord_t *self, const char *fmt, const char *a, const
     self->auth_suppressed = 0;
 }
 
-/* Drops worker w for good reason why: DISCONNECT, its tasks go back. */
-static void s_drop_worker (ak_coord_t *self, ak_worker_t *w, const char *why)
+/* Drops worker w for good reason why: DISCONNECT with code, its tasks go back. */
+static void s_drop_worker (ak_coord_t *self, ak_worker_t *w, Ak__DisconnectCode code, const char *why)
 {
     if (!w || !w->alive)
         return;
-    s_send_disconnect (self, w->route, w->route_len, why);
+    s_send_disconnect_code (self, w->route, w->route_len, code, why);
     s_worker_dead (self, w, why, ak_clock_mono_ms ());
 }
 
@@ -941,7 +950,7 @@ static void s_malformed (ak_coord_t *self, ak_ep_t ep, const void *route, size_t
     ak_warn ("%s endpoint: peer %s dropped after %s malformed frames", s_ep_names[ep], key + 2, num);
     if (ep == AK_EP_WORKERS)
         s_drop_worker (self, ak_registry_by_route (self->registry, route, len),
-                       "dropped: too many malformed frames");
+                       AK__DISCONNECT_CODE__DISCONNECT_REREGISTER, "dropped: too many malformed frames");
 }
 
 static bool s_peer_dropped (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len)
@@ -971,7 +980,8 @@ static bool s_authorised (ak_coord_t *self, ak_ep_t ep, zmq_msg_t *body, const v
     s_auth_warn (self, "%s endpoint: ignored a message: key %s is no longer accepted", s_ep_names[ep],
                  uid ? uid : "(none)");
     if (ep == AK_EP_WORKERS)
-        s_drop_worker (self, ak_registry_by_route (self->registry, route, len), "your key was revoked");
+        s_drop_worker (self, ak_registry_by_route (self->registry, route, len),
+                       AK__DISCONNECT_CODE__DISCONNECT_KEY_REVOKED, "your key was revoked");
     return false;
 }
 
@@ -1335,7 +1345,7 @@ static void s_keys_reload (ak_coord_t *self, bool forced)
             continue;
         ak_warn ("keys: worker %s: its key %s was revoked: dropped", w->worker_id, key ? key : "?");
         self->counters.workers_revoked++;
-        s_drop_worker (self, w, "your key was revoked");
+        s_drop_worker (self, w, AK__DISCONNECT_CODE__DISCONNECT_KEY_REVOKED, "your key was revoked");
     }
 }
 
