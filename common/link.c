@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "log.h"
 #include "util.h"
 
 #define S_EVENTS (ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL \
@@ -51,9 +52,9 @@ void ak_hsmon_destroy (ak_hsmon_t **self_p)
         ak_hsmon_t *self = *self_p;
         /* both only fail on a handle that is not a socket (a bug) */
         if (zmq_socket_monitor (self->handle, NULL, 0) != 0)
-            fprintf (stderr, "zmq_socket_monitor (stop): %s\n", zmq_strerror (zmq_errno ()));
+            ak_error ("zmq_socket_monitor (stop): %s", zmq_strerror (zmq_errno ()));
         if (zmq_close (self->pair) != 0)
-            fprintf (stderr, "zmq_close (monitor): %s\n", zmq_strerror (zmq_errno ()));
+            ak_error ("zmq_close (monitor): %s", zmq_strerror (zmq_errno ()));
         free (self);
         *self_p = NULL;
     }
@@ -106,7 +107,7 @@ bool ak_hs_refused (const ak_hs_event_t *ev)
     return ev->kind == AK_HS_AUTH || ev->kind == AK_HS_PROTOCOL;
 }
 
-const char *ak_hs_describe (const ak_hs_event_t *ev, char *buf, size_t len)
+const char *ak_hs_describe (const ak_hs_event_t *ev, bool curve, char *buf, size_t len)
 {
     switch (ev->kind) {
         case AK_HS_OK:
@@ -133,9 +134,17 @@ const char *ak_hs_describe (const ak_hs_event_t *ev, char *buf, size_t len)
                           ev->value);
             break;
         case AK_HS_NO_DETAIL:
-            snprintf (buf, len, "the coordinator closed the connection during the handshake (%s): it "
-                      "could not read this peer's handshake, most likely because --server-key is not "
-                      "the coordinator's public key", ev->value ? strerror ((int) ev->value) : "no error");
+            /* the server drops a handshake it cannot read, and one of the
+               other mechanism, before the client may learn why */
+            if (curve)
+                snprintf (buf, len, "the coordinator closed the connection during the handshake (%s): it "
+                          "could not read this peer's CURVE handshake: --server-key is not the "
+                          "coordinator's public key, or the coordinator runs without CURVE (--plain)",
+                          ev->value ? strerror ((int) ev->value) : "no error");
+            else
+                snprintf (buf, len, "the coordinator closed the connection during the handshake (%s): it "
+                          "expects CURVE: give --cert and --server-key (AK_CERT, AK_SERVER_KEY)",
+                          ev->value ? strerror ((int) ev->value) : "no error");
             break;
         default:
             snprintf (buf, len, "no handshake event");

@@ -66,8 +66,10 @@ int  ak_hsmon_next (ak_hsmon_t *self, ak_hs_event_t *ev);
    same key and settings gets the same answer. */
 bool ak_hs_refused (const ak_hs_event_t *ev);
 /* What ev means for an operator, into buf ("the coordinator refused this
-   key (ZAP status 400: ...)"); returns buf. */
-const char *ak_hs_describe (const ak_hs_event_t *ev, char *buf, size_t len);
+   key (ZAP status 400: ...)"); curve: this peer uses CURVE (a certificate),
+   which decides what a handshake closed without detail hints at.  Returns
+   buf. */
+const char *ak_hs_describe (const ak_hs_event_t *ev, bool curve, char *buf, size_t len);
 
 /* --------------------------------------------------------------- backoff */
 

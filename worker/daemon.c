@@ -1166,7 +1166,7 @@ static void s_tick (ak_daemon_t *d)
     ak_err_t err = { 0 };
     s_link_event (d, ak_uplink_tick (d->link, now, &err), &err);
     if (s_sock (d)) {
-        if (now >= d->next_hb_ms) {
+        if (now >= d->next_hb_ms && ak_uplink_up (d->link)) {
             s_send_heartbeat (d);
             d->next_hb_ms = now + d->cfg.heartbeat_ms;
         }

@@ -75,6 +75,11 @@ zsock_t *ak_uplink_socket (ak_uplink_t *self)
     return self->sock;
 }
 
+bool ak_uplink_up (ak_uplink_t *self)
+{
+    return self->sock && self->live.up;
+}
+
 /* Closes the socket and schedules the next one after the jittered backoff,
    which then doubles; returns the wait. */
 static uint32_t s_later (ak_uplink_t *self, uint64_t now)
@@ -173,7 +178,7 @@ static ak_uplink_event_t s_handshakes (ak_uplink_t *self, uint64_t now, ak_err_t
             ak_liveness_heard (&self->live, now);
             continue;
         }
-        ak_hs_describe (&ev, why, sizeof why);
+        ak_hs_describe (&ev, self->cfg.cert_file != NULL, why, sizeof why);
         if (ak_hs_refused (&ev))
             return ak_uplink_refused (self, why, now, err);
         uint32_t wait = s_later (self, now);

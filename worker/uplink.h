@@ -58,6 +58,9 @@ void ak_uplink_destroy (ak_uplink_t **self_p);
 
 /* The connected socket, or NULL while waiting to reconnect. */
 zsock_t *ak_uplink_socket (ak_uplink_t *self);
+/* True once the current socket's handshake succeeded (or a message came):
+   heartbeats before that would only queue up behind the HELLO. */
+bool ak_uplink_up (ak_uplink_t *self);
 
 /* Reads the handshake monitor, checks liveness, connects when due. */
 ak_uplink_event_t ak_uplink_tick (ak_uplink_t *self, uint64_t now, ak_err_t *err);

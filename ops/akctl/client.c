@@ -132,7 +132,7 @@ static int s_handshakes (akctl_client_t *self, int *no_detail, ak_err_t *err)
         }
         if (ev.kind == AK_HS_NO_DETAIL && ++*no_detail < S_NO_DETAIL_MAX)
             continue;
-        ak_hs_describe (&ev, why, sizeof why);
+        ak_hs_describe (&ev, s_cert_file != NULL, why, sizeof why);
         if (ev.kind == AK_HS_NO_DETAIL)
             return ak_err_set (err, AK_EDENIED, "%s: %s (%d handshakes in a row)", self->endpoint, why,
                                *no_detail);

@@ -431,7 +431,7 @@ static void s_handshakes (s_load_t *self, s_sim_t *sim, uint64_t now)
         }
         self->c.handshake_failures++;
         if (n > 0)
-            ak_hs_describe (&ev, why, sizeof why);
+            ak_hs_describe (&ev, self->opts.cert_file != NULL, why, sizeof why);
         else
             snprintf (why, sizeof why, "the handshake monitor broke");
         uint32_t wait = s_reconnect_later (self, sim, now);
@@ -903,7 +903,7 @@ static void s_timers (s_load_t *self, s_sim_t *sim, uint64_t now)
             wake = sim->next_connect;
         }
         else {
-            if (now - sim->last_send >= hb)
+            if (now - sim->last_send >= hb && sim->live.up)     /* none queued behind the HELLO */
                 s_send_heartbeat (self, sim);
             for (size_t i = 0; i < sim->npending; i++) {
                 s_pending_t *p = &sim->pending[i];

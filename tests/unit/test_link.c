@@ -89,21 +89,24 @@ static void test_handshake_events_described (void **state)
     char buf[512];
     ak_hs_event_t auth = { AK_HS_AUTH, 400 };
     assert_true (ak_hs_refused (&auth));
-    assert_non_null (strstr (ak_hs_describe (&auth, buf, sizeof buf), "the coordinator refused this key"));
+    assert_non_null (strstr (ak_hs_describe (&auth, true, buf, sizeof buf), "the coordinator refused this key"));
     assert_non_null (strstr (buf, "400"));
     ak_hs_event_t mismatch = { AK_HS_PROTOCOL, ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH };
     assert_true (ak_hs_refused (&mismatch));
-    assert_non_null (strstr (ak_hs_describe (&mismatch, buf, sizeof buf), "CURVE"));
+    assert_non_null (strstr (ak_hs_describe (&mismatch, false, buf, sizeof buf), "CURVE"));
     ak_hs_event_t other = { AK_HS_PROTOCOL, 0x10000001 };
-    assert_non_null (strstr (ak_hs_describe (&other, buf, sizeof buf), "0x10000001"));
+    assert_non_null (strstr (ak_hs_describe (&other, true, buf, sizeof buf), "0x10000001"));
     ak_hs_event_t closed = { AK_HS_NO_DETAIL, 32 };
     assert_false (ak_hs_refused (&closed));       /* also a coordinator going away mid-handshake */
-    assert_non_null (strstr (ak_hs_describe (&closed, buf, sizeof buf), "--server-key"));
+    assert_non_null (strstr (ak_hs_describe (&closed, true, buf, sizeof buf), "--server-key is not"));
+    /* without a certificate the same close means the coordinator wants one */
+    assert_non_null (strstr (ak_hs_describe (&closed, false, buf, sizeof buf), "expects CURVE"));
+    assert_null (strstr (buf, "--server-key is not"));
     ak_hs_event_t ok = { AK_HS_OK, 0 };
     assert_false (ak_hs_refused (&ok));
     /* a short buffer is cut, never overrun */
     char small[8];
-    ak_hs_describe (&auth, small, sizeof small);
+    ak_hs_describe (&auth, true, small, sizeof small);
     assert_int_equal (strlen (small), 7);
 }
 
