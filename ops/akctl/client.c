@@ -136,6 +136,12 @@ static int s_handshakes (akctl_client_t *self, int *no_detail, ak_err_t *err)
         if (ev.kind == AK_HS_NO_DETAIL)
             return ak_err_set (err, AK_EDENIED, "%s: %s (%d handshakes in a row)", self->endpoint, why,
                                *no_detail);
+        char pub[AK_KEY_Z85_LEN + 1];
+        ak_err_t kerr = { 0 };
+        if (ev.kind == AK_HS_AUTH && s_cert_file && ak_auth_public_key (s_cert_file, pub, &kerr) == 0)
+            /* the public key to add to the coordinator's key directory */
+            return ak_err_set (err, AK_EDENIED, "%s: %s; this key is %s (%s)", self->endpoint, why, pub,
+                               s_cert_file);
         return ak_err_set (err, AK_EDENIED, "%s: %s", self->endpoint, why);
     }
     return n < 0 ? ak_err_set (err, AK_EIO, "%s: the handshake monitor broke", self->endpoint) : 0;
