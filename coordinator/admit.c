@@ -105,8 +105,9 @@ static bool s_take (ak_admit_t *self, const ak_key_t *key, uint64_t now)
 }
 
 bool ak_admit_hello (ak_admit_t *self, ak_registry_t *registry, const ak_keyring_t *ring,
-                     const Ak__Hello *hello, const ak_key_t *peer, uint64_t now, char *why, size_t len)
+                     const Ak__Hello *hello, const ak_key_t *peer, uint64_t now, bool *retry, char *why, size_t len)
 {
+    *retry = true;
     ak_worker_t *w = ak_registry_get (registry, hello->worker_id);
     if (!w && ak_registry_size (registry) >= AK_WORKERS_MAX) {
         snprintf (why, len, "worker %.128s: %d workers are known already: forget dead ones first",
@@ -122,6 +123,7 @@ bool ak_admit_hello (ak_admit_t *self, ak_registry_t *registry, const ak_keyring
         const ak_key_t *bound = ring ? ak_keyring_find (ring, w->key) : NULL;
         if (bound && bound->role == AK_ROLE_WORKER) {
             snprintf (why, len, "worker id %.128s is registered with another key", hello->worker_id);
+            *retry = false;
             return false;
         }
     }
@@ -132,6 +134,7 @@ bool ak_admit_hello (ak_admit_t *self, ak_registry_t *registry, const ak_keyring
             snprintf (why, len, "worker key %s may register %u worker id%s and has %zu already: "
                       "not %.128s (docs/operations.md)", peer->name, may, may == 1 ? "" : "s", have,
                       hello->worker_id);
+            *retry = false;
             return false;
         }
     }

@@ -52,9 +52,12 @@ bool ak_admit_hello_valid (const Ak__Hello *hello, char *why, size_t len);
    still in ring, its key has room for a new id (ak_key_t.max_workers), the
    key's registration rate allows one more, and a new id does not pass
    AK_WORKERS_MAX.  Takes one registration from the key's bucket when it
-   says yes.  false with why set when not. */
+   says yes.  false with why set when not, and *retry false when the same
+   HELLO would be refused again (its id bound to another key, its key out
+   of ids), true when it may pass later (the rate, the registry's size). */
 bool ak_admit_hello (ak_admit_t *self, ak_registry_t *registry, const ak_keyring_t *ring,
-                     const Ak__Hello *hello, const ak_key_t *peer, uint64_t now, char *why, size_t len);
+                     const Ak__Hello *hello, const ak_key_t *peer, uint64_t now, bool *retry, char *why,
+                     size_t len);
 
 /* Whether worker w (on a connection with key peer, NULL in plain mode) may
    deliver a receipt for attempt of task: w is bound to peer and holds, or

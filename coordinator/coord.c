@@ -170,15 +170,24 @@ static int s_send (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, 
     return rc;
 }
 
-static void s_send_disconnect (ak_coord_t *self, const void *route, size_t len, const char *reason)
+/* DISCONNECT with a code: REREGISTER asks the worker to say HELLO again,
+   any other refuses it (docs/protocol.md, "Refusals"). */
+static void s_send_disconnect_code (ak_coord_t *self, const void *route, size_t len, Ak__DisconnectCode code,
+                                    const char *reason)
 {
     Ak__Envelope env = AK__ENVELOPE__INIT;
     Ak__Disconnect d = AK__DISCONNECT__INIT;
     d.reason = (char *) reason;
+    d.code = code;
     env.body_case = AK__ENVELOPE__BODY_DISCONNECT;
     env.disconnect = &d;
     if (s_send (self, AK_EP_WORKERS, route, len, &env) == 0)
         self->counters.disconnects_sent++;
+}
+
+static void s_send_disconnect (ak_coord_t *self, const void *route, size_t len, const char *reason)
+{
+    s_send_disconnect_code (self, route, len, AK__DISCONNECT_CODE__DISCONNECT_REREGISTER, reason);
 }
 
 static void s_send_heartbeat (ak_coord_t *self, ak_worker_t *w, uint64_t now)
@@ -692,12 +701,19 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
     if (!ak_admit_hello_valid (env->hello, why, sizeof why)) {
         snprintf (reason, sizeof reason, "invalid HELLO: %s", why);
         s_reject (self, AK_EP_WORKERS, route, len, reason);
-        s_send_disconnect (self, route, len, reason);
+        s_send_disconnect_code (self, route, len, AK__DISCONNECT_CODE__DISCONNECT_INVALID_HELLO, reason);
         return;
     }
-    if (!ak_admit_hello (self->admit, self->registry, self->ring, env->hello, self->peer, now, why, sizeof why)) {
+    bool retry = true;
+    if (!ak_admit_hello (self->admit, self->registry, self->ring, env->hello, self->peer, now, &retry, why,
+                         sizeof why)) {
+        /* a refusal the same HELLO would meet again tells the worker to stop
+           (DISCONNECT_ID_TAKEN); a rate limit or a full registry asks it to
+           come back later */
         s_refuse (self, &self->counters.hellos_refused, route, len, why);
-        s_send_disconnect (self, route, len, why);
+        s_send_disconnect_code (self, route, len,
+                                retry ? AK__DISCONNECT_CODE__DISCONNECT_REREGISTER
+                                      : AK__DISCONNECT_CODE__DISCONNECT_ID_TAKEN, why);
         return;
     }
     Ak__Hello *hello = env->hello;
@@ -925,12 +941,12 @@ static void s_auth_warn (ak_coord_t *self, const char *fmt, const char *a, const
     self->auth_suppressed = 0;
 }
 
-/* Drops worker w for good reason why: DISCONNECT, its tasks go back. */
-static void s_drop_worker (ak_coord_t *self, ak_worker_t *w, const char *why)
+/* Drops worker w for good reason why: DISCONNECT with code, its tasks go back. */
+static void s_drop_worker (ak_coord_t *self, ak_worker_t *w, Ak__DisconnectCode code, const char *why)
 {
     if (!w || !w->alive)
         return;
-    s_send_disconnect (self, w->route, w->route_len, why);
+    s_send_disconnect_code (self, w->route, w->route_len, code, why);
     s_worker_dead (self, w, why, ak_clock_mono_ms ());
 }
 
@@ -960,7 +976,7 @@ static void s_malformed (ak_coord_t *self, ak_ep_t ep, const void *route, size_t
     ak_warn ("%s endpoint: peer %s dropped after %s malformed frames", s_ep_names[ep], key + 2, num);
     if (ep == AK_EP_WORKERS)
         s_drop_worker (self, ak_registry_by_route (self->registry, route, len),
-                       "dropped: too many malformed frames");
+                       AK__DISCONNECT_CODE__DISCONNECT_REREGISTER, "dropped: too many malformed frames");
 }
 
 static bool s_peer_dropped (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len)
@@ -990,7 +1006,8 @@ static bool s_authorised (ak_coord_t *self, ak_ep_t ep, zmq_msg_t *body, const v
     s_auth_warn (self, "%s endpoint: ignored a message: key %s is no longer accepted", s_ep_names[ep],
                  uid ? uid : "(none)");
     if (ep == AK_EP_WORKERS)
-        s_drop_worker (self, ak_registry_by_route (self->registry, route, len), "your key was revoked");
+        s_drop_worker (self, ak_registry_by_route (self->registry, route, len),
+                       AK__DISCONNECT_CODE__DISCONNECT_KEY_REVOKED, "your key was revoked");
     return false;
 }
 
@@ -1373,7 +1390,7 @@ static void s_keys_reload (ak_coord_t *self, bool forced)
             continue;
         ak_warn ("keys: worker %s: its key %s was revoked: dropped", w->worker_id, key ? key : "?");
         self->counters.workers_revoked++;
-        s_drop_worker (self, w, "your key was revoked");
+        s_drop_worker (self, w, AK__DISCONNECT_CODE__DISCONNECT_KEY_REVOKED, "your key was revoked");
     }
 }
 

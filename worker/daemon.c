@@ -18,6 +18,7 @@
 #include "log.h"
 #include "pbutil.h"
 #include "pool.h"
+#include "uplink.h"
 #include "util.h"
 
 #include <czmq.h>
@@ -94,11 +95,11 @@ struct ak_daemon {
     size_t              nbackends;
     char                host[256];
 
-    zsock_t            *sock;
+    ak_uplink_t        *link;          /* the socket to the coordinator (uplink.h) */
     uint64_t            seq;
-    uint64_t            last_recv_ms, next_hb_ms, next_connect_ms, last_hello_ms;
+    uint64_t            next_hb_ms, last_hello_ms;
     bool                hello_unread;  /* no message since our last HELLO: the coordinator may not have read it */
-    uint32_t            backoff_ms;
+    ak_err_t            refused;       /* code set: the coordinator refused this worker; stop */
 
     int                 wake[2];
     atomic_int          stop;
@@ -135,6 +136,7 @@ void ak_daemon_config_defaults (ak_daemon_config_t *cfg)
     long cores = sysconf (_SC_NPROCESSORS_ONLN);
     cfg->compile_threads = cores < 1 ? 1 : cores > 8 ? 8 : (uint32_t) cores;
     cfg->linger_ms = 1000;
+    cfg->max_refusals = 5;
     cfg->log_level = "info";
 }
 
@@ -210,12 +212,19 @@ static int s_device_for (ak_daemon_t *d, const Ak__Assign *a)
 
 /* ============================================================== sending */
 
+/* The socket to the coordinator; NULL while there is none (uplink.h). */
+static zsock_t *s_sock (ak_daemon_t *d)
+{
+    return d->link ? ak_uplink_socket (d->link) : NULL;
+}
+
 static int s_send (ak_daemon_t *d, Ak__Envelope *env)
 {
-    if (!d->sock)
+    zsock_t *sock = s_sock (d);
+    if (!sock)
         return AK_EUNAVAIL;
     env->seq = ++d->seq;
-    int rc = ak_envelope_send (d->sock, NULL, 0, env);
+    int rc = ak_envelope_send (sock, NULL, 0, env);
     if (rc && rc != AK_EUNAVAIL)
         ak_warn ("sending %s: %s", ak_envelope_kind (env), ak_strerror (rc));
     if (rc == 0)        /* any message is a heartbeat: the next one is due later */
@@ -334,72 +343,35 @@ static void s_send_receipt (ak_daemon_t *d, s_pending_t *p)
     those not handed over yet. */
 static void s_flush_pending (ak_daemon_t *d, bool all)
 {
-    for (s_pending_t *p = d->pending; p && d->sock; p = p->next)
+    for (s_pending_t *p = d->pending; p && s_sock (d); p = p->next)
         if (all || !p->sent)
             s_send_receipt (d, p);
 }
 
 /* ============================================================ connection */
 
-static int s_sockopt_int (void *handle, int opt, int value, const char *name)
+/*  What the uplink said (uplink.h): a new socket registers and re-sends
+    every unacked receipt; a closed one leaves them to be sent again; too
+    many refusals stop the daemon (ak_daemon_run returns AK_EDENIED). */
+static void s_link_event (ak_daemon_t *d, ak_uplink_event_t ev, const ak_err_t *err)
 {
-    if (zmq_setsockopt (handle, opt, &value, sizeof value) != 0) {
-        ak_error ("zmq_setsockopt %s: %s", name, zmq_strerror (zmq_errno ()));
-        return AK_EIO;
+    switch (ev) {
+        case AK_UPLINK_CONNECTED:
+            d->next_hb_ms = ak_clock_mono_ms () + d->cfg.heartbeat_ms;
+            s_send_hello (d);
+            s_flush_pending (d, true);
+            break;
+        case AK_UPLINK_REFUSED:
+            d->refused = *err;
+            ak_daemon_stop (d);
+            /* fall through */
+        case AK_UPLINK_LOST:
+            for (s_pending_t *p = d->pending; p; p = p->next)
+                p->sent = false;
+            break;
+        default:
+            break;
     }
-    return 0;
-}
-
-static void s_close_socket (ak_daemon_t *d)
-{
-    if (d->sock) {
-        void *h = zsock_resolve (d->sock);
-        s_sockopt_int (h, ZMQ_LINGER, (int) d->cfg.linger_ms, "ZMQ_LINGER");
-        zsock_destroy (&d->sock);
-    }
-    for (s_pending_t *p = d->pending; p; p = p->next)
-        p->sent = false;
-}
-
-/*  A new DEALER socket, connected, then HELLO and every unacked receipt.
-    On failure the socket is gone and a retry is scheduled. */
-static void s_connect (ak_daemon_t *d)
-{
-    uint64_t now = ak_clock_mono_ms ();
-    d->sock = zsock_new (ZMQ_DEALER);
-    if (!d->sock) {
-        ak_error ("cannot create a ZeroMQ socket: %s", zmq_strerror (zmq_errno ()));
-        goto retry;
-    }
-    void *h = zsock_resolve (d->sock);
-    int64_t max = AK_MAX_MSG_SIZE;
-    if (s_sockopt_int (h, ZMQ_LINGER, (int) d->cfg.linger_ms, "ZMQ_LINGER")
-        || s_sockopt_int (h, ZMQ_SNDHWM, 10000, "ZMQ_SNDHWM")
-        || s_sockopt_int (h, ZMQ_RCVHWM, 10000, "ZMQ_RCVHWM"))
-        goto retry;
-    if (zmq_setsockopt (h, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0) {
-        ak_error ("zmq_setsockopt ZMQ_MAXMSGSIZE: %s", zmq_strerror (zmq_errno ()));
-        goto retry;
-    }
-    ak_err_t aerr = { 0 };
-    if (ak_auth_client_setup (h, d->cfg.cert_file, d->cfg.server_key, &aerr) != 0) {
-        ak_error ("CURVE: %s", aerr.msg);
-        goto retry;
-    }
-    if (zmq_connect (h, d->coordinator) != 0) {
-        ak_error ("connect %s: %s", d->coordinator, zmq_strerror (zmq_errno ()));
-        goto retry;
-    }
-    d->last_recv_ms = now;
-    d->next_hb_ms = now + d->cfg.heartbeat_ms;
-    s_send_hello (d);
-    s_flush_pending (d, true);
-    return;
-
-retry:
-    s_close_socket (d);
-    d->next_connect_ms = now + d->backoff_ms;
-    d->backoff_ms = d->backoff_ms * 2 > d->cfg.max_backoff_ms ? d->cfg.max_backoff_ms : d->backoff_ms * 2;
 }
 
 /* ================================================================= spool */
@@ -1089,6 +1061,21 @@ static void s_on_ack (ak_daemon_t *d, const Ak__Ack *ack)
     ak_debug ("ACK for unknown receipt %s#%u", ack->task_id, ack->attempt);
 }
 
+/*  A DISCONNECT that refuses this worker (docs/protocol.md, "Refusals"):
+    the same HELLO would be refused again, so no HELLO now; the uplink logs
+    it at ERROR, reconnects after its backoff, and stops the daemon after
+    too many. */
+static void s_refused (ak_daemon_t *d, const Ak__Disconnect *dc, uint64_t now)
+{
+    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value (&ak__disconnect_code__descriptor,
+                                                                       (int) dc->code);
+    char why[512];
+    snprintf (why, sizeof why, "the coordinator refused this worker: %.300s (%s)",
+              dc->reason && *dc->reason ? dc->reason : "no reason given", v ? v->name : "unknown code");
+    ak_err_t err = { 0 };
+    s_link_event (d, ak_uplink_refused (d->link, why, now, &err), &err);
+}
+
 static void s_on_frame (ak_daemon_t *d, const void *data, size_t size)
 {
     Ak__Envelope *env = NULL;
@@ -1099,12 +1086,12 @@ static void s_on_frame (ak_daemon_t *d, const void *data, size_t size)
         ak_warn ("message from the coordinator refused (%" PRIu64 " so far): %s", d->rejected, err.msg);
         return;
     }
-    /* Any message proves the coordinator alive, and any but a DISCONNECT
-       that it read our HELLO (s_send_hello). */
-    d->last_recv_ms = now;
+    /* Any message proves the coordinator alive; any but a DISCONNECT
+       that this worker is registered and that it read our HELLO
+       (s_send_hello). */
+    ak_uplink_heard (d->link, now, env->body_case != AK__ENVELOPE__BODY_DISCONNECT);
     if (env->body_case != AK__ENVELOPE__BODY_DISCONNECT)
         d->hello_unread = false;
-    d->backoff_ms = d->cfg.min_backoff_ms;
     switch (env->body_case) {
         case AK__ENVELOPE__BODY_HEARTBEAT:
             break;
@@ -1115,6 +1102,10 @@ static void s_on_frame (ak_daemon_t *d, const void *data, size_t size)
             s_on_ack (d, env->ack);
             break;
         case AK__ENVELOPE__BODY_DISCONNECT:
+            if (env->disconnect->code != AK__DISCONNECT_CODE__DISCONNECT_REREGISTER) {
+                s_refused (d, env->disconnect, now);
+                break;
+            }
             /* One sent before the coordinator read our last HELLO answers
                what we sent before it, and all of that (every unacked
                receipt) went again after that HELLO: a burst of them gets
@@ -1151,8 +1142,8 @@ static void s_drop_rest (void *h, zmq_msg_t *msg)
 
 static void s_recv_all (ak_daemon_t *d)
 {
-    for (int i = 0; i < AK_RECV_BATCH && d->sock; i++) {
-        void *h = zsock_resolve (d->sock);
+    for (int i = 0; i < AK_RECV_BATCH && s_sock (d); i++) {
+        void *h = zsock_resolve (s_sock (d));
         zmq_msg_t msg;
         if (zmq_msg_init (&msg) != 0) {
             ak_error ("zmq_msg_init: %s", zmq_strerror (zmq_errno ()));
@@ -1199,27 +1190,16 @@ static void s_tick (ak_daemon_t *d)
     }
     s_dispatch (d);
 
-    /* The coordinator: liveness, heartbeats, reconnects. */
-    uint64_t dead_after = (uint64_t) d->cfg.liveness * d->cfg.heartbeat_ms;
-    if (d->sock) {
-        if (now - d->last_recv_ms > dead_after) {
-            ak_warn ("coordinator %s silent for %" PRIu64 " ms: reconnecting in %u ms",
-                     d->coordinator, now - d->last_recv_ms, d->backoff_ms);
-            s_close_socket (d);
-            d->next_connect_ms = now + d->backoff_ms;
-            d->backoff_ms = d->backoff_ms * 2 > d->cfg.max_backoff_ms ? d->cfg.max_backoff_ms
-                                                                     : d->backoff_ms * 2;
+    /* The coordinator: handshakes, liveness, reconnects (uplink.h), heartbeats. */
+    ak_err_t err = { 0 };
+    s_link_event (d, ak_uplink_tick (d->link, now, &err), &err);
+    if (s_sock (d)) {
+        if (now >= d->next_hb_ms && ak_uplink_up (d->link)) {
+            s_send_heartbeat (d);
+            d->next_hb_ms = now + d->cfg.heartbeat_ms;
         }
-        else {
-            if (now >= d->next_hb_ms) {
-                s_send_heartbeat (d);
-                d->next_hb_ms = now + d->cfg.heartbeat_ms;
-            }
-            s_flush_pending (d, false);
-        }
+        s_flush_pending (d, false);
     }
-    else if (now >= d->next_connect_ms)
-        s_connect (d);
 }
 
 /* ============================================================= lifecycle */
@@ -1243,8 +1223,9 @@ static int s_check_endpoint (const char *endpoint, ak_err_t *err)
         return ak_err_set (err, AK_EIO, "cannot create a ZeroMQ socket: %s", zmq_strerror (zmq_errno ()));
     void *h = zsock_resolve (probe);
     int rc = 0;
-    if (s_sockopt_int (h, ZMQ_LINGER, 0, "ZMQ_LINGER") != 0)
-        rc = ak_err_set (err, AK_EIO, "zmq_setsockopt ZMQ_LINGER failed");
+    int zero = 0;
+    if (zmq_setsockopt (h, ZMQ_LINGER, &zero, sizeof zero) != 0)
+        rc = ak_err_set (err, AK_EIO, "zmq_setsockopt ZMQ_LINGER: %s", zmq_strerror (zmq_errno ()));
     else if (zmq_connect (h, endpoint) != 0)
         rc = ak_err_set (err, AK_EINVAL, "--coordinator %s: %s", endpoint, zmq_strerror (zmq_errno ()));
     zsock_destroy (&probe);
@@ -1389,7 +1370,13 @@ int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t
         d->cfg.min_backoff_ms = 1000;
     if (d->cfg.max_backoff_ms < d->cfg.min_backoff_ms)
         d->cfg.max_backoff_ms = d->cfg.min_backoff_ms;
-    d->backoff_ms = d->cfg.min_backoff_ms;
+    ak_uplink_config_t ucfg = {
+        .endpoint = d->coordinator, .cert_file = cfg->cert_file, .server_key = cfg->server_key,
+        .heartbeat_ms = cfg->heartbeat_ms, .liveness = cfg->liveness,
+        .min_backoff_ms = d->cfg.min_backoff_ms, .max_backoff_ms = d->cfg.max_backoff_ms,
+        .linger_ms = cfg->linger_ms, .max_refusals = cfg->max_refusals,
+    };
+    d->link = ak_uplink_new (&ucfg);
     atomic_init (&d->stop, 0);
     atomic_init (&d->cancel, 0);
     if (!d->exe_path) {
@@ -1459,7 +1446,8 @@ int ak_daemon_run (ak_daemon_t *d, ak_err_t *err)
                  d->devices[i]->name, d->devices[i]->device_class);
     for (size_t i = 0; i < d->nslots; i++)
         s_slot_spawn (d, &d->slots[i]);
-    s_connect (d);
+    ak_err_t lerr = { 0 };
+    s_link_event (d, ak_uplink_tick (d->link, ak_clock_mono_ms (), &lerr), &lerr);
 
     zmq_pollitem_t *items = ak_calloc (d->nslots + 2, sizeof *items);
     int *item_slot = ak_calloc (d->nslots + 2, sizeof *item_slot);
@@ -1469,9 +1457,9 @@ int ak_daemon_run (ak_daemon_t *d, ak_err_t *err)
         items[n] = (zmq_pollitem_t) { .socket = NULL, .fd = d->wake[0], .events = ZMQ_POLLIN };
         item_slot[n++] = -1;
         int sock_item = -1;
-        if (d->sock) {
+        if (s_sock (d)) {
             sock_item = n;
-            items[n] = (zmq_pollitem_t) { .socket = zsock_resolve (d->sock), .events = ZMQ_POLLIN };
+            items[n] = (zmq_pollitem_t) { .socket = zsock_resolve (s_sock (d)), .events = ZMQ_POLLIN };
             item_slot[n++] = -1;
         }
         for (size_t i = 0; i < d->nslots; i++)
@@ -1518,7 +1506,9 @@ int ak_daemon_run (ak_daemon_t *d, ak_err_t *err)
     ak_pool_destroy (&d->pool);
     for (size_t i = 0; i < d->nslots; i++)
         ak_exec_destroy (&d->slots[i].exec);
-    s_close_socket (d);
+    ak_uplink_destroy (&d->link);
+    if (!rc && d->refused.code)
+        rc = ak_err_set (err, d->refused.code, "%s", d->refused.msg);
     return rc;
 }
 
@@ -1532,7 +1522,7 @@ void ak_daemon_destroy (ak_daemon_t **self_p)
         for (size_t i = 0; i < d->nslots; i++)
             ak_exec_destroy (&d->slots[i].exec);
         free (d->slots);
-        s_close_socket (d);
+        ak_uplink_destroy (&d->link);
         while (d->tasks) {
             s_task_t *t = d->tasks;
             d->tasks = t->next;

@@ -7,8 +7,12 @@
     so they overlap the running task, STARTED when an executor takes a job,
     RECEIPTs kept until ACKed (in memory and in the spool CACHE/receipts/ID,
     which a restart loads again) and re-sent after every (re-)registration.
-    A coordinator silent for `liveness` heartbeats is dropped: the socket is
-    closed and a new one connects after a backoff (1 s doubling to 32 s).
+    The link itself is worker/uplink.h: a coordinator silent for `liveness`
+    heartbeats after the handshake is dropped (the socket is closed and a
+    new one connects after a jittered backoff, 1 s doubling to 32 s); a
+    coordinator that refuses this worker (its key, or a DISCONNECT with a
+    refusal code) is logged at ERROR, and after max_refusals in a row the
+    daemon stops (ak_daemon_run: AK_EDENIED, akworker exits 3).
 
     Never: block the loop on a compile, a candidate or the network; trust a
     message; lose a receipt before its ACK, even across a restart. */
@@ -32,6 +36,7 @@ typedef struct {
     uint32_t    max_backoff_ms;    /* reconnect delay cap (32000) */
     uint32_t    compile_threads;   /* compile pool size (cores, at most 8) */
     uint32_t    linger_ms;         /* socket linger on close (1000) */
+    uint32_t    max_refusals;      /* refusals in a row before the daemon stops (5; 0: never) */
     const char *exe_path;          /* executor binary; NULL: this program (/proc/self/exe) */
     const char *log_level;         /* passed to executors ("info") */
     const char *cert_file;         /* CURVE: this worker's secret certificate; NULL: plain */
@@ -53,7 +58,9 @@ char *ak_daemon_default_cache (void);
    AK_EUNAVAIL when a required backend finds no device. */
 int  ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t *err);
 /* Runs the loop until ak_daemon_stop; then stops executors and compiles
-   and closes the socket with bounded linger.  0 on a clean stop. */
+   and closes the socket with bounded linger.  0 on a clean stop;
+   AK_EDENIED (err: the coordinator's last reason) when the coordinator
+   refused this worker max_refusals times in a row. */
 int  ak_daemon_run (ak_daemon_t *self, ak_err_t *err);
 /* Asks the loop to stop.  Async-signal-safe and thread-safe. */
 void ak_daemon_stop (ak_daemon_t *self);

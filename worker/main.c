@@ -28,6 +28,10 @@
 #define AK_VERSION "0"
 #endif
 
+/* Exit status when the coordinator refused this worker --max-refusals
+   times in a row: restarting would not help (docs/operations.md). */
+#define AK_WORKER_EXIT_REFUSED 3
+
 static ak_daemon_t *s_daemon;
 
 static void s_on_signal (int sig)
@@ -59,8 +63,13 @@ static void s_usage (FILE *out)
         "  --blob-cache-mb N       keep the spec and source texts of the tasks assigned, up to N MiB,\n"
         "                          so that each is sent once per registration; 0: off (default 64)\n"
         "  --heartbeat-ms N        heartbeat interval (default 1000)\n"
-        "  --liveness N            missed heartbeats before the coordinator counts as dead (default 3)\n"
-        "  --max-backoff-ms N      reconnect delay cap; delays start at 1000 and double (default 32000)\n"
+        "  --liveness N            missed heartbeats before the coordinator counts as dead, counted\n"
+        "                          from the end of the handshake (default 3)\n"
+        "  --max-backoff-ms N      reconnect delay cap; delays start at 1000 and double, each wait\n"
+        "                          drawn at random from [delay/2, delay] (default 32000)\n"
+        "  --max-refusals N        stop with exit status 3 after the coordinator refused this worker\n"
+        "                          N times in a row (its key, a worker id held by another key, a\n"
+        "                          revoked key); 0: never stop (default 5)\n"
         "  --compile-threads N     compile pool size (default: one per core, at most 8)\n"
         "  --cert FILE             this worker's secret certificate (NAME.key_secret from\n"
         "                          `akctl keys new NAME --role worker`): CURVE to the coordinator\n"
@@ -70,7 +79,11 @@ static void s_usage (FILE *out)
         "  --version               print the version and exit\n"
         "  --help                  this text\n"
         "\n"
-        "SIGINT or SIGTERM stops the worker cleanly (executors stopped, socket closed).\n");
+        "SIGINT or SIGTERM stops the worker cleanly (executors stopped, socket closed).\n"
+        "\n"
+        "Exit status: 0 stopped by a signal, 1 a failure, 2 bad usage or configuration,\n"
+        "3 refused by the coordinator --max-refusals times (restarting will not help:\n"
+        "RestartPreventExitStatus=2 3 in the systemd unit).\n");
 }
 
 static int s_bad (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
@@ -98,7 +111,7 @@ static int s_uint (const char *name, const char *text, int64_t lo, int64_t hi, u
 
 enum {
     O_COORD = 256, O_ID, O_BACKEND, O_SLOTS, O_PREFETCH, O_CACHE, O_HB, O_LIVENESS, O_BLOBS,
-    O_MAXBACK, O_CTHREADS, O_LOGLEVEL, O_HELP, O_VERSION, O_EXECUTOR, O_FD, O_DEVICE, O_CERT, O_SERVERKEY,
+    O_MAXBACK, O_MAXREFUSALS, O_CTHREADS, O_LOGLEVEL, O_HELP, O_VERSION, O_EXECUTOR, O_FD, O_DEVICE, O_CERT, O_SERVERKEY,
 };
 
 static int s_executor_mode (int fd, const char *backend, uint32_t device)
@@ -124,6 +137,7 @@ int main (int argc, char **argv)
         { "liveness",        required_argument, NULL, O_LIVENESS },
         { "blob-cache-mb",   required_argument, NULL, O_BLOBS },
         { "max-backoff-ms",  required_argument, NULL, O_MAXBACK },
+        { "max-refusals",    required_argument, NULL, O_MAXREFUSALS },
         { "compile-threads", required_argument, NULL, O_CTHREADS },
         { "log-level",       required_argument, NULL, O_LOGLEVEL },
         { "help",            no_argument,       NULL, O_HELP },
@@ -157,6 +171,7 @@ int main (int argc, char **argv)
             case O_LIVENESS: if ((rc = s_uint ("--liveness", optarg, 1, 100, &cfg.liveness))) return rc; break;
             case O_BLOBS:    if ((rc = s_uint ("--blob-cache-mb", optarg, 0, 65536, &cfg.blob_cache_mb))) return rc; break;
             case O_MAXBACK:  if ((rc = s_uint ("--max-backoff-ms", optarg, 1, 3600000, &cfg.max_backoff_ms))) return rc; break;
+            case O_MAXREFUSALS: if ((rc = s_uint ("--max-refusals", optarg, 0, 1000000, &cfg.max_refusals))) return rc; break;
             case O_CTHREADS: if ((rc = s_uint ("--compile-threads", optarg, 1, 64, &cfg.compile_threads))) return rc; break;
             case O_FD:       if ((rc = s_uint ("--fd", optarg, 0, 65535, &fd))) return rc; have_fd = true; break;
             case O_DEVICE:   if ((rc = s_uint ("--device", optarg, 0, 1023, &device))) return rc; break;
@@ -236,5 +251,7 @@ int main (int argc, char **argv)
     s_daemon = NULL;
     ak_daemon_destroy (&d);
     ak_info ("stopped");
+    if (rc == AK_EDENIED)
+        return AK_WORKER_EXIT_REFUSED;
     return rc ? 1 : 0;
 }

@@ -89,6 +89,8 @@ static const char s_exit_help[] =
     "  2  bad usage or invalid input (manifest errors name the file and the field)\n"
     "  3  the coordinator did not answer within the timeout\n"
     "  4  not found (no such batch or task)\n"
+    "  5  the coordinator refused this key (the CURVE handshake: a key not in its key\n"
+    "     directory for this endpoint, no certificate, or a wrong --server-key)\n"
     "  130  interrupted (watch, submit --wait, demo; demo stops its children first)\n";
 
 /*  Connects a client for o, or prints why not; exit code in *code. */

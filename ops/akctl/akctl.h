@@ -26,6 +26,7 @@ enum {
     AKCTL_EXIT_USAGE       = 2,   /* bad usage or invalid input (manifest, arguments) */
     AKCTL_EXIT_UNREACHABLE = 3,   /* no answer from the coordinator in time */
     AKCTL_EXIT_NOTFOUND    = 4,   /* the batch, task ... does not exist */
+    AKCTL_EXIT_REFUSED     = 5,   /* the coordinator refused this key (the CURVE handshake) */
 };
 
 #define AKCTL_DEFAULT_ENDPOINT  "tcp://127.0.0.1:5556"
@@ -77,7 +78,8 @@ const char *akctl_client_endpoint (akctl_client_t *self);
 /* Sends one ClientRequest and waits for its ClientReply.  Returns 0 when an
    answer came (reply->code may still say the request failed; free the reply
    with akctl_reply_free), AK_EUNAVAIL when none came within the timeout
-   ("no answer from EP within N ms"), AK_EPROTO when the answer was not a
+   ("no answer from EP within N ms"), AK_EDENIED when the coordinator refused
+   the handshake ("EP: the coordinator refused this key (...)"), AK_EPROTO when the answer was not a
    well-formed reply.  After a failure the socket is replaced, so a late
    answer can never be mistaken for the reply to a later request. */
 int  akctl_client_call (akctl_client_t *self, const char *verb, char *const *args, int nargs,

@@ -5,7 +5,13 @@
     the request while the connection is being made, so an absent coordinator
     shows up as silence: the poll runs out and the call says so.  After any
     failed call the socket is thrown away, so a reply that arrives late is
-    never read as the answer to the next request. */
+    never read as the answer to the next request.
+
+    A handshake monitor (common/linkwatch.h) tells a refused key from a dead
+    coordinator: a handshake refused by the coordinator's key check, or
+    one side CURVE and the other not, fails the call at once (AK_EDENIED,
+    exit 5); a handshake the coordinator closes S_NO_DETAIL_MAX times in a
+    row (it cannot read it: a wrong server key) fails it as well. */
 #include "akctl.h"
 
 #include <czmq.h>
@@ -14,7 +20,10 @@
 #include "auth.h"
 #include "clock.h"
 #include "envelope.h"
+#include "linkwatch.h"
 #include "util.h"
+
+#define S_NO_DETAIL_MAX 3
 
 /* akctl_client_set_auth: one user, one identity for every client */
 static const char *s_cert_file;
@@ -30,15 +39,22 @@ struct akctl_client {
     char    *endpoint;
     int      timeout_ms;
     zsock_t *sock;
+    ak_hsmon_t *mon;            /* handshakes of sock */
     uint64_t seq;
 };
+
+static void s_close (akctl_client_t *self)
+{
+    ak_hsmon_destroy (&self->mon);
+    zsock_destroy (&self->sock);
+}
 
 /*  A fresh DEALER connected to self->endpoint: linger 0 (a request nobody
     took must not keep akctl alive), message size bounded like every other
     socket of the system.  AK_EINVAL when the endpoint does not parse. */
 static int s_connect (akctl_client_t *self, ak_err_t *err)
 {
-    zsock_destroy (&self->sock);
+    s_close (self);
     self->sock = zsock_new (ZMQ_DEALER);
     if (!self->sock)
         return ak_err_set (err, AK_EIO, "cannot create a ZeroMQ socket: %s", zmq_strerror (zmq_errno ()));
@@ -46,12 +62,17 @@ static int s_connect (akctl_client_t *self, ak_err_t *err)
     zsock_set_maxmsgsize (self->sock, (int) AK_MAX_MSG_SIZE);
     zsock_set_sndtimeo (self->sock, self->timeout_ms);
     if (ak_auth_client_setup (self->sock, s_cert_file, s_server_key, err) != 0) {
-        zsock_destroy (&self->sock);
+        s_close (self);
         return AK_EINVAL;
+    }
+    int rc = ak_hsmon_new (NULL, zsock_resolve (self->sock), &self->mon, err);
+    if (rc) {
+        s_close (self);
+        return rc;
     }
     if (zsock_connect (self->sock, "%s", self->endpoint) != 0) {
         int e = zmq_errno ();
-        zsock_destroy (&self->sock);
+        s_close (self);
         return ak_err_set (err, AK_EINVAL, "bad coordinator endpoint '%s': %s "
                            "(expected tcp://HOST:PORT or ipc:///PATH)",
                            self->endpoint, zmq_strerror (e));
@@ -73,7 +94,7 @@ void akctl_client_destroy (akctl_client_t **self_p)
 {
     if (self_p && *self_p) {
         akctl_client_t *self = *self_p;
-        zsock_destroy (&self->sock);
+        s_close (self);
         free (self->endpoint);
         free (self);
         *self_p = NULL;
@@ -96,24 +117,60 @@ void akctl_reply_free (akctl_reply_t *reply)
     }
 }
 
+/*  Reads the handshake events that wait: AK_EDENIED (err: what the
+    coordinator refused) for a refusal or the S_NO_DETAIL_MAX-th failure
+    without detail in a row, else 0. */
+static int s_handshakes (akctl_client_t *self, int *no_detail, ak_err_t *err)
+{
+    ak_hs_event_t ev;
+    int n;
+    while ((n = ak_hsmon_next (self->mon, &ev)) > 0) {
+        char why[512];
+        if (ev.kind == AK_HS_OK) {
+            *no_detail = 0;
+            continue;
+        }
+        if (ev.kind == AK_HS_NO_DETAIL && ++*no_detail < S_NO_DETAIL_MAX)
+            continue;
+        ak_hs_describe (&ev, s_cert_file != NULL, why, sizeof why);
+        if (ev.kind == AK_HS_NO_DETAIL)
+            return ak_err_set (err, AK_EDENIED, "%s: %s (%d handshakes in a row)", self->endpoint, why,
+                               *no_detail);
+        char pub[AK_KEY_Z85_LEN + 1];
+        ak_err_t kerr = { 0 };
+        if (ev.kind == AK_HS_AUTH && s_cert_file && ak_auth_public_key (s_cert_file, pub, &kerr) == 0)
+            /* the public key to add to the coordinator's key directory */
+            return ak_err_set (err, AK_EDENIED, "%s: %s; this key is %s (%s)", self->endpoint, why, pub,
+                               s_cert_file);
+        return ak_err_set (err, AK_EDENIED, "%s: %s", self->endpoint, why);
+    }
+    return n < 0 ? ak_err_set (err, AK_EIO, "%s: the handshake monitor broke", self->endpoint) : 0;
+}
+
 /*  Waits for one message on the socket until deadline (monotonic ms) and
     unpacks it.  0 with *env_p (caller frees), AK_EUNAVAIL on silence,
-    AK_EPROTO when what came is not one well-formed envelope. */
+    AK_EDENIED when the coordinator refused the handshake, AK_EPROTO when
+    what came is not one well-formed envelope. */
 static int s_receive (akctl_client_t *self, uint64_t deadline, Ak__Envelope **env_p, ak_err_t *err)
 {
     void *handle = zsock_resolve (self->sock);
+    int no_detail = 0;
     for (;;) {
+        int hrc = s_handshakes (self, &no_detail, err);
+        if (hrc)
+            return hrc;
         uint64_t now = ak_clock_mono_ms ();
         if (now >= deadline)
             return AK_EUNAVAIL;
-        zmq_pollitem_t item = { handle, 0, ZMQ_POLLIN, 0 };
-        int n = zmq_poll (&item, 1, (long) (deadline - now));
+        zmq_pollitem_t items[2] = { { handle, 0, ZMQ_POLLIN, 0 },
+                                    { ak_hsmon_handle (self->mon), 0, ZMQ_POLLIN, 0 } };
+        int n = zmq_poll (items, 2, (long) (deadline - now));
         if (n < 0) {
             if (zmq_errno () == EINTR)
                 continue;       /* a signal: the caller looks at its flag after the call */
             return ak_err_set (err, AK_EIO, "zmq_poll: %s", zmq_strerror (zmq_errno ()));
         }
-        if (n == 0 || !(item.revents & ZMQ_POLLIN))
+        if (n == 0 || !(items[0].revents & ZMQ_POLLIN))
             continue;
         zmsg_t *msg = zmsg_recv (self->sock);
         if (!msg)
@@ -169,6 +226,9 @@ int akctl_client_call_within (akctl_client_t *self, int timeout_ms, const char *
     Ak__Envelope *answer = NULL;
     if (rc == 0)
         rc = s_receive (self, deadline, &answer, err);
+    if (rc == AK_EDENIED)
+        ;                       /* err says what the coordinator refused */
+    else
     if (rc == AK_EUNAVAIL || (rc != 0 && rc != AK_EPROTO)) {
         /* The send itself can run into the bound when nothing ever connected. */
         ak_err_set (err, AK_EUNAVAIL, "no answer from %s within %d ms (is akcoord running there?)",
@@ -186,7 +246,7 @@ int akctl_client_call_within (akctl_client_t *self, int timeout_ms, const char *
         reply->json = ak_strdup (answer->reply->json ? answer->reply->json : "");
     }
     else
-        zsock_destroy (&self->sock);
+        s_close (self);
     ak_envelope_free (&answer);
     return rc;
 }
@@ -202,6 +262,10 @@ int akctl_call_exit (int rc, const akctl_reply_t *reply, const ak_err_t *err)
     if (rc == AK_EUNAVAIL) {
         fprintf (stderr, "akctl: %s\n", err->msg);
         return AKCTL_EXIT_UNREACHABLE;
+    }
+    if (rc == AK_EDENIED) {
+        fprintf (stderr, "akctl: %s\n", err->msg);
+        return AKCTL_EXIT_REFUSED;
     }
     if (rc == AK_EINVAL) {
         fprintf (stderr, "akctl: %s\n", err->msg);

@@ -4,7 +4,10 @@
     own DEALER socket speaking the real worker protocol (docs/protocol.md):
     HELLO, heartbeats both ways with liveness, STARTED and RECEIPT for every
     ASSIGN, receipts kept until ACKed and re-sent after every registration,
-    a new socket with backoff on DISCONNECT or coordinator silence.
+    a new socket with backoff on DISCONNECT or coordinator silence, with
+    akworker's link rules (common/linkwatch.h): liveness counted from the
+    handshake's success (each socket has a handshake monitor), reconnect
+    delays doubling and drawn at random from [delay/2, delay].
 
     No kernel is ever compiled or run.  Every receipt says status "ok" with
     the reason "akload: load-test receipt, no kernel ran" and zero timings,
@@ -27,6 +30,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +42,7 @@
 #include "clock.h"
 #include "envelope.h"
 #include "error.h"
+#include "linkwatch.h"
 #include "log.h"
 #include "util.h"
 
@@ -54,6 +59,7 @@
 #define S_LINGER_MS       200
 #define S_MAX_RESENDS     20            /* registrations a never-acked receipt is re-sent for */
 #define S_PROGRESS_MS     10000
+#define S_MON_BIT         0x80000000u   /* epoll data: a handshake monitor, not a socket */
 
 static volatile sig_atomic_t s_stop = 0;
 
@@ -109,6 +115,9 @@ typedef struct {
 typedef struct {
     char         id[S_MAX_ID + 1];
     void        *sock;              /* NULL: waiting to reconnect */
+    ak_hsmon_t  *mon;               /* handshakes of sock */
+    ak_liveness_t live;             /* the coordinator's, from the handshake on (link.h) */
+    bool         registered;        /* heard once (anything but a DISCONNECT) */
     uint64_t     last_recv;         /* monotonic ms */
     uint64_t     last_send;
     uint64_t     next_connect;
@@ -137,6 +146,7 @@ typedef struct {
 typedef struct {
     uint64_t assigns, started, receipts, resent, acks, acks_duplicate, acks_unknown, acks_refused;
     uint64_t hellos, reconnects, disconnects, silences, heartbeats_sent, heartbeats_recv;
+    uint64_t handshakes, handshake_failures, refusals;
     uint64_t send_failures, rejected, abandoned, stale_assigns, blob_misses;
     uint64_t assign_bytes;          /* ASSIGN envelopes as received (with those refused as stale) */
     uint64_t window_acks;           /* acks after the warm-up */
@@ -156,6 +166,8 @@ typedef struct {
     size_t         ncredit, cap_credit;
     uint64_t       start_ns, window_ns, end_ns;
     uint64_t       first_ack_ns, last_ack_ns;   /* in the window */
+    uint32_t       nregistered;     /* simulated workers heard at least once */
+    uint64_t       all_registered_ns;           /* when the last of them was */
     int            epoll;
     uint32_t      *ready;           /* sims to read, in the order they became ready */
     size_t         nready;
@@ -342,8 +354,24 @@ static int s_sockopt (void *sock, int opt, int value, const char *name, const ch
 
 /* Closes the socket (linger bounded); unacked receipts stay, to be re-sent
    on the next socket. */
+/* Stops watching the ZMQ_FD of handle (a socket or a monitor). */
+static void s_epoll_del (s_load_t *self, s_sim_t *sim, void *handle)
+{
+    int fd = -1;
+    size_t fdlen = sizeof fd;
+    if (zmq_getsockopt (handle, ZMQ_FD, &fd, &fdlen) != 0)
+        ak_error ("%s: zmq_getsockopt (ZMQ_FD): %s", sim->id, zmq_strerror (zmq_errno ()));
+    else if (epoll_ctl (self->epoll, EPOLL_CTL_DEL, fd, NULL) != 0)
+        ak_error ("%s: epoll_ctl (DEL): %s", sim->id, strerror (errno));
+}
+
 static void s_close (s_load_t *self, s_sim_t *sim, int linger_ms)
 {
+    if (sim->mon) {
+        s_epoll_del (self, sim, ak_hsmon_handle (sim->mon));
+        ak_hsmon_destroy (&sim->mon);
+    }
+    ak_liveness_reset (&sim->live);
     if (sim->sock) {
         int fd = -1;
         size_t fdlen = sizeof fd;
@@ -360,15 +388,58 @@ static void s_close (s_load_t *self, s_sim_t *sim, int linger_ms)
         sim->pending[i].sent = false;
 }
 
-/* Schedules a new socket after the backoff, which then doubles. */
-static void s_reconnect_later (s_load_t *self, s_sim_t *sim, uint64_t now)
+/* Schedules a new socket after the backoff with jitter (link.h), which
+   then doubles; returns the wait. */
+static uint32_t s_reconnect_later (s_load_t *self, s_sim_t *sim, uint64_t now)
 {
     s_close (self, sim, 0);
-    sim->next_connect = now + sim->backoff_ms;
+    uint32_t wait = ak_backoff_jitter (sim->backoff_ms, randombytes_random ());
+    sim->next_connect = now + wait;
     if (sim->next_connect < self->next_wake)
         self->next_wake = sim->next_connect;
-    sim->backoff_ms = sim->backoff_ms * 2 > self->opts.max_backoff_ms ? self->opts.max_backoff_ms
-                                                                      : sim->backoff_ms * 2;
+    sim->backoff_ms = ak_backoff_next (sim->backoff_ms, self->opts.backoff_ms, self->opts.max_backoff_ms);
+    return wait;
+}
+
+/* Watches the ZMQ_FD of handle, edge-triggered, tagged with data. */
+static int s_epoll_add (s_load_t *self, s_sim_t *sim, void *handle, uint32_t data)
+{
+    int fd = -1;
+    size_t fdlen = sizeof fd;
+    if (zmq_getsockopt (handle, ZMQ_FD, &fd, &fdlen) != 0) {
+        ak_error ("%s: zmq_getsockopt (ZMQ_FD): %s", sim->id, zmq_strerror (zmq_errno ()));
+        return AK_EIO;
+    }
+    struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u32 = data };
+    if (epoll_ctl (self->epoll, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        ak_error ("%s: epoll_ctl (ADD): %s", sim->id, strerror (errno));
+        return AK_EIO;
+    }
+    return 0;
+}
+
+/*  Reads sim's handshake events to EAGAIN: a success starts the liveness
+    clock; a failure closes the socket and schedules a new one (libzmq
+    does not retry a refused handshake). */
+static void s_handshakes (s_load_t *self, s_sim_t *sim, uint64_t now)
+{
+    ak_hs_event_t ev;
+    int n;
+    while (sim->mon && (n = ak_hsmon_next (sim->mon, &ev)) != 0) {
+        char why[512];
+        if (n > 0 && ev.kind == AK_HS_OK) {
+            self->c.handshakes++;
+            ak_liveness_heard (&sim->live, now);
+            continue;
+        }
+        self->c.handshake_failures++;
+        if (n > 0)
+            ak_hs_describe (&ev, self->opts.cert_file != NULL, why, sizeof why);
+        else
+            snprintf (why, sizeof why, "the handshake monitor broke");
+        uint32_t wait = s_reconnect_later (self, sim, now);
+        ak_warn ("%s: %s: new socket in %u ms", sim->id, why, wait);
+    }
 }
 
 /* A new DEALER, connected, then HELLO and the unacked receipts. */
@@ -386,6 +457,11 @@ static void s_connect (s_load_t *self, s_sim_t *sim, uint64_t now)
         rc = s_sockopt (sock, ZMQ_SNDHWM, S_HWM, "ZMQ_SNDHWM", sim->id);
     if (rc == 0)
         rc = s_sockopt (sock, ZMQ_RCVHWM, S_HWM, "ZMQ_RCVHWM", sim->id);
+    if (rc == 0)
+        rc = s_sockopt (sock, ZMQ_RECONNECT_IVL, (int) self->opts.backoff_ms, "ZMQ_RECONNECT_IVL", sim->id);
+    if (rc == 0)
+        rc = s_sockopt (sock, ZMQ_RECONNECT_IVL_MAX, (int) self->opts.max_backoff_ms, "ZMQ_RECONNECT_IVL_MAX",
+                        sim->id);
     if (rc == 0 && zmq_setsockopt (sock, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0) {
         ak_error ("%s: zmq_setsockopt (ZMQ_MAXMSGSIZE): %s", sim->id, zmq_strerror (zmq_errno ()));
         rc = AK_EIO;
@@ -395,24 +471,22 @@ static void s_connect (s_load_t *self, s_sim_t *sim, uint64_t now)
         ak_error ("%s: CURVE: %s", sim->id, aerr.msg);
         rc = AK_EINVAL;
     }
+    uint32_t index = (uint32_t) (sim - self->sims);
+    if (rc == 0 && (rc = ak_hsmon_new (self->ctx, sock, &sim->mon, &aerr)) != 0)
+        ak_error ("%s: %s", sim->id, aerr.msg);
+    if (rc == 0 && (rc = s_epoll_add (self, sim, ak_hsmon_handle (sim->mon), index | S_MON_BIT)) != 0)
+        ak_hsmon_destroy (&sim->mon);
     if (rc == 0 && zmq_connect (sock, self->opts.endpoint) != 0) {
         ak_error ("%s: connect %s: %s", sim->id, self->opts.endpoint, zmq_strerror (zmq_errno ()));
         rc = AK_EIO;
     }
-    int fd = -1;
-    size_t fdlen = sizeof fd;
-    if (rc == 0 && zmq_getsockopt (sock, ZMQ_FD, &fd, &fdlen) != 0) {
-        ak_error ("%s: zmq_getsockopt (ZMQ_FD): %s", sim->id, zmq_strerror (zmq_errno ()));
-        rc = AK_EIO;
-    }
-    if (rc == 0) {
-        struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u32 = (uint32_t) (sim - self->sims) };
-        if (epoll_ctl (self->epoll, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            ak_error ("%s: epoll_ctl (ADD): %s", sim->id, strerror (errno));
-            rc = AK_EIO;
-        }
-    }
+    if (rc == 0)
+        rc = s_epoll_add (self, sim, sock, index);
     if (rc) {
+        if (sim->mon) {
+            s_epoll_del (self, sim, ak_hsmon_handle (sim->mon));
+            ak_hsmon_destroy (&sim->mon);
+        }
         if (zmq_close (sock) != 0)
             ak_error ("%s: zmq_close: %s", sim->id, zmq_strerror (zmq_errno ()));
         s_reconnect_later (self, sim, now);
@@ -424,6 +498,9 @@ static void s_connect (s_load_t *self, s_sim_t *sim, uint64_t now)
     sim->last_recv = now;
     s_send_hello (self, sim);
     s_check_ready (self, sim);
+    /* a first read arms the monitor's descriptor: libzmq signals a reader
+       only once it has found its pipe empty */
+    s_handshakes (self, sim, now);
 }
 
 // =================================================================== tasks
@@ -735,8 +812,15 @@ static void s_on_frame (s_load_t *self, s_sim_t *sim, const void *data, size_t s
         return;
     }
     sim->last_recv = now;
-    if (env->body_case != AK__ENVELOPE__BODY_DISCONNECT)
+    ak_liveness_heard (&sim->live, now);
+    if (env->body_case != AK__ENVELOPE__BODY_DISCONNECT) {
         sim->backoff_ms = self->opts.backoff_ms;        /* registered and heard */
+        if (!sim->registered) {
+            sim->registered = true;
+            if (++self->nregistered == self->opts.workers)
+                self->all_registered_ns = now_ns;
+        }
+    }
     switch (env->body_case) {
         case AK__ENVELOPE__BODY_HEARTBEAT:
             self->c.heartbeats_recv++;
@@ -748,12 +832,19 @@ static void s_on_frame (s_load_t *self, s_sim_t *sim, const void *data, size_t s
         case AK__ENVELOPE__BODY_ACK:
             s_on_ack (self, sim, env->ack, now_ns);
             break;
-        case AK__ENVELOPE__BODY_DISCONNECT:
+        case AK__ENVELOPE__BODY_DISCONNECT: {
             self->c.disconnects++;
-            ak_info ("%s: coordinator says DISCONNECT (%s): new socket in %u ms", sim->id,
-                     env->disconnect->reason, sim->backoff_ms);
-            s_reconnect_later (self, sim, now);
+            bool refused = env->disconnect->code != AK__DISCONNECT_CODE__DISCONNECT_REREGISTER;
+            self->c.refusals += refused;
+            uint32_t wait = s_reconnect_later (self, sim, now);
+            if (refused)
+                ak_error ("%s: the coordinator refused this worker: %s (code %d): new socket in %u ms",
+                          sim->id, env->disconnect->reason, (int) env->disconnect->code, wait);
+            else
+                ak_info ("%s: coordinator says DISCONNECT (%s): new socket in %u ms", sim->id,
+                         env->disconnect->reason, wait);
             break;
+        }
         default:
             self->c.rejected++;
             ak_warn ("%s: unexpected %s from the coordinator ignored", sim->id, ak_envelope_kind (env));
@@ -812,15 +903,15 @@ static void s_timers (s_load_t *self, s_sim_t *sim, uint64_t now)
     uint64_t dead_after = (uint64_t) self->opts.liveness * hb;
     uint64_t wake;
     if (sim->sock) {
-        if (now - sim->last_recv > dead_after) {
+        if (ak_liveness_dead (&sim->live, now, self->opts.heartbeat_ms, self->opts.liveness)) {
             self->c.silences++;
-            ak_info ("%s: coordinator silent for %" PRIu64 " ms: new socket in %u ms", sim->id,
-                     now - sim->last_recv, sim->backoff_ms);
-            s_reconnect_later (self, sim, now);
+            uint64_t silent = now - sim->live.since_ms;
+            uint32_t wait = s_reconnect_later (self, sim, now);
+            ak_info ("%s: coordinator silent for %" PRIu64 " ms: new socket in %u ms", sim->id, silent, wait);
             wake = sim->next_connect;
         }
         else {
-            if (now - sim->last_send >= hb)
+            if (now - sim->last_send >= hb && sim->live.up)     /* none queued behind the HELLO */
                 s_send_heartbeat (self, sim);
             for (size_t i = 0; i < sim->npending; i++) {
                 s_pending_t *p = &sim->pending[i];
@@ -828,8 +919,8 @@ static void s_timers (s_load_t *self, s_sim_t *sim, uint64_t now)
                     p->sent = true;
             }
             wake = sim->last_send + hb;
-            uint64_t silent = sim->last_recv + dead_after + 1;
-            if (silent < wake)
+            uint64_t silent = sim->live.since_ms + dead_after + 1;
+            if (sim->live.up && silent < wake)
                 wake = silent;
         }
     }
@@ -955,7 +1046,15 @@ static json_t *s_stats_json (s_load_t *self)
                                 "assign_bytes", (json_int_t) c->assign_bytes);
     if (!o || !counts)
         abort ();
+    /* the link (common/linkwatch.h): handshakes done and failed, refusals */
+    json_object_set_new (counts, "handshakes", json_integer ((json_int_t) c->handshakes));
+    json_object_set_new (counts, "handshake_failures", json_integer ((json_int_t) c->handshake_failures));
+    json_object_set_new (counts, "refusals", json_integer ((json_int_t) c->refusals));
     json_object_set_new (o, "counts", counts);
+    /* a cold start: when every simulated worker had been heard once (null: not all were) */
+    json_object_set_new (o, "registered", json_integer ((json_int_t) self->nregistered));
+    json_object_set_new (o, "all_registered_s", self->all_registered_ns
+                         ? json_real ((double) (self->all_registered_ns - self->start_ns) / 1e9) : json_null ());
     /* ASSIGN received -> ACK received: what a task waits for beyond its run */
     json_object_set_new (o, "dispatch_to_ack_latency", s_lat_json (self->lat_us, self->nlat));
     /* RECEIPT sent -> ACK received: the coordinator's intake and group commit */
@@ -1008,17 +1107,30 @@ static void s_print_stats (s_load_t *self, json_t *o)
             json_integer_value (json_object_get (counts, "reconnects")),
             json_integer_value (json_object_get (counts, "disconnects_received")),
             json_integer_value (json_object_get (counts, "send_failures")));
+    json_t *all = json_object_get (o, "all_registered_s");
+    printf ("  handshakes %" JSON_INTEGER_FORMAT " (failed %" JSON_INTEGER_FORMAT "), coordinator silences %"
+            JSON_INTEGER_FORMAT ", refusals %" JSON_INTEGER_FORMAT "; registered %" JSON_INTEGER_FORMAT " of %u",
+            json_integer_value (json_object_get (counts, "handshakes")),
+            json_integer_value (json_object_get (counts, "handshake_failures")),
+            json_integer_value (json_object_get (counts, "coordinator_silences")),
+            json_integer_value (json_object_get (counts, "refusals")),
+            json_integer_value (json_object_get (o, "registered")), self->opts.workers);
+    if (json_is_real (all))
+        printf (", all within %.2f s of the start\n", json_real_value (all));
+    else
+        printf ("\n");
     fflush (stdout);
 }
 
 // ================================================================ lifecycle
 
 /* Raises the open-file limit to what n sockets need (each DEALER holds a
-   mailbox descriptor and a TCP connection). */
+   mailbox descriptor and a TCP connection, its handshake monitor two more
+   sockets with a mailbox each). */
 static int s_raise_fd_limit (uint32_t workers, ak_err_t *err)
 {
     struct rlimit rl;
-    rlim_t need = (rlim_t) workers * 3 + 256;
+    rlim_t need = (rlim_t) workers * 5 + 256;
     if (getrlimit (RLIMIT_NOFILE, &rl) != 0)
         return ak_err_set (err, AK_EIO, "getrlimit (RLIMIT_NOFILE): %s", strerror (errno));
     if (rl.rlim_cur >= need)
@@ -1050,8 +1162,8 @@ static int s_load_new (const s_opts_t *opts, s_load_t **self_p, ak_err_t *err)
         free (self);
         return ak_err_set (err, AK_EIO, "zmq_ctx_new: %s", zmq_strerror (zmq_errno ()));
     }
-    if (zmq_ctx_set (self->ctx, ZMQ_MAX_SOCKETS, (int) opts->workers + 64) != 0) {
-        rc = ak_err_set (err, AK_EIO, "zmq_ctx_set (ZMQ_MAX_SOCKETS, %u): %s", opts->workers + 64,
+    if (zmq_ctx_set (self->ctx, ZMQ_MAX_SOCKETS, (int) opts->workers * 3 + 64) != 0) {
+        rc = ak_err_set (err, AK_EIO, "zmq_ctx_set (ZMQ_MAX_SOCKETS, %u): %s", opts->workers * 3 + 64,
                          zmq_strerror (zmq_errno ()));
         if (zmq_ctx_term (self->ctx) != 0)
             ak_error ("zmq_ctx_term: %s", zmq_strerror (zmq_errno ()));
@@ -1143,9 +1255,16 @@ static int s_load_run (s_load_t *self, ak_err_t *err)
             rc = ak_err_set (err, AK_EIO, "epoll_wait: %s", strerror (errno));
             break;
         }
-        for (int i = 0; i < n; i++)
-            if (evs[i].data.u32 < self->opts.workers)
-                s_mark_ready (self, &self->sims[evs[i].data.u32]);
+        now = ak_clock_mono_ms ();
+        for (int i = 0; i < n; i++) {
+            uint32_t data = evs[i].data.u32, index = data & ~S_MON_BIT;
+            if (index >= self->opts.workers)
+                continue;
+            if (data & S_MON_BIT)
+                s_handshakes (self, &self->sims[index], now);
+            else
+                s_mark_ready (self, &self->sims[index]);
+        }
         s_read_ready (self);
         now = ak_clock_mono_ms ();
         s_due_tasks (self, now);
@@ -1205,8 +1324,10 @@ static void s_usage (FILE *out)
         "  --stats-json FILE    write the statistics there as JSON on exit\n"
         "  --heartbeat-ms N     heartbeat interval, 10..60000 (default 1000)\n"
         "  --blob-cache-mb N    each worker's blob cache, as akworker's; 0: off (default 64)\n"
-        "  --liveness N         silent intervals before the coordinator is dead (default 3)\n"
-        "  --backoff-ms N       first reconnect delay, doubling up to 32x (default 1000)\n"
+        "  --liveness N         silent intervals after the handshake before the coordinator\n"
+        "                       is dead (default 3)\n"
+        "  --backoff-ms N       first reconnect delay, doubling up to 32x, each wait drawn at\n"
+        "                       random from [delay/2, delay] (default 1000)\n"
         "  --cert FILE          a worker's secret certificate, used by every simulated worker\n"
         "                       (CURVE; default $AK_CERT)\n"
         "  --server-key KEY     the coordinator's public key, Z85 or its certificate file\n"

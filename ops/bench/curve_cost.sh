@@ -164,7 +164,9 @@ run_load () {
        '{mode: $mode, workers: $n, round: $round, round_trips_per_s: (.round_trips_per_s | round),
          p50_ms: .dispatch_to_ack_latency.p50_ms, p99_ms: .dispatch_to_ack_latency.p99_ms,
          akcoord_cpu_us_per_rt: $cus, akload_cpu_us_per_rt: $lus, handshakes_refused: $refused,
-         reconnects: .counts.reconnects}' "$out/akload-$name.json" | tee -a "$runs" >&2
+         reconnects: .counts.reconnects, silences: .counts.coordinator_silences,
+         handshake_failures: .counts.handshake_failures, all_registered_s: .all_registered_s}' \
+       "$out/akload-$name.json" | tee -a "$runs" >&2
 }
 
 for n in $workers_list; do
@@ -188,10 +190,11 @@ jq -s '
     curve: (map (select (.mode == "curve")) | {rt: (map (.round_trips_per_s) | median), p50: (map (.p50_ms) | median),
             p99: (map (.p99_ms) | median), cpu: (map (.akcoord_cpu_us_per_rt) | median),
             lcpu: (map (.akload_cpu_us_per_rt) | median), reconnects: (map (.reconnects) | add),
+            silences: (map (.silences) | add), registered_s: map (.all_registered_s),
             all: map (.round_trips_per_s)})
   })' "$runs" >"$out/results.json"
 
 echo
-echo "| workers | round trips/s plain -> curve (median; each round) | ratio | dispatch->ack p50 / p99 ms plain -> curve | akcoord CPU us/rt plain -> curve | ratio | akload CPU us/rt plain -> curve | reconnects plain / curve (all rounds) |"
-echo "|---|---|---|---|---|---|---|---|"
-jq -r '.[] | "| \(.workers) | \(.plain.rt) -> \(.curve.rt) (\(.plain.all | join (", ")) / \(.curve.all | join (", "))) | \(if .plain.rt > 0 then (.curve.rt / .plain.rt * 100 | round / 100) else "-" end) | \(.plain.p50) / \(.plain.p99) -> \(.curve.p50) / \(.curve.p99) | \(.plain.cpu) -> \(.curve.cpu) | \(if .plain.cpu > 0 then (.curve.cpu / .plain.cpu * 100 | round / 100) else "-" end) | \(.plain.lcpu) -> \(.curve.lcpu) | \(.plain.reconnects) / \(.curve.reconnects) |"' "$out/results.json"
+echo "| workers | round trips/s plain -> curve (median; each round) | ratio | dispatch->ack p50 / p99 ms plain -> curve | akcoord CPU us/rt plain -> curve | ratio | akload CPU us/rt plain -> curve | reconnects plain / curve (all rounds) | curve cold start: every worker registered within s (each round), coordinator silences |"
+echo "|---|---|---|---|---|---|---|---|---|"
+jq -r '.[] | "| \(.workers) | \(.plain.rt) -> \(.curve.rt) (\(.plain.all | join (", ")) / \(.curve.all | join (", "))) | \(if .plain.rt > 0 then (.curve.rt / .plain.rt * 100 | round / 100) else "-" end) | \(.plain.p50) / \(.plain.p99) -> \(.curve.p50) / \(.curve.p99) | \(.plain.cpu) -> \(.curve.cpu) | \(if .plain.cpu > 0 then (.curve.cpu / .plain.cpu * 100 | round / 100) else "-" end) | \(.plain.lcpu) -> \(.curve.lcpu) | \(.plain.reconnects) / \(.curve.reconnects) | \(.curve.registered_s | map (if . == null then "not all" else (. * 100 | round / 100 | tostring) end) | join (", ")), \(.curve.silences) |"' "$out/results.json"

@@ -4,7 +4,7 @@
     the workers endpoint, a revoked worker is dropped and cannot come back,
     and the limits: malformed frames drop a peer, a full client queue says
     "busy", akcoord will not start without --cert/--keys or --plain. */
-#include "support.h"
+#include "integration.h"
 
 #include <arpa/inet.h>
 #include <czmq.h>
@@ -44,31 +44,10 @@ static int s_free_port (void)
     return ntohs (a.sin_port);
 }
 
-static char *s_key (const char *dir, const char *name, ak_role_t role)
-{
-    ak_err_t err = { 0 };
-    char *pub = NULL;
-    if (ak_keys_new (dir, name, role, &pub, &err))
-        fail_msg ("ak_keys_new %s: %s", name, err.msg);
-    char *secret = ak_sprintf ("%s_secret", pub);
-    free (pub);
-    return secret;
-}
-
 /* A DEALER with the certificate cert (NULL: plain) to endpoint. */
 static zsock_t *s_dealer (const char *endpoint, const char *cert)
 {
-    zsock_t *s = zsock_new (ZMQ_DEALER);
-    assert_non_null (s);
-    zsock_set_linger (s, 0);
-    zsock_set_maxmsgsize (s, (int) AK_MAX_MSG_SIZE);
-    if (cert) {
-        ak_err_t err = { 0 };
-        if (ak_auth_client_setup (s, cert, s_fx->server_pub, &err))
-            fail_msg ("client setup: %s", err.msg);
-    }
-    assert_int_equal (zsock_connect (s, "%s", endpoint), 0);
-    return s;
+    return ak_it_dealer (endpoint, cert, s_fx->server_pub);
 }
 
 static Ak__Envelope *s_recv (zsock_t *s, int timeout_ms)
@@ -180,16 +159,15 @@ static int s_setup_with (void **state, const char *const *extra)
     snprintf (fx->workers, sizeof fx->workers, "tcp://127.0.0.1:%d", s_free_port ());
     snprintf (fx->clients, sizeof fx->clients, "tcp://127.0.0.1:%d", s_free_port ());
     char *server_dir = ak_path_join (fx->dir, "server");
-    fx->server_secret = s_key (server_dir, "akcoord", AK_ROLE_SERVER);
-    fx->server_pub = ak_strdup (fx->server_secret);
-    fx->server_pub[strlen (fx->server_pub) - strlen ("_secret")] = '\0';
+    fx->server_secret = ak_it_key (server_dir, "akcoord", AK_ROLE_SERVER);
+    fx->server_pub = ak_it_public (fx->server_secret);
     free (server_dir);
-    fx->op = s_key (fx->keys, "alice", AK_ROLE_OPERATOR);
-    fx->viewer = s_key (fx->keys, "bob", AK_ROLE_VIEWER);
-    fx->w1 = s_key (fx->keys, "w1", AK_ROLE_WORKER);
-    fx->w2 = s_key (fx->keys, "w2", AK_ROLE_WORKER);
+    fx->op = ak_it_key (fx->keys, "alice", AK_ROLE_OPERATOR);
+    fx->viewer = ak_it_key (fx->keys, "bob", AK_ROLE_VIEWER);
+    fx->w1 = ak_it_key (fx->keys, "w1", AK_ROLE_WORKER);
+    fx->w2 = ak_it_key (fx->keys, "w2", AK_ROLE_WORKER);
     char *other = ak_path_join (fx->dir, "other");
-    fx->stranger = s_key (other, "mallory", AK_ROLE_OPERATOR);
+    fx->stranger = ak_it_key (other, "mallory", AK_ROLE_OPERATOR);
     free (other);
     s_start (fx, extra);
     *state = fx;
@@ -220,24 +198,6 @@ static int s_teardown (void **state)
     free (fx);
     s_fx = NULL;
     return 0;
-}
-
-static void s_hello (zsock_t *s, const char *id)
-{
-    Ak__Envelope env = AK__ENVELOPE__INIT;
-    Ak__Hello h = AK__HELLO__INIT;
-    Ak__Device dv = AK__DEVICE__INIT, *dvs[1] = { &dv };
-    dv.backend = "host";
-    dv.device_class = "host";
-    h.worker_id = (char *) id;
-    h.host = "test";
-    h.devices = dvs;
-    h.n_devices = 1;
-    h.slots = 1;
-    h.prefetch = 1;
-    env.body_case = AK__ENVELOPE__BODY_HELLO;
-    env.hello = &h;
-    assert_int_equal (ak_envelope_send (s, NULL, 0, &env), 0);
 }
 
 /* The first message of kind within timeout_ms (others skipped), or NULL. */
@@ -307,12 +267,12 @@ static void test_unknown_keys_refused (void **state)
     zsock_destroy (&p);
 
     zsock_t *w = s_dealer (s_fx->workers, s_fx->stranger);
-    s_hello (w, "intruder");
+    ak_it_hello (w, "intruder");
     assert_null (s_recv (w, 1000));
     zsock_destroy (&w);
     /* a client key on the workers endpoint, a worker key on the clients one */
     w = s_dealer (s_fx->workers, s_fx->op);
-    s_hello (w, "operator-as-worker");
+    ak_it_hello (w, "operator-as-worker");
     assert_null (s_recv (w, 1000));
     zsock_destroy (&w);
     c = s_dealer (s_fx->clients, s_fx->w1);
@@ -384,8 +344,8 @@ static void test_revoked_worker_dropped (void **state)
     (void) state;
     zsock_t *w1 = s_dealer (s_fx->workers, s_fx->w1);
     zsock_t *w2 = s_dealer (s_fx->workers, s_fx->w2);
-    s_hello (w1, "w1");
-    s_hello (w2, "w2");
+    ak_it_hello (w1, "w1");
+    ak_it_hello (w2, "w2");
     Ak__Envelope *e = s_recv_kind (w1, AK__ENVELOPE__BODY_HEARTBEAT, 5000);
     assert_non_null (e);
     ak_envelope_free (&e);
@@ -404,11 +364,11 @@ static void test_revoked_worker_dropped (void **state)
 
     /* the old connection: nothing; a new one: refused at the handshake */
     json_int_t refused = s_stat ("security", "handshakes_refused", "workers");
-    s_hello (w1, "w1");
+    ak_it_hello (w1, "w1");
     assert_null (s_recv_kind (w1, AK__ENVELOPE__BODY_HEARTBEAT, 1000));
     zsock_destroy (&w1);
     w1 = s_dealer (s_fx->workers, s_fx->w1);
-    s_hello (w1, "w1");
+    ak_it_hello (w1, "w1");
     assert_null (s_recv (w1, 1000));
     assert_string_equal (s_worker_state ("w1"), "dead");
     assert_true (s_stat ("security", "handshakes_refused", "workers") > refused);
@@ -419,7 +379,7 @@ static void test_revoked_worker_dropped (void **state)
        again); SIGHUP re-reads at once */
     while ((e = s_recv (w2, 50)))
         ak_envelope_free (&e);
-    s_hello (w2, "w2");
+    ak_it_hello (w2, "w2");
     e = s_recv_kind (w2, AK__ENVELOPE__BODY_HEARTBEAT, 5000);
     assert_non_null (e);
     ak_envelope_free (&e);
@@ -440,12 +400,12 @@ static void test_worker_id_bound_to_key (void **state)
 {
     (void) state;
     zsock_t *w1 = s_dealer (s_fx->workers, s_fx->w1);
-    s_hello (w1, "w1");
+    ak_it_hello (w1, "w1");
     Ak__Envelope *e = s_recv_kind (w1, AK__ENVELOPE__BODY_HEARTBEAT, 5000);
     assert_non_null (e);
     ak_envelope_free (&e);
     zsock_t *w2 = s_dealer (s_fx->workers, s_fx->w2);
-    s_hello (w2, "w1");
+    ak_it_hello (w2, "w1");
     assert_true (s_disconnected (w2, "worker id w1 is registered with another key", 5000));
     assert_string_equal (s_worker_state ("w1"), "alive");
     zsock_destroy (&w2);
@@ -459,13 +419,13 @@ static void test_one_key_one_worker_id (void **state)
 {
     (void) state;
     zsock_t *w1 = s_dealer (s_fx->workers, s_fx->w1);
-    s_hello (w1, "w1");
+    ak_it_hello (w1, "w1");
     Ak__Envelope *e = s_recv_kind (w1, AK__ENVELOPE__BODY_HEARTBEAT, 5000);
     assert_non_null (e);
     ak_envelope_free (&e);
     json_int_t before = s_stat ("security", "registrations_refused", NULL);
     zsock_t *again = s_dealer (s_fx->workers, s_fx->w1);
-    s_hello (again, "w1-second");
+    ak_it_hello (again, "w1-second");
     assert_true (s_disconnected (again, "worker key w1 may register 1 worker id and has 1 already: "
                                  "not w1-second (docs/operations.md)", 5000));
     assert_int_equal (s_stat ("security", "registrations_refused", NULL) - before, 1);
@@ -475,7 +435,7 @@ static void test_one_key_one_worker_id (void **state)
     /* a key whose certificate allows two: two ids, not a third (the
        certificate is made aside, then moved in: one change to the ring) */
     char *aside = ak_path_join (s_fx->dir, "aside");
-    char *secret = s_key (aside, "w3", AK_ROLE_WORKER);
+    char *secret = ak_it_key (aside, "w3", AK_ROLE_WORKER);
     char *pub = ak_path_join (aside, "worker/w3.key");
     char *text = NULL;
     size_t len = 0;
@@ -495,15 +455,15 @@ static void test_one_key_one_worker_id (void **state)
     usleep (1500 * 1000);                       /* the ring is read again on its next tick */
     zsock_t *a = s_dealer (s_fx->workers, secret), *b = s_dealer (s_fx->workers, secret);
     zsock_t *third = s_dealer (s_fx->workers, secret);
-    s_hello (a, "w3-a");
+    ak_it_hello (a, "w3-a");
     e = s_recv_kind (a, AK__ENVELOPE__BODY_HEARTBEAT, 5000);
     assert_non_null (e);
     ak_envelope_free (&e);
-    s_hello (b, "w3-b");
+    ak_it_hello (b, "w3-b");
     e = s_recv_kind (b, AK__ENVELOPE__BODY_HEARTBEAT, 5000);
     assert_non_null (e);
     ak_envelope_free (&e);
-    s_hello (third, "w3-c");
+    ak_it_hello (third, "w3-c");
     assert_true (s_disconnected (third, "worker key w3 may register 2 worker ids and has 2 already: "
                                  "not w3-c (docs/operations.md)", 5000));
     assert_string_not_equal (s_worker_state ("w3-a"), "absent");         /* (silent since: maybe dead) */
@@ -627,7 +587,7 @@ static void test_malformed_peer_dropped (void **state)
     assert_int_equal (s_stat ("security", "peers_dropped", NULL), 1);
 
     zsock_t *w = s_dealer (s_fx->workers, s_fx->w1);
-    s_hello (w, "w1");
+    ak_it_hello (w, "w1");
     Ak__Envelope *e = s_recv_kind (w, AK__ENVELOPE__BODY_HEARTBEAT, 5000);
     assert_non_null (e);
     ak_envelope_free (&e);
@@ -635,7 +595,7 @@ static void test_malformed_peer_dropped (void **state)
         assert_true (zmq_send (zsock_resolve (w), "", 0, 0) == 0);
     assert_true (s_disconnected (w, "dropped: too many malformed frames", 5000));
     assert_string_equal (s_worker_state ("w1"), "dead");
-    s_hello (w, "w1");
+    ak_it_hello (w, "w1");
     assert_null (s_recv (w, 1000));
     assert_int_equal (s_stat ("security", "peers_dropped", NULL), 2);
     zsock_destroy (&w);

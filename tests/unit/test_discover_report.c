@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "hotspots.h"
+#include "manifest.h"
 #include "spec.h"
 #include "trace.h"
 #include "util.h"
