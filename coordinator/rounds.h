@@ -29,8 +29,10 @@
     created when policy.confirm is set, and always when the provisional
     winner's speedup is above policy.implausible.  When the batch settles
     (results.c) the first finalist whose confirm receipt is still
-    promotable wins; a refuted one passes to the next finalist, then to the
-    baseline, with the reasons in Winner.reason.
+    promotable wins, with the lower of its two measurements and
+    Winner.confirmation saying whether they agree (ak_rounds_confirm_agrees);
+    a refuted one passes to the next finalist, then to the baseline, with
+    the reasons in Winner.reason.
 
     New tasks are created inside the write transaction of the group commit
     that accepted the receipt completing the stage (intake.c), so a crash
