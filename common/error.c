@@ -27,6 +27,7 @@ const char *ak_strerror (int code)
         case AK_EDENIED:      return "denied";
         case AK_EUNAVAIL:     return "unavailable";
         case AK_EINTERNAL:    return "internal error";
+        case AK_ENOSPACE:     return "no space left on device";
         default:              return "unknown error";
     }
 }

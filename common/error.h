@@ -28,6 +28,7 @@ enum {
     AK_EDENIED     = -16,
     AK_EUNAVAIL    = -17,   /* peer or service not reachable */
     AK_EINTERNAL   = -18,
+    AK_ENOSPACE    = -19,   /* the store's disk (or file size limit) is full */
 };
 
 /* Human text for a code; never NULL. */

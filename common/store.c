@@ -26,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 
 static const char *s_db_names[AK_DB_COUNT] = {
     "meta", "batches", "tasks", "receipts", "attempts", "blobs", "workers", "profiles"
@@ -85,15 +87,53 @@ static int s_put (ak_txn_t *txn, ak_db_t db, const char *key, const void *val, s
 
 /* ---------------------------------------------------------------- errors */
 
+bool ak_store_space_reason (int mdb_rc, uint64_t free_bytes, uint64_t fsize_limit, uint64_t map_size,
+                            char *buf, size_t len)
+{
+    bool limited = fsize_limit != UINT64_MAX && fsize_limit < map_size;
+    if (mdb_rc == ENOSPC || (mdb_rc == EIO && free_bytes < AK_STORE_LOW_SPACE))
+        snprintf (buf, len, "no space left on device (%llu KiB free)", (unsigned long long) (free_bytes >> 10));
+    else
+    if (mdb_rc == EDQUOT)
+        snprintf (buf, len, "disk quota exceeded");
+    else
+    if ((mdb_rc == EFBIG || mdb_rc == EIO) && limited)
+        snprintf (buf, len, "no space left under the file size limit (ulimit -f, systemd LimitFSIZE=) "
+                  "of %llu KiB, below the map size", (unsigned long long) (fsize_limit >> 10));
+    else
+    if (mdb_rc == EFBIG)
+        snprintf (buf, len, "file too large for its file system");
+    else
+        return false;
+    return true;
+}
+
+/*  The space reason of a failed write at store (ak_store_space_reason with
+    the free space of its file system and this process's file size limit). */
+static bool s_space_reason (ak_store_t *store, int mrc, char *buf, size_t len)
+{
+    if (mrc != ENOSPC && mrc != EIO && mrc != EDQUOT && mrc != EFBIG)
+        return false;
+    struct statvfs vfs;
+    uint64_t free_bytes = statvfs (store->dir, &vfs) == 0 ? (uint64_t) vfs.f_bavail * vfs.f_frsize : UINT64_MAX;
+    struct rlimit rl;
+    uint64_t limit = getrlimit (RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (uint64_t) rl.rlim_cur
+                                                                                        : UINT64_MAX;
+    return ak_store_space_reason (mrc, free_bytes, limit, ak_store_map_size (store), buf, len);
+}
+
 /*  Translates an mdb return code into an AK_E code with err naming the
     store and the call. */
 static int s_mdb_fail (ak_store_t *store, int mrc, ak_err_t *err, const char *what)
 {
+    char why[200];
     if (mrc == MDB_MAP_FULL)
         return ak_err_set (err, AK_ESTOREFULL,
                            "store %s: %s: map full (%zu MiB); grow the map with "
                            "ak_store_set_map_size and retry", store->dir, what,
                            ak_store_map_size (store) >> 20);
+    if (s_space_reason (store, mrc, why, sizeof why))
+        return ak_err_set (err, AK_ENOSPACE, "store full: %s at %s (%s: %s)", why, store->dir, what, mdb_strerror (mrc));
     return ak_err_set (err, AK_ESTORE, "store %s: %s: %s", store->dir, what, mdb_strerror (mrc));
 }
 

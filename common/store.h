@@ -7,8 +7,9 @@
     change after ak_store_commit returned 0.
 
     Every LMDB return code is checked; failures come back as AK_ESTORE (with
-    the mdb call and mdb_strerror in err) or AK_ESTOREFULL when the map is
-    full, in which case the transaction is aborted and nothing is half-written. */
+    the mdb call and mdb_strerror in err), AK_ESTOREFULL when the map is
+    full, or AK_ENOSPACE when the disk (or a file size limit) is, in which
+    cases the transaction is aborted and nothing is half-written. */
 #ifndef AK_STORE_H
 #define AK_STORE_H
 #include <stddef.h>
@@ -46,6 +47,18 @@ typedef struct {
    version is refused with AK_EVERSION. */
 int ak_store_open (const char *dir, const ak_store_opts_t *opts, ak_store_t **store_p, ak_err_t *err);
 void ak_store_destroy (ak_store_t **self_p);
+
+#define AK_STORE_LOW_SPACE (64ull << 20)    /* free bytes below which a write error is "no space" */
+
+/* Whether a failed write (mdb_rc: the errno LMDB returned) is the store's
+   disk running full, and why, into buf: ENOSPC ("no space left on
+   device"), EDQUOT ("disk quota exceeded") and EFBIG ("file size limit
+   ...") always are; EIO (what LMDB returns for a short write) is when
+   free_bytes is below AK_STORE_LOW_SPACE or a file size limit
+   (fsize_limit; UINT64_MAX: none) is below the map size.  false, buf
+   untouched, for any other error: a genuine I/O error is not "full". */
+bool ak_store_space_reason (int mdb_rc, uint64_t free_bytes, uint64_t fsize_limit, uint64_t map_size,
+                            char *buf, size_t len);
 
 /* Map size in bytes now; grow it (no transaction may be open). */
 size_t ak_store_map_size (ak_store_t *self);

@@ -154,11 +154,34 @@ static int s_submit_once (ak_client_env_t *env, const ak_manifest_t *m, const ch
     return rc;
 }
 
+/* The targets of m that no known worker, alive or dead, has announced:
+   a JSON array of their names, and "'a', 'b'" into names. */
+static json_t *s_unserved (ak_client_env_t *env, const ak_manifest_t *m, char *names, size_t len)
+{
+    json_t *arr = json_array ();
+    names[0] = '\0';
+    for (size_t i = 0; i < m->ntargets; i++) {
+        if (ak_waiting_announced (env->registry, m->targets[i]))
+            continue;
+        json_array_append_new (arr, json_string (m->targets[i]));
+        size_t used = strlen (names);
+        snprintf (names + used, len - used, "%s'%.64s' (targets[%zu])", used ? ", " : "", m->targets[i], i);
+    }
+    return arr;
+}
+
+/* submit [allow-unserved]: a batch naming a class that no worker has ever
+   announced is refused unless allow-unserved says to queue it anyway
+   (docs/operations.md, "A batch for a class nobody serves"). */
 static int s_submit (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                      json_t **out, ak_err_t *err)
 {
     ak_manifest_t *m = NULL;
     ak_expansion_t *exp = NULL;
+    bool allow_unserved = req->n_args == 1 && strcmp (req->args[0], "allow-unserved") == 0;
+    if (req->n_args == 1 && !allow_unserved)
+        return ak_err_set (err, AK_EINVAL, "submit: '%.64s' is not an option of submit (allow-unserved is)",
+                           req->args[0]);
     if (!req->body || !*req->body)
         return ak_err_set (err, AK_EINVAL, "submit: the request body must hold the manifest bundle");
     int rc = ak_manifest_parse_bundle (req->body, strlen (req->body), "bundle", &m, err);
@@ -166,32 +189,106 @@ static int s_submit (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_
         err->code = AK_EINVAL;          /* the parser's words, verbatim */
         return AK_EINVAL;
     }
+    char names[600];
+    json_t *unserved = s_unserved (env, m, names, sizeof names);
+    if (json_array_size (unserved) && !allow_unserved) {
+        rc = ak_err_set (err, AK_EINVAL, "submit: no worker has ever announced %s %s to this coordinator, "
+                         "so the batch would wait until one registers: check the spelling against "
+                         "`akctl workers`, start a worker of that class, or submit with --allow-unserved "
+                         "to queue it anyway", json_array_size (unserved) == 1 ? "the target class"
+                                                                               : "the target classes", names);
+        ak_info ("submit refused: %s", err->msg);
+        json_decref (unserved);
+        ak_manifest_destroy (&m);
+        return rc;
+    }
     while ((rc = s_submit_once (env, m, req->body, &exp, err)) == AK_ESTOREFULL) {
         ak_error ("submit: %s; growing the map", err->msg);
         rc = ak_intake_grow (env->intake, err);
         if (rc)
             break;
     }
+    if (rc == AK_ENOSPACE || rc == AK_ESTOREFULL || rc == AK_ESTORE) {
+        ak_error ("submit failed: %s", err->msg);
+        ak_intake_failed (env->intake, rc, err->msg);
+    }
     if (rc == 0) {
+        ak_intake_healthy (env->intake);
         ak_sched_add (env->sched, exp);
         env->work_added = true;
-        ak_info ("batch %s '%s' submitted: %zu tasks over %zu ops x %zu targets",
-                 exp->batch->batch_id, exp->batch->name, exp->ntasks, m->nops, m->ntargets);
-        *out = json_pack ("{s:s, s:I}", "batch_id", exp->batch->batch_id,
-                          "tasks", (json_int_t) exp->ntasks);
+        ak_info ("batch %s '%s' submitted: %zu tasks over %zu ops x %zu targets%s%s%s",
+                 exp->batch->batch_id, exp->batch->name, exp->ntasks, m->nops, m->ntargets,
+                 json_array_size (unserved) ? " (--allow-unserved: no worker has announced " : "",
+                 json_array_size (unserved) ? names : "", json_array_size (unserved) ? ")" : "");
+        if (env->waiting)       /* the WARN now, not at the next heartbeat */
+            ak_waiting_log_check (env->waiting, env->sched, env->registry);
+        *out = json_pack ("{s:s, s:I, s:O}", "batch_id", exp->batch->batch_id,
+                          "tasks", (json_int_t) exp->ntasks, "unserved", unserved);
     }
+    json_decref (unserved);
     ak_expansion_destroy (&exp);
     ak_manifest_destroy (&m);
     return rc;
+}
+
+/* The store's trouble, when its commits fail: {"error", "since_ms",
+   "failures"} with the error in words that do not name the server's paths
+   (status is a viewer's verb; `stats` has the full message), else NULL. */
+static json_t *s_store_error_json (ak_client_env_t *env)
+{
+    const ak_intake_stats_t *is = ak_intake_stats (env->intake);
+    if (!is->failing_since_ms)
+        return NULL;
+    char text[300];
+    if (is->last_code == AK_ENOSPACE || is->last_code == AK_ESTOREFULL) {
+        /* "store full: WHY at PATH (...)" (store.c) or the map's limit (intake.c) */
+        const char *at = is->last_code == AK_ENOSPACE ? strstr (is->last_error, " at ") : NULL;
+        int n = at ? (int) (at - is->last_error) : (int) strlen (is->last_error);
+        snprintf (text, sizeof text, "%.*s: commits fail, nothing new is stored until there is space", n,
+                  is->last_error);
+    }
+    else
+        snprintf (text, sizeof text, "store error (%s): commits fail, nothing new is stored "
+                  "(akctl stats: last_commit_error)", ak_strerror (is->last_code));
+    return json_pack ("{s:s, s:I, s:I}", "error", text, "since_ms", (json_int_t) is->failing_since_ms,
+                      "failures", (json_int_t) is->failing);
+}
+
+/* "waiting": the classes of b's queued tasks that no live worker serves
+   (waiting.h), [{"device_class","queued","workers_seen","why"}...]. */
+static json_t *s_waiting_json (ak_client_env_t *env, const ak_batch_t *b)
+{
+    ak_waiting_t *list = NULL;
+    size_t n = ak_waiting_batch (env->registry, b, &list);
+    json_t *arr = json_array ();
+    for (size_t i = 0; i < n; i++) {
+        char why[320];
+        ak_waiting_text (&list[i], why, sizeof why);
+        json_array_append_new (arr, json_pack ("{s:s, s:I, s:I, s:s}", "device_class", list[i].device_class,
+                                               "queued", (json_int_t) list[i].queued,
+                                               "workers_seen", (json_int_t) list[i].seen, "why", why));
+    }
+    ak_waiting_free (&list, n);
+    return arr;
 }
 
 static int s_list (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                    json_t **out, ak_err_t *err)
 {
     json_t *arr = json_array ();
-    for (ak_batch_t *b = ak_sched_batch_first (env->sched); b; b = ak_sched_batch_next (env->sched))
-        json_array_append_new (arr, s_batchsum (b));
+    for (ak_batch_t *b = ak_sched_batch_first (env->sched); b; b = ak_sched_batch_next (env->sched)) {
+        json_t *sum = s_batchsum (b);
+        json_t *waiting = s_waiting_json (env, b);
+        if (json_array_size (waiting))
+            json_object_set_new (sum, "waiting", waiting);
+        else
+            json_decref (waiting);
+        json_array_append_new (arr, sum);
+    }
     *out = json_pack ("{s:o}", "batches", arr);
+    json_t *se = s_store_error_json (env);
+    if (se)
+        json_object_set_new (*out, "store_error", se);
     return 0;
 }
 
@@ -248,6 +345,10 @@ static int s_status (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_
     if (rc == 0) {
         *out = s_batchsum (b);
         s_search_json (env, b, *out);
+        json_object_set_new (*out, "waiting", s_waiting_json (env, b));
+        json_t *se = s_store_error_json (env);
+        if (se)
+            json_object_set_new (*out, "store_error", se);
     }
     return rc;
 }
@@ -691,6 +792,8 @@ static int s_stats (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t
     S_SET ("map_size", ak_store_map_size (env->store));
     S_SET ("map_max", is->map_max);
     S_SET ("store_full", is->store_full);
+    S_SET ("commits_failing", is->failing);                 /* failed commits in a row, now */
+    S_SET ("commits_failing_since_ms", is->failing_since_ms);
     S_SET ("assigns", c->assigns);
     S_SET ("acks", c->acks);
     S_SET ("disconnects_sent", c->disconnects_sent);
@@ -734,7 +837,7 @@ typedef struct {
 } s_verb_t;
 
 static const s_verb_t s_verbs[] = {
-    { "submit",   0, 0, "no arguments (the bundle is the body)", s_submit },
+    { "submit",   0, 1, "[allow-unserved] (the bundle is the body)", s_submit },
     { "list",     0, 0, "no arguments", s_list },
     { "status",   0, 1, "[BATCH]", s_status },
     { "show",     1, 1, "TASK", s_show },

@@ -16,6 +16,7 @@
 #include "registry.h"
 #include "intake.h"
 #include "counters.h"
+#include "waiting.h"
 
 typedef struct {
     ak_store_t          *store;
@@ -27,6 +28,7 @@ typedef struct {
     /* Commits every pending change now (0 or the store's error). */
     int                (*commit_now) (void *arg, ak_err_t *err);
     void                *arg;
+    ak_waiting_log_t    *waiting;       /* unserved classes, WARN once (waiting.h); may be NULL */
     /* set by the verbs for the caller to act on */
     bool                 shutdown;
     bool                 work_added;

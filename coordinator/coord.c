@@ -25,6 +25,7 @@
 #include "store.h"
 #include "util.h"
 #include "verify.h"
+#include "waiting.h"
 
 #define S_LINGER_MS        500      /* bounded linger on close */
 #define S_DRAIN_MAX        256      /* messages per socket per wake-up, for fairness */
@@ -1411,6 +1412,7 @@ static void s_tick (ak_coord_t *self, uint64_t now)
     if (now >= self->next_heartbeat) {
         self->next_heartbeat = now + self->opts.heartbeat_ms;
         s_reap_pinned (self, now);
+        ak_waiting_log_check (self->client.waiting, self->sched, self->registry);
     }
 
     ak_worker_t **dead = NULL;
@@ -1581,7 +1583,7 @@ int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *er
     self->client = (ak_client_env_t) {
         .store = self->store, .sched = self->sched, .registry = self->registry,
         .intake = self->intake, .counters = &self->counters, .start_ms = self->start,
-        .commit_now = s_commit_cb, .arg = self,
+        .commit_now = s_commit_cb, .arg = self, .waiting = ak_waiting_log_new (),
     };
     rc = s_bind (self, AK_EP_WORKERS, err);
     if (rc == 0)
@@ -1624,6 +1626,7 @@ void ak_coord_destroy (ak_coord_t **self_p)
         ak_admit_destroy (&self->admit);
         zhashx_destroy (&self->malformed);
         zhashx_destroy (&self->dropped);
+        ak_waiting_log_destroy (&self->client.waiting);
         zsock_destroy (&self->zap);
         ak_keyring_destroy (&self->ring);
         free (self->sendbuf);

@@ -366,6 +366,32 @@ static int s_commit_once (ak_intake_t *self, ak_err_t *err)
     return rc;
 }
 
+void ak_intake_failed (ak_intake_t *self, int rc, const char *msg)
+{
+    ak_intake_stats_t *st = &self->stats;
+    st->commit_failures++;
+    st->store_full += rc == AK_ESTOREFULL || rc == AK_ENOSPACE;
+    snprintf (st->last_error, sizeof st->last_error, "%.255s", msg);
+    st->last_code = rc;
+    if (!st->failing_since_ms)
+        st->failing_since_ms = ak_clock_wall_ms ();
+    st->failing++;
+}
+
+void ak_intake_healthy (ak_intake_t *self)
+{
+    ak_intake_stats_t *st = &self->stats;
+    uint64_t now = ak_clock_wall_ms ();
+    if (st->failing_since_ms)
+        ak_info ("store commits succeed again after %llu failed ones in %llu ms",
+                 (unsigned long long) st->failing,
+                 (unsigned long long) (now > st->failing_since_ms ? now - st->failing_since_ms : 0));
+    st->last_error[0] = '\0';
+    st->last_code = 0;
+    st->failing_since_ms = 0;
+    st->failing = 0;
+}
+
 int ak_intake_grow (ak_intake_t *self, ak_err_t *err)
 {
     size_t now = ak_store_map_size (self->store);
@@ -417,10 +443,7 @@ int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_
         }
     }
     if (rc) {
-        self->stats.commit_failures++;
-        self->stats.store_full += rc == AK_ESTOREFULL;
-        snprintf (self->stats.last_error, sizeof self->stats.last_error, "%.255s",
-                  err && err->msg[0] ? err->msg : ak_strerror (rc));
+        ak_intake_failed (self, rc, err && err->msg[0] ? err->msg : ak_strerror (rc));
         self->stats.dropped += self->nstaged;
         self->retry_at = now + AK_INTAKE_RETRY_MS;
         ak_error ("commit failed, %zu receipts not stored or acked (workers will re-send): %s",
@@ -445,7 +468,7 @@ int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_
 
     self->retry_at = 0;
     self->stats.commits++;
-    self->stats.last_error[0] = '\0';
+    ak_intake_healthy (self);
     ak_sched_flushed (self->sched);
     ak_registry_flushed (self->registry);
     /* indexed before the receipts finish their tasks, so a batch whose

@@ -65,9 +65,13 @@ typedef struct {
     uint64_t commit_failures;
     uint64_t map_grows;
     uint64_t dropped;           /* receipts not stored after a failed commit */
-    uint64_t store_full;        /* commits that failed with the map at map_max */
+    uint64_t store_full;        /* commits that failed for space: the map at map_max
+                                   (AK_ESTOREFULL) or the disk full (AK_ENOSPACE) */
     size_t   map_max;           /* the growth limit in force */
     char     last_error[256];   /* why the last commit failed; "" once one succeeded */
+    int      last_code;         /* its AK_E code; 0 once one succeeded */
+    uint64_t failing_since_ms;  /* wall clock of the first failure in a row; 0 once one succeeded */
+    uint64_t failing;           /* failures in that row */
 } ak_intake_stats_t;
 
 typedef struct ak_intake ak_intake_t;
@@ -111,5 +115,12 @@ void ak_commit_clear (ak_commit_t *commit);
 int ak_intake_grow (ak_intake_t *self, ak_err_t *err);
 
 const ak_intake_stats_t *ak_intake_stats (ak_intake_t *self);
+
+/* Counts a failed commit of another writer (submit, profile install ...)
+   in the stats as a group commit's failure is (commit_failures,
+   store_full, last_error, failing_since_ms); rc is its AK_E code. */
+void ak_intake_failed (ak_intake_t *self, int rc, const char *msg);
+/* A commit of another writer succeeded: the store is healthy again. */
+void ak_intake_healthy (ak_intake_t *self);
 
 #endif

@@ -217,6 +217,10 @@ int main (int argc, char **argv)
         return 1;
     }
     signal (SIGPIPE, SIG_IGN);
+    /* a file size limit (ulimit -f, systemd LimitFSIZE=) makes the store's
+       writes fail (reported as "store full", the batch waits) instead of
+       killing the coordinator in the middle of a commit */
+    signal (SIGXFSZ, SIG_IGN);
 
     ak_err_t err = { 0 };
     ak_coord_t *coord = NULL;

@@ -562,12 +562,15 @@ static Ak__ProfileBuffer **s_buffers (const ak_spec_t *spec, const ak_buf_t *buf
     return v;
 }
 
-/* One entry per workload of the winning task.  Fails (AK_EINVAL naming
-   the workload) when a launch rule does not evaluate: a winner that ran
+/* One entry per workload of the winning task, with the figures of fig:
+   the winning receipt r, or the confirm receipt when the confirmation
+   round reported its (lower) measurement (Winner.figures_receipt_id,
+   rounds.h), which is then evidence too.  Fails (AK_EINVAL naming the
+   workload) when a launch rule does not evaluate: a winner that ran
    cannot have that, so it means the records disagree. */
 static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
-                          const Ak__TaskRecord *t, const Ak__Receipt *r, const Ak__Winner *w,
-                          const char *pre_receipt, const char *prelude_digest, uint64_t now_ms,
+                          const Ak__TaskRecord *t, const Ak__Receipt *r, const Ak__Receipt *fig,
+                          const Ak__Winner *w, const char *pre_receipt, const char *prelude_digest, uint64_t now_ms,
                           Ak__ProfileClass *pc, ak_err_t *err)
 {
     const char *names[AK_MAX_PARAMS + 1];
@@ -622,8 +625,8 @@ static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
         }
         e->inputs = s_buffers (spec, spec->inputs, spec->ninputs, wl->dims, dt, &e->n_inputs);
         e->outputs = s_buffers (spec, spec->outputs, spec->noutputs, wl->dims, dt, &e->n_outputs);
-        for (size_t i = 0; i < r->n_timings; i++) {
-            const Ak__WorkloadTiming *wt = r->timings[i];
+        for (size_t i = 0; i < fig->n_timings; i++) {
+            const Ak__WorkloadTiming *wt = fig->timings[i];
             if (!wt->workload || strcmp (wt->workload->name, wl->name) != 0
                 || strcmp (wt->workload->dtype, wl->dtype) != 0)
                 continue;
@@ -636,8 +639,10 @@ static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
         }
         e->op_speedup = w->speedup;
         e->op_noise = w->noise;
-        e->evidence = ak_calloc (2, sizeof *e->evidence);
+        e->evidence = ak_calloc (3, sizeof *e->evidence);
         e->evidence[e->n_evidence++] = ak_strdup (r->receipt_id);
+        if (fig != r)
+            e->evidence[e->n_evidence++] = ak_strdup (fig->receipt_id);
         if (pre_receipt && *pre_receipt)
             e->evidence[e->n_evidence++] = ak_strdup (pre_receipt);
         ak_cpb_set (&e->batch_id, t->batch_id);
@@ -688,11 +693,22 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
             if (strcmp (pair->tunes[j].task->task_id, w->task_id) == 0)
                 win = &pair->tunes[j];
         const char *why = NULL;
+        const Ak__Receipt *fig = win ? win->receipt : NULL;
+        if (win && fig && *w->figures_receipt_id && strcmp (w->figures_receipt_id, w->receipt_id) != 0) {
+            fig = NULL;
+            for (size_t k = 0; pair && k < pair->nconfirms; k++)
+                if (pair->confirms[k].receipt
+                    && strcmp (pair->confirms[k].receipt->receipt_id, w->figures_receipt_id) == 0)
+                    fig = pair->confirms[k].receipt;
+        }
         if (!win || !win->receipt)
             why = "the winning task or its receipt is missing from the store";
         else
         if (strcmp (win->receipt->receipt_id, w->receipt_id) != 0)
             why = "the winner's receipt is no longer the task's accepted one (retried?)";
+        else
+        if (!fig)
+            why = "the confirm receipt whose figures the winner reports is missing from the store";
         else
         if (!s_class_valid (w->device_class))
             why = "device class is not a valid name";
@@ -730,7 +746,7 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
                 news[nnews++] = pc;
             }
             const char *pre = pair->preflight.receipt ? pair->preflight.receipt->receipt_id : NULL;
-            rc = s_entries_for (spec, cand, t, win->receipt, w, pre,
+            rc = s_entries_for (spec, cand, t, win->receipt, fig, w, pre,
                                 strcmp (t->backend, "cuda") == 0 ? prelude_cuda : prelude_host,
                                 now_ms, pc, err);
         }

@@ -300,13 +300,20 @@ json_t *ak_results_aggregates (const ak_result_pair_t *p, const Ak__Winner *winn
     json_t *out;
     if (pick >= 0) {
         const Ak__TaskRecord *t = p->tunes[pick].task;
+        /* a winner whose figures are its confirmation's (rounds.h) */
+        const Ak__Receipt *rows_from = p->tunes[pick].receipt;
+        for (size_t k = 0; strcmp (source, "winner") == 0 && *winner->figures_receipt_id && k < p->nconfirms; k++)
+            if (p->confirms[k].receipt
+                && strcmp (p->confirms[k].receipt->receipt_id, winner->figures_receipt_id) == 0)
+                rows_from = p->confirms[k].receipt;
         json_t *params = json_array ();
         for (size_t i = 0; i < t->n_params; i++)
             json_array_append_new (params, json_pack ("{s:s, s:I}", "name", t->params[i]->name,
                                                       "value", (json_int_t) t->params[i]->value));
         out = json_pack ("{s:s, s:s, s:s, s:o, s:o}", "source", source, "task_id", t->task_id,
                          "candidate", t->candidate_name, "params", params,
-                         "rows", s_aggregate_rows (p->tunes[pick].receipt, false));
+                         "rows", s_aggregate_rows (rows_from, false));
+        json_object_set_new (out, "receipt_id", json_string (rows_from->receipt_id));
     }
     else
     if (p->preflight.receipt)

@@ -43,7 +43,8 @@ typedef struct {
 
 /* The weighted aggregates of a pair for `report` (docs/measurement.md,
    "Weighted aggregates"): over the accepted tune receipt of the winner when
-   one was promoted, else of the best candidate that ran ok, else over the
+   one was promoted (its confirm receipt when the winner reports that one's
+   figures, Winner.figures_receipt_id; "receipt_id" says which), else of the best candidate that ran ok, else over the
    preflight (baseline only).  {"source": "winner"|"best"|"preflight"|"none",
    "task_id", "candidate", "params", "rows": [{"dtype", "workloads", "weight",
    "baseline_us", "candidate_us", "speedup"}]}, one row per dtype in

@@ -220,6 +220,25 @@ size_t ak_rounds_finalists (const ak_promote_cand_t *cands, const ak_promote_eva
     return m;
 }
 
+static double s_half_width (double noise)
+{
+    return isfinite (noise) && noise > 0 ? noise : 0;
+}
+
+bool ak_rounds_confirm_agrees (double measured, double measured_noise, double confirmed,
+                               double confirmed_noise, double threshold, double *tolerance_p)
+{
+    if (!isfinite (threshold) || threshold < 0)
+        threshold = 0;
+    double tol = s_half_width (measured_noise) + s_half_width (confirmed_noise);
+    bool valid = isfinite (measured) && measured > 0 && isfinite (confirmed) && confirmed > 0;
+    if (valid)
+        tol += threshold * fmin (measured, confirmed);
+    if (tolerance_p)
+        *tolerance_p = tol;
+    return valid && fabs (measured - confirmed) <= tol;
+}
+
 /* Appends "; text" (or text) to buf, cutting rather than overflowing. */
 static void s_append (char *buf, size_t len, const char *text)
 {
@@ -284,19 +303,34 @@ void ak_rounds_confirm_decide (const ak_promote_rule_t *rule, double implausible
             s_append (notes, sizeof notes, line);
             continue;
         }
-        /* confirmed: this finalist is the winner */
+        /* promotable on its confirmation: this finalist is the winner,
+           with the lower of its two measurements (never the higher as
+           confirmed); a confirmation outside the noise bands says so */
         const ak_promote_cand_t *w = &cands[i];
+        double tol = 0;
+        bool agrees = ak_rounds_confirm_agrees (evals[i].speedup, evals[i].noise, ev.speedup, ev.noise,
+                                                rule->threshold, &tol);
+        bool conf_lower = ev.speedup <= evals[i].speedup;
         ak_cpb_set (&win->task_id, w->task_id);
         ak_cpb_set (&win->receipt_id, w->receipt ? w->receipt->receipt_id : "");
         ak_cpb_set (&win->candidate_name, w->candidate_name);
         ak_cpb_params_free (win->params, win->n_params);
         win->params = ak_cpb_params_dup (w->params, w->nparams);
         win->n_params = w->nparams;
-        win->speedup = evals[i].speedup;
-        win->noise = evals[i].noise;
-        char reason[1400];
-        if (snprintf (reason, sizeof reason, "%sconfirmed on %s%s (task %s: %.2fx +- %.2f on fresh inputs; "
-                  "measured %.2fx +- %.2f on %s)%s%.700s%s%s", flag, on,
+        win->speedup = conf_lower ? ev.speedup : evals[i].speedup;
+        win->noise = conf_lower ? ev.noise : evals[i].noise;
+        ak_cpb_set (&win->confirmation, agrees ? "confirmed" : "disagrees");
+        ak_cpb_set (&win->figures_receipt_id, conf_lower ? c->receipt->receipt_id
+                                                         : w->receipt ? w->receipt->receipt_id : "");
+        char reason[1400], verdict[200];
+        if (agrees)
+            snprintf (verdict, sizeof verdict, "confirmed on %s", on);
+        else
+            snprintf (verdict, sizeof verdict, "confirmation disagrees: %.2fx on %s is %.2f off the "
+                      "measured figure, outside the noise bands (+- %.2f); the lower figure is reported", ev.speedup,
+                      on, fabs (ev.speedup - evals[i].speedup), tol);
+        if (snprintf (reason, sizeof reason, "%s%s%s (task %s: %.2fx +- %.2f on fresh inputs; "
+                  "measured %.2fx +- %.2f on %s)%s%.700s%s%s", flag, verdict,
                   same ? " (the same worker: no other live worker of the class)" : "",
                   c->task_id, ev.speedup, ev.noise, evals[i].speedup, evals[i].noise,
                   c->avoid_worker && *c->avoid_worker ? c->avoid_worker : "?",

@@ -29,8 +29,10 @@
     created when policy.confirm is set, and always when the provisional
     winner's speedup is above policy.implausible.  When the batch settles
     (results.c) the first finalist whose confirm receipt is still
-    promotable wins; a refuted one passes to the next finalist, then to the
-    baseline, with the reasons in Winner.reason.
+    promotable wins, with the lower of its two measurements and
+    Winner.confirmation saying whether they agree (ak_rounds_confirm_agrees);
+    a refuted one passes to the next finalist, then to the baseline, with
+    the reasons in Winner.reason.
 
     New tasks are created inside the write transaction of the group commit
     that accepted the receipt completing the stage (intake.c), so a crash
@@ -101,12 +103,26 @@ typedef struct {
     const Ak__Receipt *receipt;         /* its accepted receipt, NULL when none */
 } ak_confirm_t;
 
+/* Whether a confirmation agrees with the measurement it re-checks: their
+   noise bands overlap, widened by threshold (the promotion threshold) of
+   the lower figure:
+       |measured - confirmed| <= measured_noise + confirmed_noise
+                                 + threshold * min (measured, confirmed)
+   A negative or non-finite noise or threshold counts as 0; a non-finite or
+   non-positive figure never agrees.  *tolerance_p (may be NULL) gets the
+   right-hand side. */
+bool ak_rounds_confirm_agrees (double measured, double measured_noise, double confirmed,
+                               double confirmed_noise, double threshold, double *tolerance_p);
+
 /* Rewrites *winner (from ak_promote over cands/evals) after the
    confirmation round.  confirms[i] belongs to cands[i].  For each
-   finalist in order: confirmed (its confirm receipt is promotable under
-   rule) -> it wins, reason "confirmed on W ..."; refuted -> the next one;
-   none -> the baseline stays, reason "not confirmed: ...".  A winner
-   without any confirm task is left as it is (confirmation off).
+   finalist in order: its confirm receipt promotable under rule -> it
+   wins with the LOWER of its two measurements (speedup, noise and
+   figures_receipt_id), confirmation "confirmed" (reason "confirmed on W
+   ...") when ak_rounds_confirm_agrees, else "disagrees" (reason
+   "confirmation disagrees: ..."); refuted -> the next one; none -> the
+   baseline stays, reason "not confirmed: ...".  A winner without any
+   confirm task is left as it is (confirmation off).
    Speedups above `implausible` are flagged in the reason; a confirm that
    ran on its avoid_worker says so ("the same worker: no other live
    worker of the class"). */

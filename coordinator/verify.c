@@ -41,9 +41,17 @@ bool ak_verify_judge (const ak_verify_rule_t *rule, double recorded, double reco
         return false;
     }
     double band = k * (nm + nr) + floor * recorded;
+    double cap = fmax (AK_VERIFY_MAX_BAND, floor) * recorded;
+    bool capped = band > cap;
+    if (capped)
+        band = cap;
     if (fabs (measured - recorded) > band) {
-        snprintf (reason, len, "speedup %.3g +- %.2g vs recorded %.3g +- %.2g: outside +- %.2g",
-                  measured, nm, recorded, nr, band);
+        char why_cap[80] = "";
+        if (capped)
+            snprintf (why_cap, sizeof why_cap, " (the band is capped at %g%% of the recorded speedup)",
+                      fmax (AK_VERIFY_MAX_BAND, floor) * 100);
+        snprintf (reason, len, "speedup %.3g +- %.2g vs recorded %.3g +- %.2g: outside +- %.2g%s",
+                  measured, nm, recorded, nr, band, why_cap);
         return false;
     }
     /* a pass all the same: the rule judges the point figures; the reason

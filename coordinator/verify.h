@@ -35,9 +35,15 @@
 #define AK_VERIFY_DEFAULT_FLOOR 0.10    /* relative floor: 10% of the recorded speedup */
 #define AK_VERIFY_DEFAULT_THRESHOLD 0.03
 
+#define AK_VERIFY_MAX_BAND      0.25    /* the band never exceeds 25% of the recorded speedup */
+
 /* The rule a measured speedup must meet (docs/profiles.md "Verify"):
        measured >= 1 + threshold
-   and |measured - recorded| <= k * (measured_noise + recorded_noise) + floor * recorded
+   and |measured - recorded| <= band, where
+       band = min (k * (measured_noise + recorded_noise) + floor * recorded,
+                   max (AK_VERIFY_MAX_BAND, floor) * recorded)
+   so that noise widens the band only up to a fixed share of the recorded
+   figure: a noisy record or measurement cannot make any figure pass.
    Noise figures are the absolute half-widths the receipts carry; a
    negative or non-finite noise counts as 0, a non-finite or non-positive
    speedup fails.  threshold <= 0 or non-finite means the default 3%.

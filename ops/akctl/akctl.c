@@ -53,6 +53,7 @@ enum {
     S_OPT_EXTERNAL = 1 << 7,      /* submit --op, --workloads, --target, --override-builtin */
     S_OPT_KEYS     = 1 << 6,      /* keys --role, --dir */
     S_OPT_RULE     = 1 << 8,      /* verify --k, --floor */
+    S_OPT_UNSERVED = 1 << 9,      /* submit --allow-unserved */
 };
 
 typedef int (s_verb_fn) (const akctl_opts_t *o);
@@ -307,13 +308,15 @@ int akctl_load_bundle (const char *path, char **bundle_p, char ***pairs_p, int *
     return AKCTL_EXIT_OK;
 }
 
-int akctl_submit_bundle (akctl_client_t *client, const char *bundle, bool json, bool quiet,
-                         char **batch_id_p, int64_t *tasks_p)
+int akctl_submit_bundle (akctl_client_t *client, const char *bundle, bool allow_unserved, bool json,
+                         bool quiet, char **batch_id_p, int64_t *tasks_p)
 {
     akctl_reply_t reply;
     ak_err_t err = { 0, "" };
     *batch_id_p = NULL;
-    int rc = akctl_client_call (client, "submit", NULL, 0, bundle, &reply, &err);
+    char *allow[1] = { "allow-unserved" };
+    int rc = akctl_client_call (client, "submit", allow_unserved ? allow : NULL, allow_unserved ? 1 : 0,
+                                bundle, &reply, &err);
     int code = akctl_call_exit (rc, &reply, &err);
     if (code == AKCTL_EXIT_OK) {
         json_t *answer = akctl_parse_json (reply.json, "submit");
@@ -326,6 +329,13 @@ int akctl_submit_bundle (akctl_client_t *client, const char *bundle, bool json, 
             *batch_id_p = ak_strdup (id);
             if (tasks_p)
                 *tasks_p = akj_int (answer, "tasks");
+            const json_t *unserved = akj_arr (answer, "unserved");
+            size_t i;
+            json_t *cls;
+            json_array_foreach (unserved, i, cls)
+                fprintf (stderr, "akctl: warning: batch %s: no worker has ever announced class %s; "
+                         "its tasks wait until one registers\n", id,
+                         json_is_string (cls) ? json_string_value (cls) : "?");
             if (json)
                 printf ("%s\n", reply.json);
             else
@@ -369,7 +379,7 @@ static int s_verb_submit (const akctl_opts_t *o)
         return code;
     akctl_client_t *client = s_client (o, &code);
     if (client) {
-        code = akctl_submit_bundle (client, bundle, o->json, false, &batch_id, NULL);
+        code = akctl_submit_bundle (client, bundle, o->allow_unserved, o->json, false, &batch_id, NULL);
         if (code == AKCTL_EXIT_OK && o->wait) {
             akctl_catch_signals ();
             code = akctl_watch (client, batch_id, o->json, &akctl_stop, NULL, NULL, NULL);
@@ -414,7 +424,8 @@ static void s_help_verb (FILE *out, const s_verb_t *v)
 static int s_verb_help (const akctl_opts_t *o);
 
 static const s_verb_t s_verbs[] = {
-    { "submit", "FILE | --op DIR [--op DIR...]", 0, 1, S_OPT_WAIT | S_OPT_EXTERNAL, s_verb_submit,
+    { "submit", "FILE | --op DIR [--op DIR...]", 0, 1, S_OPT_WAIT | S_OPT_EXTERNAL | S_OPT_UNSERVED,
+      s_verb_submit,
       "validate a batch manifest, submit it, print the batch id",
       "Loads the batch manifest FILE and every file it names (operator specs,\n"
       "kernel sources), validates all of it here, and sends the result as one\n"
@@ -425,6 +436,12 @@ static const s_verb_t s_verbs[] = {
       "\n"
       "  --wait            then follow the batch like `akctl watch` and exit with\n"
       "                    watch's code\n"
+      "  --allow-unserved  queue the batch even when a target class has never been\n"
+      "                    announced by any worker (a typo, or workers started\n"
+      "                    later); without it the coordinator refuses such a\n"
+      "                    batch and names the classes (exit 2).  Queued work of a\n"
+      "                    class with no live worker shows as \"waiting: no live\n"
+      "                    worker of class X\" in status and watch\n"
       "\n"
       "External operators (instead of FILE; docs/formats.md):\n"
       "  --op DIR          an operator directory with spec.json and its kernel\n"
@@ -778,6 +795,7 @@ int main (int argc, char **argv)
                  : strcmp (name, "--op") == 0 || strcmp (name, "--workloads") == 0
                    || strcmp (name, "--target") == 0
                    || strcmp (name, "--override-builtin") == 0 ? S_OPT_EXTERNAL
+                 : strcmp (name, "--allow-unserved") == 0 ? S_OPT_UNSERVED
                  : strcmp (name, "--role") == 0 ? S_OPT_KEYS
                  : strcmp (name, "--k") == 0 || strcmp (name, "--floor") == 0 ? S_OPT_RULE
                  : strcmp (name, "--dir") == 0 ? S_OPT_DEMO | S_OPT_KEYS
@@ -839,6 +857,9 @@ int main (int argc, char **argv)
         else
         if (strcmp (name, "--override-builtin") == 0)
             o.override_builtin = true;
+        else
+        if (strcmp (name, "--allow-unserved") == 0)
+            o.allow_unserved = true;
         else
         if (strcmp (name, "--role") == 0)
             o.role = value;

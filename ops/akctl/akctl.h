@@ -55,6 +55,7 @@ typedef struct {
     const char *workloads;        /* submit --workloads a,b (with --op) */
     const char *target;           /* submit --target CLASS (with --op; default host) */
     bool        override_builtin; /* submit --override-builtin */
+    bool        allow_unserved;   /* submit --allow-unserved */
     const char *role;             /* keys new --role ROLE */
     char      **pos;              /* positional arguments after the verb */
     int         npos;
@@ -145,6 +146,10 @@ void akctl_table_print (akctl_table_t *self, FILE *out, const char *indent, bool
 /* Human forms of the answers; each takes the parsed JSON of that verb. */
 void akctl_render_list (FILE *out, const json_t *answer);
 void akctl_render_batch (FILE *out, const json_t *batchsum);
+/* What keeps a batch from moving, one line each, prefix first: "waiting:
+   no live worker of class X (...)" per entry of the status answer's
+   "waiting", and "store error: ..." when its "store_error" is set. */
+void akctl_render_notices (FILE *out, const json_t *status, const char *prefix);
 void akctl_render_show (FILE *out, const json_t *answer);
 void akctl_render_receipts (FILE *out, const json_t *answer);
 void akctl_render_workers (FILE *out, const json_t *answer);
@@ -236,9 +241,11 @@ int akctl_discover_verb (const akctl_opts_t *opts);
 
 /* submit's work, shared with demo: sends the bundle and, unless quiet,
    prints the batch id (stdout; the task count on stderr when that is a
-   terminal).  *batch_id_p gets the id (caller frees), *tasks_p (may be
-   NULL) the number of tasks.  Returns an exit code. */
-int akctl_submit_bundle (akctl_client_t *client, const char *bundle, bool json, bool quiet,
-                         char **batch_id_p, int64_t *tasks_p);
+   terminal).  allow_unserved queues a batch whose targets no worker has
+   announced (a warning on stderr names them); without it the coordinator
+   refuses such a batch.  *batch_id_p gets the id (caller frees), *tasks_p
+   (may be NULL) the number of tasks.  Returns an exit code. */
+int akctl_submit_bundle (akctl_client_t *client, const char *bundle, bool allow_unserved, bool json,
+                         bool quiet, char **batch_id_p, int64_t *tasks_p);
 
 #endif

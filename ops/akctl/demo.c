@@ -562,7 +562,7 @@ int akctl_demo (const akctl_opts_t *o)
         code = s_start_workers (&self, o->workers);
     int64_t tasks = 0;
     if (code == AKCTL_EXIT_OK)
-        code = akctl_submit_bundle (self.client, bundle, false, true, &batch_id, &tasks);
+        code = akctl_submit_bundle (self.client, bundle, false, false, true, &batch_id, &tasks);
     if (code == AKCTL_EXIT_OK) {
         printf ("  submitted  batch %s: %" PRId64 " tasks for %d operator(s) x target(s)\n\n",
                 batch_id, tasks, npairs);

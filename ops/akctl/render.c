@@ -24,6 +24,7 @@ static void s_progress (const json_t *sum, char *buf, size_t len)
 void akctl_render_list (FILE *out, const json_t *answer)
 {
     json_t *batches = akj_arr (answer, "batches");
+    akctl_render_notices (out, answer, "");
     if (!batches || json_array_size (batches) == 0) {
         fprintf (out, "no batches\n");
         return;
@@ -51,6 +52,27 @@ void akctl_render_list (FILE *out, const json_t *answer)
     }
     akctl_table_print (t, out, "", false);
     akctl_table_destroy (&t);
+    json_array_foreach (batches, i, b) {
+        size_t k;
+        json_t *w;
+        json_array_foreach (akj_arr (b, "waiting"), k, w)
+            fprintf (out, "%s waiting: %s\n", akj_str (b, "batch_id"), akj_str (w, "why"));
+    }
+}
+
+void akctl_render_notices (FILE *out, const json_t *sum, const char *prefix)
+{
+    size_t i;
+    json_t *w;
+    json_array_foreach (akj_arr (sum, "waiting"), i, w)
+        fprintf (out, "%swaiting: %s\n", prefix, akj_str (w, "why"));
+    const json_t *se = akj_obj (sum, "store_error");
+    if (se) {
+        char when[40];
+        fprintf (out, "%sSTORE ERROR: %s (since %s, %" PRId64 " failed commits)\n", prefix,
+                 akj_str (se, "error"), akctl_when ((uint64_t) akj_int (se, "since_ms"), when, sizeof when),
+                 akj_int (se, "failures"));
+    }
 }
 
 /*  Winners of a batch (BATCHSUM.winners) as a table. */
@@ -133,6 +155,7 @@ void akctl_render_batch (FILE *out, const json_t *sum)
              ", cancelled %" PRId64 "; queued %" PRId64 ", leased %" PRId64 "\n",
              prog, akj_int (c, "done"), akj_int (c, "failed"), akj_int (c, "poisoned"),
              akj_int (c, "cancelled"), akj_int (c, "queued"), akj_int (c, "leased"));
+    akctl_render_notices (out, sum, "  ");
     s_search (out, sum);
     json_t *winners = akj_arr (sum, "winners");
     if (winners && json_array_size (winners)) {

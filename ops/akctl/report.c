@@ -59,6 +59,14 @@ static void s_winner (FILE *out, bool md, const json_t *w)
              akj_str (w, "task_id"));
     if (akj_int (w, "tied") > 0)
         fprintf (out, "; %" PRId64 " tied inside the noise", akj_int (w, "tied"));
+    /* the confirmation round's verdict on this figure (docs/measurement.md) */
+    const char *conf = akj_str (w, "confirmation");
+    if (strcmp (conf, "confirmed") == 0)
+        fprintf (out, "; confirmed on another run");
+    else
+    if (strcmp (conf, "disagrees") == 0)
+        fprintf (out, "; %sCONFIRMATION DISAGREES%s: the lower of the two figures", md ? "**" : "",
+                 md ? "**" : "");
     fprintf (out, ")\n");
     if (*akj_str (w, "reason"))
         fprintf (out, "%s%s\n", md ? "\n" : "          ", akj_str (w, "reason"));

@@ -70,9 +70,10 @@ static int s_render (const json_t *answer)
                                akj_str (v, "reason") };
         akctl_table_add (t, row);
     }
+    double floor = akj_num (rep, "floor");
     printf ("verify batch %s of profile %s (rule: |measured - recorded| <= %g x (noises) + %g x recorded,"
-            " measured >= 1 + threshold)\n", akj_str (batch, "batch_id"), akj_str (rep, "profile"),
-            akj_num (rep, "k"), akj_num (rep, "floor"));
+            " at most %g x recorded; measured >= 1 + threshold)\n", akj_str (batch, "batch_id"),
+            akj_str (rep, "profile"), akj_num (rep, "k"), floor, floor > 0.25 ? floor : 0.25);
     if (akctl_table_rows (t))
         akctl_table_print (t, stdout, "  ", false);
     akctl_table_destroy (&t);

@@ -4,7 +4,10 @@
     redraws one line (bar, percentage, counts, elapsed); into a pipe or file
     it writes a plain line when the counts change (at most once a second)
     and at least every ten seconds, so logs of overnight runs stay short;
-    with --json it writes each changed BATCHSUM as one JSON line.  Only
+    with --json it writes each changed BATCHSUM as one JSON line.  What
+    keeps the batch from moving ("waiting: no live worker of class X",
+    "store error: ...") is printed above the live line when it changes, and
+    after each plain line while it lasts.  Only
     three unanswered polls in a row end it (exit code 3). */
 #include "akctl.h"
 
@@ -97,6 +100,21 @@ static void s_plain_line (const char *batch_id, const char *state, const s_count
     fflush (stdout);
 }
 
+/*  What keeps the batch from moving (the status answer's "waiting" and
+    "store_error"), as one string to tell when it changed; "" when none. */
+static void s_notices (const json_t *sum, char *buf, size_t len)
+{
+    size_t i, used = 0;
+    json_t *w;
+    buf[0] = '\0';
+    json_array_foreach (akj_arr (sum, "waiting"), i, w)
+        if (used < len)
+            used += (size_t) snprintf (buf + used, len - used, "%s;", akj_str (w, "why"));
+    const json_t *se = akj_obj (sum, "store_error");
+    if (se && used < len)
+        snprintf (buf + used, len - used, "store:%s", akj_str (se, "error"));
+}
+
 /*  Sleeps ms in short steps so a signal's stop flag is seen quickly. */
 static void s_nap (int ms, volatile sig_atomic_t *stop_flag)
 {
@@ -116,6 +134,7 @@ int akctl_watch (akctl_client_t *client, const char *batch_id, bool json,
     uint64_t start = ak_clock_mono_ms ();
     uint64_t last_print = 0;
     s_counts_t last = { -1, -1, -1, -1, -1, -1, -1, -1 };
+    char last_notes[2048] = "";
     bool drawn = false;
     json_t *sum = NULL;
     int code = AKCTL_EXIT_OK;
@@ -167,25 +186,37 @@ int akctl_watch (akctl_client_t *client, const char *batch_id, bool json,
         const char *state = akj_str (sum, "state");
         bool open = strcmp (state, "open") == 0;
         bool changed = memcmp (&c, &last, sizeof c) != 0;
+        char notes[sizeof last_notes];
+        s_notices (sum, notes, sizeof notes);
+        bool notes_changed = strcmp (notes, last_notes) != 0;
         uint64_t t = ak_clock_mono_ms ();
         uint64_t elapsed = s_elapsed (sum, start);
         if (json) {
-            if (changed || !open) {
+            if (changed || notes_changed || !open) {
                 printf ("%s\n", reply.json);
                 fflush (stdout);
             }
         }
         else
         if (tty) {
+            /* a notice goes above the live line, once each time it changes */
+            if (notes_changed && notes[0]) {
+                printf ("\r\033[K");
+                akctl_render_notices (stdout, sum, "");
+            }
             s_draw_bar (batch_id, &c, elapsed);
             drawn = true;
         }
         else
-        if (!open || (changed && t - last_print >= S_PLAIN_MIN_MS) || t - last_print >= S_PLAIN_MAX_MS) {
+        if (!open || notes_changed || (changed && t - last_print >= S_PLAIN_MIN_MS)
+            || t - last_print >= S_PLAIN_MAX_MS) {
             s_plain_line (batch_id, state, &c, elapsed);
+            akctl_render_notices (stdout, sum, "");
+            fflush (stdout);
             last_print = t;
         }
         last = c;
+        snprintf (last_notes, sizeof last_notes, "%s", notes);
         akctl_reply_free (&reply);
 
         if (!open) {

@@ -96,7 +96,8 @@ char *ak_fault_stub_bundle (const char *dir, const char *name, int ntune, const 
    workloads "small"; returns the bundle. */
 char *ak_fault_real_bundle (const char *dir, const char *name, const char *const *planted,
                             const char *policy_json);
-/* Submits bundle; returns the batch id (caller frees). */
+/* Submits bundle (allow-unserved: the workers may come later); returns
+   the batch id (caller frees). */
 char *ak_fault_submit (ak_fault_coord_t *self, const char *bundle);
 
 /* ----------------------------------------------------------------- checks */
@@ -123,6 +124,10 @@ void ak_fault_check_store (const char *store_dir, const char *batch_id, bool all
    coordinator: per task at most one accepted receipt, exactly one when
    done or failed; returns accepted receipts, *dups_p the duplicates. */
 size_t ak_fault_check_receipts (ak_fault_coord_t *self, const char *batch_id, size_t *dups_p);
+
+/* How many times needle occurs in the file at path (a log); -1 when it
+   cannot be read. */
+int ak_fault_occurrences (const char *path, const char *needle);
 
 /* Reads akload's --stats-json file: counts.NAME (acks_received ...). */
 int64_t ak_fault_akload_count (const char *stats_path, const char *name);

@@ -6,6 +6,12 @@
        counted meanwhile, the coordinator keeps answering, the store stays
        consistent, and after a restart with a larger --map-max the batch
        completes with exactly one accepted receipt per task.
+    1b. The disk fills up (a file size limit put on the running coordinator:
+       LMDB's writes fail as on a full disk): `stats` counts it (store_full,
+       commits_failing) with the store named, `status` and `watch` show
+       "STORE ERROR: store full ..." without the server's paths, a submit
+       says "store full: ... at STORE"; once space is freed the commits go
+       through and the batch completes, each task accepted once.
     2. The coordinator is killed (SIGKILL, by the fault-injection hook)
        inside a group commit, after its writes and before the commit: every
        ACK the workers saw names a receipt that is in the store afterwards,
@@ -17,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "store.h"
@@ -32,13 +40,7 @@ static int s_teardown (void **state)
 
 static bool s_grep (const char *path, const char *needle)
 {
-    char *data = NULL;
-    size_t len = 0;
-    if (ak_file_read (path, 64u << 20, &data, &len, NULL) != 0)
-        return false;
-    bool found = strstr (data, needle) != NULL;
-    free (data);
-    return found;
+    return ak_fault_occurrences (path, needle) > 0;
 }
 
 static pid_t s_akload (ak_fault_coord_t *c, const char *prefix, const char *workers, const char *task_ms,
@@ -148,6 +150,119 @@ static void test_map_full_then_grown (void **state)
     ak_fault_coord_destroy (&s_c, 0);
 }
 
+// --------------------------------------------------------------- disk full
+
+/* Puts a file size limit (RLIMIT_FSIZE: what `ulimit -f` and systemd's
+   LimitFSIZE= set) on a running coordinator: the store's writes past it
+   fail as on a full disk (LMDB's short write, EIO), with no root and no
+   small file system needed.  RLIM_INFINITY lifts it ("space freed"). */
+static void s_fsize_limit (pid_t pid, rlim_t bytes)
+{
+    struct rlimit now;
+    assert_int_equal (prlimit (pid, RLIMIT_FSIZE, NULL, &now), 0);
+    struct rlimit rl = { bytes, now.rlim_max };
+    assert_int_equal (prlimit (pid, RLIMIT_FSIZE, &rl, NULL), 0);
+}
+
+static void test_disk_full_then_freed (void **state)
+{
+    /* warn: the log stays smaller than the store, so it is still written */
+    const char *flags[] = { "--heartbeat-ms", "200", "--commit-ms", "5", "--map-size", "64M",
+                            "--log-level", "warn", NULL };
+    ak_fault_coord_t *c = s_c = ak_fault_coord_new ("fault-disk-full", NULL, flags);
+    ak_fault_coord_start (c);
+    char *bundle = ak_fault_stub_bundle (c->dir, "disk", 1000, "\"lease_ms\": 4000, \"max_attempts\": 20");
+    char *batch = ak_fault_submit (c, bundle);
+    int64_t total = 1001;
+    char *stats = ak_path_join (c->dir, "akload.json");
+    pid_t load = s_akload (c, "disk", "4", "2", stats);
+    uint64_t until = ak_fault_now_ms () + 60000;
+    while (ak_fault_count (c, batch, "done") < 50 && ak_fault_now_ms () < until)
+        ak_fault_sleep_ms (20);
+
+    /* the disk fills up: the store cannot grow past its size now */
+    char *data = ak_path_join (c->store, "data.mdb");
+    struct stat st;
+    assert_int_equal (stat (data, &st), 0);
+    s_fsize_limit (c->pid, (rlim_t) st.st_size);
+    until = ak_fault_now_ms () + 60000;
+    while (ak_fault_stat (c, "store_full", NULL) == 0 && ak_fault_now_ms () < until) {
+        if (ak_fault_count (c, batch, "done") == total)
+            fail_msg ("the batch completed without growing its store");
+        ak_fault_sleep_ms (50);
+    }
+
+    /* counted, with the reason and the store in stats (an operator's) */
+    json_t *j = ak_fault_json (c, "stats", NULL, NULL);
+    const char *why = json_string_value (json_object_get (j, "last_commit_error"));
+    fprintf (stderr, "disk full: %s\n", why);
+    assert_non_null (strstr (why, "store full: "));
+    assert_non_null (strstr (why, c->store));
+    assert_true (json_integer_value (json_object_get (j, "store_full")) >= 1);
+    assert_true (json_integer_value (json_object_get (j, "commits_failing")) >= 1);
+    assert_true (json_integer_value (json_object_get (j, "commits_failing_since_ms")) > 0);
+    json_decref (j);
+    /* status (a viewer's too) says it, without the server's paths */
+    j = ak_fault_json (c, "status", batch, NULL);
+    json_t *se = json_object_get (j, "store_error");
+    assert_non_null (se);
+    const char *said = json_string_value (json_object_get (se, "error"));
+    assert_non_null (strstr (said, "store full: "));
+    assert_non_null (strstr (said, "commits fail"));
+    assert_null (strstr (said, c->dir));
+    assert_true (json_integer_value (json_object_get (se, "since_ms")) > 0);
+    assert_true (json_integer_value (json_object_get (se, "failures")) >= 1);
+    json_decref (j);
+    char *out = NULL;
+    char *args = ak_sprintf ("status %s", batch);
+    assert_int_equal (ak_fault_akctl (c, args, &out), 0);
+    assert_non_null (strstr (out, "STORE ERROR: store full"));
+    free (out);
+    free (args);
+    args = ak_sprintf ("watch %s & p=$!; sleep 1; kill $p; wait $p", batch);
+    ak_fault_akctl (c, args, &out);
+    assert_non_null (out);
+    assert_non_null (strstr (out, "STORE ERROR: store full"));
+    free (out);
+    free (args);
+    /* a submit on the full disk says so, naming the store */
+    json_t *none = NULL;
+    char *error = NULL;
+    int rc = ak_fault_call (c, 20000, "submit", "allow-unserved", NULL, bundle, &none, &error);
+    assert_int_equal (rc, AK_ENOSPACE);
+    fprintf (stderr, "submit on a full disk: %s\n", error);
+    assert_int_equal (strncmp (error, "store full: ", 12), 0);     /* not "mdb_txn_commit: ..." */
+    assert_non_null (strstr (error, c->store));
+    free (error);
+    json_decref (none);
+
+    /* space freed: the commits go through, the batch completes, the error
+       is gone and the count stays */
+    s_fsize_limit (c->pid, RLIM_INFINITY);
+    ak_fault_wait_complete (c, batch, 120000);
+    j = ak_fault_json (c, "status", batch, NULL);
+    assert_null (json_object_get (j, "store_error"));
+    json_decref (j);
+    assert_true (ak_fault_stat (c, "store_full", NULL) >= 1);
+    assert_int_equal (ak_fault_stat (c, "commits_failing", NULL), 0);
+    assert_int_equal (ak_fault_check_receipts (c, batch, NULL), (size_t) total);
+    int status = ak_fault_stop (load, SIGTERM, 10000);
+    assert_true (WIFEXITED (status));
+    status = ak_fault_coord_kill (c, SIGTERM);
+    assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+    ak_fault_tally_t tally;
+    ak_fault_check_store (c->store, batch, true, &tally);
+    assert_int_equal (tally.accepted, (size_t) total);
+    fprintf (stderr, "after freeing space: complete, %zu receipts (%zu duplicates)\n", tally.receipts,
+             tally.duplicates);
+
+    free (data);
+    free (stats);
+    free (batch);
+    free (bundle);
+    ak_fault_coord_destroy (&s_c, 0);
+}
+
 // ------------------------------------------------------- crash in a commit
 
 typedef struct {
@@ -251,6 +366,7 @@ int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown (test_map_full_then_grown, s_teardown),
+        cmocka_unit_test_teardown (test_disk_full_then_freed, s_teardown),
         cmocka_unit_test_teardown (test_kill_inside_group_commit, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -508,7 +508,7 @@ static bool s_batch_complete (void *arg)
 static void test_worker_flow (void **state)
 {
     /* submit first: the fake worker's HELLO finds work waiting */
-    json_t *sub = s_json ("submit", NULL, s_fx->bundle);
+    json_t *sub = s_json ("submit", "allow-unserved", s_fx->bundle);
     assert_string_equal (json_string_value (json_object_get (sub, "batch_id")), "B000001");
     assert_int_equal (json_integer_value (json_object_get (sub, "tasks")), 3);
     json_decref (sub);
@@ -693,7 +693,7 @@ static void s_hello_as (zsock_t *w, const char *id, Ak__TaskRef **running, size_
 
 static void test_worker_death_requeues (void **state)
 {
-    json_t *sub = s_json ("submit", NULL, s_fx->bundle);
+    json_t *sub = s_json ("submit", "allow-unserved", s_fx->bundle);
     assert_string_equal (json_string_value (json_object_get (sub, "batch_id")), "B000002");
     json_decref (sub);
 
@@ -777,7 +777,7 @@ static void test_worker_death_requeues (void **state)
 static void test_sigterm_and_restart (void **state)
 {
     /* a batch with a task leased and started when the coordinator stops */
-    json_t *sub = s_json ("submit", NULL, s_fx->bundle);
+    json_t *sub = s_json ("submit", "allow-unserved", s_fx->bundle);
     assert_string_equal (json_string_value (json_object_get (sub, "batch_id")), "B000003");
     json_decref (sub);
     zsock_t *w4 = s_dealer (s_fx->workers);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,6 +242,76 @@ static void test_install_records_promoted_only (void **state)
     json_decref (p);
 }
 
+/* Adds to batch_id a done confirm task of its first tune task, whose
+   receipt rid measured scale x the tune receipt's figures, and makes the
+   batch's first winner report figures_rid's figures (rounds.h). */
+static void s_confirm (s_fx_t *fx, const char *batch_id, const char *rid, double scale, const char *figures_rid)
+{
+    ak_txn_t *txn = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    char tune_id[32], task_id[32];
+    snprintf (tune_id, sizeof tune_id, "%s.0001", batch_id);
+    snprintf (task_id, sizeof task_id, "%s.0009", batch_id);
+    Ak__TaskRecord *tune = NULL;
+    assert_int_equal (ak_store_get_task (txn, tune_id, &tune, &err), 0);
+    Ak__TaskRecord *t = (Ak__TaskRecord *) ak_cpb_dup ((ProtobufCMessage *) tune);
+    ak_cpb_set (&t->task_id, task_id);
+    ak_cpb_set (&t->kind, "confirm");
+    ak_cpb_set (&t->confirm_of, tune_id);
+    ak_cpb_set (&t->receipt_id, rid);
+    assert_int_equal (ak_store_put_task (txn, t, &err), 0);
+    Ak__Receipt *r = NULL;
+    assert_int_equal (ak_store_get_receipt (txn, tune->receipt_id, &r, &err), 0);
+    ak_cpb_set (&r->receipt_id, rid);
+    ak_cpb_set (&r->task_id, task_id);
+    for (size_t k = 0; k < r->n_timings; k++)
+        r->timings[k]->speedup *= scale;
+    assert_int_equal (ak_store_put_receipt (txn, r, &err), 0);
+    Ak__BatchRecord *b = NULL;
+    assert_int_equal (ak_store_get_batch (txn, batch_id, &b, &err), 0);
+    ak_cpb_set (&b->winners[0]->confirmation, "disagrees");
+    ak_cpb_set (&b->winners[0]->figures_receipt_id, figures_rid);
+    b->winners[0]->speedup *= scale;
+    assert_int_equal (ak_store_put_batch (txn, b, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    ak__batch_record__free_unpacked (b, NULL);
+    ak__receipt__free_unpacked (r, NULL);
+    ak__task_record__free_unpacked (t, NULL);
+    ak__task_record__free_unpacked (tune, NULL);
+}
+
+/* A winner whose confirmation measured less reports, and installs, the
+   confirm receipt's figures, with that receipt as evidence; one whose
+   figures receipt is gone is skipped, never installed with the others. */
+static void test_install_confirmed_figures (void **state)
+{
+    s_fx_t *fx = *state;
+    uint64_t rid = 0;
+    const char *classes[1] = { S_CLASS_A };
+    bool promoted[1] = { true };
+    s_batch (fx, "B000001", "complete", classes, promoted, 1, 2, &rid);
+    s_confirm (fx, "B000001", "R00000050", 0.5, "R00000050");
+    json_t *out = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (s_install (fx, "B000001", "prod", false, &out, &err), 0);
+    json_decref (out);
+    json_t *p = s_show (fx, "prod");
+    json_t *e = json_array_get (json_object_get (s_class (p, S_CLASS_A), "entries"), 0);
+    /* the tune receipt measured 1.5 on this workload, the confirmation 0.75 */
+    assert_true (fabs (json_number_value (json_object_get (e, "speedup")) - 0.75) < 1e-9);
+    assert_true (fabs (json_number_value (json_object_get (e, "op_speedup")) - 1.0) < 1e-9);
+    json_t *ev = json_object_get (e, "evidence");
+    assert_string_equal (json_string_value (json_array_get (ev, 0)), "R00000001");
+    assert_string_equal (json_string_value (json_array_get (ev, 1)), "R00000050");
+    json_decref (p);
+
+    s_batch (fx, "B000002", "complete", classes, promoted, 1, 2, &rid);
+    s_confirm (fx, "B000002", "R00000060", 0.5, "R00000061");
+    assert_int_equal (s_install (fx, "B000002", "other", false, &out, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "no promoted winner to install"));
+}
+
 static void test_replace_rules (void **state)
 {
     s_fx_t *fx = *state;
@@ -384,6 +455,7 @@ int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown (test_install_records_promoted_only, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_install_confirmed_figures, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_replace_rules, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_refusals, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_export_import_round_trip, s_setup, s_teardown),

@@ -372,7 +372,12 @@ static void test_confirm_decisions (void **state)
     Ak__Winner *w = s_run (&d, 10);
     assert_true (w->promoted);
     assert_string_equal (w->task_id, "B1.0002");
-    assert_true (fabs (w->speedup - 1.5) < 1e-9);       /* the measurement that won */
+    assert_string_equal (w->receipt_id, "R1");          /* the measurement that won */
+    /* within the noise bands (0.05 <= 0.01 + 0.01 + 3% of 1.45): the lower
+       figure, the confirmation's, is the one reported and installed */
+    assert_string_equal (w->confirmation, "confirmed");
+    assert_true (fabs (w->speedup - 1.45) < 1e-6);
+    assert_string_equal (w->figures_receipt_id, "R2");
     assert_non_null (strstr (w->reason, "confirmed on w2"));
     assert_null (strstr (w->reason, "same worker"));
     ak__winner__free_unpacked (w, NULL);
@@ -410,7 +415,7 @@ static void test_confirm_decisions (void **state)
     s_dec_free (&d);
 
     /* implausible: flagged, confirmed or not */
-    double sp4[] = { 12.0 }, cs4[] = { 11.5 }, cs5[] = { 1.0 };
+    double sp4[] = { 12.0 }, cs4[] = { 11.8 }, cs5[] = { 1.0 };
     s_dec (&d, 1, sp4, cs4, 0.05);
     w = s_run (&d, 10);
     assert_true (w->promoted);
@@ -425,12 +430,86 @@ static void test_confirm_decisions (void **state)
     ak__winner__free_unpacked (w, NULL);
     s_dec_free (&d);
 
+    /* a confirmation above the measurement, within noise: the lower figure
+       (the original) is reported */
+    double cs6[] = { 1.52 };
+    s_dec (&d, 1, sp1, cs6, 0.01);
+    w = s_run (&d, 10);
+    assert_true (w->promoted);
+    assert_string_equal (w->confirmation, "confirmed");
+    assert_true (fabs (w->speedup - 1.5) < 1e-6);
+    assert_string_equal (w->figures_receipt_id, "R1");
+    ak__winner__free_unpacked (w, NULL);
+    s_dec_free (&d);
+
     /* no confirm task at all (confirmation off): the decision stands */
     double none[] = { 0 };
     s_dec (&d, 1, sp1, none, 0.01);
     w = s_run (&d, 10);
     assert_true (w->promoted);
     assert_string_equal (w->reason, "");
+    assert_string_equal (w->confirmation, "");
+    ak__winner__free_unpacked (w, NULL);
+    s_dec_free (&d);
+}
+
+/* The rule of ak_rounds_confirm_agrees: overlapping noise bands, widened
+   by the threshold of the lower figure; nonsense never agrees. */
+static void test_confirm_agreement_rule (void **state)
+{
+    double tol = -1;
+    /* the demo's matmul winner: 12.30 +- 2.36 measured, 6.11 +- 0.35 confirmed */
+    assert_false (ak_rounds_confirm_agrees (12.30, 2.36, 6.11, 0.35, 0.03, &tol));
+    assert_true (fabs (tol - (2.36 + 0.35 + 0.03 * 6.11)) < 1e-9);
+    assert_true (ak_rounds_confirm_agrees (12.30, 2.36, 10.0, 0.35, 0.03, NULL));
+    assert_true (ak_rounds_confirm_agrees (1.50, 0.01, 1.45, 0.01, 0.03, NULL));
+    assert_false (ak_rounds_confirm_agrees (1.50, 0.01, 1.40, 0.01, 0.03, NULL));
+    /* symmetric: a confirmation far above disagrees as well */
+    assert_false (ak_rounds_confirm_agrees (1.40, 0.01, 1.50, 0.01, 0.03, NULL));
+    /* without noise or threshold: equal figures only */
+    assert_true (ak_rounds_confirm_agrees (2.0, 0, 2.0, 0, 0, NULL));
+    assert_false (ak_rounds_confirm_agrees (2.0, 0, 2.01, 0, 0, NULL));
+    /* bad noise or threshold counts as 0; bad figures never agree */
+    assert_false (ak_rounds_confirm_agrees (2.0, NAN, 2.5, INFINITY, -1, NULL));
+    assert_false (ak_rounds_confirm_agrees (2.0, -5, 2.5, -5, NAN, NULL));
+    assert_false (ak_rounds_confirm_agrees (NAN, 1, 2.0, 1, 0.03, NULL));
+    assert_false (ak_rounds_confirm_agrees (2.0, 1, 0, 1, 0.03, NULL));
+    assert_false (ak_rounds_confirm_agrees (2.0, 1, INFINITY, 1, 0.03, NULL));
+}
+
+/* A confirmation outside the noise bands is a disagreement: the winner is
+   reported with the lower figure and says so, never "confirmed" with the
+   higher one. */
+static void test_confirm_disagreement (void **state)
+{
+    dec_t d;
+    double sp[] = { 12.30 }, cs[] = { 6.11 };
+    s_dec (&d, 1, sp, cs, 2.36);
+    d.confirms[0]->timings[0]->speedup_noise = 0.35;
+    Ak__Winner *w = s_run (&d, 20);
+    assert_true (w->promoted);
+    assert_string_equal (w->task_id, "B1.0002");
+    assert_string_equal (w->receipt_id, "R1");
+    assert_string_equal (w->confirmation, "disagrees");
+    assert_string_equal (w->figures_receipt_id, "R2");
+    assert_true (fabs (w->speedup - 6.11) < 1e-6);
+    assert_true (fabs (w->noise - 0.35) < 1e-6);
+    assert_null (strstr (w->reason, "confirmed on"));
+    assert_non_null (strstr (w->reason, "confirmation disagrees: 6.11x on w2"));
+    assert_non_null (strstr (w->reason, "the lower figure is reported"));
+    assert_non_null (strstr (w->reason, "measured 12.30x +- 2.36 on w1"));
+    ak__winner__free_unpacked (w, NULL);
+    s_dec_free (&d);
+
+    /* the confirmation far above the measurement: the measurement stands */
+    double sp2[] = { 1.50 }, cs2[] = { 3.00 };
+    s_dec (&d, 1, sp2, cs2, 0.02);
+    w = s_run (&d, 10);
+    assert_true (w->promoted);
+    assert_string_equal (w->confirmation, "disagrees");
+    assert_string_equal (w->figures_receipt_id, "R1");
+    assert_true (fabs (w->speedup - 1.50) < 1e-6);
+    assert_non_null (strstr (w->reason, "confirmation disagrees: 3.00x on w2"));
     ak__winner__free_unpacked (w, NULL);
     s_dec_free (&d);
 }
@@ -445,6 +524,7 @@ typedef struct {
     ak_registry_t *reg;
     ak_intake_t   *intake;
     ak_worker_t   *w[2];
+    double         confirm_scale;   /* confirm tasks measure 1 + (s - 1) * this; 0: as tune */
 } fx_t;
 
 static ak_worker_t *s_worker (fx_t *fx, const char *id, const char *route)
@@ -564,7 +644,10 @@ static size_t s_run_queue (fx_t *fx, int wi, const char *kind_only)
     }
     ak_err_t err = { 0 };
     for (size_t i = 0; i < n; i++) {
-        Ak__Receipt *r = s_receipt ("", fx->w[wi]->worker_id, s_speed (tasks[i], fx), 0.01);
+        double sp = s_speed (tasks[i], fx);
+        if (fx->confirm_scale > 0 && strcmp (tasks[i]->kind, "confirm") == 0)
+            sp = 1 + (sp - 1) * fx->confirm_scale;
+        Ak__Receipt *r = s_receipt ("", fx->w[wi]->worker_id, sp, 0.01);
         ak_cpb_set (&r->task_id, tasks[i]->task_id);
         r->attempt = tasks[i]->attempt;
         assert_int_equal (ak_intake_stage (fx->intake, fx->w[wi]->worker_id, &r, 1000, &err), 0);
@@ -700,6 +783,44 @@ static void test_halving_and_confirm_flow (void **state)
             assert_false (res->pairs[0].evals[j].promotable);
             assert_non_null (strstr (res->pairs[0].evals[j].reason, "halving stage 1 of 2"));
         }
+    ak_results_destroy (&res);
+    s_fixture_free (fx);
+}
+
+/* The confirmation round through the store: a confirm run on w2 that
+   measures far less than w1 did is a disagreement, and the batch's winner
+   reports (and its aggregates show) the confirm receipt's lower figures. */
+static void test_confirm_disagrees_flow (void **state)
+{
+    fx_t *fx = s_fixture ("\"search\": {\"budget\": 6, \"keep\": 1}");
+    fx->confirm_scale = 0.5;
+    assert_int_equal (s_run_queue (fx, 0, NULL), 7);        /* preflight + stage 1 */
+    assert_int_equal (s_run_queue (fx, 0, NULL), 1);        /* stage 2: the one kept */
+    assert_int_equal (s_count (fx, "confirm", -1), 1);
+    assert_int_equal (s_run_queue (fx, 1, NULL), 1);        /* the confirm task, on w2 */
+    assert_non_null (ak_sched_settling (fx->sched));
+
+    ak_txn_t *txn = NULL;
+    ak_err_t err = { 0 };
+    ak_results_t *res = NULL;
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    assert_int_equal (ak_results_load (txn, "B000001", &res, &err), 0);
+    ak_store_abort (&txn);
+    const ak_result_pair_t *p = &res->pairs[0];
+    const Ak__Winner *w = p->winner;
+    assert_int_equal (p->nconfirms, 1);
+    const Ak__Receipt *cr = p->confirms[0].receipt;
+    assert_non_null (cr);
+    assert_true (w->promoted);
+    assert_string_equal (w->confirmation, "disagrees");
+    assert_string_equal (w->figures_receipt_id, cr->receipt_id);
+    assert_string_not_equal (w->receipt_id, cr->receipt_id);
+    assert_true (fabs (w->speedup - cr->timings[0]->speedup) < 1e-6);
+    assert_non_null (strstr (w->reason, "confirmation disagrees"));
+    assert_null (strstr (w->reason, "confirmed on"));
+    json_t *agg = ak_results_aggregates (p, w);
+    assert_string_equal (json_string_value (json_object_get (agg, "receipt_id")), cr->receipt_id);
+    json_decref (agg);
     ak_results_destroy (&res);
     s_fixture_free (fx);
 }
@@ -921,7 +1042,10 @@ int main (void)
         cmocka_unit_test (test_expand_strategies),
         cmocka_unit_test (test_best_and_finalists),
         cmocka_unit_test (test_confirm_decisions),
+        cmocka_unit_test (test_confirm_agreement_rule),
+        cmocka_unit_test (test_confirm_disagreement),
         cmocka_unit_test (test_halving_and_confirm_flow),
+        cmocka_unit_test (test_confirm_disagrees_flow),
         cmocka_unit_test (test_confirm_off_and_single_worker),
         cmocka_unit_test (test_stage_ends_with_its_last_commit),
         cmocka_unit_test (test_final_check_once),

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -672,6 +673,35 @@ static void test_walk_count (void **state)
     ak_store_abort (&txn);
 }
 
+/* Which write errors are the store's disk running full (AK_ENOSPACE):
+   what LMDB returns for a short write (EIO) is when little space is left
+   or a file size limit below the map is in force, never otherwise. */
+static void test_space_reason (void **state)
+{
+    char why[200] = "untouched";
+    const uint64_t none = UINT64_MAX, plenty = 100ull << 30, map = 1ull << 30;
+    assert_true (ak_store_space_reason (ENOSPC, plenty, none, map, why, sizeof why));
+    assert_non_null (strstr (why, "no space left on device"));
+    assert_true (ak_store_space_reason (EIO, 12 << 10, none, map, why, sizeof why));
+    assert_string_equal (why, "no space left on device (12 KiB free)");
+    assert_true (ak_store_space_reason (EDQUOT, plenty, none, map, why, sizeof why));
+    assert_non_null (strstr (why, "quota"));
+    assert_true (ak_store_space_reason (EIO, plenty, 512 << 10, map, why, sizeof why));
+    assert_non_null (strstr (why, "file size limit"));
+    assert_non_null (strstr (why, "512 KiB"));
+    assert_true (ak_store_space_reason (EFBIG, plenty, 512 << 10, map, why, sizeof why));
+    assert_non_null (strstr (why, "file size limit"));
+    assert_true (ak_store_space_reason (EFBIG, plenty, none, map, why, sizeof why));
+    assert_non_null (strstr (why, "file too large"));
+    /* a genuine I/O error, or any other, is not "full" */
+    strcpy (why, "untouched");
+    assert_false (ak_store_space_reason (EIO, plenty, none, map, why, sizeof why));
+    assert_false (ak_store_space_reason (EIO, plenty, 2 * map, map, why, sizeof why));
+    assert_false (ak_store_space_reason (EACCES, 0, none, map, why, sizeof why));
+    assert_false (ak_store_space_reason (-30795 /* MDB_PANIC */, 0, 0, map, why, sizeof why));
+    assert_string_equal (why, "untouched");
+}
+
 static void test_map_full (void **state)
 {
     s_fixture_t *f = *state;
@@ -763,6 +793,7 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_blobs, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_walk_count, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_map_full, s_setup, s_teardown),
+        cmocka_unit_test (test_space_reason),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /*  tests/unit/test_verify_rule.c: the verdict rule of `akctl verify`
     (coordinator/verify.h, docs/profiles.md "Verify"):
         pass iff measured >= 1 + threshold
-             and |measured - recorded| <= k * (noise_m + noise_r) + floor * recorded */
+             and |measured - recorded| <= min (k * (noise_m + noise_r) + floor * recorded,
+                                               max (25%, floor) * recorded) */
 #include "support.h"
 
 #include <math.h>
@@ -34,10 +35,37 @@ static void test_noise_widens_the_band (void **state)
     assert_false (s_judge (1.85, 0.04, 1.35, 0.04, 0.03, why));
     assert_non_null (strstr (why, "speedup 1.35"));
     assert_non_null (strstr (why, "vs recorded 1.85"));
-    /* ... inside once the measurement is that noisy (2 * 0.2 + 0.185) */
-    assert_true (s_judge (1.85, 0.04, 1.35, 0.16, 0.03, why));
+    /* ... 0.4 off: outside with small noise, inside once the measurement
+       is that noisy (2 * 0.2 + 0.185, under the cap of 25% of 1.85) */
+    assert_false (s_judge (1.85, 0.04, 1.45, 0.04, 0.03, why));
+    assert_true (s_judge (1.85, 0.04, 1.45, 0.16, 0.03, why));
     /* the recorded noise counts the same way */
-    assert_true (s_judge (1.85, 0.16, 1.35, 0.04, 0.03, why));
+    assert_true (s_judge (1.85, 0.16, 1.45, 0.04, 0.03, why));
+}
+
+/* Noise widens the band only up to AK_VERIFY_MAX_BAND of the recorded
+   speedup: the demo's matmul record (12.30x +- 2.36) passed a measurement
+   of about half of it with a band of +- 9.9. */
+static void test_noisy_band_is_capped (void **state)
+{
+    char why[256];
+    assert_false (s_judge (12.30, 2.36, 7.50, 2.00, 0.03, why));
+    assert_non_null (strstr (why, "outside +- 3.1"));
+    assert_non_null (strstr (why, "capped at 25% of the recorded speedup"));
+    assert_false (s_judge (12.30, 2.36, 6.11, 0.35, 0.03, why));
+    /* however noisy: 0.5 off 1.85 (27%) never passes */
+    assert_false (s_judge (1.85, 0.04, 1.35, 0.16, 0.03, why));
+    assert_false (s_judge (1.85, 5.0, 1.35, 5.0, 0.03, why));
+    assert_false (s_judge (1.85, 5.0, 2.35, 5.0, 0.03, why));
+    /* within the cap, noise still widens the band */
+    assert_true (s_judge (12.30, 2.36, 11.00, 2.00, 0.03, why));
+    assert_true (s_judge (12.30, 2.36, 9.30, 2.00, 0.03, why));
+    assert_false (s_judge (12.30, 0.05, 9.30, 0.05, 0.03, why));
+    /* a floor above the cap is the cap: 40% of 2.0 */
+    ak_verify_rule_t wide = { 2.0, 0.40 };
+    assert_true (ak_verify_judge (&wide, 2.0, 0.5, 1.25, 0.5, 0.03, why, sizeof why));
+    assert_false (ak_verify_judge (&wide, 2.0, 0.5, 1.15, 0.5, 0.03, why, sizeof why));
+    assert_non_null (strstr (why, "capped at 40%"));
 }
 
 static void test_floor_is_relative (void **state)
@@ -99,6 +127,7 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_consistent_passes),
         cmocka_unit_test (test_noise_widens_the_band),
+        cmocka_unit_test (test_noisy_band_is_capped),
         cmocka_unit_test (test_floor_is_relative),
         cmocka_unit_test (test_threshold),
         cmocka_unit_test (test_untrusted_figures),
