@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "endpoint.h"
 #include "log.h"
 #include "spec.h"
 #include "util.h"
@@ -79,7 +80,8 @@ static const char s_global_help[] =
     "                    coordinator with CURVE (default: $AK_CERT)\n"
     "  --server-key KEY  the coordinator's public key: 40 Z85 characters or its\n"
     "                    certificate file (default: $AK_SERVER_KEY)\n"
-    "  -h, --help        this help\n";
+    "  -h, --help        this help\n"
+    "  --version         print akctl's version\n";
 
 static const char s_exit_help[] =
     "Exit codes:\n"
@@ -154,9 +156,25 @@ static int s_verb_receipts (const akctl_opts_t *o)
     return s_simple (o, "receipts", akctl_render_receipts);
 }
 
+static void s_render_forget (FILE *out, const json_t *answer)
+{
+    fprintf (out, "forgot worker %s (%" PRId64 " tasks done)\n", akj_str (answer, "forgotten"),
+             akj_int (answer, "tasks_done"));
+}
+
 static int s_verb_workers (const akctl_opts_t *o)
 {
-    return s_simple (o, "workers", akctl_render_workers);
+    if (o->npos == 0)
+        return s_simple (o, "workers", akctl_render_workers);
+    if (o->npos != 2 || strcmp (o->pos[0], "forget") != 0) {
+        fprintf (stderr, "akctl: workers: expected nothing or 'forget WORKER_ID'\n"
+                         "usage: akctl [OPTIONS] workers [forget WORKER_ID]\n(akctl workers --help says more)\n");
+        return AKCTL_EXIT_USAGE;
+    }
+    akctl_opts_t one = *o;
+    one.pos = o->pos + 1;
+    one.npos = 1;
+    return s_simple (&one, "worker-forget", s_render_forget);
 }
 
 static int s_verb_cancel (const akctl_opts_t *o)
@@ -500,14 +518,19 @@ static const s_verb_t s_verbs[] = {
       "Removing DIR/worker/NAME.key revokes a worker: akcoord re-reads DIR when\n"
       "it changes (or on SIGHUP) and drops the worker.  docs/operations.md walks\n"
       "through setting up a fleet.\n" },
-    { "workers", "", 0, 0, 0, s_verb_workers,
+    { "workers", "[forget WORKER_ID]", 0, 2, 0, s_verb_workers,
       "registered workers: liveness, device classes, leases",
       "One line per worker the coordinator has seen: id, host, alive or dead,\n"
       "time since it was last heard (any message counts as a heartbeat), device\n"
       "classes, slots and prefetch, outstanding tasks, leases held (and how many\n"
       "of them started on an executor), when the soonest of its leases runs out,\n"
       "tasks done and registrations (a worker that comes back after being\n"
-      "declared dead registers again).\n" },
+      "declared dead registers again).\n"
+      "\n"
+      "  forget WORKER_ID  remove a dead worker's record for good (a host that was\n"
+      "                    retired or renamed); an operator key is needed, a live\n"
+      "                    worker is refused (exit 1), an unknown one is exit 4.  A\n"
+      "                    worker that comes back later registers as new.\n" },
     { "cancel", "BATCH", 1, 1, 0, s_verb_cancel,
       "cancel every unfinished task of a batch",
       "Cancels every queued or leased task of BATCH (finished ones keep their\n"
@@ -663,7 +686,9 @@ int main (int argc, char **argv)
 
     const char *cert = getenv ("AK_CERT"), *server_key = getenv ("AK_SERVER_KEY");
     const s_verb_t *verb = NULL;
-    bool help = false, dashdash = false;
+    bool help = false, version = false, dashdash = false;
+    const char *endpoint_from = getenv ("AK_COORDINATOR") && *getenv ("AK_COORDINATOR")
+                              ? "$AK_COORDINATOR" : "the default endpoint";
     int code = AKCTL_EXIT_OK;
     for (int i = 1; i < argc && code == AKCTL_EXIT_OK; i++) {
         const char *a = argv[i];
@@ -735,6 +760,9 @@ int main (int argc, char **argv)
         if (strcmp (name, "-h") == 0 || strcmp (name, "--help") == 0)
             help = true;
         else
+        if (strcmp (name, "--version") == 0)
+            version = true;
+        else
         if (strcmp (name, "--json") == 0)
             o.json = true;
         else
@@ -742,6 +770,7 @@ int main (int argc, char **argv)
             if (!*value)
                 code = s_usage_error (verb, "--coordinator needs an endpoint%s", "");
             o.endpoint = value;
+            endpoint_from = "--coordinator";
         }
         else
         if (strcmp (name, "--timeout") == 0) {
@@ -815,7 +844,20 @@ int main (int argc, char **argv)
     }
 
     akctl_client_set_auth (cert, server_key);
+    /* a coordinator endpoint that cannot work is a usage error before any
+       request waits for an answer (keys, help and demo need none) */
+    ak_err_t eerr = { 0, "" };
+    if (code == AKCTL_EXIT_OK && !help && !version && verb && verb->fn != akctl_keys
+        && verb->fn != s_verb_help && verb->fn != s_verb_demo
+        && ak_endpoint_check (o.endpoint, false, &eerr) != 0) {
+        char msg[sizeof eerr.msg + 64];
+        snprintf (msg, sizeof msg, "%s: %s", endpoint_from, eerr.msg);
+        code = s_usage_error (verb, "%s", msg);
+    }
     if (code == AKCTL_EXIT_OK) {
+        if (version)
+            printf ("akctl %s\n", AK_VERSION);
+        else
         if (help) {
             if (verb && verb->fn == s_verb_help && o.npos > 0)
                 code = s_verb_help (&o);          /* akctl help VERB --help */
