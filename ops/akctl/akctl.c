@@ -239,6 +239,11 @@ static void s_render_report_markdown (FILE *out, const json_t *answer)
 
 static int s_verb_report (const akctl_opts_t *o)
 {
+    if (o->from && !o->out) {
+        fprintf (stderr, "akctl: report: --from FILE goes with --out DIR\n"
+                         "usage: akctl [OPTIONS] report BATCH [--markdown | --out DIR [--from FILE]]\n");
+        return AKCTL_EXIT_USAGE;
+    }
     if (o->out)
         return akctl_report_out (o);
     return s_simple (o, "report", o->markdown ? s_render_report_markdown : s_render_report_text);
@@ -428,7 +433,10 @@ static const s_verb_t s_verbs[] = {
       "terminal: one live line with a bar, percentage, finished/total, done,\n"
       "failed, queued and leased counts and the elapsed time.  Otherwise a plain\n"
       "line when the counts change (at most once a second, at least every 10 s);\n"
-      "with --json each changed status as one JSON line.  Exits 0 when the batch\n"
+      "with --json each changed status as one JSON line.  The last line counts\n"
+      "the failed tasks and, among them, those that crashed or hung (timeout).\n"
+      "The live line fits the terminal's width ($COLUMNS where the terminal\n"
+      "reports none).  Exits 0 when the batch\n"
       "completed with no task poisoned or cancelled, 1 when it was cancelled or\n"
       "has poisoned tasks, 3 after three polls in a row got no answer (each\n"
       "bounded by --timeout), 130 on Ctrl-C (the batch itself goes on).\n" },
@@ -457,7 +465,14 @@ static const s_verb_t s_verbs[] = {
       "                    speedup per operator and size, time per phase, failures\n"
       "                    by reason) and print one summary line for scripts:\n"
       "                    akfleet-report: batch B verdict=PASS|FAIL|INCOMPLETE winners=W/P failures=F\n"
-      "                    (exit 1 unless PASS)\n" },
+      "                      crashed=C hung=H\n"
+      "                    (exit 1 unless PASS).  PASS: the batch completed, nothing poisoned or\n"
+      "                    cancelled, and every operator/class pair decided (a winner or the\n"
+      "                    baseline kept) on a baseline that passed; FAIL otherwise (a failed\n"
+      "                    baseline adds baselines_failed=N).  Failed candidates, crashed and\n"
+      "                    hung ones too, are results of the tuning: counted, not a FAIL\n"
+      "  --from FILE       with --out: render a report.json that --out wrote before,\n"
+      "                    without asking the coordinator (BATCH is not used)\n" },
     { "profile", "install BATCH|list|show NAME|export NAME DIR|import DIR", 1, 3, S_OPT_PROFILE, akctl_profile,
       "install winners as a profile; list, show, export and import profiles",
       "  install BATCH --profile NAME [--replace]\n"
@@ -722,6 +737,7 @@ int main (int argc, char **argv)
         bool takes_value = strcmp (name, "--coordinator") == 0 || strcmp (name, "--timeout") == 0
                         || strcmp (name, "--profile") == 0 || strcmp (name, "--as") == 0
                         || strcmp (name, "--out") == 0 || strcmp (name, "--role") == 0
+                        || strcmp (name, "--from") == 0
                         || strcmp (name, "--cert") == 0 || strcmp (name, "--server-key") == 0
                         || strcmp (name, "--op") == 0 || strcmp (name, "--workloads") == 0
                         || strcmp (name, "--target") == 0
@@ -744,7 +760,7 @@ int main (int argc, char **argv)
                  : strcmp (name, "--failed") == 0 ? S_OPT_FAILED
                  : strcmp (name, "--profile") == 0 || strcmp (name, "--as") == 0
                    || strcmp (name, "--replace") == 0 ? S_OPT_PROFILE
-                 : strcmp (name, "--out") == 0 ? S_OPT_OUT
+                 : strcmp (name, "--out") == 0 || strcmp (name, "--from") == 0 ? S_OPT_OUT
                  : strcmp (name, "--op") == 0 || strcmp (name, "--workloads") == 0
                    || strcmp (name, "--target") == 0
                    || strcmp (name, "--override-builtin") == 0 ? S_OPT_EXTERNAL
@@ -813,6 +829,12 @@ int main (int argc, char **argv)
         else
         if (strcmp (name, "--override-builtin") == 0)
             o.override_builtin = true;
+        else
+        if (strcmp (name, "--from") == 0) {
+            if (!*value)
+                code = s_usage_error (verb, "--from needs a report.json%s", "");
+            o.from = value;
+        }
         else
         if (strcmp (name, "--role") == 0)
             o.role = value;
