@@ -635,6 +635,42 @@ static int s_workers (ak_client_env_t *env, const Ak__ClientRequest *req, uint64
     return 0;
 }
 
+/* worker-forget ID: removes a dead worker's record (registry and store),
+   so `workers` stops listing a host that is gone for good.  A live worker
+   is refused: it would register again at its next message anyway.  Leases
+   that still name it are left for `resume` or their deadline. */
+static int s_worker_forget (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                            json_t **out, ak_err_t *err)
+{
+    const char *id = req->args[0];
+    ak_worker_t *w = ak_registry_get (env->registry, id);
+    if (!w)
+        return ak_err_set (err, AK_ENOTFOUND, "no worker '%.64s'", id);
+    if (w->alive)
+        return ak_err_set (err, AK_ESTATE, "worker %s is alive (heard %llu ms ago): only a dead worker "
+                           "can be forgotten; stop it first", w->worker_id,
+                           (unsigned long long) (now > w->last_seen ? now - w->last_seen : 0));
+    /* what is pending is written first, so no later flush writes it back */
+    int rc = env->commit_now (env->arg, err);
+    ak_txn_t *txn = NULL;
+    if (rc == 0)
+        rc = ak_store_begin (env->store, true, &txn, err);
+    if (rc == 0) {
+        rc = ak_store_del (txn, AK_DB_WORKERS, w->worker_id, err);
+        if (rc == AK_ENOTFOUND)
+            rc = 0;                     /* never stored: nothing to delete */
+    }
+    if (rc == 0)
+        rc = ak_store_commit (&txn, err);
+    ak_store_abort (&txn);
+    if (rc)
+        return ak_err_prefix (err, "worker %s not forgotten", id);
+    *out = json_pack ("{s:s, s:I}", "forgotten", w->worker_id, "tasks_done", (json_int_t) w->tasks_done);
+    ak_info ("worker %s forgotten (a client asked)", w->worker_id);
+    ak_registry_forget (env->registry, w);
+    return 0;
+}
+
 static int s_cancel (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                      json_t **out, ak_err_t *err)
 {
@@ -844,6 +880,7 @@ static const s_verb_t s_verbs[] = {
     { "receipts", 1, 1, "BATCH", s_receipts },
     { "report",   1, 1, "BATCH", s_report },
     { "workers",  0, 2, "[LIMIT [AFTER]]", s_workers },
+    { "worker-forget", 1, 1, "WORKER_ID", s_worker_forget },
     { "cancel",   1, 1, "BATCH", s_cancel },
     { "resume",   1, 1, "BATCH", s_resume },
     { "retry",    1, 2, "BATCH [failed]", s_retry },

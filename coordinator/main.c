@@ -12,8 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "auth.h"
 #include "coord.h"
+#include "endpoint.h"
 #include "log.h"
+#include "storelock.h"
 #include "util.h"
 
 static volatile sig_atomic_t s_stop = 0;
@@ -36,7 +39,8 @@ static void s_usage (FILE *out)
         "with leases and credit-based dispatch, receipt intake with group commit,\n"
         "batch expansion and promotion, and the client API used by akctl.\n"
         "\n"
-        "  --store DIR          LMDB store directory (created if missing; required)\n"
+        "  --store DIR          LMDB store directory (created if missing; required); one\n"
+        "                       akcoord per store: a second one exits 2 naming the first's pid\n"
         "  --workers ENDPOINT   worker ROUTER endpoint, tcp:// or ipc://\n"
         "                       (default tcp://127.0.0.1:5555)\n"
         "  --clients ENDPOINT   client ROUTER endpoint, tcp:// or ipc://\n"
@@ -61,7 +65,8 @@ static void s_usage (FILE *out)
         "  --client-queue N     client requests waiting before \"busy\" answers, 1..1000000 (default 1024)\n"
         "  --malformed-max N    malformed frames before a peer is dropped, 1..1000000 (default 16)\n"
         "  --log-level LEVEL    debug | info | warn | error | quiet (default info)\n"
-        "  --help               this text\n"
+        "  --version            print the version and exit\n"
+        "  -h, --help           this text\n"
         "\n"
         "SIGINT or SIGTERM (or `akctl shutdown`) commits what is pending and exits 0;\n"
         "SIGHUP re-reads --keys.  docs/operations.md explains setting up an authenticated fleet.\n");
@@ -114,15 +119,31 @@ static int s_size (const char *flag, const char *text, size_t *out)
     return 0;
 }
 
-static bool s_endpoint_ok (const char *e)
+/*  The configuration that the flags name on disk: the server certificate
+    (a secret one) and the key directory.  Checked before anything is
+    created, so that a unit with a wrong path exits 2 (systemd does not
+    restart it) and leaves no store behind.  *nkeys_p: the keys accepted. */
+static int s_check_auth (const ak_coord_opts_t *opts, size_t *nkeys_p)
 {
-    return (strncmp (e, "tcp://", 6) == 0 || strncmp (e, "ipc://", 6) == 0) && strlen (e) > 6;
+    ak_err_t err = { 0 };
+    zsock_t *probe = zsock_new (ZMQ_ROUTER);
+    int rc = probe ? ak_auth_server_setup (probe, opts->cert_file, "probe", &err) : AK_EIO;
+    zsock_destroy (&probe);
+    if (rc)
+        return s_bad ("--cert: %s%s", err.msg[0] ? err.msg : "cannot create a ZeroMQ socket", "");
+    ak_keyring_t *ring = NULL;
+    rc = ak_keyring_load (opts->keys_dir, &ring, &err);
+    if (rc)
+        return s_bad ("--keys: %s%s", err.msg, "");
+    *nkeys_p = ak_keyring_size (ring);
+    ak_keyring_destroy (&ring);
+    return 0;
 }
 
 int main (int argc, char **argv)
 {
     enum { O_STORE = 1, O_WORKERS, O_CLIENTS, O_HB, O_LIVE, O_CMS, O_CMAX, O_MAPSZ, O_MAPMAX, O_LOG,
-           O_HELP, O_CERT, O_KEYS, O_PLAIN, O_CQUEUE, O_MALFORMED };
+           O_HELP, O_CERT, O_KEYS, O_PLAIN, O_CQUEUE, O_MALFORMED, O_VERSION };
     static const struct option longopts[] = {
         { "store", required_argument, NULL, O_STORE },
         { "workers", required_argument, NULL, O_WORKERS },
@@ -135,6 +156,7 @@ int main (int argc, char **argv)
         { "map-max", required_argument, NULL, O_MAPMAX },
         { "log-level", required_argument, NULL, O_LOG },
         { "help", no_argument, NULL, O_HELP },
+        { "version", no_argument, NULL, O_VERSION },
         { "cert", required_argument, NULL, O_CERT },
         { "keys", required_argument, NULL, O_KEYS },
         { "plain", no_argument, NULL, O_PLAIN },
@@ -152,7 +174,7 @@ int main (int argc, char **argv)
     int level = AK_LOG_INFO;
     int opt;
     opterr = 0;
-    while ((opt = getopt_long (argc, argv, ":", longopts, NULL)) != -1) {
+    while ((opt = getopt_long (argc, argv, ":h", longopts, NULL)) != -1) {
         int rc = 0;
         switch (opt) {
             case O_STORE:   opts.store_dir = optarg; break;
@@ -176,7 +198,11 @@ int main (int argc, char **argv)
                                   optarg, "");
                 break;
             case O_HELP:
+            case 'h':
                 s_usage (stdout);
+                return 0;
+            case O_VERSION:
+                printf ("akcoord %s\n", AK_VERSION);
                 return 0;
             case ':':
                 return s_bad ("%s needs a value%s", argv[optind - 1], "");
@@ -190,10 +216,11 @@ int main (int argc, char **argv)
         return s_bad ("unexpected argument '%s'%s", argv[optind], "");
     if (!opts.store_dir || !*opts.store_dir)
         return s_bad ("--store DIR is required%s%s", "", "");
-    if (!s_endpoint_ok (opts.workers_endpoint))
-        return s_bad ("--workers: '%s' is not a tcp:// or ipc:// endpoint%s", opts.workers_endpoint, "");
-    if (!s_endpoint_ok (opts.clients_endpoint))
-        return s_bad ("--clients: '%s' is not a tcp:// or ipc:// endpoint%s", opts.clients_endpoint, "");
+    ak_err_t err = { 0 };
+    if (ak_endpoint_check (opts.workers_endpoint, true, &err))
+        return s_bad ("--workers: %s%s", err.msg, "");
+    if (ak_endpoint_check (opts.clients_endpoint, true, &err))
+        return s_bad ("--clients: %s%s", err.msg, "");
     if (opts.plain && (opts.cert_file || opts.keys_dir))
         return s_bad ("--plain and --cert/--keys exclude each other%s%s", "", "");
     if (!opts.plain && (!opts.cert_file || !opts.keys_dir))
@@ -202,11 +229,30 @@ int main (int argc, char **argv)
     if (strcmp (opts.workers_endpoint, opts.clients_endpoint) == 0)
         return s_bad ("--workers and --clients must differ (both '%s')%s", opts.workers_endpoint, "");
 
-    ak_log_set_ident ("akcoord");
-    ak_log_set_level ((ak_log_level_t) level);
 
     /* our handlers, not CZMQ's: the loop sees the flag and shuts down cleanly */
     zsys_handler_set (NULL);
+    size_t nkeys = 0;
+    if (!opts.plain) {
+        int arc = s_check_auth (&opts, &nkeys);
+        if (arc)
+            return arc;
+    }
+    ak_log_set_ident ("akcoord");
+    ak_log_set_level ((ak_log_level_t) level);
+    if (!opts.plain && nkeys == 0)
+        ak_warn ("WARNING: key directory %s holds no keys: no worker and no akctl can connect until "
+                 "public keys are added under %s/worker, %s/operator or %s/viewer (`akctl keys new "
+                 "NAME --role ROLE --dir %s`); they are read without a restart",
+                 opts.keys_dir, opts.keys_dir, opts.keys_dir, opts.keys_dir, opts.keys_dir);
+
+    /* one coordinator per store: the lock before the store is opened */
+    ak_storelock_t *lock = NULL;
+    int lrc = ak_storelock_take (opts.store_dir, &lock, &err);
+    if (lrc) {
+        ak_error ("cannot start: %s", err.msg);
+        return lrc == AK_EEXIST ? 2 : 1;
+    }
     struct sigaction sa;
     memset (&sa, 0, sizeof sa);
     sa.sa_handler = s_on_signal;
@@ -222,17 +268,18 @@ int main (int argc, char **argv)
        killing the coordinator in the middle of a commit */
     signal (SIGXFSZ, SIG_IGN);
 
-    ak_err_t err = { 0 };
     ak_coord_t *coord = NULL;
     int rc = ak_coord_new (&opts, &coord, &err);
     if (rc) {
         ak_error ("cannot start: %s", err.msg);
+        ak_storelock_release (&lock);
         return 1;
     }
     rc = ak_coord_run (coord, &err);
     if (rc)
         ak_error ("final commit failed: %s", err.msg);
     ak_coord_destroy (&coord);
+    ak_storelock_release (&lock);
     ak_info ("stopped");
     return rc ? 1 : 0;
 }

@@ -336,6 +336,17 @@ size_t ak_registry_alive (ak_registry_t *self)
     return n;
 }
 
+void ak_registry_forget (ak_registry_t *self, ak_worker_t *worker)
+{
+    s_unroute (self, worker);
+    if (worker->dirty) {
+        void *handle = zlistx_find (self->dirty, worker);
+        if (handle)
+            zlistx_delete (self->dirty, handle);
+    }
+    zhashx_delete (self->workers, worker->worker_id);    /* frees it */
+}
+
 // ------------------------------------------------------------------- credit
 
 void ak_worker_hold (ak_worker_t *worker, const char *task_id, uint32_t attempt)

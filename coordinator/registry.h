@@ -70,6 +70,10 @@ void ak_registry_touch (ak_registry_t *self, ak_worker_t *worker, uint64_t now);
 /* Marks the worker dead and forgets its route; its outstanding set is left
    for the caller to drain (re-queue). */
 void ak_registry_kill (ak_registry_t *self, ak_worker_t *worker, const char *why, uint64_t now);
+/* Removes a dead worker (alive false) from the registry and frees it
+   (`akctl workers forget`); the caller deletes its stored record in the
+   same step.  Its pointer is invalid afterwards. */
+void ak_registry_forget (ak_registry_t *self, ak_worker_t *worker);
 /* Live workers silent for more than liveness intervals, into a malloc'ed
    array.  A worker's interval is the larger of heartbeat_ms and the one it
    announced in HELLO (capped at AK_HEARTBEAT_MAX_MS). */

@@ -147,6 +147,8 @@ static int s_load (ak_txn_t *txn, const char *batch_id, bool slim, ak_results_t 
     s_collect_t c = { .slim = slim };
     char prefix[128];
     int rc = ak_store_get_batch (txn, batch_id, &res->batch, err);
+    if (rc == AK_ENOTFOUND)         /* the client's words, not the store's path and key */
+        rc = ak_err_set (err, AK_ENOTFOUND, "no batch '%.64s'", batch_id);
     if (rc)
         goto fail;
     snprintf (prefix, sizeof prefix, "%s.", batch_id);

@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "backends.h"
 #include "daemon.h"
+#include "endpoint.h"
 #include "error.h"
 #include "executor.h"
 #include "log.h"
@@ -77,7 +78,7 @@ static void s_usage (FILE *out)
         "                          certificate file (with --cert; without both: plain)\n"
         "  --log-level LEVEL       debug|info|warn|error|quiet (default info)\n"
         "  --version               print the version and exit\n"
-        "  --help                  this text\n"
+        "  -h, --help              this text\n"
         "\n"
         "SIGINT or SIGTERM stops the worker cleanly (executors stopped, socket closed).\n"
         "\n"
@@ -159,7 +160,7 @@ int main (int argc, char **argv)
     ak_log_set_ident ("akworker");
     opterr = 0;
     int c;
-    while ((c = getopt_long (argc, argv, ":", opts, NULL)) != -1) {
+    while ((c = getopt_long (argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
             case O_COORD:    cfg.coordinator = optarg; break;
             case O_ID:       cfg.worker_id = optarg; break;
@@ -187,6 +188,7 @@ int main (int argc, char **argv)
                 break;
             }
             case O_HELP:
+            case 'h':
                 s_usage (stdout);
                 return 0;
             case O_VERSION:
@@ -211,6 +213,9 @@ int main (int argc, char **argv)
         return s_bad ("--coordinator ENDPOINT is required");
     if (!cfg.worker_id)
         return s_bad ("--id WORKER_ID is required");
+    ak_err_t eerr = { 0 };
+    if (ak_endpoint_check (cfg.coordinator, false, &eerr))
+        return s_bad ("--coordinator: %s", eerr.msg);
     if (cfg.cert_file || cfg.server_key) {
         /* a bad certificate is a configuration error for now, not a retry loop */
         ak_err_t aerr = { 0 };

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "endpoint.h"
 #include "log.h"
 #include "spec.h"
 #include "util.h"
@@ -80,7 +81,8 @@ static const char s_global_help[] =
     "                    coordinator with CURVE (default: $AK_CERT)\n"
     "  --server-key KEY  the coordinator's public key: 40 Z85 characters or its\n"
     "                    certificate file (default: $AK_SERVER_KEY)\n"
-    "  -h, --help        this help\n";
+    "  -h, --help        this help\n"
+    "  --version         print akctl's version\n";
 
 static const char s_exit_help[] =
     "Exit codes:\n"
@@ -158,7 +160,7 @@ static int s_verb_receipts (const akctl_opts_t *o)
 }
 
 /* workers: every page of the coordinator's answer (workers LIMIT AFTER), as one. */
-static int s_verb_workers (const akctl_opts_t *o)
+static int s_verb_workers_list (const akctl_opts_t *o)
 {
     int code = 0;
     akctl_client_t *client = s_client (o, &code);
@@ -203,6 +205,27 @@ static int s_verb_workers (const akctl_opts_t *o)
     json_decref (all);
     akctl_client_destroy (&client);
     return code;
+}
+
+static void s_render_forget (FILE *out, const json_t *answer)
+{
+    fprintf (out, "forgot worker %s (%" PRId64 " tasks done)\n", akj_str (answer, "forgotten"),
+             akj_int (answer, "tasks_done"));
+}
+
+static int s_verb_workers (const akctl_opts_t *o)
+{
+    if (o->npos == 0)
+        return s_verb_workers_list (o);
+    if (o->npos != 2 || strcmp (o->pos[0], "forget") != 0) {
+        fprintf (stderr, "akctl: workers: expected nothing or 'forget WORKER_ID'\n"
+                         "usage: akctl [OPTIONS] workers [forget WORKER_ID]\n(akctl workers --help says more)\n");
+        return AKCTL_EXIT_USAGE;
+    }
+    akctl_opts_t one = *o;
+    one.pos = o->pos + 1;
+    one.npos = 1;
+    return s_simple (&one, "worker-forget", s_render_forget);
 }
 
 static int s_verb_cancel (const akctl_opts_t *o)
@@ -267,6 +290,11 @@ static void s_render_report_markdown (FILE *out, const json_t *answer)
 
 static int s_verb_report (const akctl_opts_t *o)
 {
+    if (o->from && !o->out) {
+        fprintf (stderr, "akctl: report: --from FILE goes with --out DIR\n"
+                         "usage: akctl [OPTIONS] report BATCH [--markdown | --out DIR [--from FILE]]\n");
+        return AKCTL_EXIT_USAGE;
+    }
     if (o->out)
         return akctl_report_out (o);
     return s_simple (o, "report", o->markdown ? s_render_report_markdown : s_render_report_text);
@@ -472,7 +500,10 @@ static const s_verb_t s_verbs[] = {
       "terminal: one live line with a bar, percentage, finished/total, done,\n"
       "failed, queued and leased counts and the elapsed time.  Otherwise a plain\n"
       "line when the counts change (at most once a second, at least every 10 s);\n"
-      "with --json each changed status as one JSON line.  Exits 0 when the batch\n"
+      "with --json each changed status as one JSON line.  The last line counts\n"
+      "the failed tasks and, among them, those that crashed or hung (timeout).\n"
+      "The live line fits the terminal's width ($COLUMNS where the terminal\n"
+      "reports none).  Exits 0 when the batch\n"
       "completed with no task poisoned or cancelled, 1 when it was cancelled or\n"
       "has poisoned tasks, 3 after three polls in a row got no answer (each\n"
       "bounded by --timeout), 130 on Ctrl-C (the batch itself goes on).\n" },
@@ -501,7 +532,14 @@ static const s_verb_t s_verbs[] = {
       "                    speedup per operator and size, time per phase, failures\n"
       "                    by reason) and print one summary line for scripts:\n"
       "                    akfleet-report: batch B verdict=PASS|FAIL|INCOMPLETE winners=W/P failures=F\n"
-      "                    (exit 1 unless PASS)\n" },
+      "                      crashed=C hung=H\n"
+      "                    (exit 1 unless PASS).  PASS: the batch completed, nothing poisoned or\n"
+      "                    cancelled, and every operator/class pair decided (a winner or the\n"
+      "                    baseline kept) on a baseline that passed; FAIL otherwise (a failed\n"
+      "                    baseline adds baselines_failed=N).  Failed candidates, crashed and\n"
+      "                    hung ones too, are results of the tuning: counted, not a FAIL\n"
+      "  --from FILE       with --out: render a report.json that --out wrote before,\n"
+      "                    without asking the coordinator (BATCH is not used)\n" },
     { "profile", "install BATCH|list|show NAME|export NAME DIR|import DIR", 1, 3, S_OPT_PROFILE, akctl_profile,
       "install winners as a profile; list, show, export and import profiles",
       "  install BATCH --profile NAME [--replace]\n"
@@ -562,14 +600,19 @@ static const s_verb_t s_verbs[] = {
       "Removing DIR/worker/NAME.key revokes a worker: akcoord re-reads DIR when\n"
       "it changes (or on SIGHUP) and drops the worker.  docs/operations.md walks\n"
       "through setting up a fleet.\n" },
-    { "workers", "", 0, 0, 0, s_verb_workers,
+    { "workers", "[forget WORKER_ID]", 0, 2, 0, s_verb_workers,
       "registered workers: liveness, device classes, leases",
       "One line per worker the coordinator has seen: id, host, alive or dead,\n"
       "time since it was last heard (any message counts as a heartbeat), device\n"
       "classes, slots and prefetch, outstanding tasks, leases held (and how many\n"
       "of them started on an executor), when the soonest of its leases runs out,\n"
       "tasks done and registrations (a worker that comes back after being\n"
-      "declared dead registers again).\n" },
+      "declared dead registers again).\n"
+      "\n"
+      "  forget WORKER_ID  remove a dead worker's record for good (a host that was\n"
+      "                    retired or renamed); an operator key is needed, a live\n"
+      "                    worker is refused (exit 1), an unknown one is exit 4.  A\n"
+      "                    worker that comes back later registers as new.\n" },
     { "cancel", "BATCH", 1, 1, 0, s_verb_cancel,
       "cancel every unfinished task of a batch",
       "Cancels every queued or leased task of BATCH (finished ones keep their\n"
@@ -735,7 +778,9 @@ int main (int argc, char **argv)
 
     const char *cert = getenv ("AK_CERT"), *server_key = getenv ("AK_SERVER_KEY");
     const s_verb_t *verb = NULL;
-    bool help = false, dashdash = false;
+    bool help = false, version = false, dashdash = false;
+    const char *endpoint_from = getenv ("AK_COORDINATOR") && *getenv ("AK_COORDINATOR")
+                              ? "$AK_COORDINATOR" : "the default endpoint";
     int code = AKCTL_EXIT_OK;
     for (int i = 1; i < argc && code == AKCTL_EXIT_OK; i++) {
         const char *a = argv[i];
@@ -769,6 +814,7 @@ int main (int argc, char **argv)
         bool takes_value = strcmp (name, "--coordinator") == 0 || strcmp (name, "--timeout") == 0
                         || strcmp (name, "--profile") == 0 || strcmp (name, "--as") == 0
                         || strcmp (name, "--out") == 0 || strcmp (name, "--role") == 0
+                        || strcmp (name, "--from") == 0
                         || strcmp (name, "--cert") == 0 || strcmp (name, "--server-key") == 0
                         || strcmp (name, "--op") == 0 || strcmp (name, "--workloads") == 0
                         || strcmp (name, "--target") == 0
@@ -791,7 +837,7 @@ int main (int argc, char **argv)
                  : strcmp (name, "--failed") == 0 ? S_OPT_FAILED
                  : strcmp (name, "--profile") == 0 || strcmp (name, "--as") == 0
                    || strcmp (name, "--replace") == 0 ? S_OPT_PROFILE
-                 : strcmp (name, "--out") == 0 ? S_OPT_OUT
+                 : strcmp (name, "--out") == 0 || strcmp (name, "--from") == 0 ? S_OPT_OUT
                  : strcmp (name, "--op") == 0 || strcmp (name, "--workloads") == 0
                    || strcmp (name, "--target") == 0
                    || strcmp (name, "--override-builtin") == 0 ? S_OPT_EXTERNAL
@@ -808,6 +854,9 @@ int main (int argc, char **argv)
         if (strcmp (name, "-h") == 0 || strcmp (name, "--help") == 0)
             help = true;
         else
+        if (strcmp (name, "--version") == 0)
+            version = true;
+        else
         if (strcmp (name, "--json") == 0)
             o.json = true;
         else
@@ -815,6 +864,7 @@ int main (int argc, char **argv)
             if (!*value)
                 code = s_usage_error (verb, "--coordinator needs an endpoint%s", "");
             o.endpoint = value;
+            endpoint_from = "--coordinator";
         }
         else
         if (strcmp (name, "--timeout") == 0) {
@@ -861,6 +911,12 @@ int main (int argc, char **argv)
         if (strcmp (name, "--allow-unserved") == 0)
             o.allow_unserved = true;
         else
+        if (strcmp (name, "--from") == 0) {
+            if (!*value)
+                code = s_usage_error (verb, "--from needs a report.json%s", "");
+            o.from = value;
+        }
+        else
         if (strcmp (name, "--role") == 0)
             o.role = value;
         else
@@ -891,7 +947,20 @@ int main (int argc, char **argv)
     }
 
     akctl_client_set_auth (cert, server_key);
+    /* a coordinator endpoint that cannot work is a usage error before any
+       request waits for an answer (keys, help and demo need none) */
+    ak_err_t eerr = { 0, "" };
+    if (code == AKCTL_EXIT_OK && !help && !version && verb && verb->fn != akctl_keys
+        && verb->fn != s_verb_help && verb->fn != s_verb_demo
+        && ak_endpoint_check (o.endpoint, false, &eerr) != 0) {
+        char msg[sizeof eerr.msg + 64];
+        snprintf (msg, sizeof msg, "%s: %s", endpoint_from, eerr.msg);
+        code = s_usage_error (verb, "%s", msg);
+    }
     if (code == AKCTL_EXIT_OK) {
+        if (version)
+            printf ("akctl %s\n", AK_VERSION);
+        else
         if (help) {
             if (verb && verb->fn == s_verb_help && o.npos > 0)
                 code = s_verb_help (&o);          /* akctl help VERB --help */

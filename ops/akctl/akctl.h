@@ -50,6 +50,7 @@ typedef struct {
     const char *as;               /* profile import --as NAME */
     bool        replace;          /* profile install/import --replace */
     const char *out;              /* report --out DIR */
+    const char *from;             /* report --from FILE (a report.json), with --out */
     char      **ops;              /* submit --op DIR (repeatable): external operators */
     int         nops;
     const char *workloads;        /* submit --workloads a,b (with --op) */
@@ -173,9 +174,26 @@ int akctl_report_out (const akctl_opts_t *opts);
 /* The self-contained HTML page of a REPORT (inline SVG charts). */
 void akctl_render_report_html (FILE *out, const json_t *report);
 
-/* The verdict of a REPORT: "PASS", "FAIL" or "INCOMPLETE", and the counts
-   the summary line shows. */
-const char *akctl_report_verdict (const json_t *report, int *winners, int *pairs, int *failures);
+/* The counts the summary line of a REPORT shows. */
+typedef struct {
+    int winners, pairs;           /* pairs that promoted a winner, of every (op, class) pair */
+    int failures;                 /* failed candidates (any status) */
+    int crashed, hung;            /* of them: status "crashed", status "timeout" */
+    int baselines_failed;         /* pairs whose preflight (the baseline) did not pass */
+} akctl_verdict_t;
+
+/* The verdict of a REPORT: "INCOMPLETE" while the batch is open; "FAIL"
+   when it was cancelled, has poisoned tasks, has no pair, or a pair has no
+   decision or a failed baseline; else "PASS": every (operator, class) pair
+   decided on a measured baseline.  A candidate that fails (crashed and
+   hung ones included) is a result of the tuning, not a FAIL: the summary
+   line counts them (crashed=C hung=H) so that a script sees them. */
+const char *akctl_report_verdict (const json_t *report, akctl_verdict_t *v);
+/* "akfleet-report: batch B verdict=V winners=W/P failures=F crashed=C hung=H
+   [baselines_failed=N]" into line. */
+void akctl_verdict_line (const json_t *report, char *line, size_t len);
+/* Failed candidates of a REPORT by status: crashed and timeout (hung). */
+void akctl_report_crashes (const json_t *report, int *crashed, int *hung);
 
 /* ---------------------------------------------------------------- watch */
 /* Called once per poll; returning false stops the watch (a demo child died). */

@@ -2,7 +2,7 @@
     files (report.md, report.json, report.html) and one summary line for
     scripts:
 
-        akfleet-report: batch B000001 verdict=PASS winners=3/3 failures=0
+        akfleet-report: batch B000001 verdict=PASS winners=3/3 failures=0 crashed=0 hung=0
 
     The HTML page is self-contained (no scripts, no fetches: inline CSS and
     SVG) with three charts: the winner's speedup per operator and workload
@@ -20,33 +20,58 @@
 
 // ----------------------------------------------------------------- verdict
 
-const char *akctl_report_verdict (const json_t *report, int *winners, int *pairs, int *failures)
+void akctl_report_crashes (const json_t *report, int *crashed, int *hung)
+{
+    *crashed = *hung = 0;
+    size_t i, j;
+    json_t *op, *f;
+    json_array_foreach (akj_arr (report, "ops"), i, op)
+        json_array_foreach (akj_arr (op, "failures"), j, f) {
+            *crashed += strcmp (akj_str (f, "status"), "crashed") == 0;
+            *hung += strcmp (akj_str (f, "status"), "timeout") == 0;
+        }
+}
+
+const char *akctl_report_verdict (const json_t *report, akctl_verdict_t *v)
 {
     const json_t *sum = akj_obj (report, "batch");
     const json_t *counts = akj_obj (sum, "counts");
-    int w = 0, p = 0, f = 0;
+    memset (v, 0, sizeof *v);
     bool missing = false;
     size_t i;
     json_t *op;
     json_array_foreach (akj_arr (report, "ops"), i, op) {
-        p++;
+        v->pairs++;
         const json_t *win = akj_obj (op, "winner");
         if (!win || !json_is_object (win) || !*akj_str (win, "op"))
             missing = true;
         else
         if (akj_bool (win, "promoted"))
-            w++;
-        f += (int) json_array_size (akj_arr (op, "failures"));
+            v->winners++;
+        v->failures += (int) json_array_size (akj_arr (op, "failures"));
+        const json_t *pre = akj_obj (op, "preflight");
+        if (pre && json_is_object (pre) && strcmp (akj_str (pre, "status"), "ok") != 0)
+            v->baselines_failed++;
     }
-    *winners = w;
-    *pairs = p;
-    *failures = f;
+    akctl_report_crashes (report, &v->crashed, &v->hung);
     const char *state = akj_str (sum, "state");
     if (strcmp (state, "open") == 0)
         return "INCOMPLETE";
-    if (strcmp (state, "complete") != 0 || akj_int (counts, "poisoned") > 0 || missing || p == 0)
+    if (strcmp (state, "complete") != 0 || akj_int (counts, "poisoned") > 0 || missing || v->pairs == 0
+        || v->baselines_failed > 0)
         return "FAIL";
     return "PASS";
+}
+
+void akctl_verdict_line (const json_t *report, char *line, size_t len)
+{
+    akctl_verdict_t v;
+    const char *verdict = akctl_report_verdict (report, &v);
+    int n = snprintf (line, len, "akfleet-report: batch %s verdict=%s winners=%d/%d failures=%d crashed=%d hung=%d",
+                      akj_str (akj_obj (report, "batch"), "batch_id"), verdict, v.winners, v.pairs,
+                      v.failures, v.crashed, v.hung);
+    if (v.baselines_failed && n > 0 && (size_t) n < len)
+        snprintf (line + n, len - (size_t) n, " baselines_failed=%d", v.baselines_failed);
 }
 
 // -------------------------------------------------------------------- HTML
@@ -71,21 +96,35 @@ typedef struct {
     bool   promoted;
 } s_bar_t;
 
-/* Horizontal bar chart; `unit` follows each value; ref > 0 draws a
-   dashed line at that value (1.0x: the baseline). */
+/* A step of 1, 2 or 5 times a power of ten near span / 4, for the axis. */
+static double s_tick_step (double span)
+{
+    double raw = span / 4, p = pow (10, floor (log10 (raw)));
+    double m = raw / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+}
+
+/* Horizontal bar chart with an axis under the bars; `unit` follows each
+   value; a bar with noise gets a whisker (value +- noise, with caps) and
+   its value reads "V +- N" after the bar or the whisker, whichever ends
+   later, so that no line crosses a label; ref > 0 draws a dashed line at
+   that value (1.0x: the baseline), labelled above the bars. */
 static void s_bars (FILE *out, const char *id, const char *title, const s_bar_t *bars, size_t n,
                     const char *unit, double ref)
 {
-    const int label_w = 300, plot_w = 420, row_h = 22, top = 28;
+    const int label_w = 300, plot_w = 420, row_h = 22, top = 40, value_w = 170;
     double max = ref > 0 ? ref : 0;
     for (size_t i = 0; i < n; i++)
         if (isfinite (bars[i].value + bars[i].noise) && bars[i].value + bars[i].noise > max)
             max = bars[i].value + bars[i].noise;
     if (max <= 0)
         max = 1;
-    int h = top + (int) (n ? n : 1) * row_h + 24;
+    double step = s_tick_step (max);
+    max = ceil (max / step) * step;         /* the axis ends on a tick */
+    int axis_y = top + (int) (n ? n : 1) * row_h + 4;
+    int h = axis_y + 34;
     fprintf (out, "<figure><svg id=\"%s\" class=\"akchart\" xmlns=\"http://www.w3.org/2000/svg\" "
-             "width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"", id, label_w + plot_w + 110, h);
+             "width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"", id, label_w + plot_w + value_w, h);
     s_esc (out, title);
     fprintf (out, "\">\n<text x=\"4\" y=\"18\" class=\"title\">");
     s_esc (out, title);
@@ -95,6 +134,7 @@ static void s_bars (FILE *out, const char *id, const char *title, const s_bar_t 
     for (size_t i = 0; i < n; i++) {
         int y = top + (int) i * row_h;
         double v = isfinite (bars[i].value) && bars[i].value > 0 ? bars[i].value : 0;
+        bool noisy = bars[i].noise > 0 && isfinite (bars[i].noise);
         int w = (int) (plot_w * v / max);
         fprintf (out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" class=\"label\">", label_w - 6, y + 15);
         s_esc (out, bars[i].label);
@@ -102,19 +142,34 @@ static void s_bars (FILE *out, const char *id, const char *title, const s_bar_t 
                  bars[i].promoted ? " win" : "", label_w, y + 3, w > 0 ? w : 1, row_h - 6);
         s_esc (out, bars[i].label);
         fprintf (out, ": %.3f%s</title></rect>", v, unit);
-        if (bars[i].noise > 0 && isfinite (bars[i].noise)) {
+        int end = label_w + w;
+        if (noisy) {
             int x0 = label_w + (int) (plot_w * fmax (v - bars[i].noise, 0) / max);
             int x1 = label_w + (int) (plot_w * (v + bars[i].noise) / max);
-            fprintf (out, "<line class=\"noise\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>", x0, x1,
-                     y + row_h / 2, y + row_h / 2);
+            int ym = y + row_h / 2;
+            fprintf (out, "<path class=\"noise\" d=\"M%d %dV%dM%d %dH%dM%d %dV%d\"/>", x0, ym - 4, ym + 4,
+                     x0, ym, x1, x1, ym - 4, ym + 4);
+            if (x1 > end)
+                end = x1;
         }
-        fprintf (out, "<text x=\"%d\" y=\"%d\" class=\"value\">%.3g%s%s</text>\n", label_w + w + 6, y + 15, v, unit,
-                 bars[i].noise > 0 ? " &#177;" : "");
+        fprintf (out, "<text x=\"%d\" y=\"%d\" class=\"value\">%.3g%s", end + 6, y + 15, v, unit);
+        if (noisy)
+            fprintf (out, " &#177; %.2g%s", bars[i].noise, unit);
+        fprintf (out, "</text>\n");
     }
+    /* the axis: a line, ticks and their values */
+    fprintf (out, "<path class=\"axis\" d=\"M%d %dH%d\"/>", label_w, axis_y, label_w + plot_w);
+    for (double t = 0; t <= max + step / 2; t += step) {
+        int x = label_w + (int) (plot_w * t / max);
+        fprintf (out, "<path class=\"axis\" d=\"M%d %dV%d\"/><text x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
+                 "class=\"tick\">%g%s</text>", x, axis_y, axis_y + 4, x, axis_y + 16, t, unit);
+    }
+    fprintf (out, "\n");
     if (ref > 0) {
         int x = label_w + (int) (plot_w * ref / max);
         fprintf (out, "<line class=\"ref\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>"
-                 "<text x=\"%d\" y=\"%d\" class=\"value\">baseline</text>\n", x, x, top, h - 20, x - 20, h - 6);
+                 "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"value\">baseline</text>\n",
+                 x, x, top - 2, axis_y, x, top - 6);
     }
     fprintf (out, "</svg></figure>\n");
 }
@@ -129,8 +184,8 @@ static const json_t *s_winner_timings (const json_t *report, const char *task_id
 void akctl_render_report_html (FILE *out, const json_t *report)
 {
     const json_t *sum = akj_obj (report, "batch");
-    int winners, pairs, failures;
-    const char *verdict = akctl_report_verdict (report, &winners, &pairs, &failures);
+    akctl_verdict_t v;
+    const char *verdict = akctl_report_verdict (report, &v);
     fprintf (out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>akfleet report ");
     s_esc (out, akj_str (sum, "batch_id"));
     fprintf (out, "</title>\n<style>\n"
@@ -138,15 +193,18 @@ void akctl_render_report_html (FILE *out, const json_t *report)
              "table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\n"
              ".verdict{font-weight:bold;padding:2px 8px;border-radius:4px}.PASS{background:#c8f0c8}"
              ".FAIL{background:#f6c4c4}.INCOMPLETE{background:#f3e3b0}\n"
-             "svg .bar{fill:#9aa9c8}svg .bar.win{fill:#3c8d5a}svg .noise{stroke:#222;stroke-width:2}"
+             "svg .bar{fill:#9aa9c8}svg .bar.win{fill:#3c8d5a}svg .noise{stroke:#222;stroke-width:2;fill:none}"
+             "svg .axis{stroke:#444;fill:none}svg .tick{font-size:10px}"
              "svg .ref{stroke:#b33;stroke-dasharray:4 3}svg text{font-size:12px}svg .title{font-weight:bold;font-size:14px}\n"
              "</style></head><body>\n<h1>Batch ");
     s_esc (out, akj_str (sum, "batch_id"));
     fprintf (out, " &ldquo;");
     s_esc (out, akj_str (sum, "name"));
     fprintf (out, "&rdquo;</h1>\n<p id=\"verdict\">Verdict: <span class=\"verdict %s\">%s</span> &mdash; "
-             "%d of %d operator/class pairs promoted a winner, %d failed candidate(s); batch ",
-             verdict, verdict, winners, pairs, failures);
+             "%d of %d operator/class pairs promoted a winner, %d failed candidate(s) "
+             "(<span id=\"crashed\">%d crashed</span>, <span id=\"hung\">%d hung</span>)%s; batch ",
+             verdict, verdict, v.winners, v.pairs, v.failures, v.crashed, v.hung,
+             v.baselines_failed ? ", a baseline failed" : "");
     s_esc (out, akj_str (sum, "state"));
     fprintf (out, ", %" PRId64 " tasks.</p>\n", akj_int (sum, "total"));
 
@@ -337,9 +395,32 @@ static void s_html (FILE *f, const json_t *report, void *arg)
     akctl_render_report_html (f, report);
 }
 
+static int s_write_report (const akctl_opts_t *o, json_t *report);
+
+/*  report --from FILE: a report.json that --out wrote, rendered again
+    without a coordinator. */
+static json_t *s_report_from (const char *path)
+{
+    json_error_t jerr;
+    json_t *report = json_load_file (path, 0, &jerr);
+    if (!report)
+        fprintf (stderr, "akctl: report: %s: %s (line %d)\n", path, jerr.text, jerr.line);
+    else
+    if (!json_is_object (report) || !akj_obj (report, "batch") || !akj_arr (report, "ops")) {
+        fprintf (stderr, "akctl: report: %s: not a report.json (no batch and ops)\n", path);
+        json_decref (report);
+        report = NULL;
+    }
+    return report;
+}
+
 int akctl_report_out (const akctl_opts_t *o)
 {
     ak_err_t err = { 0, "" };
+    if (o->from) {
+        json_t *report = s_report_from (o->from);
+        return report ? s_write_report (o, report) : AKCTL_EXIT_USAGE;
+    }
     akctl_client_t *client = akctl_client_new (o->endpoint, o->timeout_ms, &err);
     if (!client) {
         fprintf (stderr, "akctl: %s\n", err.msg);
@@ -379,14 +460,24 @@ int akctl_report_out (const akctl_opts_t *o)
         return code;
     }
     json_object_set_new (report, "winner_timings", wt);
-    int winners, pairs, failures;
-    const char *verdict = akctl_report_verdict (report, &winners, &pairs, &failures);
-    char line[256];
-    snprintf (line, sizeof line, "akfleet-report: batch %s verdict=%s winners=%d/%d failures=%d",
-              akj_str (akj_obj (report, "batch"), "batch_id"), verdict, winners, pairs, failures);
-    json_object_set_new (report, "verdict", json_pack ("{s:s, s:i, s:i, s:i, s:s}", "verdict", verdict,
-                                                       "winners", winners, "pairs", pairs,
-                                                       "failures", failures, "summary", line));
+    return s_write_report (o, report);
+}
+
+/*  The three files and the summary line of report (taken); an exit code. */
+static int s_write_report (const akctl_opts_t *o, json_t *report)
+{
+    ak_err_t err = { 0, "" };
+    int code = AKCTL_EXIT_OK;
+    akctl_verdict_t v;
+    const char *verdict = akctl_report_verdict (report, &v);
+    char line[320];
+    akctl_verdict_line (report, line, sizeof line);
+    json_object_set_new (report, "verdict", json_pack ("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s}",
+                                                       "verdict", verdict, "winners", v.winners,
+                                                       "pairs", v.pairs, "failures", v.failures,
+                                                       "crashed", v.crashed, "hung", v.hung,
+                                                       "baselines_failed", v.baselines_failed,
+                                                       "summary", line));
     if (ak_mkdir_p (o->out, 0755, &err) != 0) {
         fprintf (stderr, "akctl: report: %s\n", err.msg);
         json_decref (report);

@@ -58,33 +58,47 @@ static uint64_t s_elapsed (const json_t *sum, uint64_t watch_start_mono)
     return ak_clock_mono_ms () - watch_start_mono;
 }
 
-/*  Columns of the terminal on stdout (80 when unknown). */
+/*  Columns of the terminal on stdout: its window size, else $COLUMNS (a
+    terminal that reports no size: a serial console, some `ssh -t`), else 80. */
 static int s_columns (void)
 {
     struct winsize ws;
     if (ioctl (STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
         return ws.ws_col;
+    int64_t cols = 0;
+    const char *env = getenv ("COLUMNS");
+    if (env && ak_parse_i64 (env, &cols) == 0 && cols > 0 && cols <= 10000)
+        return (int) cols;
     return 80;
 }
 
-/*  Redraws the one live line; cut to the terminal's width, because a line
-    that wraps can no longer be redrawn in place. */
+/*  Redraws the one live line, fitted to the terminal's width (a line that
+    wraps can no longer be redrawn in place): the counts and the clock are
+    kept whole and the bar gets what is left, up to S_BAR_WIDTH; below
+    S_BAR_MIN it goes; only a terminal too narrow even for the counts cuts. */
+#define S_BAR_MIN 5
 static void s_draw_bar (const char *batch_id, const s_counts_t *c, uint64_t elapsed)
 {
     int pct = c->total > 0 ? (int) (100 * c->finished / c->total) : 0;
-    int fill = c->total > 0 ? (int) (S_BAR_WIDTH * c->finished / c->total) : 0;
-    char bar[S_BAR_WIDTH + 1], clk[32], line[512], extra[96] = "";
-    for (int i = 0; i < S_BAR_WIDTH; i++)
-        bar[i] = i < fill ? '#' : '.';
-    bar[S_BAR_WIDTH] = '\0';
+    char bar[S_BAR_WIDTH + 1], clk[32], counts[384], line[512], extra[96] = "";
     if (c->poisoned || c->cancelled)
         snprintf (extra, sizeof extra, "  poisoned %" PRId64 "  cancelled %" PRId64,
                   c->poisoned, c->cancelled);
-    snprintf (line, sizeof line, "%s [%s] %3d%%  %" PRId64 "/%" PRId64 "  done %" PRId64
-              "  failed %" PRId64 "  queued %" PRId64 "  leased %" PRId64 "%s  %s",
-              batch_id, bar, pct, c->finished, c->total, c->done, c->failed, c->queued,
-              c->leased, extra, akctl_clock (elapsed, clk, sizeof clk));
+    snprintf (counts, sizeof counts, "%3d%%  %" PRId64 "/%" PRId64 "  done %" PRId64 "  failed %" PRId64
+              "  queued %" PRId64 "  leased %" PRId64 "%s  %s", pct, c->finished, c->total, c->done,
+              c->failed, c->queued, c->leased, extra, akctl_clock (elapsed, clk, sizeof clk));
     int width = s_columns () - 1;
+    int room = width - (int) strlen (batch_id) - (int) strlen (counts) - 4;    /* " [" "] " */
+    int bar_w = room < S_BAR_WIDTH ? room : S_BAR_WIDTH;
+    if (bar_w >= S_BAR_MIN) {
+        int fill = c->total > 0 ? (int) (bar_w * c->finished / c->total) : 0;
+        for (int i = 0; i < bar_w; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[bar_w] = '\0';
+        snprintf (line, sizeof line, "%s [%s] %s", batch_id, bar, counts);
+    }
+    else
+        snprintf (line, sizeof line, "%s %s", batch_id, counts);
     printf ("\r\033[K%.*s", width > 0 ? width : 1, line);
     fflush (stdout);
 }
@@ -113,6 +127,26 @@ static void s_notices (const json_t *sum, char *buf, size_t len)
     const json_t *se = akj_obj (sum, "store_error");
     if (se && used < len)
         snprintf (buf + used, len - used, "store:%s", akj_str (se, "error"));
+}
+
+/*  How many failed tasks of the batch crashed and hung (from its report);
+    false when the report did not come. */
+static bool s_crashes (akctl_client_t *client, const char *batch_id, int *crashed, int *hung)
+{
+    akctl_reply_t reply;
+    ak_err_t err = { 0, "" };
+    char *args[1] = { (char *) batch_id };
+    bool ok = false;
+    if (akctl_client_call (client, "report", args, 1, NULL, &reply, &err) == 0 && reply.code == 0) {
+        json_t *report = json_loads (reply.json, 0, NULL);
+        if (report) {
+            akctl_report_crashes (report, crashed, hung);
+            ok = true;
+        }
+        json_decref (report);
+    }
+    akctl_reply_free (&reply);
+    return ok;
 }
 
 /*  Sleeps ms in short steps so a signal's stop flag is seen quickly. */
@@ -228,6 +262,9 @@ int akctl_watch (akctl_client_t *client, const char *batch_id, bool json,
                 printf ("%s %s in %s: %" PRId64 " tasks, done %" PRId64 ", failed %" PRId64,
                         batch_id, state, akctl_clock (elapsed, clk, sizeof clk), c.total, c.done,
                         c.failed);
+                int crashed = 0, hung = 0;
+                if (c.failed && s_crashes (client, batch_id, &crashed, &hung) && (crashed || hung))
+                    printf (" (crashed %d, hung %d)", crashed, hung);
                 if (c.poisoned)
                     printf (", poisoned %" PRId64 " (gave up after too many attempts)", c.poisoned);
                 if (c.cancelled)

@@ -40,6 +40,7 @@
 #include "auth.h"
 #include "blobcache.h"
 #include "clock.h"
+#include "endpoint.h"
 #include "envelope.h"
 #include "error.h"
 #include "linkwatch.h"
@@ -1333,7 +1334,8 @@ static void s_usage (FILE *out)
         "  --server-key KEY     the coordinator's public key, Z85 or its certificate file\n"
         "                       (default $AK_SERVER_KEY); without both: plain\n"
         "  --log-level LEVEL    debug | info | warn | error | quiet (default info)\n"
-        "  --help               this text\n"
+        "  --version            print the version and exit\n"
+        "  -h, --help           this text\n"
         "\n"
         "Statistics (stdout, and --stats-json): receipts sent, acks received, duplicates\n"
         "acked, round trips per second (acks after the warm-up / window), the\n"
@@ -1369,7 +1371,7 @@ static int s_uint (const char *flag, const char *text, int64_t lo, int64_t hi, u
 int main (int argc, char **argv)
 {
     enum { O_COORD = 1, O_WORKERS, O_PREFIX, O_CLASS, O_SLOTS, O_PREFETCH, O_TASK, O_DUR, O_WARM,
-           O_JSON, O_HB, O_BLOBS, O_LIVE, O_BACKOFF, O_LOG, O_HELP, O_CERT, O_SKEY };
+           O_JSON, O_HB, O_BLOBS, O_LIVE, O_BACKOFF, O_LOG, O_HELP, O_CERT, O_SKEY, O_VERSION };
     static const struct option longopts[] = {
         { "coordinator", required_argument, NULL, O_COORD },
         { "workers", required_argument, NULL, O_WORKERS },
@@ -1387,6 +1389,7 @@ int main (int argc, char **argv)
         { "backoff-ms", required_argument, NULL, O_BACKOFF },
         { "log-level", required_argument, NULL, O_LOG },
         { "help", no_argument, NULL, O_HELP },
+        { "version", no_argument, NULL, O_VERSION },
         { "cert", required_argument, NULL, O_CERT },
         { "server-key", required_argument, NULL, O_SKEY },
         { NULL, 0, NULL, 0 },
@@ -1399,7 +1402,7 @@ int main (int argc, char **argv)
     int level = AK_LOG_INFO;
     int opt;
     opterr = 0;
-    while ((opt = getopt_long (argc, argv, ":", longopts, NULL)) != -1) {
+    while ((opt = getopt_long (argc, argv, ":h", longopts, NULL)) != -1) {
         int rc = 0;
         switch (opt) {
             case O_COORD:    opts.endpoint = optarg; break;
@@ -1424,7 +1427,11 @@ int main (int argc, char **argv)
                     return s_bad ("--log-level: '%s' is not one of debug, info, warn, error, quiet", optarg);
                 break;
             case O_HELP:
+            case 'h':
                 s_usage (stdout);
+                return 0;
+            case O_VERSION:
+                printf ("akload %s\n", AK_VERSION);
                 return 0;
             case ':':
                 return s_bad ("%s needs a value", argv[optind - 1]);
@@ -1438,9 +1445,9 @@ int main (int argc, char **argv)
         return s_bad ("unexpected argument '%s'", argv[optind]);
     if (!opts.endpoint)
         return s_bad ("--coordinator EP is required%s", "");
-    if ((strncmp (opts.endpoint, "tcp://", 6) != 0 && strncmp (opts.endpoint, "ipc://", 6) != 0)
-        || strlen (opts.endpoint) <= 6)
-        return s_bad ("--coordinator: '%s' is not a tcp:// or ipc:// endpoint", opts.endpoint);
+    ak_err_t eerr = { 0 };
+    if (ak_endpoint_check (opts.endpoint, false, &eerr))
+        return s_bad ("--coordinator: %s", eerr.msg);
     if (!opts.workers)
         return s_bad ("--workers N is required%s", "");
     char longest[S_MAX_ID + 64];

@@ -650,7 +650,7 @@ static void test_start_needs_auth_or_plain (void **state)
     free (cmd);
     cmd = ak_sprintf ("'%s' --store '%s/s' --cert '%s' --keys '%s/none' --workers ipc://%s/w "
                       "--clients ipc://%s/c 2>&1", bin, dir, s_fx->server_secret, dir, dir, dir);
-    assert_int_equal (ak_test_run (cmd, &out), 1);
+    assert_int_equal (ak_test_run (cmd, &out), 2);        /* a configuration error (issue 14) */
     assert_non_null (strstr (out, "key directory"));
     free (out);
     free (cmd);

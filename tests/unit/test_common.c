@@ -2,6 +2,7 @@
 #include "support.h"
 #include "clock.h"
 #include "digest.h"
+#include "endpoint.h"
 #include "error.h"
 #include "log.h"
 #include "rng.h"
@@ -466,6 +467,45 @@ static void test_stats (void **state)
     assert_true (fabs (s.p10 - 1.2) < 1e-12 && fabs (s.p90 - 2.8) < 1e-12);
 }
 
+/* Endpoints that cannot work are refused with the problem named. */
+static void test_endpoint_check (void **state)
+{
+    (void) state;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_endpoint_check ("tcp://127.0.0.1:5555", false, &err), 0);
+    assert_int_equal (ak_endpoint_check ("tcp://localhost:1", false, &err), 0);
+    assert_int_equal (ak_endpoint_check ("tcp://[::1]:65535", false, &err), 0);
+    assert_int_equal (ak_endpoint_check ("tcp://0.0.0.0:5555", true, &err), 0);
+    assert_int_equal (ak_endpoint_check ("tcp://*:5555", true, &err), 0);
+    assert_int_equal (ak_endpoint_check ("tcp://eth0:5555", true, &err), 0);   /* ZeroMQ's to judge */
+    assert_int_equal (ak_endpoint_check ("ipc:///tmp/x", true, &err), 0);
+    const struct { const char *ep; bool bind; const char *says; } bad[] = {
+        { "tcp://127.0.0.1:99999", false, "port '99999' is not a number in 1..65535" },
+        { "tcp://127.0.0.1:0", true, "1..65535" },
+        { "tcp://127.0.0.1:", false, "port ''" },
+        { "tcp://127.0.0.1:55x", false, "port '55x'" },
+        { "tcp://127.0.0.1", false, "expected tcp://HOST:PORT" },
+        { "tcp://:5555", false, "expected tcp://HOST:PORT" },
+        { "tcp://[]:5555", false, "no host" },
+        { "tcp://no-such-host.invalid:5555", false, "does not resolve" },
+        { "ipc://", true, "no path" },
+        { "udp://127.0.0.1:5555", false, "is not a tcp:// or ipc:// endpoint" },
+        { "", false, "empty endpoint" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset (&err, 0, sizeof err);
+        assert_int_equal (ak_endpoint_check (bad[i].ep, bad[i].bind, &err), AK_EINVAL);
+        if (!strstr (err.msg, bad[i].says))
+            fail_msg ("%s: expected \"%s\" in \"%s\"", bad[i].ep, bad[i].says, err.msg);
+    }
+    char longpath[200];
+    memset (longpath, 'a', sizeof longpath);
+    memcpy (longpath, "ipc:///", 7);
+    longpath[sizeof longpath - 1] = '\0';
+    assert_int_equal (ak_endpoint_check (longpath, true, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "a Unix socket takes at most"));
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -479,6 +519,7 @@ int main (void)
         cmocka_unit_test (test_rng_kat),
         cmocka_unit_test (test_rng_uniform),
         cmocka_unit_test (test_stats),
+        cmocka_unit_test (test_endpoint_check),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
