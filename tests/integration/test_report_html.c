@@ -87,8 +87,8 @@ static void test_report_and_profiles (void **state)
         free (dom);
     }
     else
-        print_message ("SKIP: headless render of report.html: /usr/bin/chromium is not installed "
-                       "(AK_OPTIONAL_DEPS_INSTALL=1 ops/test.sh or ops/setup.sh installs it)\n");
+        ak_test_skip_note ("headless render of report.html: /usr/bin/chromium is not installed "
+                           "(AK_OPTIONAL_DEPS_INSTALL=1 ops/test.sh or ops/setup.sh installs it)");
 
     /* profiles */
     rc = ak_test_akctl (&s_c, &out, "profile install B000001 --profile prod 2>&1");
@@ -137,5 +137,5 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown (test_report_and_profiles, s_teardown),
     };
-    return cmocka_run_group_tests (tests, NULL, NULL);
+    return ak_test_exit (cmocka_run_group_tests (tests, NULL, NULL));
 }
