@@ -2,6 +2,7 @@
     (skip.h). */
 #include "support.h"
 #include "skip.h"
+#include "worker/backend.h"
 #include "worker/cuda_api.h"
 
 #include <dlfcn.h>

@@ -21,7 +21,8 @@
 #define AK_TEST_SKIP_H
 #include <stdbool.h>
 #include <stddef.h>
-#include "worker/backend.h"
+
+struct Ak__Device;                 /* the probe's devices (akfleet.pb-c.h) */
 
 /* The exit status of a binary that skipped (CTest SKIP_RETURN_CODE). */
 #define AK_TEST_SKIPPED 77
@@ -85,7 +86,7 @@ ak_test_verdict_t ak_test_cuda_verdict (const ak_test_cuda_facts_t *facts, bool 
     array).  AK_TEST_SKIP: printed "SKIP: <why>" and marked the binary
     skipped.  AK_TEST_FAIL: printed "FAIL: <why>" on stderr.  devs_p may
     be NULL when need_device is false. */
-ak_test_verdict_t ak_test_need_cuda (bool need_device, Ak__Device ***devs_p, size_t *n_p,
+ak_test_verdict_t ak_test_need_cuda (bool need_device, struct Ak__Device ***devs_p, size_t *n_p,
                                      char *why, size_t len);
 
 #endif

@@ -17,6 +17,7 @@
 #include "akprofile.h"
 #include "digest.h"
 #include "util.h"
+#include "worker/backend.h"
 
 static void s_put (const char *dir, const char *rel, const char *text, char *sums, size_t cap)
 {

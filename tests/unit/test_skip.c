@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "util.h"
+#include "worker/backend.h"
 
 /* A host with a working GPU, as far as each step goes. */
 static ak_test_cuda_facts_t s_gpu_host (void)
