@@ -171,7 +171,12 @@ ak_test_verdict_t ak_test_need_cuda (bool need_device, Ak__Device ***devs_p, siz
                                      char *why, size_t len)
 {
     ak_test_cuda_facts_t f;
-    s_facts (&f, need_device, devs_p, n_p);
+    Ak__Device **mine = NULL;
+    size_t nmine = 0;
+    s_facts (&f, need_device, devs_p ? devs_p : &mine, n_p ? n_p : &nmine);
+    for (size_t i = 0; i < nmine; i++)
+        ak__device__free_unpacked (mine[i], NULL);
+    free (mine);
     ak_test_verdict_t v = ak_test_cuda_verdict (&f, need_device, why, len);
     if (v == AK_TEST_SKIP)
         ak_test_skip_note ("%s", why);
@@ -180,4 +185,14 @@ ak_test_verdict_t ak_test_need_cuda (bool need_device, Ak__Device ***devs_p, siz
         fflush (stderr);
     }
     return v;
+}
+
+void ak_test_cuda_or_skip (bool need_device, Ak__Device ***devs_p, size_t *n_p)
+{
+    char why[1100];
+    ak_test_verdict_t v = ak_test_need_cuda (need_device, devs_p, n_p, why, sizeof why);
+    if (v == AK_TEST_FAIL)
+        fail_msg ("%s", why);
+    if (v == AK_TEST_SKIP)
+        skip ();
 }

@@ -84,9 +84,14 @@ ak_test_verdict_t ak_test_cuda_verdict (const ak_test_cuda_facts_t *facts, bool 
     it.  AK_TEST_RUN: with need_device, *devs_p / *n_p hold the backend's
     probe (caller frees each with ak__device__free_unpacked, then the
     array).  AK_TEST_SKIP: printed "SKIP: <why>" and marked the binary
-    skipped.  AK_TEST_FAIL: printed "FAIL: <why>" on stderr.  devs_p may
-    be NULL when need_device is false. */
+    skipped.  AK_TEST_FAIL: printed "FAIL: <why>" on stderr.  devs_p and
+    n_p may be NULL (the devices are then not kept). */
 ak_test_verdict_t ak_test_need_cuda (bool need_device, struct Ak__Device ***devs_p, size_t *n_p,
                                      char *why, size_t len);
+
+/*  Inside a cmocka test: ak_test_need_cuda, then the test fails
+    (AK_TEST_FAIL, naming why) or skips (AK_TEST_SKIP); returns only when
+    it can run. */
+void ak_test_cuda_or_skip (bool need_device, struct Ak__Device ***devs_p, size_t *n_p);
 
 #endif

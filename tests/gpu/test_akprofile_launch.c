@@ -17,7 +17,6 @@
 #include "akprofile.h"
 #include "digest.h"
 #include "util.h"
-#include "worker/backend.h"
 
 static void s_put (const char *dir, const char *rel, const char *text, char *sums, size_t cap)
 {
@@ -46,16 +45,7 @@ static void test_launch_through_profile (void **state)
 {
     akp_device_t dev;
     char name[256], nvrtc[32], cls[512], why[1024];
-    Ak__Device **devs = NULL;
-    size_t ndevs = 0;
-    ak_test_verdict_t v = ak_test_need_cuda (true, &devs, &ndevs, why, sizeof why);
-    for (size_t i = 0; i < ndevs; i++)
-        ak__device__free_unpacked (devs[i], NULL);
-    free (devs);
-    if (v == AK_TEST_FAIL)
-        fail_msg ("%s", why);
-    if (v == AK_TEST_SKIP)
-        skip ();
+    ak_test_cuda_or_skip (true, NULL, NULL);
     /* there is a GPU: the runtime library must find it too */
     if (akp_device_from_cuda (0, &dev, name, sizeof name, nvrtc, sizeof nvrtc, cls, sizeof cls, why,
                               sizeof why) != AKP_OK)

@@ -311,12 +311,7 @@ static void test_gpu_batch (void **state)
     (void) state;
     Ak__Device **devs = NULL;
     size_t ndevs = 0;
-    char why[1100];
-    ak_test_verdict_t v = ak_test_need_cuda (true, &devs, &ndevs, why, sizeof why);
-    if (v == AK_TEST_FAIL)
-        fail_msg ("%s", why);
-    if (v == AK_TEST_SKIP)
-        skip ();
+    ak_test_cuda_or_skip (true, &devs, &ndevs);
     size_t ngpus = ndevs;
     for (size_t i = 0; i < ndevs; i++)
         ak__device__free_unpacked (devs[i], NULL);

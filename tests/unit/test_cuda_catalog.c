@@ -184,12 +184,7 @@ static int s_compile_config (const ak_candidate_t *cand, const int64_t *values, 
     without a driver) or fails (tests/skip.h). */
 static void s_nv_open (s_nv_t *nv, const char *tag)
 {
-    char why[1100];
-    ak_test_verdict_t v = ak_test_need_cuda (false, NULL, NULL, why, sizeof why);
-    if (v == AK_TEST_FAIL)
-        fail_msg ("%s", why);
-    if (v == AK_TEST_SKIP)
-        skip ();
+    ak_test_cuda_or_skip (false, NULL, NULL);
     memset (nv, 0, sizeof *nv);
     nv->be = ak_backend_find ("cuda");
     ak__device__init (&nv->dev);

@@ -300,12 +300,7 @@ static void test_compile (void **state)
 {
     s_fix_t *f = *state;
     ak_err_t err = { 0 };
-    char why[1100];
-    ak_test_verdict_t v = ak_test_need_cuda (false, NULL, NULL, why, sizeof why);
-    if (v == AK_TEST_FAIL)
-        fail_msg ("%s", why);
-    if (v == AK_TEST_SKIP)
-        skip ();
+    ak_test_cuda_or_skip (false, NULL, NULL);
     ak_compile_req_t req;
     ak_compile_out_t out = { 0 };
     s_req (&req, f->dir, s_axpy, &f->dev);

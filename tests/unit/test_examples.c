@@ -196,12 +196,7 @@ static void test_examples_compile (void **state)
     (void) state;
     s_nv_t nv = { .be = ak_backend_find ("cuda") };
     ak_err_t err = { 0, "" };
-    char why[1100];
-    ak_test_verdict_t v = ak_test_need_cuda (false, NULL, NULL, why, sizeof why);
-    if (v == AK_TEST_FAIL)
-        fail_msg ("%s", why);
-    if (v == AK_TEST_SKIP)
-        skip ();
+    ak_test_cuda_or_skip (false, NULL, NULL);
     ak__device__init (&nv.dev);
     nv.dev.cc_major = 9;
     nv.dev.cc_minor = 0;
