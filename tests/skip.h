@@ -43,6 +43,14 @@ void ak_test_skip_note (const char *fmt, ...) __attribute__ ((format (printf, 1,
         ak_test_skip (__VA_ARGS__);                                            \
     } while (0)
 
+/* The same for a part of a test (a dtype the device lacks): the test goes on. */
+#define ak_test_skip_gpu_note(...)                                             \
+    do {                                                                       \
+        if (ak_test_require_gpu ())                                            \
+            fail_msg ("AK_REQUIRE_GPU=1 and this test would skip: " __VA_ARGS__); \
+        ak_test_skip_note (__VA_ARGS__);                                       \
+    } while (0)
+
 /* What main returns: failed (cmocka's count) when non-zero, else
    AK_TEST_SKIPPED when anything was skipped, else 0. */
 int  ak_test_exit (int failed);

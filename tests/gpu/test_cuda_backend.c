@@ -405,7 +405,7 @@ static void test_philox (void **state)
         for (int t = 0; t < 3; t++) {
             ak_dtype_t dt = dts[t];
             if (!S.be->supports_dtype (S.devs[0], dt)) {
-                print_message ("%s: not supported here, skipped\n", ak_dtype_name (dt));
+                ak_test_skip_gpu_note ("%s: not supported by this device", ak_dtype_name (dt));
                 continue;
             }
             size_t esz = ak_dtype_size (dt);
@@ -437,7 +437,7 @@ static void test_half_axpy (void **state)
     for (int t = 0; t < 2; t++) {
         ak_dtype_t dt = dts[t];
         if (!S.be->supports_dtype (S.devs[0], dt)) {
-            print_message ("%s: not supported here, skipped\n", ak_dtype_name (dt));
+            ak_test_skip_gpu_note ("%s: not supported by this device", ak_dtype_name (dt));
             continue;
         }
         ak_compile_req_t req;
