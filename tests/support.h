@@ -26,6 +26,8 @@ char *ak_test_bin (const char *name);
    Stores malloc'ed names in ops (room for max) and returns how many; fails
    the test when there is none or more than max. */
 #define AK_TEST_MAX_OPS 64
+/* Is name one of the comma-separated names in list ("layernorm,reduce")? */
+bool ak_test_listed (const char *list, const char *name);
 int ak_test_catalog_ops (char *ops[], int max);
 
 /* Writes text to dir/name and returns the full path (caller frees). */
