@@ -34,22 +34,17 @@ void ak_test_skip_note (const char *fmt, ...) __attribute__ ((format (printf, 1,
 /* ak_test_skip_note, then cmocka's skip () (ends the test). */
 #define ak_test_skip(...) do { ak_test_skip_note (__VA_ARGS__); skip (); } while (0)
 
-/* A CUDA capability the device lacks (no CUPTI, no blocking kernel):
-   ak_test_skip, or a failure when AK_REQUIRE_GPU=1. */
-#define ak_test_skip_gpu(...)                                                  \
-    do {                                                                       \
-        if (ak_test_require_gpu ())                                            \
-            fail_msg ("AK_REQUIRE_GPU=1 and this test would skip: " __VA_ARGS__); \
-        ak_test_skip (__VA_ARGS__);                                            \
-    } while (0)
-
-/* The same for a part of a test (a dtype the device lacks): the test goes on. */
+/* A CUDA capability the device lacks (a dtype, CUPTI, the blocking
+   kernel): ak_test_skip_note, or a failure when AK_REQUIRE_GPU=1; the
+   test goes on ... */
 #define ak_test_skip_gpu_note(...)                                             \
     do {                                                                       \
         if (ak_test_require_gpu ())                                            \
             fail_msg ("AK_REQUIRE_GPU=1 and this test would skip: " __VA_ARGS__); \
         ak_test_skip_note (__VA_ARGS__);                                       \
     } while (0)
+/* ... or ends here. */
+#define ak_test_skip_gpu(...) do { ak_test_skip_gpu_note (__VA_ARGS__); skip (); } while (0)
 
 /* What main returns: failed (cmocka's count) when non-zero, else
    AK_TEST_SKIPPED when anything was skipped, else 0. */
