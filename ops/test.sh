@@ -5,14 +5,18 @@
 #
 # Builds into build-test/ ($AK_BUILD_DIR to change it) with AddressSanitizer
 # and UBSan and warnings as errors, then runs the whole suite with ctest:
-# unit, integration and fault tests, and gpu tests (which skip themselves
-# where there is no GPU).  $AK_TEST_JOBS runs that many tests at once
-# (default: up to 4).  Then, when no ctest options were given, the
-# optimized build (RelWithDebInfo, what setup.sh and bundle.sh build) is
-# compiled with warnings as errors too, into build-test-rel/ (gcc warns of
-# some things only at -O2), and the libFuzzer targets run for
-# $AK_FUZZ_SECONDS each (ops/fuzz.sh; default 10, 0 skips them).  The exit
-# code is non-zero when a test, that build or a target failed.
+# unit, integration and fault tests, the fuzz targets' corpora and crash
+# reproducers replayed without libFuzzer, and gpu tests (which skip
+# themselves where there is no GPU, and fail on any other CUDA probe error;
+# AK_REQUIRE_GPU=1 fails every such skip).  A test that skipped something
+# is listed by ctest as "Not Run" (Skipped), not as passed.  $AK_TEST_JOBS
+# runs that many tests at once (default: up to 4).  Then, when no ctest
+# options were given, the optimized build (RelWithDebInfo, what setup.sh
+# and bundle.sh build) is compiled with warnings as errors too, into
+# build-test-rel/ (gcc warns of some things only at -O2), and the libFuzzer
+# targets run for $AK_FUZZ_SECONDS each (ops/fuzz.sh; default 10; 0 skips
+# them on purpose, and without clang ops/fuzz.sh fails).  The exit code is
+# non-zero when a test, that build or a target failed.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/ops/deps.sh"

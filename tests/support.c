@@ -285,8 +285,7 @@ static int s_name_cmp (const void *a, const void *b)
     return strcmp (*(char *const *) a, *(char *const *) b);
 }
 
-/*  Is name one of the comma-separated names in list? */
-static bool s_listed (const char *list, const char *name)
+bool ak_test_listed (const char *list, const char *name)
 {
     size_t len = strlen (name);
     for (const char *p = list; (p = strstr (p, name)); p += len)
@@ -300,11 +299,12 @@ int ak_test_catalog_ops (char *ops[], int max)
     char *root = ak_test_src ("kernels");
     DIR *d = opendir (root);
     assert_non_null (d);
-    const char *only = getenv ("AK_CATALOG_OPS");
+    const char *only = getenv ("AK_CATALOG_OPS"), *except = getenv ("AK_CATALOG_OPS_EXCEPT");
     int n = 0;
     struct dirent *e;
     while ((e = readdir (d))) {
-        if (e->d_name[0] == '.' || (only && *only && !s_listed (only, e->d_name)))
+        if (e->d_name[0] == '.' || (only && *only && !ak_test_listed (only, e->d_name))
+            || (except && *except && ak_test_listed (except, e->d_name)))
             continue;
         char *spec = ak_sprintf ("%s/%s/spec.json", root, e->d_name);
         if (access (spec, R_OK) == 0) {

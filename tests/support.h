@@ -9,6 +9,7 @@
 #include <sys/types.h>
 #include <cmocka.h>
 #include <jansson.h>
+#include "skip.h"             /* ak_test_skip, ak_test_exit: every test's main returns through it */
 
 /* A fresh temporary directory (mkdtemp under $TMPDIR or /tmp); caller frees
    the string; ak_test_rmtree removes it. */
@@ -20,10 +21,13 @@ char *ak_test_src (const char *rel);
 char *ak_test_bin (const char *name);
 
 /* The operators of the catalog: every kernels/<op>/ that has a spec.json,
-   in name order, or only those named in $AK_CATALOG_OPS ("layernorm,reduce").
+   in name order, or only those named in $AK_CATALOG_OPS ("layernorm,reduce"),
+   less those named in $AK_CATALOG_OPS_EXCEPT.
    Stores malloc'ed names in ops (room for max) and returns how many; fails
    the test when there is none or more than max. */
 #define AK_TEST_MAX_OPS 64
+/* Is name one of the comma-separated names in list ("layernorm,reduce")? */
+bool ak_test_listed (const char *list, const char *name);
 int ak_test_catalog_ops (char *ops[], int max);
 
 /* Writes text to dir/name and returns the full path (caller frees). */

@@ -258,14 +258,12 @@ static void s_partition (bool netns)
     if (netns) {
         const char *why = s_cannot ();
         if (why) {
-            fprintf (stderr, "SKIPPED: the partition test with a network namespace: %s "
-                             "(test_partition_proxy covers the same with a TCP proxy)\n", why);
-            skip ();
+            ak_test_skip ("the partition test with a network namespace: %s "
+                          "(test_partition_proxy covers the same with a TCP proxy)", why);
         }
         if (!s_netns_up (host_ip, ns_ip, sizeof host_ip)) {
-            fprintf (stderr, "SKIPPED: `ip netns add` does not work here (see above); "
-                             "test_partition_proxy covers the same with a TCP proxy\n");
-            skip ();
+            ak_test_skip ("the partition test with a network namespace: `ip netns add` does not "
+                          "work here (see above); test_partition_proxy covers the same with a TCP proxy");
         }
     }
     const char *flags[] = { "--heartbeat-ms", "200", "--liveness", "3", "--commit-ms", "5",
@@ -414,5 +412,5 @@ int main (void)
         cmocka_unit_test_teardown (test_partition_netns, s_teardown),
         cmocka_unit_test_teardown (test_partition_proxy, s_teardown),
     };
-    return cmocka_run_group_tests (tests, NULL, NULL);
+    return ak_test_exit (cmocka_run_group_tests (tests, NULL, NULL));
 }

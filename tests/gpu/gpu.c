@@ -9,12 +9,14 @@
 int ak_gpu_fixture_open (ak_gpu_fixture_t *f, const char *tag)
 {
     ak_err_t err = { 0 };
+    char why[1100];
     f->be = ak_backend_find ("cuda");
     f->host = ak_backend_host ();
-    if (!f->be || f->be->probe (&f->devs, &f->ndevs, &err) != 0) {
+    ak_test_verdict_t v = ak_test_need_cuda (true, &f->devs, &f->ndevs, why, sizeof why);
+    if (v == AK_TEST_FAIL)
+        return -1;
+    if (v == AK_TEST_SKIP) {
         f->skip = true;
-        printf ("SKIP: no GPU: %s\n", f->be ? err.msg : "this build has no CUDA backend (no CUDA headers)");
-        fflush (stdout);
         return 0;
     }
     f->cache = ak_test_tmpdir (tag);

@@ -3,8 +3,9 @@
 
     The fixture of a test that runs kernels on the first CUDA device with
     the host backend beside it (for the float64 oracle).  Where there is no
-    GPU, or the build has no CUDA backend, opening it prints
-    "SKIP: no GPU: <reason>" and sets skip; the tests then call skip(). */
+    GPU (tests/skip.h says what that is), opening it prints
+    "SKIP: no GPU: <reason>" and sets skip; the tests then call skip() and
+    main returns ak_test_exit (): CTest shows the binary as "Not Run". */
 #ifndef AK_TESTS_GPU_H
 #define AK_TESTS_GPU_H
 #include <stdbool.h>
@@ -20,8 +21,9 @@ typedef struct {
     char               *cache;         /* a compile cache: a fresh directory named after tag */
 } ak_gpu_fixture_t;
 
-/* 0 (with skip set when there is no GPU), or -1 when a device that is
-   there cannot be opened (the test fails). */
+/* 0 (with skip set when there is no GPU), or -1 when the probe fails
+   other than for "no GPU", or a device that is there cannot be opened
+   (the group setup fails, and with it every test). */
 int  ak_gpu_fixture_open (ak_gpu_fixture_t *f, const char *tag);
 void ak_gpu_fixture_close (ak_gpu_fixture_t *f);
 

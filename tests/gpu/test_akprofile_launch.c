@@ -6,7 +6,8 @@
     runs lib/akprofile/example.c (akprofile-example): it must look the
     kernel up, compile it with NVRTC and launch it through the driver API,
     and every output it reads back must be written.  A lookup for another
-    shape must fall back.  Without a GPU: "SKIP: no GPU: <reason>", exit 0. */
+    shape must fall back.  Without a GPU: "SKIP: no GPU: <reason>", exit 77
+    (tests/skip.h: CTest shows "Not Run"); any other probe error fails. */
 #include "support.h"
 
 #include <stdio.h>
@@ -44,11 +45,11 @@ static void test_launch_through_profile (void **state)
 {
     akp_device_t dev;
     char name[256], nvrtc[32], cls[512], why[1024];
+    ak_test_cuda_or_skip (true, NULL, NULL);
+    /* there is a GPU: the runtime library must find it too */
     if (akp_device_from_cuda (0, &dev, name, sizeof name, nvrtc, sizeof nvrtc, cls, sizeof cls, why,
-                              sizeof why) != AKP_OK) {
-        printf ("SKIP: no GPU: %s\n", why);
-        skip ();
-    }
+                              sizeof why) != AKP_OK)
+        fail_msg ("akp_device_from_cuda: %s", why);
     print_message ("device class %s\n", cls);
     char *dir = ak_test_tmpdir ("akp-gpu");
     char *srcdir = ak_path_join (dir, "sources");
@@ -113,5 +114,5 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_launch_through_profile),
     };
-    return cmocka_run_group_tests (tests, NULL, NULL);
+    return ak_test_exit (cmocka_run_group_tests (tests, NULL, NULL));
 }

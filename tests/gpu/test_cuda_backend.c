@@ -3,7 +3,8 @@
 
     Where the backend cannot run (no CUDA headers at build time, no driver,
     no GPU, no NVRTC) every test is skipped after one line
-    "SKIP: no GPU: <reason>", and the binary exits 0.  The tests share one
+    "SKIP: no GPU: <reason>", and the binary exits 77 ("Not Run" in CTest;
+    tests/skip.h: any other probe error fails).  The tests share one
     executor-side device and run in order; the crash test is last because
     it leaves the context dead. */
 #include "support.h"
@@ -52,17 +53,11 @@ static int s_group_setup (void **state)
 {
     ak_err_t err = { 0 };
     S.be = ak_backend_find ("cuda");
-    if (!S.be) {
+    ak_test_verdict_t v = ak_test_need_cuda (true, &S.devs, &S.ndevs, S.why, sizeof S.why);
+    if (v == AK_TEST_FAIL)
+        return -1;          /* a probe error other than "no GPU": every test fails */
+    if (v == AK_TEST_SKIP) {
         S.skip = true;
-        snprintf (S.why, sizeof S.why, "this build has no CUDA backend (no CUDA headers at build time)");
-    }
-    else if (S.be->probe (&S.devs, &S.ndevs, &err) != 0) {
-        S.skip = true;
-        snprintf (S.why, sizeof S.why, "%s", err.msg);
-    }
-    if (S.skip) {
-        printf ("SKIP: no GPU: %s\n", S.why);
-        fflush (stdout);
         return 0;
     }
     S.cache = ak_test_tmpdir ("cudagpu");
@@ -411,7 +406,7 @@ static void test_philox (void **state)
         for (int t = 0; t < 3; t++) {
             ak_dtype_t dt = dts[t];
             if (!S.be->supports_dtype (S.devs[0], dt)) {
-                print_message ("%s: not supported here, skipped\n", ak_dtype_name (dt));
+                ak_test_skip_gpu_note ("%s: not supported by this device", ak_dtype_name (dt));
                 continue;
             }
             size_t esz = ak_dtype_size (dt);
@@ -443,7 +438,7 @@ static void test_half_axpy (void **state)
     for (int t = 0; t < 2; t++) {
         ak_dtype_t dt = dts[t];
         if (!S.be->supports_dtype (S.devs[0], dt)) {
-            print_message ("%s: not supported here, skipped\n", ak_dtype_name (dt));
+            ak_test_skip_gpu_note ("%s: not supported by this device", ak_dtype_name (dt));
             continue;
         }
         ak_compile_req_t req;
@@ -585,5 +580,5 @@ int main (void)
         cmocka_unit_test (test_reopen),
         cmocka_unit_test (test_zz_crash),
     };
-    return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
+    return ak_test_exit (cmocka_run_group_tests (tests, s_group_setup, s_group_teardown));
 }

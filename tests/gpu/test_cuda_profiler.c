@@ -2,8 +2,9 @@
     (worker/profiler_cuda.c) on a real GPU.
 
     test_figures needs no GPU (the receipt record and its derived rates).
-    The others skip after one line "SKIP: no GPU: <reason>" where the CUDA
-    backend cannot run.  On a GPU: a copy kernel over 64 MiB profiled twice
+    The others skip after one line "SKIP: no GPU: <reason>" where there is
+    no GPU (the binary exits 77, "Not Run" in CTest; any other probe error
+    fails: tests/skip.h).  On a GPU: a copy kernel over 64 MiB profiled twice
     (DRAM bytes within 10% of what it moves, a duration, the % of peak in
     range), timing still working after the profiler is gone, and
     ak_profile_run over the catalog's softmax baseline (a profile and a
@@ -45,17 +46,11 @@ static int s_group_setup (void **state)
     (void) state;
     ak_err_t err = { 0 };
     S.be = ak_backend_find ("cuda");
-    if (!S.be) {
+    ak_test_verdict_t v = ak_test_need_cuda (true, &S.devs, &S.ndevs, S.why, sizeof S.why);
+    if (v == AK_TEST_FAIL)
+        return -1;          /* a probe error other than "no GPU": every test fails */
+    if (v == AK_TEST_SKIP) {
         S.skip = true;
-        snprintf (S.why, sizeof S.why, "this build has no CUDA backend (no CUDA headers at build time)");
-    }
-    else if (S.be->probe (&S.devs, &S.ndevs, &err) != 0) {
-        S.skip = true;
-        snprintf (S.why, sizeof S.why, "%s", err.msg);
-    }
-    if (S.skip) {
-        printf ("SKIP: no GPU: %s\n", S.why);
-        fflush (stdout);
         return 0;
     }
     S.cache = ak_test_tmpdir ("cudaprof");
@@ -338,5 +333,5 @@ int main (void)
         cmocka_unit_test (test_copy),
         cmocka_unit_test (test_run_softmax),
     };
-    return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
+    return ak_test_exit (cmocka_run_group_tests (tests, s_group_setup, s_group_teardown));
 }

@@ -2,7 +2,8 @@
     (worker/backend_cuda.c "timing", worker/timing.c over it).
 
     Where the backend cannot run, every test is skipped after one line
-    "SKIP: no GPU: <reason>" and the binary exits 0.  On a GPU: the
+    "SKIP: no GPU: <reason>" and the binary exits 77 ("Not Run" in CTest;
+    tests/skip.h: any other probe error fails).  On a GPU: the
     blocking kernel is there, bounded (a blocker nobody releases gives up
     by itself) and never deadlocks a freshly loaded module; CUPTI's figure
     is at most the events' and, behind the blocker, the events of an empty
@@ -91,17 +92,11 @@ static int s_group_setup (void **state)
 {
     ak_err_t err = { 0 };
     S.be = ak_backend_find ("cuda");
-    if (!S.be) {
+    ak_test_verdict_t v = ak_test_need_cuda (true, &S.devs, &S.ndevs, S.why, sizeof S.why);
+    if (v == AK_TEST_FAIL)
+        return -1;          /* a probe error other than "no GPU": every test fails */
+    if (v == AK_TEST_SKIP) {
         S.skip = true;
-        snprintf (S.why, sizeof S.why, "this build has no CUDA backend (no CUDA headers at build time)");
-    }
-    else if (S.be->probe (&S.devs, &S.ndevs, &err) != 0) {
-        S.skip = true;
-        snprintf (S.why, sizeof S.why, "%s", err.msg);
-    }
-    if (S.skip) {
-        printf ("SKIP: no GPU: %s\n", S.why);
-        fflush (stdout);
         return 0;
     }
     S.cache = ak_test_tmpdir ("cudatiming");
@@ -191,7 +186,7 @@ static void test_blocker_bounded (void **state)
     ak_err_t err = { 0 };
     int rc = ak_cuda_blocker_selftest (S.dev, &waited, &timed_out, &err);
     if (rc == AK_EUNAVAIL)
-        skip ();
+        ak_test_skip_gpu ("this device has no blocking kernel: %s", err.msg);
     assert_int_equal (rc, 0);
     print_message ("unreleased blocker: the device was free again after %.1f ms (timed out: %s)\n",
                    waited, timed_out ? "yes" : "no");
@@ -217,7 +212,7 @@ static void test_fresh_module_no_deadlock (void **state)
     ak_err_t err = { 0 };
     assert_int_equal (ak_cuda_timing_info (S.dev, &info, &err), 0);
     if (!info.blocker)
-        skip ();
+        ak_test_skip_gpu ("this device has no blocking kernel: %s", info.blocker_why ? info.blocker_why : "?");
     for (int rep = 0; rep < 3; rep++) {
         ak_kernel_t *k = s_load (rep == 1 ? S.copy_path : S.empty_path);
         ak_launch_t l;
@@ -417,8 +412,9 @@ static void test_untraced_long_kernel (void **state)
 {
     S_NEED_GPU ();
     ak_err_t err = { 0 };
-    if (!ak_cuda_cupti_active (S.dev, NULL))
-        skip ();
+    const char *no_cupti = NULL;
+    if (!ak_cuda_cupti_active (S.dev, &no_cupti))
+        ak_test_skip_gpu ("no CUPTI kernel records on this device: %s", no_cupti ? no_cupti : "?");
     int64_t n = 60000000;
     ak_kernel_t *kc = s_load (S.copy_path);
     ak_kernel_t *kb = s_load (S.copy_path);
@@ -543,5 +539,5 @@ int main (void)
         cmocka_unit_test (test_untraced_long_kernel),
         cmocka_unit_test (test_measure_without_cupti),
     };
-    return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
+    return ak_test_exit (cmocka_run_group_tests (tests, s_group_setup, s_group_teardown));
 }

@@ -12,7 +12,8 @@
     dynamic shared memory beyond the opt-in limit; a rule that evaluates to
     0 threads is invalid_config too.
 
-    Where the CUDA backend cannot run, prints "SKIP: no GPU: <reason>". */
+    Where there is no GPU, prints "SKIP: no GPU: <reason>" and exits 77
+    ("Not Run" in CTest); any other probe error fails (tests/skip.h). */
 #include "space.h"
 #include "support.h"
 #include "gpu.h"
@@ -315,5 +316,5 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_catalog_gates),
     };
-    return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
+    return ak_test_exit (cmocka_run_group_tests (tests, s_group_setup, s_group_teardown));
 }

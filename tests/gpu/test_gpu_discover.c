@@ -167,5 +167,5 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown (test_discover_llama, s_teardown),
     };
-    return cmocka_run_group_tests (tests, NULL, NULL);
+    return ak_test_exit (cmocka_run_group_tests (tests, NULL, NULL));
 }

@@ -15,7 +15,8 @@
     - a wrong device reference is status error ("device reference
       disagrees ..."), never the candidate's fault.
 
-    Where the CUDA backend cannot run, prints "SKIP: no GPU: <reason>". */
+    Where there is no GPU, prints "SKIP: no GPU: <reason>" and exits 77
+    ("Not Run" in CTest); any other probe error fails (tests/skip.h). */
 #include "support.h"
 #include "gpu.h"
 #include "worker/backend.h"
@@ -222,5 +223,5 @@ int main (void)
         cmocka_unit_test (test_reference_catalog),
         cmocka_unit_test (test_reference_disagrees),
     };
-    return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
+    return ak_test_exit (cmocka_run_group_tests (tests, s_group_setup, s_group_teardown));
 }

@@ -155,7 +155,7 @@ static char *s_probe (void)
     bool ok = access (lib, R_OK) == 0 && access (probe, X_OK) == 0;
     free (lib);
     if (!ok) {
-        printf ("SKIP: libakdiscover.so is not built here (no CUDA headers with cupti.h and nvtx3/)\n");
+        ak_test_skip_note ("libakdiscover.so is not built here (no CUDA headers with cupti.h and nvtx3/)");
         free (probe);
         return NULL;
     }
@@ -316,5 +316,5 @@ int main (void)
         cmocka_unit_test (test_failing_and_crashing_programs),
         cmocka_unit_test (test_cupti_side),
     };
-    return cmocka_run_group_tests (tests, NULL, NULL);
+    return ak_test_exit (cmocka_run_group_tests (tests, NULL, NULL));
 }

@@ -301,10 +301,7 @@ static void test_compile (void **state)
 {
     s_fix_t *f = *state;
     ak_err_t err = { 0 };
-    if (!f->be || ak_cuda_load_nvrtc (&err) != 0) {
-        print_message ("SKIP: %s\n", f->be ? err.msg : "no CUDA backend in this build");
-        skip ();
-    }
+    ak_test_cuda_or_skip (false, NULL, NULL);
     ak_compile_req_t req;
     ak_compile_out_t out = { 0 };
     s_req (&req, f->dir, s_axpy, &f->dev);
@@ -405,5 +402,5 @@ int main (void)
         cmocka_unit_test (test_cache_key),
         cmocka_unit_test_setup_teardown (test_compile, s_setup, s_teardown),
     };
-    return cmocka_run_group_tests (tests, NULL, NULL);
+    return ak_test_exit (cmocka_run_group_tests (tests, NULL, NULL));
 }

@@ -199,10 +199,7 @@ static void test_examples_compile (void **state)
     (void) state;
     s_nv_t nv = { .be = ak_backend_find ("cuda") };
     ak_err_t err = { 0, "" };
-    if (!nv.be || ak_cuda_load_nvrtc (&err) != 0) {
-        print_message ("SKIP: %s\n", nv.be ? err.msg : "no CUDA backend in this build");
-        skip ();
-    }
+    ak_test_cuda_or_skip (false, NULL, NULL);
     ak__device__init (&nv.dev);
     nv.dev.cc_major = 9;
     nv.dev.cc_minor = 0;
@@ -238,5 +235,5 @@ int main (void)
         cmocka_unit_test (test_examples_launch_rules),
         cmocka_unit_test (test_examples_compile),
     };
-    return cmocka_run_group_tests (tests, NULL, NULL);
+    return ak_test_exit (cmocka_run_group_tests (tests, NULL, NULL));
 }
