@@ -66,7 +66,14 @@ static void test_submit_from_trace (void **state)
     s_contains (out, "matmul_512x6144x2048_bf16");
     free (out);
     ak_test_cluster_coord (&s_c, NULL, NULL, NULL, S_START_MS);
-    char *id = ak_test_submit (&s_c, "submit '%s/d/batch.json'", s_c.dir);
+    /* no worker of the trace's GPU class here: a plain submit is refused
+       naming the class; the batch itself is valid and queues with
+       --allow-unserved */
+    int rc = ak_test_akctl (&s_c, &out, "submit '%s/d/batch.json' 2>&1", s_c.dir);
+    assert_int_equal (rc, 2);
+    s_contains (out, "no worker has ever announced the target class");
+    free (out);
+    char *id = ak_test_submit (&s_c, "submit --allow-unserved '%s/d/batch.json'", s_c.dir);
     json_t *st = ak_test_akctl_json (&s_c, "status %s", id);
     assert_non_null (st);
     json_decref (st);

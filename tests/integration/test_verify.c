@@ -223,15 +223,16 @@ static void test_verify (void **state)
     assert_non_null (strstr (out, "verification: never"));
     free (out);
 
-    /* 1: as installed: verified, 2 entries x 2 workers.  A floor of the
-       whole recorded speedup: host timings on a shared 2-core machine moved
+    /* 1: as installed: verified, 2 entries x 2 workers.  A floor of three
+       times the recorded speedup: host timings on a shared 2-core machine moved
        by up to 40% between the tuning and the verification (4.58x measured
        against 7.62x recorded), by 2x under a load of 39 (13.8x and 56.5x
-       against 27.8x), and the noise no longer widens the band past
-       max(25%, floor) of the record (issue 14); this part is about the
+       against 27.8x; 13.4x against 6.48x once the box went idle), and the
+       noise no longer widens the band past max(25%, floor) of the record
+       (issue 14); this part is about the
        flow, the rule's arithmetic is test_verify_rule's. */
-    rc = ak_test_akctl (&s_c, &out, "verify --profile vp --k 2 --floor 1 --wait 2>&1");
-    assert_non_null (strstr (out, "+ 1 x recorded"));
+    rc = ak_test_akctl (&s_c, &out, "verify --profile vp --k 2 --floor 3 --wait 2>&1");
+    assert_non_null (strstr (out, "+ 3 x recorded"));
     assert_int_equal (rc, 0);
     assert_non_null (strstr (out, "verify: profile vp: verified (2 of 2 entries passed; 4 of 4 host verdicts"));
     char *b1 = s_batch_of (out);
