@@ -7,6 +7,7 @@
     Never: allocates device memory, synchronizes, or loads modules: the
     caller owns the function, the stream and the buffers. */
 #include "akprofile.h"
+#include "akp_private.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -28,26 +29,14 @@ _Static_assert (sizeof (s_args_t) == AKP_ARGS_BYTES, "ak_cuda_args_t layout");
 #define S_SHARED_DEFAULT  (48u << 10)  /* above this a kernel must opt in */
 #define S_ATTR_MAX_DYN_SHARED 8         /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
 
-static int s_fail (char *err, size_t len, int code, const char *fmt, ...) __attribute__ ((format (printf, 4, 5)));
-static int s_fail (char *err, size_t len, int code, const char *fmt, ...)
-{
-    if (err && len) {
-        va_list ap;
-        va_start (ap, fmt);
-        vsnprintf (err, len, fmt, ap);
-        va_end (ap);
-    }
-    return code;
-}
-
 int akp_launch_args (const akp_kernel_t *k, const uint64_t *in, size_t nin, const uint64_t *out,
                      size_t nout, void *block, size_t len, char *err, size_t errlen)
 {
     if (!k || !block || len < AKP_ARGS_BYTES || (nin && !in) || (nout && !out))
-        return s_fail (err, errlen, AKP_EINVAL, "akp_launch_args: missing argument or block under %d bytes",
+        return akp_errf (err, errlen, AKP_EINVAL, "akp_launch_args: missing argument or block under %d bytes",
                        AKP_ARGS_BYTES);
     if (nin != k->ninputs || nout != k->noutputs)
-        return s_fail (err, errlen, AKP_EINVAL, "%s (%s): %zu inputs and %zu outputs given, the entry has %zu and %zu",
+        return akp_errf (err, errlen, AKP_EINVAL, "%s (%s): %zu inputs and %zu outputs given, the entry has %zu and %zu",
                        k->op, k->candidate, nin, nout, k->ninputs, k->noutputs);
     s_args_t a;
     memset (&a, 0, sizeof a);
@@ -56,13 +45,13 @@ int akp_launch_args (const akp_kernel_t *k, const uint64_t *in, size_t nin, cons
     a.ndims = (int) k->ndims;
     for (size_t i = 0; i < nin; i++) {
         if (!in[i])
-            return s_fail (err, errlen, AKP_EINVAL, "%s: input %zu (%s) is a null pointer", k->op, i,
+            return akp_errf (err, errlen, AKP_EINVAL, "%s: input %zu (%s) is a null pointer", k->op, i,
                            k->input_names[i]);
         a.in[i] = (const void *) (uintptr_t) in[i];
     }
     for (size_t i = 0; i < nout; i++) {
         if (!out[i])
-            return s_fail (err, errlen, AKP_EINVAL, "%s: output %zu (%s) is a null pointer", k->op, i,
+            return akp_errf (err, errlen, AKP_EINVAL, "%s: output %zu (%s) is a null pointer", k->op, i,
                            k->output_names[i]);
         a.out[i] = (void *) (uintptr_t) out[i];
     }
@@ -106,7 +95,7 @@ static int s_cuda_fail (int rc, const char *call, const akp_kernel_t *k, int *cu
         name = "CUDA_ERROR_UNKNOWN";
     if (cuda_rc)
         *cuda_rc = rc;
-    return s_fail (err, errlen, AKP_ELAUNCH, "%s: %s (%d) for %s %s (%s)", call, name, rc, k->op, k->key,
+    return akp_errf (err, errlen, AKP_ELAUNCH, "%s: %s (%d) for %s %s (%s)", call, name, rc, k->op, k->key,
                    k->candidate);
 }
 
@@ -116,9 +105,9 @@ int akp_launch (const akp_kernel_t *k, void *function, void *stream, const uint6
     if (cuda_rc)
         *cuda_rc = 0;
     if (!k || !function)
-        return s_fail (err, errlen, AKP_EINVAL, "akp_launch: no entry or no function");
+        return akp_errf (err, errlen, AKP_EINVAL, "akp_launch: no entry or no function");
     if (strcmp (k->backend, "cuda") != 0 || !k->has_launch)
-        return s_fail (err, errlen, AKP_EINVAL, "akp_launch: %s (%s) is a %s entry, not a CUDA one", k->op,
+        return akp_errf (err, errlen, AKP_EINVAL, "akp_launch: %s (%s) is a %s entry, not a CUDA one", k->op,
                        k->candidate, k->backend);
     unsigned char block[AKP_ARGS_BYTES];
     int rc = akp_launch_args (k, in, nin, out, nout, block, sizeof block, err, errlen);
@@ -126,7 +115,7 @@ int akp_launch (const akp_kernel_t *k, void *function, void *stream, const uint6
         return rc;
     pthread_once (&s_cu_once, s_cu_open);
     if (s_cu.why[0])
-        return s_fail (err, errlen, AKP_EUNAVAIL, "%s", s_cu.why);
+        return akp_errf (err, errlen, AKP_EUNAVAIL, "%s", s_cu.why);
     if (k->shared_bytes > S_SHARED_DEFAULT) {
         int r = s_cu.set_attr (function, S_ATTR_MAX_DYN_SHARED, (int) k->shared_bytes);
         if (r)

@@ -1,6 +1,7 @@
 /*  lib/akprofile/akp_profile.c: package verification, loading and lookups
     (see akprofile.h, docs/profiles.md). */
 #include "akprofile.h"
+#include "akp_private.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,10 +36,7 @@ struct akp_profile {
     size_t     nclasses;
 };
 
-static int s_err (char *err, size_t len, int code, const char *fmt, ...)
-    __attribute__ ((format (printf, 4, 5)));
-
-static int s_err (char *err, size_t len, int code, const char *fmt, ...)
+int akp_errf (char *err, size_t len, int code, const char *fmt, ...)
 {
     if (err && len) {
         va_list ap;
@@ -109,17 +107,17 @@ static int s_read (const char *path, char **data_p, size_t *len_p, char *err, si
 {
     int fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return s_err (err, errlen, errno == ENOENT ? AKP_ETAMPERED : AKP_EIO, "%s: %s", path, strerror (errno));
+        return akp_errf (err, errlen, errno == ENOENT ? AKP_ETAMPERED : AKP_EIO, "%s: %s", path, strerror (errno));
     struct stat st;
     if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || (uint64_t) st.st_size > S_MAX_FILE) {
         close (fd);
-        return s_err (err, errlen, AKP_ETAMPERED, "%s: not a regular file of at most %u bytes", path, S_MAX_FILE);
+        return akp_errf (err, errlen, AKP_ETAMPERED, "%s: not a regular file of at most %u bytes", path, S_MAX_FILE);
     }
     size_t len = (size_t) st.st_size, got = 0;
     char *buf = malloc (len + 1);
     if (!buf) {
         close (fd);
-        return s_err (err, errlen, AKP_EIO, "%s: out of memory", path);
+        return akp_errf (err, errlen, AKP_EIO, "%s: out of memory", path);
     }
     while (got < len) {
         ssize_t r = read (fd, buf + got, len - got);
@@ -128,7 +126,7 @@ static int s_read (const char *path, char **data_p, size_t *len_p, char *err, si
         if (r <= 0) {
             free (buf);
             close (fd);
-            return s_err (err, errlen, AKP_EIO, "%s: read failed", path);
+            return akp_errf (err, errlen, AKP_EIO, "%s: read failed", path);
         }
         got += (size_t) r;
     }
@@ -169,22 +167,22 @@ static int s_sums_parse (const char *text, size_t len, s_sums_t *s, char *err, s
         if (ll > 0) {
             /* "<64 hex>  <path>" (sha256sum's text form) */
             if (ll < 67 || !s_is_hex64 (p, 64) || p[64] != ' ' || p[65] != ' ')
-                return s_err (err, errlen, AKP_ETAMPERED, S_SUMS ": line %d: not '<sha256>  <path>'", line);
+                return akp_errf (err, errlen, AKP_ETAMPERED, S_SUMS ": line %d: not '<sha256>  <path>'", line);
             char path[256];
             size_t pl = ll - 66;
             if (pl >= sizeof path)
-                return s_err (err, errlen, AKP_ETAMPERED, S_SUMS ": line %d: path too long", line);
+                return akp_errf (err, errlen, AKP_ETAMPERED, S_SUMS ": line %d: path too long", line);
             memcpy (path, p + 66, pl);
             path[pl] = '\0';
             if (!s_path_ok (path) || strcmp (path, S_SUMS) == 0)
-                return s_err (err, errlen, AKP_ETAMPERED,
+                return akp_errf (err, errlen, AKP_ETAMPERED,
                               S_SUMS ": line %d: path '%s' is not a plain relative path inside the package",
                               line, path);
             for (size_t i = 0; i < s->n; i++)
                 if (strcmp (s->paths[i], path) == 0)
-                    return s_err (err, errlen, AKP_ETAMPERED, S_SUMS ": line %d: '%s' listed twice", line, path);
+                    return akp_errf (err, errlen, AKP_ETAMPERED, S_SUMS ": line %d: '%s' listed twice", line, path);
             if (s->n == S_MAX_FILES)
-                return s_err (err, errlen, AKP_ETAMPERED, S_SUMS ": more than %d files", S_MAX_FILES);
+                return akp_errf (err, errlen, AKP_ETAMPERED, S_SUMS ": more than %d files", S_MAX_FILES);
             if (s->n == s->cap) {
                 s->cap = s->cap ? s->cap * 2 : 16;
                 s->paths = realloc (s->paths, s->cap * sizeof *s->paths);
@@ -211,7 +209,7 @@ static int s_walk (const char *dir, const char *rel, int depth, s_sums_t *s, cha
     snprintf (path, sizeof path, "%s%s%s", dir, *rel ? "/" : "", rel);
     DIR *d = opendir (path);
     if (!d)
-        return s_err (err, errlen, AKP_EIO, "%s: %s", path, strerror (errno));
+        return akp_errf (err, errlen, AKP_EIO, "%s: %s", path, strerror (errno));
     int rc = AKP_OK;
     struct dirent *de;
     while (rc == AKP_OK && (de = readdir (d))) {
@@ -222,18 +220,18 @@ static int s_walk (const char *dir, const char *rel, int depth, s_sums_t *s, cha
         snprintf (full, sizeof full, "%s/%s", dir, sub);
         struct stat st;
         if (lstat (full, &st) != 0) {
-            rc = s_err (err, errlen, AKP_EIO, "%s: %s", full, strerror (errno));
+            rc = akp_errf (err, errlen, AKP_EIO, "%s: %s", full, strerror (errno));
             break;
         }
         if (S_ISDIR (st.st_mode)) {
             if (depth >= S_MAX_DEPTH)
-                rc = s_err (err, errlen, AKP_ETAMPERED, "%s: folders nested too deep", sub);
+                rc = akp_errf (err, errlen, AKP_ETAMPERED, "%s: folders nested too deep", sub);
             else
                 rc = s_walk (dir, sub, depth + 1, s, err, errlen);
             continue;
         }
         if (!S_ISREG (st.st_mode)) {
-            rc = s_err (err, errlen, AKP_ETAMPERED, "%s: not a regular file (a link or a device): refused", sub);
+            rc = akp_errf (err, errlen, AKP_ETAMPERED, "%s: not a regular file (a link or a device): refused", sub);
             break;
         }
         if (!*rel && strcmp (de->d_name, S_SUMS) == 0)
@@ -242,7 +240,7 @@ static int s_walk (const char *dir, const char *rel, int depth, s_sums_t *s, cha
         while (i < s->n && strcmp (s->paths[i], sub) != 0)
             i++;
         if (i == s->n) {
-            rc = s_err (err, errlen, AKP_ETAMPERED, "%s: extra file, not in " S_SUMS, sub);
+            rc = akp_errf (err, errlen, AKP_ETAMPERED, "%s: extra file, not in " S_SUMS, sub);
             break;
         }
         char *data = NULL;
@@ -254,7 +252,7 @@ static int s_walk (const char *dir, const char *rel, int depth, s_sums_t *s, cha
         s_sha256 (data, len, hex);
         free (data);
         if (strcmp (hex, s->digests[i]) != 0)
-            rc = s_err (err, errlen, AKP_ETAMPERED, "%s: modified (sha256 %s, " S_SUMS " says %s)", sub, hex,
+            rc = akp_errf (err, errlen, AKP_ETAMPERED, "%s: modified (sha256 %s, " S_SUMS " says %s)", sub, hex,
                         s->digests[i]);
         s->seen[i] = true;
     }
@@ -265,15 +263,15 @@ static int s_walk (const char *dir, const char *rel, int depth, s_sums_t *s, cha
 static int s_verify (const char *dir, s_sums_t *sums, char *err, size_t errlen)
 {
     if (!dir || !*dir)
-        return s_err (err, errlen, AKP_EINVAL, "no package directory given");
+        return akp_errf (err, errlen, AKP_EINVAL, "no package directory given");
     if (sodium_init () < 0)
-        return s_err (err, errlen, AKP_EIO, "libsodium failed to initialise");
+        return akp_errf (err, errlen, AKP_EIO, "libsodium failed to initialise");
     char path[4096], *text = NULL;
     size_t len = 0;
     snprintf (path, sizeof path, "%s/" S_SUMS, dir);
     int rc = s_read (path, &text, &len, err, errlen);
     if (rc == AKP_ETAMPERED)
-        return s_err (err, errlen, AKP_ETAMPERED, "%s: missing: not a profile package", path);
+        return akp_errf (err, errlen, AKP_ETAMPERED, "%s: missing: not a profile package", path);
     if (rc)
         return rc;
     rc = s_sums_parse (text, len, sums, err, errlen);
@@ -282,12 +280,12 @@ static int s_verify (const char *dir, s_sums_t *sums, char *err, size_t errlen)
         rc = s_walk (dir, "", 0, sums, err, errlen);
     for (size_t i = 0; rc == AKP_OK && i < sums->n; i++)
         if (!sums->seen[i])
-            rc = s_err (err, errlen, AKP_ETAMPERED, "%s: listed in " S_SUMS " but missing", sums->paths[i]);
+            rc = akp_errf (err, errlen, AKP_ETAMPERED, "%s: listed in " S_SUMS " but missing", sums->paths[i]);
     bool has_profile = false;
     for (size_t i = 0; i < sums->n; i++)
         has_profile |= strcmp (sums->paths[i], "profile.json") == 0;
     if (rc == AKP_OK && !has_profile)
-        rc = s_err (err, errlen, AKP_ETAMPERED, "profile.json: missing from " S_SUMS);
+        rc = akp_errf (err, errlen, AKP_ETAMPERED, "profile.json: missing from " S_SUMS);
     return rc;
 }
 
@@ -314,12 +312,12 @@ static int s_source (akp_profile_t *p, const char *dir, const s_sums_t *sums, co
     const char *file = s_str (ref, "file"), *digest = s_str (ref, "digest");
     if (!s_is_hex64 (digest, strlen (digest)) || !s_path_ok (file) || strncmp (file, "sources/", 8) != 0
         || strncmp (file + 8, digest, 64) != 0)
-        return s_err (err, errlen, AKP_EINVAL, "profile.json: %s: needs a digest and file sources/<digest>.*", at);
+        return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: needs a digest and file sources/<digest>.*", at);
     size_t i = 0;
     while (i < sums->n && strcmp (sums->paths[i], file) != 0)
         i++;
     if (i == sums->n || strcmp (sums->digests[i], digest) != 0)
-        return s_err (err, errlen, AKP_ETAMPERED, "profile.json: %s: %s is not in the package under its digest", at, file);
+        return akp_errf (err, errlen, AKP_ETAMPERED, "profile.json: %s: %s is not in the package under its digest", at, file);
     for (size_t t = 0; t < p->ntexts; t++) {
         char hex[65];
         s_sha256 (p->texts[t], strlen (p->texts[t]), hex);
@@ -339,7 +337,7 @@ static int s_source (akp_profile_t *p, const char *dir, const s_sums_t *sums, co
     s_sha256 (data, n, hex);
     if (strcmp (hex, digest) != 0 || strlen (data) != n) {
         free (data);
-        return s_err (err, errlen, AKP_ETAMPERED, "%s: changed while loading", file);
+        return akp_errf (err, errlen, AKP_ETAMPERED, "%s: changed while loading", file);
     }
     p->texts = realloc (p->texts, (p->ntexts + 1) * sizeof *p->texts);
     if (!p->texts)
@@ -364,56 +362,56 @@ static int s_entry (akp_profile_t *p, const char *dir, const s_sums_t *sums, con
     k->task_id = s_str (j, "task_id");
     if (!*k->op || !*k->dtype || !*k->entry || !*k->candidate
         || (strcmp (k->backend, "cuda") != 0 && strcmp (k->backend, "host") != 0))
-        return s_err (err, errlen, AKP_EINVAL, "profile.json: %s: op, dtype, entry, candidate and backend are required", at);
+        return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: op, dtype, entry, candidate and backend are required", at);
     const json_t *keys = json_object_get (j, "keys"), *dims = json_object_get (j, "dims");
     k->ndims = json_array_size (dims);
     if (k->ndims < 1 || k->ndims > AKP_MAX_DIMS || json_array_size (keys) != k->ndims)
-        return s_err (err, errlen, AKP_EINVAL, "profile.json: %s: keys and dims must have 1..%d items each", at, AKP_MAX_DIMS);
+        return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: keys and dims must have 1..%d items each", at, AKP_MAX_DIMS);
     for (size_t i = 0; i < k->ndims; i++) {
         json_t *d = json_array_get (dims, i);
         k->keys[i] = json_string_value (json_array_get (keys, i));
         if (!k->keys[i] || !json_is_integer (d) || json_integer_value (d) < 1)
-            return s_err (err, errlen, AKP_EINVAL, "profile.json: %s: dims[%zu] must be a positive integer with a key", at, i);
+            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: dims[%zu] must be a positive integer with a key", at, i);
         k->dims[i] = json_integer_value (d);
     }
     const json_t *params = json_object_get (j, "params");
     k->nparams = json_array_size (params);
     if (k->nparams > AKP_MAX_PARAMS)
-        return s_err (err, errlen, AKP_EINVAL, "profile.json: %s: more than %d params", at, AKP_MAX_PARAMS);
+        return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: more than %d params", at, AKP_MAX_PARAMS);
     for (size_t i = 0; i < k->nparams; i++) {
         json_t *pp = json_array_get (params, i);
         k->param_names[i] = json_string_value (json_object_get (pp, "name"));
         if (!k->param_names[i] || !json_is_integer (json_object_get (pp, "value")))
-            return s_err (err, errlen, AKP_EINVAL, "profile.json: %s: params[%zu] needs name and value", at, i);
+            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: params[%zu] needs name and value", at, i);
         k->param_values[i] = json_integer_value (json_object_get (pp, "value"));
     }
     const json_t *launch = json_object_get (j, "launch");
     if (json_is_object (launch)) {
         const json_t *g = json_object_get (launch, "grid"), *b = json_object_get (launch, "block");
         if (json_array_size (g) < 1 || json_array_size (g) > 3 || json_array_size (b) < 1 || json_array_size (b) > 3)
-            return s_err (err, errlen, AKP_EINVAL, "profile.json: %s: launch grid and block need 1..3 values", at);
+            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: launch grid and block need 1..3 values", at);
         for (int i = 0; i < 3; i++) {
             json_int_t gv = i < (int) json_array_size (g) ? json_integer_value (json_array_get (g, (size_t) i)) : 1;
             json_int_t bv = i < (int) json_array_size (b) ? json_integer_value (json_array_get (b, (size_t) i)) : 1;
             if (gv < 1 || gv > 2147483647 || bv < 1 || bv > 2147483647)
-                return s_err (err, errlen, AKP_EINVAL, "profile.json: %s: launch dimension %d out of range", at, i);
+                return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: launch dimension %d out of range", at, i);
             k->grid[i] = (unsigned) gv;
             k->block[i] = (unsigned) bv;
         }
         json_int_t sh = json_integer_value (json_object_get (launch, "shared_bytes"));
         if (sh < 0 || sh > 2147483647)
-            return s_err (err, errlen, AKP_EINVAL, "profile.json: %s: launch shared_bytes out of range", at);
+            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: launch shared_bytes out of range", at);
         k->shared_bytes = (unsigned) sh;
         k->has_launch = true;
     }
     if (strcmp (k->backend, "cuda") == 0 && !k->has_launch)
-        return s_err (err, errlen, AKP_EINVAL, "profile.json: %s: a cuda entry needs its launch configuration", at);
+        return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: a cuda entry needs its launch configuration", at);
     const char *bufkeys[2] = { "inputs", "outputs" };
     for (int w = 0; w < 2; w++) {
         const json_t *arr = json_object_get (j, bufkeys[w]);
         size_t n = json_array_size (arr);
         if (n > AKP_MAX_BUFS)
-            return s_err (err, errlen, AKP_EINVAL, "profile.json: %s: more than %d %s", at, AKP_MAX_BUFS, bufkeys[w]);
+            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: more than %d %s", at, AKP_MAX_BUFS, bufkeys[w]);
         for (size_t i = 0; i < n; i++) {
             const json_t *b = json_array_get (arr, i);
             (w ? k->output_names : k->input_names)[i] = s_str (b, "name");
@@ -442,7 +440,7 @@ static int s_entry (akp_profile_t *p, const char *dir, const s_sums_t *sums, con
 int akp_load (const char *dir, akp_profile_t **p_out, char *err, size_t errlen)
 {
     if (!p_out)
-        return s_err (err, errlen, AKP_EINVAL, "akp_load: no result pointer");
+        return akp_errf (err, errlen, AKP_EINVAL, "akp_load: no result pointer");
     *p_out = NULL;
     s_sums_t sums = { 0 };
     int rc = s_verify (dir, &sums, err, errlen);
@@ -460,19 +458,19 @@ int akp_load (const char *dir, akp_profile_t **p_out, char *err, size_t errlen)
         s_sha256 (text, len, hex);
         for (size_t i = 0; i < sums.n; i++)
             if (strcmp (sums.paths[i], "profile.json") == 0 && strcmp (sums.digests[i], hex) != 0)
-                rc = s_err (err, errlen, AKP_ETAMPERED, "profile.json: changed while loading");
+                rc = akp_errf (err, errlen, AKP_ETAMPERED, "profile.json: changed while loading");
     }
     if (rc == AKP_OK) {
         json_error_t je;
         p->json = json_loadb (text, len, JSON_REJECT_DUPLICATES, &je);
         if (!p->json)
-            rc = s_err (err, errlen, AKP_EINVAL, "profile.json: invalid JSON: %s (line %d)", je.text, je.line);
+            rc = akp_errf (err, errlen, AKP_EINVAL, "profile.json: invalid JSON: %s (line %d)", je.text, je.line);
     }
     free (text);
     if (rc == AKP_OK) {
         const json_t *sv = json_object_get (p->json, "schema_version");
         if (!json_is_integer (sv) || json_integer_value (sv) != 1 || strcmp (s_str (p->json, "format"), "akfleet-profile") != 0)
-            rc = s_err (err, errlen, AKP_EINVAL, "profile.json: not an akfleet-profile of schema_version 1");
+            rc = akp_errf (err, errlen, AKP_EINVAL, "profile.json: not an akfleet-profile of schema_version 1");
     }
     const json_t *classes = rc == AKP_OK ? json_object_get (p->json, "classes") : NULL;
     if (rc == AKP_OK) {
@@ -493,7 +491,7 @@ int akp_load (const char *dir, akp_profile_t **p_out, char *err, size_t errlen)
         cl->cc_minor = (int) json_integer_value (json_object_get (dev, "cc_minor"));
         cl->driver_major = (int) json_integer_value (json_object_get (dev, "driver_major"));
         if (!*cl->device_class) {
-            rc = s_err (err, errlen, AKP_EINVAL, "profile.json: classes[%zu]: no device_class", c);
+            rc = akp_errf (err, errlen, AKP_EINVAL, "profile.json: classes[%zu]: no device_class", c);
             break;
         }
         const json_t *entries = json_object_get (cj, "entries");
@@ -570,7 +568,7 @@ int akp_match (const akp_profile_t *p, const char *device_class, const akp_devic
                size_t *index, char *why, size_t whylen)
 {
     if (!p || !device_class || !index)
-        return s_err (why, whylen, AKP_EINVAL, "akp_match: missing argument");
+        return akp_errf (why, whylen, AKP_EINVAL, "akp_match: missing argument");
     for (size_t c = 0; c < p->nclasses; c++) {
         const s_class_t *cl = &p->classes[c];
         if (strcmp (cl->device_class, device_class) != 0)
@@ -586,7 +584,7 @@ int akp_match (const akp_profile_t *p, const char *device_class, const akp_devic
             else if (dev->nvrtc_version && *cl->nvrtc_version && strcmp (dev->nvrtc_version, cl->nvrtc_version) != 0)
                 what = "NVRTC version";
             if (what)
-                return s_err (why, whylen, AKP_FALLBACK,
+                return akp_errf (why, whylen, AKP_FALLBACK,
                               "class %s matches by name but the device's %s differs from the recorded one: "
                               "run the default kernels", device_class, what);
         }
@@ -599,7 +597,7 @@ int akp_match (const akp_profile_t *p, const char *device_class, const akp_devic
     for (size_t c = 0; c < p->nclasses && !near; c++)
         if (strncmp (p->classes[c].device_class, device_class, slash) == 0)
             near = p->classes[c].device_class;
-    return s_err (why, whylen, AKP_FALLBACK, "profile %s has no class %s%s%s%s: run the default kernels",
+    return akp_errf (why, whylen, AKP_FALLBACK, "profile %s has no class %s%s%s%s: run the default kernels",
                   p->name, device_class, near ? " (it has " : "", near ? near : "", near ? ", not applied)" : "");
 }
 
@@ -608,7 +606,7 @@ int akp_lookup (const akp_profile_t *p, const char *device_class, const char *op
                 const akp_kernel_t **k, char *why, size_t whylen)
 {
     if (!p || !device_class || !op || !dtype || !k || (ndims && !dims) || ndims > AKP_MAX_DIMS)
-        return s_err (why, whylen, AKP_EINVAL, "akp_lookup: missing or bad argument");
+        return akp_errf (why, whylen, AKP_EINVAL, "akp_lookup: missing or bad argument");
     *k = NULL;
     char shape[256];
     size_t off = 0;
@@ -619,7 +617,7 @@ int akp_lookup (const akp_profile_t *p, const char *device_class, const char *op
     size_t c;
     char mwhy[512];
     if (akp_match (p, device_class, NULL, &c, mwhy, sizeof mwhy) != AKP_OK)
-        return s_err (why, whylen, AKP_FALLBACK, "no entry for %s %s %s: %s", op, shape, dtype, mwhy);
+        return akp_errf (why, whylen, AKP_FALLBACK, "no entry for %s %s %s: %s", op, shape, dtype, mwhy);
     const s_class_t *cl = &p->classes[c];
     bool op_known = false;
     for (size_t i = 0; i < cl->nentries; i++) {
@@ -637,7 +635,7 @@ int akp_lookup (const akp_profile_t *p, const char *device_class, const char *op
             return AKP_OK;
         }
     }
-    return s_err (why, whylen, AKP_FALLBACK, "no entry for %s %s %s on %s%s: run the default kernel",
+    return akp_errf (why, whylen, AKP_FALLBACK, "no entry for %s %s %s on %s%s: run the default kernel",
                   op, shape, dtype, device_class,
                   op_known ? " (the profile tuned other shapes or dtypes of it; none is applied to this one)"
                            : " (the profile has no entry for this operator)");
