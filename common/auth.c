@@ -233,18 +233,23 @@ static int s_load_role (ak_keyring_t *self, ak_role_t role, ak_err_t *err)
         k->role = role;
         k->file = file;
         k->max_workers = 1;
-        const char *workers = zcert_meta (cert, "workers");
+        /* the metadata of this file, not zcert_load's: it reads
+           FILE_secret instead where that exists beside it */
+        zconfig_t *pub = zconfig_load (file);
+        const char *workers = pub ? zconfig_get (pub, "metadata/workers", NULL) : NULL;
         if (role == AK_ROLE_WORKER && workers) {
             char *end = NULL;
             unsigned long v = strtoul (workers, &end, 10);
             if (!*workers || *end || v < 1 || v > AK_KEY_WORKERS_MAX) {
                 rc = ak_err_set (err, AK_EINVAL, "key %s: metadata workers = \"%s\": must be 1..%d worker ids",
                                  file, workers, AK_KEY_WORKERS_MAX);
+                zconfig_destroy (&pub);
                 zcert_destroy (&cert);
                 break;
             }
             k->max_workers = (uint32_t) v;
         }
+        zconfig_destroy (&pub);
         zcert_destroy (&cert);
     }
     closedir (d);

@@ -112,7 +112,7 @@ seqc () { seq -s, "$1" "$2"; }
 cat >"$work/manifest.json" <<JSON
 {
   "schema_version": 1, "name": "curve-cost", "targets": ["host"],
-  "policy": {"max_attempts": 3, "lease_ms": 60000},
+  "policy": {"max_attempts": 3, "lease_ms": 60000, "search": {"strategy": "exhaustive"}},
   "ops": [{
     "spec": "$spec", "workloads": ["tiny"], "candidates": [],
     "extra_candidates": [
