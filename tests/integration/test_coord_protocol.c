@@ -775,6 +775,36 @@ static void test_worker_death_requeues (void **state)
     zsock_destroy (&w3);
 }
 
+/* Waits until the coordinator has recorded STARTED for TASK_ID on WORKER_ID:
+   a started message still in flight when the coordinator stops is lost, and
+   its lease then has no deadline to survive the restart. */
+static void s_wait_started (const char *worker_id, const char *task_id)
+{
+    uint64_t until = ak_clock_mono_ms () + 10000;
+    while (ak_clock_mono_ms () < until) {
+        json_t *ws = s_json ("workers", NULL, NULL);
+        bool started = false;
+        json_t *arr = json_object_get (ws, "workers");
+        for (size_t i = 0; i < json_array_size (arr); i++) {
+            json_t *x = json_array_get (arr, i);
+            if (strcmp (json_string_value (json_object_get (x, "worker_id")), worker_id))
+                continue;
+            json_t *leases = json_object_get (x, "leases");
+            for (size_t k = 0; k < json_array_size (leases); k++) {
+                json_t *l = json_array_get (leases, k);
+                if (strcmp (json_string_value (json_object_get (l, "task_id")), task_id) == 0
+                    && json_is_true (json_object_get (l, "started")))
+                    started = true;
+            }
+        }
+        json_decref (ws);
+        if (started)
+            return;
+        zclock_sleep (20);
+    }
+    fail_msg ("the coordinator never recorded %s started on %s", task_id, worker_id);
+}
+
 static void test_sigterm_and_restart (void **state)
 {
     /* a batch with a task leased and started when the coordinator stops */
@@ -786,8 +816,9 @@ static void test_sigterm_and_restart (void **state)
     Ak__Envelope *e4 = s_recv_kind_x (w4, AK__ENVELOPE__BODY_ASSIGN, 5000, false);
     assert_non_null (e4);
     assert_string_equal (e4->assign->task_id, "B000003.0001");
-    s_send_started (w4, e4->assign);
     uint64_t started_ms = ak_clock_mono_ms ();
+    s_send_started (w4, e4->assign);
+    s_wait_started ("fake-4", "B000003.0001");
     zsock_destroy (&w4);
 
     int status = ak_test_stop (s_fx->pid, SIGTERM, 10000);
