@@ -891,6 +891,7 @@ static const s_verb_t s_verbs[] = {
     { "profile-show",    1, 1, "NAME", ak_client_profile_show },
     { "profile-export",  1, 1, "NAME", ak_client_profile_export },
     { "profile-import",  1, 2, "NAME|- [replace] (the package is the body)", ak_client_profile_import },
+    { "profile-gate",    1, 1, "NAME (the gate JSON is the body)", ak_client_profile_gate },
     { "verify",          1, 3, "NAME [K FLOOR]", ak_client_verify },
     { "verify-status",   1, 1, "BATCH", ak_client_verify_status },
 };
@@ -911,7 +912,8 @@ int ak_client_handle (ak_client_env_t *env, const Ak__ClientRequest *req, uint64
     for (size_t i = 0; i < req->n_args; i++)
         if (!*req->args[i] || strlen (req->args[i]) > 128)
             return ak_err_set (err, AK_EINVAL, "%s: argument %zu must be 1..128 characters", v->verb, i + 1);
-    if (req->body && *req->body && v->fn != s_submit && v->fn != ak_client_profile_import)
+    if (req->body && *req->body && v->fn != s_submit && v->fn != ak_client_profile_import
+        && v->fn != ak_client_profile_gate)
         return ak_err_set (err, AK_EINVAL, "%s takes no body", v->verb);
 
     json_t *out = NULL;

@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "log.h"
 #include "profiles.h"
+#include "profile_gates.h"
 
 typedef int (s_txn_fn) (ak_txn_t *txn, ak_client_env_t *env, const Ak__ClientRequest *req,
                         void *arg, json_t **out, ak_err_t *err);
@@ -144,5 +145,33 @@ int ak_client_profile_import (ak_client_env_t *env, const Ak__ClientRequest *req
     if (rc == 0)
         ak_info ("profile %s: imported %zu entries", json_string_value (json_object_get (*out, "profile")),
                  json_array_size (json_object_get (*out, "installed")));
+    return rc;
+}
+
+static int s_gate (ak_txn_t *txn, ak_client_env_t *env, const Ak__ClientRequest *req, void *arg,
+                   json_t **out, ak_err_t *err)
+{
+    return ak_profile_gates_record (txn, req->args[0], arg, ak_clock_wall_ms (), out, err);
+}
+
+int ak_client_profile_gate (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                            json_t **out, ak_err_t *err)
+{
+    if (!ak_profile_name_valid (req->args[0]))
+        return ak_err_set (err, AK_EINVAL, "profile-gate: '%.64s' is not a profile name ([A-Za-z0-9_.-], 1..64)",
+                           req->args[0]);
+    if (!req->body || !*req->body)
+        return ak_err_set (err, AK_EINVAL, "profile-gate: the request body must hold the gate JSON");
+    json_error_t jerr;
+    json_t *gate = json_loads (req->body, JSON_REJECT_DUPLICATES, &jerr);
+    if (!gate)
+        return ak_err_set (err, AK_EINVAL, "profile-gate: body: invalid JSON: %s (line %d column %d)",
+                           jerr.text, jerr.line, jerr.column);
+    int rc = s_in_txn (env, req, true, s_gate, gate, out, err);
+    json_decref (gate);
+    if (rc == 0)
+        ak_info ("profile %s: end-to-end gate on %s recorded: %s", req->args[0],
+                 json_string_value (json_object_get (*out, "device_class")),
+                 json_string_value (json_object_get (*out, "verdict")));
     return rc;
 }

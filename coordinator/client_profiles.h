@@ -6,6 +6,7 @@
     profile-show NAME                      read transaction
     profile-export NAME                    read transaction: {"profile","sources"}
     profile-import NAME|- [replace]        body: {"profile","sources"}; write transaction
+    profile-gate NAME                      body: a gate JSON (profile_gates.h); write transaction
 
     Each first commits what is pending (so a batch's winners are on disk),
     then works in one transaction.  A full map grows and the transaction
@@ -25,5 +26,8 @@ int ak_client_profile_export (ak_client_env_t *env, const Ak__ClientRequest *req
                               json_t **out, ak_err_t *err);
 int ak_client_profile_import (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                               json_t **out, ak_err_t *err);
+
+int ak_client_profile_gate (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
+                            json_t **out, ak_err_t *err);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "profiles.h"
+#include "profile_gates.h"
 #include "cpb.h"
 #include "digest.h"
 #include "log.h"
@@ -203,8 +204,8 @@ typedef struct {
 static int s_collect (const char *key, const void *val, size_t len, void *arg)
 {
     s_recs_t *r = arg;
-    if (!strchr (key, '#'))
-        return 0;                   /* "NAME!verify": a verification status */
+    if (!strchr (key, '#') || ak_profile_gates_is_key (key))
+        return 0;                   /* "NAME!verify", "NAME!gate!CLASS": a status */
     Ak__ProfileClass *pc = ak__profile_class__unpack (NULL, len, val);
     if (!pc) {
         ak_error ("profiles: record '%s' does not decode; skipped", key);
@@ -260,9 +261,10 @@ int ak_profiles_list (ak_txn_t *txn, json_t **out, ak_err_t *err)
             cur_name = pc->profile;
         }
         json_array_append_new (json_object_get (cur, "classes"),
-                               json_pack ("{s:s, s:s, s:I, s:I}", "device_class", pc->device_class,
+                               json_pack ("{s:s, s:s, s:I, s:I, s:o}", "device_class", pc->device_class,
                                           "backend", pc->backend, "entries", (json_int_t) pc->n_entries,
-                                          "updated_ms", (json_int_t) pc->updated_ms));
+                                          "updated_ms", (json_int_t) pc->updated_ms,
+                                          "gate", ak_profile_gates_json (txn, pc->profile, pc->device_class)));
         json_object_set_new (cur, "entries", json_integer (json_integer_value (json_object_get (cur, "entries"))
                                                            + (json_int_t) pc->n_entries));
     }
@@ -281,8 +283,12 @@ static int s_show (ak_txn_t *txn, const char *name, bool with_status, json_t **o
         rc = ak_err_set (err, AK_ENOTFOUND, "no profile '%.64s'", name);
     if (rc == 0) {
         json_t *classes = json_array ();
-        for (size_t i = 0; i < r.n; i++)
-            json_array_append_new (classes, ak_profile_class_json (r.recs[i]));
+        for (size_t i = 0; i < r.n; i++) {
+            json_t *cj = ak_profile_class_json (r.recs[i]);
+            if (with_status)
+                json_object_set_new (cj, "gate", ak_profile_gates_json (txn, name, r.recs[i]->device_class));
+            json_array_append_new (classes, cj);
+        }
         *out = json_pack ("{s:i, s:s, s:s, s:o}", "schema_version", 1, "format", AK_PROFILE_FORMAT,
                           "profile", name, "classes", classes);
         if (with_status)
@@ -500,9 +506,12 @@ static int s_merge (ak_txn_t *txn, Ak__ProfileClass *const *news, size_t nnews, 
             rec.updated_ms = now_ms;
             rc = s_put_class (txn, &rec, err);
         }
-        /* the profile changed: an earlier verification no longer holds */
+        /* the profile changed: an earlier verification no longer holds,
+           nor the class's end-to-end gate */
         if (rc == 0)
             rc = s_del_status (txn, nw->profile, err);
+        if (rc == 0)
+            rc = ak_profile_gates_forget (txn, nw->profile, nw->device_class, err);
         free (merged);
         if (old)
             ak__profile_class__free_unpacked (old, NULL);

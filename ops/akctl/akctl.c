@@ -540,7 +540,8 @@ static const s_verb_t s_verbs[] = {
       "                    hung ones too, are results of the tuning: counted, not a FAIL\n"
       "  --from FILE       with --out: render a report.json that --out wrote before,\n"
       "                    without asking the coordinator (BATCH is not used)\n" },
-    { "profile", "install BATCH|list|show NAME|export NAME DIR|import DIR", 1, 3, S_OPT_PROFILE, akctl_profile,
+    { "profile", "install BATCH|list|show NAME|export NAME DIR|import DIR|record-gate FILE", 1, 3, S_OPT_PROFILE,
+      akctl_profile,
       "install winners as a profile; list, show, export and import profiles",
       "  install BATCH --profile NAME [--replace]\n"
       "      records the promoted winners of a complete batch: per device class and\n"
@@ -557,6 +558,11 @@ static const s_verb_t s_verbs[] = {
       "  import DIR [--as NAME] [--replace]\n"
       "      verifies DIR against SHA256SUMS (a changed, missing or extra file, a link\n"
       "      or a path leaving DIR is refused, exit 2) and installs it\n"
+      "  record-gate FILE   keeps the verdict of `akctl gate` (its JSON, FILE) with the\n"
+      "                     profile it gated, for the device class it ran on; refused\n"
+      "                     when that class was installed again since the export.\n"
+      "                     show and list report it; a rejected gate is never shown\n"
+      "                     as verified\n"
       "\n"
       "  --profile NAME     the profile to install into ([A-Za-z0-9_.-], 1..64)\n"
       "  --replace          allow replacing existing entries\n"

@@ -102,20 +102,54 @@ static const char *s_verification_text (const json_t *v, char *buf, size_t len)
     return buf;
 }
 
+/* "accepted 1.04x +- 0.01" or "rejected (slower) 0.60x +- 0.02"; "" when
+   no gate was recorded. */
+static const char *s_gate_text (const json_t *gate, char *buf, size_t len)
+{
+    const char *state = akj_str (gate, "state");
+    buf[0] = '\0';
+    if (strcmp (state, "accepted") == 0 || strcmp (state, "rejected") == 0)
+        snprintf (buf, len, "%s %.2fx +- %.2f", akj_str (gate, "verdict"),
+                  json_number_value (json_object_get (gate, "speedup")),
+                  json_number_value (json_object_get (gate, "speedup_noise")));
+    else
+    if (strcmp (state, "unknown") == 0)
+        snprintf (buf, len, "unknown (%s)", akj_str (gate, "error"));
+    return buf;
+}
+
+/* A class's status: "rejected by the end-to-end gate: rejected (slower)
+   0.60x +- 0.02" where its gate rejected the profile, whatever the kernel
+   verification said; else the verification, with "gate accepted ..." where
+   a gate accepted it. */
+static const char *s_status_text (const json_t *ver, const json_t *gate, char *buf, size_t len)
+{
+    char vt[160], gt[200];
+    s_verification_text (ver, vt, sizeof vt);
+    s_gate_text (gate, gt, sizeof gt);
+    if (strcmp (akj_str (gate, "state"), "rejected") == 0)
+        snprintf (buf, len, "end-to-end gate %s (kernels: %s)", gt, vt);
+    else
+    if (*gt)
+        snprintf (buf, len, "%s, end-to-end gate %s", vt, gt);
+    else
+        snprintf (buf, len, "%s", vt);
+    return buf;
+}
+
 static int s_list (const akctl_opts_t *o)
 {
     json_t *a = NULL;
     int code = s_call (o, "profile-list", NULL, 0, NULL, &a);
     if (code == AKCTL_EXIT_OK && !o->json) {
-        static const char *const head[] = { "PROFILE", "CLASS", "BACKEND", "ENTRIES", "UPDATED", "VERIFICATION" };
+        static const char *const head[] = { "PROFILE", "CLASS", "BACKEND", "ENTRIES", "UPDATED", "STATUS" };
         akctl_table_t *t = akctl_table_new (6, head);
         size_t i, j;
         json_t *p, *c;
         json_array_foreach (akj_arr (a, "profiles"), i, p) {
-            char ver[160];
-            s_verification_text (akj_obj (p, "verification"), ver, sizeof ver);
             json_array_foreach (akj_arr (p, "classes"), j, c) {
-                char n[24], when[40];
+                char n[24], when[40], ver[320];
+                s_status_text (akj_obj (p, "verification"), akj_obj (c, "gate"), ver, sizeof ver);
                 snprintf (n, sizeof n, "%" PRId64, akj_int (c, "entries"));
                 const char *row[6] = { akj_str (p, "profile"), akj_str (c, "device_class"), akj_str (c, "backend"),
                                        n, akctl_when ((uint64_t) akj_int (c, "updated_ms"), when, sizeof when), ver };
@@ -137,12 +171,16 @@ static void s_render_show (const json_t *a)
     printf ("profile %s\n", akj_str (a, "profile"));
     const json_t *ver = akj_obj (a, "verification");
     char vt[160];
-    printf ("verification: %s\n", s_verification_text (ver, vt, sizeof vt));
     size_t i, j;
-    json_t *why;
+    json_t *why, *c, *e;
+    /* a class whose end-to-end gate rejected the profile: never "verified" */
+    bool rejected = false;
+    json_array_foreach (akj_arr (a, "classes"), i, c)
+        rejected |= strcmp (akj_str (akj_obj (c, "gate"), "state"), "rejected") == 0;
+    printf ("verification: %s%s\n", rejected ? "rejected by the end-to-end gate (below); kernels: " : "",
+            s_verification_text (ver, vt, sizeof vt));
     json_array_foreach (akj_arr (ver, "reasons"), i, why)
         printf ("  %s\n", json_string_value (why) ? json_string_value (why) : "");
-    json_t *c, *e;
     json_array_foreach (akj_arr (a, "classes"), i, c) {
         const json_t *d = akj_obj (c, "device");
         if (strcmp (akj_str (c, "backend"), "host") == 0) {
@@ -153,6 +191,14 @@ static void s_render_show (const json_t *a)
                 akj_str (c, "backend"), akj_str (d, "name"), akj_int (d, "cc_major"), akj_int (d, "cc_minor"),
                 *akj_str (d, "driver_version") ? akj_str (d, "driver_version") : "-",
                 *akj_str (d, "nvrtc_version") ? akj_str (d, "nvrtc_version") : "-");
+        const json_t *g = akj_obj (c, "gate");
+        if (strcmp (akj_str (g, "state"), "never") != 0 && *akj_str (g, "state")) {
+            char when[40], st[200];
+            printf ("end-to-end gate: %s (%s, %" PRId64 " pairs, %.0f%% of calls hit, recorded %s)\n",
+                    s_gate_text (g, st, sizeof st), *akj_str (g, "script") ? akj_str (g, "script") : "?",
+                    akj_int (g, "steps"), 100.0 * json_number_value (json_object_get (g, "hit_share")),
+                    akctl_when ((uint64_t) akj_int (g, "recorded_ms"), when, sizeof when));
+        }
         static const char *const head[] = { "WORKLOAD", "CANDIDATE", "PARAMS", "LAUNCH", "SPEEDUP", "SOURCE", "EVIDENCE" };
         akctl_table_t *t = akctl_table_new (7, head);
         json_array_foreach (akj_arr (c, "entries"), j, e) {
@@ -391,6 +437,51 @@ static int s_import (const akctl_opts_t *o)
     return code;
 }
 
+// ------------------------------------------------------------- record-gate
+
+/*  Sends the summary of a gate JSON (akctl gate --out FILE) to be kept with
+    the profile it gated; the per-call counts and per-pair times stay in the
+    file. */
+static int s_record_gate (const akctl_opts_t *o)
+{
+    if (o->npos != 2) {
+        fprintf (stderr, "akctl: usage: akctl profile record-gate GATE.json\n");
+        return AKCTL_EXIT_USAGE;
+    }
+    const char *file = o->pos[1];
+    char *text = NULL;
+    size_t len = 0;
+    ak_err_t err = { 0, "" };
+    if (ak_file_read (file, 64u << 20, &text, &len, &err) != 0) {
+        fprintf (stderr, "akctl: profile record-gate: %s\n", err.msg);
+        return AKCTL_EXIT_USAGE;
+    }
+    json_error_t je;
+    json_t *gate = json_loadb (text, len, 0, &je);
+    free (text);
+    const char *name = json_string_value (json_object_get (gate, "profile"));
+    if (!gate || !name) {
+        fprintf (stderr, "akctl: profile record-gate: %s: not a gate JSON (%s)\n", file,
+                 gate ? "no \"profile\"" : je.text);
+        json_decref (gate);
+        return AKCTL_EXIT_USAGE;
+    }
+    json_object_del (gate, "calls");
+    json_object_del (gate, "latency_ms");
+    char *body = json_dumps (gate, JSON_COMPACT);
+    char *args[1] = { (char *) name };
+    json_t *a = NULL;
+    int code = body ? s_call (o, "profile-gate", args, 1, body, &a) : AKCTL_EXIT_USAGE;
+    if (code == AKCTL_EXIT_OK && !o->json)
+        printf ("profile %s on %s: end-to-end gate %s recorded%s\n", akj_str (a, "profile"),
+                akj_str (a, "device_class"), akj_str (a, "verdict"),
+                json_is_true (json_object_get (a, "replaced")) ? " (replacing the earlier one)" : "");
+    free (body);
+    json_decref (a);
+    json_decref (gate);
+    return code;
+}
+
 int akctl_profile (const akctl_opts_t *o)
 {
     const char *sub = o->pos[0];
@@ -404,7 +495,9 @@ int akctl_profile (const akctl_opts_t *o)
         return s_export (o);
     if (strcmp (sub, "import") == 0)
         return s_import (o);
-    fprintf (stderr, "akctl: profile: '%s' is not install, list, show, export or import\n"
+    if (strcmp (sub, "record-gate") == 0)
+        return s_record_gate (o);
+    fprintf (stderr, "akctl: profile: '%s' is not install, list, show, export, import or record-gate\n"
                      "(akctl profile --help says more)\n", sub);
     return AKCTL_EXIT_USAGE;
 }

@@ -184,6 +184,109 @@ static char *s_batch_of (const char *out)
 
 // ------------------------------------------------------------------ test
 
+/* Writes a gate JSON for profile vp as `akctl gate` would (the figures and
+   reasons given; cls and updated_ms as the package says unless bumped), and
+   returns its path. */
+static char *s_gate_file (const char *tag, const char *pkg, const char *reasons_csv, double speedup,
+                          int64_t bump_ms, bool lie)
+{
+    char *pj = ak_sprintf ("%s/profile.json", pkg);
+    json_t *p = json_load_file (pj, 0, NULL);
+    assert_non_null (p);
+    json_t *cl = json_array_get (json_object_get (p, "classes"), 0);
+    const char *cls = json_string_value (json_object_get (cl, "device_class"));
+    json_int_t upd = json_integer_value (json_object_get (cl, "updated_ms"));
+    json_t *reasons = json_array ();
+    char *verdict = ak_strdup (*reasons_csv ? "rejected (" : "accepted");
+    for (const char *r = reasons_csv; *r; ) {
+        size_t n = strcspn (r, ",");
+        json_array_append_new (reasons, json_stringn (r, n));
+        char *next = ak_sprintf ("%s%s%.*s", verdict, json_array_size (reasons) > 1 ? ", " : "", (int) n, r);
+        free (verdict);
+        verdict = next;
+        r += n + (r[n] == ',');
+    }
+    if (*reasons_csv) {
+        char *next = ak_sprintf ("%s)", verdict);
+        free (verdict);
+        verdict = next;
+    }
+    json_t *g = json_pack ("{s:s, s:i, s:s, s:s, s:{s:I}, s:s, s:s, s:b, s:o, s:f, s:f, s:f, s:i, "
+                           "s:{s:{s:f}, s:{s:f}, s:{s:s}}, s:s, s:[]}",
+                           "format", "akfleet-gate", "schema_version", 1, "profile", "vp", "device_class", cls,
+                           "package_classes", cls, (json_int_t) (upd + bump_ms),
+                           "package_sha256", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+                           "verdict", verdict, "accepted", lie ? !*reasons_csv == 0 : !*reasons_csv,
+                           "reasons", reasons, "speedup", speedup, "speedup_noise", 0.02, "hit_share", 0.5,
+                           "steps", 20, "outputs", "vs_off", "max_abs", 0.0, "on_vs_float32", "rel_rms", 0.01,
+                           "off_vs_float32", "rel_rms", "nan", "script", "/srv/model/llama_gate.py", "calls");
+    char *path = ak_sprintf ("%s/%s.gate.json", s_c.dir, tag);
+    assert_int_equal (json_dump_file (g, path, JSON_INDENT (1)), 0);
+    json_decref (g);
+    json_decref (p);
+    free (verdict);
+    free (pj);
+    return path;
+}
+
+/* The end-to-end gate recorded with the profile (issue 19): kept for the
+   class it ran on, shown by show and list, a rejected one never shown as
+   verified, a stale, inconsistent or foreign one refused. */
+static void s_check_gates (void)
+{
+    char *pkg = ak_sprintf ("%s/gated", s_c.dir), *out = NULL;
+    assert_int_equal (ak_test_akctl (&s_c, NULL, "profile export vp '%s'", pkg), 0);
+
+    char *ok = s_gate_file ("ok", pkg, "", 1.05, 0, false);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile record-gate '%s' 2>&1", ok), 0);
+    assert_non_null (strstr (out, "end-to-end gate accepted recorded"));
+    free (out);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile show vp"), 0);
+    assert_non_null (strstr (out, "verification: verified (batch"));
+    assert_non_null (strstr (out, "end-to-end gate: accepted 1.05x +- 0.02 (llama_gate.py, 20 pairs, 50% of calls hit"));
+    free (out);
+
+    char *slow = s_gate_file ("slow", pkg, "slower,outputs differ", 0.6, 0, false);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile record-gate '%s' 2>&1", slow), 0);
+    assert_non_null (strstr (out, "end-to-end gate rejected (slower, outputs differ) recorded (replacing the earlier one)"));
+    free (out);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile show vp"), 0);
+    assert_non_null (strstr (out, "verification: rejected by the end-to-end gate (below); kernels: verified (batch"));
+    assert_non_null (strstr (out, "end-to-end gate: rejected (slower, outputs differ) 0.60x +- 0.02"));
+    free (out);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile list"), 0);
+    assert_non_null (strstr (out, "end-to-end gate rejected (slower, outputs differ) 0.60x +- 0.02 (kernels: verified"));
+    free (out);
+    json_t *j = s_json ("profile show %s", "vp");
+    json_t *g = json_object_get (json_array_get (json_object_get (j, "classes"), 0), "gate");
+    assert_string_equal (json_string_value (json_object_get (g, "state")), "rejected");
+    assert_true (json_is_null (json_object_get (g, "rel_rms_off_vs_float32")));     /* "nan" kept as not finite */
+    assert_string_equal (json_string_value (json_object_get (g, "script")), "llama_gate.py");
+    json_decref (j);
+
+    /* refused: the class was installed again since the export (stale), a
+       verdict that contradicts its reasons, nothing to read */
+    char *stale = s_gate_file ("stale", pkg, "", 1.05, 1, false);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile record-gate '%s' 2>&1", stale), 1);
+    assert_non_null (strstr (out, "the gate ran on another version of profile vp"));
+    free (out);
+    char *lie = s_gate_file ("lie", pkg, "slower", 0.6, 0, true);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile record-gate '%s' 2>&1", lie), 2);
+    assert_non_null (strstr (out, "'accepted' is true but 1 reason is given"));
+    free (out);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile record-gate '%s/nothing.json' 2>&1", s_c.dir), 2);
+    free (out);
+    /* still the rejected one */
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile show vp"), 0);
+    assert_non_null (strstr (out, "end-to-end gate: rejected (slower, outputs differ)"));
+    free (out);
+    free (ok);
+    free (slow);
+    free (stale);
+    free (lie);
+    free (pkg);
+}
+
 static void test_verify (void **state)
 {
     (void) state;
@@ -259,12 +362,14 @@ static void test_verify (void **state)
     assert_int_equal (ak_test_akctl (&s_c, &out, "profile list"), 0);
     assert_non_null (strstr (out, "verified (batch"));
     free (out);
+    s_check_gates ();
 
     /* 2: planted regression */
     char *pkg = s_tampered ("planted", NULL);
     assert_int_equal (ak_test_akctl (&s_c, NULL, "profile import '%s' --replace", pkg), 0);
     assert_int_equal (ak_test_akctl (&s_c, &out, "profile show vp"), 0);
     assert_non_null (strstr (out, "verification: never"));      /* the import cleared it */
+    assert_null (strstr (out, "end-to-end gate"));               /* and the class's gate */
     free (out);
     rc = ak_test_akctl (&s_c, &out, "verify --profile vp --wait 2>&1");
     assert_int_equal (rc, 1);

@@ -104,6 +104,20 @@ def _file_sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def package_identity(package):
+    """What a recorded gate is tied to: {device_class: updated_ms} of the
+    package's profile.json and the SHA-256 of its SHA256SUMS.  The
+    coordinator takes a gate only while the installed class record still
+    has that updated_ms (docs/apply.md, "Recording the verdict")."""
+    with open(os.path.join(package, "profile.json"), "rb") as f:
+        prof = json.loads(f.read().decode("utf-8"))
+    classes = {}
+    for c in prof.get("classes", []):
+        if isinstance(c, dict) and isinstance(c.get("device_class"), str) and isinstance(c.get("updated_ms"), int):
+            classes[c["device_class"]] = c["updated_ms"]
+    return classes, _file_sha256(os.path.join(package, "SHA256SUMS"))
+
+
 def _load_script(path, args):
     sys.argv = [path] + list(args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
@@ -133,6 +147,7 @@ def run(opts):
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device: the gate times device steps")
     tol = stats.load_tolerance(opts.tolerance_file)
+    package_classes, package_sha256 = package_identity(opts.profile)
     tol_text = json.dumps(tol, sort_keys=True)
     mod = _load_script(opts.script, opts.args)
     dtype_name = getattr(mod, "DTYPE", "bfloat16")
@@ -191,6 +206,7 @@ def run(opts):
     doc = {
         "format": SCHEMA, "schema_version": 1,
         "profile": applied.runtime.profile.name, "package": os.path.abspath(opts.profile),
+        "package_classes": package_classes, "package_sha256": package_sha256,
         "device_class": applied.runtime.device_class, "applies": applied.runtime.applies,
         "why_not": applied.runtime.why_not,
         "script": os.path.abspath(opts.script), "args": list(opts.args), "dtype": dtype_name,

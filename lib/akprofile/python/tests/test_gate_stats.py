@@ -154,6 +154,18 @@ class DriverArgsTest(unittest.TestCase):
                 gate.main(argv)
             self.assertEqual(cm.exception.code, 2)
 
+    def test_package_identity(self):
+        """What a recorded gate is tied to (docs/apply.md "Recording the
+        verdict"): each class's updated_ms and the SHA256SUMS digest."""
+        import hashlib
+        import pkg
+        from akprofile import gate
+        d = pkg.build()
+        classes, sums = gate.package_identity(d)
+        self.assertEqual(classes, {pkg.CLASS: 1})
+        with open(os.path.join(d, "SHA256SUMS"), "rb") as f:
+            self.assertEqual(sums, hashlib.sha256(f.read()).hexdigest())
+
     def test_clean_json(self):
         from akprofile import gate
         doc = gate._clean({"a": math.inf, "b": [math.nan, 1.0], "c": {"d": -math.inf}})
