@@ -210,7 +210,9 @@ def run(opts):
         "device_class": applied.runtime.device_class, "applies": applied.runtime.applies,
         "why_not": applied.runtime.why_not,
         "script": os.path.abspath(opts.script), "args": list(opts.args), "dtype": dtype_name,
-        "ops": sorted(applied.ops) if applied.ops else "all", "enable_kwargs": extra,
+        "ops": sorted(ops) if ops else "all", "ops_routed": sorted(applied.ops),
+        "ops_unrouted": [{"op": o, "reason": r} for o, r in sorted(applied.unrouted.items())],
+        "enable_kwargs": extra,
         "steps": opts.steps, "warmup": opts.warmup,
         "tolerance": tol, "tolerance_file": opts.tolerance_file or "(built-in defaults)",
         "tolerance_sha256": hashlib.sha256(tol_text.encode()).hexdigest(),     # of the values in force

@@ -286,3 +286,8 @@ class Runtime:
 
     def entries(self):
         return self.profile.entries(self.class_index) if self.class_index is not None else []
+
+    def ops_with_entries(self):
+        """The catalog operators this device's class has at least one entry
+        for (empty when the profile does not apply here)."""
+        return set(k.op for k in self.entries())

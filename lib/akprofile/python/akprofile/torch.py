@@ -13,6 +13,14 @@ Llama is imported, LlamaRMSNorm.forward and LlamaMLP.forward (HF's RMSNorm
 does not call F.rms_norm, and its MLP is the catalog's fused_mlp).  Rotary
 embedding has no PyTorch function to replace: call rotary_embedding(x).
 
+Only operators the profile has an entry for on this device's class are
+wrapped: the others keep PyTorch's own function, untouched, and the report
+lists them as not routed (with the reason: no entry for the class, or the
+profile does not apply to this device).  A routed call looks its (operator,
+shape, dtype) up first (memoised: decided once per shape), so a shape
+without an entry falls back before any argument is checked or weight
+transposed.
+
 A call takes the profile only when an entry matches exactly: operator,
 every dimension, dtype; the tensors contiguous (unless copy=True), on the
 runtime's GPU, of one dtype, needing no autograd; and the arguments within
@@ -77,6 +85,15 @@ class Applied:
     def __init__(self, runtime, ops, copy, transpose_weights, report_path, print_at_exit):
         self.runtime = runtime
         self.router = Router(runtime, Counters())
+        # only operators with an entry for this class get a wrapper
+        have = runtime.ops_with_entries()
+        asked = ops if ops is not None else _CATALOG
+        self.unrouted = {}
+        for op in sorted(asked):
+            if op not in have:
+                self.unrouted[op] = (runtime.why_not if not runtime.applies else
+                                     "the profile has no entry for %s on %s" % (op, runtime.device_class))
+        ops = set(asked) & have
         self.counters = self.router.counters
         self.launcher = Launcher(runtime) if runtime.device is not None else None
         self.ops = ops
@@ -123,12 +140,15 @@ class Applied:
     def report(self, out=None):
         self.counters.report(out, title="akprofile %s on %s" % (self.runtime.profile.name,
                                                                self.runtime.device_class or "no device"))
+        for op, why in sorted(self.unrouted.items()):
+            print("  %-28s not routed (PyTorch's own, no wrapper): %s" % (op, why), file=out or sys.stderr)
 
     def to_json(self):
         doc = self.counters.to_json()
         doc.update({"profile": self.runtime.profile.name, "package": self.runtime.profile.path,
                     "device_class": self.runtime.device_class, "applies": self.runtime.applies,
-                    "why_not": self.runtime.why_not, "broken": sorted(set(self.router.broken.values()))})
+                    "why_not": self.runtime.why_not, "broken": sorted(set(self.router.broken.values())),
+                    "unrouted": [{"op": op, "reason": why} for op, why in sorted(self.unrouted.items())]})
         return doc
 
     def write_json(self, path):
@@ -148,7 +168,13 @@ class Applied:
 
     # ----------------------------------------------------------- helpers
     def wants(self, catalog_op):
-        return self.ops is None or catalog_op in self.ops
+        return catalog_op in self.ops
+
+    def miss(self, catalog_op, dims, dtype):
+        """True when no entry matches (op, dims, dtype): the memoised lookup,
+        before any argument check, so a shape without an entry costs one
+        dictionary probe and its count."""
+        return not self.router.lookup(catalog_op, dims, _DTYPES.get(dtype, str(dtype)))
 
     def check(self, tensors, dtype=None):
         """None when the tensors can go to a kernel, else the reason.
@@ -242,6 +268,9 @@ def _softmax(a, orig, x, dim, dtype, args, kwargs):
         return orig(*args, **kwargs)
     cols = x.shape[-1]
     dims = [x.numel() // cols, cols]
+    fb = lambda: orig(*args, **kwargs)  # noqa: E731
+    if a.miss("softmax", dims, x.dtype):
+        return a.call("softmax", dims, x.dtype, None, fb)
     reason = None
     if dim is None or (dim % x.dim()) != x.dim() - 1:
         reason = "softmax over dim %s: the kernel normalizes the last dim" % dim
@@ -253,11 +282,13 @@ def _softmax(a, orig, x, dim, dtype, args, kwargs):
     def launch(k):
         (y,) = a.run(k, [xc], [x.shape], x.dtype, x.device)
         return y
-    return a.call("softmax", dims, x.dtype, launch, lambda: orig(*args, **kwargs), reason)
+    return a.call("softmax", dims, x.dtype, launch, fb, reason)
 
 
 def _rms_norm_core(a, x, n, weight, eps, fallback):
     dims = [x.numel() // n if n else 0, n]
+    if a.miss("rmsnorm", dims, x.dtype):
+        return a.call("rmsnorm", dims, x.dtype, None, fallback)
     reason = None
     if weight is None:
         reason = "rms_norm without weight: the kernel takes one"
@@ -285,6 +316,8 @@ def _layer_norm(a, orig, args, kwargs):
     shape = tuple(shape) if isinstance(shape, (list, tuple, torch.Size)) else (shape,)
     n = x.shape[-1] if x.dim() else 0
     dims = [x.numel() // n if n else 0, n]
+    if a.miss("layernorm", dims, x.dtype):
+        return a.call("layernorm", dims, x.dtype, None, lambda: orig(*args, **kwargs))
     reason = None
     if len(shape) != 1 or shape[0] != n:
         reason = "layer_norm over %s: the kernel normalizes the last dim only" % (shape,)
@@ -315,6 +348,8 @@ def _cross_entropy(a, orig, args, kwargs):
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.numel() == 0:
         return orig(*args, **kwargs)
     batch, vocab = x.shape
+    if a.miss("cross_entropy", [batch, vocab], x.dtype):
+        return a.call("cross_entropy", [batch, vocab], x.dtype, None, lambda: orig(*args, **kwargs))
     reduction = v.get("reduction", "mean")
     ignore = v.get("ignore_index", -100)
     reason = None
@@ -348,6 +383,8 @@ def _matmul_core(a, x, b_kn, fallback, bias=None, what="matmul"):
     m = x.numel() // k_dim if k_dim else 0
     n = b_kn.shape[1] if isinstance(b_kn, torch.Tensor) and b_kn.dim() == 2 else 0
     dims = [m, n, k_dim]
+    if a.miss("matmul", dims, x.dtype):
+        return a.call("matmul", dims, x.dtype, None, fallback)
     reason, ts = a.check([x, b_kn] + ([bias] if bias is not None else []), x.dtype)
 
     def launch(k):
@@ -381,6 +418,8 @@ def _linear(a, orig, args, kwargs):
         return orig(*args, **kwargs)
     n, k_dim = w.shape
     dims = [x.numel() // k_dim, n, k_dim]
+    if a.miss("matmul", dims, x.dtype):
+        return a.call("matmul", dims, x.dtype, None, fb)
     if not a.transpose_weights:
         return a.call("matmul", dims, x.dtype, None, fb,
                       "linear's weight is [N, K]: the catalog matmul takes [K, N] (enable with transpose_weights=True)")
@@ -410,6 +449,8 @@ def _sdpa(a, orig, args, kwargs):
     B, H, S, D = q.shape
     causal = bool(v.get("is_causal", False))
     dims = [B, H, S, D, 2 if causal else 1]
+    if a.miss("flash_attention", dims, q.dtype):
+        return a.call("flash_attention", dims, q.dtype, None, fb)
     scale = v.get("scale")
     reason = None
     if v.get("attn_mask") is not None:
@@ -456,6 +497,8 @@ def rotary_embedding(x, base=10000.0):
     if x.dim() != 4:
         return a.call("rotary_embedding", list(x.shape), x.dtype, None, lambda: _rotary_torch(x, base),
                       "rotary_embedding of a %d-d tensor: the kernel takes [B, H, S, D]" % x.dim())
+    if a.miss("rotary_embedding", list(x.shape), x.dtype):
+        return a.call("rotary_embedding", list(x.shape), x.dtype, None, lambda: _rotary_torch(x, base))
     reason = None if float(base) == 10000.0 else "rotary base %s: the kernel's is 10000" % base
     if reason is None:
         reason, (xc,) = a.check([x])
@@ -489,6 +532,8 @@ def _hf_mlp(a, orig):
         g, u, d = self.gate_proj, self.up_proj, self.down_proj
         dim, hidden = x.shape[-1], g.weight.shape[0]
         dims = [x.numel() // dim, dim, hidden]
+        if a.miss("fused_mlp", dims, x.dtype):
+            return a.call("fused_mlp", dims, x.dtype, None, fb)
         act = getattr(getattr(self, "config", None), "hidden_act", None)
         reason = None
         if act not in ("silu", "swish"):

@@ -116,6 +116,8 @@ class LookupTest(unittest.TestCase):
         other = rt.lookup("matmul", [32, 128, 64], "float32")
         self.assertIn("no entry for this operator", other.reason)
         self.assertTrue(rt.lookup("rmsnorm", [512, 2048], "bfloat16"))
+        # akprofile.torch wraps only these (no wrapper cost for the others)
+        self.assertEqual(rt.ops_with_entries(), {"softmax", "rmsnorm"})
 
     def test_other_device_falls_back_everywhere(self):
         rt = akprofile.Runtime(self.dir, device=akprofile.Device("NVIDIA H200", 9, 0, 570, "13.0"))
@@ -127,6 +129,7 @@ class LookupTest(unittest.TestCase):
         self.assertIn("no entry for softmax 32x128 float32", look.reason)
         self.assertIn("has no class", look.reason)
         self.assertEqual(rt.entries(), [])
+        self.assertEqual(rt.ops_with_entries(), set())
 
     def test_recorded_fields_must_match(self):
         # the class string says drv580 but the recorded device says otherwise
