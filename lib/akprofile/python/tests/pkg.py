@@ -60,7 +60,8 @@ def build(dirname=None, entries=None, device_class=CLASS, name="prod", device=No
     out = []
     for e in entries if entries is not None else default_entries():
         e = dict(e)
-        src = read(e.pop("_src"))
+        src = e.pop("_text", None)              # a planted source, given as text
+        src = read(e.pop("_src")) if src is None else (e.pop("_src") and src)
         sd, srel = source(src, "cu")
         e["source"] = {"name": os.path.basename(srel), "digest": sd, "file": srel}
         e["prelude"] = {"digest": pd, "file": prel}
