@@ -1,6 +1,8 @@
 /*  tests/support.c: helpers shared by the cmocka test binaries. */
 #include "support.h"
 
+#include <link.h>
+
 #include <sys/prctl.h>
 #include "util.h"
 
@@ -708,4 +710,28 @@ void ak_test_cluster_teardown (ak_test_cluster_t *c)
     free (c->akctl);
     free (c->coord_log);
     memset (c, 0, sizeof *c);
+}
+
+typedef struct {
+    char  *buf;
+    size_t len;
+} s_asan_find_t;
+
+static int s_find_asan (struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void) size;
+    s_asan_find_t *f = data;
+    if (info->dlpi_name && strstr (info->dlpi_name, "libasan.so")) {
+        snprintf (f->buf, f->len, "%s", info->dlpi_name);
+        return 1;
+    }
+    return 0;
+}
+
+bool ak_test_asan_runtime (char *buf, size_t len)
+{
+    s_asan_find_t f = { buf, len };
+    if (len)
+        buf[0] = '\0';
+    return dl_iterate_phdr (s_find_asan, &f) != 0;
 }

@@ -56,6 +56,11 @@ int   ak_test_runf (char **out_p, const char *fmt, ...) __attribute__ ((format (
    and then released. */
 void  ak_test_free_ports (int ports[], int n);
 
+/* The path of the AddressSanitizer runtime this process runs with, into
+   buf (false, buf "", in a build without it): what a python3 child that
+   loads our instrumented libraries needs in LD_PRELOAD. */
+bool  ak_test_asan_runtime (char *buf, size_t len);
+
 /* Polls fn(arg) every 20 ms until it returns true or timeout_ms passes. */
 bool  ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms);
 

@@ -14,23 +14,12 @@
 #include "support.h"
 
 #include <dlfcn.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "util.h"
-
-static int s_find_asan (struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void) size;
-    if (info->dlpi_name && strstr (info->dlpi_name, "libasan.so")) {
-        snprintf ((char *) data, 1024, "%s", info->dlpi_name);
-        return 1;
-    }
-    return 0;
-}
 
 /* AKPROFILE_LIB for the package builder (akctl gate finds its own), and
    libasan preloaded into python3 under an ASan build. */
@@ -44,7 +33,7 @@ static char *s_env (void)
         lib = ak_sprintf ("%s/../lib/libakprofile.so", bindir);
     }
     char asan[1024] = "";
-    dl_iterate_phdr (s_find_asan, asan);
+    ak_test_asan_runtime (asan, sizeof asan);
     char *env = ak_sprintf ("AKPROFILE_LIB='%s' %s%s%s ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0", lib,
                             asan[0] ? "LD_PRELOAD='" : "", asan, asan[0] ? "'" : "");
     free (lib);

@@ -14,7 +14,6 @@
 #include "support.h"
 
 #include <dlfcn.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +21,6 @@
 
 #include "worker/backend_cuda.h"
 #include "util.h"
-
-static int s_find_asan (struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void) size;
-    if (info->dlpi_name && strstr (info->dlpi_name, "libasan.so")) {
-        snprintf ((char *) data, 1024, "%s", info->dlpi_name);
-        return 1;
-    }
-    return 0;
-}
 
 static char *s_read_src (const char *rel)
 {
@@ -52,7 +41,7 @@ static char *s_env (void)
     char *lib = ak_sprintf ("%s/../lib/libakprofile.so", bindir);
     char *src = ak_test_src ("lib/akprofile/python");
     char asan[1024] = "";
-    dl_iterate_phdr (s_find_asan, asan);
+    ak_test_asan_runtime (asan, sizeof asan);
     char *env = ak_sprintf ("AKPROFILE_LIB='%s' PYTHONPATH='%s' AKPROFILE_CACHE='%s/akp-cache' %s%s%s "
                             "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0",
                             lib, src, bindir, asan[0] ? "LD_PRELOAD='" : "", asan, asan[0] ? "'" : "");
