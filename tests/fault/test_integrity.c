@@ -633,7 +633,9 @@ static json_t *s_pages (ak_fault_coord_t *c, const char *verb, const char *id, c
 
 static void test_oversized_receipts_refused_and_paged (void **state)
 {
-    const char *more[] = { "--heartbeat-ms", "1000", NULL };
+    /* dead after 3 heartbeats of 2 s: far beyond what a page may take,
+       even in a sanitised build on a loaded box */
+    const char *more[] = { "--heartbeat-ms", "2000", NULL };
     ak_fault_coord_t *c = s_coord ("fault-oversized", more);
     char *bundle = ak_fault_stub_bundle (c->dir, "oversized", 1, "\"lease_ms\": 60000");
     char *batch = ak_fault_submit (c, bundle);
