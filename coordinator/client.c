@@ -20,7 +20,7 @@
 #include "util.h"
 
 #define S_WORKERS_PAGE        500          /* workers per answer, at most */
-#define S_WORKERS_BYTES       (4u << 20)   /* JSON per answer, near enough: far below the 16 MiB limit */
+#define S_WORKERS_BYTES       AK_PAGE_BYTES    /* JSON per answer, near enough: far below the 4 MiB a reply's JSON may be */
 #define S_WORKER_LEASES_MAX   64           /* leases listed per worker ("outstanding" counts them all) */
 
 // ------------------------------------------------------------------ helpers

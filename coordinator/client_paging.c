@@ -130,32 +130,41 @@ static json_t *s_stub (const char *id, const void *val, size_t len)
     return j;
 }
 
-/* The receipt id as JSON, *bytes its size; NULL when it is not stored. */
-static json_t *s_receipt_json (ak_txn_t *txn, const char *id, size_t *bytes, ak_err_t *err)
+/* What showing a stored receipt of len bytes decodes: its bulk only up
+   to AK_PAGE_WHOLE_MAX, one past the receipt limits not at all. */
+static size_t s_cost (size_t len)
 {
-    s_raw_t raw = { .id = id };
-    if (ak_store_walk (txn, AK_DB_RECEIPTS, id, s_raw_one, &raw, err) < 0 || !raw.found)
-        return NULL;
-    /* what a page costs is bounded by what it decodes: a receipt's bulk
-       only up to AK_PAGE_WHOLE_MAX, one past the receipt limits not at all */
+    return len > AK_PAGE_WHOLE_MAX ? 4096 : len;
+}
+
+/* The receipt raw (found) as JSON, *bytes the JSON's size; NULL when it
+   does not decode. */
+static json_t *s_receipt_json (const s_raw_t *raw, size_t *bytes)
+{
     json_t *j = NULL;
-    if (raw.len > AK_RECEIPT_MAX_BYTES)
-        j = s_stub (id, raw.val, raw.len);
-    else if (raw.len > AK_PAGE_WHOLE_MAX)
-        j = s_without_bulk (raw.val, raw.len, 0);
+    if (raw->len > AK_RECEIPT_MAX_BYTES)
+        j = s_stub (raw->id, raw->val, raw->len);
+    else if (raw->len > AK_PAGE_WHOLE_MAX)
+        j = s_without_bulk (raw->val, raw->len, 0);
     else {
-        Ak__Receipt *r = ak__receipt__unpack (NULL, raw.len, raw.val);
+        Ak__Receipt *r = ak__receipt__unpack (NULL, raw->len, raw->val);
         j = r ? ak_pb_to_json (&r->base) : NULL;
         if (r)
             ak__receipt__free_unpacked (r, NULL);
+        /* a few bytes can make much JSON (every field of an empty
+           sub-message is shown): measured, never assumed */
         size_t n = j ? json_dumpb (j, NULL, 0, JSON_COMPACT) : 0;
         if (n > AK_PAGE_ONE_MAX) {
             json_decref (j);
-            j = s_without_bulk (raw.val, raw.len, n);
+            j = s_without_bulk (raw->val, raw->len, n);
+        }
+        else if (j) {
+            *bytes = n;
+            return j;
         }
     }
     if (!j) {
-        ak_error ("store: receipts/%s: undecodable receipt, skipped", id);
+        ak_error ("store: receipts/%s: undecodable receipt, skipped", raw->id);
         return NULL;
     }
     *bytes = json_dumpb (j, NULL, 0, JSON_COMPACT);
@@ -166,7 +175,8 @@ typedef struct {
     ak_txn_t        *txn;
     const ak_page_t *page;
     json_t          *arr;
-    size_t           bytes;
+    size_t           bytes;         /* JSON of the page so far */
+    size_t           cost;          /* stored bytes decoded for it (s_cost) */
     char             last[512];     /* the key of the last receipt listed */
     bool             more;          /* a receipt is left for the next page */
     int              rc;
@@ -193,22 +203,24 @@ static int s_page_one (const char *key, const void *val, size_t len, void *arg)
     const char *rid = s_listing (key);
     if (!rid)
         return 0;
-    if (json_array_size (pg->arr) >= pg->page->limit
-        || (json_array_size (pg->arr) && pg->bytes >= AK_PAGE_BYTES)) {
+    s_raw_t raw = { .id = rid };
+    int rc = ak_store_walk (pg->txn, AK_DB_RECEIPTS, rid, s_raw_one, &raw, pg->err);
+    if (rc < 0) {
+        pg->rc = rc;
+        return 1;
+    }
+    size_t n = json_array_size (pg->arr);
+    if (n >= pg->page->limit || (n && (pg->bytes >= AK_PAGE_BYTES
+                                       || pg->cost + (raw.found ? s_cost (raw.len) : 0) > AK_PAGE_COST))) {
         pg->more = true;
         return 1;
     }
     size_t bytes = 0;
-    ak_err_t err = { 0 };
-    json_t *j = s_receipt_json (pg->txn, rid, &bytes, &err);
-    if (!j && err.code && err.code != AK_ENOTFOUND) {
-        *pg->err = err;
-        pg->rc = err.code;
-        return 1;
-    }
+    json_t *j = raw.found ? s_receipt_json (&raw, &bytes) : NULL;
     if (j) {
         json_array_append_new (pg->arr, j);
         pg->bytes += bytes;
+        pg->cost += s_cost (raw.len);
     }
     snprintf (pg->last, sizeof pg->last, "%s", key);
     return 0;

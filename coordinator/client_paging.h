@@ -2,7 +2,8 @@
     "Pages").
 
     Whatever the store holds, one request builds at most one page: at most
-    LIMIT records and about AK_PAGE_BYTES of JSON (a record larger than
+    LIMIT records, about AK_PAGE_BYTES of JSON and AK_PAGE_COST stored
+    bytes decoded (a record larger than
     that goes alone; one whose JSON would not fit a message, or a stored
     receipt past the receipt limits, is shown as a stub that says so), so
     the loop serves workers between the pages.  An answer names the AFTER
@@ -18,8 +19,9 @@
    (4 MiB, envelope.h), which every page keeps with room to spare. */
 #define AK_PAGE_MAX       1000              /* records per page, at most and by default */
 #define AK_PAGE_BYTES     (1u << 20)        /* JSON per page, near enough */
+#define AK_PAGE_COST      (256u << 10)      /* stored receipt bytes a page decodes, near enough */
 #define AK_PAGE_ONE_MAX   (3u << 20)        /* one receipt's JSON, at most: else without its bulk */
-#define AK_PAGE_WHOLE_MAX (512u << 10)      /* a receipt shown whole, as stored: else without its bulk */
+#define AK_PAGE_WHOLE_MAX (256u << 10)      /* a receipt shown whole, as stored: else without its bulk */
 
 typedef struct {
     size_t      limit;          /* records (report: operator pairs) */
