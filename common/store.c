@@ -854,6 +854,12 @@ int ak_store_del (ak_txn_t *txn, ak_db_t db, const char *key, ak_err_t *err)
 int ak_store_walk (ak_txn_t *txn, ak_db_t db, const char *prefix, ak_store_walk_fn *fn, void *arg,
                    ak_err_t *err)
 {
+    return ak_store_walk_after (txn, db, prefix, NULL, fn, arg, err);
+}
+
+int ak_store_walk_after (ak_txn_t *txn, ak_db_t db, const char *prefix, const char *after,
+                         ak_store_walk_fn *fn, void *arg, ak_err_t *err)
+{
     int rc = s_txn_usable (txn, err);
     if (!rc && (int) db >= 0 && db < AK_DB_COUNT)
         rc = s_write_deferred (txn, db, err);
@@ -871,8 +877,12 @@ int ak_store_walk (ak_txn_t *txn, ak_db_t db, const char *prefix, ak_store_walk_
     int mrc = mdb_cursor_open (txn->txn, txn->store->dbi[db], &cur);
     if (mrc)
         return s_mdb_fail (txn->store, mrc, err, "mdb_cursor_open");
-    MDB_val k = { plen, (void *) prefix }, v;
-    mrc = mdb_cursor_get (cur, &k, &v, plen ? MDB_SET_RANGE : MDB_FIRST);
+    size_t alen = after ? strlen (after) : 0;
+    bool from_after = alen && alen <= AK_STORE_KEY_MAX && strncmp (after, prefix, plen) == 0;
+    MDB_val k = { from_after ? alen : plen, (void *) (from_after ? after : prefix) }, v;
+    mrc = mdb_cursor_get (cur, &k, &v, from_after || plen ? MDB_SET_RANGE : MDB_FIRST);
+    if (mrc == 0 && from_after && k.mv_size == alen && memcmp (k.mv_data, after, alen) == 0)
+        mrc = mdb_cursor_get (cur, &k, &v, MDB_NEXT);       /* strictly after */
     char key[AK_STORE_KEY_MAX + 1];
     while (mrc == 0) {
         if (k.mv_size < plen || memcmp (k.mv_data, prefix, plen) != 0)

@@ -90,6 +90,10 @@ int ak_store_del (ak_txn_t *txn, ak_db_t db, const char *key, ak_err_t *err);
    stops the walk and that value is returned. */
 typedef int (ak_store_walk_fn) (const char *key, const void *val, size_t len, void *arg);
 int ak_store_walk (ak_txn_t *txn, ak_db_t db, const char *prefix, ak_store_walk_fn *fn, void *arg, ak_err_t *err);
+/* The same from the first key after `after` (a key with that prefix;
+   NULL or another: from the start), for a listing in pages. */
+int ak_store_walk_after (ak_txn_t *txn, ak_db_t db, const char *prefix, const char *after,
+                         ak_store_walk_fn *fn, void *arg, ak_err_t *err);
 /* Number of entries in db. */
 int ak_store_count (ak_txn_t *txn, ak_db_t db, uint64_t *count, ak_err_t *err);
 

@@ -26,7 +26,7 @@ int ak_access_check (ak_role_t role, const char *name, const char *verb, ak_err_
 
 json_t *ak_access_stats (const ak_counters_t *c)
 {
-    return json_pack ("{s:{s:I, s:I}, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+    return json_pack ("{s:{s:I, s:I}, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
         "handshakes_refused", "workers", (json_int_t) c->auth_refused[AK_EP_WORKERS],
                               "clients", (json_int_t) c->auth_refused[AK_EP_CLIENTS],
         "handshakes_accepted", (json_int_t) c->auth_accepted,
@@ -37,5 +37,6 @@ json_t *ak_access_stats (const ak_counters_t *c)
         "workers_revoked", (json_int_t) c->workers_revoked,
         "receipts_refused", (json_int_t) c->receipts_refused,
         "claims_refused", (json_int_t) c->claims_refused,
-        "registrations_refused", (json_int_t) c->hellos_refused);
+        "registrations_refused", (json_int_t) c->hellos_refused,
+        "receipts_too_big", (json_int_t) c->receipts_too_big);
 }

@@ -6,10 +6,12 @@
 #include <string.h>
 #include "client.h"
 #include "access.h"
+#include "client_paging.h"
 #include "client_profiles.h"
 #include "client_verify.h"
 #include "clock.h"
 #include "cpb.h"
+#include "envelope.h"
 #include "expand.h"
 #include "log.h"
 #include "pbjson.h"
@@ -18,7 +20,7 @@
 #include "util.h"
 
 #define S_WORKERS_PAGE        500          /* workers per answer, at most */
-#define S_WORKERS_BYTES       (4u << 20)   /* JSON per answer, near enough: far below the 16 MiB limit */
+#define S_WORKERS_BYTES       AK_PAGE_BYTES    /* JSON per answer, near enough: far below the 4 MiB a reply's JSON may be */
 #define S_WORKER_LEASES_MAX   64           /* leases listed per worker ("outstanding" counts them all) */
 
 // ------------------------------------------------------------------ helpers
@@ -29,7 +31,7 @@ static json_t *s_pb (const void *msg)
     return j ? j : json_null ();
 }
 
-static json_t *s_params_json (Ak__Param *const *params, size_t n)
+json_t *ak_client_params_json (Ak__Param *const *params, size_t n)
 {
     json_t *arr = json_array ();
     for (size_t i = 0; i < n; i++)
@@ -39,7 +41,7 @@ static json_t *s_params_json (Ak__Param *const *params, size_t n)
 }
 
 /* BATCHSUM from the index (always current). */
-static json_t *s_batchsum (const ak_batch_t *b)
+json_t *ak_client_batchsum (const ak_batch_t *b)
 {
     json_t *targets = json_array ();
     for (size_t i = 0; i < b->ntargets; i++)
@@ -65,61 +67,6 @@ static int s_find_batch (ak_client_env_t *env, const char *id, ak_batch_t **batc
     if (!*batch_p)
         return ak_err_set (err, AK_ENOTFOUND, "no batch '%.64s'", id);
     return 0;
-}
-
-typedef struct {
-    char  **ids;
-    size_t  n, cap;
-} s_ids_t;
-
-static int s_collect_id (const char *key, const void *val, size_t len, void *arg)
-{
-    s_ids_t *ids = arg;
-    if (len == 0 || len > 32)
-        return 0;
-    if (ids->n == ids->cap) {
-        ids->cap = ids->cap ? ids->cap * 2 : 16;
-        ids->ids = ak_realloc (ids->ids, ids->cap * sizeof *ids->ids);
-    }
-    char *id = ak_malloc (len + 1);
-    memcpy (id, val, len);
-    id[len] = '\0';
-    ids->ids[ids->n++] = id;
-    return 0;
-}
-
-static int s_strcmp_p (const void *a, const void *b)
-{
-    return strcmp (*(char *const *) a, *(char *const *) b);
-}
-
-/* Every receipt indexed under prefix in the attempts database, in arrival
-   (id) order, as a JSON array. */
-static int s_receipts_json (ak_txn_t *txn, const char *prefix, json_t **arr_p, ak_err_t *err)
-{
-    s_ids_t ids = { 0 };
-    json_t *arr = json_array ();
-    int rc = ak_store_walk (txn, AK_DB_ATTEMPTS, prefix, s_collect_id, &ids, err);
-    if (rc == 0 && ids.n)
-        qsort (ids.ids, ids.n, sizeof *ids.ids, s_strcmp_p);
-    for (size_t i = 0; rc == 0 && i < ids.n; i++) {
-        if (i > 0 && strcmp (ids.ids[i], ids.ids[i - 1]) == 0)
-            continue;
-        Ak__Receipt *r = NULL;
-        rc = ak_store_get_receipt (txn, ids.ids[i], &r, err);
-        if (rc == 0) {
-            json_array_append_new (arr, s_pb (r));
-            ak__receipt__free_unpacked (r, NULL);
-        }
-    }
-    for (size_t i = 0; i < ids.n; i++)
-        free (ids.ids[i]);
-    free (ids.ids);
-    if (rc)
-        json_decref (arr);
-    else
-        *arr_p = arr;
-    return rc;
 }
 
 // -------------------------------------------------------------------- verbs
@@ -275,17 +222,36 @@ static json_t *s_waiting_json (ak_client_env_t *env, const ak_batch_t *b)
 static int s_list (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                    json_t **out, ak_err_t *err)
 {
-    json_t *arr = json_array ();
+    /* in pages (client_paging.h): `status` without a batch is page one */
+    ak_page_t page = { AK_PAGE_MAX, NULL };
+    int rc = strcmp (req->verb, "list") == 0 ? ak_page_args (req, 0, &page, err) : 0;
+    if (rc)
+        return rc;
+    json_t *arr = json_array (), *next = json_null ();
+    size_t bytes = 0;
+    bool past = !page.after;
+    const char *last = NULL;
     for (ak_batch_t *b = ak_sched_batch_first (env->sched); b; b = ak_sched_batch_next (env->sched)) {
-        json_t *sum = s_batchsum (b);
+        if (!past) {
+            past = strcmp (b->batch_id, page.after) == 0;
+            continue;
+        }
+        if (json_array_size (arr) >= page.limit || bytes >= AK_PAGE_BYTES) {
+            json_decref (next);
+            next = json_string (last);
+            break;
+        }
+        json_t *sum = ak_client_batchsum (b);
         json_t *waiting = s_waiting_json (env, b);
         if (json_array_size (waiting))
             json_object_set_new (sum, "waiting", waiting);
         else
             json_decref (waiting);
+        bytes += json_dumpb (sum, NULL, 0, JSON_COMPACT);
         json_array_append_new (arr, sum);
+        last = b->batch_id;
     }
-    *out = json_pack ("{s:o}", "batches", arr);
+    *out = json_pack ("{s:o, s:o}", "batches", arr, "next", next);
     json_t *se = s_store_error_json (env);
     if (se)
         json_object_set_new (*out, "store_error", se);
@@ -343,7 +309,7 @@ static int s_status (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_
     ak_batch_t *b;
     int rc = s_find_batch (env, req->args[0], &b, err);
     if (rc == 0) {
-        *out = s_batchsum (b);
+        *out = ak_client_batchsum (b);
         s_search_json (env, b, *out);
         json_object_set_new (*out, "waiting", s_waiting_json (env, b));
         json_t *se = s_store_error_json (env);
@@ -362,9 +328,13 @@ static int s_show (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t 
     int rc = env->commit_now (env->arg, err);
     if (rc)
         return rc;
+    ak_page_t page;
+    rc = ak_page_args (req, 1, &page, err);
+    if (rc)
+        return rc;
     ak_txn_t *txn = NULL;
     Ak__TaskRecord *task = NULL;
-    json_t *receipts = NULL;
+    json_t *receipts = NULL, *next = NULL;
     char prefix[600];
     rc = ak_store_begin (env->store, false, &txn, err);
     if (rc)
@@ -372,10 +342,14 @@ static int s_show (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t 
     rc = ak_store_get_task (txn, id, &task, err);
     if (rc == 0) {
         snprintf (prefix, sizeof prefix, "%s#", id);
-        rc = s_receipts_json (txn, prefix, &receipts, err);
+        json_t *tj = s_pb (task);          /* the page holds the record too */
+        rc = ak_page_receipts (txn, prefix, &page, json_dumpb (tj, NULL, 0, JSON_COMPACT), &receipts, &next,
+                               err);
+        if (rc == 0)
+            *out = json_pack ("{s:o, s:o, s:o}", "task", tj, "receipts", receipts, "next", next);
+        else
+            json_decref (tj);
     }
-    if (rc == 0)
-        *out = json_pack ("{s:o, s:o}", "task", s_pb (task), "receipts", receipts);
     /* An operator whose external spec replaced the built-in one says so. */
     Ak__BatchRecord *brec = NULL;
     if (rc == 0 && ak_store_get_batch (txn, task->batch_id, &brec, NULL) == 0) {
@@ -399,158 +373,22 @@ static int s_receipts (ak_client_env_t *env, const Ak__ClientRequest *req, uint6
         rc = env->commit_now (env->arg, err);
     if (rc)
         return rc;
+    ak_page_t page;
+    rc = ak_page_args (req, 1, &page, err);
+    if (rc)
+        return rc;
     ak_txn_t *txn = NULL;
-    json_t *receipts = NULL;
+    json_t *receipts = NULL, *next = NULL;
     char prefix[64];
     rc = ak_store_begin (env->store, false, &txn, err);
     if (rc)
         return rc;
     snprintf (prefix, sizeof prefix, "%s.", b->batch_id);
-    rc = s_receipts_json (txn, prefix, &receipts, err);
+    rc = ak_page_receipts (txn, prefix, &page, 0, &receipts, &next, err);
     if (rc == 0)
-        *out = json_pack ("{s:s, s:o}", "batch_id", b->batch_id, "receipts", receipts);
+        *out = json_pack ("{s:s, s:o, s:o}", "batch_id", b->batch_id, "receipts", receipts, "next", next);
     ak_store_abort (&txn);
     return rc;
-}
-
-/* A receipt's duration, or 0 when it is not a sane number. */
-static double s_ms (double ms)
-{
-    return isfinite (ms) && ms > 0 ? ms : 0;
-}
-
-static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, double phases[3])
-{
-    json_t *pre = json_null ();
-    if (p->preflight.task) {
-        const Ak__TaskRecord *t = p->preflight.task;
-        const Ak__Receipt *r = p->preflight.receipt;
-        json_t *timings = json_array ();
-        for (size_t i = 0; r && i < r->n_timings; i++)
-            json_array_append_new (timings, s_pb (r->timings[i]));
-        pre = json_pack ("{s:s, s:s, s:s, s:s, s:o}", "task_id", t->task_id, "state", t->state,
-                         "status", r ? r->status : "", "reason", r ? r->reason : t->last_error,
-                         "timings", timings);
-    }
-    /* A complete batch reports the winner it recorded; an open one the
-       winner it would have now. */
-    const Ak__Winner *winner = p->winner;
-    for (size_t i = 0; b->state == AK_BS_COMPLETE && i < b->nwinners; i++)
-        if (strcmp (b->winners[i]->op, p->op) == 0
-            && strcmp (b->winners[i]->device_class, p->device_class) == 0)
-            winner = b->winners[i];
-
-    json_t *cands = json_array (), *fails = json_array ();
-    size_t pending = 0;
-    for (size_t j = 0; j < p->ntunes; j++) {
-        const Ak__TaskRecord *t = p->tunes[j].task;
-        const Ak__Receipt *r = p->tunes[j].receipt;
-        const ak_promote_eval_t *ev = &p->evals[j];
-        ak_tstate_t state = AK_TS_QUEUED;
-        ak_tstate_parse (t->state, &state);
-        if (!r && !ak_tstate_terminal (state)) {
-            pending++;
-            continue;
-        }
-        if (ev->ok) {
-            json_t *cj = json_pack ("{s:s, s:s, s:o, s:s, s:f, s:f, s:b, s:s}",
-                "task_id", t->task_id, "candidate", t->candidate_name,
-                "params", s_params_json (t->params, t->n_params), "status", ev->status,
-                "speedup", ev->speedup, "noise", ev->noise, "promotable", ev->promotable,
-                "reason", ev->reason);
-            json_object_set_new (cj, "stage", json_integer ((json_int_t) t->stage));
-            json_array_append_new (cands, cj);
-        }
-        else
-            json_array_append_new (fails, json_pack ("{s:s, s:s, s:o, s:s, s:s}",
-                "task_id", t->task_id, "candidate", t->candidate_name,
-                "params", s_params_json (t->params, t->n_params), "status", ev->status,
-                "reason", ev->reason));
-    }
-    for (size_t j = 0; j <= p->ntunes; j++) {
-        const Ak__Receipt *r = j < p->ntunes ? p->tunes[j].receipt : p->preflight.receipt;
-        if (r) {
-            phases[0] += s_ms (r->compile_ms);
-            phases[1] += s_ms (r->gate_ms);
-            phases[2] += s_ms (r->timing_ms);
-        }
-    }
-    /* Profile tasks: the metrics of their receipts as they are. */
-    json_t *profs = json_array ();
-    for (size_t j = 0; j < p->nprofiles; j++) {
-        const Ak__TaskRecord *t = p->profiles[j].task;
-        const Ak__Receipt *r = p->profiles[j].receipt;
-        json_t *wl = json_array ();
-        for (size_t i = 0; r && i < r->n_profiles; i++)
-            json_array_append_new (wl, s_pb (r->profiles[i]));
-        json_array_append_new (profs, json_pack ("{s:s, s:s, s:o, s:s, s:s, s:o}",
-            "task_id", t->task_id, "candidate", t->candidate_name,
-            "params", s_params_json (t->params, t->n_params), "status", r ? r->status : t->state,
-            "reason", r ? r->reason : t->last_error, "workloads", wl));
-    }
-    /* Confirm tasks (coordinator/rounds.h): where each finalist was
-       measured again. */
-    json_t *confs = json_array ();
-    for (size_t j = 0; j < p->nconfirms; j++) {
-        const Ak__TaskRecord *t = p->confirms[j].task;
-        const Ak__Receipt *r = p->confirms[j].receipt;
-        json_array_append_new (confs, json_pack ("{s:s, s:s, s:s, s:s, s:s, s:s}",
-            "task_id", t->task_id, "confirm_of", t->confirm_of, "avoid_worker", t->avoid_worker,
-            "worker_id", t->worker_id, "status", r ? r->status : t->state,
-            "reason", r ? r->reason : t->last_error));
-        if (r) {
-            phases[0] += s_ms (r->compile_ms);
-            phases[1] += s_ms (r->gate_ms);
-            phases[2] += s_ms (r->timing_ms);
-        }
-    }
-    json_t *pair = json_pack ("{s:s, s:s, s:o, s:o, s:o, s:o, s:I}", "op", p->op,
-                      "device_class", p->device_class, "preflight", pre, "winner", s_pb (winner),
-                      "candidates", cands, "failures", fails, "pending", (json_int_t) pending);
-    if (pair)   /* weighted aggregate latency and speedup per dtype */
-        json_object_set_new (pair, "aggregates", ak_results_aggregates (p, winner));
-    if (pair && p->nprofiles)
-        json_object_set_new (pair, "profiles", profs);
-    else
-        json_decref (profs);
-    if (pair && p->nconfirms)
-        json_object_set_new (pair, "confirms", confs);
-    else
-        json_decref (confs);
-    return pair;
-}
-
-static int s_report (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
-                     json_t **out, ak_err_t *err)
-{
-    ak_batch_t *b;
-    int rc = s_find_batch (env, req->args[0], &b, err);
-    if (rc == 0)
-        rc = env->commit_now (env->arg, err);
-    if (rc)
-        return rc;
-    ak_txn_t *txn = NULL;
-    ak_results_t *res = NULL;
-    rc = ak_store_begin (env->store, false, &txn, err);
-    if (rc)
-        return rc;
-    rc = ak_results_load (txn, b->batch_id, &res, err);
-    ak_store_abort (&txn);
-    if (rc)
-        return rc;
-    double phases[3] = { 0, 0, 0 };
-    json_t *ops = json_array ();
-    for (size_t i = 0; i < res->npairs; i++)
-        json_array_append_new (ops, s_report_pair (b, &res->pairs[i], phases));
-    *out = json_pack ("{s:o, s:o, s:{s:f, s:f, s:f}}", "batch", s_batchsum (b), "ops", ops,
-                      "phases_ms", "compile", phases[0], "gates", phases[1], "timing", phases[2]);
-    /* Operators whose external spec replaced the built-in one. */
-    json_t *overrides = json_array ();
-    for (size_t i = 0; res->batch && i < res->batch->n_overrides; i++)
-        json_array_append_new (overrides, json_string (res->batch->overrides[i]));
-    json_object_set_new (*out, "overrides", overrides);
-    ak_results_destroy (&res);
-    return 0;
 }
 
 static int s_worker_cmp (const void *a, const void *b)
@@ -682,7 +520,7 @@ static int s_cancel (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_
     rc = env->commit_now (env->arg, err);
     if (rc)
         return ak_err_prefix (err, "batch %s cancelled but not yet stored (will retry)", b->batch_id);
-    *out = s_batchsum (b);
+    *out = ak_client_batchsum (b);
     return 0;
 }
 
@@ -752,7 +590,7 @@ static int s_resume (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_
     *out = json_pack ("{s:s, s:o, s:o, s:I, s:I, s:o}", "batch_id", b->batch_id,
                       "requeued", requeued, "poisoned", poisoned,
                       "running", (json_int_t) running,
-                      "queued", (json_int_t) b->counts[AK_TS_QUEUED], "batch", s_batchsum (b));
+                      "queued", (json_int_t) b->counts[AK_TS_QUEUED], "batch", ak_client_batchsum (b));
     return 0;
 }
 
@@ -795,7 +633,7 @@ static int s_retry (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t
         return ak_err_prefix (err, "batch %s retried but not yet stored (will retry)", b->batch_id);
     }
     *out = json_pack ("{s:s, s:o, s:b, s:o}", "batch_id", b->batch_id, "retried", retried,
-                      "reopened", was_complete && b->state == AK_BS_OPEN, "batch", s_batchsum (b));
+                      "reopened", was_complete && b->state == AK_BS_OPEN, "batch", ak_client_batchsum (b));
     return 0;
 }
 
@@ -874,11 +712,11 @@ typedef struct {
 
 static const s_verb_t s_verbs[] = {
     { "submit",   0, 1, "[allow-unserved] (the bundle is the body)", s_submit },
-    { "list",     0, 0, "no arguments", s_list },
+    { "list",     0, 2, "[LIMIT [AFTER]]", s_list },
     { "status",   0, 1, "[BATCH]", s_status },
-    { "show",     1, 1, "TASK", s_show },
-    { "receipts", 1, 1, "BATCH", s_receipts },
-    { "report",   1, 1, "BATCH", s_report },
+    { "show",     1, 3, "TASK [LIMIT [AFTER]]", s_show },
+    { "receipts", 1, 3, "BATCH [LIMIT [AFTER]]", s_receipts },
+    { "report",   1, 3, "BATCH [LIMIT [AFTER]]", ak_client_report },
     { "workers",  0, 2, "[LIMIT [AFTER]]", s_workers },
     { "worker-forget", 1, 1, "WORKER_ID", s_worker_forget },
     { "cancel",   1, 1, "BATCH", s_cancel },
@@ -926,5 +764,12 @@ int ak_client_handle (ak_client_env_t *env, const Ak__ClientRequest *req, uint64
     json_decref (out);
     if (!*json_p)
         return ak_err_set (err, AK_ENOMEM, "%s: reply could not be serialised", v->verb);
+    if (strlen (*json_p) > AK_MAX_STRING) {     /* a client would refuse the reply */
+        size_t n = strlen (*json_p);
+        free (*json_p);
+        *json_p = NULL;
+        return ak_err_set (err, AK_ETOOBIG, "%s: the answer's JSON of %zu bytes is over the %u MiB a reply "
+                           "holds", v->verb, n, AK_MAX_STRING >> 20);
+    }
     return 0;
 }

@@ -18,6 +18,7 @@
 #include "intake.h"
 #include "log.h"
 #include "pbwire.h"
+#include "receipt_limits.h"
 #include "registry.h"
 #include "results.h"
 #include "rounds.h"
@@ -810,6 +811,16 @@ static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, u
         ak__receipt__free_unpacked (r, NULL);
         rc = ak_err_set (&err, AK_EINTERNAL, "receipt from %s: its bytes were not found in its frame",
                          w->worker_id);
+    }
+    else if ((raw ? ak_receipt_check (raw, rawlen, r->task_id, why, sizeof why)
+                  : ak_receipt_check_msg (r, why, sizeof why)) != 0) {
+        /* past the receipt limits: refused, and its holder's lease ends */
+        s_refuse (self, &self->counters.receipts_too_big, w->route, w->route_len, why);
+        s_send_refused (self, w, r->task_id, r->attempt, why);
+        if (task && task->state == AK_TS_LEASED && ak_worker_holds (w, task->task_id))
+            s_requeue (self, task, why, now);
+        ak__receipt__free_unpacked (r, NULL);
+        return;
     }
     else
         rc = ak_intake_stage_raw (self->intake, w->worker_id, &r, raw, rawlen, now, &err);

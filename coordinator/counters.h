@@ -29,6 +29,7 @@ typedef struct {
     uint64_t receipts_refused;            /* receipts not from the holder of the task's current attempt */
     uint64_t claims_refused;              /* HELLO.running / STARTED for a task not leased to that worker */
     uint64_t hellos_refused;              /* registrations refused: limits, key's ids, rate */
+    uint64_t receipts_too_big;            /* receipts past the limits of common/receipt_limits.h */
 } ak_counters_t;
 
 #endif

@@ -6,6 +6,7 @@
 #include "intake.h"
 #include "clock.h"
 #include "cpb.h"
+#include "dupes.h"
 #include "log.h"
 #include "rounds.h"
 #include "util.h"
@@ -266,7 +267,11 @@ static int s_store_one (ak_intake_t *self, ak_txn_t *txn, s_staged_t *s, ak_err_
     ak_cpb_set (&r->receipt_id, s->ack.receipt_id);
     ak_cpb_set (&r->batch_id, task->batch_id);
     r->duplicate = duplicate;
-    rc = ak_store_put_receipt_raw (txn, r, s->raw, s->rawlen, err);
+    /* past the first few duplicates of a task, a digest (dupes.h) */
+    bool folded = false;
+    rc = duplicate && task->duplicates >= AK_DUP_KEEP_WHOLE
+       ? ak_dupes_store (txn, r, s->raw, s->rawlen, s->ack.receipt_id, &folded, err)
+       : ak_store_put_receipt_raw (txn, r, s->raw, s->rawlen, err);
     if (rc == 0 && !seen)
         rc = ak_store_put (txn, AK_DB_ATTEMPTS, key, s->ack.receipt_id, strlen (s->ack.receipt_id), err);
     if (rc)

@@ -140,7 +140,31 @@ static int s_sort_tasks (ak_txn_t *txn, ak_results_t *res, s_collect_t *c, ak_er
     return 0;
 }
 
-static int s_load (ak_txn_t *txn, const char *batch_id, bool slim, ak_results_t **results_p, ak_err_t *err)
+/* Collects the task records of ids (NULL: every task of the batch, by
+   a walk of prefix). */
+static int s_collect_tasks (ak_txn_t *txn, const char *prefix, const char *const *ids, size_t nids,
+                            s_collect_t *c, ak_err_t *err)
+{
+    if (!ids)
+        return ak_store_walk (txn, AK_DB_TASKS, prefix, s_collect, c, err);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < nids; i++) {
+        void *val = NULL;
+        size_t len = 0;
+        rc = ak_store_get (txn, AK_DB_TASKS, ids[i], &val, &len, err);
+        if (rc == 0)
+            rc = s_collect (ids[i], val, len, c);
+        else if (rc == AK_ENOTFOUND) {
+            ak_error ("store: tasks/%s: indexed but not stored, skipped", ids[i]);
+            rc = 0;
+        }
+        free (val);
+    }
+    return rc;
+}
+
+static int s_load (ak_txn_t *txn, const char *batch_id, const char *const *ids, size_t nids, bool slim,
+                   ak_results_t **results_p, ak_err_t *err)
 {
     *results_p = NULL;
     ak_results_t *res = ak_calloc (1, sizeof *res);
@@ -156,7 +180,7 @@ static int s_load (ak_txn_t *txn, const char *batch_id, bool slim, ak_results_t 
     res->arena = ak_arena_new ();
     c.alloc = ak_arena_pb (res->arena);
     ProtobufCAllocator *was = ak_store_decode_with (txn, c.alloc);
-    rc = ak_store_walk (txn, AK_DB_TASKS, prefix, s_collect, &c, err);
+    rc = s_collect_tasks (txn, prefix, ids, nids, &c, err);
     if (rc == 0)
         rc = s_sort_tasks (txn, res, &c, err);
     ak_store_decode_with (txn, was);
@@ -192,16 +216,22 @@ bool ak_results_same_winners (const ak_results_t *res, Ak__Winner *const *winner
 
 int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err)
 {
-    return s_load (txn, batch_id, false, results_p, err);
+    return s_load (txn, batch_id, NULL, 0, false, results_p, err);
+}
+
+int ak_results_load_tasks (ak_txn_t *txn, const char *batch_id, const char *const *task_ids, size_t n,
+                           ak_results_t **results_p, ak_err_t *err)
+{
+    return s_load (txn, batch_id, task_ids, n, false, results_p, err);
 }
 
 int ak_results_decide (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err)
 {
-    int rc = s_load (txn, batch_id, true, results_p, err);
+    int rc = s_load (txn, batch_id, NULL, 0, true, results_p, err);
 #ifndef NDEBUG
     /* debug builds: full records decide the same */
     ak_results_t *full = NULL;
-    if (rc == 0 && s_load (txn, batch_id, false, &full, err) == 0) {
+    if (rc == 0 && s_load (txn, batch_id, NULL, 0, false, &full, err) == 0) {
         const ak_results_t *slim = *results_p;
         Ak__Winner **winners = ak_calloc (slim->npairs ? slim->npairs : 1, sizeof *winners);
         for (size_t i = 0; i < slim->npairs; i++)

@@ -54,6 +54,10 @@ json_t *ak_results_aggregates (const ak_result_pair_t *p, const Ak__Winner *winn
 
 /* Loads batch_id's results; AK_ENOTFOUND when there is no such batch. */
 int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err);
+/* The same over the tasks task_ids[0..n) of the batch alone (those of
+   one (op, class), for a page of `report`). */
+int ak_results_load_tasks (ak_txn_t *txn, const char *batch_id, const char *const *task_ids, size_t n,
+                           ak_results_t **results_p, ak_err_t *err);
 /* The same with only the fields deciding reads (promote.h): for the
    winners alone (settling a batch); report and profiles need the rest. */
 int ak_results_decide (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err);

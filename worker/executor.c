@@ -13,6 +13,7 @@
 #include "job.h"
 #include "log.h"
 #include "pbutil.h"
+#include "receipt_limits.h"
 #include "util.h"
 
 #include <errno.h>
@@ -409,12 +410,16 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
         uint8_t *out = NULL;
         size_t out_len = 0;
         rc = ak_pb_pack (r, &out, &out_len);
-        if (rc == 0 && out_len > AK_MAX_MSG_SIZE) {
-            /* Keep the verdict, drop the bulk. */
+        char why[320];
+        if (rc == 0 && ak_receipt_check (out, out_len, r->task_id, why, sizeof why) != 0) {
+            /* Keep the verdict, drop the bulk: the coordinator refuses a
+               receipt past its limits (common/receipt_limits.h). */
             free (out);
             out = NULL;
             Ak__Receipt *small = ak_pb_receipt_for (job ? job->assign : NULL, r->status, r->reason);
-            ak_pb_set_str (&small->reason, "receipt too large; gates and timings dropped");
+            char reason[400];
+            snprintf (reason, sizeof reason, "receipt too large (%s); gates and timings dropped", why);
+            ak_pb_set_str (&small->reason, reason);
             rc = ak_pb_pack (small, &out, &out_len);
             ak__receipt__free_unpacked (small, NULL);
         }

@@ -192,9 +192,9 @@ static int s_receive (akctl_client_t *self, uint64_t deadline, Ak__Envelope **en
     }
 }
 
-int akctl_client_call_within (akctl_client_t *self, int timeout_ms, const char *verb,
-                              char *const *args, int nargs, const char *body,
-                              akctl_reply_t *reply, ak_err_t *err)
+static int s_call_one (akctl_client_t *self, int timeout_ms, const char *verb,
+                       char *const *args, int nargs, const char *body,
+                       akctl_reply_t *reply, ak_err_t *err)
 {
     memset (reply, 0, sizeof *reply);
     if (timeout_ms <= 0)
@@ -248,6 +248,110 @@ int akctl_client_call_within (akctl_client_t *self, int timeout_ms, const char *
     else
         s_close (self);
     ak_envelope_free (&answer);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ pages */
+
+/*  The verbs that answer in pages (docs/client-api.md, "Pages") when
+    called without LIMIT and AFTER: the array each page adds to, and the
+    verb that asks for the next page ("status" without a batch is "list"). */
+static bool s_paged (const char *verb, int nargs, const char **key, const char **next_verb)
+{
+    static const struct {
+        const char *verb, *key, *next_verb;
+        int         nargs;
+    } paged[] = {
+        { "show", "receipts", "show", 1 },
+        { "receipts", "receipts", "receipts", 1 },
+        { "report", "ops", "report", 1 },
+        { "list", "batches", "list", 0 },
+        { "status", "batches", "list", 0 },
+    };
+    for (size_t i = 0; i < sizeof paged / sizeof paged[0]; i++)
+        if (strcmp (verb, paged[i].verb) == 0 && nargs == paged[i].nargs) {
+            *key = paged[i].key;
+            *next_verb = paged[i].next_verb;
+            return true;
+        }
+    return false;
+}
+
+/*  Adds page to all: its array `key` after all's; a report's phases_ms
+    summed.  A pair (op, device_class) never spans two pages. */
+static void s_merge_page (json_t *all, json_t *page, const char *key)
+{
+    json_t *arr = json_object_get (all, key), *more = json_object_get (page, key);
+    if (json_is_array (arr) && json_is_array (more))
+        json_array_extend (arr, more);
+    json_t *sum = json_object_get (all, "phases_ms"), *add = json_object_get (page, "phases_ms");
+    const char *name;
+    json_t *v;
+    if (json_is_object (sum) && json_is_object (add))
+        json_object_foreach (add, name, v)
+            json_object_set_new (sum, name, json_real (json_number_value (json_object_get (sum, name))
+                                                       + json_number_value (v)));
+}
+
+/*  Asks for every page after the first (whose answer is in reply) and
+    puts them together in reply->json, with "next" null: the answer as one
+    request would have had it.  0, or a failed page's outcome in reply. */
+static int s_follow (akctl_client_t *self, int timeout_ms, const char *key, const char *next_verb,
+                     char *const *args, int nargs, akctl_reply_t *reply, ak_err_t *err)
+{
+    json_t *all = json_loads (reply->json, 0, NULL);
+    const char *next = all ? json_string_value (json_object_get (all, "next")) : NULL;
+    int rc = 0;
+    while (next) {
+        char *pargs[3];
+        int n = 0;
+        for (int i = 0; i < nargs && n < 1; i++)
+            pargs[n++] = args[i];
+        char limit[16];
+        snprintf (limit, sizeof limit, "%d", 1000);
+        pargs[n++] = limit;
+        char *after = ak_strdup (next);
+        pargs[n++] = after;
+        akctl_reply_t page;
+        rc = s_call_one (self, timeout_ms, next_verb, pargs, n, NULL, &page, err);
+        free (after);
+        if (rc || page.code) {
+            akctl_reply_free (reply);
+            *reply = page;
+            break;
+        }
+        json_t *pj = json_loads (page.json, 0, NULL);
+        akctl_reply_free (&page);
+        if (!pj) {
+            rc = ak_err_set (err, AK_EPROTO, "malformed reply from %s: a page of %s is not JSON",
+                             self->endpoint, next_verb);
+            break;
+        }
+        s_merge_page (all, pj, key);
+        json_object_set (all, "next", json_object_get (pj, "next"));
+        json_decref (pj);
+        next = json_string_value (json_object_get (all, "next"));
+    }
+    if (rc == 0 && reply->code == 0 && all) {
+        json_object_set_new (all, "next", json_null ());
+        char *text = json_dumps (all, JSON_COMPACT);
+        if (text) {
+            free (reply->json);
+            reply->json = text;
+        }
+    }
+    json_decref (all);
+    return rc;
+}
+
+int akctl_client_call_within (akctl_client_t *self, int timeout_ms, const char *verb,
+                              char *const *args, int nargs, const char *body,
+                              akctl_reply_t *reply, ak_err_t *err)
+{
+    int rc = s_call_one (self, timeout_ms, verb, args, nargs, body, reply, err);
+    const char *key, *next_verb;
+    if (rc == 0 && reply->code == 0 && s_paged (verb, nargs, &key, &next_verb))
+        rc = s_follow (self, timeout_ms, key, next_verb, args, nargs, reply, err);
     return rc;
 }
 

@@ -206,6 +206,13 @@ void ak_fault_coord_destroy (ak_fault_coord_t **self_p, int lines)
 int ak_fault_call (ak_fault_coord_t *self, int timeout_ms, const char *verb, const char *arg0,
                    const char *arg1, const char *body, json_t **json_p, char **error_p)
 {
+    const char *args[2] = { arg0, arg1 };
+    return ak_fault_call_args (self, timeout_ms, verb, args, arg1 ? 2 : arg0 ? 1 : 0, body, json_p, error_p);
+}
+
+int ak_fault_call_args (ak_fault_coord_t *self, int timeout_ms, const char *verb, const char *const *args,
+                        size_t nargs, const char *body, json_t **json_p, char **error_p)
+{
     if (json_p)
         *json_p = NULL;
     if (error_p)
@@ -214,10 +221,9 @@ int ak_fault_call (ak_fault_coord_t *self, int timeout_ms, const char *verb, con
         self->client = s_dealer (self->clients);
     Ak__Envelope env = AK__ENVELOPE__INIT;
     Ak__ClientRequest req = AK__CLIENT_REQUEST__INIT;
-    char *args[2] = { (char *) arg0, (char *) arg1 };
     req.verb = (char *) verb;
-    req.args = args;
-    req.n_args = arg1 ? 2 : arg0 ? 1 : 0;
+    req.args = (char **) args;
+    req.n_args = nargs;
     req.body = (char *) (body ? body : "");
     env.body_case = AK__ENVELOPE__BODY_REQUEST;
     env.request = &req;
@@ -265,6 +271,29 @@ json_t *ak_fault_json (ak_fault_coord_t *self, const char *verb, const char *arg
         fail_msg ("%s %s: %d %s", verb, arg0 ? arg0 : "", rc, error ? error : "");
     free (error);
     return j;
+}
+
+json_t *ak_fault_json_pages (ak_fault_coord_t *self, const char *verb, const char *arg0, const char *key)
+{
+    json_t *all = ak_fault_json (self, verb, arg0, NULL);
+    char *after = NULL;
+    while (json_is_string (json_object_get (all, "next"))) {
+        free (after);
+        after = ak_strdup (json_string_value (json_object_get (all, "next")));
+        const char *args[3] = { arg0, "1000", after };
+        size_t n = arg0 ? 3 : 2;
+        json_t *page = NULL;
+        char *error = NULL;
+        int rc = ak_fault_call_args (self, 20000, verb, arg0 ? args : args + 1, n, NULL, &page, &error);
+        if (rc)
+            fail_msg ("%s %s after %s: %d %s", verb, arg0 ? arg0 : "", after, rc, error ? error : "");
+        free (error);
+        json_array_extend (json_object_get (all, key), json_object_get (page, key));
+        json_object_set (all, "next", json_object_get (page, "next"));
+        json_decref (page);
+    }
+    free (after);
+    return all;
 }
 
 int64_t ak_fault_stat (ak_fault_coord_t *self, const char *key, const char *sub)
@@ -472,8 +501,8 @@ static int s_check_receipt (const char *key, const void *val, size_t len, void *
         rc = 1;
         goto done;
     }
-    if (r->duplicate) {
-        c->tally->duplicates++;
+    if (r->duplicate) {     /* a digest record stands for its copies (coordinator/dupes.h) */
+        c->tally->duplicates += r->digest && *r->digest ? r->copies : 1;
         goto done;
     }
     c->tally->accepted++;
@@ -560,7 +589,7 @@ void ak_fault_check_store (const char *store_dir, const char *batch_id, bool all
 
 size_t ak_fault_check_receipts (ak_fault_coord_t *self, const char *batch_id, size_t *dups_p)
 {
-    json_t *rs = ak_fault_json (self, "receipts", batch_id, NULL);
+    json_t *rs = ak_fault_json_pages (self, "receipts", batch_id, "receipts");
     json_t *arr = json_object_get (rs, "receipts");
     zhashx_t *seen = zhashx_new ();
     size_t accepted = 0, dups = 0, i;
@@ -881,6 +910,11 @@ zsock_t *ak_fault_raw_new (const char *endpoint)
 static void s_raw_send (zsock_t *s, Ak__Envelope *env)
 {
     assert_int_equal (ak_envelope_send (s, NULL, 0, env), 0);
+}
+
+void ak_fault_raw_send (zsock_t *s, Ak__Envelope *env)
+{
+    s_raw_send (s, env);
 }
 
 void ak_fault_raw_hello (zsock_t *s, const char *worker_id, const char *device_class, uint32_t slots,

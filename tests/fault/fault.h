@@ -68,6 +68,12 @@ void ak_fault_coord_destroy (ak_fault_coord_t **self_p, int lines);
    timeout_ms is AK_EUNAVAIL.  The socket is replaced after a failure. */
 int     ak_fault_call (ak_fault_coord_t *self, int timeout_ms, const char *verb, const char *arg0,
                        const char *arg1, const char *body, json_t **json_p, char **error_p);
+/* The same with nargs arguments. */
+int     ak_fault_call_args (ak_fault_coord_t *self, int timeout_ms, const char *verb, const char *const *args,
+                            size_t nargs, const char *body, json_t **json_p, char **error_p);
+/* Every page of a paged answer (docs/client-api.md, "Pages") as one: the
+   arrays `key` of the pages after the first appended to its own. */
+json_t *ak_fault_json_pages (ak_fault_coord_t *self, const char *verb, const char *arg0, const char *key);
 /* The answer of a call that must succeed (fails the test otherwise). */
 json_t *ak_fault_json (ak_fault_coord_t *self, const char *verb, const char *arg0, const char *arg1);
 /* A counter of `stats` (sub: a member of an object counter, or NULL). */
@@ -183,6 +189,8 @@ void ak_fault_raw_hello (zsock_t *s, const char *worker_id, const char *device_c
 /* The next message of kind within timeout_ms (others are skipped), or NULL. */
 Ak__Envelope *ak_fault_raw_expect (zsock_t *s, Ak__Envelope__BodyCase kind, int timeout_ms);
 void ak_fault_raw_started (zsock_t *s, const char *task_id, uint32_t attempt);
+/* Sends env as it is (the test built it). */
+void ak_fault_raw_send (zsock_t *s, Ak__Envelope *env);
 /* A RECEIPT with status ok for attempt of the task a describes, each of
    its workloads timed at speedup over the baseline (noise 1%); extra_log
    bytes of compile log make it as large as a test needs. */

@@ -19,13 +19,16 @@
        worker. */
 #include "fault.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
 #include "envelope.h"
+#include "receipt_limits.h"
 #include "util.h"
 
 static ak_fault_coord_t *s_c;
@@ -449,6 +452,354 @@ static void test_failed_commit_keeps_slots (void **state)
     free (bundle);
 }
 
+// ------------------------------------------------- 5. oversized receipts
+
+/* A live worker beside the test: HELLO (heartbeat 250 ms), then a
+   HEARTBEAT every 100 ms and every message the coordinator sends read,
+   until told to stop, on a thread of its own. */
+typedef struct {
+    const char      *endpoint;
+    atomic_bool      stop;
+    atomic_uint      heard;             /* messages from the coordinator */
+    atomic_uint      send_failures;
+    atomic_ullong    longest_gap_ms;    /* between two of them */
+} s_beat_t;
+
+static void *s_beat (void *arg)
+{
+    s_beat_t *b = arg;
+    zsock_t *s = ak_fault_raw_new (b->endpoint);
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    Ak__Hello h = AK__HELLO__INIT;
+    Ak__Device dev = AK__DEVICE__INIT, *devs[1] = { &dev };
+    dev.backend = "host";
+    dev.device_class = "beat-class";
+    dev.slots = 1;
+    h.worker_id = "beat-1";
+    h.host = "fault-test";
+    h.devices = devs;
+    h.n_devices = 1;
+    h.slots = 1;
+    h.heartbeat_ms = 250;
+    env.body_case = AK__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    if (ak_envelope_send (s, NULL, 0, &env) != 0)
+        b->send_failures++;
+    uint64_t last_beat = 0, last_heard = 0;
+    while (!b->stop) {
+        uint64_t now = ak_fault_now_ms ();
+        if (now >= last_beat + 100) {
+            Ak__Envelope hb_env = AK__ENVELOPE__INIT;
+            Ak__Heartbeat hb = AK__HEARTBEAT__INIT;
+            hb_env.body_case = AK__ENVELOPE__BODY_HEARTBEAT;
+            hb_env.heartbeat = &hb;
+            if (ak_envelope_send (s, NULL, 0, &hb_env) != 0)
+                b->send_failures++;
+            last_beat = now;
+        }
+        zmq_pollitem_t item = { zsock_resolve (s), 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll (&item, 1, 20) <= 0)
+            continue;
+        zmsg_t *msg = zmsg_recv (s);
+        zmsg_destroy (&msg);
+        now = ak_fault_now_ms ();
+        if (last_heard && now - last_heard > b->longest_gap_ms)
+            b->longest_gap_ms = now - last_heard;
+        last_heard = now;
+        b->heard++;
+    }
+    zsock_destroy (&s);
+    return NULL;
+}
+
+/* n bytes of c, NUL-terminated (caller frees). */
+static char *s_text (char c, size_t n)
+{
+    char *t = ak_malloc (n + 1);
+    memset (t, c, n);
+    t[n] = '\0';
+    return t;
+}
+
+static s_beat_t  s_beater;
+static pthread_t s_beat_thread;
+static bool      s_beating;
+
+/* Stops the live worker (also when a test failed while it ran). */
+static void s_beat_stop (void)
+{
+    if (s_beating) {
+        s_beater.stop = true;
+        pthread_join (s_beat_thread, NULL);
+        s_beating = false;
+    }
+}
+
+static int s_teardown_beat (void **state)
+{
+    s_beat_stop ();
+    return s_teardown (state);
+}
+
+/* A receipt for task attempt with ngates gate entries of detail bytes
+   each, nkernels kernel records named by name_len bytes, log bytes of
+   compile log and reason; *size_p its packed size. */
+static void s_send_receipt (zsock_t *s, const char *task_id, uint32_t attempt, size_t ngates, size_t detail,
+                            size_t nkernels, size_t name_len, size_t log, const char *reason, size_t *size_p)
+{
+    Ak__Receipt r = AK__RECEIPT__INIT;
+    r.task_id = (char *) task_id;
+    r.attempt = attempt;
+    r.kind = "preflight";
+    r.status = "ok";
+    r.reason = (char *) reason;
+    char *text = s_text ('l', log), *dtext = s_text ('d', detail), *ntext = s_text ('k', name_len);
+    r.compile_log = text;
+    Ak__GateResult *g = ak_calloc (ngates ? ngates : 1, sizeof *g);
+    Ak__GateResult **gp = ak_calloc (ngates ? ngates : 1, sizeof *gp);
+    for (size_t i = 0; i < ngates; i++) {
+        ak__gate_result__init (&g[i]);
+        g[i].stage = "smoke";
+        g[i].passed = true;
+        g[i].detail = dtext;
+        gp[i] = &g[i];
+    }
+    r.gates = gp;
+    r.n_gates = ngates;
+    Ak__KernelRecord *k = ak_calloc (nkernels ? nkernels : 1, sizeof *k);
+    Ak__KernelRecord **kp = ak_calloc (nkernels ? nkernels : 1, sizeof *kp);
+    uint32_t grid[3] = { 64, 1, 1 }, block[3] = { 128, 1, 1 };
+    for (size_t i = 0; i < nkernels; i++) {
+        ak__kernel_record__init (&k[i]);
+        k[i].name = ntext;
+        k[i].role = "candidate";
+        k[i].workload = "w";
+        k[i].grid = grid;
+        k[i].n_grid = 3;
+        k[i].block = block;
+        k[i].n_block = 3;
+        k[i].duration_us = 1.5;
+        kp[i] = &k[i];
+    }
+    r.kernels = kp;
+    r.n_kernels = nkernels;
+    *size_p = ak__receipt__get_packed_size (&r);
+    Ak__Envelope env = AK__ENVELOPE__INIT;
+    env.body_case = AK__ENVELOPE__BODY_RECEIPT;
+    env.receipt = &r;
+    ak_fault_raw_send (s, &env);
+    free (dtext);
+    free (ntext);
+    free (k);
+    free (kp);
+    free (g);
+    free (gp);
+    free (text);
+}
+
+/* Every page of `verb id`, each answer checked to be one message: *pages_p
+   how many, the receipts of all of them. */
+static json_t *s_pages (ak_fault_coord_t *c, const char *verb, const char *id, const char *key, const char *limit,
+                        size_t *pages_p)
+{
+    json_t *all = json_array ();
+    char *after = NULL;
+    size_t pages = 0;
+    do {
+        const char *args[3] = { id, limit ? limit : "1000", after };
+        json_t *page = NULL;
+        char *error = NULL;
+        uint64_t t0 = ak_fault_now_ms ();
+        int rc = ak_fault_call_args (c, 30000, verb, args, after ? 3 : limit ? 2 : 1, NULL, &page, &error);
+        if (rc)
+            fail_msg ("%s %s (page %zu): %d %s", verb, id, pages + 1, rc, error ? error : "");
+        size_t bytes = json_dumpb (page, NULL, 0, JSON_COMPACT);
+        fprintf (stderr, "oversized: %s %s page %zu: %zu records, %zu KiB, answered in %llu ms\n", verb, id,
+                 pages + 1, json_array_size (json_object_get (page, key)), bytes >> 10,
+                 (unsigned long long) (ak_fault_now_ms () - t0));
+        assert_true (bytes < AK_MAX_MSG_SIZE);
+        json_array_extend (all, json_object_get (page, key));
+        free (after);
+        json_t *next = json_object_get (page, "next");
+        after = json_is_string (next) ? ak_strdup (json_string_value (next)) : NULL;
+        json_decref (page);
+        free (error);
+        pages++;
+        assert_true (pages < 100);
+    } while (after);
+    *pages_p = pages;
+    return all;
+}
+
+static void test_oversized_receipts_refused_and_paged (void **state)
+{
+    /* dead after 3 heartbeats of 2 s: far beyond what a page may take,
+       even in a sanitised build on a loaded box */
+    const char *more[] = { "--heartbeat-ms", "2000", NULL };
+    ak_fault_coord_t *c = s_coord ("fault-oversized", more);
+    char *bundle = ak_fault_stub_bundle (c->dir, "oversized", 1, "\"lease_ms\": 60000");
+    char *batch = ak_fault_submit (c, bundle);
+
+    s_beat_t *beat = &s_beater;
+    beat->endpoint = c->workers;
+    assert_int_equal (pthread_create (&s_beat_thread, NULL, s_beat, beat), 0);
+    s_beating = true;
+
+    zsock_t *w = ak_fault_raw_new (c->workers);
+    ak_fault_raw_hello (w, "big-1", "host", 1, 0, NULL, 0);
+    Ak__Envelope *a1 = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
+    assert_non_null (a1);
+    const char *t1 = a1->assign->task_id;
+    ak_fault_raw_started (w, t1, 1);
+    ak_fault_raw_receipt (w, a1->assign, 1, 1.0, 0);
+    s_expect_ack (w, t1, NULL);
+    Ak__Envelope *a2 = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
+    assert_non_null (a2);
+    const char *t2 = a2->assign->task_id;
+    ak_fault_raw_started (w, t2, 1);
+
+    /* 60,000 gate entries with long details (about 12 MB, within the
+       envelope's limits): refused, counted, and the lease of a task it
+       held ends at once (attempt 2 comes back to it) */
+    size_t size = 0;
+    s_send_receipt (w, t1, 1, 60000, 200, 0, 0, 0, "", &size);
+    assert_true (size > (12u << 20) - (1u << 20) && size < AK_MAX_MSG_SIZE);
+    s_expect_ack (w, t1, "bytes (at most 4194304)");
+    s_send_receipt (w, t2, 1, 1000, 100, 0, 0, 0, "", &size);
+    s_expect_ack (w, t2, "more than 16 gate entries");
+    assert_int_equal (s_security (c, "receipts_too_big"), 2);
+    Ak__Envelope *again = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
+    assert_non_null (again);
+    assert_string_equal (again->assign->task_id, t2);
+    assert_int_equal (again->assign->attempt, 2);
+    ak_envelope_free (&again);
+
+    /* t2's attempt 2 done with a receipt of 190 KB, then 2 copies: shown
+       whole, one a page (a page decodes about 256 KiB) */
+    ak_fault_raw_started (w, t2, 2);
+    for (int i = 0; i < 3; i++) {
+        s_send_receipt (w, t2, 2, 6, 1000, 700, 220, 0, "mid", &size);
+        assert_true (size > (150u << 10) && size < (256u << 10));
+        Ak__Envelope *e = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ACK, 10000);
+        assert_non_null (e);
+        assert_string_equal (e->ack->refused, "");
+        assert_int_equal (e->ack->duplicate, i > 0);
+        ak_envelope_free (&e);
+    }
+
+    /* eight maximal copies for the task already done: within every limit */
+    for (int i = 0; i < 8; i++) {
+        char reason[64];
+        snprintf (reason, sizeof reason, "copy %c", i < 5 ? 'A' : (char) ('A' + i));
+        s_send_receipt (w, t1, 1, AK_RECEIPT_MAX_GATES, AK_RECEIPT_MAX_DETAIL, 14000, 220, AK_RECEIPT_MAX_LOG,
+                        reason, &size);
+        assert_true (size > (7u << 19) && size <= AK_RECEIPT_MAX_BYTES);
+        Ak__Envelope *e = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ACK, 10000);
+        assert_non_null (e);
+        assert_string_equal (e->ack->refused, "");
+        assert_true (e->ack->duplicate);
+        ak_envelope_free (&e);
+    }
+    fprintf (stderr, "oversized: 8 copies of %zu bytes stored as duplicates\n", size);
+
+    /* show, receipts and report answer, in pages each one message; the
+       first 2 copies whole, the others as digests: 3 equal ones folded */
+    size_t pages = 0;
+    json_t *rs = s_pages (c, "show", t1, "receipts", "2", &pages);
+    assert_int_equal (pages, 4);
+    assert_int_equal (json_array_size (rs), 1 + 2 + 4);
+    size_t whole = 0, digests = 0, copies = 0;
+    json_t *r;
+    size_t i;
+    json_array_foreach (rs, i, r) {
+        if (!json_is_true (json_object_get (r, "duplicate")))
+            continue;
+        if (strlen (json_string_value (json_object_get (r, "digest"))) == 64) {
+            digests++;
+            copies += (size_t) json_integer_value (json_object_get (r, "copies"));
+            assert_int_equal (json_array_size (json_object_get (r, "kernels")), 0);
+        }
+        else {
+            /* stored whole; at 4 MB, more than a page decodes: shown
+               with its gates, without its kernel records */
+            whole++;
+            assert_int_equal (json_array_size (json_object_get (r, "gates")), AK_RECEIPT_MAX_GATES);
+            const char *why = json_string_value (json_object_get (r, "truncated"));
+            if (!why || !strstr (why, "14000 kernels"))
+                fail_msg ("a whole copy: truncated is '%s'", why ? why : "(none)");
+        }
+    }
+    assert_int_equal (whole, 2);
+    assert_int_equal (digests, 4);
+    assert_int_equal (copies, 6);
+    json_decref (rs);
+    rs = s_pages (c, "show", t2, "receipts", NULL, &pages);
+    assert_int_equal (pages, 3);
+    assert_int_equal (json_array_size (rs), 3);
+    json_array_foreach (rs, i, r)
+        assert_int_equal (json_array_size (json_object_get (r, "kernels")), 700);
+    json_decref (rs);
+    rs = s_pages (c, "receipts", batch, "receipts", NULL, &pages);
+    assert_true (pages >= 2);
+    assert_int_equal (json_array_size (rs), 7 + 3);
+    json_decref (rs);
+    rs = s_pages (c, "report", batch, "ops", NULL, &pages);
+    assert_int_equal (json_array_size (rs), 1);
+    json_decref (rs);
+
+    /* akctl follows the pages: --json is the whole answer */
+    char *args = ak_sprintf ("show %s --json", t2), *out = NULL;
+    assert_int_equal (ak_fault_akctl (c, args, &out), 0);
+    json_t *shown = json_loads (out, 0, NULL);
+    assert_non_null (shown);
+    assert_int_equal (json_array_size (json_object_get (shown, "receipts")), 3);
+    json_array_foreach (json_object_get (shown, "receipts"), i, r)
+        assert_int_equal (json_array_size (json_object_get (r, "kernels")), 700);
+    assert_true (json_is_null (json_object_get (shown, "next")));
+    json_decref (shown);
+    free (out);
+    free (args);
+    args = ak_sprintf ("receipts %s --json", batch);
+    assert_int_equal (ak_fault_akctl (c, args, &out), 0);
+    shown = json_loads (out, 0, NULL);
+    assert_int_equal (json_array_size (json_object_get (shown, "receipts")), 7 + 3);
+    json_decref (shown);
+    free (out);
+    free (args);
+    args = ak_sprintf ("show %s", t1);
+    assert_int_equal (ak_fault_akctl (c, args, NULL), 0);
+    free (args);
+    args = ak_sprintf ("report %s", batch);
+    assert_int_equal (ak_fault_akctl (c, args, NULL), 0);
+    free (args);
+
+    /* the live worker was answered all along: nobody declared dead */
+    unsigned heard = beat->heard;
+    json_t *ws = ak_fault_json (c, "workers", NULL, NULL);
+    json_array_foreach (json_object_get (ws, "workers"), i, r)
+        if (strcmp (json_string_value (json_object_get (r, "state")), "alive") != 0)
+            fail_msg ("worker %s was declared dead", json_string_value (json_object_get (r, "worker_id")));
+    assert_int_equal (json_array_size (json_object_get (ws, "workers")), 2);
+    json_decref (ws);
+    assert_int_equal (ak_fault_stat (c, "workers_died", NULL), 0);
+    s_beat_stop ();
+    assert_true (heard > 0);
+    assert_int_equal (beat->send_failures, 0);
+    fprintf (stderr, "oversized: the live worker heard %u messages, the longest silence %llu ms\n", heard,
+             (unsigned long long) beat->longest_gap_ms);
+
+    ak_envelope_free (&a1);
+    ak_envelope_free (&a2);
+    zsock_destroy (&w);
+    int status = ak_fault_coord_kill (c, SIGTERM);
+    assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+    ak_fault_tally_t tally;
+    ak_fault_check_store (c->store, batch, false, &tally);
+    assert_int_equal (tally.duplicates, 8 + 2);
+    free (batch);
+    free (bundle);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -457,6 +808,7 @@ int main (void)
         cmocka_unit_test_teardown (test_lease_deadline_survives_restarts, s_teardown),
         cmocka_unit_test_teardown (test_reregistering_without_a_task_releases_it, s_teardown),
         cmocka_unit_test_teardown (test_failed_commit_keeps_slots, s_teardown),
+        cmocka_unit_test_teardown (test_oversized_receipts_refused_and_paged, s_teardown_beat),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

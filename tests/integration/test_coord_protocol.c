@@ -412,7 +412,7 @@ static void test_client_errors (void **state)
     ak__client_reply__free_unpacked (r, NULL);
     r = s_call (s_fx->client, "show", NULL, NULL);
     assert_int_equal (r->code, AK_EINVAL);
-    assert_string_equal (r->error, "show takes TASK, got 0 arguments");
+    assert_string_equal (r->error, "show takes TASK [LIMIT [AFTER]], got 0 arguments");
     ak__client_reply__free_unpacked (r, NULL);
     r = s_call (s_fx->client, "status", "B999999", NULL);
     assert_int_equal (r->code, AK_ENOTFOUND);

@@ -2,7 +2,9 @@
 #include "support.h"
 #include "envelope.h"
 #include "pbwire.h"
+#include "receipt_limits.h"
 #include "rng.h"
+#include "util.h"
 
 #include <czmq.h>
 #include <stdio.h>
@@ -742,6 +744,62 @@ static void test_validate (void **state)
     free (good);
 }
 
+/* The receipt limits (receipt_limits.h): each bound and its message,
+   on the bytes; a receipt at every bound passes. */
+static void test_receipt_limits (void **state)
+{
+    (void) state;
+    char why[320];
+    Ak__Receipt r = AK__RECEIPT__INIT;
+    r.task_id = "B000001.0001";
+    r.status = "ok";
+    Ak__GateResult g[AK_RECEIPT_MAX_GATES + 1], *gp[AK_RECEIPT_MAX_GATES + 1];
+    char *detail = ak_calloc (1, AK_RECEIPT_MAX_DETAIL + 2);
+    memset (detail, 'd', AK_RECEIPT_MAX_DETAIL);
+    for (size_t i = 0; i <= AK_RECEIPT_MAX_GATES; i++) {
+        ak__gate_result__init (&g[i]);
+        g[i].stage = "smoke";
+        g[i].detail = detail;
+        gp[i] = &g[i];
+    }
+    r.gates = gp;
+    r.n_gates = AK_RECEIPT_MAX_GATES;
+    char *log = ak_calloc (1, AK_RECEIPT_MAX_LOG + 2);
+    memset (log, 'l', AK_RECEIPT_MAX_LOG);
+    r.compile_log = log;
+    assert_int_equal (ak_receipt_check_msg (&r, why, sizeof why), 0);
+
+    r.n_gates = AK_RECEIPT_MAX_GATES + 1;
+    assert_int_equal (ak_receipt_check_msg (&r, why, sizeof why), AK_ETOOBIG);
+    assert_string_equal (why, "receipt for task B000001.0001: more than 16 gate entries (at most 16)");
+    r.n_gates = 1;
+    detail[AK_RECEIPT_MAX_DETAIL] = 'd';
+    assert_int_equal (ak_receipt_check_msg (&r, why, sizeof why), AK_ETOOBIG);
+    assert_string_equal (why, "receipt for task B000001.0001: gates[0].detail of 4097 bytes (at most 4096)");
+    detail[AK_RECEIPT_MAX_DETAIL] = '\0';
+    log[AK_RECEIPT_MAX_LOG] = 'l';
+    assert_int_equal (ak_receipt_check_msg (&r, why, sizeof why), AK_ETOOBIG);
+    assert_non_null (strstr (why, "262145 bytes of compile_log (at most 262144)"));
+    log[AK_RECEIPT_MAX_LOG] = '\0';
+
+    /* the whole size, before anything else */
+    char *big = ak_calloc (1, AK_RECEIPT_MAX_BYTES + 1);
+    memset (big, 'b', AK_RECEIPT_MAX_BYTES);
+    r.reason = big;
+    assert_int_equal (ak_receipt_check_msg (&r, why, sizeof why), AK_ETOOBIG);
+    assert_non_null (strstr (why, "bytes (at most 4194304)"));
+    big[AK_RECEIPT_MAX_REASON + 1] = '\0';
+    assert_int_equal (ak_receipt_check_msg (&r, why, sizeof why), AK_ETOOBIG);
+    assert_non_null (strstr (why, "4097 bytes of reason (at most 4096)"));
+
+    /* bytes that do not parse */
+    const uint8_t junk[] = { 0x82, 0x01, 0xff };
+    assert_int_equal (ak_receipt_check (junk, sizeof junk, "T", why, sizeof why), AK_EPROTO);
+    free (big);
+    free (log);
+    free (detail);
+}
+
 int main (void)
 {
     zsys_init ();
@@ -757,6 +815,7 @@ int main (void)
         cmocka_unit_test (test_fuzz_unknown_fields_merged),
         cmocka_unit_test (test_field_bytes),
         cmocka_unit_test (test_validate),
+        cmocka_unit_test (test_receipt_limits),
     };
     int rc = cmocka_run_group_tests (tests, NULL, NULL);
     zsys_shutdown ();

@@ -620,6 +620,62 @@ static void test_settle_and_cancel (void **state)
     s_fixture_free (fx);
 }
 
+/* Past the first AK_DUP_KEEP_WHOLE duplicates of a task, a duplicate is a
+   digest record; equal copies from the same worker fold into one. */
+static void test_duplicates_past_the_cap_as_digests (void **state)
+{
+    fx_t *fx = s_fixture (0, 0);
+    ak_commit_t c;
+    ak_err_t err = { 0 };
+    s_assign (fx, fx->w1, 1000);
+    ak_worker_drop (fx->w1, "B000001.0001");
+    assert_int_equal (s_stage (fx, "B000001.0001", 1, "ok", 2000), 0);
+    assert_int_equal (ak_intake_commit (fx->intake, 2002, &c, &err), 0);
+    ak_commit_clear (&c);
+    const char *want[] = { "R00000002", "R00000003", "R00000004", "R00000004", "R00000004" };
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal (s_stage (fx, "B000001.0001", 1, "ok", 3000 + (uint64_t) i * 10), 0);
+        assert_int_equal (ak_intake_commit (fx->intake, 3002 + (uint64_t) i * 10, &c, &err), 0);
+        assert_int_equal (c.nacks, 1);
+        assert_true (c.acks[0].duplicate);
+        assert_string_equal (c.acks[0].receipt_id, want[i]);
+        ak_commit_clear (&c);
+    }
+    Ak__TaskRecord *rec = s_task_rec (fx, "B000001.0001");
+    assert_int_equal (rec->duplicates, 5);              /* every copy counted */
+    ak__task_record__free_unpacked (rec, NULL);
+    for (int i = 0; i < 2; i++) {                       /* whole */
+        Ak__Receipt *r = s_receipt_rec (fx, want[i]);
+        assert_true (r->duplicate);
+        assert_true (r->compile_ms == 2.5);
+        assert_string_equal (r->digest, "");
+        ak__receipt__free_unpacked (r, NULL);
+    }
+    Ak__Receipt *d = s_receipt_rec (fx, "R00000004");   /* a digest of 3 copies */
+    assert_true (d->duplicate);
+    assert_int_equal (strlen (d->digest), 64);
+    assert_int_equal (d->copies, 3);
+    assert_true (d->size > 0);
+    assert_true (d->last_at_ms >= d->received_at_ms);
+    assert_string_equal (d->worker_id, "w1");
+    assert_string_equal (d->batch_id, "B000001");
+    assert_string_equal (d->task_id, "B000001.0001");
+    assert_string_equal (d->reason, "as the worker said");
+    assert_string_equal (d->host, "h1");
+    assert_true (d->compile_ms == 0);                   /* the body is not kept */
+    char *key = ak_sprintf ("B000001.0001#digest#%s", d->digest);
+    char *v = s_attempt_key (fx, key);
+    assert_string_equal (v, "R00000004");
+    free (v);
+    free (key);
+    ak__receipt__free_unpacked (d, NULL);
+    v = s_attempt_key (fx, "B000001.0001#1#R00000004");
+    assert_string_equal (v, "R00000004");
+    free (v);
+    assert_int_equal (ak_intake_stats (fx->intake)->duplicate, 5);
+    s_fixture_free (fx);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -629,6 +685,7 @@ int main (void)
         cmocka_unit_test (test_commit_max_and_ack_after_commit),
         cmocka_unit_test (test_rebuild_from_store),
         cmocka_unit_test (test_settle_and_cancel),
+        cmocka_unit_test (test_duplicates_past_the_cap_as_digests),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
