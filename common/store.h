@@ -30,7 +30,8 @@ typedef enum {
     AK_DB_ATTEMPTS,      /* "task_id#attempt" -> receipt_id of its first receipt */
     AK_DB_BLOBS,         /* sha256 hex -> bytes (sources, specs, manifests) */
     AK_DB_WORKERS,       /* worker_id -> WorkerRecord */
-    AK_DB_PROFILES,      /* profile entries (later issue) */
+    AK_DB_PROFILES,      /* installed profiles: NAME#CLASS -> ProfileClass, NAME!verify ->
+                            VerifyReport (coordinator/profiles.c, docs/profiles.md) */
     AK_DB_COUNT
 } ak_db_t;
 

@@ -104,6 +104,27 @@ static bool s_take (ak_admit_t *self, const ak_key_t *key, uint64_t now)
     return true;
 }
 
+/* Whether two HELLOs come from one process: the same host and pid (a
+   worker that reconnects on a new socket says HELLO again). */
+static bool s_same_process (const Ak__Hello *a, const Ak__Hello *b)
+{
+    return a->pid == b->pid && strcmp (a->host ? a->host : "", b->host ? b->host : "") == 0;
+}
+
+/*  Whether w, alive, holds its id against hello from another process: on
+    another host always; on its own host while it still heartbeats (heard
+    within AK_ADMIT_HELD_BEATS of its intervals), since a newer process
+    there after a silence is most likely its replacement after a crash
+    (systemd restarts it), which need not wait for the liveness scan. */
+static bool s_held (const ak_worker_t *w, const Ak__Hello *hello, uint64_t now)
+{
+    if (!w->alive || !w->hello || s_same_process (w->hello, hello))
+        return false;
+    if (strcmp (w->hello->host ? w->hello->host : "", hello->host ? hello->host : "") != 0)
+        return true;
+    return now <= w->last_seen + ak_worker_timeout (w, 1000, AK_ADMIT_HELD_BEATS);
+}
+
 bool ak_admit_hello (ak_admit_t *self, ak_registry_t *registry, const ak_keyring_t *ring,
                      const Ak__Hello *hello, const ak_key_t *peer, uint64_t now, bool *retry, char *why, size_t len)
 {
@@ -114,12 +135,10 @@ bool ak_admit_hello (ak_admit_t *self, ak_registry_t *registry, const ak_keyring
                   hello->worker_id, AK_WORKERS_MAX);
         return false;
     }
-    if (!peer)
-        return true;
     /* an id stays with the key it registered with while that key is in
        the ring, alive or dead: another key taking it over would inherit
        its leases (after a restart, every worker is dead) */
-    if (w && w->key && strcmp (w->key, peer->key) != 0) {
+    if (peer && w && w->key && strcmp (w->key, peer->key) != 0) {
         const ak_key_t *bound = ring ? ak_keyring_find (ring, w->key) : NULL;
         if (bound && bound->role == AK_ROLE_WORKER) {
             snprintf (why, len, "worker id %.128s is registered with another key", hello->worker_id);
@@ -127,6 +146,18 @@ bool ak_admit_hello (ak_admit_t *self, ak_registry_t *registry, const ak_keyring
             return false;
         }
     }
+    /* one process per id: two workers started with one --id would take
+       the id (and its leases) from each other at every message */
+    if (w && s_held (w, hello, now)) {
+        snprintf (why, len, "worker id %.128s is held by a live worker (host %.64s, pid %u, heard %llu ms ago): "
+                  "start this one (host %.64s, pid %u) with another --id, or stop that one; the id is free "
+                  "once the coordinator declares it dead", hello->worker_id, w->hello->host, w->hello->pid,
+                  (unsigned long long) (now > w->last_seen ? now - w->last_seen : 0), hello->host, hello->pid);
+        *retry = false;
+        return false;
+    }
+    if (!peer)
+        return true;
     if (!w || !w->key || strcmp (w->key, peer->key) != 0) {
         size_t have = ak_registry_key_ids (registry, peer->key, hello->worker_id);
         uint32_t may = peer->max_workers ? peer->max_workers : 1;

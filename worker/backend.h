@@ -65,7 +65,9 @@ typedef struct {
     void       *out[AK_MAX_BUFS];
     int         nout;
     ak_dtype_t  dtype;
-    const int64_t *params;             /* candidate parameter values (launch rules, later) */
+    const int64_t *params;             /* candidate parameter values, for the record: the kernel got
+                                          them as defines when it was built, and its launch rule
+                                          was evaluated from them before the launch */
     const char *const *param_names;
     int         nparams;
     /* Launch configuration (the CUDA backend; the host backend ignores it).

@@ -8,8 +8,9 @@
     element is classified: unwritten (the poison bytes intact), non-finite
     where the reference is finite, beyond atol + rtol*|ref|, or fine.
 
-    Stages follow PRIOR_ART.md (autokernel's bench.py); the first failing
-    stage decides the status and the reason. */
+    The five stages (smoke, shape sweep, numerical stability, determinism,
+    edge cases: docs/measurement.md, "The gate stages") follow autokernel's
+    bench.py; the first failing stage decides the status and the reason. */
 #include "gates.h"
 #include "data.h"
 #include "log.h"

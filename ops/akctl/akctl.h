@@ -60,6 +60,13 @@ typedef struct {
     const char *role;             /* keys new --role ROLE */
     char      **pos;              /* positional arguments after the verb */
     int         npos;
+    /* A verb with options of its own (discover, gate: S_OWN_ARGV in
+       main.c's verb table) named first on the command line gets argv from
+       its name on, unparsed, and nothing else here is set; NULL when the
+       shared parser reached it (a global option came first), which such a
+       verb refuses. */
+    int         argc;
+    char      **argv;
 } akctl_opts_t;
 
 /* --------------------------------------------------------------- client */
@@ -99,6 +106,10 @@ void akctl_client_set_auth (const char *cert_file, const char *server_key);
 
 /* `akctl keys new NAME --role ROLE --dir DIR` and `akctl keys list --dir DIR`. */
 int akctl_keys (const akctl_opts_t *opts);
+
+/* A client for o's endpoint and timeout, or NULL with the reason printed
+   ("akctl: ...") and *code the exit code (2 for a malformed endpoint). */
+akctl_client_t *akctl_client_for (const akctl_opts_t *o, int *code);
 
 /* Exit code for the outcome of a call: rc from akctl_client_call, then the
    reply code.  Prints the error on stderr ("akctl: ...") when there is one. */
@@ -208,6 +219,23 @@ int akctl_watch (akctl_client_t *client, const char *batch_id, bool json,
                  volatile sig_atomic_t *stop_flag, akctl_watch_check_fn *check, void *check_arg,
                  json_t **final_p);
 
+/* ---------------------------------------------------------------- verbs */
+/* The verbs of main.c's table that live in verbs.c and submit.c; each
+   takes the parsed options and returns an exit code. */
+int akctl_verb_status (const akctl_opts_t *o);
+int akctl_verb_list (const akctl_opts_t *o);
+int akctl_verb_watch (const akctl_opts_t *o);
+int akctl_verb_show (const akctl_opts_t *o);
+int akctl_verb_receipts (const akctl_opts_t *o);
+int akctl_verb_report (const akctl_opts_t *o);
+int akctl_verb_workers (const akctl_opts_t *o);
+int akctl_verb_cancel (const akctl_opts_t *o);
+int akctl_verb_resume (const akctl_opts_t *o);
+int akctl_verb_retry (const akctl_opts_t *o);
+int akctl_verb_stats (const akctl_opts_t *o);
+int akctl_verb_shutdown (const akctl_opts_t *o);
+int akctl_verb_submit (const akctl_opts_t *o);
+
 /* -------------------------------------------------------------- signals */
 /* Set by SIGINT/SIGTERM/SIGHUP/SIGPIPE once akctl_catch_signals ran: watch and demo stop
    at the next step and clean up (demo stops its children). */
@@ -217,10 +245,8 @@ void akctl_catch_signals (void);
 /* ----------------------------------------------------------------- demo */
 int akctl_demo (const akctl_opts_t *opts);
 
-/* `akctl gate ...` (gate.c): parses its own options (argv[0] is "gate"),
-   so main hands it argv before the common parser; akctl_gate_verb is the
-   verb table's entry (help), reached only when gate is not first. */
-int akctl_gate (int argc, char **argv);
+/* `akctl gate ...` (gate.c): parses its own options from opts->argv
+   (argv[0] is "gate"); refuses (exit 2) when opts->argv is NULL. */
 int akctl_gate_verb (const akctl_opts_t *opts);
 extern const char akctl_gate_help[];
 
@@ -250,10 +276,9 @@ int akctl_check_builtins (ak_manifest_t *manifest, const char *label);
    *path_p gets its path (caller unlinks and frees).  Returns an exit code. */
 int akctl_external_manifest (const akctl_opts_t *o, char **path_p);
 
-/* `akctl discover` (discover.c): it parses its own options, so main hands
-   it argv from the verb on; its help text (a printf format taking the
-   catalog map table); the verb table's entry, which only says so. */
-int akctl_discover_main (int argc, char **argv);
+/* `akctl discover` (discover.c): parses its own options from opts->argv
+   (argv[0] is "discover"); refuses (exit 2) when opts->argv is NULL.  Its
+   help text is a printf format taking the catalog map table. */
 extern const char akctl_discover_help[];
 int akctl_discover_verb (const akctl_opts_t *opts);
 

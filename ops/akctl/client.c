@@ -90,6 +90,17 @@ akctl_client_t *akctl_client_new (const char *endpoint, int timeout_ms, ak_err_t
     return self;
 }
 
+akctl_client_t *akctl_client_for (const akctl_opts_t *o, int *code)
+{
+    ak_err_t err = { 0, "" };
+    akctl_client_t *client = akctl_client_new (o->endpoint, o->timeout_ms, &err);
+    if (!client) {
+        fprintf (stderr, "akctl: %s\n", err.msg);
+        *code = err.code == AK_EINVAL ? AKCTL_EXIT_USAGE : AKCTL_EXIT_NEGATIVE;
+    }
+    return client;
+}
+
 void akctl_client_destroy (akctl_client_t **self_p)
 {
     if (self_p && *self_p) {

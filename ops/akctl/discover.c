@@ -2,9 +2,9 @@
     libakdiscover.so and turn its trace into hotspots, a batch and shape
     corpora (docs/discover.md).
 
-    discover takes options of its own and a command after `--`, so akctl's
-    main hands it argv as it came (akctl_discover_main) rather than its
-    parsed options.
+    discover takes options of its own and a command after `--`: its entry
+    in akctl's verb table says so (S_OWN_ARGV, main.c), and main hands it
+    argv as it came (opts->argv) rather than its parsed options.
 
     Never: leave the child running when akctl is interrupted (SIGINT and
     SIGTERM are passed on), write a batch without a workload, or call a
@@ -271,7 +271,7 @@ done:
     return code;
 }
 
-int akctl_discover_main (int argc, char **argv)
+static int s_discover (int argc, char **argv)
 {
     s_opts_t o;
     memset (&o, 0, sizeof o);
@@ -402,7 +402,8 @@ int akctl_discover_main (int argc, char **argv)
 
 int akctl_discover_verb (const akctl_opts_t *opts)
 {
-    (void) opts;
+    if (opts->argv)
+        return s_discover (opts->argc, opts->argv);
     fprintf (stderr, "akctl: discover takes options of its own: write it as `akctl discover --out DIR ... -- CMD`, "
                      "with no global option before it\n");
     return AKCTL_EXIT_USAGE;

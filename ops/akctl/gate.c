@@ -168,7 +168,7 @@ static bool s_positive (const char *text, int lo, int *out)
     return true;
 }
 
-int akctl_gate (int argc, char **argv)
+static int s_gate (int argc, char **argv)
 {
     const char *profile = NULL, *tol = NULL, *ops = NULL, *out = NULL;
     int steps = 20, warmup = 3, i = 1;
@@ -321,7 +321,8 @@ int akctl_gate (int argc, char **argv)
 
 int akctl_gate_verb (const akctl_opts_t *o)
 {
-    (void) o;
+    if (o->argv)
+        return s_gate (o->argc, o->argv);
     fprintf (stderr, "akctl gate: the verb comes first and takes its own options:\n%s", s_usage);
     return AKCTL_EXIT_USAGE;
 }

@@ -7,8 +7,12 @@
     The HTML page is self-contained (no scripts, no fetches: inline CSS and
     SVG) with three charts: the winner's speedup per operator and workload
     (with its noise band), time spent per phase, failures by reason.  The
-    numbers are the coordinator's REPORT plus, for each promoted winner, its
-    accepted receipt (from `show`), for the per-workload speedups. */
+    numbers are the coordinator's REPORT plus, for each promoted winner, the
+    receipt of the figures it reports (from `show`: its measurement, or its
+    confirmation where that was lower), for the per-workload speedups.  A
+    winner whose confirmation disagreed with its measurement is marked as in
+    the text report ("CONFIRMATION DISAGREES: the lower of the two figures",
+    docs/measurement.md), in the table and on its bars. */
 #include "akctl.h"
 
 #include <inttypes.h>
@@ -94,6 +98,7 @@ typedef struct {
     char   label[256];
     double value, noise;
     bool   promoted;
+    bool   disagrees;             /* its confirmation disagreed: the lower figure */
 } s_bar_t;
 
 /* A step of 1, 2 or 5 times a power of ten near span / 4, for the axis. */
@@ -138,10 +143,12 @@ static void s_bars (FILE *out, const char *id, const char *title, const s_bar_t 
         int w = (int) (plot_w * v / max);
         fprintf (out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" class=\"label\">", label_w - 6, y + 15);
         s_esc (out, bars[i].label);
-        fprintf (out, "</text><rect class=\"bar%s\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"><title>",
-                 bars[i].promoted ? " win" : "", label_w, y + 3, w > 0 ? w : 1, row_h - 6);
+        fprintf (out, "</text><rect class=\"bar%s%s\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"><title>",
+                 bars[i].promoted ? " win" : "", bars[i].disagrees ? " disagrees" : "", label_w, y + 3,
+                 w > 0 ? w : 1, row_h - 6);
         s_esc (out, bars[i].label);
-        fprintf (out, ": %.3f%s</title></rect>", v, unit);
+        fprintf (out, ": %.3f%s%s</title></rect>", v, unit,
+                 bars[i].disagrees ? " (confirmation disagrees: the lower of the two figures)" : "");
         int end = label_w + w;
         if (noisy) {
             int x0 = label_w + (int) (plot_w * fmax (v - bars[i].noise, 0) / max);
@@ -155,6 +162,8 @@ static void s_bars (FILE *out, const char *id, const char *title, const s_bar_t 
         fprintf (out, "<text x=\"%d\" y=\"%d\" class=\"value\">%.3g%s", end + 6, y + 15, v, unit);
         if (noisy)
             fprintf (out, " &#177; %.2g%s", bars[i].noise, unit);
+        if (bars[i].disagrees)
+            fprintf (out, " (disagrees)");
         fprintf (out, "</text>\n");
     }
     /* the axis: a line, ticks and their values */
@@ -193,7 +202,8 @@ void akctl_render_report_html (FILE *out, const json_t *report)
              "table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\n"
              ".verdict{font-weight:bold;padding:2px 8px;border-radius:4px}.PASS{background:#c8f0c8}"
              ".FAIL{background:#f6c4c4}.INCOMPLETE{background:#f3e3b0}\n"
-             "svg .bar{fill:#9aa9c8}svg .bar.win{fill:#3c8d5a}svg .noise{stroke:#222;stroke-width:2;fill:none}"
+             ".disagrees{background:#f6c4c4;font-weight:bold}.confirmed{color:#3c8d5a}\n"
+             "svg .bar{fill:#9aa9c8}svg .bar.win{fill:#3c8d5a}svg .bar.win.disagrees{fill:#c0504d}svg .noise{stroke:#222;stroke-width:2;fill:none}"
              "svg .axis{stroke:#444;fill:none}svg .tick{font-size:10px}"
              "svg .ref{stroke:#b33;stroke-dasharray:4 3}svg text{font-size:12px}svg .title{font-weight:bold;font-size:14px}\n"
              "</style></head><body>\n<h1>Batch ");
@@ -226,7 +236,15 @@ void akctl_render_report_html (FILE *out, const json_t *report)
         s_esc (out, promoted ? akj_str (w, "candidate_name") : "baseline kept");
         fprintf (out, "</td><td>");
         s_esc (out, promoted ? params : "-");
-        fprintf (out, "</td><td>%s</td><td>", promoted ? akctl_speedup (akj_num (w, "speedup"), akj_num (w, "noise"), sp, sizeof sp) : "-");
+        fprintf (out, "</td><td>%s", promoted ? akctl_speedup (akj_num (w, "speedup"), akj_num (w, "noise"), sp, sizeof sp) : "-");
+        /* the confirmation round's verdict on this figure, as the text report says it */
+        const char *conf = promoted ? akj_str (w, "confirmation") : "";
+        if (strcmp (conf, "disagrees") == 0)
+            fprintf (out, "<br><span class=\"disagrees\">CONFIRMATION DISAGREES: the lower of the two figures</span>");
+        else
+        if (strcmp (conf, "confirmed") == 0)
+            fprintf (out, "<br><span class=\"confirmed\">confirmed on another run</span>");
+        fprintf (out, "</td><td>");
         s_esc (out, akj_str (w, "reason"));
         fprintf (out, "</td></tr>\n");
         free (params);
@@ -272,6 +290,7 @@ void akctl_render_report_html (FILE *out, const json_t *report)
     json_array_foreach (akj_arr (report, "ops"), i, op) {
         const json_t *w = akj_obj (op, "winner");
         bool promoted = akj_bool (w, "promoted");
+        bool disagrees = promoted && strcmp (akj_str (w, "confirmation"), "disagrees") == 0;
         const json_t *timings = promoted ? s_winner_timings (report, akj_str (w, "task_id")) : NULL;
         if (timings && json_array_size (timings)) {
             json_array_foreach (timings, j, x) {
@@ -285,6 +304,7 @@ void akctl_render_report_html (FILE *out, const json_t *report)
                 bars[n].value = akj_num (x, "speedup");
                 bars[n].noise = akj_num (x, "speedup_noise");
                 bars[n].promoted = true;
+                bars[n].disagrees = disagrees;
                 n++;
             }
         }
@@ -296,6 +316,7 @@ void akctl_render_report_html (FILE *out, const json_t *report)
             bars[n].value = promoted ? akj_num (w, "speedup") : 1.0;
             bars[n].noise = promoted ? akj_num (w, "noise") : 0;
             bars[n].promoted = promoted;
+            bars[n].disagrees = disagrees;
             n++;
         }
     }
@@ -304,9 +325,9 @@ void akctl_render_report_html (FILE *out, const json_t *report)
 
     /* chart 2: time per phase */
     const json_t *ph = akj_obj (report, "phases_ms");
-    s_bar_t phase[3] = { { "compile", akj_num (ph, "compile") / 1000, 0, false },
-                         { "gates", akj_num (ph, "gates") / 1000, 0, false },
-                         { "timing", akj_num (ph, "timing") / 1000, 0, false } };
+    s_bar_t phase[3] = { { "compile", akj_num (ph, "compile") / 1000, 0, false, false },
+                         { "gates", akj_num (ph, "gates") / 1000, 0, false, false },
+                         { "timing", akj_num (ph, "timing") / 1000, 0, false, false } };
     fprintf (out, "<h2>Time spent per phase</h2>\n");
     s_bars (out, "chart-phases", "seconds, summed over every worker", phase, 3, " s", 0);
 
@@ -433,7 +454,9 @@ int akctl_report_out (const akctl_opts_t *o)
     akctl_reply_free (&reply);
     if (code == AKCTL_EXIT_OK && !report)
         code = AKCTL_EXIT_NEGATIVE;
-    /* the winners' per-workload timings, from their accepted receipts */
+    /* the winners' per-workload timings, from the receipt of the figures
+       each reports: its measurement, or the confirmation where that was
+       lower (figures_receipt_id), which is a receipt of a confirm task */
     json_t *wt = json_object ();
     size_t i;
     json_t *op;
@@ -441,17 +464,27 @@ int akctl_report_out (const akctl_opts_t *o)
         const json_t *w = akj_obj (op, "winner");
         if (code != AKCTL_EXIT_OK || !akj_bool (w, "promoted") || !*akj_str (w, "task_id"))
             continue;
-        char *args[1] = { (char *) akj_str (w, "task_id") };
-        if (akctl_client_call (client, "show", args, 1, NULL, &reply, &err) == 0 && reply.code == 0) {
-            json_t *show = json_loads (reply.json, 0, NULL);
-            size_t k;
-            json_t *r;
-            json_array_foreach (akj_arr (show, "receipts"), k, r)
-                if (strcmp (akj_str (r, "receipt_id"), akj_str (w, "receipt_id")) == 0 && akj_arr (r, "timings"))
-                    json_object_set (wt, akj_str (w, "task_id"), akj_arr (r, "timings"));
-            json_decref (show);
+        const char *task_id = akj_str (w, "task_id");
+        const char *want = *akj_str (w, "figures_receipt_id") ? akj_str (w, "figures_receipt_id")
+                                                              : akj_str (w, "receipt_id");
+        const json_t *confirms = akj_arr (op, "confirms");
+        for (size_t c = 0; c <= json_array_size (confirms) && !json_object_get (wt, task_id); c++) {
+            /* the winner's own task first, then its confirm tasks */
+            const json_t *conf = c ? json_array_get (confirms, c - 1) : NULL;
+            if (conf && strcmp (akj_str (conf, "confirm_of"), task_id) != 0)
+                continue;
+            char *args[1] = { (char *) (conf ? akj_str (conf, "task_id") : task_id) };
+            if (akctl_client_call (client, "show", args, 1, NULL, &reply, &err) == 0 && reply.code == 0) {
+                json_t *show = json_loads (reply.json, 0, NULL);
+                size_t k;
+                json_t *r;
+                json_array_foreach (akj_arr (show, "receipts"), k, r)
+                    if (strcmp (akj_str (r, "receipt_id"), want) == 0 && akj_arr (r, "timings"))
+                        json_object_set (wt, task_id, akj_arr (r, "timings"));
+                json_decref (show);
+            }
+            akctl_reply_free (&reply);
         }
-        akctl_reply_free (&reply);
     }
     akctl_client_destroy (&client);
     if (code != AKCTL_EXIT_OK) {

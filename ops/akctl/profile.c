@@ -24,11 +24,10 @@ static int s_call (const akctl_opts_t *o, const char *verb, char **args, int nar
                    json_t **answer_p)
 {
     ak_err_t err = { 0, "" };
-    akctl_client_t *client = akctl_client_new (o->endpoint, o->timeout_ms, &err);
-    if (!client) {
-        fprintf (stderr, "akctl: %s\n", err.msg);
-        return err.code == AK_EINVAL ? AKCTL_EXIT_USAGE : AKCTL_EXIT_NEGATIVE;
-    }
+    int ccode = 0;
+    akctl_client_t *client = akctl_client_for (o, &ccode);
+    if (!client)
+        return ccode;
     akctl_reply_t reply;
     int rc = akctl_client_call (client, verb, args, nargs, body, &reply, &err);
     int code = akctl_call_exit (rc, &reply, &err);

@@ -157,12 +157,10 @@ int akctl_verify (const akctl_opts_t *o)
         fprintf (stderr, "akctl: verify: --k and --floor go together, with --profile\n");
         return AKCTL_EXIT_USAGE;
     }
-    ak_err_t err = { 0, "" };
-    akctl_client_t *client = akctl_client_new (o->endpoint, o->timeout_ms, &err);
-    if (!client) {
-        fprintf (stderr, "akctl: %s\n", err.msg);
-        return err.code == AK_EINVAL ? AKCTL_EXIT_USAGE : AKCTL_EXIT_NEGATIVE;
-    }
+    int ccode = 0;
+    akctl_client_t *client = akctl_client_for (o, &ccode);
+    if (!client)
+        return ccode;
     int code = AKCTL_EXIT_OK;
     char *batch_id = NULL;
     if (o->profile) {

@@ -920,6 +920,14 @@ void ak_fault_raw_send (zsock_t *s, Ak__Envelope *env)
 void ak_fault_raw_hello (zsock_t *s, const char *worker_id, const char *device_class, uint32_t slots,
                          uint32_t prefetch, Ak__TaskRef **refs, size_t n)
 {
+    ak_fault_raw_hello_from (s, "fault-test", (uint32_t) getpid (), worker_id, device_class, slots, prefetch,
+                             refs, n);
+}
+
+void ak_fault_raw_hello_from (zsock_t *s, const char *host, uint32_t pid, const char *worker_id,
+                              const char *device_class, uint32_t slots, uint32_t prefetch, Ak__TaskRef **refs,
+                              size_t n)
+{
     Ak__Envelope env = AK__ENVELOPE__INIT;
     Ak__Hello h = AK__HELLO__INIT;
     Ak__Device dev = AK__DEVICE__INIT, *devs[1] = { &dev };
@@ -927,8 +935,8 @@ void ak_fault_raw_hello (zsock_t *s, const char *worker_id, const char *device_c
     dev.device_class = (char *) device_class;
     dev.slots = slots;
     h.worker_id = (char *) worker_id;
-    h.host = "fault-test";
-    h.pid = (uint32_t) getpid ();
+    h.host = (char *) host;
+    h.pid = pid;
     h.devices = devs;
     h.n_devices = 1;
     h.slots = slots;

@@ -186,6 +186,11 @@ zsock_t *ak_fault_raw_new (const char *endpoint);
    prefetch as given, running the n tasks refs (may be NULL). */
 void ak_fault_raw_hello (zsock_t *s, const char *worker_id, const char *device_class, uint32_t slots,
                          uint32_t prefetch, Ak__TaskRef **refs, size_t n);
+/* The same as from another process: host and pid as given (the HELLO
+   above names host "fault-test" and the test's pid). */
+void ak_fault_raw_hello_from (zsock_t *s, const char *host, uint32_t pid, const char *worker_id,
+                              const char *device_class, uint32_t slots, uint32_t prefetch, Ak__TaskRef **refs,
+                              size_t n);
 /* The next message of kind within timeout_ms (others are skipped), or NULL. */
 Ak__Envelope *ak_fault_raw_expect (zsock_t *s, Ak__Envelope__BodyCase kind, int timeout_ms);
 void ak_fault_raw_started (zsock_t *s, const char *task_id, uint32_t attempt);

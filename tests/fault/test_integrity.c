@@ -16,7 +16,13 @@
     4. A receipt keeps its worker's slot until its commit holds: with the
        store full, no task is handed out on the strength of receipts that
        were not stored, and every task of the failed commits stays with its
-       worker. */
+       worker.
+    5. One process per worker id, without keys too: a second worker with
+       the id of a live one (another host, or another pid on its host while
+       it heartbeats) is refused with DISCONNECT_ID_TAKEN, naming the
+       holder; the holder keeps its registration and its lease and delivers
+       its receipt; its own reconnect (same host and pid, a new socket) is
+       no refusal; once it is gone the id is free. */
 #include "fault.h"
 
 #include <pthread.h>
@@ -186,14 +192,17 @@ static void test_forged_receipts_refused (void **state)
 
 // ------------------------------------------------------------ 2. HELLO limits
 
-static void s_expect_disconnect (zsock_t *w, const char *why)
+/* The next DISCONNECT of w within 10 s, whose reason must hold why: its code. */
+static int s_expect_disconnect (zsock_t *w, const char *why)
 {
     Ak__Envelope *e = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_DISCONNECT, 10000);
     if (!e)
         fail_msg ("no DISCONNECT (expected: %s)", why);
     if (!strstr (e->disconnect->reason, why))
         fail_msg ("DISCONNECT '%s', expected '%s'", e->disconnect->reason, why);
+    int code = (int) e->disconnect->code;
     ak_envelope_free (&e);
+    return code;
 }
 
 static void test_hello_limits_and_paged_workers (void **state)
@@ -800,6 +809,75 @@ static void test_oversized_receipts_refused_and_paged (void **state)
     free (bundle);
 }
 
+// ------------------------------------------------- 6. one process per id
+
+static void test_duplicate_id_refused_without_keys (void **state)
+{
+    ak_fault_coord_t *c = s_coord ("fault-dup-id", NULL);
+    char *bundle = ak_fault_stub_bundle (c->dir, "dupid", 2, "\"lease_ms\": 60000");
+    char *batch = ak_fault_submit (c, bundle);
+    zsock_t *first = ak_fault_raw_new (c->workers);
+    ak_fault_raw_hello_from (first, "node-a", 1111, "dup-1", "host", 1, 0, NULL, 0);
+    Ak__Envelope *a = ak_fault_raw_expect (first, AK__ENVELOPE__BODY_ASSIGN, 10000);
+    assert_non_null (a);
+    const char *task = a->assign->task_id;
+    ak_fault_raw_started (first, task, 1);
+
+    /* another host: refused while the first lives, the holder named */
+    zsock_t *other = ak_fault_raw_new (c->workers);
+    ak_fault_raw_hello_from (other, "node-b", 2222, "dup-1", "host", 1, 0, NULL, 0);
+    assert_int_equal (s_expect_disconnect (other, "worker id dup-1 is held by a live worker (host node-a, pid 1111"),
+                      AK__DISCONNECT_CODE__DISCONNECT_ID_TAKEN);
+    /* another pid on the same host, the first heard just now: refused too */
+    zsock_t *twin = ak_fault_raw_new (c->workers);
+    ak_fault_raw_hello_from (twin, "node-a", 3333, "dup-1", "host", 1, 0, NULL, 0);
+    assert_int_equal (s_expect_disconnect (twin, "(host node-a, pid 3333) with another --id"),
+                      AK__DISCONNECT_CODE__DISCONNECT_ID_TAKEN);
+    assert_true (s_security (c, "registrations_refused") >= 2);
+
+    /* the first keeps its lease (attempt 1, its worker) and delivers */
+    s_expect_field (c, task, "state", "leased");
+    s_expect_field (c, task, "attempt", "1");
+    s_expect_field (c, task, "worker_id", "dup-1");
+    ak_fault_raw_receipt (first, a->assign, 1, 1.0, 0);
+    s_expect_ack (first, task, NULL);
+
+    /* its own reconnect, a new socket of the same process, is no refusal */
+    zsock_destroy (&first);
+    first = ak_fault_raw_new (c->workers);
+    ak_fault_raw_hello_from (first, "node-a", 1111, "dup-1", "host", 1, 0, NULL, 0);
+    Ak__Envelope *welcome = ak_fault_raw_expect (first, AK__ENVELOPE__BODY_HEARTBEAT, 10000);
+    assert_non_null (welcome);
+    ak_envelope_free (&welcome);
+
+    /* gone (it says DISCONNECT): the id is free for the other host */
+    Ak__Disconnect d = AK__DISCONNECT__INIT;
+    d.reason = "stopping";
+    Ak__Envelope bye = AK__ENVELOPE__INIT;
+    bye.body_case = AK__ENVELOPE__BODY_DISCONNECT;
+    bye.disconnect = &d;
+    assert_int_equal (ak_envelope_send (first, NULL, 0, &bye), 0);
+    bool taken = false;
+    for (int i = 0; i < 100 && !taken; i++) {
+        ak_fault_raw_hello_from (other, "node-b", 2222, "dup-1", "host", 1, 0, NULL, 0);
+        Ak__Envelope *e = ak_fault_raw_expect (other, AK__ENVELOPE__BODY_HEARTBEAT, 200);
+        taken = e != NULL;
+        ak_envelope_free (&e);
+    }
+    assert_true (taken);
+    json_t *ws = ak_fault_json (c, "workers", NULL, NULL);
+    json_t *w = json_array_get (json_object_get (ws, "workers"), 0);
+    assert_string_equal (json_string_value (json_object_get (w, "worker_id")), "dup-1");
+    assert_string_equal (json_string_value (json_object_get (w, "host")), "node-b");
+    json_decref (ws);
+    ak_envelope_free (&a);
+    zsock_destroy (&first);
+    zsock_destroy (&other);
+    zsock_destroy (&twin);
+    free (batch);
+    free (bundle);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -809,6 +887,7 @@ int main (void)
         cmocka_unit_test_teardown (test_reregistering_without_a_task_releases_it, s_teardown),
         cmocka_unit_test_teardown (test_failed_commit_keeps_slots, s_teardown),
         cmocka_unit_test_teardown (test_oversized_receipts_refused_and_paged, s_teardown_beat),
+        cmocka_unit_test_teardown (test_duplicate_id_refused_without_keys, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -6,14 +6,11 @@
     "busy", akcoord will not start without --cert/--keys or --plain. */
 #include "integration.h"
 
-#include <arpa/inet.h>
 #include <czmq.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,28 +19,9 @@
 #include "envelope.h"
 #include "util.h"
 
-typedef struct {
-    char  *dir, *keys, *store, *log;
-    char   workers[64], clients[64];
-    char  *server_pub, *server_secret;
-    char  *op, *viewer, *w1, *w2, *stranger;   /* secret certificate files */
-    pid_t  pid;
-} fx_t;
+typedef ak_it_fx_t fx_t;                  /* integration.h: the keys and akcoord with CURVE */
 
 static fx_t *s_fx;
-
-static int s_free_port (void)
-{
-    int fd = socket (AF_INET, SOCK_STREAM, 0);
-    assert_true (fd >= 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-    a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-    assert_int_equal (bind (fd, (struct sockaddr *) &a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal (getsockname (fd, (struct sockaddr *) &a, &len), 0);
-    close (fd);
-    return ntohs (a.sin_port);
-}
 
 /* A DEALER with the certificate cert (NULL: plain) to endpoint. */
 static zsock_t *s_dealer (const char *endpoint, const char *cert)
@@ -132,45 +110,10 @@ static bool s_answers (void *arg)
     return ok;
 }
 
-static void s_start (fx_t *fx, const char *const *extra)
-{
-    char *bin = ak_test_bin ("akcoord");
-    char *argv[32] = { bin, "--store", fx->store, "--workers", fx->workers, "--clients", fx->clients,
-                       "--cert", fx->server_secret, "--keys", fx->keys, "--heartbeat-ms", "500",
-                       "--log-level", "debug" };
-    int n = 15;
-    for (int i = 0; extra && extra[i]; i++)
-        argv[n++] = (char *) extra[i];
-    argv[n] = NULL;
-    fx->pid = ak_test_spawn (argv, fx->log);
-    free (bin);
-    assert_true (fx->pid > 0);
-    if (!ak_test_wait (s_answers, NULL, 15000))
-        fail_msg ("akcoord does not answer on %s (log: %s)", fx->clients, fx->log);
-}
-
 static int s_setup_with (void **state, const char *const *extra)
 {
-    fx_t *fx = ak_calloc (1, sizeof *fx);
-    s_fx = fx;
-    fx->dir = ak_test_tmpdir ("auth");
-    fx->keys = ak_path_join (fx->dir, "keys");
-    fx->store = ak_path_join (fx->dir, "store");
-    fx->log = ak_path_join (fx->dir, "akcoord.log");
-    snprintf (fx->workers, sizeof fx->workers, "tcp://127.0.0.1:%d", s_free_port ());
-    snprintf (fx->clients, sizeof fx->clients, "tcp://127.0.0.1:%d", s_free_port ());
-    char *server_dir = ak_path_join (fx->dir, "server");
-    fx->server_secret = ak_it_key (server_dir, "akcoord", AK_ROLE_SERVER);
-    fx->server_pub = ak_it_public (fx->server_secret);
-    free (server_dir);
-    fx->op = ak_it_key (fx->keys, "alice", AK_ROLE_OPERATOR);
-    fx->viewer = ak_it_key (fx->keys, "bob", AK_ROLE_VIEWER);
-    fx->w1 = ak_it_key (fx->keys, "w1", AK_ROLE_WORKER);
-    fx->w2 = ak_it_key (fx->keys, "w2", AK_ROLE_WORKER);
-    char *other = ak_path_join (fx->dir, "other");
-    fx->stranger = ak_it_key (other, "mallory", AK_ROLE_OPERATOR);
-    free (other);
-    s_start (fx, extra);
+    fx_t *fx = s_fx = ak_it_fx_new ("auth", AK_ROLE_OPERATOR);
+    ak_it_fx_start (fx, extra);
     *state = fx;
     return 0;
 }
@@ -189,14 +132,7 @@ static int s_setup_limits (void **state)
 static int s_teardown (void **state)
 {
     fx_t *fx = *state;
-    if (fx->pid > 0)
-        ak_test_stop (fx->pid, SIGTERM, 10000);
-    if (getenv ("AK_TEST_KEEP") == NULL)
-        ak_test_rmtree (fx->dir);
-    free (fx->dir); free (fx->keys); free (fx->store); free (fx->log);
-    free (fx->server_pub); free (fx->server_secret);
-    free (fx->op); free (fx->viewer); free (fx->w1); free (fx->w2); free (fx->stranger);
-    free (fx);
+    ak_it_fx_destroy (&fx);
     s_fx = NULL;
     return 0;
 }
@@ -686,9 +622,10 @@ static void test_start_needs_auth_or_plain (void **state)
     char *argv[] = { bin, "--store", st, "--workers", w, "--clients", c, NULL };
     pid_t pid = ak_test_spawn_coord (argv, log);
     assert_true (pid > 0);
-    /* its warning comes after its signal handlers are in place: a SIGTERM
-       before them killed it on a loaded box (exit by signal 15, not 0) */
-    assert_true (ak_test_wait (s_plain_warned, log, 20000));
+    /* the warning comes after its signal handlers are set: a SIGTERM
+       before them (a fixed sleep on a loaded box) would kill it */
+    if (!ak_test_wait (s_plain_warned, log, 20000))
+        fail_msg ("akcoord --plain did not warn within 20 s (log: %s)", log);
     assert_int_equal (ak_test_stop (pid, SIGTERM, 10000), 0);
     cmd = ak_sprintf ("cat '%s'", log);
     assert_int_equal (ak_test_run (cmd, &out), 0);

@@ -14,7 +14,8 @@
       for good (gone after a coordinator restart), and an unknown id is 4;
     - the HTML report (`report --out DIR --from report.json`, from a report
       with a noisy winner): every "±" has its number, every whisker ends
-      before its value label, and the charts have an axis. */
+      before its value label, and the charts have an axis; the winner's
+      confirmation disagreed, and the page says so (table and bars). */
 #include "support.h"
 
 #include <pty.h>
@@ -196,9 +197,10 @@ static void s_html (const char *id)
     assert_non_null (report);
     json_t *op = json_array_get (json_object_get (report, "ops"), 0);
     assert_non_null (op);
-    json_object_set_new (op, "winner", json_pack ("{s:s, s:s, s:s, s:s, s:b, s:f, s:f, s:s, s:[]}",
+    json_object_set_new (op, "winner", json_pack ("{s:s, s:s, s:s, s:s, s:b, s:f, s:f, s:s, s:[], s:s}",
         "op", "softmax", "device_class", "host", "task_id", "B000001.0002", "candidate_name", "vectorized",
-        "promoted", 1, "speedup", 1.8, "noise", 0.25, "reason", "planted for the test", "params"));
+        "promoted", 1, "speedup", 1.8, "noise", 0.25, "reason", "planted for the test", "params",
+        "confirmation", "disagrees"));
     json_object_set_new (report, "winner_timings", json_pack ("{s:[{s:{s:s, s:s, s:[i,i]}, s:f, s:f}]}",
         "B000001.0002", "workload", "name", "small", "dtype", "float32", "dims", 64, 256,
         "speedup", 2.5, "speedup_noise", 0.6));
@@ -214,6 +216,11 @@ static void s_html (const char *id)
     assert_int_equal (ak_file_read (hpath, 64u << 20, &html, &len, &err), 0);
     s_check_html (html);
     assert_non_null (strstr (html, "2.5x &#177; 0.6x"));
+    /* a confirmation that disagreed is marked as the text report marks it
+       (issue 14 item 6): in the winners table and on the winner's bars */
+    assert_non_null (strstr (html, "<span class=\"disagrees\">CONFIRMATION DISAGREES: the lower of the two figures"));
+    assert_non_null (strstr (html, "class=\"bar win disagrees\""));
+    assert_non_null (strstr (html, "2.5x &#177; 0.6x (disagrees)"));
     free (html);
     free (hpath);
     free (path);

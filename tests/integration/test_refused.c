@@ -16,12 +16,9 @@
       connection instead of reconnecting every few seconds. */
 #include "integration.h"
 
-#include <arpa/inet.h>
 #include <czmq.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,16 +29,14 @@
 #include "envelope.h"
 #include "util.h"
 
+/* integration.h's fixture, and a third worker key, w3 */
 typedef struct {
-    char *dir, *keys, *store, *log;
-    char  workers[64], clients[64];
-    char *server_pub, *server_secret;
-    char *op, *w1, *w2, *w3, *stranger;        /* secret certificate files */
-    char *akctl, *akworker;
-    pid_t pid;
+    ak_it_fx_t *it;
+    char       *w3;
 } fx_t;
 
-static fx_t *s_fx;
+static ak_it_fx_t *s_fx;
+static char *s_w3;
 
 /* `akctl --coordinator CLIENTS ARGS 2>&1`: exit code, output in *out_p. */
 static int s_akctl (char **out_p, const char *args)
@@ -49,51 +44,12 @@ static int s_akctl (char **out_p, const char *args)
     return ak_test_runf (out_p, "'%s' --coordinator %s --timeout 5000 %s 2>&1", s_fx->akctl, s_fx->clients, args);
 }
 
-static bool s_coord_answers (void *arg)
-{
-    (void) arg;
-    char *cmd = ak_sprintf ("'%s' --coordinator %s --timeout 500 --cert '%s' --server-key '%s' stats "
-                            ">/dev/null 2>&1", s_fx->akctl, s_fx->clients, s_fx->op, s_fx->server_pub);
-    char *out = NULL;
-    int code = ak_test_run (cmd, &out);
-    free (out);
-    free (cmd);
-    return code == 0;
-}
-
 static int s_setup (void **state)
 {
     fx_t *fx = ak_calloc (1, sizeof *fx);
-    s_fx = fx;
-    fx->dir = ak_test_tmpdir ("refused");
-    fx->keys = ak_path_join (fx->dir, "keys");
-    fx->store = ak_path_join (fx->dir, "store");
-    fx->log = ak_path_join (fx->dir, "akcoord.log");
-    fx->akctl = ak_test_bin ("akctl");
-    fx->akworker = ak_test_bin ("akworker");
-    int ports[2];
-    ak_test_free_ports (ports, 2);
-    snprintf (fx->workers, sizeof fx->workers, "tcp://127.0.0.1:%d", ports[0]);
-    snprintf (fx->clients, sizeof fx->clients, "tcp://127.0.0.1:%d", ports[1]);
-    char *server_dir = ak_path_join (fx->dir, "server"), *other = ak_path_join (fx->dir, "other");
-    fx->server_secret = ak_it_key (server_dir, "akcoord", AK_ROLE_SERVER);
-    fx->server_pub = ak_it_public (fx->server_secret);
-    fx->op = ak_it_key (fx->keys, "alice", AK_ROLE_OPERATOR);
-    fx->w1 = ak_it_key (fx->keys, "w1", AK_ROLE_WORKER);
-    fx->w2 = ak_it_key (fx->keys, "w2", AK_ROLE_WORKER);
-    fx->w3 = ak_it_key (fx->keys, "w3", AK_ROLE_WORKER);
-    fx->stranger = ak_it_key (other, "mallory", AK_ROLE_WORKER);
-    free (server_dir);
-    free (other);
-    char *bin = ak_test_bin ("akcoord");
-    char *argv[] = { bin, "--store", fx->store, "--workers", fx->workers, "--clients", fx->clients,
-                     "--cert", fx->server_secret, "--keys", fx->keys, "--heartbeat-ms", "500",
-                     "--log-level", "debug", NULL };
-    fx->pid = ak_test_spawn (argv, fx->log);
-    free (bin);
-    assert_true (fx->pid > 0);
-    if (!ak_test_wait (s_coord_answers, NULL, 15000))
-        fail_msg ("akcoord does not answer on %s (log: %s)", fx->clients, fx->log);
+    fx->it = s_fx = ak_it_fx_new ("refused", AK_ROLE_WORKER);
+    fx->w3 = s_w3 = ak_it_key (s_fx->keys, "w3", AK_ROLE_WORKER);
+    ak_it_fx_start (s_fx, NULL);
     *state = fx;
     return 0;
 }
@@ -101,16 +57,11 @@ static int s_setup (void **state)
 static int s_teardown (void **state)
 {
     fx_t *fx = *state;
-    if (fx->pid > 0)
-        ak_test_stop (fx->pid, SIGTERM, 10000);
-    if (getenv ("AK_TEST_KEEP") == NULL)
-        ak_test_rmtree (fx->dir);
-    free (fx->dir); free (fx->keys); free (fx->store); free (fx->log);
-    free (fx->server_pub); free (fx->server_secret);
-    free (fx->op); free (fx->w1); free (fx->w2); free (fx->w3); free (fx->stranger);
-    free (fx->akctl); free (fx->akworker);
+    ak_it_fx_destroy (&fx->it);
+    free (fx->w3);
     free (fx);
     s_fx = NULL;
+    s_w3 = NULL;
     return 0;
 }
 
@@ -337,10 +288,10 @@ static void test_worker_revoked_exits (void **state)
 {
     (void) state;
     char *log = NULL;
-    pid_t pid = s_worker ("rev", s_fx->w3, s_two, &log);
+    pid_t pid = s_worker ("rev", s_w3, s_two, &log);
     if (!ak_test_wait (s_alive, "rev", 20000))
         fail_msg ("the worker did not register (log: %s)", log);
-    char *pub = ak_it_public (s_fx->w3);
+    char *pub = ak_it_public (s_w3);
     assert_int_equal (unlink (pub), 0);
     free (pub);
     assert_int_equal (s_exit_code (pid, 60000, log), 3);

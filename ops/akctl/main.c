@@ -1,4 +1,4 @@
-/*  ops/akctl/akctl.c: akctl's entry point: options, verbs, help.
+/*  ops/akctl/main.c: akctl's entry point: the verb table, options, help.
 
     usage: akctl [--coordinator EP] [--json] [--timeout MS] VERB [ARGS...]
 
@@ -8,39 +8,12 @@
 #include "akctl.h"
 
 #include <czmq.h>
-#include <errno.h>
-#include <inttypes.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "endpoint.h"
 #include "log.h"
-#include "spec.h"
 #include "util.h"
-
-volatile sig_atomic_t akctl_stop = 0;
-
-static void s_on_signal (int sig)
-{
-    (void) sig;
-    akctl_stop = 1;
-}
-
-/*  Without SA_RESTART, so a blocking wait returns and sees the flag. */
-void akctl_catch_signals (void)
-{
-    struct sigaction sa;
-    memset (&sa, 0, sizeof sa);
-    sa.sa_handler = s_on_signal;
-    sigemptyset (&sa.sa_mask);
-    sigaction (SIGINT, &sa, NULL);
-    sigaction (SIGTERM, &sa, NULL);
-    sigaction (SIGHUP, &sa, NULL);
-    /* A closed stdout (akctl demo | head) must still stop the children. */
-    sigaction (SIGPIPE, &sa, NULL);
-}
 
 /* ================================================================ verbs */
 
@@ -55,6 +28,12 @@ enum {
     S_OPT_KEYS     = 1 << 6,      /* keys --role, --dir */
     S_OPT_RULE     = 1 << 8,      /* verify --k, --floor */
     S_OPT_UNSERVED = 1 << 9,      /* submit --allow-unserved */
+    /* not options: what the verb is */
+    S_OWN_ARGV     = 1 << 10,     /* parses its own options: named first, it gets argv
+                                     from its name on (akctl_opts_t.argv) and nothing
+                                     else is parsed; after a global option, the shared
+                                     parser reaches it with argv NULL */
+    S_NO_COORD     = 1 << 11,     /* needs no coordinator: its endpoint is not checked */
 };
 
 typedef int (s_verb_fn) (const akctl_opts_t *o);
@@ -63,7 +42,7 @@ typedef struct {
     const char *name;
     const char *args;             /* positional arguments, for the usage line */
     int         min_pos, max_pos;
-    int         options;          /* S_OPT_* it accepts besides the global ones */
+    int         options;          /* S_OPT_* it accepts besides the global ones, S_OWN_ARGV, S_NO_COORD */
     s_verb_fn  *fn;
     const char *summary;          /* one line for `akctl --help` */
     const char *help;             /* the rest of `akctl VERB --help` */
@@ -96,345 +75,6 @@ static const char s_exit_help[] =
     "     directory for this endpoint, no certificate, or a wrong --server-key)\n"
     "  130  interrupted (watch, submit --wait, demo; demo stops its children first)\n";
 
-/*  Connects a client for o, or prints why not; exit code in *code. */
-static akctl_client_t *s_client (const akctl_opts_t *o, int *code)
-{
-    ak_err_t err = { 0, "" };
-    akctl_client_t *client = akctl_client_new (o->endpoint, o->timeout_ms, &err);
-    if (!client) {
-        fprintf (stderr, "akctl: %s\n", err.msg);
-        *code = err.code == AK_EINVAL ? AKCTL_EXIT_USAGE : AKCTL_EXIT_NEGATIVE;
-    }
-    return client;
-}
-
-typedef void (s_render_fn) (FILE *out, const json_t *answer);
-
-/*  The shape of most verbs: one request with the positional arguments,
-    then the JSON as is (--json) or its human form. */
-static int s_simple (const akctl_opts_t *o, const char *verb, s_render_fn *render)
-{
-    int code = 0;
-    akctl_client_t *client = s_client (o, &code);
-    if (!client)
-        return code;
-    akctl_reply_t reply;
-    ak_err_t err = { 0, "" };
-    int rc = akctl_client_call (client, verb, o->pos, o->npos, NULL, &reply, &err);
-    code = akctl_call_exit (rc, &reply, &err);
-    if (code == AKCTL_EXIT_OK) {
-        if (o->json)
-            printf ("%s\n", reply.json);
-        else {
-            json_t *answer = akctl_parse_json (reply.json, verb);
-            if (answer)
-                render (stdout, answer);
-            else
-                code = AKCTL_EXIT_NEGATIVE;
-            json_decref (answer);
-        }
-    }
-    akctl_reply_free (&reply);
-    akctl_client_destroy (&client);
-    return code;
-}
-
-static int s_verb_status (const akctl_opts_t *o)
-{
-    return s_simple (o, "status", o->npos ? akctl_render_batch : akctl_render_list);
-}
-
-static int s_verb_list (const akctl_opts_t *o)
-{
-    return s_simple (o, "list", akctl_render_list);
-}
-
-static int s_verb_show (const akctl_opts_t *o)
-{
-    return s_simple (o, "show", akctl_render_show);
-}
-
-static int s_verb_receipts (const akctl_opts_t *o)
-{
-    return s_simple (o, "receipts", akctl_render_receipts);
-}
-
-/* workers: every page of the coordinator's answer (workers LIMIT AFTER), as one. */
-static int s_verb_workers_list (const akctl_opts_t *o)
-{
-    int code = 0;
-    akctl_client_t *client = s_client (o, &code);
-    if (!client)
-        return code;
-    json_t *all = json_array ();
-    char *after = NULL;
-    for (;;) {
-        akctl_reply_t reply;
-        ak_err_t err = { 0, "" };
-        char *args[2] = { "500", after };
-        int rc = akctl_client_call (client, "workers", args, after ? 2 : 1, NULL, &reply, &err);
-        code = akctl_call_exit (rc, &reply, &err);
-        json_t *answer = code == AKCTL_EXIT_OK ? akctl_parse_json (reply.json, "workers") : NULL;
-        akctl_reply_free (&reply);
-        if (code == AKCTL_EXIT_OK && !answer)
-            code = AKCTL_EXIT_NEGATIVE;
-        if (!answer)
-            break;
-        json_t *page = akj_arr (answer, "workers");
-        if (page)
-            json_array_extend (all, page);
-        const char *next = json_string_value (json_object_get (answer, "next"));
-        free (after);
-        after = next && *next ? ak_strdup (next) : NULL;
-        json_decref (answer);
-        if (!after)
-            break;
-    }
-    free (after);
-    if (code == AKCTL_EXIT_OK) {
-        json_t *merged = json_pack ("{s:O}", "workers", all);
-        if (o->json) {
-            char *text = json_dumps (merged, JSON_COMPACT);
-            printf ("%s\n", text ? text : "{}");
-            free (text);
-        }
-        else
-            akctl_render_workers (stdout, merged);
-        json_decref (merged);
-    }
-    json_decref (all);
-    akctl_client_destroy (&client);
-    return code;
-}
-
-static void s_render_forget (FILE *out, const json_t *answer)
-{
-    fprintf (out, "forgot worker %s (%" PRId64 " tasks done)\n", akj_str (answer, "forgotten"),
-             akj_int (answer, "tasks_done"));
-}
-
-static int s_verb_workers (const akctl_opts_t *o)
-{
-    if (o->npos == 0)
-        return s_verb_workers_list (o);
-    if (o->npos != 2 || strcmp (o->pos[0], "forget") != 0) {
-        fprintf (stderr, "akctl: workers: expected nothing or 'forget WORKER_ID'\n"
-                         "usage: akctl [OPTIONS] workers [forget WORKER_ID]\n(akctl workers --help says more)\n");
-        return AKCTL_EXIT_USAGE;
-    }
-    akctl_opts_t one = *o;
-    one.pos = o->pos + 1;
-    one.npos = 1;
-    return s_simple (&one, "worker-forget", s_render_forget);
-}
-
-static int s_verb_cancel (const akctl_opts_t *o)
-{
-    return s_simple (o, "cancel", akctl_render_batch);
-}
-
-static int s_verb_resume (const akctl_opts_t *o)
-{
-    return s_simple (o, "resume", akctl_render_resume);
-}
-
-static int s_verb_retry (const akctl_opts_t *o)
-{
-    if (!o->failed) {
-        fprintf (stderr, "akctl: retry: say what to retry: --failed (failed, timed-out and poisoned tasks)\n"
-                         "usage: akctl [OPTIONS] retry BATCH --failed\n(akctl retry --help says more)\n");
-        return AKCTL_EXIT_USAGE;
-    }
-    char *args[2] = { o->pos[0], (char *) "failed" };
-    akctl_opts_t with = *o;
-    with.pos = args;
-    with.npos = 2;
-    return s_simple (&with, "retry", akctl_render_retry);
-}
-
-static int s_verb_stats (const akctl_opts_t *o)
-{
-    return s_simple (o, "stats", akctl_render_stats);
-}
-
-static int s_verb_shutdown (const akctl_opts_t *o)
-{
-    int code = 0;
-    akctl_client_t *client = s_client (o, &code);
-    if (!client)
-        return code;
-    akctl_reply_t reply;
-    ak_err_t err = { 0, "" };
-    int rc = akctl_client_call (client, "shutdown", NULL, 0, NULL, &reply, &err);
-    code = akctl_call_exit (rc, &reply, &err);
-    if (code == AKCTL_EXIT_OK) {
-        if (o->json)
-            printf ("%s\n", reply.json);
-        else
-            printf ("the coordinator at %s commits what is pending and exits\n", o->endpoint);
-    }
-    akctl_reply_free (&reply);
-    akctl_client_destroy (&client);
-    return code;
-}
-
-static void s_render_report_text (FILE *out, const json_t *answer)
-{
-    akctl_render_report (out, answer, false);
-}
-
-static void s_render_report_markdown (FILE *out, const json_t *answer)
-{
-    akctl_render_report (out, answer, true);
-}
-
-static int s_verb_report (const akctl_opts_t *o)
-{
-    if (o->from && !o->out) {
-        fprintf (stderr, "akctl: report: --from FILE goes with --out DIR\n"
-                         "usage: akctl [OPTIONS] report BATCH [--markdown | --out DIR [--from FILE]]\n");
-        return AKCTL_EXIT_USAGE;
-    }
-    if (o->out)
-        return akctl_report_out (o);
-    return s_simple (o, "report", o->markdown ? s_render_report_markdown : s_render_report_text);
-}
-
-/* ---------------------------------------------------------------- submit */
-
-int akctl_load_bundle (const char *path, char **bundle_p, char ***pairs_p, int *npairs_p)
-{
-    ak_manifest_t *manifest = NULL;
-    ak_err_t err = { 0, "" };
-    int rc = ak_manifest_load (path, &manifest, &err);
-    if (rc != 0) {
-        /* The loader's message names the file and the field: print it as is. */
-        fprintf (stderr, "akctl: %s\n", err.msg[0] ? err.msg : ak_strerror (rc));
-        return AKCTL_EXIT_USAGE;
-    }
-    if (akctl_check_builtins (manifest, path) != AKCTL_EXIT_OK) {
-        ak_manifest_destroy (&manifest);
-        return AKCTL_EXIT_USAGE;
-    }
-    *bundle_p = ak_manifest_to_bundle (manifest);
-    if (!*bundle_p) {
-        fprintf (stderr, "akctl: %s: cannot build the bundle to send\n", path);
-        ak_manifest_destroy (&manifest);
-        return AKCTL_EXIT_USAGE;
-    }
-    if (pairs_p) {
-        int n = (int) (manifest->nops * manifest->ntargets);
-        char **pairs = ak_calloc ((size_t) n + 1, sizeof (char *));
-        int k = 0;
-        for (size_t i = 0; i < manifest->nops; i++)
-            for (size_t j = 0; j < manifest->ntargets; j++)
-                pairs[k++] = ak_sprintf ("%s@%s", manifest->ops[i].spec->name, manifest->targets[j]);
-        *pairs_p = pairs;
-        *npairs_p = n;
-    }
-    ak_manifest_destroy (&manifest);
-    return AKCTL_EXIT_OK;
-}
-
-int akctl_submit_bundle (akctl_client_t *client, const char *bundle, bool allow_unserved, bool json,
-                         bool quiet, char **batch_id_p, int64_t *tasks_p)
-{
-    akctl_reply_t reply;
-    ak_err_t err = { 0, "" };
-    *batch_id_p = NULL;
-    char *allow[1] = { "allow-unserved" };
-    int rc = akctl_client_call (client, "submit", allow_unserved ? allow : NULL, allow_unserved ? 1 : 0,
-                                bundle, &reply, &err);
-    int code = akctl_call_exit (rc, &reply, &err);
-    if (code == AKCTL_EXIT_OK) {
-        json_t *answer = akctl_parse_json (reply.json, "submit");
-        const char *id = akj_str (answer, "batch_id");
-        if (!*id) {
-            fprintf (stderr, "akctl: submit: the coordinator's answer has no batch_id: %s\n", reply.json);
-            code = AKCTL_EXIT_NEGATIVE;
-        }
-        else {
-            *batch_id_p = ak_strdup (id);
-            if (tasks_p)
-                *tasks_p = akj_int (answer, "tasks");
-            const json_t *unserved = akj_arr (answer, "unserved");
-            size_t i;
-            json_t *cls;
-            json_array_foreach (unserved, i, cls)
-                fprintf (stderr, "akctl: warning: batch %s: no worker has ever announced class %s; "
-                         "its tasks wait until one registers\n", id,
-                         json_is_string (cls) ? json_string_value (cls) : "?");
-            if (json)
-                printf ("%s\n", reply.json);
-            else
-            if (!quiet) {
-                printf ("%s\n", id);
-                if (isatty (STDERR_FILENO))
-                    fprintf (stderr, "submitted batch %s: %" PRId64 " tasks\n", id,
-                             akj_int (answer, "tasks"));
-            }
-            fflush (stdout);
-        }
-        json_decref (answer);
-    }
-    akctl_reply_free (&reply);
-    return code;
-}
-
-static int s_verb_submit (const akctl_opts_t *o)
-{
-    char *bundle = NULL, *batch_id = NULL, *oneoff = NULL;
-    int code = AKCTL_EXIT_OK;
-    /* FILE, or external operators by directory (ops/akctl/external.c) */
-    if ((o->npos > 0) == (o->nops > 0) || (o->npos > 0 && (o->workloads || o->target
-                                                           || o->override_builtin))) {
-        fprintf (stderr, "akctl: submit: give a manifest FILE or --op DIR (with --workloads, "
-                 "--target, --override-builtin), not %s\n(akctl submit --help says more)\n",
-                 o->npos ? "both" : "neither");
-        return AKCTL_EXIT_USAGE;
-    }
-    if (o->nops)
-        code = akctl_external_manifest (o, &oneoff);
-    if (code == AKCTL_EXIT_OK)
-        code = akctl_load_bundle (oneoff ? oneoff : o->pos[0], &bundle, NULL, NULL);
-    if (oneoff && code != AKCTL_EXIT_OK)
-        fprintf (stderr, "akctl: (%s is the one-off manifest of submit --op; ops[i] is the "
-                 "i-th --op)\n", oneoff);
-    if (oneoff)
-        unlink (oneoff);
-    free (oneoff);
-    if (code != AKCTL_EXIT_OK)
-        return code;
-    akctl_client_t *client = s_client (o, &code);
-    if (client) {
-        code = akctl_submit_bundle (client, bundle, o->allow_unserved, o->json, false, &batch_id, NULL);
-        if (code == AKCTL_EXIT_OK && o->wait) {
-            akctl_catch_signals ();
-            code = akctl_watch (client, batch_id, o->json, &akctl_stop, NULL, NULL, NULL);
-        }
-    }
-    free (batch_id);
-    free (bundle);
-    akctl_client_destroy (&client);
-    return code;
-}
-
-static int s_verb_watch (const akctl_opts_t *o)
-{
-    int code = 0;
-    akctl_client_t *client = s_client (o, &code);
-    if (!client)
-        return code;
-    akctl_catch_signals ();
-    code = akctl_watch (client, o->pos[0], o->json, &akctl_stop, NULL, NULL, NULL);
-    akctl_client_destroy (&client);
-    return code;
-}
-
-static int s_verb_demo (const akctl_opts_t *o)
-{
-    return akctl_demo (o);
-}
 
 /* ------------------------------------------------------------------ help */
 
@@ -453,7 +93,7 @@ static int s_verb_help (const akctl_opts_t *o);
 
 static const s_verb_t s_verbs[] = {
     { "submit", "FILE | --op DIR [--op DIR...]", 0, 1, S_OPT_WAIT | S_OPT_EXTERNAL | S_OPT_UNSERVED,
-      s_verb_submit,
+      akctl_verb_submit,
       "validate a batch manifest, submit it, print the batch id",
       "Loads the batch manifest FILE and every file it names (operator specs,\n"
       "kernel sources), validates all of it here, and sends the result as one\n"
@@ -483,18 +123,18 @@ static const s_verb_t s_verbs[] = {
       "  --override-builtin  let an --op whose name is a built-in operator's\n"
       "                    (kernels/NAME/spec.json) replace it in this batch;\n"
       "                    without it such an --op is refused (exit 2)\n" },
-    { "status", "[BATCH]", 0, 1, 0, s_verb_status,
+    { "status", "[BATCH]", 0, 1, 0, akctl_verb_status,
       "progress and winners of a batch (every batch without BATCH)",
       "With BATCH: its state, targets, times, task counts by state, the\n"
       "search of each candidate (exhaustive, or halving: N of M valid\n"
       "configurations sampled, K kept), its rounds (tune stages, confirm\n"
       "tasks: finished/total) and the winners found so far; a winner's reason\n"
       "says where it was confirmed.  Without: the same table as `akctl list`.\n" },
-    { "list", "", 0, 0, 0, s_verb_list,
+    { "list", "", 0, 0, 0, akctl_verb_list,
       "every batch the coordinator knows, with task counts",
       "One line per batch: id, name, state, finished/total tasks, counts by\n"
       "state, creation time.\n" },
-    { "watch", "BATCH", 1, 1, 0, s_verb_watch,
+    { "watch", "BATCH", 1, 1, 0, akctl_verb_watch,
       "follow a batch until it is finished",
       "Polls the batch's status every 250 ms until it is no longer open.  On a\n"
       "terminal: one live line with a bar, percentage, finished/total, done,\n"
@@ -507,17 +147,17 @@ static const s_verb_t s_verbs[] = {
       "completed with no task poisoned or cancelled, 1 when it was cancelled or\n"
       "has poisoned tasks, 3 after three polls in a row got no answer (each\n"
       "bounded by --timeout), 130 on Ctrl-C (the batch itself goes on).\n" },
-    { "show", "TASK", 1, 1, 0, s_verb_show,
+    { "show", "TASK", 1, 1, 0, akctl_verb_show,
       "one task and every receipt it got",
       "The task's kind, operator, candidate and parameters, state, attempts and\n"
       "worker; every receipt in arrival order (duplicates flagged); and for the\n"
       "accepted receipt its gate results, timings and compiler output.\n" },
-    { "receipts", "BATCH", 1, 1, 0, s_verb_receipts,
+    { "receipts", "BATCH", 1, 1, 0, akctl_verb_receipts,
       "every receipt of a batch, duplicates flagged",
       "One line per receipt: id, task, attempt, worker, kind, operator,\n"
       "candidate, parameters, status, whether it is a duplicate (stored but\n"
       "never counted) and the reason of a failure.\n" },
-    { "report", "BATCH", 1, 1, S_OPT_MARKDOWN | S_OPT_OUT, s_verb_report,
+    { "report", "BATCH", 1, 1, S_OPT_MARKDOWN | S_OPT_OUT, akctl_verb_report,
       "winners, speedups, baselines and failures per operator",
       "Per operator and device class: the winner and its configuration with\n"
       "its speedup over the baseline and the noise of that figure (\"1.84x +-\n"
@@ -592,7 +232,7 @@ static const s_verb_t s_verbs[] = {
       "  prints one line per entry and host and a summary line for scripts:\n"
       "      verify: profile NAME: verified|failing|unverified (...)\n"
       "  exit 0 when verified, 1 when failing or unverified\n" },
-    { "keys", "new NAME --role ROLE --dir DIR | list --dir DIR", 1, 2, S_OPT_KEYS, akctl_keys,
+    { "keys", "new NAME --role ROLE --dir DIR | list --dir DIR", 1, 2, S_OPT_KEYS | S_NO_COORD, akctl_keys,
       "create and list CurveZMQ certificates for a fleet",
       "  new NAME --role ROLE --dir DIR\n"
       "      writes DIR/ROLE/NAME.key (public) and DIR/ROLE/NAME.key_secret (public\n"
@@ -606,7 +246,7 @@ static const s_verb_t s_verbs[] = {
       "Removing DIR/worker/NAME.key revokes a worker: akcoord re-reads DIR when\n"
       "it changes (or on SIGHUP) and drops the worker.  docs/operations.md walks\n"
       "through setting up a fleet.\n" },
-    { "workers", "[forget WORKER_ID]", 0, 2, 0, s_verb_workers,
+    { "workers", "[forget WORKER_ID]", 0, 2, 0, akctl_verb_workers,
       "registered workers: liveness, device classes, leases",
       "One line per worker the coordinator has seen: id, host, alive or dead,\n"
       "time since it was last heard (any message counts as a heartbeat), device\n"
@@ -619,12 +259,12 @@ static const s_verb_t s_verbs[] = {
       "                    retired or renamed); an operator key is needed, a live\n"
       "                    worker is refused (exit 1), an unknown one is exit 4.  A\n"
       "                    worker that comes back later registers as new.\n" },
-    { "cancel", "BATCH", 1, 1, 0, s_verb_cancel,
+    { "cancel", "BATCH", 1, 1, 0, akctl_verb_cancel,
       "cancel every unfinished task of a batch",
       "Cancels every queued or leased task of BATCH (finished ones keep their\n"
       "results) and prints the batch's status afterwards.  Cancelling a batch\n"
       "twice is harmless.\n" },
-    { "resume", "BATCH", 1, 1, 0, s_verb_resume,
+    { "resume", "BATCH", 1, 1, 0, akctl_verb_resume,
       "re-queue the leases of a batch that nobody runs",
       "Takes back every leased task of BATCH that no live worker runs (a lease\n"
       "left unclaimed after a coordinator restart, or held by a worker that is\n"
@@ -636,7 +276,7 @@ static const s_verb_t s_verbs[] = {
       "running it twice is harmless: the second finds nothing to take back.\n"
       "A receipt that still comes for an attempt it took back is accepted if\n"
       "the task has none yet, else stored as a duplicate.\n" },
-    { "retry", "BATCH --failed", 1, 1, S_OPT_FAILED, s_verb_retry,
+    { "retry", "BATCH --failed", 1, 1, S_OPT_FAILED, akctl_verb_retry,
       "run the failed, timed-out and poisoned tasks of a batch again",
       "Queues every failed task of BATCH (any status: wrong_answer, timeout,\n"
       "crashed, compile_error ...) and every poisoned one again with a new\n"
@@ -649,17 +289,17 @@ static const s_verb_t s_verbs[] = {
       "is refused (exit 1).\n"
       "\n"
       "  --failed          retry failed, timed-out and poisoned tasks (required)\n" },
-    { "stats", "", 0, 0, 0, s_verb_stats,
+    { "stats", "", 0, 0, 0, akctl_verb_stats,
       "the coordinator's counters",
       "Workers alive, open batches, queued and leased tasks, receipts accepted\n"
       "and duplicate, commits, rejected messages, uptime.\n" },
-    { "shutdown", "", 0, 0, 0, s_verb_shutdown,
+    { "shutdown", "", 0, 0, 0, akctl_verb_shutdown,
       "stop the coordinator cleanly",
       "Asks the coordinator to commit whatever is pending (acknowledging the\n"
       "receipts in it), close its store and exit 0, like SIGTERM does.  Nothing\n"
       "is lost: open batches continue when akcoord starts again on the same\n"
       "store.  Workers keep their receipts and reconnect with backoff.\n" },
-    { "demo", "[MANIFEST]", 0, 1, S_OPT_DEMO, s_verb_demo,
+    { "demo", "[MANIFEST]", 0, 1, S_OPT_DEMO | S_NO_COORD, akctl_demo,
       "tune a batch (default: the built-in one) with a private coordinator and workers",
       "Starts akcoord and N akworker processes (the binaries next to akctl) on\n"
       "this host, talking over ipc:// endpoints in a fresh directory, submits\n"
@@ -676,13 +316,14 @@ static const s_verb_t s_verbs[] = {
       "  --dir DIR         use DIR (created if needed) instead of a temporary one\n"
       "  --workers N       how many workers to start, 1 to 64 (default 2)\n"
       "  --keep            keep the directory (store, logs, caches) afterwards\n" },
-    { "discover", "--out DIR [OPTIONS] -- CMD [ARGS...]", 0, 64, 0,
+    { "discover", "--out DIR [OPTIONS] -- CMD [ARGS...]", 0, 64, S_OWN_ARGV,
       akctl_discover_verb,
       "run a GPU program under CUPTI, rank its hotspots, emit a batch for what the catalog has",
       "`akctl discover --help` prints its options (they are its own).\n" },
-    { "gate", "--profile DIR [--steps N] [--tolerance-file F] -- python3 SCRIPT", 0, 0, 0, akctl_gate_verb,
+    { "gate", "--profile DIR [--steps N] [--tolerance-file F] -- python3 SCRIPT", 0, 0, S_OWN_ARGV,
+      akctl_gate_verb,
       "the end-to-end gate of a profile package on a program (docs/apply.md)", akctl_gate_help },
-    { "help", "[VERB]", 0, 1, 0, s_verb_help,
+    { "help", "[VERB]", 0, 1, S_NO_COORD, s_verb_help,
       "this list, or the help of VERB",
       "Prints the help of VERB, or the list of verbs.\n" },
 };
@@ -768,13 +409,14 @@ int main (int argc, char **argv)
     /* CZMQ would install its own SIGINT handler; akctl has its own. */
     zsys_handler_set (NULL);
     ak_log_set_ident ("akctl");
-    if (argc > 1 && strcmp (argv[1], "discover") == 0)
-        return akctl_discover_main (argc - 1, argv + 1);
-    if (argc > 1 && strcmp (argv[1], "gate") == 0)
-        return akctl_gate (argc - 1, argv + 1);      /* its own options (gate.c) */
-
     akctl_opts_t o;
     memset (&o, 0, sizeof o);
+    const s_verb_t *first = argc > 1 ? s_verb_find (argv[1]) : NULL;
+    if (first && (first->options & S_OWN_ARGV)) {
+        o.argc = argc - 1;
+        o.argv = argv + 1;
+        return first->fn (&o);
+    }
     o.endpoint = getenv ("AK_COORDINATOR");
     if (!o.endpoint || !*o.endpoint)
         o.endpoint = AKCTL_DEFAULT_ENDPOINT;
@@ -956,8 +598,7 @@ int main (int argc, char **argv)
     /* a coordinator endpoint that cannot work is a usage error before any
        request waits for an answer (keys, help and demo need none) */
     ak_err_t eerr = { 0, "" };
-    if (code == AKCTL_EXIT_OK && !help && !version && verb && verb->fn != akctl_keys
-        && verb->fn != s_verb_help && verb->fn != s_verb_demo
+    if (code == AKCTL_EXIT_OK && !help && !version && verb && !(verb->options & S_NO_COORD)
         && ak_endpoint_check (o.endpoint, false, &eerr) != 0) {
         char msg[sizeof eerr.msg + 64];
         snprintf (msg, sizeof msg, "%s: %s", endpoint_from, eerr.msg);
