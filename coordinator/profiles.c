@@ -172,6 +172,8 @@ static json_t *s_entry_json (const Ak__ProfileEntry *e)
         "op_noise", e->op_noise, "baseline_us", e->baseline_us, "candidate_us", e->candidate_us,
         "evidence", ev, "batch_id", e->batch_id, "task_id", e->task_id,
         "installed_ms", (json_int_t) e->installed_ms);
+    if (j && e->arch && e->arch[0])
+        json_object_set_new (j, "arch", json_string (e->arch));
     free (src_file);
     free (pre_file);
     return j;
@@ -609,6 +611,8 @@ static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
         ak_cpb_set (&e->source_name, t->candidate_source_name);
         ak_cpb_set (&e->source_digest, t->candidate_digest);
         ak_cpb_set (&e->prelude_digest, prelude_digest);
+        if (cand->arch)
+            ak_cpb_set (&e->arch, cand->arch);
         if (cand->launch) {
             ak_launch_cfg_t cfg;
             int rc = ak_launch_eval (spec, cand->launch, wl->dims, dt, names, values, (int) np, &cfg, err);
