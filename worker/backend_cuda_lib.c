@@ -21,6 +21,7 @@
 #include "util.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,23 @@ typedef struct {                                   /* cublasLtMatmulHeuristicRes
 #define S_LT_R_16BF           14                   /* CUDA_R_16BF */
 #define S_LT_PREF_MAX_WS      1                    /* CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES */
 #define S_LT_WORKSPACE        (32u << 20)
+_Static_assert (sizeof (s_lt_heur_t) == 96, "cublasLtMatmulHeuristicResult_t is 96 bytes");
+
+/* Where the toolkit's cuBLASLt header is at hand, the declarations above
+   are checked against it (the build never needs it). */
+#if defined(__has_include)
+#if __has_include(<cublasLt.h>)
+#include <cublasLt.h>
+_Static_assert (S_LT_COMPUTE_32F == CUBLAS_COMPUTE_32F, "CUBLAS_COMPUTE_32F");
+_Static_assert (S_LT_R_32F == CUDA_R_32F && S_LT_R_16F == CUDA_R_16F && S_LT_R_16BF == CUDA_R_16BF, "cudaDataType");
+_Static_assert (S_LT_PREF_MAX_WS == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, "MAX_WORKSPACE_BYTES");
+_Static_assert (sizeof (s_lt_heur_t) == sizeof (cublasLtMatmulHeuristicResult_t)
+                && offsetof (s_lt_heur_t, workspace) == offsetof (cublasLtMatmulHeuristicResult_t, workspaceSize)
+                && offsetof (s_lt_heur_t, waves) == offsetof (cublasLtMatmulHeuristicResult_t, wavesCount),
+                "cublasLtMatmulHeuristicResult_t layout");
+_Static_assert (sizeof (s_lt_algo_t) == sizeof (cublasLtMatmulAlgo_t), "cublasLtMatmulAlgo_t");
+#endif
+#endif
 
 typedef struct {
     void  *so;

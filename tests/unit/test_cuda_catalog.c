@@ -23,6 +23,7 @@
 #include "worker/backends.h"
 #include "worker/cuda_api.h"
 #include "spec.h"
+#include "spec_cuda.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -93,9 +94,14 @@ static void test_launch_rules (void **state)
         free (ops[o]);
         const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
         assert_non_null (bl);
-        assert_non_null (bl->launch);
         s_rules_t r = { .spec = spec, .rule = bl->launch, .what = "cuda baseline" };
-        s_check_launch (&r, NULL, NULL, 0);
+        if (bl->library)           /* a library call: no launch rule, a marker source */
+            assert_true (bl->launch == NULL && strncmp (bl->source.text, AK_LIBRARY_MARKER,
+                                                        strlen (AK_LIBRARY_MARKER)) == 0);
+        else {
+            assert_non_null (bl->launch);
+            s_check_launch (&r, NULL, NULL, 0);
+        }
         size_t ncuda = 0;
         for (size_t c = 0; c < spec->ncandidates; c++) {
             const ak_candidate_t *cand = &spec->candidates[c];
@@ -129,7 +135,7 @@ typedef struct {
 /*  Compiles text for dt with the given defines; returns the code, the
     log in *log_p when asked (caller frees). */
 static int s_compile (s_nv_t *nv, const char *text, ak_dtype_t dt, const char *const *names,
-                      const int64_t *values, int n, char **log_p)
+                      const int64_t *values, int n, const char *arch, char **log_p)
 {
     ak_compile_req_t req;
     ak_compile_out_t out = { 0 };
@@ -144,6 +150,7 @@ static int s_compile (s_nv_t *nv, const char *text, ak_dtype_t dt, const char *c
        by other builds, and a compile killed for that is a false failure */
     req.timeout_ms = 300000;
     req.device = &nv->dev;
+    req.arch = arch;                   /* the spec's "arch" ("sm_90a"); NULL: the device's */
     for (int i = 0; i < n; i++) {
         req.define_names[i] = names[i];
         req.define_values[i] = values[i];
@@ -186,7 +193,7 @@ static int s_compile_config (const ak_candidate_t *cand, const int64_t *values, 
         for (int t = 0; t < w->spec->ndtypes; t++)
             if (s_dtype_wanted (w->spec->dtypes[t]))
                 s_compile (w->nv, cand->source.text, w->spec->dtypes[t], names, values, (int) cand->nparams,
-                           NULL);
+                           cand->arch, NULL);
     }
     w->index++;
     return 0;
@@ -225,9 +232,9 @@ static void test_compile_catalog (void **state)
         ak_spec_t *spec = s_builtin (ops[o]);
         int before = nv.compiled;
         const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
-        for (int t = 0; t < spec->ndtypes; t++)
+        for (int t = 0; t < spec->ndtypes && !bl->library; t++)
             if (s_dtype_wanted (spec->dtypes[t]))
-                s_compile (&nv, bl->source.text, spec->dtypes[t], NULL, NULL, 0, NULL);
+                s_compile (&nv, bl->source.text, spec->dtypes[t], NULL, NULL, 0, bl->arch, NULL);
         for (size_t c = 0; c < spec->ncandidates; c++) {
             const ak_candidate_t *cand = &spec->candidates[c];
             if (strcmp (cand->backend, "cuda") != 0)
@@ -262,7 +269,7 @@ static void test_compile_planted (void **state)
         if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
             fail_msg ("%s", err.msg);
         char *log = NULL;
-        int rc = s_compile (&nv, text, AK_DT_FLOAT32, NULL, NULL, 0, &log);
+        int rc = s_compile (&nv, text, AK_DT_FLOAT32, NULL, NULL, 0, NULL, &log);
         if (strcmp (planted[i], "broken") == 0) {
             assert_int_equal (rc, AK_ECOMPILE);
             assert_non_null (log);
