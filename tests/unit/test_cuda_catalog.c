@@ -286,6 +286,84 @@ static void test_compile_planted (void **state)
     s_nv_close (&nv);
 }
 
+/*  The Hopper testing kernels (TMA copy, cluster rank) build for sm_90a;
+    the same request for an sm_80 device is refused before NVRTC runs (no
+    artifact, nothing in the cache); a library baseline's marker becomes
+    its own artifact without NVRTC, and a request that says library with
+    any other source is refused. */
+static void test_compile_hopper (void **state)
+{
+    (void) state;
+    s_nv_t nv;
+    ak_err_t err = { 0 };
+    s_nv_open (&nv, "cudahopper");
+    static const char *const names[] = { "tma_copy", "cluster_rank" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *rel = ak_sprintf ("kernels/testing/cuda/%s.cu", names[i]);
+        char *path = ak_test_src (rel);
+        char *text = NULL;
+        if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
+            fail_msg ("%s", err.msg);
+        char *log = NULL;
+        int rc = s_compile (&nv, text, AK_DT_FLOAT32, NULL, NULL, 0, "sm_90a", &log);
+        if (rc != 0)
+            fail_msg ("%s for sm_90a: %d\n%s", rel, rc, log ? log : "");
+        free (log);
+        free (text);
+        free (path);
+        free (rel);
+    }
+    assert_int_equal (nv.compiled, 2);
+
+    /* sm_90a on an sm_80 device: refused, nothing compiled or cached */
+    ak_compile_req_t req;
+    ak_compile_out_t out = { 0 };
+    memset (&req, 0, sizeof req);
+    req.source = "extern \"C\" __global__ void ak_kernel (ak_cuda_args_t a) {}\n";
+    req.source_len = strlen (req.source);
+    req.dtype = AK_DT_FLOAT32;
+    req.cache_dir = nv.dir;
+    req.arch = "sm_90a";
+    Ak__Device a100 = AK__DEVICE__INIT;
+    a100.cc_major = 8;
+    a100.cc_minor = 0;
+    req.device = &a100;
+    assert_int_equal (nv.be->compile (&req, &out, &err), AK_EUNSUPPORTED);
+    assert_non_null (strstr (err.msg, "refused before compile"));
+    assert_non_null (strstr (err.msg, "built for sm_90a"));
+    assert_null (out.artifact_path);
+    assert_true (out.ms < 1000);           /* no NVRTC child ran */
+    free (out.log);
+
+    /* a library baseline: the marker is the artifact */
+    ak_spec_t *spec = s_builtin ("matmul");
+    const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
+    assert_non_null (bl->library);
+    memset (&out, 0, sizeof out);
+    req.source = bl->source.text;
+    req.source_len = strlen (bl->source.text);
+    req.arch = NULL;
+    req.library = true;
+    req.device = &nv.dev;
+    if (nv.be->compile (&req, &out, &err) != 0)
+        fail_msg ("%s", err.msg);
+    assert_non_null (strstr (out.artifact_path, ".lib"));
+    char *art = NULL;
+    assert_int_equal (ak_file_read (out.artifact_path, 4096, &art, NULL, &err), 0);
+    assert_string_equal (art, bl->source.text);
+    free (art);
+    free (out.artifact_path);
+    free (out.log);
+    memset (&out, 0, sizeof out);
+    req.source = "extern \"C\" __global__ void ak_kernel (ak_cuda_args_t a) {}\n";
+    req.source_len = strlen (req.source);
+    assert_int_equal (nv.be->compile (&req, &out, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "marker"));
+    free (out.log);
+    ak_spec_destroy (&spec);
+    s_nv_close (&nv);
+}
+
 /*  test_cuda_catalog [--only TEST | --skip TEST]: runs only TEST, or all
     but TEST (a cmocka test name or glob).  tests/CMakeLists.txt runs it as
     one CTest entry for the launch rules and the planted kernels (--skip
@@ -298,6 +376,7 @@ int main (int argc, char **argv)
         cmocka_unit_test (test_launch_rules),
         cmocka_unit_test (test_compile_catalog),
         cmocka_unit_test (test_compile_planted),
+        cmocka_unit_test (test_compile_hopper),
     };
     if (argc == 3 && strcmp (argv[1], "--skip") == 0)
         cmocka_set_skip_filter (argv[2]);
