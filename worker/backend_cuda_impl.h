@@ -178,6 +178,10 @@ int  ak_cuda_be_enqueue_kernel (ak_dev_t *dev, ak_kernel_t *k, const ak_launch_t
    "cuBLASLt not found: tried ..." where the library is missing. */
 int  ak_cuda_lib_open (ak_dev_t *dev, const char *marker, size_t len, ak_cuda_lib_t **lib_p, ak_err_t *err);
 void ak_cuda_lib_close (ak_dev_t *dev, ak_cuda_lib_t **lib_p);
+/* Whether the call is planned for l's shape and dtype already (its
+   kernels then ran once: the sample path runs a library call once
+   without the blocking kernel for every new shape, as it does a module). */
+bool ak_cuda_lib_ready (const ak_cuda_lib_t *lib, const ak_launch_t *l);
 /* Queues the call for l's shape, dtype and buffers on dev's stream. */
 int  ak_cuda_lib_enqueue (ak_dev_t *dev, ak_cuda_lib_t *lib, const ak_launch_t *l, ak_err_t *err);
 

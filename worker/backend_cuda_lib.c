@@ -284,6 +284,14 @@ static int s_plan (ak_cuda_lib_t *lib, const ak_launch_t *l, ak_err_t *err)
     return 0;
 }
 
+bool ak_cuda_lib_ready (const ak_cuda_lib_t *lib, const ak_launch_t *l)
+{
+    if (!lib || !lib->planned || l->ndims <= lib->key[0] || l->ndims <= lib->key[1] || l->ndims <= lib->key[2])
+        return false;
+    return l->dims[lib->key[0]] == lib->m && l->dims[lib->key[1]] == lib->n && l->dims[lib->key[2]] == lib->k
+           && l->dtype == lib->dt;
+}
+
 int ak_cuda_lib_enqueue (ak_dev_t *dev, ak_cuda_lib_t *lib, const ak_launch_t *l, ak_err_t *err)
 {
     if (l->nin != 2 || l->nout != 1 || l->ndims <= lib->key[0] || l->ndims <= lib->key[1]

@@ -363,7 +363,9 @@ static int s_sample_impl (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t 
        be one of them, so it is timed by events alone (and so is the other
        side: timing.c uses CUPTI only where every sample has it). */
     with_cupti = with_cupti && !kernel->lib;
-    if (!kernel->warm) {
+    /* A library call picks kernels per shape, loaded on first use: each new
+       shape runs once without the blocker too. */
+    if (!kernel->warm || (kernel->lib && !ak_cuda_lib_ready (kernel->lib, args))) {
         if ((rc = ak_cuda_be_enqueue_kernel (dev, kernel, args, &params, true, err)) != 0
             || (rc = ak_cuda_be_sync (dev, err)) != 0)
             return rc;
