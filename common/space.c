@@ -207,7 +207,13 @@ static int s_tmap (const ak_spec_t *spec, const ak_tmap_rule_t *t, const int64_t
         uint64_t inner = i == 0 ? m->elem_bytes : m->strides[i - 1];
         m->strides[i] = inner > (UINT64_C (1) << 40) / m->dims[i] ? (UINT64_C (1) << 40) : inner * m->dims[i];
     }
-    return ak_tmap_check (m, err);
+    ak_err_t sub = { 0 };
+    if (ak_tmap_check (m, t->optional ? &sub : err) == 0)
+        return 0;
+    if (!t->optional)
+        return AK_EINVAL;
+    m->absent = true;            /* the kernel takes its other path for this workload */
+    return 0;
 }
 
 int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const int64_t *dims,

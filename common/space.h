@@ -50,7 +50,8 @@ typedef struct {
    cluster must divide the grid in every dimension and hold at most 8
    blocks (the portable cluster size); each tensor map is evaluated (its
    element size that of dt, its buffer's bytes from the spec's count) and
-   must pass ak_tmap_check, so a broken rule is named before any launch. */
+   must pass ak_tmap_check, so a broken rule is named before any launch;
+   an optional map that does not is marked absent instead. */
 int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const int64_t *dims,
                     ak_dtype_t dt, const char *const *names, const int64_t *values, int nparams,
                     ak_launch_cfg_t *out, ak_err_t *err);

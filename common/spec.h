@@ -78,6 +78,7 @@ typedef struct {
     ak_tmap_swizzle_t swizzle;
     ak_tmap_l2_t      l2;
     ak_tmap_oob_t     oob;
+    bool    optional;                   /* refused by the rules: passed absent, not invalid_config */
 } ak_tmap_rule_t;
 
 /*  How a CUDA kernel is launched: grid and block dimensions and dynamic

@@ -169,7 +169,7 @@ static int s_parse_tmap (json_t *m, const ak_spec_t *spec, const char *const *na
                          const char *label, const char *p, ak_tmap_rule_t *t, ak_err_t *err)
 {
     static const char *const fields[] = { "name", "buffer", "dims", "box", "strides", "swizzle",
-                                          "l2_promotion", "oob_fill", NULL };
+                                          "l2_promotion", "oob_fill", "optional", NULL };
     char f[AK_JPATH_MAX];
     const char *name, *buffer;
     int rc, nbox = 0, v;
@@ -213,6 +213,10 @@ static int s_parse_tmap (json_t *m, const ak_spec_t *spec, const char *const *na
     if ((rc = s_enum (m, "oob_fill", ak_tmap_oob_parse, 0, "zero, nan", label, p, &v, err)) != 0)
         return rc;
     t->oob = (ak_tmap_oob_t) v;
+    json_t *opt;
+    if ((rc = ak_jpath_get (m, "optional", JSON_TRUE, false, label, p, &opt, err)) != 0)
+        return rc;
+    t->optional = opt != NULL;
     return 0;
 }
 
@@ -365,6 +369,8 @@ void ak_spec_cuda_json (json_t *o, const char *arch, const ak_launch_rule_t *rul
         json_object_set_new (m, "swizzle", json_string (ak_tmap_swizzle_name (t->swizzle)));
         json_object_set_new (m, "l2_promotion", json_string (ak_tmap_l2_name (t->l2)));
         json_object_set_new (m, "oob_fill", json_string (ak_tmap_oob_name (t->oob)));
+        if (t->optional)
+            json_object_set_new (m, "optional", json_true ());
         json_array_append_new (a, m);
     }
     json_object_set_new (o, "tensor_maps", a);

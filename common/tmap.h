@@ -46,6 +46,10 @@ typedef struct {
     ak_tmap_swizzle_t swizzle;
     ak_tmap_l2_t      l2;
     ak_tmap_oob_t     oob;
+    /* An optional map (the spec's "optional": true) that ak_tmap_check
+       refused for this workload: passed to the kernel as 128 zero bytes
+       (ak_tensor_map_present is false there), never encoded. */
+    bool     absent;
 } ak_tmap_cfg_t;
 
 /*  Names of the enum values as the spec spells them ("128B", "none",

@@ -52,6 +52,20 @@ typedef long long          ak_i64;
 typedef struct __align__(64) { ak_u64 opaque[16]; } ak_tensor_map_t;
 static_assert (sizeof (ak_tensor_map_t) == 128, "ak_tensor_map_t is a CUtensorMap: 128 bytes");
 
+/* False for an optional map ("optional": true in the spec) that the
+   tensor-map rules refused for this workload (a row of 127 bf16 elements
+   is not a multiple of 16 bytes): the worker then passes 128 zero bytes,
+   and the kernel must take a path without it.  An encoded map is never
+   all zero (it holds the buffer's address). */
+__device__ __forceinline__ bool ak_tensor_map_present (const ak_tensor_map_t *m)
+{
+    ak_u64 any = 0;
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        any |= m->opaque[i];
+    return any != 0;
+}
+
 #ifndef AK_MAX_DIMS
 #define AK_MAX_DIMS 8
 #endif

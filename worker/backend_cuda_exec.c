@@ -710,6 +710,11 @@ int ak_cuda_be_prepare (ak_dev_t *dev, ak_kernel_t *k, const ak_launch_t *l, ak_
             return ak_err_set (err, AK_EINVAL, "invalid_config: tensor map %s: buffer %d of %d", m->name,
                                m->buf, nbuf);
         const void *buf = m->output ? l->out[m->buf] : l->in[m->buf];
+        p->params[1 + i] = &p->maps[i];
+        if (m->absent) {         /* optional, refused by the rules here: 128 zero bytes */
+            memset (&p->maps[i], 0, sizeof p->maps[i]);
+            continue;
+        }
         if (m->elem_bytes != ak_dtype_size (l->dtype))
             return ak_err_set (err, AK_EINVAL, "invalid_config: tensor map %s: rule elem: %u-byte elements, the "
                                "launch is %s", m->name, m->elem_bytes, ak_dtype_name (l->dtype));
@@ -737,7 +742,6 @@ int ak_cuda_be_prepare (ak_dev_t *dev, ak_kernel_t *k, const ak_launch_t *l, ak_
         rc = ak_cuda_be_cu (dev, r, "cuTensorMapEncodeTiled", err);
         if (rc)
             return rc == AK_EINVAL ? ak_err_prefix (err, "invalid_config: tensor map %s", m->name) : rc;
-        p->params[1 + i] = &p->maps[i];
     }
     return 0;
 }

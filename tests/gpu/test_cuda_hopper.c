@@ -120,7 +120,13 @@ static ak_kernel_t *s_load_testing (const char *name, const char *arch, const ch
 
 /*  The tma_copy entry of a spec, parsed: its tensor map over x, box
     BOX_C x BOX_R as the spec's parameters say. */
+static ak_spec_t *s_copy_spec_opt (const char *box_c, bool optional);
 static ak_spec_t *s_copy_spec (const char *box_c)
+{
+    return s_copy_spec_opt (box_c, false);
+}
+
+static ak_spec_t *s_copy_spec_opt (const char *box_c, bool optional)
 {
     char *text = ak_sprintf (
         "{\"schema_version\": 1, \"name\": \"copy\", \"keys\": [\"rows\", \"cols\"],"
@@ -136,7 +142,8 @@ static ak_spec_t *s_copy_spec (const char *box_c)
         "   \"params\": {\"BOX_C\": [%s], \"BOX_R\": [8]},"
         "   \"launch\": {\"grid\": [\"(cols+BOX_C-1)/BOX_C\", \"(rows+BOX_R-1)/BOX_R\"], \"block\": [\"128\"]},"
         "   \"tensor_maps\": [{\"name\": \"tm_x\", \"buffer\": \"x\", \"dims\": [\"cols\", \"rows\"],"
-        "                      \"box\": [\"BOX_C\", \"BOX_R\"]}]}]}", box_c);
+        "                      \"box\": [\"BOX_C\", \"BOX_R\"]%s}]}]}", box_c,
+        optional ? ", \"optional\": true" : "");
     ak_spec_t *spec = NULL;
     ak_err_t err = { 0 };
     if (ak_spec_parse_text (text, strlen (text), "copy.json", &spec, &err) != 0)
@@ -234,6 +241,41 @@ static void test_tma_copy (void **state)
                    kb.local_bytes, kb.static_shared);
     s_bufs_free (&b);
     ak_spec_destroy (&spec);
+    S.be->unload (S.dev, &k);
+}
+
+/*  An optional map on 70 columns (280-byte rows: not a multiple of 16) is
+    absent: the kernel's plain path copies, and the result is the same;
+    the same map not optional is invalid_config (rule strides). */
+static void test_tma_optional_absent (void **state)
+{
+    (void) state;
+    S_NEED_HOPPER ();
+    const char *names[] = { "BOX_C", "BOX_R" };
+    int64_t values[] = { 32, 8 };
+    ak_kernel_t *k = s_load_testing ("tma_copy", "sm_90a", names, values, 2);
+    ak_spec_t *strict = s_copy_spec ("32"), *spec = s_copy_spec_opt ("32", true);
+    s_bufs_t b;
+    s_bufs (&b, 21, 70);
+    ak_launch_cfg_t cfg;
+    ak_launch_t l;
+    int64_t dims[AK_MAX_DIMS] = { 21, 70 };
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_launch_eval (strict, strict->candidates[0].launch, dims, AK_DT_FLOAT32, names, values, 2,
+                                      &cfg, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "rule strides"));
+    s_launch_of (spec, &b, values, &cfg, &l);
+    assert_true (cfg.tmaps[0].absent);
+    if (S.be->launch (S.dev, k, &l, &err) != 0)
+        fail_msg ("tma_copy without its map: %s", err.msg);
+    size_t n = (size_t) (b.rows * b.cols);
+    float *got = ak_malloc (n * sizeof (float));
+    assert_int_equal (S.be->download (S.dev, got, b.y, n * sizeof (float), &err), 0);
+    assert_memory_equal (got, b.host, n * sizeof (float));
+    free (got);
+    s_bufs_free (&b);
+    ak_spec_destroy (&spec);
+    ak_spec_destroy (&strict);
     S.be->unload (S.dev, &k);
 }
 
@@ -445,6 +487,7 @@ int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_tma_copy),
+        cmocka_unit_test (test_tma_optional_absent),
         cmocka_unit_test (test_tma_misconfig),
         cmocka_unit_test (test_cluster_launch),
         cmocka_unit_test (test_cublaslt_baseline),

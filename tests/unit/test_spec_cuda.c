@@ -310,6 +310,8 @@ static void test_spec_reject_tensor_maps (void **state)
               "must be a C identifier");
     s_reject (false, "tensor_maps", "[{\"name\": \"tm_a\", \"buffer\": \"a\", \"dims\": [\"K\"], \"box\": [\"64\"],"
               " \"interleave\": \"none\"}]", "interleave");
+    s_reject (false, "tensor_maps", "[{\"name\": \"tm_a\", \"buffer\": \"a\", \"dims\": [\"K\"], \"box\": [\"64\"],"
+              " \"optional\": 1}]", "tensor_maps[0].optional");
 
     /* a host kernel with tensor maps (and nothing else cuda) */
     const char *host =
@@ -386,6 +388,20 @@ static void test_launch_eval_tmaps_cluster (void **state)
     /* float32: box[0] of 64 x 4 bytes = 256 > the 128B swizzle span */
     assert_int_equal (ak_launch_eval (spec, c->launch, dims, AK_DT_FLOAT32, names, values, 2, &cfg, &err), AK_EINVAL);
     assert_non_null (strstr (err.msg, "tensor map tm_a: rule swizzle"));
+
+    /* K = 100: rows of A are 200 bytes, not a multiple of 16 (rule strides) */
+    int64_t k100[] = { 256, 256, 100, 0, 0, 0, 0, 0 };
+    assert_int_equal (ak_launch_eval (spec, c->launch, k100, AK_DT_BFLOAT16, names, values, 2, &cfg, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "tensor map tm_a: rule strides"));
+    /* ... unless the map is optional: then it is absent for that shape */
+    c->launch->tmaps[0].optional = true;
+    if (ak_launch_eval (spec, c->launch, k100, AK_DT_BFLOAT16, names, values, 2, &cfg, &err))
+        fail_msg ("%s", err.msg);
+    assert_true (cfg.tmaps[0].absent);
+    assert_false (cfg.tmaps[1].absent);
+    assert_int_equal (ak_launch_eval (spec, c->launch, dims, AK_DT_BFLOAT16, names, values, 2, &cfg, &err), 0);
+    assert_false (cfg.tmaps[0].absent);
+    c->launch->tmaps[0].optional = false;
 
     /* 3 blocks along x (N = 384): not whole clusters of 2 */
     int64_t odd[] = { 256, 384, 128, 0, 0, 0, 0, 0 };

@@ -4,6 +4,9 @@
     for its bytes, and stores the part inside the matrix to y.  Tiles past
     the edge read the tensor map's out-of-bounds fill (zero), which the
     stores leave out, so an edge size checks the map's dims and strides.
+    Where the map is absent (an "optional" map the rules refused for the
+    shape: rows of cols*4 bytes not a multiple of 16) the block copies its
+    tile with plain loads instead.
     Spec entry: "arch": "sm_90a", tensor_maps [{"name": "tm_x", "buffer":
     "x", "dims": ["cols", "rows"], "box": ["BOX_C", "BOX_R"]}];
     launch grid [(cols+BOX_C-1)/BOX_C, (rows+BOX_R-1)/BOX_R], block [128]. */
@@ -20,6 +23,16 @@ extern "C" __global__ void ak_kernel (ak_cuda_args_t a, const __grid_constant__ 
     __shared__ __align__(8) ak_u64 bar;
     const ak_i64 rows = a.dims[0], cols = a.dims[1];
     const int c0 = blockIdx.x * BOX_C, r0 = blockIdx.y * BOX_R;
+    ak_t *y = AK_OUT (a, 0);
+    if (!ak_tensor_map_present (&tm_x)) {
+        const ak_t *x = AK_IN (a, 0);
+        for (int i = threadIdx.x; i < BOX_R * BOX_C; i += blockDim.x) {
+            const ak_i64 r = r0 + i / BOX_C, c = c0 + i % BOX_C;
+            if (r < rows && c < cols)
+                y[r * cols + c] = x[r * cols + c];
+        }
+        return;
+    }
     const unsigned bar_s = (unsigned) __cvta_generic_to_shared (&bar);
     const unsigned tile_s = (unsigned) __cvta_generic_to_shared (&tile[0][0]);
 
@@ -41,7 +54,6 @@ extern "C" __global__ void ak_kernel (ak_cuda_args_t a, const __grid_constant__ 
                       "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\t"
                       "selp.u32 %0, 1, 0, p;\n\t}"
                       : "=r"(done) : "r"(bar_s) : "memory");
-    ak_t *y = AK_OUT (a, 0);
     for (int i = threadIdx.x; i < BOX_R * BOX_C; i += blockDim.x) {
         const ak_i64 r = r0 + i / BOX_C, c = c0 + i % BOX_C;
         if (r < rows && c < cols)
