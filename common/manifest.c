@@ -19,6 +19,7 @@
 #include "corpus.h"
 #include "jpath.h"
 #include "space.h"
+#include "spec_cuda.h"
 #include "util.h"
 
 #define S_MAX_OPS         256
@@ -339,9 +340,16 @@ static int s_parse_op (json_t *opj, ak_manifest_t *m, size_t index, const char *
             return ak_jpath_bad (err, label, p, "operator '%s' is already in ops[%zu]", spec->name, i);
     for (size_t t = 0; t < m->ntargets; t++) {
         const char *backend = ak_class_backend (m->targets[t]);
-        if (!ak_spec_baseline (spec, backend))
+        const ak_baseline_t *bl = ak_spec_baseline (spec, backend);
+        int major, minor;
+        if (!bl)
             return ak_jpath_bad (err, label, p, "%s has no baseline for backend '%s' "
                                  "(needed by target '%s')", spec->name, backend, m->targets[t]);
+        ak_err_t sub = { 0 };
+        if (bl->arch && ak_class_cc (m->targets[t], &major, &minor)
+            && ak_arch_check (bl->arch, major, minor, &sub) != 0)
+            return ak_jpath_bad (err, label, p, "%s's baseline cannot run on target '%s': %s", spec->name,
+                                 m->targets[t], sub.msg);
     }
 
     /* extra_candidates: appended to the spec, always selected. */

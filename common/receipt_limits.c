@@ -62,6 +62,7 @@ int ak_receipt_check (const uint8_t *raw, size_t len, const char *task_id, char 
         { s_id (d, "timings"), "timings", AK_RECEIPT_MAX_TIMINGS, true },
         { s_id (d, "kernels"), "kernel records", AK_RECEIPT_MAX_KERNELS, true },
         { s_id (d, "profiles"), "workload profiles", AK_RECEIPT_MAX_PROFILES, true },
+        { s_id (d, "budgets"), "kernel budgets", AK_RECEIPT_MAX_BUDGETS, true },
         { s_id (d, "reason"), "bytes of reason", AK_RECEIPT_MAX_REASON, false },
         { s_id (d, "compile_log"), "bytes of compile_log", AK_RECEIPT_MAX_LOG, false },
     };

@@ -30,6 +30,7 @@
 #define AK_RECEIPT_MAX_TIMINGS  8192            /* one per workload: 4,096 at most */
 #define AK_RECEIPT_MAX_KERNELS  16384           /* two per workload */
 #define AK_RECEIPT_MAX_PROFILES 8192            /* one per workload */
+#define AK_RECEIPT_MAX_BUDGETS  64              /* KernelBudget: one per role and dtype (6 at most) */
 
 /* Whether the len bytes at raw (a packed Receipt) keep every limit above.
    0 when they do; AK_ETOOBIG with why ("receipt for task T: 60000 gate

@@ -117,6 +117,105 @@ static int s_launch_value (const char *text, const ak_var_t *vars, int nvars, co
     return 0;
 }
 
+/*  The cluster dims of rule into cfg: each divides the grid's, at most 8
+    blocks in all (the portable limit of a cluster). */
+static int s_cluster (const ak_launch_rule_t *rule, const ak_var_t *vars, int nvars, ak_launch_cfg_t *cfg,
+                      ak_err_t *err)
+{
+    char where[32];
+    for (int i = 0; i < rule->ncluster; i++) {
+        snprintf (where, sizeof where, "launch.cluster[%d]", i);
+        int rc = s_launch_value (rule->cluster[i], vars, nvars, where, 1, &cfg->cluster[i], err);
+        if (rc)
+            return rc;
+        if (cfg->grid[i] % cfg->cluster[i] != 0)
+            return ak_err_set (err, AK_EINVAL, "launch.cluster: rule grid_multiple: grid.%c = %u is not a "
+                               "multiple of cluster.%c = %u (the grid must be whole clusters)", "xyz"[i],
+                               cfg->grid[i], "xyz"[i], cfg->cluster[i]);
+    }
+    uint64_t n = (uint64_t) cfg->cluster[0] * cfg->cluster[1] * cfg->cluster[2];
+    if (n > 8)
+        return ak_err_set (err, AK_EINVAL, "launch.cluster: rule cluster_size: %u x %u x %u = %llu blocks > 8 "
+                           "(the portable cluster size)", cfg->cluster[0], cfg->cluster[1], cfg->cluster[2],
+                           (unsigned long long) n);
+    return 0;
+}
+
+/*  One expression of a tensor map into 1..2^40 (the check applies the
+    rules' own bounds). */
+static int s_tmap_value (const char *text, const ak_var_t *vars, int nvars, const char *name, const char *what,
+                         int i, uint64_t *out, ak_err_t *err)
+{
+    int64_t v = 0;
+    ak_err_t sub = { 0 };
+    if (ak_expr_eval (text, vars, nvars, &v, &sub))
+        return ak_err_set (err, AK_EINVAL, "tensor map %s: %s[%d] '%.200s': %s", name, what, i, text, sub.msg);
+    if (v < 1 || v > (INT64_C (1) << 40))
+        return ak_err_set (err, AK_EINVAL, "tensor map %s: rule %s: %s[%d] '%.200s' = %lld: must be 1..2^40",
+                           name, what, what, i, text, (long long) v);
+    *out = (uint64_t) v;
+    return 0;
+}
+
+/*  Tensor map t evaluated for dims and dt into m, then checked. */
+static int s_tmap (const ak_spec_t *spec, const ak_tmap_rule_t *t, const int64_t *dims, ak_dtype_t dt,
+                   const ak_var_t *vars, int nvars, ak_tmap_cfg_t *m, ak_err_t *err)
+{
+    memset (m, 0, sizeof *m);
+    snprintf (m->name, sizeof m->name, "%s", t->name);
+    const char *count = NULL;
+    for (int i = 0; i < spec->ninputs && !count; i++)
+        if (ak_streq (spec->inputs[i].name, t->buffer)) {
+            count = spec->inputs[i].count;
+            m->buf = i;
+        }
+    for (int i = 0; i < spec->noutputs && !count; i++)
+        if (ak_streq (spec->outputs[i].name, t->buffer)) {
+            count = spec->outputs[i].count;
+            m->buf = i;
+            m->output = true;
+        }
+    if (!count || t->rank < 1 || t->rank > AK_TMAP_MAX_RANK
+        || (t->nstrides != 0 && t->nstrides != t->rank - 1))
+        return ak_err_set (err, AK_EINVAL, "tensor map %s: buffer '%s' unknown or rank %d", t->name,
+                           t->buffer, t->rank);
+    int64_t elems = 0;
+    int rc = ak_spec_eval (spec, count, dims, dt, &elems, err);
+    if (rc)
+        return rc;
+    m->rank = (uint32_t) t->rank;
+    m->elem_bytes = (uint32_t) ak_dtype_size (dt);
+    m->buf_bytes = (uint64_t) (elems > 0 ? elems : 0) * m->elem_bytes;
+    m->swizzle = t->swizzle;
+    m->l2 = t->l2;
+    m->oob = t->oob;
+    for (int i = 0; i < t->rank; i++) {
+        uint64_t box = 0;
+        if ((rc = s_tmap_value (t->dims[i], vars, nvars, t->name, "dims", i, &m->dims[i], err)) != 0
+         || (rc = s_tmap_value (t->box[i], vars, nvars, t->name, "box", i, &box, err)) != 0)
+            return rc;
+        m->box[i] = box > UINT32_MAX ? UINT32_MAX : (uint32_t) box;
+    }
+    /* Strides as given, or contiguous (each the product of the dims inside
+       it); a contiguous stride past 2^40 is left for the check to name. */
+    for (int i = 0; i + 1 < t->rank; i++) {
+        if (t->nstrides) {
+            if ((rc = s_tmap_value (t->strides[i], vars, nvars, t->name, "strides", i, &m->strides[i], err)) != 0)
+                return rc;
+            continue;
+        }
+        uint64_t inner = i == 0 ? m->elem_bytes : m->strides[i - 1];
+        m->strides[i] = inner > (UINT64_C (1) << 40) / m->dims[i] ? (UINT64_C (1) << 40) : inner * m->dims[i];
+    }
+    ak_err_t sub = { 0 };
+    if (ak_tmap_check (m, t->optional ? &sub : err) == 0)
+        return 0;
+    if (!t->optional)
+        return AK_EINVAL;
+    m->absent = true;            /* the kernel takes its other path for this workload */
+    return 0;
+}
+
 int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const int64_t *dims,
                     ak_dtype_t dt, const char *const *names, const int64_t *values, int nparams,
                     ak_launch_cfg_t *out, ak_err_t *err)
@@ -134,7 +233,10 @@ int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const i
     for (int i = 0; i < nparams; i++)
         vars[nvars++] = (ak_var_t) { names[i], values[i] };
 
-    ak_launch_cfg_t cfg = { { 1, 1, 1 }, { 1, 1, 1 }, 0 };
+    if (rule->ntmaps < 0 || rule->ntmaps > AK_MAX_TMAPS || rule->ncluster < 0 || rule->ncluster > 3)
+        return ak_err_set (err, AK_EINVAL, "launch: %d tensor maps (limit %d), %d cluster dims", rule->ntmaps,
+                           AK_MAX_TMAPS, rule->ncluster);
+    ak_launch_cfg_t cfg = { .grid = { 1, 1, 1 }, .block = { 1, 1, 1 }, .cluster = { 1, 1, 1 } };
     char where[32];
     int rc = 0;
     for (int i = 0; i < rule->ngrid && !rc; i++) {
@@ -147,6 +249,10 @@ int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const i
     }
     if (!rc)
         rc = s_launch_value (rule->shared, vars, nvars, "launch.shared", 0, &cfg.shared_bytes, err);
+    if (!rc)
+        rc = s_cluster (rule, vars, nvars, &cfg, err);
+    for (int i = 0; i < rule->ntmaps && !rc; i++)
+        rc = s_tmap (spec, &rule->tmaps[i], dims, dt, vars, nvars, &cfg.tmaps[cfg.ntmaps++], err);
     if (!rc)
         *out = cfg;
     return rc;

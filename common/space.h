@@ -36,6 +36,9 @@ int ak_spec_check_shape (const ak_spec_t *spec, const int64_t *dims, const char 
 typedef struct {
     uint32_t grid[3], block[3];         /* each >= 1 */
     uint32_t shared_bytes;              /* dynamic shared memory */
+    uint32_t cluster[3];                /* thread-block cluster; 1, 1, 1: none */
+    ak_tmap_cfg_t tmaps[AK_MAX_TMAPS];  /* the kernel's tensor maps, checked (ak_tmap_check) */
+    int      ntmaps;
 } ak_launch_cfg_t;
 
 /* Evaluates rule for dims (key order), dtype dt (for `b`) and the kernel's
@@ -43,7 +46,12 @@ typedef struct {
    grid and block dimension must come out in 1..2^31-1 and shared in
    0..2^31-1.  AK_EINVAL with err naming the field and the value or the
    expression's error ("launch.block[0] = 0: must be 1..2147483647"), a
-   candidate's fault (receipt status invalid_config), never UB. */
+   candidate's fault (receipt status invalid_config), never UB.  The
+   cluster must divide the grid in every dimension and hold at most 8
+   blocks (the portable cluster size); each tensor map is evaluated (its
+   element size that of dt, its buffer's bytes from the spec's count) and
+   must pass ak_tmap_check, so a broken rule is named before any launch;
+   an optional map that does not is marked absent instead. */
 int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const int64_t *dims,
                     ak_dtype_t dt, const char *const *names, const int64_t *values, int nparams,
                     ak_launch_cfg_t *out, ak_err_t *err);

@@ -19,6 +19,7 @@
 
 #include "jpath.h"
 #include "space.h"
+#include "spec_cuda.h"
 #include "util.h"
 
 #define S_MAX_SIZES       256                 /* sizes (and edge sizes) per spec */
@@ -51,6 +52,7 @@ static void s_launch_free (ak_launch_rule_t **rule_p)
         for (int i = 0; i < rule->nblock; i++)
             free (rule->block[i]);
         free (rule->shared);
+        ak_spec_cuda_rule_clear (rule);
         free (rule);
         *rule_p = NULL;
     }
@@ -70,6 +72,7 @@ static void s_candidate_free (ak_candidate_t *cand)
     for (size_t i = 0; i < cand->nconstraints; i++)
         free (cand->constraints[i]);
     free (cand->constraints);
+    free (cand->arch);
     memset (cand, 0, sizeof *cand);
 }
 
@@ -107,6 +110,9 @@ void ak_spec_destroy (ak_spec_t **self_p)
             free (self->baselines[i].backend);
             ak_source_clear (&self->baselines[i].source);
             s_launch_free (&self->baselines[i].launch);
+            free (self->baselines[i].arch);
+            free (self->baselines[i].library);
+            free (self->baselines[i].lib_op);
         }
         free (self->baselines);
         for (size_t i = 0; i < self->ncandidates; i++)
@@ -213,32 +219,48 @@ static int s_parse_dim_exprs (json_t *obj, const char *key, const char *const *n
     return 0;
 }
 
-/*  A launch rule {"grid": [x, y?, z?], "block": [x, y?, z?], "shared"?}:
-    expressions over the spec's keys, b and the kernel's parameters (params
-    NULL for a baseline).  A parameter named like a key would make the rule
-    ambiguous and is rejected. */
+/*  The variables of a launch rule and tensor maps: the spec's keys, b and
+    the kernel's parameters, into names; their count, or -1 with err set
+    when a parameter has the name of a key (the rule would be ambiguous). */
+#define S_LAUNCH_NAMES (AK_MAX_DIMS + 1 + AK_MAX_PARAMS)
+static int s_launch_names (const ak_spec_t *spec, const ak_param_t *params, size_t nparams,
+                           const char *label, const char *path, const char *names[S_LAUNCH_NAMES],
+                           ak_err_t *err)
+{
+    int n = 0;
+    for (int k = 0; k < spec->nkeys; k++)
+        names[n++] = spec->keys[k];
+    names[n++] = "b";
+    for (size_t i = 0; i < nparams && i < AK_MAX_PARAMS; i++) {
+        if (ak_spec_key_index (spec, params[i].name) >= 0) {
+            ak_jpath_bad (err, label, path, "parameter %s has the name of a shape key of %s: "
+                          "ambiguous in the launch rule", params[i].name, spec->name);
+            return -1;
+        }
+        names[n++] = params[i].name;
+    }
+    return n;
+}
+
+/*  A launch rule {"grid": [x, y?, z?], "block": [x, y?, z?], "shared"?,
+    "cluster"?}: expressions over the spec's keys, b and the kernel's
+    parameters (params NULL for a baseline).  A parameter named like a key
+    would make the rule ambiguous and is rejected. */
 static int s_parse_launch (json_t *v, const ak_spec_t *spec, const ak_param_t *params,
                            size_t nparams, const char *label, const char *path,
                            ak_launch_rule_t **rule_p, ak_err_t *err)
 {
-    static const char *const fields[] = { "grid", "block", "shared", NULL };
-    const char *names[AK_MAX_DIMS + 1 + AK_MAX_PARAMS];
+    static const char *const fields[] = { "grid", "block", "shared", "cluster", NULL };
+    const char *names[S_LAUNCH_NAMES];
     char p[AK_JPATH_MAX];
-    int n = 0, rc;
+    int n, rc;
 
     if (!json_is_object (v))
         return ak_jpath_bad (err, label, path, "must be an object {\"grid\", \"block\", \"shared\"?}");
     if ((rc = ak_jpath_only (v, fields, label, path, err)) != 0)
         return rc;
-    for (int k = 0; k < spec->nkeys; k++)
-        names[n++] = spec->keys[k];
-    names[n++] = "b";
-    for (size_t i = 0; i < nparams && i < AK_MAX_PARAMS; i++) {
-        if (ak_spec_key_index (spec, params[i].name) >= 0)
-            return ak_jpath_bad (err, label, path, "parameter %s has the name of a shape key of %s: "
-                                 "ambiguous in the launch rule", params[i].name, spec->name);
-        names[n++] = params[i].name;
-    }
+    if ((n = s_launch_names (spec, params, nparams, label, path, names, err)) < 0)
+        return AK_EINVAL;
     ak_launch_rule_t *rule = ak_calloc (1, sizeof *rule);
     *rule_p = rule;
     if ((rc = s_parse_dim_exprs (v, "grid", names, n, label, path, rule->grid, &rule->ngrid, err)) != 0
@@ -251,27 +273,33 @@ static int s_parse_launch (json_t *v, const ak_spec_t *spec, const ak_param_t *p
                                              ak_jpath_field (p, path, "shared"), err)) != 0)
         return rc;
     rule->shared = ak_strdup (shared ? shared : "0");
-    return 0;
+    return ak_spec_parse_cluster (v, names, n, label, path, rule, err);
 }
 
 /*  The "launch" member of a candidate or baseline object: required for the
-    cuda backend, refused for host. */
+    cuda backend, refused for host; and the object's "tensor_maps", kept
+    with the rule (only cuda kernels have them). */
 static int s_parse_launch_of (json_t *obj, const char *backend, const ak_spec_t *spec,
                               const ak_param_t *params, size_t nparams, const char *label,
                               const char *path, ak_launch_rule_t **rule_p, ak_err_t *err)
 {
     char p[AK_JPATH_MAX];
+    const char *names[S_LAUNCH_NAMES];
     json_t *v = json_object_get (obj, "launch");
     ak_jpath_field (p, path, "launch");
     if (ak_streq (backend, "cuda")) {
         if (!v)
             return ak_jpath_bad (err, label, p, "missing (a cuda kernel needs {\"grid\", \"block\"})");
-        return s_parse_launch (v, spec, params, nparams, label, p, rule_p, err);
+        int rc = s_parse_launch (v, spec, params, nparams, label, p, rule_p, err);
+        int n = rc ? -1 : s_launch_names (spec, params, nparams, label, path, names, err);
+        if (rc || n < 0)
+            return rc ? rc : AK_EINVAL;
+        return ak_spec_parse_tmaps (obj, spec, names, n, backend, label, path, *rule_p, err);
     }
     if (v)
         return ak_jpath_bad (err, label, p, "only cuda kernels have a launch rule (backend is '%s')",
                              backend);
-    return 0;
+    return ak_spec_parse_tmaps (obj, spec, names, 0, backend, label, path, NULL, err);
 }
 
 /* ============================================================= candidates */
@@ -283,7 +311,7 @@ int ak_spec_parse_candidate (json_t *v, const ak_spec_t *spec, const char *label
                              const char *base_dir, bool confined, ak_candidate_t *cand, ak_err_t *err)
 {
     static const char *const fields[] = {
-        "name", "backend", "source", "params", "constraints", "launch", NULL };
+        "name", "backend", "source", "params", "constraints", "launch", "arch", "tensor_maps", NULL };
     char p[AK_JPATH_MAX];
     json_t *src;
     const char *name, *backend;
@@ -310,7 +338,8 @@ int ak_spec_parse_candidate (json_t *v, const ak_spec_t *spec, const char *label
     if (rc)
         return rc;
 
-    if ((rc = ak_space_parse (v, label, path, cand, err)) != 0)
+    if ((rc = ak_space_parse (v, label, path, cand, err)) != 0
+     || (rc = ak_spec_parse_arch (v, cand->backend, label, path, &cand->arch, err)) != 0)
         return rc;
     return s_parse_launch_of (v, cand->backend, spec, cand->params, cand->nparams, label, path,
                               &cand->launch, err);
@@ -707,7 +736,8 @@ static int s_spec_parse (json_t *root, const char *label, const char *base_dir, 
         return ak_jpath_bad (err, label, "baselines", "must list 1 to 8 baselines (one per backend)");
     spec->baselines = ak_calloc (json_array_size (v), sizeof *spec->baselines);
     json_array_foreach (v, i, e) {
-        static const char *const bfields[] = { "backend", "source", "launch", NULL };
+        static const char *const bfields[] = { "backend", "source", "launch", "arch", "tensor_maps",
+                                               "library", "op", NULL };
         json_t *src;
         ak_jpath_index (p, "baselines", i);
         if (!json_is_object (e))
@@ -721,10 +751,19 @@ static int s_spec_parse (json_t *root, const char *label, const char *base_dir, 
         if (ak_spec_baseline (spec, s))
             return ak_jpath_bad (err, label, ak_jpath_field (q, p, "backend"),
                                  "duplicate baseline for backend '%s'", s);
-        if (!(src = json_object_get (e, "source")))
-            return ak_jpath_bad (err, label, ak_jpath_field (q, p, "source"), "missing");
         ak_baseline_t *bl = &spec->baselines[spec->nbaselines++];
         bl->backend = ak_strdup (s);
+        if ((rc = ak_spec_parse_arch (e, bl->backend, label, p, &bl->arch, err)) != 0)
+            return rc;
+        if (json_object_get (e, "library")) {
+            if ((rc = ak_spec_parse_library (e, spec, label, p, bl, err)) != 0)
+                return rc;
+            continue;
+        }
+        if (json_object_get (e, "op"))
+            return ak_jpath_bad (err, label, ak_jpath_field (q, p, "op"), "only a library baseline has an op");
+        if (!(src = json_object_get (e, "source")))
+            return ak_jpath_bad (err, label, ak_jpath_field (q, p, "source"), "missing");
         rc = ak_source_parse (src, label, ak_jpath_field (q, p, "source"), base_dir, true, &bl->source,
                               err);
         if (rc)
@@ -853,8 +892,10 @@ static json_t *s_launch_json (const ak_launch_rule_t *rule)
         json_array_append_new (grid, json_string (rule->grid[i]));
     for (int i = 0; i < rule->nblock; i++)
         json_array_append_new (block, json_string (rule->block[i]));
-    return json_pack ("{s:o, s:o, s:s}", "grid", grid, "block", block,
-                      "shared", rule->shared ? rule->shared : "0");
+    json_t *o = json_pack ("{s:o, s:o, s:s}", "grid", grid, "block", block,
+                           "shared", rule->shared ? rule->shared : "0");
+    ak_spec_cluster_json (o, rule);
+    return o;
 }
 
 static json_t *s_candidate_json (const ak_candidate_t *cand, bool with_text)
@@ -873,6 +914,7 @@ static json_t *s_candidate_json (const ak_candidate_t *cand, bool with_text)
                            "params", params, "constraints", constraints);
     if (o && cand->launch)
         json_object_set_new (o, "launch", s_launch_json (cand->launch));
+    ak_spec_cuda_json (o, cand->arch, cand->launch);
     return o;
 }
 
@@ -924,10 +966,16 @@ json_t *ak_spec_to_json (const ak_spec_t *spec, bool with_sources)
     }
     for (size_t i = 0; i < spec->nbaselines; i++) {
         const ak_baseline_t *bl = &spec->baselines[i];
-        json_t *b = json_pack ("{s:s, s:o}", "backend", bl->backend,
-                               "source", ak_source_to_json (&bl->source, with_sources));
+        json_t *b;
+        if (bl->library)         /* its marker source is made again from these */
+            b = json_pack ("{s:s, s:s, s:s}", "backend", bl->backend, "library", bl->library,
+                           "op", bl->lib_op);
+        else
+            b = json_pack ("{s:s, s:o}", "backend", bl->backend,
+                           "source", ak_source_to_json (&bl->source, with_sources));
         if (b && bl->launch)
             json_object_set_new (b, "launch", s_launch_json (bl->launch));
+        ak_spec_cuda_json (b, bl->arch, bl->launch);
         json_array_append_new (baselines, b);
     }
     json_object_set_new (o, "baselines", baselines);

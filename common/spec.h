@@ -22,6 +22,7 @@
 #include "error.h"
 #include "names.h"
 #include "source.h"
+#include "tmap.h"
 
 #define AK_MAX_DIMS      8
 #define AK_MAX_BUFS      8
@@ -63,18 +64,41 @@ typedef struct {
     size_t   nvalues;
 } ak_param_t;
 
+/*  A TMA tensor map a CUDA kernel declares (its object's "tensor_maps",
+    docs/formats.md): expressions over the same names as its launch rule,
+    evaluated per workload by ak_launch_eval into ak_tmap_cfg_t (tmap.h). */
+typedef struct {
+    char   *name;                       /* "tm_a": a C identifier */
+    char   *buffer;                     /* an input or output of the spec */
+    int     rank;                       /* 1..AK_TMAP_MAX_RANK */
+    char   *dims[AK_TMAP_MAX_RANK];     /* innermost first */
+    char   *box[AK_TMAP_MAX_RANK];
+    char   *strides[AK_TMAP_MAX_RANK - 1];   /* bytes of dims 1..rank-1; NULL: contiguous */
+    int     nstrides;                   /* 0 or rank - 1 */
+    ak_tmap_swizzle_t swizzle;
+    ak_tmap_l2_t      l2;
+    ak_tmap_oob_t     oob;
+    bool    optional;                   /* refused by the rules: passed absent, not invalid_config */
+} ak_tmap_rule_t;
+
 /*  How a CUDA kernel is launched: grid and block dimensions and dynamic
     shared memory bytes, each an expression over the spec's keys, `b`
     (bytes per element of the dtype) and the candidate's parameters (a
     baseline has none).  Checked when the spec is read (names, syntax),
     evaluated per workload by ak_launch_eval.  Only `cuda` kernels have
-    one; host kernels never do. */
+    one; host kernels never do.  The kernel's tensor maps (its object's
+    "tensor_maps") are kept here too: they are evaluated and passed with
+    the launch. */
 typedef struct {
     char   *grid[3];                    /* 1 to 3 expressions, x first; missing ones are 1 */
     int     ngrid;
     char   *block[3];
     int     nblock;
     char   *shared;                     /* dynamic shared memory bytes; "0" when not given */
+    char   *cluster[3];                 /* thread-block cluster dims; ncluster 0: none */
+    int     ncluster;
+    ak_tmap_rule_t *tmaps;              /* in the order the kernel takes them */
+    int     ntmaps;
 } ak_launch_rule_t;
 
 typedef struct {
@@ -86,12 +110,21 @@ typedef struct {
     char       **constraints;           /* expressions over the parameter names only */
     size_t       nconstraints;
     ak_launch_rule_t *launch;           /* cuda: required; host: NULL */
+    char        *arch;                  /* cuda: "sm_90a" (built for that target, run only on
+                                           its compute capability); NULL: the device's own */
 } ak_candidate_t;
 
+/*  A baseline is a kernel (source, launch) or, on cuda, a vendor library
+    call ("library": "cublaslt", "op": "matmul"): then its source is the
+    one-line library marker ak_spec_library_source makes (what the worker
+    recognises instead of compiling) and launch is NULL. */
 typedef struct {
     char        *backend;               /* "host" | "cuda" */
     ak_source_t  source;
-    ak_launch_rule_t *launch;           /* cuda: required; host: NULL */
+    ak_launch_rule_t *launch;           /* cuda kernel: required; host, library: NULL */
+    char        *arch;                  /* as a candidate's */
+    char        *library;               /* "cublaslt"; NULL: a kernel */
+    char        *lib_op;                /* "matmul" */
 } ak_baseline_t;
 
 typedef struct ak_spec {

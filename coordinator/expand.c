@@ -211,6 +211,14 @@ static int s_expand_candidate (s_ctx_t *ctx, const ak_policy_t *pol, const char 
     return rc;
 }
 
+bool ak_expand_arch_fits (const char *arch, const char *target)
+{
+    int major, minor;
+    if (!arch || !ak_class_cc (target, &major, &minor))
+        return true;
+    return ak_arch_check (arch, major, minor, NULL) == 0;
+}
+
 /* Tasks of one (op, target). */
 static int s_expand_pair (s_ctx_t *ctx, const ak_manifest_t *m, size_t opi, const char *target,
                           const char *spec_digest, uint64_t now_ms, ak_err_t *err)
@@ -274,7 +282,7 @@ static int s_expand_pair (s_ctx_t *ctx, const ak_manifest_t *m, size_t opi, cons
                              opi, spec->name, c, op->candidates[c]);
             goto done;
         }
-        if (strcmp (cand->backend, backend) != 0)
+        if (strcmp (cand->backend, backend) != 0 || !ak_expand_arch_fits (cand->arch, target))
             continue;
         Ak__TaskRecord *ctmpl = (Ak__TaskRecord *) ak_cpb_dup (&tmpl->base);
         if (!ctmpl) {

@@ -23,6 +23,7 @@
 #include "akfleet.pb-c.h"
 #include "error.h"
 #include "manifest.h"
+#include "spec_cuda.h"
 #include "store.h"
 
 #define AK_EXPAND_MAX_TASKS  100000     /* per batch */
@@ -52,6 +53,14 @@ void ak_batch_id_format (uint64_t n, char buf[32]);
    constraint error from ak_space_walk comes back as it is. */
 int ak_expand (const ak_manifest_t *manifest, const char *batch_id, const char *bundle_digest,
                uint64_t now_ms, ak_expansion_t **exp_p, ak_err_t *err);
+
+/* Whether a kernel built for arch (a spec's "arch": "sm_90a"; NULL none)
+   can run on the device class target: false only when the class names its
+   compute capability ("NVIDIA_H200/sm_90/...") and ak_arch_check refuses
+   it.  ak_expand gives such a candidate no task on that target (an sm_90a
+   candidate is never compiled for an sm_80 class); where the class does
+   not say, the worker refuses it before compiling (invalid_config). */
+bool ak_expand_arch_fits (const char *arch, const char *target);
 
 /* Stores every blob, task record and the batch record in txn. */
 int ak_expand_store (const ak_expansion_t *exp, ak_txn_t *txn, ak_err_t *err);

@@ -173,6 +173,13 @@ static json_t *s_entry_json (const Ak__ProfileEntry *e)
         "op_noise", e->op_noise, "baseline_us", e->baseline_us, "candidate_us", e->candidate_us,
         "evidence", ev, "batch_id", e->batch_id, "task_id", e->task_id,
         "installed_ms", (json_int_t) e->installed_ms);
+    if (j && e->arch && e->arch[0])
+        json_object_set_new (j, "arch", json_string (e->arch));
+    /* ABI 2 launch features, only where used (libakprofile falls back on them) */
+    if (j && e->launch && e->launch->n_cluster)
+        json_object_set_new (launch, "cluster", s_u32_array (e->launch->cluster, e->launch->n_cluster));
+    if (j && e->launch && e->launch->tensor_maps)
+        json_object_set_new (launch, "tensor_maps", json_integer (e->launch->tensor_maps));
     free (src_file);
     free (pre_file);
     return j;
@@ -618,6 +625,8 @@ static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
         ak_cpb_set (&e->source_name, t->candidate_source_name);
         ak_cpb_set (&e->source_digest, t->candidate_digest);
         ak_cpb_set (&e->prelude_digest, prelude_digest);
+        if (cand->arch)
+            ak_cpb_set (&e->arch, cand->arch);
         if (cand->launch) {
             ak_launch_cfg_t cfg;
             int rc = ak_launch_eval (spec, cand->launch, wl->dims, dt, names, values, (int) np, &cfg, err);
@@ -631,6 +640,12 @@ static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
             memcpy (e->launch->block, cfg.block, sizeof cfg.block);
             e->launch->n_grid = e->launch->n_block = 3;
             e->launch->shared_bytes = cfg.shared_bytes;
+            if (cfg.cluster[0] * cfg.cluster[1] * cfg.cluster[2] > 1) {
+                e->launch->cluster = ak_malloc (3 * sizeof (uint32_t));
+                memcpy (e->launch->cluster, cfg.cluster, sizeof cfg.cluster);
+                e->launch->n_cluster = 3;
+            }
+            e->launch->tensor_maps = (uint32_t) cfg.ntmaps;
         }
         e->inputs = s_buffers (spec, spec->inputs, spec->ninputs, wl->dims, dt, &e->n_inputs);
         e->outputs = s_buffers (spec, spec->outputs, spec->noutputs, wl->dims, dt, &e->n_outputs);
@@ -890,6 +905,8 @@ static int s_entry_from (const json_t *j, const json_t *sources, Ak__ProfileEntr
     ak_cpb_set (&e->source_digest, src);
     ak_cpb_set (&e->prelude_digest, pre);
     ak_cpb_set (&e->source_name, s_jstr (json_object_get (j, "source"), "name"));
+    if (s_jstr (j, "arch"))
+        ak_cpb_set (&e->arch, s_jstr (j, "arch"));
     const json_t *launch = json_object_get (j, "launch");
     int rc = 0;
     if (strcmp (backend, "cuda") == 0) {
@@ -908,6 +925,14 @@ static int s_entry_from (const json_t *j, const json_t *sources, Ak__ProfileEntr
             rc = ak_err_set (err, AK_EINVAL, "%s.launch.shared_bytes: must be 0..2147483647", at);
         if (rc == 0)
             e->launch->shared_bytes = (uint32_t) json_integer_value (sh);
+        json_t *cl = json_object_get (launch, "cluster"), *tm = json_object_get (launch, "tensor_maps");
+        snprintf (what, sizeof what, "%s.launch.cluster", at);
+        if (rc == 0 && cl)
+            rc = s_u32s (cl, &e->launch->cluster, &e->launch->n_cluster, what, err);
+        if (rc == 0 && tm && (!json_is_integer (tm) || json_integer_value (tm) < 0 || json_integer_value (tm) > 8))
+            rc = ak_err_set (err, AK_EINVAL, "%s.launch.tensor_maps: must be 0..8", at);
+        if (rc == 0 && tm)
+            e->launch->tensor_maps = (uint32_t) json_integer_value (tm);
     }
     else
     if (launch && !json_is_null (launch))

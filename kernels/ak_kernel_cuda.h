@@ -6,8 +6,23 @@
 
         extern "C" __global__ void ak_kernel (ak_cuda_args_t a);
 
-    taking the argument block BY VALUE as its single parameter (the backend
-    launches it with one kernel parameter of exactly this layout).
+    taking the argument block BY VALUE as its first parameter (the backend
+    launches it with a kernel parameter of exactly this layout).
+
+    ABI 2 (AK_CUDA_ABI): a kernel whose spec entry declares "tensor_maps"
+    takes them as further parameters, in the order the spec lists them,
+    each a TMA descriptor the worker encoded with cuTensorMapEncodeTiled
+    over the named buffer for this launch:
+
+        extern "C" __global__ void ak_kernel (ak_cuda_args_t a,
+            const __grid_constant__ ak_tensor_map_t tm_a,
+            const __grid_constant__ ak_tensor_map_t tm_b);
+
+    Use the address of the parameter (&tm_a) as the tensor map operand of
+    cp.async.bulk.tensor / prefetch.tensormap.  Kernels without tensor maps
+    are as in ABI 1.  "arch": "sm_90a" in the spec builds the kernel with
+    --gpu-architecture=sm_90a (wgmma, setmaxnreg ...); "cluster" in its
+    launch rule launches thread-block clusters (cuLaunchKernelEx).
     a.dims holds the shape in the spec's key order; a.in / a.out the device
     buffers in the order the spec lists its inputs and outputs.  Elements
     are `ak_t`: float, __half, __nv_bfloat16 as the workload's dtype says
@@ -25,9 +40,31 @@
 #ifndef AK_KERNEL_CUDA_H
 #define AK_KERNEL_CUDA_H
 
+/* The kernel ABI this header describes; 2 added tensor maps. */
+#define AK_CUDA_ABI 2
+
 typedef unsigned int       ak_u32;
 typedef unsigned long long ak_u64;
 typedef long long          ak_i64;
+
+/* A TMA descriptor: 128 bytes, 64-byte aligned, as CUtensorMap (opaque:
+   read only by the TMA unit). */
+typedef struct __align__(64) { ak_u64 opaque[16]; } ak_tensor_map_t;
+static_assert (sizeof (ak_tensor_map_t) == 128, "ak_tensor_map_t is a CUtensorMap: 128 bytes");
+
+/* False for an optional map ("optional": true in the spec) that the
+   tensor-map rules refused for this workload (a row of 127 bf16 elements
+   is not a multiple of 16 bytes): the worker then passes 128 zero bytes,
+   and the kernel must take a path without it.  An encoded map is never
+   all zero (it holds the buffer's address). */
+__device__ __forceinline__ bool ak_tensor_map_present (const ak_tensor_map_t *m)
+{
+    ak_u64 any = 0;
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        any |= m->opaque[i];
+    return any != 0;
+}
 
 #ifndef AK_MAX_DIMS
 #define AK_MAX_DIMS 8

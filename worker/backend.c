@@ -43,3 +43,13 @@ void ak_compile_key_part (ak_sha256_t *ctx, const void *data, size_t len)
     ak_sha256_update (ctx, hdr, (size_t) n);
     ak_sha256_update (ctx, data, len);
 }
+
+void ak_launch_apply (const ak_launch_cfg_t *lc, ak_launch_t *l)
+{
+    memcpy (l->grid, lc->grid, sizeof l->grid);
+    memcpy (l->block, lc->block, sizeof l->block);
+    l->shared_bytes = lc->shared_bytes;
+    memcpy (l->cluster, lc->cluster, sizeof l->cluster);
+    l->tmaps = lc->ntmaps ? lc->tmaps : NULL;
+    l->ntmaps = lc->ntmaps;
+}

@@ -25,10 +25,16 @@
 #include "akfleet.pb-c.h"
 #include "digest.h"
 #include "error.h"
+#include "space.h"
 #include "spec.h"
 
 typedef struct ak_dev ak_dev_t;        /* executor-side device context */
 typedef struct ak_kernel ak_kernel_t;  /* a loaded kernel */
+
+typedef struct {
+    uint32_t registers, local_bytes, static_shared, max_threads;
+    bool     library;
+} ak_kernel_budget_t;
 
 typedef struct {
     const char     *source;            /* kernel source as given (no prelude) */
@@ -41,6 +47,14 @@ typedef struct {
     const char     *cache_dir;         /* content-addressed artifact cache */
     uint32_t        timeout_ms;        /* compile limit; AK_ETIMEOUT past it */
     const Ak__Device *device;          /* compile target (architecture for CUDA) */
+    /* CUDA: the spec entry's "arch" ("sm_90a"): built for it, refused
+       (AK_EUNSUPPORTED, before any compile) on a device it does not run
+       on (ak_arch_check).  NULL: the device's own sm_XY. */
+    const char     *arch;
+    /* CUDA: the source is a library baseline's marker (spec_cuda.h): no
+       compile; the artifact is the marker, which load opens as a library
+       call.  Only a baseline the spec declares a library sets it. */
+    bool            library;
     /* Optional: when non-NULL and it becomes non-zero, a running compile is
        abandoned (compiler killed, nothing cached) with AK_ETIMEOUT and err
        saying "cancelled".  Lets a daemon shut down without waiting for a
@@ -75,7 +89,18 @@ typedef struct {
        AK_EINVAL "launch configuration missing" until spec launch rules
        fill these in. */
     uint32_t    grid[3], block[3], shared_bytes;
+    /* Thread-block cluster (0 or 1 each: none) and the kernel's tensor
+       maps, evaluated and checked (borrowed from the ak_launch_cfg_t they
+       came from, which must outlive the launch).  The CUDA backend encodes
+       the maps over in[] / out[] and passes them after the argument block. */
+    uint32_t    cluster[3];
+    const ak_tmap_cfg_t *tmaps;
+    int         ntmaps;
 } ak_launch_t;
+
+/*  Copies an evaluated launch configuration into l (grid, block, shared,
+    cluster; tmaps borrowed from lc). */
+void ak_launch_apply (const ak_launch_cfg_t *lc, ak_launch_t *l);
 
 /*  What the backend knows about one launch of a kernel beyond its time:
     the CUDA backend fills it from the CUPTI activity record of the launch. */
@@ -169,6 +194,12 @@ typedef struct ak_backend {
        calibrated once per device on first call.  AK_EUNAVAIL when it
        cannot be calibrated (no kernel records). */
     int  (*event_floor) (ak_dev_t *dev, double *us, ak_err_t *err);
+
+    /* ---- executor side, optional: a loaded kernel's resources ---- */
+    /* Registers and local memory per thread, static shared memory per
+       block, the most threads per block; library true (and the rest 0)
+       for a library call.  NULL: the backend has no such figures. */
+    int  (*kernel_budget) (ak_kernel_t *kernel, ak_kernel_budget_t *out, ak_err_t *err);
 } ak_backend_t;
 
 #define AK_GEN_AS_F64 4

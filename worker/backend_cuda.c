@@ -70,6 +70,21 @@ static bool s_supports_dtype (const Ak__Device *device, ak_dtype_t dt)
     return false;
 }
 
+static int s_kernel_budget (ak_kernel_t *k, ak_kernel_budget_t *out, ak_err_t *err)
+{
+    if (!k || !out)
+        return ak_err_set (err, AK_EINVAL, "cuda kernel_budget: bad arguments");
+    memset (out, 0, sizeof *out);
+    out->library = k->lib != NULL;
+    if (!k->lib) {
+        out->registers = (uint32_t) (k->regs > 0 ? k->regs : 0);
+        out->local_bytes = (uint32_t) (k->local_bytes > 0 ? k->local_bytes : 0);
+        out->static_shared = (uint32_t) (k->static_shared > 0 ? k->static_shared : 0);
+        out->max_threads = (uint32_t) (k->max_threads > 0 ? k->max_threads : 0);
+    }
+    return 0;
+}
+
 static const ak_backend_t s_cuda = {
     .name = "cuda",
     .probe = ak_cuda_be_probe,
@@ -90,6 +105,7 @@ static const ak_backend_t s_cuda = {
     .generate = ak_cuda_fill_uniform,
     .kernel_trace = ak_cuda_kernel_trace,
     .event_floor = ak_cuda_event_floor,
+    .kernel_budget = s_kernel_budget,
 };
 
 const ak_backend_t *ak_backend_cuda (void)

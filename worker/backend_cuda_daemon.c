@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "digest.h"
 #include "log.h"
+#include "spec_cuda.h"
 #include "util.h"
 
 #include <ctype.h>
@@ -130,9 +131,15 @@ int ak_cuda_options (const ak_compile_req_t *req, int cc_major, int cc_minor,
                                "/usr/local/cuda/include", ak_dtype_name (req->dtype), AK_CUDA_ROOT_DIR);
     }
 
+    int rc = ak_arch_check (req->arch, cc_major, cc_minor, err);
+    if (rc)
+        return ak_err_prefix (err, "refused before compile");
     char *s = NULL;
     char line[512];
-    snprintf (line, sizeof line, "--gpu-architecture=sm_%d%d", cc_major, cc_minor);
+    if (req->arch)
+        snprintf (line, sizeof line, "--gpu-architecture=%s", req->arch);
+    else
+        snprintf (line, sizeof line, "--gpu-architecture=sm_%d%d", cc_major, cc_minor);
     s_opt (&s, line);
     s_opt (&s, "--std=c++17");
     if (include_dir) {
@@ -506,6 +513,33 @@ static bool s_is_elf (const char *path)
     return n == 4 && memcmp (head, "\177ELF", 4) == 0;
 }
 
+/*  A library baseline (req->library): no NVRTC; the artifact is the
+    marker line itself (cache_dir/<key>.lib), which ak_cuda_be_load opens
+    as a library call.  A source that is not one marker line is refused. */
+static int s_library_artifact (const ak_compile_req_t *req, ak_compile_out_t *out, uint64_t t0,
+                               ak_err_t *err)
+{
+    size_t mlen = strlen (AK_LIBRARY_MARKER);
+    const char *nl = memchr (req->source, '\n', req->source_len);
+    if (req->source_len <= mlen || req->source_len > 256 || memcmp (req->source, AK_LIBRARY_MARKER, mlen) != 0
+        || (nl && nl != req->source + req->source_len - 1))
+        return ak_err_set (err, AK_EINVAL, "cuda compile: a library baseline's source must be its one marker "
+                           "line (%s...)", AK_LIBRARY_MARKER);
+    char *log = ak_strdup ("");
+    ak_sha256_hex ("library", 7, out->options_digest);
+    ak_cuda_cache_key (req->source, req->source_len, "library", "any", "", "", out->key);
+    ak_cache_build_t b;
+    int rc = ak_cache_build_begin (&b, req->cache_dir, out->key, ".lib", out, err);
+    if (rc || out->cached)
+        return ak_cache_build_end (&b, rc, t0, &log, out);
+    char *tmp = ak_cache_build_path (&b, "library.lib");
+    rc = ak_file_write_atomic (tmp, req->source, req->source_len, err);
+    if (rc == 0)
+        rc = ak_cache_build_commit (&b, tmp, err);
+    free (tmp);
+    return ak_cache_build_end (&b, rc, t0, &log, out);
+}
+
 /*  Builds req into the cache (see backend.h): CUBIN for the device's
     sm_XY, cache_dir/<key>.cubin.  The options text is exactly what NVRTC
     gets (one option per line), so its digest names the build. */
@@ -523,10 +557,14 @@ int ak_cuda_be_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_e
         return rc;
     if (!req->device || req->device->cc_major == 0)
         return ak_err_set (err, AK_EINVAL, "cuda compile: no target device (compute capability)");
+    int ccmaj = (int) req->device->cc_major, ccmin = (int) req->device->cc_minor;
+    if ((rc = ak_arch_check (req->arch, ccmaj, ccmin, err)) != 0)
+        return ak_err_prefix (err, "refused before compile");
+    if (req->library)
+        return s_library_artifact (req, out, t0, err);
     if ((rc = ak_cuda_nvrtc (&nv, err)) != 0)
         return rc;
 
-    int ccmaj = (int) req->device->cc_major, ccmin = (int) req->device->cc_minor;
     int arch_num = ccmaj * 10 + ccmin;
     bool arch_ok = false;
     for (int i = 0; i < nv->narchs; i++)
@@ -540,7 +578,10 @@ int ak_cuda_be_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_e
         return rc;
 
     char arch[16];
-    snprintf (arch, sizeof arch, "sm_%d", arch_num);
+    if (req->arch)
+        snprintf (arch, sizeof arch, "%s", req->arch);
+    else
+        snprintf (arch, sizeof arch, "sm_%d", arch_num);
     ak_sha256_hex (options, strlen (options), out->options_digest);
     ak_cuda_cache_key (req->source, req->source_len, options, arch, ak_cuda_nvrtc_version_text (),
                        include_dir ? s_headers_digest : "", out->key);

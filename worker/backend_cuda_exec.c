@@ -13,6 +13,7 @@
     configuration the device or the kernel cannot take (invalid_config). */
 #include "backend_cuda_impl.h"
 #include "log.h"
+#include "spec_cuda.h"
 #include "util.h"
 
 #include <inttypes.h>
@@ -447,6 +448,19 @@ int ak_cuda_be_load (ak_dev_t *dev, const char *artifact_path, const char *symbo
         return rc;
     if ((rc = ak_file_read (artifact_path, AK_CUDA_CUBIN_MAX, &image, &len, err)) != 0)
         return rc;
+    if (len > strlen (AK_LIBRARY_MARKER) && memcmp (image, AK_LIBRARY_MARKER, strlen (AK_LIBRARY_MARKER)) == 0) {
+        ak_kernel_t *lk = ak_calloc (1, sizeof *lk);
+        snprintf (lk->symbol, sizeof lk->symbol, "%s", symbol);
+        rc = ak_cuda_lib_open (dev, image, len, &lk->lib, err);
+        free (image);
+        if (rc) {
+            free (lk);
+            return ak_err_prefix (err, "%s", artifact_path);
+        }
+        lk->warm = false;
+        *kernel_p = lk;
+        return 0;
+    }
     if (len < 4 || memcmp (image, "\177ELF", 4) != 0) {
         free (image);
         return ak_err_set (err, AK_ECOMPILE, "%s: not a CUBIN (no ELF header)", artifact_path);
@@ -471,7 +485,10 @@ int ak_cuda_be_load (ak_dev_t *dev, const char *artifact_path, const char *symbo
                                 "cuFuncGetAttribute (MAX_THREADS_PER_BLOCK)", err)) != 0
         || (rc = ak_cuda_be_cu (dev, drv->cuFuncGetAttribute (&k->static_shared,
                                                               CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->fn),
-                                "cuFuncGetAttribute (SHARED_SIZE_BYTES)", err)) != 0)
+                                "cuFuncGetAttribute (SHARED_SIZE_BYTES)", err)) != 0
+        || (rc = ak_cuda_be_cu (dev, drv->cuFuncGetAttribute (&k->local_bytes,
+                                                              CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->fn),
+                                "cuFuncGetAttribute (LOCAL_SIZE_BYTES)", err)) != 0)
         goto fail;
     free (image);
     *kernel_p = k;
@@ -495,6 +512,8 @@ void ak_cuda_be_unload (ak_dev_t *dev, ak_kernel_t **kernel_p)
         return;
     ak_kernel_t *k = *kernel_p;
     ak_err_t e = { 0 };
+    if (k->lib && dev && ak_cuda_be_enter (dev, &e) == 0)
+        ak_cuda_lib_close (dev, &k->lib);
     if (dev && k->mod && ak_cuda_be_enter (dev, &e) == 0
         && ak_cuda_check (dev->drv->cuModuleUnload (k->mod), "cuModuleUnload", &e))
         ak_debug ("cuda unload: %s", e.msg);
@@ -567,6 +586,10 @@ int ak_cuda_be_check_launch (ak_dev_t *dev, ak_kernel_t *k, const ak_launch_t *l
         || l->nout < 0 || l->nout > AK_MAX_BUFS)
         return ak_err_set (err, AK_EINVAL, "cuda launch: %d dims, %d inputs, %d outputs (limits %d, %d, %d)",
                            l->ndims, l->nin, l->nout, AK_MAX_DIMS, AK_MAX_BUFS, AK_MAX_BUFS);
+    if (k->lib)                  /* a library call: no launch configuration of ours */
+        return 0;
+    if (l->ntmaps < 0 || l->ntmaps > AK_MAX_TMAPS || (l->ntmaps && !l->tmaps))
+        return ak_err_set (err, AK_EINVAL, "cuda launch: %d tensor maps (limit %d)", l->ntmaps, AK_MAX_TMAPS);
     for (int i = 0; i < 3; i++)
         if (l->grid[i] == 0 || l->block[i] == 0)
             return ak_err_set (err, AK_EINVAL, "launch configuration missing: grid %ux%ux%u block %ux%ux%u "
@@ -614,11 +637,9 @@ void ak_cuda_be_pack (const ak_launch_t *l, ak_cuda_be_args_t *a)
         a->out[i] = (uint64_t) (uintptr_t) l->out[i];
 }
 
-/*  Enqueues one launch of fn on dev's stream with params, inside an
-    external correlation id for CUPTI.  A refused launch is the
-    candidate's configuration: AK_EINVAL "invalid_config: ...". */
-int ak_cuda_be_enqueue (ak_dev_t *dev, CUfunction fn, const uint32_t grid[3], const uint32_t block[3],
-                        uint32_t shared, void **params, ak_err_t *err)
+/*  An external correlation id for CUPTI around one launch: pushed
+    before, popped after (s_corr_pop); true when pushed. */
+static bool s_corr_push (ak_dev_t *dev)
 {
     bool pushed = false;
     if (dev->cupti_on) {
@@ -634,8 +655,11 @@ int ak_cuda_be_enqueue (ak_dev_t *dev, CUfunction fn, const uint32_t grid[3], co
             dev->last_ext = 0;
         }
     }
-    CUresult r = dev->drv->cuLaunchKernel (fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                           shared, dev->stream, params, NULL);
+    return pushed;
+}
+
+static void s_corr_pop (bool pushed)
+{
     if (pushed) {
         ak_err_t e = { 0 };
         uint64_t last = 0;
@@ -643,9 +667,128 @@ int ak_cuda_be_enqueue (ak_dev_t *dev, CUfunction fn, const uint32_t grid[3], co
                                  "cuptiActivityPopExternalCorrelationId", &e))
             ak_debug ("cuda: %s", e.msg);
     }
+}
+
+/*  Enqueues one launch of fn on dev's stream with params, inside an
+    external correlation id for CUPTI.  A refused launch is the
+    candidate's configuration: AK_EINVAL "invalid_config: ...". */
+int ak_cuda_be_enqueue (ak_dev_t *dev, CUfunction fn, const uint32_t grid[3], const uint32_t block[3],
+                        uint32_t shared, void **params, ak_err_t *err)
+{
+    bool pushed = s_corr_push (dev);
+    CUresult r = dev->drv->cuLaunchKernel (fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                           shared, dev->stream, params, NULL);
+    s_corr_pop (pushed);
     int rc = ak_cuda_be_cu (dev, r, "cuLaunchKernel", err);
     if (rc == AK_EINVAL)
         ak_err_prefix (err, "invalid_config");
+    if (rc)
+        dev->last_ext = 0;
+    return rc;
+}
+
+/* ------------------------------------------------ tensor maps, clusters */
+
+/*  The driver's data type for a tensor map of elem_bytes over dtype dt. */
+static CUtensorMapDataType s_tmap_type (ak_dtype_t dt)
+{
+    return dt == AK_DT_FLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+         : dt == AK_DT_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+}
+
+int ak_cuda_be_prepare (ak_dev_t *dev, ak_kernel_t *k, const ak_launch_t *l, ak_cuda_be_params_t *p,
+                        ak_err_t *err)
+{
+    ak_cuda_be_pack (l, &p->a);
+    p->params[0] = &p->a;
+    if (k->lib || l->ntmaps == 0)
+        return 0;
+    for (int i = 0; i < l->ntmaps; i++) {
+        const ak_tmap_cfg_t *m = &l->tmaps[i];
+        int nbuf = m->output ? l->nout : l->nin;
+        if (m->buf < 0 || m->buf >= nbuf)
+            return ak_err_set (err, AK_EINVAL, "invalid_config: tensor map %s: buffer %d of %d", m->name,
+                               m->buf, nbuf);
+        const void *buf = m->output ? l->out[m->buf] : l->in[m->buf];
+        p->params[1 + i] = &p->maps[i];
+        if (m->absent) {         /* optional, refused by the rules here: 128 zero bytes */
+            memset (&p->maps[i], 0, sizeof p->maps[i]);
+            continue;
+        }
+        if (m->elem_bytes != ak_dtype_size (l->dtype))
+            return ak_err_set (err, AK_EINVAL, "invalid_config: tensor map %s: rule elem: %u-byte elements, the "
+                               "launch is %s", m->name, m->elem_bytes, ak_dtype_name (l->dtype));
+        int rc = ak_tmap_check (m, err);
+        if (rc == 0)
+            rc = ak_tmap_check_address (m, (uint64_t) (uintptr_t) buf, err);
+        if (rc)
+            return ak_err_prefix (err, "invalid_config");
+        cuuint64_t dims[AK_TMAP_MAX_RANK], strides[AK_TMAP_MAX_RANK - 1];
+        cuuint32_t box[AK_TMAP_MAX_RANK], estr[AK_TMAP_MAX_RANK];
+        for (uint32_t d = 0; d < m->rank; d++) {
+            dims[d] = m->dims[d];
+            box[d] = m->box[d];
+            estr[d] = 1;
+            if (d + 1 < m->rank)
+                strides[d] = m->strides[d];
+        }
+        CUresult r = dev->drv->cuTensorMapEncodeTiled (&p->maps[i], s_tmap_type (l->dtype), m->rank, (void *) buf,
+                                                       dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                       (CUtensorMapSwizzle) m->swizzle,
+                                                       (CUtensorMapL2promotion) m->l2,
+                                                       (CUtensorMapFloatOOBfill) m->oob);
+        /* Our rules passed, so a refusal is a rule we do not know of:
+           still the candidate's configuration. */
+        rc = ak_cuda_be_cu (dev, r, "cuTensorMapEncodeTiled", err);
+        if (rc)
+            return rc == AK_EINVAL ? ak_err_prefix (err, "invalid_config: tensor map %s", m->name) : rc;
+    }
+    return 0;
+}
+
+int ak_cuda_be_enqueue_kernel (ak_dev_t *dev, ak_kernel_t *k, const ak_launch_t *l, ak_cuda_be_params_t *p,
+                               bool correlate, ak_err_t *err)
+{
+    bool cluster = l->cluster[0] > 1 || l->cluster[1] > 1 || l->cluster[2] > 1;
+    bool pushed = correlate && s_corr_push (dev);
+    CUresult r = CUDA_SUCCESS;
+    int rc = 0;
+    const char *call = "cuLaunchKernel";
+    if (k->lib) {
+        rc = ak_cuda_lib_enqueue (dev, k->lib, l, err);
+    }
+    else if (cluster) {
+        CUlaunchAttribute attr;
+        memset (&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = l->cluster[0] ? l->cluster[0] : 1;
+        attr.value.clusterDim.y = l->cluster[1] ? l->cluster[1] : 1;
+        attr.value.clusterDim.z = l->cluster[2] ? l->cluster[2] : 1;
+        CUlaunchConfig cfg;
+        memset (&cfg, 0, sizeof cfg);
+        cfg.gridDimX = l->grid[0];
+        cfg.gridDimY = l->grid[1];
+        cfg.gridDimZ = l->grid[2];
+        cfg.blockDimX = l->block[0];
+        cfg.blockDimY = l->block[1];
+        cfg.blockDimZ = l->block[2];
+        cfg.sharedMemBytes = l->shared_bytes;
+        cfg.hStream = dev->stream;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        call = "cuLaunchKernelEx (cluster)";
+        r = dev->drv->cuLaunchKernelEx (&cfg, k->fn, p->params, NULL);
+    }
+    else
+        r = dev->drv->cuLaunchKernel (k->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+                                      l->block[2], l->shared_bytes, dev->stream, p->params, NULL);
+    if (correlate)
+        s_corr_pop (pushed);
+    if (!k->lib) {
+        rc = ak_cuda_be_cu (dev, r, call, err);
+        if (rc == AK_EINVAL)
+            ak_err_prefix (err, "invalid_config");
+    }
     if (rc)
         dev->last_ext = 0;
     return rc;
@@ -665,11 +808,9 @@ int ak_cuda_be_launch (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *ar
     int rc = ak_cuda_be_enter (dev, err);
     if (rc || (rc = ak_cuda_be_check_launch (dev, kernel, args, err)) != 0)
         return rc;
-    ak_cuda_be_args_t a;
-    ak_cuda_be_pack (args, &a);
-    void *params[] = { &a };
-    if ((rc = ak_cuda_be_enqueue (dev, kernel->fn, args->grid, args->block, args->shared_bytes,
-                                  params, err)) != 0)
+    ak_cuda_be_params_t p;
+    if ((rc = ak_cuda_be_prepare (dev, kernel, args, &p, err)) != 0
+        || (rc = ak_cuda_be_enqueue_kernel (dev, kernel, args, &p, true, err)) != 0)
         return rc;
     return ak_cuda_be_sync (dev, err);
 }

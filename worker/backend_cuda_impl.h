@@ -98,10 +98,15 @@ struct ak_dev {
     char       peaks_why[256];
 };
 
+/* A vendor-library call standing in for a kernel (backend_cuda_lib.c). */
+typedef struct ak_cuda_lib ak_cuda_lib_t;
+
 struct ak_kernel {
     CUmodule   mod;
     CUfunction fn;
     int        regs, max_threads, static_shared;
+    int        local_bytes;                    /* per thread: register spills and local arrays */
+    ak_cuda_lib_t *lib;                        /* a library baseline: no module, no fn */
     int        dyn_shared_set;                 /* MAX_DYNAMIC_SHARED_SIZE_BYTES set to this */
     bool       warm;                           /* launched once without the blocker */
     char       symbol[AK_MAX_NAME + 1];
@@ -149,6 +154,36 @@ int  ak_cuda_be_enqueue (ak_dev_t *dev, CUfunction fn, const uint32_t grid[3],
                          const uint32_t block[3], uint32_t shared, void **params, ak_err_t *err);
 /* Waits for the device's stream. */
 int  ak_cuda_be_sync (ak_dev_t *dev, ak_err_t *err);
+
+/* The kernel parameters of one launch: the argument block, then the
+   tensor maps encoded over the launch's buffers (ABI 2). */
+typedef struct {
+    ak_cuda_be_args_t a;
+    CUtensorMap maps[AK_MAX_TMAPS];
+    void       *params[1 + AK_MAX_TMAPS];
+} ak_cuda_be_params_t;
+/* Packs l into p and encodes its tensor maps (cuTensorMapEncodeTiled);
+   a map the rules or the driver refuse is AK_EINVAL "invalid_config: ...
+   rule ...", before any launch. */
+int  ak_cuda_be_prepare (ak_dev_t *dev, ak_kernel_t *k, const ak_launch_t *l, ak_cuda_be_params_t *p,
+                         ak_err_t *err);
+/* Queues k with p on the stream (not waited for): the library call, a
+   cluster launch (cuLaunchKernelEx) or cuLaunchKernel; correlate: inside
+   an external correlation id for CUPTI, as ak_cuda_be_enqueue. */
+int  ak_cuda_be_enqueue_kernel (ak_dev_t *dev, ak_kernel_t *k, const ak_launch_t *l, ak_cuda_be_params_t *p,
+                                bool correlate, ak_err_t *err);
+
+/* ------------------------------------ executor side (backend_cuda_lib.c) */
+/* The library call of a marker artifact (spec_cuda.h): AK_EUNAVAIL
+   "cuBLASLt not found: tried ..." where the library is missing. */
+int  ak_cuda_lib_open (ak_dev_t *dev, const char *marker, size_t len, ak_cuda_lib_t **lib_p, ak_err_t *err);
+void ak_cuda_lib_close (ak_dev_t *dev, ak_cuda_lib_t **lib_p);
+/* Whether the call is planned for l's shape and dtype already (its
+   kernels then ran once: the sample path runs a library call once
+   without the blocking kernel for every new shape, as it does a module). */
+bool ak_cuda_lib_ready (const ak_cuda_lib_t *lib, const ak_launch_t *l);
+/* Queues the call for l's shape, dtype and buffers on dev's stream. */
+int  ak_cuda_lib_enqueue (ak_dev_t *dev, ak_cuda_lib_t *lib, const ak_launch_t *l, ak_err_t *err);
 
 /* ------------------------------------ executor side (backend_cuda_timing.c) */
 /* The table's time and sample (backend.h). */

@@ -356,12 +356,17 @@ static int s_sample_impl (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t 
     if (rc || (rc = ak_cuda_be_check_launch (dev, kernel, args, err)) != 0)
         return rc;
     const ak_cuda_driver_t *drv = dev->drv;
-    ak_cuda_be_args_t a;
-    ak_cuda_be_pack (args, &a);
-    void *params[] = { &a };
-    if (!kernel->warm) {
-        if ((rc = ak_cuda_be_enqueue (dev, kernel->fn, args->grid, args->block, args->shared_bytes,
-                                      params, err)) != 0
+    ak_cuda_be_params_t params;
+    if ((rc = ak_cuda_be_prepare (dev, kernel, args, &params, err)) != 0)
+        return rc;
+    /* A library call may launch several kernels: its CUPTI record would
+       be one of them, so it is timed by events alone (and so is the other
+       side: timing.c uses CUPTI only where every sample has it). */
+    with_cupti = with_cupti && !kernel->lib;
+    /* A library call picks kernels per shape, loaded on first use: each new
+       shape runs once without the blocker too. */
+    if (!kernel->warm || (kernel->lib && !ak_cuda_lib_ready (kernel->lib, args))) {
+        if ((rc = ak_cuda_be_enqueue_kernel (dev, kernel, args, &params, true, err)) != 0
             || (rc = ak_cuda_be_sync (dev, err)) != 0)
             return rc;
         kernel->warm = true;
@@ -384,8 +389,7 @@ static int s_sample_impl (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t 
         }
     }
     if ((rc = ak_cuda_be_cu (dev, drv->cuEventRecord (dev->ev_start, dev->stream), "cuEventRecord", err)) != 0
-        || (rc = ak_cuda_be_enqueue (dev, kernel->fn, args->grid, args->block, args->shared_bytes,
-                                     params, err)) != 0
+        || (rc = ak_cuda_be_enqueue_kernel (dev, kernel, args, &params, true, err)) != 0
         || (rc = ak_cuda_be_cu (dev, drv->cuEventRecord (dev->ev_stop, dev->stream), "cuEventRecord",
                                 err)) != 0)
         goto release;
@@ -795,24 +799,17 @@ int ak_cuda_time_plain (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *a
     if (rc || (rc = ak_cuda_be_check_launch (dev, kernel, args, err)) != 0)
         return rc;
     const ak_cuda_driver_t *drv = dev->drv;
-    ak_cuda_be_args_t a;
-    ak_cuda_be_pack (args, &a);
-    void *params[] = { &a };
+    ak_cuda_be_params_t params;
+    if ((rc = ak_cuda_be_prepare (dev, kernel, args, &params, err)) != 0)
+        return rc;
     if (cold && (rc = s_flush (dev, err)) != 0)
         return rc;
     if ((rc = ak_cuda_be_cu (dev, drv->cuEventRecord (dev->ev_start, dev->stream), "cuEventRecord",
                              err)) != 0)
         return rc;
-    for (uint32_t i = 0; i < reps; i++) {
-        rc = ak_cuda_be_cu (dev, drv->cuLaunchKernel (kernel->fn, args->grid[0], args->grid[1], args->grid[2],
-                                                      args->block[0], args->block[1], args->block[2],
-                                                      args->shared_bytes, dev->stream, params, NULL),
-                            "cuLaunchKernel", err);
-        if (rc == AK_EINVAL)
-            ak_err_prefix (err, "invalid_config");
-        if (rc)
+    for (uint32_t i = 0; i < reps; i++)
+        if ((rc = ak_cuda_be_enqueue_kernel (dev, kernel, args, &params, false, err)) != 0)
             return rc;
-    }
     if ((rc = ak_cuda_be_cu (dev, drv->cuEventRecord (dev->ev_stop, dev->stream), "cuEventRecord", err)) != 0
         || (rc = ak_cuda_be_cu (dev, drv->cuEventSynchronize (dev->ev_stop), "cuEventSynchronize", err)) != 0
         || (rc = ak_cuda_be_sync (dev, err)) != 0)

@@ -101,6 +101,8 @@ char *ak_cuda_describe (void);
     X (cuMemHostGetDevicePointer, 3020,  "cuMemHostGetDevicePointer_v2")       \
     X (cuMemFreeHost,             2000,  "cuMemFreeHost")                      \
     X (cuLaunchKernel,            4000,  "cuLaunchKernel")                     \
+    X (cuLaunchKernelEx,          11060, "cuLaunchKernelEx")                   \
+    X (cuTensorMapEncodeTiled,    12000, "cuTensorMapEncodeTiled")             \
     X (cuStreamCreate,            2000,  "cuStreamCreate")                     \
     X (cuStreamDestroy,           4000,  "cuStreamDestroy_v2")                 \
     X (cuStreamSynchronize,       2000,  "cuStreamSynchronize")                \

@@ -62,6 +62,10 @@ typedef struct s_task {
     char           *base_path[AK_DT_COUNT], *cand_path[AK_DT_COUNT];   /* per element type built */
     char            options_digest[65];
     double          compile_ms;
+    /* From the spec (s_build_dtypes): the "arch" of the baseline and the
+       candidate ("" none), and whether the baseline is a library call. */
+    char            base_arch[16], cand_arch[16];
+    bool            base_library;
     /* Dispatch. */
     int             slot;              /* -1 until running */
     uint64_t        started_wall_ms;
@@ -654,6 +658,11 @@ static int s_compile_one (ak_daemon_t *d, s_task_t *t, const char *what, const a
         req.timeout_ms = t->compile_ms + 1 < req.timeout_ms ? req.timeout_ms - (uint32_t) t->compile_ms : 1;
     req.device = device;
     req.cancel = &d->cancel;
+    if (!reference) {
+        const char *arch = with_params ? t->cand_arch : t->base_arch;
+        req.arch = arch[0] ? arch : NULL;
+        req.library = !with_params && t->base_library;
+    }
 
     int rc = be->compile (&req, &out, &err);
     t->compile_ms += out.ms;
@@ -712,6 +721,11 @@ static int s_build_dtypes (s_task_t *t, const ak_backend_t *be, const Ak__Device
                   a->spec_json ? err.msg : "missing");
         return -1;
     }
+    const ak_baseline_t *bl = ak_spec_baseline (spec, be->name);
+    const ak_candidate_t *cd = a->candidate_name ? ak_spec_candidate (spec, a->candidate_name) : NULL;
+    snprintf (t->base_arch, sizeof t->base_arch, "%s", bl && bl->arch ? bl->arch : "");
+    snprintf (t->cand_arch, sizeof t->cand_arch, "%s", cd && cd->arch ? cd->arch : "");
+    t->base_library = bl && bl->library;
     int n = 0;
     for (int i = 0; i < spec->ndtypes; i++)
         if (!be->supports_dtype || be->supports_dtype (device, spec->dtypes[i]))

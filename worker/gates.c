@@ -257,9 +257,7 @@ static int s_dref_run (const s_cfg_t *c, void *const *din, double **outs, ak_err
     l.params = NULL;
     l.param_names = NULL;
     l.nparams = 0;
-    memcpy (l.grid, lc.grid, sizeof l.grid);
-    memcpy (l.block, lc.block, sizeof l.block);
-    l.shared_bytes = lc.shared_bytes;
+    ak_launch_apply (&lc, &l);
     rc = be->launch (ctx->dev, ctx->dref, &l, err);
     if (rc) {
         ak_err_prefix (err, "device reference at %s", c->label);
@@ -478,15 +476,13 @@ static int s_cfg_run (s_cfg_t *c, ak_err_t *err)
     }
     ak_launch_t l;
     s_launch_args (c, c->dev_in, c->dev_out, &l);
+    ak_launch_cfg_t lc;          /* outlives the launch: l borrows its tensor maps */
     if (ctx->launch) {
-        ak_launch_cfg_t lc;
         rc = ak_launch_eval (spec, ctx->launch, c->dims, c->dt, ctx->param_names, ctx->params,
                              ctx->nparams, &lc, err);
         if (rc)
             return ak_err_prefix (err, "invalid_config: at %s", c->label);
-        memcpy (l.grid, lc.grid, sizeof l.grid);
-        memcpy (l.block, lc.block, sizeof l.block);
-        l.shared_bytes = lc.shared_bytes;
+        ak_launch_apply (&lc, &l);
     }
     rc = ctx->be->launch (ctx->dev, ctx->kernel[c->dt], &l, err);
     if (rc)

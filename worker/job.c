@@ -219,6 +219,43 @@ static int s_load_role (s_job_t *j, const char *role, ak_kernel_t *k[AK_DT_COUNT
     return 0;
 }
 
+/*  The register budget of the kernels of role (k[] per dtype) into the
+    receipt (Receipt.budgets), where the backend has the figures, with the
+    architecture each was built for. */
+static void s_budgets (s_job_t *j, const char *role, ak_kernel_t *k[AK_DT_COUNT])
+{
+    if (!j->be->kernel_budget)
+        return;
+    const char *arch = NULL;
+    if (strcmp (role, "candidate") == 0) {
+        const ak_candidate_t *c = j->a->candidate_name ? ak_spec_candidate (j->spec, j->a->candidate_name) : NULL;
+        arch = c ? c->arch : NULL;
+    }
+    else {
+        const ak_baseline_t *b = ak_spec_baseline (j->spec, j->be->name);
+        arch = b ? b->arch : NULL;
+    }
+    for (int dt = 0; dt < AK_DT_COUNT; dt++) {
+        ak_kernel_budget_t kb;
+        ak_err_t err = { 0 };
+        if (!k[dt] || j->be->kernel_budget (k[dt], &kb, &err) != 0)
+            continue;
+        Ak__KernelBudget *b = ak_malloc (sizeof *b);
+        ak__kernel_budget__init (b);
+        b->role = ak_strdup (role);
+        b->dtype = ak_strdup (ak_dtype_name ((ak_dtype_t) dt));
+        b->registers = kb.registers;
+        b->local_bytes = kb.local_bytes;
+        b->static_shared = kb.static_shared;
+        b->max_threads = kb.max_threads;
+        b->arch = kb.library ? ak_strdup ("library:cublaslt")
+                : arch ? ak_strdup (arch)
+                : ak_sprintf ("sm_%u%u", j->device ? j->device->cc_major : 0, j->device ? j->device->cc_minor : 0);
+        j->r->budgets = ak_realloc (j->r->budgets, (j->r->n_budgets + 1) * sizeof *j->r->budgets);
+        j->r->budgets[j->r->n_budgets++] = b;
+    }
+}
+
 /*  The device reference the daemon built from the spec's reference_cuda
     (artifact role "reference_cuda"), and the generator kernel of the same
     module, on backends that generate inputs on the device.  Without the
@@ -507,9 +544,10 @@ static void s_run (s_job_t *j)
     if (rc || loaded == 0) {
         if (!rc)
             ak_err_set (&err, AK_EINVAL, "no compiled %s in the job", role);
-        s_finish (j, rc == AK_ECRASH ? "crashed" : "launch_error", "%s", err.msg);
+        s_finish (j, rc == AK_ECRASH ? "crashed" : rc == AK_EUNAVAIL ? "error" : "launch_error", "%s", err.msg);
         return;
     }
+    s_budgets (j, role, j->kernel);
     if (tune) {
         rc = s_load_role (j, "baseline", j->base, &loaded, &err);
         if (rc || loaded == 0) {
@@ -518,6 +556,7 @@ static void s_run (s_job_t *j)
             s_finish (j, rc == AK_ECRASH ? "crashed" : "error", "%s", err.msg);
             return;
         }
+        s_budgets (j, "baseline", j->base);
     }
 
     if (profile) {

@@ -595,11 +595,8 @@ static int s_profile_one (const ak_profile_ctx_t *ctx, ak_profiler_t **prof, siz
     l.params = ctx->params;
     l.param_names = ctx->param_names;
     l.nparams = ctx->nparams;
-    if (ctx->rule) {
-        memcpy (l.grid, lc.grid, sizeof l.grid);
-        memcpy (l.block, lc.block, sizeof l.block);
-        l.shared_bytes = lc.shared_bytes;
-    }
+    if (ctx->rule)
+        ak_launch_apply (&lc, &l);
     /* The plain launch: the module is loaded and the context current
        before the profiler attaches, and CUPTI's activity record says
        registers, shared memory, grid and block. */

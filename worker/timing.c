@@ -141,11 +141,8 @@ static void s_args (s_run_t *r, s_side_t *s, ak_launch_t *l)
     l->nparams = ctx->nparams;
     /* Launch configuration of this side for this workload (CUDA). */
     const ak_launch_cfg_t *lc = s == &r->side[1] ? ctx->base_launch : ctx->cand_launch;
-    if (lc) {
-        memcpy (l->grid, lc->grid, sizeof l->grid);
-        memcpy (l->block, lc->block, sizeof l->block);
-        l->shared_bytes = lc->shared_bytes;
-    }
+    if (lc)
+        ak_launch_apply (lc, l);
 }
 
 /*  One sample of side s into *out: through the backend's sample() where

@@ -25,6 +25,7 @@ typedef struct {
     int           cc_major, cc_minor, driver_major;
     akp_kernel_t *entries;
     size_t        nentries;
+    char        **unsupported;  /* per entry: why this library does not apply it, or NULL */
 } s_class_t;
 
 struct akp_profile {
@@ -437,6 +438,31 @@ static int s_entry (akp_profile_t *p, const char *dir, const s_sums_t *sums, con
     return rc;
 }
 
+/*  Why this library cannot apply entry j, or NULL: kernel ABI 2 launch
+    features (tensor maps passed after the argument block, thread-block
+    clusters) and arch-specific builds ("arch": "sm_90a") need more than
+    akp_launch and akp_compile_options give; applied regardless, the kernel
+    would read tensor-map parameters that are not there, or fail to build.
+    Caller frees. */
+static char *s_unsupported (const json_t *j)
+{
+    const json_t *launch = json_object_get (j, "launch");
+    json_int_t tmaps = json_integer_value (json_object_get (launch, "tensor_maps"));
+    const json_t *cluster = json_object_get (launch, "cluster");
+    const char *arch = json_string_value (json_object_get (j, "arch"));
+    bool clustered = false;
+    for (size_t i = 0; i < json_array_size (cluster); i++)
+        clustered |= json_integer_value (json_array_get (cluster, i)) > 1;
+    if (tmaps <= 0 && !clustered && !(arch && *arch))
+        return NULL;
+    char buf[256];
+    snprintf (buf, sizeof buf, "it needs kernel ABI 2 (%s%s%s%s%s), which this libakprofile does not launch",
+              tmaps > 0 ? "TMA tensor maps" : "", tmaps > 0 && clustered ? ", " : "",
+              clustered ? "a thread-block cluster" : "", (tmaps > 0 || clustered) && arch && *arch ? ", " : "",
+              arch && *arch ? arch : "");
+    return strdup (buf);
+}
+
 int akp_load (const char *dir, akp_profile_t **p_out, char *err, size_t errlen)
 {
     if (!p_out)
@@ -497,12 +523,15 @@ int akp_load (const char *dir, akp_profile_t **p_out, char *err, size_t errlen)
         const json_t *entries = json_object_get (cj, "entries");
         cl->nentries = json_array_size (entries);
         cl->entries = calloc (cl->nentries + 1, sizeof *cl->entries);
-        if (!cl->entries)
+        cl->unsupported = calloc (cl->nentries + 1, sizeof *cl->unsupported);
+        if (!cl->entries || !cl->unsupported)
             abort ();
         for (size_t i = 0; rc == AKP_OK && i < cl->nentries; i++) {
             char at[64];
             snprintf (at, sizeof at, "classes[%zu].entries[%zu]", c, i);
             rc = s_entry (p, dir, &sums, json_array_get (entries, i), &cl->entries[i], at, err, errlen);
+            if (rc == AKP_OK)
+                cl->unsupported[i] = s_unsupported (json_array_get (entries, i));
         }
     }
     s_sums_free (&sums);
@@ -516,8 +545,12 @@ void akp_destroy (akp_profile_t **self_p)
 {
     if (self_p && *self_p) {
         akp_profile_t *p = *self_p;
-        for (size_t c = 0; c < p->nclasses; c++)
+        for (size_t c = 0; c < p->nclasses; c++) {
+            for (size_t i = 0; p->classes[c].unsupported && i < p->classes[c].nentries; i++)
+                free (p->classes[c].unsupported[i]);
+            free (p->classes[c].unsupported);
             free (p->classes[c].entries);
+        }
         free (p->classes);
         for (size_t i = 0; i < p->ntexts; i++)
             free (p->texts[i]);
@@ -631,6 +664,9 @@ int akp_lookup (const akp_profile_t *p, const char *device_class, const char *op
         while (d < ndims && e->dims[d] == dims[d])
             d++;
         if (d == ndims) {
+            if (cl->unsupported && cl->unsupported[i])
+                return akp_errf (why, whylen, AKP_FALLBACK, "entry for %s %s %s on %s: %s: run the default kernel",
+                                 op, shape, dtype, device_class, cl->unsupported[i]);
             *k = e;
             return AKP_OK;
         }

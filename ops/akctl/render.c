@@ -360,6 +360,23 @@ void akctl_render_show (FILE *out, const json_t *answer)
         fprintf (out, "  timings\n");
         s_timings (out, timings);
     }
+    json_t *budgets = akj_arr (accepted, "budgets");
+    if (budgets && json_array_size (budgets)) {
+        size_t k;
+        json_t *b;
+        fprintf (out, "  kernels (register budget)\n");
+        json_array_foreach (budgets, k, b) {
+            if (strncmp (akj_str (b, "arch"), "library:", 8) == 0) {
+                fprintf (out, "    %-9s %-8s %s\n", akj_str (b, "role"), akj_str (b, "dtype"), akj_str (b, "arch"));
+                continue;
+            }
+            fprintf (out, "    %-9s %-8s %-7s %3" PRId64 " registers, %" PRId64 " B local (spills)%s, %" PRId64
+                     " B static shared, at most %" PRId64 " threads/block\n", akj_str (b, "role"),
+                     akj_str (b, "dtype"), akj_str (b, "arch"), akj_int (b, "registers"), akj_int (b, "local_bytes"),
+                     akj_int (b, "local_bytes") ? " SPILLS" : "", akj_int (b, "static_shared"),
+                     akj_int (b, "max_threads"));
+        }
+    }
     const char *log = akj_str (accepted, "compile_log");
     if (*log)
         fprintf (out, "  compiler output\n%s%s", log, log[strlen (log) - 1] == '\n' ? "" : "\n");

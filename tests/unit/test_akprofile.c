@@ -142,6 +142,45 @@ static void test_lookup_exact_and_fallbacks (void **state)
     akp_destroy (&p);
 }
 
+/*  An entry of kernel ABI 2 (tensor maps, a cluster, an arch-specific
+    build) is not applied by this library: the lookup falls back and says
+    why, instead of launching a kernel without the parameters it reads. */
+static void test_abi2_entry_falls_back (void **state)
+{
+    s_pkg_t *pk = *state;
+    char *path = ak_path_join (pk->dir, "profile.json"), *text = NULL, err[1024];
+    ak_err_t e = { 0 };
+    assert_int_equal (ak_file_read (path, 1 << 20, &text, NULL, &e), 0);
+    char *a = strstr (text, "\"shared_bytes\":0}");
+    assert_non_null (a);
+    *a = '\0';
+    char *mod = ak_sprintf ("%s\"shared_bytes\":0,\"tensor_maps\":2,\"cluster\":[2,1,1]}%s", text,
+                            a + strlen ("\"shared_bytes\":0}"));
+    /* the package again, with the modified profile.json */
+    char sd[65], pd[65], rel[128], prel[128];
+    ak_sha256_hex (s_src, strlen (s_src), sd);
+    ak_sha256_hex (s_prelude, strlen (s_prelude), pd);
+    snprintf (rel, sizeof rel, "sources/%s.cu", sd);
+    snprintf (prel, sizeof prel, "sources/%s.h", pd);
+    pk->sums[0] = '\0';
+    s_file (pk, rel, s_src);
+    s_file (pk, prel, s_prelude);
+    s_file (pk, "profile.json", mod);
+    s_sums (pk);
+    akp_profile_t *p = NULL;
+    assert_int_equal (akp_load (pk->dir, &p, err, sizeof err), AKP_OK);
+    const akp_kernel_t *k = NULL;
+    int64_t dims[2] = { 32, 128 };
+    assert_int_equal (akp_lookup (p, S_CLASS, "softmax", dims, 2, "float32", &k, err, sizeof err), AKP_FALLBACK);
+    assert_null (k);
+    assert_non_null (strstr (err, "kernel ABI 2 (TMA tensor maps, a thread-block cluster)"));
+    assert_non_null (strstr (err, "run the default kernel"));
+    akp_destroy (&p);
+    free (mod);
+    free (text);
+    free (path);
+}
+
 static void test_device_match (void **state)
 {
     s_pkg_t *pk = *state;
@@ -256,6 +295,7 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown (test_lookup_exact_and_fallbacks, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_device_match, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_abi2_entry_falls_back, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_tamper_modified, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_tamper_source_changed, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_tamper_missing_extra_link, s_setup, s_teardown),

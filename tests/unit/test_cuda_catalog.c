@@ -23,6 +23,7 @@
 #include "worker/backends.h"
 #include "worker/cuda_api.h"
 #include "spec.h"
+#include "spec_cuda.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -93,9 +94,14 @@ static void test_launch_rules (void **state)
         free (ops[o]);
         const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
         assert_non_null (bl);
-        assert_non_null (bl->launch);
         s_rules_t r = { .spec = spec, .rule = bl->launch, .what = "cuda baseline" };
-        s_check_launch (&r, NULL, NULL, 0);
+        if (bl->library)           /* a library call: no launch rule, a marker source */
+            assert_true (bl->launch == NULL && strncmp (bl->source.text, AK_LIBRARY_MARKER,
+                                                        strlen (AK_LIBRARY_MARKER)) == 0);
+        else {
+            assert_non_null (bl->launch);
+            s_check_launch (&r, NULL, NULL, 0);
+        }
         size_t ncuda = 0;
         for (size_t c = 0; c < spec->ncandidates; c++) {
             const ak_candidate_t *cand = &spec->candidates[c];
@@ -129,7 +135,7 @@ typedef struct {
 /*  Compiles text for dt with the given defines; returns the code, the
     log in *log_p when asked (caller frees). */
 static int s_compile (s_nv_t *nv, const char *text, ak_dtype_t dt, const char *const *names,
-                      const int64_t *values, int n, char **log_p)
+                      const int64_t *values, int n, const char *arch, char **log_p)
 {
     ak_compile_req_t req;
     ak_compile_out_t out = { 0 };
@@ -144,6 +150,7 @@ static int s_compile (s_nv_t *nv, const char *text, ak_dtype_t dt, const char *c
        by other builds, and a compile killed for that is a false failure */
     req.timeout_ms = 300000;
     req.device = &nv->dev;
+    req.arch = arch;                   /* the spec's "arch" ("sm_90a"); NULL: the device's */
     for (int i = 0; i < n; i++) {
         req.define_names[i] = names[i];
         req.define_values[i] = values[i];
@@ -186,7 +193,7 @@ static int s_compile_config (const ak_candidate_t *cand, const int64_t *values, 
         for (int t = 0; t < w->spec->ndtypes; t++)
             if (s_dtype_wanted (w->spec->dtypes[t]))
                 s_compile (w->nv, cand->source.text, w->spec->dtypes[t], names, values, (int) cand->nparams,
-                           NULL);
+                           cand->arch, NULL);
     }
     w->index++;
     return 0;
@@ -225,9 +232,9 @@ static void test_compile_catalog (void **state)
         ak_spec_t *spec = s_builtin (ops[o]);
         int before = nv.compiled;
         const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
-        for (int t = 0; t < spec->ndtypes; t++)
+        for (int t = 0; t < spec->ndtypes && !bl->library; t++)
             if (s_dtype_wanted (spec->dtypes[t]))
-                s_compile (&nv, bl->source.text, spec->dtypes[t], NULL, NULL, 0, NULL);
+                s_compile (&nv, bl->source.text, spec->dtypes[t], NULL, NULL, 0, bl->arch, NULL);
         for (size_t c = 0; c < spec->ncandidates; c++) {
             const ak_candidate_t *cand = &spec->candidates[c];
             if (strcmp (cand->backend, "cuda") != 0)
@@ -262,7 +269,7 @@ static void test_compile_planted (void **state)
         if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
             fail_msg ("%s", err.msg);
         char *log = NULL;
-        int rc = s_compile (&nv, text, AK_DT_FLOAT32, NULL, NULL, 0, &log);
+        int rc = s_compile (&nv, text, AK_DT_FLOAT32, NULL, NULL, 0, NULL, &log);
         if (strcmp (planted[i], "broken") == 0) {
             assert_int_equal (rc, AK_ECOMPILE);
             assert_non_null (log);
@@ -279,6 +286,84 @@ static void test_compile_planted (void **state)
     s_nv_close (&nv);
 }
 
+/*  The Hopper testing kernels (TMA copy, cluster rank) build for sm_90a;
+    the same request for an sm_80 device is refused before NVRTC runs (no
+    artifact, nothing in the cache); a library baseline's marker becomes
+    its own artifact without NVRTC, and a request that says library with
+    any other source is refused. */
+static void test_compile_hopper (void **state)
+{
+    (void) state;
+    s_nv_t nv;
+    ak_err_t err = { 0 };
+    s_nv_open (&nv, "cudahopper");
+    static const char *const names[] = { "tma_copy", "cluster_rank" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *rel = ak_sprintf ("kernels/testing/cuda/%s.cu", names[i]);
+        char *path = ak_test_src (rel);
+        char *text = NULL;
+        if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
+            fail_msg ("%s", err.msg);
+        char *log = NULL;
+        int rc = s_compile (&nv, text, AK_DT_FLOAT32, NULL, NULL, 0, "sm_90a", &log);
+        if (rc != 0)
+            fail_msg ("%s for sm_90a: %d\n%s", rel, rc, log ? log : "");
+        free (log);
+        free (text);
+        free (path);
+        free (rel);
+    }
+    assert_int_equal (nv.compiled, 2);
+
+    /* sm_90a on an sm_80 device: refused, nothing compiled or cached */
+    ak_compile_req_t req;
+    ak_compile_out_t out = { 0 };
+    memset (&req, 0, sizeof req);
+    req.source = "extern \"C\" __global__ void ak_kernel (ak_cuda_args_t a) {}\n";
+    req.source_len = strlen (req.source);
+    req.dtype = AK_DT_FLOAT32;
+    req.cache_dir = nv.dir;
+    req.arch = "sm_90a";
+    Ak__Device a100 = AK__DEVICE__INIT;
+    a100.cc_major = 8;
+    a100.cc_minor = 0;
+    req.device = &a100;
+    assert_int_equal (nv.be->compile (&req, &out, &err), AK_EUNSUPPORTED);
+    assert_non_null (strstr (err.msg, "refused before compile"));
+    assert_non_null (strstr (err.msg, "built for sm_90a"));
+    assert_null (out.artifact_path);
+    assert_true (out.ms < 1000);           /* no NVRTC child ran */
+    free (out.log);
+
+    /* a library baseline: the marker is the artifact */
+    ak_spec_t *spec = s_builtin ("matmul");
+    const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
+    assert_non_null (bl->library);
+    memset (&out, 0, sizeof out);
+    req.source = bl->source.text;
+    req.source_len = strlen (bl->source.text);
+    req.arch = NULL;
+    req.library = true;
+    req.device = &nv.dev;
+    if (nv.be->compile (&req, &out, &err) != 0)
+        fail_msg ("%s", err.msg);
+    assert_non_null (strstr (out.artifact_path, ".lib"));
+    char *art = NULL;
+    assert_int_equal (ak_file_read (out.artifact_path, 4096, &art, NULL, &err), 0);
+    assert_string_equal (art, bl->source.text);
+    free (art);
+    free (out.artifact_path);
+    free (out.log);
+    memset (&out, 0, sizeof out);
+    req.source = "extern \"C\" __global__ void ak_kernel (ak_cuda_args_t a) {}\n";
+    req.source_len = strlen (req.source);
+    assert_int_equal (nv.be->compile (&req, &out, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "marker"));
+    free (out.log);
+    ak_spec_destroy (&spec);
+    s_nv_close (&nv);
+}
+
 /*  test_cuda_catalog [--only TEST | --skip TEST]: runs only TEST, or all
     but TEST (a cmocka test name or glob).  tests/CMakeLists.txt runs it as
     one CTest entry for the launch rules and the planted kernels (--skip
@@ -291,6 +376,7 @@ int main (int argc, char **argv)
         cmocka_unit_test (test_launch_rules),
         cmocka_unit_test (test_compile_catalog),
         cmocka_unit_test (test_compile_planted),
+        cmocka_unit_test (test_compile_hopper),
     };
     if (argc == 3 && strcmp (argv[1], "--skip") == 0)
         cmocka_set_skip_filter (argv[2]);
