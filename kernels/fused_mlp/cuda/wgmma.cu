@@ -4,7 +4,7 @@
 
     The GEMM core of kernels/matmul/cuda/wgmma.cu (read its header for the
     pipeline, the shared-memory layouts and the wgmma descriptors): a
-    producer warpgroup (setmaxnreg.dec 72) filling a ring of STAGES stages
+    producer warpgroup (setmaxnreg.dec to 72 or 120) filling a ring of STAGES stages
     with TMA, CONSUMERS math warpgroups (setmaxnreg.inc) running
     `wgmma.mma_async m64nBNk16` from shared memory, full / empty mbarriers
     per stage.  Two phases, as in kernels/fused_mlp/cuda/tc.cu:
@@ -82,17 +82,24 @@ static_assert (BK % 64 == 0 && BK <= 256, "BK: 64-element (128-byte) panels");
 static_assert (MI * BN <= 128, "two accumulator sets, at most 128 registers a thread");
 static_assert (STAGES >= 2, "at least 2 stages");
 
-/*  Register budgets as in matmul's wgmma.cu, but the producer keeps 72:
-    its two phases and five maps do not fit in 40 (ptxas spills there;
-    NVRTC's build still at 56).  CONSUMERS 2: 72 + 2*216 == 3*168. */
+/*  Register budgets as in matmul's wgmma.cu, but the producer keeps more:
+    its two phases and five maps do not fit in 40, and with BN 64 not in
+    72 (ptxas spills there; measured with NVRTC 13.0).  CONSUMERS 2:
+    72 + 2*216 == 3*168 (BN 128), 120 + 2*192 == 3*168 (BN 64). */
 #if CONSUMERS == 2
 #define R_START 168
+#if BN == 64
+#define R_PROD  120
+#define R_CONS  192
+#else
+#define R_PROD  72
 #define R_CONS  216
+#endif
 #else
 #define R_START 240
+#define R_PROD  120
 #define R_CONS  240
 #endif
-#define R_PROD 72
 static_assert (R_PROD + CONSUMERS * R_CONS <= (CONSUMERS + 1) * R_START, "register budget");
 
 /* ------------------------------------------------------ the grid barrier */
