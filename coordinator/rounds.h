@@ -12,9 +12,9 @@
     space has at most search_budget configurations, else halving.
 
     When every halving tune task of stage s < rounds of an (op, class) is
-    terminal, the best ak_rounds_stage_size(s + 1) of them that are ok (by
-    their weighted speedup, ties by candidate name, params, task id; failed
-    ones never go on) become stage s + 1 tune tasks; the last stage
+    terminal, the best ak_search_stage_size(s + 1) (search.h) of them that
+    are ok (by their weighted speedup, ties by candidate name, params, task
+    id; failed ones never go on) become stage s + 1 tune tasks; the last stage
     (`rounds`) keeps search_keep and runs the full timing policy.  Only
     stage-0 and last-stage receipts are candidates for promotion.
 
@@ -50,36 +50,9 @@
 #include "error.h"
 #include "promote.h"
 #include "sched.h"
-#include "spec.h"
 #include "store.h"
 
 #define AK_ROUNDS_MAX_FINALISTS 3
-
-// ------------------------------------------------------------------ sampling
-
-typedef struct {
-    size_t    nparams;
-    size_t    valid;            /* valid configurations in the space */
-    size_t    n;                /* sampled: min(budget, valid) */
-    int64_t  *values;           /* n * nparams, in walk order */
-} ak_sample_t;
-
-/* Samples min(budget, valid) configurations of cand uniformly without
-   replacement (reservoir sampling over ak_space_walk with a generator
-   seeded from seed and salt), returned in walk order.  Clear with
-   ak_sample_clear.  Errors of ak_space_walk come back as they are. */
-int ak_rounds_sample (const ak_candidate_t *cand, uint64_t seed, const char *salt, size_t budget,
-                      ak_sample_t *out, ak_err_t *err);
-void ak_sample_clear (ak_sample_t *sample);
-
-/* Size of stage `stage` (1..rounds) when stage 1 has n1 tasks: geometric
-   from n1 down to min(keep, n1) at stage `rounds`. */
-uint32_t ak_rounds_stage_size (uint32_t n1, uint32_t keep, uint32_t rounds, uint32_t stage);
-
-/* Turns a full timing policy into the one of `stage` (1..rounds-1: short
-   timing, max_time_ms = short_max_time_ms doubled per stage and at most
-   max_time_ms, max_samples a quarter; rounds: unchanged). */
-void ak_rounds_stage_policy (Ak__Policy *policy, uint32_t stage);
 
 // ------------------------------------------------------------ pure decisions
 
