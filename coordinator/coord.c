@@ -1254,9 +1254,8 @@ static int s_settle_rounds (ak_coord_t *self, ak_batch_t *b, size_t *added, ak_e
         rc = ak_store_commit (&txn, err);
     ak_store_abort (&txn);
     if (rc == 0) {
-        ak_sched_extend (self->sched, created.tasks, created.n);
-        ak_rounds_committed (&created);
         *added = created.n;
+        ak_rounds_committed (&created, self->sched);
     }
     ak_rounds_new_clear (&created);
     return rc;

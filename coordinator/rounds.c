@@ -581,8 +581,9 @@ uint64_t ak_rounds_final_checks (void)
     return s_final_checks;
 }
 
-void ak_rounds_committed (ak_rounds_new_t *out)
+void ak_rounds_committed (ak_rounds_new_t *out, ak_sched_t *sched)
 {
+    ak_sched_extend (sched, out->tasks, out->n);
     for (size_t i = 0; i < out->nchecked; i++) {
         s_memo_t *m = out->checked[i].memo;
         m->checked = true;
@@ -592,7 +593,7 @@ void ak_rounds_committed (ak_rounds_new_t *out)
         m->winner = out->checked[i].winner;
         out->checked[i].winner = NULL;
     }
-    out->nchecked = 0;
+    ak_rounds_new_clear (out);
 }
 
 static void s_memo_free (void **item)

@@ -135,13 +135,14 @@ int ak_rounds_advance_batch (ak_txn_t *txn, ak_sched_t *sched, ak_batch_t *batch
                              uint64_t now_wall_ms, ak_rounds_new_t *out, ak_err_t *err);
 void ak_rounds_new_clear (ak_rounds_new_t *out);
 /* After the transaction of ak_rounds_advance (or _batch) committed, or
-   when nothing in it needed committing: an (op, class) whose final check
+   when nothing in it needed committing: the tasks created are indexed in
+   sched (ak_sched_extend) and out is cleared; an (op, class) whose final check
    found nothing to create is not checked again (that check loads every
    task of the pair and its receipt: seconds for 100,000 tasks, which
    the settle-time pass repeated right after the commit that ended the
    batch) until its batch gains tasks or one of them leaves a terminal
    state (retry). */
-void ak_rounds_committed (ak_rounds_new_t *out);
+void ak_rounds_committed (ak_rounds_new_t *out, ak_sched_t *sched);
 /* Final checks run so far in this process (tests, diagnostics). */
 uint64_t ak_rounds_final_checks (void);
 /* The winners of batch, one per (op, class) in the order of the pair's

@@ -28,6 +28,7 @@
 #include "akfleet.pb-c.h"
 #include "error.h"
 #include "store.h"
+#include "commit.h"
 #include "expand.h"
 
 typedef enum {
@@ -221,5 +222,8 @@ size_t ak_sched_open_batches (ak_sched_t *self);
 uint64_t ak_sched_dirty_since (ak_sched_t *self);
 int  ak_sched_flush (ak_sched_t *self, ak_txn_t *txn, ak_err_t *err);
 void ak_sched_flushed (ak_sched_t *self);
+/* The scheduler as a participant of the group commit (commit.h): flush
+   ak_sched_flush, rollback ak_sched_uncache_all, flushed ak_sched_flushed. */
+extern const ak_commit_ops_t ak_sched_commit_ops;
 
 #endif

@@ -983,7 +983,7 @@ static void test_final_check_once (void **state)
     assert_int_equal (ak_rounds_advance_batch (txn, fx->sched, b, 1, &made, &err), 0);
     ak_store_abort (&txn);
     assert_int_equal (made.n, 0);
-    ak_rounds_committed (&made);
+    ak_rounds_committed (&made, fx->sched);
     ak_rounds_new_clear (&made);
     assert_int_equal (ak_rounds_final_checks (), checks + 1);
 
