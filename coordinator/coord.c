@@ -1,11 +1,14 @@
-/*  coordinator/coord.c: the event loop, the worker protocol and dispatch
-    (see coord.h and docs/protocol.md). */
+/*  coordinator/coord.c: the event loop and its tick, receiving, the client
+    queue, construction (see coord.h and docs/protocol.md).  The worker
+    protocol, dispatch, settling, peers and sending live beside it
+    (coord_private.h says which file holds what). */
 #include <czmq.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "coord.h"
+#include "coord_private.h"
 #include "access.h"
 #include "admit.h"
 #include "assign.h"
@@ -28,10 +31,7 @@
 #include "waiting.h"
 
 #define S_LINGER_MS        500      /* bounded linger on close */
-#define S_DRAIN_MAX        256      /* messages per socket per wake-up, for fairness */
-#define S_WARN_EVERY_MS    1000     /* rate limit of "rejected" warnings */
 #define S_BLOB_CACHE_MAX   (64u << 20)  /* bytes of cached blobs before the cache is emptied */
-#define S_SENDBUF_KEEP     (1u << 20)   /* a larger send buffer is freed after use */
 #define S_CLIENT_QUEUE     1024         /* default bound on waiting client requests */
 #define S_MALFORMED_MAX    16           /* default malformed frames before a peer is dropped */
 #define S_PEERS_MAX        65536        /* peers tracked for malformed frames / dropped */
@@ -46,221 +46,10 @@ typedef struct {
     char          name[AK_KEY_NAME_MAX + 1];
 } s_request_t;
 
-static const char *s_ep_names[AK_EP_COUNT] = { "workers", "clients" };
+const char *const coord_ep_names[AK_EP_COUNT] = { "workers", "clients" };
 
-struct ak_coord {
-    ak_coord_opts_t  opts;
-    char            *endpoints[AK_EP_COUNT];
-    ak_store_t      *store;
-    ak_sched_t      *sched;
-    ak_registry_t   *registry;
-    ak_intake_t     *intake;
-    zsock_t         *sock[AK_EP_COUNT];
-    zsock_t         *mon[AK_EP_COUNT];     /* socket monitors: connections */
-    ak_counters_t    counters;
-    ak_client_env_t  client;
-    uint64_t         start;
-    uint64_t         next_tick;
-    uint64_t         next_heartbeat;
-    uint32_t         tick_ms;
-    bool             stop;
-    bool             dispatch_due;
-    uint64_t         seq;
-    uint64_t         warn_at[AK_EP_COUNT];
-    uint64_t         suppressed[AK_EP_COUNT];
-    zhashx_t        *blobs;             /* digest -> verified blob text (s_blob) */
-    size_t           blob_bytes;
-    uint8_t         *sendbuf;           /* s_send_packed */
-    size_t           sendcap;
-    /* security: NULL ring and zap in plain mode */
-    ak_keyring_t    *ring;
-    zsock_t         *zap;               /* REP on S_ZAP_ENDPOINT: the ZAP handler */
-    ak_admit_t      *admit;             /* what a worker may do (admit.h) */
-    uint64_t         refuse_warn_at;
-    uint64_t         refuse_suppressed;
-    zhashx_t        *malformed;         /* peer routing id (hex) -> malformed frames */
-    zhashx_t        *dropped;           /* peers dropped: their frames are ignored */
-    zlistx_t        *queue;             /* s_request_t: client requests waiting */
-    const ak_key_t  *peer;              /* key of the message being handled (or NULL) */
-    const uint8_t   *frame;             /* its envelope frame as received (or NULL) */
-    size_t           frame_len;
-    bool             frame_slim;        /* its receipt is slim (envelope.h) */
-    uint64_t         auth_warn_at;
-    uint64_t         auth_suppressed;
-};
 
 static int s_commit (ak_coord_t *self, ak_err_t *err);
-
-// ================================================================== sending
-
-/* Hex of a routing id, for logs. */
-static const char *s_hex (const void *data, size_t len, char *buf, size_t size)
-{
-    static const char hex[] = "0123456789abcdef";
-    const uint8_t *d = data;
-    size_t n = 0;
-    for (size_t i = 0; i < len && n + 3 <= size; i++) {
-        buf[n++] = hex[d[i] >> 4];
-        buf[n++] = hex[d[i] & 15];
-    }
-    buf[n] = '\0';
-    return buf;
-}
-
-/* Sends env to route on endpoint ep without blocking.  0 or the
-   ak_envelope_send code; failures are counted, never fatal. */
-/* Packs env into the reusable send buffer (what ak_envelope_send does with
-   a buffer per message: a malloc of an ASSIGN's size per dispatch, which
-   showed in profiles) and sends route + envelope.  0, AK_ETOOBIG,
-   AK_EUNAVAIL (peer gone or its queue full) or AK_EIO. */
-/* A buffer of size bytes to pack a message into: the reusable one, grown
-   up to S_SENDBUF_KEEP, or one for this message (s_buf_done frees it). */
-static uint8_t *s_buf (ak_coord_t *self, size_t size)
-{
-    if (size <= self->sendcap)
-        return self->sendbuf;
-    uint8_t *buf = ak_malloc (size);
-    if (size <= S_SENDBUF_KEEP) {
-        free (self->sendbuf);
-        self->sendbuf = buf;
-        self->sendcap = size;
-    }
-    return buf;
-}
-
-static void s_buf_done (ak_coord_t *self, uint8_t *buf)
-{
-    if (buf != self->sendbuf)
-        free (buf);
-}
-
-/* Sends route + the packed envelope buf.  0, AK_EUNAVAIL or AK_EIO. */
-static int s_send_frame (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, const uint8_t *buf,
-                         size_t size)
-{
-    void *h = zsock_resolve (self->sock[ep]);
-    if (zmq_send (h, route, len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 || zmq_send (h, buf, size, ZMQ_DONTWAIT) < 0)
-        return zmq_errno () == EAGAIN || zmq_errno () == EHOSTUNREACH ? AK_EUNAVAIL : AK_EIO;
-    return 0;
-}
-
-static int s_send_packed (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, Ak__Envelope *env)
-{
-    if (env->body_case == AK__ENVELOPE__BODY__NOT_SET)
-        return AK_EINVAL;
-    env->version = AK_PROTOCOL_VERSION;
-    size_t size = ak__envelope__get_packed_size (env);
-    if (size > AK_MAX_MSG_SIZE)
-        return AK_ETOOBIG;
-    uint8_t *buf = s_buf (self, size);
-    int rc = ak__envelope__pack (env, buf) != size ? AK_EINTERNAL : s_send_frame (self, ep, route, len, buf, size);
-    s_buf_done (self, buf);
-    return rc;
-}
-
-static int s_send (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, Ak__Envelope *env)
-{
-    env->seq = ++self->seq;
-    int rc = s_send_packed (self, ep, route, len, env);
-    if (rc) {
-        char hex[64];
-        self->counters.send_failures++;
-        ak_debug ("%s endpoint: %s to peer %s not sent: %s", s_ep_names[ep], ak_envelope_kind (env),
-                  s_hex (route, len, hex, sizeof hex), ak_strerror (rc));
-    }
-    return rc;
-}
-
-/* DISCONNECT with a code: REREGISTER asks the worker to say HELLO again,
-   any other refuses it (docs/protocol.md, "Refusals"). */
-static void s_send_disconnect_code (ak_coord_t *self, const void *route, size_t len, Ak__DisconnectCode code,
-                                    const char *reason)
-{
-    Ak__Envelope env = AK__ENVELOPE__INIT;
-    Ak__Disconnect d = AK__DISCONNECT__INIT;
-    d.reason = (char *) reason;
-    d.code = code;
-    env.body_case = AK__ENVELOPE__BODY_DISCONNECT;
-    env.disconnect = &d;
-    if (s_send (self, AK_EP_WORKERS, route, len, &env) == 0)
-        self->counters.disconnects_sent++;
-}
-
-static void s_send_disconnect (ak_coord_t *self, const void *route, size_t len, const char *reason)
-{
-    s_send_disconnect_code (self, route, len, AK__DISCONNECT_CODE__DISCONNECT_REREGISTER, reason);
-}
-
-static void s_send_heartbeat (ak_coord_t *self, ak_worker_t *w, uint64_t now)
-{
-    Ak__Envelope env = AK__ENVELOPE__INIT;
-    Ak__Heartbeat hb = AK__HEARTBEAT__INIT;
-    int64_t credit = ak_worker_credit (w);
-    hb.credits = credit > 0 ? (uint32_t) credit : 0;
-    hb.unacked = (uint32_t) ak_intake_staged_for (self->intake, w->worker_id);
-    env.body_case = AK__ENVELOPE__BODY_HEARTBEAT;
-    env.heartbeat = &hb;
-    if (s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0)
-        w->last_sent = now;
-}
-
-static void s_reply (ak_coord_t *self, const void *route, size_t len, int code, const char *error,
-                     const char *json)
-{
-    Ak__Envelope env = AK__ENVELOPE__INIT;
-    Ak__ClientReply reply = AK__CLIENT_REPLY__INIT;
-    reply.code = code;
-    reply.error = (char *) (error ? error : "");
-    reply.json = (char *) (json ? json : "");
-    env.body_case = AK__ENVELOPE__BODY_REPLY;
-    env.reply = &reply;
-    ak_log_flush ();                /* what a client can see is in the log */
-    if (s_send (self, AK_EP_CLIENTS, route, len, &env) == AK_ETOOBIG) {
-        reply.code = AK_ETOOBIG;
-        reply.error = "the answer exceeds the 16 MiB message limit";
-        reply.json = "";
-        s_send (self, AK_EP_CLIENTS, route, len, &env);
-    }
-}
-
-/* Counts a rejected message and warns, at most once a second per endpoint. */
-static void s_reject (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, const char *why)
-{
-    uint64_t now = ak_clock_mono_ms ();
-    self->counters.rejected[ep]++;
-    if (self->warn_at[ep] && now < self->warn_at[ep] + S_WARN_EVERY_MS) {
-        self->suppressed[ep]++;
-        return;
-    }
-    char hex[64], more[64] = "";
-    if (self->suppressed[ep])
-        snprintf (more, sizeof more, " (%llu more rejected since the last warning)",
-                  (unsigned long long) self->suppressed[ep]);
-    ak_warn ("%s endpoint: rejected a message from peer %s: %s%s", s_ep_names[ep],
-             s_hex (route, len, hex, sizeof hex), why, more);
-    self->warn_at[ep] = now;
-    self->suppressed[ep] = 0;
-}
-
-/*  Counts (in *counter) something a worker may not do and warns, at most
-    once a second, naming the peer: its routing id and, with CURVE, its key. */
-static void s_refuse (ak_coord_t *self, uint64_t *counter, const void *route, size_t len, const char *why)
-{
-    uint64_t now = ak_clock_mono_ms ();
-    (*counter)++;
-    if (self->refuse_warn_at && now < self->refuse_warn_at + S_WARN_EVERY_MS) {
-        self->refuse_suppressed++;
-        return;
-    }
-    char hex[64], more[64] = "";
-    if (self->refuse_suppressed)
-        snprintf (more, sizeof more, " (%llu more refused since the last warning)",
-                  (unsigned long long) self->refuse_suppressed);
-    ak_warn ("workers endpoint: refused from peer %s (key %s): %s%s", s_hex (route, len, hex, sizeof hex),
-             self->peer ? self->peer->name : "none, plain mode", why, more);
-    self->refuse_warn_at = now;
-    self->refuse_suppressed = 0;
-}
 
 // ================================================================= dispatch
 
@@ -426,7 +215,7 @@ static void s_assign_check (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *ta
 #endif
 
 /* Sends the ASSIGN of m to w: an envelope holding m->assign packed,
-   followed by the definition fields passed on (assign.h).  As s_send. */
+   followed by the definition fields passed on (assign.h).  As coord_send. */
 static int s_send_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *task, ak_worker_t *w,
                           s_assign_msg_t *m)
 {
@@ -442,7 +231,7 @@ static int s_send_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *task
     if (size > AK_MAX_MSG_SIZE)
         rc = AK_ETOOBIG;
     else {
-        uint8_t *buf = s_buf (self, size);
+        uint8_t *buf = coord_buf (self, size);
         size_t n = ak_pbw_tag (buf, 1, AK_PBW_VARINT);
         n += ak_pbw_varint (buf + n, AK_PROTOCOL_VERSION);
         n += ak_pbw_tag (buf + n, 2, AK_PBW_VARINT);
@@ -459,14 +248,14 @@ static int s_send_assign (ak_coord_t *self, ak_txn_t *txn, const ak_task_t *task
             s_assign_check (self, txn, task, w, buf, size);
 #endif
         if (rc == 0)
-            rc = s_send_frame (self, AK_EP_WORKERS, w->route, w->route_len, buf, size);
-        s_buf_done (self, buf);
+            rc = coord_send_frame (self, AK_EP_WORKERS, w->route, w->route_len, buf, size);
+        coord_buf_done (self, buf);
     }
     if (rc) {
         char hex[64];
         self->counters.send_failures++;
         ak_debug ("workers endpoint: assign to peer %s not sent: %s",
-                  s_hex (w->route, w->route_len, hex, sizeof hex), ak_strerror (rc));
+                  coord_hex (w->route, w->route_len, hex, sizeof hex), ak_strerror (rc));
     }
     return rc;
 }
@@ -691,7 +480,7 @@ static size_t s_reconcile (ak_coord_t *self, ak_worker_t *w, const void *route, 
                   : task->state != AK_TS_LEASED ? "it is not leased"
                   : ref->attempt != task->attempt ? "another attempt is current"
                   : "it is leased to another worker");
-        s_refuse (self, &self->counters.claims_refused, route, len, why);
+        coord_refuse (self, &self->counters.claims_refused, route, len, why);
     }
     return kept;
 }
@@ -701,8 +490,8 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
     char why[512], reason[600];
     if (!ak_admit_hello_valid (env->hello, why, sizeof why)) {
         snprintf (reason, sizeof reason, "invalid HELLO: %s", why);
-        s_reject (self, AK_EP_WORKERS, route, len, reason);
-        s_send_disconnect_code (self, route, len, AK__DISCONNECT_CODE__DISCONNECT_INVALID_HELLO, reason);
+        coord_reject (self, AK_EP_WORKERS, route, len, reason);
+        coord_send_disconnect_code (self, route, len, AK__DISCONNECT_CODE__DISCONNECT_INVALID_HELLO, reason);
         return;
     }
     bool retry = true;
@@ -711,10 +500,10 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
         /* a refusal the same HELLO would meet again tells the worker to stop
            (DISCONNECT_ID_TAKEN); a rate limit or a full registry asks it to
            come back later */
-        s_refuse (self, &self->counters.hellos_refused, route, len, why);
-        s_send_disconnect_code (self, route, len,
-                                retry ? AK__DISCONNECT_CODE__DISCONNECT_REREGISTER
-                                      : AK__DISCONNECT_CODE__DISCONNECT_ID_TAKEN, why);
+        coord_refuse (self, &self->counters.hellos_refused, route, len, why);
+        coord_send_disconnect_code (self, route, len,
+                                    retry ? AK__DISCONNECT_CODE__DISCONNECT_REREGISTER
+                                          : AK__DISCONNECT_CODE__DISCONNECT_ID_TAKEN, why);
         return;
     }
     Ak__Hello *hello = env->hello;
@@ -736,7 +525,7 @@ static void s_on_hello (ak_coord_t *self, const void *route, size_t len, Ak__Env
     ak_info ("worker %s %s (host %.64s, pid %u, classes %s, slots %u, prefetch %u, running %zu, kept %zu%s)",
              w->worker_id, w->registrations > 1 ? "re-registered" : "registered", h->host, h->pid,
              classes, h->slots, h->prefetch, h->n_running, claimed, was_alive ? ", was alive" : "");
-    s_send_heartbeat (self, w, now);        /* the welcome */
+    coord_send_heartbeat (self, w, now);        /* the welcome */
     s_dispatch_worker (self, w, now);
 }
 
@@ -746,7 +535,7 @@ static void s_on_started (ak_coord_t *self, ak_worker_t *w, const Ak__TaskStarte
     ak_task_t *task = ak_sched_task (self->sched, st->task_id);
     if (!task) {
         snprintf (why, sizeof why, "STARTED from %s for unknown task '%.64s'", w->worker_id, st->task_id);
-        s_reject (self, AK_EP_WORKERS, w->route, w->route_len, why);
+        coord_reject (self, AK_EP_WORKERS, w->route, w->route_len, why);
         return;
     }
     if (task->state != AK_TS_LEASED || st->attempt != task->attempt) {
@@ -757,7 +546,7 @@ static void s_on_started (ak_coord_t *self, ak_worker_t *w, const Ak__TaskStarte
     if (!ak_admit_claim (task, st->attempt, w)) {
         snprintf (why, sizeof why, "STARTED from %s for task %s ignored: %s", w->worker_id, task->task_id,
                   task->worker_id ? "leased to another worker" : "leased to nobody");
-        s_refuse (self, &self->counters.claims_refused, w->route, w->route_len, why);
+        coord_refuse (self, &self->counters.claims_refused, w->route, w->route_len, why);
         return;
     }
     ak_sched_start (self->sched, task, now);
@@ -775,7 +564,7 @@ static void s_send_refused (ak_coord_t *self, ak_worker_t *w, const char *task_i
     ack.refused = (char *) why;
     env.body_case = AK__ENVELOPE__BODY_ACK;
     env.ack = &ack;
-    if (s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0)
+    if (coord_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0)
         w->last_sent = ak_clock_mono_ms ();
 }
 
@@ -792,7 +581,7 @@ static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, u
     char why[512];
     if (task && r->attempt >= 1 && r->attempt <= task->attempt
         && !ak_admit_receipt (task, r->attempt, w, self->peer, why, sizeof why)) {
-        s_refuse (self, &self->counters.receipts_refused, w->route, w->route_len, why);
+        coord_refuse (self, &self->counters.receipts_refused, w->route, w->route_len, why);
         s_send_refused (self, w, r->task_id, r->attempt, why);
         ak__receipt__free_unpacked (r, NULL);
         return;
@@ -814,7 +603,7 @@ static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, u
     else
         rc = ak_intake_stage_raw (self->intake, w->worker_id, &r, raw, rawlen, now, &err);
     if (rc)
-        s_reject (self, AK_EP_WORKERS, w->route, w->route_len, err.msg);
+        coord_reject (self, AK_EP_WORKERS, w->route, w->route_len, err.msg);
     if (ak_intake_full (self->intake))
         s_commit (self, &err);
     s_dispatch_worker (self, w, now);
@@ -829,7 +618,7 @@ static void s_on_worker (ak_coord_t *self, const void *route, size_t len, Ak__En
                     || body == AK__ENVELOPE__BODY_DISCONNECT;
     if (!worker_body) {
         snprintf (why, sizeof why, "a %s is not a worker message", ak_envelope_kind (env));
-        s_reject (self, AK_EP_WORKERS, route, len, why);
+        coord_reject (self, AK_EP_WORKERS, route, len, why);
         return;
     }
     self->counters.messages[AK_EP_WORKERS]++;
@@ -842,8 +631,8 @@ static void s_on_worker (ak_coord_t *self, const void *route, size_t len, Ak__En
         if (body != AK__ENVELOPE__BODY_DISCONNECT) {
             char hex[64];
             ak_debug ("%s from unregistered peer %s: DISCONNECT", ak_envelope_kind (env),
-                      s_hex (route, len, hex, sizeof hex));
-            s_send_disconnect (self, route, len, "not registered: say HELLO");
+                      coord_hex (route, len, hex, sizeof hex));
+            coord_send_disconnect (self, route, len, "not registered: say HELLO");
         }
         return;
     }
@@ -874,8 +663,8 @@ static void s_on_client (ak_coord_t *self, const s_request_t *req, uint64_t now)
     Ak__Envelope *env = req->env;
     if (env->body_case != AK__ENVELOPE__BODY_REQUEST) {
         snprintf (why, sizeof why, "a %s is not a client request", ak_envelope_kind (env));
-        s_reject (self, AK_EP_CLIENTS, route, len, why);
-        s_reply (self, route, len, AK_EPROTO, why, NULL);
+        coord_reject (self, AK_EP_CLIENTS, route, len, why);
+        coord_reply (self, route, len, AK_EPROTO, why, NULL);
         return;
     }
     self->counters.messages[AK_EP_CLIENTS]++;
@@ -885,14 +674,14 @@ static void s_on_client (ak_coord_t *self, const s_request_t *req, uint64_t now)
     if (ak_access_check (req->role, req->name, env->request->verb, &err)) {
         self->counters.verbs_refused++;
         ak_info ("client: %s", err.msg);
-        s_reply (self, route, len, err.code, err.msg, NULL);
+        coord_reply (self, route, len, err.code, err.msg, NULL);
         return;
     }
     char *json = NULL;
     int rc = ak_client_handle (&self->client, env->request, now, &json, &err);
     if (rc)
         ak_debug ("client %s: %s", env->request->verb, err.msg);
-    s_reply (self, route, len, rc, rc ? err.msg : "", json);
+    coord_reply (self, route, len, rc, rc ? err.msg : "", json);
     free (json);
     if (self->client.shutdown)
         self->stop = true;
@@ -920,14 +709,14 @@ static void s_peer_key (ak_ep_t ep, const void *route, size_t len, char *buf, si
 {
     buf[0] = ep == AK_EP_WORKERS ? 'w' : 'c';
     buf[1] = ':';
-    s_hex (route, len, buf + 2, size - 2);
+    coord_hex (route, len, buf + 2, size - 2);
 }
 
 /* Warns about a refused handshake or message, at most once a second. */
 static void s_auth_warn (ak_coord_t *self, const char *fmt, const char *a, const char *b)
 {
     uint64_t now = ak_clock_mono_ms ();
-    if (self->auth_warn_at && now < self->auth_warn_at + S_WARN_EVERY_MS) {
+    if (self->auth_warn_at && now < self->auth_warn_at + AK_COORD_WARN_EVERY_MS) {
         self->auth_suppressed++;
         return;
     }
@@ -947,7 +736,7 @@ static void s_drop_worker (ak_coord_t *self, ak_worker_t *w, Ak__DisconnectCode 
 {
     if (!w || !w->alive)
         return;
-    s_send_disconnect_code (self, w->route, w->route_len, code, why);
+    coord_send_disconnect_code (self, w->route, w->route_len, code, why);
     s_worker_dead (self, w, why, ak_clock_mono_ms ());
 }
 
@@ -974,7 +763,7 @@ static void s_malformed (ak_coord_t *self, ak_ep_t ep, const void *route, size_t
     self->counters.peers_dropped++;
     char num[32];
     snprintf (num, sizeof num, "%u", self->opts.malformed_max);
-    ak_warn ("%s endpoint: peer %s dropped after %s malformed frames", s_ep_names[ep], key + 2, num);
+    ak_warn ("%s endpoint: peer %s dropped after %s malformed frames", coord_ep_names[ep], key + 2, num);
     if (ep == AK_EP_WORKERS)
         s_drop_worker (self, ak_registry_by_route (self->registry, route, len),
                        AK__DISCONNECT_CODE__DISCONNECT_REREGISTER, "dropped: too many malformed frames");
@@ -1004,7 +793,7 @@ static bool s_authorised (ak_coord_t *self, ak_ep_t ep, zmq_msg_t *body, const v
         return true;
     }
     self->counters.unauthorised++;
-    s_auth_warn (self, "%s endpoint: ignored a message: key %s is no longer accepted", s_ep_names[ep],
+    s_auth_warn (self, "%s endpoint: ignored a message: key %s is no longer accepted", coord_ep_names[ep],
                  uid ? uid : "(none)");
     if (ep == AK_EP_WORKERS)
         s_drop_worker (self, ak_registry_by_route (self->registry, route, len),
@@ -1033,7 +822,7 @@ static void s_enqueue (ak_coord_t *self, const void *route, size_t len, Ak__Enve
         self->counters.busy_refused++;
         snprintf (why, sizeof why, "busy: %zu client requests are waiting; try again later",
                   zlistx_size (self->queue));
-        s_reply (self, route, len, AK_EUNAVAIL, why, NULL);
+        coord_reply (self, route, len, AK_EUNAVAIL, why, NULL);
         ak_envelope_free (env_p);
         return;
     }
@@ -1048,10 +837,10 @@ static void s_enqueue (ak_coord_t *self, const void *route, size_t len, Ak__Enve
         abort ();
 }
 
-/* Answers up to S_DRAIN_MAX waiting client requests, oldest first. */
+/* Answers up to AK_COORD_DRAIN_MAX waiting client requests, oldest first. */
 static void s_serve_clients (ak_coord_t *self, uint64_t now)
 {
-    for (int i = 0; i < S_DRAIN_MAX && !self->stop && zlistx_size (self->queue); i++) {
+    for (int i = 0; i < AK_COORD_DRAIN_MAX && !self->stop && zlistx_size (self->queue); i++) {
         s_request_t *r = zlistx_detach (self->queue, NULL);
         s_on_client (self, r, now);
         s_request_free ((void **) &r);
@@ -1074,7 +863,7 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
             s_msg_close (&part);
             if (frames == 0) {
                 if (e != EAGAIN && e != EINTR)
-                    ak_error ("%s endpoint: zmq_msg_recv: %s", s_ep_names[ep], zmq_strerror (e));
+                    ak_error ("%s endpoint: zmq_msg_recv: %s", coord_ep_names[ep], zmq_strerror (e));
                 s_msg_close (&route);
                 s_msg_close (&body);
                 return false;
@@ -1096,7 +885,7 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
     const void *rid = zmq_msg_data (&route);
     size_t rlen = zmq_msg_size (&route);
     if (rlen == 0 || rlen > AK_ROUTE_MAX) {
-        s_reject (self, ep, rid, 0, "routing id out of range");
+        coord_reject (self, ep, rid, 0, "routing id out of range");
     }
     else if (s_peer_dropped (self, ep, rid, rlen)) {
         self->counters.rejected[ep]++;          /* no answer, no log: it was told */
@@ -1107,9 +896,9 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
     else if (frames != 2) {
         char why[96];
         snprintf (why, sizeof why, "%d frames (one envelope frame expected)", frames - 1);
-        s_reject (self, ep, rid, rlen, why);
+        coord_reject (self, ep, rid, rlen, why);
         if (ep == AK_EP_CLIENTS)
-            s_reply (self, rid, rlen, AK_EPROTO, why, NULL);
+            coord_reply (self, rid, rlen, AK_EPROTO, why, NULL);
         s_malformed (self, ep, rid, rlen);
     }
     else {
@@ -1121,9 +910,9 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
                                              ep == AK_EP_WORKERS ? AK_ENVELOPE_SLIM_RECEIPT : 0,
                                              &env, &unknown, &slim, &err);
         if (rc) {
-            s_reject (self, ep, rid, rlen, err.msg);
+            coord_reject (self, ep, rid, rlen, err.msg);
             if (ep == AK_EP_CLIENTS)
-                s_reply (self, rid, rlen, rc, err.msg, NULL);
+                coord_reply (self, rid, rlen, rc, err.msg, NULL);
             s_malformed (self, ep, rid, rlen);
         }
         else if (ep == AK_EP_WORKERS) {
@@ -1151,7 +940,7 @@ static bool s_recv_one (ak_coord_t *self, ak_ep_t ep)
 static void s_drain_monitor (ak_coord_t *self, ak_ep_t ep)
 {
     void *handle = zsock_resolve (self->mon[ep]);
-    for (int i = 0; i < S_DRAIN_MAX; i++) {
+    for (int i = 0; i < AK_COORD_DRAIN_MAX; i++) {
         zmq_msg_t frame;
         zmq_msg_init (&frame);
         if (zmq_msg_recv (&frame, handle, ZMQ_DONTWAIT) < 0) {
@@ -1204,7 +993,7 @@ static int s_commit (ak_coord_t *self, ak_err_t *err)
         ack.duplicate = a->duplicate;
         env.body_case = AK__ENVELOPE__BODY_ACK;
         env.ack = &ack;
-        if (s_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0) {
+        if (coord_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0) {
             self->counters.acks++;
             w->last_sent = now;
         }
@@ -1228,8 +1017,8 @@ static int s_commit (ak_coord_t *self, ak_err_t *err)
     for (size_t i = 0; i < c.ndropped; i++) {
         ak_worker_t *w = ak_registry_get (self->registry, c.dropped[i]);
         if (w && w->alive)
-            s_send_disconnect (self, w->route, w->route_len,
-                               "the coordinator could not store your receipts: register again and re-send");
+            coord_send_disconnect (self, w->route, w->route_len,
+                                   "the coordinator could not store your receipts: register again and re-send");
     }
     ak_commit_clear (&c);
     return rc;
@@ -1407,7 +1196,7 @@ static void s_tick (ak_coord_t *self, uint64_t now)
        rather than all in one burst that stalls the loop. */
     for (ak_worker_t *w = ak_registry_first (self->registry); w; w = ak_registry_next (self->registry))
         if (w->alive && w->last_sent + self->opts.heartbeat_ms <= now + self->tick_ms)
-            s_send_heartbeat (self, w, now);
+            coord_send_heartbeat (self, w, now);
     if (now >= self->next_heartbeat) {
         self->next_heartbeat = now + self->opts.heartbeat_ms;
         s_reap_pinned (self, now);
@@ -1420,7 +1209,7 @@ static void s_tick (ak_coord_t *self, uint64_t now)
         char why[96];
         snprintf (why, sizeof why, "silent for %llu ms",
                   (unsigned long long) (now - dead[i]->last_seen));
-        s_send_disconnect (self, dead[i]->route, dead[i]->route_len, "declared dead after silence");
+        coord_send_disconnect (self, dead[i]->route, dead[i]->route_len, "declared dead after silence");
         s_worker_dead (self, dead[i], why, now);
     }
     free (dead);
@@ -1457,10 +1246,10 @@ static int s_bind (ak_coord_t *self, ak_ep_t ep, ak_err_t *err)
     const char *endpoint = self->endpoints[ep];
     if (strncmp (endpoint, "tcp://", 6) != 0 && strncmp (endpoint, "ipc://", 6) != 0)
         return ak_err_set (err, AK_EINVAL, "%s endpoint '%s': must be tcp://HOST:PORT or ipc://PATH",
-                           s_ep_names[ep], endpoint);
+                           coord_ep_names[ep], endpoint);
     self->sock[ep] = zsock_new (ZMQ_ROUTER);
     if (!self->sock[ep])
-        return ak_err_set (err, AK_EIO, "%s endpoint: cannot create a ROUTER socket", s_ep_names[ep]);
+        return ak_err_set (err, AK_EIO, "%s endpoint: cannot create a ROUTER socket", coord_ep_names[ep]);
     void *h = zsock_resolve (self->sock[ep]);
     int64_t max = AK_MAX_MSG_SIZE;
     int rc = s_setopt (h, ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY", err);
@@ -1469,21 +1258,21 @@ static int s_bind (ak_coord_t *self, ak_ep_t ep, ak_err_t *err)
     if (rc == 0 && zmq_setsockopt (h, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0)
         rc = ak_err_set (err, AK_EIO, "zmq_setsockopt (ZMQ_MAXMSGSIZE): %s", zmq_strerror (zmq_errno ()));
     if (rc == 0 && !self->opts.plain)
-        rc = ak_auth_server_setup (h, self->opts.cert_file, s_ep_names[ep], err);
+        rc = ak_auth_server_setup (h, self->opts.cert_file, coord_ep_names[ep], err);
     if (rc)
-        return ak_err_prefix (err, "%s endpoint", s_ep_names[ep]);
+        return ak_err_prefix (err, "%s endpoint", coord_ep_names[ep]);
     if (zmq_bind (h, endpoint) != 0)
-        return ak_err_set (err, AK_EIO, "cannot bind the %s endpoint %s: %s", s_ep_names[ep], endpoint,
+        return ak_err_set (err, AK_EIO, "cannot bind the %s endpoint %s: %s", coord_ep_names[ep], endpoint,
                            zmq_strerror (zmq_errno ()));
 
     char addr[96];
     snprintf (addr, sizeof addr, "inproc://akcoord-monitor-%p-%d", (void *) self, (int) ep);
     if (zmq_socket_monitor (h, addr, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
-        return ak_err_set (err, AK_EIO, "%s endpoint: zmq_socket_monitor: %s", s_ep_names[ep],
+        return ak_err_set (err, AK_EIO, "%s endpoint: zmq_socket_monitor: %s", coord_ep_names[ep],
                            zmq_strerror (zmq_errno ()));
     self->mon[ep] = zsock_new (ZMQ_PAIR);
     if (!self->mon[ep] || zmq_connect (zsock_resolve (self->mon[ep]), addr) != 0)
-        return ak_err_set (err, AK_EIO, "%s endpoint: cannot connect its monitor", s_ep_names[ep]);
+        return ak_err_set (err, AK_EIO, "%s endpoint: cannot connect its monitor", coord_ep_names[ep]);
     return 0;
 }
 
@@ -1614,7 +1403,7 @@ void ak_coord_destroy (ak_coord_t **self_p)
         for (int ep = 0; ep < AK_EP_COUNT; ep++) {
             if (self->sock[ep] && self->mon[ep]
                 && zmq_socket_monitor (zsock_resolve (self->sock[ep]), NULL, 0) != 0)
-                ak_debug ("%s endpoint: stopping its monitor: %s", s_ep_names[ep],
+                ak_debug ("%s endpoint: stopping its monitor: %s", coord_ep_names[ep],
                           zmq_strerror (zmq_errno ()));
             zsock_destroy (&self->mon[ep]);
             zsock_destroy (&self->sock[ep]);
@@ -1645,7 +1434,7 @@ void ak_coord_destroy (ak_coord_t **self_p)
 static void s_zap_drain (ak_coord_t *self)
 {
     ak_zap_result_t res;
-    for (int i = 0; i < S_DRAIN_MAX && ak_zap_answer (self->zap, self->ring, &res); i++) {
+    for (int i = 0; i < AK_COORD_DRAIN_MAX && ak_zap_answer (self->zap, self->ring, &res); i++) {
         if (res.accepted) {
             self->counters.auth_accepted++;
             ak_debug ("%s endpoint: %s key %s (%s) connected from %s", res.endpoint == 0 ? "workers" : "clients",
@@ -1687,7 +1476,7 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
         }
         for (int ep = 0; ep < AK_EP_COUNT; ep++) {
             if (items[ep].revents & ZMQ_POLLIN)
-                for (int i = 0; i < S_DRAIN_MAX && !self->stop && s_recv_one (self, (ak_ep_t) ep); i++)
+                for (int i = 0; i < AK_COORD_DRAIN_MAX && !self->stop && s_recv_one (self, (ak_ep_t) ep); i++)
                     ;
             if (items[2 + ep].revents & ZMQ_POLLIN)
                 s_drain_monitor (self, (ak_ep_t) ep);

@@ -1,0 +1,124 @@
+/*  coordinator/coord_private.h: what the coordinator's files share.
+
+    The coordinator is one object (ak_coord_t, coord.h) whose code is split
+    by concern; this header is theirs alone, never included outside
+    coordinator/coord*.c and the files below:
+      coord.c         the loop and its tick, receiving, the client queue,
+                      construction and destruction (it owns every field);
+      send.c          packing and sending, replies, rate-limited rejections
+                      and refusals (sock, seq, sendbuf, warn_at ...);
+      dispatch.c      assigning queued tasks to workers' credit, the blob
+                      cache (blobs, blob_bytes), re-queueing;
+      worker_proto.c  HELLO and reconciliation, STARTED, RECEIPT, worker
+                      DISCONNECT, dead workers and pinned tasks;
+      settle.c        the group commit's outcome (ACKs, lost receipts) and
+                      settling batches whose tasks are all terminal;
+      peers.c         peers: malformed-frame counts and drops, CURVE
+                      authorisation of each message, ZAP, key reloads.
+    Functions shared between these files are prefixed coord_; what one file
+    alone uses stays static (s_).  Every function here runs on the loop's
+    thread; none blocks.
+
+    Ownership: ak_coord_t owns every object its fields point at (coord.c
+    creates and destroys them), except peer and frame, borrowed for the
+    message being handled (NULL between messages).
+
+    Never: include this header outside the coordinator's loop files; keep
+    state in a file's statics (it belongs in ak_coord_t). */
+#ifndef AK_COORD_PRIVATE_H
+#define AK_COORD_PRIVATE_H
+#include <czmq.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "akfleet.pb-c.h"
+#include "coord.h"
+#include "admit.h"
+#include "auth.h"
+#include "client.h"
+#include "counters.h"
+#include "intake.h"
+#include "registry.h"
+#include "sched.h"
+#include "store.h"
+
+#define AK_COORD_DRAIN_MAX      256     /* messages per socket per wake-up, for fairness */
+#define AK_COORD_WARN_EVERY_MS  1000    /* rate limit of "rejected" warnings */
+
+struct ak_coord {
+    ak_coord_opts_t  opts;
+    char            *endpoints[AK_EP_COUNT];
+    ak_store_t      *store;
+    ak_sched_t      *sched;
+    ak_registry_t   *registry;
+    ak_intake_t     *intake;
+    zsock_t         *sock[AK_EP_COUNT];
+    zsock_t         *mon[AK_EP_COUNT];     /* socket monitors: connections */
+    ak_counters_t    counters;
+    ak_client_env_t  client;
+    uint64_t         start;
+    uint64_t         next_tick;
+    uint64_t         next_heartbeat;
+    uint32_t         tick_ms;
+    bool             stop;
+    bool             dispatch_due;
+    uint64_t         seq;
+    uint64_t         warn_at[AK_EP_COUNT];
+    uint64_t         suppressed[AK_EP_COUNT];
+    zhashx_t        *blobs;             /* dispatch.c: digest -> verified blob text */
+    size_t           blob_bytes;
+    uint8_t         *sendbuf;           /* send.c: the reusable send buffer */
+    size_t           sendcap;
+    /* security: NULL ring and zap in plain mode */
+    ak_keyring_t    *ring;
+    zsock_t         *zap;               /* REP on S_ZAP_ENDPOINT: the ZAP handler */
+    ak_admit_t      *admit;             /* what a worker may do (admit.h) */
+    uint64_t         refuse_warn_at;
+    uint64_t         refuse_suppressed;
+    zhashx_t        *malformed;         /* peer routing id (hex) -> malformed frames */
+    zhashx_t        *dropped;           /* peers dropped: their frames are ignored */
+    zlistx_t        *queue;             /* s_request_t: client requests waiting */
+    const ak_key_t  *peer;              /* key of the message being handled (or NULL) */
+    const uint8_t   *frame;             /* its envelope frame as received (or NULL) */
+    size_t           frame_len;
+    bool             frame_slim;        /* its receipt is slim (envelope.h) */
+    uint64_t         auth_warn_at;
+    uint64_t         auth_suppressed;
+};
+
+/* "workers", "clients": endpoint names for messages. */
+extern const char *const coord_ep_names[AK_EP_COUNT];
+
+// ================================================================== send.c
+
+/* Hex of a routing id into buf (size bytes), for logs; returns buf. */
+const char *coord_hex (const void *data, size_t len, char *buf, size_t size);
+/* A buffer of size bytes to pack a message into, the reusable one when it
+   fits; give it back with coord_buf_done (which frees a one-off). */
+uint8_t *coord_buf (ak_coord_t *self, size_t size);
+void coord_buf_done (ak_coord_t *self, uint8_t *buf);
+/* Sends route + the packed envelope buf.  0, AK_EUNAVAIL or AK_EIO. */
+int coord_send_frame (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, const uint8_t *buf,
+                      size_t size);
+/* Sends env (its version and seq set here) to route on endpoint ep without
+   blocking.  0, AK_EINVAL (no body), AK_ETOOBIG, AK_EUNAVAIL or AK_EIO;
+   failures are counted and logged at debug, never fatal. */
+int coord_send (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, Ak__Envelope *env);
+/* DISCONNECT to a worker's route: with code, or REREGISTER (say HELLO
+   again) for coord_send_disconnect. */
+void coord_send_disconnect_code (ak_coord_t *self, const void *route, size_t len, Ak__DisconnectCode code,
+                                 const char *reason);
+void coord_send_disconnect (ak_coord_t *self, const void *route, size_t len, const char *reason);
+/* A HEARTBEAT to w with its credit and unacked receipts; w->last_sent = now. */
+void coord_send_heartbeat (ak_coord_t *self, ak_worker_t *w, uint64_t now);
+/* A client's reply (error and json may be NULL); an answer over the
+   message limit becomes an AK_ETOOBIG error reply. */
+void coord_reply (ak_coord_t *self, const void *route, size_t len, int code, const char *error,
+                  const char *json);
+/* Counts a rejected message of endpoint ep and warns, at most once a second. */
+void coord_reject (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, const char *why);
+/* Counts in *counter what a worker may not do and warns, at most once a
+   second, naming its routing id and key. */
+void coord_refuse (ak_coord_t *self, uint64_t *counter, const void *route, size_t len, const char *why);
+
+#endif
