@@ -121,4 +121,17 @@ void coord_reject (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, 
    second, naming its routing id and key. */
 void coord_refuse (ak_coord_t *self, uint64_t *counter, const void *route, size_t len, const char *why);
 
+// ============================================================== dispatch.c
+
+/* Fills w's credit from the queues of its device classes (pinned tasks
+   first), one ASSIGN per task, in one read transaction. */
+void coord_dispatch_worker (ak_coord_t *self, ak_worker_t *w, uint64_t now);
+/* The same for every live worker with credit, while there is work. */
+void coord_dispatch_all (ak_coord_t *self, uint64_t now);
+/* Re-queues task (attempt + 1, or poisoned), taking it from its holder;
+   a dispatch is due. */
+void coord_requeue (ak_coord_t *self, ak_task_t *task, const char *reason, uint64_t now);
+/* The destructor of the blob cache's texts (ak_coord_t.blobs). */
+void coord_blob_free (void **item);
+
 #endif
