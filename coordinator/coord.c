@@ -48,8 +48,6 @@ typedef struct {
 const char *const coord_ep_names[AK_EP_COUNT] = { "workers", "clients" };
 
 
-static int s_commit (ak_coord_t *self, ak_err_t *err);
-
 // ========================================================== worker protocol
 
 /* Tasks pinned to w (verify) never run elsewhere: they fail, "worker gone". */
@@ -110,7 +108,7 @@ static void s_worker_dead (ak_coord_t *self, ak_worker_t *w, const char *why, ui
     for (const char *id = zlistx_first (ids); id; id = zlistx_next (ids)) {
         ak_task_t *task = ak_sched_task (self->sched, id);
         /* a receipt waiting for its commit decides its task there: if the
-           commit fails, s_commit re-queues it (the worker is gone) */
+           commit fails, coord_commit re-queues it (the worker is gone) */
         if (task && task->state == AK_TS_LEASED && task->worker_id
             && strcmp (task->worker_id, w->worker_id) == 0 && !ak_intake_pending (self->intake, id, w->worker_id))
             coord_requeue (self, task, reason, now);
@@ -139,7 +137,7 @@ static size_t s_reconcile (ak_coord_t *self, ak_worker_t *w, const void *route, 
         if (ref && task && ak_admit_claim (task, ref->attempt, w))
             continue;
         if (task && ak_intake_pending (self->intake, id, w->worker_id))
-            continue;               /* decided by its commit (s_commit) */
+            continue;               /* decided by its commit (coord_commit) */
         ak_worker_drop (w, id);
         if (task && task->state == AK_TS_LEASED && task->worker_id && strcmp (task->worker_id, w->worker_id) == 0) {
             char reason[200];
@@ -266,7 +264,7 @@ static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, u
     env->body_case = AK__ENVELOPE__BODY__NOT_SET;
     /* only the holder of the task's current attempt delivers its receipt
        (unknown tasks and impossible attempts are the intake's to reject);
-       its slot stays taken until the commit holding the receipt (s_commit) */
+       its slot stays taken until the commit holding the receipt (coord_commit) */
     ak_task_t *task = ak_sched_task (self->sched, r->task_id);
     char why[512];
     if (task && r->attempt >= 1 && r->attempt <= task->attempt
@@ -295,7 +293,7 @@ static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, u
     if (rc)
         coord_reject (self, AK_EP_WORKERS, w->route, w->route_len, err.msg);
     if (ak_intake_full (self->intake))
-        s_commit (self, &err);
+        coord_commit (self, &err);
     coord_dispatch_worker (self, w, now);
 }
 
@@ -659,190 +657,11 @@ static void s_drain_monitor (ak_coord_t *self, ak_ep_t ep)
     }
 }
 
-// ============================================================ commit, tick
-
-static int s_commit (ak_coord_t *self, ak_err_t *err)
-{
-    ak_commit_t c;
-    uint64_t now = ak_clock_mono_ms ();
-    int rc = ak_intake_commit (self->intake, now, &c, err);
-    ak_log_flush ();                /* a task's "done" line before its ACK */
-    for (size_t i = 0; i < c.nacks; i++) {
-        const ak_ack_t *a = &c.acks[i];
-        ak_worker_t *w = ak_registry_get (self->registry, a->worker_id);
-        /* the receipt holds: its slot is free again */
-        if (w && ak_worker_drop (w, a->task_id))
-            self->dispatch_due = true;
-        if (!w || !w->alive)
-            continue;           /* it re-sends after registering again */
-        Ak__Envelope env = AK__ENVELOPE__INIT;
-        Ak__Ack ack = AK__ACK__INIT;
-        ack.task_id = a->task_id;
-        ack.attempt = a->attempt;
-        ack.receipt_id = (char *) a->receipt_id;
-        ack.duplicate = a->duplicate;
-        env.body_case = AK__ENVELOPE__BODY_ACK;
-        env.ack = &ack;
-        if (coord_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0) {
-            self->counters.acks++;
-            w->last_sent = now;
-        }
-    }
-    /* A receipt not stored leaves its task with its worker: held (the
-       slot stays taken) and bounded by the worker's liveness, which must
-       register again and re-send; a task whose worker is gone meanwhile
-       goes back to its queue now.  Nothing is left without a deadline. */
-    for (size_t i = 0; i < c.nlost; i++) {
-        const ak_ack_t *l = &c.lost[i];
-        ak_worker_t *w = ak_registry_get (self->registry, l->worker_id);
-        ak_task_t *task = ak_sched_task (self->sched, l->task_id);
-        if (!task || task->state != AK_TS_LEASED || task->attempt != l->attempt || !task->worker_id
-            || strcmp (task->worker_id, l->worker_id) != 0)
-            continue;
-        if (w && w->alive)
-            ak_worker_hold (w, task->task_id, task->attempt);
-        else
-            coord_requeue (self, task, "its receipt was not stored (commit failed) and its worker is gone", now);
-    }
-    for (size_t i = 0; i < c.ndropped; i++) {
-        ak_worker_t *w = ak_registry_get (self->registry, c.dropped[i]);
-        if (w && w->alive)
-            coord_send_disconnect (self, w->route, w->route_len,
-                                   "the coordinator could not store your receipts: register again and re-send");
-    }
-    ak_commit_clear (&c);
-    return rc;
-}
+// ==================================================================== tick
 
 static int s_commit_cb (void *arg, ak_err_t *err)
 {
-    return s_commit (arg, err);
-}
-
-/* Next search stage / confirm tasks of a settling batch, in a write
-   transaction of their own; *added says how many. */
-static int s_settle_rounds (ak_coord_t *self, ak_batch_t *b, size_t *added, ak_err_t *err)
-{
-    ak_rounds_new_t created = { 0 };
-    ak_txn_t *txn = NULL;
-    *added = 0;
-    int rc = ak_store_begin (self->store, true, &txn, err);
-    if (rc == 0)
-        rc = ak_rounds_advance_batch (txn, self->sched, b, ak_clock_wall_ms (), &created, err);
-    if (rc == 0 && created.n)
-        rc = ak_store_commit (&txn, err);
-    ak_store_abort (&txn);
-    if (rc == 0) {
-        *added = created.n;
-        ak_rounds_committed (&created, self->sched);
-    }
-    ak_rounds_new_clear (&created);
-    return rc;
-}
-
-/* A verify batch (verify.h) is judged instead of promoted: the verdicts
-   and the profile's status in one write transaction (the map grows when
-   full).  *is_verify false for any other batch, nothing written. */
-static int s_settle_verify (ak_coord_t *self, ak_batch_t *b, bool *is_verify, ak_err_t *err)
-{
-    for (;;) {
-        ak_txn_t *txn = NULL;
-        int rc = ak_store_begin (self->store, true, &txn, err);
-        if (rc == 0)
-            rc = ak_verify_settle (txn, b->batch_id, ak_clock_wall_ms (), is_verify, err);
-        if (rc == 0 && *is_verify)
-            rc = ak_store_commit (&txn, err);
-        ak_store_abort (&txn);
-        if (rc != AK_ESTOREFULL)
-            return rc;
-        rc = ak_intake_grow (self->intake, err);
-        if (rc)
-            return rc;
-    }
-}
-
-/* The winners of b: from the final checks when they decided every pair
-   (ak_rounds_winners: no record read), else from the records
-   (ak_results_decide).  Debug builds decide from the records as well and
-   compare. */
-static int s_decide_winners (ak_coord_t *self, ak_batch_t *b, Ak__Winner ***winners_p, size_t *n_p,
-                             ak_err_t *err)
-{
-    bool memo = ak_rounds_winners (b, winners_p, n_p);
-#ifdef NDEBUG
-    if (memo)
-        return 0;
-#endif
-    ak_txn_t *txn = NULL;
-    ak_results_t *res = NULL;
-    int rc = ak_store_begin (self->store, false, &txn, err);
-    if (rc == 0)
-        rc = ak_results_decide (txn, b->batch_id, &res, err);
-    ak_store_abort (&txn);
-    if (rc == 0 && memo) {
-        if (!ak_results_same_winners (res, *winners_p, *n_p)) {
-            ak_error ("debug: batch %s: the winners of the final checks differ from the records' decision",
-                      b->batch_id);
-            abort ();
-        }
-    }
-    else if (rc == 0) {
-        *winners_p = ak_calloc (res->npairs ? res->npairs : 1, sizeof **winners_p);
-        for (size_t i = 0; i < res->npairs; i++) {
-            (*winners_p)[i] = res->pairs[i].winner;
-            res->pairs[i].winner = NULL;
-        }
-        *n_p = res->npairs;
-    }
-    ak_results_destroy (&res);
-    return memo ? 0 : rc;
-}
-
-/* Decides the winners of batches whose tasks are all terminal. */
-static void s_settle (ak_coord_t *self, uint64_t now)
-{
-    ak_batch_t *b;
-    ak_err_t err = { 0 };
-    while ((b = ak_sched_settling (self->sched))) {
-        /* the records must say what the index says before they are read */
-        if (s_commit (self, &err))
-            return;
-        /* a search stage or confirmation round that ended without a
-           receipt (poisoned, cancelled tasks) is created now (rounds.h) */
-        size_t added = 0;
-        if (s_settle_rounds (self, b, &added, &err)) {
-            ak_error ("batch %s: cannot create its next search round yet: %s", b->batch_id, err.msg);
-            return;
-        }
-        if (added)
-            continue;
-        bool is_verify = false;
-        if (s_settle_verify (self, b, &is_verify, &err)) {
-            ak_error ("batch %s: cannot judge its verify tasks yet: %s", b->batch_id, err.msg);
-            return;
-        }
-        if (is_verify) {
-            ak_sched_complete (self->sched, b, NULL, 0, now);
-            continue;
-        }
-        Ak__Winner **winners = NULL;
-        size_t nwinners = 0;
-        if (s_decide_winners (self, b, &winners, &nwinners, &err)) {
-            ak_error ("batch %s: cannot decide its winners yet: %s", b->batch_id, err.msg);
-            return;
-        }
-        for (size_t i = 0; i < nwinners; i++) {
-            const Ak__Winner *wn = winners[i];
-            if (wn->promoted)
-                ak_info ("batch %s: %s on %s: winner %s (task %s) %.3fx +- %.3f%s", b->batch_id, wn->op,
-                         wn->device_class, wn->candidate_name, wn->task_id, wn->speedup, wn->noise,
-                         wn->tied > 1 ? " (tie-break)" : "");
-            else
-                ak_info ("batch %s: %s on %s: no winner: %s", b->batch_id, wn->op, wn->device_class,
-                         wn->reason);
-        }
-        ak_sched_complete (self->sched, b, winners, nwinners, now);
-    }
+    return coord_commit (arg, err);
 }
 
 /*  Re-reads the key ring (on SIGHUP, or when a role directory changed) and
@@ -917,7 +736,7 @@ static void s_tick (ak_coord_t *self, uint64_t now)
     }
     free (expired);
 
-    s_settle (self, now);
+    coord_settle (self, now);
     if (ak_sched_has_work (self->sched))
         self->dispatch_due = true;
 }
@@ -1182,7 +1001,7 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
         due = ak_intake_deadline (self->intake);
         if (due && now >= due) {
             ak_err_t cerr = { 0 };
-            s_commit (self, &cerr);
+            coord_commit (self, &cerr);
         }
         if (self->dispatch_due) {
             self->dispatch_due = false;
@@ -1190,10 +1009,10 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
         }
     }
     ak_info ("stopping: committing what is pending");
-    int rc = s_commit (self, err);
+    int rc = coord_commit (self, err);
     if (rc == 0) {
-        s_settle (self, ak_clock_mono_ms ());
-        rc = s_commit (self, err);
+        coord_settle (self, ak_clock_mono_ms ());
+        rc = coord_commit (self, err);
     }
     ak_log_hold (false);
     return rc;

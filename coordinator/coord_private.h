@@ -134,4 +134,14 @@ void coord_requeue (ak_coord_t *self, ak_task_t *task, const char *reason, uint6
 /* The destructor of the blob cache's texts (ak_coord_t.blobs). */
 void coord_blob_free (void **item);
 
+// ================================================================ settle.c
+
+/* Runs the group commit and sends its outcome (ACKs; for receipts not
+   stored, re-queues and DISCONNECT).  0 or the commit's error. */
+int coord_commit (ak_coord_t *self, ak_err_t *err);
+/* Settles every batch whose tasks are all terminal: its next search round,
+   its verify verdicts or its winners; a step that fails is logged and
+   tried again at the next tick. */
+void coord_settle (ak_coord_t *self, uint64_t now);
+
 #endif
