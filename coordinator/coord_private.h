@@ -144,4 +144,21 @@ int coord_commit (ak_coord_t *self, ak_err_t *err);
    tried again at the next tick. */
 void coord_settle (ak_coord_t *self, uint64_t now);
 
+// ========================================================== worker_proto.c
+
+/* Handles a message from the workers endpoint (env is the caller's; the
+   handler may take its body): HELLO, HEARTBEAT, STARTED, RECEIPT and
+   DISCONNECT; anything else, or a message of a peer that is not
+   registered, is rejected or answered with DISCONNECT. */
+void coord_on_worker (ak_coord_t *self, const void *route, size_t len, Ak__Envelope *env, uint64_t now);
+/* Declares w dead (why): its pinned tasks fail, the others it held go
+   back to their queues unless their receipts wait for a commit. */
+void coord_worker_dead (ak_coord_t *self, ak_worker_t *w, const char *why, uint64_t now);
+/* Drops a live worker w for good (DISCONNECT with code, then as
+   coord_worker_dead); NULL or a dead one: nothing. */
+void coord_drop_worker (ak_coord_t *self, ak_worker_t *w, Ak__DisconnectCode code, const char *why);
+/* Fails the queued tasks pinned to workers not alive once the
+   registration grace after a start has passed. */
+void coord_reap_pinned (ak_coord_t *self, uint64_t now);
+
 #endif
