@@ -161,4 +161,22 @@ void coord_drop_worker (ak_coord_t *self, ak_worker_t *w, Ak__DisconnectCode cod
    registration grace after a start has passed. */
 void coord_reap_pinned (ak_coord_t *self, uint64_t now);
 
+// ================================================================= peers.c
+
+/* Counts a malformed frame of the peer at route; at opts.malformed_max the
+   peer is dropped (a registered worker declared dead) and its later frames
+   ignored. */
+void coord_malformed (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len);
+/* True when the peer at route was dropped: its frames are ignored. */
+bool coord_peer_dropped (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len);
+/* Sets self->peer to the key the message body came with (CURVE; always
+   true in plain mode).  False for a key no longer in the ring with a role
+   for ep: counted, warned, and its worker dropped. */
+bool coord_authorised (ak_coord_t *self, ak_ep_t ep, zmq_msg_t *body, const void *route, size_t len);
+/* Answers the ZAP requests waiting (CURVE handshakes). */
+void coord_zap_drain (ak_coord_t *self);
+/* Re-reads the key ring when forced (SIGHUP) or when it changed, and drops
+   every worker whose key is no longer a worker's. */
+void coord_keys_reload (ak_coord_t *self, bool forced);
+
 #endif
