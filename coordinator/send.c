@@ -66,15 +66,12 @@ int coord_send_frame (ak_coord_t *self, ak_ep_t ep, const void *route, size_t le
    AK_EUNAVAIL (peer gone or its queue full) or AK_EIO. */
 static int s_send_packed (ak_coord_t *self, ak_ep_t ep, const void *route, size_t len, Ak__Envelope *env)
 {
-    if (env->body_case == AK__ENVELOPE__BODY__NOT_SET)
-        return AK_EINVAL;
-    env->version = AK_PROTOCOL_VERSION;
-    size_t size = ak__envelope__get_packed_size (env);
-    if (size > AK_MAX_MSG_SIZE)
-        return AK_ETOOBIG;
+    size_t size = 0;
+    int rc = ak_envelope_size (env, &size);
+    if (rc)
+        return rc;
     uint8_t *buf = coord_buf (self, size);
-    int rc = ak__envelope__pack (env, buf) != size ? AK_EINTERNAL
-                                                   : coord_send_frame (self, ep, route, len, buf, size);
+    rc = ak__envelope__pack (env, buf) != size ? AK_EINTERNAL : coord_send_frame (self, ep, route, len, buf, size);
     coord_buf_done (self, buf);
     return rc;
 }
