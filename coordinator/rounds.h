@@ -37,7 +37,7 @@
     New tasks are created inside the write transaction of the group commit
     that accepted the receipt completing the stage (intake.c), so a crash
     either loses both (the worker re-sends the receipt) or keeps both;
-    ak_rounds_advance with every pair of a batch (coord.c, when a batch
+    ak_rounds_advance with every pair of a batch (settle.c, when a batch
     settles) catches stages that ended without a receipt (a poisoned or
     cancelled task) and is idempotent: a stage that exists is never made
     again. */
@@ -130,7 +130,7 @@ typedef struct {
    ak_sched_extend only after txn committed. */
 int ak_rounds_advance (ak_txn_t *txn, ak_sched_t *sched, ak_task_t *const *touched, size_t n,
                        uint64_t now_wall_ms, ak_rounds_new_t *out, ak_err_t *err);
-/* Every (op, class) of batch, nothing `finishing` (coord.c, when settling). */
+/* Every (op, class) of batch, nothing `finishing` (settle.c, when settling). */
 int ak_rounds_advance_batch (ak_txn_t *txn, ak_sched_t *sched, ak_batch_t *batch,
                              uint64_t now_wall_ms, ak_rounds_new_t *out, ak_err_t *err);
 void ak_rounds_new_clear (ak_rounds_new_t *out);

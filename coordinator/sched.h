@@ -19,7 +19,8 @@
     runs out.
 
     This module never talks to the network and owns no worker state: the
-    caller keeps the workers' outstanding sets in step (coord.c). */
+    caller keeps the workers' outstanding sets in step (worker_proto.c,
+    dispatch.c). */
 #ifndef AK_SCHED_H
 #define AK_SCHED_H
 #include <stdbool.h>
