@@ -521,6 +521,28 @@ static bool s_w1_dead (void *arg)
     return strcmp (s_worker_state ("real-w1"), "dead") == 0;
 }
 
+/* A log file and a text it must come to hold (s_log_says). */
+typedef struct {
+    const char *path;
+    const char *text;
+} s_log_text_t;
+
+/* True once the log holds the text: a process says it started only after
+   its signal handlers are in place, so a SIGTERM before that kills it
+   (what a fixed sleep on a loaded machine ran into). */
+static bool s_log_says (void *arg)
+{
+    const s_log_text_t *lt = arg;
+    char *text = NULL;
+    size_t len = 0;
+    ak_err_t err = { 0 };
+    if (ak_file_read (lt->path, 16u << 20, &text, &len, &err))
+        return false;
+    bool yes = strstr (text, lt->text) != NULL;
+    free (text);
+    return yes;
+}
+
 /* The real akworker over CURVE: registers with its key, and is dropped
    when the key is removed; a wrong server key never registers. */
 static void test_real_worker (void **state)
@@ -553,7 +575,10 @@ static void test_real_worker (void **state)
                       "--cache", cache, "--cert", s_fx->w2, "--server-key", s_fx->op, NULL };
     pid = ak_test_spawn (argv2, log);
     assert_true (pid > 0);
-    usleep (1500 * 1000);
+    s_log_text_t running = { log, "id real-w2" };
+    if (!ak_test_wait (s_log_says, &running, 30000))
+        fail_msg ("akworker real-w2 did not start (log: %s)", log);
+    usleep (1500 * 1000);       /* the time it would need to register */
     assert_string_equal (s_worker_state ("real-w2"), "absent");
     assert_int_equal (ak_test_stop (pid, SIGTERM, 10000), 0);
     /* and a bad certificate is a usage error at start */
@@ -660,7 +685,9 @@ static void test_start_needs_auth_or_plain (void **state)
     char *argv[] = { bin, "--store", st, "--workers", w, "--clients", c, NULL };
     pid_t pid = ak_test_spawn_coord (argv, log);
     assert_true (pid > 0);
-    usleep (500 * 1000);
+    s_log_text_t warned = { log, "WARNING: plain mode: no authentication" };
+    if (!ak_test_wait (s_log_says, &warned, 30000))
+        fail_msg ("akcoord --plain did not start (log: %s)", log);
     assert_int_equal (ak_test_stop (pid, SIGTERM, 10000), 0);
     cmd = ak_sprintf ("cat '%s'", log);
     assert_int_equal (ak_test_run (cmd, &out), 0);
