@@ -1,8 +1,8 @@
 /*  coordinator/coord_private.h: what the coordinator's files share.
 
     The coordinator is one object (ak_coord_t, coord.h) whose code is split
-    by concern; this header is theirs alone, never included outside
-    coordinator/coord*.c and the files below:
+    by concern; this header is theirs alone, included by coord.c and the
+    files below only:
       coord.c         the loop and its tick, receiving, the client queue,
                       construction and destruction (it owns every field);
       send.c          packing and sending, replies, rate-limited rejections
@@ -45,7 +45,10 @@
 #define AK_COORD_DRAIN_MAX      256     /* messages per socket per wake-up, for fairness */
 #define AK_COORD_WARN_EVERY_MS  1000    /* rate limit of "rejected" warnings */
 
+/*  Fields by the file that changes them; any file reads what it needs.
+    opts.stop_flag and opts.reload_flag are the signal handlers'. */
 struct ak_coord {
+    /* coord.c: the loop, what it owns and the message being handled */
     ak_coord_opts_t  opts;
     char            *endpoints[AK_EP_COUNT];
     ak_store_t      *store;
@@ -53,35 +56,38 @@ struct ak_coord {
     ak_registry_t   *registry;
     ak_intake_t     *intake;
     zsock_t         *sock[AK_EP_COUNT];
-    zsock_t         *mon[AK_EP_COUNT];     /* socket monitors: connections */
-    ak_counters_t    counters;
+    zsock_t         *mon[AK_EP_COUNT];  /* socket monitors: connections */
+    ak_counters_t    counters;          /* every file counts here */
     ak_client_env_t  client;
     uint64_t         start;
     uint64_t         next_tick;
     uint64_t         next_heartbeat;
     uint32_t         tick_ms;
     bool             stop;
-    bool             dispatch_due;
-    uint64_t         seq;
-    uint64_t         warn_at[AK_EP_COUNT];
-    uint64_t         suppressed[AK_EP_COUNT];
-    zhashx_t        *blobs;             /* dispatch.c: digest -> verified blob text */
-    size_t           blob_bytes;
-    uint8_t         *sendbuf;           /* send.c: the reusable send buffer */
-    size_t           sendcap;
-    /* security: NULL ring and zap in plain mode */
-    ak_keyring_t    *ring;
-    zsock_t         *zap;               /* REP on S_ZAP_ENDPOINT: the ZAP handler */
-    ak_admit_t      *admit;             /* what a worker may do (admit.h) */
-    uint64_t         refuse_warn_at;
-    uint64_t         refuse_suppressed;
-    zhashx_t        *malformed;         /* peer routing id (hex) -> malformed frames */
-    zhashx_t        *dropped;           /* peers dropped: their frames are ignored */
+    bool             dispatch_due;      /* any file: dispatch after this wake-up */
     zlistx_t        *queue;             /* s_request_t: client requests waiting */
     const ak_key_t  *peer;              /* key of the message being handled (or NULL) */
     const uint8_t   *frame;             /* its envelope frame as received (or NULL) */
     size_t           frame_len;
     bool             frame_slim;        /* its receipt is slim (envelope.h) */
+    /* send.c */
+    uint64_t         seq;
+    uint8_t         *sendbuf;           /* the reusable send buffer */
+    size_t           sendcap;
+    uint64_t         warn_at[AK_EP_COUNT];
+    uint64_t         suppressed[AK_EP_COUNT];
+    uint64_t         refuse_warn_at;
+    uint64_t         refuse_suppressed;
+    /* dispatch.c */
+    zhashx_t        *blobs;             /* digest -> verified blob text */
+    size_t           blob_bytes;
+    /* worker_proto.c */
+    ak_admit_t      *admit;             /* what a worker may do (admit.h) */
+    /* peers.c; NULL ring and zap in plain mode */
+    ak_keyring_t    *ring;
+    zsock_t         *zap;               /* REP on S_ZAP_ENDPOINT: the ZAP handler */
+    zhashx_t        *malformed;         /* peer routing id (hex) -> malformed frames */
+    zhashx_t        *dropped;           /* peers dropped: their frames are ignored */
     uint64_t         auth_warn_at;
     uint64_t         auth_suppressed;
 };
