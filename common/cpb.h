@@ -27,7 +27,7 @@ ProtobufCMessage *ak_cpb_dup (const ProtobufCMessage *msg);
 
 /* True when a and b pack to the same bytes (both NULL counts as the same;
    protobuf-c packs fields in number order, so equal messages do).  For
-   the debug checks of bytes passed on without packing (store.c, coord.c). */
+   the debug checks of bytes passed on without packing (store.c, dispatch.c). */
 bool ak_cpb_same (const ProtobufCMessage *a, const ProtobufCMessage *b);
 
 /* A new Param array of n entries (names[i], values[i]); caller owns it. */

@@ -230,21 +230,30 @@ static size_t s_drop_unknown (ProtobufCMessage *msg, int depth)
 
 /* ---------------------------------------------------------------- public */
 
+/*  An envelope without a body is a programmer error (the peer would
+    refuse it): AK_EINVAL. */
+int ak_envelope_size (Ak__Envelope *env, size_t *size_p)
+{
+    if (env->body_case == AK__ENVELOPE__BODY__NOT_SET)
+        return AK_EINVAL;
+    env->version = AK_PROTOCOL_VERSION;
+    *size_p = ak__envelope__get_packed_size (env);
+    return *size_p > AK_MAX_MSG_SIZE ? AK_ETOOBIG : 0;
+}
+
 /*  Packs env (stamping the protocol version) into a malloc'ed buffer the
-    caller frees.  AK_EINVAL for an envelope without a body (a programmer
-    error: the peer would refuse it), AK_ETOOBIG over AK_MAX_MSG_SIZE. */
+    caller frees.  AK_EINVAL for an envelope without a body, AK_ETOOBIG
+    over AK_MAX_MSG_SIZE (ak_envelope_size). */
 int ak_envelope_pack (Ak__Envelope *env, uint8_t **data_p, size_t *size_p)
 {
     if (!env || !data_p || !size_p)
         return AK_EINVAL;
     *data_p = NULL;
     *size_p = 0;
-    if (env->body_case == AK__ENVELOPE__BODY__NOT_SET)
-        return AK_EINVAL;
-    env->version = AK_PROTOCOL_VERSION;
-    size_t size = ak__envelope__get_packed_size (env);
-    if (size > AK_MAX_MSG_SIZE)
-        return AK_ETOOBIG;
+    size_t size = 0;
+    int rc = ak_envelope_size (env, &size);
+    if (rc)
+        return rc;
     uint8_t *buf = malloc (size ? size : 1);
     if (!buf)
         return AK_ENOMEM;

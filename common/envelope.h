@@ -19,6 +19,12 @@
 #define AK_MAX_STRING         (4u * 1024 * 1024)    /* any one string field */
 #define AK_MAX_REPEATED       65536                 /* any one repeated field */
 
+/* The packed size of env, stamped with AK_PROTOCOL_VERSION, in *size_p:
+   what a sender checks before packing it into a buffer of its own.
+   AK_EINVAL for an envelope without a body, AK_ETOOBIG over
+   AK_MAX_MSG_SIZE. */
+int ak_envelope_size (Ak__Envelope *env, size_t *size_p);
+
 /* Packs env into a malloc'ed buffer the caller frees.  Sets env->version to
    AK_PROTOCOL_VERSION.  AK_ETOOBIG if it would exceed AK_MAX_MSG_SIZE. */
 int ak_envelope_pack (Ak__Envelope *env, uint8_t **data_p, size_t *size_p);

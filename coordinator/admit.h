@@ -15,7 +15,7 @@
       - a receipt may be staged: only from the worker that holds the task's
         current attempt (or held it, once the task finished: a copy sent
         again after a lost ACK, which intake.c stores as a duplicate).
-    The caller counts and logs every refusal with the peer (coord.c).
+    The caller counts and logs every refusal with the peer (worker_proto.c).
 
     Never: talks to the network, changes a task or a worker (beyond its own
     rate buckets), trusts anything a HELLO or receipt says about who sent it. */

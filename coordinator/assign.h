@@ -13,7 +13,7 @@
     on the record).  The stored bytes are checked to parse at the top
     level; what the copied fields hold is passed on unread, as stored.
     Debug builds check every ASSIGN against one built from the decoded
-    record (coord.c). */
+    record (dispatch.c). */
 #ifndef AK_ASSIGN_H
 #define AK_ASSIGN_H
 #include <stddef.h>

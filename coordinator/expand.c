@@ -4,7 +4,7 @@
 #include <string.h>
 #include "expand.h"
 #include "cpb.h"
-#include "rounds.h"
+#include "search.h"
 #include "digest.h"
 #include "space.h"
 #include "util.h"
@@ -162,8 +162,8 @@ static int s_expand_candidate (s_ctx_t *ctx, const ak_policy_t *pol, const char 
 {
     char salt[512];
     snprintf (salt, sizeof salt, "%s/%s/%s", op, target, cand->name);
-    ak_sample_t sample;
-    int rc = ak_rounds_sample (cand, pol->seed, salt, pol->search_budget ? pol->search_budget : 64,
+    ak_search_sample_t sample;
+    int rc = ak_search_sample (cand, pol->seed, salt, pol->search_budget ? pol->search_budget : 64,
                                &sample, err);
     if (rc)
         return rc;
@@ -180,14 +180,14 @@ static int s_expand_candidate (s_ctx_t *ctx, const ak_policy_t *pol, const char 
     ak_cpb_set (&sum->strategy, halving ? "halving" : "exhaustive");
     sum->valid = (uint32_t) sample.valid;
     sum->sampled = (uint32_t) (halving ? sample.n : sample.valid);
-    sum->keep = halving ? ak_rounds_stage_size ((uint32_t) sample.n, pol->search_keep, pol->search_rounds,
+    sum->keep = halving ? ak_search_stage_size ((uint32_t) sample.n, pol->search_keep, pol->search_rounds,
                                                 pol->search_rounds) : (uint32_t) sample.valid;
     sum->rounds = halving ? pol->search_rounds : 1;
     ctx->search = ak_realloc (ctx->search, (ctx->nsearch + 1) * sizeof *ctx->search);
     ctx->search[ctx->nsearch++] = sum;
 
     if (!halving) {
-        ak_sample_clear (&sample);
+        ak_search_sample_clear (&sample);
         s_walk_t walk = { ctx, ctmpl, err, 0, profile };
         rc = ak_space_walk (cand, s_on_config, &walk, NULL, err);
         return walk.rc ? walk.rc : rc;
@@ -196,18 +196,18 @@ static int s_expand_candidate (s_ctx_t *ctx, const ak_policy_t *pol, const char 
        timed in full) */
     Ak__TaskRecord *stmpl = (Ak__TaskRecord *) ak_cpb_dup (&ctmpl->base);
     if (!stmpl) {
-        ak_sample_clear (&sample);
+        ak_search_sample_clear (&sample);
         return ak_err_set (err, AK_EINTERNAL, "copying a task template failed");
     }
     stmpl->stage = 1;
-    ak_rounds_stage_policy (stmpl->policy, 1);
+    ak_search_stage_policy (stmpl->policy, 1);
     s_walk_t walk = { ctx, stmpl, err, 0, false };
     for (size_t i = 0; i < sample.n && rc == 0; i++) {
         if (s_on_config (cand, sample.values + i * sample.nparams, &walk))
             rc = walk.rc;
     }
     ak__task_record__free_unpacked (stmpl, NULL);
-    ak_sample_clear (&sample);
+    ak_search_sample_clear (&sample);
     return rc;
 }
 

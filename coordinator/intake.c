@@ -20,6 +20,8 @@ typedef struct {
     ak_ack_t     ack;
 } s_staged_t;
 
+#define S_NPARTS 4              /* participants of the group commit */
+
 struct ak_intake {
     ak_store_t       *store;
     ak_sched_t       *sched;
@@ -35,7 +37,10 @@ struct ak_intake {
     uint64_t          receipt_commits;  /* commits that held receipts, for it */
     ak_intake_stats_t stats;
     ak_rounds_new_t   created;          /* search stages / confirm tasks of the commit being built */
+    ak_commit_part_t  parts[S_NPARTS];         /* the group commit's participants, in order (commit.h) */
 };
+
+static const ak_commit_ops_t s_receipts_ops, s_rounds_ops;
 
 ak_intake_t *ak_intake_new (ak_store_t *store, ak_sched_t *sched, ak_registry_t *registry,
                             const ak_intake_opts_t *opts)
@@ -51,6 +56,12 @@ ak_intake_t *ak_intake_new (ak_store_t *store, ak_sched_t *sched, ak_registry_t 
     if (self->opts.map_max == 0)
         self->opts.map_max = AK_INTAKE_MAP_MAX;
     self->stats.map_max = self->opts.map_max;
+    /* tasks first, so receipts see the state the index decided; workers
+       last, so the tasks they completed in this commit are counted in it */
+    self->parts[0] = (ak_commit_part_t) { &ak_sched_commit_ops, sched };
+    self->parts[1] = (ak_commit_part_t) { &s_receipts_ops, self };
+    self->parts[2] = (ak_commit_part_t) { &s_rounds_ops, self };
+    self->parts[3] = (ak_commit_part_t) { &ak_registry_commit_ops, registry };
     /* Fault injection for tests/fault only: AKCOORD_FAULT_KILL_IN_COMMIT=N
        sends this process SIGKILL inside its Nth group commit that holds
        receipts, after every write and before the commit: the crash a
@@ -313,9 +324,28 @@ done:
     return rc;
 }
 
-/* Next search stages and confirm tasks for the tasks accepted in txn. */
-static int s_advance_rounds (ak_intake_t *self, ak_txn_t *txn, ak_err_t *err)
+// ---------------------------------------------------- commit participants
+
+/* The staged receipts, each deciding its task (s_store_one). */
+static int s_receipts_flush (void *arg, ak_txn_t *txn, ak_err_t *err)
 {
+    ak_intake_t *self = arg;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < self->nstaged; i++) {
+        self->staged[i].stored = false;
+        rc = s_store_one (self, txn, &self->staged[i], err);
+    }
+    return rc;
+}
+
+static const ak_commit_ops_t s_receipts_ops = { .name = "receipts", .flush = s_receipts_flush };
+
+/* A receipt that completes a search stage or the tune tasks of an (op,
+   class) creates the next tasks in this same transaction: the next search
+   stages and confirm tasks for the tasks accepted in txn. */
+static int s_rounds_flush (void *arg, ak_txn_t *txn, ak_err_t *err)
+{
+    ak_intake_t *self = arg;
     ak_task_t **done = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *done);
     size_t n = 0;
     for (size_t i = 0; i < self->nstaged; i++) {
@@ -328,33 +358,36 @@ static int s_advance_rounds (ak_intake_t *self, ak_txn_t *txn, ak_err_t *err)
     return rc;
 }
 
-/* One attempt at the whole group: flush, receipts, commit. */
+static void s_rounds_clear (void *arg)
+{
+    ak_intake_t *self = arg;
+    ak_rounds_new_clear (&self->created);
+}
+
+/* Indexed before the receipts finish their tasks (ak_intake_commit), so a
+   batch whose stage just ended never looks settled. */
+static void s_rounds_flushed (void *arg)
+{
+    ak_intake_t *self = arg;
+    ak_rounds_committed (&self->created, self->sched);
+}
+
+static const ak_commit_ops_t s_rounds_ops = {
+    .name = "rounds", .clear = s_rounds_clear, .flush = s_rounds_flush, .rollback = s_rounds_clear,
+    .flushed = s_rounds_flushed,
+};
+
+/* One attempt at the whole group: every participant flushed, then the commit. */
 static int s_commit_once (ak_intake_t *self, ak_err_t *err)
 {
     ak_txn_t *txn = NULL;
     int rc = ak_store_begin (self->store, true, &txn, err);
     if (rc)
         return rc;
-    /* tasks first, so receipts see the state the index decided; workers
-       last, so the tasks they completed in this commit are counted in it */
-    ak_registry_rollback (self->registry);
-    rc = ak_sched_flush (self->sched, txn, err);
-    for (size_t i = 0; rc == 0 && i < self->nstaged; i++) {
-        self->staged[i].stored = false;
-        rc = s_store_one (self, txn, &self->staged[i], err);
-    }
-    /* a receipt that completes a search stage or the tune tasks of an
-       (op, class) creates the next tasks in this same transaction */
-    ak_rounds_new_clear (&self->created);
-    if (rc == 0)
-        rc = s_advance_rounds (self, txn, err);
-    if (rc == 0)
-        rc = ak_registry_flush (self->registry, txn, err);
+    rc = ak_commit_flush (self->parts, S_NPARTS, txn, err);
     if (rc) {
-        ak_rounds_new_clear (&self->created);
         ak_store_abort (&txn);
-        ak_registry_rollback (self->registry);
-        ak_sched_uncache_all (self->sched);     /* they hold this transaction's writes */
+        ak_commit_rollback (self->parts, S_NPARTS);
         return rc;
     }
     if (self->kill_in_commit && self->nstaged && ++self->receipt_commits == self->kill_in_commit) {
@@ -363,11 +396,8 @@ static int s_commit_once (ak_intake_t *self, ak_err_t *err)
         raise (SIGKILL);
     }
     rc = ak_store_commit (&txn, err);
-    if (rc) {
-        ak_rounds_new_clear (&self->created);
-        ak_registry_rollback (self->registry);
-        ak_sched_uncache_all (self->sched);
-    }
+    if (rc)
+        ak_commit_rollback (self->parts, S_NPARTS);
     return rc;
 }
 
@@ -474,13 +504,7 @@ int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_
     self->retry_at = 0;
     self->stats.commits++;
     ak_intake_healthy (self);
-    ak_sched_flushed (self->sched);
-    ak_registry_flushed (self->registry);
-    /* indexed before the receipts finish their tasks, so a batch whose
-       stage just ended never looks settled */
-    ak_sched_extend (self->sched, self->created.tasks, self->created.n);
-    ak_rounds_committed (&self->created);
-    ak_rounds_new_clear (&self->created);
+    ak_commit_flushed (self->parts, S_NPARTS);
     out->acks = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *out->acks);
     for (size_t i = 0; i < self->nstaged; i++) {
         s_staged_t *s = &self->staged[i];

@@ -436,3 +436,23 @@ void ak_registry_flushed (ak_registry_t *self)
     }
     self->dirty_since = 0;
 }
+
+static void s_commit_rollback (void *self)
+{
+    ak_registry_rollback (self);
+}
+
+static int s_commit_flush (void *self, ak_txn_t *txn, ak_err_t *err)
+{
+    return ak_registry_flush (self, txn, err);
+}
+
+static void s_commit_flushed (void *self)
+{
+    ak_registry_flushed (self);
+}
+
+const ak_commit_ops_t ak_registry_commit_ops = {
+    .name = "registry", .clear = s_commit_rollback, .flush = s_commit_flush, .rollback = s_commit_rollback,
+    .flushed = s_commit_flushed,
+};

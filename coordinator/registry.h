@@ -17,6 +17,7 @@
 #include <czmq.h>
 #include "akfleet.pb-c.h"
 #include "blobcache.h"
+#include "commit.h"
 #include "error.h"
 #include "store.h"
 
@@ -118,5 +119,9 @@ void ak_registry_rollback (ak_registry_t *self);
 uint64_t ak_registry_dirty_since (ak_registry_t *self);
 int  ak_registry_flush (ak_registry_t *self, ak_txn_t *txn, ak_err_t *err);
 void ak_registry_flushed (ak_registry_t *self);
+/* The registry as a participant of the group commit (commit.h): clear and
+   rollback ak_registry_rollback, flush ak_registry_flush, flushed
+   ak_registry_flushed. */
+extern const ak_commit_ops_t ak_registry_commit_ops;
 
 #endif

@@ -6,30 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "rounds.h"
+#include "search.h"
 #include "promote.h"
 #include "arena.h"
 #include "cpb.h"
 #include "log.h"
-#include "space.h"
 #include "util.h"
 
 // ------------------------------------------------------------------ helpers
-
-static uint64_t s_splitmix (uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t s_fnv (const char *text)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *p = (const unsigned char *) (text ? text : ""); *p; p++)
-        h = (h ^ *p) * 0x100000001b3ull;
-    return h;
-}
 
 /* Tie-break order of promote.c: candidate name, params ascending, task id. */
 static int s_tiebreak (const ak_promote_cand_t *a, const ak_promote_cand_t *b)
@@ -51,105 +35,6 @@ static const char *s_label (const ak_promote_cand_t *cand, char *buf, size_t len
                   params[0] ? " " : "", params) < 0)
         buf[0] = '\0';
     return buf;
-}
-
-// ------------------------------------------------------------------ sampling
-
-typedef struct {
-    size_t    budget;
-    size_t    np;
-    size_t    seen;
-    uint64_t  state;
-    uint64_t *index;            /* walk position of each slot */
-    int64_t  *values;
-} s_reservoir_t;
-
-/* Algorithm R: after i items every one is in the reservoir with
-   probability budget / i, independently of the walk order's structure. */
-static int s_on_sample (const ak_candidate_t *cand, const int64_t *values, void *arg)
-{
-    (void) cand;
-    s_reservoir_t *r = arg;
-    size_t i = r->seen++, slot = i;
-    if (i >= r->budget) {
-        uint64_t j = s_splitmix (&r->state) % (uint64_t) (i + 1);
-        if (j >= r->budget)
-            return 0;
-        slot = (size_t) j;
-    }
-    r->index[slot] = i;
-    memcpy (r->values + slot * r->np, values, r->np * sizeof *values);
-    return 0;
-}
-
-int ak_rounds_sample (const ak_candidate_t *cand, uint64_t seed, const char *salt, size_t budget,
-                      ak_sample_t *out, ak_err_t *err)
-{
-    memset (out, 0, sizeof *out);
-    size_t np = cand->nparams < AK_MAX_PARAMS ? cand->nparams : AK_MAX_PARAMS;
-    s_reservoir_t r = { .budget = budget ? budget : 1, .np = np };
-    r.state = seed ^ s_fnv (salt);
-    r.index = ak_calloc (r.budget, sizeof *r.index);
-    r.values = ak_calloc (r.budget * (np ? np : 1), sizeof *r.values);
-    int rc = ak_space_walk (cand, s_on_sample, &r, NULL, err);
-    if (rc) {
-        free (r.index);
-        free (r.values);
-        return rc;
-    }
-    size_t n = r.seen < r.budget ? r.seen : r.budget;
-    /* back into walk order (insertion sort on slots: n is a budget) */
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && r.index[j - 1] > r.index[j]; j--) {
-            uint64_t t = r.index[j];
-            r.index[j] = r.index[j - 1];
-            r.index[j - 1] = t;
-            for (size_t k = 0; k < np; k++) {
-                int64_t v = r.values[j * np + k];
-                r.values[j * np + k] = r.values[(j - 1) * np + k];
-                r.values[(j - 1) * np + k] = v;
-            }
-        }
-    free (r.index);
-    out->nparams = np;
-    out->valid = r.seen;
-    out->n = n;
-    out->values = r.values;
-    return 0;
-}
-
-void ak_sample_clear (ak_sample_t *sample)
-{
-    free (sample->values);
-    memset (sample, 0, sizeof *sample);
-}
-
-uint32_t ak_rounds_stage_size (uint32_t n1, uint32_t keep, uint32_t rounds, uint32_t stage)
-{
-    uint32_t k = keep < n1 ? keep : n1;
-    if (k == 0)
-        k = n1 ? 1 : 0;
-    if (stage <= 1 || rounds < 2)
-        return n1;
-    if (stage >= rounds)
-        return k;
-    double f = pow ((double) k / (double) n1, (double) (stage - 1) / (double) (rounds - 1));
-    uint32_t n = (uint32_t) ceil ((double) n1 * f - 1e-9);
-    return n < k ? k : n > n1 ? n1 : n;
-}
-
-void ak_rounds_stage_policy (Ak__Policy *pol, uint32_t stage)
-{
-    uint32_t rounds = pol->search_rounds >= 2 ? pol->search_rounds : 2;
-    if (stage == 0 || stage >= rounds)
-        return;
-    uint64_t t = pol->short_max_time_ms ? pol->short_max_time_ms : 200;
-    t <<= (stage - 1 < 20 ? stage - 1 : 20);
-    if (pol->max_time_ms && t > pol->max_time_ms)
-        t = pol->max_time_ms;
-    pol->max_time_ms = (uint32_t) t;
-    uint32_t samples = pol->max_samples / 4;
-    pol->max_samples = samples > pol->min_samples ? samples : pol->min_samples;
 }
 
 // ------------------------------------------------------------ pure decisions
@@ -587,13 +472,13 @@ static int s_create (s_pair_t *p, const Ak__TaskRecord *src, const char *kind, u
         ak_cpb_set (&rec->confirm_of, src->task_id);
         if (rec->policy) {
             /* fresh inputs: a seed of its own, never 0 (the worker's default) */
-            uint64_t st = rec->policy->seed ^ s_fnv (src->task_id);
-            uint64_t seed = s_splitmix (&st);
+            uint64_t st = ak_search_rng_seed (rec->policy->seed, src->task_id);
+            uint64_t seed = ak_search_rng_next (&st);
             rec->policy->seed = seed && seed != rec->policy->seed ? seed : rec->policy->seed + 1;
         }
     }
     else if (rec->policy)
-        ak_rounds_stage_policy (rec->policy, stage);
+        ak_search_stage_policy (rec->policy, stage);
     int rc = ak_store_put_task (p->txn, rec, err);
     if (rc) {
         ak__task_record__free_unpacked (rec, NULL);
@@ -620,7 +505,7 @@ static int s_next_stage (s_pair_t *p, uint32_t smax, uint32_t n1, bool *made, ak
         return rc;
     const Ak__Policy *pol = p->brec->policy;
     uint32_t rounds = pol && pol->search_rounds >= 2 ? pol->search_rounds : 2;
-    uint32_t keep = ak_rounds_stage_size (n1, pol && pol->search_keep ? pol->search_keep : 4, rounds,
+    uint32_t keep = ak_search_stage_size (n1, pol && pol->search_keep ? pol->search_keep : 4, rounds,
                                           smax + 1);
     size_t *best = ak_calloc (keep ? keep : 1, sizeof *best);
     size_t nb = ak_rounds_best (p->cands, p->evals, p->n, keep, best);
@@ -696,8 +581,9 @@ uint64_t ak_rounds_final_checks (void)
     return s_final_checks;
 }
 
-void ak_rounds_committed (ak_rounds_new_t *out)
+void ak_rounds_committed (ak_rounds_new_t *out, ak_sched_t *sched)
 {
+    ak_sched_extend (sched, out->tasks, out->n);
     for (size_t i = 0; i < out->nchecked; i++) {
         s_memo_t *m = out->checked[i].memo;
         m->checked = true;
@@ -707,7 +593,7 @@ void ak_rounds_committed (ak_rounds_new_t *out)
         m->winner = out->checked[i].winner;
         out->checked[i].winner = NULL;
     }
-    out->nchecked = 0;
+    ak_rounds_new_clear (out);
 }
 
 static void s_memo_free (void **item)

@@ -12,9 +12,9 @@
     space has at most search_budget configurations, else halving.
 
     When every halving tune task of stage s < rounds of an (op, class) is
-    terminal, the best ak_rounds_stage_size(s + 1) of them that are ok (by
-    their weighted speedup, ties by candidate name, params, task id; failed
-    ones never go on) become stage s + 1 tune tasks; the last stage
+    terminal, the best ak_search_stage_size(s + 1) (search.h) of them that
+    are ok (by their weighted speedup, ties by candidate name, params, task
+    id; failed ones never go on) become stage s + 1 tune tasks; the last stage
     (`rounds`) keeps search_keep and runs the full timing policy.  Only
     stage-0 and last-stage receipts are candidates for promotion.
 
@@ -37,7 +37,7 @@
     New tasks are created inside the write transaction of the group commit
     that accepted the receipt completing the stage (intake.c), so a crash
     either loses both (the worker re-sends the receipt) or keeps both;
-    ak_rounds_advance with every pair of a batch (coord.c, when a batch
+    ak_rounds_advance with every pair of a batch (settle.c, when a batch
     settles) catches stages that ended without a receipt (a poisoned or
     cancelled task) and is idempotent: a stage that exists is never made
     again. */
@@ -50,36 +50,9 @@
 #include "error.h"
 #include "promote.h"
 #include "sched.h"
-#include "spec.h"
 #include "store.h"
 
 #define AK_ROUNDS_MAX_FINALISTS 3
-
-// ------------------------------------------------------------------ sampling
-
-typedef struct {
-    size_t    nparams;
-    size_t    valid;            /* valid configurations in the space */
-    size_t    n;                /* sampled: min(budget, valid) */
-    int64_t  *values;           /* n * nparams, in walk order */
-} ak_sample_t;
-
-/* Samples min(budget, valid) configurations of cand uniformly without
-   replacement (reservoir sampling over ak_space_walk with a generator
-   seeded from seed and salt), returned in walk order.  Clear with
-   ak_sample_clear.  Errors of ak_space_walk come back as they are. */
-int ak_rounds_sample (const ak_candidate_t *cand, uint64_t seed, const char *salt, size_t budget,
-                      ak_sample_t *out, ak_err_t *err);
-void ak_sample_clear (ak_sample_t *sample);
-
-/* Size of stage `stage` (1..rounds) when stage 1 has n1 tasks: geometric
-   from n1 down to min(keep, n1) at stage `rounds`. */
-uint32_t ak_rounds_stage_size (uint32_t n1, uint32_t keep, uint32_t rounds, uint32_t stage);
-
-/* Turns a full timing policy into the one of `stage` (1..rounds-1: short
-   timing, max_time_ms = short_max_time_ms doubled per stage and at most
-   max_time_ms, max_samples a quarter; rounds: unchanged). */
-void ak_rounds_stage_policy (Ak__Policy *policy, uint32_t stage);
 
 // ------------------------------------------------------------ pure decisions
 
@@ -157,18 +130,19 @@ typedef struct {
    ak_sched_extend only after txn committed. */
 int ak_rounds_advance (ak_txn_t *txn, ak_sched_t *sched, ak_task_t *const *touched, size_t n,
                        uint64_t now_wall_ms, ak_rounds_new_t *out, ak_err_t *err);
-/* Every (op, class) of batch, nothing `finishing` (coord.c, when settling). */
+/* Every (op, class) of batch, nothing `finishing` (settle.c, when settling). */
 int ak_rounds_advance_batch (ak_txn_t *txn, ak_sched_t *sched, ak_batch_t *batch,
                              uint64_t now_wall_ms, ak_rounds_new_t *out, ak_err_t *err);
 void ak_rounds_new_clear (ak_rounds_new_t *out);
 /* After the transaction of ak_rounds_advance (or _batch) committed, or
-   when nothing in it needed committing: an (op, class) whose final check
+   when nothing in it needed committing: the tasks created are indexed in
+   sched (ak_sched_extend) and out is cleared; an (op, class) whose final check
    found nothing to create is not checked again (that check loads every
    task of the pair and its receipt: seconds for 100,000 tasks, which
    the settle-time pass repeated right after the commit that ended the
    batch) until its batch gains tasks or one of them leaves a terminal
    state (retry). */
-void ak_rounds_committed (ak_rounds_new_t *out);
+void ak_rounds_committed (ak_rounds_new_t *out, ak_sched_t *sched);
 /* Final checks run so far in this process (tests, diagnostics). */
 uint64_t ak_rounds_final_checks (void);
 /* The winners of batch, one per (op, class) in the order of the pair's

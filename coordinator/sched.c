@@ -919,3 +919,22 @@ void ak_sched_flushed (ak_sched_t *self)
         b->dirty = false;
     self->dirty_since = 0;
 }
+
+static int s_commit_flush (void *self, ak_txn_t *txn, ak_err_t *err)
+{
+    return ak_sched_flush (self, txn, err);
+}
+
+static void s_commit_rollback (void *self)
+{
+    ak_sched_uncache_all (self);        /* they hold the failed attempt's writes */
+}
+
+static void s_commit_flushed (void *self)
+{
+    ak_sched_flushed (self);
+}
+
+const ak_commit_ops_t ak_sched_commit_ops = {
+    .name = "scheduler", .flush = s_commit_flush, .rollback = s_commit_rollback, .flushed = s_commit_flushed,
+};

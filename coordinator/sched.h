@@ -19,7 +19,8 @@
     runs out.
 
     This module never talks to the network and owns no worker state: the
-    caller keeps the workers' outstanding sets in step (coord.c). */
+    caller keeps the workers' outstanding sets in step (worker_proto.c,
+    dispatch.c). */
 #ifndef AK_SCHED_H
 #define AK_SCHED_H
 #include <stdbool.h>
@@ -28,6 +29,7 @@
 #include "akfleet.pb-c.h"
 #include "error.h"
 #include "store.h"
+#include "commit.h"
 #include "expand.h"
 
 typedef enum {
@@ -221,5 +223,8 @@ size_t ak_sched_open_batches (ak_sched_t *self);
 uint64_t ak_sched_dirty_since (ak_sched_t *self);
 int  ak_sched_flush (ak_sched_t *self, ak_txn_t *txn, ak_err_t *err);
 void ak_sched_flushed (ak_sched_t *self);
+/* The scheduler as a participant of the group commit (commit.h): flush
+   ak_sched_flush, rollback ak_sched_uncache_all, flushed ak_sched_flushed. */
+extern const ak_commit_ops_t ak_sched_commit_ops;
 
 #endif

@@ -477,6 +477,21 @@ static bool s_w1_dead (void *arg)
     return strcmp (s_worker_state ("real-w1"), "dead") == 0;
 }
 
+/* A log file and a text it must come to hold (s_log_says). */
+typedef struct {
+    const char *path;
+    const char *text;
+} s_log_text_t;
+
+/* True once the log holds the text: a process says it started only after
+   its signal handlers are in place, so a SIGTERM before that kills it
+   (what a fixed sleep on a loaded machine ran into). */
+static bool s_log_says (void *arg)
+{
+    const s_log_text_t *lt = arg;
+    return s_log_count (lt->path, lt->text) > 0;
+}
+
 /* The real akworker over CURVE: registers with its key, and is dropped
    when the key is removed; a wrong server key never registers. */
 static void test_real_worker (void **state)
@@ -509,7 +524,10 @@ static void test_real_worker (void **state)
                       "--cache", cache, "--cert", s_fx->w2, "--server-key", s_fx->op, NULL };
     pid = ak_test_spawn (argv2, log);
     assert_true (pid > 0);
-    usleep (1500 * 1000);
+    s_log_text_t running = { log, "id real-w2" };
+    if (!ak_test_wait (s_log_says, &running, 30000))
+        fail_msg ("akworker real-w2 did not start (log: %s)", log);
+    usleep (1500 * 1000);       /* the time it would need to register */
     assert_string_equal (s_worker_state ("real-w2"), "absent");
     assert_int_equal (ak_test_stop (pid, SIGTERM, 10000), 0);
     /* and a bad certificate is a usage error at start */
@@ -590,14 +608,14 @@ static void test_client_queue_busy (void **state)
     assert_int_equal (s_stat ("security", "busy_refused", NULL), busy);
 }
 
-/* Without --cert/--keys and without --plain akcoord refuses to start;
-   --plain says so loudly. */
 /* arg: a log file; true once it holds the plain-mode warning. */
 static bool s_plain_warned (void *arg)
 {
     return s_log_count (arg, "WARNING: plain mode: no authentication") > 0;
 }
 
+/* Without --cert/--keys and without --plain akcoord refuses to start;
+   --plain says so loudly. */
 static void test_start_needs_auth_or_plain (void **state)
 {
     (void) state;

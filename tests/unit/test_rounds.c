@@ -1,5 +1,5 @@
 /*  tests/unit/test_rounds.c: budgeted search and the confirmation round
-    (coordinator/rounds.c): sampling, stage sizes, the choice of the best K,
+    (coordinator/rounds.c, coordinator/search.c): sampling, stage sizes, the choice of the best K,
     stage-2 and confirm tasks created in the commit of the receipt that
     completed the stage (once, however often receipts are re-sent), the
     avoid_worker rule of the queue, the rebuild after a restart, and the
@@ -16,6 +16,7 @@
 #include "coordinator/registry.h"
 #include "coordinator/results.h"
 #include "coordinator/rounds.h"
+#include "coordinator/search.h"
 #include "coordinator/sched.h"
 #include "spec.h"
 #include "store.h"
@@ -81,10 +82,10 @@ static void test_sample (void **state)
     ak_manifest_t *m = s_manifest (dir, "");
     const ak_candidate_t *cand = &m->ops[0].spec->candidates[0];
     ak_err_t err = { 0 };
-    ak_sample_t a, b, c, all;
-    assert_int_equal (ak_rounds_sample (cand, 42, "opa/host/blocked", 8, &a, &err), 0);
-    assert_int_equal (ak_rounds_sample (cand, 42, "opa/host/blocked", 8, &b, &err), 0);
-    assert_int_equal (ak_rounds_sample (cand, 43, "opa/host/blocked", 8, &c, &err), 0);
+    ak_search_sample_t a, b, c, all;
+    assert_int_equal (ak_search_sample (cand, 42, "opa/host/blocked", 8, &a, &err), 0);
+    assert_int_equal (ak_search_sample (cand, 42, "opa/host/blocked", 8, &b, &err), 0);
+    assert_int_equal (ak_search_sample (cand, 43, "opa/host/blocked", 8, &c, &err), 0);
     assert_int_equal (a.valid, S_VALID);
     assert_int_equal (a.n, 8);
     assert_int_equal (a.nparams, 2);
@@ -98,7 +99,7 @@ static void test_sample (void **state)
             assert_false (a.values[2 * j] == bl && a.values[2 * j + 1] == un);
     }
     /* a budget over the space: every valid configuration, in walk order */
-    assert_int_equal (ak_rounds_sample (cand, 42, "x", 100, &all, &err), 0);
+    assert_int_equal (ak_search_sample (cand, 42, "x", 100, &all, &err), 0);
     assert_int_equal (all.n, S_VALID);
     assert_int_equal (all.values[0], 1);
     assert_int_equal (all.values[1], 1);
@@ -108,11 +109,11 @@ static void test_sample (void **state)
        2000 * 5 / 25 = 400 times */
     int counts[9][5] = { { 0 } };
     for (uint64_t seed = 0; seed < 2000; seed++) {
-        ak_sample_t s;
-        assert_int_equal (ak_rounds_sample (cand, seed, "u", 5, &s, &err), 0);
+        ak_search_sample_t s;
+        assert_int_equal (ak_search_sample (cand, seed, "u", 5, &s, &err), 0);
         for (size_t i = 0; i < s.n; i++)
             counts[s.values[2 * i]][s.values[2 * i + 1]]++;
-        ak_sample_clear (&s);
+        ak_search_sample_clear (&s);
     }
     for (int bl = 1; bl <= 8; bl++)
         for (int un = 1; un <= 4; un++) {
@@ -122,10 +123,10 @@ static void test_sample (void **state)
                 fail_msg ("BLOCK=%d UNROLL=%d sampled %d times of 2000 (expected about 400)", bl, un,
                           counts[bl][un]);
         }
-    ak_sample_clear (&a);
-    ak_sample_clear (&b);
-    ak_sample_clear (&c);
-    ak_sample_clear (&all);
+    ak_search_sample_clear (&a);
+    ak_search_sample_clear (&b);
+    ak_search_sample_clear (&c);
+    ak_search_sample_clear (&all);
     ak_manifest_destroy (&m);
     ak_test_rmtree (dir);
     free (dir);
@@ -133,27 +134,27 @@ static void test_sample (void **state)
 
 static void test_stage_sizes_and_policy (void **state)
 {
-    assert_int_equal (ak_rounds_stage_size (16, 2, 2, 1), 16);
-    assert_int_equal (ak_rounds_stage_size (16, 2, 2, 2), 2);
-    assert_int_equal (ak_rounds_stage_size (16, 2, 3, 2), 6);      /* ceil(16 * sqrt(2/16)) */
-    assert_int_equal (ak_rounds_stage_size (16, 2, 3, 3), 2);
-    assert_int_equal (ak_rounds_stage_size (3, 4, 2, 2), 3);       /* keep beyond the sample */
+    assert_int_equal (ak_search_stage_size (16, 2, 2, 1), 16);
+    assert_int_equal (ak_search_stage_size (16, 2, 2, 2), 2);
+    assert_int_equal (ak_search_stage_size (16, 2, 3, 2), 6);      /* ceil(16 * sqrt(2/16)) */
+    assert_int_equal (ak_search_stage_size (16, 2, 3, 3), 2);
+    assert_int_equal (ak_search_stage_size (3, 4, 2, 2), 3);       /* keep beyond the sample */
     Ak__Policy p = AK__POLICY__INIT;
     p.max_time_ms = 2000;
     p.min_samples = 10;
     p.max_samples = 200;
     p.short_max_time_ms = 150;
     p.search_rounds = 3;
-    ak_rounds_stage_policy (&p, 1);
+    ak_search_stage_policy (&p, 1);
     assert_int_equal (p.max_time_ms, 150);
     assert_int_equal (p.max_samples, 50);
     p.max_time_ms = 2000;
     p.max_samples = 200;
-    ak_rounds_stage_policy (&p, 2);
+    ak_search_stage_policy (&p, 2);
     assert_int_equal (p.max_time_ms, 300);
     p.max_time_ms = 2000;
     p.max_samples = 200;
-    ak_rounds_stage_policy (&p, 3);                 /* the last stage: full timing */
+    ak_search_stage_policy (&p, 3);                 /* the last stage: full timing */
     assert_int_equal (p.max_time_ms, 2000);
     assert_int_equal (p.max_samples, 200);
 }
@@ -982,7 +983,7 @@ static void test_final_check_once (void **state)
     assert_int_equal (ak_rounds_advance_batch (txn, fx->sched, b, 1, &made, &err), 0);
     ak_store_abort (&txn);
     assert_int_equal (made.n, 0);
-    ak_rounds_committed (&made);
+    ak_rounds_committed (&made, fx->sched);
     ak_rounds_new_clear (&made);
     assert_int_equal (ak_rounds_final_checks (), checks + 1);
 
