@@ -43,3 +43,12 @@ void ak_compile_key_part (ak_sha256_t *ctx, const void *data, size_t len)
     ak_sha256_update (ctx, hdr, (size_t) n);
     ak_sha256_update (ctx, data, len);
 }
+
+ak_dtype_t ak_backend_build_dtype (const ak_backend_t *be, const Ak__Device *device)
+{
+    static const ak_dtype_t order[] = { AK_DT_FLOAT32, AK_DT_BFLOAT16, AK_DT_FLOAT16 };
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (!be || !be->supports_dtype || be->supports_dtype (device, order[i]))
+            return order[i];
+    return AK_DT_FLOAT32;
+}

@@ -183,4 +183,9 @@ int ak_compile_req_check (const ak_compile_req_t *req, ak_compile_out_t *out, co
 bool ak_compile_define_ok (const char *s);
 void ak_compile_key_part (ak_sha256_t *ctx, const void *data, size_t len);
 
+/* The element type the daemon builds kernels for on this backend and
+   device (one artifact per source): float32 where supported, else the
+   first of bfloat16, float16 that is.  be NULL: float32. */
+ak_dtype_t ak_backend_build_dtype (const ak_backend_t *be, const Ak__Device *device);
+
 #endif
