@@ -3,6 +3,9 @@
 
 #include <sys/prctl.h>
 #include "util.h"
+#include "digest.h"
+#include "akfleet.pb-c.h"
+#include "worker/pbutil.h"
 
 #include <dirent.h>
 #include <arpa/inet.h>
@@ -708,4 +711,16 @@ void ak_test_cluster_teardown (ak_test_cluster_t *c)
     free (c->akctl);
     free (c->coord_log);
     memset (c, 0, sizeof *c);
+}
+
+struct Ak__Source *ak_test_source (const char *name, const char *text)
+{
+    Ak__Source *s = ak_malloc (sizeof *s);
+    ak__source__init (s);
+    ak_pb_set_str (&s->name, name);
+    ak_pb_set_str (&s->text, text);
+    char hex[65];
+    ak_sha256_hex (text, strlen (text), hex);
+    ak_pb_set_str (&s->digest, hex);
+    return s;
 }

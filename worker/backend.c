@@ -1,5 +1,6 @@
 /*  worker/backend.c: what every backend shares (backend.h). */
 #include "backend.h"
+#include "sandbox.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -20,6 +21,10 @@ int ak_compile_req_check (const ak_compile_req_t *req, ak_compile_out_t *out, co
         return ak_err_set (err, AK_EINVAL, "%s compile: source holds a NUL byte", who);
     if (!req->cache_dir || !*req->cache_dir)
         return ak_err_set (err, AK_EINVAL, "%s compile: no cache directory", who);
+    /* before any compiler reads it: no file outside the include paths */
+    int rc = ak_sandbox_check_includes (req->source, req->source_len, err);
+    if (rc)
+        return ak_err_prefix (err, "%s compile", who);
     return 0;
 }
 

@@ -173,8 +173,10 @@ typedef struct ak_backend {
 
 /* For backends: the checks every compile starts with.  req and out given
    (out zeroed), a source of at most AK_MAX_SOURCE_BYTES without NUL bytes,
-   a cache directory; else AK_EINVAL or AK_ETOOBIG with err saying
-   "WHO compile: ..." (who: the backend's name). */
+   a cache directory, and no include of a file outside the compiler's
+   include paths (ak_sandbox_check_includes: absolute, '..', computed,
+   .incbin); else AK_EINVAL or AK_ETOOBIG with err saying "WHO compile:
+   ..." (who: the backend's name). */
 int ak_compile_req_check (const ak_compile_req_t *req, ak_compile_out_t *out, const char *who,
                           ak_err_t *err);
 /* For backends: a define name a compile accepts (an identifier of at most

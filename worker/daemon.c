@@ -5,6 +5,7 @@
 #include "backends.h"
 #include "clock.h"
 #include "log.h"
+#include "sandbox.h"
 #include "util.h"
 
 #include <czmq.h>
@@ -379,6 +380,14 @@ int ak_daemon_run (ak_daemon_t *d, ak_err_t *err)
     for (size_t i = 0; i < d->ndevices; i++)
         ak_info ("device %s:%u: %s, class %s", d->devices[i]->backend, d->devices[i]->index,
                  d->devices[i]->name, d->devices[i]->device_class);
+    for (size_t i = 0; i < d->nbackends; i++)
+        if (strcmp (d->backends[i], "host") == 0) {
+            /* a kernel without Landlock is a WARN here, once (sandbox.h) */
+            int abi = ak_sandbox_landlock_abi (NULL);
+            if (abi > 0)
+                ak_info ("host kernels and compilers confined: rlimits, no_new_privs, landlock abi %d, "
+                         "seccomp for kernels (docs/operations.md, \"Threat model\")", abi);
+        }
     for (size_t i = 0; i < d->nslots; i++)
         ak_daemon_slot_spawn (d, &d->slots[i]);
     ak_err_t lerr = { 0 };
