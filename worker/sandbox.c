@@ -236,6 +236,31 @@ static const int s_denied[] = {
     __NR_openat2, __NR_name_to_handle_at, __NR_open_by_handle_at,
     __NR_unlinkat, __NR_renameat, __NR_mkdirat, __NR_linkat, __NR_symlinkat, __NR_fchmodat,
     __NR_fchownat, __NR_truncate, __NR_mknodat,
+    /* io_uring would open files and sockets past this filter */
+    __NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register,
+    /* files changed through a name or a read-only descriptor */
+    __NR_fchmod, __NR_fchown, __NR_setxattr, __NR_lsetxattr, __NR_fsetxattr, __NR_removexattr,
+    __NR_lremovexattr, __NR_fremovexattr, __NR_utimensat,
+    /* what a worker run as root could otherwise do (run it as a user:
+       ops/systemd/akworker.service) */
+    __NR_umount2, __NR_pivot_root, __NR_chroot, __NR_reboot, __NR_init_module, __NR_finit_module,
+    __NR_delete_module, __NR_kexec_load, __NR_bpf, __NR_perf_event_open, __NR_swapon, __NR_swapoff,
+    __NR_settimeofday, __NR_clock_settime, __NR_adjtimex, __NR_sethostname, __NR_setdomainname,
+    __NR_acct, __NR_quotactl, __NR_keyctl, __NR_add_key, __NR_request_key, __NR_userfaultfd,
+    __NR_fanotify_init, __NR_syslog, __NR_vhangup, __NR_kcmp, __NR_process_madvise, __NR_pidfd_getfd,
+    __NR_fsopen, __NR_fsmount, __NR_fsconfig, __NR_fspick, __NR_open_tree, __NR_move_mount,
+#ifdef __NR_kexec_file_load
+    __NR_kexec_file_load,
+#endif
+#ifdef __NR_mount_setattr
+    __NR_mount_setattr,
+#endif
+#ifdef __NR_iopl
+    __NR_iopl, __NR_ioperm,
+#endif
+#ifdef __NR_utimes
+    __NR_utimes, __NR_utime, __NR_futimesat,
+#endif
 #ifdef __NR_clone3
     __NR_clone3,
 #endif

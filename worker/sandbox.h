@@ -14,8 +14,8 @@
       (ak_sandbox_describe), never silently treated as confined;
     - seccomp (the host kernel's process, after its set-up): no new
       processes or threads, no exec, no signals to other processes, no
-      sockets, no opening files for writing, no ptrace; the architecture
-      is checked first.
+      sockets, no opening files for writing, no ptrace, no io_uring, none
+      of the calls only root may make; the architecture is checked first.
     The functions marked "child side" make only system calls, so that they
     may run between fork and exec in a threaded daemon.
 
