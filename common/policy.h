@@ -5,7 +5,7 @@
     Read from the "policy" object of a manifest (every field optional over
     the defaults, each range-checked) and written in full into the bundle;
     the coordinator copies it into every task (Ak__Policy), where the
-    worker reads it over the same defaults (worker/job.c).
+    worker reads it over the same defaults (worker/assign.c).
 
     Never: a field without a default, or a parsed value outside the ranges
     checked here. */

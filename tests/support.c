@@ -5,6 +5,9 @@
 
 #include <sys/prctl.h>
 #include "util.h"
+#include "digest.h"
+#include "akfleet.pb-c.h"
+#include "worker/pbutil.h"
 
 #include <dirent.h>
 #include <arpa/inet.h>
@@ -734,4 +737,17 @@ bool ak_test_asan_runtime (char *buf, size_t len)
     if (len)
         buf[0] = '\0';
     return dl_iterate_phdr (s_find_asan, &f) != 0;
+
+}
+
+struct Ak__Source *ak_test_source (const char *name, const char *text)
+{
+    Ak__Source *s = ak_malloc (sizeof *s);
+    ak__source__init (s);
+    ak_pb_set_str (&s->name, name);
+    ak_pb_set_str (&s->text, text);
+    char hex[65];
+    ak_sha256_hex (text, strlen (text), hex);
+    ak_pb_set_str (&s->digest, hex);
+    return s;
 }

@@ -30,6 +30,11 @@ char *ak_test_bin (const char *name);
 bool ak_test_listed (const char *list, const char *name);
 int ak_test_catalog_ops (char *ops[], int max);
 
+/* A heap-owned Ak__Source (name, text, its sha256 digest) for an Assign
+   built by a test; freed with the Assign. */
+struct Ak__Source;
+struct Ak__Source *ak_test_source (const char *name, const char *text);
+
 /* Writes text to dir/name and returns the full path (caller frees). */
 char *ak_test_write (const char *dir, const char *name, const char *text);
 

@@ -1,5 +1,6 @@
 /*  worker/backend.c: what every backend shares (backend.h). */
 #include "backend.h"
+#include "sandbox.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -20,6 +21,10 @@ int ak_compile_req_check (const ak_compile_req_t *req, ak_compile_out_t *out, co
         return ak_err_set (err, AK_EINVAL, "%s compile: source holds a NUL byte", who);
     if (!req->cache_dir || !*req->cache_dir)
         return ak_err_set (err, AK_EINVAL, "%s compile: no cache directory", who);
+    /* before any compiler reads it: no file outside the include paths */
+    int rc = ak_sandbox_check_includes (req->source, req->source_len, err);
+    if (rc)
+        return ak_err_prefix (err, "%s compile", who);
     return 0;
 }
 
@@ -52,4 +57,14 @@ void ak_launch_apply (const ak_launch_cfg_t *lc, ak_launch_t *l)
     memcpy (l->cluster, lc->cluster, sizeof l->cluster);
     l->tmaps = lc->ntmaps ? lc->tmaps : NULL;
     l->ntmaps = lc->ntmaps;
+
+}
+
+ak_dtype_t ak_backend_build_dtype (const ak_backend_t *be, const Ak__Device *device)
+{
+    static const ak_dtype_t order[] = { AK_DT_FLOAT32, AK_DT_BFLOAT16, AK_DT_FLOAT16 };
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (!be || !be->supports_dtype || be->supports_dtype (device, order[i]))
+            return order[i];
+    return AK_DT_FLOAT32;
 }

@@ -206,8 +206,10 @@ typedef struct ak_backend {
 
 /* For backends: the checks every compile starts with.  req and out given
    (out zeroed), a source of at most AK_MAX_SOURCE_BYTES without NUL bytes,
-   a cache directory; else AK_EINVAL or AK_ETOOBIG with err saying
-   "WHO compile: ..." (who: the backend's name). */
+   a cache directory, and no include of a file outside the compiler's
+   include paths (ak_sandbox_check_includes: absolute, '..', computed,
+   .incbin); else AK_EINVAL or AK_ETOOBIG with err saying "WHO compile:
+   ..." (who: the backend's name). */
 int ak_compile_req_check (const ak_compile_req_t *req, ak_compile_out_t *out, const char *who,
                           ak_err_t *err);
 /* For backends: a define name a compile accepts (an identifier of at most
@@ -215,5 +217,10 @@ int ak_compile_req_check (const ak_compile_req_t *req, ak_compile_out_t *out, co
    ("LEN:" then the bytes, so no two lists of parts hash alike). */
 bool ak_compile_define_ok (const char *s);
 void ak_compile_key_part (ak_sha256_t *ctx, const void *data, size_t len);
+
+/* The element type the daemon builds kernels for on this backend and
+   device (one artifact per source): float32 where supported, else the
+   first of bfloat16, float16 that is.  be NULL: float32. */
+ak_dtype_t ak_backend_build_dtype (const ak_backend_t *be, const Ak__Device *device);
 
 #endif

@@ -6,7 +6,8 @@
 
     Daemon side: probe describes the CPU as one device; compile writes the
     prelude (kernels/ak_kernel.h, embedded) plus the source into a private
-    build directory, runs cc there in its own process group under a time
+    build directory, runs cc there in its own process group, confined
+    (sandbox.h: rlimits, no_new_privs, Landlock), under a time
     limit, and renames the result into cache_dir/<key>.so.  Executor side:
     dlopen + dlsym, malloc'ed buffers, a direct call, CLOCK_MONOTONIC.
 
@@ -17,6 +18,7 @@
 #include "child.h"
 #include "digest.h"
 #include "log.h"
+#include "sandbox.h"
 #include "util.h"
 #include "clock.h"
 #include "ak_kernel.h"
@@ -27,13 +29,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -187,68 +190,120 @@ static char *s_log_take (ak_child_result_t *res)
     return s;
 }
 
+/*  argv[0] looked up in PATH, as execvp would, but before any fork (a
+    child of a threaded daemon may only make system calls).  Caller frees;
+    NULL when not found. */
+static char *s_which (const char *name)
+{
+    if (strchr (name, '/'))
+        return ak_strdup (name);
+    const char *path = getenv ("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path; ; ) {
+        size_t n = strcspn (p, ":");
+        char *cand = ak_sprintf ("%.*s/%s", (int) n, n ? p : ".", name);
+        if (access (cand, X_OK) == 0)
+            return cand;
+        free (cand);
+        if (!p[n])
+            return NULL;
+        p += n + 1;
+    }
+}
+
+/*  The environment of a compiler child: this process's, with TMPDIR set
+    to its build directory (tmpdir NULL: unchanged).  Caller frees the
+    array and the one string it made (*made_p). */
+static char **s_child_env (const char *tmpdir, char **made_p)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **envp = ak_calloc (n + 2, sizeof *envp);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!tmpdir || strncmp (environ[i], "TMPDIR=", 7) != 0)
+            envp[k++] = environ[i];
+    *made_p = tmpdir ? ak_sprintf ("TMPDIR=%s", tmpdir) : NULL;
+    if (*made_p)
+        envp[k++] = *made_p;
+    envp[k] = NULL;
+    return envp;
+}
+
 /*  Runs argv (argv[0] looked up in PATH) in its own process group with
     stdin from /dev/null and stdout+stderr captured into *log_p (caller
-    frees).  Past timeout_ms, or when *cancel turns non-zero, the whole group
-    is killed and AK_ETIMEOUT returned.  *status_p gets the waitpid status. */
-static int s_run_captured (char *const argv[], uint32_t timeout_ms, const atomic_int *cancel,
-                           int *status_p, char **log_p, ak_err_t *err)
+    frees), confined (sandbox.h): rlimits, no_new_privs and, with a build
+    directory (builddir, also its TMPDIR) where the kernel has Landlock,
+    reads of the system's programs, libraries and headers only and writes
+    in builddir only.  Past timeout_ms, or when *cancel turns non-zero, the
+    whole group is killed and AK_ETIMEOUT returned.  *status_p gets the
+    waitpid status. */
+static int s_run_captured (char *const argv[], const char *builddir, uint32_t timeout_ms,
+                           const atomic_int *cancel, int *status_p, char **log_p, ak_err_t *err)
 {
+    static const char *const ro[] = { "/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache",
+                                      "/etc/ld.so.conf", "/etc/ld.so.conf.d", NULL };
     int rc = 0;
-    int pipefd[2] = { -1, -1 };
+    int pipefd[2] = { -1, -1 }, null = -1, ruleset = -1;
     pid_t pid = -1;
-    bool spawned_actions = false, spawned_attr = false;
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_t attr;
+    char *exe = NULL, *made = NULL;
+    char **envp = NULL;
+    uint64_t limit = timeout_ms ? timeout_ms : AK_HOST_COMPILE_MS;
+    ak_sandbox_limits_t lim = { .cpu_s = limit / 1000 + 10, .fsize_bytes = 512u << 20, .nofile = 1024 };
 
     *log_p = NULL;
     *status_p = 0;
-    if (pipe2 (pipefd, O_CLOEXEC) != 0) {
-        rc = ak_err_set (err, AK_EIO, "pipe2: %s", strerror (errno));
+    exe = s_which (argv[0]);
+    if (!exe) {
+        rc = ak_err_set (err, AK_EUNAVAIL, "cannot run '%s': not found in PATH", argv[0]);
         goto fail;
     }
-    if (posix_spawn_file_actions_init (&actions) != 0) {
-        rc = ak_err_set (err, AK_ENOMEM, "posix_spawn_file_actions_init failed");
+    if (pipe2 (pipefd, O_CLOEXEC) != 0 || (null = open ("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+        rc = ak_err_set (err, AK_EIO, "pipe2 or /dev/null: %s", strerror (errno));
         goto fail;
     }
-    spawned_actions = true;
-    if (posix_spawnattr_init (&attr) != 0) {
-        rc = ak_err_set (err, AK_ENOMEM, "posix_spawnattr_init failed");
-        goto fail;
+    if (builddir && ak_sandbox_landlock_abi (NULL) > 0) {
+        const char *rw[] = { builddir, "/dev/null", NULL };
+        rc = ak_sandbox_landlock_new (ro, rw, &ruleset, err);
+        if (rc)
+            goto fail;
     }
-    spawned_attr = true;
-    /* The compiler starts with no signal blocked and the usual ones at their
-       default action, whatever the daemon set for itself (SIGPIPE ignored). */
-    sigset_t none, dfl;
+    envp = s_child_env (builddir, &made);
+    /* Everything the child needs is prepared: after fork, only system
+       calls (the daemon has threads). */
+    sigset_t none;
     sigemptyset (&none);
-    sigemptyset (&dfl);
-    sigaddset (&dfl, SIGPIPE);
-    sigaddset (&dfl, SIGINT);
-    sigaddset (&dfl, SIGTERM);
-    sigaddset (&dfl, SIGHUP);
-    sigaddset (&dfl, SIGQUIT);
-    sigaddset (&dfl, SIGCHLD);
-    if (posix_spawn_file_actions_addopen (&actions, 0, "/dev/null", O_RDONLY, 0) != 0
-        || posix_spawn_file_actions_adddup2 (&actions, pipefd[1], 1) != 0
-        || posix_spawn_file_actions_adddup2 (&actions, pipefd[1], 2) != 0
-        || posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
-                                            | POSIX_SPAWN_SETSIGDEF) != 0
-        || posix_spawnattr_setpgroup (&attr, 0) != 0
-        || posix_spawnattr_setsigmask (&attr, &none) != 0
-        || posix_spawnattr_setsigdefault (&attr, &dfl) != 0) {
-        rc = ak_err_set (err, AK_EINTERNAL, "posix_spawn set-up failed");
+    pid = fork ();
+    if (pid < 0) {
+        rc = ak_err_set (err, AK_EIO, "fork: %s", strerror (errno));
         goto fail;
     }
-    int e = posix_spawnp (&pid, argv[0], &actions, &attr, argv, environ);
-    if (e != 0) {
-        pid = -1;
-        rc = ak_err_set (err, AK_EUNAVAIL, "cannot run '%s': %s", argv[0], strerror (e));
-        goto fail;
+    if (pid == 0) {
+        /* The compiler starts with no signal blocked and the usual ones at
+           their default action, whatever the daemon set for itself. */
+        static const int dfl[] = { SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD };
+        struct sigaction sa;
+        memset (&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        setpgid (0, 0);
+        prctl (PR_SET_PDEATHSIG, SIGKILL);
+        for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++)
+            sigaction (dfl[i], &sa, NULL);
+        sigprocmask (SIG_SETMASK, &none, NULL);
+        if (dup2 (null, 0) < 0 || dup2 (pipefd[1], 1) < 0 || dup2 (pipefd[1], 2) < 0)
+            _exit (127);
+        if (ak_sandbox_apply_limits (&lim) != 0 || ak_sandbox_enter (ruleset) != 0)
+            _exit (126);
+        close_range (3, ~0u, 0);
+        execve (exe, argv, envp);
+        _exit (127);
     }
+    setpgid (pid, pid);           /* whichever of the two runs first */
     close (pipefd[1]);
     pipefd[1] = -1;
 
-    uint64_t limit = timeout_ms ? timeout_ms : AK_HOST_COMPILE_MS;
     ak_child_wait_t wait = { .timeout_ms = limit, .cancel = cancel,
                              .max_output = AK_HOST_LOG_MAX, .group = true };
     ak_child_result_t res;
@@ -260,12 +315,15 @@ static int s_run_captured (char *const argv[], uint32_t timeout_ms, const atomic
         rc = ak_err_set (err, AK_ETIMEOUT, "'%s' killed after %" PRIu64 " ms", argv[0], limit);
     else if (!rc && res.cancelled)
         rc = ak_err_set (err, AK_ETIMEOUT, "'%s' cancelled", argv[0]);
+    else if (!rc && WIFEXITED (res.status) && WEXITSTATUS (res.status) == 126 && !res.len)
+        rc = ak_err_set (err, AK_EIO, "'%s': the compiler's sandbox could not be set up", argv[0]);
     *status_p = res.status;
     *log_p = s_log_take (&res);
 
 fail:
     if (pid > 0) {
         kill (-pid, SIGKILL);
+        kill (pid, SIGKILL);
         while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
             ;
     }
@@ -273,10 +331,13 @@ fail:
         close (pipefd[0]);
     if (pipefd[1] >= 0)
         close (pipefd[1]);
-    if (spawned_actions)
-        posix_spawn_file_actions_destroy (&actions);
-    if (spawned_attr)
-        posix_spawnattr_destroy (&attr);
+    if (null >= 0)
+        close (null);
+    if (ruleset >= 0)
+        close (ruleset);
+    free (exe);
+    free (made);
+    free (envp);
     if (!*log_p)
         *log_p = ak_strdup ("");
     return rc;
@@ -295,7 +356,7 @@ static void s_facts_init (void)
     char *log = NULL;
     int status = 0;
     ak_err_t err = { 0 };
-    int rc = s_run_captured (argv, 10000, NULL, &status, &log, &err);
+    int rc = s_run_captured (argv, NULL, 10000, NULL, &status, &log, &err);
     if (rc)
         snprintf (s_cc_error, sizeof s_cc_error, "system compiler: %.400s", err.msg);
     else if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
@@ -316,7 +377,7 @@ static void s_facts_init (void)
 static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err_t *err)
 {
     int rc = 0;
-    char *options = NULL, *src_path = NULL, *so_path = NULL, *log = NULL, *text = NULL;
+    char *options = NULL, *src_path = NULL, *so_path = NULL, *log = NULL, *text = NULL, *builddir = NULL;
     char **argv = NULL;
     int nargv = 0;
 
@@ -401,7 +462,8 @@ static int s_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_err
     argv[nargv] = NULL;
 
     int status = 0;
-    rc = s_run_captured (argv, req->timeout_ms, req->cancel, &status, &log, err);
+    builddir = ak_strdup (src_path);
+    rc = s_run_captured (argv, dirname (builddir), req->timeout_ms, req->cancel, &status, &log, err);
     if (rc) {
         if (rc == AK_ETIMEOUT)
             ak_err_prefix (err, "compile");
@@ -429,6 +491,7 @@ done:
     free (options);
     free (src_path);
     free (so_path);
+    free (builddir);
     free (text);
     return ak_cache_build_end (&b, rc, t0, &log, out);
 }

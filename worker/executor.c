@@ -11,6 +11,7 @@
 #include "envelope.h"
 #include "frame.h"
 #include "job.h"
+#include "jobproc.h"
 #include "log.h"
 #include "pbutil.h"
 #include "receipt_limits.h"
@@ -388,6 +389,9 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
         code = 2;
         goto done;
     }
+    /* Host kernels run in a confined job process of their own
+       (jobproc.h); a CUDA kernel runs on the device this process owns. */
+    bool confine = strcmp (be->name, "host") == 0;
     ak_debug ("executor ready on %s device %u", be->name, device);
     for (;;) {
         uint8_t *data = NULL;
@@ -403,10 +407,23 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
         Ak__ExecJob *job = ak__exec_job__unpack (NULL, len, data);
         free (data);
         Ak__Receipt *r = NULL;
+        int fatal = 0;
         if (!job)
             r = ak_pb_receipt_for (NULL, "error", "executor got a malformed job");
+        else if (confine)
+            r = ak_jobproc_run (be, dev, d, job, &fatal);
         else
             r = ak_job_run (be, dev, d, job);
+        if (fatal) {
+            /* A kernel's own death (SIGSEGV, SIGXCPU ...) ends this
+               executor the same way, as when kernels ran here: the daemon
+               reports "executor killed by SIGSEGV" and starts a fresh one. */
+            ak__receipt__free_unpacked (r, NULL);
+            ak__exec_job__free_unpacked (job, NULL);
+            signal (fatal, SIG_DFL);
+            raise (fatal);
+            _exit (128 + fatal);
+        }
         uint8_t *out = NULL;
         size_t out_len = 0;
         rc = ak_pb_pack (r, &out, &out_len);

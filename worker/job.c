@@ -22,58 +22,6 @@
 /* The recheck's inputs come from another stream of seeds. */
 #define AK_RECHECK_SEED_SALT   0x9E3779B97F4A7C15ull
 
-void ak_job_policy (const Ak__Policy *p, ak_policy_t *out)
-{
-    ak_policy_defaults (out);
-    if (!p)
-        return;
-    if (p->max_attempts)       out->max_attempts = p->max_attempts;
-    if (p->compile_timeout_ms) out->compile_timeout_ms = p->compile_timeout_ms;
-    if (p->run_timeout_ms)     out->run_timeout_ms = p->run_timeout_ms;
-    if (p->lease_ms)           out->lease_ms = p->lease_ms;
-    if (p->warmup)             out->warmup = p->warmup;
-    if (p->min_samples)        out->min_samples = p->min_samples;
-    if (p->max_samples)        out->max_samples = p->max_samples;
-    if (p->rsd_target > 0 && isfinite (p->rsd_target))
-        out->rsd_target = p->rsd_target;
-    if (p->max_time_ms)        out->max_time_ms = p->max_time_ms;
-    if (p->threshold > 0 && isfinite (p->threshold))
-        out->threshold = p->threshold;
-    if (p->max_regression > 0 && isfinite (p->max_regression))
-        out->max_regression = p->max_regression;
-    if (p->seed)               out->seed = p->seed;
-    /* Bounds that keep an absurd policy from exhausting the executor. */
-    if (out->warmup > 1000)
-        out->warmup = 1000;
-    if (out->max_samples > 100000)
-        out->max_samples = 100000;
-    if (out->min_samples > out->max_samples)
-        out->min_samples = out->max_samples;
-}
-
-bool ak_job_is_tune (const Ak__Assign *a)
-{
-    return a && a->kind && (strcmp (a->kind, "tune") == 0 || strcmp (a->kind, "verify") == 0);
-}
-
-bool ak_job_tests_candidate (const Ak__Assign *a)
-{
-    if (!a || !a->kind)
-        return false;
-    if (ak_job_is_tune (a))
-        return true;
-    return strcmp (a->kind, "profile") == 0 && a->candidate && a->candidate->text && a->candidate->text[0];
-}
-
-ak_dtype_t ak_job_build_dtype (const ak_backend_t *be, const Ak__Device *device)
-{
-    static const ak_dtype_t order[] = { AK_DT_FLOAT32, AK_DT_BFLOAT16, AK_DT_FLOAT16 };
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-        if (!be || !be->supports_dtype || be->supports_dtype (device, order[i]))
-            return order[i];
-    return AK_DT_FLOAT32;
-}
-
 const char *ak_job_artifact (const Ak__ExecJob *job, const char *role, ak_dtype_t dt,
                              ak_dtype_t build_dt)
 {
@@ -205,7 +153,7 @@ static Ak__Stats *s_stats (const ak_stats_t *s)
 static int s_load_role (s_job_t *j, const char *role, ak_kernel_t *k[AK_DT_COUNT], int *loaded,
                         ak_err_t *err)
 {
-    ak_dtype_t build_dt = ak_job_build_dtype (j->be, j->device);
+    ak_dtype_t build_dt = ak_backend_build_dtype (j->be, j->device);
     *loaded = 0;
     for (int dt = 0; dt < AK_DT_COUNT; dt++) {
         const char *path = ak_job_artifact (j->job, role, (ak_dtype_t) dt, build_dt);
@@ -313,7 +261,7 @@ static bool s_launch_differs (const ak_launch_cfg_t *lc, const Ak__LaunchConfig 
     (the assign's own digest is only a claim). */
 static void s_source_digest (s_job_t *j)
 {
-    const Ak__Source *src = ak_job_tests_candidate (j->a) ? j->a->candidate : j->a->baseline;
+    const Ak__Source *src = ak_assign_tests_candidate (j->a) ? j->a->candidate : j->a->baseline;
     if (!src)
         return;
     char hex[65];
@@ -475,9 +423,9 @@ static void s_run (s_job_t *j)
     const Ak__ExecJob *job = j->job;
     ak_err_t err = { 0 };
     int rc = 0;
-    bool tune = ak_job_is_tune (a);              /* tune, verify */
+    bool tune = ak_assign_is_tune (a);              /* tune, verify */
     bool profile = strcmp (a->kind, "profile") == 0;
-    bool cand = ak_job_tests_candidate (a);     /* tune; profile of a candidate */
+    bool cand = ak_assign_tests_candidate (a);     /* tune; profile of a candidate */
 
     if (!tune && !profile && strcmp (a->kind, "preflight") != 0) {
         s_finish (j, "error", "task kind '%.32s' is not run by this worker (preflight, tune, verify and profile are)",
@@ -494,7 +442,7 @@ static void s_run (s_job_t *j)
         s_finish (j, "error", "spec: %s", err.msg);
         return;
     }
-    ak_job_policy (a->policy, &j->policy);
+    ak_assign_policy (a->policy, &j->policy);
     rc = s_workloads (j, &err);
     if (rc) {
         s_finish (j, "error", "%s", err.msg);

@@ -9,29 +9,10 @@
 #ifndef AK_WORKER_JOB_H
 #define AK_WORKER_JOB_H
 #include "akfleet.pb-c.h"
+#include "assign.h"
 #include "backend.h"
 #include "policy.h"
 #include "spec.h"
-
-/* Policy of an Assign with every zero field replaced by its default and
-   warm-up / sample counts bounded (1000 / 100000) so that an absurd policy
-   cannot exhaust the executor. */
-void ak_job_policy (const Ak__Policy *policy, ak_policy_t *out);
-
-/* The element type the daemon builds kernels for on this backend and
-   device (one artifact per source): float32 where supported, else the
-   first of bfloat16, float16 that is. */
-ak_dtype_t ak_job_build_dtype (const ak_backend_t *be, const Ak__Device *device);
-
-/*  Whether the kernel under test of the task is its candidate (tune, and
-    profile when the assign carries a candidate source) rather than its
-    baseline (preflight, profile of the baseline). */
-bool ak_job_tests_candidate (const Ak__Assign *a);
-
-/*  Whether the task runs the tune path (candidate against the interleaved
-    baseline, gates, timing, recheck): tune, and verify, which re-checks an
-    installed profile entry the same way (docs/profiles.md "Verify"). */
-bool ak_job_is_tune (const Ak__Assign *a);
 
 /* The compiled artifact of a job for role ("baseline" | "candidate") and
    element type dt: the entry of job->artifacts with that role and dtype;

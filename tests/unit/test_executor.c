@@ -102,18 +102,6 @@ static int s_group_teardown (void **state)
 
 /* --------------------------------------------------------- assign making */
 
-static Ak__Source *s_source (const char *name, const char *text)
-{
-    Ak__Source *s = ak_malloc (sizeof *s);
-    ak__source__init (s);
-    ak_pb_set_str (&s->name, name);
-    ak_pb_set_str (&s->text, text);
-    char hex[65];
-    ak_sha256_hex (text, strlen (text), hex);
-    ak_pb_set_str (&s->digest, hex);
-    return s;
-}
-
 /*  A heap-owned Assign (free with ak__assign__free_unpacked): softmax, kind,
     candidate text (NULL for preflight), one small workload, a quick policy. */
 static Ak__Assign *s_assign (const char *task_id, const char *kind, const char *cand_name,
@@ -130,10 +118,10 @@ static Ak__Assign *s_assign (const char *task_id, const char *kind, const char *
     ak_pb_set_str (&a->device_class, "host");
     ak_pb_set_str (&a->backend, "host");
     ak_pb_set_str (&a->spec_json, s_fix.spec_json);
-    a->reference = s_source ("ref.c", s_fix.spec->reference.text);
-    a->baseline = s_source ("baseline.c", ak_spec_baseline (s_fix.spec, "host")->source.text);
+    a->reference = ak_test_source ("ref.c", s_fix.spec->reference.text);
+    a->baseline = ak_test_source ("baseline.c", ak_spec_baseline (s_fix.spec, "host")->source.text);
     if (cand_text) {
-        a->candidate = s_source (cand_name, cand_text);
+        a->candidate = ak_test_source (cand_name, cand_text);
         ak_pb_set_str (&a->candidate_name, cand_name);
     }
     Ak__Workload *w = ak_malloc (sizeof *w);
