@@ -17,6 +17,7 @@
 #include "envelope.h"
 #include "intake.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "pbwire.h"
 #include "registry.h"
 #include "results.h"
@@ -1397,6 +1398,7 @@ static void s_keys_reload (ak_coord_t *self, bool forced)
 
 static void s_tick (ak_coord_t *self, uint64_t now)
 {
+    ak_sdnotify_watchdog (now);         /* systemd's WatchdogSec=: this loop still turns */
     bool forced = self->opts.reload_flag && *self->opts.reload_flag;
     if (forced)
         *self->opts.reload_flag = 0;

@@ -16,6 +16,7 @@
 #include "executor.h"
 #include "job.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "pbutil.h"
 #include "pool.h"
 #include "uplink.h"
@@ -1174,6 +1175,7 @@ static void s_recv_all (ak_daemon_t *d)
 static void s_tick (ak_daemon_t *d)
 {
     uint64_t now = ak_clock_mono_ms ();
+    ak_sdnotify_watchdog (now);         /* systemd's WatchdogSec=: this loop still turns */
 
     /* Watchdogs. */
     for (size_t i = 0; i < d->nslots; i++) {

@@ -11,7 +11,8 @@
     - endpoints that cannot work are refused up front with exit 2 and the
       problem named: port 99999, a host that does not resolve (akcoord,
       akworker, akctl, akload);
-    - --version and -h/--help on akcoord, akworker, akctl and akload;
+    - --version and -h/--help on akcoord, akworker, akctl and akload, in
+      one form (issue 21);
     - akcoord with an empty key directory starts and warns that nobody can
       connect yet. */
 #include "support.h"
@@ -218,6 +219,9 @@ static void test_bad_endpoints (void **state)
     free (dir);
 }
 
+/*  The same form on every program (issue 21): `--version` prints one line
+    "PROG VERSION"; -h and --help print the same text, whose first line is
+    "usage: PROG ...", and which lists --version and the exit codes. */
 static void test_version_and_help (void **state)
 {
     (void) state;
@@ -226,18 +230,30 @@ static void test_version_and_help (void **state)
     for (size_t i = 0; i < 4; i++) {
         char *out = NULL;
         assert_int_equal (s_run (dir, progs[i], &out, "--version"), 0);
-        char *want = ak_sprintf ("%s %s", progs[i], AK_VERSION);
-        s_expect (out, want);
+        char *want = ak_sprintf ("%s %s\n", progs[i], AK_VERSION);
+        if (strcmp (out, want) != 0)
+            fail_msg ("%s --version: expected exactly \"%s\", got \"%s\"", progs[i], want, out);
         free (want);
         free (out);
+        char *first = NULL;
         const char *flags[] = { "-h", "--help" };
         for (int f = 0; f < 2; f++) {
             assert_int_equal (s_run (dir, progs[i], &out, "%s", flags[f]), 0);
-            if (!strstr (out, "usage:") && !strstr (out, "Usage:"))
-                fail_msg ("%s %s: no usage line in:\n%s", progs[i], flags[f], out);
+            char *usage = ak_sprintf ("usage: %s ", progs[i]);
+            if (strncmp (out, usage, strlen (usage)) != 0)
+                fail_msg ("%s %s: the first line is not \"%s...\":\n%s", progs[i], flags[f], usage, out);
+            free (usage);
             s_expect (out, "--version");
-            free (out);
+            if (!strstr (out, "Exit status:") && !strstr (out, "Exit codes:"))
+                fail_msg ("%s %s: the help does not state the exit codes:\n%s", progs[i], flags[f], out);
+            if (!first)
+                first = out;
+            else {
+                assert_string_equal (first, out);
+                free (out);
+            }
         }
+        free (first);
     }
     ak_test_rmtree (dir);
     free (dir);
