@@ -55,23 +55,35 @@ static char *s_deb (const char *pkgs, const char *name)
     return out;
 }
 
-/* Each DT_NEEDED library of bin is in a package that deb depends on. */
+/*  check-deps.sh TMP DEB BIN [DEB BIN ...]: each DT_NEEDED library of
+    each BIN is in a Debian package that its DEB depends on.  One dpkg -S
+    for all of them (each call reads dpkg's whole database). */
 static const char s_check_deps[] =
     "set -eu\n"
-    "deb=$1; bin=$2\n"
-    "deps=$(dpkg-deb -f \"$deb\" Depends | tr ',|' '\\n\\n' | sed 's/(.*//; s/ //g')\n"
-    "for so in $(readelf -d \"$bin\" | sed -n 's/.*(NEEDED).*\\[\\(.*\\)\\]/\\1/p'); do\n"
-    "    case $so in libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|ld-linux*|libasan.so.*|libubsan.so.*|libgcc_s.so.*) continue ;; esac\n"
-    "    path=$(ldd \"$bin\" | awk -v s=\"$so\" '$1 == s { print $3 }')\n"
-    "    real=$(readlink -f \"$path\")\n"
-    "    pkg=$(dpkg -S \"$real\" 2>/dev/null || dpkg -S \"${real#/usr}\" 2>/dev/null || true)\n"
-    "    pkg=$(printf '%s\\n' \"$pkg\" | head -n 1 | cut -d: -f1)\n"
+    "tmp=$1; shift\n"
+    ": > \"$tmp/needed\"\n"
+    "i=0\n"
+    "while [ $# -ge 2 ]; do\n"
+    "    deb=$1; bin=$2; shift 2; i=$((i + 1))\n"
+    "    dpkg-deb -f \"$deb\" Depends | tr ',|' '\\n\\n' | sed 's/(.*//; s/ //g' > \"$tmp/deps.$i\"\n"
+    "    ldd \"$bin\" > \"$tmp/ldd\"\n"
+    "    for so in $(readelf -d \"$bin\" | sed -n 's/.*(NEEDED).*\\[\\(.*\\)\\]/\\1/p'); do\n"
+    "        case $so in libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|ld-linux*|libasan.so.*|libubsan.so.*|libgcc_s.so.*) continue ;; esac\n"
+    "        path=$(awk -v s=\"$so\" '$1 == s { print $3 }' \"$tmp/ldd\")\n"
+    "        [ -n \"$path\" ] || { echo \"$bin: $so not found by ldd\"; exit 1; }\n"
+    "        echo \"$i $deb $bin $so $(readlink -f \"$path\")\" >> \"$tmp/needed\"\n"
+    "    done\n"
+    "done\n"
+    "paths=$(awk '{ print $5; sub(\"^/usr\", \"\", $5); print $5 }' \"$tmp/needed\" | sort -u)\n"
+    "dpkg -S $paths > \"$tmp/owners\" 2>/dev/null || true\n"
+    "while read -r i deb bin so real; do\n"
+    "    pkg=$(awk -F': ' -v p=\"$real\" -v q=\"${real#/usr}\" '$2 == p || $2 == q { print $1; exit }' \"$tmp/owners\" | cut -d: -f1)\n"
     "    if [ -z \"$pkg\" ]; then echo \"$bin: $so ($real) belongs to no Debian package\"; exit 1; fi\n"
-    "    if ! printf '%s\\n' \"$deps\" | grep -qx \"$pkg\"; then\n"
-    "        echo \"$bin links $so from $pkg, which $(basename \"$deb\") does not depend on: $(echo $deps)\"; exit 1\n"
+    "    if ! grep -qx \"$pkg\" \"$tmp/deps.$i\"; then\n"
+    "        echo \"$bin links $so from $pkg, which $deb does not depend on: $(cat \"$tmp/deps.$i\" | tr '\\n' ' ')\"; exit 1\n"
     "    fi\n"
-    "    echo \"$(basename \"$bin\"): $so -> $pkg ok\"\n"
-    "done\n";
+    "    echo \"${bin##*/}: $so -> $pkg, a dependency of ${deb##*/}\"\n"
+    "done < \"$tmp/needed\"\n";
 
 static char *s_read (const char *path)
 {
@@ -136,9 +148,14 @@ static void test_packages (void **state)
         { 1, "usr/bin/akcoord" }, { 2, "usr/bin/akworker" }, { 3, "usr/bin/akctl" },
         { 3, "usr/bin/akload" }, { 4, "usr/lib/libakprofile.so" },
     };
-    for (size_t i = 0; i < sizeof bins / sizeof bins[0]; i++)
-        assert_int_equal (ak_test_runf (NULL, "sh '%s' '%s' '%s/%s'", script, debs[bins[i].pkg], root,
-                                        bins[i].file), 0);
+    char *cmd = ak_sprintf ("sh '%s' '%s'", script, s_scratch);
+    for (size_t i = 0; i < sizeof bins / sizeof bins[0]; i++) {
+        char *next = ak_sprintf ("%s '%s' '%s/%s'", cmd, debs[bins[i].pkg], root, bins[i].file);
+        free (cmd);
+        cmd = next;
+    }
+    assert_int_equal (ak_test_runf (NULL, "%s", cmd), 0);
+    free (cmd);
 
     /* 3. the units start what their package installs */
     const struct { size_t pkg; const char *unit; const char *bin; } units[] = {
@@ -153,8 +170,9 @@ static void test_packages (void **state)
         char *installed = ak_sprintf ("%s%s", root, exec);
         assert_int_equal (access (installed, X_OK), 0);
         /* in the unit's own package, with the unit */
-        assert_int_equal (ak_test_runf (NULL, "dpkg -c '%s' | grep -q ' \\.%s$' && dpkg -c '%s' | grep -q ' \\./%s$'",
-                                        debs[units[i].pkg], exec, debs[units[i].pkg], units[i].unit), 0);
+        assert_int_equal (ak_test_runf (NULL, "dpkg -c '%s' > '%s/list' && grep -q ' \\.%s$' '%s/list' && "
+                                        "grep -q ' \\./%s$' '%s/list'", debs[units[i].pkg], s_scratch, exec,
+                                        s_scratch, units[i].unit, s_scratch), 0);
         assert_int_equal (ak_test_runf (NULL, "grep -qx 'Type=notify' '%s'", unit), 0);
         free (installed);
         free (exec);
