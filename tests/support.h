@@ -30,6 +30,10 @@ char *ak_test_bin (const char *name);
 bool ak_test_listed (const char *list, const char *name);
 int ak_test_catalog_ops (char *ops[], int max);
 
+/* The whole file at path (up to 16 MiB; caller frees), or "" when it
+   cannot be read. */
+char *ak_test_read (const char *path);
+
 /* Writes text to dir/name and returns the full path (caller frees). */
 char *ak_test_write (const char *dir, const char *name, const char *text);
 

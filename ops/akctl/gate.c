@@ -24,6 +24,7 @@
     that could not run (no GPU, no PyTorch, the script failed). */
 #include "akctl.h"
 #include "akprofile.h"
+#include "datadir.h"
 #include "util.h"
 
 #include <errno.h>
@@ -74,12 +75,8 @@ static bool s_is_file (const char *path)
 /*  The folder of akctl's own binary; caller frees. */
 static char *s_bindir (void)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return ak_strdup (".");
-    exe[n] = '\0';
-    return ak_dirname (exe);
+    char *dir = ak_datadir_bindir ();
+    return dir ? dir : ak_strdup (".");
 }
 
 /*  Sets PYTHONPATH and AKPROFILE_LIB for the driver where the caller has

@@ -85,22 +85,12 @@ static const char s_check_deps[] =
     "    echo \"${bin##*/}: $so -> $pkg, a dependency of ${deb##*/}\"\n"
     "done < \"$tmp/needed\"\n";
 
-static char *s_read (const char *path)
-{
-    char *data = NULL;
-    size_t len = 0;
-    ak_err_t err = { 0 };
-    if (ak_file_read (path, 16u << 20, &data, &len, &err) != 0)
-        return ak_strdup ("");
-    return data;
-}
-
 static const char *s_demo_log;
 
 static bool s_demo_submitted (void *arg)
 {
     (void) arg;
-    char *text = s_read (s_demo_log);
+    char *text = ak_test_read (s_demo_log);
     bool yes = strstr (text, "  submitted  batch") != NULL;
     free (text);
     return yes;
@@ -109,10 +99,7 @@ static bool s_demo_submitted (void *arg)
 /* The first word after "ExecStart=" in the unit file (caller frees). */
 static char *s_exec_start (const char *unit_path)
 {
-    char *text = NULL;
-    size_t len = 0;
-    ak_err_t err = { 0 };
-    assert_int_equal (ak_file_read (unit_path, 1u << 20, &text, &len, &err), 0);
+    char *text = ak_test_read (unit_path);
     char *p = strstr (text, "\nExecStart=");
     assert_non_null (p);
     p += strlen ("\nExecStart=");
@@ -224,7 +211,7 @@ static void test_packages (void **state)
     s_demo_log = demo_log;
     bool submitted = ak_test_wait (s_demo_submitted, NULL, 180000);
     int status = ak_test_stop (demo, SIGINT, 120000);
-    char *text = s_read (demo_log);
+    char *text = ak_test_read (demo_log);
     print_message ("%s", text);
     assert_true (submitted);
     char *want_batch = ak_sprintf ("  batch      %s/usr/share/akfleet/kernels/batches/demo.json\n", real_root);

@@ -38,16 +38,6 @@ static bool s_exists (const char *dir, const char *name)
     return yes;
 }
 
-static char *s_read (const char *path)
-{
-    char *data = NULL;
-    size_t len = 0;
-    ak_err_t err = { 0 };
-    if (ak_file_read (path, 16u << 20, &data, &len, &err) != 0)
-        return ak_strdup ("");
-    return data;
-}
-
 /*  Runs `PROG ARGS` (bounded by timeout(1)) with stdout and stderr into
     DIR/out.txt; returns the exit code, *out_p (caller frees) what it said. */
 static int s_run (const char *dir, const char *prog, char **out_p, const char *fmt, ...)
@@ -62,7 +52,7 @@ static int s_run (const char *dir, const char *prog, char **out_p, const char *f
     char *bin = ak_test_bin (prog);
     char *log = ak_path_join (dir, "out.txt");
     int code = ak_test_runf (NULL, "timeout 120 '%s' %s > '%s' 2>&1", bin, args, log);
-    *out_p = s_read (log);
+    *out_p = ak_test_read (log);
     print_message ("%s", *out_p);
     unlink (log);
     free (log);
@@ -261,7 +251,7 @@ static void test_version_and_help (void **state)
 
 static bool s_log_says_no_keys (void *arg)
 {
-    char *log = s_read (arg);
+    char *log = ak_test_read (arg);
     /* the warning, then the line that says it serves (its signal handlers are in place) */
     bool yes = strstr (log, "holds no keys") != NULL && strstr (log, "CURVE on both endpoints") != NULL;
     free (log);
@@ -284,7 +274,7 @@ static void test_empty_key_directory_warns (void **state)
     assert_true (pid > 0);
     bool warned = ak_test_wait (s_log_says_no_keys, log, 60000);
     int status = ak_test_stop (pid, SIGTERM, 30000);
-    char *text = s_read (log);
+    char *text = ak_test_read (log);
     print_message ("%s", text);
     if (!warned)
         fail_msg ("akcoord with an empty key directory did not warn");

@@ -32,16 +32,6 @@ static int s_teardown (void **state)
     return 0;
 }
 
-static char *s_read (const char *path)
-{
-    char *data = NULL;
-    size_t len = 0;
-    ak_err_t err = { 0 };
-    if (ak_file_read (path, 16u << 20, &data, &len, &err) != 0)
-        return ak_strdup ("");
-    return data;
-}
-
 /* An abstract datagram socket "@akfleet-test-<pid>-<tag>" (1 s receive
    timeout); *name_p gets the name for $NOTIFY_SOCKET (caller frees). */
 static int s_notify_socket (const char *tag, char **name_p)
@@ -128,7 +118,7 @@ static void test_coordinator_notify_and_journal (void **state)
     assert_true (WIFEXITED (status));
     assert_int_equal (WEXITSTATUS (status), 0);
 
-    char *text = s_read (log);
+    char *text = ak_test_read (log);
     print_message ("%s", text);
     /* every line: <P>LEVEL message, no time stamp, no "akcoord[pid]" */
     assert_non_null (strstr (text, "<6>INFO "));
@@ -196,7 +186,7 @@ static void s_coord_at (const char *env_level, const char *const args[], bool wa
     unsetenv ("AK_LOG_LEVEL");
     ak_test_cluster_shutdown (&s_c, 60000);
     char *log = ak_path_join (s_c.dir, "akcoord.log");
-    char *text = s_read (log);
+    char *text = ak_test_read (log);
     print_message ("AK_LOG_LEVEL=%s %s:\n%s", env_level, args ? args[0] : "", text);
     if (want_info)
         assert_non_null (strstr (text, " INFO stopped"));
