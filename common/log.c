@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +25,9 @@ static atomic_int s_level = AK_LOG_INFO;
 static atomic_bool s_level_set = false;
 static char s_ident[64] = "akfleet";
 static pthread_mutex_t s_ident_lock = PTHREAD_MUTEX_INITIALIZER;
+/* stderr is the journal (log.h); the pid that found it so */
+static atomic_bool s_journal = false;
+static atomic_long s_journal_pid = 0;
 
 /* Each thread keeps the head of its lines: the time stamp of the current
    second and "Z ident[pid] ", remade when the ident changes or the
@@ -95,9 +99,35 @@ void ak_log_hold (bool on)
     s_holding = on;
 }
 
+/*  $JOURNAL_STREAM is "DEVICE:INODE" of the stream systemd connected to
+    journald; stderr is the journal only if fd 2 is still that file (a
+    service may have redirected it, and children inherit the variable). */
+bool ak_log_check_journal (void)
+{
+    bool journal = false;
+    const char *env = getenv ("JOURNAL_STREAM");
+    struct stat st;
+    if (env && *env && fstat (STDERR_FILENO, &st) == 0) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long dev = strtoull (env, &end, 10);
+        if (!errno && end != env && *end == ':' && end[1] >= '0' && end[1] <= '9') {
+            const char *ino_text = end + 1;
+            unsigned long long ino = strtoull (ino_text, &end, 10);
+            journal = !errno && *end == '\0' && env[0] >= '0' && env[0] <= '9'
+                      && dev == (unsigned long long) st.st_dev && ino == (unsigned long long) st.st_ino;
+        }
+    }
+    atomic_store (&s_journal_pid, (long) getpid ());
+    atomic_store (&s_journal, journal);
+    atomic_fetch_add (&s_gen, 1);
+    return journal;
+}
+
 static void s_init (void)
 {
     (void) pthread_atfork (NULL, NULL, s_after_fork);   /* fails only without memory: pids then go stale in forked children's lines */
+    (void) ak_log_check_journal ();
     const char *env = getenv ("AK_LOG_LEVEL");
     if (env && !atomic_load (&s_level_set)) {
         int level = ak_log_parse_level (env);
@@ -151,6 +181,17 @@ static const char *s_level_name (ak_log_level_t level)
         case AK_LOG_WARN:  return "WARN";
         case AK_LOG_ERROR: return "ERROR";
         default:           return "LOG";
+    }
+}
+
+/* syslog(3)'s priorities, the digit journald reads from "<N>" */
+static char s_priority (ak_log_level_t level)
+{
+    switch (level) {
+        case AK_LOG_DEBUG: return '7';
+        case AK_LOG_INFO:  return '6';
+        case AK_LOG_WARN:  return '4';
+        default:           return '3';
     }
 }
 
@@ -271,26 +312,41 @@ void ak_log (ak_log_level_t level, const char *fmt, ...)
         t_head.secs = secs;
     }
     unsigned gen = atomic_load (&s_gen);
+    bool journal = atomic_load (&s_journal);
     if (t_head.gen != gen) {
         char ident[sizeof s_ident];
         pthread_mutex_lock (&s_ident_lock);
         memcpy (ident, s_ident, sizeof ident);
         pthread_mutex_unlock (&s_ident_lock);
-        int t = snprintf (t_head.tail, sizeof t_head.tail, "Z %s[%ld] ", ident, (long) getpid ());
+        int t;
+        if (!journal)
+            t = snprintf (t_head.tail, sizeof t_head.tail, "Z %s[%ld] ", ident, (long) getpid ());
+        else if (strcmp (ident, program_invocation_short_name) != 0
+                 || (long) getpid () != atomic_load (&s_journal_pid))
+            t = snprintf (t_head.tail, sizeof t_head.tail, "%s[%ld] ", ident, (long) getpid ());
+        else
+            t = 0;
         t_head.tail_len = t > 0 && (size_t) t < sizeof t_head.tail ? (size_t) t : 0;
         t_head.gen = gen;
     }
-    /* "<stamp>.<ms>Z ident[pid] LEVEL " */
+    /* "<stamp>.<ms>Z ident[pid] LEVEL ", or "<P>[ident[pid] ]LEVEL " to the journal */
     const char *lname = s_level_name (level);
     size_t slen = strlen (t_head.stamp), llen = strlen (lname);
-    unsigned ms = (unsigned) (now % 1000);
     size_t head = 0;
-    memcpy (line, t_head.stamp, slen);
-    head += slen;
-    line[head++] = '.';
-    line[head++] = (char) ('0' + ms / 100);
-    line[head++] = (char) ('0' + ms / 10 % 10);
-    line[head++] = (char) ('0' + ms % 10);
+    if (journal) {
+        line[head++] = '<';
+        line[head++] = s_priority (level);
+        line[head++] = '>';
+    }
+    else {
+        unsigned ms = (unsigned) (now % 1000);
+        memcpy (line, t_head.stamp, slen);
+        head += slen;
+        line[head++] = '.';
+        line[head++] = (char) ('0' + ms / 100);
+        line[head++] = (char) ('0' + ms / 10 % 10);
+        line[head++] = (char) ('0' + ms % 10);
+    }
     memcpy (line + head, t_head.tail, t_head.tail_len);
     head += t_head.tail_len;
     memcpy (line + head, lname, llen);

@@ -1,7 +1,23 @@
 /*  common/log.h: one-line logging to stderr.
 
     Lines look like `2026-11-29T18:31:13.123Z akcoord[1234] INFO task B1.7 leased to w1`.
-    Thread-safe (one write(2) per line). */
+    Thread-safe (one write(2) per line).
+
+    When stderr is the journal ($JOURNAL_STREAM names stderr's device and
+    inode, as systemd sets it for a service whose stderr goes to journald),
+    each line starts with its syslog priority instead of the time stamp:
+    `<6>INFO task B1.7 leased to w1` (<7> debug, <6> info, <4> warn,
+    <3> error), so that `journalctl -p err` finds the errors; journald
+    stamps each line itself and shows the program and pid, so both are
+    left out, except on the lines of a process whose ident is not its
+    program's name or that was forked from the one journald saw
+    (`akworker-exec[4321] INFO ...`).
+
+    The level: --log-level where a program has it, else $AK_LOG_LEVEL
+    (debug|info|warn|error|quiet), else info.
+
+    Never: write a line in more than one write(2), or block on anything but
+    stderr. */
 #ifndef AK_LOG_H
 #define AK_LOG_H
 
@@ -13,6 +29,9 @@ void ak_log_set_ident (const char *ident);       /* "akcoord", "akworker" ... */
 void ak_log_set_level (ak_log_level_t level);
 ak_log_level_t ak_log_level (void);
 /* Parses "debug|info|warn|error|quiet"; returns -1 if unknown. */
+/* Re-reads whether stderr is the journal (done once at the first line):
+   for a process that redirected fd 2 since.  True when it is. */
+bool ak_log_check_journal (void);
 int  ak_log_parse_level (const char *text);
 void ak_log (ak_log_level_t level, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "envelope.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "util.h"
 #include "waiting.h"
 
@@ -260,6 +261,7 @@ static int s_commit_cb (void *arg, ak_err_t *err)
 
 static void s_tick (ak_coord_t *self, uint64_t now)
 {
+    ak_sdnotify_watchdog (now);         /* systemd's WatchdogSec=: this loop still turns */
     bool forced = self->opts.reload_flag && *self->opts.reload_flag;
     if (forced)
         *self->opts.reload_flag = 0;

@@ -4,7 +4,10 @@
     says `shutdown` or SIGINT/SIGTERM arrives; either way pending commits
     are flushed (and their acks sent) before the sockets and the store
     close.  Exit status: 0 after a clean stop, 1 when the coordinator could
-    not start or its last commit failed, 2 for bad flags. */
+    not start or its last commit failed, 2 for bad flags.  Under systemd
+    (Type=notify) it says READY=1 once both endpoints are bound and the
+    store is open, STOPPING=1 when it begins to stop, and WATCHDOG=1 from
+    its loop's tick (common/sdnotify.h). */
 #include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
@@ -16,8 +19,10 @@
 #include "coord.h"
 #include "endpoint.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "storelock.h"
 #include "util.h"
+#include "version.h"
 
 static volatile sig_atomic_t s_stop = 0;
 static volatile sig_atomic_t s_reload = 0;
@@ -26,8 +31,10 @@ static void s_on_signal (int sig)
 {
     if (sig == SIGHUP)
         s_reload = 1;
-    else
+    else {
         s_stop = 1;
+        (void) ak_sdnotify_stopping ();
+    }
 }
 
 static void s_usage (FILE *out)
@@ -64,12 +71,19 @@ static void s_usage (FILE *out)
         "                       only); without --cert/--keys and without --plain akcoord will not start\n"
         "  --client-queue N     client requests waiting before \"busy\" answers, 1..1000000 (default 1024)\n"
         "  --malformed-max N    malformed frames before a peer is dropped, 1..1000000 (default 16)\n"
-        "  --log-level LEVEL    debug | info | warn | error | quiet (default info)\n"
+        "  --log-level LEVEL    debug | info | warn | error | quiet (default $AK_LOG_LEVEL,\n"
+        "                       else info)\n"
         "  --version            print the version and exit\n"
         "  -h, --help           this text\n"
         "\n"
         "SIGINT or SIGTERM (or `akctl shutdown`) commits what is pending and exits 0;\n"
-        "SIGHUP re-reads --keys.  docs/operations.md explains setting up an authenticated fleet.\n");
+        "SIGHUP re-reads --keys.  docs/operations.md explains setting up an authenticated fleet.\n"
+        "Under systemd: Type=notify (READY=1 once serving), WatchdogSec=, and log lines with\n"
+        "their syslog priority when stderr is the journal.\n"
+        "\n"
+        "Exit status: 0 stopped cleanly, 1 could not start or the last commit failed,\n"
+        "2 bad usage or configuration, or the store held by another akcoord (restarting\n"
+        "will not help: RestartPreventExitStatus=2 in the systemd unit).\n");
 }
 
 static int s_bad (const char *fmt, const char *a, const char *b)
@@ -171,7 +185,7 @@ int main (int argc, char **argv)
         .heartbeat_ms = 1000, .liveness = 3, .commit_ms = 2, .commit_max = 256,
         .stop_flag = &s_stop, .reload_flag = &s_reload,
     };
-    int level = AK_LOG_INFO;
+    int level = -1;             /* none given: $AK_LOG_LEVEL, else info (log.h) */
     int opt;
     opterr = 0;
     while ((opt = getopt_long (argc, argv, ":h", longopts, NULL)) != -1) {
@@ -202,8 +216,7 @@ int main (int argc, char **argv)
                 s_usage (stdout);
                 return 0;
             case O_VERSION:
-                printf ("akcoord %s\n", AK_VERSION);
-                return 0;
+                return ak_version_print ("akcoord");
             case ':':
                 return s_bad ("%s needs a value%s", argv[optind - 1], "");
             default:
@@ -239,7 +252,11 @@ int main (int argc, char **argv)
             return arc;
     }
     ak_log_set_ident ("akcoord");
-    ak_log_set_level ((ak_log_level_t) level);
+    if (level >= 0)
+        ak_log_set_level ((ak_log_level_t) level);
+    ak_err_t nerr = { 0 };
+    if (ak_sdnotify_init (&nerr))
+        ak_warn ("%s", nerr.msg);
     if (!opts.plain && nkeys == 0)
         ak_warn ("WARNING: key directory %s holds no keys: no worker and no akctl can connect until "
                  "public keys are added under %s/worker, %s/operator or %s/viewer (`akctl keys new "
@@ -275,7 +292,9 @@ int main (int argc, char **argv)
         ak_storelock_release (&lock);
         return 1;
     }
+    (void) ak_sdnotify_ready ();
     rc = ak_coord_run (coord, &err);
+    (void) ak_sdnotify_stopping ();
     if (rc)
         ak_error ("final commit failed: %s", err.msg);
     ak_coord_destroy (&coord);

@@ -5,6 +5,10 @@
 # `apt-get update`, no sudo.  Only when something is missing does it run
 # `apt-get update` and `apt-get install` (through sudo when not root).
 
+# The Debian packages (cpack -G DEB, cmake/install.cmake) need nothing more:
+# CPack writes the .deb itself, and tests/integration/test_packages.c reads
+# them with dpkg and dpkg-deb (dpkg is essential on Debian) and readelf
+# (binutils, from build-essential).
 # clang and its runtime libraries (libFuzzer) build the fuzz targets that
 # ops/test.sh runs after the suite (ops/fuzz.sh).  python3 runs the Python
 # binding's tests (lib/akprofile/python, tests/unit/test_akprofile_py.c).

@@ -80,6 +80,16 @@ char *ak_test_bin (const char *name)
     return ak_path_join (dir && *dir ? dir : "bin", name);
 }
 
+char *ak_test_read (const char *path)
+{
+    char *data = NULL;
+    size_t len = 0;
+    ak_err_t err = { 0 };
+    if (ak_file_read (path, 16u << 20, &data, &len, &err) != 0)
+        return ak_strdup ("");
+    return data;
+}
+
 char *ak_test_write (const char *dir, const char *name, const char *text)
 {
     char *path = ak_path_join (dir, name);

@@ -35,6 +35,10 @@ int ak_test_catalog_ops (char *ops[], int max);
 struct Ak__Source;
 struct Ak__Source *ak_test_source (const char *name, const char *text);
 
+/* The whole file at path (up to 16 MiB; caller frees), or "" when it
+   cannot be read. */
+char *ak_test_read (const char *path);
+
 /* Writes text to dir/name and returns the full path (caller frees). */
 char *ak_test_write (const char *dir, const char *name, const char *text);
 

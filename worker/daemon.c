@@ -5,6 +5,7 @@
 #include "backends.h"
 #include "clock.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "sandbox.h"
 #include "util.h"
 
@@ -110,6 +111,7 @@ int ak_daemon_device_for (ak_daemon_t *d, const Ak__Assign *a)
 static void s_tick (ak_daemon_t *d)
 {
     uint64_t now = ak_clock_mono_ms ();
+    ak_sdnotify_watchdog (now);         /* systemd's WatchdogSec=: this loop still turns */
 
     /* Watchdogs. */
     for (size_t i = 0; i < d->nslots; i++) {

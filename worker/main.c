@@ -3,7 +3,12 @@
     Two modes: the daemon (what operators run, see --help) and the hidden
     executor mode the daemon starts for each device
     (`akworker --executor --fd N --backend B --device I`).  Bad flags are
-    reported with the flag named and exit status 2. */
+    reported with the flag named and exit status 2.  Under systemd
+    (Type=notify) the daemon says READY=1 once its backends and cache are
+    set up and its loop (which starts the executors) is entered (not when the coordinator
+    answers: a worker waiting for a coordinator that is down is doing its
+    job, and systemd would otherwise fail the start), STOPPING=1 when it
+    begins to stop, WATCHDOG=1 from its loop's tick (common/sdnotify.h). */
 #include "auth.h"
 #include "backend.h"
 #include "backends.h"
@@ -12,7 +17,9 @@
 #include "error.h"
 #include "executor.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "util.h"
+#include "version.h"
 
 #include <czmq.h>
 #include <fcntl.h>
@@ -25,10 +32,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifndef AK_VERSION
-#define AK_VERSION "0"
-#endif
-
 /* Exit status when the coordinator refused this worker --max-refusals
    times in a row: restarting would not help (docs/operations.md). */
 #define AK_WORKER_EXIT_REFUSED 3
@@ -38,13 +41,14 @@ static ak_daemon_t *s_daemon;
 static void s_on_signal (int sig)
 {
     (void) sig;
+    (void) ak_sdnotify_stopping ();
     ak_daemon_stop (s_daemon);
 }
 
 static void s_usage (FILE *out)
 {
     fprintf (out,
-        "Usage: akworker --coordinator ENDPOINT --id WORKER_ID [options]\n"
+        "usage: akworker --coordinator ENDPOINT --id WORKER_ID [options]\n"
         "\n"
         "The akfleet worker daemon: registers with the coordinator, compiles the\n"
         "tasks it is assigned, runs them in per-device executor processes through\n"
@@ -76,11 +80,13 @@ static void s_usage (FILE *out)
         "                          `akctl keys new NAME --role worker`): CURVE to the coordinator\n"
         "  --server-key KEY        the coordinator's public key: 40 Z85 characters or its\n"
         "                          certificate file (with --cert; without both: plain)\n"
-        "  --log-level LEVEL       debug|info|warn|error|quiet (default info)\n"
+        "  --log-level LEVEL       debug|info|warn|error|quiet (default $AK_LOG_LEVEL, else info)\n"
         "  --version               print the version and exit\n"
         "  -h, --help              this text\n"
         "\n"
         "SIGINT or SIGTERM stops the worker cleanly (executors stopped, socket closed).\n"
+        "Under systemd: Type=notify (READY=1 once its loop starts), WatchdogSec=, and log\n"
+        "lines with their syslog priority when stderr is the journal.\n"
         "\n"
         "Exit status: 0 stopped by a signal, 1 a failure, 2 bad usage or configuration,\n"
         "3 refused by the coordinator --max-refusals times (restarting will not help:\n"
@@ -192,8 +198,7 @@ int main (int argc, char **argv)
                 s_usage (stdout);
                 return 0;
             case O_VERSION:
-                printf ("akworker %s\n", AK_VERSION);
-                return 0;
+                return ak_version_print ("akworker");
             case ':':
                 return s_bad ("%s: needs a value", argv[optind - 1]);
             default:
@@ -231,6 +236,9 @@ int main (int argc, char **argv)
     /* Our handlers, not CZMQ's: a signal must stop the loop through the
        daemon's wake-up pipe. */
     zsys_handler_set (NULL);
+    ak_err_t nerr = { 0 };
+    if (ak_sdnotify_init (&nerr))       /* before the executors start: they must not inherit it */
+        ak_warn ("%s", nerr.msg);
     ak_err_t err = { 0 };
     rc = ak_daemon_new (&cfg, &s_daemon, &err);
     if (rc) {
@@ -246,7 +254,9 @@ int main (int argc, char **argv)
     sa.sa_handler = SIG_IGN;
     sigaction (SIGPIPE, &sa, NULL);
 
+    (void) ak_sdnotify_ready ();
     rc = ak_daemon_run (s_daemon, &err);
+    (void) ak_sdnotify_stopping ();
     if (rc)
         ak_error ("%s", err.msg);
     sa.sa_handler = SIG_DFL;

@@ -250,9 +250,10 @@ int akctl_demo (const akctl_opts_t *opts);
 int akctl_gate_verb (const akctl_opts_t *opts);
 extern const char akctl_gate_help[];
 
-/* The demo manifest: $AK_SOURCE_DIR, then the source tree akctl was built
-   from, then ../../kernels next to the binary.  Caller frees; NULL when
-   none exists (err says where it looked). */
+/* The demo manifest, found as common/datadir.h says ($AK_SOURCE_DIR, the
+   installed share/akfleet beside the binary, the source tree akctl was
+   built from, ../.. of the binary).  Caller frees; NULL when none exists
+   (err says where it looked). */
 char *akctl_demo_manifest_path (ak_err_t *err);
 
 /* Loads and validates a manifest and turns it into the bundle to send;
@@ -263,9 +264,8 @@ char *akctl_demo_manifest_path (ak_err_t *err);
 int akctl_load_bundle (const char *path, char **bundle_p, char ***pairs_p, int *npairs_p);
 
 /* ------------------------------------------------- external operators */
-/* ops/akctl/external.c.  The catalog of built-in operators (kernels/):
-   $AK_SOURCE_DIR/kernels, the source tree akctl was built from, then
-   ../../kernels next to the binary; NULL when none (caller frees). */
+/* ops/akctl/external.c.  The catalog of built-in operators (kernels/),
+   found as common/datadir.h says; NULL when none (caller frees). */
 char *akctl_catalog_dir (void);
 /* Refuses (exit code 2, message on stderr) an op of manifest with a
    built-in's name that is not the built-in, unless it overrides it. */

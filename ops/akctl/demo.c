@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "datadir.h"
 #include "util.h"
 
 #define S_MAX_WORKERS      64
@@ -177,32 +178,12 @@ static bool s_stop_child (s_child_t *child, int sig, int ms)
 
 char *akctl_demo_manifest_path (ak_err_t *err)
 {
-    char *tried[3] = { NULL, NULL, NULL };
-    const char *env = getenv ("AK_SOURCE_DIR");
-    if (env && *env)
-        tried[0] = ak_sprintf ("%s/%s", env, S_DEMO_MANIFEST);
-#ifdef AK_SOURCE_DIR
-    tried[1] = ak_sprintf ("%s/%s", AK_SOURCE_DIR, S_DEMO_MANIFEST);
-#endif
-    char exe[PATH_MAX];
-    ssize_t n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *bindir = ak_dirname (exe);
-        tried[2] = ak_sprintf ("%s/../../%s", bindir, S_DEMO_MANIFEST);
-        free (bindir);
-    }
-    char *found = NULL;
-    for (int i = 0; i < 3 && !found; i++)
-        if (tried[i] && access (tried[i], R_OK) == 0)
-            found = ak_strdup (tried[i]);
+    char *tried = NULL;
+    char *found = ak_datadir_find (S_DEMO_MANIFEST, NULL, R_OK, &tried);
     if (!found)
-        ak_err_set (err, AK_ENOTFOUND, "the demo batch %s is not in $AK_SOURCE_DIR (%s), "
-                    "the source tree (%s) nor next to akctl (%s)", S_DEMO_MANIFEST,
-                    tried[0] ? tried[0] : "unset", tried[1] ? tried[1] : "unknown",
-                    tried[2] ? tried[2] : "unknown");
-    for (int i = 0; i < 3; i++)
-        free (tried[i]);
+        ak_err_set (err, AK_ENOTFOUND, "the demo batch %s is in none of %s (set $AK_SOURCE_DIR to a source tree)",
+                    S_DEMO_MANIFEST, tried ? tried : "(nowhere to look)");
+    free (tried);
     return found;
 }
 

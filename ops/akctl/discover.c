@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "attribute.h"
+#include "datadir.h"
 #include "hotspots.h"
 #include "trace.h"
 #include "util.h"
@@ -124,25 +125,25 @@ static char *s_which (const char *cmd)
 }
 
 /*  $AKD_LIBRARY, else lib/libakdiscover.so beside akctl (build/bin/lib,
-    the bundle's bin/lib). */
+    the bundle's bin/lib), else ../lib/akfleet/libakdiscover.so (installed). */
 static char *s_library (void)
 {
     const char *env = getenv ("AKD_LIBRARY");
     if (env && *env)
         return access (env, R_OK) == 0 ? realpath (env, NULL) : NULL;
-    char exe[PATH_MAX];
-    ssize_t n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
+    char *dir = ak_datadir_bindir ();
+    if (!dir)
         return NULL;
-    exe[n] = '\0';
-    char *dir = ak_dirname (exe);
-    char *lib = ak_sprintf ("%s/lib/libakdiscover.so", dir);
+    char *libs[2] = { ak_sprintf ("%s/lib/libakdiscover.so", dir),
+                      ak_sprintf ("%s/../lib/akfleet/libakdiscover.so", dir) };
     free (dir);
-    if (access (lib, R_OK) != 0) {
-        free (lib);
-        return NULL;
-    }
-    return lib;
+    char *found = NULL;
+    for (int i = 0; i < 2 && !found; i++)
+        if (access (libs[i], R_OK) == 0)
+            found = realpath (libs[i], NULL);
+    free (libs[0]);
+    free (libs[1]);
+    return found;
 }
 
 /*  Runs the command with the injection.  Returns its wait status in
@@ -359,7 +360,7 @@ static int s_discover (int argc, char **argv)
     free (exe);
     char *lib = s_library ();
     if (!lib) {
-        fprintf (stderr, "akctl: discover: libakdiscover.so not found beside akctl (lib/) or in $AKD_LIBRARY: "
+        fprintf (stderr, "akctl: discover: libakdiscover.so not found beside akctl (lib/, ../lib/akfleet/) or in $AKD_LIBRARY: "
                          "this akctl was built without the CUDA headers\n");
         return AKCTL_EXIT_NEGATIVE;
     }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "corpus.h"
+#include "datadir.h"
 #include "spec.h"
 #include "util.h"
 
@@ -22,28 +23,7 @@
 
 char *akctl_catalog_dir (void)
 {
-    char *tried[3] = { NULL, NULL, NULL };
-    const char *env = getenv ("AK_SOURCE_DIR");
-    if (env && *env)
-        tried[0] = ak_sprintf ("%s/kernels", env);
-#ifdef AK_SOURCE_DIR
-    tried[1] = ak_sprintf ("%s/kernels", AK_SOURCE_DIR);
-#endif
-    char exe[PATH_MAX];
-    ssize_t n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *bindir = ak_dirname (exe);
-        tried[2] = ak_sprintf ("%s/../../kernels", bindir);
-        free (bindir);
-    }
-    char *found = NULL;
-    for (int i = 0; i < 3 && !found; i++)
-        if (tried[i] && access (tried[i], R_OK | X_OK) == 0)
-            found = realpath (tried[i], NULL);
-    for (int i = 0; i < 3; i++)
-        free (tried[i]);
-    return found;
+    return ak_datadir_find ("kernels", NULL, R_OK | X_OK, NULL);
 }
 
 /*  The workloads array of --workloads a,b,c (size names, or names the

@@ -24,6 +24,7 @@
     that could not run (no GPU, no PyTorch, the script failed). */
 #include "akctl.h"
 #include "akprofile.h"
+#include "datadir.h"
 #include "util.h"
 
 #include <errno.h>
@@ -74,12 +75,8 @@ static bool s_is_file (const char *path)
 /*  The folder of akctl's own binary; caller frees. */
 static char *s_bindir (void)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return ak_strdup (".");
-    exe[n] = '\0';
-    return ak_dirname (exe);
+    char *dir = ak_datadir_bindir ();
+    return dir ? dir : ak_strdup (".");
 }
 
 /*  Sets PYTHONPATH and AKPROFILE_LIB for the driver where the caller has
@@ -87,7 +84,8 @@ static char *s_bindir (void)
 static int s_environment (void)
 {
     char *bin = s_bindir ();
-    char *py[3] = { ak_sprintf ("%s/python", bin), NULL, NULL };
+    char *py[4] = { ak_sprintf ("%s/python", bin), NULL, NULL,
+                    ak_sprintf ("%s/../share/akfleet/python", bin) };     /* installed */
 #ifdef AK_SOURCE_DIR
     py[1] = ak_sprintf ("%s/lib/akprofile/python", AK_SOURCE_DIR);
 #endif
@@ -95,7 +93,7 @@ static int s_environment (void)
     if (src && *src)
         py[2] = ak_sprintf ("%s/lib/akprofile/python", src);
     const char *found = NULL;
-    for (int i = 0; i < 3 && !found; i++) {
+    for (int i = 0; i < 4 && !found; i++) {
         char *init = py[i] ? ak_sprintf ("%s/akprofile/__init__.py", py[i]) : NULL;
         if (init && s_is_file (init))
             found = py[i];
@@ -104,7 +102,8 @@ static int s_environment (void)
     int rc = 0;
     if (!found) {
         fprintf (stderr, "akctl gate: the akprofile Python package is in none of %s/python, "
-                 "$AK_SOURCE_DIR/lib/akprofile/python or the source tree akctl was built from\n", bin);
+                 "$AK_SOURCE_DIR/lib/akprofile/python, the source tree akctl was built from or "
+                 "%s/../share/akfleet/python\n", bin, bin);
         rc = AKCTL_EXIT_USAGE;
     }
     else {
@@ -114,7 +113,7 @@ static int s_environment (void)
         free (path);
     }
     if (rc == 0 && !getenv ("AKPROFILE_LIB")) {
-        char *libs[2] = { ak_sprintf ("%s/lib/libakprofile.so", bin), ak_sprintf ("%s/../lib/libakprofile.so", bin) };
+        char *libs[2] = { ak_sprintf ("%s/lib/libakprofile.so", bin), ak_sprintf ("%s/../lib/libakprofile.so", bin) };   /* build tree or bundle; installed: the loader's path */
         for (int i = 0; i < 2; i++)
             if (s_is_file (libs[i]) && !getenv ("AKPROFILE_LIB")) {
                 char *real = realpath (libs[i], NULL);
@@ -124,7 +123,7 @@ static int s_environment (void)
         free (libs[0]);
         free (libs[1]);
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         free (py[i]);
     free (bin);
     return rc;

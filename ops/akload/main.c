@@ -17,6 +17,7 @@
 #include "endpoint.h"
 #include "log.h"
 #include "util.h"
+#include "version.h"
 
 static volatile sig_atomic_t s_stop = 0;
 
@@ -237,7 +238,8 @@ static void s_usage (FILE *out)
         "                       (CURVE; default $AK_CERT)\n"
         "  --server-key KEY     the coordinator's public key, Z85 or its certificate file\n"
         "                       (default $AK_SERVER_KEY); without both: plain\n"
-        "  --log-level LEVEL    debug | info | warn | error | quiet (default info)\n"
+        "  --log-level LEVEL    debug | info | warn | error | quiet (default $AK_LOG_LEVEL,\n"
+        "                       else info)\n"
         "  --version            print the version and exit\n"
         "  -h, --help           this text\n"
         "\n"
@@ -303,7 +305,7 @@ int main (int argc, char **argv)
         .prefix = "load", .device_class = "host", .slots = 1, .prefetch = 1,
         .heartbeat_ms = 1000, .blob_cache_mb = 64, .liveness = 3, .backoff_ms = 1000,
     };
-    int level = AK_LOG_INFO;
+    int level = -1;             /* none given: $AK_LOG_LEVEL, else info (log.h) */
     int opt;
     opterr = 0;
     while ((opt = getopt_long (argc, argv, ":h", longopts, NULL)) != -1) {
@@ -335,8 +337,7 @@ int main (int argc, char **argv)
                 s_usage (stdout);
                 return 0;
             case O_VERSION:
-                printf ("akload %s\n", AK_VERSION);
-                return 0;
+                return ak_version_print ("akload");
             case ':':
                 return s_bad ("%s needs a value", argv[optind - 1]);
             default:
@@ -382,7 +383,8 @@ int main (int argc, char **argv)
     }
 
     ak_log_set_ident ("akload");
-    ak_log_set_level ((ak_log_level_t) level);
+    if (level >= 0)
+        ak_log_set_level ((ak_log_level_t) level);
     struct sigaction sa;
     memset (&sa, 0, sizeof sa);
     sa.sa_handler = s_on_signal;

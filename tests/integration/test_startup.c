@@ -11,7 +11,8 @@
     - endpoints that cannot work are refused up front with exit 2 and the
       problem named: port 99999, a host that does not resolve (akcoord,
       akworker, akctl, akload);
-    - --version and -h/--help on akcoord, akworker, akctl and akload;
+    - --version and -h/--help on akcoord, akworker, akctl and akload, in
+      one form (issue 21);
     - akcoord with an empty key directory starts and warns that nobody can
       connect yet. */
 #include "support.h"
@@ -37,16 +38,6 @@ static bool s_exists (const char *dir, const char *name)
     return yes;
 }
 
-static char *s_read (const char *path)
-{
-    char *data = NULL;
-    size_t len = 0;
-    ak_err_t err = { 0 };
-    if (ak_file_read (path, 16u << 20, &data, &len, &err) != 0)
-        return ak_strdup ("");
-    return data;
-}
-
 /*  Runs `PROG ARGS` (bounded by timeout(1)) with stdout and stderr into
     DIR/out.txt; returns the exit code, *out_p (caller frees) what it said. */
 static int s_run (const char *dir, const char *prog, char **out_p, const char *fmt, ...)
@@ -61,7 +52,7 @@ static int s_run (const char *dir, const char *prog, char **out_p, const char *f
     char *bin = ak_test_bin (prog);
     char *log = ak_path_join (dir, "out.txt");
     int code = ak_test_runf (NULL, "timeout 120 '%s' %s > '%s' 2>&1", bin, args, log);
-    *out_p = s_read (log);
+    *out_p = ak_test_read (log);
     print_message ("%s", *out_p);
     unlink (log);
     free (log);
@@ -218,6 +209,9 @@ static void test_bad_endpoints (void **state)
     free (dir);
 }
 
+/*  The same form on every program (issue 21): `--version` prints one line
+    "PROG VERSION"; -h and --help print the same text, whose first line is
+    "usage: PROG ...", and which lists --version and the exit codes. */
 static void test_version_and_help (void **state)
 {
     (void) state;
@@ -226,18 +220,30 @@ static void test_version_and_help (void **state)
     for (size_t i = 0; i < 4; i++) {
         char *out = NULL;
         assert_int_equal (s_run (dir, progs[i], &out, "--version"), 0);
-        char *want = ak_sprintf ("%s %s", progs[i], AK_VERSION);
-        s_expect (out, want);
+        char *want = ak_sprintf ("%s %s\n", progs[i], AK_VERSION);
+        if (strcmp (out, want) != 0)
+            fail_msg ("%s --version: expected exactly \"%s\", got \"%s\"", progs[i], want, out);
         free (want);
         free (out);
+        char *first = NULL;
         const char *flags[] = { "-h", "--help" };
         for (int f = 0; f < 2; f++) {
             assert_int_equal (s_run (dir, progs[i], &out, "%s", flags[f]), 0);
-            if (!strstr (out, "usage:") && !strstr (out, "Usage:"))
-                fail_msg ("%s %s: no usage line in:\n%s", progs[i], flags[f], out);
+            char *usage = ak_sprintf ("usage: %s ", progs[i]);
+            if (strncmp (out, usage, strlen (usage)) != 0)
+                fail_msg ("%s %s: the first line is not \"%s...\":\n%s", progs[i], flags[f], usage, out);
+            free (usage);
             s_expect (out, "--version");
-            free (out);
+            if (!strstr (out, "Exit status:") && !strstr (out, "Exit codes:"))
+                fail_msg ("%s %s: the help does not state the exit codes:\n%s", progs[i], flags[f], out);
+            if (!first)
+                first = out;
+            else {
+                assert_string_equal (first, out);
+                free (out);
+            }
         }
+        free (first);
     }
     ak_test_rmtree (dir);
     free (dir);
@@ -245,7 +251,7 @@ static void test_version_and_help (void **state)
 
 static bool s_log_says_no_keys (void *arg)
 {
-    char *log = s_read (arg);
+    char *log = ak_test_read (arg);
     /* the warning, then the line that says it serves (its signal handlers are in place) */
     bool yes = strstr (log, "holds no keys") != NULL && strstr (log, "CURVE on both endpoints") != NULL;
     free (log);
@@ -268,7 +274,7 @@ static void test_empty_key_directory_warns (void **state)
     assert_true (pid > 0);
     bool warned = ak_test_wait (s_log_says_no_keys, log, 60000);
     int status = ak_test_stop (pid, SIGTERM, 30000);
-    char *text = s_read (log);
+    char *text = ak_test_read (log);
     print_message ("%s", text);
     if (!warned)
         fail_msg ("akcoord with an empty key directory did not warn");
