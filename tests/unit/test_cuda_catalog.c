@@ -10,7 +10,8 @@
       48 KiB, as the tensor-core matmul's pipeline stages need).
     - NVRTC compiles (sm_90, where libnvrtc loads; no driver needed) the
       baseline and the first and last configuration of every candidate for
-      every declared dtype, and the planted kernels: broken.cu fails with
+      every declared dtype (the first only of an sm_90a candidate, whose
+      others test_cuda_sm90a compiles), and the planted kernels: broken.cu fails with
       its log naming the error, the others build.
     Where the build has no CUDA backend, or neither NVRTC nor a driver is
     here, the compile tests skip with a message (exit 77: "Not Run" in
@@ -182,11 +183,14 @@ static bool s_dtype_wanted (ak_dtype_t dt)
     return !only || !*only || ak_test_listed (only, ak_dtype_name (dt));
 }
 
-/*  The first and the last configuration of a candidate, every dtype. */
+/*  The first and the last configuration of a candidate, every dtype; of an
+    architecture-specific one (sm_90a: seconds a compile) the first only:
+    test_cuda_sm90a compiles more of its configurations, with ptxas's
+    register and spill report checked. */
 static int s_compile_config (const ak_candidate_t *cand, const int64_t *values, void *arg)
 {
     s_walk_t *w = arg;
-    if (w->index == 0 || w->index == w->last) {
+    if (w->index == 0 || (w->index == w->last && !cand->arch)) {
         const char *names[AK_MAX_PARAMS];
         for (size_t i = 0; i < cand->nparams; i++)
             names[i] = cand->params[i].name;
