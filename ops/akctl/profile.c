@@ -117,10 +117,10 @@ static const char *s_gate_text (const json_t *gate, char *buf, size_t len)
     return buf;
 }
 
-/* A class's status: "rejected by the end-to-end gate: rejected (slower)
-   0.60x +- 0.02" where its gate rejected the profile, whatever the kernel
-   verification said; else the verification, with "gate accepted ..." where
-   a gate accepted it. */
+/* A class's status: "end-to-end gate rejected (slower) 0.60x +- 0.02
+   (kernels: ...)" where its gate rejected the profile, whatever the kernel
+   verification said; else the verification, with ", end-to-end gate
+   accepted ..." where a gate accepted it.  buf: 512 bytes or more. */
 static const char *s_status_text (const json_t *ver, const json_t *gate, char *buf, size_t len)
 {
     char vt[160], gt[200];
@@ -147,7 +147,7 @@ static int s_list (const akctl_opts_t *o)
         json_t *p, *c;
         json_array_foreach (akj_arr (a, "profiles"), i, p) {
             json_array_foreach (akj_arr (p, "classes"), j, c) {
-                char n[24], when[40], ver[320];
+                char n[24], when[40], ver[512];
                 s_status_text (akj_obj (p, "verification"), akj_obj (c, "gate"), ver, sizeof ver);
                 snprintf (n, sizeof n, "%" PRId64, akj_int (c, "entries"));
                 const char *row[6] = { akj_str (p, "profile"), akj_str (c, "device_class"), akj_str (c, "backend"),

@@ -95,7 +95,7 @@ static int s_ptxas_check (const char *log, int budget, char *why, size_t len)
         int frame, st, ld, r;
         if (strstr (buf, "warning") || strstr (buf, "Potential Performance Loss")
             || strstr (buf, "is injected")) {
-            snprintf (why, len, "ptxas: %s", buf);
+            snprintf (why, len, "ptxas: %.400s", buf);
             return -1;
         }
         if (strstr (buf, "Compiling entry function"))
@@ -107,11 +107,11 @@ static int s_ptxas_check (const char *log, int budget, char *why, size_t len)
                 p--;
             if (sscanf (p, "%d bytes stack frame, %d bytes spill stores, %d bytes spill loads",
                         &frame, &st, &ld) != 3) {
-                snprintf (why, len, "unreadable ptxas line: %s", buf);
+                snprintf (why, len, "unreadable ptxas line: %.400s", buf);
                 return -1;
             }
             if (st || ld) {
-                snprintf (why, len, "spills: %s", p);
+                snprintf (why, len, "spills: %.400s", p);
                 return -1;
             }
         }
