@@ -10,9 +10,7 @@
 # themselves where there is no GPU, and fail on any other CUDA probe error;
 # AK_REQUIRE_GPU=1 fails every such skip).  A test that skipped something
 # is listed by ctest as "Not Run" (Skipped), not as passed.  $AK_TEST_JOBS
-# runs that many tests at once (default: one more than the CPUs, at most 4:
-# many tests wait on heartbeats and timers, and on a 2-core box a third
-# keeps the CPUs busy).  Then, when no ctest
+# runs that many tests at once (default: up to 4).  Then, when no ctest
 # options were given, the optimized build (RelWithDebInfo, what setup.sh
 # and bundle.sh build) is compiled with warnings as errors too, into
 # build-test-rel/ (gcc warns of some things only at -O2), and the libFuzzer
@@ -31,7 +29,7 @@ cmake --build "$build" -j "$(ak_jobs)"
 
 jobs="${AK_TEST_JOBS:-}"
 if [ -z "$jobs" ]; then
-    jobs=$(( $(nproc 2>/dev/null || echo 2) + 1 ))
+    jobs=$(nproc 2>/dev/null || echo 2)
     [ "$jobs" -gt 4 ] && jobs=4
 fi
 cd "$build"
