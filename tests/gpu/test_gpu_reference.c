@@ -47,8 +47,8 @@ static int s_group_teardown (void **state)
 }
 
 /*  Builds source with be (reference: float64) and loads symbol. */
-static ak_kernel_t *s_build (const ak_backend_t *be, ak_dev_t *dev, const char *source, bool reference,
-                             ak_dtype_t dt, const char *symbol)
+static ak_kernel_t *s_build_lib (const ak_backend_t *be, ak_dev_t *dev, const char *source, bool reference,
+                                 ak_dtype_t dt, const char *symbol, bool library)
 {
     ak_compile_req_t req;
     ak_compile_out_t out = { 0 };
@@ -61,6 +61,7 @@ static ak_kernel_t *s_build (const ak_backend_t *be, ak_dev_t *dev, const char *
     req.cache_dir = S.cache;
     req.timeout_ms = 120000;
     req.device = be == S.be ? S.devs[0] : NULL;
+    req.library = library;
     if (be->compile (&req, &out, &err) != 0)
         fail_msg ("compile (%s): %s\n%.2000s", be->name, err.msg, out.log ? out.log : "");
     ak_kernel_t *k = NULL;
@@ -69,6 +70,12 @@ static ak_kernel_t *s_build (const ak_backend_t *be, ak_dev_t *dev, const char *
     free (out.artifact_path);
     free (out.log);
     return k;
+}
+
+static ak_kernel_t *s_build (const ak_backend_t *be, ak_dev_t *dev, const char *source, bool reference,
+                             ak_dtype_t dt, const char *symbol)
+{
+    return s_build_lib (be, dev, source, reference, dt, symbol, false);
 }
 
 static ak_spec_t *s_spec (const char *op)
@@ -156,8 +163,8 @@ static ak_gate_status_t s_gates (const ak_spec_t *spec, const char *dref_source,
     g.gen = s_build (S.be, S.dev, dref_source, true, AK_DT_FLOAT32, "ak_fill_uniform");
     for (int t = 0; t < spec->ndtypes; t++)
         if (S.be->supports_dtype (S.devs[0], spec->dtypes[t]))
-            g.kernel[spec->dtypes[t]] = s_build (S.be, S.dev, bl->source.text, false, spec->dtypes[t],
-                                                 "ak_kernel");
+            g.kernel[spec->dtypes[t]] = s_build_lib (S.be, S.dev, bl->source.text, false, spec->dtypes[t],
+                                                     "ak_kernel", bl->library != NULL);
     assert_int_equal (ak_gates_run (&g, rep, &err), 0);
     for (int t = 0; t < AK_DT_COUNT; t++)
         if (g.kernel[t])

@@ -109,6 +109,7 @@ static void s_run (const ak_spec_t *spec, const ak_candidate_t *cand, const int6
         req.cache_dir = S.cache;
         req.timeout_ms = 300000;
         req.device = S.devs[0];
+        req.arch = cand->arch;      /* "sm_90a": wgmma and setmaxnreg need it */
         if (S.be->compile (&req, &out, &err) != 0)
             fail_msg ("%s (%s): compile: %s\n%.2000s", text, ak_dtype_name (spec->dtypes[t]), err.msg,
                       out.log ? out.log : "");
