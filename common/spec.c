@@ -599,7 +599,7 @@ static int s_spec_parse (json_t *root, const char *label, const char *base_dir, 
 {
     static const char *const fields[] = {
         "schema_version", "name", "keys", "dtypes", "tolerances", "sizes", "edge_sizes",
-        "stability_size", "flops", "bytes", "inputs", "outputs", "inplace", "reference",
+        "stability_size", "near_max_scale", "flops", "bytes", "inputs", "outputs", "inplace", "reference",
         "reference_cuda", "baselines", "candidates", NULL };
     char p[AK_JPATH_MAX], q[AK_JPATH_MAX];
     json_t *v, *e;
@@ -675,6 +675,8 @@ static int s_spec_parse (json_t *root, const char *label, const char *base_dir, 
         return ak_jpath_bad (err, label, "stability_size", "'%s' is not one of the sizes",
                              ak_jpath_show (s, p));
     spec->stability_size = ak_strdup (s);
+    if ((rc = ak_spec_parse_near_max (root, spec, label, err)) != 0)
+        return rc;
 
     /* flops, bytes, buffers */
     const char *names[AK_MAX_DIMS + 1];
@@ -951,6 +953,7 @@ json_t *ak_spec_to_json (const ak_spec_t *spec, bool with_sources)
     if (spec->nedge)
         json_object_set_new (o, "edge_sizes", s_sizes_json (spec, spec->edge_sizes, spec->nedge));
     json_object_set_new (o, "stability_size", json_string (spec->stability_size));
+    ak_spec_near_max_json (spec, o);
     json_object_set_new (o, "flops", json_string (spec->flops));
     json_object_set_new (o, "bytes", json_string (spec->bytes));
     json_object_set_new (o, "inputs", s_bufs_json (spec->inputs, spec->ninputs, true));

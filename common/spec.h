@@ -139,6 +139,7 @@ typedef struct ak_spec {
     ak_size_t     *edge_sizes;
     size_t         nedge;
     char          *stability_size;      /* name of the size the stability gate uses ("small") */
+    double         near_max_scale[AK_DT_COUNT]; /* by ak_dtype_t; 0: the default (spec_gates.c) */
     char          *flops;               /* expression over keys */
     char          *bytes;               /* expression over keys and `b` (bytes per element) */
     ak_buf_t       inputs[AK_MAX_BUFS];
@@ -210,6 +211,13 @@ typedef struct {
 int ak_spec_parse_candidate (json_t *v, const ak_spec_t *spec, const char *label,
                              const char *path, const char *base_dir, bool confined,
                              ak_candidate_t *cand, ak_err_t *err);
+/* The stability gate's near_max factor for dt: the spec's "near_max_scale"
+   entry, else the default (x6e4 float16, x1e30 bfloat16, x1e18 float32). */
+double ak_spec_near_max_scale (const ak_spec_t *spec, ak_dtype_t dt);
+/* The optional "near_max_scale" object of root into spec (dtypes parsed). */
+int ak_spec_parse_near_max (json_t *root, ak_spec_t *spec, const char *label, ak_err_t *err);
+/* spec's "near_max_scale" entries (if any) into the JSON object o. */
+void ak_spec_near_max_json (const ak_spec_t *spec, json_t *o);
 /* A tolerances object {dtype: {atol, rtol}} over spec's dtypes into tol;
    seen[i] is set for each spec->dtypes[i] it gives. */
 int ak_spec_parse_tols (json_t *obj, const ak_spec_t *spec, const char *label, const char *path,

@@ -62,19 +62,11 @@ typedef enum {
 
 static const char *s_xform_name[] = { "", "near_max", "near_zero", "mixed_scale", "all_zeros", "all_same" };
 
-static double s_near_max_scale (ak_dtype_t dt)
-{
-    switch (dt) {
-        case AK_DT_FLOAT16:  return 6e4;
-        case AK_DT_BFLOAT16: return 1e30;
-        default:             return 1e18;
-    }
-}
-
-static double s_xform (s_xform_t x, ak_dtype_t dt, uint64_t seed, int j, uint64_t i, double v)
+static double s_xform (const ak_spec_t *spec, s_xform_t x, ak_dtype_t dt, uint64_t seed, int j, uint64_t i,
+                       double v)
 {
     switch (x) {
-        case S_X_NEAR_MAX:  return v * s_near_max_scale (dt);
+        case S_X_NEAR_MAX:  return v * ak_spec_near_max_scale (spec, dt);
         case S_X_NEAR_ZERO: return v * 1e-6;
         case S_X_MIXED:     return ak_rng_uniform (seed, 0x100u + (uint64_t) j, i) < 0.5 ? v * 1e3 : v * 1e-3;
         case S_X_ZEROS:     return 0.0;
@@ -414,7 +406,7 @@ static int s_cfg_prepare (const ak_gate_ctx_t *ctx, const char *name, const int6
         c->raw_in[j] = ak_malloc (c->nin[j] * c->esz);
         for (size_t i = 0; i < c->nin[j]; i++) {
             double v = ak_rng_range (seed, (uint64_t) j, i, b->lo, b->hi);
-            v = ak_elem_round (dt, s_xform (x, dt, seed, j, i, v));
+            v = ak_elem_round (dt, s_xform (spec, x, dt, seed, j, i, v));
             vals[j][i] = v;
             ak_elem_store (dt, c->raw_in[j], i, v);
         }
