@@ -572,6 +572,37 @@ static void test_reject_unknown_stability_size (void **state)
     s_reject (fx, "stability_size", json_string ("odd"), "stability_size: 'odd' is not", NULL);
 }
 
+static void test_near_max_scale (void **state)
+{
+    fixture_t *fx = *state;
+    ak_spec_t *spec = NULL;
+    ak_err_t err;
+    /* absent: the defaults */
+    assert_int_equal (s_load (fx, &spec, &err), 0);
+    assert_true (ak_spec_near_max_scale (spec, AK_DT_FLOAT32) == 1e18);
+    assert_true (ak_spec_near_max_scale (spec, AK_DT_BFLOAT16) == 1e30);
+    assert_true (ak_spec_near_max_scale (spec, AK_DT_FLOAT16) == 6e4);
+    ak_spec_destroy (&spec);
+    /* given: used, and kept by ak_spec_to_json */
+    ak_test_json_set (fx->json, "near_max_scale", json_pack ("{s:f}", "float32", 1e6));
+    assert_int_equal (s_load (fx, &spec, &err), 0);
+    assert_true (ak_spec_near_max_scale (spec, AK_DT_FLOAT32) == 1e6);
+    json_t *j = ak_spec_to_json (spec, false);
+    assert_true (json_real_value (json_object_get (json_object_get (j, "near_max_scale"), "float32")) == 1e6);
+    json_decref (j);
+    ak_spec_destroy (&spec);
+    s_reject (fx, "near_max_scale", json_pack ("{s:f}", "float32", 0.5),
+              "near_max_scale.float32: must be a finite number >= 1", NULL);
+    s_reject (fx, "near_max_scale", json_pack ("{s:s}", "float32", "big"),
+              "near_max_scale.float32: must be a finite number >= 1", NULL);
+    s_reject (fx, "near_max_scale", json_pack ("{s:f}", "bfloat16", 10.0),
+              "near_max_scale.bfloat16: dtype not declared", NULL);
+    s_reject (fx, "near_max_scale", json_pack ("{s:f}", "float64", 10.0),
+              "near_max_scale.float64: unknown dtype", NULL);
+    s_reject (fx, "near_max_scale", json_string ("x"), "near_max_scale", NULL);
+    ak_test_json_set (fx->json, "near_max_scale", NULL);
+}
+
 static void test_reject_unknown_dtype (void **state)
 {
     s_reject (*state, "dtypes[0]", json_string ("float64"), "dtypes[0]: unknown dtype", NULL);
@@ -1426,6 +1457,7 @@ int main (void)
         T (test_reject_no_sizes),
         T (test_size_backends_and_reference_cuda),
         T (test_reject_unknown_stability_size),
+        T (test_near_max_scale),
         T (test_reject_unknown_dtype),
         T (test_reject_duplicate_dtype),
         T (test_reject_tolerance_not_finite),
