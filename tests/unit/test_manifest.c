@@ -10,6 +10,7 @@
 #include "spec.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +169,32 @@ static ak_manifest_t *s_builtin (const char *rel)
 }
 
 /* ========================================================== good input */
+
+/*  Every shipped batch in kernels/batches loads (nightly.json, hopper.json
+    ...: what docs/benchmarks.md's commands submit). */
+static void test_shipped_batches_load (void **state)
+{
+    (void) state;
+    char *dir = ak_test_src ("kernels/batches");
+    DIR *d = opendir (dir);
+    assert_non_null (d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir (d))) {
+        size_t len = strlen (e->d_name);
+        if (len < 6 || strcmp (e->d_name + len - 5, ".json") != 0)
+            continue;
+        char *rel = ak_sprintf ("kernels/batches/%s", e->d_name);
+        ak_manifest_t *m = s_builtin (rel);
+        assert_true (m->nops > 0);
+        ak_manifest_destroy (&m);
+        free (rel);
+        n++;
+    }
+    closedir (d);
+    free (dir);
+    assert_true (n >= 5);
+}
 
 static void test_demo_batch_loads (void **state)
 {
@@ -944,6 +971,7 @@ int main (void)
         T (test_reject_missing_spec_file),
         T (test_reject_bad_spec_names_both_files),
         T (test_reject_inline_spec_error),
+        cmocka_unit_test (test_shipped_batches_load),
         cmocka_unit_test (test_bad_fixtures),
         cmocka_unit_test (test_bad_arguments),
     };
