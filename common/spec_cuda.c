@@ -259,15 +259,21 @@ int ak_spec_parse_cluster (json_t *launch, const char *const *names, int nnames,
 /* ======================================================= library baselines */
 
 /*  What an op of a library needs of the spec: its dimension keys, and the
-    buffers with their counts over them (checked by text, after spaces). */
+    buffers with their counts over them (checked by text, after spaces).
+    swiglu_mlp: h = silu (x Wg) * (x Wu), y = h Wd, as three cuBLASLt
+    matmuls and one elementwise kernel of the backend's (what PyTorch eager
+    runs for a gated MLP, fused_mlp's spec). */
 typedef struct {
     const char *library, *op;
     const char *keys[3];
-    const char *in_counts[2], *out_count;
+    int nin, nout;
+    const char *in_counts[4], *out_counts[2];
 } s_libop_t;
 
 static const s_libop_t s_libops[] = {
-    { "cublaslt", "matmul", { "M", "N", "K" }, { "M*K", "K*N" }, "M*N" },
+    { "cublaslt", "matmul", { "M", "N", "K" }, 2, 1, { "M*K", "K*N" }, { "M*N" } },
+    { "cublaslt", "swiglu_mlp", { "batch", "dim", "hidden" }, 4, 2,
+      { "batch*dim", "dim*hidden", "dim*hidden", "hidden*dim" }, { "batch*dim", "batch*hidden" } },
 };
 
 static const s_libop_t *s_libop (const char *library, const char *op)
@@ -318,7 +324,7 @@ int ak_spec_parse_library (json_t *obj, const ak_spec_t *spec, const char *label
         return ak_jpath_bad (err, label, ak_jpath_field (p, path, "library"), "unknown library (cublaslt)");
     const s_libop_t *lo = s_libop (lib, op);
     if (!lo)
-        return ak_jpath_bad (err, label, ak_jpath_field (p, path, "op"), "cublaslt runs no op '%s' (matmul)", op);
+        return ak_jpath_bad (err, label, ak_jpath_field (p, path, "op"), "cublaslt runs no op '%s' (matmul, swiglu_mlp)", op);
     const char *also[] = { "source", "launch", "tensor_maps", NULL };
     for (int i = 0; also[i]; i++)
         if (json_object_get (obj, also[i]))
@@ -328,12 +334,21 @@ int ak_spec_parse_library (json_t *obj, const ak_spec_t *spec, const char *label
         if (ak_spec_key_index (spec, lo->keys[i]) < 0)
             return ak_jpath_bad (err, label, ak_jpath_field (p, path, "op"), "%s needs the key %s in %s's keys",
                                  op, lo->keys[i], spec->name);
-    if (spec->ninputs != 2 || spec->noutputs != 1 || !s_count_is (spec->inputs[0].count, lo->in_counts[0])
-        || !s_count_is (spec->inputs[1].count, lo->in_counts[1])
-        || !s_count_is (spec->outputs[0].count, lo->out_count) || spec->inplace)
-        return ak_jpath_bad (err, label, ak_jpath_field (p, path, "op"), "%s needs inputs of %s and %s elements "
-                             "and one output of %s (row-major), not in place", op, lo->in_counts[0],
-                             lo->in_counts[1], lo->out_count);
+    bool shaped = spec->ninputs == lo->nin && spec->noutputs == lo->nout && !spec->inplace;
+    for (int i = 0; shaped && i < lo->nin; i++)
+        shaped = s_count_is (spec->inputs[i].count, lo->in_counts[i]);
+    for (int i = 0; shaped && i < lo->nout; i++)
+        shaped = s_count_is (spec->outputs[i].count, lo->out_counts[i]);
+    if (!shaped) {
+        char want[256];
+        size_t n = 0;
+        for (int i = 0; i < lo->nin + lo->nout && n < sizeof want; i++)
+            n += (size_t) snprintf (want + n, sizeof want - n, "%s%s",
+                                    i == 0 ? "inputs of " : i == lo->nin ? "; outputs of " : ", ",
+                                    i < lo->nin ? lo->in_counts[i] : lo->out_counts[i - lo->nin]);
+        return ak_jpath_bad (err, label, ak_jpath_field (p, path, "op"), "%s needs %s elements (row-major, in "
+                             "this order), not in place", op, want);
+    }
     bl->library = ak_strdup (lib);
     bl->lib_op = ak_strdup (op);
     bl->source.name = ak_sprintf ("%s:%s", lib, op);

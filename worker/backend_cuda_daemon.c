@@ -513,9 +513,13 @@ static bool s_is_elf (const char *path)
     return n == 4 && memcmp (head, "\177ELF", 4) == 0;
 }
 
-/*  A library baseline (req->library): no NVRTC; the artifact is the
-    marker line itself (cache_dir/<key>.lib), which ak_cuda_be_load opens
-    as a library call.  A source that is not one marker line is refused. */
+/*  A library baseline (req->library): the artifact is the marker line
+    (cache_dir/<key>.lib), which ak_cuda_be_load opens as a library call.
+    An op with a helper kernel of ours (ak_cuda_lib_helper: swiglu_mlp's
+    silu * mul) gets that kernel built like any other (NVRTC, the prelude,
+    the device's sm_XY, req's dtype) and its CUBIN appended after the line;
+    the helper's build key is part of the artifact's.  A source that is not
+    one marker line is refused. */
 static int s_library_artifact (const ak_compile_req_t *req, ak_compile_out_t *out, uint64_t t0,
                                ak_err_t *err)
 {
@@ -525,18 +529,53 @@ static int s_library_artifact (const ak_compile_req_t *req, ak_compile_out_t *ou
         || (nl && nl != req->source + req->source_len - 1))
         return ak_err_set (err, AK_EINVAL, "cuda compile: a library baseline's source must be its one marker "
                            "line (%s...)", AK_LIBRARY_MARKER);
-    char *log = ak_strdup ("");
+    const char *helper = ak_cuda_lib_helper (req->source, req->source_len);
+    ak_compile_out_t hout = { 0 };
+    char *cubin = NULL, *image = NULL, *tmp = NULL;
+    size_t cubin_len = 0;
+    int rc = 0;
+    if (helper) {
+        ak_compile_req_t h = *req;
+        h.source = helper;
+        h.source_len = strlen (helper);
+        h.library = false;
+        h.reference = false;
+        h.arch = NULL;
+        h.ndefines = 0;
+        rc = ak_cuda_be_compile (&h, &hout, err);
+        if (rc == 0)
+            rc = ak_file_read (hout.artifact_path, AK_CUDA_CUBIN_MAX, &cubin, &cubin_len, err);
+        if (rc) {
+            out->log = hout.log;
+            free (hout.artifact_path);
+            return ak_err_prefix (err, "cuda compile: the library call's helper kernel");
+        }
+    }
+    char *log = helper ? ak_strdup (hout.log ? hout.log : "") : ak_strdup ("");
+    free (hout.log);
+    free (hout.artifact_path);
     ak_sha256_hex ("library", 7, out->options_digest);
-    ak_cuda_cache_key (req->source, req->source_len, "library", "any", "", "", out->key);
+    ak_cuda_cache_key (req->source, req->source_len, "library", helper ? hout.key : "any", "", "", out->key);
     ak_cache_build_t b;
-    int rc = ak_cache_build_begin (&b, req->cache_dir, out->key, ".lib", out, err);
+    rc = ak_cache_build_begin (&b, req->cache_dir, out->key, ".lib", out, err);
     if (rc || out->cached)
-        return ak_cache_build_end (&b, rc, t0, &log, out);
-    char *tmp = ak_cache_build_path (&b, "library.lib");
-    rc = ak_file_write_atomic (tmp, req->source, req->source_len, err);
+        goto done;
+    image = ak_malloc (req->source_len + cubin_len + 1);
+    memcpy (image, req->source, req->source_len);
+    size_t len = req->source_len;
+    if (req->source[len - 1] != '\n')
+        image[len++] = '\n';
+    if (cubin_len)
+        memcpy (image + len, cubin, cubin_len);
+    len += cubin_len;
+    tmp = ak_cache_build_path (&b, "library.lib");
+    rc = ak_file_write_atomic (tmp, image, len, err);
     if (rc == 0)
         rc = ak_cache_build_commit (&b, tmp, err);
+done:
     free (tmp);
+    free (image);
+    free (cubin);
     return ak_cache_build_end (&b, rc, t0, &log, out);
 }
 

@@ -16,6 +16,14 @@
 #define AK_BACKEND_CUDA_IMPL_H
 #include "backend_cuda.h"
 
+#include <stddef.h>
+
+/* The source of the helper kernel a library marker's op needs
+   (swiglu_mlp: ak_lib_silu_mul, built with the prelude like any kernel and
+   appended to the artifact after the marker line), NULL for none
+   (backend_cuda_lib.c; every build). */
+const char *ak_cuda_lib_helper (const char *marker, size_t len);
+
 #if AK_HAVE_CUDA
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,11 @@
 /*  worker/backend_cuda_lib.c: vendor-library baselines of the CUDA
     backend (executor side): a spec baseline {"library": "cublaslt", "op":
     "matmul"} runs as one cublasLtMatmul on the device's stream, timed by
-    the same sample path as a kernel.
+    the same sample path as a kernel.  "swiglu_mlp" (fused_mlp's baseline,
+    what PyTorch eager runs for a gated MLP) is three: g = x Wg into a
+    workspace, h = x Wu into the output h, h = silu (g) * h by a helper
+    kernel of ours (ak_cuda_lib_helper; its CUBIN follows the marker line
+    in the artifact, built by the compile step like any kernel), y = h Wd.
 
     cuBLASLt is opened with dlopen (libcublasLt.so.13, .so.12, .so, also
     under $CUDA_HOME/lib64 and the toolkit's lib64) and its few types and
@@ -26,6 +30,45 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/*  swiglu_mlp's elementwise step, h = silu (g) * h in place, built with
+    the prelude for the element type: 16-byte accesses where vec (both
+    pointers 16-byte aligned), a scalar tail. */
+static const char s_silu_mul_source[] =
+    "extern \"C\" __global__ void ak_lib_silu_mul (const ak_t *__restrict__ g, ak_t *__restrict__ h,\n"
+    "                                              ak_i64 n, int vec)\n"
+    "{\n"
+    "    const int V = 16 / sizeof (ak_t);\n"
+    "    const ak_i64 stride = (ak_i64) gridDim.x * blockDim.x;\n"
+    "    const ak_i64 i = (ak_i64) blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    const ak_i64 nv = vec ? n / V : 0;\n"
+    "    for (ak_i64 v = i; v < nv; v += stride) {\n"
+    "        uint4 gv = ((const uint4 *) g)[v];\n"
+    "        uint4 hv = ((const uint4 *) h)[v];\n"
+    "        const ak_t *ge = (const ak_t *) &gv;\n"
+    "        ak_t *he = (ak_t *) &hv;\n"
+    "#pragma unroll\n"
+    "        for (int e = 0; e < V; e++) {\n"
+    "            const float x = ak_to_acc (ge[e]);\n"
+    "            he[e] = ak_from_acc (x / (1.0f + expf (-x)) * ak_to_acc (he[e]));\n"
+    "        }\n"
+    "        ((uint4 *) h)[v] = hv;\n"
+    "    }\n"
+    "    for (ak_i64 t = nv * V + i; t < n; t += stride) {\n"
+    "        const float x = ak_to_acc (g[t]);\n"
+    "        h[t] = ak_from_acc (x / (1.0f + expf (-x)) * ak_to_acc (h[t]));\n"
+    "    }\n"
+    "}\n";
+
+const char *ak_cuda_lib_helper (const char *marker, size_t len)
+{
+    static const char op[] = " swiglu_mlp ";
+    size_t n = strlen (op);
+    for (size_t i = 0; i + n <= len && marker[i] != '\n'; i++)
+        if (memcmp (marker + i, op, n) == 0)
+            return s_silu_mul_source;
+    return NULL;
+}
 
 #if AK_HAVE_CUDA
 
@@ -148,19 +191,29 @@ static void s_lt_open (void)
     }
 }
 
-/*  One library call a kernel stands for (ak_kernel_t.lib). */
-struct ak_cuda_lib {
-    int           key[3];              /* positions of M, N, K in the spec's keys */
-    s_lt_handle_t h;
-    s_lt_desc_t   desc;
-    CUdeviceptr   ws;
-    /* the plan of the last shape and dtype */
+/*  One matmul's plan: the heuristic's best algorithm for a shape and
+    dtype, kept until they change. */
+typedef struct {
     bool          planned;
     int64_t       m, n, k;
     ak_dtype_t    dt;
     s_lt_layout_t la, lb, lc;
     s_lt_algo_t   algo;
     size_t        ws_need;
+} s_plan_t;
+
+/*  One library call a kernel stands for (ak_kernel_t.lib). */
+struct ak_cuda_lib {
+    bool          swiglu;              /* op swiglu_mlp; else matmul */
+    int           key[3];              /* positions of the op's keys (M N K; batch dim hidden) */
+    s_lt_handle_t h;
+    s_lt_desc_t   desc;
+    CUdeviceptr   ws;
+    s_plan_t      plan[2];             /* matmul: [0]; swiglu_mlp: [0] up/gate, [1] down */
+    CUmodule      mod;                 /* swiglu_mlp: the helper kernel's module */
+    CUfunction    silu_mul;
+    CUdeviceptr   g;                   /* swiglu_mlp: the gate product, g_bytes */
+    size_t        g_bytes;
 };
 
 static int s_lt_check (s_lt_status_t st, const char *call, ak_err_t *err)
@@ -171,16 +224,16 @@ static int s_lt_check (s_lt_status_t st, const char *call, ak_err_t *err)
                        "%s: cublasStatus %d", call, st);
 }
 
-static void s_plan_clear (ak_cuda_lib_t *lib)
+static void s_plan_clear (s_plan_t *pl)
 {
-    if (lib->la)
-        s_lt.LayoutDestroy (lib->la);
-    if (lib->lb)
-        s_lt.LayoutDestroy (lib->lb);
-    if (lib->lc)
-        s_lt.LayoutDestroy (lib->lc);
-    lib->la = lib->lb = lib->lc = NULL;
-    lib->planned = false;
+    if (pl->la)
+        s_lt.LayoutDestroy (pl->la);
+    if (pl->lb)
+        s_lt.LayoutDestroy (pl->lb);
+    if (pl->lc)
+        s_lt.LayoutDestroy (pl->lc);
+    pl->la = pl->lb = pl->lc = NULL;
+    pl->planned = false;
 }
 
 void ak_cuda_lib_close (ak_dev_t *dev, ak_cuda_lib_t **lib_p)
@@ -188,45 +241,80 @@ void ak_cuda_lib_close (ak_dev_t *dev, ak_cuda_lib_t **lib_p)
     if (!lib_p || !*lib_p)
         return;
     ak_cuda_lib_t *lib = *lib_p;
-    s_plan_clear (lib);
+    for (int i = 0; i < 2; i++)
+        s_plan_clear (&lib->plan[i]);
+    ak_err_t e = { 0 };
+    if (lib->g && dev && ak_cuda_check (dev->drv->cuMemFree (lib->g), "cuMemFree", &e))
+        ak_debug ("cublaslt close: %s", e.msg);
+    if (lib->mod && dev && ak_cuda_check (dev->drv->cuModuleUnload (lib->mod), "cuModuleUnload", &e))
+        ak_debug ("cublaslt close: %s", e.msg);
     if (lib->desc)
         s_lt.DescDestroy (lib->desc);
     if (lib->h)
         s_lt.Destroy (lib->h);
-    ak_err_t e = { 0 };
     if (lib->ws && dev && ak_cuda_check (dev->drv->cuMemFree (lib->ws), "cuMemFree", &e))
         ak_debug ("cublaslt close: %s", e.msg);
     free (lib);
     *lib_p = NULL;
 }
 
+/*  The helper kernel's CUBIN after the marker line into lib (copied to an
+    aligned buffer for the loader). */
+static int s_load_helper (ak_dev_t *dev, ak_cuda_lib_t *lib, const char *image, size_t len, ak_err_t *err)
+{
+    if (len < 4 || memcmp (image, "\177ELF", 4) != 0)
+        return ak_err_set (err, AK_ECOMPILE, "library artifact: swiglu_mlp needs its helper kernel's CUBIN "
+                           "after the marker line (built by the compile step)");
+    char *copy = ak_malloc (len);
+    memcpy (copy, image, len);
+    int rc = ak_cuda_be_cu (dev, dev->drv->cuModuleLoadData (&lib->mod, copy), "cuModuleLoadData (helper)", err);
+    free (copy);
+    if (rc) {
+        lib->mod = NULL;
+        return rc;
+    }
+    return ak_cuda_be_cu (dev, dev->drv->cuModuleGetFunction (&lib->silu_mul, lib->mod, "ak_lib_silu_mul"),
+                          "cuModuleGetFunction (ak_lib_silu_mul)", err);
+}
+
 int ak_cuda_lib_open (ak_dev_t *dev, const char *marker, size_t len, ak_cuda_lib_t **lib_p, ak_err_t *err)
 {
-    char line[256], lname[32], op[32];
-    int mi, ni, ki;
+    char line[256], lname[32], op[32], k0[32], k1[32], k2[32];
+    int i0, i1, i2;
     size_t mlen = strlen (AK_LIBRARY_MARKER);
     *lib_p = NULL;
-    if (len <= mlen || len >= sizeof line)
+    const char *nl = memchr (marker, '\n', len);
+    size_t llen = nl ? (size_t) (nl - marker) : len;
+    if (llen <= mlen || llen >= sizeof line)
         return ak_err_set (err, AK_ECOMPILE, "library artifact: not a marker line");
-    memcpy (line, marker, len);
-    line[len] = '\0';
-    if (sscanf (line + mlen, "%31s %31s M=%d N=%d K=%d", lname, op, &mi, &ni, &ki) != 5
-        || strcmp (lname, "cublaslt") != 0 || strcmp (op, "matmul") != 0
-        || mi < 0 || ni < 0 || ki < 0 || mi >= AK_MAX_DIMS || ni >= AK_MAX_DIMS || ki >= AK_MAX_DIMS)
+    memcpy (line, marker, llen);
+    line[llen] = '\0';
+    /* "cublaslt matmul M=0 N=1 K=2", "cublaslt swiglu_mlp batch=0 dim=1 hidden=2" */
+    int used = 0;
+    if (sscanf (line + mlen, "%31s %31s %31[a-z_A-Z]=%d %31[a-z_A-Z]=%d %31[a-z_A-Z]=%d%n", lname, op, k0, &i0, k1,
+                &i1, k2, &i2, &used) != 8 || line[mlen + (size_t) used] != '\0'
+        || strcmp (lname, "cublaslt") != 0
+        || !((strcmp (op, "matmul") == 0 && !strcmp (k0, "M") && !strcmp (k1, "N") && !strcmp (k2, "K"))
+             || (strcmp (op, "swiglu_mlp") == 0 && !strcmp (k0, "batch") && !strcmp (k1, "dim")
+                 && !strcmp (k2, "hidden")))
+        || i0 < 0 || i1 < 0 || i2 < 0 || i0 >= AK_MAX_DIMS || i1 >= AK_MAX_DIMS || i2 >= AK_MAX_DIMS)
         return ak_err_set (err, AK_ECOMPILE, "library artifact: unknown library call '%.120s'", line + mlen);
     pthread_once (&s_lt_once, s_lt_open);
     if (s_lt_rc)
         return ak_err_set (err, s_lt_rc, "%s", s_lt_why);
     ak_cuda_lib_t *lib = ak_calloc (1, sizeof *lib);
-    lib->key[0] = mi;
-    lib->key[1] = ni;
-    lib->key[2] = ki;
+    lib->swiglu = strcmp (op, "swiglu_mlp") == 0;
+    lib->key[0] = i0;
+    lib->key[1] = i1;
+    lib->key[2] = i2;
     int rc = s_lt_check (s_lt.Create (&lib->h), "cublasLtCreate", err);
     if (rc == 0)
         rc = s_lt_check (s_lt.DescCreate (&lib->desc, S_LT_COMPUTE_32F, S_LT_R_32F), "cublasLtMatmulDescCreate", err);
     if (rc == 0)
         rc = ak_cuda_be_cu (dev, dev->drv->cuMemAlloc (&lib->ws, S_LT_WORKSPACE), "cuMemAlloc (cuBLASLt workspace)",
                             err);
+    if (rc == 0 && lib->swiglu)
+        rc = s_load_helper (dev, lib, nl ? nl + 1 : marker + len, nl ? len - llen - 1 : 0, err);
     if (rc) {
         ak_err_prefix (err, "cuBLASLt (%s)", s_lt.path);
         ak_cuda_lib_close (dev, &lib);
@@ -237,21 +325,20 @@ int ak_cuda_lib_open (ak_dev_t *dev, const char *marker, size_t len, ak_cuda_lib
     return 0;
 }
 
-/*  The heuristic's best algorithm for l's shape and dtype (kept until the
-    shape changes). */
-static int s_plan (ak_cuda_lib_t *lib, const ak_launch_t *l, ak_err_t *err)
+/*  The heuristic's best algorithm for row-major C[m,n] = A[m,k] B[k,n] in
+    dt (kept until the shape changes). */
+static int s_plan (ak_cuda_lib_t *lib, s_plan_t *pl, int64_t m, int64_t n, int64_t k, ak_dtype_t dt, ak_err_t *err)
 {
-    int64_t m = l->dims[lib->key[0]], n = l->dims[lib->key[1]], k = l->dims[lib->key[2]];
-    if (lib->planned && m == lib->m && n == lib->n && k == lib->k && l->dtype == lib->dt)
+    if (pl->planned && m == pl->m && n == pl->n && k == pl->k && dt == pl->dt)
         return 0;
-    s_plan_clear (lib);
-    int type = l->dtype == AK_DT_FLOAT16 ? S_LT_R_16F : l->dtype == AK_DT_BFLOAT16 ? S_LT_R_16BF : S_LT_R_32F;
+    s_plan_clear (pl);
+    int type = dt == AK_DT_FLOAT16 ? S_LT_R_16F : dt == AK_DT_BFLOAT16 ? S_LT_R_16BF : S_LT_R_32F;
     /* column-major: "A" = B^T (N x K, ld N), "B" = A^T (K x M, ld K), C^T (N x M, ld N) */
-    int rc = s_lt_check (s_lt.LayoutCreate (&lib->la, type, (uint64_t) n, (uint64_t) k, n), "cublasLtMatrixLayoutCreate", err);
+    int rc = s_lt_check (s_lt.LayoutCreate (&pl->la, type, (uint64_t) n, (uint64_t) k, n), "cublasLtMatrixLayoutCreate", err);
     if (rc == 0)
-        rc = s_lt_check (s_lt.LayoutCreate (&lib->lb, type, (uint64_t) k, (uint64_t) m, k), "cublasLtMatrixLayoutCreate", err);
+        rc = s_lt_check (s_lt.LayoutCreate (&pl->lb, type, (uint64_t) k, (uint64_t) m, k), "cublasLtMatrixLayoutCreate", err);
     if (rc == 0)
-        rc = s_lt_check (s_lt.LayoutCreate (&lib->lc, type, (uint64_t) n, (uint64_t) m, n), "cublasLtMatrixLayoutCreate", err);
+        rc = s_lt_check (s_lt.LayoutCreate (&pl->lc, type, (uint64_t) n, (uint64_t) m, n), "cublasLtMatrixLayoutCreate", err);
     s_lt_pref_t pref = NULL;
     if (rc == 0)
         rc = s_lt_check (s_lt.PrefCreate (&pref), "cublasLtMatmulPreferenceCreate", err);
@@ -263,49 +350,114 @@ static int s_plan (ak_cuda_lib_t *lib, const ak_launch_t *l, ak_err_t *err)
     int got = 0;
     memset (&heur, 0, sizeof heur);
     if (rc == 0)
-        rc = s_lt_check (s_lt.AlgoGetHeuristic (lib->h, lib->desc, lib->la, lib->lb, lib->lc, lib->lc, pref, 1,
+        rc = s_lt_check (s_lt.AlgoGetHeuristic (lib->h, lib->desc, pl->la, pl->lb, pl->lc, pl->lc, pref, 1,
                                                 &heur, &got), "cublasLtMatmulAlgoGetHeuristic", err);
     if (pref)
         s_lt.PrefDestroy (pref);
     if (rc == 0 && got < 1)
         rc = ak_err_set (err, AK_EUNSUPPORTED, "cublasLtMatmulAlgoGetHeuristic: no algorithm");
     if (rc) {
-        s_plan_clear (lib);
-        return ak_err_prefix (err, "cuBLASLt matmul %s M=%lld N=%lld K=%lld", ak_dtype_name (l->dtype),
+        s_plan_clear (pl);
+        return ak_err_prefix (err, "cuBLASLt matmul %s M=%lld N=%lld K=%lld", ak_dtype_name (dt),
                               (long long) m, (long long) n, (long long) k);
     }
-    lib->algo = heur.algo;
-    lib->ws_need = heur.workspace;
-    lib->m = m;
-    lib->n = n;
-    lib->k = k;
-    lib->dt = l->dtype;
-    lib->planned = true;
+    pl->algo = heur.algo;
+    pl->ws_need = heur.workspace;
+    pl->m = m;
+    pl->n = n;
+    pl->k = k;
+    pl->dt = dt;
+    pl->planned = true;
     return 0;
+}
+
+/*  The planned row-major c = a b on the device's stream. */
+static int s_matmul (ak_dev_t *dev, ak_cuda_lib_t *lib, const s_plan_t *pl, const void *a, const void *b, void *c,
+                     ak_err_t *err)
+{
+    float alpha = 1.0f, beta = 0.0f;
+    return s_lt_check (s_lt.Matmul (lib->h, lib->desc, &alpha, b, pl->la, a, pl->lb, &beta, c, pl->lc, c, pl->lc,
+                                    &pl->algo, (void *) (uintptr_t) lib->ws,
+                                    pl->ws_need <= S_LT_WORKSPACE ? pl->ws_need : S_LT_WORKSPACE, dev->stream),
+                       "cublasLtMatmul", err);
+}
+
+/*  m n k of plan i for l's dims (matmul: M N K; swiglu_mlp: [0] batch x
+    hidden x dim, [1] batch x dim x hidden). */
+static void s_shape (const ak_cuda_lib_t *lib, const ak_launch_t *l, int i, int64_t *m, int64_t *n, int64_t *k)
+{
+    int64_t d0 = l->dims[lib->key[0]], d1 = l->dims[lib->key[1]], d2 = l->dims[lib->key[2]];
+    *m = d0;
+    *n = !lib->swiglu ? d1 : i == 0 ? d2 : d1;
+    *k = !lib->swiglu ? d2 : i == 0 ? d1 : d2;
 }
 
 bool ak_cuda_lib_ready (const ak_cuda_lib_t *lib, const ak_launch_t *l)
 {
-    if (!lib || !lib->planned || l->ndims <= lib->key[0] || l->ndims <= lib->key[1] || l->ndims <= lib->key[2])
+    if (!lib || l->ndims <= lib->key[0] || l->ndims <= lib->key[1] || l->ndims <= lib->key[2])
         return false;
-    return l->dims[lib->key[0]] == lib->m && l->dims[lib->key[1]] == lib->n && l->dims[lib->key[2]] == lib->k
-           && l->dtype == lib->dt;
+    for (int i = 0; i < (lib->swiglu ? 2 : 1); i++) {
+        int64_t m, n, k;
+        s_shape (lib, l, i, &m, &n, &k);
+        const s_plan_t *pl = &lib->plan[i];
+        if (!pl->planned || pl->m != m || pl->n != n || pl->k != k || pl->dt != l->dtype)
+            return false;
+    }
+    return true;
+}
+
+/*  swiglu_mlp: g = x Wg (workspace), h = x Wu, h = silu (g) * h, y = h Wd. */
+static int s_swiglu (ak_dev_t *dev, ak_cuda_lib_t *lib, const ak_launch_t *l, ak_err_t *err)
+{
+    int64_t batch = l->dims[lib->key[0]], hidden = l->dims[lib->key[2]];
+    size_t bytes = (size_t) batch * (size_t) hidden * ak_dtype_size (l->dtype);
+    int rc = 0;
+    if (bytes > lib->g_bytes) {
+        ak_err_t e = { 0 };
+        if (lib->g && ak_cuda_check (dev->drv->cuMemFree (lib->g), "cuMemFree", &e))
+            ak_debug ("cublaslt swiglu_mlp: %s", e.msg);
+        lib->g = 0;
+        lib->g_bytes = 0;
+        if ((rc = ak_cuda_be_cu (dev, dev->drv->cuMemAlloc (&lib->g, bytes), "cuMemAlloc (swiglu_mlp gate)",
+                                 err)) != 0) {
+            lib->g = 0;
+            return rc;
+        }
+        lib->g_bytes = bytes;
+    }
+    void *g = (void *) (uintptr_t) lib->g, *h = l->out[1];
+    if ((rc = s_matmul (dev, lib, &lib->plan[0], l->in[0], l->in[1], g, err)) != 0
+        || (rc = s_matmul (dev, lib, &lib->plan[0], l->in[0], l->in[2], h, err)) != 0)
+        return rc;
+    long long n = (long long) batch * hidden;
+    int vec = ((uintptr_t) g % 16 == 0 && (uintptr_t) h % 16 == 0);
+    unsigned blocks = (unsigned) ((n + 2047) / 2048);
+    blocks = blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks;
+    void *params[] = { &g, &h, &n, &vec };
+    if ((rc = ak_cuda_be_cu (dev, dev->drv->cuLaunchKernel (lib->silu_mul, blocks, 1, 1, 256, 1, 1, 0, dev->stream,
+                                                             params, NULL), "cuLaunchKernel (ak_lib_silu_mul)",
+                             err)) != 0)
+        return rc;
+    return s_matmul (dev, lib, &lib->plan[1], h, l->in[3], l->out[0], err);
 }
 
 int ak_cuda_lib_enqueue (ak_dev_t *dev, ak_cuda_lib_t *lib, const ak_launch_t *l, ak_err_t *err)
 {
-    if (l->nin != 2 || l->nout != 1 || l->ndims <= lib->key[0] || l->ndims <= lib->key[1]
+    int nin = lib->swiglu ? 4 : 2, nout = lib->swiglu ? 2 : 1;
+    if (l->nin != nin || l->nout != nout || l->ndims <= lib->key[0] || l->ndims <= lib->key[1]
         || l->ndims <= lib->key[2])
-        return ak_err_set (err, AK_EINVAL, "cuBLASLt matmul: %d inputs, %d outputs, %d dims", l->nin, l->nout,
-                           l->ndims);
-    int rc = s_plan (lib, l, err);
-    if (rc)
-        return rc;
-    float alpha = 1.0f, beta = 0.0f;
-    return s_lt_check (s_lt.Matmul (lib->h, lib->desc, &alpha, l->in[1], lib->la, l->in[0], lib->lb, &beta,
-                                    l->out[0], lib->lc, l->out[0], lib->lc, &lib->algo, (void *) (uintptr_t) lib->ws,
-                                    lib->ws_need <= S_LT_WORKSPACE ? lib->ws_need : S_LT_WORKSPACE, dev->stream),
-                       "cublasLtMatmul", err);
+        return ak_err_set (err, AK_EINVAL, "cuBLASLt %s: %d inputs, %d outputs, %d dims",
+                           lib->swiglu ? "swiglu_mlp" : "matmul", l->nin, l->nout, l->ndims);
+    for (int i = 0; i < (lib->swiglu ? 2 : 1); i++) {
+        int64_t m, n, k;
+        s_shape (lib, l, i, &m, &n, &k);
+        int rc = s_plan (lib, &lib->plan[i], m, n, k, l->dtype, err);
+        if (rc)
+            return rc;
+    }
+    if (lib->swiglu)
+        return s_swiglu (dev, lib, l, err);
+    return s_matmul (dev, lib, &lib->plan[0], l->in[0], l->in[1], l->out[0], err);
 }
 
 #endif

@@ -358,6 +358,39 @@ static void test_compile_hopper (void **state)
     free (art);
     free (out.artifact_path);
     free (out.log);
+
+    /* fused_mlp's swiglu_mlp: the marker line, then its helper kernel's
+       CUBIN (built by NVRTC for the device and dtype) */
+    ak_spec_t *mlp = s_builtin ("fused_mlp");
+    const ak_baseline_t *mbl = ak_spec_baseline (mlp, "cuda");
+    assert_string_equal (mbl->lib_op, "swiglu_mlp");
+    memset (&out, 0, sizeof out);
+    req.source = mbl->source.text;
+    req.source_len = strlen (mbl->source.text);
+    req.dtype = AK_DT_BFLOAT16;
+    if (nv.be->compile (&req, &out, &err) != 0)
+        fail_msg ("%s\n%s", err.msg, out.log ? out.log : "");
+    size_t alen = 0;
+    assert_int_equal (ak_file_read (out.artifact_path, 64u << 20, &art, &alen, &err), 0);
+    size_t mlen = strlen (mbl->source.text);
+    assert_true (alen > mlen + 4);
+    assert_memory_equal (art, mbl->source.text, mlen);
+    assert_memory_equal (art + mlen, "\177ELF", 4);
+    free (art);
+    char key[65];
+    memcpy (key, out.key, sizeof key);
+    free (out.artifact_path);
+    free (out.log);
+    /* float32: another helper build, so another artifact */
+    memset (&out, 0, sizeof out);
+    req.dtype = AK_DT_FLOAT32;
+    assert_int_equal (nv.be->compile (&req, &out, &err), 0);
+    assert_string_not_equal (out.key, key);
+    free (out.artifact_path);
+    free (out.log);
+    ak_spec_destroy (&mlp);
+    req.dtype = AK_DT_FLOAT32;
+
     memset (&out, 0, sizeof out);
     req.source = "extern \"C\" __global__ void ak_kernel (ak_cuda_args_t a) {}\n";
     req.source_len = strlen (req.source);

@@ -339,6 +339,7 @@ static void test_spec_reject_library (void **state)
     (void) state;
     s_reject (true, "library", "\"cublas\"", "baselines[1].library: unknown library");
     s_reject (true, "op", "\"softmax\"", "baselines[1].op: cublaslt runs no op 'softmax'");
+    s_reject (true, "op", "\"swiglu_mlp\"", "baselines[1].op: swiglu_mlp needs the key batch");
     /* (a host library baseline would first be a second host baseline) */
     ak_spec_t *spec = s_parse_ok (s_cand, s_lib_base);
     json_error_t je;
