@@ -245,6 +245,12 @@ static void test_restart_between_stages (void **state)
         else if (s_int (r, "stage") >= 0 && s_int (r, "stage") < 3)
             stage[s_int (r, "stage")] += (int) s_int (r, "total");
     }
+    if (stage[0] != 0 || stage[1] != 4 || stage[2] != 2 || confirms < 1 || confirms > 2) {
+        char *text = json_dumps (sum, JSON_INDENT (1));
+        print_message ("status of %s after the restart:\n%s\n", s_batch_id, text ? text : "");
+        free (text);
+        ak_test_cluster_dump (&s_c, "akcoord-2.log");
+    }
     assert_int_equal (stage[0], 0);
     assert_int_equal (stage[1], 4);
     assert_int_equal (stage[2], 2);
