@@ -27,7 +27,10 @@
 
 static ak_test_cluster_t s_c;
 static char *s_batch_id;
-static const char *const s_debug[] = { "--log-level", "debug", NULL };
+/* heartbeats every 500 ms (1 s by default): after the coordinator is
+   killed the workers give it up and register with the new one after 3 of
+   them, not after 3 s */
+static const char *const s_debug[] = { "--log-level", "debug", "--heartbeat-ms", "500", NULL };
 
 /* ------------------------------------------------------------- helpers */
 
@@ -245,7 +248,7 @@ static void test_restart_between_stages (void **state)
         else if (s_int (r, "stage") >= 0 && s_int (r, "stage") < 3)
             stage[s_int (r, "stage")] += (int) s_int (r, "total");
     }
-    if (stage[0] != 0 || stage[1] != 4 || stage[2] != 2 || confirms < 1 || confirms > 2) {
+    if (stage[0] != 0 || stage[1] != 4 || stage[2] != 2 || confirms > 2) {
         char *text = json_dumps (sum, JSON_INDENT (1));
         print_message ("status of %s after the restart:\n%s\n", s_batch_id, text ? text : "");
         free (text);
@@ -254,7 +257,16 @@ static void test_restart_between_stages (void **state)
     assert_int_equal (stage[0], 0);
     assert_int_equal (stage[1], 4);
     assert_int_equal (stage[2], 2);
-    assert_true (confirms >= 1 && confirms <= 2);
+    /* at most one confirm task per finalist, none made twice; none at all
+       only when the timings were too noisy for a provisional winner (a
+       box loaded by other builds: "2.47x +- 1.51, not beyond the 3%
+       threshold by more than its noise"), which the winner then says */
+    assert_true (confirms <= 2);
+    if (confirms == 0) {
+        const char *why = s_str (json_array_get (json_object_get (sum, "winners"), 0), "reason");
+        print_message ("no confirm task after the restart: %s\n", why);
+        assert_non_null (strstr (why, "by more than its noise"));
+    }
     assert_int_equal (s_int (sum, "total"), 1 + 4 + 2 + confirms);
     /* one accepted receipt per task, whatever the kill cut short */
     json_t *answer = ak_test_akctl_json (&s_c, "receipts %s", s_batch_id);
