@@ -10,18 +10,18 @@
     A write that fails inside a transaction poisons it: later operations and
     the commit return the first failure and nothing of it reaches the disk.
     Refusals that write nothing (AK_EEXIST for a receipt id, a bad key) leave
-    the transaction usable. */
+    the transaction usable.
+
+    This file is the engine (errors, lifecycle, transactions, raw access,
+    counters, blobs); the typed records are store_records.c (store_impl.h). */
 #include "store.h"
-#include "cpb.h"
+#include "store_impl.h"
 #include "digest.h"
-#include "envelope.h"
-#include "pbwire.h"
 #include "util.h"
 
 #include <czmq.h>
 #include <errno.h>
 #include <lmdb.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,61 +29,11 @@
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
-static const char *s_db_names[AK_DB_COUNT] = {
+const char *const store_db_names[AK_DB_COUNT] = {
     "meta", "batches", "tasks", "receipts", "attempts", "blobs", "workers", "profiles"
 };
 
-#define AK_STORE_KEY_MAX 511        /* LMDB's compiled default */
 #define AK_SCHEMA_KEY    "schema_version"
-
-struct ak_store {
-    MDB_env *env;
-    MDB_dbi dbi[AK_DB_COUNT];
-    char *dir;
-    atomic_int open_txns;
-    /* One reset read transaction kept for reuse: renewing it costs no
-       allocation and keeps its reader slot, where a new one takes both
-       (the coordinator opens one per dispatch).  NULL when none. */
-    _Atomic (MDB_txn *) spare;
-};
-
-#define S_COUNTERS 4                /* counters a transaction keeps in memory */
-#define S_COUNTER_KEY 32            /* ... when their key is shorter than this */
-
-struct ak_txn {
-    MDB_txn *txn;                   /* NULL once aborted after a failure */
-    ak_store_t *store;
-    bool write;
-    int failed;                     /* first failure, 0 while healthy */
-    char failed_msg[sizeof ((ak_err_t *) 0)->msg];
-    zhashx_t *later;                /* task_id -> s_later_t: packed at commit (put_task_later) */
-    ProtobufCAllocator *decode;     /* what records read are decoded into; NULL: malloc */
-    /* counters ak_store_next_id raised in this transaction, written once
-       before the commit or any other access to meta */
-    struct {
-        char     key[S_COUNTER_KEY];
-        uint64_t value;
-        bool     dirty;
-    } counters[S_COUNTERS];
-    size_t ncounters;
-};
-
-/* A task record to write at commit, with its cached definition, if any. */
-typedef struct {
-    const Ak__TaskRecord *rec;
-    ak_task_def_t *def;
-} s_later_t;
-
-static void s_later_free (void **item)
-{
-    free (*item);
-    *item = NULL;
-}
-
-static int s_put_msg (ak_txn_t *txn, ak_db_t db, const char *key, const ProtobufCMessage *msg,
-                      unsigned flags, ak_err_t *err);
-static int s_put (ak_txn_t *txn, ak_db_t db, const char *key, const void *val, size_t len,
-                  unsigned flags, void **reserved, ak_err_t *err);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -140,7 +90,7 @@ static int s_mdb_fail (ak_store_t *store, int mrc, ak_err_t *err, const char *wh
 /*  Records the first failure of a write transaction and aborts the LMDB
     transaction: after MDB_MAP_FULL and most other write errors LMDB allows
     nothing but an abort anyway. */
-static int s_txn_poison (ak_txn_t *txn, int rc, ak_err_t *err)
+int store_txn_poison (ak_txn_t *txn, int rc, ak_err_t *err)
 {
     if (!txn->failed) {
         txn->failed = rc;
@@ -154,7 +104,7 @@ static int s_txn_poison (ak_txn_t *txn, int rc, ak_err_t *err)
     return rc;
 }
 
-static int s_txn_usable (ak_txn_t *txn, ak_err_t *err)
+int store_txn_usable (ak_txn_t *txn, ak_err_t *err)
 {
     if (!txn)
         return ak_err_set (err, AK_EINVAL, "store: no transaction");
@@ -172,7 +122,7 @@ static int s_key (ak_txn_t *txn, ak_db_t db, const char *key, MDB_val *k, ak_err
     size_t n = key ? strlen (key) : 0;
     if (n == 0 || n > AK_STORE_KEY_MAX)
         return ak_err_set (err, AK_EINVAL, "store %s: %s: key of %zu bytes (must be 1..%d)",
-                           txn->store->dir, s_db_names[db], n, AK_STORE_KEY_MAX);
+                           txn->store->dir, store_db_names[db], n, AK_STORE_KEY_MAX);
     k->mv_data = (void *) key;
     k->mv_size = n;
     return 0;
@@ -224,10 +174,10 @@ static int s_open_dbs (ak_store_t *self, ak_err_t *err)
     if (rc)
         return rc;
     for (int i = 0; i < AK_DB_COUNT; i++) {
-        int mrc = mdb_dbi_open (txn, s_db_names[i], MDB_CREATE, &self->dbi[i]);
+        int mrc = mdb_dbi_open (txn, store_db_names[i], MDB_CREATE, &self->dbi[i]);
         if (mrc) {
             char what[64];
-            snprintf (what, sizeof what, "mdb_dbi_open (%s)", s_db_names[i]);
+            snprintf (what, sizeof what, "mdb_dbi_open (%s)", store_db_names[i]);
             rc = s_mdb_fail (self, mrc, err, what);
             goto fail;
         }
@@ -445,214 +395,6 @@ static void s_txn_free (ak_txn_t **txn_p)
     free (txn);
     *txn_p = NULL;
 }
-
-/* The fields of a TaskRecord that change after the task is created: its
-   state.  Every other field is its definition, fixed when the task is
-   created (expand.c, rounds.c, verify.c): ak_store_put_task_later with a
-   def writes those as bytes kept from an earlier read or write.  A field
-   added to TaskRecord that changes later must be listed here; debug builds
-   catch one that is not (s_bytes_check).  Each is a string or an unsigned
-   integer. */
-#define AK_TASK_STATE_FIELDS(X) \
-    X (state) X (attempt) X (receipt_id) X (status) X (worker_id) X (queued_ms) \
-    X (leased_ms) X (finished_ms) X (duplicates) X (last_error) X (attempt_base) \
-    X (lease_deadline_ms)
-
-#define S_NAME(f) #f,
-static const char *s_state_names[] = { AK_TASK_STATE_FIELDS (S_NAME) };
-#undef S_NAME
-#define S_NSTATE (sizeof s_state_names / sizeof s_state_names[0])
-static const ProtobufCFieldDescriptor *s_state_fields[S_NSTATE];
-static pthread_once_t s_state_once = PTHREAD_ONCE_INIT;
-
-/* The fields of a Receipt that the coordinator sets on intake (intake.c):
-   ak_store_put_receipt_raw writes them after the bytes the worker sent. */
-#define AK_RECEIPT_COORD_FIELDS(X) \
-    X (receipt_id) X (batch_id) X (worker_id) X (received_at_ms) X (duplicate)
-
-#define S_NAME(f) #f,
-static const char *s_coord_names[] = { AK_RECEIPT_COORD_FIELDS (S_NAME) };
-#undef S_NAME
-#define S_NCOORD (sizeof s_coord_names / sizeof s_coord_names[0])
-static const ProtobufCFieldDescriptor *s_coord_fields[S_NCOORD];
-
-/* The descriptors of names in desc, each a string, bool or unsigned
-   integer field that is not repeated (else a build error: abort). */
-static void s_fields_find (const ProtobufCMessageDescriptor *desc, const char *const *names, size_t n,
-                           const ProtobufCFieldDescriptor **out)
-{
-    for (size_t i = 0; i < n; i++) {
-        const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name (desc, names[i]);
-        if (!f || f->label == PROTOBUF_C_LABEL_REPEATED
-            || (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_UINT32
-                && f->type != PROTOBUF_C_TYPE_UINT64 && f->type != PROTOBUF_C_TYPE_BOOL))
-            abort ();               /* a field list names a field it cannot encode */
-        out[i] = f;
-    }
-}
-
-/* The fields of a slim task record (ak_store_get_task_slim): its id, its
-   batch and its state. */
-static const char *s_slim_extra[] = { "task_id", "batch_id" };
-#define S_NSLIM (S_NSTATE + sizeof s_slim_extra / sizeof s_slim_extra[0])
-static ak_pbw_set_t s_slim_set;
-static uint32_t     s_slim_high[S_NSLIM];
-
-/* A WorkerRecord written with its HELLO packed beforehand
-   (ak_store_put_worker_hello): the HELLO's field, and the others. */
-static const char *s_worker_names[] = {
-    "state", "first_seen_ms", "last_seen_ms", "tasks_done", "registrations", "key"
-};
-#define S_NWORKER (sizeof s_worker_names / sizeof s_worker_names[0])
-static const ProtobufCFieldDescriptor *s_worker_fields[S_NWORKER];
-static const ProtobufCFieldDescriptor *s_hello_field;
-
-static void s_state_fields_init (void)
-{
-    s_fields_find (&ak__worker_record__descriptor, s_worker_names, S_NWORKER, s_worker_fields);
-    s_hello_field = protobuf_c_message_descriptor_get_field_by_name (&ak__worker_record__descriptor, "hello");
-    if (!s_hello_field || s_hello_field->type != PROTOBUF_C_TYPE_MESSAGE
-        || ak__worker_record__descriptor.n_fields != S_NWORKER + 1)
-        abort ();                   /* WorkerRecord gained a field this writer does not know */
-    s_fields_find (&ak__task_record__descriptor, s_state_names, S_NSTATE, s_state_fields);
-    const ProtobufCFieldDescriptor *extra[sizeof s_slim_extra / sizeof s_slim_extra[0]];
-    s_fields_find (&ak__task_record__descriptor, s_slim_extra, sizeof s_slim_extra / sizeof s_slim_extra[0],
-                   extra);
-    for (size_t i = 0; i < S_NSLIM; i++)
-        if (!ak_pbw_set_add (&s_slim_set, i < S_NSTATE ? s_state_fields[i]->id : extra[i - S_NSTATE]->id,
-                             s_slim_high, S_NSLIM))
-            abort ();
-    s_fields_find (&ak__receipt__descriptor, s_coord_names, S_NCOORD, s_coord_fields);
-}
-
-/* Encodes the given fields of msg at p (NULL: only counts), each one also
-   when empty or zero (a decoder takes the last value of a field, so these
-   replace any earlier ones in the same bytes); returns the size. */
-static size_t s_fields_encode (const void *msg, const ProtobufCFieldDescriptor *const *fields,
-                               size_t nfields, uint8_t *p)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < nfields; i++) {
-        const ProtobufCFieldDescriptor *f = fields[i];
-        const char *member = (const char *) msg + f->offset;
-        if (f->type == PROTOBUF_C_TYPE_STRING) {
-            const char *str = *(char *const *) member;
-            size_t len = str ? strlen (str) : 0;
-            n += ak_pbw_tag (p ? p + n : NULL, f->id, AK_PBW_LEN);
-            n += ak_pbw_varint (p ? p + n : NULL, len);
-            if (p && len)
-                memcpy (p + n, str, len);
-            n += len;
-        }
-        else {
-            uint64_t v = f->type == PROTOBUF_C_TYPE_UINT64 ? *(const uint64_t *) member
-                       : f->type == PROTOBUF_C_TYPE_BOOL   ? *(const protobuf_c_boolean *) member != 0
-                                                           : *(const uint32_t *) member;
-            n += ak_pbw_tag (p ? p + n : NULL, f->id, AK_PBW_VARINT);
-            n += ak_pbw_varint (p ? p + n : NULL, v);
-        }
-    }
-    return n;
-}
-
-static size_t s_state_encode (const Ak__TaskRecord *rec, uint8_t *p)
-{
-    return s_fields_encode (rec, s_state_fields, S_NSTATE, p);
-}
-
-void ak_task_def_clear (ak_task_def_t *def)
-{
-    if (def) {
-        free (def->data);
-        *def = (ak_task_def_t) { 0 };
-    }
-}
-
-/* Decodes the slim record of the task record bytes data: only the fields
-   of s_slim_set.  NULL when the bytes do not parse. */
-static Ak__TaskRecord *s_slim_unpack (const uint8_t *data, size_t len)
-{
-    if (pthread_once (&s_state_once, s_state_fields_init) != 0)
-        abort ();
-    return (Ak__TaskRecord *) ak_pbw_unpack_only (&ak__task_record__descriptor, data, len, &s_slim_set);
-}
-
-#ifndef NDEBUG
-/* Debug builds: what a write of stored bytes plus fields put in the store
-   (val) must decode to msg: a definition field changed on a cached task
-   record, a state field missing from AK_TASK_STATE_FIELDS, or a receipt
-   field the coordinator sets missing from AK_RECEIPT_COORD_FIELDS, would
-   otherwise be lost silently.  A slim record (ak_store_get_task_slim,
-   ak_envelope_slim_receipt) must be the slim part of what was stored, and
-   hold nothing else. */
-static void s_bytes_check (const ProtobufCMessage *msg, const char *id, const void *val, size_t len)
-{
-    ProtobufCMessage *back = protobuf_c_message_unpack (msg->descriptor, NULL, len, val);
-    bool same = back && ak_cpb_same (msg, back);
-    if (back && !same) {
-        ProtobufCMessage *slim = msg->descriptor == &ak__task_record__descriptor
-                               ? (ProtobufCMessage *) s_slim_unpack (val, len)
-                               : msg->descriptor == &ak__receipt__descriptor
-                               ? (ProtobufCMessage *) ak_envelope_slim_receipt (val, len) : NULL;
-        same = slim && ak_cpb_same (msg, slim);
-        protobuf_c_message_free_unpacked (slim, NULL);
-    }
-    if (!same) {
-        fprintf (stderr, "store: %s %s: its stored bytes plus the fields written after them no "
-                 "longer match the record (AK_TASK_STATE_FIELDS, AK_RECEIPT_COORD_FIELDS, store.c)\n",
-                 msg->descriptor->short_name, id);
-        abort ();
-    }
-    protobuf_c_message_free_unpacked (back, NULL);
-}
-#endif
-
-/*  Writes rec as its definition's bytes followed by its state fields; the
-    first such write without stored bytes packs the definition. */
-static int s_put_task_split (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_task_def_t *def, ak_err_t *err)
-{
-    if (pthread_once (&s_state_once, s_state_fields_init) != 0)
-        abort ();
-    if (!def->packed) {
-        static const Ak__TaskRecord init = AK__TASK_RECORD__INIT;
-        Ak__TaskRecord d = *rec;
-#define S_CLEAR(f) d.f = init.f;
-        AK_TASK_STATE_FIELDS (S_CLEAR)
-#undef S_CLEAR
-        def->len = protobuf_c_message_get_packed_size (&d.base);
-        def->data = ak_malloc (def->len);
-        if (protobuf_c_message_pack (&d.base, def->data) != def->len)
-            abort ();               /* protobuf-c contradicts itself: a bug */
-        def->packed = true;
-    }
-    size_t slen = s_state_encode (rec, NULL);
-    void *space = NULL;
-    int rc = s_put (txn, AK_DB_TASKS, rec->task_id, NULL, def->len + slen, MDB_RESERVE, &space, err);
-    if (rc)
-        return rc;
-    memcpy (space, def->data, def->len);
-    s_state_encode (rec, (uint8_t *) space + def->len);
-#ifndef NDEBUG
-    s_bytes_check (&rec->base, rec->task_id, space, def->len + slen);
-#endif
-    return 0;
-}
-
-/*  Packs and writes the task records deferred by ak_store_put_task_later,
-    each once, as they are now.  0 or the first failure (which poisons the
-    transaction). */
-static int s_write_later (ak_txn_t *txn, ak_err_t *err)
-{
-    if (!txn->later || zhashx_size (txn->later) == 0)
-        return 0;
-    int rc = 0;
-    for (s_later_t *e = zhashx_first (txn->later); e && rc == 0; e = zhashx_next (txn->later))
-        rc = e->def ? s_put_task_split (txn, e->rec, e->def, err)
-                    : s_put_msg (txn, AK_DB_TASKS, e->rec->task_id, &e->rec->base, 0, err);
-    zhashx_purge (txn->later);
-    return rc;
-}
-
 /*  Writes the counters ak_store_next_id raised and has not written yet.
     0 or the first failure (which poisons the transaction). */
 static int s_write_counters (ak_txn_t *txn, ak_err_t *err)
@@ -663,7 +405,7 @@ static int s_write_counters (ak_txn_t *txn, ak_err_t *err)
         txn->counters[i].dirty = false;
         char text[24];
         int len = snprintf (text, sizeof text, "%llu", (unsigned long long) txn->counters[i].value);
-        int rc = s_put (txn, AK_DB_META, txn->counters[i].key, text, (size_t) len, 0, NULL, err);
+        int rc = store_put (txn, AK_DB_META, txn->counters[i].key, text, (size_t) len, 0, NULL, err);
         if (rc)
             return rc;
     }
@@ -674,7 +416,7 @@ static int s_write_counters (ak_txn_t *txn, ak_err_t *err)
    task records (tasks) or counters (meta). */
 static int s_write_deferred (ak_txn_t *txn, ak_db_t db, ak_err_t *err)
 {
-    return db == AK_DB_TASKS ? s_write_later (txn, err)
+    return db == AK_DB_TASKS ? store_write_later (txn, err)
          : db == AK_DB_META  ? s_write_counters (txn, err) : 0;
 }
 
@@ -693,7 +435,7 @@ int ak_store_commit (ak_txn_t **txn_p, ak_err_t *err)
     }
     else if (!txn->txn)
         rc = ak_err_set (err, AK_ESTATE, "store %s: transaction is closed", txn->store->dir);
-    else if ((rc = s_write_later (txn, err)) != 0 || (rc = s_write_counters (txn, err)) != 0) {
+    else if ((rc = store_write_later (txn, err)) != 0 || (rc = s_write_counters (txn, err)) != 0) {
         if (txn->txn)               /* s_put aborted it already when it poisoned it */
             mdb_txn_abort (txn->txn);
     }
@@ -731,29 +473,29 @@ void ak_store_abort (ak_txn_t **txn_p)
 /*  mdb_put with flags; LMDB failures poison the transaction.  With
     MDB_NOOVERWRITE an existing key is AK_EEXIST and the transaction stays
     usable.  With MDB_RESERVE, *reserved receives the space to fill. */
-static int s_put (ak_txn_t *txn, ak_db_t db, const char *key, const void *val, size_t len,
+int store_put (ak_txn_t *txn, ak_db_t db, const char *key, const void *val, size_t len,
                   unsigned flags, void **reserved, ak_err_t *err)
 {
     MDB_val k, v;
-    int rc = s_txn_usable (txn, err);
+    int rc = store_txn_usable (txn, err);
     if (!rc)
         rc = s_key (txn, db, key, &k, err);
     if (rc)
         return rc;
     if (!txn->write)
         return ak_err_set (err, AK_ESTATE, "store %s: put to %s in a read transaction",
-                           txn->store->dir, s_db_names[db]);
+                           txn->store->dir, store_db_names[db]);
     v.mv_data = (void *) val;
     v.mv_size = len;
     int mrc = mdb_put (txn->txn, txn->store->dbi[db], &k, &v, flags);
     if (mrc == MDB_KEYEXIST && (flags & MDB_NOOVERWRITE))
         return ak_err_set (err, AK_EEXIST, "store %s: %s: key '%s' already exists",
-                           txn->store->dir, s_db_names[db], key);
+                           txn->store->dir, store_db_names[db], key);
     if (mrc) {
         char what[AK_STORE_KEY_MAX + 64];
-        snprintf (what, sizeof what, "mdb_put (%s, '%s', %zu bytes)", s_db_names[db], key, len);
+        snprintf (what, sizeof what, "mdb_put (%s, '%s', %zu bytes)", store_db_names[db], key, len);
         rc = s_mdb_fail (txn->store, mrc, err, what);
-        return s_txn_poison (txn, rc, err);
+        return store_txn_poison (txn, rc, err);
     }
     if (reserved)
         *reserved = v.mv_data;
@@ -770,14 +512,14 @@ int ak_store_put (ak_txn_t *txn, ak_db_t db, const char *key, const void *val, s
             return rc;
         txn->ncounters = 0;             /* this put may set one of them */
     }
-    return s_put (txn, db, key, val ? val : "", len, 0, NULL, err);
+    return store_put (txn, db, key, val ? val : "", len, 0, NULL, err);
 }
 
 /* Looks key up; v points into the map, valid for the transaction. */
-static int s_get_ref (ak_txn_t *txn, ak_db_t db, const char *key, MDB_val *v, ak_err_t *err)
+int store_get_ref (ak_txn_t *txn, ak_db_t db, const char *key, MDB_val *v, ak_err_t *err)
 {
     MDB_val k;
-    int rc = s_txn_usable (txn, err);
+    int rc = store_txn_usable (txn, err);
     if (!rc)
         rc = s_write_deferred (txn, db, err);      /* a read sees the deferred writes */
     if (!rc)
@@ -787,10 +529,10 @@ static int s_get_ref (ak_txn_t *txn, ak_db_t db, const char *key, MDB_val *v, ak
     int mrc = mdb_get (txn->txn, txn->store->dbi[db], &k, v);
     if (mrc == MDB_NOTFOUND)
         return ak_err_set (err, AK_ENOTFOUND, "store %s: %s: key '%s' not found",
-                           txn->store->dir, s_db_names[db], key);
+                           txn->store->dir, store_db_names[db], key);
     if (mrc) {
         char what[AK_STORE_KEY_MAX + 64];
-        snprintf (what, sizeof what, "mdb_get (%s, '%s')", s_db_names[db], key);
+        snprintf (what, sizeof what, "mdb_get (%s, '%s')", store_db_names[db], key);
         return s_mdb_fail (txn->store, mrc, err, what);
     }
     return 0;
@@ -804,7 +546,7 @@ int ak_store_get (ak_txn_t *txn, ak_db_t db, const char *key, void **val_p, size
     if (len_p)
         *len_p = 0;
     MDB_val v;
-    int rc = s_get_ref (txn, db, key, &v, err);
+    int rc = store_get_ref (txn, db, key, &v, err);
     if (rc)
         return rc;
     char *copy = ak_malloc (v.mv_size + 1);
@@ -820,7 +562,7 @@ int ak_store_get (ak_txn_t *txn, ak_db_t db, const char *key, void **val_p, size
 int ak_store_del (ak_txn_t *txn, ak_db_t db, const char *key, ak_err_t *err)
 {
     MDB_val k;
-    int rc = s_txn_usable (txn, err);
+    int rc = store_txn_usable (txn, err);
     if (!rc)
         rc = s_key (txn, db, key, &k, err);
     if (rc)
@@ -834,16 +576,16 @@ int ak_store_del (ak_txn_t *txn, ak_db_t db, const char *key, ak_err_t *err)
     }
     if (!txn->write)
         return ak_err_set (err, AK_ESTATE, "store %s: delete from %s in a read transaction",
-                           txn->store->dir, s_db_names[db]);
+                           txn->store->dir, store_db_names[db]);
     int mrc = mdb_del (txn->txn, txn->store->dbi[db], &k, NULL);
     if (mrc == MDB_NOTFOUND)
         return ak_err_set (err, AK_ENOTFOUND, "store %s: %s: key '%s' not found",
-                           txn->store->dir, s_db_names[db], key);
+                           txn->store->dir, store_db_names[db], key);
     if (mrc) {
         char what[AK_STORE_KEY_MAX + 64];
-        snprintf (what, sizeof what, "mdb_del (%s, '%s')", s_db_names[db], key);
+        snprintf (what, sizeof what, "mdb_del (%s, '%s')", store_db_names[db], key);
         rc = s_mdb_fail (txn->store, mrc, err, what);
-        return s_txn_poison (txn, rc, err);
+        return store_txn_poison (txn, rc, err);
     }
     return 0;
 }
@@ -860,7 +602,7 @@ int ak_store_walk (ak_txn_t *txn, ak_db_t db, const char *prefix, ak_store_walk_
 int ak_store_walk_after (ak_txn_t *txn, ak_db_t db, const char *prefix, const char *after,
                          ak_store_walk_fn *fn, void *arg, ak_err_t *err)
 {
-    int rc = s_txn_usable (txn, err);
+    int rc = store_txn_usable (txn, err);
     if (!rc && (int) db >= 0 && db < AK_DB_COUNT)
         rc = s_write_deferred (txn, db, err);
     if (rc)
@@ -898,7 +640,7 @@ int ak_store_walk_after (ak_txn_t *txn, ak_db_t db, const char *prefix, const ch
     }
     if (!rc && mrc && mrc != MDB_NOTFOUND) {
         char what[64];
-        snprintf (what, sizeof what, "mdb_cursor_get (%s)", s_db_names[db]);
+        snprintf (what, sizeof what, "mdb_cursor_get (%s)", store_db_names[db]);
         rc = s_mdb_fail (txn->store, mrc, err, what);
     }
     mdb_cursor_close (cur);
@@ -907,7 +649,7 @@ int ak_store_walk_after (ak_txn_t *txn, ak_db_t db, const char *prefix, const ch
 
 int ak_store_count (ak_txn_t *txn, ak_db_t db, uint64_t *count, ak_err_t *err)
 {
-    int rc = s_txn_usable (txn, err);
+    int rc = store_txn_usable (txn, err);
     if (!rc && (int) db >= 0 && db < AK_DB_COUNT)
         rc = s_write_deferred (txn, db, err);
     if (rc)
@@ -945,7 +687,7 @@ int ak_store_next_id (ak_txn_t *txn, const char *name, uint64_t *value, ak_err_t
     }
     MDB_val v;
     uint64_t current = 0;
-    int rc = s_get_ref (txn, AK_DB_META, key, &v, err);
+    int rc = store_get_ref (txn, AK_DB_META, key, &v, err);
     if (rc == 0) {
         if (s_parse_u64 (v.mv_data, v.mv_size, &current) != 0 || current == UINT64_MAX)
             return ak_err_set (err, AK_ESTORE, "store %s: meta: counter '%s' holds a bad value",
@@ -964,7 +706,7 @@ int ak_store_next_id (ak_txn_t *txn, const char *name, uint64_t *value, ak_err_t
     }
     char text[24];
     int len = snprintf (text, sizeof text, "%llu", (unsigned long long) (current + 1));
-    rc = s_put (txn, AK_DB_META, key, text, (size_t) len, 0, NULL, err);
+    rc = store_put (txn, AK_DB_META, key, text, (size_t) len, 0, NULL, err);
     if (rc)
         return rc;
     *value = current + 1;
@@ -981,12 +723,12 @@ int ak_store_put_blob (ak_txn_t *txn, const void *data, size_t len, char digest[
     if (rc)
         return ak_err_set (err, rc, "store: put_blob: sha256 failed");
     MDB_val v;
-    rc = s_get_ref (txn, AK_DB_BLOBS, digest, &v, err);
+    rc = store_get_ref (txn, AK_DB_BLOBS, digest, &v, err);
     if (rc == 0)
         return 0;                   /* same bytes, already there */
     if (rc != AK_ENOTFOUND)
         return rc;
-    return s_put (txn, AK_DB_BLOBS, digest, data ? data : "", len, 0, NULL, err);
+    return store_put (txn, AK_DB_BLOBS, digest, data ? data : "", len, 0, NULL, err);
 }
 
 /*  Returns the blob NUL-terminated (caller frees).  The bytes are re-hashed
@@ -1016,223 +758,4 @@ int ak_store_get_blob (ak_txn_t *txn, const char *digest, char **data_p, size_t 
     if (len_p)
         *len_p = len;
     return 0;
-}
-
-/* --------------------------------------------------------- typed records */
-
-/*  Packs msg straight into LMDB's memory (MDB_RESERVE) under key. */
-static int s_put_msg (ak_txn_t *txn, ak_db_t db, const char *key, const ProtobufCMessage *msg,
-                      unsigned flags, ak_err_t *err)
-{
-    if (!msg)
-        return ak_err_set (err, AK_EINVAL, "store: %s: no record", s_db_names[db]);
-    if (!key || !*key)
-        return ak_err_set (err, AK_EINVAL, "store: %s: record has no id", s_db_names[db]);
-    size_t size = protobuf_c_message_get_packed_size (msg);
-    void *space = NULL;
-    int rc = s_put (txn, db, key, NULL, size, flags | MDB_RESERVE, &space, err);
-    if (rc)
-        return rc;
-    if (size && protobuf_c_message_pack (msg, space) != size) {
-        rc = ak_err_set (err, AK_EINTERNAL, "store %s: %s: '%s' packed to an unexpected size",
-                         txn->store->dir, s_db_names[db], key);
-        return s_txn_poison (txn, rc, err);
-    }
-    return 0;
-}
-
-/* Looks key up and decodes it (only the fields in keep, when given: see
-   ak_store_get_only); raw, when given, is the stored value (valid for the
-   transaction). */
-static int s_get_msg_raw (ak_txn_t *txn, ak_db_t db, const char *key, const ProtobufCMessageDescriptor *desc,
-                          const ak_pbw_set_t *keep, ProtobufCMessage **msg_p, MDB_val *raw, ak_err_t *err)
-{
-    if (!msg_p)
-        return ak_err_set (err, AK_EINVAL, "store: %s: no output pointer", s_db_names[db]);
-    *msg_p = NULL;
-    MDB_val v;
-    int rc = s_get_ref (txn, db, key, &v, err);
-    if (rc)
-        return rc;
-    ProtobufCMessage *msg = keep ? ak_pbw_unpack_only_with (desc, txn->decode, v.mv_data, v.mv_size, keep)
-                                 : protobuf_c_message_unpack (desc, txn->decode, v.mv_size, v.mv_data);
-    if (!msg)
-        return ak_err_set (err, AK_ESTORE, "store %s: %s: key '%s': value of %zu bytes does not "
-                           "decode as %s", txn->store->dir, s_db_names[db], key, v.mv_size,
-                           desc->name);
-    *msg_p = msg;
-    if (raw)
-        *raw = v;
-    return 0;
-}
-
-int ak_store_get_only (ak_txn_t *txn, ak_db_t db, const char *key, const ProtobufCMessageDescriptor *desc,
-                       const ak_pbw_set_t *keep, ProtobufCMessage **msg_p, ak_err_t *err)
-{
-    return s_get_msg_raw (txn, db, key, desc, keep, msg_p, NULL, err);
-}
-
-static int s_get_msg (ak_txn_t *txn, ak_db_t db, const char *key,
-                      const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg_p, ak_err_t *err)
-{
-    return s_get_msg_raw (txn, db, key, desc, NULL, msg_p, NULL, err);
-}
-
-int ak_store_put_batch (ak_txn_t *txn, const Ak__BatchRecord *rec, ak_err_t *err)
-{
-    return s_put_msg (txn, AK_DB_BATCHES, rec ? rec->batch_id : NULL, rec ? &rec->base : NULL, 0, err);
-}
-
-int ak_store_get_batch (ak_txn_t *txn, const char *batch_id, Ak__BatchRecord **rec_p, ak_err_t *err)
-{
-    return s_get_msg (txn, AK_DB_BATCHES, batch_id, &ak__batch_record__descriptor,
-                      (ProtobufCMessage **) rec_p, err);
-}
-
-int ak_store_put_task (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err)
-{
-    if (txn && txn->later && rec && rec->task_id)
-        zhashx_delete (txn->later, rec->task_id);      /* this write is the newer one */
-    return s_put_msg (txn, AK_DB_TASKS, rec ? rec->task_id : NULL, rec ? &rec->base : NULL, 0, err);
-}
-
-/*  Records rec to be packed and written when the transaction commits (or
-    before anything reads the tasks database in it), once however often it
-    is put: a record written twice in one group commit is packed once. */
-int ak_store_put_task_later (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_task_def_t *def, ak_err_t *err)
-{
-    int rc = s_txn_usable (txn, err);
-    if (rc)
-        return rc;
-    if (!txn->write)
-        return ak_err_set (err, AK_ESTATE, "store %s: put to tasks in a read transaction", txn->store->dir);
-    if (!rec || !rec->task_id || !*rec->task_id)
-        return ak_err_set (err, AK_EINVAL, "store: tasks: record has no id");
-    if (!txn->later) {
-        txn->later = zhashx_new ();
-        if (!txn->later)
-            abort ();
-        zhashx_set_destructor (txn->later, s_later_free);
-    }
-    s_later_t *e = ak_malloc (sizeof *e);
-    e->rec = rec;
-    e->def = def;
-    zhashx_update (txn->later, rec->task_id, e);
-    return 0;
-}
-
-int ak_store_get_task (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_p, ak_err_t *err)
-{
-    return s_get_msg (txn, AK_DB_TASKS, task_id, &ak__task_record__descriptor,
-                      (ProtobufCMessage **) rec_p, err);
-}
-
-int ak_store_get_task_def (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **rec_p,
-                           ak_task_def_t *def, ak_err_t *err)
-{
-    ak_task_def_clear (def);
-    MDB_val v;
-    int rc = s_get_msg_raw (txn, AK_DB_TASKS, task_id, &ak__task_record__descriptor, NULL,
-                            (ProtobufCMessage **) rec_p, &v, err);
-    if (rc == 0 && def) {
-        def->data = ak_malloc (v.mv_size ? v.mv_size : 1);
-        memcpy (def->data, v.mv_data, v.mv_size);
-        def->len = v.mv_size;
-        def->packed = true;
-    }
-    return rc;
-}
-
-int ak_store_get_task_slim (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **slim_p,
-                            ak_task_def_t *def, ak_err_t *err)
-{
-    ak_task_def_clear (def);
-    *slim_p = NULL;
-    MDB_val v;
-    int rc = s_get_ref (txn, AK_DB_TASKS, task_id, &v, err);
-    if (rc)
-        return rc;
-    Ak__TaskRecord *slim = s_slim_unpack (v.mv_data, v.mv_size);
-    if (!slim)
-        return ak_err_set (err, AK_ESTORE, "store %s: tasks: '%s' does not decode", txn->store->dir, task_id);
-    def->data = ak_malloc (v.mv_size ? v.mv_size : 1);
-    memcpy (def->data, v.mv_data, v.mv_size);
-    def->len = v.mv_size;
-    def->packed = true;
-    *slim_p = slim;
-    return 0;
-}
-
-int ak_store_put_receipt (ak_txn_t *txn, const Ak__Receipt *rec, ak_err_t *err)
-{
-    return s_put_msg (txn, AK_DB_RECEIPTS, rec ? rec->receipt_id : NULL, rec ? &rec->base : NULL,
-                      MDB_NOOVERWRITE, err);
-}
-
-int ak_store_put_receipt_raw (ak_txn_t *txn, const Ak__Receipt *rec, const void *raw, size_t len,
-                              ak_err_t *err)
-{
-    if (!raw)
-        return ak_store_put_receipt (txn, rec, err);
-    if (!rec || !rec->receipt_id || !*rec->receipt_id)
-        return ak_err_set (err, AK_EINVAL, "store: receipts: record has no id");
-    if (pthread_once (&s_state_once, s_state_fields_init) != 0)
-        abort ();
-    size_t clen = s_fields_encode (rec, s_coord_fields, S_NCOORD, NULL);
-    void *space = NULL;
-    int rc = s_put (txn, AK_DB_RECEIPTS, rec->receipt_id, NULL, len + clen, MDB_NOOVERWRITE | MDB_RESERVE,
-                    &space, err);
-    if (rc)
-        return rc;
-    memcpy (space, raw, len);
-    s_fields_encode (rec, s_coord_fields, S_NCOORD, (uint8_t *) space + len);
-#ifndef NDEBUG
-    s_bytes_check (&rec->base, rec->receipt_id, space, len + clen);
-#endif
-    return 0;
-}
-
-int ak_store_get_receipt (ak_txn_t *txn, const char *receipt_id, Ak__Receipt **rec_p, ak_err_t *err)
-{
-    return s_get_msg (txn, AK_DB_RECEIPTS, receipt_id, &ak__receipt__descriptor,
-                      (ProtobufCMessage **) rec_p, err);
-}
-
-int ak_store_put_worker (ak_txn_t *txn, const Ak__WorkerRecord *rec, ak_err_t *err)
-{
-    const char *id = rec && rec->hello ? rec->hello->worker_id : NULL;
-    return s_put_msg (txn, AK_DB_WORKERS, id, rec ? &rec->base : NULL, 0, err);
-}
-
-int ak_store_put_worker_hello (ak_txn_t *txn, const Ak__WorkerRecord *rec, const void *hello, size_t hello_len,
-                               ak_err_t *err)
-{
-    if (!hello)
-        return ak_store_put_worker (txn, rec, err);
-    if (!rec || !rec->hello || !rec->hello->worker_id || !*rec->hello->worker_id)
-        return ak_err_set (err, AK_EINVAL, "store: workers: record has no id");
-    if (pthread_once (&s_state_once, s_state_fields_init) != 0)
-        abort ();
-    size_t n = ak_pbw_tag (NULL, s_hello_field->id, AK_PBW_LEN) + ak_pbw_varint (NULL, hello_len) + hello_len
-             + s_fields_encode (rec, s_worker_fields, S_NWORKER, NULL);
-    void *space = NULL;
-    int rc = s_put (txn, AK_DB_WORKERS, rec->hello->worker_id, NULL, n, MDB_RESERVE, &space, err);
-    if (rc)
-        return rc;
-    uint8_t *p = space;
-    p += ak_pbw_tag (p, s_hello_field->id, AK_PBW_LEN);
-    p += ak_pbw_varint (p, hello_len);
-    memcpy (p, hello, hello_len);
-    p += hello_len;
-    s_fields_encode (rec, s_worker_fields, S_NWORKER, p);
-#ifndef NDEBUG
-    s_bytes_check (&rec->base, rec->hello->worker_id, space, n);
-#endif
-    return 0;
-}
-
-int ak_store_get_worker (ak_txn_t *txn, const char *worker_id, Ak__WorkerRecord **rec_p, ak_err_t *err)
-{
-    return s_get_msg (txn, AK_DB_WORKERS, worker_id, &ak__worker_record__descriptor,
-                      (ProtobufCMessage **) rec_p, err);
 }

@@ -121,7 +121,7 @@ int ak_store_put_task (ak_txn_t *txn, const Ak__TaskRecord *rec, ak_err_t *err);
    id in txn afterwards replaces it. */
 /* def, when given, caches the bytes of rec's definition (every field but
    its state ones, which alone change once the task exists:
-   AK_TASK_STATE_FIELDS in store.c) across writes, so that a record
+   AK_TASK_STATE_FIELDS in store_records.c) across writes, so that a record
    written several times is packed whole at most once: each write is those
    bytes followed by the state fields, every one of them encoded even when
    empty or zero, so that they override whatever state the bytes hold
@@ -146,7 +146,7 @@ int ak_store_get_task_def (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **
 /* For the record cache of a leased task (sched.h): def (cleared first)
    holds a copy of task_id's stored bytes and *slim_p the slim record
    decoded from them: task_id, batch_id and the state fields alone
-   (AK_TASK_STATE_FIELDS, store.c), which is all the group commit changes;
+   (AK_TASK_STATE_FIELDS, store_records.c), which is all the group commit changes;
    ak_store_put_task_later writes it as def's bytes plus its state.
    AK_ESTORE when the bytes do not decode. */
 int ak_store_get_task_slim (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **slim_p,
@@ -154,7 +154,7 @@ int ak_store_get_task_slim (ak_txn_t *txn, const char *task_id, Ak__TaskRecord *
 int ak_store_put_receipt (ak_txn_t *txn, const Ak__Receipt *rec, ak_err_t *err);   /* AK_EEXIST if the id exists */
 /* Like ak_store_put_receipt, for a receipt decoded from raw (the bytes a
    worker sent) and changed since only in the fields the coordinator sets
-   (AK_RECEIPT_COORD_FIELDS in store.c: receipt_id, batch_id, worker_id,
+   (AK_RECEIPT_COORD_FIELDS in store_records.c: receipt_id, batch_id, worker_id,
    received_at_ms, duplicate): stores raw followed by those fields, which a
    decoder takes over the worker's values, instead of packing rec again.
    raw NULL: ak_store_put_receipt.  Debug builds check the result. */

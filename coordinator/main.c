@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "auth.h"
+#include "cli.h"
 #include "coord.h"
 #include "endpoint.h"
 #include "log.h"
@@ -86,28 +87,6 @@ static void s_usage (FILE *out)
         "will not help: RestartPreventExitStatus=2 in the systemd unit).\n");
 }
 
-static int s_bad (const char *fmt, const char *a, const char *b)
-{
-    fprintf (stderr, "akcoord: ");
-    fprintf (stderr, fmt, a, b);
-    fprintf (stderr, "\nTry 'akcoord --help'.\n");
-    return 2;
-}
-
-static int s_uint (const char *flag, const char *text, int64_t lo, int64_t hi, uint32_t *out)
-{
-    int64_t v;
-    if (ak_parse_i64 (text, &v) || v < lo || v > hi) {
-        char range[64];
-        snprintf (range, sizeof range, "%lld..%lld", (long long) lo, (long long) hi);
-        fprintf (stderr, "akcoord: %s: '%s' is not an integer in %s\nTry 'akcoord --help'.\n",
-                 flag, text, range);
-        return 2;
-    }
-    *out = (uint32_t) v;
-    return 0;
-}
-
 /* A size in bytes: digits with an optional K, M or G (powers of 1024). */
 static int s_size (const char *flag, const char *text, size_t *out)
 {
@@ -124,11 +103,8 @@ static int s_size (const char *flag, const char *text, size_t *out)
         }
     }
     if (errno || end == text || !end || *end || !(text[0] >= '0' && text[0] <= '9')
-        || v > (1ull << 40) >> shift || (v << shift) < (64ull << 10)) {
-        fprintf (stderr, "akcoord: %s: '%s' is not a size from 64K to 1024G\nTry 'akcoord --help'.\n",
-                 flag, text);
-        return 2;
-    }
+        || v > (1ull << 40) >> shift || (v << shift) < (64ull << 10))
+        return ak_cli_bad ("akcoord", "%s: '%s' is not a size from 64K to 1024G", flag, text);
     *out = (size_t) (v << shift);
     return 0;
 }
@@ -144,14 +120,20 @@ static int s_check_auth (const ak_coord_opts_t *opts, size_t *nkeys_p)
     int rc = probe ? ak_auth_server_setup (probe, opts->cert_file, "probe", &err) : AK_EIO;
     zsock_destroy (&probe);
     if (rc)
-        return s_bad ("--cert: %s%s", err.msg[0] ? err.msg : "cannot create a ZeroMQ socket", "");
+        return ak_cli_bad ("akcoord", "--cert: %s", err.msg[0] ? err.msg : "cannot create a ZeroMQ socket");
     ak_keyring_t *ring = NULL;
     rc = ak_keyring_load (opts->keys_dir, &ring, &err);
     if (rc)
-        return s_bad ("--keys: %s%s", err.msg, "");
+        return ak_cli_bad ("akcoord", "--keys: %s", err.msg);
     *nkeys_p = ak_keyring_size (ring);
     ak_keyring_destroy (&ring);
     return 0;
+}
+
+/* An integer flag in lo..hi (cli.h's wording). */
+static int s_uint (const char *flag, const char *text, int64_t lo, int64_t hi, uint32_t *out)
+{
+    return ak_cli_uint ("akcoord", flag, text, lo, hi, out);
 }
 
 int main (int argc, char **argv)
@@ -205,42 +187,35 @@ int main (int argc, char **argv)
             case O_PLAIN:   opts.plain = true; break;
             case O_CQUEUE:  rc = s_uint ("--client-queue", optarg, 1, 1000000, &opts.client_queue_max); break;
             case O_MALFORMED: rc = s_uint ("--malformed-max", optarg, 1, 1000000, &opts.malformed_max); break;
-            case O_LOG:
-                level = ak_log_parse_level (optarg);
-                if (level < 0)
-                    return s_bad ("--log-level: '%s' is not one of debug, info, warn, error, quiet%s",
-                                  optarg, "");
-                break;
+            case O_LOG:     rc = ak_cli_log_level ("akcoord", optarg, &level); break;
             case O_HELP:
             case 'h':
                 s_usage (stdout);
                 return 0;
             case O_VERSION:
                 return ak_version_print ("akcoord");
-            case ':':
-                return s_bad ("%s needs a value%s", argv[optind - 1], "");
             default:
-                return s_bad ("unknown option '%s'%s", argv[optind - 1], "");
+                return ak_cli_getopt_error ("akcoord", opt, argv, optind);
         }
         if (rc)
             return rc;
     }
     if (optind < argc)
-        return s_bad ("unexpected argument '%s'%s", argv[optind], "");
+        return ak_cli_bad ("akcoord", "unexpected argument '%s'", argv[optind]);
     if (!opts.store_dir || !*opts.store_dir)
-        return s_bad ("--store DIR is required%s%s", "", "");
+        return ak_cli_bad ("akcoord", "--store DIR is required");
     ak_err_t err = { 0 };
     if (ak_endpoint_check (opts.workers_endpoint, true, &err))
-        return s_bad ("--workers: %s%s", err.msg, "");
+        return ak_cli_bad ("akcoord", "--workers: %s", err.msg);
     if (ak_endpoint_check (opts.clients_endpoint, true, &err))
-        return s_bad ("--clients: %s%s", err.msg, "");
+        return ak_cli_bad ("akcoord", "--clients: %s", err.msg);
     if (opts.plain && (opts.cert_file || opts.keys_dir))
-        return s_bad ("--plain and --cert/--keys exclude each other%s%s", "", "");
+        return ak_cli_bad ("akcoord", "--plain and --cert/--keys exclude each other");
     if (!opts.plain && (!opts.cert_file || !opts.keys_dir))
-        return s_bad ("no authentication configured: give --cert FILE and --keys DIR "
-                      "(see `akctl keys` and docs/operations.md), or --plain to run without any%s%s", "", "");
+        return ak_cli_bad ("akcoord", "no authentication configured: give --cert FILE and --keys DIR "
+                           "(see `akctl keys` and docs/operations.md), or --plain to run without any");
     if (strcmp (opts.workers_endpoint, opts.clients_endpoint) == 0)
-        return s_bad ("--workers and --clients must differ (both '%s')%s", opts.workers_endpoint, "");
+        return ak_cli_bad ("akcoord", "--workers and --clients must differ (both '%s')", opts.workers_endpoint);
 
 
     /* our handlers, not CZMQ's: the loop sees the flag and shuts down cleanly */

@@ -10,13 +10,18 @@
 # themselves where there is no GPU, and fail on any other CUDA probe error;
 # AK_REQUIRE_GPU=1 fails every such skip).  A test that skipped something
 # is listed by ctest as "Not Run" (Skipped), not as passed.  $AK_TEST_JOBS
-# runs that many tests at once (default: up to 4).  Then, when no ctest
-# options were given, the optimized build (RelWithDebInfo, what setup.sh
-# and bundle.sh build) is compiled with warnings as errors too, into
-# build-test-rel/ (gcc warns of some things only at -O2), and the libFuzzer
-# targets run for $AK_FUZZ_SECONDS each (ops/fuzz.sh; default 10; 0 skips
-# them on purpose, and without clang ops/fuzz.sh fails).  The exit code is
-# non-zero when a test, that build or a target failed.
+# runs that many tests at once (default: up to 4).  When no ctest options
+# were given, the optimized build (RelWithDebInfo, what setup.sh and
+# bundle.sh build) is compiled with warnings as errors too, into
+# build-test-rel/ (gcc warns of some things only at -O2), and so are the
+# libFuzzer targets (build-fuzz/): both while the suite runs, at the lowest
+# CPU priority (nice 19), so that they take the CPU the suite's tests leave
+# idle while they wait on heartbeats and timers, and little else; their
+# output is in build-test/optimized-build.log and build-test/fuzz-build.log.
+# After the suite the targets run for $AK_FUZZ_SECONDS each (ops/fuzz.sh;
+# default 10; 0 skips them on purpose, and without clang ops/fuzz.sh
+# fails).  The exit code is non-zero when a test, a build or a target
+# failed.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/ops/deps.sh"
@@ -32,18 +37,35 @@ if [ -z "$jobs" ]; then
     jobs=$(nproc 2>/dev/null || echo 2)
     [ "$jobs" -gt 4 ] && jobs=4
 fi
+fuzz_secs="${AK_FUZZ_SECONDS:-10}"
+# The optimized build, compiled only (its warnings are errors too), then
+# the fuzz targets' build: one background job, at the lowest priority.
+bg=""
+if [ $# -eq 0 ]; then
+    rel="${build}-rel"
+    (
+        brc=0
+        { nice -n 19 cmake -S "$root" -B "$rel" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_WERROR=ON \
+          && nice -n 19 cmake --build "$rel" -j "$(ak_jobs)"; } >"$build/optimized-build.log" 2>&1 \
+            || { echo "ops/test.sh: the optimized -Werror build failed (log $build/optimized-build.log):" >&2
+                 tail -40 "$build/optimized-build.log" >&2; brc=1; }
+        if [ "$fuzz_secs" != 0 ]; then
+            nice -n 19 "$root/ops/fuzz.sh" --build >"$build/fuzz-build.log" 2>&1 \
+                || { echo "ops/test.sh: the fuzz targets' build failed (log $build/fuzz-build.log):" >&2
+                     tail -40 "$build/fuzz-build.log" >&2; brc=1; }
+        fi
+        exit $brc
+    ) </dev/null &
+    bg=$!
+fi
 cd "$build"
 rc=0
 ctest --output-on-failure -j "$jobs" "$@" || rc=$?
-# The optimized build, compiled only (its warnings are errors too).
-if [ $# -eq 0 ]; then
-    rel="${build}-rel"
-    { cmake -S "$root" -B "$rel" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_WERROR=ON >/dev/null \
-      && cmake --build "$rel" -j "$(ak_jobs)" >/dev/null; } || { echo "ops/test.sh: the optimized -Werror build failed" >&2; rc=1; }
+if [ -n "$bg" ]; then
+    wait "$bg" || rc=1
 fi
 # The libFuzzer targets (tests/fuzz), each for a bounded time, after the
 # suite: $AK_FUZZ_SECONDS per target (default 10; 0 skips them).
-fuzz_secs="${AK_FUZZ_SECONDS:-10}"
 if [ "$fuzz_secs" != 0 ] && [ $# -eq 0 ]; then
     "$root/ops/fuzz.sh" "$fuzz_secs" || rc=1
 fi

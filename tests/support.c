@@ -226,10 +226,17 @@ int ak_test_run (const char *cmdline, char **out_p)
     return WEXITSTATUS (status);
 }
 
+/*  The pause between polls doubles from 20 ms up to S_POLL_MAX_MS: most
+    predicates run `akctl` (a sanitizer build's process costs about 0.15 s
+    of CPU), and polled every 20 ms they took most of a core from the
+    processes whose effect they wait for on a 2-core box. */
+#define S_POLL_MAX_MS 250
+
 bool ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms)
 {
     struct timespec start, now;
     clock_gettime (CLOCK_MONOTONIC, &start);
+    int pause = 20;
     for (;;) {
         if (fn (arg))
             return true;
@@ -238,7 +245,8 @@ bool ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms)
                        (now.tv_nsec - start.tv_nsec) / 1000000;
         if (elapsed >= timeout_ms)
             return fn (arg);
-        s_sleep_ms (20);
+        s_sleep_ms (elapsed + pause < timeout_ms ? pause : (int) (timeout_ms - elapsed));
+        pause = pause * 2 < S_POLL_MAX_MS ? pause * 2 : S_POLL_MAX_MS;
     }
 }
 

@@ -70,7 +70,9 @@ void  ak_test_free_ports (int ports[], int n);
    loads our instrumented libraries needs in LD_PRELOAD. */
 bool  ak_test_asan_runtime (char *buf, size_t len);
 
-/* Polls fn(arg) every 20 ms until it returns true or timeout_ms passes. */
+/* Polls fn(arg) until it returns true or timeout_ms passes (a last call
+   at the deadline decides); the pause between calls grows from 20 ms to
+   250 ms, so that a predicate that starts a process does not take a core. */
 bool  ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms);
 
 /* JSON fixtures: the value at path ("ops[0].policy.threshold",

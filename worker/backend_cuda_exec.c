@@ -801,16 +801,22 @@ int ak_cuda_be_sync (ak_dev_t *dev, ak_err_t *err)
     return ak_cuda_be_cu (dev, dev->drv->cuCtxSynchronize (), "cuCtxSynchronize", err);
 }
 
+int ak_cuda_be_begin_launch (ak_dev_t *dev, ak_kernel_t *k, const ak_launch_t *l, ak_cuda_be_params_t *p,
+                             ak_err_t *err)
+{
+    int rc = ak_cuda_be_enter (dev, err);
+    if (rc || (rc = ak_cuda_be_check_launch (dev, k, l, err)) != 0)
+        return rc;
+    return ak_cuda_be_prepare (dev, k, l, p, err);
+}
+
 int ak_cuda_be_launch (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *args, ak_err_t *err)
 {
     if (!kernel || !args)
         return ak_err_set (err, AK_EINVAL, "cuda launch: bad arguments");
-    int rc = ak_cuda_be_enter (dev, err);
-    if (rc || (rc = ak_cuda_be_check_launch (dev, kernel, args, err)) != 0)
-        return rc;
     ak_cuda_be_params_t p;
-    if ((rc = ak_cuda_be_prepare (dev, kernel, args, &p, err)) != 0
-        || (rc = ak_cuda_be_enqueue_kernel (dev, kernel, args, &p, true, err)) != 0)
+    int rc = ak_cuda_be_begin_launch (dev, kernel, args, &p, err);
+    if (rc || (rc = ak_cuda_be_enqueue_kernel (dev, kernel, args, &p, true, err)) != 0)
         return rc;
     return ak_cuda_be_sync (dev, err);
 }

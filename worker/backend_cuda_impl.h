@@ -175,6 +175,11 @@ typedef struct {
    rule ...", before any launch. */
 int  ak_cuda_be_prepare (ak_dev_t *dev, ak_kernel_t *k, const ak_launch_t *l, ak_cuda_be_params_t *p,
                          ak_err_t *err);
+/* What every launch of k does first: ak_cuda_be_enter, then
+   ak_cuda_be_check_launch and ak_cuda_be_prepare into p; the first
+   failure. */
+int  ak_cuda_be_begin_launch (ak_dev_t *dev, ak_kernel_t *k, const ak_launch_t *l, ak_cuda_be_params_t *p,
+                              ak_err_t *err);
 /* Queues k with p on the stream (not waited for): the library call, a
    cluster launch (cuLaunchKernelEx) or cuLaunchKernel; correlate: inside
    an external correlation id for CUPTI, as ak_cuda_be_enqueue. */

@@ -352,13 +352,11 @@ static int s_sample_impl (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t 
     memset (out, 0, sizeof *out);
     out->cupti_us = -1;
     out->clock_ok = true;
-    int rc = ak_cuda_be_enter (dev, err);
-    if (rc || (rc = ak_cuda_be_check_launch (dev, kernel, args, err)) != 0)
+    ak_cuda_be_params_t params;
+    int rc = ak_cuda_be_begin_launch (dev, kernel, args, &params, err);
+    if (rc)
         return rc;
     const ak_cuda_driver_t *drv = dev->drv;
-    ak_cuda_be_params_t params;
-    if ((rc = ak_cuda_be_prepare (dev, kernel, args, &params, err)) != 0)
-        return rc;
     /* A library call may launch several kernels: its CUPTI record would
        be one of them, so it is timed by events alone (and so is the other
        side: timing.c uses CUPTI only where every sample has it). */
@@ -795,13 +793,11 @@ int ak_cuda_time_plain (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *a
 {
     if (!kernel || !args || !us || reps == 0)
         return ak_err_set (err, AK_EINVAL, "ak_cuda_time_plain: bad arguments");
-    int rc = ak_cuda_be_enter (dev, err);
-    if (rc || (rc = ak_cuda_be_check_launch (dev, kernel, args, err)) != 0)
+    ak_cuda_be_params_t params;
+    int rc = ak_cuda_be_begin_launch (dev, kernel, args, &params, err);
+    if (rc)
         return rc;
     const ak_cuda_driver_t *drv = dev->drv;
-    ak_cuda_be_params_t params;
-    if ((rc = ak_cuda_be_prepare (dev, kernel, args, &params, err)) != 0)
-        return rc;
     if (cold && (rc = s_flush (dev, err)) != 0)
         return rc;
     if ((rc = ak_cuda_be_cu (dev, drv->cuEventRecord (dev->ev_start, dev->stream), "cuEventRecord",

@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include "auth.h"
+#include "cli.h"
 #include "clock.h"
 #include "endpoint.h"
 #include "log.h"
@@ -254,24 +255,10 @@ static void s_usage (FILE *out)
         AKL_MAX_WORKERS);
 }
 
-static int s_bad (const char *fmt, const char *a)
-{
-    fprintf (stderr, "akload: ");
-    fprintf (stderr, fmt, a);
-    fprintf (stderr, "\nTry 'akload --help'.\n");
-    return 2;
-}
-
+/* An integer flag in lo..hi (cli.h's wording). */
 static int s_uint (const char *flag, const char *text, int64_t lo, int64_t hi, uint32_t *out)
 {
-    int64_t v;
-    if (ak_parse_i64 (text, &v) || v < lo || v > hi) {
-        fprintf (stderr, "akload: %s: '%s' is not an integer in %lld..%lld\nTry 'akload --help'.\n",
-                 flag, text, (long long) lo, (long long) hi);
-        return 2;
-    }
-    *out = (uint32_t) v;
-    return 0;
+    return ak_cli_uint ("akload", flag, text, lo, hi, out);
 }
 
 int main (int argc, char **argv)
@@ -327,43 +314,37 @@ int main (int argc, char **argv)
             case O_BLOBS:    rc = s_uint ("--blob-cache-mb", optarg, 0, 65536, &opts.blob_cache_mb); break;
             case O_LIVE:     rc = s_uint ("--liveness", optarg, 1, 100, &opts.liveness); break;
             case O_BACKOFF:  rc = s_uint ("--backoff-ms", optarg, 1, 32000, &opts.backoff_ms); break;
-            case O_LOG:
-                level = ak_log_parse_level (optarg);
-                if (level < 0)
-                    return s_bad ("--log-level: '%s' is not one of debug, info, warn, error, quiet", optarg);
-                break;
+            case O_LOG:      rc = ak_cli_log_level ("akload", optarg, &level); break;
             case O_HELP:
             case 'h':
                 s_usage (stdout);
                 return 0;
             case O_VERSION:
                 return ak_version_print ("akload");
-            case ':':
-                return s_bad ("%s needs a value", argv[optind - 1]);
             default:
-                return s_bad ("unknown option '%s'", argv[optind - 1]);
+                return ak_cli_getopt_error ("akload", opt, argv, optind);
         }
         if (rc)
             return rc;
     }
     if (optind < argc)
-        return s_bad ("unexpected argument '%s'", argv[optind]);
+        return ak_cli_bad ("akload", "unexpected argument '%s'", argv[optind]);
     if (!opts.endpoint)
-        return s_bad ("--coordinator EP is required%s", "");
+        return ak_cli_bad ("akload", "--coordinator EP is required");
     ak_err_t eerr = { 0 };
     if (ak_endpoint_check (opts.endpoint, false, &eerr))
-        return s_bad ("--coordinator: %s", eerr.msg);
+        return ak_cli_bad ("akload", "--coordinator: %s", eerr.msg);
     if (!opts.workers)
-        return s_bad ("--workers N is required%s", "");
+        return ak_cli_bad ("akload", "--workers N is required");
     char longest[AKL_MAX_ID + 64];
     snprintf (longest, sizeof longest, "%s-%u", opts.prefix, opts.workers);
     if (!*opts.prefix || !ak_str_token (longest, AKL_MAX_ID))
-        return s_bad ("--prefix: '%s' must make worker ids of 1..128 printable characters without spaces",
+        return ak_cli_bad ("akload", "--prefix: '%s' must make worker ids of 1..128 printable characters without spaces",
                       opts.prefix);
     if (!ak_str_token (opts.device_class, AKL_MAX_CLASS))
-        return s_bad ("--class: '%s' must be 1..64 printable characters without spaces", opts.device_class);
+        return ak_cli_bad ("akload", "--class: '%s' must be 1..64 printable characters without spaces", opts.device_class);
     if (opts.warmup_s && opts.duration_s && opts.warmup_s >= opts.duration_s)
-        return s_bad ("--warmup-s must be shorter than --duration-s%s", "");
+        return ak_cli_bad ("akload", "--warmup-s must be shorter than --duration-s");
     opts.max_backoff_ms = opts.backoff_ms * 32;     /* 1 s doubling to 32 s by default */
     if (!opts.cert_file && getenv ("AK_CERT") && *getenv ("AK_CERT"))
         opts.cert_file = getenv ("AK_CERT");
@@ -379,7 +360,7 @@ int main (int argc, char **argv)
         if (ctx)
             zmq_ctx_term (ctx);
         if (arc)
-            return s_bad ("%s", aerr.msg[0] ? aerr.msg : "cannot create a ZeroMQ socket");
+            return ak_cli_bad ("akload", "%s", aerr.msg[0] ? aerr.msg : "cannot create a ZeroMQ socket");
     }
 
     ak_log_set_ident ("akload");

@@ -22,6 +22,7 @@
       itself cannot open files outside the system's headers and its
       build directory. */
 #include "support.h"
+#include "hostexec.h"
 #include "worker/backend.h"
 #include "worker/backends.h"
 #include "worker/executor.h"
@@ -51,25 +52,7 @@ static struct {
 
 static char *s_build (const char *text, bool reference, ak_err_t *err, char **log_p)
 {
-    ak_compile_req_t req;
-    ak_compile_out_t out;
-    memset (&req, 0, sizeof req);
-    req.source = text;
-    req.source_len = strlen (text);
-    req.reference = reference;
-    req.dtype = AK_DT_FLOAT32;
-    req.cache_dir = s.cache;
-    req.timeout_ms = 60000;
-    int rc = ak_backend_host ()->compile (&req, &out, err);
-    if (log_p)
-        *log_p = out.log;
-    else
-        free (out.log);
-    if (rc) {
-        free (out.artifact_path);
-        return NULL;
-    }
-    return out.artifact_path;
+    return ak_test_host_build (s.cache, text, reference, err, log_p);
 }
 
 static char *s_replace (const char *text, const char *what, const char *with)
@@ -164,43 +147,10 @@ static int s_group_teardown (void **state)
 /*  A tune task of softmax for candidate text, one small workload. */
 static Ak__Assign *s_assign (const char *name, const char *text)
 {
-    Ak__Assign *a = ak_malloc (sizeof *a);
-    ak__assign__init (a);
-    ak_pb_set_str (&a->task_id, name);
-    ak_pb_set_str (&a->batch_id, "B000001");
-    a->attempt = 1;
-    ak_pb_set_str (&a->kind, "tune");
-    ak_pb_set_str (&a->op, "softmax");
-    ak_pb_set_str (&a->device_class, "host");
-    ak_pb_set_str (&a->backend, "host");
-    ak_pb_set_str (&a->spec_json, s.spec_json);
-    a->reference = ak_test_source ("ref.c", s.spec->reference.text);
-    a->baseline = ak_test_source ("baseline.c", ak_spec_baseline (s.spec, "host")->source.text);
-    a->candidate = ak_test_source (name, text);
-    ak_pb_set_str (&a->candidate_name, name);
-    Ak__Workload *w = ak_malloc (sizeof *w);
-    ak__workload__init (w);
-    ak_pb_set_str (&w->name, "small");
-    w->n_dims = 2;
-    w->dims = ak_calloc (2, sizeof *w->dims);
-    w->dims[0] = 16;
-    w->dims[1] = 64;
-    ak_pb_set_str (&w->dtype, "float32");
-    w->weight = 1;
-    a->n_workloads = 1;
-    a->workloads = ak_calloc (1, sizeof *a->workloads);
-    a->workloads[0] = w;
-    Ak__Policy *p = ak_malloc (sizeof *p);
-    ak__policy__init (p);
-    p->run_timeout_ms = 60000;
-    p->warmup = 1;
-    p->min_samples = 3;
-    p->max_samples = 5;
-    p->rsd_target = 0.5;
-    p->max_time_ms = 200;
-    p->seed = 7;
-    a->policy = p;
-    return a;
+    const ak_test_job_opts_t o = {
+        .rows = 16, .cols = 64, .run_timeout_ms = 60000, .max_samples = 5, .max_time_ms = 200, .seed = 7,
+    };
+    return ak_test_host_assign (s.spec, s.spec_json, name, "tune", name, text, &o);
 }
 
 /*  Builds the hostile kernel NAME and runs it as a tune task on a fresh

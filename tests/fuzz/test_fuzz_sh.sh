@@ -31,5 +31,9 @@ check 0 "fuzzing skipped" "SECONDS 0: skipped on purpose" -- \
     env AK_FUZZ_CC=/nonexistent/clang "$root/ops/fuzz.sh" 0
 check 2 "whole number" "SECONDS not a number: refused" -- \
     env AK_FUZZ_CC=/nonexistent/clang "$root/ops/fuzz.sh" ten
+check 1 "AK_FUZZ_SECONDS=0" "--build without clang: fails too" -- \
+    env AK_FUZZ_CC=/nonexistent/clang "$root/ops/fuzz.sh" --build
+check 2 "AK_FUZZ_PARALLEL" "AK_FUZZ_PARALLEL 0: refused" -- \
+    env AK_FUZZ_CC=/nonexistent/clang AK_FUZZ_PARALLEL=0 "$root/ops/fuzz.sh" 5
 [ -e "$tmp/build" ] && { echo "FAIL: ops/fuzz.sh built something"; fail=1; }
 exit $fail

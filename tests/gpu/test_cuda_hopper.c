@@ -11,6 +11,7 @@
     "Not Run"); on a device other than compute capability 9.0 the sm_90a
     tests skip with "SKIP: needs sm_90 ...". */
 #include "support.h"
+#include "gpu.h"
 #include "worker/backend.h"
 #include "worker/backends.h"
 #include "worker/backend_cuda.h"
@@ -25,57 +26,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-static struct {
-    bool skip, hopper;
-    char why[1100];
-    const ak_backend_t *be;
-    Ak__Device **devs;
-    size_t ndevs;
-    char *cache;
-    ak_dev_t *dev;
-} S;
+static ak_gpu_fixture_t S;          /* the first CUDA device (gpu.h) */
+static bool s_hopper;               /* ... is sm_90 */
 
 static int s_group_setup (void **state)
 {
     (void) state;
-    ak_err_t err = { 0 };
-    S.be = ak_backend_find ("cuda");
-    ak_test_verdict_t v = ak_test_need_cuda (true, &S.devs, &S.ndevs, S.why, sizeof S.why);
-    if (v == AK_TEST_FAIL)
-        return -1;
-    if (v == AK_TEST_SKIP) {
-        S.skip = true;
-        return 0;
-    }
-    S.hopper = S.devs[0]->cc_major == 9 && S.devs[0]->cc_minor == 0;
-    if (!S.hopper)
+    int rc = ak_gpu_fixture_open (&S, "cudahopper");
+    if (rc || S.skip)
+        return rc;
+    s_hopper = S.devs[0]->cc_major == 9 && S.devs[0]->cc_minor == 0;
+    if (!s_hopper)
         printf ("SKIP: needs sm_90 for the TMA and cluster tests; device 0 is sm_%u%u\n",
                 S.devs[0]->cc_major, S.devs[0]->cc_minor);
-    S.cache = ak_test_tmpdir ("cudahopper");
-    if (S.be->open (S.devs[0], &S.dev, &err) != 0) {
-        fprintf (stderr, "cuda open: %s\n", err.msg);
-        return -1;
-    }
     return 0;
 }
 
 static int s_group_teardown (void **state)
 {
     (void) state;
-    if (S.be && S.dev)
-        S.be->close (&S.dev);
-    for (size_t i = 0; i < S.ndevs; i++)
-        ak__device__free_unpacked (S.devs[i], NULL);
-    free (S.devs);
-    if (S.cache) {
-        ak_test_rmtree (S.cache);
-        free (S.cache);
-    }
+    ak_gpu_fixture_close (&S);
     return 0;
 }
 
 #define S_NEED_GPU() do { if (S.skip) skip (); } while (0)
-#define S_NEED_HOPPER() do { if (S.skip || !S.hopper) skip (); } while (0)
+#define S_NEED_HOPPER() do { if (S.skip || !s_hopper) skip (); } while (0)
 
 /*  Compiles a testing kernel (kernels/testing/cuda/NAME.cu) for arch with
     the given defines and loads it. */

@@ -10,6 +10,7 @@
     ak_profile_run over the catalog's softmax baseline (a profile and a
     kernel record per workload). */
 #include "support.h"
+#include "gpu.h"
 #include "worker/backend.h"
 #include "worker/backends.h"
 #include "worker/backend_cuda.h"
@@ -31,48 +32,18 @@ static const char *s_copy =
     "        AK_OUT (a, 0)[i] = AK_IN (a, 0)[i];\n"
     "}\n";
 
-static struct {
-    bool skip;
-    char why[1100];
-    const ak_backend_t *be;
-    Ak__Device **devs;
-    size_t ndevs;
-    char *cache;
-    ak_dev_t *dev;
-} S;
+static ak_gpu_fixture_t S;          /* the first CUDA device (gpu.h) */
 
 static int s_group_setup (void **state)
 {
     (void) state;
-    ak_err_t err = { 0 };
-    S.be = ak_backend_find ("cuda");
-    ak_test_verdict_t v = ak_test_need_cuda (true, &S.devs, &S.ndevs, S.why, sizeof S.why);
-    if (v == AK_TEST_FAIL)
-        return -1;          /* a probe error other than "no GPU": every test fails */
-    if (v == AK_TEST_SKIP) {
-        S.skip = true;
-        return 0;
-    }
-    S.cache = ak_test_tmpdir ("cudaprof");
-    if (S.be->open (S.devs[0], &S.dev, &err) != 0) {
-        fprintf (stderr, "cuda open: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
+    return ak_gpu_fixture_open (&S, "cudaprof");
 }
 
 static int s_group_teardown (void **state)
 {
     (void) state;
-    if (S.be && S.dev)
-        S.be->close (&S.dev);
-    for (size_t i = 0; i < S.ndevs; i++)
-        ak__device__free_unpacked (S.devs[i], NULL);
-    free (S.devs);
-    if (S.cache) {
-        ak_test_rmtree (S.cache);
-        free (S.cache);
-    }
+    ak_gpu_fixture_close (&S);
     return 0;
 }
 

@@ -8,7 +8,9 @@
     configurations among the stage-1 ones, timed with the full policy),
     that the finalists were re-measured in confirm tasks on the other
     worker than the one that measured them, and that the winner says
-    where it was confirmed.  Everything it starts is stopped at the end. */
+    where it was confirmed (on a box so loaded that the timings are too
+    noisy for a provisional winner there is no confirm task, and the
+    winner must say why).  Everything it starts is stopped at the end. */
 #include "support.h"
 
 #include <jansson.h>
@@ -23,11 +25,14 @@
 #include "util.h"
 
 #define S_START_MS   30000         /* coordinator answering, workers registered */
-#define S_BATCH_MS   120000        /* the batch finishing (sanitizer builds are slow) */
+#define S_BATCH_MS   240000        /* the batch finishing (sanitizer builds are slow: the test took 280 s at load 17) */
 
 static ak_test_cluster_t s_c;
 static char *s_batch_id;
-static const char *const s_debug[] = { "--log-level", "debug", NULL };
+/* heartbeats every 500 ms (1 s by default): after the coordinator is
+   killed the workers give it up and register with the new one after 3 of
+   them, not after 3 s */
+static const char *const s_debug[] = { "--log-level", "debug", "--heartbeat-ms", "500", NULL };
 
 /* ------------------------------------------------------------- helpers */
 
@@ -179,12 +184,24 @@ static void test_halving_and_confirm (void **state)
     }
     /* the vectorized candidate beats the libm baseline by far: a
        provisional winner, so at least one confirm task, each on the
-       worker that did not measure it (both were live) */
-    assert_true (confirms >= 1);
-    assert_int_equal (other_worker, confirms);
+       worker that did not measure it (both were live); none only when
+       the timings were too noisy for a provisional winner (a box loaded
+       by other builds), which the winner then says */
     json_t *win = json_array_get (json_object_get (sum, "winners"), 0);
     print_message ("winner: promoted %d, %s\n", s_bool (win, "promoted"), s_str (win, "reason"));
-    if (s_bool (win, "promoted"))
+    assert_int_equal (other_worker, confirms);
+    if (confirms == 0) {
+        print_message ("NOTE: no confirm task (too noisy for a provisional winner): "
+                       "confirm placement not checked in this run\n");
+        assert_false (s_bool (win, "promoted"));
+        assert_non_null (strstr (s_str (win, "reason"), "by more than its noise"));
+    }
+    /* promoted: the reason names the worker that confirmed it, also when
+       its figure disagreed (a loaded box: "confirmation disagrees: 2.54x
+       on sr-w1 is 0.66 off the measured figure ..."; the lower is kept) */
+    else if (s_bool (win, "promoted") && strstr (s_str (win, "reason"), "confirmation disagrees: "))
+        assert_non_null (strstr (s_str (win, "reason"), " on sr-w"));
+    else if (s_bool (win, "promoted"))
         assert_non_null (strstr (s_str (win, "reason"), "confirmed on sr-w"));
     else
         assert_non_null (strstr (s_str (win, "reason"), "not confirmed"));
@@ -245,10 +262,25 @@ static void test_restart_between_stages (void **state)
         else if (s_int (r, "stage") >= 0 && s_int (r, "stage") < 3)
             stage[s_int (r, "stage")] += (int) s_int (r, "total");
     }
+    if (stage[0] != 0 || stage[1] != 4 || stage[2] != 2 || confirms > 2) {
+        char *text = json_dumps (sum, JSON_INDENT (1));
+        print_message ("status of %s after the restart:\n%s\n", s_batch_id, text ? text : "");
+        free (text);
+        ak_test_cluster_dump (&s_c, "akcoord-2.log");
+    }
     assert_int_equal (stage[0], 0);
     assert_int_equal (stage[1], 4);
     assert_int_equal (stage[2], 2);
-    assert_true (confirms >= 1 && confirms <= 2);
+    /* at most one confirm task per finalist, none made twice; none at all
+       only when the timings were too noisy for a provisional winner (a
+       box loaded by other builds: "2.47x +- 1.51, not beyond the 3%
+       threshold by more than its noise"), which the winner then says */
+    assert_true (confirms <= 2);
+    if (confirms == 0) {
+        const char *why = s_str (json_array_get (json_object_get (sum, "winners"), 0), "reason");
+        print_message ("no confirm task after the restart: %s\n", why);
+        assert_non_null (strstr (why, "by more than its noise"));
+    }
     assert_int_equal (s_int (sum, "total"), 1 + 4 + 2 + confirms);
     /* one accepted receipt per task, whatever the kill cut short */
     json_t *answer = ak_test_akctl_json (&s_c, "receipts %s", s_batch_id);

@@ -1,6 +1,7 @@
 /*  tests/unit/test_common.c: error, log, clock, digest, util, rng, stats. */
 #include "support.h"
 #include "auth.h"
+#include "cli.h"
 #include <czmq.h>
 #include "clock.h"
 #include "digest.h"
@@ -543,10 +544,34 @@ static void test_keyring_workers_meta (void **state)
     free (dir);
 }
 
+/*  The shared wording of bad flags (cli.h): 2 and nothing stored for a
+    value out of range or not a number, the value for one in range. */
+static void test_cli (void **state)
+{
+    (void) state;
+    uint32_t v = 7;
+    assert_int_equal (ak_cli_uint ("akx", "--n", "0", 1, 10, &v), 2);
+    assert_int_equal (ak_cli_uint ("akx", "--n", "11", 1, 10, &v), 2);
+    assert_int_equal (ak_cli_uint ("akx", "--n", "5x", 1, 10, &v), 2);
+    assert_int_equal (v, 7);
+    assert_int_equal (ak_cli_uint ("akx", "--n", "10", 1, 10, &v), 0);
+    assert_int_equal (v, 10);
+    int level = -1;
+    assert_int_equal (ak_cli_log_level ("akx", "loud", &level), 2);
+    assert_int_equal (level, -1);
+    assert_int_equal (ak_cli_log_level ("akx", "warn", &level), 0);
+    assert_int_equal (level, (int) AK_LOG_WARN);
+    char *argv[] = { "akx", "--bogus", NULL };
+    assert_int_equal (ak_cli_getopt_error ("akx", '?', argv, 2), 2);
+    assert_int_equal (ak_cli_getopt_error ("akx", ':', argv, 2), 2);
+    assert_int_equal (ak_cli_bad ("akx", "%s", "planted"), 2);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_error),
+        cmocka_unit_test (test_cli),
         cmocka_unit_test (test_keyring_workers_meta),
         cmocka_unit_test (test_log),
         cmocka_unit_test (test_log_hold),

@@ -9,6 +9,7 @@
     receipts, re-sending unacked receipts after a reconnect, crash and
     compile_error receipts, clean shutdown on SIGTERM. */
 #include "support.h"
+#include "hostexec.h"
 #include "worker/backend.h"
 #include "worker/backends.h"
 #include "worker/job.h"
@@ -39,22 +40,14 @@ static s_fix_t s_fix;
 
 static char *s_build (const char *text, bool reference)
 {
-    ak_compile_req_t req;
-    ak_compile_out_t out;
     ak_err_t err = { 0 };
-    memset (&req, 0, sizeof req);
-    req.source = text;
-    req.source_len = strlen (text);
-    req.reference = reference;
-    req.dtype = AK_DT_FLOAT32;
-    req.cache_dir = s_fix.dir;
-    req.timeout_ms = 60000;
-    int rc = ak_backend_host ()->compile (&req, &out, &err);
-    if (rc)
-        fprintf (stderr, "compile: %s\n%s\n", err.msg, out.log ? out.log : "");
-    assert_int_equal (rc, 0);
-    free (out.log);
-    return out.artifact_path;
+    char *log = NULL;
+    char *path = ak_test_host_build (s_fix.dir, text, reference, &err, &log);
+    if (!path)
+        fprintf (stderr, "compile: %s\n%s\n", err.msg, log ? log : "");
+    assert_non_null (path);
+    free (log);
+    return path;
 }
 
 static char *s_read_src (const char *rel)
@@ -107,47 +100,11 @@ static int s_group_teardown (void **state)
 static Ak__Assign *s_assign (const char *task_id, const char *kind, const char *cand_name,
                              const char *cand_text, uint32_t run_timeout_ms)
 {
-    Ak__Assign *a = ak_malloc (sizeof *a);
-    ak__assign__init (a);
-    ak_pb_set_str (&a->task_id, task_id);
-    ak_pb_set_str (&a->batch_id, "B000001");
-    a->attempt = 1;
-    a->lease_ms = 60000;
-    ak_pb_set_str (&a->kind, kind);
-    ak_pb_set_str (&a->op, "softmax");
-    ak_pb_set_str (&a->device_class, "host");
-    ak_pb_set_str (&a->backend, "host");
-    ak_pb_set_str (&a->spec_json, s_fix.spec_json);
-    a->reference = ak_test_source ("ref.c", s_fix.spec->reference.text);
-    a->baseline = ak_test_source ("baseline.c", ak_spec_baseline (s_fix.spec, "host")->source.text);
-    if (cand_text) {
-        a->candidate = ak_test_source (cand_name, cand_text);
-        ak_pb_set_str (&a->candidate_name, cand_name);
-    }
-    Ak__Workload *w = ak_malloc (sizeof *w);
-    ak__workload__init (w);
-    ak_pb_set_str (&w->name, "small");
-    w->n_dims = 2;
-    w->dims = ak_calloc (2, sizeof *w->dims);
-    w->dims[0] = 32;
-    w->dims[1] = 128;
-    ak_pb_set_str (&w->dtype, "float32");
-    w->weight = 1;
-    a->n_workloads = 1;
-    a->workloads = ak_calloc (1, sizeof *a->workloads);
-    a->workloads[0] = w;
-    Ak__Policy *p = ak_malloc (sizeof *p);
-    ak__policy__init (p);
-    p->compile_timeout_ms = 60000;
-    p->run_timeout_ms = run_timeout_ms;
-    p->warmup = 1;
-    p->min_samples = 3;
-    p->max_samples = 10;
-    p->rsd_target = 0.5;
-    p->max_time_ms = 500;
-    p->seed = 42;
-    a->policy = p;
-    return a;
+    const ak_test_job_opts_t o = {
+        .rows = 32, .cols = 128, .lease_ms = 60000, .compile_timeout_ms = 60000,
+        .run_timeout_ms = run_timeout_ms, .max_samples = 10, .max_time_ms = 500, .seed = 42,
+    };
+    return ak_test_host_assign (s_fix.spec, s_fix.spec_json, task_id, kind, cand_name, cand_text, &o);
 }
 
 static Ak__ExecJob s_job (Ak__Assign *a, const char *cand_path)

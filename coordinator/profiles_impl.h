@@ -1,0 +1,51 @@
+/*  coordinator/profiles_impl.h: what the files of installed profiles
+    share; private to them (everyone else uses profiles.h).
+
+    - profiles.c: class records, their JSON form, listing, show, export,
+      verification status, the merge of new entries and install from a
+      batch's winners;
+    - profile_import.c: import of a package akctl verified.
+    Functions shared between them are prefixed profiles_; what one file
+    alone uses stays static (s_).
+
+    Never: include this outside coordinator/profiles.c and
+    coordinator/profile_import.c; write a class record other than through
+    profiles_merge (it keeps the replace rule of profiles.h and drops the
+    verification and gate status of what it changes). */
+#ifndef AK_PROFILES_IMPL_H
+#define AK_PROFILES_IMPL_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "akfleet.pb-c.h"
+#include "error.h"
+#include "store.h"
+
+#define PROFILES_MAX_ENTRIES 100000      /* entries a class record may hold */
+
+/* Device class names: [A-Za-z0-9_./-]+, 1..256 characters. */
+bool profiles_class_valid (const char *cls);
+/* An entry's workload key, "softmax/rows=32,cols=128/float32" from op, the
+   n shape keys and dims and dtype; caller frees. */
+char *profiles_entry_key (const char *op, char *const *keys, const int64_t *dims, size_t n,
+                         const char *dtype);
+/* A new class record of profile name for device class cls (dev, when
+   given, fills the device fields), without entries; the caller owns it
+   (ak__profile_class__free_unpacked). */
+Ak__ProfileClass *profiles_class_new (const char *name, const char *cls, const Ak__Device *dev,
+                                     const char *backend);
+/* Appends e to pc, which owns it from now on. */
+void profiles_class_add (Ak__ProfileClass *pc, Ak__ProfileEntry *e);
+/* Frees the n records of v and v. */
+void profiles_classes_free (Ak__ProfileClass **v, size_t n);
+/* Writes the entries of each record in news into its profile: an entry
+   with the key of an existing one replaces it only with replace (else
+   AK_EEXIST naming it, and the caller aborts the transaction); other
+   entries of the class stay; classes not in news are not read.  Appends
+   {device_class,op,key,candidate,replaced} to installed for each entry.
+   news stay the caller's. */
+int profiles_merge (ak_txn_t *txn, Ak__ProfileClass *const *news, size_t nnews, bool replace,
+                    uint64_t now_ms, json_t *installed, ak_err_t *err);
+
+#endif
