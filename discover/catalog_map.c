@@ -14,7 +14,10 @@ const char akd_map_table_text[] =
     "                   ..._efficient_attention, ..._cudnn_attention, torch_nvtx::sdpa: B x H x S x D\n"
     "                   (query and key of one length), mask 2 when causal\n"
     "  cross_entropy    aten::cross_entropy_loss (its log_softmax + nll_loss inside): batch x vocab\n"
-    "  rotary_embedding names holding \"rotary\" with a [B, H, S, D] first argument\n";
+    "  rotary_embedding names holding \"rotary\" with a [B, H, S, D] first argument\n"
+    "  split_kv_attention the attention ops above with query [B, HQ, Q, D] and key [B, HK, L, D]\n"
+    "                   of another length or fewer heads (decode over a KV cache, grouped-query):\n"
+    "                   B x Q x HQ x HK x L x D x mask, mask 2 when causal with Q = L\n";
 
 static bool s_is (const char *name, const char *const *list)
 {
@@ -120,27 +123,42 @@ static int s_matmul (const akd_payload_t *p, akd_map_t *m)
     return s_set (m, "matmul", 3, keys, v);
 }
 
+/*  Query and key of one length and head count: flash_attention.  Another
+    length (decode: a few new tokens over a KV cache) or fewer key heads
+    (grouped-query, enable_gqa): split_kv_attention, whose q / k / v are
+    SDPA's [B, H, S, D] layouts. */
 static int s_attention (const akd_payload_t *p, akd_map_t *m)
 {
     static const char *const keys[] = { "B", "H", "S", "D", "mask" };
+    static const char *const kv_keys[] = { "B", "Q", "HQ", "HK", "L", "D", "mask" };
     const akd_shape_t *q = s_tensor (p, 0), *k = s_tensor (p, 1);
     if (!q || !k)
         return s_no (m, "flash_attention", p->has_sizes ? "no query and key in the recorded sizes"
                                                          : "the range carries no sizes (record_shapes off?)");
     if (q->ndims != 4 || k->ndims != 4)
         return s_no (m, "flash_attention", "query or key is not [B, H, S, D]");
-    if (q->dims[2] != k->dims[2])
-        return s_no (m, "flash_attention", "query and key lengths differ (decode or cached keys): "
-                                           "the catalog's attention has one S");
-    if (q->dims[1] != k->dims[1] || q->dims[3] != k->dims[3] || q->dims[0] != k->dims[0])
-        return s_no (m, "flash_attention", "query and key heads or widths differ (grouped-query attention)");
     /* The is_causal flag comes from torch_nvtx.py's sdpa range; an explicit
        mask tensor (a third... fourth argument) is not expressible */
     int64_t causal = akd_payload_int (p, "is_causal", 0);
+    bool decode = q->dims[2] != k->dims[2] || q->dims[1] != k->dims[1];
+    const char *op = decode ? "split_kv_attention" : "flash_attention";
+    if (q->dims[3] != k->dims[3] || q->dims[0] != k->dims[0])
+        return s_no (m, op, "query and key batch or head widths differ");
     if (akd_payload_int (p, "has_mask", 0) != 0)
-        return s_no (m, "flash_attention", "an explicit attention mask: the catalog has none or causal");
-    int64_t v[] = { q->dims[0], q->dims[1], q->dims[2], q->dims[3], causal ? 2 : 1 };
-    return s_set (m, "flash_attention", 5, keys, v);
+        return s_no (m, op, decode ? "an explicit attention mask: the catalog's decode attention has none, "
+                                     "causal or its own ragged lengths"
+                                   : "an explicit attention mask: the catalog has none or causal");
+    if (!decode) {
+        int64_t v[] = { q->dims[0], q->dims[1], q->dims[2], q->dims[3], causal ? 2 : 1 };
+        return s_set (m, "flash_attention", 5, keys, v);
+    }
+    if (k->dims[1] <= 0 || k->dims[1] > q->dims[1] || q->dims[1] % k->dims[1] != 0)
+        return s_no (m, op, "query heads are not a multiple of key heads");
+    if (causal && q->dims[2] != k->dims[2])
+        return s_no (m, op, "is_causal with query and key lengths differing: torch aligns that mask "
+                            "top-left (query 0 sees key 0), not the decode mask");
+    int64_t v[] = { q->dims[0], q->dims[2], q->dims[1], k->dims[1], k->dims[2], q->dims[3], causal ? 2 : 1 };
+    return s_set (m, op, 7, kv_keys, v);
 }
 
 const char *akd_map_dtype (const akd_payload_t *p)

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include "payload.h"
 
-#define AKD_MAP_MAX_KEYS 5
+#define AKD_MAP_MAX_KEYS 8                /* AK_MAX_DIMS */
 
 typedef struct {
     const char *op;                        /* "matmul"; NULL when not a catalog operator */

@@ -35,6 +35,8 @@ import statistics
 import sys
 
 COMPUTE_BOUND = {"matmul", "fused_mlp", "flash_attention"}
+# split_kv_attention (decode: a few query rows per KV head) and rotate_qk are
+# memory-bound: % of the copy bandwidth.
 
 
 def load_json(path):
@@ -118,10 +120,94 @@ def _attention(t, d, dt, dev):
     return lambda: sdpa(q, k, v, is_causal=causal)
 
 
+def _rotate_qk(t, d, dt, dev):
+    """HF-style eager RoPE of q and k at per-token positions (a cos/sin
+    gather from the positions, then the rotation), layout 1 half split,
+    2 interleaved."""
+    B, S, HQ, HK, D = d["B"], d["S"], d["HQ"], d["HK"], d["D"]
+    q = t.randn(B, S, HQ, D, dtype=dt, device=dev)
+    k = t.randn(B, S, HK, D, dtype=dt, device=dev)
+    pos = t.randint(0, 32768, (B, S), device=dev)
+    inv = 1.0 / (float(d["theta"]) ** (t.arange(0, D - D % 2, 2, device=dev).float() / D))
+    half = D // 2
+
+    def rot(x, c, s):
+        if d["layout"] == 2:
+            x1, x2 = x[..., 0:2 * half:2], x[..., 1:2 * half:2]
+            return t.stack((x1 * c - x2 * s, x2 * c + x1 * s), -1).flatten(-2)
+        x1, x2 = x[..., :half], x[..., half:2 * half]
+        return t.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1)
+
+    def f():
+        ang = pos.float()[..., None] * inv                  # [B, S, D/2]
+        c, s = ang.cos().to(dt)[:, :, None], ang.sin().to(dt)[:, :, None]
+        return rot(q, c, s), rot(k, c, s)
+    return f
+
+
+def _split_kv_mask(t, d, dev):
+    """The spec's mask (kernels/split_kv_attention/ref.c) as a boolean
+    [B, 1, Q, L] (True: attend), None for mask 1."""
+    B, Q, L, mask = d["B"], d["Q"], d["L"], d["mask"]
+    if mask not in (2, 3):
+        return None
+    b = t.arange(B, device=dev, dtype=t.int64)
+    if mask == 3:
+        lens = L - ((b * 2654435761) % (1 << 32)) % (L + 1)
+    else:
+        lens = t.full((B,), L, device=dev, dtype=t.int64)
+    n = lens[:, None] - Q + 1 + t.arange(Q, device=dev)[None, :]     # [B, Q] keys each query sees
+    return (t.arange(L, device=dev)[None, None, :] < n[:, :, None])[:, None]
+
+
+def _split_kv_inputs(t, d, dt, dev):
+    B, Q, HQ, HK, L, D = d["B"], d["Q"], d["HQ"], d["HK"], d["L"], d["D"]
+    q = t.randn(B, HQ, Q, D, dtype=dt, device=dev)
+    k = t.randn(B, HK, L, D, dtype=dt, device=dev)
+    v = t.randn(B, HK, L, D, dtype=dt, device=dev)
+    return q, k, v, _split_kv_mask(t, d, dev)
+
+
+def _split_kv_eager(t, d, dt, dev):
+    """What an eager decoder layer does (HF's eager attention): KV heads
+    repeated to the query heads, scores, mask, softmax in float32, P V."""
+    q, k, v, m = _split_kv_inputs(t, d, dt, dev)
+    g = d["HQ"] // d["HK"]
+    scale = 1.0 / math.sqrt(d["D"])
+
+    def f():
+        kk, vv = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+        s = (q @ kk.transpose(-1, -2)) * scale
+        if m is not None:
+            s = s.masked_fill(~m, float("-inf"))
+        return t.softmax(s.float(), dim=-1).to(dt) @ vv
+    return f
+
+
+def _split_kv_sdpa(t, d, dt, dev):
+    """torch scaled_dot_product_attention on the same call (enable_gqa where
+    this torch has it, else the KV heads repeated outside the clock)."""
+    q, k, v, m = _split_kv_inputs(t, d, dt, dev)
+    sdpa = t.nn.functional.scaled_dot_product_attention
+    try:
+        sdpa(q[:, :, :1], k[:, :, :1], v[:, :, :1], enable_gqa=True)
+        return lambda: sdpa(q, k, v, attn_mask=m, enable_gqa=True)
+    except TypeError:
+        g = d["HQ"] // d["HK"]
+        kk, vv = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+        return lambda: sdpa(q, kk, vv, attn_mask=m)
+
+
 BUILDERS = {
     "softmax": _softmax, "rmsnorm": _rmsnorm, "layernorm": _layernorm, "reduce": _reduce,
     "cross_entropy": _cross_entropy, "rotary_embedding": _rotary, "matmul": _matmul,
     "fused_mlp": _fused_mlp, "flash_attention": _attention,
+    "rotate_qk": _rotate_qk, "split_kv_attention": _split_kv_eager,
+}
+# More PyTorch implementations of an operation, timed beside BUILDERS' (the
+# PyTorch column then shows each; PyTorch/ours is against the fastest).
+ALT_BUILDERS = {
+    "split_kv_attention": [("sdpa", _split_kv_sdpa)],
 }
 
 
@@ -239,6 +325,17 @@ def main():
                     del fn
                 except Exception as e:                       # noqa: BLE001 - reported
                     row["torch_error"] = str(e).split("\n")[0][:80]
+                for alt, ab in ALT_BUILDERS.get(name, []):
+                    try:
+                        fn = ab(t, dims_by_key(specs[name], wl["dims"]), tdt[wl["dtype"]], dev)
+                        row.setdefault("torch_alt_us", {})[alt] = timer.median_us(fn)
+                        del fn
+                    except Exception as e:                   # noqa: BLE001 - reported
+                        row.setdefault("torch_alt_error", {})[alt] = str(e).split("\n")[0][:80]
+                best = min(([row["torch_us"]] if "torch_us" in row else [])
+                           + list(row.get("torch_alt_us", {}).values()), default=None)
+                if best is not None and ours > 0:
+                    row["vs_torch"] = best / ours
             t.cuda.empty_cache()
             rows.append(row)
 
@@ -254,6 +351,10 @@ def main():
             continue
         unit = "TFLOP/s" if r["op"] in COMPUTE_BOUND else "GB/s"
         torch_col = ("%.2f" % r["torch_us"]) if "torch_us" in r else r.get("torch_error", "n/a")
+        for alt, us in r.get("torch_alt_us", {}).items():
+            torch_col += " (%s %.2f)" % (alt, us)
+        for alt, err in r.get("torch_alt_error", {}).items():
+            torch_col += " (%s: %s)" % (alt, err)
         ratio = ("%.2f" % r["vs_torch"]) if "vs_torch" in r else "-"
         out.append("| %s | %s | %s | %s | %s | %.2f | %.2f | %.2fx | %.1f %s | %.0f%% | %s | %s |" % (
             r["op"], r["workload"], "x".join(str(x) for x in r["dims"]), r["dtype"], r["config"],

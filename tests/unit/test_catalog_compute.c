@@ -13,6 +13,7 @@
       failing them (the gates see the mask). */
 #include "space.h"
 #include "support.h"
+#include "unit.h"
 #include "worker/backend.h"
 #include "worker/backends.h"
 #include "worker/gates.h"
@@ -31,64 +32,30 @@
             fail_msg ("%s = %.17g, want %.17g (within %g)", #a, a_, b_, (double) (tol));    \
     } while (0)
 
-static struct {
-    char               *dir;
-    const ak_backend_t *be;
-    ak_dev_t           *dev;
-} S;
+static ak_cat_host_t S;
 
 static int s_group_setup (void **state)
 {
     (void) state;
-    ak_err_t err = { 0 };
-    S.dir = ak_test_tmpdir ("catcomp");
-    S.be = ak_backend_host ();
-    assert_int_equal (S.be->open (NULL, &S.dev, &err), 0);
-    return 0;
+    return ak_cat_host_open (&S, "catcomp");
 }
 
 static int s_group_teardown (void **state)
 {
     (void) state;
-    S.be->close (&S.dev);
-    ak_test_rmtree (S.dir);
-    free (S.dir);
+    ak_cat_host_close (&S);
     return 0;
 }
 
 static ak_spec_t *s_spec (const char *op)
 {
-    char *rel = ak_sprintf ("kernels/%s/spec.json", op);
-    char *path = ak_test_src (rel);
-    ak_spec_t *spec = NULL;
-    ak_err_t err = { 0 };
-    if (ak_spec_load (path, &spec, &err) != 0)
-        fail_msg ("%s", err.msg);
-    free (path);
-    free (rel);
-    return spec;
+    return ak_cat_spec (op);
 }
 
 /*  Builds text with the host compiler and loads symbol from it. */
 static ak_kernel_t *s_build (const char *text, bool reference)
 {
-    ak_compile_req_t req;
-    ak_compile_out_t out = { 0 };
-    ak_err_t err = { 0 };
-    memset (&req, 0, sizeof req);
-    req.source = text;
-    req.source_len = strlen (text);
-    req.reference = reference;
-    req.dtype = AK_DT_FLOAT32;
-    req.cache_dir = S.dir;
-    req.timeout_ms = 60000;
-    if (S.be->compile (&req, &out, &err) != 0)
-        fail_msg ("compile: %s\n%s", err.msg, out.log ? out.log : "");
-    ak_kernel_t *k = NULL;
-    assert_int_equal (S.be->load (S.dev, out.artifact_path, reference ? "ak_reference" : "ak_kernel", &k, &err), 0);
-    free (out.artifact_path);
-    free (out.log);
-    return k;
+    return ak_cat_build (&S, text, reference, NULL, NULL, 0);
 }
 
 /*  Runs op's float64 oracle on dims and the given inputs (counts from the

@@ -15,6 +15,7 @@
       wrong_answer: the gates above can fail. */
 #include "space.h"
 #include "support.h"
+#include "unit.h"
 #include "worker/backend.h"
 #include "worker/backends.h"
 #include "worker/gates.h"
@@ -25,42 +26,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-static struct {
-    char               *dir;
-    const ak_backend_t *be;
-    ak_dev_t           *dev;
-} S;
+static ak_cat_host_t S;
 
 static int s_group_setup (void **state)
 {
     (void) state;
-    ak_err_t err = { 0 };
-    S.dir = ak_test_tmpdir ("catmem");
-    S.be = ak_backend_host ();
-    assert_int_equal (S.be->open (NULL, &S.dev, &err), 0);
-    return 0;
+    return ak_cat_host_open (&S, "catmem");
 }
 
 static int s_group_teardown (void **state)
 {
     (void) state;
-    S.be->close (&S.dev);
-    ak_test_rmtree (S.dir);
-    free (S.dir);
+    ak_cat_host_close (&S);
     return 0;
 }
 
 static ak_spec_t *s_spec (const char *op)
 {
-    char *rel = ak_sprintf ("kernels/%s/spec.json", op);
-    char *path = ak_test_src (rel);
-    ak_spec_t *spec = NULL;
-    ak_err_t err = { 0 };
-    if (ak_spec_load (path, &spec, &err))
-        fail_msg ("%s", err.msg);
-    free (rel);
-    free (path);
-    return spec;
+    return ak_cat_spec (op);
 }
 
 /*  Compiles text with the host backend (float32, or the float64 oracle)
@@ -68,29 +51,7 @@ static ak_spec_t *s_spec (const char *op)
 static ak_kernel_t *s_build (const char *text, bool reference, const char *const *names,
                              const int64_t *values, int n)
 {
-    ak_compile_req_t req;
-    ak_compile_out_t out = { 0 };
-    ak_err_t err = { 0 };
-    memset (&req, 0, sizeof req);
-    req.source = text;
-    req.source_len = strlen (text);
-    req.reference = reference;
-    req.dtype = AK_DT_FLOAT32;
-    for (int i = 0; i < n; i++) {
-        req.define_names[i] = names[i];
-        req.define_values[i] = values[i];
-    }
-    req.ndefines = n;
-    req.cache_dir = S.dir;
-    req.timeout_ms = 60000;
-    if (S.be->compile (&req, &out, &err))
-        fail_msg ("compile: %s\n%s", err.msg, out.log ? out.log : "");
-    ak_kernel_t *k = NULL;
-    if (S.be->load (S.dev, out.artifact_path, reference ? "ak_reference" : "ak_kernel", &k, &err))
-        fail_msg ("load: %s", err.msg);
-    free (out.artifact_path);
-    free (out.log);
-    return k;
+    return ak_cat_build (&S, text, reference, names, values, n);
 }
 
 /* ------------------------------------------------------------- the specs */
@@ -217,48 +178,10 @@ static void test_specs_load (void **state)
 
 /* --------------------------------------------------- oracles, by hand */
 
-/*  Runs op's oracle on dims with the given float64 inputs (in spec order,
-    each the spec's count long) and checks every output element against
-    want (outputs concatenated) to 1e-12. */
+/*  op's oracle on dims against want (outputs concatenated) to 1e-12. */
 static void s_oracle (const char *op, const int64_t *dims, const double *const *in, const double *want)
 {
-    ak_spec_t *spec = s_spec (op);
-    ak_kernel_t *ref = s_build (spec->reference.text, true, NULL, NULL, 0);
-    ak_launch_t args;
-    memset (&args, 0, sizeof args);
-    args.ndims = spec->nkeys;
-    memcpy (args.dims, dims, sizeof (int64_t) * (size_t) spec->nkeys);
-    args.nin = spec->ninputs;
-    args.nout = spec->noutputs;
-    args.dtype = AK_DT_FLOAT32;
-    ak_err_t err = { 0 };
-    int64_t nin[AK_MAX_BUFS], nout[AK_MAX_BUFS];
-    for (int j = 0; j < spec->ninputs; j++) {
-        assert_int_equal (ak_spec_eval (spec, spec->inputs[j].count, dims, AK_DT_FLOAT32, &nin[j], &err), 0);
-        assert_int_equal (S.be->alloc (S.dev, (size_t) nin[j] * 8, &args.in[j], &err), 0);
-        assert_int_equal (S.be->upload (S.dev, args.in[j], in[j], (size_t) nin[j] * 8, &err), 0);
-    }
-    for (int k = 0; k < spec->noutputs; k++) {
-        assert_int_equal (ak_spec_eval (spec, spec->outputs[k].count, dims, AK_DT_FLOAT32, &nout[k], &err), 0);
-        assert_int_equal (S.be->alloc (S.dev, (size_t) nout[k] * 8, &args.out[k], &err), 0);
-    }
-    if (S.be->launch (S.dev, ref, &args, &err))
-        fail_msg ("%s oracle: %s", op, err.msg);
-    size_t at = 0;
-    for (int k = 0; k < spec->noutputs; k++) {
-        double *got = ak_malloc ((size_t) nout[k] * 8);
-        assert_int_equal (S.be->download (S.dev, got, args.out[k], (size_t) nout[k] * 8, &err), 0);
-        for (int64_t i = 0; i < nout[k]; i++, at++)
-            if (!(fabs (got[i] - want[at]) <= 1e-12 * (1 + fabs (want[at]))))
-                fail_msg ("%s %s[%lld] = %.17g, want %.17g", op, spec->outputs[k].name, (long long) i,
-                          got[i], want[at]);
-        free (got);
-        S.be->release (S.dev, &args.out[k]);
-    }
-    for (int j = 0; j < spec->ninputs; j++)
-        S.be->release (S.dev, &args.in[j]);
-    S.be->unload (S.dev, &ref);
-    ak_spec_destroy (&spec);
+    ak_cat_oracle (&S, op, dims, in, want, 1e-12);
 }
 
 static void test_oracle_layernorm (void **state)
@@ -338,33 +261,11 @@ static void test_oracle_rotary (void **state)
 
 /* ----------------------------------------------------------- the gates */
 
-static void s_print (const char *what, const ak_gate_report_t *rep)
-{
-    for (int i = 0; i < rep->nstages; i++)
-        fprintf (stderr, "  %s %-12s %s\n", what, rep->stages[i].stage, rep->stages[i].detail);
-    if (rep->reason[0])
-        fprintf (stderr, "  %s reason: %s\n", what, rep->reason);
-}
-
 static ak_gate_status_t s_gate (const ak_spec_t *spec, ak_kernel_t *ref, const char *text,
                                 const char *const *names, const int64_t *values, int n,
                                 ak_gate_report_t *rep)
 {
-    ak_kernel_t *k = s_build (text, false, names, values, n);
-    ak_gate_ctx_t ctx;
-    memset (&ctx, 0, sizeof ctx);
-    ctx.spec = spec;
-    ctx.be = S.be;
-    ctx.dev = S.dev;
-    ctx.kernel[AK_DT_FLOAT32] = k;
-    ctx.ref_be = S.be;
-    ctx.ref_dev = S.dev;
-    ctx.ref = ref;
-    ctx.seed = 42;
-    ak_err_t err = { 0 };
-    assert_int_equal (ak_gates_run (&ctx, rep, &err), 0);
-    S.be->unload (S.dev, &k);
-    return rep->status;
+    return ak_cat_gate (&S, spec, ref, text, names, values, n, rep);
 }
 
 typedef struct {
@@ -376,7 +277,6 @@ typedef struct {
 static void s_expect_ok (const ak_spec_t *spec, const char *what, const ak_gate_report_t *rep)
 {
     if (rep->status != AK_GATE_OK) {
-        s_print (what, rep);
         fail_msg ("%s %s: %s: %s", spec->name, what, ak_gate_status_name (rep->status), rep->reason);
     }
     assert_int_equal (rep->nstages, 5);
@@ -440,21 +340,7 @@ static void test_host_kernels_pass_gates (void **state)
 /*  The baseline with one substring replaced: must be wrong_answer. */
 static void s_expect_wrong (const char *op, const char *from, const char *to)
 {
-    ak_spec_t *spec = s_spec (op);
-    ak_kernel_t *ref = s_build (spec->reference.text, true, NULL, NULL, 0);
-    const char *text = ak_spec_baseline (spec, "host")->source.text;
-    const char *at = strstr (text, from);
-    if (!at)
-        fail_msg ("%s baseline has no '%s'", op, from);
-    char *bad = ak_sprintf ("%.*s%s%s", (int) (at - text), text, to, at + strlen (from));
-    ak_gate_report_t rep;
-    ak_gate_status_t st = s_gate (spec, ref, bad, NULL, NULL, 0, &rep);
-    print_message ("%s with '%s' -> '%s': %s: %s\n", op, from, to, ak_gate_status_name (st), rep.reason);
-    assert_int_equal (st, AK_GATE_WRONG);
-    assert_non_null (strstr (rep.reason, "beyond tolerance"));
-    free (bad);
-    S.be->unload (S.dev, &ref);
-    ak_spec_destroy (&spec);
+    ak_cat_expect_wrong (&S, op, from, to);
 }
 
 static void test_wrong_kernels_fail (void **state)

@@ -20,6 +20,7 @@
     entries, one per operator, so none runs for minutes. */
 #include "space.h"
 #include "support.h"
+#include "unit.h"
 #include "worker/backend.h"
 #include "worker/backends.h"
 #include "worker/backend_cuda.h"
@@ -36,15 +37,7 @@
 
 static ak_spec_t *s_builtin (const char *op)
 {
-    char *rel = ak_sprintf ("kernels/%s/spec.json", op);
-    char *path = ak_test_src (rel);
-    ak_spec_t *spec = NULL;
-    ak_err_t err = { 0 };
-    if (ak_spec_load (path, &spec, &err) != 0)
-        fail_msg ("%s", err.msg);
-    free (path);
-    free (rel);
-    return spec;
+    return ak_cat_spec (op);
 }
 
 /* --------------------------------------------------------- launch rules */

@@ -199,6 +199,18 @@ static void test_map_table (void **state)
               (int64_t[]) { 4096, 32000 }, NULL);
     s_expect ("vllm::rotary_embedding, sizes = [[1, 32, 2048, 128]]", "rotary_embedding", 4,
               (int64_t[]) { 1, 32, 2048, 128 }, NULL);
+    /* decode over a KV cache (query length 1), grouped-query (32 query
+       heads over 8 key heads), pi0.5's 50 action tokens over prefix +
+       suffix (not causal), grouped-query prefill (causal, Q = L) */
+    s_expect ("aten::scaled_dot_product_attention, sizes = [[1, 16, 1, 128], [1, 16, 520, 128], [1, 16, 520, 128]]",
+              "split_kv_attention", 7, (int64_t[]) { 1, 1, 16, 16, 520, 128, 1 }, NULL);
+    s_expect ("aten::scaled_dot_product_attention, sizes = [[4, 32, 1, 128], [4, 8, 4096, 128], [4, 8, 4096, 128]]",
+              "split_kv_attention", 7, (int64_t[]) { 4, 1, 32, 8, 4096, 128, 1 }, NULL);
+    s_expect ("torch_nvtx::sdpa, sizes = [[1, 8, 50, 256], [1, 1, 866, 256], [1, 1, 866, 256]], dtypes = [bfloat16], "
+              "is_causal = 0, has_mask = 0", "split_kv_attention", 7, (int64_t[]) { 1, 50, 8, 1, 866, 256, 1 },
+              "bfloat16");
+    s_expect ("torch_nvtx::sdpa, sizes = [[1, 32, 64, 128], [1, 8, 64, 128], [1, 8, 64, 128]], "
+              "is_causal = 1, has_mask = 0", "split_kv_attention", 7, (int64_t[]) { 1, 64, 32, 8, 64, 128, 2 }, NULL);
 }
 
 static void s_refused (const char *text, const char *op, const char *why)
@@ -219,10 +231,16 @@ static void test_map_refusals (void **state)
     s_refused ("aten::mm, sizes = [[512, 2048], [1024, 6144]]", "matmul", "inner dimensions");
     s_refused ("aten::mm, seq = 3", "matmul", "no sizes");
     s_refused ("aten::softmax, seq = 3, sizes = [[], []]", "softmax", "no tensor");
-    s_refused ("aten::scaled_dot_product_attention, sizes = [[1, 16, 1, 128], [1, 16, 520, 128], [1, 16, 520, 128]]",
-               "flash_attention", "lengths differ");
-    s_refused ("aten::scaled_dot_product_attention, sizes = [[1, 32, 64, 128], [1, 8, 64, 128], [1, 8, 64, 128]]",
-               "flash_attention", "grouped-query");
+    s_refused ("aten::scaled_dot_product_attention, sizes = [[1, 32, 1, 128], [1, 12, 520, 128], [1, 12, 520, 128]]",
+               "split_kv_attention", "not a multiple");
+    s_refused ("aten::scaled_dot_product_attention, sizes = [[1, 8, 1, 128], [1, 0, 520, 128], [1, 0, 520, 128]]",
+               "split_kv_attention", "not a multiple");
+    s_refused ("torch_nvtx::sdpa, sizes = [[1, 8, 4, 64], [1, 8, 520, 64], [1, 8, 520, 64]], is_causal = 1, has_mask = 0",
+               "split_kv_attention", "top-left");
+    s_refused ("torch_nvtx::sdpa, sizes = [[1, 8, 1, 64], [1, 8, 520, 64], [1, 8, 520, 64]], has_mask = 1",
+               "split_kv_attention", "explicit attention mask");
+    s_refused ("aten::scaled_dot_product_attention, sizes = [[1, 8, 1, 64], [1, 8, 520, 128], [1, 8, 520, 128]]",
+               "split_kv_attention", "widths differ");
     s_refused ("torch_nvtx::sdpa, sizes = [[1, 2, 8, 8], [1, 2, 8, 8], [1, 2, 8, 8]], has_mask = 1",
                "flash_attention", "explicit attention mask");
     s_refused ("aten::softmax, sizes = [[4294967296, 2]]", "softmax", "not a size");

@@ -1,0 +1,250 @@
+/*  tests/unit/test_catalog_decode.c: the decode-step operators of the
+    catalog (kernels/rotate_qk, kernels/split_kv_attention) on the host.
+
+    - each spec loads with its keys, dtypes, sizes (the host ones within the
+      host oracle's reach, the GPU-only LLM and pi0.5 shapes last), edge
+      sizes (an empty cache, Q beyond the cache, uneven head groups, odd
+      widths), byte counts of every buffer once, device reference,
+      baselines and candidate spaces;
+    - each float64 oracle against values worked out by hand: both rotary
+      layouts, positions floored and clamped, the odd last element, theta;
+      attention weights of ln 3 apart, grouped-query head mapping (even and
+      uneven), causal bottom-right alignment, ragged lengths including an
+      empty cache (output 0);
+    - each host baseline through the five gates (worker/gates.c) on every
+      host size and edge size;
+    - a baseline with the operator subtly wrong (pair index of the other
+      layout, token index as position, head groups interleaved, the causal
+      diagonal one off, ragged lengths ignored) is wrong_answer: the gates
+      above can fail. */
+#include "space.h"
+#include "support.h"
+#include "unit.h"
+#include "worker/backend.h"
+#include "worker/gates.h"
+#include "spec.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ak_cat_host_t S;
+
+static int s_group_setup (void **state)
+{
+    (void) state;
+    return ak_cat_host_open (&S, "catdec");
+}
+
+static int s_group_teardown (void **state)
+{
+    (void) state;
+    ak_cat_host_close (&S);
+    return 0;
+}
+
+/* ------------------------------------------------------------- the specs */
+
+typedef struct {
+    const char *name;
+    const char *keys[7];
+    const char *gpu_size;           /* a GPU-only size */
+    const char *cuda_cand;
+    size_t      cuda_configs;
+} s_op_t;
+
+static const s_op_t s_ops[] = {
+    { "rotate_qk",          { "B", "S", "HQ", "HK", "D", "layout", "theta" }, "llama3_b4_4k", "token_major", 40 },
+    { "split_kv_attention", { "B", "Q", "HQ", "HK", "L", "D", "mask" },       "llm7b_b8_32k", "split_kv",    88 },
+};
+#define S_NOPS (sizeof s_ops / sizeof s_ops[0])
+
+static void test_specs_load (void **state)
+{
+    (void) state;
+    for (size_t o = 0; o < S_NOPS; o++) {
+        const s_op_t *op = &s_ops[o];
+        ak_spec_t *spec = ak_cat_spec (op->name);
+        assert_string_equal (spec->name, op->name);
+        assert_int_equal (spec->nkeys, 7);
+        for (int k = 0; k < 7; k++)
+            assert_string_equal (spec->keys[k], op->keys[k]);
+        assert_int_equal (spec->ndtypes, 3);
+        assert_int_equal (spec->dtypes[0], AK_DT_FLOAT32);
+        assert_true (ak_spec_tol (spec, AK_DT_BFLOAT16)->atol > ak_spec_tol (spec, AK_DT_FLOAT16)->atol);
+        assert_true (ak_spec_tol (spec, AK_DT_FLOAT16)->atol > ak_spec_tol (spec, AK_DT_FLOAT32)->atol);
+
+        /* host sizes first, each buffer within the host oracle's reach */
+        bool gpu_seen = false;
+        size_t host = 0;
+        for (size_t z = 0; z < spec->nsizes + spec->nedge; z++) {
+            const ak_size_t *sz = z < spec->nsizes ? &spec->sizes[z] : &spec->edge_sizes[z - spec->nsizes];
+            if (!ak_size_for_backend (sz, "host")) {
+                gpu_seen = true;
+                continue;
+            }
+            if (z < spec->nsizes) {
+                assert_false (gpu_seen);
+                host++;
+            }
+            for (int j = 0; j < spec->ninputs; j++)
+                assert_true ((uint64_t) ak_cat_count (spec, spec->inputs[j].count, sz->dims) <= AK_GATE_ORACLE_MAX_ELEMS);
+        }
+        assert_true (host >= 6 && spec->nsizes - host >= 5);
+        const ak_size_t *big = ak_spec_size (spec, op->gpu_size);
+        assert_non_null (big);
+        assert_false (ak_size_for_backend (big, "host"));
+        assert_true (spec->nedge >= 5);
+
+        assert_non_null (spec->reference.text);
+        assert_non_null (spec->reference_cuda.text);
+        assert_non_null (ak_spec_baseline (spec, "host"));
+        assert_non_null (ak_spec_baseline (spec, "cuda")->launch);
+        const ak_candidate_t *c = ak_spec_candidate (spec, op->cuda_cand);
+        assert_non_null (c);
+        assert_non_null (c->launch);
+        ak_err_t err = { 0 };
+        size_t count = 0;
+        assert_int_equal (ak_space_walk (c, NULL, NULL, &count, &err), 0);
+        assert_int_equal (count, op->cuda_configs);
+
+        /* bytes: every element of every buffer once, at every size */
+        for (size_t z = 0; z < spec->nsizes; z++) {
+            int64_t bytes = 0, want = 0;
+            assert_int_equal (ak_spec_eval (spec, spec->bytes, spec->sizes[z].dims, AK_DT_BFLOAT16, &bytes, &err), 0);
+            for (int j = 0; j < spec->ninputs; j++)
+                want += 2 * ak_cat_count (spec, spec->inputs[j].count, spec->sizes[z].dims);
+            for (int k = 0; k < spec->noutputs; k++)
+                want += 2 * ak_cat_count (spec, spec->outputs[k].count, spec->sizes[z].dims);
+            assert_true (bytes == want);
+        }
+        ak_spec_destroy (&spec);
+    }
+}
+
+/* --------------------------------------------------- oracles, by hand */
+
+static void test_oracle_rotate_qk (void **state)
+{
+    (void) state;
+    /* interleaved, theta 100, D 4: pair (0,1) at p, pair (2,3) at p/10.
+       Token 0 at 2.7 -> p = 2; token 1 at -5 -> p = 0 (identity). */
+    const int64_t d1[] = { 1, 2, 1, 1, 4, 2, 100 };
+    const double q1[] = { 1, 2, 3, 4, 1, 1, 1, 1 }, k1[] = { 0.5, -1, 0, 2, 2, 2, 2, 2 };
+    const double p1[] = { 2.7, -5 };
+    const double *in1[] = { q1, k1, p1 };
+    const double want1[] = { -2.234741690198506, 0.0770037537313969, 2.1455224103434802, 4.5162743037501505,
+                             1, 1, 1, 1,
+                             0.7012240085521105, 0.8707955499599833, -0.39733866159012243, 1.9601331556824833,
+                             2, 2, 2, 2 };
+    ak_cat_oracle (&S, "rotate_qk", d1, in1, want1, 1e-12);
+
+    /* half split, theta 10000, D 4, position 1 (rotary_embedding's case),
+       two q heads and one k head of one token rotate alike. */
+    const int64_t d2[] = { 1, 1, 2, 1, 4, 1, 10000 };
+    const double q2[] = { 1, 2, 3, 4, 1, 2, 3, 4 }, k2[] = { 1, 2, 3, 4 }, p2[] = { 1 };
+    const double *in2[] = { q2, k2, p2 };
+    const double r[] = { -1.9841106485555495, 1.959900667496664, 2.4623779024123156, 4.019799668334994 };
+    const double want2[] = { r[0], r[1], r[2], r[3], r[0], r[1], r[2], r[3], r[0], r[1], r[2], r[3] };
+    ak_cat_oracle (&S, "rotate_qk", d2, in2, want2, 1e-12);
+
+    /* odd D 5, half split: pairs (0,2), (1,3), element 4 passes through;
+       a position beyond 2^20 - 1 is clamped to it (angles ~1e6 rad: a
+       looser bound for the libm's last bits). */
+    const int64_t d3[] = { 1, 1, 1, 1, 5, 1, 10000 };
+    const double q3[] = { 1, 2, 3, 4, 5 }, k3[] = { 0, 0, 0, 0, -1 }, p3[] = { 1e7 };
+    const double *in3[] = { q3, k3, p3 };
+    const double want3[] = { 2.6349057587051803, 2.3880508504348823, 1.7485055455280318, 3.7811655789897958, 5,
+                             0, 0, 0, 0, -1 };
+    ak_cat_oracle (&S, "rotate_qk", d3, in3, want3, 1e-9);
+}
+
+static void test_oracle_split_kv (void **state)
+{
+    (void) state;
+    /* D 1 (scale 1), two query heads over one KV head, keys {0, ln 3},
+       values {1, 5}: head 0 (q = 1) weighs them 1/4, 3/4 -> 4; head 1
+       (q = 0) evenly -> 3. */
+    const int64_t d1[] = { 1, 1, 2, 1, 2, 1, 1 };
+    const double q1[] = { 1, 0 }, k1[] = { 0, 1.0986122886681098 }, v1[] = { 1, 5 };
+    const double *in1[] = { q1, k1, v1 };
+    ak_cat_oracle (&S, "split_kv_attention", d1, in1, (const double[]) { 4, 3 }, 1e-12);
+
+    /* causal, Q = L = 2 (a prefix call on an empty cache: the new tokens
+       attend to each other): token 0 sees key 0 only -> 1; token 1 both. */
+    const int64_t d2[] = { 1, 2, 1, 1, 2, 1, 2 };
+    const double q2[] = { 1, 1 };
+    const double *in2[] = { q2, k1, v1 };
+    ak_cat_oracle (&S, "split_kv_attention", d2, in2, (const double[]) { 1, 4 }, 1e-12);
+
+    /* ragged, L 1: len_b = 1 - (b * 2654435761 mod 2^32) % 2 = 1, 0, 1, 0:
+       sequences 1 and 3 have an empty cache -> 0. */
+    const int64_t d3[] = { 4, 1, 1, 1, 1, 1, 3 };
+    const double q3[] = { 1, 1, 1, 1 }, k3[] = { 0, 0, 0, 0 }, v3[] = { 7, 8, 9, 10 };
+    const double *in3[] = { q3, k3, v3 };
+    ak_cat_oracle (&S, "split_kv_attention", d3, in3, (const double[]) { 7, 0, 9, 0 }, 1e-12);
+
+    /* uneven groups: 3 query heads over 2 KV heads read h * 2 / 3 = 0, 0, 1 */
+    const int64_t d4[] = { 1, 1, 3, 2, 1, 1, 1 };
+    const double q4[] = { 1, 1, 1 }, k4[] = { 0, 0 }, v4[] = { 7, 9 };
+    const double *in4[] = { q4, k4, v4 };
+    ak_cat_oracle (&S, "split_kv_attention", d4, in4, (const double[]) { 7, 7, 9 }, 1e-12);
+
+    /* Q beyond the cache: Q 3, L 2, causal: token t sees 2 - 3 + 1 + t keys
+       = 0, 1, 2 -> 0, 1, 4 */
+    const int64_t d5[] = { 1, 3, 1, 1, 2, 1, 2 };
+    const double q5[] = { 1, 1, 1 };
+    const double *in5[] = { q5, k1, v1 };
+    ak_cat_oracle (&S, "split_kv_attention", d5, in5, (const double[]) { 0, 1, 4 }, 1e-12);
+}
+
+/* ----------------------------------------------------------- the gates */
+
+static void test_host_baselines_pass_gates (void **state)
+{
+    (void) state;
+    for (size_t o = 0; o < S_NOPS; o++) {
+        ak_spec_t *spec = ak_cat_spec (s_ops[o].name);
+        ak_kernel_t *ref = ak_cat_build (&S, spec->reference.text, true, NULL, NULL, 0);
+        ak_gate_report_t rep;
+        if (ak_cat_gate (&S, spec, ref, ak_spec_baseline (spec, "host")->source.text, NULL, NULL, 0, &rep)
+            != AK_GATE_OK)
+            fail_msg ("%s baseline: %s: %s", spec->name, ak_gate_status_name (rep.status), rep.reason);
+        assert_int_equal (rep.nstages, 5);
+        uint32_t host_sizes = 0;
+        for (size_t z = 0; z < spec->nsizes; z++)
+            host_sizes += ak_size_for_backend (&spec->sizes[z], "host");
+        for (int i = 0; i < 5; i++)
+            assert_true (rep.stages[i].passed && !rep.stages[i].skipped);
+        assert_int_equal (rep.stages[1].configs, host_sizes);
+        assert_int_equal (rep.stages[4].configs, spec->nedge);
+        print_message ("%s: host baseline passes the gates (%u sizes, %zu edge sizes)\n", spec->name,
+                       host_sizes, spec->nedge);
+        S.be->unload (S.dev, &ref);
+        ak_spec_destroy (&spec);
+    }
+}
+
+static void test_wrong_kernels_fail (void **state)
+{
+    (void) state;
+    ak_cat_expect_wrong (&S, "rotate_qk", "ia = layout == 2 ? 2 * i : i, ib = layout == 2 ?",
+                         "ia = layout == 1 ? 2 * i : i, ib = layout == 1 ?");
+    ak_cat_expect_wrong (&S, "rotate_qk", "(int64_t) floorf (fminf (fmaxf (pos[t], 0.0f), 1048575.0f))", "t % S");
+    ak_cat_expect_wrong (&S, "split_kv_attention", "h * HK / HQ", "h % HK");
+    ak_cat_expect_wrong (&S, "split_kv_attention", "len - Q + 1 + t", "len - Q + t");
+    ak_cat_expect_wrong (&S, "split_kv_attention", "mask == 3\n", "mask == 4\n");
+}
+
+int main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_specs_load),
+        cmocka_unit_test (test_oracle_rotate_qk),
+        cmocka_unit_test (test_oracle_split_kv),
+        cmocka_unit_test (test_host_baselines_pass_gates),
+        cmocka_unit_test (test_wrong_kernels_fail),
+    };
+    return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
+}

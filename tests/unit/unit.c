@@ -1,0 +1,169 @@
+/*  tests/unit/unit.c: the host-catalog fixture (unit.h). */
+#include "unit.h"
+#include "support.h"
+#include "worker/backends.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ak_cat_host_open (ak_cat_host_t *h, const char *tag)
+{
+    ak_err_t err = { 0 };
+    memset (h, 0, sizeof *h);
+    h->dir = ak_test_tmpdir (tag);
+    h->be = ak_backend_host ();
+    if (h->be->open (NULL, &h->dev, &err) != 0) {
+        print_error ("host backend: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+void ak_cat_host_close (ak_cat_host_t *h)
+{
+    if (h->be && h->dev)
+        h->be->close (&h->dev);
+    if (h->dir) {
+        ak_test_rmtree (h->dir);
+        free (h->dir);
+        h->dir = NULL;
+    }
+}
+
+ak_spec_t *ak_cat_spec (const char *op)
+{
+    char *rel = ak_sprintf ("kernels/%s/spec.json", op);
+    char *path = ak_test_src (rel);
+    ak_spec_t *spec = NULL;
+    ak_err_t err = { 0 };
+    if (ak_spec_load (path, &spec, &err) != 0)
+        fail_msg ("%s", err.msg);
+    free (path);
+    free (rel);
+    return spec;
+}
+
+ak_kernel_t *ak_cat_build (ak_cat_host_t *h, const char *text, bool reference,
+                           const char *const *names, const int64_t *values, int n)
+{
+    ak_compile_req_t req;
+    ak_compile_out_t out = { 0 };
+    ak_err_t err = { 0 };
+    memset (&req, 0, sizeof req);
+    req.source = text;
+    req.source_len = strlen (text);
+    req.reference = reference;
+    req.dtype = AK_DT_FLOAT32;
+    for (int i = 0; i < n; i++) {
+        req.define_names[i] = names[i];
+        req.define_values[i] = values[i];
+    }
+    req.ndefines = n;
+    req.cache_dir = h->dir;
+    req.timeout_ms = 60000;
+    if (h->be->compile (&req, &out, &err) != 0)
+        fail_msg ("compile: %s\n%s", err.msg, out.log ? out.log : "");
+    ak_kernel_t *k = NULL;
+    if (h->be->load (h->dev, out.artifact_path, reference ? "ak_reference" : "ak_kernel", &k, &err) != 0)
+        fail_msg ("load: %s", err.msg);
+    free (out.artifact_path);
+    free (out.log);
+    return k;
+}
+
+int64_t ak_cat_count (const ak_spec_t *spec, const char *expr, const int64_t *dims)
+{
+    ak_err_t err = { 0 };
+    int64_t v = 0;
+    if (ak_spec_eval (spec, expr, dims, AK_DT_FLOAT32, &v, &err) != 0)
+        fail_msg ("%s: %s", expr, err.msg);
+    return v;
+}
+
+void ak_cat_oracle (ak_cat_host_t *h, const char *op, const int64_t *dims, const double *const *in,
+                    const double *want, double tol)
+{
+    ak_spec_t *spec = ak_cat_spec (op);
+    ak_kernel_t *ref = ak_cat_build (h, spec->reference.text, true, NULL, NULL, 0);
+    ak_launch_t args;
+    memset (&args, 0, sizeof args);
+    args.ndims = spec->nkeys;
+    memcpy (args.dims, dims, sizeof (int64_t) * (size_t) spec->nkeys);
+    args.nin = spec->ninputs;
+    args.nout = spec->noutputs;
+    args.dtype = AK_DT_FLOAT32;
+    ak_err_t err = { 0 };
+    for (int j = 0; j < spec->ninputs; j++) {
+        size_t n = (size_t) ak_cat_count (spec, spec->inputs[j].count, dims) * 8;
+        assert_int_equal (h->be->alloc (h->dev, n, &args.in[j], &err), 0);
+        assert_int_equal (h->be->upload (h->dev, args.in[j], in[j], n, &err), 0);
+    }
+    for (int k = 0; k < spec->noutputs; k++)
+        assert_int_equal (h->be->alloc (h->dev, (size_t) ak_cat_count (spec, spec->outputs[k].count, dims) * 8,
+                                        &args.out[k], &err), 0);
+    if (h->be->launch (h->dev, ref, &args, &err) != 0)
+        fail_msg ("%s oracle: %s", op, err.msg);
+    size_t at = 0;
+    for (int k = 0; k < spec->noutputs; k++) {
+        int64_t n = ak_cat_count (spec, spec->outputs[k].count, dims);
+        double *got = ak_malloc ((size_t) n * 8);
+        assert_int_equal (h->be->download (h->dev, got, args.out[k], (size_t) n * 8, &err), 0);
+        for (int64_t i = 0; i < n; i++, at++)
+            if (!(fabs (got[i] - want[at]) <= tol * (1 + fabs (want[at]))))
+                fail_msg ("%s %s[%lld] = %.17g, want %.17g", op, spec->outputs[k].name, (long long) i,
+                          got[i], want[at]);
+        free (got);
+        h->be->release (h->dev, &args.out[k]);
+    }
+    for (int j = 0; j < spec->ninputs; j++)
+        h->be->release (h->dev, &args.in[j]);
+    h->be->unload (h->dev, &ref);
+    ak_spec_destroy (&spec);
+}
+
+ak_gate_status_t ak_cat_gate (ak_cat_host_t *h, const ak_spec_t *spec, ak_kernel_t *ref, const char *text,
+                              const char *const *names, const int64_t *values, int n,
+                              ak_gate_report_t *rep)
+{
+    ak_kernel_t *k = ak_cat_build (h, text, false, names, values, n);
+    ak_gate_ctx_t ctx;
+    memset (&ctx, 0, sizeof ctx);
+    ctx.spec = spec;
+    ctx.be = h->be;
+    ctx.dev = h->dev;
+    ctx.kernel[AK_DT_FLOAT32] = k;
+    ctx.ref_be = h->be;
+    ctx.ref_dev = h->dev;
+    ctx.ref = ref;
+    ctx.seed = 42;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_gates_run (&ctx, rep, &err), 0);
+    h->be->unload (h->dev, &k);
+    if (rep->status != AK_GATE_OK) {
+        for (int i = 0; i < rep->nstages; i++)
+            print_message ("  %s %-12s %s\n", spec->name, rep->stages[i].stage, rep->stages[i].detail);
+        print_message ("  %s reason: %s\n", spec->name, rep->reason);
+    }
+    return rep->status;
+}
+
+void ak_cat_expect_wrong (ak_cat_host_t *h, const char *op, const char *from, const char *to)
+{
+    ak_spec_t *spec = ak_cat_spec (op);
+    ak_kernel_t *ref = ak_cat_build (h, spec->reference.text, true, NULL, NULL, 0);
+    const char *text = ak_spec_baseline (spec, "host")->source.text;
+    const char *at = strstr (text, from);
+    if (!at)
+        fail_msg ("%s baseline has no '%s'", op, from);
+    char *bad = ak_sprintf ("%.*s%s%s", (int) (at - text), text, to, at + strlen (from));
+    ak_gate_report_t rep;
+    ak_gate_status_t st = ak_cat_gate (h, spec, ref, bad, NULL, NULL, 0, &rep);
+    print_message ("%s with '%s' -> '%s': %s: %s\n", op, from, to, ak_gate_status_name (st), rep.reason);
+    assert_int_equal (st, AK_GATE_WRONG);
+    assert_non_null (strstr (rep.reason, "beyond tolerance"));
+    free (bad);
+    h->be->unload (h->dev, &ref);
+    ak_spec_destroy (&spec);
+}

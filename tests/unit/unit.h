@@ -1,0 +1,57 @@
+/*  tests/unit/unit.h: what the unit tests share (linked into each of them,
+    tests/CMakeLists.txt).
+
+    The host-catalog fixture of the tests that run catalog kernels on the
+    host backend (test_catalog_mem, test_catalog_compute,
+    test_catalog_decode): the backend opened once per group, a fresh
+    compile cache, the built-in specs, kernels built and loaded.  Every
+    helper fails the running test (cmocka fail_msg) on an error instead of
+    returning it. */
+#ifndef AK_TESTS_UNIT_H
+#define AK_TESTS_UNIT_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "worker/backend.h"
+#include "worker/gates.h"
+#include "spec.h"
+
+typedef struct {
+    char               *dir;           /* the compile cache: a fresh directory named after tag */
+    const ak_backend_t *be;            /* the host backend */
+    ak_dev_t           *dev;
+} ak_cat_host_t;
+
+/* 0, or -1 when the host backend cannot be opened (the group setup fails). */
+int  ak_cat_host_open (ak_cat_host_t *h, const char *tag);
+void ak_cat_host_close (ak_cat_host_t *h);
+
+/* kernels/OP/spec.json of the source tree; the caller destroys it. */
+ak_spec_t *ak_cat_spec (const char *op);
+
+/* text built with h's backend, float32 (or the float64 oracle with
+   reference), the n parameters names[i] = values[i] as defines, and its
+   ak_kernel (ak_reference) loaded; the caller unloads it. */
+ak_kernel_t *ak_cat_build (ak_cat_host_t *h, const char *text, bool reference,
+                           const char *const *names, const int64_t *values, int n);
+
+/* expr (a buffer count, flops, bytes) of spec at dims, float32. */
+int64_t ak_cat_count (const ak_spec_t *spec, const char *expr, const int64_t *dims);
+
+/* op's float64 oracle on dims with float64 inputs in (spec order, each
+   its count long): every output element (outputs concatenated in want)
+   within tol * (1 + |want|). */
+void ak_cat_oracle (ak_cat_host_t *h, const char *op, const int64_t *dims, const double *const *in,
+                    const double *want, double tol);
+
+/* The five gates of spec over text (float32, seed 42, parameters as in
+   ak_cat_build) against the oracle ref; rep filled, its status returned.
+   The stages are printed when it is not ok. */
+ak_gate_status_t ak_cat_gate (ak_cat_host_t *h, const ak_spec_t *spec, ak_kernel_t *ref, const char *text,
+                              const char *const *names, const int64_t *values, int n,
+                              ak_gate_report_t *rep);
+
+/* op's host baseline with the first `from` replaced by `to` must come out
+   of the gates wrong_answer, beyond tolerance. */
+void ak_cat_expect_wrong (ak_cat_host_t *h, const char *op, const char *from, const char *to);
+
+#endif
