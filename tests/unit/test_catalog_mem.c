@@ -15,82 +15,24 @@
       wrong_answer: the gates above can fail. */
 #include "space.h"
 #include "support.h"
-#include "worker/backend.h"
-#include "worker/backends.h"
-#include "worker/gates.h"
-#include "spec.h"
+#include "unit.h"
 #include "util.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static struct {
-    char               *dir;
-    const ak_backend_t *be;
-    ak_dev_t           *dev;
-} S;
-
 static int s_group_setup (void **state)
 {
     (void) state;
-    ak_err_t err = { 0 };
-    S.dir = ak_test_tmpdir ("catmem");
-    S.be = ak_backend_host ();
-    assert_int_equal (S.be->open (NULL, &S.dev, &err), 0);
-    return 0;
+    return ak_cat_open ("catmem");
 }
 
 static int s_group_teardown (void **state)
 {
     (void) state;
-    S.be->close (&S.dev);
-    ak_test_rmtree (S.dir);
-    free (S.dir);
+    ak_cat_close ();
     return 0;
-}
-
-static ak_spec_t *s_spec (const char *op)
-{
-    char *rel = ak_sprintf ("kernels/%s/spec.json", op);
-    char *path = ak_test_src (rel);
-    ak_spec_t *spec = NULL;
-    ak_err_t err = { 0 };
-    if (ak_spec_load (path, &spec, &err))
-        fail_msg ("%s", err.msg);
-    free (rel);
-    free (path);
-    return spec;
-}
-
-/*  Compiles text with the host backend (float32, or the float64 oracle)
-    and loads symbol. */
-static ak_kernel_t *s_build (const char *text, bool reference, const char *const *names,
-                             const int64_t *values, int n)
-{
-    ak_compile_req_t req;
-    ak_compile_out_t out = { 0 };
-    ak_err_t err = { 0 };
-    memset (&req, 0, sizeof req);
-    req.source = text;
-    req.source_len = strlen (text);
-    req.reference = reference;
-    req.dtype = AK_DT_FLOAT32;
-    for (int i = 0; i < n; i++) {
-        req.define_names[i] = names[i];
-        req.define_values[i] = values[i];
-    }
-    req.ndefines = n;
-    req.cache_dir = S.dir;
-    req.timeout_ms = 60000;
-    if (S.be->compile (&req, &out, &err))
-        fail_msg ("compile: %s\n%s", err.msg, out.log ? out.log : "");
-    ak_kernel_t *k = NULL;
-    if (S.be->load (S.dev, out.artifact_path, reference ? "ak_reference" : "ak_kernel", &k, &err))
-        fail_msg ("load: %s", err.msg);
-    free (out.artifact_path);
-    free (out.log);
-    return k;
 }
 
 /* ------------------------------------------------------------- the specs */
@@ -134,7 +76,7 @@ static void test_specs_load (void **state)
     (void) state;
     for (size_t o = 0; o < S_NOPS; o++) {
         const s_op_t *op = &s_ops[o];
-        ak_spec_t *spec = s_spec (op->name);
+        ak_spec_t *spec = ak_cat_spec (op->name);
         assert_string_equal (spec->name, op->name);
         assert_int_equal (spec->nkeys, op->nkeys);
         for (int k = 0; k < op->nkeys; k++)
@@ -217,50 +159,6 @@ static void test_specs_load (void **state)
 
 /* --------------------------------------------------- oracles, by hand */
 
-/*  Runs op's oracle on dims with the given float64 inputs (in spec order,
-    each the spec's count long) and checks every output element against
-    want (outputs concatenated) to 1e-12. */
-static void s_oracle (const char *op, const int64_t *dims, const double *const *in, const double *want)
-{
-    ak_spec_t *spec = s_spec (op);
-    ak_kernel_t *ref = s_build (spec->reference.text, true, NULL, NULL, 0);
-    ak_launch_t args;
-    memset (&args, 0, sizeof args);
-    args.ndims = spec->nkeys;
-    memcpy (args.dims, dims, sizeof (int64_t) * (size_t) spec->nkeys);
-    args.nin = spec->ninputs;
-    args.nout = spec->noutputs;
-    args.dtype = AK_DT_FLOAT32;
-    ak_err_t err = { 0 };
-    int64_t nin[AK_MAX_BUFS], nout[AK_MAX_BUFS];
-    for (int j = 0; j < spec->ninputs; j++) {
-        assert_int_equal (ak_spec_eval (spec, spec->inputs[j].count, dims, AK_DT_FLOAT32, &nin[j], &err), 0);
-        assert_int_equal (S.be->alloc (S.dev, (size_t) nin[j] * 8, &args.in[j], &err), 0);
-        assert_int_equal (S.be->upload (S.dev, args.in[j], in[j], (size_t) nin[j] * 8, &err), 0);
-    }
-    for (int k = 0; k < spec->noutputs; k++) {
-        assert_int_equal (ak_spec_eval (spec, spec->outputs[k].count, dims, AK_DT_FLOAT32, &nout[k], &err), 0);
-        assert_int_equal (S.be->alloc (S.dev, (size_t) nout[k] * 8, &args.out[k], &err), 0);
-    }
-    if (S.be->launch (S.dev, ref, &args, &err))
-        fail_msg ("%s oracle: %s", op, err.msg);
-    size_t at = 0;
-    for (int k = 0; k < spec->noutputs; k++) {
-        double *got = ak_malloc ((size_t) nout[k] * 8);
-        assert_int_equal (S.be->download (S.dev, got, args.out[k], (size_t) nout[k] * 8, &err), 0);
-        for (int64_t i = 0; i < nout[k]; i++, at++)
-            if (!(fabs (got[i] - want[at]) <= 1e-12 * (1 + fabs (want[at]))))
-                fail_msg ("%s %s[%lld] = %.17g, want %.17g", op, spec->outputs[k].name, (long long) i,
-                          got[i], want[at]);
-        free (got);
-        S.be->release (S.dev, &args.out[k]);
-    }
-    for (int j = 0; j < spec->ninputs; j++)
-        S.be->release (S.dev, &args.in[j]);
-    S.be->unload (S.dev, &ref);
-    ak_spec_destroy (&spec);
-}
-
 static void test_oracle_layernorm (void **state)
 {
     (void) state;
@@ -273,7 +171,7 @@ static void test_oracle_layernorm (void **state)
     const double *in[] = { x, gamma, beta };
     const double want[] = { -1.3416354199689269, 0.105576386687382, 0.2236059033281545, 0.3416354199689269,
                             0, 1, 0, -1 };
-    s_oracle ("layernorm", dims, in, want);
+    ak_cat_oracle ("layernorm", dims, in, want);
 }
 
 static void test_oracle_reduce (void **state)
@@ -283,7 +181,7 @@ static void test_oracle_reduce (void **state)
     const double x[] = { 1, 2, 3, -1, 0.5, 0.25, 1e10, 1, -1e10 };
     const double *in[] = { x };
     const double want[] = { 6, -0.25, 1 };
-    s_oracle ("reduce", dims, in, want);
+    ak_cat_oracle ("reduce", dims, in, want);
 }
 
 static void test_oracle_cross_entropy (void **state)
@@ -297,7 +195,7 @@ static void test_oracle_cross_entropy (void **state)
     const double x4[] = { 0, 0, 0, 0, 0, 0.69314718055994531, 0, 0, 1000, 0, 1000, 0 };
     const double *in4[] = { x4 };
     const double want4[] = { 1.3862943611198906, 0.9162907318741551, 0.6931471805599453 };
-    s_oracle ("cross_entropy", d4, in4, want4);
+    ak_cat_oracle ("cross_entropy", d4, in4, want4);
 
     /* vocab 5, x[r][v] = v: loss = log(sum_v e^v) - t_r with t_r = 0, 1, 1, 2
        (row % vocab would give 0, 1, 2, 3). */
@@ -307,7 +205,7 @@ static void test_oracle_cross_entropy (void **state)
         x5[i] = i % 5;
     const double *in5[] = { x5 };
     const double want5[] = { 4.451914395937593, 3.4519143959375933, 3.4519143959375933, 2.4519143959375933 };
-    s_oracle ("cross_entropy", d5, in5, want5);
+    ak_cat_oracle ("cross_entropy", d5, in5, want5);
 }
 
 static void test_oracle_rotary (void **state)
@@ -321,7 +219,7 @@ static void test_oracle_rotary (void **state)
     const double *in[] = { x };
     const double want[] = { 0.5, -0.25, 2, 8,
                             -1.9841106485555495, 1.959900667496664, 2.4623779024123156, 4.019799668334994 };
-    s_oracle ("rotary_embedding", dims, in, want);
+    ak_cat_oracle ("rotary_embedding", dims, in, want);
 
     /* odd D = 3: one pair (0, 1) at angle s, the last element passes through;
        two heads at position 2 rotate alike. */
@@ -333,137 +231,25 @@ static void test_oracle_rotary (void **state)
     const double *in3[] = { x3 };
     const double want3[] = { 0, 0, 0, -1.1426396637476532, 1.922075596544176, 3, 0, 0, 0,
                              0, 0, 0, 0, 0, 0, -0.4161468365471424, 0.9092974268256817, 7 };
-    s_oracle ("rotary_embedding", d3, in3, want3);
+    ak_cat_oracle ("rotary_embedding", d3, in3, want3);
 }
 
 /* ----------------------------------------------------------- the gates */
 
-static void s_print (const char *what, const ak_gate_report_t *rep)
-{
-    for (int i = 0; i < rep->nstages; i++)
-        fprintf (stderr, "  %s %-12s %s\n", what, rep->stages[i].stage, rep->stages[i].detail);
-    if (rep->reason[0])
-        fprintf (stderr, "  %s reason: %s\n", what, rep->reason);
-}
-
-static ak_gate_status_t s_gate (const ak_spec_t *spec, ak_kernel_t *ref, const char *text,
-                                const char *const *names, const int64_t *values, int n,
-                                ak_gate_report_t *rep)
-{
-    ak_kernel_t *k = s_build (text, false, names, values, n);
-    ak_gate_ctx_t ctx;
-    memset (&ctx, 0, sizeof ctx);
-    ctx.spec = spec;
-    ctx.be = S.be;
-    ctx.dev = S.dev;
-    ctx.kernel[AK_DT_FLOAT32] = k;
-    ctx.ref_be = S.be;
-    ctx.ref_dev = S.dev;
-    ctx.ref = ref;
-    ctx.seed = 42;
-    ak_err_t err = { 0 };
-    assert_int_equal (ak_gates_run (&ctx, rep, &err), 0);
-    S.be->unload (S.dev, &k);
-    return rep->status;
-}
-
-typedef struct {
-    const ak_spec_t *spec;
-    ak_kernel_t     *ref;
-    size_t           passed;
-} s_walk_t;
-
-static void s_expect_ok (const ak_spec_t *spec, const char *what, const ak_gate_report_t *rep)
-{
-    if (rep->status != AK_GATE_OK) {
-        s_print (what, rep);
-        fail_msg ("%s %s: %s: %s", spec->name, what, ak_gate_status_name (rep->status), rep->reason);
-    }
-    assert_int_equal (rep->nstages, 5);
-    for (int i = 0; i < 5; i++) {
-        assert_true (rep->stages[i].passed);
-        assert_false (rep->stages[i].skipped);
-    }
-    /* every host size ran (none of the GPU-only ones) and every edge size */
-    uint32_t host_sizes = 0;
-    for (size_t z = 0; z < spec->nsizes; z++)
-        host_sizes += ak_size_for_backend (&spec->sizes[z], "host");
-    assert_int_equal (rep->stages[1].configs, host_sizes);
-    assert_int_equal (rep->stages[4].configs, spec->nedge);
-}
-
-static int s_gate_config (const ak_candidate_t *cand, const int64_t *values, void *arg)
-{
-    s_walk_t *w = arg;
-    const char *names[AK_MAX_PARAMS];
-    char what[128];
-    size_t n = (size_t) snprintf (what, sizeof what, "%s", cand->name);
-    for (size_t i = 0; i < cand->nparams; i++) {
-        names[i] = cand->params[i].name;
-        n += (size_t) snprintf (what + n, sizeof what - n, " %s=%lld", names[i], (long long) values[i]);
-    }
-    ak_gate_report_t rep;
-    s_gate (w->spec, w->ref, cand->source.text, names, values, (int) cand->nparams, &rep);
-    s_expect_ok (w->spec, what, &rep);
-    w->passed++;
-    return 0;
-}
-
 static void test_host_kernels_pass_gates (void **state)
 {
     (void) state;
-    for (size_t o = 0; o < S_NOPS; o++) {
-        ak_spec_t *spec = s_spec (s_ops[o].name);
-        s_walk_t w = { .spec = spec, .ref = s_build (spec->reference.text, true, NULL, NULL, 0) };
-        ak_gate_report_t rep;
-        s_gate (spec, w.ref, ak_spec_baseline (spec, "host")->source.text, NULL, NULL, 0, &rep);
-        s_expect_ok (spec, "baseline", &rep);
-        w.passed++;
-        size_t host_configs = 0;
-        for (size_t c = 0; c < spec->ncandidates; c++) {
-            if (strcmp (spec->candidates[c].backend, "host") != 0)
-                continue;            /* cuda kernels: tests/gpu/test_gpu_catalog.c */
-            ak_err_t err = { 0 };
-            size_t count = 0;
-            assert_int_equal (ak_space_walk (&spec->candidates[c], s_gate_config, &w, &count, &err), 0);
-            host_configs += count;
-        }
-        assert_int_equal (host_configs, s_ops[o].host_configs);
-        print_message ("%s: host baseline and %zu candidate configurations pass the gates\n",
-                       spec->name, host_configs);
-        assert_int_equal (w.passed, 1 + host_configs);
-        S.be->unload (S.dev, &w.ref);
-        ak_spec_destroy (&spec);
-    }
-}
-
-/*  The baseline with one substring replaced: must be wrong_answer. */
-static void s_expect_wrong (const char *op, const char *from, const char *to)
-{
-    ak_spec_t *spec = s_spec (op);
-    ak_kernel_t *ref = s_build (spec->reference.text, true, NULL, NULL, 0);
-    const char *text = ak_spec_baseline (spec, "host")->source.text;
-    const char *at = strstr (text, from);
-    if (!at)
-        fail_msg ("%s baseline has no '%s'", op, from);
-    char *bad = ak_sprintf ("%.*s%s%s", (int) (at - text), text, to, at + strlen (from));
-    ak_gate_report_t rep;
-    ak_gate_status_t st = s_gate (spec, ref, bad, NULL, NULL, 0, &rep);
-    print_message ("%s with '%s' -> '%s': %s: %s\n", op, from, to, ak_gate_status_name (st), rep.reason);
-    assert_int_equal (st, AK_GATE_WRONG);
-    assert_non_null (strstr (rep.reason, "beyond tolerance"));
-    free (bad);
-    S.be->unload (S.dev, &ref);
-    ak_spec_destroy (&spec);
+    for (size_t o = 0; o < S_NOPS; o++)
+        assert_int_equal (ak_cat_host_gates (s_ops[o].name), s_ops[o].host_configs);
 }
 
 static void test_wrong_kernels_fail (void **state)
 {
     (void) state;
-    s_expect_wrong ("cross_entropy", "((uint32_t) r * 2654435761u) % (uint32_t) V", "(uint32_t) (r % V)");
-    s_expect_wrong ("layernorm", " + beta[n];", ";");
-    s_expect_wrong ("reduce", "n < N; n++)", "n < N - (N > 8); n++)");
-    s_expect_wrong ("rotary_embedding", "xr[i] * c - xr[i + half] * sn", "xr[i] * c + xr[i + half] * sn");
+    ak_cat_expect_wrong ("cross_entropy", "((uint32_t) r * 2654435761u) % (uint32_t) V", "(uint32_t) (r % V)");
+    ak_cat_expect_wrong ("layernorm", " + beta[n];", ";");
+    ak_cat_expect_wrong ("reduce", "n < N; n++)", "n < N - (N > 8); n++)");
+    ak_cat_expect_wrong ("rotary_embedding", "xr[i] * c - xr[i + half] * sn", "xr[i] * c + xr[i + half] * sn");
 }
 
 int main (void)

@@ -1,0 +1,240 @@
+/*  tests/unit/unit.c: the catalog helpers of the unit tests (unit.h). */
+#include "unit.h"
+#include "space.h"
+#include "support.h"
+#include "worker/backends.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct {
+    char               *dir;
+    const ak_backend_t *be;
+    ak_dev_t           *dev;
+} S;
+
+int ak_cat_open (const char *tag)
+{
+    ak_err_t err = { 0 };
+    S.dir = ak_test_tmpdir (tag);
+    S.be = ak_backend_host ();
+    assert_int_equal (S.be->open (NULL, &S.dev, &err), 0);
+    return 0;
+}
+
+void ak_cat_close (void)
+{
+    if (S.be)
+        S.be->close (&S.dev);
+    if (S.dir)
+        ak_test_rmtree (S.dir);
+    free (S.dir);
+    memset (&S, 0, sizeof S);
+}
+
+ak_spec_t *ak_cat_spec (const char *op)
+{
+    char *rel = ak_sprintf ("kernels/%s/spec.json", op);
+    char *path = ak_test_src (rel);
+    ak_spec_t *spec = NULL;
+    ak_err_t err = { 0 };
+    if (ak_spec_load (path, &spec, &err))
+        fail_msg ("%s", err.msg);
+    free (rel);
+    free (path);
+    return spec;
+}
+
+ak_kernel_t *ak_cat_build (const char *text, bool reference, const char *const *names,
+                           const int64_t *values, int n)
+{
+    ak_compile_req_t req;
+    ak_compile_out_t out = { 0 };
+    ak_err_t err = { 0 };
+    memset (&req, 0, sizeof req);
+    req.source = text;
+    req.source_len = strlen (text);
+    req.reference = reference;
+    req.dtype = AK_DT_FLOAT32;
+    for (int i = 0; i < n; i++) {
+        req.define_names[i] = names[i];
+        req.define_values[i] = values[i];
+    }
+    req.ndefines = n;
+    req.cache_dir = S.dir;
+    req.timeout_ms = 60000;
+    if (S.be->compile (&req, &out, &err))
+        fail_msg ("compile: %s\n%s", err.msg, out.log ? out.log : "");
+    ak_kernel_t *k = NULL;
+    if (S.be->load (S.dev, out.artifact_path, reference ? "ak_reference" : "ak_kernel", &k, &err))
+        fail_msg ("load: %s", err.msg);
+    free (out.artifact_path);
+    free (out.log);
+    return k;
+}
+
+void ak_cat_unload (ak_kernel_t **k)
+{
+    S.be->unload (S.dev, k);
+}
+
+void ak_cat_oracle (const char *op, const int64_t *dims, const double *const *in, const double *want)
+{
+    ak_spec_t *spec = ak_cat_spec (op);
+    ak_kernel_t *ref = ak_cat_build (spec->reference.text, true, NULL, NULL, 0);
+    ak_launch_t args;
+    memset (&args, 0, sizeof args);
+    args.ndims = spec->nkeys;
+    memcpy (args.dims, dims, sizeof (int64_t) * (size_t) spec->nkeys);
+    args.nin = spec->ninputs;
+    args.nout = spec->noutputs;
+    args.dtype = AK_DT_FLOAT32;
+    ak_err_t err = { 0 };
+    int64_t nin[AK_MAX_BUFS], nout[AK_MAX_BUFS];
+    for (int j = 0; j < spec->ninputs; j++) {
+        assert_int_equal (ak_spec_eval (spec, spec->inputs[j].count, dims, AK_DT_FLOAT32, &nin[j], &err), 0);
+        assert_int_equal (S.be->alloc (S.dev, (size_t) nin[j] * 8, &args.in[j], &err), 0);
+        assert_int_equal (S.be->upload (S.dev, args.in[j], in[j], (size_t) nin[j] * 8, &err), 0);
+    }
+    for (int k = 0; k < spec->noutputs; k++) {
+        assert_int_equal (ak_spec_eval (spec, spec->outputs[k].count, dims, AK_DT_FLOAT32, &nout[k], &err), 0);
+        assert_int_equal (S.be->alloc (S.dev, (size_t) nout[k] * 8, &args.out[k], &err), 0);
+    }
+    if (S.be->launch (S.dev, ref, &args, &err))
+        fail_msg ("%s oracle: %s", op, err.msg);
+    size_t at = 0;
+    for (int k = 0; k < spec->noutputs; k++) {
+        double *got = ak_malloc ((size_t) nout[k] * 8);
+        assert_int_equal (S.be->download (S.dev, got, args.out[k], (size_t) nout[k] * 8, &err), 0);
+        for (int64_t i = 0; i < nout[k]; i++, at++)
+            if (!(fabs (got[i] - want[at]) <= 1e-12 * (1 + fabs (want[at]))))
+                fail_msg ("%s %s[%lld] = %.17g, want %.17g", op, spec->outputs[k].name, (long long) i,
+                          got[i], want[at]);
+        free (got);
+        S.be->release (S.dev, &args.out[k]);
+    }
+    for (int j = 0; j < spec->ninputs; j++)
+        S.be->release (S.dev, &args.in[j]);
+    S.be->unload (S.dev, &ref);
+    ak_spec_destroy (&spec);
+}
+
+/* ----------------------------------------------------------- the gates */
+
+static void s_print (const char *what, const ak_gate_report_t *rep)
+{
+    for (int i = 0; i < rep->nstages; i++)
+        fprintf (stderr, "  %s %-12s %s\n", what, rep->stages[i].stage, rep->stages[i].detail);
+    if (rep->reason[0])
+        fprintf (stderr, "  %s reason: %s\n", what, rep->reason);
+}
+
+ak_gate_status_t ak_cat_gate (const ak_spec_t *spec, ak_kernel_t *ref, const char *text,
+                              const char *const *names, const int64_t *values, int n,
+                              ak_gate_report_t *rep)
+{
+    ak_kernel_t *k = ak_cat_build (text, false, names, values, n);
+    ak_gate_ctx_t ctx;
+    memset (&ctx, 0, sizeof ctx);
+    ctx.spec = spec;
+    ctx.be = S.be;
+    ctx.dev = S.dev;
+    ctx.kernel[AK_DT_FLOAT32] = k;
+    ctx.ref_be = S.be;
+    ctx.ref_dev = S.dev;
+    ctx.ref = ref;
+    ctx.seed = 42;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_gates_run (&ctx, rep, &err), 0);
+    S.be->unload (S.dev, &k);
+    return rep->status;
+}
+
+typedef struct {
+    const ak_spec_t *spec;
+    ak_kernel_t     *ref;
+    size_t           passed;
+} s_walk_t;
+
+static void s_expect_ok (const ak_spec_t *spec, const char *what, const ak_gate_report_t *rep)
+{
+    if (rep->status != AK_GATE_OK) {
+        s_print (what, rep);
+        fail_msg ("%s %s: %s: %s", spec->name, what, ak_gate_status_name (rep->status), rep->reason);
+    }
+    assert_int_equal (rep->nstages, 5);
+    for (int i = 0; i < 5; i++) {
+        assert_true (rep->stages[i].passed);
+        assert_false (rep->stages[i].skipped);
+    }
+    /* every host size ran (none of the GPU-only ones) and every edge size */
+    uint32_t host_sizes = 0;
+    for (size_t z = 0; z < spec->nsizes; z++)
+        host_sizes += ak_size_for_backend (&spec->sizes[z], "host");
+    assert_int_equal (rep->stages[1].configs, host_sizes);
+    assert_int_equal (rep->stages[4].configs, spec->nedge);
+}
+
+static int s_gate_config (const ak_candidate_t *cand, const int64_t *values, void *arg)
+{
+    s_walk_t *w = arg;
+    const char *names[AK_MAX_PARAMS];
+    char what[128];
+    size_t n = (size_t) snprintf (what, sizeof what, "%s", cand->name);
+    for (size_t i = 0; i < cand->nparams && n < sizeof what; i++) {
+        names[i] = cand->params[i].name;
+        n += (size_t) snprintf (what + n, sizeof what - n, " %s=%lld", names[i], (long long) values[i]);
+    }
+    ak_gate_report_t rep;
+    ak_cat_gate (w->spec, w->ref, cand->source.text, names, values, (int) cand->nparams, &rep);
+    s_expect_ok (w->spec, what, &rep);
+    w->passed++;
+    return 0;
+}
+
+size_t ak_cat_host_gates (const char *op)
+{
+    ak_spec_t *spec = ak_cat_spec (op);
+    s_walk_t w = { .spec = spec, .ref = ak_cat_build (spec->reference.text, true, NULL, NULL, 0) };
+    ak_gate_report_t rep;
+    ak_cat_gate (spec, w.ref, ak_spec_baseline (spec, "host")->source.text, NULL, NULL, 0, &rep);
+    s_expect_ok (spec, "baseline", &rep);
+    w.passed++;
+    size_t host_configs = 0;
+    for (size_t c = 0; c < spec->ncandidates; c++) {
+        if (strcmp (spec->candidates[c].backend, "host") != 0)
+            continue;            /* cuda kernels: tests/gpu/test_gpu_catalog.c */
+        ak_err_t err = { 0 };
+        size_t count = 0;
+        assert_int_equal (ak_space_walk (&spec->candidates[c], s_gate_config, &w, &count, &err), 0);
+        host_configs += count;
+    }
+    print_message ("%s: host baseline and %zu candidate configurations pass the gates\n",
+                   spec->name, host_configs);
+    assert_int_equal (w.passed, 1 + host_configs);
+    S.be->unload (S.dev, &w.ref);
+    ak_spec_destroy (&spec);
+    return host_configs;
+}
+
+void ak_cat_expect_wrong (const char *op, const char *from, const char *to)
+{
+    ak_spec_t *spec = ak_cat_spec (op);
+    ak_kernel_t *ref = ak_cat_build (spec->reference.text, true, NULL, NULL, 0);
+    const char *text = ak_spec_baseline (spec, "host")->source.text;
+    const char *at = strstr (text, from);
+    if (!at)
+        fail_msg ("%s baseline has no '%s'", op, from);
+    char *bad = ak_sprintf ("%.*s%s%s", (int) (at - text), text, to, at + strlen (from));
+    ak_gate_report_t rep;
+    ak_gate_status_t st = ak_cat_gate (spec, ref, bad, NULL, NULL, 0, &rep);
+    print_message ("%s with '%s' -> '%s': %s: %s\n", op, from, to, ak_gate_status_name (st), rep.reason);
+    assert_int_equal (st, AK_GATE_WRONG);
+    assert_non_null (strstr (rep.reason, "beyond tolerance"));
+    free (bad);
+    S.be->unload (S.dev, &ref);
+    ak_spec_destroy (&spec);
+}
