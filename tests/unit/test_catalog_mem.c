@@ -22,19 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int s_group_setup (void **state)
-{
-    (void) state;
-    return ak_cat_open ("catmem");
-}
-
-static int s_group_teardown (void **state)
-{
-    (void) state;
-    ak_cat_close ();
-    return 0;
-}
-
 /* ------------------------------------------------------------- the specs */
 
 typedef struct {
@@ -263,5 +250,5 @@ int main (void)
         cmocka_unit_test (test_host_kernels_pass_gates),
         cmocka_unit_test (test_wrong_kernels_fail),
     };
-    return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
+    return cmocka_run_group_tests (tests, ak_cat_group_setup, ak_cat_group_teardown);
 }

@@ -35,6 +35,19 @@ void ak_cat_close (void)
     memset (&S, 0, sizeof S);
 }
 
+int ak_cat_group_setup (void **state)
+{
+    (void) state;
+    return ak_cat_open ("catalog");
+}
+
+int ak_cat_group_teardown (void **state)
+{
+    (void) state;
+    ak_cat_close ();
+    return 0;
+}
+
 ak_spec_t *ak_cat_spec (const char *op)
 {
     char *rel = ak_sprintf ("kernels/%s/spec.json", op);

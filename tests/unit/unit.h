@@ -20,9 +20,12 @@
 #include <stdint.h>
 
 /*  Opens the host backend and a scratch directory (tag names it);
-    ak_cat_close releases both.  One at a time per process. */
+    ak_cat_close releases both.  One at a time per process.  The group
+    setup and teardown of cmocka do the same (tag "catalog"). */
 int  ak_cat_open (const char *tag);
 void ak_cat_close (void);
+int  ak_cat_group_setup (void **state);
+int  ak_cat_group_teardown (void **state);
 
 /*  kernels/OP/spec.json, loaded; fails the test on any error. Caller
     destroys. */

@@ -23,52 +23,12 @@
 #define VECB 16
 #endif
 
-#define S_TPR   (32 * WPR)                        /* threads per row */
-#define S_VEC   (VECB / (int) sizeof (ak_t))      /* elements per access */
-#define S_CACHE (32 / S_VEC)                      /* accesses a thread keeps: 32 elements */
-
-#if VECB == 16
-typedef uint4 s_raw_t;
-#elif VECB == 8
-typedef uint2 s_raw_t;
-#elif VECB == 4
-typedef unsigned int s_raw_t;
-#else
-#error "VECB must be 4, 8 or 16"
-#endif
-static_assert (S_VEC >= 1 && 32 % S_VEC == 0, "VECB must hold whole elements");
-
-typedef union {
-    s_raw_t raw;
-    ak_t    e[S_VEC];
-} s_vec_t;
-
-/*  Sum of v over the row's 32*WPR threads, every thread gets it: a warp
-    butterfly, then one value per warp through shared memory, added in
-    warp order (fixed by WPR: deterministic).  Every thread of the block
-    calls it (it holds block barriers when WPR > 1). */
-__device__ __forceinline__ float s_row_sum (float v, float (*red)[WPR])
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync (0xffffffffu, v, o);
-#if WPR > 1
-    if ((threadIdx.x & 31) == 0)
-        red[threadIdx.y][threadIdx.x >> 5] = v;
-    __syncthreads ();
-    v = red[threadIdx.y][0];
-#pragma unroll
-    for (int w = 1; w < WPR; w++)
-        v += red[threadIdx.y][w];
-    __syncthreads ();
-#endif
-    return v;
-}
-
-__device__ __forceinline__ bool s_aligned (const void *p)
-{
-    return ((ak_u64) p) % VECB == 0;
-}
+typedef ak_vec_t<VECB> s_vec_t;                   /* one access */
+typedef s_vec_t::raw_t s_raw_t;
+#define S_TPR   (32 * WPR)                          /* threads per row */
+#define S_VEC   ((int) s_vec_t::count)              /* elements per access */
+#define S_CACHE (32 / S_VEC)                        /* accesses a thread keeps: 32 elements */
+static_assert (32 % S_VEC == 0, "VECB must divide 32 elements");
 
 /* One access of output: x * inv * (1 + scale) + shift, element-wise. */
 __device__ __forceinline__ s_raw_t s_out (const s_vec_t &v, float inv, const s_raw_t *sc, const s_raw_t *sh,
@@ -96,8 +56,8 @@ extern "C" __global__ void __launch_bounds__ (S_TPR * ROWS) ak_kernel (ak_cuda_a
     const ak_t *sc = AK_IN (a, 1) + (rr / T) * N, *sh = AK_IN (a, 2) + (rr / T) * N;
     ak_t *y = AK_OUT (a, 0) + rr * N;
 
-    if (N % S_VEC == 0 && s_aligned (AK_IN (a, 0)) && s_aligned (AK_IN (a, 1)) && s_aligned (AK_IN (a, 2))
-        && s_aligned (AK_OUT (a, 0))) {
+    if (N % S_VEC == 0 && ak_aligned<VECB> (AK_IN (a, 0)) && ak_aligned<VECB> (AK_IN (a, 1)) && ak_aligned<VECB> (AK_IN (a, 2))
+        && ak_aligned<VECB> (AK_OUT (a, 0))) {
         const ak_i64 nv = live ? N / S_VEC : 0;
         const s_raw_t *xv = (const s_raw_t *) x, *scv = (const s_raw_t *) sc, *shv = (const s_raw_t *) sh;
         s_raw_t *yv = (s_raw_t *) y;
@@ -126,7 +86,7 @@ extern "C" __global__ void __launch_bounds__ (S_TPR * ROWS) ak_kernel (ak_cuda_a
                 ss += e * e;
             }
         }
-        const float inv = rsqrtf (s_row_sum (ss, red) / (float) N + 1e-6f);
+        const float inv = rsqrtf (ak_row_sum<WPR> (ss, red) / (float) N + 1e-6f);
 
 #pragma unroll
         for (int i = 0; i < S_CACHE; i++) {
@@ -146,7 +106,7 @@ extern "C" __global__ void __launch_bounds__ (S_TPR * ROWS) ak_kernel (ak_cuda_a
             const float e = ak_to_acc (x[n]);
             ss += e * e;
         }
-        const float inv = rsqrtf (s_row_sum (ss, red) / (float) N + 1e-6f);
+        const float inv = rsqrtf (ak_row_sum<WPR> (ss, red) / (float) N + 1e-6f);
         for (ak_i64 n = t; n < n_end; n += S_TPR)
             y[n] = ak_from_acc (ak_to_acc (x[n]) * inv * (1.0f + ak_to_acc (sc[n])) + ak_to_acc (sh[n]));
     }

@@ -26,29 +26,10 @@
 #define ROWS 2
 #endif
 
-#define S_VEC  (VECB / (int) sizeof (ak_t))          /* elements per access */
-#define S_COLS ((ak_i64) THREADS * UNROLL * S_VEC)    /* columns per block */
-
-#if VECB == 16
-typedef uint4 s_raw_t;
-#elif VECB == 8
-typedef uint2 s_raw_t;
-#elif VECB == 4
-typedef unsigned int s_raw_t;
-#else
-#error "VECB must be 4, 8 or 16"
-#endif
-static_assert (S_VEC >= 1, "VECB must hold whole elements");
-
-typedef union {
-    s_raw_t raw;
-    ak_t    e[S_VEC];
-} s_vec_t;
-
-__device__ __forceinline__ bool s_aligned (const void *p)
-{
-    return ((ak_u64) p) % VECB == 0;
-}
+typedef ak_vec_t<VECB> s_vec_t;                        /* one access */
+#define S_VEC  ((int) s_vec_t::count)                    /* elements per access */
+#define S_COLS ((ak_i64) THREADS * UNROLL * S_VEC)       /* columns per block */
+typedef s_vec_t::raw_t s_raw_t;
 
 extern "C" __global__ void __launch_bounds__ (THREADS) ak_kernel (ak_cuda_args_t a)
 {
@@ -63,7 +44,7 @@ extern "C" __global__ void __launch_bounds__ (THREADS) ak_kernel (ak_cuda_args_t
     for (int i = 0; i < ROWS; i++)
         grow[i] = G == 1 ? (r0 + i) / T : r0 + i;
 
-    if (N % S_VEC == 0 && s_aligned (x) && s_aligned (gate) && s_aligned (h) && s_aligned (y)) {
+    if (N % S_VEC == 0 && ak_aligned<VECB> (x) && ak_aligned<VECB> (gate) && ak_aligned<VECB> (h) && ak_aligned<VECB> (y)) {
         const ak_i64 nv = N / S_VEC;
         const s_raw_t *xv = (const s_raw_t *) x, *gv = (const s_raw_t *) gate, *hv = (const s_raw_t *) h;
         s_raw_t *yv = (s_raw_t *) y;
