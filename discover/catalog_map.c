@@ -17,7 +17,13 @@ const char akd_map_table_text[] =
     "  rotary_embedding names holding \"rotary\" with a [B, H, S, D] first argument\n"
     "  split_kv_attention the attention ops above with query [B, HQ, Q, D] and key [B, HK, L, D]\n"
     "                   of another length or fewer heads (decode over a KV cache, grouped-query):\n"
-    "                   B x Q x HQ x HK x L x D x mask, mask 2 when causal with Q = L\n";
+    "                   B x Q x HQ x HK x L x D x mask, mask 2 when causal with Q = L\n"
+    "  gated_residual   aten::addcmul (value 1 assumed) with a gate of x's shape (G 2) or [B, 1, N]\n"
+    "                   over x [B, T, N] (G 1): B x T x N x G\n"
+    "  ada_rms_norm     module::*AdaRMSNorm, module::*RMSNorm called with a conditioning tensor\n"
+    "                   [B, C] after x [B, T, N]: B x T x N (the module's modulation Linear counts too)\n"
+    "  gated_gelu       _C::gelu_tanh_and_mul, _C::silu_and_mul (vLLM: out, x [.., 2N]),\n"
+    "                   module::SiluAndMul (x [.., 2N]): M x N x act (1 gelu_tanh, 2 silu)\n";
 
 static bool s_is (const char *name, const char *const *list)
 {
@@ -161,6 +167,75 @@ static int s_attention (const akd_payload_t *p, akd_map_t *m)
     return s_set (m, op, 7, kv_keys, v);
 }
 
+/* Same rank and dims. */
+static bool s_same (const akd_shape_t *a, const akd_shape_t *b)
+{
+    if (a->ndims != b->ndims)
+        return false;
+    for (int d = 0; d < a->ndims; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+/*  aten::addcmul (x, t1, t2) = x + value t1 t2: a gated residual when one
+    factor has x's shape (h) and the other (the gate) too (G 2) or is
+    [B, 1, N] over x [B, T, N] (G 1).  value is not in the record; the
+    gated residuals of adaLN-Zero and pi0.5 use 1. */
+static int s_gated_residual (const akd_payload_t *p, akd_map_t *m)
+{
+    static const char *const keys[] = { "B", "T", "N", "G" };
+    const akd_shape_t *x = s_tensor (p, 0), *t1 = s_tensor (p, 1), *t2 = s_tensor (p, 2);
+    if (!x || !t1 || !t2)
+        return s_no (m, "gated_residual", p->has_sizes ? "fewer than three tensor arguments"
+                                                       : "the range carries no sizes (record_shapes off?)");
+    const akd_shape_t *gate = s_same (t1, x) ? t2 : t1, *h = gate == t1 ? t2 : t1;
+    if (!s_same (h, x) || x->ndims < 2)
+        return s_no (m, "gated_residual", "neither factor has the residual's shape [.., N]");
+    const int64_t N = x->dims[x->ndims - 1];
+    if (s_same (gate, x)) {
+        int64_t v[] = { 1, s_rows (x), N, 2 };
+        return s_set (m, "gated_residual", 4, keys, v);
+    }
+    if (x->ndims == 3 && gate->ndims == 3 && gate->dims[0] == x->dims[0] && gate->dims[1] == 1
+        && gate->dims[2] == N) {
+        int64_t v[] = { x->dims[0], x->dims[1], N, 1 };
+        return s_set (m, "gated_residual", 4, keys, v);
+    }
+    return s_no (m, "gated_residual", "the gate is neither x's shape nor [B, 1, N] over x [B, T, N]");
+}
+
+/*  An RMSNorm module given a conditioning tensor [B, C] after x [B, T, N]
+    (or x [B, N]: T 1) is adaptive: scale and shift come from the
+    condition, one vector per batch row. */
+static int s_ada_rms_norm (const akd_payload_t *p, akd_map_t *m)
+{
+    static const char *const keys[] = { "B", "T", "N" };
+    const akd_shape_t *x = s_tensor (p, 0), *c = s_tensor (p, 1);
+    if (!x || !c)
+        return s_no (m, "ada_rms_norm", p->has_sizes ? "no input and condition in the recorded sizes"
+                                                     : "the range carries no sizes (record_shapes off?)");
+    if (x->ndims < 2 || x->ndims > 3 || c->ndims != 2 || c->dims[0] != x->dims[0])
+        return s_no (m, "ada_rms_norm", "input is not [B, T, N] or [B, N] with a condition [B, C]");
+    int64_t v[] = { x->dims[0], x->ndims == 3 ? x->dims[1] : 1, x->dims[x->ndims - 1] };
+    return s_set (m, "ada_rms_norm", 3, keys, v);
+}
+
+/*  act(x[.., :N]) * x[.., N:] over x [.., 2N]: the vLLM ops take (out, x),
+    its SiluAndMul module (x). */
+static int s_gated_gelu (const akd_payload_t *p, akd_map_t *m, int arg, int64_t act)
+{
+    static const char *const keys[] = { "M", "N", "act" };
+    const akd_shape_t *x = s_tensor (p, arg);
+    if (!x)
+        return s_no (m, "gated_gelu", p->has_sizes ? "no packed input in the recorded sizes"
+                                                   : "the range carries no sizes (record_shapes off?)");
+    if (x->ndims < 1 || x->dims[x->ndims - 1] % 2 != 0)
+        return s_no (m, "gated_gelu", "the packed input's last dimension is not 2N");
+    int64_t v[] = { s_rows (x), x->dims[x->ndims - 1] / 2, act };
+    return s_set (m, "gated_gelu", 3, keys, v);
+}
+
 const char *akd_map_dtype (const akd_payload_t *p)
 {
     for (int i = 0; i < p->ndtypes; i++) {
@@ -190,7 +265,20 @@ int akd_map_payload (const akd_payload_t *p, akd_map_t *m)
     static const char *const ce[] = { "aten::cross_entropy_loss", "aten::cross_entropy", NULL };
     if (s_is (n, softmax))
         return s_rowwise (p, m, "softmax", "rows", "cols");
-    if (s_is (n, rms) || (strncmp (n, "module::", 8) == 0 && s_ends (n, "RMSNorm")))
+    bool module = strncmp (n, "module::", 8) == 0;
+    if (module && (s_ends (n, "AdaRMSNorm") || s_ends (n, "AdaptiveRMSNorm")
+                   || (s_ends (n, "RMSNorm") && s_tensor (p, 1))))
+        return s_ada_rms_norm (p, m);
+    if (strcmp (n, "aten::addcmul") == 0)
+        return s_gated_residual (p, m);
+    if (strcmp (n, "_C::silu_and_mul") == 0 || strcmp (n, "_C::gelu_tanh_and_mul") == 0)
+        return s_gated_gelu (p, m, 1, strstr (n, "silu") ? 2 : 1);
+    if (strcmp (n, "module::SiluAndMul") == 0)
+        return s_gated_gelu (p, m, 0, 2);
+    if (strcmp (n, "_C::gelu_and_mul") == 0 || strcmp (n, "module::GeluAndMul") == 0)
+        return s_no (m, "gated_gelu", "GELU without the tanh approximation (or not said): the catalog's "
+                                      "gated_gelu is gelu_tanh");
+    if (s_is (n, rms) || (module && s_ends (n, "RMSNorm")))
         return s_rowwise (p, m, "rmsnorm", "M", "N");
     if (s_is (n, ln))
         return s_rowwise (p, m, "layernorm", "batch", "dim");

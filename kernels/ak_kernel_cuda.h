@@ -248,4 +248,54 @@ extern "C" __global__ void ak_fill_uniform (ak_u64 seed, ak_u64 stream, ak_u64 n
     }
 }
 
+/* ------------------------------------- helpers of memory-bound kernels */
+/*  ak_vec_t<bytes>: one access of 4, 8 or 16 bytes (16: one 128-bit load
+    of 4 floats or 8 halves) as raw bits for the load or store (.raw) and
+    as ak_t elements (.e, ak_vec_t<bytes>::count of them).  A kernel's
+    tunable access width (VECB) picks bytes.  Templates: nothing here is
+    compiled into a kernel that does not use it.  Template parameters are
+    lower case: kernel parameters arrive as upper-case macros. */
+template <int bytes> struct ak_raw_of;
+template <> struct ak_raw_of<4>  { typedef unsigned int type; };
+template <> struct ak_raw_of<8>  { typedef uint2 type; };
+template <> struct ak_raw_of<16> { typedef uint4 type; };
+
+template <int bytes> union ak_vec_t {
+    static_assert (bytes % sizeof (ak_t) == 0, "an access holds whole elements");
+    typedef typename ak_raw_of<bytes>::type raw_t;
+    enum { count = bytes / (int) sizeof (ak_t) };
+    raw_t raw;
+    ak_t  e[bytes / sizeof (ak_t)];
+};
+
+/* True when p may be accessed bytes bytes at a time. */
+template <int bytes> __device__ __forceinline__ bool ak_aligned (const void *p)
+{
+    return ((ak_u64) p) % bytes == 0;
+}
+
+/*  Sum of v over the 32*wpr threads (x) of the block's row threadIdx.y,
+    every one of them gets it: a warp butterfly (every lane ends with the
+    same bits), then one value per warp through red, added in warp order.
+    The order depends on wpr only: deterministic.  Every thread of the block
+    calls it (it holds block barriers when wpr > 1); red has a row of wpr
+    floats per threadIdx.y. */
+template <int wpr> __device__ __forceinline__ float ak_row_sum (float v, float (*red)[wpr])
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync (0xffffffffu, v, o);
+    if (wpr > 1) {
+        if ((threadIdx.x & 31) == 0)
+            red[threadIdx.y][threadIdx.x >> 5] = v;
+        __syncthreads ();
+        v = red[threadIdx.y][0];
+#pragma unroll
+        for (int w = 1; w < wpr; w++)
+            v += red[threadIdx.y][w];
+        __syncthreads ();          /* red is reused by the next reduction */
+    }
+    return v;
+}
+
 #endif

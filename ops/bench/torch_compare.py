@@ -211,6 +211,43 @@ ALT_BUILDERS = {
 }
 
 
+# The fused operators of VLA / LLM serving, as their models write them in eager
+# PyTorch (openpi's pi0.5, vLLM's reference forward_native).
+def _gated_residual(t, d, dt, dev):
+    B, T, N = d["B"], d["T"], d["N"]
+    x = t.randn(B, T, N, dtype=dt, device=dev)
+    h = t.randn(B, T, N, dtype=dt, device=dev)
+    gate = t.randn(B, 1 if d["G"] == 1 else T, N, dtype=dt, device=dev)   # G 1: per batch row
+    return lambda: x + h * gate
+
+
+def _ada_rms_norm(t, d, dt, dev):
+    B, T, N = d["B"], d["T"], d["N"]
+    x = t.randn(B, T, N, dtype=dt, device=dev)
+    scale = t.randn(B, 1, N, dtype=dt, device=dev) * 0.1
+    shift = t.randn(B, 1, N, dtype=dt, device=dev) * 0.1
+    f = getattr(t.nn.functional, "rms_norm", None)
+    if f is not None:
+        return lambda: f(x, (N,), None, 1e-6) * (1 + scale) + shift
+
+    def g():
+        xf = x.float()
+        return (xf * t.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(dt) * (1 + scale) + shift
+    return g
+
+
+def _gated_gelu(t, d, dt, dev):
+    M, N = d["M"], d["N"]
+    x = t.randn(M, 2 * N, dtype=dt, device=dev)
+    if d["act"] == 1:
+        return lambda: t.nn.functional.gelu(x[:, :N], approximate="tanh") * x[:, N:]
+    return lambda: t.nn.functional.silu(x[:, :N]) * x[:, N:]
+
+
+BUILDERS.update({"gated_residual": _gated_residual, "ada_rms_norm": _ada_rms_norm,
+                 "gated_gelu": _gated_gelu})
+
+
 class Timer:
     """Cold-L2, launch-hidden event timing, as the worker does it."""
 

@@ -211,6 +211,25 @@ static void test_map_table (void **state)
               "bfloat16");
     s_expect ("torch_nvtx::sdpa, sizes = [[1, 32, 64, 128], [1, 8, 64, 128], [1, 8, 64, 128]], "
               "is_causal = 1, has_mask = 0", "split_kv_attention", 7, (int64_t[]) { 1, 64, 32, 8, 64, 128, 2 }, NULL);
+    /* the fused operators of VLA and LLM serving */
+    s_expect ("aten::addcmul, sizes = [[4, 50, 1024], [4, 1, 1024], [4, 50, 1024], []]", "gated_residual", 4,
+              (int64_t[]) { 4, 50, 1024, 1 }, NULL);
+    s_expect ("aten::addcmul, sizes = [[4, 50, 1024], [4, 50, 1024], [4, 1, 1024]]", "gated_residual", 4,
+              (int64_t[]) { 4, 50, 1024, 1 }, NULL);
+    s_expect ("aten::addcmul, sizes = [[512, 4096], [512, 4096], [512, 4096], []], dtypes = [bfloat16]",
+              "gated_residual", 4, (int64_t[]) { 1, 512, 4096, 2 }, "bfloat16");
+    s_expect ("module::GemmaRMSNorm, sizes = [[1, 50, 1024], [1, 1024]], dtypes = [bfloat16]", "ada_rms_norm", 3,
+              (int64_t[]) { 1, 50, 1024 }, "bfloat16");
+    s_expect ("module::DiTAdaRMSNorm, sizes = [[8, 1024], [8, 256]]", "ada_rms_norm", 3,
+              (int64_t[]) { 8, 1, 1024 }, NULL);
+    s_expect ("_C::silu_and_mul, sizes = [[64, 11008], [64, 22016]]", "gated_gelu", 3,
+              (int64_t[]) { 64, 11008, 2 }, NULL);
+    s_expect ("_C::gelu_tanh_and_mul, sizes = [[1, 50, 4096], [1, 50, 8192]]", "gated_gelu", 3,
+              (int64_t[]) { 50, 4096, 1 }, NULL);
+    s_expect ("module::SiluAndMul, sizes = [[4096, 28672]], dtypes = [bfloat16]", "gated_gelu", 3,
+              (int64_t[]) { 4096, 14336, 2 }, "bfloat16");
+    /* a plain RMSNorm module (one tensor) stays rmsnorm */
+    s_expect ("module::GemmaRMSNorm, sizes = [[1, 50, 1024], []]", "rmsnorm", 2, (int64_t[]) { 50, 1024 }, NULL);
 }
 
 static void s_refused (const char *text, const char *op, const char *why)
@@ -244,10 +263,17 @@ static void test_map_refusals (void **state)
     s_refused ("torch_nvtx::sdpa, sizes = [[1, 2, 8, 8], [1, 2, 8, 8], [1, 2, 8, 8]], has_mask = 1",
                "flash_attention", "explicit attention mask");
     s_refused ("aten::softmax, sizes = [[4294967296, 2]]", "softmax", "not a size");
+    s_refused ("aten::addcmul, sizes = [[4, 50, 1024], [1024], [4, 50, 1024]]", "gated_residual", "the gate is neither");
+    s_refused ("aten::addcmul, sizes = [[4, 50, 1024], [4, 1, 1024], [4, 1, 1024]]", "gated_residual",
+               "neither factor");
+    s_refused ("module::GemmaRMSNorm, sizes = [[2, 50, 1024], [1, 1024]]", "ada_rms_norm", "condition [B, C]");
+    s_refused ("_C::silu_and_mul, sizes = [[64, 11008], [64, 22017]]", "gated_gelu", "not 2N");
+    s_refused ("_C::gelu_and_mul, sizes = [[64, 11008], [64, 22016]]", "gated_gelu", "tanh");
+    s_refused ("module::GeluAndMul, sizes = [[64, 22016]]", "gated_gelu", "tanh");
     /* not catalog operators at all */
     akd_payload_t p;
     akd_map_t m;
-    const char *none[] = { "aten::gelu, sizes = [[1, 2]]", "step", "module::LlamaRotaryEmbedding, sizes = [[1]]",
+    const char *none[] = { "aten::gelu, sizes = [[1, 2]]", "step", "aten::mul, sizes = [[4, 50, 1024], [4, 1, 1024]]", "module::LlamaRotaryEmbedding, sizes = [[1]]",
                            "aten::log_softmax, sizes = [[4, 8], [], []]", "" };
     for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
         akd_payload_parse (none[i], &p);

@@ -1,10 +1,12 @@
 /*  tests/unit/unit.c: the host-catalog fixture (unit.h). */
 #include "unit.h"
+#include "space.h"
 #include "support.h"
 #include "worker/backends.h"
 #include "util.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,4 +168,73 @@ void ak_cat_expect_wrong (ak_cat_host_t *h, const char *op, const char *from, co
     free (bad);
     h->be->unload (h->dev, &ref);
     ak_spec_destroy (&spec);
+}
+
+/* ------------------------------------------- every host configuration */
+
+typedef struct {
+    ak_cat_host_t   *h;
+    const ak_spec_t *spec;
+    ak_kernel_t     *ref;
+    size_t           passed;
+} s_walk_t;
+
+/*  rep must be ok with all five stages run, every host size swept (none
+    of the GPU-only ones) and every edge size run. */
+static void s_expect_ok (const ak_spec_t *spec, const char *what, const ak_gate_report_t *rep)
+{
+    if (rep->status != AK_GATE_OK)
+        fail_msg ("%s %s: %s: %s", spec->name, what, ak_gate_status_name (rep->status), rep->reason);
+    assert_int_equal (rep->nstages, 5);
+    for (int i = 0; i < 5; i++) {
+        assert_true (rep->stages[i].passed);
+        assert_false (rep->stages[i].skipped);
+    }
+    uint32_t host_sizes = 0;
+    for (size_t z = 0; z < spec->nsizes; z++)
+        host_sizes += ak_size_for_backend (&spec->sizes[z], "host");
+    assert_int_equal (rep->stages[1].configs, host_sizes);
+    assert_int_equal (rep->stages[4].configs, spec->nedge);
+}
+
+static int s_gate_config (const ak_candidate_t *cand, const int64_t *values, void *arg)
+{
+    s_walk_t *w = arg;
+    const char *names[AK_MAX_PARAMS];
+    char what[128];
+    size_t n = (size_t) snprintf (what, sizeof what, "%s", cand->name);
+    for (size_t i = 0; i < cand->nparams && n < sizeof what; i++) {
+        names[i] = cand->params[i].name;
+        n += (size_t) snprintf (what + n, sizeof what - n, " %s=%lld", names[i], (long long) values[i]);
+    }
+    ak_gate_report_t rep;
+    ak_cat_gate (w->h, w->spec, w->ref, cand->source.text, names, values, (int) cand->nparams, &rep);
+    s_expect_ok (w->spec, what, &rep);
+    w->passed++;
+    return 0;
+}
+
+size_t ak_cat_host_gates (ak_cat_host_t *h, const char *op)
+{
+    ak_spec_t *spec = ak_cat_spec (op);
+    s_walk_t w = { .h = h, .spec = spec, .ref = ak_cat_build (h, spec->reference.text, true, NULL, NULL, 0) };
+    ak_gate_report_t rep;
+    ak_cat_gate (h, spec, w.ref, ak_spec_baseline (spec, "host")->source.text, NULL, NULL, 0, &rep);
+    s_expect_ok (spec, "baseline", &rep);
+    w.passed++;
+    size_t host_configs = 0;
+    for (size_t c = 0; c < spec->ncandidates; c++) {
+        if (strcmp (spec->candidates[c].backend, "host") != 0)
+            continue;            /* cuda kernels: tests/gpu/test_gpu_catalog.c */
+        ak_err_t err = { 0 };
+        size_t count = 0;
+        assert_int_equal (ak_space_walk (&spec->candidates[c], s_gate_config, &w, &count, &err), 0);
+        host_configs += count;
+    }
+    print_message ("%s: host baseline and %zu candidate configurations pass the gates\n", spec->name,
+                   host_configs);
+    assert_int_equal (w.passed, 1 + host_configs);
+    h->be->unload (h->dev, &w.ref);
+    ak_spec_destroy (&spec);
+    return host_configs;
 }

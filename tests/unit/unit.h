@@ -10,6 +10,7 @@
 #ifndef AK_TESTS_UNIT_H
 #define AK_TESTS_UNIT_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "worker/backend.h"
 #include "worker/gates.h"
@@ -53,5 +54,11 @@ ak_gate_status_t ak_cat_gate (ak_cat_host_t *h, const ak_spec_t *spec, ak_kernel
 /* op's host baseline with the first `from` replaced by `to` must come out
    of the gates wrong_answer, beyond tolerance. */
 void ak_cat_expect_wrong (ak_cat_host_t *h, const char *op, const char *from, const char *to);
+
+/* The host baseline and every configuration of every host candidate of op
+   through the five gates: each passes all five stages, every host size
+   and every edge size run.  Returns the number of candidate
+   configurations (the baseline not counted). */
+size_t ak_cat_host_gates (ak_cat_host_t *h, const char *op);
 
 #endif
