@@ -16,6 +16,7 @@
 #include "support.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,7 +208,23 @@ static void test_e2e_batch (void **state)
     if (code != 0 || !strstr (out, "softmax on host") || !strstr (out, "winner: "))
         fail_msg ("akctl report: exit %d, no winner line for softmax:\n%s", code, out);
     assert_non_null (strstr (out, "wrong_answer"));
+    /* The GPU timing share of the batch: time inside timed samples
+       against each device's wall time, from the receipts. */
+    assert_non_null (strstr (out, "GPU timing share: "));
     free (out);
+    json_t *rep = ak_test_akctl_json (&s_c, "report %s", s_batch_id);
+    json_t *gt = json_object_get (rep, "gpu_timing");
+    assert_non_null (gt);
+    double share = json_number_value (json_object_get (gt, "share"));
+    double sampled = json_number_value (json_object_get (gt, "sampled_ms"));
+    double wall = json_number_value (json_object_get (gt, "device_wall_ms"));
+    double task = json_number_value (json_object_get (gt, "task_ms"));
+    double devices = json_number_value (json_object_get (gt, "devices"));
+    if (!(sampled > 0 && wall >= sampled && task >= sampled && share > 0 && share <= 1 && devices >= 1))
+        fail_msg ("gpu_timing: sampled %g ms, device wall %g ms, task %g ms, share %g, devices %g",
+                  sampled, wall, task, share, devices);
+    assert_true (fabs (share - sampled / wall) < 1e-9);
+    json_decref (rep);
     code = ak_test_akctl (&s_c, &out, "report --markdown %s", s_batch_id);
     assert_int_equal (code, 0);
     assert_non_null (strstr (out, "## softmax on host"));
