@@ -41,6 +41,22 @@ static const char *s_str (const json_t *obj, const char *key)
     return json_is_string (v) ? json_string_value (v) : "";
 }
 
+/*  True once `stats` counts at least *arg ms inside timed samples over
+    the workers' heartbeats, with a share in (0, 1]. */
+static bool s_stats_timing (void *arg)
+{
+    double want = *(const double *) arg;
+    json_t *st = ak_test_akctl_json (&s_c, "stats");
+    json_t *t = json_object_get (st, "timing");
+    double sampled = json_number_value (json_object_get (t, "sampled_ms"));
+    double busy = json_number_value (json_object_get (t, "busy_ms"));
+    double share = json_number_value (json_object_get (t, "gpu_timing_share"));
+    double device_busy = json_number_value (json_object_get (t, "device_busy_ms"));
+    bool ok = sampled >= want * (1 - 1e-9) && busy > 0 && device_busy >= sampled && share > 0 && share <= 1;
+    json_decref (st);
+    return ok;
+}
+
 static bool s_bool (const json_t *obj, const char *key)
 {
     return json_is_true (json_object_get (obj, key));
@@ -225,6 +241,15 @@ static void test_e2e_batch (void **state)
                   sampled, wall, task, share, devices);
     assert_true (fabs (share - sampled / wall) < 1e-9);
     json_decref (rep);
+    /* The workers' own account (heartbeats): time inside timed samples
+       against wall time with a task held, per worker and for the fleet;
+       a heartbeat after the last receipt carries every sample. */
+    assert_true (ak_test_wait (s_stats_timing, &sampled, 30000));
+    code = ak_test_akctl (&s_c, &out, "workers");
+    assert_int_equal (code, 0);
+    assert_non_null (strstr (out, "GPU TIMING"));
+    assert_non_null (strstr (out, "%"));
+    free (out);
     code = ak_test_akctl (&s_c, &out, "report --markdown %s", s_batch_id);
     assert_int_equal (code, 0);
     assert_non_null (strstr (out, "## softmax on host"));
