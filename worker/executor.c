@@ -419,6 +419,15 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
             r = ak_jobproc_run (be, dev, d, job, &fatal);
         else
             r = ak_job_run (be, dev, d, job, cache);
+        if (cache) {
+            ak_refcache_stats_t st;
+            ak_refcache_stats (cache, &st);
+            ak_debug ("executor: reference cache %llu entries, %llu MiB of %llu, %llu hits, %llu misses, "
+                      "%llu evictions, %llu too big", (unsigned long long) st.entries,
+                      (unsigned long long) (st.bytes >> 20), (unsigned long long) (st.max_bytes >> 20),
+                      (unsigned long long) st.hits, (unsigned long long) st.misses,
+                      (unsigned long long) st.evictions, (unsigned long long) st.too_big);
+        }
         if (fatal) {
             /* A kernel's own death (SIGSEGV, SIGXCPU ...) ends this
                executor the same way, as when kernels ran here: the daemon
