@@ -396,6 +396,20 @@ static int s_worker_cmp (const void *a, const void *b)
     return strcmp ((*(ak_worker_t *const *) a)->worker_id, (*(ak_worker_t *const *) b)->worker_id);
 }
 
+/*  A worker's (or the fleet's) GPU timing share from its heartbeats'
+    figures (docs/measurement.md, "GPU timing share"); null when none came. */
+static json_t *s_timing_json (bool has, double sampled, double busy, double device_busy, double exec,
+                              uint64_t tasks)
+{
+    if (!has)
+        return json_null ();
+    json_t *j = json_pack ("{s:f, s:f, s:f, s:f, s:I}", "sampled_ms", sampled, "busy_ms", busy,
+                           "device_busy_ms", device_busy, "exec_ms", exec, "tasks", (json_int_t) tasks);
+    json_object_set_new (j, "gpu_timing_share", device_busy > 0 ? json_real (sampled / device_busy) : json_null ());
+    json_object_set_new (j, "share_of_task_time", exec > 0 ? json_real (sampled / exec) : json_null ());
+    return j;
+}
+
 static json_t *s_worker_json (ak_client_env_t *env, ak_worker_t *w, uint64_t now)
 {
     uint64_t wall = ak_clock_wall_ms ();
@@ -420,7 +434,7 @@ static json_t *s_worker_json (ak_client_env_t *env, ak_worker_t *w, uint64_t now
         json_array_append_new (leases, lease);
     }
     const Ak__Hello *h = w->hello;
-    return json_pack ("{s:s, s:s, s:i, s:s, s:I, s:I, s:o, s:i, s:i, s:I, s:o, s:I, s:i, s:s}",
+    json_t *wj = json_pack ("{s:s, s:s, s:i, s:s, s:I, s:I, s:o, s:i, s:i, s:I, s:o, s:I, s:i, s:s}",
                       "worker_id", w->worker_id, "host", h ? h->host : "", "pid", h ? (int) h->pid : 0,
                       "state", w->alive ? "alive" : "dead",
                       "last_seen_ms", (json_int_t) w->last_seen_ms,
@@ -430,6 +444,11 @@ static json_t *s_worker_json (ak_client_env_t *env, ak_worker_t *w, uint64_t now
                       "outstanding", (json_int_t) zhashx_size (w->outstanding), "leases", leases,
                       "tasks_done", (json_int_t) w->tasks_done, "registrations", (int) w->registrations,
                       "software_version", h ? h->software_version : "");
+    if (wj)
+        json_object_set_new (wj, "timing", s_timing_json (w->has_timing, w->sampled_ms, w->busy_ms,
+                                                          w->busy_ms * w->timing_devices, w->exec_ms,
+                                                          w->timing_tasks));
+    return wj;
 }
 
 /* workers [LIMIT [AFTER]]: the workers whose ids sort after AFTER (all
@@ -688,6 +707,21 @@ static int s_stats (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t
         "clients", "accepted", (json_int_t) c->connected[AK_EP_CLIENTS],
                    "closed", (json_int_t) c->disconnected[AK_EP_CLIENTS]));
     json_object_set_new (j, "security", ak_access_stats (c));
+    /* The fleet's GPU timing share: the workers' heartbeat figures summed
+       (alive and dead ones the registry still knows). */
+    double sampled = 0, busy = 0, device_busy = 0, exec = 0;
+    uint64_t tasks = 0;
+    bool any = false;
+    for (ak_worker_t *w = ak_registry_first (env->registry); w; w = ak_registry_next (env->registry))
+        if (w->has_timing) {
+            any = true;
+            sampled += w->sampled_ms;
+            busy += w->busy_ms;
+            device_busy += w->busy_ms * w->timing_devices;
+            exec += w->exec_ms;
+            tasks += w->timing_tasks;
+        }
+    json_object_set_new (j, "timing", s_timing_json (any, sampled, busy, device_busy, exec, tasks));
     *out = j;
     return 0;
 }

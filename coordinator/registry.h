@@ -46,6 +46,12 @@ typedef struct {
     size_t       next_class;        /* round-robin cursor for dispatch */
     bool         dirty;
     ak_blobcache_t *blobs;          /* what this registration's blob cache holds (digests) */
+    /* Its last Heartbeat.timing (cumulative since its process started;
+       has_timing false until one came): the GPU timing share. */
+    bool         has_timing;
+    double       sampled_ms, busy_ms, exec_ms;
+    uint64_t     timing_tasks;
+    uint32_t     timing_devices;     /* at least 1 */
 } ak_worker_t;
 
 typedef struct ak_registry ak_registry_t;

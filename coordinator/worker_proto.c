@@ -3,6 +3,7 @@
     runs with what it holds, STARTED, RECEIPT (staged for the group commit),
     heartbeats and DISCONNECT; workers declared dead, and the tasks pinned
     to a worker that is gone. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,6 +284,25 @@ static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, u
     coord_dispatch_worker (self, w, now);
 }
 
+/*  A heartbeat's timing figures (untrusted: a figure that is not a finite
+    non-negative number leaves the last one in place). */
+static void s_on_heartbeat (ak_worker_t *w, const Ak__Heartbeat *hb)
+{
+    const Ak__WorkerTiming *t = hb ? hb->timing : NULL;
+    if (!t)
+        return;
+    double v[3] = { t->sampled_ms, t->busy_ms, t->exec_ms };
+    for (int i = 0; i < 3; i++)
+        if (!isfinite (v[i]) || v[i] < 0)
+            return;
+    w->sampled_ms = v[0];
+    w->busy_ms = v[1];
+    w->exec_ms = v[2];
+    w->timing_tasks = t->tasks;
+    w->timing_devices = t->devices ? t->devices : 1;
+    w->has_timing = true;
+}
+
 void coord_on_worker (ak_coord_t *self, const void *route, size_t len, Ak__Envelope *env, uint64_t now)
 {
     char why[160];
@@ -322,7 +342,8 @@ void coord_on_worker (ak_coord_t *self, const void *route, size_t len, Ak__Envel
             snprintf (why, sizeof why, "said DISCONNECT (%.100s)", env->disconnect->reason);
             coord_worker_dead (self, w, why, now);
             break;
-        default:                    /* HEARTBEAT: the touch was all */
+        default:                    /* HEARTBEAT: the touch, and its timing figures */
+            s_on_heartbeat (w, env->heartbeat);
             break;
     }
 }

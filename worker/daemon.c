@@ -79,6 +79,10 @@ void ak_daemon_task_unlink (ak_daemon_t *d, ak_dtask_t *t)
         if (*p == t) {
             *p = t->next;
             d->ntasks--;
+            if (d->ntasks == 0 && d->busy_since_ms) {
+                d->busy_ms += (double) (ak_clock_mono_ms () - d->busy_since_ms);
+                d->busy_since_ms = 0;
+            }
             return;
         }
 }

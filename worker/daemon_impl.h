@@ -114,6 +114,12 @@ struct ak_daemon {
     size_t              nslots;
 
     uint64_t            rejected;      /* messages refused */
+    /* The GPU timing share's figures (Heartbeat.timing): wall time with a
+       task held (busy_since: monotonic ms the current such time began, 0
+       none), time inside timed samples, executors' task time, receipts. */
+    uint64_t            busy_since_ms;
+    double              busy_ms, sampled_ms, exec_ms;
+    uint64_t            receipts_made;
     ak_blobcache_t     *blobs;         /* texts of this registration's ASSIGNs (blobcache.h) */
     uint32_t            blob_epoch;    /* registrations so far */
 };

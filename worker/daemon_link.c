@@ -106,6 +106,13 @@ void ak_daemon_send_heartbeat (ak_daemon_t *d)
     uint32_t cap = s_total_slots (d) + d->cfg.prefetch;
     hb.credits = d->ntasks >= cap ? 0 : cap - (uint32_t) d->ntasks;
     hb.unacked = (uint32_t) d->npending;
+    Ak__WorkerTiming timing = AK__WORKER_TIMING__INIT;
+    timing.sampled_ms = d->sampled_ms;
+    timing.busy_ms = d->busy_ms + (d->busy_since_ms ? (double) (ak_clock_mono_ms () - d->busy_since_ms) : 0);
+    timing.exec_ms = d->exec_ms;
+    timing.tasks = d->receipts_made;
+    timing.devices = (uint32_t) d->ndevices;
+    hb.timing = &timing;
     Ak__Envelope env = AK__ENVELOPE__INIT;
     env.body_case = AK__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
@@ -239,7 +246,8 @@ static void s_on_assign (ak_daemon_t *d, Ak__Envelope **env_p)
     while (*tail)
         tail = &(*tail)->next;
     *tail = t;
-    d->ntasks++;
+    if (d->ntasks++ == 0)
+        d->busy_since_ms = ak_clock_mono_ms ();
     ak_info ("task %s#%u assigned: %s %s%s%s", a->task_id, a->attempt, a->kind, a->op,
              a->candidate_name[0] ? " " : "", a->candidate_name);
     t->state = AK_DTASK_COMPILING;

@@ -16,6 +16,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +203,11 @@ void ak_daemon_task_finish (ak_daemon_t *d, ak_dtask_t *t, Ak__Receipt *r)
     else if (!r->started_at_ms)
         r->started_at_ms = now_wall;
     r->finished_at_ms = now_wall;
+    d->receipts_made++;
+    if (isfinite (r->sampled_ms) && r->sampled_ms > 0)
+        d->sampled_ms += r->sampled_ms;
+    if (t->started_wall_ms && r->finished_at_ms >= r->started_at_ms)
+        d->exec_ms += (double) (r->finished_at_ms - r->started_at_ms);
     if (t->compile_log && t->compile_log[0])     /* only a failing compile leaves one */
         ak_pb_set_str_max (&r->compile_log, t->compile_log, AK_COMPILE_LOG_MAX);
 

@@ -363,6 +363,7 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
     Ak__Device **devices = NULL;
     size_t ndevices = 0;
     ak_dev_t *dev = NULL;
+    ak_refcache_t *cache = NULL;
     ak_err_t err = { 0 };
 
     s_child_signals ();
@@ -392,7 +393,11 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
     /* Host kernels run in a confined job process of their own
        (jobproc.h); a CUDA kernel runs on the device this process owns. */
     bool confine = strcmp (be->name, "host") == 0;
-    ak_debug ("executor ready on %s device %u", be->name, device);
+    /* References kept across this executor's jobs (refcache.h); host jobs
+       run in processes of their own, with caches of their own. */
+    cache = confine ? NULL : ak_refcache_new (ak_refcache_env_bytes ());
+    ak_debug ("executor ready on %s device %u (reference cache %llu MiB)", be->name, device,
+              cache ? (unsigned long long) (ak_refcache_env_bytes () >> 20) : 0ull);
     for (;;) {
         uint8_t *data = NULL;
         size_t len = 0;
@@ -413,7 +418,16 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
         else if (confine)
             r = ak_jobproc_run (be, dev, d, job, &fatal);
         else
-            r = ak_job_run (be, dev, d, job);
+            r = ak_job_run (be, dev, d, job, cache);
+        if (cache) {
+            ak_refcache_stats_t st;
+            ak_refcache_stats (cache, &st);
+            ak_debug ("executor: reference cache %llu entries, %llu MiB of %llu, %llu hits, %llu misses, "
+                      "%llu evictions, %llu too big", (unsigned long long) st.entries,
+                      (unsigned long long) (st.bytes >> 20), (unsigned long long) (st.max_bytes >> 20),
+                      (unsigned long long) st.hits, (unsigned long long) st.misses,
+                      (unsigned long long) st.evictions, (unsigned long long) st.too_big);
+        }
         if (fatal) {
             /* A kernel's own death (SIGSEGV, SIGXCPU ...) ends this
                executor the same way, as when kernels ran here: the daemon
@@ -463,6 +477,7 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
         }
     }
 done:
+    ak_refcache_destroy (&cache);
     if (dev)
         be->close (&dev);
     for (size_t i = 0; i < ndevices; i++)

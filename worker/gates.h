@@ -8,13 +8,25 @@
     anything that is not a clear pass is a failure with a reason naming the
     stage, size and dtype.  docs/measurement.md describes the method.
 
-    Gates never own the kernels or devices they are given. */
+    A run keeps the device buffers of one configuration for the next (a
+    buffer is allocated again only when a larger one is needed) and frees
+    them before it returns.  With a reference cache in the context, the
+    inputs and float64 reference of a configuration seen before (in this
+    task or an earlier one of the executor) are reused, never recomputed.
+
+    The code: gates.c (the stages), gates_ref.c (a configuration's inputs,
+    reference, buffers and runs; the cache), gates_cmp.c (comparisons).
+
+    Never: own the kernels or devices they are given; take a reference
+    from the cache without the reference's digests in the context; let a
+    buffer outlive the call that allocated it. */
 #ifndef AK_WORKER_GATES_H
 #define AK_WORKER_GATES_H
 #include <stdbool.h>
 #include <stdint.h>
 #include "backend.h"
 #include "error.h"
+#include "refcache.h"
 #include "spec.h"
 
 typedef enum {
@@ -45,11 +57,29 @@ typedef struct {
     char     detail[1024];    /* PASS (N configs ...) / FAIL (k/N failed): ...; skipped dtypes named */
 } ak_gate_result_t;
 
+/* Where the gates' time went (milliseconds of the executor's monotonic
+   clock, summed over configurations; the receipt's gate_cost).  A
+   reference served by the cache costs nothing in inputs_ms and
+   reference_ms. */
+typedef struct {
+    double   inputs_ms;        /* inputs generated on the host (and rounded to the dtype) */
+    double   reference_ms;     /* host oracle, device reference and their agreement check */
+    double   alloc_ms;         /* device buffers allocated and released */
+    double   copy_ms;          /* uploads, poison fills, on-device input generation, downloads */
+    double   launch_ms;        /* the kernel under test's launches */
+    double   compare_ms;       /* outputs against the reference, bitwise checks */
+    uint32_t ref_hits;         /* configurations whose reference came from the cache */
+    uint32_t ref_misses;       /* configurations that computed it (cache on, or off) */
+    uint32_t allocs;           /* device buffers allocated */
+    uint32_t reused;           /* device buffers reused from an earlier configuration */
+} ak_gate_cost_t;
+
 typedef struct {
     ak_gate_result_t stages[AK_GATE_MAX_STAGES];
     int              nstages;
     ak_gate_status_t status;   /* of the first failing stage */
     char             reason[512];
+    ak_gate_cost_t   cost;
 } ak_gate_report_t;
 
 typedef struct {
@@ -97,6 +127,15 @@ typedef struct {
        size in every dtype costs seconds per task.  true: sweep them all
        (tests/gpu/test_gpu_reference.c checks the references themselves). */
     bool                 sweep_all_sizes;
+    /* The executor's reference cache (refcache.h; NULL: none).  A
+       configuration's inputs and reference are taken from it and put in
+       it only when the reference's identity is known: ref_digest (sha256
+       hex of the compiled host oracle) and, when dref is set, dref_digest
+       (of the device reference's module, which holds the generator too).
+       Without them the cache is not used. */
+    ak_refcache_t       *refcache;
+    const char          *ref_digest;
+    const char          *dref_digest;
 } ak_gate_ctx_t;
 
 /* Largest buffer (elements) the host float64 oracle is run on when a
@@ -122,6 +161,9 @@ ak_gate_status_t ak_gate_status_for (int rc, const ak_err_t *err);
    (rep->status); a negative code only when they could not run at all (bad
    context), err saying why. */
 int ak_gates_run (const ak_gate_ctx_t *ctx, ak_gate_report_t *rep, ak_err_t *err);
+
+/* rep->cost as one line for logs: "inputs 1.2 ms, reference 30.1 ms ...". */
+void ak_gate_cost_text (const ak_gate_cost_t *c, char *buf, size_t len);
 
 /* The post-timing recheck: every workload (or the smoke size when there are
    none) on fresh inputs from seed, appended to rep as stage "recheck";

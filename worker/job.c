@@ -68,7 +68,27 @@ typedef struct {
     const char         *names[AK_MAX_PARAMS];
     int64_t             values[AK_MAX_PARAMS];
     int                 nparams;
+    ak_refcache_t      *refcache;         /* the executor's; NULL: none */
+    char                ref_digest[AK_DIGEST_HEX_LEN + 1];   /* of the loaded artifacts; "" unknown */
+    char                dref_digest[AK_DIGEST_HEX_LEN + 1];
 } s_job_t;
+
+/*  Max size of a compiled reference hashed for the cache's key. */
+#define AK_JOB_REF_MAX_BYTES (64u << 20)
+
+/*  sha256 hex of the file at path into hex; "" when it cannot be read
+    (the cache is then not used for that reference). */
+static void s_file_digest (const char *path, char hex[AK_DIGEST_HEX_LEN + 1])
+{
+    char *data = NULL;
+    size_t len = 0;
+    ak_err_t err = { 0 };
+    hex[0] = '\0';
+    if (path && ak_file_read (path, AK_JOB_REF_MAX_BYTES, &data, &len, &err) == 0
+        && ak_sha256_hex (data, len, hex) != 0)
+        hex[0] = '\0';
+    free (data);
+}
 
 static void s_finish (s_job_t *j, const char *status, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
@@ -129,6 +149,31 @@ static void s_add_gates (s_job_t *j, const ak_gate_report_t *rep, int from)
         pb.detail = (char *) g->detail;
         ak_pb_receipt_add_gate (j->r, &pb);
     }
+}
+
+/*  The gates' cost so far into the receipt (replacing what was there:
+    the report accumulates over the gates and the recheck). */
+static void s_gate_cost (s_job_t *j, const ak_gate_cost_t *c)
+{
+    Ak__GateCost *p = j->r->gate_cost;
+    if (!p) {
+        p = ak_malloc (sizeof *p);
+        ak__gate_cost__init (p);
+        j->r->gate_cost = p;
+    }
+    p->inputs_ms = c->inputs_ms;
+    p->reference_ms = c->reference_ms;
+    p->alloc_ms = c->alloc_ms;
+    p->copy_ms = c->copy_ms;
+    p->launch_ms = c->launch_ms;
+    p->compare_ms = c->compare_ms;
+    p->ref_hits = c->ref_hits;
+    p->ref_misses = c->ref_misses;
+    p->allocs = c->allocs;
+    p->reused = c->reused;
+    char text[400];
+    ak_gate_cost_text (c, text, sizeof text);
+    ak_debug ("task %s: gates: %s", j->a->task_id, text);
 }
 
 static Ak__Stats *s_stats (const ak_stats_t *s)
@@ -218,6 +263,8 @@ static int s_load_dref (s_job_t *j, ak_err_t *err)
     }
     if (!path || !j->be->generate || !j->spec->reference_cuda_launch)
         return 0;
+    if (j->refcache)
+        s_file_digest (path, j->dref_digest);
     int rc = j->be->load (j->dev, path, "ak_reference", &j->dref, err);
     if (rc == 0)
         rc = j->be->load (j->dev, path, "ak_fill_uniform", &j->gen, err);
@@ -368,6 +415,7 @@ static int s_time_all (s_job_t *j, bool tune, size_t *skipped)
         t->rsd_met = tr.rsd_met;
         t->flops = tr.flops;
         t->bytes = tr.bytes;
+        j->r->sampled_ms += tr.sampled_us / 1e3;
         ak_timing_to_pb (&tr, w->name, t, j->r);   /* timer, events / CUPTI figures, kernel records */
         ak_pb_receipt_add_timing (j->r, t);
     }
@@ -477,6 +525,8 @@ static void s_run (s_job_t *j)
         s_finish (j, "error", "no compiled reference in the job");
         return;
     }
+    if (j->refcache)
+        s_file_digest (job->reference_path, j->ref_digest);
     rc = j->ref_be->load (j->ref_dev, job->reference_path, "ak_reference", &j->ref, &err);
     if (rc) {
         s_finish (j, "error", "loading the reference: %s", err.msg);
@@ -521,12 +571,14 @@ static void s_run (s_job_t *j)
         .params = j->values, .param_names = j->names, .nparams = j->nparams,
         .launch = j->kernel_rule,
         .dref = j->dref, .dref_launch = j->spec->reference_cuda_launch, .gen = j->gen,
+        .refcache = j->refcache, .ref_digest = j->ref_digest, .dref_digest = j->dref_digest,
     };
     memcpy (g.kernel, j->kernel, sizeof g.kernel);
     ak_gate_report_t rep;
     uint64_t t0 = ak_clock_mono_ns ();
     rc = ak_gates_run (&g, &rep, &err);
     j->r->gate_ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
+    s_gate_cost (j, &rep.cost);
     if (rc) {
         s_finish (j, "error", "gates: %s", err.msg);
         return;
@@ -551,6 +603,7 @@ static void s_run (s_job_t *j)
     t0 = ak_clock_mono_ns ();
     rc = ak_gates_recheck (&g, j->policy.seed ^ AK_RECHECK_SEED_SALT, &rep, &err);
     j->r->gate_ms += (double) (ak_clock_mono_ns () - t0) / 1e6;
+    s_gate_cost (j, &rep.cost);
     if (rc) {
         s_finish (j, "error", "recheck: %s", err.msg);
         return;
@@ -580,10 +633,11 @@ static void s_check_device (s_job_t *j)
 }
 
 Ak__Receipt *ak_job_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device *device,
-                         const Ak__ExecJob *job)
+                         const Ak__ExecJob *job, ak_refcache_t *refcache)
 {
     s_job_t j;
     memset (&j, 0, sizeof j);
+    j.refcache = refcache;
     j.be = be;
     j.dev = dev;
     j.device = device;

@@ -12,6 +12,7 @@
 #include "assign.h"
 #include "backend.h"
 #include "policy.h"
+#include "refcache.h"
 #include "spec.h"
 
 /* The compiled artifact of a job for role ("baseline" | "candidate") and
@@ -33,8 +34,11 @@ const char *ak_job_artifact (const Ak__ExecJob *job, const char *role, ak_dtype_
    configurations come from the spec's launch rules (ak_launch_eval).
    Status "crashed" means the device context is lost (a sticky error, the
    CUDA error named in the reason): the caller must not run another job
-   on dev, and an executor exits after sending that receipt. */
+   on dev, and an executor exits after sending that receipt.
+   refcache (may be NULL): the executor's reference cache, which the gates
+   read and fill (keyed by the digests of the job's compiled references,
+   gates.h); it outlives the job. */
 Ak__Receipt *ak_job_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device *device,
-                         const Ak__ExecJob *job);
+                         const Ak__ExecJob *job, ak_refcache_t *refcache);
 
 #endif

@@ -7,6 +7,7 @@
 #include "job.h"
 #include "log.h"
 #include "pbutil.h"
+#include "refcache.h"
 #include "sandbox.h"
 #include "util.h"
 
@@ -31,6 +32,8 @@
 #define S_RULESET_FD  5
 #define S_RESULT_MAX  (AK_MAX_MSG_SIZE + crypto_auth_BYTES)
 #define S_MAX_RO      24
+/* Bound of a host job's own reference cache. */
+#define AK_JOBPROC_REFCACHE_MAX (256ull << 20)
 
 /* ============================================================ the child */
 
@@ -103,7 +106,15 @@ static void s_child (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device *de
     if (ak_sandbox_seccomp_kernel (getpid ()) != 0)
         _exit (S_EXIT_SECCOMP);
 
-    Ak__Receipt *r = ak_job_run (be, dev, device, job);
+    /* A cache of this job's own references (the executor's is not shared
+       with a process that runs kernel code on the CPU, and what this one
+       computes would not come back): the gates' stages still share the
+       configurations they have in common. */
+    uint64_t cache_bytes = ak_refcache_env_bytes ();
+    ak_refcache_t *cache = ak_refcache_new (cache_bytes < AK_JOBPROC_REFCACHE_MAX ? cache_bytes
+                                                                                  : AK_JOBPROC_REFCACHE_MAX);
+    Ak__Receipt *r = ak_job_run (be, dev, device, job, cache);
+    ak_refcache_destroy (&cache);
     fflush (NULL);
 
     size_t len = ak__receipt__get_packed_size (r);

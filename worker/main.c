@@ -67,6 +67,9 @@ static void s_usage (FILE *out)
         "                          ~/.cache/akfleet)\n"
         "  --blob-cache-mb N       keep the spec and source texts of the tasks assigned, up to N MiB,\n"
         "                          so that each is sent once per registration; 0: off (default 64)\n"
+        "  --ref-cache-mb N        per executor, keep the gates' inputs and float64 references\n"
+        "                          for later tasks, up to N MiB; 0: off (default 2048;\n"
+        "                          environment AK_REF_CACHE_MB)\n"
         "  --heartbeat-ms N        heartbeat interval (default 1000)\n"
         "  --liveness N            missed heartbeats before the coordinator counts as dead, counted\n"
         "                          from the end of the handshake (default 3)\n"
@@ -118,7 +121,7 @@ static int s_uint (const char *name, const char *text, int64_t lo, int64_t hi, u
 
 enum {
     O_COORD = 256, O_ID, O_BACKEND, O_SLOTS, O_PREFETCH, O_CACHE, O_HB, O_LIVENESS, O_BLOBS,
-    O_MAXBACK, O_MAXREFUSALS, O_CTHREADS, O_LOGLEVEL, O_HELP, O_VERSION, O_EXECUTOR, O_FD, O_DEVICE, O_CERT, O_SERVERKEY,
+    O_MAXBACK, O_MAXREFUSALS, O_CTHREADS, O_LOGLEVEL, O_HELP, O_VERSION, O_EXECUTOR, O_FD, O_DEVICE, O_CERT, O_SERVERKEY, O_REFCACHE,
 };
 
 static int s_executor_mode (int fd, const char *backend, uint32_t device)
@@ -139,6 +142,7 @@ int main (int argc, char **argv)
         { "backend",         required_argument, NULL, O_BACKEND },
         { "slots",           required_argument, NULL, O_SLOTS },
         { "prefetch",        required_argument, NULL, O_PREFETCH },
+        { "ref-cache-mb",    required_argument, NULL, O_REFCACHE },
         { "cache",           required_argument, NULL, O_CACHE },
         { "heartbeat-ms",    required_argument, NULL, O_HB },
         { "liveness",        required_argument, NULL, O_LIVENESS },
@@ -185,6 +189,18 @@ int main (int argc, char **argv)
             case O_EXECUTOR: executor = true; break;
             case O_CERT:     cfg.cert_file = optarg; break;
             case O_SERVERKEY: cfg.server_key = optarg; break;
+            case O_REFCACHE: {
+                /* The executors read it from their environment (refcache.h);
+                   set before any thread or child exists. */
+                uint32_t mb = 0;
+                if ((rc = s_uint ("--ref-cache-mb", optarg, 0, 1u << 20, &mb)))
+                    return rc;
+                char text[16];
+                snprintf (text, sizeof text, "%u", mb);
+                if (setenv ("AK_REF_CACHE_MB", text, 1) != 0)
+                    return s_bad ("--ref-cache-mb: setenv failed");
+                break;
+            }
             case O_LOGLEVEL: {
                 int level = ak_log_parse_level (optarg);
                 if (level < 0)

@@ -54,6 +54,7 @@ typedef struct {
     int         nsides;
     bool        untraced;           /* kernel tracing off: headline events - floor */
     double      floor;              /* the backend's event floor (untraced) */
+    double      sampled_us;         /* clock spans of the samples taken (timing.h) */
     double      mode_us;            /* slower kernel's probe CUPTI median; 0 none */
 } s_run_t;
 
@@ -159,11 +160,16 @@ static int s_sample (s_run_t *r, s_side_t *s, ak_sample_t *out, ak_err_t *err)
     ak_launch_t l;
     s_args (r, s, &l);
     if (ctx->be->sample)
-        return ctx->be->sample (ctx->dev, s->kernel, &l, ctx->cold, out, err);
-    memset (out, 0, sizeof *out);
-    out->cupti_us = -1;
-    out->clock_ok = true;
-    return ctx->be->time (ctx->dev, s->kernel, &l, ctx->cold, &out->event_us, err);
+        rc = ctx->be->sample (ctx->dev, s->kernel, &l, ctx->cold, out, err);
+    else {
+        memset (out, 0, sizeof *out);
+        out->cupti_us = -1;
+        out->clock_ok = true;
+        rc = ctx->be->time (ctx->dev, s->kernel, &l, ctx->cold, &out->event_us, err);
+    }
+    if (rc == 0 && out->event_us > 0)
+        r->sampled_us += out->event_us;
+    return rc;
 }
 
 static void s_keep (s_side_t *s, const ak_sample_t *smp, double floor)
@@ -422,6 +428,7 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
             if (rc)
                 goto fail;
         }
+    r.sampled_us = 0;                   /* warm-up is not a timed sample */
     rc = s_choose_mode (&r, err);
     if (rc)
         goto fail;
@@ -501,6 +508,7 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
         s_detail (&r, &r.side[1], &out->detail[1]);
     }
     out->ms = (double) (ak_clock_mono_ns () - t0) / 1e6;
+    out->sampled_us = r.sampled_us;
     s_run_free (&r);
     return 0;
 

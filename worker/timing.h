@@ -109,6 +109,9 @@ typedef struct {
     bool       rsd_met;                /* every measured kernel met rsd_target */
     double     flops, bytes;           /* from the spec expressions */
     double     ms;                     /* wall time spent, warm-up included */
+    double     sampled_us;             /* time inside timed samples: every sample's clock span
+                                          (events; host: monotonic clock), both kernels, mode
+                                          probes and throttled rounds included, warm-up not */
     const char *timer;                 /* the headline's clock: "cupti" | "events" | "events-floor" | "host" (static) */
     double     event_floor_us;         /* subtracted from the events ("events-floor"); else 0 */
     double     mode_cupti_us;          /* the slower kernel's probe CUPTI median that chose the mode; 0 none */

@@ -289,7 +289,8 @@ static bool s_paged (const char *verb, int nargs, const char **key, const char *
 }
 
 /*  Adds page to all: its array `key` after all's; a report's phases_ms
-    summed.  A pair (op, device_class) never spans two pages. */
+    and gpu_timing summed (the shares computed again from the sums).  A
+    pair (op, device_class) never spans two pages. */
 static void s_merge_page (json_t *all, json_t *page, const char *key)
 {
     json_t *arr = json_object_get (all, key), *more = json_object_get (page, key);
@@ -302,6 +303,18 @@ static void s_merge_page (json_t *all, json_t *page, const char *key)
         json_object_foreach (add, name, v)
             json_object_set_new (sum, name, json_real (json_number_value (json_object_get (sum, name))
                                                        + json_number_value (v)));
+    json_t *gt = json_object_get (all, "gpu_timing"), *gadd = json_object_get (page, "gpu_timing");
+    if (json_is_object (gt) && json_is_object (gadd)) {
+        static const char *const keys[] = { "sampled_ms", "device_wall_ms", "task_ms", "devices" };
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            json_object_set_new (gt, keys[i], json_real (json_number_value (json_object_get (gt, keys[i]))
+                                                         + json_number_value (json_object_get (gadd, keys[i]))));
+        double sampled = json_number_value (json_object_get (gt, "sampled_ms"));
+        double wall = json_number_value (json_object_get (gt, "device_wall_ms"));
+        double task = json_number_value (json_object_get (gt, "task_ms"));
+        json_object_set_new (gt, "share", wall > 0 ? json_real (sampled / wall) : json_null ());
+        json_object_set_new (gt, "share_of_task_time", task > 0 ? json_real (sampled / task) : json_null ());
+    }
 }
 
 /*  Asks for every page after the first (whose answer is in reply) and

@@ -330,6 +330,13 @@ void akctl_render_report_html (FILE *out, const json_t *report)
                          { "timing", akj_num (ph, "timing") / 1000, 0, false, false } };
     fprintf (out, "<h2>Time spent per phase</h2>\n");
     s_bars (out, "chart-phases", "seconds, summed over every worker", phase, 3, " s", 0);
+    const json_t *gt = akj_obj (report, "gpu_timing");
+    if (gt && json_is_number (json_object_get (gt, "share")))
+        fprintf (out, "<p id=\"gpu-timing\">GPU timing share: <b>%.1f%%</b> (time inside timed samples "
+                 "%.1f s of %.1f s device wall time over %.0f devices; %.1f%% of the executors' task "
+                 "time)</p>\n", 100 * akj_num (gt, "share"), akj_num (gt, "sampled_ms") / 1000,
+                 akj_num (gt, "device_wall_ms") / 1000, akj_num (gt, "devices"),
+                 100 * akj_num (gt, "share_of_task_time"));
 
     /* chart 3: failures by reason (status) */
     n = 0;

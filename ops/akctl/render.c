@@ -419,12 +419,13 @@ void akctl_render_workers (FILE *out, const json_t *answer)
         fprintf (out, "no workers have registered\n");
         return;
     }
-    static const char *const head[] = { "WORKER", "HOST", "STATE", "SEEN", "CLASSES", "SLOTS", "PREFETCH", "OUTSTANDING", "LEASES", "NEXT EXPIRY", "DONE", "REGISTRATIONS" };
-    akctl_table_t *t = akctl_table_new (12, head);
+    static const char *const head[] = { "WORKER", "HOST", "STATE", "SEEN", "CLASSES", "SLOTS", "PREFETCH", "OUTSTANDING", "LEASES", "NEXT EXPIRY", "DONE", "REGISTRATIONS", "GPU TIMING" };
+    akctl_table_t *t = akctl_table_new (13, head);
     size_t i, alive = 0;
     json_t *w;
     json_array_foreach (workers, i, w) {
         char ago[32], seen[48], slots[16], pf[16], outst[16], done[24], regs[16], leases[48], expiry[32];
+        char timing[24] = "-";
         char classes[256] = "";
         snprintf (seen, sizeof seen, "%s ago", akctl_duration (akj_num (w, "ago_ms"), ago, sizeof ago));
         size_t j;
@@ -457,9 +458,13 @@ void akctl_render_workers (FILE *out, const json_t *answer)
         snprintf (done, sizeof done, "%" PRId64, akj_int (w, "tasks_done"));
         snprintf (regs, sizeof regs, "%" PRId64, akj_int (w, "registrations"));
         alive += strcmp (akj_str (w, "state"), "alive") == 0;
-        const char *row[12] = {
+        /* time inside timed samples / wall time with a task held */
+        json_t *share = json_object_get (akj_obj (w, "timing"), "gpu_timing_share");
+        if (json_is_number (share))
+            snprintf (timing, sizeof timing, "%.1f%%", 100 * akj_value_num (share));
+        const char *row[13] = {
             akj_str (w, "worker_id"), akj_str (w, "host"), akj_str (w, "state"), seen, classes,
-            slots, pf, outst, leases, expiry, done, regs
+            slots, pf, outst, leases, expiry, done, regs, timing
         };
         akctl_table_add (t, row);
     }

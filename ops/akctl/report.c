@@ -312,6 +312,26 @@ static void s_failures (FILE *out, bool md, const json_t *fails)
 }
 
 /*  Time per phase, summed over the batch's receipts. */
+/*  The GPU timing share line (docs/measurement.md, "GPU timing share"). */
+static void s_gpu_timing (FILE *out, bool md, const json_t *gt)
+{
+    if (!json_is_object (gt) || !json_is_number (json_object_get (gt, "share")))
+        return;
+    char smp[32], wall[32], task[32];
+    double share = akj_num (gt, "share"), of_task = akj_num (gt, "share_of_task_time");
+    akctl_duration (akj_num (gt, "sampled_ms"), smp, sizeof smp);
+    akctl_duration (akj_num (gt, "device_wall_ms"), wall, sizeof wall);
+    akctl_duration (akj_num (gt, "task_ms"), task, sizeof task);
+    if (md)
+        fprintf (out, "\nGPU timing share: **%.1f%%** (time inside timed samples %s of %s device wall "
+                 "time over %.0f devices; %.1f%% of the executors' task time %s)\n",
+                 100 * share, smp, wall, akj_num (gt, "devices"), 100 * of_task, task);
+    else
+        fprintf (out, "GPU timing share: %.1f%% (inside timed samples %s of %s device wall time, "
+                 "%.0f devices; %.1f%% of task time %s)\n", 100 * share, smp, wall,
+                 akj_num (gt, "devices"), 100 * of_task, task);
+}
+
 static void s_phases (FILE *out, bool md, const json_t *phases)
 {
     char c[32], g[32], t[32];
@@ -386,4 +406,5 @@ void akctl_render_report (FILE *out, const json_t *report, bool md)
     if (!ops || json_array_size (ops) == 0)
         fprintf (out, "%sno operator results yet\n", md ? "\n" : "\n  ");
     s_phases (out, md, akj_obj (report, "phases_ms"));
+    s_gpu_timing (out, md, akj_obj (report, "gpu_timing"));
 }

@@ -14,6 +14,12 @@
       judged by the device reference alone on device inputs.
     - a wrong device reference is status error ("device reference
       disagrees ..."), never the candidate's fault.
+    - the reference cache (worker/refcache.h): softmax's baseline and the
+      planted wrong (kernels/testing/cuda/wrong.cu), NaN and
+      nondeterministic kernels get the same reports with a cache (cold,
+      then warm) as without, a GPU-only workload included (its reference
+      from the device reference on device inputs), and a warm cache
+      computes no reference.
 
     Where there is no GPU, prints "SKIP: no GPU: <reason>" and exits 77
     ("Not Run" in CTest); any other probe error fails (tests/skip.h). */
@@ -22,7 +28,9 @@
 #include "worker/backend.h"
 #include "worker/data.h"
 #include "worker/gates.h"
+#include "worker/refcache.h"
 #include "spec.h"
+#include "spec_cuda.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -148,24 +156,33 @@ static void test_device_inputs (void **state)
 
 /* ------------------------------------------------ gates with the device reference */
 
-static ak_gate_status_t s_gates (const ak_spec_t *spec, const char *dref_source, ak_gate_report_t *rep)
+/*  Gates (and, when they pass and recheck is set, the recheck) of source
+    (launched by rule) on spec with the device reference dref_source,
+    through cache (NULL: none) under fixed digests; wl (may be NULL) is the
+    task's one workload. */
+static ak_gate_status_t s_gates_with (const ak_spec_t *spec, const char *dref_source, const char *source,
+                                      const ak_launch_rule_t *rule, ak_refcache_t *cache,
+                                      const ak_workload_t *wl, bool recheck, ak_gate_report_t *rep)
 {
     ak_err_t err = { 0 };
-    const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
-    assert_non_null (bl);
     ak_gate_ctx_t g = {
         .spec = spec, .be = S.be, .dev = S.dev, .device = S.devs[0],
-        .ref_be = S.host, .ref_dev = S.host_dev, .seed = 42, .launch = bl->launch,
-        .dref_launch = spec->reference_cuda_launch, .sweep_all_sizes = true,
+        .ref_be = S.host, .ref_dev = S.host_dev, .seed = 42, .launch = rule,
+        .dref_launch = spec->reference_cuda_launch, .sweep_all_sizes = wl == NULL,
+        .workloads = wl, .nworkloads = wl ? 1 : 0,
+        .refcache = cache, .ref_digest = "gpu-test-host-oracle", .dref_digest = "gpu-test-device-reference",
     };
     g.ref = s_build (S.host, S.host_dev, spec->reference.text, true, AK_DT_FLOAT32, "ak_reference");
     g.dref = s_build (S.be, S.dev, dref_source, true, AK_DT_FLOAT32, "ak_reference");
     g.gen = s_build (S.be, S.dev, dref_source, true, AK_DT_FLOAT32, "ak_fill_uniform");
     for (int t = 0; t < spec->ndtypes; t++)
         if (S.be->supports_dtype (S.devs[0], spec->dtypes[t]))
-            g.kernel[spec->dtypes[t]] = s_build_lib (S.be, S.dev, bl->source.text, false, spec->dtypes[t],
-                                                     "ak_kernel", bl->library != NULL);
+            g.kernel[spec->dtypes[t]] = s_build_lib (S.be, S.dev, source, false, spec->dtypes[t], "ak_kernel",
+                                                     strncmp (source, AK_LIBRARY_MARKER,
+                                                              strlen (AK_LIBRARY_MARKER)) == 0);
     assert_int_equal (ak_gates_run (&g, rep, &err), 0);
+    if (recheck && rep->status == AK_GATE_OK)
+        assert_int_equal (ak_gates_recheck (&g, 42 ^ 0x9E3779B97F4A7C15ull, rep, &err), 0);
     for (int t = 0; t < AK_DT_COUNT; t++)
         if (g.kernel[t])
             S.be->unload (S.dev, &g.kernel[t]);
@@ -173,6 +190,13 @@ static ak_gate_status_t s_gates (const ak_spec_t *spec, const char *dref_source,
     S.be->unload (S.dev, &g.dref);
     S.host->unload (S.host_dev, &g.ref);
     return rep->status;
+}
+
+static ak_gate_status_t s_gates (const ak_spec_t *spec, const char *dref_source, ak_gate_report_t *rep)
+{
+    const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
+    assert_non_null (bl);
+    return s_gates_with (spec, dref_source, bl->source.text, bl->launch, NULL, NULL, false, rep);
 }
 
 static void test_reference_catalog (void **state)
@@ -223,12 +247,112 @@ static void test_reference_disagrees (void **state)
     ak_spec_destroy (&spec);
 }
 
+
+/* ------------------------------------------------ the reference cache */
+
+/*  The baseline with a NaN planted in row 0 after it wrote its outputs. */
+static char *s_planted_nan (const char *base)
+{
+    const char *end = strrchr (base, '}');
+    return ak_sprintf ("%.*s    __syncthreads ();\n    if (r == 0 && t == 0)\n"
+                       "        y[cols / 2] = ak_from_acc (__int_as_float (0x7fc00000));\n}\n",
+                       (int) (end - base), base);
+}
+
+/*  The baseline whose every second launch flips the last bit of y[0]:
+    within tolerance, not bitwise deterministic. */
+static char *s_planted_nondet (const char *base)
+{
+    const char *end = strrchr (base, '}');
+    return ak_sprintf ("__device__ unsigned ak_planted_calls;\n%.*s    __syncthreads ();\n"
+                       "    if (r == 0 && t == 0 && (atomicAdd (&ak_planted_calls, 1u) & 1u)) {\n"
+                       "        if (sizeof (ak_t) == 4) ((unsigned *) y)[0] ^= 1u;\n"
+                       "        else ((unsigned short *) y)[0] ^= (unsigned short) 1u;\n"
+                       "    }\n}\n", (int) (end - base), base);
+}
+
+static void s_same (const char *what, const ak_gate_report_t *a, const ak_gate_report_t *b)
+{
+    bool same = a->status == b->status && strcmp (a->reason, b->reason) == 0 && a->nstages == b->nstages;
+    for (int i = 0; same && i < a->nstages; i++)
+        same = strcmp (a->stages[i].detail, b->stages[i].detail) == 0 && a->stages[i].passed == b->stages[i].passed
+            && a->stages[i].worst_err == b->stages[i].worst_err;
+    if (!same)
+        fail_msg ("%s: reports differ with the cache:\n  %s: %s\n  %s: %s", what,
+                  ak_gate_status_name (a->status), a->reason, ak_gate_status_name (b->status), b->reason);
+}
+
+static void test_cached_reference_verdicts (void **state)
+{
+    (void) state;
+    if (S.skip)
+        skip ();
+    ak_spec_t *spec = s_spec ("softmax");
+    const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
+    assert_non_null (bl);
+    char *wrong_path = ak_test_src ("kernels/testing/cuda/wrong.cu"), *wrong = NULL;
+    size_t len = 0;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_file_read (wrong_path, 1 << 20, &wrong, &len, &err), 0);
+    char *nan = s_planted_nan (bl->source.text), *nondet = s_planted_nondet (bl->source.text);
+    ak_launch_rule_t row128 = { .grid = { (char *) "(rows+127)/128" }, .ngrid = 1,
+                                .block = { (char *) "128" }, .nblock = 1, .shared = (char *) "0" };
+    /* A GPU-only size as the task's workload: judged by the device
+       reference alone, on device inputs. */
+    const ak_size_t *gpu = ak_spec_size (spec, "gpu_8m");
+    assert_non_null (gpu);
+    ak_workload_t wl = { .name = "gpu_8m", .dtype = AK_DT_BFLOAT16, .weight = 1 };
+    memcpy (wl.dims, gpu->dims, sizeof wl.dims);
+    struct { const char *what, *source; const ak_launch_rule_t *rule; ak_gate_status_t want; } k[] = {
+        { "baseline", bl->source.text, bl->launch, AK_GATE_OK },
+        { "wrong", wrong, &row128, AK_GATE_WRONG },
+        { "nan", nan, bl->launch, AK_GATE_NAN },
+        { "nondeterministic", nondet, bl->launch, AK_GATE_WRONG },
+    };
+    ak_refcache_t *cache = ak_refcache_new (1ull << 30);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        ak_gate_report_t plain, first, again;
+        const char *dref = spec->reference_cuda.text;
+        s_gates_with (spec, dref, k[i].source, k[i].rule, NULL, &wl, true, &plain);
+        s_gates_with (spec, dref, k[i].source, k[i].rule, cache, &wl, true, &first);
+        s_gates_with (spec, dref, k[i].source, k[i].rule, cache, &wl, true, &again);
+        char cost[400];
+        ak_gate_cost_text (&plain.cost, cost, sizeof cost);
+        print_message ("%s without the cache: %s: %s\n  %s\n", k[i].what, ak_gate_status_name (plain.status),
+                       plain.reason, cost);
+        ak_gate_cost_text (&again.cost, cost, sizeof cost);
+        print_message ("%s warm cache: %s\n", k[i].what, cost);
+        if (plain.status != k[i].want)
+            fail_msg ("%s: %s, expected %s: %s", k[i].what, ak_gate_status_name (plain.status),
+                      ak_gate_status_name (k[i].want), plain.reason);
+        s_same (k[i].what, &plain, &first);
+        s_same (k[i].what, &plain, &again);
+        assert_int_equal (plain.cost.ref_hits, 0);
+        assert_int_equal (again.cost.ref_misses, 0);
+        assert_true (again.cost.ref_hits > 0);
+        if (k[i].want == AK_GATE_OK)
+            assert_non_null (strstr (again.stages[1].detail, "judged by the device reference"));
+    }
+    ak_refcache_stats_t st;
+    ak_refcache_stats (cache, &st);
+    print_message ("cache: %llu entries, %llu MiB, %llu hits, %llu misses\n", (unsigned long long) st.entries,
+                   (unsigned long long) (st.bytes >> 20), (unsigned long long) st.hits,
+                   (unsigned long long) st.misses);
+    ak_refcache_destroy (&cache);
+    free (nan);
+    free (nondet);
+    free (wrong);
+    free (wrong_path);
+    ak_spec_destroy (&spec);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_device_inputs),
         cmocka_unit_test (test_reference_catalog),
         cmocka_unit_test (test_reference_disagrees),
+        cmocka_unit_test (test_cached_reference_verdicts),
     };
     return ak_test_exit (cmocka_run_group_tests (tests, s_group_setup, s_group_teardown));
 }

@@ -16,6 +16,7 @@
 #include "support.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,22 @@ static const char *s_str (const json_t *obj, const char *key)
 {
     const json_t *v = json_object_get (obj, key);
     return json_is_string (v) ? json_string_value (v) : "";
+}
+
+/*  True once `stats` counts at least *arg ms inside timed samples over
+    the workers' heartbeats, with a share in (0, 1]. */
+static bool s_stats_timing (void *arg)
+{
+    double want = *(const double *) arg;
+    json_t *st = ak_test_akctl_json (&s_c, "stats");
+    json_t *t = json_object_get (st, "timing");
+    double sampled = json_number_value (json_object_get (t, "sampled_ms"));
+    double busy = json_number_value (json_object_get (t, "busy_ms"));
+    double share = json_number_value (json_object_get (t, "gpu_timing_share"));
+    double device_busy = json_number_value (json_object_get (t, "device_busy_ms"));
+    bool ok = sampled >= want * (1 - 1e-9) && busy > 0 && device_busy >= sampled && share > 0 && share <= 1;
+    json_decref (st);
+    return ok;
 }
 
 static bool s_bool (const json_t *obj, const char *key)
@@ -207,6 +224,31 @@ static void test_e2e_batch (void **state)
     if (code != 0 || !strstr (out, "softmax on host") || !strstr (out, "winner: "))
         fail_msg ("akctl report: exit %d, no winner line for softmax:\n%s", code, out);
     assert_non_null (strstr (out, "wrong_answer"));
+    /* The GPU timing share of the batch: time inside timed samples
+       against each device's wall time, from the receipts. */
+    assert_non_null (strstr (out, "GPU timing share: "));
+    free (out);
+    json_t *rep = ak_test_akctl_json (&s_c, "report %s", s_batch_id);
+    json_t *gt = json_object_get (rep, "gpu_timing");
+    assert_non_null (gt);
+    double share = json_number_value (json_object_get (gt, "share"));
+    double sampled = json_number_value (json_object_get (gt, "sampled_ms"));
+    double wall = json_number_value (json_object_get (gt, "device_wall_ms"));
+    double task = json_number_value (json_object_get (gt, "task_ms"));
+    double devices = json_number_value (json_object_get (gt, "devices"));
+    if (!(sampled > 0 && wall >= sampled && task >= sampled && share > 0 && share <= 1 && devices >= 1))
+        fail_msg ("gpu_timing: sampled %g ms, device wall %g ms, task %g ms, share %g, devices %g",
+                  sampled, wall, task, share, devices);
+    assert_true (fabs (share - sampled / wall) < 1e-9);
+    json_decref (rep);
+    /* The workers' own account (heartbeats): time inside timed samples
+       against wall time with a task held, per worker and for the fleet;
+       a heartbeat after the last receipt carries every sample. */
+    assert_true (ak_test_wait (s_stats_timing, &sampled, 30000));
+    code = ak_test_akctl (&s_c, &out, "workers");
+    assert_int_equal (code, 0);
+    assert_non_null (strstr (out, "GPU TIMING"));
+    assert_non_null (strstr (out, "%"));
     free (out);
     code = ak_test_akctl (&s_c, &out, "report --markdown %s", s_batch_id);
     assert_int_equal (code, 0);

@@ -197,6 +197,13 @@ static void test_report_and_profiles (void **state)
     s_check_timings (j);
     json_decref (j);
     assert_non_null (strstr (html, "id=\"chart-speedup\""));
+    /* The batch's GPU timing share, in every form. */
+    assert_non_null (strstr (html, "id=\"gpu-timing\""));
+    assert_non_null (strstr (md, "GPU timing share: **"));
+    j = json_loads (js, 0, NULL);
+    double share = json_number_value (json_object_get (json_object_get (j, "gpu_timing"), "share"));
+    assert_true (share > 0 && share <= 1);
+    json_decref (j);
     assert_null (strstr (html, "<script"));
     free (md);
     free (js);

@@ -155,6 +155,15 @@ static void s_expect_ok (Ak__Receipt *r, bool tune)
         assert_null (t->baseline);
     assert_float_equal (t->flops, 5.0 * 32 * 128, 0);
     assert_true (r->gate_ms > 0 && r->timing_ms > 0);
+    /* Where the gates' time went; the host job's own reference cache
+       serves what its stages share (smoke's configuration is the sweep's
+       first). */
+    assert_non_null (r->gate_cost);
+    assert_true (r->gate_cost->ref_misses > 0);
+    assert_true (r->gate_cost->ref_hits >= 2);
+    assert_true (r->gate_cost->reference_ms > 0 && r->gate_cost->compare_ms >= 0);
+    /* Time inside timed samples: some, and within the timing's wall time. */
+    assert_true (r->sampled_ms > 0 && r->sampled_ms <= r->timing_ms);
     assert_true (r->started_at_ms > 0 && r->finished_at_ms >= r->started_at_ms);
     assert_int_equal (strlen (r->source_digest), 64);
 }

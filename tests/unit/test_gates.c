@@ -1,7 +1,9 @@
 /*  tests/unit/test_gates.c: correctness gates (worker/gates.c) in-process
     through the host backend, against the softmax spec and the planted bad
-    candidates of kernels/testing; element conversions (worker/data.c);
-    timing (worker/timing.c) on the same kernels. */
+    candidates of kernels/testing; the gates with the reference cache
+    (same verdicts, keyed by the reference and the inputs, bounded);
+    element conversions (worker/data.c); timing (worker/timing.c) on the
+    same kernels, and its time inside timed samples. */
 #include "support.h"
 #include "worker/backend.h"
 #include "worker/backends.h"
@@ -555,6 +557,231 @@ static void test_true_overflow (void **state)
     assert_non_null (strstr (rep.reason, "NaN/Inf where the reference is finite"));
 }
 
+
+/* ------------------------------------------------------ reference cache */
+
+/*  Everything a receipt carries of two reports is the same. */
+static void s_same_report (const ak_gate_report_t *a, const ak_gate_report_t *b)
+{
+    assert_int_equal (a->status, b->status);
+    assert_string_equal (a->reason, b->reason);
+    assert_int_equal (a->nstages, b->nstages);
+    for (int i = 0; i < a->nstages; i++) {
+        const ak_gate_result_t *x = &a->stages[i], *y = &b->stages[i];
+        assert_string_equal (x->stage, y->stage);
+        assert_int_equal (x->passed, y->passed);
+        assert_int_equal (x->skipped, y->skipped);
+        assert_int_equal (x->configs, y->configs);
+        assert_int_equal (x->failed, y->failed);
+        assert_true (x->worst_err == y->worst_err);
+        assert_string_equal (x->worst_at, y->worst_at);
+        assert_string_equal (x->detail, y->detail);
+    }
+}
+
+/*  Gates and recheck of kernel text k with ref as the oracle, through
+    cache (NULL: none) under the reference digest digest. */
+static void s_gate_with (const char *text, ak_kernel_t *ref, ak_refcache_t *cache, const char *digest,
+                         uint64_t seed, ak_gate_report_t *rep)
+{
+    char *path = s_build (text, false, NULL, NULL, 0);
+    ak_kernel_t *k = s_load (path, "ak_kernel");
+    ak_gate_ctx_t ctx;
+    s_ctx (&ctx, k);
+    ctx.ref = ref;
+    ctx.seed = seed;
+    ctx.refcache = cache;
+    ctx.ref_digest = digest;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_gates_run (&ctx, rep, &err), 0);
+    if (rep->status == AK_GATE_OK)
+        assert_int_equal (ak_gates_recheck (&ctx, seed ^ 0x5555u, rep, &err), 0);
+    s_fix.be->unload (s_fix.dev, &k);
+    free (path);
+}
+
+/*  The cache tests gate the softmax spec on its three smallest sizes and
+    first edge case (seconds, not a minute, under the sanitizers). */
+static size_t s_saved_nsizes, s_saved_nedge;
+
+static void s_small_spec (void)
+{
+    s_saved_nsizes = s_fix.spec->nsizes;
+    s_saved_nedge = s_fix.spec->nedge;
+    s_fix.spec->nsizes = 3;
+    s_fix.spec->nedge = 1;
+}
+
+static void s_full_spec (void)
+{
+    s_fix.spec->nsizes = s_saved_nsizes;
+    s_fix.spec->nedge = s_saved_nedge;
+}
+
+static uint32_t s_configs (const ak_gate_report_t *rep)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < rep->nstages; i++)
+        n += rep->stages[i].configs;
+    return n;
+}
+
+/*  The baseline and the planted wrong, NaN, unwritten and
+    nondeterministic kernels get the same reports from a warm cache as
+    without one, and a second task of the same kernel computes no
+    reference at all. */
+static void test_cache_same_verdicts (void **state)
+{
+    (void) state;
+    s_small_spec ();
+    static const char *const files[] = { NULL, "kernels/testing/wrong.c", "kernels/testing/nan.c",
+                                         "kernels/testing/unwritten.c", "kernels/testing/nondeterministic.c" };
+    static const ak_gate_status_t want[] = { AK_GATE_OK, AK_GATE_WRONG, AK_GATE_NAN, AK_GATE_WRONG, AK_GATE_WRONG };
+    ak_refcache_t *cache = ak_refcache_new (256u << 20);
+    const char *digest = "1111111111111111111111111111111111111111111111111111111111111111";
+    for (int f = 0; f < 5; f++) {
+        char *text = files[f] ? s_read_src (files[f]) : ak_strdup (ak_spec_baseline (s_fix.spec, "host")->source.text);
+        ak_gate_report_t plain, first, again;
+        s_gate_with (text, s_fix.ref, NULL, NULL, 42, &plain);
+        s_gate_with (text, s_fix.ref, cache, digest, 42, &first);
+        s_gate_with (text, s_fix.ref, cache, digest, 42, &again);
+        if (f == 0)
+            s_print (&again);
+        assert_int_equal (plain.status, want[f]);
+        s_same_report (&plain, &first);
+        s_same_report (&plain, &again);
+        /* Without a cache every configuration computes its reference. */
+        assert_int_equal (plain.cost.ref_hits, 0);
+        assert_int_equal (plain.cost.ref_misses, s_configs (&plain));
+        /* The second pass through the cache computes none. */
+        assert_int_equal (again.cost.ref_misses, 0);
+        assert_int_equal (again.cost.ref_hits, s_configs (&again));
+        assert_true (again.cost.reference_ms == 0 && again.cost.inputs_ms == 0);
+        if (f == 0) {
+            /* Within one task: smoke's configuration is the sweep's first,
+               determinism's the sweep's at the stability size. */
+            assert_true (first.cost.ref_hits >= 2);
+            /* Device buffers are kept from one configuration to the next. */
+            assert_true (plain.cost.reused > 0);
+            assert_true (plain.cost.allocs < 2 * s_configs (&plain));
+        }
+        free (text);
+    }
+    ak_refcache_stats_t st;
+    ak_refcache_stats (cache, &st);
+    assert_true (st.entries > 0 && st.hits > 0);
+    ak_refcache_destroy (&cache);
+    s_full_spec ();
+}
+
+/*  The cache answers only for the same reference and the same inputs: a
+    reference of another digest, another seed, other input bounds miss
+    every configuration; without a digest the cache is not used. */
+static void test_cache_keyed (void **state)
+{
+    (void) state;
+    s_small_spec ();
+    const char *base = ak_spec_baseline (s_fix.spec, "host")->source.text;
+    const char *da = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const char *db = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    /* A reference that answers twice the softmax: a changed oracle. */
+    char *skew_text = ak_strdup (s_fix.spec->reference.text);
+    char *at = strstr (skew_text, "yr[c] = exp");
+    assert_non_null (at);
+    char *skewed = ak_sprintf ("%.*syr[c] = 2 * exp%s", (int) (at - skew_text), skew_text, at + strlen ("yr[c] = exp"));
+    char *skew_path = s_build (skewed, true, NULL, NULL, 0);
+    ak_kernel_t *skew = s_load (skew_path, "ak_reference");
+
+    ak_refcache_t *cache = ak_refcache_new (256u << 20);
+    ak_gate_report_t rep, own;
+    s_gate_with (base, s_fix.ref, cache, da, 42, &rep);
+    assert_int_equal (rep.status, AK_GATE_OK);
+    ak_refcache_stats_t st0, st;
+    ak_refcache_stats (cache, &st0);
+    assert_true (st0.entries > 0);
+
+    /* The changed oracle under its own digest: nothing of A's is used
+       (the hits are those a fresh cache gets within the one task: the
+       stages' shared configurations), and the baseline fails against it. */
+    s_gate_with (base, skew, cache, db, 42, &rep);
+    s_gate_with (base, skew, NULL, NULL, 42, &own);
+    s_same_report (&own, &rep);
+    assert_int_equal (rep.status, AK_GATE_WRONG);
+    assert_int_equal (rep.cost.ref_misses, s_configs (&own) - rep.cost.ref_hits);
+    assert_true (rep.cost.ref_hits < 3 + 1);
+    /* The digest is the reference's identity: under A's digest the cache
+       serves A's answers (job.c hashes the compiled artifact's bytes, so
+       a changed oracle never shares a digest). */
+    s_gate_with (base, skew, cache, da, 42, &rep);
+    assert_int_equal (rep.status, AK_GATE_OK);
+    assert_int_equal (rep.cost.ref_misses, 0);
+
+    /* Other inputs: another seed, other generator bounds: every
+       configuration's first use in the task is a miss. */
+    ak_refcache_t *fresh = ak_refcache_new (256u << 20);
+    s_gate_with (base, s_fix.ref, fresh, da, 43, &own);
+    s_gate_with (base, s_fix.ref, cache, da, 43, &rep);
+    assert_int_equal (rep.status, AK_GATE_OK);
+    assert_int_equal (rep.cost.ref_hits, own.cost.ref_hits);
+    assert_int_equal (rep.cost.ref_misses, own.cost.ref_misses);
+    double hi = s_fix.spec->inputs[0].hi;
+    s_fix.spec->inputs[0].hi = hi + 0.5;
+    s_gate_with (base, s_fix.ref, cache, da, 42, &rep);
+    s_fix.spec->inputs[0].hi = hi;
+    assert_int_equal (rep.status, AK_GATE_OK);
+    assert_int_equal (rep.cost.ref_hits, own.cost.ref_hits);
+    assert_int_equal (rep.cost.ref_misses, own.cost.ref_misses);
+    ak_refcache_destroy (&fresh);
+
+    /* No digest: the cache is neither read nor filled. */
+    ak_refcache_stats (cache, &st0);
+    s_gate_with (base, skew, cache, NULL, 42, &rep);
+    assert_int_equal (rep.status, AK_GATE_WRONG);
+    assert_int_equal (rep.cost.ref_hits, 0);
+    ak_refcache_stats (cache, &st);
+    assert_int_equal (st.entries, st0.entries);
+    assert_int_equal (st.hits, st0.hits);
+
+    ak_refcache_destroy (&cache);
+    s_fix.be->unload (s_fix.dev, &skew);
+    free (skew_path);
+    free (skewed);
+    free (skew_text);
+    s_full_spec ();
+}
+
+/*  A cache smaller than what the gates produce evicts and stays within
+    its bound; the verdicts do not change. */
+static void test_cache_bound (void **state)
+{
+    (void) state;
+    s_small_spec ();
+    const char *digest = "2222222222222222222222222222222222222222222222222222222222222222";
+    ak_refcache_t *cache = ak_refcache_new (96u << 10);
+    char *wrong = s_read_src ("kernels/testing/nondeterministic.c");
+    const char *base = ak_spec_baseline (s_fix.spec, "host")->source.text;
+    ak_gate_report_t plain, cached;
+    for (int pass = 0; pass < 2; pass++) {
+        s_gate_with (base, s_fix.ref, NULL, NULL, 42, &plain);
+        s_gate_with (base, s_fix.ref, cache, digest, 42, &cached);
+        s_same_report (&plain, &cached);
+        s_gate_with (wrong, s_fix.ref, NULL, NULL, 42, &plain);
+        s_gate_with (wrong, s_fix.ref, cache, digest, 42, &cached);
+        s_same_report (&plain, &cached);
+    }
+    ak_refcache_stats_t st;
+    ak_refcache_stats (cache, &st);
+    fprintf (stderr, "  cache: %llu entries, %llu bytes, %llu evictions, %llu too big, %llu hits\n",
+             (unsigned long long) st.entries, (unsigned long long) st.bytes,
+             (unsigned long long) st.evictions, (unsigned long long) st.too_big, (unsigned long long) st.hits);
+    assert_true (st.bytes <= 96u << 10);
+    assert_true (st.evictions > 0);
+    assert_true (st.hits > 0);
+    free (wrong);
+    ak_refcache_destroy (&cache);
+    s_full_spec ();
+}
+
 /*  Timing: interleaved baseline/candidate, statistics, spec figures. */
 static void test_timing (void **state)
 {
@@ -577,6 +804,10 @@ static void test_timing (void **state)
     assert_float_equal (tr.flops, 5.0 * 64 * 256, 0);
     assert_float_equal (tr.bytes, 2.0 * 64 * 256 * 4, 0);
     assert_true (tr.ms > 0);
+    /* Time inside timed samples: at least the kept samples of both
+       kernels, at most the wall time of the measurement. */
+    assert_true (tr.sampled_us >= tr.cand.mean * tr.cand.n + tr.base.mean * tr.base.n - 1e-6);
+    assert_true (tr.sampled_us <= tr.ms * 1e3);
 
     /* Preflight form: no baseline, no speedup. */
     tc.base = NULL;
@@ -645,6 +876,9 @@ int main (void)
         cmocka_unit_test (test_recheck_catches_replay),
         cmocka_unit_test (test_inplace_spec),
         cmocka_unit_test (test_true_overflow),
+        cmocka_unit_test (test_cache_same_verdicts),
+        cmocka_unit_test (test_cache_keyed),
+        cmocka_unit_test (test_cache_bound),
         cmocka_unit_test (test_timing),
         cmocka_unit_test (test_elements),
     };

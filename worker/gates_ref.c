@@ -1,0 +1,606 @@
+/*  worker/gates_ref.c: one gate configuration (gates_impl.h): its inputs,
+    its float64 reference, the kernel's device buffers and its runs; and
+    the reference cache's use.
+
+    A configuration (dims, dtype, seed, input transform) is prepared once:
+    inputs generated and rounded to the dtype, the float64 reference run on
+    exactly those values (the host oracle; where the spec has a device
+    reference it must agree with the oracle, and it alone judges sizes
+    beyond the oracle's).  Then the kernel under test runs as often as the
+    stage needs; before each run the inputs are uploaded again (in-place
+    kernels overwrite them) and the outputs poisoned with 0xFF bytes.
+
+    With a reference cache (ak_gate_ctx_t.refcache), a configuration seen
+    before gets its inputs and reference from the cache: no generation, no
+    oracle, no device reference.  A configuration computed here goes into
+    the cache when it is freed.  The device buffers belong to the run
+    (ak_grun_t): each family's buffer j is reused while it is large
+    enough. */
+#include "gates_impl.h"
+#include "clock.h"
+#include "data.h"
+#include "digest.h"
+#include "log.h"
+#include "rng.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+double ak_gate_ms_since (uint64_t t0_ns)
+{
+    return (double) (ak_clock_mono_ns () - t0_ns) / 1e6;
+}
+
+/* ------------------------------------------------------ input transforms */
+
+static const char *const s_xform_name[] = { "", "near_max", "near_zero", "mixed_scale", "all_zeros", "all_same" };
+
+static double s_xform (const ak_spec_t *spec, ak_gxform_t x, ak_dtype_t dt, uint64_t seed, int j, uint64_t i,
+                       double v)
+{
+    switch (x) {
+        case AK_GX_NEAR_MAX:  return v * ak_spec_near_max_scale (spec, dt);
+        case AK_GX_NEAR_ZERO: return v * 1e-6;
+        case AK_GX_MIXED:     return ak_rng_uniform (seed, 0x100u + (uint64_t) j, i) < 0.5 ? v * 1e3 : v * 1e-3;
+        case AK_GX_ZEROS:     return 0.0;
+        case AK_GX_SAME:      return 0.5;
+        default:              return v;
+    }
+}
+
+/* ------------------------------------------------------- the run's buffers */
+
+void ak_grun_init (ak_grun_t *run, const ak_gate_ctx_t *ctx, ak_gate_cost_t *cost)
+{
+    memset (run, 0, sizeof *run);
+    run->ctx = ctx;
+    run->cost = cost;
+}
+
+void ak_grun_done (ak_grun_t *run)
+{
+    uint64_t t0 = ak_clock_mono_ns ();
+    for (int f = 0; f < AK_GB_COUNT; f++)
+        for (int j = 0; j < AK_MAX_BUFS; j++)
+            if (run->buf[f][j].p)
+                run->ctx->be->release (run->ctx->dev, &run->buf[f][j].p);
+    memset (run->buf, 0, sizeof run->buf);
+    run->cost->alloc_ms += ak_gate_ms_since (t0);
+}
+
+/*  Buffer j of family f with room for bytes: the one kept from an earlier
+    configuration when large enough, else a new one (the old released). */
+static int s_buf (ak_grun_t *run, int f, int j, size_t bytes, void **p, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = run->ctx;
+    if (run->buf[f][j].p && run->buf[f][j].cap >= bytes) {
+        run->cost->reused++;
+        *p = run->buf[f][j].p;
+        return 0;
+    }
+    uint64_t t0 = ak_clock_mono_ns ();
+    if (run->buf[f][j].p)
+        ctx->be->release (ctx->dev, &run->buf[f][j].p);
+    run->buf[f][j].cap = 0;
+    int rc = ctx->be->alloc (ctx->dev, bytes ? bytes : 1, &run->buf[f][j].p, err);
+    run->cost->alloc_ms += ak_gate_ms_since (t0);
+    if (rc)
+        return rc;
+    run->cost->allocs++;
+    run->buf[f][j].cap = bytes;
+    *p = run->buf[f][j].p;
+    return 0;
+}
+
+/* ------------------------------------------------------------- launches */
+
+static void s_launch_args (const ak_gcfg_t *c, void *const *in, void *const *out, ak_launch_t *l)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    memset (l, 0, sizeof *l);
+    l->ndims = spec->nkeys;
+    for (int d = 0; d < spec->nkeys; d++)
+        l->dims[d] = c->dims[d];
+    l->nin = spec->ninputs;
+    for (int j = 0; j < spec->ninputs; j++)
+        l->in[j] = in[j];
+    l->nout = spec->noutputs;
+    for (int k = 0; k < spec->noutputs; k++)
+        l->out[k] = out[k];
+    l->dtype = c->dt;
+    l->params = ctx->params;
+    l->param_names = ctx->param_names;
+    l->nparams = ctx->nparams;
+}
+
+/* ---------------------------------------------------------- host oracle */
+
+/*  Runs the float64 reference on the host backend over the rounded inputs
+    in `vals` into c->own.ref.  AK_EINTERNAL when the reference leaves an
+    element unwritten (a broken oracle must not pass anything). */
+static int s_oracle (ak_gcfg_t *c, double *const *vals, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    const ak_backend_t *be = ctx->ref_be;
+    void *in[AK_MAX_BUFS] = { 0 }, *out[AK_MAX_BUFS] = { 0 };
+    int rc = 0;
+
+    for (int j = 0; j < spec->ninputs; j++) {
+        rc = be->alloc (ctx->ref_dev, c->nin[j] * sizeof (double), &in[j], err);
+        if (rc)
+            goto done;
+        rc = be->upload (ctx->ref_dev, in[j], vals[j], c->nin[j] * sizeof (double), err);
+        if (rc)
+            goto done;
+    }
+    for (int k = 0; k < spec->noutputs; k++) {
+        if (spec->inplace) {
+            out[k] = in[k];
+            continue;
+        }
+        rc = be->alloc (ctx->ref_dev, c->nout[k] * sizeof (double), &out[k], err);
+        if (rc)
+            goto done;
+        rc = be->fill (ctx->ref_dev, out[k], AK_POISON_BYTE, c->nout[k] * sizeof (double), err);
+        if (rc)
+            goto done;
+    }
+    ak_launch_t l;
+    s_launch_args (c, in, out, &l);
+    l.dtype = AK_DT_FLOAT32;
+    rc = be->launch (ctx->ref_dev, ctx->ref, &l, err);
+    if (rc) {
+        ak_err_prefix (err, "reference at %s", c->label);
+        goto done;
+    }
+    for (int k = 0; k < spec->noutputs; k++) {
+        c->own.ref[k] = ak_malloc (c->nout[k] * sizeof (double));
+        c->own.nref[k] = c->nout[k];
+        rc = be->download (ctx->ref_dev, c->own.ref[k], out[k], c->nout[k] * sizeof (double), err);
+        if (rc)
+            goto done;
+        for (size_t i = 0; i < c->nout[k]; i++) {
+            if (!spec->inplace && ak_gate_all_bytes ((const uint8_t *) &c->own.ref[k][i], sizeof (double), AK_POISON_BYTE)) {
+                rc = ak_err_set (err, AK_EINTERNAL, "reference left %s[%zu] unwritten at %s",
+                                 spec->outputs[k].name, i, c->label);
+                goto done;
+            }
+            if (!isfinite (c->own.ref[k][i]))
+                c->own.ref_nonfinite++;
+        }
+    }
+done:
+    for (int k = 0; k < spec->noutputs; k++)
+        if (out[k] && out[k] != in[k])
+            be->release (ctx->ref_dev, &out[k]);
+    for (int j = 0; j < spec->ninputs; j++)
+        if (in[j])
+            be->release (ctx->ref_dev, &in[j]);
+    return rc;
+}
+
+/* ------------------------------------------------------ device reference */
+
+/*  Runs the device reference on ctx->dev over float64 inputs already there
+    (din), into outs[k] (host doubles, malloc'ed: the caller frees them).
+    AK_EINTERNAL when it leaves an element unwritten; its launch rule or
+    launch failing is an error of the spec, reported as such. */
+static int s_dref_run (const ak_gcfg_t *c, void *const *din, double **outs, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    const ak_backend_t *be = ctx->be;
+    void *out[AK_MAX_BUFS] = { 0 };
+    ak_launch_cfg_t lc;
+    ak_launch_t l;
+    int rc = ak_launch_eval (spec, ctx->dref_launch, c->dims, AK_DT_FLOAT32, NULL, NULL, 0, &lc, err);
+    if (rc)
+        return ak_err_prefix (err, "device reference at %s: reference_cuda", c->label);
+    for (int k = 0; k < spec->noutputs; k++) {
+        if (spec->inplace) {
+            out[k] = din[k];
+            continue;
+        }
+        rc = s_buf (c->run, AK_GB_DOUT, k, c->nout[k] * sizeof (double), &out[k], err);
+        if (rc)
+            return rc;
+        rc = be->fill (ctx->dev, out[k], AK_POISON_BYTE, c->nout[k] * sizeof (double), err);
+        if (rc)
+            return rc;
+    }
+    s_launch_args (c, din, out, &l);
+    l.dtype = AK_DT_FLOAT32;
+    l.params = NULL;
+    l.param_names = NULL;
+    l.nparams = 0;
+    ak_launch_apply (&lc, &l);
+    rc = be->launch (ctx->dev, ctx->dref, &l, err);
+    if (rc)
+        return ak_err_prefix (err, "device reference at %s", c->label);
+    for (int k = 0; k < spec->noutputs; k++) {
+        outs[k] = ak_malloc (c->nout[k] * sizeof (double));
+        rc = be->download (ctx->dev, outs[k], out[k], c->nout[k] * sizeof (double), err);
+        if (rc)
+            return rc;
+        for (size_t i = 0; i < c->nout[k] && !spec->inplace; i++)
+            if (ak_gate_all_bytes ((const uint8_t *) &outs[k][i], sizeof (double), AK_POISON_BYTE))
+                return ak_err_set (err, AK_EINTERNAL, "device reference left %s[%zu] unwritten at %s",
+                                   spec->outputs[k].name, i, c->label);
+    }
+    return 0;
+}
+
+/*  The device reference over the host's inputs (vals), checked against
+    the host oracle's outputs already in c->own.ref.  AK_EINTERNAL naming
+    the first element that disagrees: the device reference is wrong (or
+    the oracle), not the candidate. */
+static int s_dref_check (ak_gcfg_t *c, double *const *vals, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    void *din[AK_MAX_BUFS] = { 0 };
+    double *got[AK_MAX_BUFS] = { 0 };
+    int rc = 0;
+    for (int j = 0; j < spec->ninputs && rc == 0; j++) {
+        rc = s_buf (c->run, AK_GB_DIN, j, c->nin[j] * sizeof (double), &din[j], err);
+        if (rc == 0)
+            rc = ctx->be->upload (ctx->dev, din[j], vals[j], c->nin[j] * sizeof (double), err);
+    }
+    if (rc == 0)
+        rc = s_dref_run (c, din, got, err);
+    for (int k = 0; k < spec->noutputs && rc == 0; k++) {
+        const double *ref = c->own.ref[k];
+        double scale = 0;
+        for (size_t i = 0; i < c->nout[k]; i++)
+            if (isfinite (ref[i]) && fabs (ref[i]) > scale)
+                scale = fabs (ref[i]);
+        for (size_t i = 0; i < c->nout[k]; i++) {
+            double h = ref[i], d = got[k][i];
+            bool ok = isfinite (h) ? isfinite (d) && fabs (d - h) <= AK_GATE_DREF_RTOL * fabs (h)
+                                                                   + AK_GATE_DREF_ATOL * scale
+                                   : (isnan (h) && isnan (d)) || h == d;
+            if (!ok) {
+                rc = ak_err_set (err, AK_EINTERNAL, "device reference disagrees with the host "
+                                 "float64 oracle at %s: %s[%zu] = %.17g, oracle %.17g (the "
+                                 "spec's reference_cuda is wrong; not the candidate's fault)",
+                                 c->label, spec->outputs[k].name, i, d, h);
+                break;
+            }
+        }
+    }
+    for (int j = 0; j < AK_MAX_BUFS; j++)
+        free (got[j]);
+    return rc;
+}
+
+/*  Inputs made on the device (float64 copies of the kernel's values for
+    the device reference) and the device reference's outputs in
+    c->own.ref.  The host never holds the inputs. */
+static int s_dref_on_device (ak_gcfg_t *c, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    void *din[AK_MAX_BUFS] = { 0 };
+    int rc = 0;
+    for (int j = 0; j < spec->ninputs && rc == 0; j++) {
+        const ak_buf_t *b = &spec->inputs[j];
+        rc = s_buf (c->run, AK_GB_DIN, j, c->nin[j] * sizeof (double), &din[j], err);
+        if (rc == 0)
+            rc = ctx->be->generate (ctx->dev, ctx->gen, din[j], c->nin[j], c->seed, (uint64_t) j,
+                                    b->lo, b->hi, AK_GEN_AS_F64 + (int) c->dt, err);
+        if (rc)
+            ak_err_prefix (err, "inputs on the device at %s", c->label);
+    }
+    if (rc == 0)
+        rc = s_dref_run (c, din, c->own.ref, err);
+    for (int k = 0; k < spec->noutputs && rc == 0; k++) {
+        c->own.nref[k] = c->nout[k];
+        for (size_t i = 0; i < c->nout[k]; i++)
+            if (!isfinite (c->own.ref[k][i]))
+                c->own.ref_nonfinite++;
+    }
+    return rc;
+}
+
+/*  True when the configuration goes to the device reference alone: there
+    is one, inputs are plain, and some buffer is beyond the oracle's size. */
+static bool s_device_only (const ak_gcfg_t *c, ak_gxform_t x)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    if (!ctx->dref || !ctx->dref_launch || !ctx->gen || !ctx->be->generate || x != AK_GX_NONE)
+        return false;
+    uint64_t max = ctx->oracle_max_elems ? ctx->oracle_max_elems : AK_GATE_ORACLE_MAX_ELEMS;
+    for (int j = 0; j < ctx->spec->ninputs; j++)
+        if (c->nin[j] > max)
+            return true;
+    for (int k = 0; k < ctx->spec->noutputs; k++)
+        if (c->nout[k] > max)
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------------- the key */
+
+static void s_hash_str (ak_sha256_t *h, const char *s)
+{
+    const char *v = s ? s : "";
+    ak_sha256_update (h, v, strlen (v) + 1);       /* the NUL separates fields */
+}
+
+static void s_hash_u64 (ak_sha256_t *h, uint64_t v)
+{
+    ak_sha256_update (h, &v, sizeof v);
+}
+
+static void s_hash_f64 (ak_sha256_t *h, double v)
+{
+    ak_sha256_update (h, &v, sizeof v);
+}
+
+static void s_hash_rule (ak_sha256_t *h, const ak_launch_rule_t *r)
+{
+    if (!r) {
+        s_hash_str (h, "no rule");
+        return;
+    }
+    s_hash_u64 (h, (uint64_t) r->ngrid);
+    for (int i = 0; i < r->ngrid; i++)
+        s_hash_str (h, r->grid[i]);
+    s_hash_u64 (h, (uint64_t) r->nblock);
+    for (int i = 0; i < r->nblock; i++)
+        s_hash_str (h, r->block[i]);
+    s_hash_str (h, r->shared);
+    s_hash_u64 (h, (uint64_t) r->ncluster);
+    for (int i = 0; i < r->ncluster; i++)
+        s_hash_str (h, r->cluster[i]);
+}
+
+/*  Everything that decides a configuration's inputs and reference: which
+    reference made the outputs (the host oracle, checked by the device
+    reference when there is one, or the device reference alone on device
+    inputs) and the digests of both compiled modules (the generator kernel
+    is the device reference's module); the spec's name, keys, buffers
+    (names, count expressions, element counts, generator bounds) and
+    in-place flag; the device reference's launch rule; dims, dtype, seed,
+    transform.  The host generator (common/rng.c) is this binary's, the
+    same for the process's whole life, as the cache is. */
+void ak_gcfg_key (const ak_gcfg_t *c, ak_gxform_t x, uint8_t key[AK_REFCACHE_KEY_LEN])
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    bool dref = ctx->dref && ctx->dref_launch;
+    ak_sha256_t h;
+    ak_sha256_init (&h);
+    s_hash_str (&h, "akfleet gate reference v1");
+    s_hash_str (&h, c->on_device ? "device reference on device inputs" : dref ? "host oracle, device-checked" : "host oracle");
+    s_hash_str (&h, ctx->ref_digest);
+    s_hash_str (&h, dref ? ctx->dref_digest : "");
+    if (dref)
+        s_hash_rule (&h, ctx->dref_launch);
+    s_hash_str (&h, spec->name);
+    s_hash_u64 (&h, spec->inplace);
+    s_hash_u64 (&h, (uint64_t) spec->nkeys);
+    for (int d = 0; d < spec->nkeys; d++) {
+        s_hash_str (&h, spec->keys[d]);
+        s_hash_u64 (&h, (uint64_t) c->dims[d]);
+    }
+    s_hash_u64 (&h, (uint64_t) c->dt);
+    s_hash_u64 (&h, c->seed);
+    s_hash_u64 (&h, (uint64_t) x);
+    if (x == AK_GX_NEAR_MAX)             /* the spec's near_max_scale changes these inputs */
+        s_hash_f64 (&h, ak_spec_near_max_scale (spec, c->dt));
+    s_hash_u64 (&h, (uint64_t) spec->ninputs);
+    for (int j = 0; j < spec->ninputs; j++) {
+        s_hash_str (&h, spec->inputs[j].name);
+        s_hash_str (&h, spec->inputs[j].count);
+        s_hash_u64 (&h, c->nin[j]);
+        s_hash_f64 (&h, spec->inputs[j].lo);
+        s_hash_f64 (&h, spec->inputs[j].hi);
+    }
+    s_hash_u64 (&h, (uint64_t) spec->noutputs);
+    for (int k = 0; k < spec->noutputs; k++) {
+        s_hash_str (&h, spec->outputs[k].name);
+        s_hash_str (&h, spec->outputs[k].count);
+        s_hash_u64 (&h, c->nout[k]);
+    }
+    char hex[AK_DIGEST_HEX_LEN + 1];
+    ak_sha256_final_hex (&h, hex);
+    for (int i = 0; i < AK_REFCACHE_KEY_LEN; i++) {
+        unsigned v = 0;
+        sscanf (hex + 2 * i, "%2x", &v);
+        key[i] = (uint8_t) v;
+    }
+}
+
+/*  Whether this configuration may use the cache: there is one, and the
+    identity of every reference involved is known. */
+static bool s_cacheable (const ak_gcfg_t *c)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    if (!ctx->refcache || !ctx->ref_digest || !ctx->ref_digest[0])
+        return false;
+    if (ctx->dref && ctx->dref_launch && (!ctx->dref_digest || !ctx->dref_digest[0]))
+        return false;
+    return true;
+}
+
+/* -------------------------------------------------------- configuration */
+
+/*  Inputs on the host and the reference, computed (c->own). */
+static int s_compute_host (ak_gcfg_t *c, ak_gxform_t x, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    double *vals[AK_MAX_BUFS] = { 0 };
+    uint64_t t0 = ak_clock_mono_ns ();
+    c->own.nin = spec->ninputs;
+    c->own.nout = spec->noutputs;
+    for (int j = 0; j < spec->ninputs; j++) {
+        const ak_buf_t *b = &spec->inputs[j];
+        vals[j] = ak_malloc (c->nin[j] * sizeof (double));
+        c->own.in[j] = ak_malloc (c->nin[j] * c->esz);
+        c->own.in_bytes[j] = c->nin[j] * c->esz;
+        for (size_t i = 0; i < c->nin[j]; i++) {
+            double v = ak_rng_range (c->seed, (uint64_t) j, i, b->lo, b->hi);
+            v = ak_elem_round (c->dt, s_xform (spec, x, c->dt, c->seed, j, i, v));
+            vals[j][i] = v;
+            ak_elem_store (c->dt, c->own.in[j], i, v);
+        }
+    }
+    c->run->cost->inputs_ms += ak_gate_ms_since (t0);
+    t0 = ak_clock_mono_ns ();
+    int rc = s_oracle (c, vals, err);
+    if (rc == 0 && ctx->dref && ctx->dref_launch)
+        rc = s_dref_check (c, vals, err);
+    c->run->cost->reference_ms += ak_gate_ms_since (t0);
+    for (int j = 0; j < AK_MAX_BUFS; j++)
+        free (vals[j]);
+    return rc;
+}
+
+int ak_gcfg_prepare (ak_grun_t *run, const char *name, const int64_t *dims, ak_dtype_t dt,
+                     uint64_t seed, ak_gxform_t x, ak_gcfg_t *c, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = run->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    int rc = 0;
+
+    memset (c, 0, sizeof *c);
+    c->ctx = ctx;
+    c->run = run;
+    c->dt = dt;
+    c->esz = ak_dtype_size (dt);
+    c->seed = seed;
+    for (int d = 0; d < spec->nkeys; d++)
+        c->dims[d] = dims[d];
+    snprintf (c->label, sizeof c->label, "%s/%s%s%s", name, ak_dtype_name (dt),
+              x ? " " : "", s_xform_name[x]);
+
+    rc = ak_buf_counts (spec, dims, dt, c->nin, c->nout, err);
+    if (rc) {
+        ak_err_prefix (err, "%s", c->label);
+        goto fail;
+    }
+    c->on_device = s_device_only (c, x);
+    if (s_cacheable (c)) {
+        ak_gcfg_key (c, x, c->key);
+        c->hit = ak_refcache_get (ctx->refcache, c->key);
+        c->cacheable = c->hit == NULL;
+    }
+    if (c->hit) {
+        run->cost->ref_hits++;
+        for (int j = 0; j < AK_MAX_BUFS; j++) {
+            c->raw_in[j] = c->hit->in[j];
+            c->ref[j] = c->hit->ref[j];
+        }
+        c->ref_nonfinite = c->hit->ref_nonfinite;
+    }
+    else {
+        run->cost->ref_misses++;
+        if (c->on_device) {
+            uint64_t t0 = ak_clock_mono_ns ();
+            c->own.nin = spec->ninputs;
+            c->own.nout = spec->noutputs;
+            rc = s_dref_on_device (c, err);
+            run->cost->reference_ms += ak_gate_ms_since (t0);
+        }
+        else
+            rc = s_compute_host (c, x, err);
+        if (rc)
+            goto fail;
+        for (int j = 0; j < AK_MAX_BUFS; j++) {
+            c->raw_in[j] = c->own.in[j];
+            c->ref[j] = c->own.ref[j];
+        }
+        c->ref_nonfinite = c->own.ref_nonfinite;
+    }
+    for (int j = 0; j < spec->ninputs; j++) {
+        rc = s_buf (run, AK_GB_IN, j, c->nin[j] * c->esz, &c->dev_in[j], err);
+        if (rc)
+            goto fail;
+    }
+    for (int k = 0; k < spec->noutputs; k++) {
+        if (spec->inplace)
+            c->dev_out[k] = c->dev_in[k];
+        else {
+            rc = s_buf (run, AK_GB_OUT, k, c->nout[k] * c->esz, &c->dev_out[k], err);
+            if (rc)
+                goto fail;
+        }
+        c->got[k] = ak_malloc (c->nout[k] * c->esz);
+    }
+    return 0;
+
+fail:
+    c->cacheable = false;
+    ak_gcfg_free (c);
+    return rc;
+}
+
+int ak_gcfg_run (ak_gcfg_t *c, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    ak_gate_cost_t *cost = c->run->cost;
+    int rc = 0;
+    uint64_t t0 = ak_clock_mono_ns ();
+    for (int j = 0; j < spec->ninputs; j++) {
+        const ak_buf_t *b = &spec->inputs[j];
+        rc = c->on_device
+            ? ctx->be->generate (ctx->dev, ctx->gen, c->dev_in[j], c->nin[j], c->seed, (uint64_t) j,
+                                 b->lo, b->hi, (int) c->dt, err)
+            : ctx->be->upload (ctx->dev, c->dev_in[j], c->raw_in[j], c->nin[j] * c->esz, err);
+        if (rc)
+            goto done;
+    }
+    for (int k = 0; k < spec->noutputs; k++) {
+        if (spec->inplace)
+            continue;
+        rc = ctx->be->fill (ctx->dev, c->dev_out[k], AK_POISON_BYTE, c->nout[k] * c->esz, err);
+        if (rc)
+            goto done;
+    }
+    cost->copy_ms += ak_gate_ms_since (t0);
+    t0 = ak_clock_mono_ns ();
+    ak_launch_t l;
+    s_launch_args (c, c->dev_in, c->dev_out, &l);
+    ak_launch_cfg_t lc;          /* outlives the launch: l borrows its tensor maps */
+    if (ctx->launch) {
+        rc = ak_launch_eval (spec, ctx->launch, c->dims, c->dt, ctx->param_names, ctx->params,
+                             ctx->nparams, &lc, err);
+        if (rc)
+            return ak_err_prefix (err, "invalid_config: at %s", c->label);
+        ak_launch_apply (&lc, &l);
+    }
+    rc = ctx->be->launch (ctx->dev, ctx->kernel[c->dt], &l, err);
+    cost->launch_ms += ak_gate_ms_since (t0);
+    if (rc)
+        return ak_err_prefix (err, "launch at %s", c->label);
+    t0 = ak_clock_mono_ns ();
+    for (int k = 0; k < spec->noutputs; k++) {
+        rc = ctx->be->download (ctx->dev, c->got[k], c->dev_out[k], c->nout[k] * c->esz, err);
+        if (rc)
+            break;
+    }
+done:
+    cost->copy_ms += ak_gate_ms_since (t0);
+    return rc;
+}
+
+void ak_gcfg_free (ak_gcfg_t *c)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    if (ctx && c->hit)
+        ak_refcache_release (ctx->refcache, c->hit);
+    else if (ctx && c->cacheable)
+        ak_refcache_put (ctx->refcache, c->key, &c->own);
+    ak_refentry_clear (&c->own);
+    for (int j = 0; j < AK_MAX_BUFS; j++)
+        free (c->got[j]);
+    memset (c, 0, sizeof *c);
+}
