@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "error.h"
 
 // ================================================================ histogram
 
@@ -67,6 +68,40 @@ void ak_mtext_dbl (ak_mtext_t *t, const char *name, double value, ...);
 void ak_mtext_hist (ak_mtext_t *t, const char *name, const ak_hist_t *h, double scale, ...);
 /* Appends formatted text as it is (no escaping). */
 void ak_mtext_printf (ak_mtext_t *t, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+// ================================================================= parsing
+
+/* One sample as parsed: its labels as written between the braces, the
+   values unescaped again ("" for none). */
+typedef struct {
+    char   *name;
+    char   *labels;                     /* k="v",k2="v2" */
+    double  value;
+} ak_msample_t;
+
+typedef struct {
+    ak_msample_t *v;
+    size_t        n;
+} ak_mparsed_t;
+
+/* Parses and checks exposition text (metrics_parse.c): every sample
+   belongs to a family whose HELP and TYPE came before it, one TYPE per
+   family, names and labels well-formed, values numbers (NaN, +Inf, -Inf
+   allowed), each histogram's buckets ascending in le and non-decreasing
+   in count, ending with le="+Inf" equal to its _count.  AK_EPROTO with
+   err naming the line.  Clear *out with ak_mparsed_clear (also on error). */
+int ak_metrics_parse (const char *text, ak_mparsed_t *out, ak_err_t *err);
+void ak_mparsed_clear (ak_mparsed_t *p);
+/* The value of sample name{labels} (labels exactly as written; "" for
+   none); NAN when there is none. */
+double ak_mparsed_get (const ak_mparsed_t *p, const char *name, const char *labels);
+/* The sum of the samples named name whose labels contain match (NULL:
+   every one), and how many there were (*n_p; may be NULL). */
+double ak_mparsed_sum (const ak_mparsed_t *p, const char *name, const char *match, size_t *n_p);
+
+/* Debug builds: parses text and aborts, logging why, when it is not
+   valid exposition (a renderer's bug). */
+void ak_metrics_check_or_abort (const char *who, const char *text);
 
 /* The bounds shared by the programs' duration histograms, in ms:
    0.05 ms to 10 s. */

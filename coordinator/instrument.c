@@ -256,6 +256,9 @@ void coord_metrics_tick (ak_coord_t *self, uint64_t now)
     ak_mtext_dbl (&t, "akcoord_metrics_render_seconds", us / 1e6, NULL);
     size_t len = 0;
     char *text = ak_mtext_take (&t, &len);
+#ifndef NDEBUG
+    ak_metrics_check_or_abort ("akcoord", text);
+#endif
     ak_metrics_srv_publish (self->opts.metrics, &text, len);
     self->wake.metrics_us += coord_us_since (t0);
 }
