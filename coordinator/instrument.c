@@ -126,12 +126,18 @@ static void s_workers (ak_coord_t *self, ak_mtext_t *t)
     free (p.v);
 }
 
+/* A batch of one target class has its queued count at hand; only one of
+   several classes costs a pass over its tasks. */
 static void s_queues (ak_coord_t *self, ak_mtext_t *t)
 {
     s_pairs_t p = { 0 };
     for (ak_batch_t *b = ak_sched_batch_first (self->sched); b; b = ak_sched_batch_next (self->sched)) {
         if (b->state != AK_BS_OPEN || b->counts[AK_TS_QUEUED] == 0)
             continue;
+        if (b->ntargets == 1) {
+            s_count (&p, b->targets[0], b->batch_id, b->counts[AK_TS_QUEUED]);
+            continue;
+        }
         for (size_t i = 0; i < b->ntasks; i++)
             if (b->tasks[i]->state == AK_TS_QUEUED)
                 s_count (&p, b->tasks[i]->device_class, b->batch_id, 1);

@@ -258,7 +258,8 @@ put ".memory = {empty_kib: $rss_empty, empty_anon_kib: $anon_empty, workers: $al
 
 # ------------------------------------------------------------- load runs
 # scraper OUT: GET /metrics on $mport once a second until killed; each
-# answer's status line and size go to OUT (bash /dev/tcp: no curl needed)
+# answer's status line and size go to OUT, the last answer to OUT.prom
+# (bash /dev/tcp: no curl needed)
 scraper () {
     while :; do
         if exec 3<>"/dev/tcp/127.0.0.1/$mport"; then
@@ -266,6 +267,7 @@ scraper () {
             local body; body=$(cat <&3)
             exec 3<&-
             printf '%s %s\n' "$(printf '%s' "$body" | head -1 | tr -d '\r')" "${#body}" >>"$1"
+            printf '%s\n' "$body" >"$1.prom"
         fi
         sleep 1
     done
@@ -355,10 +357,18 @@ load () {
     fi
     local n=$1 lopts=$2; shift 2
     for k in $(seq 1 "$repeat"); do
-        local tag=""
+        local tag="" plain=1 scraped=1
         [ "$k" = 1 ] || tag="#$k"
-        [ "$scrape" = on ] || run_load "$name$tag" "$n" "$lopts" "$@"
-        [ "$scrape" = off ] || run_load "$name+scrape$tag" "$n" "$lopts" "$@" --metrics "127.0.0.1:$mport"
+        [ "$scrape" = on ] && plain=0
+        [ "$scrape" = off ] && scraped=0
+        # --scrape both: the two alternate which goes first, so that a
+        # drift of the machine's load over the runs does not favour one
+        if [ "$scraped" = 1 ] && [ $(( k % 2 )) = 0 ]; then
+            run_load "$name+scrape$tag" "$n" "$lopts" "$@" --metrics "127.0.0.1:$mport"
+            scraped=0
+        fi
+        [ "$plain" = 0 ] || run_load "$name$tag" "$n" "$lopts" "$@"
+        [ "$scraped" = 0 ] || run_load "$name+scrape$tag" "$n" "$lopts" "$@" --metrics "127.0.0.1:$mport"
     done
 }
 # saturated: every worker always has work (slot + prefetch), so the
