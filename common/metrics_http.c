@@ -23,7 +23,7 @@
 
 struct ak_metrics_srv {
     struct MHD_Daemon *mhd;
-    int                fd;              /* the listening socket (ours; MHD borrows it) */
+    int                fd;              /* the listening socket until MHD takes it (-1 then) */
     int                port;
     char               url[320];
     pthread_mutex_t    lock;            /* guards text and len only */
@@ -226,6 +226,7 @@ int ak_metrics_srv_new (const char *addr, ak_metrics_srv_t **self_p, ak_err_t *e
         rc = ak_err_set (err, AK_EIO, "--metrics %.200s: libmicrohttpd did not start", addr);
         goto fail;
     }
+    self->fd = -1;                      /* MHD's now: MHD_stop_daemon closes it */
     *self_p = self;
     return 0;
 fail:

@@ -40,54 +40,11 @@ static int s_ports[2];
 
 /* ------------------------------------------------------------- client */
 
-/*  One HTTP/1.0 request to 127.0.0.1:port; returns the status code (-1:
-    no answer) and, with body_p, the body (caller frees). */
-static int s_http (int port, const char *method, const char *path, char **body_p)
-{
-    if (body_p)
-        *body_p = NULL;
-    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true (fd >= 0);
-    struct timeval tv = { .tv_sec = 10 };
-    setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons ((uint16_t) port) };
-    a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-    if (connect (fd, (struct sockaddr *) &a, sizeof a) != 0) {
-        close (fd);
-        return -1;
-    }
-    char req[256];
-    int n = snprintf (req, sizeof req, "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", method, path);
-    assert_int_equal (write (fd, req, (size_t) n), n);
-    size_t len = 0, cap = 65536;
-    char *buf = ak_malloc (cap);
-    for (;;) {
-        if (len + 4096 > cap)
-            buf = ak_realloc (buf, cap *= 2);
-        ssize_t r = read (fd, buf + len, cap - len - 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        len += (size_t) r;
-    }
-    close (fd);
-    buf[len] = '\0';
-    int status = -1;
-    if (sscanf (buf, "HTTP/1.%*d %d", &status) != 1)
-        status = -1;
-    const char *body = strstr (buf, "\r\n\r\n");
-    if (body_p)
-        *body_p = ak_strdup (body ? body + 4 : "");
-    free (buf);
-    return status;
-}
-
 /* A scrape of port, parsed and checked; fails the test when it does not parse. */
 static void s_scrape (int port, ak_mparsed_t *p)
 {
     char *body = NULL;
-    int status = s_http (port, "GET", "/metrics", &body);
+    int status = ak_test_http (port, "GET", "/metrics", &body);
     if (status != 200)
         fail_msg ("GET /metrics on port %d: status %d: %s", port, status, body ? body : "");
     ak_err_t err = { 0 };
@@ -108,7 +65,7 @@ static bool s_reaches (void *arg)
 {
     const s_expect_t *e = arg;
     char *body = NULL;
-    if (s_http (e->port, "GET", "/metrics", &body) != 200) {
+    if (ak_test_http (e->port, "GET", "/metrics", &body) != 200) {
         free (body);
         return false;
     }
@@ -129,7 +86,7 @@ static void s_expect (int port, const char *name, const char *labels, double at_
     s_expect_t e = { port, name, labels, at_least };
     if (!ak_test_wait (s_reaches, &e, 60000)) {
         char *body = NULL;
-        s_http (port, "GET", "/metrics", &body);
+        ak_test_http (port, "GET", "/metrics", &body);
         fail_msg ("port %d: %s{%s} never reached %g:\n%s", port, name, labels ? labels : "*", at_least,
                   body ? body : "");
     }
@@ -159,12 +116,12 @@ static void test_scrape_moves (void **state)
 
     /* HTTP around the endpoint */
     char *body = NULL;
-    assert_int_equal (s_http (s_ports[0], "GET", "/", &body), 200);
+    assert_int_equal (ak_test_http (s_ports[0], "GET", "/", &body), 200);
     assert_non_null (strstr (body, "/metrics"));
     free (body);
-    assert_int_equal (s_http (s_ports[0], "GET", "/nope", NULL), 404);
-    assert_int_equal (s_http (s_ports[0], "POST", "/metrics", NULL), 405);
-    assert_int_equal (s_http (s_ports[1], "GET", "/nope", NULL), 404);
+    assert_int_equal (ak_test_http (s_ports[0], "GET", "/nope", NULL), 404);
+    assert_int_equal (ak_test_http (s_ports[0], "POST", "/metrics", NULL), 405);
+    assert_int_equal (ak_test_http (s_ports[1], "GET", "/nope", NULL), 404);
 
     /* before the batch: the worker registered, the loop histogram there */
     s_expect (s_ports[0], "akcoord_workers", "class=\"host\",state=\"alive\"", 1);
