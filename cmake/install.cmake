@@ -110,9 +110,10 @@ set(CPACK_DEBIAN_DEV_PACKAGE_NAME libakprofile-dev)
 set(CPACK_DEBIAN_COMMON_PACKAGE_ARCHITECTURE all)
 set(ak_deb_base "libc6, libzmq5, libczmq4, libprotobuf-c1, liblmdb0, libsodium23, libjansson4")
 set(CPACK_DEBIAN_COMMON_PACKAGE_DEPENDS "adduser")
-set(CPACK_DEBIAN_COORDINATOR_PACKAGE_DEPENDS "akfleet-common (= ${PROJECT_VERSION}), ${ak_deb_base}")
+# libmicrohttpd12: the --metrics endpoint (akcoord and akworker only)
+set(CPACK_DEBIAN_COORDINATOR_PACKAGE_DEPENDS "akfleet-common (= ${PROJECT_VERSION}), ${ak_deb_base}, libmicrohttpd12")
 # the host backend builds C candidates with the system compiler (cc) and libc's headers
-set(CPACK_DEBIAN_WORKER_PACKAGE_DEPENDS "akfleet-common (= ${PROJECT_VERSION}), ${ak_deb_base}, gcc | c-compiler, libc6-dev")
+set(CPACK_DEBIAN_WORKER_PACKAGE_DEPENDS "akfleet-common (= ${PROJECT_VERSION}), ${ak_deb_base}, libmicrohttpd12, gcc | c-compiler, libc6-dev")
 set(CPACK_DEBIAN_CTL_PACKAGE_DEPENDS "${ak_deb_base}")
 set(CPACK_DEBIAN_CTL_PACKAGE_RECOMMENDS "python3")
 # `akctl demo` starts a coordinator and workers from its own folder

@@ -69,11 +69,28 @@ static void s_write_all (const char *p, size_t len)
     errno = saved;
 }
 
+/* this thread's flushes that wrote, their bytes and time (ak_log_flush_stats) */
+static _Thread_local uint64_t t_flushes, t_flushed_bytes, t_flush_ns;
+
 void ak_log_flush (void)
 {
-    if (s_nheld)
+    if (s_nheld) {
+        struct timespec a, b;
+        clock_gettime (CLOCK_MONOTONIC, &a);
         s_write_all (s_held, s_nheld);
+        clock_gettime (CLOCK_MONOTONIC, &b);
+        t_flushes++;
+        t_flushed_bytes += s_nheld;
+        t_flush_ns += (uint64_t) (b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t) b.tv_nsec - (uint64_t) a.tv_nsec;
+    }
     s_nheld = 0;
+}
+
+void ak_log_flush_stats (uint64_t *flushes, uint64_t *bytes, uint64_t *ns)
+{
+    *flushes = t_flushes;
+    *bytes = t_flushed_bytes;
+    *ns = t_flush_ns;
 }
 
 static void s_flush_at_exit (void)

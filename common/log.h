@@ -22,6 +22,7 @@
 #define AK_LOG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef enum { AK_LOG_DEBUG = 0, AK_LOG_INFO, AK_LOG_WARN, AK_LOG_ERROR, AK_LOG_QUIET } ak_log_level_t;
 
@@ -47,6 +48,10 @@ void ak_log (ak_log_level_t level, const char *fmt, ...)
     flushes and stops holding. */
 void ak_log_hold (bool on);
 void ak_log_flush (void);
+/* The calling thread's flushes that wrote held lines so far: how many,
+   their bytes and the time their write(2)s took (ns); for the
+   coordinator's loop statistics (coordinator/loopstat.h). */
+void ak_log_flush_stats (uint64_t *flushes, uint64_t *bytes, uint64_t *ns);
 
 #define ak_debug(...) ak_log (AK_LOG_DEBUG, __VA_ARGS__)
 #define ak_info(...)  ak_log (AK_LOG_INFO,  __VA_ARGS__)

@@ -314,6 +314,15 @@ size_t ak_store_map_size (ak_store_t *self)
     return info.me_mapsize;
 }
 
+size_t ak_store_map_used (ak_store_t *self)
+{
+    MDB_envinfo info;
+    MDB_stat st;
+    if (!self || !self->env || mdb_env_info (self->env, &info) != 0 || mdb_env_stat (self->env, &st) != 0)
+        return 0;
+    return (size_t) (info.me_last_pgno + 1) * st.ms_psize;
+}
+
 /*  Grows (or sets) the map; LMDB requires that this process has no open
     transaction, which is checked rather than trusted. */
 int ak_store_set_map_size (ak_store_t *self, size_t bytes, ak_err_t *err)

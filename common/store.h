@@ -63,6 +63,9 @@ bool ak_store_space_reason (int mdb_rc, uint64_t free_bytes, uint64_t fsize_limi
 
 /* Map size in bytes now; grow it (no transaction may be open). */
 size_t ak_store_map_size (ak_store_t *self);
+/* Bytes of the map in use: the pages up to the last one written (free
+   pages inside count as used; LMDB reuses them). */
+size_t ak_store_map_used (ak_store_t *self);
 int ak_store_set_map_size (ak_store_t *self, size_t bytes, ak_err_t *err);
 int ak_store_schema_version (ak_store_t *self, uint32_t *version);
 

@@ -14,6 +14,8 @@
 #include "envelope.h"
 #include "expand.h"
 #include "log.h"
+#include "loopstat.h"
+#include "metrics.h"
 #include "pbjson.h"
 #include "results.h"
 #include "spec.h"
@@ -656,6 +658,15 @@ static int s_retry (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t
     return 0;
 }
 
+/* Accepted receipts by status (metrics.h's names, "other" for the rest). */
+static json_t *s_by_status (const ak_intake_stats_t *is)
+{
+    json_t *j = json_object ();
+    for (int i = 0; i < AK_STATUS_COUNT; i++)
+        json_object_set_new (j, ak_metrics_statuses[i], json_integer ((json_int_t) is->by_status[i]));
+    return j;
+}
+
 static int s_stats (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                     json_t **out, ak_err_t *err)
 {
@@ -722,6 +733,10 @@ static int s_stats (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t
             tasks += w->timing_tasks;
         }
     json_object_set_new (j, "timing", s_timing_json (any, sampled, busy, device_busy, exec, tasks));
+    json_object_set_new (j, "map_used", json_integer ((json_int_t) ak_store_map_used (env->store)));
+    json_object_set_new (j, "receipts_by_status", s_by_status (is));
+    if (env->loop)
+        json_object_set_new (j, "loop", ak_loopstat_json (env->loop));
     *out = j;
     return 0;
 }
@@ -767,6 +782,25 @@ static const s_verb_t s_verbs[] = {
     { "verify",          1, 3, "NAME [K FLOOR]", ak_client_verify },
     { "verify-status",   1, 1, "BATCH", ak_client_verify_status },
 };
+
+_Static_assert (sizeof s_verbs / sizeof s_verbs[0] < AK_CLIENT_VERB_SLOTS, "AK_CLIENT_VERB_SLOTS too small");
+
+int ak_client_verb_id (const char *verb)
+{
+    for (size_t i = 0; verb && i < sizeof s_verbs / sizeof s_verbs[0]; i++)
+        if (strcmp (verb, s_verbs[i].verb) == 0)
+            return (int) i;
+    return AK_CLIENT_VERB_SLOTS - 1;
+}
+
+const char *ak_client_verb_name (int id)
+{
+    if (id == AK_CLIENT_VERB_SLOTS - 1)
+        return "unknown";
+    if (id < 0 || (size_t) id >= sizeof s_verbs / sizeof s_verbs[0])
+        return NULL;
+    return s_verbs[id].verb;
+}
 
 int ak_client_handle (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                       char **json_p, ak_err_t *err)

@@ -29,6 +29,7 @@ typedef struct {
     int                (*commit_now) (void *arg, ak_err_t *err);
     void                *arg;
     ak_waiting_log_t    *waiting;       /* unserved classes, WARN once (waiting.h); may be NULL */
+    const struct ak_loopstat *loop;     /* the loop's statistics for `stats` (loopstat.h); may be NULL */
     /* set by the verbs for the caller to act on */
     bool                 shutdown;
     bool                 work_added;
@@ -38,5 +39,11 @@ typedef struct {
    err saying what is wrong (naming the verb, batch, task or argument). */
 int ak_client_handle (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                       char **json_p, ak_err_t *err);
+
+/* The index of verb in the verb table (< AK_CLIENT_VERB_SLOTS - 1), or
+   AK_CLIENT_VERB_SLOTS - 1 for a verb it does not know (or NULL). */
+int ak_client_verb_id (const char *verb);
+/* The verb of index id ("unknown" for the last slot, NULL past the table). */
+const char *ak_client_verb_name (int id);
 
 #endif

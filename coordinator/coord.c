@@ -51,14 +51,17 @@ static void s_on_client (ak_coord_t *self, const s_request_t *req, uint64_t now)
     self->client.shutdown = false;
     self->client.work_added = false;
     ak_err_t err = { 0 };
+    uint64_t *by_result = self->counters.client_requests[ak_client_verb_id (env->request->verb)];
     if (ak_access_check (req->role, req->name, env->request->verb, &err)) {
         self->counters.verbs_refused++;
+        by_result[AK_CR_REFUSED]++;
         ak_info ("client: %s", err.msg);
         coord_reply (self, route, len, err.code, err.msg, NULL);
         return;
     }
     char *json = NULL;
     int rc = ak_client_handle (&self->client, env->request, now, &json, &err);
+    by_result[rc ? AK_CR_ERROR : AK_CR_OK]++;
     if (rc)
         ak_debug ("client %s: %s", env->request->verb, err.msg);
     coord_reply (self, route, len, rc, rc ? err.msg : "", json);
@@ -103,6 +106,9 @@ static void s_enqueue (ak_coord_t *self, const void *route, size_t len, Ak__Enve
     if (zlistx_size (self->queue) >= self->opts.client_queue_max) {
         char why[128];
         self->counters.busy_refused++;
+        const Ak__Envelope *env = *env_p;
+        self->counters.client_requests[ak_client_verb_id (env->body_case == AK__ENVELOPE__BODY_REQUEST
+                                                          ? env->request->verb : NULL)][AK_CR_BUSY]++;
         snprintf (why, sizeof why, "busy: %zu client requests are waiting; try again later",
                   zlistx_size (self->queue));
         coord_reply (self, route, len, AK_EUNAVAIL, why, NULL);
@@ -127,6 +133,7 @@ static void s_serve_clients (ak_coord_t *self, uint64_t now)
         s_request_t *r = zlistx_detach (self->queue, NULL);
         s_on_client (self, r, now);
         s_request_free ((void **) &r);
+        self->wake.clients_served++;
     }
 }
 
@@ -230,6 +237,7 @@ static void s_drain_monitor (ak_coord_t *self, ak_ep_t ep)
             s_msg_close (&frame);
             return;
         }
+        self->wake.monitor_events++;
         if (zmq_msg_size (&frame) >= 2) {
             uint16_t event;
             memcpy (&event, zmq_msg_data (&frame), sizeof event);
@@ -282,6 +290,7 @@ static void s_tick (ak_coord_t *self, uint64_t now)
 
     ak_worker_t **dead = NULL;
     size_t ndead = ak_registry_reap (self->registry, now, self->opts.heartbeat_ms, self->opts.liveness, &dead);
+    self->wake.reaped += (uint32_t) ndead;
     for (size_t i = 0; i < ndead; i++) {
         char why[96];
         snprintf (why, sizeof why, "silent for %llu ms",
@@ -300,13 +309,17 @@ static void s_tick (ak_coord_t *self, uint64_t now)
         snprintf (why, sizeof why, "lease expired (%s)",
                   expired[i]->worker_id ? expired[i]->worker_id : "unclaimed");
         self->counters.leases_expired++;
+        self->wake.expired++;
         coord_requeue (self, expired[i], why, now);
     }
     free (expired);
 
+    uint64_t t0 = ak_clock_mono_ns ();
     coord_settle (self, now);
+    self->wake.settle_us += coord_us_since (t0);
     if (ak_sched_has_work (self->sched))
         self->dispatch_due = true;
+    coord_metrics_tick (self, now);
 }
 
 // ============================================================ construction
@@ -400,6 +413,7 @@ int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *er
     zhashx_set_destructor (self->blobs, coord_blob_free);
     self->sched = ak_sched_new ();
     self->registry = ak_registry_new ();
+    self->loopstat = ak_loopstat_new (self->opts.slow_wakeup_ms ? self->opts.slow_wakeup_ms : AK_LOOPSTAT_SLOW_MS);
     ak_intake_opts_t iopts = { self->opts.commit_ms, self->opts.commit_max, self->opts.map_max };
     self->intake = ak_intake_new (self->store, self->sched, self->registry, &iopts);
     rc = ak_store_begin (self->store, false, &txn, err);
@@ -449,6 +463,7 @@ int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *er
         .store = self->store, .sched = self->sched, .registry = self->registry,
         .intake = self->intake, .counters = &self->counters, .start_ms = self->start,
         .commit_now = s_commit_cb, .arg = self, .waiting = ak_waiting_log_new (),
+        .loop = self->loopstat,
     };
     rc = s_bind (self, AK_EP_WORKERS, err);
     if (rc == 0)
@@ -498,6 +513,7 @@ void ak_coord_destroy (ak_coord_t **self_p)
         ak_intake_destroy (&self->intake);
         ak_registry_destroy (&self->registry);
         ak_sched_destroy (&self->sched);
+        ak_loopstat_destroy (&self->loopstat);
         ak_store_destroy (&self->store);
         free (self);
         *self_p = NULL;
@@ -528,26 +544,41 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
             { self->zap ? zsock_resolve (self->zap) : NULL, 0, ZMQ_POLLIN, 0 },
         };
         ak_log_flush ();
+        coord_wake_end (self);          /* the wake-up before this poll, its log flush included */
         if (zmq_poll (items, self->zap ? 5 : 4, timeout) < 0) {
             if (zmq_errno () == EINTR)
                 continue;
             ak_error ("zmq_poll: %s; stopping", zmq_strerror (zmq_errno ()));
             break;
         }
+        coord_wake_begin (self);
+        uint64_t t0 = self->wake_ns;
         for (int ep = 0; ep < AK_EP_COUNT; ep++) {
-            if (items[ep].revents & ZMQ_POLLIN)
-                for (int i = 0; i < AK_COORD_DRAIN_MAX && !self->stop && s_recv_one (self, (ak_ep_t) ep); i++)
-                    ;
+            if (items[ep].revents & ZMQ_POLLIN) {
+                uint32_t n = 0;
+                while (n < AK_COORD_DRAIN_MAX && !self->stop && s_recv_one (self, (ak_ep_t) ep))
+                    n++;
+                self->wake.msgs[ep] += n;
+                self->wake.recv_us[ep] += coord_us_since (t0);
+                t0 = ak_clock_mono_ns ();
+            }
             if (items[2 + ep].revents & ZMQ_POLLIN)
                 s_drain_monitor (self, (ak_ep_t) ep);
         }
         if (self->zap && (items[4].revents & ZMQ_POLLIN))
             coord_zap_drain (self);
-        s_serve_clients (self, ak_clock_mono_ms ());
+        if (zlistx_size (self->queue)) {
+            t0 = ak_clock_mono_ns ();
+            s_serve_clients (self, ak_clock_mono_ms ());
+            self->wake.clients_us += coord_us_since (t0);
+        }
         now = ak_clock_mono_ms ();
         if (now >= self->next_tick) {
+            t0 = ak_clock_mono_ns ();
             s_tick (self, now);
             self->next_tick = now + self->tick_ms;
+            self->wake.tick = 1;
+            self->wake.tick_us += coord_us_since (t0);
         }
         due = ak_intake_deadline (self->intake);
         if (due && now >= due) {
@@ -556,9 +587,12 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
         }
         if (self->dispatch_due) {
             self->dispatch_due = false;
+            t0 = ak_clock_mono_ns ();
             coord_dispatch_all (self, now);
+            self->wake.dispatch_us += coord_us_since (t0);
         }
     }
+    coord_wake_end (self);
     ak_info ("stopping: committing what is pending");
     int rc = coord_commit (self, err);
     if (rc == 0) {

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "error.h"
+#include "metrics_http.h"
 
 typedef struct {
     const char *store_dir;
@@ -37,6 +38,12 @@ typedef struct {
     uint32_t    malformed_max;          /* malformed frames before a peer is dropped (0: 16) */
     /* set (to non-zero) by a signal handler to re-read keys_dir now; may be NULL */
     volatile sig_atomic_t *reload_flag;
+    /* observability (instrument.c, loopstat.h): the metrics endpoint the
+       loop publishes to (borrowed; NULL: none), how often it renders
+       (0: 1000 ms), and the slow wake-up threshold (0: 5 ms) */
+    ak_metrics_srv_t *metrics;
+    uint32_t    metrics_ms;
+    uint32_t    slow_wakeup_ms;
 } ak_coord_opts_t;
 
 typedef struct ak_coord ak_coord_t;

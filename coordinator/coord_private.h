@@ -14,7 +14,10 @@
       settle.c        the group commit's outcome (ACKs, lost receipts) and
                       settling batches whose tasks are all terminal;
       peers.c         peers: malformed-frame counts and drops, CURVE
-                      authorisation of each message, ZAP, key reloads.
+                      authorisation of each message, ZAP, key reloads;
+      instrument.c    watching the loop: each wake-up's record
+                      (loopstat.h) and the metrics snapshot it publishes
+                      to the --metrics endpoint (wake, loopstat ...).
     Functions shared between these files are prefixed coord_; what one file
     alone uses stays static (s_).  Every function here runs on the loop's
     thread; none blocks.
@@ -38,6 +41,7 @@
 #include "client.h"
 #include "counters.h"
 #include "intake.h"
+#include "loopstat.h"
 #include "registry.h"
 #include "sched.h"
 #include "store.h"
@@ -90,6 +94,16 @@ struct ak_coord {
     zhashx_t        *dropped;           /* peers dropped: their frames are ignored */
     uint64_t         auth_warn_at;
     uint64_t         auth_suppressed;
+    /* instrument.c; any file counts its work in wake */
+    ak_loopstat_t   *loopstat;
+    ak_wake_t        wake;              /* the wake-up in progress */
+    bool             wake_open;
+    uint64_t         wake_ns;           /* its start (monotonic ns) */
+    uint64_t         wake_base[8];      /* counters at its start (instrument.c) */
+    uint64_t         next_metrics;      /* monotonic ms of the next snapshot */
+    uint64_t         rate_ms;           /* receipts/s: the last snapshot's time and count */
+    uint64_t         rate_accepted;
+    double           receipt_rate;
 };
 
 /* "workers", "clients": endpoint names for messages. */
@@ -166,6 +180,19 @@ void coord_drop_worker (ak_coord_t *self, ak_worker_t *w, Ak__DisconnectCode cod
 /* Fails the queued tasks pinned to workers not alive once the
    registration grace after a start has passed. */
 void coord_reap_pinned (ak_coord_t *self, uint64_t now);
+
+// ============================================================ instrument.c
+
+/* A wake-up begins (after zmq_poll returned) / ends (after the log flush
+   before the next poll): its record goes to the loop statistics. */
+void coord_wake_begin (ak_coord_t *self);
+void coord_wake_end (ak_coord_t *self);
+/* Microseconds since t0 (monotonic ns), for the phases of a wake-up. */
+uint32_t coord_us_since (uint64_t t0);
+/* A group commit that wrote took ns and stored receipts. */
+void coord_wake_commit (ak_coord_t *self, uint64_t ns, size_t receipts);
+/* Renders and publishes the metrics snapshot when one is due (the tick). */
+void coord_metrics_tick (ak_coord_t *self, uint64_t now);
 
 // ================================================================= peers.c
 

@@ -5,6 +5,17 @@
 
 typedef enum { AK_EP_WORKERS = 0, AK_EP_CLIENTS, AK_EP_COUNT } ak_ep_t;
 
+/* Client requests by verb (client.c's table; the last slot: a verb it
+   does not know) and by result, for the metrics endpoint. */
+#define AK_CLIENT_VERB_SLOTS 32
+typedef enum {
+    AK_CR_OK = 0,       /* answered */
+    AK_CR_ERROR,        /* answered with an error */
+    AK_CR_REFUSED,      /* the key's role may not use the verb */
+    AK_CR_BUSY,         /* the client queue was full */
+    AK_CR_COUNT
+} ak_client_result_t;
+
 typedef struct {
     uint64_t messages[AK_EP_COUNT];       /* well-formed messages handled */
     uint64_t rejected[AK_EP_COUNT];       /* malformed, wrong version, wrong body, unknown task ... */
@@ -30,6 +41,9 @@ typedef struct {
     uint64_t claims_refused;              /* HELLO.running / STARTED for a task not leased to that worker */
     uint64_t hellos_refused;              /* registrations refused: limits, key's ids, rate */
     uint64_t receipts_too_big;            /* receipts past the limits of common/receipt_limits.h */
+    /* metrics (coordinator/instrument.c) */
+    uint64_t heartbeats;                  /* HEARTBEATs sent */
+    uint64_t client_requests[AK_CLIENT_VERB_SLOTS][AK_CR_COUNT];
 } ak_counters_t;
 
 #endif

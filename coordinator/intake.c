@@ -355,6 +355,7 @@ static int s_rounds_flush (void *arg, ak_txn_t *txn, ak_err_t *err)
     }
     int rc = ak_rounds_advance (txn, self->sched, done, n, ak_clock_wall_ms (), &self->created, err);
     free (done);
+    self->stats.round_checks += n;
     return rc;
 }
 
@@ -521,6 +522,7 @@ int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_
             continue;
         }
         self->stats.accepted++;
+        self->stats.by_status[ak_metrics_status_index (s->receipt->status)]++;
         ak_task_t *task = ak_sched_task (self->sched, ack->task_id);
         if (task)
             ak_sched_finish (self->sched, task, ack->ok, true, now);

@@ -29,6 +29,7 @@
 #include "store.h"
 #include "sched.h"
 #include "registry.h"
+#include "metrics.h"
 
 #define AK_INTAKE_MAP_MAX     (64ull << 30)     /* default growth limit: 64 GiB */
 #define AK_INTAKE_RETRY_MS    1000              /* pause after a failed commit */
@@ -72,6 +73,8 @@ typedef struct {
     int      last_code;         /* its AK_E code; 0 once one succeeded */
     uint64_t failing_since_ms;  /* wall clock of the first failure in a row; 0 once one succeeded */
     uint64_t failing;           /* failures in that row */
+    uint64_t by_status[AK_STATUS_COUNT];    /* accepted receipts by status (metrics.h) */
+    uint64_t round_checks;      /* accepted tasks whose search round was checked (rounds.h) */
 } ak_intake_stats_t;
 
 typedef struct ak_intake ak_intake_t;

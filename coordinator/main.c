@@ -20,6 +20,7 @@
 #include "coord.h"
 #include "endpoint.h"
 #include "log.h"
+#include "metrics_http.h"
 #include "sdnotify.h"
 #include "storelock.h"
 #include "util.h"
@@ -72,6 +73,11 @@ static void s_usage (FILE *out)
         "                       only); without --cert/--keys and without --plain akcoord will not start\n"
         "  --client-queue N     client requests waiting before \"busy\" answers, 1..1000000 (default 1024)\n"
         "  --malformed-max N    malformed frames before a peer is dropped, 1..1000000 (default 16)\n"
+        "  --metrics ADDR:PORT  serve Prometheus metrics on http://ADDR:PORT/metrics (off by\n"
+        "                       default; 127.0.0.1:9464, [::1]:9464; port 0: any free port, logged)\n"
+        "  --metrics-ms N       how often the loop renders the metrics, 100..60000 (default 1000)\n"
+        "  --slow-wakeup-ms N   loop wake-ups at least this long are kept with what they did\n"
+        "                       (akctl stats --json: loop.slow), 1..60000 (default 5)\n"
         "  --log-level LEVEL    debug | info | warn | error | quiet (default $AK_LOG_LEVEL,\n"
         "                       else info)\n"
         "  --version            print the version and exit\n"
@@ -139,7 +145,8 @@ static int s_uint (const char *flag, const char *text, int64_t lo, int64_t hi, u
 int main (int argc, char **argv)
 {
     enum { O_STORE = 1, O_WORKERS, O_CLIENTS, O_HB, O_LIVE, O_CMS, O_CMAX, O_MAPSZ, O_MAPMAX, O_LOG,
-           O_HELP, O_CERT, O_KEYS, O_PLAIN, O_CQUEUE, O_MALFORMED, O_VERSION };
+           O_HELP, O_CERT, O_KEYS, O_PLAIN, O_CQUEUE, O_MALFORMED, O_VERSION, O_METRICS, O_METRICS_MS,
+           O_SLOW };
     static const struct option longopts[] = {
         { "store", required_argument, NULL, O_STORE },
         { "workers", required_argument, NULL, O_WORKERS },
@@ -158,6 +165,9 @@ int main (int argc, char **argv)
         { "plain", no_argument, NULL, O_PLAIN },
         { "client-queue", required_argument, NULL, O_CQUEUE },
         { "malformed-max", required_argument, NULL, O_MALFORMED },
+        { "metrics", required_argument, NULL, O_METRICS },
+        { "metrics-ms", required_argument, NULL, O_METRICS_MS },
+        { "slow-wakeup-ms", required_argument, NULL, O_SLOW },
         { NULL, 0, NULL, 0 },
     };
     ak_malloc_tune (argv);      /* before getopt permutes argv */
@@ -168,6 +178,7 @@ int main (int argc, char **argv)
         .stop_flag = &s_stop, .reload_flag = &s_reload,
     };
     int level = -1;             /* none given: $AK_LOG_LEVEL, else info (log.h) */
+    const char *metrics = NULL;
     int opt;
     opterr = 0;
     while ((opt = getopt_long (argc, argv, ":h", longopts, NULL)) != -1) {
@@ -188,6 +199,9 @@ int main (int argc, char **argv)
             case O_CQUEUE:  rc = s_uint ("--client-queue", optarg, 1, 1000000, &opts.client_queue_max); break;
             case O_MALFORMED: rc = s_uint ("--malformed-max", optarg, 1, 1000000, &opts.malformed_max); break;
             case O_LOG:     rc = ak_cli_log_level ("akcoord", optarg, &level); break;
+            case O_METRICS: metrics = optarg; break;
+            case O_METRICS_MS: rc = s_uint ("--metrics-ms", optarg, 100, 60000, &opts.metrics_ms); break;
+            case O_SLOW:    rc = s_uint ("--slow-wakeup-ms", optarg, 1, 60000, &opts.slow_wakeup_ms); break;
             case O_HELP:
             case 'h':
                 s_usage (stdout);
@@ -216,6 +230,8 @@ int main (int argc, char **argv)
                            "(see `akctl keys` and docs/operations.md), or --plain to run without any");
     if (strcmp (opts.workers_endpoint, opts.clients_endpoint) == 0)
         return ak_cli_bad ("akcoord", "--workers and --clients must differ (both '%s')", opts.workers_endpoint);
+    if (metrics && ak_metrics_addr_check (metrics, &err))
+        return ak_cli_bad ("akcoord", "%s", err.msg);
 
 
     /* our handlers, not CZMQ's: the loop sees the flag and shuts down cleanly */
@@ -260,10 +276,24 @@ int main (int argc, char **argv)
        killing the coordinator in the middle of a commit */
     signal (SIGXFSZ, SIG_IGN);
 
+    /* the metrics socket before the store is opened: a bad one stops the
+       start with nothing done (2: an address not of this host; 1: in use) */
+    ak_metrics_srv_t *srv = NULL;
+    if (metrics) {
+        int mrc = ak_metrics_srv_new (metrics, &srv, &err);
+        if (mrc) {
+            ak_error ("cannot start: %s", err.msg);
+            ak_storelock_release (&lock);
+            return mrc == AK_EINVAL ? 2 : 1;
+        }
+        opts.metrics = srv;
+        ak_info ("metrics on %s (every %u ms)", ak_metrics_srv_url (srv), opts.metrics_ms ? opts.metrics_ms : 1000);
+    }
     ak_coord_t *coord = NULL;
     int rc = ak_coord_new (&opts, &coord, &err);
     if (rc) {
         ak_error ("cannot start: %s", err.msg);
+        ak_metrics_srv_destroy (&srv);
         ak_storelock_release (&lock);
         return 1;
     }
@@ -273,6 +303,7 @@ int main (int argc, char **argv)
     if (rc)
         ak_error ("final commit failed: %s", err.msg);
     ak_coord_destroy (&coord);
+    ak_metrics_srv_destroy (&srv);
     ak_storelock_release (&lock);
     ak_info ("stopped");
     return rc ? 1 : 0;

@@ -120,8 +120,10 @@ void coord_send_heartbeat (ak_coord_t *self, ak_worker_t *w, uint64_t now)
     hb.unacked = (uint32_t) ak_intake_staged_for (self->intake, w->worker_id);
     env.body_case = AK__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
-    if (coord_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0)
+    if (coord_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0) {
         w->last_sent = now;
+        self->counters.heartbeats++;
+    }
 }
 
 void coord_reply (ak_coord_t *self, const void *route, size_t len, int code, const char *error,

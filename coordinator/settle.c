@@ -25,7 +25,10 @@ int coord_commit (ak_coord_t *self, ak_err_t *err)
 {
     ak_commit_t c;
     uint64_t now = ak_clock_mono_ms ();
+    uint64_t commits = ak_intake_stats (self->intake)->commits, t0 = ak_clock_mono_ns ();
     int rc = ak_intake_commit (self->intake, now, &c, err);
+    if (ak_intake_stats (self->intake)->commits != commits)
+        coord_wake_commit (self, ak_clock_mono_ns () - t0, c.nacks);
     ak_log_flush ();                /* a task's "done" line before its ACK */
     for (size_t i = 0; i < c.nacks; i++) {
         const ak_ack_t *a = &c.acks[i];
@@ -171,8 +174,10 @@ void coord_settle (ak_coord_t *self, uint64_t now)
             ak_error ("batch %s: cannot create its next search round yet: %s", b->batch_id, err.msg);
             return;
         }
-        if (added)
+        if (added) {
+            self->wake.settled++;
             continue;
+        }
         bool is_verify = false;
         if (s_settle_verify (self, b, &is_verify, &err)) {
             ak_error ("batch %s: cannot judge its verify tasks yet: %s", b->batch_id, err.msg);
@@ -180,6 +185,7 @@ void coord_settle (ak_coord_t *self, uint64_t now)
         }
         if (is_verify) {
             ak_sched_complete (self->sched, b, NULL, 0, now);
+            self->wake.settled++;
             continue;
         }
         Ak__Winner **winners = NULL;
@@ -199,5 +205,6 @@ void coord_settle (ak_coord_t *self, uint64_t now)
                          wn->reason);
         }
         ak_sched_complete (self->sched, b, winners, nwinners, now);
+        self->wake.settled++;
     }
 }

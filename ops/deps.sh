@@ -12,9 +12,11 @@
 # clang and its runtime libraries (libFuzzer) build the fuzz targets that
 # ops/test.sh runs after the suite (ops/fuzz.sh).  python3 runs the Python
 # binding's tests (lib/akprofile/python, tests/unit/test_akprofile_py.c).
+# libmicrohttpd serves the --metrics endpoint of akcoord and akworker
+# (common/metrics_http.c).
 AK_DEPS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libprotobuf-c-dev
 protobuf-c-compiler liblmdb-dev lmdb-utils libsodium-dev libjansson-dev libcmocka-dev
-clang libclang-rt-14-dev python3"
+libmicrohttpd-dev clang libclang-rt-14-dev python3"
 
 # Prints the packages of $AK_DEPS that are not installed.
 ak_missing_deps () {

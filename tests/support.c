@@ -430,6 +430,48 @@ int ak_test_runf (char **out_p, const char *fmt, ...)
 /* ------------------------------------------------------------ clusters */
 
 /*  n distinct free loopback ports: all bound at once, then released. */
+/* One HTTP/1.0 request to 127.0.0.1:port (support.h). */
+int ak_test_http (int port, const char *method, const char *path, char **body_p)
+{
+    if (body_p)
+        *body_p = NULL;
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true (fd >= 0);
+    struct timeval tv = { .tv_sec = 10 };
+    setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons ((uint16_t) port) };
+    a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    if (connect (fd, (struct sockaddr *) &a, sizeof a) != 0) {
+        close (fd);
+        return -1;
+    }
+    char req[256];
+    int n = snprintf (req, sizeof req, "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", method, path);
+    assert_int_equal (write (fd, req, (size_t) n), n);
+    size_t len = 0, cap = 65536;
+    char *buf = ak_malloc (cap);
+    for (;;) {
+        if (len + 4096 > cap)
+            buf = ak_realloc (buf, cap *= 2);
+        ssize_t r = read (fd, buf + len, cap - len - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t) r;
+    }
+    close (fd);
+    buf[len] = '\0';
+    int status = -1;
+    if (sscanf (buf, "HTTP/1.%*d %d", &status) != 1)
+        status = -1;
+    const char *body = strstr (buf, "\r\n\r\n");
+    if (body_p)
+        *body_p = ak_strdup (body ? body + 4 : "");
+    free (buf);
+    return status;
+}
+
 void ak_test_free_ports (int ports[], int n)
 {
     int fds[8];

@@ -64,6 +64,10 @@ int   ak_test_runf (char **out_p, const char *fmt, ...) __attribute__ ((format (
 /* n (at most 8) distinct free TCP ports on 127.0.0.1, all bound at once
    and then released. */
 void  ak_test_free_ports (int ports[], int n);
+/* One HTTP/1.0 request (method, path) to 127.0.0.1:port, read to the
+   end (10 s timeout): the status code (-1: no answer) and, with body_p,
+   the body (caller frees; "" when none). */
+int   ak_test_http (int port, const char *method, const char *path, char **body_p);
 
 /* The path of the AddressSanitizer runtime this process runs with, into
    buf (false, buf "", in a build without it): what a python3 child that

@@ -131,6 +131,7 @@ static void s_tick (ak_daemon_t *d)
             ak_daemon_slot_spawn (d, s);
     }
     ak_daemon_dispatch (d);
+    ak_daemon_metrics_tick (d, now);
 
     /* The coordinator: handshakes, liveness, reconnects (uplink.h), heartbeats. */
     ak_err_t err = { 0 };
@@ -394,6 +395,9 @@ int ak_daemon_run (ak_daemon_t *d, ak_err_t *err)
                 ak_info ("host kernels and compilers confined: rlimits, no_new_privs, landlock abi %d, "
                          "seccomp for kernels (docs/operations.md, \"Threat model\")", abi);
         }
+    d->start_ms = ak_clock_mono_ms ();
+    if (!d->dstats)
+        d->dstats = ak_calloc (d->ndevices ? d->ndevices : 1, sizeof *d->dstats);
     for (size_t i = 0; i < d->nslots; i++)
         ak_daemon_slot_spawn (d, &d->slots[i]);
     ak_err_t lerr = { 0 };
@@ -489,6 +493,8 @@ void ak_daemon_destroy (ak_daemon_t **self_p)
             ak__device__free_unpacked (d->devices[i], NULL);
         free (d->devices);
         free (d->dev_be);
+        free (d->dstats);
+        free (d->tcounts);
         if (d->wake[0] >= 0)
             close (d->wake[0]);
         if (d->wake[1] >= 0)

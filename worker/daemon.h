@@ -20,6 +20,7 @@
 #define AK_WORKER_DAEMON_H
 #include <stdint.h>
 #include "error.h"
+#include "metrics_http.h"
 
 typedef struct {
     const char *coordinator;       /* endpoint, "tcp://host:5555" */
@@ -41,6 +42,8 @@ typedef struct {
     const char *log_level;         /* passed to executors ("info") */
     const char *cert_file;         /* CURVE: this worker's secret certificate; NULL: plain */
     const char *server_key;        /* CURVE: the coordinator's public key (Z85 or cert file) */
+    ak_metrics_srv_t *metrics;     /* the metrics endpoint the loop publishes to (borrowed; NULL: none) */
+    uint32_t    metrics_ms;        /* how often the loop renders them (0: 1000) */
 } ak_daemon_config_t;
 
 typedef struct ak_daemon ak_daemon_t;

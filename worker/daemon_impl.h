@@ -10,7 +10,9 @@
     - daemon_slots.c: executor slots, their watchdogs and the dispatch of
       compiled tasks to them;
     - daemon_spool.c: a finished task's receipt, kept until its ACK in
-      memory and in the spool CACHE/receipts/ID.
+      memory and in the spool CACHE/receipts/ID;
+    - daemon_metrics.c: what the daemon counts per device and the
+      metrics snapshot the loop publishes (--metrics).
 
     State lives on the event-loop thread, except a task's compile results,
     which a pool thread writes while the task is AK_DTASK_COMPILING and
@@ -82,7 +84,24 @@ typedef struct {
     ak_dtask_t *task;
     uint64_t    respawn_at;            /* mono ms; when exec is NULL */
     uint32_t    backoff_ms;
+    uint32_t    spawns;                /* executors started (restarts: the ones after the first) */
 } ak_dslot_t;
+
+/* Per device, what its tasks' receipts add up to (daemon_metrics.c). */
+typedef struct {
+    double      compile_s, gate_s, timing_s;   /* the receipts' compile_ms, gate_ms, timing_ms */
+    double      busy_s;                /* executor holding a job: STARTED to the receipt */
+    uint64_t    discarded;             /* timing samples thrown away: clock throttled */
+    uint64_t    restarts;              /* executors started again after the first */
+} ak_ddev_stats_t;
+
+/* Tasks finished by device, kind and status. */
+typedef struct {
+    uint32_t    dev;
+    char        kind[24];              /* "other" past AK_DSTATS_KINDS distinct kinds */
+    int         status;                /* metrics.h: ak_metrics_status_index */
+    uint64_t    n;
+} ak_dtask_count_t;
 
 struct ak_daemon {
     ak_daemon_config_t  cfg;           /* its strings point at the copies below */
@@ -120,6 +139,10 @@ struct ak_daemon {
     uint64_t            busy_since_ms;
     double              busy_ms, sampled_ms, exec_ms;
     uint64_t            receipts_made;
+    ak_ddev_stats_t    *dstats;        /* [ndevices] (daemon_metrics.c) */
+    ak_dtask_count_t   *tcounts;
+    size_t              ntcounts;
+    uint64_t            start_ms, next_metrics;
     ak_blobcache_t     *blobs;         /* texts of this registration's ASSIGNs (blobcache.h) */
     uint32_t            blob_epoch;    /* registrations so far */
 };
@@ -162,6 +185,14 @@ void ak_daemon_slot_lost (ak_daemon_t *d, ak_dslot_t *s, const char *status, con
 void ak_daemon_slot_readable (ak_daemon_t *d, ak_dslot_t *s);
 /*  Hands READY tasks to idle executors of a fitting device. */
 void ak_daemon_dispatch (ak_daemon_t *d);
+
+/* ------------------------------------------------------ daemon_metrics.c */
+
+/*  Counts a finished task's receipt r on device dev (-1: none) in the
+    per-device statistics; t is the task (its start time). */
+void ak_daemon_count_receipt (ak_daemon_t *d, int dev, const ak_dtask_t *t, const Ak__Receipt *r);
+/*  Renders and publishes the metrics snapshot when one is due (the tick). */
+void ak_daemon_metrics_tick (ak_daemon_t *d, uint64_t now);
 
 /* -------------------------------------------------------- daemon_spool.c */
 

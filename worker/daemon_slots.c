@@ -16,7 +16,10 @@ void ak_daemon_slot_spawn (ak_daemon_t *d, ak_dslot_t *s)
 {
     ak_err_t err = { 0 };
     const Ak__Device *dev = d->devices[s->dev];
-    if (ak_exec_new (d->exe_path, d->dev_be[s->dev]->name, dev->index, d->log_level, &s->exec, &err) != 0) {
+    int rc = ak_exec_new (d->exe_path, d->dev_be[s->dev]->name, dev->index, d->log_level, &s->exec, &err);
+    if (rc == 0 && s->spawns++ > 0 && d->dstats)
+        d->dstats[s->dev].restarts++;
+    if (rc != 0) {
         s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : AK_RESPAWN_MIN_MS;
         if (s->backoff_ms > AK_RESPAWN_MAX_MS)
             s->backoff_ms = AK_RESPAWN_MAX_MS;

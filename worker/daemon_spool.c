@@ -213,6 +213,7 @@ void ak_daemon_task_finish (ak_daemon_t *d, ak_dtask_t *t, Ak__Receipt *r)
 
     ak_info ("task %s#%u: %s%s%s", a->task_id, a->attempt, r->status,
              r->reason[0] ? ": " : "", r->reason);
+    ak_daemon_count_receipt (d, dev, t, r);
 
     ak_dpending_t *p = ak_calloc (1, sizeof *p);
     p->task_id = ak_strdup (a->task_id);

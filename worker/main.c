@@ -17,6 +17,7 @@
 #include "error.h"
 #include "executor.h"
 #include "log.h"
+#include "metrics_http.h"
 #include "sdnotify.h"
 #include "util.h"
 #include "version.h"
@@ -83,6 +84,9 @@ static void s_usage (FILE *out)
         "                          `akctl keys new NAME --role worker`): CURVE to the coordinator\n"
         "  --server-key KEY        the coordinator's public key: 40 Z85 characters or its\n"
         "                          certificate file (with --cert; without both: plain)\n"
+        "  --metrics ADDR:PORT     serve Prometheus metrics on http://ADDR:PORT/metrics (off by\n"
+        "                          default; 127.0.0.1:9465, [::1]:9465; port 0: any free port, logged)\n"
+        "  --metrics-ms N          how often the loop renders the metrics, 100..60000 (default 1000)\n"
         "  --log-level LEVEL       debug|info|warn|error|quiet (default $AK_LOG_LEVEL, else info)\n"
         "  --version               print the version and exit\n"
         "  -h, --help              this text\n"
@@ -122,6 +126,7 @@ static int s_uint (const char *name, const char *text, int64_t lo, int64_t hi, u
 enum {
     O_COORD = 256, O_ID, O_BACKEND, O_SLOTS, O_PREFETCH, O_CACHE, O_HB, O_LIVENESS, O_BLOBS,
     O_MAXBACK, O_MAXREFUSALS, O_CTHREADS, O_LOGLEVEL, O_HELP, O_VERSION, O_EXECUTOR, O_FD, O_DEVICE, O_CERT, O_SERVERKEY, O_REFCACHE,
+    O_METRICS, O_METRICS_MS,
 };
 
 static int s_executor_mode (int fd, const char *backend, uint32_t device)
@@ -158,11 +163,14 @@ int main (int argc, char **argv)
         { "device",          required_argument, NULL, O_DEVICE },
         { "cert",            required_argument, NULL, O_CERT },
         { "server-key",      required_argument, NULL, O_SERVERKEY },
+        { "metrics",         required_argument, NULL, O_METRICS },
+        { "metrics-ms",      required_argument, NULL, O_METRICS_MS },
         { NULL, 0, NULL, 0 },
     };
     ak_daemon_config_t cfg;
     ak_daemon_config_defaults (&cfg);
     bool executor = false;
+    const char *metrics = NULL;
     uint32_t fd = 0, device = 0;
     bool have_fd = false;
     int rc = 0;
@@ -201,6 +209,8 @@ int main (int argc, char **argv)
                     return s_bad ("--ref-cache-mb: setenv failed");
                 break;
             }
+            case O_METRICS:  metrics = optarg; break;
+            case O_METRICS_MS: if ((rc = s_uint ("--metrics-ms", optarg, 100, 60000, &cfg.metrics_ms))) return rc; break;
             case O_LOGLEVEL: {
                 int level = ak_log_parse_level (optarg);
                 if (level < 0)
@@ -248,6 +258,8 @@ int main (int argc, char **argv)
     }
     if (cfg.max_backoff_ms < cfg.min_backoff_ms)
         cfg.min_backoff_ms = cfg.max_backoff_ms;
+    if (metrics && ak_metrics_addr_check (metrics, &eerr))
+        return s_bad ("%s", eerr.msg);
 
     /* Our handlers, not CZMQ's: a signal must stop the loop through the
        daemon's wake-up pipe. */
@@ -256,11 +268,23 @@ int main (int argc, char **argv)
     if (ak_sdnotify_init (&nerr))       /* before the executors start: they must not inherit it */
         ak_warn ("%s", nerr.msg);
     ak_err_t err = { 0 };
+    ak_metrics_srv_t *srv = NULL;
+    if (metrics) {
+        rc = ak_metrics_srv_new (metrics, &srv, &err);
+        if (rc) {
+            fprintf (stderr, "akworker: %s\n", err.msg);
+            return rc == AK_EINVAL ? 2 : 1;
+        }
+        cfg.metrics = srv;
+    }
     rc = ak_daemon_new (&cfg, &s_daemon, &err);
     if (rc) {
         fprintf (stderr, "akworker: %s\n", err.msg);
+        ak_metrics_srv_destroy (&srv);
         return rc == AK_EINVAL ? 2 : 1;
     }
+    if (srv)
+        ak_info ("metrics on %s (every %u ms)", ak_metrics_srv_url (srv), cfg.metrics_ms ? cfg.metrics_ms : 1000);
     struct sigaction sa;
     memset (&sa, 0, sizeof sa);
     sa.sa_handler = s_on_signal;
@@ -281,6 +305,7 @@ int main (int argc, char **argv)
     ak_daemon_t *d = s_daemon;
     s_daemon = NULL;
     ak_daemon_destroy (&d);
+    ak_metrics_srv_destroy (&srv);
     ak_info ("stopped");
     if (rc == AK_EDENIED)
         return AK_WORKER_EXIT_REFUSED;

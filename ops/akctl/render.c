@@ -488,6 +488,16 @@ static void s_stats_members (akctl_table_t *t, const json_t *obj, const char *pr
             s_stats_members (t, v, name);
             continue;
         }
+        /* the loop's histograms (their count and sum stay) and its ring
+           of slow wake-ups are for --json */
+        if (json_is_array (v) && (strcmp (key, "le") == 0 || strcmp (key, "counts") == 0))
+            continue;
+        if (json_is_array (v) && strcmp (name, "loop.slow") == 0) {
+            snprintf (value, sizeof value, "%zu kept (akctl --json stats)", json_array_size (v));
+            const char *row[2] = { name, value };
+            akctl_table_add (t, row);
+            continue;
+        }
         char *text = NULL;
         if (json_is_integer (v))
             snprintf (value, sizeof value, "%" JSON_INTEGER_FORMAT, json_integer_value (v));

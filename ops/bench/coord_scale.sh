@@ -4,6 +4,7 @@
 #   ops/bench/coord_scale.sh [--bin DIR] [--out DIR] [--duration S] [--warmup S]
 #                            [--workers "10 100 1000"] [--restarts N] [--spec FILE]
 #                            [--wait-idle S] [--only "RUN ..."] [--repeat N] [--keep]
+#                            [--scrape off|on|both]
 #
 # Runs a REAL akcoord with durable commits (LMDB syncs on every commit, the
 # default) against akload (build/bin/akload: simulated workers, no kernel
@@ -43,6 +44,10 @@
 # the machine is at least 85% idle.  --only "paced4k-1000 ..." does only
 # those load runs (names as in the table); --repeat N does each load run N
 # times (NAME, NAME#2, ...) and summarizes the repeated runs' latencies.
+# --scrape on runs akcoord with --metrics on a free loopback port and
+# scrapes GET /metrics once a second during each load run (NAME+scrape);
+# --scrape both does each load run without and then with the scraper, so
+# that the two alternate (issue 21: scraping must not slow the loop).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -57,6 +62,7 @@ keep=0
 spec="$root/kernels/softmax/spec.json"
 only=""
 repeat=1
+scrape=off
 
 usage () {
     sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'
@@ -74,6 +80,7 @@ while [ $# -gt 0 ]; do
         --spec) spec=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
         --only) only=$2; shift 2 ;;
         --repeat) repeat=$2; shift 2 ;;
+        --scrape) scrape=$2; shift 2 ;;
         --keep) keep=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "coord_scale: unknown argument '$1' (try --help)" >&2; exit 2 ;;
@@ -87,6 +94,7 @@ for b in akcoord akctl akload; do
 done
 [ "$warmup" -lt "$duration" ] || { echo "coord_scale: --warmup must be below --duration" >&2; exit 2; }
 case "$repeat" in ''|*[!0-9]*|0) echo "coord_scale: --repeat must be a positive number" >&2; exit 2 ;; esac
+case "$scrape" in off|on|both) ;; *) echo "coord_scale: --scrape must be off, on or both" >&2; exit 2 ;; esac
 runs_known="$(for n in $workers_list; do printf 'group-%s ' "$n"; done)single-1000 paced-1000 paced4k-1000"
 for r in $only; do
     [[ " $runs_known " == *" $r "* ]] || { echo "coord_scale: --only: no load run '$r' (one of: $runs_known)" >&2; exit 2; }
@@ -105,14 +113,17 @@ while :; do
 done
 wep="tcp://127.0.0.1:$wport"
 cep="tcp://127.0.0.1:$cport"
+mport=$(( cport + 1 ))
+while ! port_free "$mport"; do mport=$(( mport + 1 )); done
 
 coord_pid=""
 load_pid=""
+scrape_pid=""
 cleanup () {
-    for p in $load_pid $coord_pid; do
+    for p in $scrape_pid $load_pid $coord_pid; do
         kill -TERM "$p" 2>/dev/null || true
     done
-    for p in $load_pid $coord_pid; do
+    for p in $scrape_pid $load_pid $coord_pid; do
         wait "$p" 2>/dev/null || true
     done
     [ "$keep" = 1 ] || rm -rf "$work"
@@ -246,6 +257,22 @@ put ".memory = {empty_kib: $rss_empty, empty_anon_kib: $anon_empty, workers: $al
                 bytes_per_worker: $per_worker}"
 
 # ------------------------------------------------------------- load runs
+# scraper OUT: GET /metrics on $mport once a second until killed; each
+# answer's status line and size go to OUT, the last answer to OUT.prom
+# (bash /dev/tcp: no curl needed)
+scraper () {
+    while :; do
+        if exec 3<>"/dev/tcp/127.0.0.1/$mport"; then
+            printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+            local body; body=$(cat <&3)
+            exec 3<&-
+            printf '%s %s\n' "$(printf '%s' "$body" | head -1 | tr -d '\r')" "${#body}" >>"$1"
+            printf '%s\n' "$body" >"$1.prom"
+        fi
+        sleep 1
+    done
+}
+
 # run_load NAME WORKERS "AKLOAD OPTIONS" [akcoord options...]
 run_load () {
     local name=$1 n=$2 lopts=$3; shift 3
@@ -258,6 +285,10 @@ run_load () {
     times >"$work/times0"
     read -r jb0 jt0 < <(cpu_jiffies); cs0=$(children_s "$work/times0")
     start_coord "$store" "$out/coord-$name.log" "$@"
+    if [[ "$name" == *+scrape* ]]; then
+        scraper "$out/scrapes-$name.txt" &
+        scrape_pid=$!
+    fi
     # shellcheck disable=SC2086  # $lopts is a list of options
     "$bin/akload" --coordinator "$wep" --workers "$n" --duration-s "$duration" --warmup-s "$warmup" \
         --log-level warn --stats-json "$out/akload-$name.json" $lopts >"$out/akload-$name.out" 2>&1 &
@@ -273,6 +304,11 @@ run_load () {
     c1=$(stat_of commits); r1=$(stat_of receipts_accepted)
     rss=$(rss_kb "$coord_pid")
     wait "$load_pid"; load_pid=""
+    if [ -n "$scrape_pid" ]; then
+        kill -TERM "$scrape_pid" 2>/dev/null || true
+        wait "$scrape_pid" 2>/dev/null || true
+        scrape_pid=""
+    fi
     stop_coord
     times >"$work/times1"
     read -r jb1 jt1 < <(cpu_jiffies); cs1=$(children_s "$work/times1")
@@ -319,8 +355,20 @@ load () {
     if [ -n "$only" ] && ! [[ " $only " == *" $name "* ]]; then
         return 0
     fi
+    local n=$1 lopts=$2; shift 2
     for k in $(seq 1 "$repeat"); do
-        if [ "$k" = 1 ]; then run_load "$name" "$@"; else run_load "$name#$k" "$@"; fi
+        local tag="" plain=1 scraped=1
+        [ "$k" = 1 ] || tag="#$k"
+        [ "$scrape" = on ] && plain=0
+        [ "$scrape" = off ] && scraped=0
+        # --scrape both: the two alternate which goes first, so that a
+        # drift of the machine's load over the runs does not favour one
+        if [ "$scraped" = 1 ] && [ $(( k % 2 )) = 0 ]; then
+            run_load "$name+scrape$tag" "$n" "$lopts" "$@" --metrics "127.0.0.1:$mport"
+            scraped=0
+        fi
+        [ "$plain" = 0 ] || run_load "$name$tag" "$n" "$lopts" "$@"
+        [ "$scraped" = 0 ] || run_load "$name+scrape$tag" "$n" "$lopts" "$@" --metrics "127.0.0.1:$mport"
     done
 }
 # saturated: every worker always has work (slot + prefetch), so the
