@@ -8,11 +8,11 @@
     renders them every cfg.metrics_ms and hands the text to the endpoint
     (metrics_http.h), which never makes the loop wait.
 
-    GPU timing share: rate(akworker_timing_seconds_total[5m]) is the share
-    of wall time a device spent timing.  A share computed inside the worker
-    (the executor's own accounting of timing vs other work, when its
-    receipts or stats carry it) belongs in s_render beside timing_seconds,
-    as akworker_gpu_timing_share{device}. */
+    GPU timing share: akworker_gpu_timing_share (the daemon's own figures,
+    as its heartbeats carry them: time inside timed samples over the wall
+    time with a task held, times the devices); rate() of
+    akworker_sampled_seconds_total over akworker_task_held_seconds_total
+    gives it over a window. */
 #include "daemon_impl.h"
 #include "clock.h"
 #include "metrics.h"
@@ -134,6 +134,19 @@ static void s_render (ak_daemon_t *d, uint64_t now, ak_mtext_t *t)
     s_per_device (d, t, "akworker_timing_seconds_total", "Timing time the receipts report; its rate is "
                   "the device's timing share of wall time.", S_TIMING);
     s_per_device (d, t, "akworker_busy_seconds_total", "Time an executor of the device held a job.", S_BUSY);
+    /* The GPU timing share of issue 20 (the heartbeat's WorkerTiming): time
+       inside timed samples over the wall time with a task held, summed over
+       the devices. */
+    double held_ms = d->busy_ms + (d->busy_since_ms ? (double) (ak_clock_mono_ms () - d->busy_since_ms) : 0);
+    ak_mtext_family (t, "akworker_sampled_seconds_total", "counter", "Time inside timed samples (both kernels "
+                     "of each pair), all devices.");
+    ak_mtext_dbl (t, "akworker_sampled_seconds_total", d->sampled_ms / 1000.0, NULL);
+    ak_mtext_family (t, "akworker_task_held_seconds_total", "counter", "Wall time with at least one task held.");
+    ak_mtext_dbl (t, "akworker_task_held_seconds_total", held_ms / 1000.0, NULL);
+    ak_mtext_family (t, "akworker_gpu_timing_share", "gauge", "Sampled time over task-held wall time times the "
+                     "devices, since start (0 before the first task).");
+    ak_mtext_dbl (t, "akworker_gpu_timing_share",
+                  held_ms > 0 && d->ndevices ? d->sampled_ms / (held_ms * (double) d->ndevices) : 0.0, NULL);
     s_per_device (d, t, "akworker_throttled_samples_discarded_total", "Timing samples thrown away: the SM "
                   "clock was throttled.", S_DISCARDED);
     s_per_device (d, t, "akworker_executor_restarts_total", "Executors started again (crash, timeout, "

@@ -159,6 +159,8 @@ static void test_scrape_moves (void **state)
     s_expect (s_ports[1], "akworker_tasks_total", NULL, 1);
     s_expect (s_ports[1], "akworker_timing_seconds_total", NULL, 1e-9);
     s_expect (s_ports[1], "akworker_busy_seconds_total", NULL, 1e-9);
+    s_expect (s_ports[1], "akworker_sampled_seconds_total", "", 1e-9);
+    s_expect (s_ports[1], "akworker_gpu_timing_share", "", 1e-9);
 
     /* the scrapes agree with `akctl stats` once the batch is over */
     ak_mparsed_t after;
