@@ -50,25 +50,7 @@ static int s_group_teardown (void **state)
 static ak_kernel_t *s_build (const ak_backend_t *be, ak_dev_t *dev, const char *source, bool reference,
                              ak_dtype_t dt, const char *symbol)
 {
-    ak_compile_req_t req;
-    ak_compile_out_t out = { 0 };
-    ak_err_t err = { 0 };
-    memset (&req, 0, sizeof req);
-    req.source = source;
-    req.source_len = strlen (source);
-    req.reference = reference;
-    req.dtype = dt;
-    req.cache_dir = S.cache;
-    req.timeout_ms = 120000;
-    req.device = be == S.be ? S.devs[0] : NULL;
-    if (be->compile (&req, &out, &err) != 0)
-        fail_msg ("compile (%s): %s\n%.2000s", be->name, err.msg, out.log ? out.log : "");
-    ak_kernel_t *k = NULL;
-    if (be->load (dev, out.artifact_path, symbol, &k, &err) != 0)
-        fail_msg ("load %s: %s", symbol, err.msg);
-    free (out.artifact_path);
-    free (out.log);
-    return k;
+    return ak_gpu_build (&S, be, dev, source, reference, dt, symbol);
 }
 
 static ak_spec_t *s_spec (const char *op)
