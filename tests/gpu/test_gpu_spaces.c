@@ -7,9 +7,12 @@
     on device inputs (sweep_all_sizes, as test_gpu_reference does for the
     baselines).
 
-    Of every cuda candidate a sample of its configurations that holds every
-    value of every parameter (tests/support.c, ak_test_space_sample; every
-    configuration with AK_SPACES_ALL=1: hours), each built with NVRTC for
+    Of every cuda candidate a sample of its configurations spread over the
+    space (tests/support.c, ak_test_space_sample: the first, the last, then
+    those that add parameter values not yet held, AK_SPACES_SAMPLE of them,
+    default 4: a gate run at every size takes seconds; 12 or more hold
+    every value of every parameter; every configuration with
+    AK_SPACES_ALL=1: hours), each built with NVRTC for
     every declared dtype on a few threads; a candidate built for an
     architecture the device cannot run (row_cluster: sm_90) is named and
     left out.  AK_CATALOG_OPS="op1,op2" narrows the operators.
@@ -149,6 +152,13 @@ static void test_spaces_gates (void **state)
         skip ();
     const char *only = getenv ("AK_CATALOG_OPS"), *all_env = getenv ("AK_SPACES_ALL");
     const bool all = all_env && strcmp (all_env, "1") == 0;
+    /* each gate run at every size takes seconds (a 2048 x 128256 row set
+       judged by a float64 device reference): 4 a candidate by default */
+    const char *per_env = getenv ("AK_SPACES_SAMPLE");
+    size_t per = per_env && atoi (per_env) > 0 ? (size_t) atoi (per_env) : 4;
+    if (per > 64)
+        per = 64;
+    print_message ("configurations: %s\n", all ? "all (AK_SPACES_ALL=1)" : "a sample a candidate");
     ak_spec_t *specs[S_NOPS] = { NULL };
     s_plan_t plan = { 0 };
     for (size_t o = 0; o < S_NOPS; o++) {
@@ -178,7 +188,7 @@ static void test_spaces_gates (void **state)
                 continue;
             }
             int64_t sample[64][AK_MAX_PARAMS];
-            size_t n = ak_test_space_sample (cand, sample, 64);
+            size_t n = ak_test_space_sample (cand, sample, per);
             for (size_t i = 0; i < n; i++)
                 s_plan_add (&plan, spec, cand, sample[i]);
         }
