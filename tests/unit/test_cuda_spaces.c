@@ -21,7 +21,8 @@
       instead (hours on a 2-core box: the CTest entry
       exhaustive_cuda_spaces, label "exhaustive", which ops/test.sh
       leaves out; docs/operations.md says how to run it), on
-      $AK_SPACES_JOBS threads (default 2).
+      $AK_SPACES_JOBS threads (default 2), the operators in
+      $AK_CATALOG_OPS and the dtypes in $AK_CATALOG_DTYPES when set.
     Without NVRTC the compile test skips (tests/skip.h). */
 #include "space.h"
 #include "support.h"
@@ -303,11 +304,14 @@ typedef struct {
     const ak_spec_t *spec;
 } s_all_t;
 
+/* Every dtype of the spec, or those in $AK_CATALOG_DTYPES ("bfloat16"). */
 static int s_add_all (const ak_candidate_t *cand, const int64_t *values, void *arg)
 {
     s_all_t *a = arg;
+    const char *only = getenv ("AK_CATALOG_DTYPES");
     for (int t = 0; t < a->spec->ndtypes; t++)
-        s_add (a->plan, a->spec, cand, values, a->spec->dtypes[t]);
+        if (!only || !*only || ak_test_listed (only, ak_dtype_name (a->spec->dtypes[t])))
+            s_add (a->plan, a->spec, cand, values, a->spec->dtypes[t]);
     return 0;
 }
 
