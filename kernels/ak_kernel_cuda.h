@@ -248,6 +248,294 @@ extern "C" __global__ void ak_fill_uniform (ak_u64 seed, ak_u64 stream, ak_u64 n
     }
 }
 
+/* ------------------------------------------------- memory-bound kit */
+/*  Loads and stores with cache hints for the streamed data of memory-bound
+    kernels (the catalog's row kernels take a HINT parameter in 0..3):
+
+      0  ld.global.nc (__ldg); plain stores
+      1  ld.global.nc.L1::no_allocate; st.global.cs (streaming stores)
+      2  as 1, and an L2 evict_first policy on every load and store
+         (createpolicy.fractional.L2::evict_first, .L2::cache_hint):
+         streamed bytes leave L2 first, what is reused (gamma, weights)
+         stays
+      3  as 1, with .L2::256B prefetch on loads
+
+    For accesses of 4, 8 and 16 bytes (unsigned, uint2, uint4).  Data
+    read by every row (weights) should use plain __ldg.  Below sm_80 every
+    hint degrades to 0 (createpolicy and the L2 qualifiers need sm_80).
+    The cluster helpers (sm_90: thread-block clusters) read a float in
+    the shared memory of another block of the cluster (DSMEM) and hold a
+    cluster-wide barrier; every thread of every block of the cluster must
+    reach ak_cluster_sync, and a block must not exit while another may
+    still read its shared memory (end with ak_cluster_sync). */
+#if !defined(AK_REFERENCE)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define AK_L2_HINTS 1
+#else
+#define AK_L2_HINTS 0
+#endif
+
+/* The evict_first policy of HINT 2 (0 for other hints: unused). */
+template <int H>
+__device__ __forceinline__ ak_u64 ak_hint_policy (void)
+{
+    ak_u64 p = 0;
+#if AK_L2_HINTS
+    if constexpr (H == 2)
+        asm ("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+#endif
+    return p;
+}
+
+/*  One hinted load: Q the vector qualifier (".v4", ".v2", ""), D the
+    destination list, A and P the operand numbers of the address and the
+    policy, OUTS the output constraints. */
+#define AK_LD_HINTED(H, Q, D, A, P, OUTS, ptr, pol)                                                     \
+    do {                                                                                              \
+        if constexpr (H == 1)                                                                         \
+            asm ("ld.global.nc.L1::no_allocate" Q ".u32 " D ", [%" A "];" : OUTS : "l"(ptr));          \
+        else if constexpr (H == 2)                                                                    \
+            asm ("ld.global.nc.L1::no_allocate.L2::cache_hint" Q ".u32 " D ", [%" A "], %" P ";"        \
+                 : OUTS : "l"(ptr), "l"(pol));                                                        \
+        else                                                                                          \
+            asm ("ld.global.nc.L1::no_allocate.L2::256B" Q ".u32 " D ", [%" A "];" : OUTS : "l"(ptr)); \
+    } while (0)
+#define AK_COMMA ,
+
+template <int H>
+__device__ __forceinline__ uint4 ak_ld_hint (const uint4 *p, ak_u64 pol)
+{
+    uint4 v;
+#if AK_L2_HINTS
+    if constexpr (H >= 1 && H <= 3) {
+        AK_LD_HINTED (H, ".v4", "{%0,%1,%2,%3}", "4", "5",
+                      "=r"(v.x) AK_COMMA "=r"(v.y) AK_COMMA "=r"(v.z) AK_COMMA "=r"(v.w), p, pol);
+        return v;
+    }
+#endif
+    (void) pol;
+    v = __ldg (p);
+    return v;
+}
+
+template <int H>
+__device__ __forceinline__ uint2 ak_ld_hint (const uint2 *p, ak_u64 pol)
+{
+    uint2 v;
+#if AK_L2_HINTS
+    if constexpr (H >= 1 && H <= 3) {
+        AK_LD_HINTED (H, ".v2", "{%0,%1}", "2", "3", "=r"(v.x) AK_COMMA "=r"(v.y), p, pol);
+        return v;
+    }
+#endif
+    (void) pol;
+    v = __ldg (p);
+    return v;
+}
+
+template <int H>
+__device__ __forceinline__ unsigned int ak_ld_hint (const unsigned int *p, ak_u64 pol)
+{
+    unsigned int v;
+#if AK_L2_HINTS
+    if constexpr (H >= 1 && H <= 3) {
+        AK_LD_HINTED (H, "", "%0", "1", "2", "=r"(v), p, pol);
+        return v;
+    }
+#endif
+    (void) pol;
+    v = __ldg (p);
+    return v;
+}
+
+template <int H>
+__device__ __forceinline__ void ak_st_hint (uint4 *p, uint4 v, ak_u64 pol)
+{
+#if AK_L2_HINTS
+    if constexpr (H == 2) {
+        asm volatile ("st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;"
+                      :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol) : "memory");
+        return;
+    }
+#endif
+    (void) pol;
+    if constexpr (H == 1 || H == 2 || H == 3)
+        __stcs (p, v);
+    else
+        *p = v;
+}
+
+template <int H>
+__device__ __forceinline__ void ak_st_hint (uint2 *p, uint2 v, ak_u64 pol)
+{
+#if AK_L2_HINTS
+    if constexpr (H == 2) {
+        asm volatile ("st.global.L1::no_allocate.L2::cache_hint.v2.u32 [%0], {%1,%2}, %3;"
+                      :: "l"(p), "r"(v.x), "r"(v.y), "l"(pol) : "memory");
+        return;
+    }
+#endif
+    (void) pol;
+    if constexpr (H == 1 || H == 2 || H == 3)
+        __stcs (p, v);
+    else
+        *p = v;
+}
+
+template <int H>
+__device__ __forceinline__ void ak_st_hint (unsigned int *p, unsigned int v, ak_u64 pol)
+{
+#if AK_L2_HINTS
+    if constexpr (H == 2) {
+        asm volatile ("st.global.L1::no_allocate.L2::cache_hint.u32 [%0], %1, %2;"
+                      :: "l"(p), "r"(v), "l"(pol) : "memory");
+        return;
+    }
+#endif
+    (void) pol;
+    if constexpr (H == 1 || H == 2 || H == 3)
+        __stcs (p, v);
+    else
+        *p = v;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* This block's rank in its cluster (0 outside a cluster launch). */
+__device__ __forceinline__ unsigned ak_cluster_rank (void)
+{
+    unsigned r;
+    asm volatile ("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+/* A barrier of every thread of the cluster; shared-memory writes before it
+   are visible to every block of the cluster after it. */
+__device__ __forceinline__ void ak_cluster_sync (void)
+{
+    asm volatile ("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+/* The float at p (this block's shared memory) in the block of rank `rank`. */
+__device__ __forceinline__ float ak_cluster_ld (const float *p, unsigned rank)
+{
+    unsigned a = (unsigned) __cvta_generic_to_shared (p), d;
+    float v;
+    asm volatile ("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(rank));
+    asm volatile ("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(d) : "memory");
+    return v;
+}
+#endif
+/* ---------------------------------------------------- row kernel kit */
+/*  What the catalog's row kernels (one row of a matrix per 32*WPR threads
+    of each of CL blocks, ROWS rows a block) share.
+
+    ak_vec_acc<VECB, HINT>: a VECB-byte access (4, 8, 16) as raw word and
+    elements, loaded and stored with the cache hint HINT (ld / st, for the
+    streamed data) or plainly (ld_keep: data every row reads again).
+    ak_one_acc: one element, plain loads (the path of rows not a multiple
+    of the access, or unaligned buffers).
+
+    ak_row_reduce<OP, WPR, ROWS, CL>: OP (AK_RED_SUM or AK_RED_MAX) of v
+    over the row's threads; every thread gets the same bits.  Warp
+    shuffles (a butterfly), one value a warp through shared memory
+    red[ROWS][WPR] combined in warp order, then with CL > 1 one value a
+    block through the cluster (cred[2][ROWS], double-buffered by *k: a
+    block writes the buffer of reduction k+2 only after every block passed
+    the barrier of reduction k+1, so after reading k) combined in rank
+    order.  The order depends on WPR and CL only: deterministic.  Every
+    thread of the block (and cluster) calls it, threadIdx.y is the row. */
+template <int BYTES> struct ak_raw_of { typedef unsigned int type; };
+template <> struct ak_raw_of<8> { typedef uint2 type; };
+template <> struct ak_raw_of<16> { typedef uint4 type; };
+
+template <int VECB_, int HINT_>
+struct ak_vec_acc {
+    static_assert (VECB_ == 4 || VECB_ == 8 || VECB_ == 16, "VECB must be 4, 8 or 16");
+    static_assert (VECB_ % sizeof (ak_t) == 0, "VECB must hold whole elements");
+    enum { N = VECB_ / (int) sizeof (ak_t) };
+    typedef typename ak_raw_of<VECB_>::type raw_t;
+    union u { raw_t raw; ak_t e[N]; };
+    static __device__ __forceinline__ raw_t ld (const raw_t *p, ak_u64 pol) { return ak_ld_hint<HINT_> (p, pol); }
+    static __device__ __forceinline__ raw_t ld_keep (const raw_t *p) { return __ldg (p); }
+    static __device__ __forceinline__ void st (raw_t *p, raw_t v, ak_u64 pol) { ak_st_hint<HINT_> (p, v, pol); }
+};
+
+struct ak_one_acc {
+    enum { N = 1 };
+    typedef ak_t raw_t;
+    union u { ak_t raw; ak_t e[1]; };
+    static __device__ __forceinline__ ak_t ld (const ak_t *p, ak_u64) { return *p; }
+    static __device__ __forceinline__ ak_t ld_keep (const ak_t *p) { return *p; }
+    static __device__ __forceinline__ void st (ak_t *p, ak_t v, ak_u64) { *p = v; }
+};
+
+#define AK_RED_SUM 0
+#define AK_RED_MAX 1
+
+template <int OP>
+__device__ __forceinline__ float ak_red_op (float a, float b)
+{
+    if constexpr (OP == AK_RED_MAX)
+        return fmaxf (a, b);
+    else
+        return a + b;
+}
+
+template <int OP, int WPR_, int ROWS_, int CL_>
+__device__ __forceinline__ float ak_row_reduce (float v, float (*red)[WPR_], float (*cred)[ROWS_], int *k)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = ak_red_op<OP> (v, __shfl_xor_sync (0xffffffffu, v, o));
+    if constexpr (WPR_ > 1) {
+        if ((threadIdx.x & 31) == 0)
+            red[threadIdx.y][threadIdx.x >> 5] = v;
+        __syncthreads ();
+        v = red[threadIdx.y][0];
+#pragma unroll
+        for (int w = 1; w < WPR_; w++)
+            v = ak_red_op<OP> (v, red[threadIdx.y][w]);
+        __syncthreads ();      /* red is reused by the next reduction */
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (CL_ > 1) {
+        float *buf = cred[*k & 1];
+        *k += 1;
+        if (threadIdx.x == 0)
+            buf[threadIdx.y] = v;
+        ak_cluster_sync ();
+        v = ak_cluster_ld (&buf[threadIdx.y], 0);
+#pragma unroll
+        for (unsigned q = 1; q < CL_; q++)
+            v = ak_red_op<OP> (v, ak_cluster_ld (&buf[threadIdx.y], q));
+    }
+#endif
+    (void) cred;
+    (void) k;
+    return v;
+}
+
+/*  The part [*lo, *hi) of a row of `units` accesses that this block takes:
+    the whole row when CL_ is 1, else contiguous parts by cluster rank (the
+    last parts empty when the row has fewer accesses than blocks). */
+template <int CL_>
+__device__ __forceinline__ void ak_row_part (ak_i64 units, ak_i64 *lo, ak_i64 *hi)
+{
+    ak_i64 part = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (CL_ > 1)
+        part = ak_cluster_rank ();
+#endif
+    const ak_i64 per = (units + CL_ - 1) / CL_;
+    *lo = part * per < units ? part * per : units;
+    *hi = *lo + per < units ? *lo + per : units;
+}
+
+/* True when p is aligned for n-byte accesses. */
+__device__ __forceinline__ bool ak_aligned (const void *p, int n)
+{
+    return ((ak_u64) p) % (ak_u64) n == 0;
+}
 /* ------------------------------------- helpers of memory-bound kernels */
 /*  ak_vec_t<bytes>: one access of 4, 8 or 16 bytes (16: one 128-bit load
     of 4 floats or 8 halves) as raw bits for the load or store (.raw) and
@@ -255,10 +543,7 @@ extern "C" __global__ void ak_fill_uniform (ak_u64 seed, ak_u64 stream, ak_u64 n
     tunable access width (VECB) picks bytes.  Templates: nothing here is
     compiled into a kernel that does not use it.  Template parameters are
     lower case: kernel parameters arrive as upper-case macros. */
-template <int bytes> struct ak_raw_of;
-template <> struct ak_raw_of<4>  { typedef unsigned int type; };
-template <> struct ak_raw_of<8>  { typedef uint2 type; };
-template <> struct ak_raw_of<16> { typedef uint4 type; };
+/* (ak_raw_of<bytes>: the raw word of an access, above) */
 
 template <int bytes> union ak_vec_t {
     static_assert (bytes % sizeof (ak_t) == 0, "an access holds whole elements");
@@ -297,5 +582,7 @@ template <int wpr> __device__ __forceinline__ float ak_row_sum (float v, float (
     }
     return v;
 }
+#endif /* !AK_REFERENCE */
+
 
 #endif

@@ -60,7 +60,13 @@ if [ $# -eq 0 ]; then
 fi
 cd "$build"
 rc=0
-ctest --output-on-failure -j "$jobs" "$@" || rc=$?
+# The "exhaustive" label (every configuration of the tuning spaces compiled,
+# hours: docs/cuda-backend.md) runs only when asked: ops/test.sh -L exhaustive.
+if [ $# -eq 0 ]; then
+    ctest --output-on-failure -j "$jobs" -LE exhaustive || rc=$?
+else
+    ctest --output-on-failure -j "$jobs" "$@" || rc=$?
+fi
 if [ -n "$bg" ]; then
     wait "$bg" || rc=1
 fi

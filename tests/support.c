@@ -5,6 +5,7 @@
 
 #include <sys/prctl.h>
 #include "util.h"
+#include "space.h"
 #include "digest.h"
 #include "akfleet.pb-c.h"
 #include "worker/pbutil.h"
@@ -810,4 +811,71 @@ struct Ak__Source *ak_test_source (const char *name, const char *text)
     ak_sha256_hex (text, strlen (text), hex);
     ak_pb_set_str (&s->digest, hex);
     return s;
+}
+
+static size_t s_gcd (size_t x, size_t y)
+{
+    while (y) {
+        size_t t = x % y;
+        x = y;
+        y = t;
+    }
+    return x;
+}
+
+/* ------------------------------------------------------ space samples */
+
+typedef struct {
+    int64_t (*all)[AK_MAX_PARAMS];
+    size_t n, cap, nparams;
+} s_space_all_t;
+
+static int s_space_collect (const ak_candidate_t *cand, const int64_t *values, void *arg)
+{
+    s_space_all_t *a = arg;
+    if (a->n == a->cap) {
+        a->cap = a->cap ? a->cap * 2 : 256;
+        a->all = ak_realloc (a->all, a->cap * sizeof *a->all);
+    }
+    memcpy (a->all[a->n++], values, cand->nparams * sizeof *values);
+    return 0;
+}
+
+/*  Whether config c holds a (parameter, value) not yet in covered
+    (covered[p][v]: value index v of parameter p); marks them. */
+static bool s_space_cover (const ak_candidate_t *cand, const int64_t *c, bool (*covered)[1024])
+{
+    bool any = false;
+    for (size_t p = 0; p < cand->nparams; p++)
+        for (size_t v = 0; v < cand->params[p].nvalues && v < 1024; v++)
+            if (cand->params[p].values[v] == c[p] && !covered[p][v]) {
+                covered[p][v] = true;
+                any = true;
+            }
+    return any;
+}
+
+size_t ak_test_space_sample (const ak_candidate_t *cand, int64_t (*out)[AK_MAX_PARAMS], size_t max)
+{
+    s_space_all_t a = { .nparams = cand->nparams };
+    ak_err_t err = { 0 };
+    if (ak_space_walk (cand, s_space_collect, &a, NULL, &err) != 0)
+        fail_msg ("%s", err.msg);
+    assert_true (a.n > 0);
+    bool (*covered)[1024] = ak_calloc (AK_MAX_PARAMS, sizeof *covered);
+    size_t n = 0;
+    /* a stride coprime with a.n visits every configuration once, spread */
+    size_t stride = a.n / 3 + 1;
+    while (a.n > 1 && s_gcd (stride, a.n) != 1)
+        stride++;
+    for (size_t k = 0; k < a.n + 2 && n < max; k++) {
+        /* the first, the last, then every configuration once, scrambled */
+        size_t i = k == 0 ? 0 : k == 1 ? a.n - 1 : ((k - 2) * stride + 1) % a.n;
+        bool fresh = s_space_cover (cand, a.all[i], covered);
+        if (k == 0 || (k == 1 && a.n > 1) || (k >= 2 && fresh))
+            memcpy (out[n++], a.all[i], cand->nparams * sizeof out[0][0]);
+    }
+    free (covered);
+    free (a.all);
+    return n;
 }

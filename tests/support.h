@@ -9,6 +9,7 @@
 #include <sys/types.h>
 #include <cmocka.h>
 #include <jansson.h>
+#include "spec.h"             /* ak_candidate_t, AK_MAX_PARAMS */
 #include "skip.h"             /* ak_test_skip, ak_test_exit: every test's main returns through it */
 
 /* A fresh temporary directory (mkdtemp under $TMPDIR or /tmp); caller frees
@@ -164,5 +165,14 @@ void ak_test_cluster_shutdown (ak_test_cluster_t *c, int timeout_ms);
    that did not exit 0 ended, removes the directory (kept when AK_TEST_KEEP
    is set) and clears c. */
 void ak_test_cluster_teardown (ak_test_cluster_t *c);
+
+/*  A deterministic sample of a candidate's valid configurations, spread
+    over its space: the first and the last, then (valid configurations
+    visited in a fixed scrambled order) each that holds a value of some
+    parameter no chosen one holds yet, until every value that occurs in a
+    valid configuration is covered.  So every value of every parameter is
+    compiled (and gated) by a few configurations.  Returns how many (at
+    most max) in out[i][param]; fails the test when the walk fails. */
+size_t ak_test_space_sample (const ak_candidate_t *cand, int64_t (*out)[AK_MAX_PARAMS], size_t max);
 
 #endif

@@ -1,10 +1,12 @@
 /*  tests/gpu/gpu.c: what the GPU tests share (gpu.h). */
 #include "gpu.h"
+#include "spec_cuda.h"
 #include "worker/backends.h"
 #include "support.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int ak_gpu_fixture_open (ak_gpu_fixture_t *f, const char *tag)
 {
@@ -43,4 +45,30 @@ void ak_gpu_fixture_close (ak_gpu_fixture_t *f)
         free (f->cache);
         f->cache = NULL;
     }
+}
+
+ak_kernel_t *ak_gpu_build (ak_gpu_fixture_t *f, const ak_backend_t *be, ak_dev_t *dev, const char *source,
+                           bool reference, ak_dtype_t dt, const char *symbol)
+{
+    ak_compile_req_t req;
+    ak_compile_out_t out = { 0 };
+    ak_err_t err = { 0 };
+    memset (&req, 0, sizeof req);
+    req.source = source;
+    req.source_len = strlen (source);
+    req.reference = reference;
+    req.dtype = dt;
+    req.cache_dir = f->cache;
+    req.timeout_ms = 120000;
+    req.device = be == f->be ? f->devs[0] : NULL;
+    /* a library baseline's marker (matmul's and fused_mlp's cuBLASLt) */
+    req.library = strncmp (source, AK_LIBRARY_MARKER, strlen (AK_LIBRARY_MARKER)) == 0;
+    if (be->compile (&req, &out, &err) != 0)
+        fail_msg ("compile (%s): %s\n%.2000s", be->name, err.msg, out.log ? out.log : "");
+    ak_kernel_t *k = NULL;
+    if (be->load (dev, out.artifact_path, symbol, &k, &err) != 0)
+        fail_msg ("load %s: %s", symbol, err.msg);
+    free (out.artifact_path);
+    free (out.log);
+    return k;
 }

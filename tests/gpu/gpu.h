@@ -27,4 +27,9 @@ typedef struct {
 int  ak_gpu_fixture_open (ak_gpu_fixture_t *f, const char *tag);
 void ak_gpu_fixture_close (ak_gpu_fixture_t *f);
 
+/* Builds source with be (f->be or f->host; reference: float64, dt ignored)
+   into f's cache and loads symbol from it; fails the test on an error. */
+ak_kernel_t *ak_gpu_build (ak_gpu_fixture_t *f, const ak_backend_t *be, ak_dev_t *dev, const char *source,
+                           bool reference, ak_dtype_t dt, const char *symbol);
+
 #endif

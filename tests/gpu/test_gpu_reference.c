@@ -55,35 +55,10 @@ static int s_group_teardown (void **state)
 }
 
 /*  Builds source with be (reference: float64) and loads symbol. */
-static ak_kernel_t *s_build_lib (const ak_backend_t *be, ak_dev_t *dev, const char *source, bool reference,
-                                 ak_dtype_t dt, const char *symbol, bool library)
-{
-    ak_compile_req_t req;
-    ak_compile_out_t out = { 0 };
-    ak_err_t err = { 0 };
-    memset (&req, 0, sizeof req);
-    req.source = source;
-    req.source_len = strlen (source);
-    req.reference = reference;
-    req.dtype = dt;
-    req.cache_dir = S.cache;
-    req.timeout_ms = 120000;
-    req.device = be == S.be ? S.devs[0] : NULL;
-    req.library = library;
-    if (be->compile (&req, &out, &err) != 0)
-        fail_msg ("compile (%s): %s\n%.2000s", be->name, err.msg, out.log ? out.log : "");
-    ak_kernel_t *k = NULL;
-    if (be->load (dev, out.artifact_path, symbol, &k, &err) != 0)
-        fail_msg ("load %s: %s", symbol, err.msg);
-    free (out.artifact_path);
-    free (out.log);
-    return k;
-}
-
 static ak_kernel_t *s_build (const ak_backend_t *be, ak_dev_t *dev, const char *source, bool reference,
                              ak_dtype_t dt, const char *symbol)
 {
-    return s_build_lib (be, dev, source, reference, dt, symbol, false);
+    return ak_gpu_build (&S, be, dev, source, reference, dt, symbol);
 }
 
 static ak_spec_t *s_spec (const char *op)
@@ -177,9 +152,7 @@ static ak_gate_status_t s_gates_with (const ak_spec_t *spec, const char *dref_so
     g.gen = s_build (S.be, S.dev, dref_source, true, AK_DT_FLOAT32, "ak_fill_uniform");
     for (int t = 0; t < spec->ndtypes; t++)
         if (S.be->supports_dtype (S.devs[0], spec->dtypes[t]))
-            g.kernel[spec->dtypes[t]] = s_build_lib (S.be, S.dev, source, false, spec->dtypes[t], "ak_kernel",
-                                                     strncmp (source, AK_LIBRARY_MARKER,
-                                                              strlen (AK_LIBRARY_MARKER)) == 0);
+            g.kernel[spec->dtypes[t]] = s_build (S.be, S.dev, source, false, spec->dtypes[t], "ak_kernel");
     assert_int_equal (ak_gates_run (&g, rep, &err), 0);
     if (recheck && rep->status == AK_GATE_OK)
         assert_int_equal (ak_gates_recheck (&g, 42 ^ 0x9E3779B97F4A7C15ull, rep, &err), 0);

@@ -72,13 +72,13 @@ typedef struct {
 
 static const s_op_t s_ops[] = {
     { "layernorm",        { "batch", "dim" },       2, 3, true,  "llm_4k",   8192LL * 4096,
-      "vectorized", 7, "row_cached", 30 },
+      "vectorized", 7, "row_cached", 528 },
     { "reduce",           { "M", "N" },             2, 2, false, "gpu_64m",  8192LL * 8192,
-      "vectorized", 7, "row_stream", 30 },
+      "vectorized", 7, "row_stream", 528 },
     { "cross_entropy",    { "batch", "vocab" },     2, 3, true,  "llm_128k", 2048LL * 128256,
-      NULL, 0, "row_online", 30 },
+      NULL, 0, "row_online", 528 },
     { "rotary_embedding", { "B", "H", "S", "D" },   4, 3, true,  "llm_4k",   32LL * 4096 * 128,
-      NULL, 0, "pos_major", 40 },
+      NULL, 0, "pos_major", 400 },
 };
 #define S_NOPS (sizeof s_ops / sizeof s_ops[0])
 

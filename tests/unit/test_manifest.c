@@ -510,7 +510,7 @@ static void test_bundle_round_trip_cuda (void **state)
     ak_manifest_t *m = s_builtin ("kernels/batches/cuda.json");
     s_round_trip (m);
     const ak_manifest_op_t *op = &m->ops[0];
-    assert_int_equal (op->ncandidates, 2);                 /* block_row, warp_row: cuda only */
+    assert_int_equal (op->ncandidates, 4);   /* block_row, warp_row, row_cached, row_cluster: cuda only */
     assert_string_equal (op->candidates[0], "block_row");
     const ak_candidate_t *cand = ak_spec_candidate (op->spec, "block_row");
     assert_non_null (cand->launch);

@@ -1,17 +1,23 @@
 /*  cross_entropy, one pass over the logits (cuda).
     loss[r] = logsumexp(x[r]) - x[r][t_r],  t_r = (r * 2654435761u mod 2^32) % vocab
 
-    A row belongs to 32*WPR threads (WPR warps: 1 is a warp per row, 32 a
-    whole 1024-thread block per row), ROWS rows per block.  Each thread
-    walks its share of the row in chunks of 32 elements (up to 32/(VECB /
-    element size) independent VECB-byte loads in flight; VECB 16: 128-bit
-    loads) and keeps an online (max, sum of exp(x - max)) pair: a chunk
-    rescales the sum once when it raises the maximum, so the logits are
-    read exactly once.  The pairs are merged across the row (warp
-    shuffles, then shared memory in warp order: deterministic).  Rows whose
-    length is not a multiple of the access, or a buffer not aligned to it,
-    take a scalar path.
-    Launch: grid [(batch+ROWS-1)/ROWS], block [32*WPR, ROWS]. */
+    A row belongs to 32*WPR threads of each of CL blocks (WPR warps: 1 is a
+    warp per row, 32 a whole 1024-thread block; CL > 1, candidate
+    row_cluster, sm_90: the blocks of a thread-block cluster share a row,
+    each a contiguous part, combined through distributed shared memory),
+    ROWS rows per block.  Each thread walks its part in steps of LOADS
+    independent VECB-byte loads in flight (VECB 16: 128-bit loads) with the
+    cache hint HINT (kernels/ak_kernel_cuda.h) and keeps an online (max,
+    sum of exp(x - max)) pair: a step rescales the sum once when it raises
+    the maximum, so the logits are read exactly once.  The row's maximum
+    is then reduced, each thread's sum rescaled to it and the sums added
+    (warp shuffles, shared memory, the cluster: an order fixed by WPR and
+    CL, deterministic).  A grid smaller than the row groups (BPS > 0: a
+    persistent grid of BPS blocks per SM) walks them with a stride.  Rows
+    whose length is not a multiple of the access, or a buffer not aligned
+    to it, take an element-wise path.
+    Launch: grid [row groups or min(row groups, 132*BPS)] (times CL), block
+    [32*WPR, ROWS], cluster [CL]. */
 #ifndef WPR
 #define WPR 4
 #endif
@@ -21,152 +27,106 @@
 #ifndef VECB
 #define VECB 16
 #endif
-
-#define S_TPR   (32 * WPR)                        /* threads per row */
-#define S_VEC   (VECB / (int) sizeof (ak_t))      /* elements per access */
-#define S_CACHE (32 / S_VEC)                      /* accesses a thread keeps: 32 elements */
-
-#if VECB == 16
-typedef uint4 s_raw_t;
-#elif VECB == 8
-typedef uint2 s_raw_t;
-#elif VECB == 4
-typedef unsigned int s_raw_t;
-#else
-#error "VECB must be 4, 8 or 16"
+#ifndef LOADS
+#define LOADS 4
 #endif
-static_assert (S_VEC >= 1 && 32 % S_VEC == 0, "VECB must hold whole elements");
+#ifndef HINT
+#define HINT 0
+#endif
+#ifndef CL
+#define CL 1
+#endif
 
-/* One access: the raw word moved by one load or store, seen as elements. */
-typedef union {
-    s_raw_t raw;
-    ak_t    e[S_VEC];
-} s_vec_t;
+#define S_TPR (32 * WPR)                        /* threads per row and block */
+#if CL > 1 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "CL > 1 needs thread-block clusters (sm_90 or newer)"
+#endif
+static_assert (LOADS >= 1 && LOADS <= 64, "LOADS must be 1..64");
 
-/*  Sum of v over the row's 32*WPR threads, every thread gets it: warp
-    shuffles (a butterfly: every lane ends with the same bits), then one
-    value per warp through shared memory, added in warp order.  The order
-    depends on WPR only: deterministic.  Every thread of the block calls it
-    (it holds block barriers when WPR > 1). */
-__device__ __forceinline__ float s_row_sum (float v, float (*red)[WPR])
+typedef ak_vec_acc<VECB, HINT> s_vec_acc;
+#define S_VEC ((int) s_vec_acc::N)              /* elements per access */
+
+__device__ __forceinline__ float s_row_sum (float v, float (*red)[WPR], float (*cred)[ROWS], int *k)
 {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync (0xffffffffu, v, o);
-#if WPR > 1
-    if ((threadIdx.x & 31) == 0)
-        red[threadIdx.y][threadIdx.x >> 5] = v;
-    __syncthreads ();
-    v = red[threadIdx.y][0];
-#pragma unroll
-    for (int w = 1; w < WPR; w++)
-        v += red[threadIdx.y][w];
-    __syncthreads ();          /* red is reused by the next reduction */
-#endif
-    return v;
+    return ak_row_reduce<AK_RED_SUM, WPR, ROWS, CL> (v, red, cred, k);
 }
 
-__device__ __forceinline__ float s_row_max (float v, float (*red)[WPR])
+__device__ __forceinline__ float s_row_max (float v, float (*red)[WPR], float (*cred)[ROWS], int *k)
 {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf (v, __shfl_xor_sync (0xffffffffu, v, o));
-#if WPR > 1
-    if ((threadIdx.x & 31) == 0)
-        red[threadIdx.y][threadIdx.x >> 5] = v;
-    __syncthreads ();
-    v = red[threadIdx.y][0];
-#pragma unroll
-    for (int w = 1; w < WPR; w++)
-        v = fmaxf (v, red[threadIdx.y][w]);
-    __syncthreads ();
-#endif
-    return v;
+    return ak_row_reduce<AK_RED_MAX, WPR, ROWS, CL> (v, red, cred, k);
 }
 
-/* True when every pointer is aligned for VECB-byte accesses. */
-__device__ __forceinline__ bool s_aligned (const void *p)
+/*  This thread's online (max, sum of exp(x - max)) over its accesses of
+    [lo, hi) (A::N elements each); (-inf, 0) when it has none. */
+template <typename A>
+__device__ __forceinline__ void s_part (const ak_t *x, ak_i64 lo, ak_i64 hi, ak_u64 pol, float *m_p, float *s_p)
 {
-    return ((ak_u64) p) % VECB == 0;
-}
-
-/*  (m, s) += (m2, s2): the sum of exponentials of two parts, rescaled to
-    the larger maximum.  Symmetric, so the butterfly gives every lane the
-    same bits; two empty parts (m = -inf) stay empty. */
-__device__ __forceinline__ void s_merge (float &m, float &s, float m2, float s2)
-{
-    const float nm = fmaxf (m, m2);
-    if (nm == __int_as_float (0xff800000))
-        return;
-    s = s * __expf (m - nm) + s2 * __expf (m2 - nm);
-    m = nm;
+    typedef typename A::raw_t raw_t;
+    typedef typename A::u vec_t;
+    constexpr int C = LOADS;                     /* loads in flight */
+    const raw_t *xv = (const raw_t *) x + lo + threadIdx.x;
+    const int n = (int) (hi - lo) - (int) threadIdx.x;     /* this thread's accesses are j < n */
+    float m = __int_as_float (0xff800000), s = 0.0f;
+    for (int j0 = 0; j0 < n; j0 += C * S_TPR) {
+        vec_t c[C];
+#pragma unroll
+        for (int i = 0; i < C; i++)
+            if (j0 + i * S_TPR < n)
+                c[i].raw = A::ld (xv + j0 + i * S_TPR, pol);
+        float cm = m;
+#pragma unroll
+        for (int i = 0; i < C; i++)
+            if (j0 + i * S_TPR < n)
+#pragma unroll
+                for (int e = 0; e < A::N; e++)
+                    cm = fmaxf (cm, ak_to_acc (c[i].e[e]));
+        s *= __expf (m - cm);          /* m = -inf: s is 0 and stays 0 (cm is finite: i = 0 loaded) */
+        m = cm;
+#pragma unroll
+        for (int i = 0; i < C; i++)
+            if (j0 + i * S_TPR < n)
+#pragma unroll
+                for (int e = 0; e < A::N; e++)
+                    s += __expf (ak_to_acc (c[i].e[e]) - m);
+    }
+    *m_p = m;
+    *s_p = s;
 }
 
 extern "C" __global__ void __launch_bounds__ (S_TPR * ROWS) ak_kernel (ak_cuda_args_t a)
 {
-    const ak_i64 B = a.dims[0], V = a.dims[1];
-    const ak_i64 r = (ak_i64) blockIdx.x * ROWS + threadIdx.y;
-    const bool live = r < B;           /* a dead row's threads still join the barriers */
-    const int t = threadIdx.x;
-    const ak_t *x = AK_IN (a, 0) + (live ? r : 0) * V;
-    const float ninf = __int_as_float (0xff800000);
-
-    float m = ninf, s = 0.0f;
-    if (V % S_VEC == 0 && s_aligned (AK_IN (a, 0))) {
-        const ak_i64 nv = live ? V / S_VEC : 0;
-        const s_raw_t *xv = (const s_raw_t *) x;
-        for (ak_i64 j0 = t; j0 < nv; j0 += (ak_i64) S_CACHE * S_TPR) {
-            s_vec_t c[S_CACHE];
-#pragma unroll
-            for (int i = 0; i < S_CACHE; i++)
-                if (j0 + (ak_i64) i * S_TPR < nv)
-                    c[i].raw = __ldg (xv + j0 + (ak_i64) i * S_TPR);
-            float cm = m;
-#pragma unroll
-            for (int i = 0; i < S_CACHE; i++)
-                if (j0 + (ak_i64) i * S_TPR < nv)
-#pragma unroll
-                    for (int k = 0; k < S_VEC; k++)
-                        cm = fmaxf (cm, ak_to_acc (c[i].e[k]));
-            s *= __expf (m - cm);          /* m = -inf: s is 0 and stays 0 */
-            m = cm;
-#pragma unroll
-            for (int i = 0; i < S_CACHE; i++)
-                if (j0 + (ak_i64) i * S_TPR < nv)
-#pragma unroll
-                    for (int k = 0; k < S_VEC; k++)
-                        s += __expf (ak_to_acc (c[i].e[k]) - m);
-        }
-    } else {
-        const ak_i64 n_end = live ? V : 0;
-        for (ak_i64 n = t; n < n_end; n += S_TPR) {
-            const float v = ak_to_acc (x[n]);
-            if (v > m) {
-                s *= __expf (m - v);
-                m = v;
-            }
-            s += __expf (v - m);
+    __shared__ float red[ROWS][WPR];
+    __shared__ float cred[2][ROWS];
+    const ak_i64 B = a.dims[0], N = a.dims[1];
+    ak_t *out = AK_OUT (a, 0);
+    const ak_u64 pol = ak_hint_policy<HINT> ();
+    const bool vec = N % S_VEC == 0 && ak_aligned (AK_IN (a, 0), VECB);
+    const ak_i64 units = vec ? N / S_VEC : N;              /* accesses a row */
+    ak_i64 plo, phi;                                       /* this block's part of a row */
+    ak_row_part<CL> (units, &plo, &phi);
+    const ak_i64 groups = (B + ROWS - 1) / ROWS;
+    int k = 0;
+    /* every block of a cluster walks the same groups: the loop and its
+       barriers are uniform over the cluster */
+    for (ak_i64 g = blockIdx.x / CL; g < groups; g += gridDim.x / CL) {
+        const ak_i64 r = g * ROWS + threadIdx.y;
+        const bool live = r < B;       /* a dead row's threads still join the barriers */
+        const ak_t *x = AK_IN (a, 0) + (live ? r : 0) * N;
+        const ak_i64 hi = live ? phi : plo;
+        float m, s;
+        if (vec)
+            s_part<s_vec_acc> (x, plo, hi, pol, &m, &s);
+        else
+            s_part<ak_one_acc> (x, plo, hi, pol, &m, &s);
+        const float rm = s_row_max (m, red, cred, &k);
+        /* a thread without elements, or a dead row (rm = -inf), adds 0 */
+        const float rs = s_row_sum (m == rm || s == 0.0f ? s : s * __expf (m - rm), red, cred, &k);
+        if (live && plo == 0 && threadIdx.x == 0) {
+            const ak_u32 target = ((ak_u32) r * 2654435761u) % (ak_u32) N;
+            out[r] = ak_from_acc ((rm - ak_to_acc (x[target])) + logf (rs));
         }
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        s_merge (m, s, __shfl_xor_sync (0xffffffffu, m, o), __shfl_xor_sync (0xffffffffu, s, o));
-#if WPR > 1
-    __shared__ float red_m[ROWS][WPR], red_s[ROWS][WPR];
-    if ((t & 31) == 0) {
-        red_m[threadIdx.y][t >> 5] = m;
-        red_s[threadIdx.y][t >> 5] = s;
-    }
-    __syncthreads ();
-    if (t == 0) {
-        m = red_m[threadIdx.y][0];
-        s = red_s[threadIdx.y][0];
-        for (int w = 1; w < WPR; w++)
-            s_merge (m, s, red_m[threadIdx.y][w], red_s[threadIdx.y][w]);
-    }
+#if CL > 1
+    ak_cluster_sync ();                /* no block leaves while another reads its cred */
 #endif
-    if (live && t == 0) {
-        const ak_u32 target = ((ak_u32) r * 2654435761u) % (ak_u32) V;
-        AK_OUT (a, 0)[r] = ak_from_acc ((m - ak_to_acc (x[target])) + logf (s));
-    }
 }

@@ -1,16 +1,17 @@
 /*  rmsnorm, each row read from memory once (cuda).
     y = x / sqrt(mean(x^2) + 1e-6) * w.
 
-    A row belongs to 32*WPR threads (WPR warps: 1 is a warp per row, 32 a
-    whole 1024-thread block per row), ROWS rows per block.  Each thread
-    loads its share of the row with VECB-byte accesses (VECB 16: one
-    128-bit load of 4 floats or 8 halves) and keeps up to 32 elements in
-    registers for the output pass, so x is read from memory once; a row
-    longer than 32*32*WPR elements re-reads the rest (from L1/L2).  Rows
-    whose length is not a multiple of the access, or buffers not aligned to
-    it, take a scalar path.  The sum of squares goes through warp shuffles
-    and shared memory in an order fixed by WPR: deterministic.
-    Launch: grid [(M+ROWS-1)/ROWS], block [32*WPR, ROWS]. */
+    The shape of layernorm's row_cached (kernels/layernorm/cuda/row_cached.cu
+    says it in full): a row belongs to 32*WPR threads of each of CL blocks
+    (CL > 1, candidate row_cluster, sm_90: a thread-block cluster shares a
+    row, partial sums through distributed shared memory), ROWS rows a
+    block; each thread keeps LOADS accesses of VECB bytes in registers, so
+    the sum of squares and the output come from one read of x (what a part
+    holds beyond that is re-read); x and y with the cache hint HINT, w
+    plainly; a persistent grid (BPS > 0) walks the rows with a stride;
+    unaligned rows take an element-wise path.  Deterministic.
+    Launch: grid [row groups or min(row groups, 132*BPS)] (times CL), block
+    [32*WPR, ROWS], cluster [CL]. */
 #ifndef WPR
 #define WPR 4
 #endif
@@ -20,146 +21,123 @@
 #ifndef VECB
 #define VECB 16
 #endif
-
-#define S_TPR   (32 * WPR)                        /* threads per row */
-#define S_VEC   (VECB / (int) sizeof (ak_t))      /* elements per access */
-#define S_CACHE (32 / S_VEC)                      /* accesses a thread keeps: 32 elements */
-
-#if VECB == 16
-typedef uint4 s_raw_t;
-#elif VECB == 8
-typedef uint2 s_raw_t;
-#elif VECB == 4
-typedef unsigned int s_raw_t;
-#else
-#error "VECB must be 4, 8 or 16"
+#ifndef LOADS
+#define LOADS 4
 #endif
-static_assert (S_VEC >= 1 && 32 % S_VEC == 0, "VECB must hold whole elements");
+#ifndef HINT
+#define HINT 0
+#endif
+#ifndef CL
+#define CL 1
+#endif
 
-/* One access: the raw word moved by one load or store, seen as elements. */
-typedef union {
-    s_raw_t raw;
-    ak_t    e[S_VEC];
-} s_vec_t;
+#define S_TPR (32 * WPR)                        /* threads per row and block */
+#if CL > 1 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "CL > 1 needs thread-block clusters (sm_90 or newer)"
+#endif
+static_assert (LOADS >= 1 && LOADS <= 64, "LOADS must be 1..64");
 
-/*  Sum of v over the row's 32*WPR threads, every thread gets it: warp
-    shuffles (a butterfly: every lane ends with the same bits), then one
-    value per warp through shared memory, added in warp order.  The order
-    depends on WPR only: deterministic.  Every thread of the block calls it
-    (it holds block barriers when WPR > 1). */
-__device__ __forceinline__ float s_row_sum (float v, float (*red)[WPR])
+typedef ak_vec_acc<VECB, HINT> s_vec_acc;
+#define S_VEC ((int) s_vec_acc::N)              /* elements per access */
+
+__device__ __forceinline__ float s_row_sum (float v, float (*red)[WPR], float (*cred)[ROWS], int *k)
 {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync (0xffffffffu, v, o);
-#if WPR > 1
-    if ((threadIdx.x & 31) == 0)
-        red[threadIdx.y][threadIdx.x >> 5] = v;
-    __syncthreads ();
-    v = red[threadIdx.y][0];
-#pragma unroll
-    for (int w = 1; w < WPR; w++)
-        v += red[threadIdx.y][w];
-    __syncthreads ();          /* red is reused by the next reduction */
-#endif
-    return v;
+    return ak_row_reduce<AK_RED_SUM, WPR, ROWS, CL> (v, red, cred, k);
 }
 
-__device__ __forceinline__ float s_row_max (float v, float (*red)[WPR])
+/*  One row part: accesses [lo, hi) of the row (A::N elements each); an
+    empty part (a dead row) still joins every reduction. */
+template <typename A>
+__device__ __forceinline__ void s_row (const ak_t *x, const ak_t *w, ak_t *y, ak_i64 lo, ak_i64 hi,
+                                       float inv_n, float (*red)[WPR], float (*cred)[ROWS], int *k,
+                                       ak_u64 pol)
 {
+    typedef typename A::raw_t raw_t;
+    typedef typename A::u vec_t;
+    constexpr int C = LOADS;                     /* accesses a thread keeps */
+    /* 32-bit indices from the part's start: one base register a stream */
+    const raw_t *xv = (const raw_t *) x + lo + threadIdx.x, *wv = (const raw_t *) w + lo + threadIdx.x;
+    raw_t *yv = (raw_t *) y + lo + threadIdx.x;
+    const int n = (int) (hi - lo) - (int) threadIdx.x;     /* this thread's accesses are i*S_TPR < n */
+    vec_t c[C];
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf (v, __shfl_xor_sync (0xffffffffu, v, o));
-#if WPR > 1
-    if ((threadIdx.x & 31) == 0)
-        red[threadIdx.y][threadIdx.x >> 5] = v;
-    __syncthreads ();
-    v = red[threadIdx.y][0];
+    for (int i = 0; i < C; i++)
+        if (i * S_TPR < n)
+            c[i].raw = A::ld (xv + i * S_TPR, pol);
+    float ss = 0.0f;
 #pragma unroll
-    for (int w = 1; w < WPR; w++)
-        v = fmaxf (v, red[threadIdx.y][w]);
-    __syncthreads ();
-#endif
-    return v;
-}
+    for (int i = 0; i < C; i++)
+        if (i * S_TPR < n)
+#pragma unroll
+            for (int e = 0; e < A::N; e++) {
+                const float v = ak_to_acc (c[i].e[e]);
+                ss += v * v;
+            }
+    for (int j = C * S_TPR; j < n; j += S_TPR) {
+        vec_t v;
+        v.raw = A::ld (xv + j, pol);
+#pragma unroll
+        for (int e = 0; e < A::N; e++) {
+            const float f = ak_to_acc (v.e[e]);
+            ss += f * f;
+        }
+    }
+    const float inv = rsqrtf (s_row_sum (ss, red, cred, k) * inv_n + 1e-6f);
 
-/* True when every pointer is aligned for VECB-byte accesses. */
-__device__ __forceinline__ bool s_aligned (const void *p)
-{
-    return ((ak_u64) p) % VECB == 0;
+#pragma unroll
+    for (int i = 0; i < C; i++)
+        if (i * S_TPR < n) {
+            vec_t g, o;
+            g.raw = A::ld_keep (wv + i * S_TPR);
+#pragma unroll
+            for (int e = 0; e < A::N; e++)
+                o.e[e] = ak_from_acc (ak_to_acc (c[i].e[e]) * inv * ak_to_acc (g.e[e]));
+            A::st (yv + i * S_TPR, o.raw, pol);
+        }
+    for (int j = C * S_TPR; j < n; j += S_TPR) {
+        vec_t v, g, o;
+        v.raw = A::ld (xv + j, pol);
+        g.raw = A::ld_keep (wv + j);
+#pragma unroll
+        for (int e = 0; e < A::N; e++)
+            o.e[e] = ak_from_acc (ak_to_acc (v.e[e]) * inv * ak_to_acc (g.e[e]));
+        A::st (yv + j, o.raw, pol);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__ (S_TPR * ROWS) ak_kernel (ak_cuda_args_t a)
 {
     __shared__ float red[ROWS][WPR];
-    const ak_i64 M = a.dims[0], N = a.dims[1];
-    const ak_i64 r = (ak_i64) blockIdx.x * ROWS + threadIdx.y;
-    const bool live = r < M;           /* a dead row's threads still join the barriers */
-    const int t = threadIdx.x;
-    const ak_t *x = AK_IN (a, 0) + (live ? r : 0) * N, *w = AK_IN (a, 1);
-    ak_t *y = AK_OUT (a, 0) + (live ? r : 0) * N;
-
-    if (N % S_VEC == 0 && s_aligned (AK_IN (a, 0)) && s_aligned (w) && s_aligned (AK_OUT (a, 0))) {
-        const ak_i64 nv = live ? N / S_VEC : 0;
-        const s_raw_t *xv = (const s_raw_t *) x, *wv = (const s_raw_t *) w;
-        s_raw_t *yv = (s_raw_t *) y;
-        s_vec_t c[S_CACHE];
-#pragma unroll
-        for (int i = 0; i < S_CACHE; i++) {
-            const ak_i64 j = t + (ak_i64) i * S_TPR;
-            if (j < nv)
-                c[i].raw = __ldg (xv + j);
-        }
-        float ss = 0.0f;
-#pragma unroll
-        for (int i = 0; i < S_CACHE; i++)
-            if (t + (ak_i64) i * S_TPR < nv)
-#pragma unroll
-                for (int k = 0; k < S_VEC; k++) {
-                    const float e = ak_to_acc (c[i].e[k]);
-                    ss += e * e;
-                }
-        for (ak_i64 j = t + (ak_i64) S_CACHE * S_TPR; j < nv; j += S_TPR) {
-            s_vec_t v;
-            v.raw = __ldg (xv + j);
-#pragma unroll
-            for (int k = 0; k < S_VEC; k++) {
-                const float e = ak_to_acc (v.e[k]);
-                ss += e * e;
-            }
-        }
-        const float inv = rsqrtf (s_row_sum (ss, red) / (float) N + 1e-6f);
-
-#pragma unroll
-        for (int i = 0; i < S_CACHE; i++) {
-            const ak_i64 j = t + (ak_i64) i * S_TPR;
-            if (j < nv) {
-                s_vec_t g, o;
-                g.raw = __ldg (wv + j);
-#pragma unroll
-                for (int k = 0; k < S_VEC; k++)
-                    o.e[k] = ak_from_acc (ak_to_acc (c[i].e[k]) * inv * ak_to_acc (g.e[k]));
-                yv[j] = o.raw;
-            }
-        }
-        for (ak_i64 j = t + (ak_i64) S_CACHE * S_TPR; j < nv; j += S_TPR) {
-            s_vec_t v, g, o;
-            v.raw = __ldg (xv + j);
-            g.raw = __ldg (wv + j);
-#pragma unroll
-            for (int k = 0; k < S_VEC; k++)
-                o.e[k] = ak_from_acc (ak_to_acc (v.e[k]) * inv * ak_to_acc (g.e[k]));
-            yv[j] = o.raw;
-        }
-    } else {
-        const ak_i64 n_end = live ? N : 0;
-        float ss = 0.0f;
-        for (ak_i64 n = t; n < n_end; n += S_TPR) {
-            const float e = ak_to_acc (x[n]);
-            ss += e * e;
-        }
-        const float inv = rsqrtf (s_row_sum (ss, red) / (float) N + 1e-6f);
-        for (ak_i64 n = t; n < n_end; n += S_TPR)
-            y[n] = ak_from_acc (ak_to_acc (x[n]) * inv * ak_to_acc (w[n]));
+    __shared__ float cred[2][ROWS];
+    const ak_i64 B = a.dims[0], N = a.dims[1];
+    const ak_t *w = AK_IN (a, 1);
+    const float inv_n = 1.0f / (float) N;
+    const ak_u64 pol = ak_hint_policy<HINT> ();
+    const bool vec = N % S_VEC == 0 && ak_aligned (AK_IN (a, 0), VECB) && ak_aligned (w, VECB)
+                     && ak_aligned (AK_OUT (a, 0), VECB);
+    const ak_i64 units = vec ? N / S_VEC : N;              /* accesses a row */
+    ak_i64 plo, phi;                                       /* this block's part of a row */
+    ak_row_part<CL> (units, &plo, &phi);
+    const ak_i64 groups = (B + ROWS - 1) / ROWS;
+    int k = 0;
+    /* every block of a cluster walks the same groups: the loop and its
+       barriers are uniform over the cluster */
+    for (ak_i64 g = blockIdx.x / CL; g < groups; g += gridDim.x / CL) {
+        const ak_i64 r = g * ROWS + threadIdx.y;
+        const bool live = r < B;       /* a dead row's threads still join the barriers */
+        const ak_t *x = AK_IN (a, 0) + (live ? r : 0) * N;
+        ak_t *y = AK_OUT (a, 0) + (live ? r : 0) * N;
+        const ak_i64 hi = live ? phi : plo;
+        const ak_t *wr = w;
+        /* opaque per row: w is not hoisted out of the loop into registers
+           (that costs occupancy, and it comes from L1/L2) */
+        asm volatile ("" : "+l"(wr));
+        if (vec)
+            s_row<s_vec_acc> (x, wr, y, plo, hi, inv_n, red, cred, &k, pol);
+        else
+            s_row<ak_one_acc> (x, wr, y, plo, hi, inv_n, red, cred, &k, pol);
     }
+#if CL > 1
+    ak_cluster_sync ();                /* no block leaves while another reads its cred */
+#endif
 }

@@ -7,7 +7,11 @@
     is formed and reduced to [-pi, pi] in double (in float it would be off
     by up to s * 2^-24 radians), then __sincosf on the reduced float.
     Each access moves VECB bytes (VECB 16: 128-bit loads and stores of 4
-    floats or 8 halves) from both halves of the row.
+    floats or 8 halves) from both halves of the row; HU heads are loaded
+    at once (2*HU loads in flight a thread) before any is rotated, with
+    the cache hint HINT (kernels/ak_kernel_cuda.h: 0 plain nc, 1
+    L1::no_allocate + streaming stores, 2 and L2 evict_first, 3 and L2
+    256-byte prefetch).
 
     TX      threads along the pair index (the row's D/2 pairs in accesses
             of VECB bytes; threads beyond them idle)
@@ -15,6 +19,8 @@
     HSPLIT  blocks sharing a position's heads (gridDim.z): more blocks for
             short sequences, at the price of computing the angles again
     VECB    bytes per access: 4, 8 or 16
+    HU      heads loaded at once (loads in flight: 2*HU a thread)
+    HINT    cache hint of the loads of x and the stores of y
 
     Rows whose half is not a multiple of the access, or buffers not aligned
     to it, take a scalar path; an odd D's last element passes through.
@@ -33,23 +39,18 @@
 #define VECB 16
 #endif
 
-#define S_VEC (VECB / (int) sizeof (ak_t))       /* elements per access */
-
-#if VECB == 16
-typedef uint4 s_raw_t;
-#elif VECB == 8
-typedef uint2 s_raw_t;
-#elif VECB == 4
-typedef unsigned int s_raw_t;
-#else
-#error "VECB must be 4, 8 or 16"
+#ifndef HU
+#define HU 4
 #endif
-static_assert (S_VEC >= 1, "VECB must hold a whole element");
+#ifndef HINT
+#define HINT 0
+#endif
 
-typedef union {
-    s_raw_t raw;
-    ak_t    e[S_VEC];
-} s_vec_t;
+typedef ak_vec_acc<VECB, HINT> s_acc;
+typedef s_acc::raw_t s_raw_t;
+typedef s_acc::u s_vec_t;
+#define S_VEC ((int) s_acc::N)                   /* elements per access */
+static_assert (HU >= 1 && HU <= 16, "HU must be 1..16");
 
 /*  cos and sin of s * inv: the product and its reduction by 2 pi in
     double, the reduced angle (|r| <= pi) in float. */
@@ -77,6 +78,7 @@ extern "C" __global__ void __launch_bounds__ (TX * SPB) ak_kernel (ak_cuda_args_
     const ak_i64 b = blockIdx.y, half = D / 2, head = S * D;
     const ak_t *x0 = AK_IN (a, 0) + (b * H * S + s) * D;
     ak_t *y0 = AK_OUT (a, 0) + (b * H * S + s) * D;
+    const ak_u64 pol = ak_hint_policy<HINT> ();
 
     if (D % (2 * S_VEC) == 0 && ((ak_u64) AK_IN (a, 0)) % VECB == 0
         && ((ak_u64) AK_OUT (a, 0)) % VECB == 0) {
@@ -85,21 +87,33 @@ extern "C" __global__ void __launch_bounds__ (TX * SPB) ak_kernel (ak_cuda_args_
 #pragma unroll
             for (int k = 0; k < S_VEC; k++)
                 s_sincos (s, s_inv_freq (p0 + k, D), &sn[k], &c[k]);
-#pragma unroll 4
-            for (ak_i64 h = blockIdx.z; h < H; h += HSPLIT) {
-                const ak_t *xr = x0 + h * head;
-                ak_t *yr = y0 + h * head;
-                s_vec_t u, v, o1, o2;
-                u.raw = __ldg ((const s_raw_t *) (xr + p0));
-                v.raw = __ldg ((const s_raw_t *) (xr + half + p0));
+            for (ak_i64 h0 = blockIdx.z; h0 < H; h0 += (ak_i64) HSPLIT * HU) {
+                s_vec_t u[HU], v[HU];
 #pragma unroll
-                for (int k = 0; k < S_VEC; k++) {
-                    const float x1 = ak_to_acc (u.e[k]), x2 = ak_to_acc (v.e[k]);
-                    o1.e[k] = ak_from_acc (x1 * c[k] - x2 * sn[k]);
-                    o2.e[k] = ak_from_acc (x2 * c[k] + x1 * sn[k]);
+                for (int q = 0; q < HU; q++) {
+                    const ak_i64 h = h0 + (ak_i64) q * HSPLIT;
+                    if (h < H) {
+                        const ak_t *xr = x0 + h * head;
+                        u[q].raw = s_acc::ld ((const s_raw_t *) (xr + p0), pol);
+                        v[q].raw = s_acc::ld ((const s_raw_t *) (xr + half + p0), pol);
+                    }
                 }
-                *(s_raw_t *) (yr + p0) = o1.raw;
-                *(s_raw_t *) (yr + half + p0) = o2.raw;
+#pragma unroll
+                for (int q = 0; q < HU; q++) {
+                    const ak_i64 h = h0 + (ak_i64) q * HSPLIT;
+                    if (h < H) {
+                        ak_t *yr = y0 + h * head;
+                        s_vec_t o1, o2;
+#pragma unroll
+                        for (int k = 0; k < S_VEC; k++) {
+                            const float x1 = ak_to_acc (u[q].e[k]), x2 = ak_to_acc (v[q].e[k]);
+                            o1.e[k] = ak_from_acc (x1 * c[k] - x2 * sn[k]);
+                            o2.e[k] = ak_from_acc (x2 * c[k] + x1 * sn[k]);
+                        }
+                        s_acc::st ((s_raw_t *) (yr + p0), o1.raw, pol);
+                        s_acc::st ((s_raw_t *) (yr + half + p0), o2.raw, pol);
+                    }
+                }
             }
         }
     } else {

@@ -1,0 +1,152 @@
+/*  softmax, each row read from memory once (cuda).
+    y[r][c] = exp(x[r][c] - max_r) / sum_c exp(x[r][c] - max_r).
+
+    The shape of layernorm's row_cached (kernels/layernorm/cuda/row_cached.cu
+    says it in full): a row belongs to 32*WPR threads of each of CL blocks
+    (CL > 1, candidate row_cluster, sm_90: a thread-block cluster shares a
+    row, the maximum and the sum through distributed shared memory), ROWS
+    rows a block; each thread keeps LOADS accesses of VECB bytes in
+    registers, so the maximum, the sum of exponentials and the output come
+    from one read of x (what a part holds beyond that is re-read); x and y
+    with the cache hint HINT; a persistent grid (BPS > 0) walks the rows
+    with a stride; unaligned rows take an element-wise path.  The maximum
+    is subtracted before exp (the stability gate scales inputs to 1e30).
+    Deterministic.
+    Launch: grid [row groups or min(row groups, 132*BPS)] (times CL), block
+    [32*WPR, ROWS], cluster [CL]. */
+#ifndef WPR
+#define WPR 4
+#endif
+#ifndef ROWS
+#define ROWS 1
+#endif
+#ifndef VECB
+#define VECB 16
+#endif
+#ifndef LOADS
+#define LOADS 4
+#endif
+#ifndef HINT
+#define HINT 0
+#endif
+#ifndef CL
+#define CL 1
+#endif
+
+#define S_TPR (32 * WPR)                        /* threads per row and block */
+#if CL > 1 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "CL > 1 needs thread-block clusters (sm_90 or newer)"
+#endif
+static_assert (LOADS >= 1 && LOADS <= 64, "LOADS must be 1..64");
+
+typedef ak_vec_acc<VECB, HINT> s_vec_acc;
+#define S_VEC ((int) s_vec_acc::N)              /* elements per access */
+
+__device__ __forceinline__ float s_row_sum (float v, float (*red)[WPR], float (*cred)[ROWS], int *k)
+{
+    return ak_row_reduce<AK_RED_SUM, WPR, ROWS, CL> (v, red, cred, k);
+}
+
+__device__ __forceinline__ float s_row_max (float v, float (*red)[WPR], float (*cred)[ROWS], int *k)
+{
+    return ak_row_reduce<AK_RED_MAX, WPR, ROWS, CL> (v, red, cred, k);
+}
+
+/*  One row part: accesses [lo, hi) of the row (A::N elements each); an
+    empty part (a dead row) still joins every reduction. */
+template <typename A>
+__device__ __forceinline__ void s_row (const ak_t *x, ak_t *y, ak_i64 lo, ak_i64 hi, float (*red)[WPR],
+                                       float (*cred)[ROWS], int *k, ak_u64 pol)
+{
+    typedef typename A::raw_t raw_t;
+    typedef typename A::u vec_t;
+    constexpr int C = LOADS;                     /* accesses a thread keeps */
+    /* 32-bit indices from the part's start: one base register a stream */
+    const raw_t *xv = (const raw_t *) x + lo + threadIdx.x;
+    raw_t *yv = (raw_t *) y + lo + threadIdx.x;
+    const int n = (int) (hi - lo) - (int) threadIdx.x;     /* this thread's accesses are i*S_TPR < n */
+    vec_t c[C];
+#pragma unroll
+    for (int i = 0; i < C; i++)
+        if (i * S_TPR < n)
+            c[i].raw = A::ld (xv + i * S_TPR, pol);
+    float m = __int_as_float (0xff800000);                  /* -inf */
+#pragma unroll
+    for (int i = 0; i < C; i++)
+        if (i * S_TPR < n)
+#pragma unroll
+            for (int e = 0; e < A::N; e++)
+                m = fmaxf (m, ak_to_acc (c[i].e[e]));
+    for (int j = C * S_TPR; j < n; j += S_TPR) {
+        vec_t v;
+        v.raw = A::ld (xv + j, pol);
+#pragma unroll
+        for (int e = 0; e < A::N; e++)
+            m = fmaxf (m, ak_to_acc (v.e[e]));
+    }
+    m = s_row_max (m, red, cred, k);
+
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < C; i++)
+        if (i * S_TPR < n)
+#pragma unroll
+            for (int e = 0; e < A::N; e++)
+                sum += __expf (ak_to_acc (c[i].e[e]) - m);
+    for (int j = C * S_TPR; j < n; j += S_TPR) {
+        vec_t v;
+        v.raw = A::ld (xv + j, pol);
+#pragma unroll
+        for (int e = 0; e < A::N; e++)
+            sum += __expf (ak_to_acc (v.e[e]) - m);
+    }
+    const float inv = 1.0f / s_row_sum (sum, red, cred, k);
+
+#pragma unroll
+    for (int i = 0; i < C; i++)
+        if (i * S_TPR < n) {
+            vec_t o;
+#pragma unroll
+            for (int e = 0; e < A::N; e++)
+                o.e[e] = ak_from_acc (__expf (ak_to_acc (c[i].e[e]) - m) * inv);
+            A::st (yv + i * S_TPR, o.raw, pol);
+        }
+    for (int j = C * S_TPR; j < n; j += S_TPR) {
+        vec_t v, o;
+        v.raw = A::ld (xv + j, pol);
+#pragma unroll
+        for (int e = 0; e < A::N; e++)
+            o.e[e] = ak_from_acc (__expf (ak_to_acc (v.e[e]) - m) * inv);
+        A::st (yv + j, o.raw, pol);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__ (S_TPR * ROWS) ak_kernel (ak_cuda_args_t a)
+{
+    __shared__ float red[ROWS][WPR];
+    __shared__ float cred[2][ROWS];
+    const ak_i64 B = a.dims[0], N = a.dims[1];
+    const ak_u64 pol = ak_hint_policy<HINT> ();
+    const bool vec = N % S_VEC == 0 && ak_aligned (AK_IN (a, 0), VECB) && ak_aligned (AK_OUT (a, 0), VECB);
+    const ak_i64 units = vec ? N / S_VEC : N;              /* accesses a row */
+    ak_i64 plo, phi;                                       /* this block's part of a row */
+    ak_row_part<CL> (units, &plo, &phi);
+    const ak_i64 groups = (B + ROWS - 1) / ROWS;
+    int k = 0;
+    /* every block of a cluster walks the same groups: the loop and its
+       barriers are uniform over the cluster */
+    for (ak_i64 g = blockIdx.x / CL; g < groups; g += gridDim.x / CL) {
+        const ak_i64 r = g * ROWS + threadIdx.y;
+        const bool live = r < B;       /* a dead row's threads still join the barriers */
+        const ak_t *x = AK_IN (a, 0) + (live ? r : 0) * N;
+        ak_t *y = AK_OUT (a, 0) + (live ? r : 0) * N;
+        const ak_i64 hi = live ? phi : plo;
+        if (vec)
+            s_row<s_vec_acc> (x, y, plo, hi, red, cred, &k, pol);
+        else
+            s_row<ak_one_acc> (x, y, plo, hi, red, cred, &k, pol);
+    }
+#if CL > 1
+    ak_cluster_sync ();                /* no block leaves while another reads its cred */
+#endif
+}
