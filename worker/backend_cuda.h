@@ -143,9 +143,4 @@ void ak_cuda_cache_key (const char *source, size_t source_len, const char *optio
     /usr/local/cuda/include), or NULL. */
 const char *ak_cuda_include_dir (void);
 
-/*  What confines an NVRTC compile child here, one line for logs and tests:
-    "rlimits(cpu 130 s, as 16384 MiB, ...), no_new_privs, ..., landlock abi
-    N" (ak_sandbox_describe). */
-void ak_cuda_compile_sandbox (char *buf, size_t len);
-
 #endif

@@ -18,7 +18,6 @@
 #include "clock.h"
 #include "digest.h"
 #include "log.h"
-#include "sandbox.h"
 #include "spec_cuda.h"
 #include "util.h"
 
@@ -176,55 +175,10 @@ void ak_cuda_cache_key (const char *source, size_t source_len, const char *optio
     ak_sha256_final_hex (&ctx, key);
 }
 
-#ifndef AK_CUDA_COMPILE_MS
-#define AK_CUDA_COMPILE_MS 60000u          /* as backend_cuda_impl.h says */
-#endif
-
-/*  The NVRTC child's limits for a compile of limit_ms (s_nvrtc_sandbox). */
-static void s_nvrtc_limits (uint64_t limit_ms, ak_sandbox_limits_t *lim)
-{
-    memset (lim, 0, sizeof *lim);
-    lim->cpu_s = limit_ms / 1000 + 10;
-    lim->as_bytes = ak_sandbox_asan_build () ? 0 : (uint64_t) 16 << 30;
-    lim->fsize_bytes = 512u << 20;
-    lim->nofile = 1024;
-}
-
-/*  What confines a child with lim under Landlock ABI abi (0: none). */
-static void s_nvrtc_describe (const ak_sandbox_limits_t *lim, int abi, char *buf, size_t len)
-{
-    char as[48], ll[200];
-    if (lim->as_bytes)
-        snprintf (as, sizeof as, "%llu MiB", (unsigned long long) (lim->as_bytes >> 20));
-    else
-        snprintf (as, sizeof as, "none (ASan build)");
-    const char *why = NULL;
-    if (abi <= 0)
-        ak_sandbox_landlock_abi (&why);
-    if (abi > 0)
-        snprintf (ll, sizeof ll, "landlock abi %d (read: system libraries, the CUDA toolkit, NVRTC's folder; "
-                  "write: the build's scratch folder)", abi);
-    else
-        snprintf (ll, sizeof ll, "NO landlock (%s): files not confined", why && *why ? why : "unavailable");
-    snprintf (buf, len, "rlimits (cpu %llu s, address space %s, file size %llu KiB, %llu files, no core), "
-              "no_new_privs, killed with its parent, %s; no seccomp (NVRTC runs threads)",
-              (unsigned long long) lim->cpu_s, as, (unsigned long long) (lim->fsize_bytes >> 10),
-              (unsigned long long) lim->nofile, ll);
-}
-
-void ak_cuda_compile_sandbox (char *buf, size_t len)
-{
-    ak_sandbox_limits_t lim;
-    s_nvrtc_limits (AK_CUDA_COMPILE_MS, &lim);
-    s_nvrtc_describe (&lim, ak_sandbox_landlock_abi (NULL), buf, len);
-}
-
 #if AK_HAVE_CUDA
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <stdatomic.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -436,51 +390,6 @@ static int s_child_compile (const ak_cuda_nvrtc_t *nv, const char *text, const c
     return S_CHILD_OK;
 }
 
-/*  What confines the NVRTC child (worker/sandbox.h): CPU seconds past the
-    time limit, 16 GiB of address space (none in ASan builds), 512 MiB
-    files, 1024 descriptors, no core, no_new_privs; under Landlock, read
-    only the system's libraries, the CUDA toolkit (its headers, NVRTC's own
-    folder: NVRTC loads its builtins library while compiling) and write
-    only the build's scratch folder (cubin_path's).  The include scan
-    already refuses a source that names a file; this holds NVRTC itself to
-    the same.  Logged once at INFO. */
-static int s_nvrtc_sandbox (const ak_cuda_nvrtc_t *nv, const char *cubin_path, uint64_t limit_ms,
-                            ak_sandbox_limits_t *lim, int *ruleset_p, ak_err_t *err)
-{
-    static atomic_flag said = ATOMIC_FLAG_INIT;
-    s_nvrtc_limits (limit_ms, lim);
-    *ruleset_p = -1;
-    int abi = ak_sandbox_landlock_abi (NULL);
-    if (abi > 0) {
-        char scratch[4096], nvdir[4096] = "";
-        snprintf (scratch, sizeof scratch, "%s", cubin_path);
-        char *slash = strrchr (scratch, '/');
-        if (slash && slash != scratch)
-            *slash = '\0';
-        Dl_info info;
-        if (dladdr ((void *) nv->nvrtcCompileProgram, &info) && info.dli_fname && info.dli_fname[0] == '/') {
-            snprintf (nvdir, sizeof nvdir, "%s", info.dli_fname);
-            slash = strrchr (nvdir, '/');
-            if (slash && slash != nvdir)
-                *slash = '\0';
-        }
-        const char *inc = ak_cuda_include_dir (), *home = getenv ("CUDA_HOME");
-        const char *ro[] = { "/usr", "/lib", "/lib64", "/lib32", "/opt", "/etc/ld.so.cache", "/etc/ld.so.conf",
-                             "/etc/ld.so.conf.d", AK_CUDA_ROOT_DIR, nvdir[0] ? nvdir : "/usr",
-                             inc ? inc : "/usr", home && home[0] == '/' ? home : "/usr", NULL };
-        const char *rw[] = { scratch, "/dev/null", NULL };
-        int rc = ak_sandbox_landlock_new (ro, rw, ruleset_p, err);
-        if (rc)
-            return ak_err_prefix (err, "compile: the NVRTC child's Landlock rules");
-    }
-    if (!atomic_flag_test_and_set (&said)) {
-        char desc[512];
-        s_nvrtc_describe (lim, abi, desc, sizeof desc);
-        ak_info ("cuda compile: NVRTC runs in a child confined by %s", desc);
-    }
-    return 0;
-}
-
 /*  Runs NVRTC on text in a child process and waits for it at most
     timeout_ms (or until *cancel turns non-zero).
 
@@ -515,15 +424,8 @@ static int s_nvrtc_in_child (const ak_cuda_nvrtc_t *nv, const char *text, const 
     ak_child_result_t out = { 0 };
 
     *log_p = NULL;
-    uint64_t limit = timeout_ms ? timeout_ms : AK_CUDA_COMPILE_MS;
-    ak_sandbox_limits_t lim;
-    int ruleset = -1;
-    if ((rc = s_nvrtc_sandbox (nv, cubin_path, limit, &lim, &ruleset, err)) != 0)
-        return rc;
-    if (pipe2 (pfd, O_CLOEXEC) != 0) {
-        rc = ak_err_set (err, AK_EIO, "pipe2: %s", strerror (errno));
-        goto done;
-    }
+    if (pipe2 (pfd, O_CLOEXEC) != 0)
+        return ak_err_set (err, AK_EIO, "pipe2: %s", strerror (errno));
     pid = fork ();
     if (pid < 0) {
         rc = ak_err_set (err, AK_EIO, "fork: %s", strerror (errno));
@@ -532,19 +434,12 @@ static int s_nvrtc_in_child (const ak_cuda_nvrtc_t *nv, const char *text, const 
     if (pid == 0) {
         close (pfd[0]);
         signal (SIGPIPE, SIG_DFL);
-        prctl (PR_SET_PDEATHSIG, SIGKILL);
-        int e = ak_sandbox_apply_limits (&lim);
-        if (e == 0)
-            e = ak_sandbox_enter (ruleset);
-        if (e != 0)
-            _exit (s_child_fail (pfd[1], S_CHILD_IO, "the NVRTC child's sandbox", strerror (-e)));
         _exit (s_child_compile (nv, text, opts, nopts, cubin_path, pfd[1]));
     }
     close (pfd[1]);
     pfd[1] = -1;
-    close (ruleset);
-    ruleset = -1;
 
+    uint64_t limit = timeout_ms ? timeout_ms : AK_CUDA_COMPILE_MS;
     ak_child_wait_t wait = { .timeout_ms = limit, .cancel = cancel,
                              .max_output = AK_CUDA_LOG_MAX, .group = false };
     rc = ak_child_collect (pid, pfd[0], &wait, &out, err);
@@ -592,8 +487,6 @@ done:
         while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
             ;
     }
-    if (ruleset >= 0)
-        close (ruleset);
     if (pfd[0] >= 0)
         close (pfd[0]);
     if (pfd[1] >= 0)

@@ -23,8 +23,6 @@
 #include "unit.h"
 #include "worker/backend.h"
 #include "worker/backends.h"
-#include "worker/backend_cuda.h"
-#include "worker/sandbox.h"
 #include "worker/cuda_api.h"
 #include "spec.h"
 #include "spec_cuda.h"
@@ -396,25 +394,6 @@ static void test_compile_hopper (void **state)
     s_nv_close (&nv);
 }
 
-/*  NVRTC runs in a confined child: rlimits and no_new_privs always, and
-    Landlock where the kernel has it (the compiles of this file then ran
-    under those rules; test_sandbox shows the rules hold). */
-static void test_nvrtc_confined (void **state)
-{
-    (void) state;
-    char desc[512];
-    ak_cuda_compile_sandbox (desc, sizeof desc);
-    print_message ("NVRTC child: %s\n", desc);
-    assert_non_null (strstr (desc, "rlimits (cpu 70 s"));
-    assert_non_null (strstr (desc, ak_sandbox_asan_build () ? "address space none" : "address space 16384 MiB"));
-    assert_non_null (strstr (desc, "no_new_privs"));
-    const char *why = NULL;
-    if (ak_sandbox_landlock_abi (&why) > 0)
-        assert_non_null (strstr (desc, "landlock abi"));
-    else
-        assert_non_null (strstr (desc, "NO landlock"));
-}
-
 /*  test_cuda_catalog [--only TEST | --skip TEST]: runs only TEST, or all
     but TEST (a cmocka test name or glob).  tests/CMakeLists.txt runs it as
     one CTest entry for the launch rules and the planted kernels (--skip
@@ -425,7 +404,6 @@ int main (int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_launch_rules),
-        cmocka_unit_test (test_nvrtc_confined),
         cmocka_unit_test (test_compile_catalog),
         cmocka_unit_test (test_compile_planted),
         cmocka_unit_test (test_compile_hopper),
