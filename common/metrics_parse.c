@@ -107,8 +107,11 @@ static int s_labels (const char **p, char *labels, size_t lsize, char *le, size_
             return -1;
         size_t raw = (size_t) (s - k) + 1;      /* k="v" as written */
         s++;
-        if (klen == 2 && strncmp (k, "le", 2) == 0)
-            snprintf (le, lesize, "%s", val);
+        if (klen == 2 && strncmp (k, "le", 2) == 0) {
+            if (vn >= lesize)                   /* no bucket bound is that long */
+                return -1;
+            memcpy (le, val, vn + 1);
+        }
         else {
             if (n + raw + 2 >= lsize)
                 return -1;
