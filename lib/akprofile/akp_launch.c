@@ -10,6 +10,7 @@
 #include "akp_private.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -99,20 +100,17 @@ static int s_cuda_fail (int rc, const char *call, const akp_kernel_t *k, int *cu
                    k->candidate);
 }
 
-int akp_launch (const akp_kernel_t *k, void *function, void *stream, const uint64_t *in, size_t nin,
-                const uint64_t *out, size_t nout, int *cuda_rc, char *err, size_t errlen)
+//  A CUDA entry, libcuda opened, function opted in to k's shared memory.
+static int s_ready (const char *who, const akp_kernel_t *k, void *function, int *cuda_rc, char *err,
+                    size_t errlen)
 {
     if (cuda_rc)
         *cuda_rc = 0;
     if (!k || !function)
-        return akp_errf (err, errlen, AKP_EINVAL, "akp_launch: no entry or no function");
+        return akp_errf (err, errlen, AKP_EINVAL, "%s: no entry or no function", who);
     if (strcmp (k->backend, "cuda") != 0 || !k->has_launch)
-        return akp_errf (err, errlen, AKP_EINVAL, "akp_launch: %s (%s) is a %s entry, not a CUDA one", k->op,
+        return akp_errf (err, errlen, AKP_EINVAL, "%s: %s (%s) is a %s entry, not a CUDA one", who, k->op,
                        k->candidate, k->backend);
-    unsigned char block[AKP_ARGS_BYTES];
-    int rc = akp_launch_args (k, in, nin, out, nout, block, sizeof block, err, errlen);
-    if (rc)
-        return rc;
     pthread_once (&s_cu_once, s_cu_open);
     if (s_cu.why[0])
         return akp_errf (err, errlen, AKP_EUNAVAIL, "%s", s_cu.why);
@@ -121,6 +119,38 @@ int akp_launch (const akp_kernel_t *k, void *function, void *stream, const uint6
         if (r)
             return s_cuda_fail (r, "cuFuncSetAttribute (MAX_DYNAMIC_SHARED_SIZE_BYTES)", k, cuda_rc, err, errlen);
     }
+    return AKP_OK;
+}
+
+int akp_launch_prepare (const akp_kernel_t *k, void *function, size_t *in_offset, size_t *out_offset,
+                        int *cuda_rc, char *err, size_t errlen)
+{
+    if (in_offset)                      /* the layout, also where no driver is (a binding's test) */
+        *in_offset = offsetof (s_args_t, in);
+    if (out_offset)
+        *out_offset = offsetof (s_args_t, out);
+    return s_ready ("akp_launch_prepare", k, function, cuda_rc, err, errlen);
+}
+
+int akp_launch_block (const akp_kernel_t *k, void *function, void *stream, void *block)
+{
+    if (!s_cu.launch)
+        return 999;                     /* CUDA_ERROR_UNKNOWN: akp_launch_prepare never succeeded */
+    void *params[1] = { block };
+    return s_cu.launch (function, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
+                        k->shared_bytes, stream, params, NULL);
+}
+
+int akp_launch (const akp_kernel_t *k, void *function, void *stream, const uint64_t *in, size_t nin,
+                const uint64_t *out, size_t nout, int *cuda_rc, char *err, size_t errlen)
+{
+    int rc = s_ready ("akp_launch", k, function, cuda_rc, err, errlen);
+    if (rc)
+        return rc;
+    unsigned char block[AKP_ARGS_BYTES];
+    rc = akp_launch_args (k, in, nin, out, nout, block, sizeof block, err, errlen);
+    if (rc)
+        return rc;
     void *params[1] = { block };
     int r = s_cu.launch (function, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
                          k->shared_bytes, stream, params, NULL);

@@ -163,6 +163,23 @@ int akp_launch_args (const akp_kernel_t *k, const uint64_t *in, size_t nin, cons
 int akp_launch (const akp_kernel_t *k, void *function, void *stream, const uint64_t *in, size_t nin,
                 const uint64_t *out, size_t nout, int *cuda_rc, char *err, size_t errlen);
 
+/* The hot path of a binding that launches one entry many times (a model's
+   step): akp_launch_prepare checks k once (a CUDA entry, libcuda there),
+   opts function in to k's dynamic shared memory above 48 KiB, and tells
+   where the block's pointers lie: the byte offset of in[0] and of out[0]
+   in the AKP_ARGS_BYTES block (each pointer 8 bytes after the previous;
+   written even when the answer is an error).
+   The caller then fills a block once with akp_launch_args, overwrites only
+   the pointers per call, and calls akp_launch_block: cuLaunchKernel with
+   k's grid, block and shared memory and that block, nothing checked, the
+   CUDA result returned as it is (0 = CUDA_SUCCESS; name it with
+   cuGetErrorName).  A block is the caller's: one per thread.
+   akp_launch_prepare: AKP_OK, AKP_EINVAL, AKP_EUNAVAIL or AKP_ELAUNCH
+   with *cuda_rc and err as akp_launch. */
+int akp_launch_prepare (const akp_kernel_t *k, void *function, size_t *in_offset, size_t *out_offset,
+                        int *cuda_rc, char *err, size_t errlen);
+int akp_launch_block (const akp_kernel_t *k, void *function, void *stream, void *block);
+
 #ifdef __cplusplus
 }
 #endif

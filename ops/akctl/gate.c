@@ -1,7 +1,7 @@
 /*  ops/akctl/gate.c: `akctl gate`, the end-to-end gate of a profile.
 
         akctl gate --profile DIR [--steps N] [--warmup W] [--tolerance-file F]
-                   [--ops a,b] [--out FILE] [--json] -- python3 SCRIPT [ARGS...]
+                   [--ops a,b] [--out FILE] [--cuda-graph] [--json] -- python3 SCRIPT [ARGS...]
 
     Verifies the package with libakprofile first (a tampered one never
     reaches Python), then runs the Python driver, `python3 -m akprofile.gate`
@@ -37,7 +37,7 @@
 
 static const char s_usage[] =
     "usage: akctl gate --profile DIR [--steps N] [--warmup W] [--tolerance-file F]\n"
-    "                  [--ops a,b] [--out FILE] [--json] -- python3 SCRIPT [ARGS...]\n";
+    "                  [--ops a,b] [--out FILE] [--cuda-graph] [--json] -- python3 SCRIPT [ARGS...]\n";
 
 const char akctl_gate_help[] =
     "Runs SCRIPT (which defines make_step(dtype), docs/apply.md) with the profile\n"
@@ -54,6 +54,9 @@ const char akctl_gate_help[] =
     "  --tolerance-file F    the frozen tolerance JSON\n"
     "  --ops a,b             route only these operators (default: all)\n"
     "  --out FILE            where the gate JSON goes\n"
+    "  --cuda-graph          capture one step off and one on into CUDA graphs and\n"
+    "                        time their replays (device time, no launch cost: how\n"
+    "                        a server replaying captured decode steps runs)\n"
     "  --json                print the gate JSON instead of the verdict line\n"
     "\n"
     "Exit: 0 accepted, 1 rejected, 2 bad usage, a refused package, or a gate that\n"
@@ -171,7 +174,7 @@ static int s_gate (int argc, char **argv)
 {
     const char *profile = NULL, *tol = NULL, *ops = NULL, *out = NULL;
     int steps = 20, warmup = 3, i = 1;
-    bool json = false;
+    bool json = false, graph = false;
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp (a, "--") == 0) {
@@ -184,6 +187,10 @@ static int s_gate (int argc, char **argv)
         }
         if (strcmp (a, "--json") == 0) {
             json = true;
+            continue;
+        }
+        if (strcmp (a, "--cuda-graph") == 0) {
+            graph = true;
             continue;
         }
         const char *names[] = { "--profile", "--steps", "--warmup", "--tolerance-file", "--ops", "--out" };
@@ -271,6 +278,8 @@ static int s_gate (int argc, char **argv)
         cmd[n++] = "--ops";
         cmd[n++] = (char *) ops;
     }
+    if (graph)
+        cmd[n++] = "--cuda-graph";
     cmd[n++] = "--";
     for (; i < argc; i++)
         cmd[n++] = argv[i];

@@ -14,7 +14,9 @@ prefill, 1 at decode, with the weight transposed once), LlamaRMSNorm
 (rmsnorm, M = SEQ or 1, N = hidden), LlamaMLP (fused_mlp), SDPA at prefill
 (flash_attention; its q, k, v are transposed views, so they fall back as
 non-contiguous unless ENABLE_KWARGS copy=True below, which copies them) and
-never at decode (queries 1, keys SEQ + i).
+SDPA at decode (split_kv_attention: 1 query over SEQ + i keys of the KV
+cache, one entry per cache length).  `akctl gate --cuda-graph` captures the
+whole step (prefill and decode) into one CUDA graph.
 """
 import argparse
 import sys

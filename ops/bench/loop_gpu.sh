@@ -13,9 +13,11 @@
 #      ($AK_LOOP_POLICY, JSON, replaces "policy"; confirm is off: one worker)
 #   3. akctl profile install + export -> OUT/pkg
 #   4. akctl gate on ops/apply/llama_gate.py, for every operator the
-#      profile has and for each operator alone ($AK_LOOP_GATE_OPS, comma
-#      separated, default "all rms_norm linear scaled_dot_product_attention")
-# Writes OUT/loop.txt (what each step printed) and OUT/gate.*.json.
+#      profile has and for each operator alone ($AK_LOOP_GATE_OPS, space
+#      separated, default "all rms_norm linear scaled_dot_product_attention"),
+#      each eagerly and with the step replayed from CUDA graphs
+#      ($AK_LOOP_GATE_MODES, default "eager cuda_graph")
+# Writes OUT/loop.txt (what each step printed) and OUT/gate.OPS.MODE.json.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "$1" && pwd)
@@ -63,9 +65,12 @@ $ctl profile export llama "$out/pkg" 2>&1 | tee -a "$log"
 
 say "4. gate"
 for ops in ${AK_LOOP_GATE_OPS:-all rms_norm linear scaled_dot_product_attention}; do
-    opt=""; [ "$ops" = all ] || opt="--ops $ops"
-    say "gate ($ops)"
-    "$bin/akctl" gate --profile "$out/pkg" --steps 20 $opt --out "$out/gate.$ops.json" \
-        --tolerance-file "$root/ops/apply/llama_gate.tolerance.json" \
-        -- python3 "$root/ops/apply/llama_gate.py" --copy 2>&1 | tail -25 | tee -a "$log" || true
+    for mode in ${AK_LOOP_GATE_MODES:-eager cuda_graph}; do
+        opt=""; [ "$ops" = all ] || opt="--ops $ops"
+        [ "$mode" = cuda_graph ] && opt="$opt --cuda-graph"
+        say "gate ($ops, $mode)"
+        "$bin/akctl" gate --profile "$out/pkg" --steps 20 $opt --out "$out/gate.$ops.$mode.json" \
+            --tolerance-file "$root/ops/apply/llama_gate.tolerance.json" \
+            -- python3 "$root/ops/apply/llama_gate.py" --copy 2>&1 | tail -25 | tee -a "$log" || true
+    done
 done

@@ -148,6 +148,14 @@ static void test_akctl_gate (void **state)
     assert_non_null (strstr (out, "akprofile.gate: error:"));
     assert_non_null (strstr (out, "the gate could not run"));
     free (out);
+    /* --cuda-graph is taken and reaches the driver, which takes it too (its
+       own usage error would say "unrecognized arguments") */
+    rc = ak_test_runf (&out, "%s '%s' gate --cuda-graph --profile '%s/pkg' -- python3 '%s' 2>&1", env, akctl, dir,
+                       script);
+    assert_int_equal (rc, 2);
+    assert_non_null (strstr (out, "akprofile.gate: error:"));
+    assert_null (strstr (out, "unrecognized arguments"));
+    free (out);
     char *verdict = ak_sprintf ("%s/pkg.gate.json", dir);
     assert_int_not_equal (access (verdict, F_OK), 0);
 

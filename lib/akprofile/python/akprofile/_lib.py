@@ -24,6 +24,7 @@ AKP_ENOTFOUND = -4
 AKP_ETAMPERED = -20
 AKP_EUNAVAIL = -17
 AKP_ELAUNCH = -30
+AKP_ARGS_BYTES = 216          # akprofile.h: the ak_cuda_args_t block
 
 MAX_DIMS = 8
 MAX_BUFS = 8
@@ -127,6 +128,9 @@ def _declare(lib):
         "akp_launch_args": (ctypes.c_int, [kp, u64p, sz, u64p, sz, P, sz, ctypes.c_char_p, sz]),
         "akp_launch": (ctypes.c_int, [kp, P, P, u64p, sz, u64p, sz, ctypes.POINTER(ctypes.c_int),
                                       ctypes.c_char_p, sz]),
+        "akp_launch_prepare": (ctypes.c_int, [kp, P, ctypes.POINTER(sz), ctypes.POINTER(sz),
+                                              ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, sz]),
+        "akp_launch_block": (ctypes.c_int, [kp, P, P, P]),
     }
     for name, (res, args) in sigs.items():
         try:

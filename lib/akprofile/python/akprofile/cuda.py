@@ -81,6 +81,8 @@ class Launcher:
         self.arch = runtime.device.arch
         self._fns = {}                 # (ctx, id(kernel ptr)) -> (function, keepalive)
         self._lock = threading.Lock()
+        self._tls = threading.local()  # per thread: the current-context probe and its Plans
+        self._get_ctx = None
         self.compiled = 0              # NVRTC runs (cache misses)
         self.cached = 0                # CUBINs found in the cache
 
@@ -133,6 +135,31 @@ class Launcher:
             self._fns[fkey] = fn.value     # modules stay loaded for the process
             return fn.value
 
+    def plan(self, kernel):
+        """kernel's Plan for this thread and the current context (made, and
+        the kernel compiled and loaded, the first time)."""
+        tls = self._tls
+        if self._get_ctx is None:
+            self._get_ctx = _driver().cuCtxGetCurrent
+        ctxref = getattr(tls, "ctxref", None)
+        if ctxref is None:
+            tls.ctx = ctypes.c_void_p()
+            tls.ctxref = ctxref = ctypes.byref(tls.ctx)
+            tls.plans = {}
+        if self._get_ctx(ctxref) != 0:
+            self._context()              # names the error
+        key = (tls.ctx.value, id(kernel))
+        p = tls.plans.get(key)
+        if p is None or p.kernel is not kernel:
+            p = tls.plans[key] = Plan(self, kernel)
+        return p
+
+    def launch_ptrs(self, kernel, ptrs, stream=0):
+        """The hot path: kernel's Plan launched with device pointers ptrs
+        (its inputs, then its outputs, in the entry's order) on stream.
+        Raises LaunchError naming the CUDA error."""
+        self.plan(kernel).launch(ptrs, stream)
+
     def launch(self, kernel, inputs, outputs, stream=0):
         """Launches kernel on stream (a CUstream handle as int; 0 the legacy
         default stream) with device pointers inputs / outputs in the entry's
@@ -148,3 +175,59 @@ class Launcher:
             raise LaunchError(_lib.text(err), _name(_driver(), rc.value))
         if r != AKP_OK:
             raise LaunchError(_lib.text(err))
+
+
+class Plan:
+    """One entry's launch, prepared once per thread and context: the
+    function (compiled and loaded by the Launcher), the argument block
+    filled once by akp_launch_args with the entry's dims, and views on the
+    block's pointer slots (where akp_launch_prepare says they are).  A
+    launch writes the pointers and calls akp_launch_block: what is left
+    per call is a few stores and one foreign call (docs/apply.md, "What a
+    routed call costs").  Not shared between threads (the block is
+    written per call)."""
+
+    __slots__ = ("kernel", "fn", "block", "slots", "_call", "_kptr", "n")
+
+    def __init__(self, launcher, kernel):
+        lib = _lib.lib()
+        self.kernel = kernel
+        self.fn = launcher.prepare(kernel)
+        nin, nout = len(kernel.inputs), len(kernel.outputs)
+        self.n = nin + nout
+        rc = ctypes.c_int(0)
+        err = ctypes.create_string_buffer(1024)
+        in_off, out_off = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        r = lib.akp_launch_prepare(kernel._ptr, self.fn, ctypes.byref(in_off), ctypes.byref(out_off),
+                                   ctypes.byref(rc), err, len(err))
+        if r == AKP_ELAUNCH:
+            raise LaunchError(_lib.text(err), _name(_driver(), rc.value))
+        if r != AKP_OK:
+            raise LaunchError(_lib.text(err))
+        self.block = (ctypes.c_ubyte * _lib.AKP_ARGS_BYTES)()
+        ones_in = (ctypes.c_uint64 * max(1, nin))(*([1] * nin))     # placeholders: not null
+        ones_out = (ctypes.c_uint64 * max(1, nout))(*([1] * nout))
+        r = lib.akp_launch_args(kernel._ptr, ones_in, nin, ones_out, nout, self.block, len(self.block), err,
+                                len(err))
+        if r != AKP_OK:
+            raise LaunchError(_lib.text(err))
+        self.slots = ([ctypes.c_uint64.from_buffer(self.block, in_off.value + 8 * i) for i in range(nin)] +
+                      [ctypes.c_uint64.from_buffer(self.block, out_off.value + 8 * i) for i in range(nout)])
+        self._call = lib.akp_launch_block
+        self._kptr = kernel._ptr
+
+    def launch(self, ptrs, stream=0):
+        """Asynchronous; LaunchError names the CUDA error (a null pointer
+        or a count that is not the entry's is refused before the call)."""
+        if len(ptrs) != self.n or not all(ptrs):
+            k = self.kernel
+            raise LaunchError("%s (%s): %d pointers given (%s), the entry takes %d inputs and %d outputs, none 0"
+                              % (k.key, k.candidate, len(ptrs), ", ".join(hex(p) for p in ptrs),
+                                 len(k.inputs), len(k.outputs)))
+        for slot, p in zip(self.slots, ptrs):
+            slot.value = p
+        r = self._call(self._kptr, self.fn, stream or None, self.block)
+        if r:
+            k = self.kernel
+            name = _name(_driver(), r)
+            raise LaunchError("cuLaunchKernel: %s (%d) for %s %s (%s)" % (name, r, k.op, k.key, k.candidate), name)

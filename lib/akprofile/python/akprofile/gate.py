@@ -27,6 +27,14 @@ The protocol:
      after a synchronize (device time of the whole step);
   6. akprofile.stats: speedup = median of off/on with the worker's ~95%
      interval; closeness of on vs off and of both vs float32; the verdict.
+With --cuda-graph, steps 4-5 replay CUDA graphs instead: after the
+warm-up, one step is captured with the profile off and one with it on
+(torch.cuda.graph; the wrappers run at capture, so the counts are one
+step's calls), and the outputs and timed pairs are replays of those two
+graphs.  That is how a server that captures its decode steps runs the
+model: no Python or launch cost per step, the kernels' device time only.
+The step must be capturable (no host synchronization inside; fixed
+shapes); the gate says "could not run" otherwise.
 Writes the gate JSON (--out, default DIR.gate.json beside the package:
 a file inside it would make the package fail its own verification) and
 prints one line.  Exit 0 accepted, 1 rejected, 2 the gate could not run.
@@ -141,6 +149,24 @@ def _timed(step, torch):
     return s.elapsed_time(e)
 
 
+def _capture(run_one, on, torch):
+    """One step captured into a CUDA graph with the profile on or off:
+    (graph, the step's outputs, which each replay rewrites)."""
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            out = run_one(on)
+    except Exception as e:
+        raise RuntimeError("--cuda-graph: the step (profile %s) could not be captured: %s"
+                           % ("on" if on else "off", e)) from e
+    return g, out
+
+
+def _replay(graph):
+    graph[0].replay()
+    return graph[1]
+
+
 def run(opts):
     import torch
     import akprofile.torch as akt
@@ -180,19 +206,27 @@ def run(opts):
             run_one(True)
         torch.cuda.synchronize()
         applied.counters.reset()
-        out_off = [t.detach().clone() for t in _flatten(run_one(False), torch)]
-        out_on = [t.detach().clone() for t in _flatten(run_one(True), torch)]
+        if opts.cuda_graph:
+            graphs = {on: _capture(run_one, on, torch) for on in (False, True)}
+            out_off = [t.detach().clone() for t in _flatten(_replay(graphs[False]), torch)]
+            out_on = [t.detach().clone() for t in _flatten(_replay(graphs[True]), torch)]
+        else:
+            out_off = [t.detach().clone() for t in _flatten(run_one(False), torch)]
+            out_on = [t.detach().clone() for t in _flatten(run_one(True), torch)]
         torch.cuda.synchronize()
 
         t_off, t_on = [], []
         for i in range(opts.steps):
             order = (False, True) if i % 2 == 0 else (True, False)
             for on in order:
-                (applied.activate if on else applied.deactivate)()
-                try:
-                    ms = _timed(step, torch)
-                finally:
-                    applied.deactivate()
+                if opts.cuda_graph:
+                    ms = _timed(graphs[on][0].replay, torch)
+                else:
+                    (applied.activate if on else applied.deactivate)()
+                    try:
+                        ms = _timed(step, torch)
+                    finally:
+                        applied.deactivate()
                 (t_on if on else t_off).append(ms)
 
         vs_off = compare_tensors(out_on, out_off, tol["vs_off"]["atol"], tol["vs_off"]["rtol"], torch)
@@ -202,7 +236,7 @@ def run(opts):
     totals = applied.counters.totals()
     verdict = stats.decide(tol, speedup, noise, vs_off, on32["rel_rms"], off32["rel_rms"], totals)
     calls = applied.to_json()
-    steps_counted = opts.steps + 1
+    steps_counted = 1 if opts.cuda_graph else opts.steps + 1    # a graph's calls are its capture's
     doc = {
         "format": SCHEMA, "schema_version": 1,
         "profile": applied.runtime.profile.name, "package": os.path.abspath(opts.profile),
@@ -213,7 +247,7 @@ def run(opts):
         "ops": sorted(ops) if ops else "all", "ops_routed": sorted(applied.ops),
         "ops_unrouted": [{"op": o, "reason": r} for o, r in sorted(applied.unrouted.items())],
         "enable_kwargs": extra,
-        "steps": opts.steps, "warmup": opts.warmup,
+        "steps": opts.steps, "warmup": opts.warmup, "mode": "cuda_graph" if opts.cuda_graph else "eager",
         "tolerance": tol, "tolerance_file": opts.tolerance_file or "(built-in defaults)",
         "tolerance_sha256": hashlib.sha256(tol_text.encode()).hexdigest(),     # of the values in force
         "tolerance_file_sha256": _file_sha256(opts.tolerance_file),          # of the file's bytes
@@ -239,6 +273,8 @@ def main(argv=None):
     p.add_argument("--ops", default=None, help="comma-separated operators to route (default: all)")
     p.add_argument("--out", default=None, help="the gate JSON (default: PROFILE_DIR.gate.json)")
     p.add_argument("--calls", default=None, help="also write the per-call counts JSON here")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="time replays of a step captured into a CUDA graph, off and on (device time only)")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     opts = p.parse_args(argv)
@@ -262,9 +298,10 @@ def main(argv=None):
         with open(opts.calls, "w") as f:
             json.dump(_clean(doc["calls"]), f, indent=1, sort_keys=True)
             f.write("\n")
-    print("gate: %s: speedup %.3fx +- %.3f (%d pairs), %.0f%% of %d calls/step hit the profile, "
+    print("gate: %s: speedup %.3fx +- %.3f (%d %spairs), %.0f%% of %d calls/step hit the profile, "
           "max |on-off| %.3g, rel RMS vs float32 %.3g (off %.3g) -> %s"
-          % (doc["profile"], doc["speedup"], doc["speedup_noise"], opts.steps, 100 * doc["hit_share"],
+          % (doc["profile"], doc["speedup"], doc["speedup_noise"], opts.steps,
+             "CUDA-graph " if opts.cuda_graph else "", 100 * doc["hit_share"],
              doc["calls_per_step"], doc["outputs"]["vs_off"]["max_abs"], doc["outputs"]["on_vs_float32"]["rel_rms"],
              doc["outputs"]["off_vs_float32"]["rel_rms"], doc["verdict"]))
     print("gate: written %s" % out)

@@ -36,10 +36,10 @@ class Counters:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self.rows = {}                 # (op, shape, dtype) -> {"hits": n, "fallbacks": {reason: n}, "errors": {..}}
+        self.rows = {}                 # (op, dims tuple, dtype) -> {"hits": n, "fallbacks": {reason: n}, "errors": {..}}
 
     def _row(self, op, dims, dtype):
-        key = (op, shape_text(dims), dtype)
+        key = (op, tuple(dims), dtype)       # the text is made for the report, not per call
         row = self.rows.get(key)
         if row is None:
             row = self.rows[key] = {"hits": 0, "fallbacks": {}, "errors": {}}
@@ -56,6 +56,11 @@ class Counters:
             if error:
                 row["errors"][reason] = row["errors"].get(reason, 0) + 1
 
+    def _sorted(self):
+        with self._lock:
+            rows = list(self.rows.items())
+        return sorted(((op, shape_text(dims), dtype), r) for (op, dims, dtype), r in rows)
+
     def totals(self):
         hits = sum(r["hits"] for r in self.rows.values())
         fb = sum(sum(r["fallbacks"].values()) for r in self.rows.values())
@@ -68,7 +73,7 @@ class Counters:
 
     def to_json(self):
         ops = []
-        for (op, shape, dtype), r in sorted(self.rows.items()):
+        for (op, shape, dtype), r in self._sorted():
             ops.append({"op": op, "shape": shape, "dtype": dtype, "hits": r["hits"],
                         "fallbacks": sum(r["fallbacks"].values()),
                         "reasons": [{"reason": k, "count": v} for k, v in sorted(r["fallbacks"].items())],
@@ -82,7 +87,7 @@ class Counters:
         share = 100.0 * t["hits"] / t["calls"] if t["calls"] else 0.0
         print("%s: %d calls, %d hit the profile (%.1f%%), %d fell back, %d errors"
               % (title, t["calls"], t["hits"], share, t["fallbacks"], t["errors"]), file=out)
-        for (op, shape, dtype), r in sorted(self.rows.items()):
+        for (op, shape, dtype), r in self._sorted():
             fb = sum(r["fallbacks"].values())
             print("  %-28s %-20s %-9s hits %-7d fallbacks %d" % (op, shape, dtype, r["hits"], fb), file=out)
             for reason, n in sorted(r["fallbacks"].items(), key=lambda kv: -kv[1]):
@@ -107,12 +112,16 @@ class Router:
         self._lock = threading.Lock()
 
     def lookup(self, op, dims, dtype):
-        key = (op, tuple(int(d) for d in dims), dtype)
-        got = self._lookups.get(key)
+        fast = (op, tuple(dims), dtype)       # the memo's key as the call gives it
+        got = self._lookups.get(fast)
         if got is None:
-            got = self.runtime.lookup(op, key[1], dtype)
+            key = (op, tuple(int(d) for d in dims), dtype)
+            got = self._lookups.get(key)
+            if got is None:
+                got = self.runtime.lookup(op, key[1], dtype)
             with self._lock:
                 self._lookups[key] = got
+                self._lookups[fast] = got
         return got
 
     def dispatch(self, op, dims, dtype, launch, fallback, reason=None):

@@ -26,7 +26,11 @@ every dimension, dtype; the tensors contiguous (unless copy=True), on the
 runtime's GPU, of one dtype, needing no autograd; and the arguments within
 what the catalog kernel computes (eps 1e-6 for rms_norm and 1e-5 for
 layer_norm, both affine tensors given, softmax over the last dim, SDPA
-without mask or dropout, equal query and key lengths, default scale ...).
+without mask or dropout and with the default scale ...).  SDPA with equal
+q, k, v shapes is flash_attention; with fewer queries than keys (decode
+over a KV cache) or grouped KV heads it is split_kv_attention, whose
+kernel keeps its partials in a module-scope workspace: one entry must not
+run on two streams at once.
 Otherwise PyTorch's own function runs and the reason is counted.
 
 torch.compile: while Dynamo traces, every wrapper calls PyTorch's function,
@@ -53,10 +57,11 @@ from .cuda import Launcher
 from .router import Router, Counters, Skip
 
 # user-facing names -> the catalog's operator names (kernels/*/spec.json)
-OPS = {"rms_norm": "rmsnorm", "layer_norm": "layernorm", "softmax": "softmax", "cross_entropy": "cross_entropy",
-       "rotary": "rotary_embedding", "matmul": "matmul", "linear": "matmul", "fused_mlp": "fused_mlp",
-       "scaled_dot_product_attention": "flash_attention"}
-_CATALOG = set(OPS.values())
+OPS = {"rms_norm": ("rmsnorm",), "layer_norm": ("layernorm",), "softmax": ("softmax",),
+       "cross_entropy": ("cross_entropy",), "rotary": ("rotary_embedding",), "matmul": ("matmul",),
+       "linear": ("matmul",), "fused_mlp": ("fused_mlp",),
+       "scaled_dot_product_attention": ("flash_attention", "split_kv_attention")}
+_CATALOG = set(op for ops in OPS.values() for op in ops)
 _DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
@@ -74,9 +79,24 @@ def _compiling_fn():
 _compiling = _compiling_fn()
 
 
+_is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_cuda_ok = None
+
+
 def _capturing():
     """True while the current CUDA stream is capturing a graph."""
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    global _cuda_ok
+    if _cuda_ok is None:
+        _cuda_ok = torch.cuda.is_available()
+    return _cuda_ok and _is_capturing()
+
+
+def _stream(device):
+    """The current stream of device as a CUstream handle (int)."""
+    if _raw_stream is not None:
+        return _raw_stream(device.index if device.index is not None else torch.cuda.current_device())
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 class Applied:
@@ -181,17 +201,15 @@ class Applied:
         Returns (reason, tensors made contiguous when copy is on)."""
         if self.launcher is None:
             return "no CUDA device: %s" % (self.runtime.why_not or "the runtime was given a class string"), tensors
-        dev = None
+        ordinal = self.runtime.ordinal
         out = []
         for t in tensors:
             if not isinstance(t, torch.Tensor):
                 return "an argument is not a tensor", tensors
-            if not t.is_cuda:
-                return "a tensor is on %s, not a CUDA device" % t.device, tensors
-            if dev is None:
-                dev = t.device
-            if t.device != dev or t.device.index != self.runtime.ordinal:
-                return "tensors on %s, the profile's runtime is on cuda:%d" % (t.device, self.runtime.ordinal), tensors
+            if t.get_device() != ordinal:          # -1 for a CPU tensor
+                if not t.is_cuda:
+                    return "a tensor is on %s, not a CUDA device" % t.device, tensors
+                return "tensors on %s, the profile's runtime is on cuda:%d" % (t.device, ordinal), tensors
             if dtype is not None and t.dtype != dtype:
                 return "mixed dtypes (%s and %s)" % (dtype, t.dtype), tensors
             if t.dtype not in _DTYPES:
@@ -231,14 +249,14 @@ class Applied:
         if len(inputs) != len(kernel.inputs) or len(out_shapes) != len(kernel.outputs):
             _skip("the entry %s has %d inputs and %d outputs, the call maps %d and %d"
                   % (kernel.key, len(kernel.inputs), len(kernel.outputs), len(inputs), len(out_shapes)))
-        if _capturing() and not self.launcher.is_loaded(kernel):
+        if _is_capturing() and not self.launcher.is_loaded(kernel):
             _skip("CUDA graph capture: the entry was not loaded before capture (run a step eagerly first)")
         outs = [torch.empty(s, dtype=dtype, device=device) for s in out_shapes]
         for o, (_, count) in zip(outs, kernel.outputs):
             if o.numel() != count:
                 _skip("the entry's output has %d elements, the call's %d" % (count, o.numel()))
-        stream = torch.cuda.current_stream(device).cuda_stream
-        self.launcher.launch(kernel, [t.data_ptr() for t in inputs], [o.data_ptr() for o in outs], stream)
+        self.launcher.launch_ptrs(kernel, [t.data_ptr() for t in inputs] + [o.data_ptr() for o in outs],
+                                  _stream(device))
         return outs
 
     def call(self, catalog_op, dims, dtype, launch, fallback, reason=None):
@@ -438,6 +456,59 @@ def _linear(a, orig, args, kwargs):
     return a.call("matmul", dims, x.dtype, launch, fb, reason)
 
 
+def _sdpa_arguments(v, D):
+    """The reason SDPA's arguments are beyond both attention kernels, or None."""
+    scale = v.get("scale")
+    if v.get("attn_mask") is not None:
+        return "scaled_dot_product_attention with attn_mask: the kernel takes none or causal"
+    if float(v.get("dropout_p", 0.0)) != 0.0:
+        return "scaled_dot_product_attention with dropout"
+    if scale is not None and abs(float(scale) * math.sqrt(D) - 1.0) > 1e-9:
+        return "scaled_dot_product_attention scale=%s: the kernel uses 1/sqrt(%d)" % (scale, D)
+    return None
+
+
+def _attention(a, op, dims, v, q, k, val, fb, shape_reason):
+    """Both SDPA routes from the lookup on: the entry, the arguments, the
+    shapes (shape_reason(): the reason they are beyond op's kernel, or
+    None), the tensors, the launch."""
+    if not a.wants(op) or a.miss(op, dims, q.dtype):
+        return a.call(op, dims, q.dtype, None, fb)
+    reason = _sdpa_arguments(v, q.shape[-1]) or shape_reason()
+    if reason is None:
+        reason, ts = a.check([q, k, val], q.dtype)
+
+    def launch(kern):
+        (o,) = a.run(kern, ts, [q.shape], q.dtype, q.device)
+        return o
+    return a.call(op, dims, q.dtype, launch, fb, reason)
+
+
+def _sdpa_decode(a, v, q, k, val, fb):
+    """SDPA with queries shorter than the keys, or grouped KV heads:
+    split_kv_attention [B, Q, HQ, HK, L, D, mask] (q [B, HQ, Q, D], k and v
+    [B, HK, L, D]: SDPA's layout).  Mask 1 (none); is_causal only with
+    Q = L, where PyTorch's top-left diagonal is the kernel's bottom-right."""
+    B, HQ, Q, D = q.shape
+    HK, L = (k.shape[1], k.shape[2]) if k.dim() == 4 else (0, 0)
+    causal = bool(v.get("is_causal", False))
+
+    def shape_reason():
+        if k.dim() != 4 or tuple(val.shape) != tuple(k.shape) or k.shape[0] != B or k.shape[3] != D:
+            return ("scaled_dot_product_attention with q %s, k %s, v %s: the kernel takes k and v [B, HK, L, D]"
+                    % (tuple(q.shape), tuple(k.shape), tuple(val.shape)))
+        if HK == 0 or HQ % HK != 0:
+            return "scaled_dot_product_attention with %d query heads over %d KV heads" % (HQ, HK)
+        if HQ != HK and not v.get("enable_gqa", False):
+            return "scaled_dot_product_attention with grouped KV heads and enable_gqa off (PyTorch refuses it)"
+        if causal and Q != L:
+            return ("scaled_dot_product_attention is_causal with %d queries over %d keys: PyTorch's diagonal is "
+                    "top-left aligned, the kernel's bottom-right" % (Q, L))
+        return None
+    return _attention(a, "split_kv_attention", [B, Q, HQ, HK, L, D, 2 if causal else 1], v, q, k, val, fb,
+                      shape_reason)
+
+
 def _sdpa(a, orig, args, kwargs):
     names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
     v = dict(zip(names, args))
@@ -446,30 +517,16 @@ def _sdpa(a, orig, args, kwargs):
     fb = lambda: orig(*args, **kwargs)  # noqa: E731
     if not all(isinstance(t, torch.Tensor) for t in (q, k, val)) or q.dim() != 4:
         return orig(*args, **kwargs)
-    B, H, S, D = q.shape
-    causal = bool(v.get("is_causal", False))
-    dims = [B, H, S, D, 2 if causal else 1]
-    if a.miss("flash_attention", dims, q.dtype):
-        return a.call("flash_attention", dims, q.dtype, None, fb)
-    scale = v.get("scale")
-    reason = None
-    if v.get("attn_mask") is not None:
-        reason = "scaled_dot_product_attention with attn_mask: the kernel takes none or causal"
-    elif float(v.get("dropout_p", 0.0)) != 0.0:
-        reason = "scaled_dot_product_attention with dropout"
-    elif tuple(k.shape) != tuple(q.shape) or tuple(val.shape) != tuple(q.shape):
-        reason = ("scaled_dot_product_attention with q %s, k %s, v %s: the kernel needs equal shapes "
-                  "(no KV cache longer than the queries, no grouped heads)"
-                  % (tuple(q.shape), tuple(k.shape), tuple(val.shape)))
-    elif scale is not None and abs(float(scale) * math.sqrt(D) - 1.0) > 1e-9:
-        reason = "scaled_dot_product_attention scale=%s: the kernel uses 1/sqrt(%d)" % (scale, D)
-    else:
-        reason, ts = a.check([q, k, val], q.dtype)
+    if tuple(k.shape) != tuple(q.shape):
+        return _sdpa_decode(a, v, q, k, val, fb)
 
-    def launch(kern):
-        (o,) = a.run(kern, ts, [q.shape], q.dtype, q.device)
-        return o
-    return a.call("flash_attention", dims, q.dtype, launch, fb, reason)
+    def shape_reason():
+        if tuple(val.shape) != tuple(q.shape):
+            return ("scaled_dot_product_attention with q and k %s, v %s: the kernel needs equal shapes"
+                    % (tuple(q.shape), tuple(val.shape)))
+        return None
+    return _attention(a, "flash_attention", list(q.shape) + [2 if v.get("is_causal", False) else 1], v, q, k, val,
+                      fb, shape_reason)
 
 
 def _rotary_torch(x, base):
@@ -611,6 +668,8 @@ def _patches(a):
     add(torch, "matmul", _matmul, "matmul")
     add(torch.Tensor, "__matmul__", _matmul, "matmul")
     add(F, "scaled_dot_product_attention", _sdpa, "flash_attention")
+    if not a.wants("flash_attention"):
+        add(F, "scaled_dot_product_attention", _sdpa, "split_kv_attention")
     llama = sys.modules.get("transformers.models.llama.modeling_llama")
     if llama is not None:
         if a.wants("rmsnorm") and hasattr(llama, "LlamaRMSNorm"):
@@ -644,7 +703,7 @@ def enable(package, ops=None, device=None, ordinal=None, copy=False, transpose_w
         names = set()
         for o in ops:
             if o in OPS:
-                names.add(OPS[o])
+                names.update(OPS[o])
             elif o in _CATALOG:
                 names.add(o)
             else:

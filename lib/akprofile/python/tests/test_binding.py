@@ -227,6 +227,31 @@ class CompileTest(unittest.TestCase):
         rc = _lib.lib().akp_launch(k._ptr, None, None, ins, 1, outs, 1, None, err, len(err))
         self.assertEqual(rc, _lib.AKP_EINVAL)
 
+    def test_prepared_block_layout(self):
+        """The hot path's layout (akp_launch_prepare's offsets) is the block's:
+        pointers written at the offsets land where akp_launch_args puts them."""
+        import ctypes
+        k = self.rt.lookup("rmsnorm", [512, 2048], "bfloat16").kernel
+        lib = _lib.lib()
+        in_off, out_off = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        rc = ctypes.c_int(0)
+        err = ctypes.create_string_buffer(256)
+        r = lib.akp_launch_prepare(k._ptr, None, ctypes.byref(in_off), ctypes.byref(out_off), ctypes.byref(rc),
+                                   err, len(err))
+        self.assertEqual(r, _lib.AKP_EINVAL)          # no function: refused, the layout still told
+        self.assertIn("no entry or no function", _lib.text(err))
+        want = k.launch_args([0x1000, 0x2000], [0x3000])
+        block = (ctypes.c_ubyte * _lib.AKP_ARGS_BYTES)()
+        ones = (ctypes.c_uint64 * 2)(1, 1)
+        self.assertEqual(lib.akp_launch_args(k._ptr, ones, 2, ones, 1, block, len(block), err, len(err)),
+                         _lib.AKP_OK)
+        for off, ptr in ((in_off.value, 0x1000), (in_off.value + 8, 0x2000), (out_off.value, 0x3000)):
+            ctypes.c_uint64.from_buffer(block, off).value = ptr
+        self.assertEqual(bytes(block), bytes(want))
+        # a block launched before any prepare: an error code, not a crash
+        if _lib.lib().akp_launch_prepare(k._ptr, ctypes.c_void_p(1), None, None, None, err, len(err)) != _lib.AKP_OK:
+            self.assertNotEqual(lib.akp_launch_block(k._ptr, ctypes.c_void_p(1), None, block), 0)
+
     def test_library_lookup_env(self):
         path = akprofile.find_library()
         self.assertTrue(os.path.isfile(path))

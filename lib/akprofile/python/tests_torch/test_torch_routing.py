@@ -77,6 +77,15 @@ class GpuTest(unittest.TestCase):
             pkg.entry("rmsnorm", ["M", "N"], [64, 256], "bfloat16", "warp_row", "kernels/rmsnorm/cuda/warp_row.cu",
                       [("ROWS", 4), ("VEC", 1)], [grid_rms, 1, 1], [32, 4, 1], [("x", 64 * 256), ("w", 256)],
                       [("y", 64 * 256)]),
+            # decode attention over a KV cache, and grouped KV heads (split_kv, SPLITS 4 WARPS 4 KPW 1 ROWS 1)
+            pkg.entry("split_kv_attention", ["B", "Q", "HQ", "HK", "L", "D", "mask"], [1, 1, 4, 4, 64, 64, 1],
+                      "bfloat16", "split_kv", "kernels/split_kv_attention/cuda/split_kv.cu",
+                      [("SPLITS", 4), ("WARPS", 4), ("KPW", 1), ("ROWS", 1), ("VECB", 16)], [4, 4, 1], [128, 1, 1],
+                      [("q", 256), ("k_cache", 4 * 64 * 64), ("v_cache", 4 * 64 * 64)], [("o", 256)], shared=1056),
+            pkg.entry("split_kv_attention", ["B", "Q", "HQ", "HK", "L", "D", "mask"], [1, 1, 8, 2, 64, 64, 1],
+                      "bfloat16", "split_kv", "kernels/split_kv_attention/cuda/split_kv.cu",
+                      [("SPLITS", 4), ("WARPS", 4), ("KPW", 1), ("ROWS", 1), ("VECB", 16)], [4, 2, 4], [128, 1, 1],
+                      [("q", 512), ("k_cache", 2 * 64 * 64), ("v_cache", 2 * 64 * 64)], [("o", 512)], shared=1056),
             # a launch the driver must refuse: 4096 threads per block
             pkg.entry("softmax", ["rows", "cols"], [8, 128], "float32", "warp_row", "kernels/softmax/cuda/warp_row.cu",
                       [("ROWS", 128), ("VEC", 1)], [1, 1, 1], [32, 128, 1], [("x", 1024)], [("y", 1024)]),
@@ -85,6 +94,33 @@ class GpuTest(unittest.TestCase):
 
     def tearDown(self):
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_decode_attention(self):
+        """SDPA over a KV cache (1 query, 64 keys) and with grouped KV heads
+        routes to split_kv_attention and matches PyTorch; is_causal with
+        fewer queries than keys falls back (PyTorch's diagonal is top-left)."""
+        a = akt.enable(self.dir, ops=["scaled_dot_product_attention"], print_at_exit=False)
+        try:
+            with torch.inference_mode():
+                for hq, hk in ((4, 4), (8, 2)):
+                    q = torch.randn(1, hq, 1, 64, device="cuda", dtype=torch.bfloat16)
+                    k = torch.randn(1, hk, 64, 64, device="cuda", dtype=torch.bfloat16)
+                    v = torch.randn(1, hk, 64, 64, device="cuda", dtype=torch.bfloat16)
+                    kw = {"enable_gqa": True} if hq != hk else {}
+                    o = F.scaled_dot_product_attention(q, k, v, **kw)
+                    a.deactivate()
+                    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), **kw)
+                    a.activate()
+                    torch.testing.assert_close(o.float(), ref, atol=0.004 * 4, rtol=0.016 * 2)
+                    F.scaled_dot_product_attention(q, k, v, is_causal=True, **kw)
+                torch.cuda.synchronize()
+        finally:
+            a.deactivate()
+        rows = {(c["op"], c["shape"]): c for c in a.to_json()["calls"]}
+        self.assertEqual(rows[("split_kv_attention", "1x1x4x4x64x64x1")]["hits"], 1)
+        self.assertEqual(rows[("split_kv_attention", "1x1x8x2x64x64x1")]["hits"], 1)
+        causal = rows[("split_kv_attention", "1x1x4x4x64x64x2")]
+        self.assertEqual(causal["hits"], 0)
 
     def test_hits_match_pytorch(self):
         a = akt.enable(self.dir, print_at_exit=False)
