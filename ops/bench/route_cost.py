@@ -1,12 +1,14 @@
 """What a call routed through akprofile.torch costs, against the call it
 replaces (docs/apply.md, "What a routed call costs"; issue 19).
 
-    python3 ops/bench/route_cost.py [--calls N] [--repeats R] [--json OUT]
+    python3 ops/bench/route_cost.py [--calls N] [--repeats R] [--candidate C] [--json OUT]
 
 Needs a CUDA GPU, PyTorch and transformers.  Builds a package for this
-device with the catalog's rmsnorm warp_row kernel (ROWS=4, VEC=2) at
-M = 1 and M = 512, N = 2048, bfloat16 (the decoder's RMSNorm at decode and
-at a 512-token prefill), then, interleaved R times (default 7):
+device with one catalog rmsnorm kernel at M = 1 and M = 512, N = 2048,
+bfloat16 (the decoder's RMSNorm at decode and at a 512-token prefill):
+--candidate block_row (THREADS=512 VEC=2, what ops/bench/loop_gpu.sh's
+tuning chose on the H200, the default) or warp_row (ROWS=4 VEC=2), then,
+interleaved R times (default 7):
   host us/call    N calls back to back (one synchronize at the end) of
                   - transformers' LlamaRMSNorm.forward, PyTorch alone;
                   - the same with the profile enabled (every call a hit);
@@ -41,13 +43,20 @@ import pkg                       # noqa: E402
 N = 2048
 
 
-def build_package(out):
+CANDIDATES = {   # name -> (params, grid(M), block)
+    "block_row": ([("THREADS", 512), ("VEC", 2)], lambda m: [m, 1, 1], [512, 1, 1]),
+    "warp_row": ([("ROWS", 4), ("VEC", 2)], lambda m: [(m + 3) // 4, 1, 1], [32, 4, 1]),
+}
+
+
+def build_package(out, candidate):
     dev = akprofile.current_device(0)
+    params, grid, block = CANDIDATES[candidate]
     entries = []
     for m in (1, 512):
-        entries.append(pkg.entry("rmsnorm", ["M", "N"], [m, N], "bfloat16", "warp_row",
-                                 "kernels/rmsnorm/cuda/warp_row.cu", [("ROWS", 4), ("VEC", 2)],
-                                 [(m + 3) // 4, 1, 1], [32, 4, 1], [("x", m * N), ("w", N)], [("y", m * N)]))
+        entries.append(pkg.entry("rmsnorm", ["M", "N"], [m, N], "bfloat16", candidate,
+                                 "kernels/rmsnorm/cuda/%s.cu" % candidate, params, grid(m), block,
+                                 [("x", m * N), ("w", N)], [("y", m * N)]))
     device = {"name": dev.name, "cc_major": dev.cc_major, "cc_minor": dev.cc_minor,
               "driver_major": dev.driver_major, "driver_version": "", "nvrtc_version": dev.nvrtc_version}
     pkg.build(out, entries=entries, device_class=dev.device_class, name="route-cost", device=device)
@@ -82,6 +91,7 @@ def main():
     p = argparse.ArgumentParser(prog="route_cost.py")
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--candidate", choices=sorted(CANDIDATES), default="block_row")
     p.add_argument("--json", default=None)
     o = p.parse_args()
     if not torch.cuda.is_available():
@@ -90,7 +100,7 @@ def main():
     import akprofile.torch as akt
 
     d = tempfile.mkdtemp(prefix="route_cost.")
-    cls = build_package(os.path.join(d, "pkg"))
+    cls = build_package(os.path.join(d, "pkg"), o.candidate)
     applied = akt.enable(os.path.join(d, "pkg"), ops=["rms_norm"], print_at_exit=False, active=False)
     dt = torch.bfloat16
     norm = LlamaRMSNorm(N, eps=1e-6).cuda().to(dt)
@@ -138,8 +148,8 @@ def main():
                     applied.deactivate()
 
     med = {n: {k: statistics.median(v) for k, v in r.items()} for n, r in res.items()}
-    print("route_cost.py on %s (%s), %d calls x %d repeats, medians:" % (torch.cuda.get_device_name(0), cls,
-                                                                        o.calls, o.repeats))
+    print("route_cost.py on %s (%s), rmsnorm %s, %d calls x %d repeats, medians:"
+          % (torch.cuda.get_device_name(0), cls, o.candidate, o.calls, o.repeats))
     print("  %-36s %12s %14s" % ("case", "host us/call", "device us/call"))
     for name, _, _ in cases:
         print("  %-36s %12.2f %14.2f" % (name, med[name]["host"], med[name]["device"]))
@@ -153,7 +163,7 @@ def main():
                                      med[r]["device"] / med["LlamaRMSNorm M=3"]["device"]))
     if o.json:
         with open(o.json, "w") as f:
-            json.dump({"device_class": cls, "calls": o.calls, "repeats": o.repeats, "runs": res, "medians": med,
+            json.dump({"device_class": cls, "candidate": o.candidate, "calls": o.calls, "repeats": o.repeats, "runs": res, "medians": med,
                        "torch": torch.__version__}, f, indent=1, sort_keys=True)
 
 
