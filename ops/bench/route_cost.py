@@ -93,6 +93,8 @@ def main():
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--candidate", choices=sorted(CANDIDATES), default="block_row")
     p.add_argument("--json", default=None)
+    p.add_argument("--host-profile", action="store_true",
+                   help="also cProfile the routed LlamaRMSNorm hit (M=1) and fallback (M=3) calls: where the host time goes")
     o = p.parse_args()
     if not torch.cuda.is_available():
         sys.exit("route_cost.py: no CUDA device")
@@ -146,6 +148,25 @@ def main():
                     res[name]["device"].append(device_us(fn, min(o.calls, 500)))
                 finally:
                     applied.deactivate()
+
+        if o.host_profile:
+            import cProfile
+            import io
+            import pstats
+            for name, fn in (("hit, LlamaRMSNorm M=1", hf(1)), ("fallback, LlamaRMSNorm M=3", hf(3))):
+                applied.activate()
+                try:
+                    prof = cProfile.Profile()
+                    prof.enable()
+                    for _ in range(o.calls):
+                        fn()
+                    prof.disable()
+                finally:
+                    applied.deactivate()
+                out = io.StringIO()
+                pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(14)
+                print("host profile (%s, %d calls; cProfile inflates every Python call alike):" % (name, o.calls))
+                print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:4000])
 
     med = {n: {k: statistics.median(v) for k, v in r.items()} for n, r in res.items()}
     print("route_cost.py on %s (%s), rmsnorm %s, %d calls x %d repeats, medians:"
