@@ -17,7 +17,12 @@
 #      separated, default "all rms_norm linear scaled_dot_product_attention"),
 #      each eagerly and with the step replayed from CUDA graphs
 #      ($AK_LOOP_GATE_MODES, default "eager cuda_graph")
+#   5. akctl profile record-gate of the first of those gates, and
+#      akctl profile show (the verdict kept with the profile)
 # Writes OUT/loop.txt (what each step printed) and OUT/gate.OPS.MODE.json.
+# The discover run's size: $AK_LOOP_DEMO_ARGS (llama_demo.py's options,
+# default "--repeats 2"); the gate's: $AK_LOOP_GATE_ARGS (llama_gate.py's,
+# default none: 4 layers).
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "$1" && pwd)
@@ -30,7 +35,8 @@ say () { echo "== $*" | tee -a "$log"; }
 
 say "1. discover"
 "$bin/akctl" discover --out "$out/discover" --step-range step --warmup-steps 9 --steps 9 -- \
-    python3 "$root/ops/discover/torch_nvtx.py" "$root/ops/discover/llama_demo.py" --repeats 2 2>&1 | tee -a "$log"
+    python3 "$root/ops/discover/torch_nvtx.py" "$root/ops/discover/llama_demo.py" ${AK_LOOP_DEMO_ARGS:---repeats 2} \
+    2>&1 | tee -a "$log"
 
 say "2. tune"
 policy=${AK_LOOP_POLICY:-'{"warmup": 2, "min_samples": 10, "max_samples": 40, "max_time_ms": 300, "confirm": false, "search": {"budget": 12, "keep": 3}}'}
@@ -64,6 +70,7 @@ rm -rf "$out/pkg"
 $ctl profile export llama "$out/pkg" 2>&1 | tee -a "$log"
 
 say "4. gate"
+first=""
 for ops in ${AK_LOOP_GATE_OPS:-all rms_norm linear scaled_dot_product_attention}; do
     for mode in ${AK_LOOP_GATE_MODES:-eager cuda_graph}; do
         opt=""; [ "$ops" = all ] || opt="--ops $ops"
@@ -71,6 +78,14 @@ for ops in ${AK_LOOP_GATE_OPS:-all rms_norm linear scaled_dot_product_attention}
         say "gate ($ops, $mode)"
         "$bin/akctl" gate --profile "$out/pkg" --steps 20 $opt --out "$out/gate.$ops.$mode.json" \
             --tolerance-file "$root/ops/apply/llama_gate.tolerance.json" \
-            -- python3 "$root/ops/apply/llama_gate.py" --copy 2>&1 | tail -25 | tee -a "$log" || true
+            -- python3 "$root/ops/apply/llama_gate.py" --copy ${AK_LOOP_GATE_ARGS:-} 2>&1 | tail -25 \
+            | tee -a "$log" || true
+        [ -n "$first" ] || first="$out/gate.$ops.$mode.json"
     done
 done
+
+say "5. record the gate"
+if [ -f "$first" ]; then
+    $ctl profile record-gate "$first" 2>&1 | tee -a "$log" || true
+fi
+$ctl profile show llama 2>&1 | tee -a "$log" | head -30

@@ -42,16 +42,18 @@ static char *s_env (void)
     return env;
 }
 
-/* Runs the gate on a MODE package; its exit code, the verdict JSON in *doc. */
-static int s_gate (const char *mode, json_t **doc)
+/* Runs the gate on a MODE package (eagerly, or replaying CUDA graphs);
+   its exit code, the verdict JSON in *doc. */
+static int s_gate_in (const char *mode, bool graph, json_t **doc)
 {
     char *env = s_env (), *dir = ak_test_tmpdir (mode), *out = NULL;
     char *builder = ak_test_src ("tests/gpu/data/gate_planted.py"), *akctl = ak_test_bin ("akctl");
     if (ak_test_runf (&out, "%s python3 '%s' %s '%s' 2>&1", env, builder, mode, dir) != 0)
         fail_msg ("gate_planted.py %s failed:\n%s", mode, out ? out : "");
     free (out);
-    int rc = ak_test_runf (&out, "%s '%s' gate --profile '%s/pkg' --steps 12 --warmup 2 --out '%s/gate.json' "
-                                 "-- python3 '%s/step.py' 2>&1", env, akctl, dir, dir, dir);
+    int rc = ak_test_runf (&out, "%s '%s' gate --profile '%s/pkg' --steps 12 --warmup 2 %s--out '%s/gate.json' "
+                                 "-- python3 '%s/step.py' 2>&1", env, akctl, dir, graph ? "--cuda-graph " : "", dir,
+                           dir);
     print_message ("%s", out ? out : "");
     free (out);
     char *path = ak_sprintf ("%s/gate.json", dir);
@@ -65,6 +67,11 @@ static int s_gate (const char *mode, json_t **doc)
     free (dir);
     free (env);
     return rc;
+}
+
+static int s_gate (const char *mode, json_t **doc)
+{
+    return s_gate_in (mode, false, doc);
 }
 
 static bool s_has_reason (const json_t *doc, const char *reason)
@@ -105,6 +112,20 @@ static void test_planted_wrong_rejected (void **state)
     json_decref (doc);
 }
 
+/* The planted entry captured into a CUDA graph is replayed, and the
+   numerical gate still sees it. */
+static void test_planted_wrong_rejected_in_graph (void **state)
+{
+    (void) state;
+    ak_test_cuda_or_skip (true, NULL, NULL);
+    json_t *doc = NULL;
+    assert_int_equal (s_gate_in ("wrong", true, &doc), 1);
+    s_applied (doc, "wrong (CUDA graph)");
+    assert_string_equal (json_string_value (json_object_get (doc, "mode")), "cuda_graph");
+    assert_true (s_has_reason (doc, "outputs differ"));
+    json_decref (doc);
+}
+
 static void test_planted_slow_rejected (void **state)
 {
     (void) state;
@@ -134,6 +155,7 @@ int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_planted_wrong_rejected),
+        cmocka_unit_test (test_planted_wrong_rejected_in_graph),
         cmocka_unit_test (test_planted_slow_rejected),
         cmocka_unit_test (test_catalog_kernel_applied),
     };
