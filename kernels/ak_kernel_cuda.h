@@ -454,7 +454,12 @@ struct ak_vec_acc {
     static_assert (VECB_ % sizeof (ak_t) == 0, "VECB must hold whole elements");
     enum { N = VECB_ / (int) sizeof (ak_t) };
     typedef typename ak_raw_of<VECB_>::type raw_t;
-    union u { raw_t raw; ak_t e[N]; };
+    union u {
+        typedef typename ak_raw_of<VECB_>::type raw_t;
+        enum { count = N };
+        raw_t raw;
+        ak_t  e[N];
+    };
     static __device__ __forceinline__ raw_t ld (const raw_t *p, ak_u64 pol) { return ak_ld_hint<HINT_> (p, pol); }
     static __device__ __forceinline__ raw_t ld_keep (const raw_t *p) { return __ldg (p); }
     static __device__ __forceinline__ void st (raw_t *p, raw_t v, ak_u64 pol) { ak_st_hint<HINT_> (p, v, pol); }
@@ -538,49 +543,18 @@ __device__ __forceinline__ bool ak_aligned (const void *p, int n)
 }
 /* ------------------------------------- helpers of memory-bound kernels */
 /*  ak_vec_t<bytes>: one access of 4, 8 or 16 bytes (16: one 128-bit load
-    of 4 floats or 8 halves) as raw bits for the load or store (.raw) and
-    as ak_t elements (.e, ak_vec_t<bytes>::count of them).  A kernel's
-    tunable access width (VECB) picks bytes.  Templates: nothing here is
-    compiled into a kernel that does not use it.  Template parameters are
-    lower case: kernel parameters arrive as upper-case macros. */
-/* (ak_raw_of<bytes>: the raw word of an access, above) */
-
-template <int bytes> union ak_vec_t {
-    static_assert (bytes % sizeof (ak_t) == 0, "an access holds whole elements");
-    typedef typename ak_raw_of<bytes>::type raw_t;
-    enum { count = bytes / (int) sizeof (ak_t) };
-    raw_t raw;
-    ak_t  e[bytes / sizeof (ak_t)];
-};
-
-/* True when p may be accessed bytes bytes at a time. */
-template <int bytes> __device__ __forceinline__ bool ak_aligned (const void *p)
-{
-    return ((ak_u64) p) % bytes == 0;
-}
+    of 4 floats or 8 halves) as raw bits for the load or store (.raw, of
+    type ::raw_t) and as ak_t elements (.e, ::count of them): the union of
+    ak_vec_acc above, for kernels that load and store plainly.  A kernel's
+    tunable access width (VECB) picks bytes; ak_aligned (p, bytes) says
+    whether a buffer takes it. */
+template <int bytes> using ak_vec_t = typename ak_vec_acc<bytes, 0>::u;
 
 /*  Sum of v over the 32*wpr threads (x) of the block's row threadIdx.y,
-    every one of them gets it: a warp butterfly (every lane ends with the
-    same bits), then one value per warp through red, added in warp order.
-    The order depends on wpr only: deterministic.  Every thread of the block
-    calls it (it holds block barriers when wpr > 1); red has a row of wpr
-    floats per threadIdx.y. */
+    every one of them gets it: ak_row_reduce's sum within one block. */
 template <int wpr> __device__ __forceinline__ float ak_row_sum (float v, float (*red)[wpr])
 {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync (0xffffffffu, v, o);
-    if (wpr > 1) {
-        if ((threadIdx.x & 31) == 0)
-            red[threadIdx.y][threadIdx.x >> 5] = v;
-        __syncthreads ();
-        v = red[threadIdx.y][0];
-#pragma unroll
-        for (int w = 1; w < wpr; w++)
-            v += red[threadIdx.y][w];
-        __syncthreads ();          /* red is reused by the next reduction */
-    }
-    return v;
+    return ak_row_reduce<AK_RED_SUM, wpr, 1, 1> (v, red, nullptr, nullptr);
 }
 #endif /* !AK_REFERENCE */
 

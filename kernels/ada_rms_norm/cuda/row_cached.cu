@@ -56,8 +56,8 @@ extern "C" __global__ void __launch_bounds__ (S_TPR * ROWS) ak_kernel (ak_cuda_a
     const ak_t *sc = AK_IN (a, 1) + (rr / T) * N, *sh = AK_IN (a, 2) + (rr / T) * N;
     ak_t *y = AK_OUT (a, 0) + rr * N;
 
-    if (N % S_VEC == 0 && ak_aligned<VECB> (AK_IN (a, 0)) && ak_aligned<VECB> (AK_IN (a, 1)) && ak_aligned<VECB> (AK_IN (a, 2))
-        && ak_aligned<VECB> (AK_OUT (a, 0))) {
+    if (N % S_VEC == 0 && ak_aligned (AK_IN (a, 0), VECB) && ak_aligned (AK_IN (a, 1), VECB)
+        && ak_aligned (AK_IN (a, 2), VECB) && ak_aligned (AK_OUT (a, 0), VECB)) {
         const ak_i64 nv = live ? N / S_VEC : 0;
         const s_raw_t *xv = (const s_raw_t *) x, *scv = (const s_raw_t *) sc, *shv = (const s_raw_t *) sh;
         s_raw_t *yv = (s_raw_t *) y;

@@ -54,7 +54,7 @@ extern "C" __global__ void __launch_bounds__ (THREADS) ak_kernel (ak_cuda_args_t
     const ak_t *x = AK_IN (a, 0);
     ak_t *y = AK_OUT (a, 0);
 
-    if (N % S_VEC == 0 && ak_aligned<VECB> (x) && ak_aligned<VECB> (y)) {
+    if (N % S_VEC == 0 && ak_aligned (x, VECB) && ak_aligned (y, VECB)) {
         const ak_i64 nv = N / S_VEC;                  /* accesses per half row */
         const s_raw_t *xv = (const s_raw_t *) x;
         s_raw_t *yv = (s_raw_t *) y;

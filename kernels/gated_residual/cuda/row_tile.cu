@@ -44,7 +44,8 @@ extern "C" __global__ void __launch_bounds__ (THREADS) ak_kernel (ak_cuda_args_t
     for (int i = 0; i < ROWS; i++)
         grow[i] = G == 1 ? (r0 + i) / T : r0 + i;
 
-    if (N % S_VEC == 0 && ak_aligned<VECB> (x) && ak_aligned<VECB> (gate) && ak_aligned<VECB> (h) && ak_aligned<VECB> (y)) {
+    if (N % S_VEC == 0 && ak_aligned (x, VECB) && ak_aligned (gate, VECB) && ak_aligned (h, VECB)
+        && ak_aligned (y, VECB)) {
         const ak_i64 nv = N / S_VEC;
         const s_raw_t *xv = (const s_raw_t *) x, *gv = (const s_raw_t *) gate, *hv = (const s_raw_t *) h;
         s_raw_t *yv = (s_raw_t *) y;
