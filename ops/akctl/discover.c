@@ -29,7 +29,7 @@
 const char akctl_discover_help[] =
     "Runs CMD with libakdiscover.so injected (CUDA_INJECTION64_PATH and\n"
     "NVTX_INJECTION64_PATH), records every kernel (CUPTI) and NVTX range of the\n"
-    "measurement window into DIR/trace.jsonl, attributes each kernel to the\n"
+    "measurement window into DIR/trace.akd (binary), attributes each kernel to the\n"
     "innermost range open on its launching thread, and writes\n"
     "  DIR/hotspots.json, DIR/hotspots.md  ranges and kernels ranked by GPU time\n"
     "                   per step, with launches, mean duration, the share of\n"
@@ -255,10 +255,14 @@ static int s_analyse (const s_opts_t *o, const char *trace_path, bool program_fa
         goto done;
     }
     s_summary (h, o->out, cls ? cls : "?");
+    if (t->truncated_at)
+        fprintf (stderr, "akctl: discover: %s: offset %zu: the file ends inside a record (a write cut off); "
+                 "read up to it\n", trace_path, t->truncated_at);
     if (akd_trace_partial (t))
         fprintf (stderr, "akctl: discover: the trace is partial (%s): the figures cover what was recorded\n",
                  t->signal ? "the program was killed by a signal"
-                 : !t->ended ? "the program did not exit normally" : "CUPTI dropped records");
+                 : !t->ended ? "the program did not exit normally"
+                 : t->dropped ? "records were dropped (CUPTI's, or a thread's full buffer)" : "the file is cut");
     if (a->no_launch)
         fprintf (stderr, "akctl: discover: %zu kernel%s without a recorded launch (listed as \"[no range]\")\n",
                  a->no_launch, a->no_launch == 1 ? "" : "s");
@@ -377,7 +381,7 @@ static int s_discover (int argc, char **argv)
         free (lib);
         return AKCTL_EXIT_USAGE;
     }
-    char *trace = ak_path_join (o.out, "trace.jsonl");
+    char *trace = ak_path_join (o.out, "trace.akd");
     unlink (trace);
     int status = 0;
     int code = AKCTL_EXIT_NEGATIVE;

@@ -95,7 +95,7 @@ static void test_discover_llama (void **state)
     free (out);
     const char *save = getenv ("AKD_SAVE_TRACE");
     if (save && *save) {
-        ak_test_runf (NULL, "cp '%s/d/trace.jsonl' '%s'", s_c.dir, save);
+        ak_test_runf (NULL, "cp '%s/d/trace.akd' '%s'", s_c.dir, save);
         print_message ("trace saved as %s\n", save);
     }
 
