@@ -234,9 +234,14 @@ static bool s_put (s_tstate_t *t, const void *a, size_t na, const void *b, size_
     if (size > na + nb)
         s_ring_copy_in (t, head + na + nb, s_zeros, size - na - nb);
     atomic_store_explicit (&t->head, head + size, memory_order_release);
-    if (head + size - t->tail_seen > S_RING / 2 && !atomic_load_explicit (&t->woke, memory_order_relaxed)
-        && !atomic_exchange (&t->woke, true))
-        sem_post (&R.wake);
+    /* Half full (by a fresh look at the tail, so that a stale one does not
+       wake the writer for nothing): wake it once until it has drained. */
+    if (head + size - t->tail_seen > S_RING / 2) {
+        t->tail_seen = atomic_load_explicit (&t->tail, memory_order_acquire);
+        if (head + size - t->tail_seen > S_RING / 2 && !atomic_load_explicit (&t->woke, memory_order_relaxed)
+            && !atomic_exchange (&t->woke, true))
+            sem_post (&R.wake);
+    }
     return true;
 }
 
