@@ -286,6 +286,47 @@ static void test_failing_and_crashing_programs (void **state)
     free (probe);
 }
 
+/* Two threads pushing and popping 20,000 steps each (5 MB of records per
+   thread, more than its 4 MiB ring holds: the ring wraps, fills and waits
+   for the writer): every range of both threads is in the trace, in pairs,
+   nothing dropped. */
+static void test_threads_and_full_rings (void **state)
+{
+    (void) state;
+    char *probe = s_probe ();
+    if (!probe)
+        skip ();
+    char *dir = ak_test_tmpdir ("discover-threads");
+    char *out = NULL, *args = ak_sprintf ("--out '%s' -- '%s' 20000 threads", dir, probe);
+    assert_int_equal (s_discover (&out, args), 1);          /* no GPU work: the trace is kept */
+    s_contains (out, "no GPU work observed");
+    free (out);
+    akd_trace_t *trace = s_trace (dir);
+    assert_int_equal (trace->dropped, 0);
+    assert_true (trace->ended);
+    assert_int_equal (s_pushes_named (trace, "step"), 40000);
+    assert_int_equal (s_pushes_named (trace, "registered range"), 40000);
+    assert_int_equal (s_events (trace, AKD_EV_PUSH, "aten::mm, seq = 19999,"), 2);
+    assert_int_equal (s_events (trace, AKD_EV_PUSH, NULL), s_events (trace, AKD_EV_POP, NULL));
+    int64_t tids[2] = { -1, -1 };
+    for (size_t i = 0; i < trace->nevents; i++) {
+        int64_t tid = trace->events[i].tid;
+        if (tids[0] == -1 || tids[0] == tid)
+            tids[0] = tid;
+        else
+        if (tids[1] == -1 || tids[1] == tid)
+            tids[1] = tid;
+        else
+            fail_msg ("a third thread %lld", (long long) tid);
+    }
+    assert_true (tids[1] != -1);
+    akd_trace_destroy (&trace);
+    free (args);
+    ak_test_rmtree (dir);
+    free (dir);
+    free (probe);
+}
+
 /* The CUPTI side, through the stand-in libcupti.so.13 (discover/testing/
    fake_cupti.c): launches in the window become kernels attributed to the
    probe's ranges, a workload and a batch; a CUPTI held by another tool is
@@ -367,6 +408,7 @@ int main (void)
         cmocka_unit_test (test_cupti_busy),
         cmocka_unit_test (test_window_and_no_gpu_work),
         cmocka_unit_test (test_failing_and_crashing_programs),
+        cmocka_unit_test (test_threads_and_full_rings),
         cmocka_unit_test (test_cupti_side),
     };
     return ak_test_exit (cmocka_run_group_tests (tests, NULL, NULL));
