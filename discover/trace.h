@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "error.h"
 
 #define AKD_TRACE_VERSION 1
@@ -95,6 +96,10 @@ int  akd_trace_parse (const char *text, size_t len, const char *label, akd_trace
 /*  The binary reader (trace_bin.c). */
 int  akd_trace_parse_bin (const char *data, size_t len, const char *label, akd_trace_t **trace_p, ak_err_t *err);
 void akd_trace_destroy (akd_trace_t **self_p);
+
+/*  Writes t as JSON lines of version 1 (trace_dump.c): read back, it
+    attributes the same.  0, or AK_EIO with err set. */
+int  akd_trace_write_jsonl (const akd_trace_t *t, FILE *f, ak_err_t *err);
 
 /*  True when the trace may lack records: no "end" line, a signal,
     records dropped (by CUPTI or a full thread buffer), or a file cut

@@ -358,6 +358,14 @@ static void test_cupti_side (void **state)
        window closed) */
     assert_int_equal (s_events (trace, AKD_EV_LAUNCH, "cudaLaunchKernel"), 5);
     akd_trace_destroy (&trace);
+    /* the same trace as JSON lines, for a person or a script */
+    char *dump = NULL;
+    assert_int_equal (ak_test_runf (&dump, "'%s' discover --dump-trace '%s/trace.akd'", akctl, dir), 0);
+    s_contains (dump, "{\"t\":\"header\",\"format\":\"akdiscover-trace\",\"version\":1");
+    s_contains (dump, "\"name\":\"Fake GPU\"");
+    s_contains (dump, "\"t\":\"launch\"");
+    s_contains (dump, "\"name\":\"gemm_kernel\"");
+    free (dump);
     json_error_t je;
     char *hp = ak_path_join (dir, "hotspots.json");
     json_t *hot = json_load_file (hp, 0, &je);

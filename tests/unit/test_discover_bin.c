@@ -252,17 +252,23 @@ static const akd_kattr_t *s_kernel_of (const akd_attr_t *a, uint32_t corr, uint6
     return NULL;
 }
 
-static void s_expect (const akd_attr_t *a, uint32_t corr, uint64_t gnode, const char *want)
+static char *s_chain_of (const akd_attr_t *a, const akd_kattr_t *k)
 {
-    const akd_kattr_t *k = s_kernel_of (a, corr, gnode);
-    if (!k)
-        fail_msg ("kernel corr %u not kept", corr);
     char *got = ak_strdup ("");
     for (int r = k->range; r >= 0; r = a->ranges[r].parent) {
         char *n = ak_sprintf ("%s%s%s", got, *got ? " < " : "", a->ranges[r].name);
         free (got);
         got = n;
     }
+    return got;
+}
+
+static void s_expect (const akd_attr_t *a, uint32_t corr, uint64_t gnode, const char *want)
+{
+    const akd_kattr_t *k = s_kernel_of (a, corr, gnode);
+    if (!k)
+        fail_msg ("kernel corr %u not kept", corr);
+    char *got = s_chain_of (a, k);
     if (strcmp (got, want) != 0)
         fail_msg ("kernel corr %u: attributed to '%s', want '%s'", corr, got, want);
     free (got);
@@ -459,6 +465,46 @@ static void test_garbled_everywhere (void **state)
     free (w.b);
 }
 
+/* A binary trace written as JSON lines (akctl discover --dump-trace) and
+   read back attributes every kernel to the same chain of ranges. */
+static void test_dump_as_jsonl (void **state)
+{
+    (void) state;
+    s_w_t w = s_build ();
+    ak_err_t err = { 0 };
+    akd_trace_t *bin = s_parse (&w, w.n, 0, &err), *back = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream (&text, &len);
+    assert_non_null (f);
+    assert_int_equal (akd_trace_write_jsonl (bin, f, &err), 0);
+    fclose (f);
+    if (akd_trace_parse (text, len, "dump.jsonl", &back, &err) != 0)
+        fail_msg ("%s\n%s", err.msg, text);
+    assert_int_equal (back->version, 1);
+    assert_int_equal (back->bad_lines, 0);
+    assert_int_equal (back->nevents, bin->nevents);
+    assert_int_equal (back->nkernels, bin->nkernels);
+    akd_attr_t *a1 = NULL, *a2 = NULL;
+    assert_int_equal (akd_attribute (bin, &a1, &err), 0);
+    assert_int_equal (akd_attribute (back, &a2, &err), 0);
+    assert_int_equal (a1->nkernels, a2->nkernels);
+    assert_int_equal (a1->outside, a2->outside);
+    assert_true (a1->step_ns == a2->step_ns);
+    for (size_t i = 0; i < a1->nkernels; i++) {
+        char *c1 = s_chain_of (a1, &a1->kernels[i]), *c2 = s_chain_of (a2, &a2->kernels[i]);
+        assert_string_equal (c1, c2);
+        free (c1);
+        free (c2);
+    }
+    akd_attr_destroy (&a1);
+    akd_attr_destroy (&a2);
+    akd_trace_destroy (&bin);
+    akd_trace_destroy (&back);
+    free (text);
+    free (w.b);
+}
+
 /* The JSON-lines traces of version 1 are still read (the real-GPU fixture). */
 static void test_jsonl_still_read (void **state)
 {
@@ -484,6 +530,7 @@ int main (void)
         cmocka_unit_test (test_truncated_everywhere),
         cmocka_unit_test (test_garbled_records),
         cmocka_unit_test (test_garbled_everywhere),
+        cmocka_unit_test (test_dump_as_jsonl),
         cmocka_unit_test (test_jsonl_still_read),
     };
     return ak_test_exit (cmocka_run_group_tests (tests, NULL, NULL));
