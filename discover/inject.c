@@ -32,8 +32,10 @@
 
     Never: change what the program computes or how it handles signals
     (handlers chain to the ones they replace), write the file from a CUDA or
-    NVTX call (only the writer does), or link anything but libc: the
-    library is loaded into processes we do not control. */
+    NVTX call (only the writer does; an NVTX call that opens or closes the
+    window appends to the shared buffer, which is written by that call only
+    when it is full), or link anything but libc: the library is loaded into
+    processes we do not control. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
