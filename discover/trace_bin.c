@@ -446,7 +446,7 @@ int akd_trace_parse_bin (const char *data, size_t len, const char *label, akd_tr
     if (memcmp (hdr.magic, AKD_BIN_MAGIC, 8) != 0)
         return ak_err_set (err, AK_EINVAL, "%s: offset 0: not a discover trace", label);
     if (hdr.version != AKD_BIN_VERSION)
-        return ak_err_set (err, AK_EINVAL, "%s: trace format version %u; this akctl reads versions 1 (JSON lines) "
+        return ak_err_set (err, AK_EINVAL, "%s: offset 8: trace format version %u; this akctl reads versions 1 (JSON lines) "
                            "and %d (binary)", label, hdr.version, AKD_BIN_VERSION);
     if (hdr.header_size != sizeof hdr)
         return ak_err_set (err, AK_EINVAL, "%s: offset 8: header size %u, not %zu (a garbled trace)", label,
