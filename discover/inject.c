@@ -4,39 +4,43 @@
     Loaded into an unmodified program twice over, by the same file:
     - CUDA_INJECTION64_PATH: cuInit calls InitializeInjection, which opens
       CUPTI with dlopen (as the worker does: libcupti.so.<major>, then
-      libcupti.so, then the toolkit folders), subscribes to the launch APIs
-      of the runtime and driver (correlation id -> launching thread) and to
-      graph node creation and cloning, and enables CONCURRENT_KERNEL activity;
+      libcupti.so, then the toolkit folders), subscribes to graph node
+      creation and cloning (the one synchronous callback left: rare, and
+      it needs the capturing thread's range stack), and enables activity
+      records: CONCURRENT_KERNEL, and RUNTIME / DRIVER for the launch APIs
+      only (each carries the launching thread, its start and end on the
+      host clock and the correlation id its kernels carry);
     - NVTX_INJECTION64_PATH: the first NVTX call of the program calls
-      InitializeInjectionNvtx2, which puts our own handlers into NVTX's
-      core tables (push/pop, registered strings, domain push/pop).  Our own
-      handlers rather than CUPTI's marker activity: they see the thread and
-      the order of every push and pop relative to the launches (one global
-      sequence number), need no second CUPTI feature, and work before cuInit.
+      InitializeInjectionNvtx2, which puts our own push/pop handlers into
+      NVTX's core tables.  A push or pop is a timestamped fixed-size record
+      in the thread's own buffer (inject_rec.c): no lock, no allocation,
+      no formatting.  Kernels are attributed to ranges afterwards, by the
+      reader (discover/trace_bin.c): a launch belongs to the innermost
+      range open on its thread at the launch's start.
 
-    Every event becomes one JSON line of the trace file ($AKD_TRACE, format
-    in docs/formats.md, "Discover trace").  Lines go to a buffer under one
-    mutex; a flusher thread writes it out every 200 ms and asks CUPTI for
-    its completed buffers; at exit the rest and an "end" line are written.
-    A fatal signal writes what is buffered (never the "end" line), so a
-    crashed program leaves a trace that reads as partial.
+    The trace ($AKD_TRACE) is binary (discover/akd_format.h).  A flusher
+    thread asks CUPTI for its completed buffers and writes every thread's
+    records every 200 ms (sooner when a thread's buffer is half full); at
+    exit the rest and an END record are written.  A fatal signal writes
+    what is buffered and a SIGNAL record (never END), so a crashed program
+    leaves a trace that reads as partial.
 
     Window ($AKD_STEP_RANGE, $AKD_WARMUP_STEPS, $AKD_STEPS, $AKD_SKIP_MS):
-    before it opens only device and graph-node lines are written; ranges
-    and launches are written while it is open; kernels from its opening on
-    (the analysis keeps those whose launch it saw).
+    ranges and launches stamped while it is open are written (the ranges
+    a thread had open when it opened as "pre" pushes); kernels from its
+    opening on (the analysis keeps those whose launch it saw).
 
     Never: change what the program computes or how it handles signals
     (handlers chain to the ones they replace), write the file from a CUDA or
-    NVTX call (the flusher and the exit do; only a buffer filled within one
-    flush interval is written by the call that fills it), or link anything
-    but libc: the library is loaded into processes we do not control. */
+    NVTX call (only the writer does; an NVTX call that opens or closes the
+    window appends to the shared buffer, which is written by that call only
+    when it is full), or link anything but libc: the library is loaded into
+    processes we do not control. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -53,167 +57,73 @@
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
 
+#include "inject_int.h"
+
 #define AKD_EXPORT __attribute__ ((visibility ("default")))
-#define S_BUF_CAP      (4u << 20)       /* trace bytes buffered before a write */
-#define S_LINE_MAX     8192             /* one trace line at most (names cut) */
-#define S_STACK_MAX    256              /* NVTX depth kept per thread */
 #define S_CUPTI_BUF    (8u << 20)       /* one CUPTI activity buffer */
 #define S_FLUSH_MS     200
 
 /* ================================================================ state */
 
-enum { S_BEFORE, S_OPEN, S_CLOSED };
-
 static struct {
     pthread_once_t   once;
     bool             on;                /* AKD_TRACE was set and opened */
-    int              fd;
-    pthread_mutex_t  mu;                /* buf, len */
-    char            *buf;
-    size_t           len;
-    atomic_uint_fast64_t seq;           /* order of host events, all threads */
-    atomic_uint_fast64_t range_ids;
     /* window */
     char            *step_range;        /* NULL: no steps */
     long             warmup, steps;     /* steps 0: until exit */
     long             skip_ms;
     struct timespec  t0;
-    atomic_int       window;            /* S_BEFORE ... */
-    atomic_int       generation;        /* bumped when the window opens */
     atomic_long      step_starts, step_ends;
     atomic_bool      ended;
     /* CUPTI */
     void            *cupti;
-    bool             cupti_on;
+    atomic_bool      cupti_on;
+    bool             api_filter;        /* RUNTIME/DRIVER enabled whole: keep the launch APIs only */
     CUpti_SubscriberHandle sub;
     pthread_t        flusher;
     bool             flusher_on;
     atomic_bool      stop;
-    atomic_uint_fast64_t dropped;
-    atomic_bool      device_seen;       /* a device line was written */
-} S = { .once = PTHREAD_ONCE_INIT, .fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER };
+    atomic_bool      device_seen;       /* a device record was written */
+} S = { .once = PTHREAD_ONCE_INIT };
 
 /* CUPTI entry points, opened with dlopen (never linked). */
 #define S_CUPTI_FNS(X)                                                         \
     X (cuptiGetVersion) X (cuptiGetResultString) X (cuptiSubscribe)            \
-    X (cuptiEnableCallback) X (cuptiEnableDomain) X (cuptiActivityEnable)      \
+    X (cuptiEnableCallback) X (cuptiActivityEnable)                            \
     X (cuptiActivityRegisterCallbacks) X (cuptiActivityFlushAll)               \
     X (cuptiActivityGetNextRecord) X (cuptiActivityGetNumDroppedRecords)       \
     X (cuptiGetTimestamp) X (cuptiGetGraphNodeId) X (cuptiGetGraphId)
 #define S_MEMBER(name) __typeof__ (&name) name;
-static struct { S_CUPTI_FNS (S_MEMBER) } C;
+static struct {
+    S_CUPTI_FNS (S_MEMBER)
+    /* optional: per-API activity (CUPTI 12.x on), API names */
+    __typeof__ (&cuptiActivityEnableRuntimeApi) enable_runtime_api;
+    __typeof__ (&cuptiActivityEnableDriverApi)  enable_driver_api;
+    __typeof__ (&cuptiGetCallbackName)          callback_name;
+} C;
 
-typedef struct {
-    uint64_t id;
-    char    *name;                      /* owned */
-} s_frame_t;
+/* Per thread: the NVTX depth and whether its outermost range is a step. */
+static __thread int  T_depth;
+static __thread bool T_step;
 
-static __thread struct {
-    s_frame_t stack[S_STACK_MAX];
-    int       depth;                    /* may exceed S_STACK_MAX: frames beyond are not kept */
-    int       generation;               /* the window generation this thread's stack was written for */
-    long      tid;
-} T;
-
-/* ============================================================== writing */
-
-static long s_tid (void)
-{
-    if (!T.tid)
-        T.tid = (long) syscall (SYS_gettid);
-    return T.tid;
-}
-
+/*  The host clock of every record: CUPTI's (that of its API records) once
+    it is started; before, the clock CUPTI documents as its own on Linux
+    (CLOCK_REALTIME, in ns), so that the window opened and the ranges
+    pushed before cuInit are still ordered. */
 static uint64_t s_now (void)
 {
     uint64_t ts = 0;
-    if (S.cupti_on && C.cuptiGetTimestamp (&ts) == CUPTI_SUCCESS)
+    if (atomic_load_explicit (&S.cupti_on, memory_order_relaxed) && C.cuptiGetTimestamp (&ts) == CUPTI_SUCCESS)
         return ts;
-    return 0;
+    struct timespec now;
+    clock_gettime (CLOCK_REALTIME, &now);
+    return (uint64_t) now.tv_sec * 1000000000ull + (uint64_t) now.tv_nsec;
 }
 
-/* Writes the buffer out; caller holds mu.  A failed write loses the bytes
-   (the trace then lacks its "end" line and reads as partial). */
-static void s_drain_locked (void)
+static void s_error (const char *code, const char *what)
 {
-    size_t off = 0;
-    while (off < S.len) {
-        ssize_t n = write (S.fd, S.buf + off, S.len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        off += (size_t) n;
-    }
-    S.len = 0;
-}
-
-static void s_emit (const char *line, size_t n)
-{
-    pthread_mutex_lock (&S.mu);
-    if (S.len + n > S_BUF_CAP)
-        s_drain_locked ();
-    memcpy (S.buf + S.len, line, n);
-    S.len += n;
-    pthread_mutex_unlock (&S.mu);
-}
-
-/* Appends text as a JSON string body: quotes, backslashes and control
-   characters escaped, invalid UTF-8 replaced by U+FFFD, cut to fit. */
-static size_t s_json_str (char *out, size_t cap, const char *text)
-{
-    size_t o = 0;
-    const unsigned char *p = (const unsigned char *) (text ? text : "");
-    while (*p && o + 8 < cap) {
-        unsigned char c = *p;
-        if (c == '"' || c == '\\') {
-            out[o++] = '\\';
-            out[o++] = (char) c;
-            p++;
-        }
-        else
-        if (c < 0x20) {
-            o += (size_t) snprintf (out + o, cap - o, "\\u%04x", c);
-            p++;
-        }
-        else
-        if (c < 0x80)
-            out[o++] = (char) *p++;
-        else {
-            int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-            bool ok = len > 0;
-            for (int i = 1; ok && i < len; i++)
-                ok = (p[i] & 0xC0) == 0x80;
-            if (ok && o + (size_t) len + 8 < cap) {
-                memcpy (out + o, p, (size_t) len);
-                o += (size_t) len;
-                p += len;
-            }
-            else {
-                memcpy (out + o, "\\ufffd", 6);
-                o += 6;
-                p++;
-            }
-        }
-    }
-    out[o] = '\0';
-    return o;
-}
-
-static void s_emitf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
-static void s_emitf (const char *fmt, ...)
-{
-    char line[S_LINE_MAX];
-    va_list ap;
-    va_start (ap, fmt);
-    int n = vsnprintf (line, sizeof line - 1, fmt, ap);
-    va_end (ap);
-    if (n < 0)
-        return;
-    if ((size_t) n >= sizeof line - 1)
-        return;                          /* names are cut before this; never a broken line */
-    line[n++] = '\n';
-    s_emit (line, (size_t) n);
+    akd_rec_error_t r = { { AKD_REC_ERROR, 0, sizeof r }, akd_rec_string (code), akd_rec_string (what) };
+    akd_rec_out (&r, sizeof r);
 }
 
 /* =============================================================== window */
@@ -226,47 +136,30 @@ static bool s_skip_elapsed (void)
     return ms >= S.skip_ms;
 }
 
+/*  Opens or closes the window; the time is published after the state (a
+    writer that sees the state before the time treats it as not yet
+    there), and is at least 1 (0 means "not yet"). */
 static void s_window_set (int state)
 {
-    int from = atomic_load (&S.window);
-    if (from == state || (state == S_OPEN && from != S_BEFORE))
+    int from = atomic_load (&akd_g.window);
+    if (from == state || (state == AKD_W_OPEN && from != AKD_W_BEFORE))
         return;
-    if (!atomic_compare_exchange_strong (&S.window, &from, state))
+    if (!atomic_compare_exchange_strong (&akd_g.window, &from, state))
         return;
-    if (state == S_OPEN)
-        atomic_fetch_add (&S.generation, 1);
-    s_emitf ("{\"t\":\"window\",\"state\":\"%s\",\"seq\":%llu,\"ts\":%llu,\"tid\":%ld}",
-             state == S_OPEN ? "open" : "closed",
-             (unsigned long long) atomic_fetch_add (&S.seq, 1), (unsigned long long) s_now (), s_tid ());
+    uint64_t ts = s_now ();
+    ts = ts ? ts : 1;
+    atomic_store (state == AKD_W_OPEN ? &akd_g.open_ts : &akd_g.close_ts, ts);
+    akd_rec_window_t r = { { AKD_REC_WINDOW, 0, sizeof r }, state == AKD_W_OPEN, 0, ts,
+                           (int64_t) syscall (SYS_gettid) };
+    akd_rec_out (&r, sizeof r);
 }
 
 /* Without a step range the window opens once --skip-ms has passed. */
-static bool s_window_open_now (void)
+static void s_window_by_time (void)
 {
-    int w = atomic_load (&S.window);
-    if (w == S_BEFORE && !S.step_range && s_skip_elapsed ()) {
-        s_window_set (S_OPEN);
-        w = atomic_load (&S.window);
-    }
-    return w == S_OPEN;
-}
-
-/* The first line a thread writes in the window is preceded by the ranges
-   it already had open, flagged "pre" (their push happened before). */
-static void s_thread_sync (void)
-{
-    int gen = atomic_load (&S.generation);
-    if (T.generation == gen)
-        return;
-    T.generation = gen;
-    int kept = T.depth < S_STACK_MAX ? T.depth : S_STACK_MAX;
-    for (int i = 0; i < kept; i++) {
-        char name[S_LINE_MAX / 2];
-        s_json_str (name, sizeof name, T.stack[i].name);
-        s_emitf ("{\"t\":\"push\",\"seq\":%llu,\"tid\":%ld,\"ts\":0,\"id\":%llu,\"pre\":true,\"name\":\"%s\"}",
-                 (unsigned long long) atomic_fetch_add (&S.seq, 1), s_tid (),
-                 (unsigned long long) T.stack[i].id, name);
-    }
+    if (atomic_load_explicit (&akd_g.window, memory_order_relaxed) == AKD_W_BEFORE && !S.step_range
+        && s_skip_elapsed ())
+        s_window_set (AKD_W_OPEN);
 }
 
 /* ================================================================= NVTX */
@@ -276,58 +169,42 @@ static void s_init (void);
 static int s_push (const char *text)
 {
     pthread_once (&S.once, s_init);
+    int level = T_depth++;
     if (!S.on)
-        return T.depth++;
-    int level = T.depth;
-    if (level == 0 && S.step_range && text && strcmp (text, S.step_range) == 0) {
-        long n = atomic_fetch_add (&S.step_starts, 1) + 1;
-        if (n == S.warmup + 1 && (S.skip_ms <= 0 || s_skip_elapsed ()))
-            s_window_set (S_OPEN);
-        else
-        if (atomic_load (&S.window) == S_BEFORE && n > S.warmup && S.skip_ms > 0 && s_skip_elapsed ())
-            s_window_set (S_OPEN);
+        return level;
+    text = text ? text : "";
+    if (level == 0) {
+        T_step = S.step_range && strcmp (text, S.step_range) == 0;
+        if (T_step) {
+            long n = atomic_fetch_add (&S.step_starts, 1) + 1;
+            if (n == S.warmup + 1 && (S.skip_ms <= 0 || s_skip_elapsed ()))
+                s_window_set (AKD_W_OPEN);
+            else
+            if (atomic_load (&akd_g.window) == AKD_W_BEFORE && n > S.warmup && S.skip_ms > 0 && s_skip_elapsed ())
+                s_window_set (AKD_W_OPEN);
+        }
     }
-    uint64_t id = atomic_fetch_add (&S.range_ids, 1) + 1;
-    if (s_window_open_now ()) {
-        s_thread_sync ();
-        char name[S_LINE_MAX / 2];
-        s_json_str (name, sizeof name, text);
-        s_emitf ("{\"t\":\"push\",\"seq\":%llu,\"tid\":%ld,\"ts\":%llu,\"id\":%llu,\"name\":\"%s\"}",
-                 (unsigned long long) atomic_fetch_add (&S.seq, 1), s_tid (),
-                 (unsigned long long) s_now (), (unsigned long long) id, name);
-    }
-    if (level < S_STACK_MAX) {
-        T.stack[level].id = id;
-        T.stack[level].name = strdup (text ? text : "");
-    }
-    T.depth++;
+    s_window_by_time ();
+    if (atomic_load_explicit (&akd_g.window, memory_order_relaxed) != AKD_W_CLOSED)
+        akd_rec_push (text, s_now ());
     return level;
 }
 
 static int s_pop (void)
 {
-    if (T.depth <= 0)
+    if (T_depth <= 0)
         return -1;
-    if (S.on && s_window_open_now ()) {
-        s_thread_sync ();
-        s_emitf ("{\"t\":\"pop\",\"seq\":%llu,\"tid\":%ld,\"ts\":%llu}",
-                 (unsigned long long) atomic_fetch_add (&S.seq, 1), s_tid (), (unsigned long long) s_now ());
-    }
-    int level = --T.depth;
-    bool step = false;
-    if (level < S_STACK_MAX) {
-        step = level == 0 && S.step_range && T.stack[0].name && strcmp (T.stack[0].name, S.step_range) == 0;
-        free (T.stack[level].name);
-        T.stack[level].name = NULL;
-    }
-    if (S.on && step && atomic_load (&S.window) == S_OPEN) {
-        long n = atomic_fetch_add (&S.step_ends, 1) + 1;
-        (void) n;
-        long begun = atomic_load (&S.step_starts);
-        if (S.steps > 0 && begun - S.warmup >= S.steps && level == 0) {
-            /* the last step of the window has ended on this thread */
-            s_window_set (S_CLOSED);
-        }
+    int level = --T_depth;
+    if (!S.on)
+        return level;
+    int w = atomic_load_explicit (&akd_g.window, memory_order_relaxed);
+    if (w != AKD_W_CLOSED)
+        akd_rec_pop (s_now ());
+    if (level == 0 && T_step && w == AKD_W_OPEN) {
+        atomic_fetch_add (&S.step_ends, 1);
+        /* the last step of the window has ended on this thread */
+        if (S.steps > 0 && atomic_load (&S.step_starts) - S.warmup >= S.steps)
+            s_window_set (AKD_W_CLOSED);
     }
     return level;
 }
@@ -407,112 +284,6 @@ static const char *s_cupti_text (CUptiResult r)
     return "unknown CUPTI result";
 }
 
-static void s_error (const char *code, const char *what)
-{
-    char text[1024];
-    s_json_str (text, sizeof text, what);
-    s_emitf ("{\"t\":\"error\",\"code\":\"%s\",\"what\":\"%s\"}", code, text);
-}
-
-static void CUPTIAPI s_buffer_requested (uint8_t **buffer, size_t *size, size_t *max_records)
-{
-    *buffer = aligned_alloc (8, S_CUPTI_BUF);
-    *size = *buffer ? S_CUPTI_BUF : 0;
-    *max_records = 0;
-}
-
-static void s_kernel_line (const CUpti_ActivityKernel10 *k)
-{
-    char name[S_LINE_MAX / 2];
-    s_json_str (name, sizeof name, k->name);
-    s_emitf ("{\"t\":\"kernel\",\"corr\":%u,\"start\":%llu,\"end\":%llu,\"dev\":%u,\"stream\":%u,"
-             "\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d],\"cluster\":[%u,%u,%u],"
-             "\"smem_static\":%d,\"smem_dynamic\":%d,\"regs\":%u,\"graph\":%u,\"gnode\":%llu,\"name\":\"%s\"}",
-             k->correlationId, (unsigned long long) k->start, (unsigned long long) k->end,
-             k->deviceId, k->streamId, k->gridX, k->gridY, k->gridZ, k->blockX, k->blockY, k->blockZ,
-             k->clusterX, k->clusterY, k->clusterZ, k->staticSharedMemory, k->dynamicSharedMemory,
-             (unsigned) k->registersPerThread, k->graphId, (unsigned long long) k->graphNodeId, name);
-}
-
-static void CUPTIAPI s_buffer_completed (CUcontext ctx, uint32_t stream, uint8_t *buffer,
-                                         size_t size, size_t valid)
-{
-    (void) ctx;
-    (void) stream;
-    (void) size;
-    CUpti_Activity *rec = NULL;
-    bool keep = atomic_load (&S.window) != S_BEFORE;
-    while (valid > 0 && C.cuptiActivityGetNextRecord (buffer, valid, &rec) == CUPTI_SUCCESS) {
-        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
-            if (keep)
-                s_kernel_line ((const CUpti_ActivityKernel10 *) rec);
-        }
-        else
-        if (rec->kind == CUPTI_ACTIVITY_KIND_DEVICE) {
-            const CUpti_ActivityDevice5 *d = (const CUpti_ActivityDevice5 *) rec;
-            char name[512];
-            s_json_str (name, sizeof name, d->name);
-            s_emitf ("{\"t\":\"device\",\"id\":%u,\"name\":\"%s\",\"cc\":[%u,%u],\"sms\":%u}",
-                     d->id, name, d->computeCapabilityMajor, d->computeCapabilityMinor,
-                     d->numMultiprocessors);
-            atomic_store (&S.device_seen, true);
-        }
-    }
-    size_t dropped = 0;
-    if (C.cuptiActivityGetNumDroppedRecords (ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
-        s_emitf ("{\"t\":\"dropped\",\"n\":%zu}", dropped);
-    free (buffer);
-}
-
-static void s_gnode (const CUpti_ResourceData *rd, bool cloned)
-{
-    const CUpti_GraphData *g = (const CUpti_GraphData *) rd->resourceDescriptor;
-    if (!g)
-        return;
-    uint64_t node = 0, orig = 0;
-    uint32_t graph = 0;
-    if (C.cuptiGetGraphNodeId (g->node, &node) != CUPTI_SUCCESS || C.cuptiGetGraphId (g->graph, &graph) != CUPTI_SUCCESS)
-        return;
-    if (cloned && C.cuptiGetGraphNodeId (g->originalNode, &orig) != CUPTI_SUCCESS)
-        return;
-    /* The stack goes with the node: a graph is often captured in a warm-up
-       whose pushes are not in the trace. */
-    char line[S_LINE_MAX];
-    int n = snprintf (line, sizeof line, "{\"t\":\"gnode\",\"seq\":%llu,\"tid\":%ld,\"graph\":%u,\"node\":%llu,"
-                      "\"orig\":%llu,\"stack\":[",
-                      (unsigned long long) atomic_fetch_add (&S.seq, 1), s_tid (), graph,
-                      (unsigned long long) node, (unsigned long long) orig);
-    int kept = T.depth < S_STACK_MAX ? T.depth : S_STACK_MAX;
-    for (int i = 0; !cloned && i < kept && n > 0 && (size_t) n < sizeof line - 64; i++) {
-        char name[1024];
-        s_json_str (name, sizeof name, T.stack[i].name);
-        if ((size_t) n + strlen (name) + 8 >= sizeof line - 8)
-            break;
-        n += snprintf (line + n, sizeof line - (size_t) n, "%s\"%s\"", i ? "," : "", name);
-    }
-    if (n > 0 && (size_t) n < sizeof line - 4) {
-        n += snprintf (line + n, sizeof line - (size_t) n, "]}\n");
-        s_emit (line, (size_t) n);
-    }
-}
-
-static void CUPTIAPI s_callback (void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
-{
-    (void) ud;
-    if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
-        if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED || cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED)
-            s_gnode ((const CUpti_ResourceData *) data, cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
-        return;
-    }
-    const CUpti_CallbackData *cd = (const CUpti_CallbackData *) data;
-    if (cd->callbackSite != CUPTI_API_ENTER || !s_window_open_now ())
-        return;
-    s_thread_sync ();
-    s_emitf ("{\"t\":\"launch\",\"seq\":%llu,\"tid\":%ld,\"ts\":%llu,\"corr\":%u,\"api\":\"%s\"}",
-             (unsigned long long) atomic_fetch_add (&S.seq, 1), s_tid (), (unsigned long long) s_now (),
-             cd->correlationId, cd->functionName ? cd->functionName : "");
-}
-
 static const CUpti_CallbackId s_runtime_cbids[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
@@ -528,6 +299,144 @@ static const CUpti_CallbackId s_driver_cbids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
 };
+
+static bool s_is_launch (CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+    const CUpti_CallbackId *ids = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? s_runtime_cbids : s_driver_cbids;
+    size_t n = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]
+                                                     : sizeof s_driver_cbids / sizeof s_driver_cbids[0];
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == cbid)
+            return true;
+    return false;
+}
+
+static void CUPTIAPI s_buffer_requested (uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *buffer = aligned_alloc (8, S_CUPTI_BUF);
+    *size = *buffer ? S_CUPTI_BUF : 0;
+    *max_records = 0;
+}
+
+static void s_kernel_rec (const CUpti_ActivityKernel10 *k)
+{
+    akd_rec_kernel_t r;
+    memset (&r, 0, sizeof r);
+    r.h = (akd_rec_head_t) { AKD_REC_KERNEL, 0, sizeof r };
+    r.corr = k->correlationId;
+    r.name = akd_rec_string (k->name);
+    r.start = k->start;
+    r.end = k->end;
+    r.gnode = k->graphNodeId;
+    r.dev = k->deviceId;
+    r.stream = k->streamId;
+    r.grid[0] = k->gridX, r.grid[1] = k->gridY, r.grid[2] = k->gridZ;
+    r.block[0] = k->blockX, r.block[1] = k->blockY, r.block[2] = k->blockZ;
+    r.cluster[0] = k->clusterX, r.cluster[1] = k->clusterY, r.cluster[2] = k->clusterZ;
+    r.smem_static = k->staticSharedMemory;
+    r.smem_dynamic = k->dynamicSharedMemory;
+    r.regs = k->registersPerThread;
+    r.graph = k->graphId;
+    akd_rec_out (&r, sizeof r);
+}
+
+/*  A launch API call stamped inside the window (the window's times are
+    published before any launch inside it can complete). */
+static void s_api_rec (const CUpti_ActivityAPI *a, CUpti_CallbackDomain domain)
+{
+    uint64_t open = atomic_load (&akd_g.open_ts), close = atomic_load (&akd_g.close_ts);
+    if (open == 0 || a->start < open || (close != 0 && a->start > close))
+        return;
+    if (S.api_filter && !s_is_launch (domain, a->cbid))
+        return;
+    const char *name = NULL;
+    char fallback[48];
+    if (!C.callback_name || C.callback_name (domain, a->cbid, &name) != CUPTI_SUCCESS || !name) {
+        snprintf (fallback, sizeof fallback, "%s:%u", domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime" : "driver",
+                  a->cbid);
+        name = fallback;
+    }
+    akd_rec_api_t r = { { AKD_REC_API, 0, sizeof r }, a->correlationId, a->cbid, a->threadId, (uint32_t) domain,
+                        a->start, a->end, akd_rec_string (name), 0 };
+    akd_rec_out (&r, sizeof r);
+}
+
+static void CUPTIAPI s_buffer_completed (CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                                         size_t size, size_t valid)
+{
+    (void) size;
+    CUpti_Activity *rec = NULL;
+    bool keep = atomic_load (&akd_g.window) != AKD_W_BEFORE;
+    while (valid > 0 && C.cuptiActivityGetNextRecord (buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+            if (keep)
+                s_kernel_rec ((const CUpti_ActivityKernel10 *) rec);
+        }
+        else
+        if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME || rec->kind == CUPTI_ACTIVITY_KIND_DRIVER)
+            s_api_rec ((const CUpti_ActivityAPI *) rec, rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME
+                                                       ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API);
+        else
+        if (rec->kind == CUPTI_ACTIVITY_KIND_DEVICE) {
+            const CUpti_ActivityDevice5 *d = (const CUpti_ActivityDevice5 *) rec;
+            akd_rec_device_t r = { { AKD_REC_DEVICE, 0, sizeof r }, d->id, akd_rec_string (d->name),
+                                   (int32_t) d->computeCapabilityMajor, (int32_t) d->computeCapabilityMinor,
+                                   (int32_t) d->numMultiprocessors, 0 };
+            akd_rec_out (&r, sizeof r);
+            atomic_store (&S.device_seen, true);
+        }
+    }
+    size_t dropped = 0;
+    if (C.cuptiActivityGetNumDroppedRecords (ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) {
+        akd_rec_dropped_t r = { { AKD_REC_DROPPED, 0, sizeof r }, dropped, 0 };
+        akd_rec_out (&r, sizeof r);
+    }
+    free (buffer);
+}
+
+/*  Graph node created (with the creating thread's range stack: a graph is
+    often captured in a warm-up whose pushes are not in the trace) or
+    cloned at instantiation. */
+static void s_gnode (const CUpti_ResourceData *rd, bool cloned)
+{
+    const CUpti_GraphData *g = (const CUpti_GraphData *) rd->resourceDescriptor;
+    if (!g)
+        return;
+    uint64_t node = 0, orig = 0;
+    uint32_t graph = 0;
+    if (C.cuptiGetGraphNodeId (g->node, &node) != CUPTI_SUCCESS || C.cuptiGetGraphId (g->graph, &graph) != CUPTI_SUCCESS)
+        return;
+    if (cloned && C.cuptiGetGraphNodeId (g->originalNode, &orig) != CUPTI_SUCCESS)
+        return;
+    akd_rec_gnode (graph, node, orig, !cloned);
+}
+
+static void CUPTIAPI s_callback (void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
+{
+    (void) ud;
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE
+        && (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED || cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED))
+        s_gnode ((const CUpti_ResourceData *) data, cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
+}
+
+/*  Activity records of the launch APIs only (cuptiActivityEnableRuntimeApi
+    / DriverApi), else the whole RUNTIME and DRIVER kinds, filtered when
+    read. */
+static CUptiResult s_enable_launch_records (void)
+{
+    CUptiResult r = CUPTI_SUCCESS;
+    if (C.enable_runtime_api && C.enable_driver_api) {
+        for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]; i++)
+            r = C.enable_runtime_api (s_runtime_cbids[i], 1);
+        for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof s_driver_cbids / sizeof s_driver_cbids[0]; i++)
+            r = C.enable_driver_api (s_driver_cbids[i], 1);
+        if (r == CUPTI_SUCCESS)
+            return r;
+    }
+    S.api_filter = true;
+    r = C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_RUNTIME);
+    return r == CUPTI_SUCCESS ? C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_DRIVER) : r;
+}
 
 static void *s_open_cupti (char *path, size_t cap)
 {
@@ -576,6 +485,9 @@ static int s_cupti_start (void)
     }
     S_CUPTI_FNS (S_RESOLVE)
 #undef S_RESOLVE
+    C.enable_runtime_api = (__typeof__ (C.enable_runtime_api)) dlsym (S.cupti, "cuptiActivityEnableRuntimeApi");
+    C.enable_driver_api = (__typeof__ (C.enable_driver_api)) dlsym (S.cupti, "cuptiActivityEnableDriverApi");
+    C.callback_name = (__typeof__ (C.callback_name)) dlsym (S.cupti, "cuptiGetCallbackName");
     uint32_t version = 0;
     C.cuptiGetVersion (&version);
     /* Activity records are read with our headers' layouts
@@ -586,9 +498,8 @@ static int s_cupti_start (void)
         s_error ("cupti_old", why);
         return -1;
     }
-    char p[1024];
-    s_json_str (p, sizeof p, path);
-    s_emitf ("{\"t\":\"cupti\",\"version\":%u,\"path\":\"%s\"}", version, p);
+    akd_rec_cupti_t cr = { { AKD_REC_CUPTI, 0, sizeof cr }, version, akd_rec_string (path) };
+    akd_rec_out (&cr, sizeof cr);
 
     CUptiResult r = C.cuptiSubscribe (&S.sub, (CUpti_CallbackFunc) s_callback, NULL);
     if (r != CUPTI_SUCCESS) {
@@ -599,18 +510,15 @@ static int s_cupti_start (void)
         s_error (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "cupti_busy" : "cupti_failed", why);
         return -1;
     }
-    S.cupti_on = true;
-    for (size_t i = 0; i < sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]; i++)
-        if ((r = C.cuptiEnableCallback (1, S.sub, CUPTI_CB_DOMAIN_RUNTIME_API, s_runtime_cbids[i])) != CUPTI_SUCCESS)
-            break;
-    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof s_driver_cbids / sizeof s_driver_cbids[0]; i++)
-        r = C.cuptiEnableCallback (1, S.sub, CUPTI_CB_DOMAIN_DRIVER_API, s_driver_cbids[i]);
-    if (r == CUPTI_SUCCESS)
-        r = C.cuptiEnableCallback (1, S.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED);
+    /* From here on pushes carry CUPTI's clock, the one of its records. */
+    atomic_store (&S.cupti_on, true);
+    r = C.cuptiEnableCallback (1, S.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED);
     if (r == CUPTI_SUCCESS)
         r = C.cuptiEnableCallback (1, S.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
     if (r == CUPTI_SUCCESS)
         r = C.cuptiActivityRegisterCallbacks (s_buffer_requested, s_buffer_completed);
+    if (r == CUPTI_SUCCESS)
+        r = s_enable_launch_records ();
     if (r == CUPTI_SUCCESS)
         r = C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (r != CUPTI_SUCCESS) {
@@ -645,15 +553,14 @@ static void s_device_fallback (void)
         return;
     for (int i = 0; i < n && i < 64; i++) {
         int dev = 0, maj = 0, min = 0, sms = 0;
-        char name[256] = "", esc[512];
+        char name[256] = "";
         if (get_fn (&dev, i) != 0 || name_fn (name, (int) sizeof name - 1, dev) != 0
             || attr_fn (&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != 0
             || attr_fn (&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != 0
             || attr_fn (&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != 0)
             continue;
-        s_json_str (esc, sizeof esc, name);
-        s_emitf ("{\"t\":\"device\",\"id\":%d,\"name\":\"%s\",\"cc\":[%d,%d],\"sms\":%d,\"from\":\"driver\"}",
-                 i, esc, maj, min, sms);
+        akd_rec_device_t r = { { AKD_REC_DEVICE, 0, sizeof r }, (uint32_t) i, akd_rec_string (name), maj, min, sms, 1 };
+        akd_rec_out (&r, sizeof r);
         atomic_store (&S.device_seen, true);
     }
 }
@@ -663,18 +570,16 @@ static void *s_flusher_main (void *arg)
     (void) arg;
     int closed_flushes = 0, open_flushes = 0;
     while (!atomic_load (&S.stop)) {
-        struct timespec ts = { 0, S_FLUSH_MS * 1000000L };
-        nanosleep (&ts, NULL);
-        if (S.cupti_on && closed_flushes < 2) {
-            bool closed = atomic_load (&S.window) == S_CLOSED;
+        akd_rec_wait (S_FLUSH_MS);
+        s_window_by_time ();
+        if (atomic_load (&S.cupti_on) && closed_flushes < 2) {
+            bool closed = atomic_load (&akd_g.window) == AKD_W_CLOSED;
             C.cuptiActivityFlushAll (closed ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
             closed_flushes += closed;
-            if (atomic_load (&S.window) != S_BEFORE && !atomic_load (&S.device_seen) && ++open_flushes == 3)
+            if (atomic_load (&akd_g.window) != AKD_W_BEFORE && !atomic_load (&S.device_seen) && ++open_flushes == 3)
                 s_device_fallback ();
         }
-        pthread_mutex_lock (&S.mu);
-        s_drain_locked ();
-        pthread_mutex_unlock (&S.mu);
+        akd_rec_flush ();
     }
     return NULL;
 }
@@ -684,34 +589,27 @@ static void s_at_exit (void)
     if (!S.on || atomic_exchange (&S.ended, true))
         return;
     atomic_store (&S.stop, true);
-    if (S.flusher_on)
+    if (S.flusher_on) {
+        akd_rec_kick ();
         pthread_join (S.flusher, NULL);
-    if (S.cupti_on)
+    }
+    if (atomic_load (&S.cupti_on))
         C.cuptiActivityFlushAll (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    s_emitf ("{\"t\":\"end\",\"reason\":\"exit\",\"steps_begun\":%ld,\"steps_ended\":%ld}",
-             atomic_load (&S.step_starts), atomic_load (&S.step_ends));
-    pthread_mutex_lock (&S.mu);
-    s_drain_locked ();
-    pthread_mutex_unlock (&S.mu);
+    akd_rec_flush ();
+    akd_rec_end_t r = { { AKD_REC_END, 0, sizeof r }, atomic_load (&S.step_starts), atomic_load (&S.step_ends) };
+    akd_rec_out (&r, sizeof r);
+    akd_rec_flush ();
 }
 
 static const int s_signals[] = { SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT, SIGQUIT };
 static struct sigaction s_old[sizeof s_signals / sizeof s_signals[0]];
 
-/*  Writes what is buffered (if no other thread is inside the writer), then
-    hands the signal to whoever had it before us. */
+/*  Writes what is buffered (if no other thread is inside the writer within
+    a bounded wait), then hands the signal to whoever had it before us. */
 static void s_on_signal (int sig, siginfo_t *si, void *uc)
 {
-    if (pthread_mutex_trylock (&S.mu) == 0) {
-        char line[96];
-        int n = snprintf (line, sizeof line, "{\"t\":\"signal\",\"signal\":%d}\n", sig);
-        if (S.len + (size_t) n <= S_BUF_CAP) {
-            memcpy (S.buf + S.len, line, (size_t) n);
-            S.len += (size_t) n;
-        }
-        s_drain_locked ();
-        pthread_mutex_unlock (&S.mu);
-    }
+    akd_rec_signal_t r = { { AKD_REC_SIGNAL, 0, sizeof r }, sig, 0 };
+    akd_rec_flush_signal (&r, sizeof r);
     for (size_t i = 0; i < sizeof s_signals / sizeof s_signals[0]; i++) {
         if (s_signals[i] != sig)
             continue;
@@ -735,17 +633,13 @@ static void s_on_signal (int sig, siginfo_t *si, void *uc)
 }
 
 /*  A forked child (a data loader worker ...) is not traced: it would
-    write the parent's buffered lines again into the same file. */
+    write the parent's buffered records again into the same file. */
 static void s_after_fork_child (void)
 {
     S.on = false;
-    S.cupti_on = false;
+    atomic_store (&S.cupti_on, false);
     S.flusher_on = false;
-    S.len = 0;
-    if (S.fd >= 0)
-        close (S.fd);
-    S.fd = -1;
-    pthread_mutex_init (&S.mu, NULL);
+    akd_rec_forget ();
     atomic_store (&S.ended, true);
 }
 
@@ -806,11 +700,11 @@ static void s_init (void)
     if (!path || !*path)
         return;
     clock_gettime (CLOCK_MONOTONIC, &S.t0);
-    S.buf = malloc (S_BUF_CAP);
-    S.fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-    if (!S.buf || S.fd < 0) {
-        free (S.buf);
-        S.buf = NULL;
+    int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    if (akd_rec_init (fd, (int64_t) getpid ()) != 0) {
+        close (fd);
         return;
     }
     /* The child processes of the program (a launcher, a compiler ...) do
@@ -822,16 +716,15 @@ static void s_init (void)
     S.steps = s_env_long ("AKD_STEPS", 0);
     S.skip_ms = s_env_long ("AKD_SKIP_MS", 0);
     S.on = true;
-    char drv[64], nvrtc[32], step_json[512];
+    char drv[64], nvrtc[32];
     s_read_driver_release (drv, sizeof drv);
     s_read_nvrtc (nvrtc, sizeof nvrtc);
-    s_json_str (step_json, sizeof step_json, S.step_range ? S.step_range : "");
-    s_emitf ("{\"t\":\"header\",\"format\":\"akdiscover-trace\",\"version\":1,\"pid\":%ld,"
-             "\"step_range\":\"%s\",\"warmup_steps\":%ld,\"steps\":%ld,\"skip_ms\":%ld,"
-             "\"driver\":\"%s\",\"nvrtc\":\"%s\"}",
-             (long) getpid (), step_json, S.warmup, S.steps, S.skip_ms, drv, nvrtc);
+    akd_rec_meta_t m = { { AKD_REC_META, 0, sizeof m }, S.warmup, S.steps, S.skip_ms,
+                         akd_rec_string (S.step_range ? S.step_range : ""), akd_rec_string (drv),
+                         akd_rec_string (nvrtc), 0 };
+    akd_rec_out (&m, sizeof m);
     if (!S.step_range && S.skip_ms <= 0)
-        s_window_set (S_OPEN);
+        s_window_set (AKD_W_OPEN);
     atexit (s_at_exit);
     struct sigaction sa;
     memset (&sa, 0, sizeof sa);
@@ -845,11 +738,11 @@ static void s_init (void)
 }
 
 /*  CUDA_INJECTION64_PATH: called by cuInit.  1 on success (the program
-    runs on whatever happens here: a failure is an "error" line). */
+    runs on whatever happens here: a failure is an ERROR record). */
 AKD_EXPORT int InitializeInjection (void)
 {
     pthread_once (&S.once, s_init);
-    if (!S.on || S.cupti_on)
+    if (!S.on || atomic_load (&S.cupti_on))
         return 1;
     (void) s_cupti_start ();
     return 1;

@@ -2,7 +2,7 @@
     never touches CUDA, for the tests of libakdiscover.so on hosts without
     a GPU (tests/integration/test_discover.c).
 
-    usage: akd-nvtx-probe STEPS [ok|fail|crash|threads|cupti]
+    usage: akd-nvtx-probe STEPS [ok|fail|crash|threads|cupti|bench]
 
     Each step is an outermost range "step" holding a PyTorch-shaped range
     (pushed with nvtxRangePushA) and a registered-string range of a domain
@@ -12,13 +12,17 @@
     InitializeInjection, and in each step launches through the stand-in
     CUPTI (discover/testing/fake_cupti.c, on LD_LIBRARY_PATH): a 20 us
     kernel in the aten::mm range, a 3 us one in the registered range and a
-    1 us one outside any range. */
+    1 us one outside any range.  `bench` times STEPS pushes and pops of
+    emit_nvtx-like texts (each one new, as emit_nvtx's seq and op_id make
+    them) inside one "step" range and prints the mean host cost of a
+    push + pop: the injection's hot path measured on a CPU (no CUDA). */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <nvtx3/nvToolsExt.h>
 
 static int s_steps;
@@ -74,13 +78,45 @@ static void *s_run (void *arg)
     return NULL;
 }
 
+static double s_secs (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}
+
+static int s_bench (int n)
+{
+    char text[256];
+    nvtxRangePushA ("step");
+    double t0 = s_secs ();
+    for (int i = 0; i < n; i++) {
+        snprintf (text, sizeof text, "aten::mm, seq = %d, op_id = %d, sizes = [[512, 2048], [2048, 6144]], "
+                  "input_op_ids = [(%d,0), (%d,0)]", i, i + 7, i + 3, i + 5);
+        nvtxRangePushA (text);
+        nvtxRangePop ();
+    }
+    double t1 = s_secs ();
+    for (int i = 0; i < n; i++) {
+        nvtxRangePushA ("aten::view");                /* a repeated text */
+        nvtxRangePop ();
+    }
+    double t2 = s_secs ();
+    nvtxRangePop ();
+    printf ("push+pop: %.1f ns with a new text, %.1f ns with a repeated one (%d each)\n",
+            (t1 - t0) * 1e9 / n, (t2 - t1) * 1e9 / n, n);
+    return 0;
+}
+
 int main (int argc, char **argv)
 {
     if (argc < 2 || (s_steps = atoi (argv[1])) <= 0) {
-        fprintf (stderr, "usage: akd-nvtx-probe STEPS [ok|fail|crash|threads]\n");
+        fprintf (stderr, "usage: akd-nvtx-probe STEPS [ok|fail|crash|threads|cupti|bench]\n");
         return 2;
     }
     const char *mode = argc > 2 ? argv[2] : "ok";
+    if (strcmp (mode, "bench") == 0)
+        return s_bench (s_steps);
     if (strcmp (mode, "cupti") == 0 && s_cuda_init () != 0)
         return 1;
     if (strcmp (mode, "threads") == 0) {

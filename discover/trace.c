@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "akd_format.h"
 #include "util.h"
 
 #define S_TRACE_MAX ((size_t) 4 << 30)      /* a trace bigger than this is refused */
@@ -226,6 +227,8 @@ static bool s_line (akd_trace_t *t, s_caps_t *caps, json_t *o, bool first)
 int akd_trace_parse (const char *text, size_t len, const char *label, akd_trace_t **trace_p, ak_err_t *err)
 {
     *trace_p = NULL;
+    if (len >= 8 && memcmp (text, AKD_BIN_MAGIC, 8) == 0)
+        return akd_trace_parse_bin (text, len, label, trace_p, err);
     akd_trace_t *t = ak_calloc (1, sizeof *t);
     s_caps_t caps = { 0, 0, 0, 0 };
     size_t off = 0;
@@ -317,5 +320,5 @@ void akd_trace_destroy (akd_trace_t **self_p)
 
 bool akd_trace_partial (const akd_trace_t *t)
 {
-    return !t->ended || t->signal != 0 || t->dropped > 0;
+    return !t->ended || t->signal != 0 || t->dropped > 0 || t->truncated_at != 0;
 }

@@ -1,7 +1,11 @@
 /*  discover/trace.h: reading a discover trace (docs/formats.md, "Discover
-    trace"), the JSON-lines file libakdiscover.so writes.
+    trace"): the binary file libakdiscover.so writes (version 2,
+    discover/akd_format.h, read by trace_bin.c), or the JSON-lines file
+    of earlier versions (version 1, here).
 
-    The reader takes any file: lines that are not JSON objects of a known
+    Binary: every record is checked; a garbled one refuses the trace with
+    its offset named, a file cut inside a record is read up to it
+    (truncated_at).  JSON lines: the reader takes any file: lines that are not JSON objects of a known
     type, or lack a field their type needs, are counted (bad_lines) and
     skipped; a last line without its newline is a cut-off write.  A trace
     without its "end" line is partial (the program crashed, was killed, or
@@ -14,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "error.h"
 
 #define AKD_TRACE_VERSION 1
@@ -76,6 +81,7 @@ typedef struct {
     int       signal;              /* a "signal" line: its number, else 0 */
     uint64_t  dropped;             /* CUPTI records lost */
     size_t    bad_lines;
+    size_t    truncated_at;        /* binary: the offset of a record the file ends inside; 0: none */
     char     *error_code, *error;  /* the first "error" line, NULL if none */
 } akd_trace_t;
 
@@ -84,12 +90,20 @@ typedef struct {
     version we do not read), with err naming the file.  The caller frees
     *trace_p with akd_trace_destroy. */
 int  akd_trace_load (const char *path, akd_trace_t **trace_p, ak_err_t *err);
-/*  The same over text in memory (label names it in errors). */
+/*  The same over bytes in memory (label names it in errors): binary when
+    they start with AKD_BIN_MAGIC, else JSON lines. */
 int  akd_trace_parse (const char *text, size_t len, const char *label, akd_trace_t **trace_p, ak_err_t *err);
+/*  The binary reader (trace_bin.c). */
+int  akd_trace_parse_bin (const char *data, size_t len, const char *label, akd_trace_t **trace_p, ak_err_t *err);
 void akd_trace_destroy (akd_trace_t **self_p);
 
-/*  True when the trace may lack records: no "end" line, a signal, or
-    records CUPTI dropped. */
+/*  Writes t as JSON lines of version 1 (trace_dump.c): read back, it
+    attributes the same.  0, or AK_EIO with err set. */
+int  akd_trace_write_jsonl (const akd_trace_t *t, FILE *f, ak_err_t *err);
+
+/*  True when the trace may lack records: no "end" line, a signal,
+    records dropped (by CUPTI or a full thread buffer), or a file cut
+    inside a record. */
 bool akd_trace_partial (const akd_trace_t *t);
 
 #endif

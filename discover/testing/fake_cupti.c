@@ -3,17 +3,24 @@
     test_discover.c, through akd-nvtx-probe's `cupti` mode).
 
     It implements the CUPTI entry points the library resolves, with the
-    real headers' types: a subscriber callback, activity buffers, records
-    of CUpti_ActivityKernel10 and CUpti_ActivityDevice5.  The probe drives
-    it through akd_fake_launch (a launch API call: the subscriber sees
-    API_ENTER with the correlation id; a kernel record is queued for the
-    next flush).  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
+    real headers' types: a subscriber, activity buffers, records of
+    CUpti_ActivityKernel10, CUpti_ActivityAPI (RUNTIME) and
+    CUpti_ActivityDevice5.  The probe drives it through akd_fake_launch (a
+    launch API call: a RUNTIME record with the calling thread, its start
+    and end and the correlation id, and a kernel record, queued for the
+    next flush).  Its clock is CLOCK_REALTIME (CUPTI's on Linux) made strictly increasing, so
+    a push, a launch and a pop on one thread never share a stamp.
+    $AKD_FAKE_CUPTI_TID=pthread makes the API records carry pthread_self
+    (truncated) as their threadId instead of the kernel's thread id.  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as when another tool
     holds CUPTI.
 
     Never: used outside tests; it is built into build/tests/fakecupti and
     found only through LD_LIBRARY_PATH. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,6 +35,9 @@ static CUpti_BuffersCallbackRequestFunc s_req;
 static CUpti_BuffersCallbackCompleteFunc s_done;
 static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
 static CUpti_ActivityKernel10 s_queue[S_MAX];
+static CUpti_ActivityAPI s_apis[S_MAX];
+static int s_napis;
+static _Atomic uint64_t s_last;
 static char s_names[S_MAX][64];
 static int s_n;
 static int s_device_sent;
@@ -35,8 +45,13 @@ static int s_device_sent;
 static uint64_t s_ns (void)
 {
     struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+    clock_gettime (CLOCK_REALTIME, &ts);         /* CUPTI's own clock on Linux */
+    uint64_t now = (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec, last = atomic_load (&s_last);
+    do {
+        if (now <= last)
+            now = last + 1;
+    } while (!atomic_compare_exchange_weak (&s_last, &last, now));
+    return now;
 }
 
 CUptiResult cuptiGetVersion (uint32_t *v) { *v = CUPTI_API_VERSION; return CUPTI_SUCCESS; }
@@ -67,6 +82,14 @@ CUptiResult cuptiEnableDomain (uint32_t e, CUpti_SubscriberHandle s, CUpti_Callb
     return CUPTI_SUCCESS;
 }
 CUptiResult cuptiActivityEnable (CUpti_ActivityKind k) { (void) k; return CUPTI_SUCCESS; }
+CUptiResult cuptiActivityEnableRuntimeApi (CUpti_CallbackId c, uint8_t e) { (void) c; (void) e; return CUPTI_SUCCESS; }
+CUptiResult cuptiActivityEnableDriverApi (CUpti_CallbackId c, uint8_t e) { (void) c; (void) e; return CUPTI_SUCCESS; }
+CUptiResult cuptiGetCallbackName (CUpti_CallbackDomain d, uint32_t c, const char **name)
+{
+    (void) d; (void) c;
+    *name = "cudaLaunchKernel";
+    return CUPTI_SUCCESS;
+}
 CUptiResult cuptiActivityRegisterCallbacks (CUpti_BuffersCallbackRequestFunc req, CUpti_BuffersCallbackCompleteFunc done)
 {
     s_req = req;
@@ -87,7 +110,9 @@ CUptiResult cuptiActivityGetNumDroppedRecords (CUcontext c, uint32_t s, size_t *
    size follows from its kind. */
 static size_t s_size (const CUpti_Activity *r)
 {
-    return r->kind == CUPTI_ACTIVITY_KIND_DEVICE ? sizeof (CUpti_ActivityDevice5) : sizeof (CUpti_ActivityKernel10);
+    return r->kind == CUPTI_ACTIVITY_KIND_DEVICE    ? sizeof (CUpti_ActivityDevice5)
+         : r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? sizeof (CUpti_ActivityAPI)
+                                                  : sizeof (CUpti_ActivityKernel10);
 }
 
 CUptiResult cuptiActivityGetNextRecord (uint8_t *buf, size_t valid, CUpti_Activity **rec)
@@ -123,6 +148,14 @@ CUptiResult cuptiActivityFlushAll (uint32_t flag)
         used += sizeof d;
         s_device_sent = 1;
     }
+    int apis = 0;
+    while (apis < s_napis && used + sizeof (CUpti_ActivityAPI) <= size) {
+        memcpy (buf + used, &s_apis[apis], sizeof s_apis[0]);
+        used += sizeof s_apis[0];
+        apis++;
+    }
+    memmove (s_apis, s_apis + apis, (size_t) (s_napis - apis) * sizeof s_apis[0]);
+    s_napis -= apis;
     int taken = 0;
     while (taken < s_n && used + sizeof (CUpti_ActivityKernel10) <= size) {
         memcpy (buf + used, &s_queue[taken], sizeof s_queue[0]);
@@ -139,18 +172,26 @@ CUptiResult cuptiActivityFlushAll (uint32_t flag)
     return CUPTI_SUCCESS;
 }
 
-/*  A launch: the subscriber's API_ENTER, then a kernel of dur_ns queued. */
+/*  A launch: the RUNTIME record of the API call (this thread, its start
+    and end), then a kernel of dur_ns, both queued for the next flush. */
 void akd_fake_launch (uint32_t corr, const char *kernel, uint64_t dur_ns)
 {
-    if (s_cb) {
-        CUpti_CallbackData cd;
-        memset (&cd, 0, sizeof cd);
-        cd.callbackSite = CUPTI_API_ENTER;
-        cd.functionName = "cudaLaunchKernel";
-        cd.correlationId = corr;
-        s_cb (s_ud, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &cd);
-    }
+    const char *tid_mode = getenv ("AKD_FAKE_CUPTI_TID");
+    uint32_t thread = tid_mode && strcmp (tid_mode, "pthread") == 0 ? (uint32_t) pthread_self ()
+                                                                      : (uint32_t) syscall (SYS_gettid);
+    uint64_t start = s_ns ();
+    uint64_t end = s_ns ();
     pthread_mutex_lock (&s_mu);
+    if (s_napis < S_MAX) {
+        CUpti_ActivityAPI *a = &s_apis[s_napis++];
+        memset (a, 0, sizeof *a);
+        a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+        a->cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+        a->start = start;
+        a->end = end;
+        a->threadId = thread;
+        a->correlationId = corr;
+    }
     if (s_n < S_MAX) {
         CUpti_ActivityKernel10 *k = &s_queue[s_n];
         memset (k, 0, sizeof *k);

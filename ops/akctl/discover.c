@@ -29,7 +29,7 @@
 const char akctl_discover_help[] =
     "Runs CMD with libakdiscover.so injected (CUDA_INJECTION64_PATH and\n"
     "NVTX_INJECTION64_PATH), records every kernel (CUPTI) and NVTX range of the\n"
-    "measurement window into DIR/trace.jsonl, attributes each kernel to the\n"
+    "measurement window into DIR/trace.akd (binary), attributes each kernel to the\n"
     "innermost range open on its launching thread, and writes\n"
     "  DIR/hotspots.json, DIR/hotspots.md  ranges and kernels ranked by GPU time\n"
     "                   per step, with launches, mean duration, the share of\n"
@@ -51,6 +51,7 @@ const char akctl_discover_help[] =
     "  --class NAME        the device class of the batch (default: the one the\n"
     "                      worker of this GPU announces, from the trace)\n"
     "  --from-trace FILE   analyse a recorded trace instead of running CMD\n"
+    "  --dump-trace FILE   print a trace as JSON lines (version 1) and exit\n"
     "\n"
     "Ranges map to catalog operators by name:\n"
     "%s"
@@ -60,7 +61,7 @@ const char akctl_discover_help[] =
     "analysed); 2 bad usage or CMD not found.\n";
 
 typedef struct {
-    const char *out, *step_range, *device_class, *from_trace;
+    const char *out, *step_range, *device_class, *from_trace, *dump_trace;
     long        steps, warmup, skip_ms;
     char      **cmd;
     int         ncmd;
@@ -79,6 +80,7 @@ static void s_usage (void)
     fprintf (stderr, "usage: akctl discover --out DIR [--steps N] [--warmup-steps N] [--step-range NAME]\n"
                      "                      [--skip-ms MS] [--class NAME] -- CMD [ARGS...]\n"
                      "       akctl discover --from-trace FILE --out DIR [--class NAME]\n"
+                     "       akctl discover --dump-trace FILE\n"
                      "(akctl discover --help says more)\n");
 }
 
@@ -255,10 +257,14 @@ static int s_analyse (const s_opts_t *o, const char *trace_path, bool program_fa
         goto done;
     }
     s_summary (h, o->out, cls ? cls : "?");
+    if (t->truncated_at)
+        fprintf (stderr, "akctl: discover: %s: offset %zu: the file ends inside a record (a write cut off); "
+                 "read up to it\n", trace_path, t->truncated_at);
     if (akd_trace_partial (t))
         fprintf (stderr, "akctl: discover: the trace is partial (%s): the figures cover what was recorded\n",
                  t->signal ? "the program was killed by a signal"
-                 : !t->ended ? "the program did not exit normally" : "CUPTI dropped records");
+                 : !t->ended ? "the program did not exit normally"
+                 : t->dropped ? "records were dropped (CUPTI's, or a thread's full buffer)" : "the file is cut");
     if (a->no_launch)
         fprintf (stderr, "akctl: discover: %zu kernel%s without a recorded launch (listed as \"[no range]\")\n",
                  a->no_launch, a->no_launch == 1 ? "" : "s");
@@ -270,6 +276,28 @@ done:
     akd_attr_destroy (&a);
     akd_trace_destroy (&t);
     return code;
+}
+
+/*  --dump-trace: the trace at path on stdout as JSON lines; 2 when it is
+    not a trace (or a garbled one, the offset named). */
+static int s_dump (const char *path)
+{
+    ak_err_t err = { 0 };
+    akd_trace_t *t = NULL;
+    if (akd_trace_load (path, &t, &err) != 0) {
+        fprintf (stderr, "akctl: discover: %s\n", err.msg);
+        return err.code == AK_EINVAL ? AKCTL_EXIT_USAGE : AKCTL_EXIT_NEGATIVE;
+    }
+    int rc = akd_trace_write_jsonl (t, stdout, &err);
+    if (t->truncated_at)
+        fprintf (stderr, "akctl: discover: %s: offset %zu: the file ends inside a record (a write cut off); "
+                 "read up to it\n", path, t->truncated_at);
+    akd_trace_destroy (&t);
+    if (rc || fflush (stdout) != 0) {
+        fprintf (stderr, "akctl: discover: %s\n", rc ? err.msg : "writing stdout failed");
+        return AKCTL_EXIT_NEGATIVE;
+    }
+    return AKCTL_EXIT_OK;
 }
 
 static int s_discover (int argc, char **argv)
@@ -288,7 +316,8 @@ static int s_discover (int argc, char **argv)
             break;
         if (strcmp (a, "-h") == 0 || strcmp (a, "--help") == 0) {
             printf ("usage: akctl discover --out DIR [OPTIONS] -- CMD [ARGS...]\n"
-                    "       akctl discover --from-trace FILE --out DIR\n\n");
+                    "       akctl discover --from-trace FILE --out DIR\n"
+                    "       akctl discover --dump-trace FILE\n\n");
             printf (akctl_discover_help, akd_map_table_text);
             return AKCTL_EXIT_OK;
         }
@@ -300,7 +329,7 @@ static int s_discover (int argc, char **argv)
         memcpy (name, a, nlen);
         name[nlen] = '\0';
         static const char *const valued[] = { "--out", "--steps", "--warmup-steps", "--step-range", "--skip-ms",
-                                              "--class", "--from-trace", NULL };
+                                              "--class", "--from-trace", "--dump-trace", NULL };
         bool known = false;
         for (int k = 0; valued[k]; k++)
             known = known || strcmp (name, valued[k]) == 0;
@@ -322,6 +351,9 @@ static int s_discover (int argc, char **argv)
         if (strcmp (name, "--from-trace") == 0)
             o.from_trace = v;
         else
+        if (strcmp (name, "--dump-trace") == 0)
+            o.dump_trace = v;
+        else
         if (strcmp (name, "--steps") == 0) {
             rc = s_count (name, v, &o.steps);
             steps_given = true;
@@ -338,6 +370,8 @@ static int s_discover (int argc, char **argv)
     }
     o.cmd = argv + i;
     o.ncmd = argc - i;
+    if (o.dump_trace)
+        return s_dump (o.dump_trace);
     if (!o.out)
         return s_bad ("--out DIR is required%s", "");
     if (o.from_trace && o.ncmd > 0)
@@ -377,7 +411,7 @@ static int s_discover (int argc, char **argv)
         free (lib);
         return AKCTL_EXIT_USAGE;
     }
-    char *trace = ak_path_join (o.out, "trace.jsonl");
+    char *trace = ak_path_join (o.out, "trace.akd");
     unlink (trace);
     int status = 0;
     int code = AKCTL_EXIT_NEGATIVE;

@@ -13,15 +13,20 @@
 #             injection's own overhead)
 #   launcher  akctl discover ... -- python3 torch_nvtx.py llama_demo.py --step-times
 #             (plus emit_nvtx(record_shapes) and the module ranges: what a
-#             user pays for shapes and dtypes)
+#             user pays for shapes and dtypes, the default)
+#   launcher_catalog  the same with torch_nvtx.py --ranges catalog (ranges
+#             for the catalog's operators only, no emit_nvtx)
 # and once torch.profiler over the same steps (llama_demo.py --torch-profiler).
 # Step times are the demo's own (perf_counter around each step, ending in a
 # synchronise), over the repeats after the first.  Prints a table and writes
 # OUT/summary.json:
-#   - per configuration: median step time (prefill and decode separately)
-#     and its ratio to plain (goal: inject <= 1.05);
+#   - per configuration: median step time (prefill and decode separately),
+#     the range of the per-run medians, and the ratio to plain (goal:
+#     inject <= 1.05);
 #   - coverage: % of GPU time under a named range and mapped to the catalog
-#     (from the launcher run's hotspots.json);
+#     (from each launcher mode's first run), and the workloads each found
+#     (catalog mode must find those of the default mode);
+#   - the trace size of each configuration's first run;
 #   - total kernel time per step: discover (inject run) vs torch.profiler
 #     (goal: within 3%).
 set -euo pipefail
@@ -64,6 +69,9 @@ for i in $(seq 1 "$n"); do
     "$akctl" discover --out "$out/launcher.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
         python3 "$launcher" "$demo" --repeats "$repeats" --step-times > "$out/launcher.$i.jsonl" 2> "$out/launcher.$i.err" \
         || { cat "$out/launcher.$i.err" >&2; exit 1; }
+    "$akctl" discover --out "$out/launcher_catalog.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
+        python3 "$launcher" --ranges catalog "$demo" --repeats "$repeats" --step-times > "$out/launcher_catalog.$i.jsonl" \
+        2> "$out/launcher_catalog.$i.err" || { cat "$out/launcher_catalog.$i.err" >&2; exit 1; }
     echo "run $i of $n done"
 done
 python3 "$demo" --repeats "$repeats" --torch-profiler "$out/torch_profiler.json" > /dev/null
@@ -71,9 +79,9 @@ python3 "$demo" --repeats "$repeats" --torch-profiler "$out/torch_profiler.json"
 python3 - "$out" "$n" <<'PY'
 import json, statistics, sys, os
 out, n = sys.argv[1], int(sys.argv[2])
-def steps(name):
+def steps(name, only=None):
     rows = {"prefill": [], "decode": []}
-    for i in range(1, n + 1):
+    for i in (range(1, n + 1) if only is None else [only]):
         for line in open(os.path.join(out, "%s.%d.jsonl" % (name, i))):
             line = line.strip()
             if line.startswith("{"):
@@ -82,17 +90,33 @@ def steps(name):
     return rows
 summary = {"runs": n, "configs": {}}
 base = steps("plain")
-print("\n| configuration | prefill ms (median) | decode ms (median) | prefill ratio | decode ratio |")
-print("|---|---|---|---|---|")
-for name in ("plain", "inject", "launcher"):
+print("\n| configuration | prefill ms (median) | decode ms (median) | per-run decode medians | prefill ratio "
+      "| decode ratio | trace bytes |")
+print("|---|---|---|---|---|---|---|")
+for name in ("plain", "inject", "launcher", "launcher_catalog"):
     r = steps(name)
     p, d = statistics.median(r["prefill"]), statistics.median(r["decode"])
     rp, rd = p / statistics.median(base["prefill"]), d / statistics.median(base["decode"])
+    per_run = [statistics.median(steps(name, i)["decode"]) for i in range(1, n + 1)]
+    trace = os.path.join(out, name + ".1", "trace.akd")
+    size = os.path.getsize(trace) if os.path.exists(trace) else 0
     summary["configs"][name] = {"prefill_ms": p, "decode_ms": d, "prefill_ratio": rp, "decode_ratio": rd,
+                                "decode_ms_per_run": per_run, "trace_bytes": size,
                                 "samples": len(r["prefill"]) + len(r["decode"])}
-    print("| %s | %.3f | %.3f | %.3f | %.3f |" % (name, p, d, rp, rd))
+    print("| %s | %.3f | %.3f | %.3f-%.3f | %.3f | %.3f | %d |" % (name, p, d, min(per_run), max(per_run), rp, rd,
+                                                                   size))
 hot = json.load(open(os.path.join(out, "launcher.1", "hotspots.json")))
+hot_cat = json.load(open(os.path.join(out, "launcher_catalog.1", "hotspots.json")))
 cov = hot["totals"]
+def workloads(h):
+    return sorted(set(w["name"] for w in h.get("workloads", [])))
+found, found_cat = workloads(hot), workloads(hot_cat)
+summary["workloads"] = {"launcher": found, "launcher_catalog": found_cat,
+                        "missing_in_catalog_mode": [w for w in found if w not in found_cat]}
+print("\nworkloads: launcher %d, launcher --ranges catalog %d; missing in catalog mode: %s"
+      % (len(found), len(found_cat), ", ".join(summary["workloads"]["missing_in_catalog_mode"]) or "none"))
+print("coverage (launcher_catalog run 1): %.1f%% under a named range, %.1f%% mapped to catalog operators"
+      % (hot_cat["totals"]["pct_gpu_time_in_named_range"], hot_cat["totals"]["pct_gpu_time_mapped_to_catalog"]))
 inj = json.load(open(os.path.join(out, "inject.1", "hotspots.json")))["totals"]
 tp = json.load(open(os.path.join(out, "torch_profiler.json")))
 tp_per_step = tp["kernel_us"] / tp["steps"]

@@ -15,7 +15,12 @@
     Where there is no GPU (no CUDA backend, driver or device) the test
     prints "SKIP: no GPU: <reason>"; a GPU without python3, torch (CUDA) or
     transformers is a failure, not a skip.  AKD_SAVE_TRACE=PATH copies the
-    recorded trace there (a fixture for tests/data/discover/). */
+    recorded trace there (a fixture for tests/data/discover/, as NAME.akd).
+
+    The trace is the binary one, complete (not partial, nothing dropped),
+    and its kernels were placed by their launch records (CUPTI's API
+    activity, matched to the launching thread by time).  The launcher's
+    --ranges catalog mode must find the same shapes. */
 #include "support.h"
 
 #include <stdio.h>
@@ -23,7 +28,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attribute.h"
 #include "gpu.h"
+#include "trace.h"
 #include "util.h"
 
 #define S_START_MS 60000
@@ -95,7 +102,7 @@ static void test_discover_llama (void **state)
     free (out);
     const char *save = getenv ("AKD_SAVE_TRACE");
     if (save && *save) {
-        ak_test_runf (NULL, "cp '%s/d/trace.jsonl' '%s'", s_c.dir, save);
+        ak_test_runf (NULL, "cp '%s/d/trace.akd' '%s'", s_c.dir, save);
         print_message ("trace saved as %s\n", save);
     }
 
@@ -124,6 +131,43 @@ static void test_discover_llama (void **state)
         print_message ("NOTE: attention 1x16x512x128 not seen as causal (is_causal did not reach torch_nvtx::sdpa)\n");
         s_must_find (hot, "flash_attention", att, (int64_t[]) { 1, 16, 512, 128, 1 }, 5);
     }
+
+    /* the binary trace: complete, and every kernel of the window found its
+       launch (CUPTI's API record, its thread's ranges by time) */
+    char *trace_path = ak_sprintf ("%s/d/trace.akd", s_c.dir);
+    akd_trace_t *trace = NULL;
+    akd_attr_t *attr = NULL;
+    ak_err_t err = { 0 };
+    if (akd_trace_load (trace_path, &trace, &err) != 0)
+        fail_msg ("%s", err.msg);
+    assert_int_equal (trace->version, 2);
+    assert_int_equal (trace->dropped, 0);
+    assert_false (akd_trace_partial (trace));
+    assert_int_equal (akd_attribute (trace, &attr, &err), 0);
+    print_message ("trace: %zu events, %zu kernels in the window, %zu without a launch record\n", trace->nevents,
+                   attr->nkernels, attr->no_launch);
+    assert_true (attr->nkernels > 0 && attr->no_launch * 100 <= attr->nkernels);
+    akd_attr_destroy (&attr);
+    akd_trace_destroy (&trace);
+    free (trace_path);
+
+    /* --ranges catalog: no emit_nvtx, the same shapes */
+    code = ak_test_runf (&out, "'%s' discover --out '%s/c' --step-range step --warmup-steps 9 --steps 9 -- "
+                         "python3 '%s' --ranges catalog '%s' --repeats 2 2>&1", akctl, s_c.dir, launcher, demo);
+    if (code != 0)
+        fail_msg ("akctl discover (--ranges catalog): exit %d:\n%s", code, out ? out : "");
+    free (out);
+    char *cat_path = ak_sprintf ("%s/c/hotspots.json", s_c.dir);
+    json_t *cat = json_load_file (cat_path, 0, &je);
+    if (!cat)
+        fail_msg ("%s: %s", cat_path, je.text);
+    s_must_find (cat, "matmul", mnk, (int64_t[]) { 512, 2048, 2048 }, 3);
+    s_must_find (cat, "matmul", mnk, (int64_t[]) { 1, 2048, 2048 }, 3);
+    s_must_find (cat, "rmsnorm", rms, (int64_t[]) { 512, 2048 }, 2);
+    if (!s_workload (cat, "flash_attention", "bfloat16", att, (int64_t[]) { 1, 16, 512, 128, 2 }, 5))
+        s_must_find (cat, "flash_attention", att, (int64_t[]) { 1, 16, 512, 128, 1 }, 5);
+    json_decref (cat);
+    free (cat_path);
 
     /* the batch's target is the class the worker announces */
     const char *wargs[] = { "--backend", "cuda", NULL };

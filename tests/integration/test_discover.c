@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "akd_format.h"
+#include "trace.h"
 #include "util.h"
 
 #define S_START_MS 20000
@@ -143,6 +145,24 @@ static void test_cupti_busy (void **state)
     free (out);
     free (args);
     free (trace);
+    /* a binary trace with a garbled record is refused, naming the offset */
+    akd_bin_header_t hdr = { .version = AKD_BIN_VERSION, .header_size = sizeof hdr };
+    memcpy (hdr.magic, AKD_BIN_MAGIC, 8);
+    akd_rec_head_t bad_rec = { 99, 0, 16 };
+    unsigned char garbled[48] = { 0 };
+    memcpy (garbled, &hdr, sizeof hdr);
+    memcpy (garbled + sizeof hdr, &bad_rec, sizeof bad_rec);
+    char *gp = ak_path_join (dir, "garbled.akd");
+    FILE *f = fopen (gp, "wb");
+    assert_non_null (f);
+    assert_int_equal (fwrite (garbled, 1, 48, f), 48);
+    fclose (f);
+    args = ak_sprintf ("--from-trace '%s' --out '%s'", gp, dir);
+    assert_int_equal (s_discover (&out, args), 2);
+    s_contains (out, "garbled.akd: offset 32: record type 99");
+    free (out);
+    free (args);
+    free (gp);
     /* a file that is not a trace is bad input */
     char *bad = ak_test_write (dir, "bad.jsonl", "hello\n");
     args = ak_sprintf ("--from-trace '%s' --out '%s'", bad, dir);
@@ -169,24 +189,32 @@ static char *s_probe (void)
     return probe;
 }
 
-static char *s_read (const char *dir, const char *name)
+/* The binary trace the library wrote into dir, decoded. */
+static akd_trace_t *s_trace (const char *dir)
 {
-    char *p = ak_path_join (dir, name), *text = NULL;
-    size_t len = 0;
+    char *p = ak_path_join (dir, "trace.akd");
+    akd_trace_t *t = NULL;
     ak_err_t err = { 0 };
-    if (ak_file_read (p, 1 << 24, &text, &len, &err) != 0)
+    if (akd_trace_load (p, &t, &err) != 0)
         fail_msg ("%s", err.msg);
     free (p);
-    return text;
+    return t;
 }
 
-static int s_count (const char *text, const char *needle)
+/* Host events of kind k (pre pushes left out) whose name holds needle
+   (exact: is needle; NULL: all of them). */
+static int s_events_m (const akd_trace_t *t, akd_ev_kind_t k, const char *needle, bool exact)
 {
     int n = 0;
-    for (const char *p = text; (p = strstr (p, needle)); p += strlen (needle))
-        n++;
+    for (size_t i = 0; i < t->nevents; i++) {
+        const char *name = t->events[i].name ? t->events[i].name : "";
+        n += t->events[i].kind == k && !t->events[i].pre
+             && (!needle || (exact ? strcmp (name, needle) == 0 : strstr (name, needle) != NULL));
+    }
     return n;
 }
+#define s_events(t, k, needle) s_events_m (t, k, needle, false)
+#define s_pushes_named(t, name) s_events_m (t, AKD_EV_PUSH, name, true)
 
 static void test_window_and_no_gpu_work (void **state)
 {
@@ -204,17 +232,19 @@ static void test_window_and_no_gpu_work (void **state)
     free (out);
     /* the trace: steps 3 to 5 of 8, each with its ranges (pushA and a
        registered string through a domain), then the window closed */
-    char *trace = s_read (dir, "trace.jsonl");
-    assert_int_equal (s_count (trace, "\"name\":\"step\""), 3);
-    s_contains (trace, "aten::mm, seq = 2, sizes");
-    s_contains (trace, "aten::mm, seq = 4, sizes");
-    assert_null (strstr (trace, "aten::mm, seq = 1,"));
-    assert_null (strstr (trace, "aten::mm, seq = 5,"));
-    assert_int_equal (s_count (trace, "\"name\":\"registered range\""), 3);
-    s_contains (trace, "\"state\":\"closed\"");
-    s_contains (trace, "\"t\":\"end\"");
-    assert_int_equal (s_count (trace, "\"t\":\"push\""), s_count (trace, "\"t\":\"pop\""));
-    free (trace);
+    akd_trace_t *trace = s_trace (dir);
+    assert_int_equal (trace->version, AKD_BIN_VERSION);
+    assert_int_equal (s_pushes_named (trace, "step"), 3);
+    assert_int_equal (s_events (trace, AKD_EV_PUSH, "aten::mm, seq = 2, sizes"), 1);
+    assert_int_equal (s_events (trace, AKD_EV_PUSH, "aten::mm, seq = 4, sizes"), 1);
+    assert_int_equal (s_events (trace, AKD_EV_PUSH, "aten::mm, seq = 1,"), 0);
+    assert_int_equal (s_events (trace, AKD_EV_PUSH, "aten::mm, seq = 5,"), 0);
+    assert_int_equal (s_pushes_named (trace, "registered range"), 3);
+    assert_true (trace->window_opened && trace->window_closed);
+    assert_true (trace->ended);
+    assert_false (akd_trace_partial (trace));
+    assert_int_equal (s_events (trace, AKD_EV_PUSH, NULL), s_events (trace, AKD_EV_POP, NULL));
+    akd_trace_destroy (&trace);
     free (args);
     /* a program that never starts CUDA or NVTX leaves no trace at all */
     args = ak_sprintf ("--out '%s/none' -- true", dir);
@@ -244,11 +274,53 @@ static void test_failing_and_crashing_programs (void **state)
     s_contains (out, "killed by signal 6");
     free (out);
     /* what was buffered reached the file, with the signal and no end */
-    char *trace = s_read (dir, "trace.jsonl");
-    s_contains (trace, "{\"t\":\"signal\",\"signal\":6}");
-    assert_null (strstr (trace, "\"t\":\"end\""));
-    assert_int_equal (s_count (trace, "\"name\":\"step\""), 2);
-    free (trace);
+    akd_trace_t *trace = s_trace (dir);
+    assert_int_equal (trace->signal, 6);
+    assert_false (trace->ended);
+    assert_true (akd_trace_partial (trace));
+    assert_int_equal (s_pushes_named (trace, "step"), 2);
+    akd_trace_destroy (&trace);
+    free (args);
+    ak_test_rmtree (dir);
+    free (dir);
+    free (probe);
+}
+
+/* Two threads pushing and popping 20,000 steps each (5 MB of records per
+   thread, more than its 4 MiB ring holds: the ring wraps, fills and waits
+   for the writer): every range of both threads is in the trace, in pairs,
+   nothing dropped. */
+static void test_threads_and_full_rings (void **state)
+{
+    (void) state;
+    char *probe = s_probe ();
+    if (!probe)
+        skip ();
+    char *dir = ak_test_tmpdir ("discover-threads");
+    char *out = NULL, *args = ak_sprintf ("--out '%s' -- '%s' 20000 threads", dir, probe);
+    assert_int_equal (s_discover (&out, args), 1);          /* no GPU work: the trace is kept */
+    s_contains (out, "no GPU work observed");
+    free (out);
+    akd_trace_t *trace = s_trace (dir);
+    assert_int_equal (trace->dropped, 0);
+    assert_true (trace->ended);
+    assert_int_equal (s_pushes_named (trace, "step"), 40000);
+    assert_int_equal (s_pushes_named (trace, "registered range"), 40000);
+    assert_int_equal (s_events (trace, AKD_EV_PUSH, "aten::mm, seq = 19999,"), 2);
+    assert_int_equal (s_events (trace, AKD_EV_PUSH, NULL), s_events (trace, AKD_EV_POP, NULL));
+    int64_t tids[2] = { -1, -1 };
+    for (size_t i = 0; i < trace->nevents; i++) {
+        int64_t tid = trace->events[i].tid;
+        if (tids[0] == -1 || tids[0] == tid)
+            tids[0] = tid;
+        else
+        if (tids[1] == -1 || tids[1] == tid)
+            tids[1] = tid;
+        else
+            fail_msg ("a third thread %lld", (long long) tid);
+    }
+    assert_true (tids[1] != -1);
+    akd_trace_destroy (&trace);
     free (args);
     ak_test_rmtree (dir);
     free (dir);
@@ -276,10 +348,24 @@ static void test_cupti_side (void **state)
         fail_msg ("exit %d:\n%s", code, out ? out : "");
     s_contains (out, "matmul_8x32x16_fp32");
     free (out);
-    char *trace = s_read (dir, "trace.jsonl");
-    s_contains (trace, "{\"t\":\"cupti\",\"version\":130001");
-    s_contains (trace, "\"name\":\"Fake GPU\"");
-    free (trace);
+    akd_trace_t *trace = s_trace (dir);
+    assert_int_equal (trace->cupti_version, 130001);
+    assert_true (trace->ndevices >= 1);
+    assert_string_equal (trace->devices[0].name, "Fake GPU");
+    /* launches come from CUPTI's API records, placed among the probe's
+       pushes and pops by time: 3 in the first step of the window and the
+       loose one after it, 2 in the second (its loose one is after the
+       window closed) */
+    assert_int_equal (s_events (trace, AKD_EV_LAUNCH, "cudaLaunchKernel"), 5);
+    akd_trace_destroy (&trace);
+    /* the same trace as JSON lines, for a person or a script */
+    char *dump = NULL;
+    assert_int_equal (ak_test_runf (&dump, "'%s' discover --dump-trace '%s/trace.akd'", akctl, dir), 0);
+    s_contains (dump, "{\"t\":\"header\",\"format\":\"akdiscover-trace\",\"version\":1");
+    s_contains (dump, "\"name\":\"Fake GPU\"");
+    s_contains (dump, "\"t\":\"launch\"");
+    s_contains (dump, "\"name\":\"gemm_kernel\"");
+    free (dump);
     json_error_t je;
     char *hp = ak_path_join (dir, "hotspots.json");
     json_t *hot = json_load_file (hp, 0, &je);
@@ -296,6 +382,15 @@ static void test_cupti_side (void **state)
     free (hp);
     assert_true (s_exists (dir, "batch.json"));
     assert_true (s_exists (dir, "matmul.corpus.json"));
+
+    /* CUPTI's threadId as pthread_self rather than the kernel's thread id:
+       the THREAD records map it, the kernels still land in their ranges */
+    code = ak_test_runf (&out, "AKD_FAKE_CUPTI_TID=pthread LD_LIBRARY_PATH='%s' '%s' discover %s 2>&1", fake, akctl,
+                         args);
+    if (code != 0)
+        fail_msg ("exit %d:\n%s", code, out ? out : "");
+    s_contains (out, "matmul_8x32x16_fp32");
+    free (out);
     free (args);
 
     args = ak_sprintf ("--out '%s/busy' -- '%s' 2 cupti", dir, probe);
@@ -321,6 +416,7 @@ int main (void)
         cmocka_unit_test (test_cupti_busy),
         cmocka_unit_test (test_window_and_no_gpu_work),
         cmocka_unit_test (test_failing_and_crashing_programs),
+        cmocka_unit_test (test_threads_and_full_rings),
         cmocka_unit_test (test_cupti_side),
     };
     return ak_test_exit (cmocka_run_group_tests (tests, NULL, NULL));

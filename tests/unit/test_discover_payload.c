@@ -183,6 +183,14 @@ static void test_map_table (void **state)
     s_expect ("aten::native_layer_norm, sizes = [[64, 768], [], [768], [768], []]", "layernorm", 2,
               (int64_t[]) { 64, 768 }, NULL);
     s_expect ("aten::mm, sizes = [[512, 2048], [2048, 6144]]", "matmul", 3, (int64_t[]) { 512, 6144, 2048 }, NULL);
+    /* the texts of torch_nvtx.py --ranges catalog: scalars given as
+       keywords are not listed, dtypes are */
+    s_expect ("aten::linear, sizes = [[1, 512, 2048], [6144, 2048]], dtypes = [bfloat16, bfloat16]", "matmul", 3,
+              (int64_t[]) { 512, 6144, 2048 }, "bfloat16");
+    s_expect ("aten::softmax, sizes = [[4, 4096]], dtypes = [float16]", "softmax", 2, (int64_t[]) { 4, 4096 },
+              "float16");
+    s_expect ("aten::rms_norm, sizes = [[1, 512, 2048], [], [2048]], dtypes = [bfloat16, bfloat16]", "rmsnorm", 2,
+              (int64_t[]) { 512, 2048 }, "bfloat16");
     s_expect ("aten::addmm, sizes = [[6144], [512, 2048], [2048, 6144], [], []]", "matmul", 3,
               (int64_t[]) { 512, 6144, 2048 }, NULL);
     s_expect ("aten::linear, sizes = [[1, 512, 2048], [32000, 2048], []]", "matmul", 3,

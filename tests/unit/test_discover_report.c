@@ -344,7 +344,8 @@ static void test_no_empty_batch (void **state)
 }
 
 /* Every trace in tests/data/discover/ (hand-made, and the ones recorded on a
-   GPU: AKD_SAVE_TRACE of test_gpu_discover) holds the invariants: it reads,
+   GPU: AKD_SAVE_TRACE of test_gpu_discover; .jsonl of version 1, .akd of
+   version 2) holds the invariants: it reads,
    every kernel of the window is accounted for once (workloads + unmapped =
    all), and a batch written from it loads. */
 static void test_every_fixture (void **state)
@@ -358,7 +359,9 @@ static void test_every_fixture (void **state)
     struct dirent *e;
     while ((e = readdir (d))) {
         size_t n = strlen (e->d_name);
-        if (n < 7 || strcmp (e->d_name + n - 6, ".jsonl") != 0)
+        bool jsonl = n >= 7 && strcmp (e->d_name + n - 6, ".jsonl") == 0;
+        bool akd = n >= 5 && strcmp (e->d_name + n - 4, ".akd") == 0;     /* binary, version 2 */
+        if (!jsonl && !akd)
             continue;
         char *path = ak_path_join (dir, e->d_name);
         akd_trace_t *t = NULL;
