@@ -362,7 +362,7 @@ int ak_store_get_task_def (ak_txn_t *txn, const char *task_id, Ak__TaskRecord **
                            ak_task_def_t *def, ak_err_t *err)
 {
     ak_task_def_clear (def);
-    MDB_val v;
+    MDB_val v = { 0, NULL };            /* set by s_get_msg_raw on success; gcc -O3 cannot see that */
     int rc = s_get_msg_raw (txn, AK_DB_TASKS, task_id, &ak__task_record__descriptor, NULL,
                             (ProtobufCMessage **) rec_p, &v, err);
     if (rc == 0 && def) {
