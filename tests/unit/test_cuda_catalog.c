@@ -9,10 +9,16 @@
       memory <= 227 KiB (sm_90's opt-in limit; the backend opts in above
       48 KiB, as the tensor-core matmul's pipeline stages need).
     - NVRTC compiles (sm_90, where libnvrtc loads; no driver needed) the
-      baseline and the first and last configuration of every candidate for
-      every declared dtype (the first only of an sm_90a candidate, whose
-      others test_cuda_sm90a compiles), and the planted kernels: broken.cu fails with
-      its log naming the error, the others build.
+      baseline for every declared dtype, the first configuration of every
+      candidate for every declared dtype, and its last configuration for
+      the spec's pivot dtype (float16 where declared) and for a dtype of
+      another element size where the source reads the element size
+      (s_last_wanted says why that builds every dtype branch and every
+      configuration-dependent one; $AK_CATALOG_CONFIGS=all, the CTest
+      entry exhaustive_cuda_catalog, builds the last for every dtype);
+      the first only of an sm_90a candidate, whose others test_cuda_sm90a
+      compiles; and the planted kernels: broken.cu fails with its log
+      naming the error, the others build.
     Where the build has no CUDA backend, or neither NVRTC nor a driver is
     here, the compile tests skip with a message (exit 77: "Not Run" in
     CTest); NVRTC too old, or missing beside a driver, fails them
@@ -176,21 +182,67 @@ static bool s_dtype_wanted (ak_dtype_t dt)
     return !only || !*only || ak_test_listed (only, ak_dtype_name (dt));
 }
 
-/*  The first and the last configuration of a candidate, every dtype; of an
-    architecture-specific one (sm_90a: seconds a compile) the first only:
-    test_cuda_sm90a compiles more of its configurations, with ptxas's
-    register and spill report checked. */
+/*  Whether every dtype compiles the whole sample ($AK_CATALOG_CONFIGS=all,
+    the CTest entry exhaustive_cuda_catalog) rather than the default split
+    below. */
+static bool s_all_configs (void)
+{
+    const char *c = getenv ("AK_CATALOG_CONFIGS");
+    return c && strcmp (c, "all") == 0;
+}
+
+/*  The dtype that compiles a candidate's whole sample: float16 where the
+    spec declares it, else bfloat16, else its first dtype.  The 16-bit
+    paths are where the catalog's configuration-dependent code is (the
+    tensor-core fragments and warp tiles, the packed vector accesses);
+    float32 is the FMA and scalar fallback of the same kernels. */
+static ak_dtype_t s_pivot (const ak_spec_t *spec)
+{
+    if (ak_spec_has_dtype (spec, AK_DT_FLOAT16))
+        return AK_DT_FLOAT16;
+    if (ak_spec_has_dtype (spec, AK_DT_BFLOAT16))
+        return AK_DT_BFLOAT16;
+    return spec->dtypes[0];
+}
+
+/*  Whether the last configuration of cand's sample compiles for dt (the
+    first compiles for every dtype: each dtype's own branches, the
+    `#if AK_DTYPE_...` of the kernel and the prelude, are built once).
+    By default the last compiles for the pivot dtype, and for a dtype of
+    another element size when the source reads the element size
+    (sizeof, or the prelude's VECB vector accesses, whose element count is
+    VECB / sizeof (ak_t)): there a configuration that builds in one size
+    can fail a static_assert in the other.  A dtype of the pivot's size
+    differs from it only in the element type and its conversions (float16
+    and bfloat16: `#ifdef AK_DTYPE_FLOAT16 ... #else`), which the first
+    configuration builds.  $AK_CATALOG_CONFIGS=all: every dtype. */
+static bool s_last_wanted (const ak_spec_t *spec, const ak_candidate_t *cand, ak_dtype_t dt)
+{
+    ak_dtype_t pivot = s_pivot (spec);
+    if (s_all_configs () || dt == pivot)
+        return true;
+    if (ak_dtype_size (dt) == ak_dtype_size (pivot))
+        return false;
+    return strstr (cand->source.text, "sizeof") || strstr (cand->source.text, "VECB");
+}
+
+/*  The first and the last configuration of a candidate (the last for the
+    dtypes s_last_wanted names); of an architecture-specific one (sm_90a:
+    seconds a compile) the first only: test_cuda_sm90a compiles more of
+    its configurations, with ptxas's register and spill report checked. */
 static int s_compile_config (const ak_candidate_t *cand, const int64_t *values, void *arg)
 {
     s_walk_t *w = arg;
-    if (w->index == 0 || (w->index == w->last && !cand->arch)) {
+    bool first = w->index == 0, last = w->index == w->last && !first && !cand->arch;
+    if (first || last) {
         const char *names[AK_MAX_PARAMS];
         for (size_t i = 0; i < cand->nparams; i++)
             names[i] = cand->params[i].name;
-        for (int t = 0; t < w->spec->ndtypes; t++)
-            if (s_dtype_wanted (w->spec->dtypes[t]))
-                s_compile (w->nv, cand->source.text, w->spec->dtypes[t], names, values, (int) cand->nparams,
-                           cand->arch, NULL);
+        for (int t = 0; t < w->spec->ndtypes; t++) {
+            ak_dtype_t dt = w->spec->dtypes[t];
+            if (s_dtype_wanted (dt) && (first || s_last_wanted (w->spec, cand, dt)))
+                s_compile (w->nv, cand->source.text, dt, names, values, (int) cand->nparams, cand->arch, NULL);
+        }
     }
     w->index++;
     return 0;

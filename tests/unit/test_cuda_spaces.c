@@ -9,8 +9,9 @@
       the persistent grid and the cluster split come out as designed.
     - NVRTC (sm_90, no driver needed) compiles a deterministic sample of
       each new space (the candidates with a HINT parameter): one
-      configuration inside it (test_cuda_catalog builds the first and the
-      last of every candidate in every dtype), and (not row_cluster: the
+      configuration inside it (test_cuda_catalog builds the first of every
+      candidate in every dtype and its last in the dtypes that can differ),
+      and (not row_cluster: the
       same source) the first with HINT 1 and with HINT 2 at a VECB
       alternating over the operators, each for one dtype in turn so every
       dtype is built: 23 kernels, well under a minute of CPU on a 2-core
