@@ -25,6 +25,10 @@ set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 
 install(TARGETS akcoord  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT coordinator)
 install(TARGETS akworker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT worker)
+if(TARGET ak-nvrtc)
+  # the CUDA backend's compile helper: akworker runs it from its own folder
+  install(TARGETS ak-nvrtc RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT worker)
+endif()
 install(TARGETS akctl akload RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ctl)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/kernels/ DESTINATION ${CMAKE_INSTALL_DATADIR}/akfleet/kernels
         COMPONENT ctl PATTERN __pycache__ EXCLUDE)

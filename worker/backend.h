@@ -60,6 +60,9 @@ typedef struct {
        saying "cancelled".  Lets a daemon shut down without waiting for a
        slow compiler. */
     const atomic_int *cancel;
+    /* Optional: what the kernel is called in errors ("candidate
+       row_warp"); NULL: "kernel". */
+    const char     *name;
 } ak_compile_req_t;
 
 typedef struct {

@@ -5,8 +5,9 @@
     Probe lists every device (name, UUID, compute capability, SMs, memory,
     L2, clocks, driver / NVRTC / CUPTI versions) with its device class
     "<name>/sm_XY/drv<major>/nvrtc<maj.min>"; compile prepends the embedded
-    prelude (kernels/ak_kernel_cuda.h) and runs NVRTC in a forked child
-    under the time limit, into cache_dir/<key>.cubin.  The compile plan
+    prelude (kernels/ak_kernel_cuda.h) and runs NVRTC in the confined
+    helper ak-nvrtc (fork and exec, worker/nvrtc_run.h) under the time
+    limit, into cache_dir/<key>.cubin.  The compile plan
     (options, cache key, toolkit include folder) exists in every build.
 
     Never: link a CUDA library, leave a half-written CUBIN where a reader
@@ -14,10 +15,10 @@
     the executor's). */
 #include "backend_cuda_impl.h"
 #include "cache.h"
-#include "child.h"
 #include "clock.h"
 #include "digest.h"
 #include "log.h"
+#include "nvrtc_run.h"
 #include "spec_cuda.h"
 #include "util.h"
 
@@ -177,11 +178,9 @@ void ak_cuda_cache_key (const char *source, size_t source_len, const char *optio
 
 #if AK_HAVE_CUDA
 
+#include <dlfcn.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdatomic.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 
 static atomic_flag s_said_hello = ATOMIC_FLAG_INIT;
 
@@ -326,179 +325,27 @@ fail:
 
 /* ============================================================== compile */
 
-/*  Child exit codes: what went wrong, for the parent's error code. */
-enum { S_CHILD_OK = 0, S_CHILD_COMPILE = 1, S_CHILD_NVRTC = 2, S_CHILD_NOMEM = 3, S_CHILD_IO = 4 };
+/*  The NVRTC library the daemon loaded, as an absolute path (the helper
+    loads the same file, so the version in every key is the one that
+    built), found once.  "" when the loader cannot say. */
+static pthread_once_t s_nvrtc_file_once = PTHREAD_ONCE_INIT;
+static char s_nvrtc_file[4096];
 
-/*  In the child: the marked message "what: why" after the log; returns code. */
-static int s_child_fail (int fd, int code, const char *what, const char *why)
+static void s_nvrtc_file_init (void)
 {
-    char msg[512];
-    snprintf (msg, sizeof msg, AK_CUDA_ERR_MARK "%s: %s", what, why ? why : "failed");
-    ak_write_all (fd, msg, strlen (msg));
-    return code;
-}
-
-/*  In the child: NVRTC on text with opts, the CUBIN into cubin_path
-    (created, must not exist), the log (then, on a failure that is not a
-    compile error, a marked message) into fd.  Returns the exit code. */
-static int s_child_compile (const ak_cuda_nvrtc_t *nv, const char *text, const char *const *opts,
-                            int nopts, const char *cubin_path, int fd)
-{
-    nvrtcProgram prog = NULL;
-    nvrtcResult r = nv->nvrtcCreateProgram (&prog, text, "kernel.cu", 0, NULL, NULL);
-    if (r != NVRTC_SUCCESS)
-        return s_child_fail (fd, r == NVRTC_ERROR_OUT_OF_MEMORY ? S_CHILD_NOMEM : S_CHILD_NVRTC,
-                             "nvrtcCreateProgram", nv->nvrtcGetErrorString (r));
-    nvrtcResult cr = nv->nvrtcCompileProgram (prog, nopts, opts);
-    size_t log_len = 0;
-    r = nv->nvrtcGetProgramLogSize (prog, &log_len);
-    if (r != NVRTC_SUCCESS)
-        return s_child_fail (fd, S_CHILD_NVRTC, "nvrtcGetProgramLogSize", nv->nvrtcGetErrorString (r));
-    if (log_len > 1) {
-        char *log = malloc (log_len);
-        if (!log)
-            return s_child_fail (fd, S_CHILD_NOMEM, "malloc", "NVRTC log");
-        r = nv->nvrtcGetProgramLog (prog, log);
-        if (r != NVRTC_SUCCESS)
-            return s_child_fail (fd, S_CHILD_NVRTC, "nvrtcGetProgramLog", nv->nvrtcGetErrorString (r));
-        ak_write_all (fd, log, strnlen (log, log_len));
-        free (log);
-    }
-    if (cr == NVRTC_ERROR_COMPILATION)
-        return S_CHILD_COMPILE;
-    if (cr != NVRTC_SUCCESS)
-        return s_child_fail (fd, cr == NVRTC_ERROR_OUT_OF_MEMORY ? S_CHILD_NOMEM : S_CHILD_NVRTC,
-                             "nvrtcCompileProgram", nv->nvrtcGetErrorString (cr));
-    size_t n = 0;
-    r = nv->nvrtcGetCUBINSize (prog, &n);
-    if (r != NVRTC_SUCCESS)
-        return s_child_fail (fd, S_CHILD_NVRTC, "nvrtcGetCUBINSize", nv->nvrtcGetErrorString (r));
-    char *cubin = malloc (n ? n : 1);
-    if (!cubin)
-        return s_child_fail (fd, S_CHILD_NOMEM, "malloc", "CUBIN");
-    r = nv->nvrtcGetCUBIN (prog, cubin);
-    if (r != NVRTC_SUCCESS)
-        return s_child_fail (fd, S_CHILD_NVRTC, "nvrtcGetCUBIN", nv->nvrtcGetErrorString (r));
-    int out = open (cubin_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (out < 0)
-        return s_child_fail (fd, S_CHILD_IO, cubin_path, strerror (errno));
-    if (ak_write_all (out, cubin, n) != 0 || fsync (out) != 0)
-        return s_child_fail (fd, S_CHILD_IO, cubin_path, strerror (errno));
-    if (close (out) != 0)
-        return s_child_fail (fd, S_CHILD_IO, cubin_path, strerror (errno));
-    /* The program is not destroyed: _exit returns everything at once. */
-    return S_CHILD_OK;
-}
-
-/*  Runs NVRTC on text in a child process and waits for it at most
-    timeout_ms (or until *cancel turns non-zero).
-
-    Why a child: nvrtcCompileProgram cannot be interrupted or cancelled,
-    and a pathological source can keep it busy for minutes.  On a compile
-    pool thread it would hold that thread (and a few hundred MB) hostage
-    with no way to honour timeout_ms, cancel, or a daemon shutdown.  A
-    process can be killed.  fork() without exec is enough: akworker has no
-    hidden "compile one kernel" mode to exec (main.c is not ours to
-    change), and exec would pay dlopen and NVRTC start-up again.  fork()
-    without exec in a threaded process is safe only when the child touches
-    nothing another thread might have held locked at the fork; here the
-    child calls NVRTC (already loaded, and never used for compiling by the
-    parent: the parent only called nvrtcVersion and nvrtcGetSupportedArchs,
-    once, under pthread_once, before any fork), malloc (fork-safe in glibc),
-    open / write / fsync, and leaves with _exit: no CUDA driver state, no
-    ZeroMQ, no stdio, no atexit handlers.  If a lock we did not foresee
-    (say, the dynamic loader's, taken by NVRTC loading its builtins library
-    while another thread was inside dlopen) were held, the child would hang
-    and be reported as AK_ETIMEOUT, never as a wrong CUBIN.
-
-    The child writes the CUBIN to cubin_path and the NVRTC log to a pipe;
-    *log_p gets the log (caller frees).  0, AK_ECOMPILE (compile error;
-    the log says why), AK_ETIMEOUT, or another code with err set. */
-static int s_nvrtc_in_child (const ak_cuda_nvrtc_t *nv, const char *text, const char *const *opts,
-                             int nopts, const char *cubin_path, uint32_t timeout_ms,
-                             const atomic_int *cancel, char **log_p, ak_err_t *err)
-{
-    int rc = 0;
-    int pfd[2] = { -1, -1 };
-    pid_t pid = -1;
-    ak_child_result_t out = { 0 };
-
-    *log_p = NULL;
-    if (pipe2 (pfd, O_CLOEXEC) != 0)
-        return ak_err_set (err, AK_EIO, "pipe2: %s", strerror (errno));
-    pid = fork ();
-    if (pid < 0) {
-        rc = ak_err_set (err, AK_EIO, "fork: %s", strerror (errno));
-        goto done;
-    }
-    if (pid == 0) {
-        close (pfd[0]);
-        signal (SIGPIPE, SIG_DFL);
-        _exit (s_child_compile (nv, text, opts, nopts, cubin_path, pfd[1]));
-    }
-    close (pfd[1]);
-    pfd[1] = -1;
-
-    uint64_t limit = timeout_ms ? timeout_ms : AK_CUDA_COMPILE_MS;
-    ak_child_wait_t wait = { .timeout_ms = limit, .cancel = cancel,
-                             .max_output = AK_CUDA_LOG_MAX, .group = false };
-    rc = ak_child_collect (pid, pfd[0], &wait, &out, err);
-    pid = -1;
-    int status = out.status;
-    if (rc)
-        goto done;
-    if (out.timed_out) {
-        rc = ak_err_set (err, AK_ETIMEOUT, "compile: NVRTC killed after %" PRIu64 " ms", limit);
-        goto done;
-    }
-    if (out.cancelled) {
-        rc = ak_err_set (err, AK_ETIMEOUT, "compile: NVRTC cancelled");
-        goto done;
-    }
-
-    /* Split the log from a marked failure message. */
-    char *mark = out.output ? strstr (out.output, AK_CUDA_ERR_MARK) : NULL;
-    char msg[600] = "";
-    if (mark) {
-        snprintf (msg, sizeof msg, "%s", mark + strlen (AK_CUDA_ERR_MARK));
-        *mark = '\0';
-        out.len = (size_t) (mark - out.output);
-    }
-    if (WIFSIGNALED (status))
-        rc = ak_err_set (err, AK_ECOMPILE, "compile: NVRTC child killed by signal %d", WTERMSIG (status));
-    else if (!WIFEXITED (status))
-        rc = ak_err_set (err, AK_EINTERNAL, "compile: NVRTC child status %d", status);
-    else {
-        switch (WEXITSTATUS (status)) {
-            case S_CHILD_OK:      break;
-            case S_CHILD_COMPILE: rc = ak_err_set (err, AK_ECOMPILE, "nvrtcCompileProgram: NVRTC_ERROR_COMPILATION"); break;
-            case S_CHILD_NVRTC:   rc = ak_err_set (err, AK_ECOMPILE, "%s", msg[0] ? msg : "NVRTC failed"); break;
-            case S_CHILD_NOMEM:   rc = ak_err_set (err, AK_ENOMEM, "%s", msg[0] ? msg : "NVRTC out of memory"); break;
-            case S_CHILD_IO:      rc = ak_err_set (err, AK_EIO, "%s", msg[0] ? msg : "writing the CUBIN failed"); break;
-            default:
-                rc = ak_err_set (err, AK_EINTERNAL, "compile: NVRTC child exited with %d", WEXITSTATUS (status));
-                break;
-        }
-    }
-
-done:
-    if (pid > 0) {
-        kill (pid, SIGKILL);
-        while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
-            ;
-    }
-    if (pfd[0] >= 0)
-        close (pfd[0]);
-    if (pfd[1] >= 0)
-        close (pfd[1]);
-    char *log = out.output ? out.output : ak_strdup ("");
-    if (out.truncated) {
-        char *t = ak_sprintf ("%s\n[NVRTC log truncated at %u bytes]", log, AK_CUDA_LOG_MAX);
-        free (log);
-        log = t;
-    }
-    *log_p = log;
-    return rc;
+    const ak_cuda_nvrtc_t *nv = NULL;
+    if (ak_cuda_nvrtc (&nv, NULL) != 0)
+        return;
+    Dl_info info;
+    void *sym = NULL;
+    memcpy (&sym, &nv->nvrtcVersion, sizeof sym);
+    if (dladdr (sym, &info) && info.dli_fname && info.dli_fname[0] == '/')
+        snprintf (s_nvrtc_file, sizeof s_nvrtc_file, "%s", info.dli_fname);
+    else if (ak_cuda_nvrtc_path ()[0] == '/')
+        snprintf (s_nvrtc_file, sizeof s_nvrtc_file, "%s", ak_cuda_nvrtc_path ());
+    char desc[600];
+    ak_nvrtc_describe (AK_CUDA_COMPILE_MS, desc, sizeof desc);
+    ak_info ("cuda compile: NVRTC (%s) runs in %s", s_nvrtc_file[0] ? s_nvrtc_file : "not found", desc);
 }
 
 /*  True when path starts with the ELF magic (a CUBIN is an ELF file). */
@@ -646,7 +493,14 @@ int ak_cuda_be_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_e
             opts[i++] = tok;
         nopts = i;
     }
-    rc = s_nvrtc_in_child (nv, text, opts, nopts, tmp_path, req->timeout_ms, req->cancel, &log, err);
+    pthread_once (&s_nvrtc_file_once, s_nvrtc_file_init);
+    const char *reads[] = { include_dir, NULL };
+    ak_nvrtc_job_t job = { .name = req->name, .nvrtc_path = s_nvrtc_file, .text = text,
+                           .text_len = strlen (text), .opts = opts, .nopts = nopts,
+                           .scratch_dir = b.build_dir, .cubin_path = tmp_path,
+                           .read_dirs = include_dir ? reads : NULL, .timeout_ms = req->timeout_ms,
+                           .cancel = req->cancel };
+    rc = ak_nvrtc_run (&job, &log, err);
     if (rc)
         goto done;
     /* Check the child's work before anyone can load it. */

@@ -30,11 +30,9 @@ const char *ak_cuda_lib_helper (const char *marker, size_t len);
 #include <stdint.h>
 #include "cuda_api.h"
 
-#define AK_CUDA_COMPILE_MS    60000u            /* when the request gives 0 */
-#define AK_CUDA_LOG_MAX       (256u * 1024)     /* NVRTC log kept */
+#define AK_CUDA_COMPILE_MS    60000u            /* when the request gives 0 (AK_NVRTC_COMPILE_MS) */
 #define AK_CUDA_CUBIN_MAX     (512u << 20)
 #define AK_CUDA_FLUSH_MIN     (64u << 20)
-#define AK_CUDA_ERR_MARK      "\n@@akworker-error@@ "
 /* Samples of each pass of the event floor calibration (ak_cuda_event_floor). */
 #define AK_CUDA_FLOOR_SAMPLES 50
 #define AK_CUPTI_BUF_BYTES    (1u << 20)

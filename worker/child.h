@@ -2,9 +2,9 @@
 
     Both backends compile in a child process so that a compile can be
     killed: the host backend runs the system compiler, the CUDA backend runs
-    NVRTC in a fork.  Each child writes its output (the compile log) to a
-    pipe; this module reads that pipe until the child closes it, bounded in
-    time and size, and reaps the child.  It never leaves a zombie or a
+    NVRTC in the exec'd helper ak-nvrtc.  Each child writes its output (the
+    compile log) to a pipe; this module reads that pipe until the child
+    closes it, bounded in time and size, and reaps the child.  It never leaves a zombie or a
     running child behind. */
 #ifndef AK_CHILD_H
 #define AK_CHILD_H

@@ -87,6 +87,9 @@ static int s_compile_one (ak_daemon_t *d, ak_dtask_t *t, const char *what, const
         req.timeout_ms = t->compile_ms + 1 < req.timeout_ms ? req.timeout_ms - (uint32_t) t->compile_ms : 1;
     req.device = device;
     req.cancel = &d->cancel;
+    char name[200];
+    snprintf (name, sizeof name, "%s %.120s", what, src->name && src->name[0] ? src->name : "(unnamed)");
+    req.name = name;
     if (!reference) {
         const char *arch = with_params ? t->cand_arch : t->base_arch;
         req.arch = arch[0] ? arch : NULL;
