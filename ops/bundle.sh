@@ -7,7 +7,8 @@
 # The programs and test binaries are linked with a DT_RPATH of $ORIGIN/lib
 # (and $ORIGIN/../bin/lib for tests), and every shared library they need is
 # copied into BUILD_DIR/bin/lib except glibc's own and the compiler runtime,
-# which every Linux host has.  Copy or carry BUILD_DIR and run bin/akworker.
+# which every Linux host has.  Copy or carry BUILD_DIR and run bin/akworker
+# (bin/ak-nvrtc beside it: the CUDA backend's compile helper).
 # libakprofile.so goes into bin/lib too and the Python binding into
 # bin/python (akctl gate finds both there; PYTHONPATH=BUILD_DIR/bin/python
 # for a program of your own).
@@ -26,7 +27,7 @@ mkdir -p "$build/bin/python"
 cp -R "$root/lib/akprofile/python/akprofile" "$build/bin/python/akprofile"
 rm -rf "$build/bin/python/akprofile/__pycache__"
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libgcc_s|libstdc\+\+)'
-for f in "$build"/bin/akcoord "$build"/bin/akworker "$build"/bin/akctl "$build"/tests/test_* \
+for f in "$build"/bin/akcoord "$build"/bin/akworker "$build"/bin/ak-nvrtc "$build"/bin/akctl "$build"/tests/test_* \
          "$build"/tests/bench_* "$build"/bin/lib/libakdiscover.so "$build"/bin/akd-nvtx-probe \
          "$lib/libakprofile.so"; do
     [ -x "$f" ] || continue
