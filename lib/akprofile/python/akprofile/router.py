@@ -59,7 +59,7 @@ class Counters:
     def _sorted(self):
         with self._lock:
             rows = list(self.rows.items())
-        return sorted(((op, shape_text(dims), dtype), r) for (op, dims, dtype), r in rows)
+        return sorted((((op, shape_text(dims), dtype), r) for (op, dims, dtype), r in rows), key=lambda kr: kr[0])
 
     def totals(self):
         hits = sum(r["hits"] for r in self.rows.values())
