@@ -53,7 +53,10 @@
            each V chunk, fewer busy threads
     WAVES  used by the launch rule only: splits so that the grid holds
            about WAVES x 132 blocks (an H200's SMs), capped by the tiles of L
-    D <= 256 (a larger D leaves the output unwritten: the gates say so).
+    D <= 256 (a larger D leaves the output unwritten: the gates say so;
+    so does a dynamic shared size below the stages').  Registers: the
+    launch bounds ask for 3 blocks of 128 threads or 2 of 256 an SM
+    (ptxas spilled under the plain bound); no configuration spills.
     Launch: grid [(((HQ+HK-1)/HK)*Q+ROWS-1)/ROWS, min(ceil(L/TK),
     ceil(132*WAVES/G)), B*HK] with G = B*HK*row tiles, block [NT], shared
     4 * TKr * SDB bytes (TKr the keys a tile holds, SDB the bytes of a
