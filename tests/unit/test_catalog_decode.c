@@ -11,6 +11,12 @@
       attention weights of ln 3 apart, grouped-query head mapping (even and
       uneven), causal bottom-right alignment, ragged lengths including an
       empty cache (output 0);
+    - split_kv_attention's flash_decode launch rule, at every
+      configuration, size, edge size and dtype: the grid (row tiles, the
+      splits sized to about WAVES x 132 blocks and capped by the key
+      tiles, B*HK), the block, and the dynamic shared memory equal to the
+      stage geometry the kernel computes (restated here), which with the
+      kernel's static shared memory fits sm_90's 227 KiB;
     - each host baseline through the five gates (worker/gates.c) on every
       host size and edge size;
     - a baseline with the operator subtly wrong (pair index of the other
@@ -25,6 +31,7 @@
 #include "spec.h"
 #include "util.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +206,103 @@ static void test_oracle_split_kv (void **state)
     ak_cat_oracle (&S, "split_kv_attention", d5, in5, (const double[]) { 0, 1, 4 }, 1e-12);
 }
 
+/* ------------------------------------------ flash_decode's launch rule */
+
+/* The stage bytes cuda/flash_decode.cu computes and checks: two stages of
+   TKr K and V rows, a row an odd number of 16-byte chunks, TKr = TK halved
+   while TKr rows pass 36864 bytes (not below 32). */
+static int64_t s_fd_stage_bytes (int64_t D, int64_t b, int64_t TK)
+{
+    const int64_t nch = (D * b + 15) / 16, sdb = 16 * (nch | 1);
+    int64_t tkr = TK;
+    while (tkr > 32 && tkr * sdb > 36864)
+        tkr /= 2;
+    return 4 * tkr * sdb;
+}
+
+typedef struct {
+    const ak_spec_t *spec;
+    size_t checked;
+} s_fd_t;
+
+static int s_fd_config (const ak_candidate_t *cand, const int64_t *v, void *arg)
+{
+    s_fd_t *f = arg;
+    const ak_spec_t *spec = f->spec;
+    const char *names[AK_MAX_PARAMS];
+    for (size_t i = 0; i < cand->nparams; i++)
+        names[i] = cand->params[i].name;
+    const int64_t TK = v[0], NT = v[1], ROWS = v[2], PR = v[3], WAVES = v[4];
+    assert_int_equal (ROWS % PR, 0);
+    /* the kernel's static shared memory: sq, ss, sm/sl/sc, sn, s_last */
+    const int64_t stat = ROWS * 256 * 4 + ROWS * TK * 4 + 3 * ROWS * 4 + ROWS * 8 + 4;
+    for (size_t z = 0; z < spec->nsizes + spec->nedge; z++) {
+        const ak_size_t *sz = z < spec->nsizes ? &spec->sizes[z] : &spec->edge_sizes[z - spec->nsizes];
+        const int64_t *d = sz->dims;
+        const int64_t B = d[0], Q = d[1], HQ = d[2], HK = d[3], L = d[4], D = d[5];
+        for (int t = 0; t < spec->ndtypes; t++) {
+            ak_launch_cfg_t lc;
+            ak_err_t err = { 0 };
+            if (ak_launch_eval (spec, cand->launch, d, spec->dtypes[t], names, v, (int) cand->nparams, &lc, &err))
+                fail_msg ("flash_decode at %s: %s", sz->name, err.msg);
+            const int64_t b = spec->dtypes[t] == AK_DT_FLOAT32 ? 4 : 2;
+            const int64_t rt = (((HQ + HK - 1) / HK) * Q + ROWS - 1) / ROWS, g = B * HK * rt;
+            const int64_t w = (132 * WAVES + g - 1) / g, tiles = (L + TK - 1) / TK;
+            const int64_t splits = w < tiles ? w : tiles;
+            if ((int64_t) lc.grid[0] != rt || (int64_t) lc.grid[1] != splits || (int64_t) lc.grid[2] != B * HK
+                || (int64_t) lc.block[0] != NT || lc.block[1] != 1 || lc.block[2] != 1)
+                fail_msg ("flash_decode TK=%" PRId64 " ROWS=%" PRId64 " WAVES=%" PRId64 " at %s: grid %ux%ux%u "
+                          "block %u, want %" PRId64 "x%" PRId64 "x%" PRId64 " block %" PRId64,
+                          TK, ROWS, WAVES, sz->name, lc.grid[0], lc.grid[1], lc.grid[2], lc.block[0], rt,
+                          splits, B * HK, NT);
+            const int64_t stage = s_fd_stage_bytes (D, b, TK);
+            if ((int64_t) lc.shared_bytes != stage || stage + stat > 227 * 1024)
+                fail_msg ("flash_decode TK=%" PRId64 " ROWS=%" PRId64 " at %s/%s: shared %u, the kernel "
+                          "needs %" PRId64 " (+ %" PRId64 " static, at most 227 KiB)",
+                          TK, ROWS, sz->name, ak_dtype_name (spec->dtypes[t]), lc.shared_bytes, stage, stat);
+            f->checked++;
+        }
+    }
+    return 0;
+}
+
+static void test_flash_decode_launch (void **state)
+{
+    (void) state;
+    ak_spec_t *spec = ak_cat_spec ("split_kv_attention");
+    const ak_candidate_t *c = ak_spec_candidate (spec, "flash_decode");
+    assert_non_null (c);
+    assert_int_equal (c->nparams, 5);
+    const char *order[] = { "TK", "NT", "ROWS", "PR", "WAVES" };
+    for (int i = 0; i < 5; i++)
+        assert_string_equal (c->params[i].name, order[i]);
+    s_fd_t f = { .spec = spec };
+    size_t count = 0;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_space_walk (c, s_fd_config, &f, &count, &err), 0);
+    assert_int_equal (count, 144);
+    assert_int_equal (f.checked, count * (spec->nsizes + spec->nedge) * (size_t) spec->ndtypes);
+
+    /* two worked cases: one sequence over a 4K cache (8 KV heads, 4 rows a
+       group) fills 64 slices of one 64-key tile; pi0.5's 400 rows in 25
+       tiles of 16 get 22 slices of its 28 tiles of 32 keys, D 256 in
+       bf16 rows of 528 bytes */
+    const char *names[] = { "TK", "NT", "ROWS", "PR", "WAVES" };
+    ak_launch_cfg_t lc;
+    assert_int_equal (ak_launch_eval (spec, c->launch, ak_spec_size (spec, "llm7b_b1_4k")->dims, AK_DT_BFLOAT16,
+                                      names, (const int64_t[]) { 64, 128, 4, 1, 4 }, 5, &lc, &err), 0);
+    assert_true (lc.grid[0] == 1 && lc.grid[1] == 64 && lc.grid[2] == 8 && lc.shared_bytes == 4 * 64 * 272);
+    assert_int_equal (ak_launch_eval (spec, c->launch, ak_spec_size (spec, "pi05_denoise")->dims, AK_DT_BFLOAT16,
+                                      names, (const int64_t[]) { 32, 256, 16, 2, 4 }, 5, &lc, &err), 0);
+    assert_true (lc.grid[0] == 25 && lc.grid[1] == 22 && lc.grid[2] == 1 && lc.shared_bytes == 4 * 32 * 528);
+    /* float32 at D 256: TK 128 holds 32 keys a stage (rows of 1040 bytes) */
+    assert_int_equal (ak_launch_eval (spec, c->launch, ak_spec_size (spec, "pi05_small")->dims, AK_DT_FLOAT32,
+                                      names, (const int64_t[]) { 128, 128, 16, 4, 1 }, 5, &lc, &err), 0);
+    assert_int_equal (lc.shared_bytes, 4 * 32 * 1040);
+    print_message ("flash_decode: %zu configurations, %zu launches checked\n", count, f.checked);
+    ak_spec_destroy (&spec);
+}
+
 /* ----------------------------------------------------------- the gates */
 
 static void test_host_baselines_pass_gates (void **state)
@@ -243,6 +347,7 @@ int main (void)
         cmocka_unit_test (test_specs_load),
         cmocka_unit_test (test_oracle_rotate_qk),
         cmocka_unit_test (test_oracle_split_kv),
+        cmocka_unit_test (test_flash_decode_launch),
         cmocka_unit_test (test_host_baselines_pass_gates),
         cmocka_unit_test (test_wrong_kernels_fail),
     };
