@@ -8,7 +8,8 @@
     one 32-byte PUSH record; a pop is one 24-byte POP record.  No lock, no
     allocation, no formatting: the ring's head is published with a release
     store after the record is complete, so a reader never sees half of one.
-    A full ring wakes the flusher and waits for it (a bounded wait); a
+    A full ring wakes the flusher and waits for it (a bounded wait: 1000
+    yields, then 100 us sleeps up to 2 s of wall time); a
     record that still does not fit is counted as dropped (the trace is then
     partial) rather than blocking the program.
 
@@ -40,7 +41,8 @@
 #define S_ARENA     (256u << 10)        /* and the bytes of their texts */
 #define S_PROBE     8
 #define S_STACK     256                 /* range depth kept per thread */
-#define S_SPIN      20000               /* yields waiting for room in a full ring */
+#define S_SPIN      1000                /* yields waiting for room in a full ring, then short sleeps */
+#define S_FULL_MS   2000                /* the longest a thread waits for room before a record is dropped */
 #define S_GSLOTS    (1u << 14)          /* the shared interning (kernel and API names ...) */
 
 akd_shared_t akd_g;
@@ -217,14 +219,27 @@ static bool s_put (s_tstate_t *t, const void *a, size_t na, const void *b, size_
     uint64_t head = atomic_load_explicit (&t->head, memory_order_relaxed);
     if (S_RING - (head - t->tail_seen) < size) {
         t->tail_seen = atomic_load_explicit (&t->tail, memory_order_acquire);
+        /* Yields first; then, on a box too busy for the flusher to run
+           between them, 100 us sleeps up to S_FULL_MS of wall time (a
+           count of yields alone is over in microseconds under load). */
+        struct timespec t0 = { 0, 0 };
         for (int i = 0; S_RING - (head - t->tail_seen) < size; i++) {
-            if (i == S_SPIN) {
-                atomic_fetch_add (&t->dropped, 1);
-                return false;
-            }
             if (!atomic_exchange (&t->woke, true))
                 sem_post (&R.wake);
-            sched_yield ();
+            if (i < S_SPIN)
+                sched_yield ();
+            else {
+                struct timespec now, nap = { 0, 100000 };
+                clock_gettime (CLOCK_MONOTONIC, &now);
+                if (i == S_SPIN)
+                    t0 = now;
+                else
+                if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >= S_FULL_MS) {
+                    atomic_fetch_add (&t->dropped, 1);
+                    return false;
+                }
+                nanosleep (&nap, NULL);
+            }
             t->tail_seen = atomic_load_explicit (&t->tail, memory_order_acquire);
         }
     }
