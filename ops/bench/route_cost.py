@@ -57,8 +57,7 @@ def build_package(out, candidate):
         entries.append(pkg.entry("rmsnorm", ["M", "N"], [m, N], "bfloat16", candidate,
                                  "kernels/rmsnorm/cuda/%s.cu" % candidate, params, grid(m), block,
                                  [("x", m * N), ("w", N)], [("y", m * N)]))
-    device = {"name": dev.name, "cc_major": dev.cc_major, "cc_minor": dev.cc_minor,
-              "driver_major": dev.driver_major, "driver_version": "", "nvrtc_version": dev.nvrtc_version}
+    device = pkg.device_info(dev)
     pkg.build(out, entries=entries, device_class=dev.device_class, name="route-cost", device=device)
     return dev.device_class
 

@@ -61,8 +61,7 @@ def main():
                   "kernels/rmsnorm/cuda/warp_row.cu", [("ROWS", 4), ("VEC", 2)], [128, 1, 1], [32, 4, 1],
                   [("x", 512 * 2048), ("w", 2048)], [("y", 512 * 2048)])
     e["_text"] = src
-    device = {"name": dev.name, "cc_major": dev.cc_major, "cc_minor": dev.cc_minor,
-              "driver_major": dev.driver_major, "driver_version": "", "nvrtc_version": dev.nvrtc_version}
+    device = pkg.device_info(dev)
     os.makedirs(out, exist_ok=True)
     pkg.build(os.path.join(out, "pkg"), entries=[e], device_class=dev.device_class, name="planted-" + mode,
               device=device)

@@ -163,18 +163,13 @@ class Launcher:
     def launch(self, kernel, inputs, outputs, stream=0):
         """Launches kernel on stream (a CUstream handle as int; 0 the legacy
         default stream) with device pointers inputs / outputs in the entry's
-        order.  Asynchronous.  Raises LaunchError naming the CUDA error."""
-        fn = self.prepare(kernel)
-        ins = (ctypes.c_uint64 * max(1, len(inputs)))(*inputs)
-        outs = (ctypes.c_uint64 * max(1, len(outputs)))(*outputs)
-        rc = ctypes.c_int(0)
-        err = ctypes.create_string_buffer(1024)
-        r = _lib.lib().akp_launch(kernel._ptr, fn, ctypes.c_void_p(stream or None), ins, len(inputs), outs,
-                                  len(outputs), ctypes.byref(rc), err, len(err))
-        if r == AKP_ELAUNCH:
-            raise LaunchError(_lib.text(err), _name(_driver(), rc.value))
-        if r != AKP_OK:
-            raise LaunchError(_lib.text(err))
+        order: launch_ptrs with the counts checked apart.  Asynchronous.
+        Raises LaunchError naming the CUDA error."""
+        if len(inputs) != len(kernel.inputs) or len(outputs) != len(kernel.outputs):
+            raise LaunchError("%s (%s): %d inputs and %d outputs given, the entry has %d and %d"
+                              % (kernel.op, kernel.candidate, len(inputs), len(outputs), len(kernel.inputs),
+                                 len(kernel.outputs)))
+        self.launch_ptrs(kernel, list(inputs) + list(outputs), stream)
 
 
 class Plan:

@@ -37,6 +37,12 @@ def default_entries():
     ]
 
 
+def device_info(dev):
+    """The device record of a package built for akprofile.Device dev."""
+    return {"name": dev.name, "cc_major": dev.cc_major, "cc_minor": dev.cc_minor,
+            "driver_major": dev.driver_major, "driver_version": "", "nvrtc_version": dev.nvrtc_version}
+
+
 def build(dirname=None, entries=None, device_class=CLASS, name="prod", device=None):
     """Writes a package into dirname (a fresh temporary folder by default);
     returns its path."""

@@ -68,8 +68,7 @@ class CpuTest(unittest.TestCase):
 class GpuTest(unittest.TestCase):
     def setUp(self):
         dev = akprofile.current_device(torch.cuda.current_device())
-        info = {"name": dev.name, "cc_major": dev.cc_major, "cc_minor": dev.cc_minor,
-                "driver_major": dev.driver_major, "driver_version": "", "nvrtc_version": dev.nvrtc_version}
+        info = pkg.device_info(dev)
         grid_rms = (64 + 3) // 4
         entries = [
             pkg.entry("softmax", ["rows", "cols"], [32, 128], "float32", "warp_row", "kernels/softmax/cuda/warp_row.cu",
