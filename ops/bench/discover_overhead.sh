@@ -5,6 +5,7 @@
 # bf16, prefill 1x512 + 8 decode steps per repeat).
 #
 #   ops/bench/discover_overhead.sh [--bin DIR] [--out DIR] [--n N] [--repeats R]
+#                                  [--configs LIST]
 #
 # Runs, interleaved N times (default 5) each:
 #   plain     python3 llama_demo.py --step-times               (no injection)
@@ -16,13 +17,17 @@
 #             user pays for shapes and dtypes, the default)
 #   launcher_catalog  the same with torch_nvtx.py --ranges catalog (ranges
 #             for the catalog's operators only, no emit_nvtx)
-# and once torch.profiler over the same steps (llama_demo.py --torch-profiler).
+# (--configs: a comma-separated subset of inject,launcher,launcher_catalog;
+# plain always runs: the others are ratios to it) and once torch.profiler
+# over the same steps (llama_demo.py --torch-profiler).
 # Step times are the demo's own (perf_counter around each step, ending in a
 # synchronise), over the repeats after the first.  Prints a table and writes
 # OUT/summary.json:
 #   - per configuration: median step time (prefill and decode separately),
 #     the range of the per-run medians, and the ratio to plain (goal:
-#     inject <= 1.05);
+#     inject <= 1.05); and the paired ratios (run i's decode median over
+#     plain run i's, which ran just before it: the host's speed drifts
+#     over seconds, and a pair cancels most of that) with their median;
 #   - coverage: % of GPU time under a named range and mapped to the catalog
 #     (from each launcher mode's first run), and the workloads each found
 #     (catalog mode must find those of the default mode);
@@ -35,18 +40,28 @@ bin="$root/build/bin"
 out=""
 n=5
 repeats=3
+configs="inject,launcher,launcher_catalog"
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) bin="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         --n) n="$2"; shift 2 ;;
         --repeats) repeats="$2"; shift 2 ;;
+        --configs) configs="$2"; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "discover_overhead.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [ "$n" -ge 5 ] || { echo "discover_overhead.sh: --n must be at least 5" >&2; exit 2; }
 [ "$repeats" -ge 2 ] || { echo "discover_overhead.sh: --repeats must be at least 2" >&2; exit 2; }
+for c in $(echo "$configs" | tr , ' '); do
+    case "$c" in
+        inject|launcher|launcher_catalog) ;;
+        *) echo "discover_overhead.sh: --configs: unknown configuration '$c' (inject, launcher, launcher_catalog)" >&2
+           exit 2 ;;
+    esac
+done
+want() { case ",$configs," in *",$1,"*) return 0 ;; esac; return 1; }
 out="${out:-$(mktemp -d /tmp/akd-bench.XXXXXX)}"
 mkdir -p "$out"
 akctl="$bin/akctl"
@@ -63,22 +78,30 @@ echo "date: $(date -u +%FT%TZ)  host: $(hostname)  gpu: $(nvidia-smi --query-gpu
 echo "runs: $n interleaved per configuration, $repeats repeats each (first is warm-up), out: $out"
 for i in $(seq 1 "$n"); do
     python3 "$demo" --repeats "$repeats" --step-times > "$out/plain.$i.jsonl"
-    "$akctl" discover --out "$out/inject.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
-        python3 "$demo" --repeats "$repeats" --step-times > "$out/inject.$i.jsonl" 2> "$out/inject.$i.err" \
-        || { cat "$out/inject.$i.err" >&2; exit 1; }
-    "$akctl" discover --out "$out/launcher.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
-        python3 "$launcher" "$demo" --repeats "$repeats" --step-times > "$out/launcher.$i.jsonl" 2> "$out/launcher.$i.err" \
-        || { cat "$out/launcher.$i.err" >&2; exit 1; }
-    "$akctl" discover --out "$out/launcher_catalog.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
-        python3 "$launcher" --ranges catalog "$demo" --repeats "$repeats" --step-times > "$out/launcher_catalog.$i.jsonl" \
-        2> "$out/launcher_catalog.$i.err" || { cat "$out/launcher_catalog.$i.err" >&2; exit 1; }
+    if want inject; then
+        "$akctl" discover --out "$out/inject.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
+            python3 "$demo" --repeats "$repeats" --step-times > "$out/inject.$i.jsonl" 2> "$out/inject.$i.err" \
+            || { cat "$out/inject.$i.err" >&2; exit 1; }
+    fi
+    if want launcher; then
+        "$akctl" discover --out "$out/launcher.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
+            python3 "$launcher" "$demo" --repeats "$repeats" --step-times > "$out/launcher.$i.jsonl" \
+            2> "$out/launcher.$i.err" || { cat "$out/launcher.$i.err" >&2; exit 1; }
+    fi
+    if want launcher_catalog; then
+        "$akctl" discover --out "$out/launcher_catalog.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
+            python3 "$launcher" --ranges catalog "$demo" --repeats "$repeats" --step-times \
+            > "$out/launcher_catalog.$i.jsonl" 2> "$out/launcher_catalog.$i.err" \
+            || { cat "$out/launcher_catalog.$i.err" >&2; exit 1; }
+    fi
     echo "run $i of $n done"
 done
 python3 "$demo" --repeats "$repeats" --torch-profiler "$out/torch_profiler.json" > /dev/null
 
-python3 - "$out" "$n" <<'PY'
+python3 - "$out" "$n" "$configs" <<'PY'
 import json, statistics, sys, os
 out, n = sys.argv[1], int(sys.argv[2])
+configs = ["plain"] + sys.argv[3].split(",")
 def steps(name, only=None):
     rows = {"prefill": [], "decode": []}
     for i in (range(1, n + 1) if only is None else [only]):
@@ -93,7 +116,7 @@ base = steps("plain")
 print("\n| configuration | prefill ms (median) | decode ms (median) | per-run decode medians | prefill ratio "
       "| decode ratio | trace bytes |")
 print("|---|---|---|---|---|---|---|")
-for name in ("plain", "inject", "launcher", "launcher_catalog"):
+for name in [c for c in ("plain", "inject", "launcher", "launcher_catalog") if c in configs]:
     r = steps(name)
     p, d = statistics.median(r["prefill"]), statistics.median(r["decode"])
     rp, rd = p / statistics.median(base["prefill"]), d / statistics.median(base["decode"])
@@ -105,30 +128,46 @@ for name in ("plain", "inject", "launcher", "launcher_catalog"):
                                 "samples": len(r["prefill"]) + len(r["decode"])}
     print("| %s | %.3f | %.3f | %.3f-%.3f | %.3f | %.3f | %d |" % (name, p, d, min(per_run), max(per_run), rp, rd,
                                                                    size))
-hot = json.load(open(os.path.join(out, "launcher.1", "hotspots.json")))
-hot_cat = json.load(open(os.path.join(out, "launcher_catalog.1", "hotspots.json")))
-cov = hot["totals"]
+# Paired: run i of a configuration against plain's run i, which ran just
+# before it (the host's speed drifts over seconds: the pairs cancel most of it).
+print("\n| configuration | decode ratio per pair (run i / plain run i) | median | runs <= 1.05 |")
+print("|---|---|---|---|")
+for name in [c for c in ("inject", "launcher", "launcher_catalog") if c in configs]:
+    pairs = [statistics.median(steps(name, i)["decode"]) / statistics.median(steps("plain", i)["decode"])
+             for i in range(1, n + 1)]
+    summary["configs"][name]["decode_ratio_pairs"] = pairs
+    summary["configs"][name]["decode_ratio_pairs_median"] = statistics.median(pairs)
+    print("| %s | %s | %.3f | %d of %d |" % (name, " ".join("%.3f" % r for r in pairs), statistics.median(pairs),
+                                           sum(r <= 1.05 for r in pairs), n))
+def hotspots(name):
+    path = os.path.join(out, name + ".1", "hotspots.json")
+    return json.load(open(path)) if name in configs and os.path.exists(path) else None
 def workloads(h):
     return sorted(set(w["name"] for w in h.get("workloads", [])))
-found, found_cat = workloads(hot), workloads(hot_cat)
-summary["workloads"] = {"launcher": found, "launcher_catalog": found_cat,
-                        "missing_in_catalog_mode": [w for w in found if w not in found_cat]}
-print("\nworkloads: launcher %d, launcher --ranges catalog %d; missing in catalog mode: %s"
-      % (len(found), len(found_cat), ", ".join(summary["workloads"]["missing_in_catalog_mode"]) or "none"))
-print("coverage (launcher_catalog run 1): %.1f%% under a named range, %.1f%% mapped to catalog operators"
-      % (hot_cat["totals"]["pct_gpu_time_in_named_range"], hot_cat["totals"]["pct_gpu_time_mapped_to_catalog"]))
-inj = json.load(open(os.path.join(out, "inject.1", "hotspots.json")))["totals"]
-tp = json.load(open(os.path.join(out, "torch_profiler.json")))
-tp_per_step = tp["kernel_us"] / tp["steps"]
-diff = (inj["gpu_us_per_step"] - tp_per_step) / tp_per_step * 100 if tp_per_step else float("nan")
-summary["coverage"] = {"named_pct": cov["pct_gpu_time_in_named_range"],
-                       "catalog_pct": cov["pct_gpu_time_mapped_to_catalog"]}
-summary["kernel_time"] = {"discover_us_per_step": inj["gpu_us_per_step"], "torch_profiler_us_per_step": tp_per_step,
-                          "diff_pct": diff}
-print("\ncoverage (launcher run 1): %.1f%% of GPU time under a named range, %.1f%% mapped to catalog operators"
-      % (cov["pct_gpu_time_in_named_range"], cov["pct_gpu_time_mapped_to_catalog"]))
-print("kernel time per step: discover %.1f us, torch.profiler %.1f us (%+.2f%%)"
-      % (inj["gpu_us_per_step"], tp_per_step, diff))
+hot, hot_cat, inj_hot = hotspots("launcher"), hotspots("launcher_catalog"), hotspots("inject")
+if hot is not None and hot_cat is not None:
+    found, found_cat = workloads(hot), workloads(hot_cat)
+    summary["workloads"] = {"launcher": found, "launcher_catalog": found_cat,
+                            "missing_in_catalog_mode": [w for w in found if w not in found_cat]}
+    print("\nworkloads: launcher %d, launcher --ranges catalog %d; missing in catalog mode: %s"
+          % (len(found), len(found_cat), ", ".join(summary["workloads"]["missing_in_catalog_mode"]) or "none"))
+summary["coverage"] = {}
+for name, h in (("launcher", hot), ("launcher_catalog", hot_cat)):
+    if h is not None:
+        t = h["totals"]
+        summary["coverage"][name] = {"named_pct": t["pct_gpu_time_in_named_range"],
+                                     "catalog_pct": t["pct_gpu_time_mapped_to_catalog"]}
+        print("coverage (%s run 1): %.1f%% of GPU time under a named range, %.1f%% mapped to catalog operators"
+              % (name, t["pct_gpu_time_in_named_range"], t["pct_gpu_time_mapped_to_catalog"]))
+if inj_hot is not None:
+    inj = inj_hot["totals"]
+    tp = json.load(open(os.path.join(out, "torch_profiler.json")))
+    tp_per_step = tp["kernel_us"] / tp["steps"]
+    diff = (inj["gpu_us_per_step"] - tp_per_step) / tp_per_step * 100 if tp_per_step else float("nan")
+    summary["kernel_time"] = {"discover_us_per_step": inj["gpu_us_per_step"],
+                              "torch_profiler_us_per_step": tp_per_step, "diff_pct": diff}
+    print("kernel time per step: discover %.1f us, torch.profiler %.1f us (%+.2f%%)"
+          % (inj["gpu_us_per_step"], tp_per_step, diff))
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
 print("\nwrote %s/summary.json" % out)
 PY
