@@ -28,6 +28,9 @@
 #     inject <= 1.05); and the paired ratios (run i's decode median over
 #     plain run i's, which ran just before it: the host's speed drifts
 #     over seconds, and a pair cancels most of that) with their median;
+#   - the CPU time a decode step takes (the process's, all threads, and
+#     the main thread's) and its ratio to plain: the host cost without the
+#     time spent waiting for a CPU;
 #   - coverage: % of GPU time under a named range and mapped to the catalog
 #     (from each launcher mode's first run), and the workloads each found
 #     (catalog mode must find those of the default mode);
@@ -102,14 +105,15 @@ python3 - "$out" "$n" "$configs" <<'PY'
 import json, statistics, sys, os
 out, n = sys.argv[1], int(sys.argv[2])
 configs = ["plain"] + sys.argv[3].split(",")
-def steps(name, only=None):
+def steps(name, only=None, field="ms"):
     rows = {"prefill": [], "decode": []}
     for i in (range(1, n + 1) if only is None else [only]):
         for line in open(os.path.join(out, "%s.%d.jsonl" % (name, i))):
             line = line.strip()
             if line.startswith("{"):
                 r = json.loads(line)
-                rows[r["kind"]].append(r["ms"])
+                if field in r:
+                    rows[r["kind"]].append(r[field])
     return rows
 summary = {"runs": n, "configs": {}}
 base = steps("plain")
@@ -139,6 +143,22 @@ for name in [c for c in ("inject", "launcher", "launcher_catalog") if c in confi
     summary["configs"][name]["decode_ratio_pairs_median"] = statistics.median(pairs)
     print("| %s | %s | %.3f | %d of %d |" % (name, " ".join("%.3f" % r for r in pairs), statistics.median(pairs),
                                            sum(r <= 1.05 for r in pairs), n))
+# CPU time a decode step (the process over all its threads, and its main
+# thread): what the injection adds on the host, without the time the
+# process waited for a CPU (a shared host's steal and contention move wall
+# time far more than 5% from run to run).
+cpu_base = {f: steps("plain", field=f)["decode"] for f in ("cpu_ms", "thread_cpu_ms")}
+if cpu_base["cpu_ms"]:
+    print("\n| configuration | decode CPU ms (process, median) | ratio | main thread CPU ms (median) | ratio |")
+    print("|---|---|---|---|---|")
+    for name in [c for c in ("plain", "inject", "launcher", "launcher_catalog") if c in configs]:
+        row = []
+        for f in ("cpu_ms", "thread_cpu_ms"):
+            v = statistics.median(steps(name, field=f)["decode"])
+            row += [v, v / statistics.median(cpu_base[f])]
+            summary["configs"][name]["decode_" + f] = v
+            summary["configs"][name]["decode_" + f + "_ratio"] = v / statistics.median(cpu_base[f])
+        print("| %s | %.3f | %.3f | %.3f | %.3f |" % (name, *row))
 def hotspots(name):
     path = os.path.join(out, name + ".1", "hotspots.json")
     return json.load(open(path)) if name in configs and os.path.exists(path) else None

@@ -11,7 +11,9 @@ cache, each step inside an NVTX range "step" and ending in a synchronise
 
 A repeat is 1 + DECODE steps (9 with the defaults), so --warmup-steps 9
 skips the first repeat.  --step-times prints one JSON line per measured
-step ({"step": i, "kind": "prefill"|"decode", "ms": t}) for
+step ({"step": i, "kind": "prefill"|"decode", "ms": t, "cpu_ms": c,
+"thread_cpu_ms": m}: wall time, the process's CPU time over all its threads
+and the main thread's CPU time, each over the step) for
 ops/bench/discover_overhead.sh; --torch-profiler FILE profiles the repeats
 after the first with torch.profiler and writes {"steps": n,
 "kernel_us": total} to FILE (the sum of its kernel events).
@@ -62,7 +64,7 @@ def main():
             past = None
             tokens = ids
             for s in range(1 + a.decode):
-                t0 = time.perf_counter()
+                t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
                 nvtx.range_push("step")
                 out = model(input_ids=tokens, past_key_values=past, use_cache=True)
                 past = out.past_key_values
@@ -70,9 +72,10 @@ def main():
                 torch.cuda.synchronize()
                 nvtx.range_pop()
                 ms = (time.perf_counter() - t0) * 1e3
+                cpu, mcpu = (time.process_time() - c0) * 1e3, (time.thread_time() - m0) * 1e3
                 if a.step_times and rep > 0:
-                    print(json.dumps({"step": step_no, "kind": "prefill" if s == 0 else "decode", "ms": ms}),
-                          flush=True)
+                    print(json.dumps({"step": step_no, "kind": "prefill" if s == 0 else "decode", "ms": ms,
+                                      "cpu_ms": cpu, "thread_cpu_ms": mcpu}), flush=True)
                 step_no += 1
     if prof is not None:
         prof.__exit__(None, None, None)

@@ -16,9 +16,11 @@
       splits sized to about WAVES x 132 blocks and capped by the key
       tiles, B*HK), the block, and the dynamic shared memory equal to the
       stage geometry the kernel computes (restated here), which with the
-      kernel's static shared memory fits sm_90's 227 KiB;
-    - each host baseline through the five gates (worker/gates.c) on every
-      host size and edge size;
+      kernel's static shared memory fits sm_90's 227 KiB and holds the KP
+      key partitions' sums;
+    - each host baseline, and every configuration of each host candidate,
+      through the five gates (worker/gates.c) on every host size and edge
+      size;
     - a baseline with the operator subtly wrong (pair index of the other
       layout, token index as position, head groups interleaved, the causal
       diagonal one off, ragged lengths ignored) is wrong_answer: the gates
@@ -59,11 +61,12 @@ typedef struct {
     const char *gpu_size;           /* a GPU-only size */
     const char *cuda_cand;
     size_t      cuda_configs;
+    size_t      host_configs;       /* of the host candidates */
 } s_op_t;
 
 static const s_op_t s_ops[] = {
-    { "rotate_qk",          { "B", "S", "HQ", "HK", "D", "layout", "theta" }, "llama3_b4_4k", "token_major", 40 },
-    { "split_kv_attention", { "B", "Q", "HQ", "HK", "L", "D", "mask" },       "llm7b_b8_32k", "split_kv",    88 },
+    { "rotate_qk",          { "B", "S", "HQ", "HK", "D", "layout", "theta" }, "llama3_b4_4k", "token_major", 40, 2 },
+    { "split_kv_attention", { "B", "Q", "HQ", "HK", "L", "D", "mask" },       "llm7b_b8_32k", "split_kv",    88, 6 },
 };
 #define S_NOPS (sizeof s_ops / sizeof s_ops[0])
 
@@ -232,8 +235,9 @@ static int s_fd_config (const ak_candidate_t *cand, const int64_t *v, void *arg)
     const char *names[AK_MAX_PARAMS];
     for (size_t i = 0; i < cand->nparams; i++)
         names[i] = cand->params[i].name;
-    const int64_t TK = v[0], NT = v[1], ROWS = v[2], PR = v[3], WAVES = v[4];
+    const int64_t TK = v[0], NT = v[1], ROWS = v[2], PR = v[3], WAVES = v[4], KP = v[5];
     assert_int_equal (ROWS % PR, 0);
+    assert_true (KP == 1 || (PR == 1 && KP * ROWS * 16 <= NT));
     /* the kernel's static shared memory: sq, ss, sm/sl/sc, sn, s_last */
     const int64_t stat = ROWS * 256 * 4 + ROWS * TK * 4 + 3 * ROWS * 4 + ROWS * 8 + 4;
     for (size_t z = 0; z < spec->nsizes + spec->nedge; z++) {
@@ -256,6 +260,12 @@ static int s_fd_config (const ak_candidate_t *cand, const int64_t *v, void *arg)
                           TK, ROWS, WAVES, sz->name, lc.grid[0], lc.grid[1], lc.grid[2], lc.block[0], rt,
                           splits, B * HK, NT);
             const int64_t stage = s_fd_stage_bytes (D, b, TK);
+            /* the KP partitions' sums pass through the stages after the last tile */
+            const int64_t red = (KP - 1) * ROWS * ((D * b + 15) / 16) * (16 / b) * 4;
+            if (red > stage)
+                fail_msg ("flash_decode TK=%" PRId64 " ROWS=%" PRId64 " KP=%" PRId64 " at %s/%s: %" PRId64
+                          " bytes of partition sums do not fit the %" PRId64 " bytes of stages",
+                          TK, ROWS, KP, sz->name, ak_dtype_name (spec->dtypes[t]), red, stage);
             if ((int64_t) lc.shared_bytes != stage || stage + stat > 227 * 1024)
                 fail_msg ("flash_decode TK=%" PRId64 " ROWS=%" PRId64 " at %s/%s: shared %u, the kernel "
                           "needs %" PRId64 " (+ %" PRId64 " static, at most 227 KiB)",
@@ -272,15 +282,15 @@ static void test_flash_decode_launch (void **state)
     ak_spec_t *spec = ak_cat_spec ("split_kv_attention");
     const ak_candidate_t *c = ak_spec_candidate (spec, "flash_decode");
     assert_non_null (c);
-    assert_int_equal (c->nparams, 5);
-    const char *order[] = { "TK", "NT", "ROWS", "PR", "WAVES" };
-    for (int i = 0; i < 5; i++)
+    assert_int_equal (c->nparams, 6);
+    const char *order[] = { "TK", "NT", "ROWS", "PR", "WAVES", "KP" };
+    for (int i = 0; i < 6; i++)
         assert_string_equal (c->params[i].name, order[i]);
     s_fd_t f = { .spec = spec };
     size_t count = 0;
     ak_err_t err = { 0 };
     assert_int_equal (ak_space_walk (c, s_fd_config, &f, &count, &err), 0);
-    assert_int_equal (count, 144);
+    assert_int_equal (count, 240);
     assert_int_equal (f.checked, count * (spec->nsizes + spec->nedge) * (size_t) spec->ndtypes);
 
     /* two worked cases: one sequence over a 4K cache (8 KV heads, 4 rows a
@@ -330,6 +340,18 @@ static void test_host_baselines_pass_gates (void **state)
     }
 }
 
+/* every configuration of the host candidates (rotate_qk's token_table: a
+   token's cosines and sines once for its heads; split_kv_attention's
+   grouped: the group's rows a key tile at a time) at every host size and
+   edge size */
+static void test_host_candidates_pass_gates (void **state)
+{
+    (void) state;
+    for (size_t o = 0; o < S_NOPS; o++)
+        if (s_ops[o].host_configs > 0)
+            assert_int_equal (ak_cat_host_gates (&S, s_ops[o].name), s_ops[o].host_configs);
+}
+
 static void test_wrong_kernels_fail (void **state)
 {
     (void) state;
@@ -349,6 +371,7 @@ int main (void)
         cmocka_unit_test (test_oracle_split_kv),
         cmocka_unit_test (test_flash_decode_launch),
         cmocka_unit_test (test_host_baselines_pass_gates),
+        cmocka_unit_test (test_host_candidates_pass_gates),
         cmocka_unit_test (test_wrong_kernels_fail),
     };
     return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);

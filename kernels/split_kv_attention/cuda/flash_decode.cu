@@ -22,10 +22,13 @@
       soft   a warp a row: the tile's maximum, the running maximum m and
              sum l (exp2 domain), p = exp2(s - m) back into shared memory
              and the correction exp2(m_old - m)
-      P.V    thread t owns a 16-byte chunk of PR output rows (units t,
-             t+NT, ... of ROWS/PR row groups x D/chunk), rescales them by
-             the corrections and adds p_j v_j over the tile's keys in
-             order, each V chunk read from shared memory once for PR rows
+      P.V    thread t owns a 16-byte chunk of PR output rows and one of KP
+             key partitions (units t, t+NT, ... of KP partitions x ROWS/PR
+             row groups x D/chunk), rescales them by the corrections and
+             adds p_j v_j over the tile's keys j = kp, kp + KP, ... in
+             order, each V chunk read from shared memory once for PR rows;
+             the KP partitions are added in order once, after the last
+             tile (through the free stages)
     Every sum runs in a fixed order (the dot product over D, the warp
     butterflies, the keys of a tile): no atomics on data.
     The split merge, as split_kv: the launch format has one kernel a
@@ -51,6 +54,9 @@
     ROWS   query rows a block (heads of the group x new tokens)
     PR     rows a thread accumulates in P.V (divides ROWS): more reuse of
            each V chunk, fewer busy threads
+    KP     key partitions of P.V (1, 2, 4): KP times the busy threads, for
+           tiles with few output chunks (ROWS/PR x D/chunk below NT; the
+           spec keeps KP*ROWS*16 <= NT, with PR 1)
     WAVES  used by the launch rule only: splits so that the grid holds
            about WAVES x 132 blocks (an H200's SMs), capped by the tiles of L
     D <= 256 (a larger D leaves the output unwritten: the gates say so;
@@ -81,7 +87,10 @@
 #define F_RG (NT / TK)                                /* row groups of the score step */
 #define F_RPT ((ROWS + F_RG - 1) / F_RG)              /* rows a thread scores */
 #define F_PG (ROWS / PR)                              /* row groups of the P.V step */
-#define F_UPT ((F_PG * F_NCHMAX + NT - 1) / NT)       /* output chunks (x PR rows) a thread owns */
+#ifndef KP
+#define KP 1
+#endif
+#define F_UPT ((KP * F_PG * F_NCHMAX + NT - 1) / NT)  /* output chunks (x PR rows) a thread owns */
 #define F_NW (NT / 32)
 #define F_KPL (TK / 32)                               /* keys a lane in the softmax */
 #define F_STAGE_ROWS_MAX 36864                        /* bytes of TKr stage rows (x4: 144 KiB) */
@@ -95,6 +104,7 @@ static_assert (TK == 32 || TK == 64 || TK == 128, "TK must be 32, 64 or 128");
 static_assert (NT % TK == 0 && NT % 32 == 0 && NT <= 1024, "NT must be a multiple of TK");
 static_assert (ROWS >= 1 && ROWS <= 32, "ROWS must be 1..32");
 static_assert (PR >= 1 && ROWS % PR == 0, "PR must divide ROWS");
+static_assert (KP == 1 || KP == 2 || KP == 4, "KP must be 1, 2 or 4");
 static_assert (F_VEC * (int) sizeof (ak_t) == 16, "a chunk holds whole elements");
 
 typedef union {
@@ -282,10 +292,10 @@ extern "C" __global__ void __launch_bounds__ (NT, F_MINB) ak_kernel (ak_cuda_arg
         /* score: key j, rows rg, rg + F_RG, ... */
         {
             const int j = tid % TK, rg = tid / TK;
-            float s[F_RPT];
+            float s[F_RPT], s2[F_RPT];                /* two sums: shorter dependency chains */
 #pragma unroll
             for (int q = 0; q < F_RPT; q++)
-                s[q] = 0.0f;
+                s[q] = s2[q] = 0.0f;
             if (j < jn) {
 #pragma unroll 2
                 for (int c = 0; c < nch; c++) {
@@ -299,8 +309,12 @@ extern "C" __global__ void __launch_bounds__ (NT, F_MINB) ak_kernel (ak_cuda_arg
 #pragma unroll
                             for (int v = 0; v < F_VEC / 4; v++) {
                                 const float4 q4 = qp[v];
-                                s[q] += q4.x * kf[4 * v] + q4.y * kf[4 * v + 1] + q4.z * kf[4 * v + 2]
-                                        + q4.w * kf[4 * v + 3];
+                                const float d4 = q4.x * kf[4 * v] + q4.y * kf[4 * v + 1]
+                                                 + q4.z * kf[4 * v + 2] + q4.w * kf[4 * v + 3];
+                                if (v & 1)
+                                    s2[q] += d4;
+                                else
+                                    s[q] += d4;
                             }
                         }
                     }
@@ -310,7 +324,7 @@ extern "C" __global__ void __launch_bounds__ (NT, F_MINB) ak_kernel (ak_cuda_arg
             for (int q = 0; q < F_RPT; q++) {
                 const int r = rg + q * F_RG;
                 if (r < ROWS)
-                    ss[r][j] = j < jn && base + j < sn[r] ? s[q] : F_NEG_INF;
+                    ss[r][j] = j < jn && base + j < sn[r] ? s[q] + s2[q] : F_NEG_INF;
             }
         }
         __syncthreads ();
@@ -348,12 +362,12 @@ extern "C" __global__ void __launch_bounds__ (NT, F_MINB) ak_kernel (ak_cuda_arg
         }
         __syncthreads ();
 
-        /* P.V: units u = tid + k*NT of (ROWS/PR row groups) x nch chunks */
+        /* P.V: units u = tid + k*NT of KP partitions x (ROWS/PR row groups) x nch chunks */
 #pragma unroll
         for (int k = 0; k < F_UPT; k++) {
             const int u = tid + k * NT;
-            if (u < F_PG * nch) {
-                const int g = u / nch, c = u % nch;
+            if (u < KP * F_PG * nch) {
+                const int kp = u / (F_PG * nch), g = u % (F_PG * nch) / nch, c = u % nch;
 #pragma unroll
                 for (int i = 0; i < PR; i++) {
                     const float corr = sc[g * PR + i];
@@ -363,7 +377,7 @@ extern "C" __global__ void __launch_bounds__ (NT, F_MINB) ak_kernel (ak_cuda_arg
                 }
                 const unsigned char *vp = vs + c * 16;
 #pragma unroll 4
-                for (int j = 0; j < jn; j++) {
+                for (int j = kp; j < jn; j += KP) {
                     float vf[F_VEC];
                     f_chunk_ld (vp + j * sdb, vf);
 #pragma unroll
@@ -379,6 +393,38 @@ extern "C" __global__ void __launch_bounds__ (NT, F_MINB) ak_kernel (ak_cuda_arg
         __syncthreads ();                              /* the stage and ss are free again */
     }
     f_wait<0> ();
+#if KP > 1
+    /* the key partitions, added in order into partition 0's units through
+       the stages (free: every tile's P.V passed the loop's last barrier;
+       (KP-1) x ROWS x nch chunks of floats fit 4 x TKr x SDB bytes) */
+    {
+        float *red = (float *) f_stage;
+        const int pu = F_PG * nch;
+        __syncthreads ();                              /* no cp.async of an empty group is pending */
+#pragma unroll
+        for (int k = 0; k < F_UPT; k++) {
+            const int u = tid + k * NT;
+            if (u >= pu && u < KP * pu)
+#pragma unroll
+                for (int i = 0; i < PR; i++)
+#pragma unroll
+                    for (int e = 0; e < F_VEC; e++)
+                        red[((ak_i64) (u - pu) * PR + i) * F_VEC + e] = acc[k][i][e];
+        }
+        __syncthreads ();
+#pragma unroll
+        for (int k = 0; k < F_UPT; k++) {
+            const int u = tid + k * NT;
+            if (u < pu)
+                for (int p = 1; p < KP; p++)
+#pragma unroll
+                    for (int i = 0; i < PR; i++)
+#pragma unroll
+                        for (int e = 0; e < F_VEC; e++)
+                            acc[k][i][e] += red[((ak_i64) ((p - 1) * pu + u) * PR + i) * F_VEC + e];
+        }
+    }
+#endif
 
     ak_t *out = AK_OUT (a, 0);
     if (nsplit == 1) {
