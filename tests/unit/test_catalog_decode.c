@@ -17,7 +17,9 @@
       tiles, B*HK), the block, and the dynamic shared memory equal to the
       stage geometry the kernel computes (restated here), which with the
       kernel's static shared memory fits sm_90's 227 KiB and holds the KP
-      key partitions' sums;
+      key partitions' sums; mma_decode's the same way (row tiles of 16,
+      splits capped so each warp has a step of 16 keys, shared NW+1
+      partials of 16 rows);
     - each host baseline, and every configuration of each host candidate,
       through the five gates (worker/gates.c) on every host size and edge
       size;
@@ -313,6 +315,81 @@ static void test_flash_decode_launch (void **state)
     ak_spec_destroy (&spec);
 }
 
+/* ------------------------------------------ mma_decode's launch rule */
+
+static int s_md_config (const ak_candidate_t *cand, const int64_t *v, void *arg)
+{
+    s_fd_t *f = arg;
+    const ak_spec_t *spec = f->spec;
+    const char *names[AK_MAX_PARAMS];
+    for (size_t i = 0; i < cand->nparams; i++)
+        names[i] = cand->params[i].name;
+    const int64_t NW = v[0], WAVES = v[1];
+    const int64_t stat = 256;                          /* the tile record and s_last, rounded up */
+    for (size_t z = 0; z < spec->nsizes + spec->nedge; z++) {
+        const ak_size_t *sz = z < spec->nsizes ? &spec->sizes[z] : &spec->edge_sizes[z - spec->nsizes];
+        const int64_t *d = sz->dims;
+        const int64_t B = d[0], Q = d[1], HQ = d[2], HK = d[3], L = d[4], D = d[5];
+        for (int t = 0; t < spec->ndtypes; t++) {
+            ak_launch_cfg_t lc;
+            ak_err_t err = { 0 };
+            if (ak_launch_eval (spec, cand->launch, d, spec->dtypes[t], names, v, (int) cand->nparams, &lc, &err))
+                fail_msg ("mma_decode at %s: %s", sz->name, err.msg);
+            const int64_t rt = (((HQ + HK - 1) / HK) * Q + 15) / 16, g = B * HK * rt;
+            const int64_t w = (132 * WAVES + g - 1) / g, steps = (L + 16 * NW - 1) / (16 * NW);
+            const int64_t splits = (w < steps ? w : steps) + (L < 1);
+            if ((int64_t) lc.grid[0] != rt || (int64_t) lc.grid[1] != splits || (int64_t) lc.grid[2] != B * HK
+                || (int64_t) lc.block[0] != 32 * NW || lc.block[1] != 1 || lc.block[2] != 1)
+                fail_msg ("mma_decode NW=%" PRId64 " WAVES=%" PRId64 " at %s: grid %ux%ux%u block %u, want %"
+                          PRId64 "x%" PRId64 "x%" PRId64 " block %" PRId64,
+                          NW, WAVES, sz->name, lc.grid[0], lc.grid[1], lc.grid[2], lc.block[0], rt, splits,
+                          B * HK, 32 * NW);
+            /* NW+1 partials of 16 rows of WD floats (what the kernel checks) */
+            const int64_t part = (NW + 1) * 16 * ((D + 7) / 8 * 8 + 8) * 4;
+            if ((int64_t) lc.shared_bytes != part || part + stat > 227 * 1024)
+                fail_msg ("mma_decode NW=%" PRId64 " at %s/%s: shared %u, the kernel needs %" PRId64
+                          " (+ static, at most 227 KiB)",
+                          NW, sz->name, ak_dtype_name (spec->dtypes[t]), lc.shared_bytes, part);
+            f->checked++;
+        }
+    }
+    return 0;
+}
+
+static void test_mma_decode_launch (void **state)
+{
+    (void) state;
+    ak_spec_t *spec = ak_cat_spec ("split_kv_attention");
+    const ak_candidate_t *c = ak_spec_candidate (spec, "mma_decode");
+    assert_non_null (c);
+    const char *names[] = { "NW", "WAVES" };
+    assert_int_equal (c->nparams, 2);
+    for (int i = 0; i < 2; i++)
+        assert_string_equal (c->params[i].name, names[i]);
+    s_fd_t f = { .spec = spec };
+    size_t count = 0;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_space_walk (c, s_md_config, &f, &count, &err), 0);
+    assert_int_equal (count, 12);
+    assert_int_equal (f.checked, count * (spec->nsizes + spec->nedge) * (size_t) spec->ndtypes);
+
+    /* worked cases: one sequence over a 4K cache (8 KV heads, 4 rows of a
+       16-row tile) gets 33 slices (132*2/8 rounded up; 64 steps of 16
+       keys for 4 warps cap it at 64); pi0.5's 400 rows a KV head make 25
+       tiles and 6 slices (132*1/25 rounded up); D 256 rows of 264 floats */
+    ak_launch_cfg_t lc;
+    assert_int_equal (ak_launch_eval (spec, c->launch, ak_spec_size (spec, "llm7b_b1_4k")->dims, AK_DT_BFLOAT16,
+                                      names, (const int64_t[]) { 4, 2 }, 2, &lc, &err), 0);
+    assert_true (lc.grid[0] == 1 && lc.grid[1] == 33 && lc.grid[2] == 8 && lc.block[0] == 128);
+    assert_int_equal (lc.shared_bytes, 5 * 16 * 136 * 4);
+    assert_int_equal (ak_launch_eval (spec, c->launch, ak_spec_size (spec, "pi05_denoise")->dims, AK_DT_BFLOAT16,
+                                      names, (const int64_t[]) { 8, 1 }, 2, &lc, &err), 0);
+    assert_true (lc.grid[0] == 25 && lc.grid[1] == 6 && lc.grid[2] == 1 && lc.block[0] == 256);
+    assert_int_equal (lc.shared_bytes, 9 * 16 * 264 * 4);
+    print_message ("mma_decode: %zu configurations, %zu launches checked\n", count, f.checked);
+    ak_spec_destroy (&spec);
+}
+
 /* ----------------------------------------------------------- the gates */
 
 static void test_host_baselines_pass_gates (void **state)
@@ -370,6 +447,7 @@ int main (void)
         cmocka_unit_test (test_oracle_rotate_qk),
         cmocka_unit_test (test_oracle_split_kv),
         cmocka_unit_test (test_flash_decode_launch),
+        cmocka_unit_test (test_mma_decode_launch),
         cmocka_unit_test (test_host_baselines_pass_gates),
         cmocka_unit_test (test_host_candidates_pass_gates),
         cmocka_unit_test (test_wrong_kernels_fail),
