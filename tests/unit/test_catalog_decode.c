@@ -230,51 +230,74 @@ typedef struct {
     size_t checked;
 } s_fd_t;
 
-static int s_fd_config (const ak_candidate_t *cand, const int64_t *v, void *arg)
+/* What a decode candidate's launch rule must give at one size and dtype. */
+typedef void (*s_launch_check_t) (const ak_candidate_t *cand, const ak_size_t *sz, ak_dtype_t dt,
+                                  const ak_launch_cfg_t *lc, const int64_t *v);
+
+/* The launch rule at configuration v, for every size, edge size and dtype. */
+static void s_launch_each (s_fd_t *f, const ak_candidate_t *cand, const int64_t *v, s_launch_check_t check)
 {
-    s_fd_t *f = arg;
     const ak_spec_t *spec = f->spec;
     const char *names[AK_MAX_PARAMS];
     for (size_t i = 0; i < cand->nparams; i++)
         names[i] = cand->params[i].name;
-    const int64_t TK = v[0], NT = v[1], ROWS = v[2], PR = v[3], WAVES = v[4], KP = v[5];
-    assert_int_equal (ROWS % PR, 0);
-    assert_true (KP == 1 || (PR == 1 && KP * ROWS * 16 <= NT));
-    /* the kernel's static shared memory: sq, ss, sm/sl/sc, sn, s_last */
-    const int64_t stat = ROWS * 256 * 4 + ROWS * TK * 4 + 3 * ROWS * 4 + ROWS * 8 + 4;
     for (size_t z = 0; z < spec->nsizes + spec->nedge; z++) {
         const ak_size_t *sz = z < spec->nsizes ? &spec->sizes[z] : &spec->edge_sizes[z - spec->nsizes];
-        const int64_t *d = sz->dims;
-        const int64_t B = d[0], Q = d[1], HQ = d[2], HK = d[3], L = d[4], D = d[5];
         for (int t = 0; t < spec->ndtypes; t++) {
             ak_launch_cfg_t lc;
             ak_err_t err = { 0 };
-            if (ak_launch_eval (spec, cand->launch, d, spec->dtypes[t], names, v, (int) cand->nparams, &lc, &err))
-                fail_msg ("flash_decode at %s: %s", sz->name, err.msg);
-            const int64_t b = spec->dtypes[t] == AK_DT_FLOAT32 ? 4 : 2;
-            const int64_t rt = (((HQ + HK - 1) / HK) * Q + ROWS - 1) / ROWS, g = B * HK * rt;
-            const int64_t w = (132 * WAVES + g - 1) / g, tiles = (L + TK - 1) / TK;
-            const int64_t splits = w < tiles ? w : tiles;
-            if ((int64_t) lc.grid[0] != rt || (int64_t) lc.grid[1] != splits || (int64_t) lc.grid[2] != B * HK
-                || (int64_t) lc.block[0] != NT || lc.block[1] != 1 || lc.block[2] != 1)
-                fail_msg ("flash_decode TK=%" PRId64 " ROWS=%" PRId64 " WAVES=%" PRId64 " at %s: grid %ux%ux%u "
-                          "block %u, want %" PRId64 "x%" PRId64 "x%" PRId64 " block %" PRId64,
-                          TK, ROWS, WAVES, sz->name, lc.grid[0], lc.grid[1], lc.grid[2], lc.block[0], rt,
-                          splits, B * HK, NT);
-            const int64_t stage = s_fd_stage_bytes (D, b, TK);
-            /* the KP partitions' sums pass through the stages after the last tile */
-            const int64_t red = (KP - 1) * ROWS * ((D * b + 15) / 16) * (16 / b) * 4;
-            if (red > stage)
-                fail_msg ("flash_decode TK=%" PRId64 " ROWS=%" PRId64 " KP=%" PRId64 " at %s/%s: %" PRId64
-                          " bytes of partition sums do not fit the %" PRId64 " bytes of stages",
-                          TK, ROWS, KP, sz->name, ak_dtype_name (spec->dtypes[t]), red, stage);
-            if ((int64_t) lc.shared_bytes != stage || stage + stat > 227 * 1024)
-                fail_msg ("flash_decode TK=%" PRId64 " ROWS=%" PRId64 " at %s/%s: shared %u, the kernel "
-                          "needs %" PRId64 " (+ %" PRId64 " static, at most 227 KiB)",
-                          TK, ROWS, sz->name, ak_dtype_name (spec->dtypes[t]), lc.shared_bytes, stage, stat);
+            if (ak_launch_eval (spec, cand->launch, sz->dims, spec->dtypes[t], names, v, (int) cand->nparams, &lc,
+                                &err))
+                fail_msg ("%s at %s: %s", cand->name, sz->name, err.msg);
+            check (cand, sz, spec->dtypes[t], &lc, v);
             f->checked++;
         }
     }
+}
+
+/* grid [row tiles of rows, splits, B*HK] with the splits about WAVES x 132
+   blocks, at most `cap`, one more where L is 0; block [threads] */
+static void s_check_grid (const ak_candidate_t *cand, const ak_size_t *sz, const ak_launch_cfg_t *lc, int64_t rows,
+                          int64_t waves, int64_t cap, int64_t threads)
+{
+    const int64_t *d = sz->dims;
+    const int64_t B = d[0], Q = d[1], HQ = d[2], HK = d[3], L = d[4];
+    const int64_t rt = (((HQ + HK - 1) / HK) * Q + rows - 1) / rows, g = B * HK * rt;
+    const int64_t w = (132 * waves + g - 1) / g, splits = (w < cap ? w : cap) + (L < 1);
+    if ((int64_t) lc->grid[0] != rt || (int64_t) lc->grid[1] != splits || (int64_t) lc->grid[2] != B * HK
+        || (int64_t) lc->block[0] != threads || lc->block[1] != 1 || lc->block[2] != 1)
+        fail_msg ("%s (rows %" PRId64 ", waves %" PRId64 ") at %s: grid %ux%ux%u block %u, want %" PRId64 "x%" PRId64
+                  "x%" PRId64 " block %" PRId64, cand->name, rows, waves, sz->name, lc->grid[0], lc->grid[1],
+                  lc->grid[2], lc->block[0], rt, splits, B * HK, threads);
+}
+
+static void s_fd_check (const ak_candidate_t *cand, const ak_size_t *sz, ak_dtype_t dt, const ak_launch_cfg_t *lc,
+                        const int64_t *v)
+{
+    const int64_t TK = v[0], NT = v[1], ROWS = v[2], PR = v[3], WAVES = v[4], KP = v[5];
+    const int64_t L = sz->dims[4], D = sz->dims[5];
+    const int64_t b = dt == AK_DT_FLOAT32 ? 4 : 2;
+    /* the kernel's static shared memory: sq, ss, sm/sl/sc, sn, s_last */
+    const int64_t stat = ROWS * 256 * 4 + ROWS * TK * 4 + 3 * ROWS * 4 + ROWS * 8 + 4;
+    assert_int_equal (ROWS % PR, 0);
+    assert_true (KP == 1 || (PR == 1 && KP * ROWS * 16 <= NT));
+    s_check_grid (cand, sz, lc, ROWS, WAVES, (L + TK - 1) / TK, NT);
+    const int64_t stage = s_fd_stage_bytes (D, b, TK);
+    /* the KP partitions' sums pass through the stages after the last tile */
+    const int64_t red = (KP - 1) * ROWS * ((D * b + 15) / 16) * (16 / b) * 4;
+    if (red > stage)
+        fail_msg ("flash_decode TK=%" PRId64 " ROWS=%" PRId64 " KP=%" PRId64 " at %s/%s: %" PRId64
+                  " bytes of partition sums do not fit the %" PRId64 " bytes of stages",
+                  TK, ROWS, KP, sz->name, ak_dtype_name (dt), red, stage);
+    if ((int64_t) lc->shared_bytes != stage || stage + stat > 227 * 1024)
+        fail_msg ("flash_decode TK=%" PRId64 " ROWS=%" PRId64 " at %s/%s: shared %u, the kernel "
+                  "needs %" PRId64 " (+ %" PRId64 " static, at most 227 KiB)",
+                  TK, ROWS, sz->name, ak_dtype_name (dt), lc->shared_bytes, stage, stat);
+}
+
+static int s_fd_config (const ak_candidate_t *cand, const int64_t *v, void *arg)
+{
+    s_launch_each (arg, cand, v, s_fd_check);
     return 0;
 }
 
@@ -317,42 +340,22 @@ static void test_flash_decode_launch (void **state)
 
 /* ------------------------------------------ mma_decode's launch rule */
 
+static void s_md_check (const ak_candidate_t *cand, const ak_size_t *sz, ak_dtype_t dt, const ak_launch_cfg_t *lc,
+                        const int64_t *v)
+{
+    const int64_t NW = v[0], WAVES = v[1], L = sz->dims[4], D = sz->dims[5];
+    s_check_grid (cand, sz, lc, 16, WAVES, (L + 16 * NW - 1) / (16 * NW), 32 * NW);
+    /* NW+1 partials of 16 rows of WD floats (what the kernel checks), and
+       the tile record and s_last (under 256 bytes) */
+    const int64_t part = (NW + 1) * 16 * ((D + 7) / 8 * 8 + 8) * 4;
+    if ((int64_t) lc->shared_bytes != part || part + 256 > 227 * 1024)
+        fail_msg ("mma_decode NW=%" PRId64 " at %s/%s: shared %u, the kernel needs %" PRId64
+                  " (+ static, at most 227 KiB)", NW, sz->name, ak_dtype_name (dt), lc->shared_bytes, part);
+}
+
 static int s_md_config (const ak_candidate_t *cand, const int64_t *v, void *arg)
 {
-    s_fd_t *f = arg;
-    const ak_spec_t *spec = f->spec;
-    const char *names[AK_MAX_PARAMS];
-    for (size_t i = 0; i < cand->nparams; i++)
-        names[i] = cand->params[i].name;
-    const int64_t NW = v[0], WAVES = v[1];
-    const int64_t stat = 256;                          /* the tile record and s_last, rounded up */
-    for (size_t z = 0; z < spec->nsizes + spec->nedge; z++) {
-        const ak_size_t *sz = z < spec->nsizes ? &spec->sizes[z] : &spec->edge_sizes[z - spec->nsizes];
-        const int64_t *d = sz->dims;
-        const int64_t B = d[0], Q = d[1], HQ = d[2], HK = d[3], L = d[4], D = d[5];
-        for (int t = 0; t < spec->ndtypes; t++) {
-            ak_launch_cfg_t lc;
-            ak_err_t err = { 0 };
-            if (ak_launch_eval (spec, cand->launch, d, spec->dtypes[t], names, v, (int) cand->nparams, &lc, &err))
-                fail_msg ("mma_decode at %s: %s", sz->name, err.msg);
-            const int64_t rt = (((HQ + HK - 1) / HK) * Q + 15) / 16, g = B * HK * rt;
-            const int64_t w = (132 * WAVES + g - 1) / g, steps = (L + 16 * NW - 1) / (16 * NW);
-            const int64_t splits = (w < steps ? w : steps) + (L < 1);
-            if ((int64_t) lc.grid[0] != rt || (int64_t) lc.grid[1] != splits || (int64_t) lc.grid[2] != B * HK
-                || (int64_t) lc.block[0] != 32 * NW || lc.block[1] != 1 || lc.block[2] != 1)
-                fail_msg ("mma_decode NW=%" PRId64 " WAVES=%" PRId64 " at %s: grid %ux%ux%u block %u, want %"
-                          PRId64 "x%" PRId64 "x%" PRId64 " block %" PRId64,
-                          NW, WAVES, sz->name, lc.grid[0], lc.grid[1], lc.grid[2], lc.block[0], rt, splits,
-                          B * HK, 32 * NW);
-            /* NW+1 partials of 16 rows of WD floats (what the kernel checks) */
-            const int64_t part = (NW + 1) * 16 * ((D + 7) / 8 * 8 + 8) * 4;
-            if ((int64_t) lc.shared_bytes != part || part + stat > 227 * 1024)
-                fail_msg ("mma_decode NW=%" PRId64 " at %s/%s: shared %u, the kernel needs %" PRId64
-                          " (+ static, at most 227 KiB)",
-                          NW, sz->name, ak_dtype_name (spec->dtypes[t]), lc.shared_bytes, part);
-            f->checked++;
-        }
-    }
+    s_launch_each (arg, cand, v, s_md_check);
     return 0;
 }
 
