@@ -773,7 +773,7 @@ static const s_verb_t s_verbs[] = {
     { "retry",    1, 2, "BATCH [failed]", s_retry },
     { "stats",    0, 0, "no arguments", s_stats },
     { "shutdown", 0, 0, "no arguments", s_shutdown },
-    { "profile-install", 2, 3, "BATCH NAME [replace]", ak_client_profile_install },
+    { "profile-install", 2, 4, "BATCH NAME [replace] [unconfirmed]", ak_client_profile_install },
     { "profile-list",    0, 0, "no arguments", ak_client_profile_list },
     { "profile-show",    1, 1, "NAME", ak_client_profile_show },
     { "profile-export",  1, 1, "NAME", ak_client_profile_export },

@@ -43,6 +43,26 @@ static int s_in_txn (ak_client_env_t *env, const Ak__ClientRequest *req, bool wr
     }
 }
 
+/* The install flags after BATCH and NAME: "replace", "unconfirmed". */
+typedef struct {
+    bool replace, unconfirmed;
+} s_install_flags_t;
+
+static int s_install_flags (const Ak__ClientRequest *req, size_t from, s_install_flags_t *f, ak_err_t *err)
+{
+    memset (f, 0, sizeof *f);
+    for (size_t i = from; i < req->n_args; i++) {
+        if (strcmp (req->args[i], "replace") == 0)
+            f->replace = true;
+        else if (strcmp (req->args[i], "unconfirmed") == 0)
+            f->unconfirmed = true;
+        else
+            return ak_err_set (err, AK_EINVAL, "%s: argument %zu must be 'replace' or 'unconfirmed', not "
+                               "'%.64s'", req->verb, i + 1, req->args[i]);
+    }
+    return 0;
+}
+
 static bool s_replace_arg (const Ak__ClientRequest *req, size_t i, ak_err_t *err, int *rc)
 {
     *rc = 0;
@@ -58,22 +78,24 @@ static bool s_replace_arg (const Ak__ClientRequest *req, size_t i, ak_err_t *err
 static int s_install (ak_txn_t *txn, ak_client_env_t *env, const Ak__ClientRequest *req, void *arg,
                       json_t **out, ak_err_t *err)
 {
-    return ak_profiles_install (txn, req->args[0], req->args[1], *(bool *) arg,
+    const s_install_flags_t *f = arg;
+    return ak_profiles_install (txn, req->args[0], req->args[1], f->replace, f->unconfirmed,
                                 ak_clock_wall_ms (), out, err);
 }
 
 int ak_client_profile_install (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                                json_t **out, ak_err_t *err)
 {
-    int rc;
-    bool replace = s_replace_arg (req, 2, err, &rc);
+    s_install_flags_t f;
+    int rc = s_install_flags (req, 2, &f, err);
     if (rc)
         return rc;
-    rc = s_in_txn (env, req, true, s_install, &replace, out, err);
+    rc = s_in_txn (env, req, true, s_install, &f, out, err);
     if (rc == 0)
-        ak_info ("profile %s: installed %zu entries from batch %s (%zu skipped)%s", req->args[1],
+        ak_info ("profile %s: installed %zu entries from batch %s (%zu skipped)%s%s", req->args[1],
                  json_array_size (json_object_get (*out, "installed")), req->args[0],
-                 json_array_size (json_object_get (*out, "skipped")), replace ? " with replace" : "");
+                 json_array_size (json_object_get (*out, "skipped")), f.replace ? " with replace" : "",
+                 f.unconfirmed ? " (unconfirmed allowed)" : "");
     return rc;
 }
 

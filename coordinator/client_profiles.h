@@ -1,7 +1,8 @@
 /*  coordinator/client_profiles.h: the profile verbs of the client API
     (docs/client-api.md, docs/profiles.md), dispatched from client.c.
 
-    profile-install BATCH NAME [replace]   write transaction, committed before the reply
+    profile-install BATCH NAME [replace] [unconfirmed]
+                                           write transaction, committed before the reply
     profile-list                           read transaction
     profile-show NAME                      read transaction
     profile-export NAME                    read transaction: {"profile","sources"}

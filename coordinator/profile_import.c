@@ -127,6 +127,8 @@ static int s_entry_from (const json_t *j, const json_t *sources, Ak__ProfileEntr
     ak_cpb_set (&e->source_name, s_jstr (json_object_get (j, "source"), "name"));
     if (s_jstr (j, "arch"))
         ak_cpb_set (&e->arch, s_jstr (j, "arch"));
+    if (s_jstr (j, "confirmed_on"))
+        ak_cpb_set (&e->confirmed_on, s_jstr (j, "confirmed_on"));
     const json_t *launch = json_object_get (j, "launch");
     int rc = 0;
     if (strcmp (backend, "cuda") == 0) {

@@ -176,6 +176,9 @@ static json_t *s_entry_json (const Ak__ProfileEntry *e)
         "installed_ms", (json_int_t) e->installed_ms);
     if (j && e->arch && e->arch[0])
         json_object_set_new (j, "arch", json_string (e->arch));
+    if (j)
+        json_object_set_new (j, "confirmed_on", e->confirmed_on && e->confirmed_on[0]
+                                 ? json_string (e->confirmed_on) : json_null ());
     /* ABI 2 launch features, only where used (libakprofile falls back on them) */
     if (j && e->launch && e->launch->n_cluster)
         json_object_set_new (launch, "cluster", s_u32_array (e->launch->cluster, e->launch->n_cluster));
@@ -587,8 +590,8 @@ static Ak__ProfileBuffer **s_buffers (const ak_spec_t *spec, const ak_buf_t *buf
    cannot have that, so it means the records disagree. */
 static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
                           const Ak__TaskRecord *t, const Ak__Receipt *r, const Ak__Receipt *fig,
-                          const Ak__Winner *w, const char *pre_receipt, const char *prelude_digest, uint64_t now_ms,
-                          Ak__ProfileClass *pc, ak_err_t *err)
+                          const Ak__Winner *w, const char *pre_receipt, const char *prelude_digest,
+                          const char *confirmed_on, uint64_t now_ms, Ak__ProfileClass *pc, ak_err_t *err)
 {
     const char *names[AK_MAX_PARAMS + 1];
     int64_t values[AK_MAX_PARAMS + 1];
@@ -672,13 +675,46 @@ static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
             e->evidence[e->n_evidence++] = ak_strdup (pre_receipt);
         ak_cpb_set (&e->batch_id, t->batch_id);
         ak_cpb_set (&e->task_id, t->task_id);
+        ak_cpb_set (&e->confirmed_on, confirmed_on ? confirmed_on : "");
         e->installed_ms = now_ms;
     }
     return 0;
 }
 
+/*  The worker other than the one that measured winner w (its tune receipt
+    r) whose confirm task re-measured it and found it promotable (the
+    confirmation round decided w: Winner.confirmation set), or NULL; why
+    says what is missing when NULL. */
+static const char *s_confirmed_on (const ak_result_pair_t *pair, const Ak__Winner *w, const Ak__Receipt *r,
+                                   char *why, size_t len)
+{
+    const char *measured = r->worker_id ? r->worker_id : "";
+    if (!w->confirmation || !*w->confirmation) {
+        snprintf (why, len, "no confirmation round decided it (policy.confirm off, speedup not above "
+                  "policy.implausible)");
+        return NULL;
+    }
+    bool same = false;
+    for (size_t k = 0; k < pair->nconfirms; k++) {
+        const Ak__TaskRecord *ct = pair->confirms[k].task;
+        const Ak__Receipt *cr = pair->confirms[k].receipt;
+        if (!ct || !cr || !ct->confirm_of || strcmp (ct->confirm_of, w->task_id) != 0
+            || !cr->status || strcmp (cr->status, "ok") != 0 || !cr->worker_id || !*cr->worker_id)
+            continue;
+        if (strcmp (cr->worker_id, measured) != 0)
+            return cr->worker_id;
+        same = true;
+    }
+    if (same)
+        snprintf (why, len, "confirmed on %.64s, the worker that measured it (no other live worker of the "
+                  "class)", measured);
+    else
+        snprintf (why, len, "no confirm receipt of task %.64s in the store", w->task_id);
+    return NULL;
+}
+
 int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, bool replace,
-                         uint64_t now_ms, json_t **out, ak_err_t *err)
+                         bool unconfirmed, uint64_t now_ms, json_t **out, ak_err_t *err)
 {
     if (!ak_profile_name_valid (name))
         return ak_err_set (err, AK_EINVAL, "profile name '%.64s' must be 1..64 of [A-Za-z0-9_.-]", name);
@@ -744,6 +780,18 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
         ak_err_t e2 = { 0 };
         if (!why && ak_store_get_blob (txn, win->task->spec_digest, &spec_text, &spec_len, &e2) != 0)
             why = "the operator spec is missing from the store";
+        /* one worker's word is not enough for a profile (docs/operations.md,
+           "What a worker key may do"): a winner goes in when another worker
+           confirmed it, or when the operator says --unconfirmed */
+        const char *confirmed_on = NULL;
+        char unconf[448], unconf_why[200];
+        if (!why && !(confirmed_on = s_confirmed_on (pair, w, win->receipt, unconf_why, sizeof unconf_why))
+            && !unconfirmed) {
+            snprintf (unconf, sizeof unconf, "not confirmed on another worker: %s; run a second worker of "
+                      "the class (the confirmation round re-measures the winner there), or install with "
+                      "--unconfirmed", unconf_why);
+            why = unconf;
+        }
         if (!why && ak_spec_parse_text (spec_text, spec_len, "spec", &spec, &e2) != 0)
             why = "the stored operator spec does not parse";
         if (!why && !(cand = ak_spec_candidate (spec, win->task->candidate_name)))
@@ -773,15 +821,24 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
             const char *pre = pair->preflight.receipt ? pair->preflight.receipt->receipt_id : NULL;
             rc = s_entries_for (spec, cand, t, win->receipt, fig, w, pre,
                                 strcmp (t->backend, "cuda") == 0 ? prelude_cuda : prelude_host,
-                                now_ms, pc, err);
+                                confirmed_on, now_ms, pc, err);
+            if (rc == 0 && !confirmed_on)
+                ak_warn ("profile %s: %s on %s installed unconfirmed (--unconfirmed): %s", name, w->op,
+                         w->device_class, unconf_why);
         }
         ak_spec_destroy (&spec);
         free (spec_text);
     }
     json_t *installed = json_array ();
-    if (rc == 0 && nnews == 0)
-        rc = ak_err_set (err, AK_EINVAL, "batch %s has no promoted winner to install (%zu skipped)",
-                         b->batch_id, json_array_size (skipped));
+    if (rc == 0 && nnews == 0) {
+        /* say why, with the first skipped winner's reason */
+        const json_t *first = json_array_get (skipped, 0);
+        const char *op = json_string_value (json_object_get (first, "op"));
+        const char *why = json_string_value (json_object_get (first, "reason"));
+        rc = ak_err_set (err, AK_EINVAL, "batch %s has no promoted winner to install (%zu skipped%s%.64s%s%.300s)",
+                         b->batch_id, json_array_size (skipped), op ? "; " : "", op ? op : "", why ? ": " : "",
+                         why ? why : "");
+    }
     if (rc == 0)
         rc = profiles_merge (txn, news, nnews, replace, now_ms, installed, err);
     if (rc == 0)

@@ -35,9 +35,14 @@ bool ak_profile_name_valid (const char *name);
    {"profile","batch_id","installed":[{device_class,op,key,candidate,replaced}],
     "skipped":[{op,device_class,reason}]} (caller decrefs).  AK_ENOTFOUND
    (no batch), AK_ESTATE (batch not complete), AK_EEXIST (an entry exists
-   and replace is false), AK_EINVAL (nothing promoted to install). */
+   and replace is false), AK_EINVAL (nothing promoted to install).  A
+   winner goes in only when a confirm task on another worker re-measured
+   it (the entry's confirmed_on); one that was not (confirmation off, or
+   only the worker that measured it was alive) is skipped with the reason,
+   unless unconfirmed (`akctl profile install --unconfirmed`), which
+   installs it with confirmed_on "" and a warning in the log. */
 int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, bool replace,
-                         uint64_t now_ms, json_t **out, ak_err_t *err);
+                         bool unconfirmed, uint64_t now_ms, json_t **out, ak_err_t *err);
 
 /* {"profiles":[{"profile","classes":[{device_class,entries,updated_ms}],"entries"}]} */
 int ak_profiles_list (ak_txn_t *txn, json_t **out, ak_err_t *err);

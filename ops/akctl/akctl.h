@@ -49,6 +49,7 @@ typedef struct {
     const char *rule_floor;       /* verify --floor FLOOR */
     const char *as;               /* profile import --as NAME */
     bool        replace;          /* profile install/import --replace */
+    bool        unconfirmed;      /* profile install --unconfirmed */
     const char *out;              /* report --out DIR */
     const char *from;             /* report --from FILE (a report.json), with --out */
     char      **ops;              /* submit --op DIR (repeatable): external operators */

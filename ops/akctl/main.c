@@ -183,12 +183,14 @@ static const s_verb_t s_verbs[] = {
     { "profile", "install BATCH|list|show NAME|export NAME DIR|import DIR|record-gate FILE", 1, 3, S_OPT_PROFILE,
       akctl_profile,
       "install winners as a profile; list, show, export and import profiles",
-      "  install BATCH --profile NAME [--replace]\n"
+      "  install BATCH --profile NAME [--replace] [--unconfirmed]\n"
       "      records the promoted winners of a complete batch: per device class and\n"
       "      per operator and workload (op, dims, dtype) the kernel, its parameters,\n"
       "      launch configuration, source digest, speedup and noise, and the receipts\n"
       "      as evidence.  Winners that were not promoted are listed as skipped, with\n"
-      "      the reason.  An entry that exists already is only replaced with\n"
+      "      the reason; so are winners no other worker confirmed (one worker's word:\n"
+      "      confirmation off, or the class had one live worker) unless\n"
+      "      --unconfirmed.  An entry that exists already is only replaced with\n"
       "      --replace (else nothing is installed, exit 1); other device classes are\n"
       "      never touched.\n"
       "  list                 every profile with its classes and entry counts\n"
@@ -206,6 +208,8 @@ static const s_verb_t s_verbs[] = {
       "\n"
       "  --profile NAME     the profile to install into ([A-Za-z0-9_.-], 1..64)\n"
       "  --replace          allow replacing existing entries\n"
+      "  --unconfirmed      install winners no other worker re-measured too (a class\n"
+      "                     with one worker); each entry says who confirmed it\n"
       "  --as NAME          import under another name\n" },
     { "verify", "--profile NAME | BATCH", 0, 1, S_OPT_PROFILE | S_OPT_WAIT | S_OPT_RULE, akctl_verify,
       "re-check an installed profile on every live worker of its classes",
@@ -485,7 +489,7 @@ int main (int argc, char **argv)
                  : strcmp (name, "--wait") == 0 ? S_OPT_WAIT
                  : strcmp (name, "--failed") == 0 ? S_OPT_FAILED
                  : strcmp (name, "--profile") == 0 || strcmp (name, "--as") == 0
-                   || strcmp (name, "--replace") == 0 ? S_OPT_PROFILE
+                   || strcmp (name, "--replace") == 0 || strcmp (name, "--unconfirmed") == 0 ? S_OPT_PROFILE
                  : strcmp (name, "--out") == 0 || strcmp (name, "--from") == 0 ? S_OPT_OUT
                  : strcmp (name, "--op") == 0 || strcmp (name, "--workloads") == 0
                    || strcmp (name, "--target") == 0
@@ -535,6 +539,9 @@ int main (int argc, char **argv)
         else
         if (strcmp (name, "--replace") == 0)
             o.replace = true;
+        else
+        if (strcmp (name, "--unconfirmed") == 0)
+            o.unconfirmed = true;
         else
         if (strcmp (name, "--profile") == 0 || strcmp (name, "--as") == 0 || strcmp (name, "--out") == 0) {
             if (!*value)

@@ -75,12 +75,18 @@ static int s_install (const akctl_opts_t *o)
         return AKCTL_EXIT_USAGE;
     }
     if (o->npos != 2) {
-        fprintf (stderr, "akctl: usage: akctl profile install BATCH --profile NAME [--replace]\n");
+        fprintf (stderr, "akctl: usage: akctl profile install BATCH --profile NAME [--replace] "
+                 "[--unconfirmed]\n");
         return AKCTL_EXIT_USAGE;
     }
-    char *args[3] = { o->pos[1], (char *) o->profile, (char *) "replace" };
+    char *args[4] = { o->pos[1], (char *) o->profile };
+    int nargs = 2;
+    if (o->replace)
+        args[nargs++] = (char *) "replace";
+    if (o->unconfirmed)
+        args[nargs++] = (char *) "unconfirmed";
     json_t *a = NULL;
-    int code = s_call (o, "profile-install", args, o->replace ? 3 : 2, NULL, &a);
+    int code = s_call (o, "profile-install", args, nargs, NULL, &a);
     if (code == AKCTL_EXIT_OK && !o->json)
         s_render_installed (a, "installed");
     json_decref (a);

@@ -65,7 +65,8 @@ $ctl watch "$B" 2>&1 | tail -3 | tee -a "$log" || true
 $ctl report "$B" 2>&1 | tee -a "$log" | tail -60
 
 say "3. install + export"
-$ctl profile install "$B" --profile llama 2>&1 | tee -a "$log"
+# one GPU worker: the confirmation ran on the worker that measured the winners
+$ctl profile install "$B" --profile llama --unconfirmed 2>&1 | tee -a "$log"
 rm -rf "$out/pkg"
 $ctl profile export llama "$out/pkg" 2>&1 | tee -a "$log"
 

@@ -14,7 +14,8 @@
 #   compare.md, compare.json     ops/bench/torch_compare.py (needs PyTorch)
 #   akcoord.log, akworker.log, timing.txt
 # With AK_NIGHTLY_VERIFY=NAME, once the batch is done its promoted winners are
-# installed as profile NAME (akctl profile install) and re-checked on the same
+# installed as profile NAME (akctl profile install --unconfirmed: one worker,
+# so no other worker confirmed them) and re-checked on the same
 # worker (akctl verify --profile NAME --wait) before the daemons stop:
 #   profile.txt                  what the install printed, then profile show
 #   verify.txt, verify.json      the verdicts, and the verify-status answer
@@ -59,7 +60,7 @@ $ctl stats --json >"$out/stats.json" 2>/dev/null || true
 if [ -n "${AK_NIGHTLY_VERIFY:-}" ]; then
     prof=$AK_NIGHTLY_VERIFY
     vrc=0
-    { $ctl profile install "$batch" --profile "$prof" --replace && $ctl profile show "$prof"; } \
+    { $ctl profile install "$batch" --profile "$prof" --replace --unconfirmed && $ctl profile show "$prof"; } \
         >"$out/profile.txt" 2>&1 || vrc=$?
     if [ "$vrc" -eq 0 ]; then
         t2=$(date +%s)

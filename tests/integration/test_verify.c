@@ -19,6 +19,11 @@
       verdicts pass; `retry --failed` of that batch re-queues them for the
       dead worker, they fail again ("not registered") and the batch is
       judged afresh (still 4 verdicts);
+    - with one live worker left, a new tuning batch's winner is confirmed
+      on the worker that measured it: `profile install` takes nothing and
+      says why ("not confirmed on another worker ... --unconfirmed"), and
+      `--unconfirmed` installs it with `confirmed_on` null (the first
+      install, with two workers, passed because the other one confirmed);
     - akcoord and the surviving worker exit 0 (no sanitizer report). */
 #include "support.h"
 
@@ -458,6 +463,44 @@ static void test_verify (void **state)
     json_decref (v);
     free (b4);
     free (tuned);
+
+    /* 5: one live worker (vf-w2 is gone): the confirmation runs on the
+       worker that measured the winner, so a plain install takes nothing
+       and says why; --unconfirmed installs it, confirmed by nobody */
+    char *alone = NULL;
+    for (int attempt = 0; attempt < 3 && !alone; attempt++) {
+        assert_int_equal (ak_test_akctl (&s_c, &out, "submit '%s' --wait 2>&1", manifest), 0);
+        char *batch = ak_sprintf ("%.*s", (int) strcspn (out, "\n"), out);
+        free (out);
+        rc = ak_test_akctl (&s_c, &out, "profile install %s --profile vp3 2>&1", batch);
+        assert_int_not_equal (rc, 0);
+        if (strstr (out, "not confirmed on another worker")) {
+            assert_non_null (strstr (out, "confirmed on vf-w1, the worker that measured it"));
+            assert_non_null (strstr (out, "--unconfirmed"));
+            alone = batch;
+        }
+        else {
+            assert_non_null (strstr (out, "no promoted winner"));      /* noise hid the winner: again */
+            free (batch);
+        }
+        free (out);
+    }
+    if (!alone)
+        fail_msg ("three tuning batches with one worker promoted nothing");
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile install %s --profile vp3 --unconfirmed 2>&1", alone), 0);
+    assert_non_null (strstr (out, "installed 2 entries into profile vp3"));
+    free (out);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile show vp3 --json"), 0);
+    json_error_t jerr;
+    json_t *shown = json_loads (out, 0, &jerr);
+    assert_non_null (shown);
+    const json_t *entry = json_array_get (json_object_get (json_array_get (json_object_get (shown, "classes"), 0),
+                                                           "entries"), 0);
+    assert_non_null (entry);
+    assert_true (json_is_null (json_object_get (entry, "confirmed_on")));
+    json_decref (shown);
+    free (out);
+    free (alone);
 
     /* everything it started ends cleanly (under ASan: no leak, no error) */
     ak_test_cluster_shutdown (&s_c, 20000);

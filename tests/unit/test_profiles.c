@@ -125,6 +125,7 @@ static void s_batch (s_fx_t *fx, const char *batch_id, const char *state, const 
         ak_cpb_set (&r->task_id, task_id);
         ak_cpb_set (&r->batch_id, batch_id);
         ak_cpb_set (&r->status, "ok");
+        ak_cpb_set (&r->worker_id, "w1");
         r->device = ak_malloc (sizeof *r->device);
         ak__device__init (r->device);
         ak_cpb_set (&r->device->name, i ? "NVIDIA B200" : "NVIDIA H200");
@@ -167,16 +168,30 @@ static void s_batch (s_fx_t *fx, const char *batch_id, const char *state, const 
     free (winners);
 }
 
-static int s_install (s_fx_t *fx, const char *batch, const char *name, bool replace, json_t **out, ak_err_t *err)
+/* An install as `--unconfirmed` allows (the fixture's winners have no
+   confirmation unless s_confirm gives them one); s_install_strict: as a
+   plain install, only winners another worker confirmed. */
+static int s_install_as (s_fx_t *fx, const char *batch, const char *name, bool replace, bool unconfirmed,
+                         json_t **out, ak_err_t *err)
 {
     ak_txn_t *txn = NULL;
     *out = NULL;
     assert_int_equal (ak_store_begin (fx->store, true, &txn, err), 0);
-    int rc = ak_profiles_install (txn, batch, name, replace, 1000, out, err);
+    int rc = ak_profiles_install (txn, batch, name, replace, unconfirmed, 1000, out, err);
     if (rc == 0)
         assert_int_equal (ak_store_commit (&txn, err), 0);
     ak_store_abort (&txn);
     return rc;
+}
+
+static int s_install (s_fx_t *fx, const char *batch, const char *name, bool replace, json_t **out, ak_err_t *err)
+{
+    return s_install_as (fx, batch, name, replace, true, out, err);
+}
+
+static int s_install_strict (s_fx_t *fx, const char *batch, const char *name, json_t **out, ak_err_t *err)
+{
+    return s_install_as (fx, batch, name, false, false, out, err);
 }
 
 static json_t *s_show (s_fx_t *fx, const char *name)
@@ -242,17 +257,19 @@ static void test_install_records_promoted_only (void **state)
     json_decref (p);
 }
 
-/* Adds to batch_id a done confirm task of its first tune task, whose
-   receipt rid measured scale x the tune receipt's figures, and makes the
-   batch's first winner report figures_rid's figures (rounds.h). */
-static void s_confirm (s_fx_t *fx, const char *batch_id, const char *rid, double scale, const char *figures_rid)
+/* Adds to batch_id a done confirm task of its tune task number i (from 0),
+   whose receipt rid, from worker `worker`, measured scale x the tune
+   receipt's figures, and makes the batch's winner i report figures_rid's
+   figures (rounds.h). */
+static void s_confirm (s_fx_t *fx, const char *batch_id, size_t i, const char *rid, double scale,
+                       const char *figures_rid, const char *worker)
 {
     ak_txn_t *txn = NULL;
     ak_err_t err = { 0 };
     assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
     char tune_id[32], task_id[32];
-    snprintf (tune_id, sizeof tune_id, "%s.0001", batch_id);
-    snprintf (task_id, sizeof task_id, "%s.0009", batch_id);
+    snprintf (tune_id, sizeof tune_id, "%s.%04zu", batch_id, i + 1);
+    snprintf (task_id, sizeof task_id, "%s.%04zu", batch_id, 9 - i);
     Ak__TaskRecord *tune = NULL;
     assert_int_equal (ak_store_get_task (txn, tune_id, &tune, &err), 0);
     Ak__TaskRecord *t = (Ak__TaskRecord *) ak_cpb_dup ((ProtobufCMessage *) tune);
@@ -265,14 +282,15 @@ static void s_confirm (s_fx_t *fx, const char *batch_id, const char *rid, double
     assert_int_equal (ak_store_get_receipt (txn, tune->receipt_id, &r, &err), 0);
     ak_cpb_set (&r->receipt_id, rid);
     ak_cpb_set (&r->task_id, task_id);
+    ak_cpb_set (&r->worker_id, worker);
     for (size_t k = 0; k < r->n_timings; k++)
         r->timings[k]->speedup *= scale;
     assert_int_equal (ak_store_put_receipt (txn, r, &err), 0);
     Ak__BatchRecord *b = NULL;
     assert_int_equal (ak_store_get_batch (txn, batch_id, &b, &err), 0);
-    ak_cpb_set (&b->winners[0]->confirmation, "disagrees");
-    ak_cpb_set (&b->winners[0]->figures_receipt_id, figures_rid);
-    b->winners[0]->speedup *= scale;
+    ak_cpb_set (&b->winners[i]->confirmation, scale < 1 ? "disagrees" : "confirmed");
+    ak_cpb_set (&b->winners[i]->figures_receipt_id, figures_rid);
+    b->winners[i]->speedup *= scale;
     assert_int_equal (ak_store_put_batch (txn, b, &err), 0);
     assert_int_equal (ak_store_commit (&txn, &err), 0);
     ak__batch_record__free_unpacked (b, NULL);
@@ -291,7 +309,7 @@ static void test_install_confirmed_figures (void **state)
     const char *classes[1] = { S_CLASS_A };
     bool promoted[1] = { true };
     s_batch (fx, "B000001", "complete", classes, promoted, 1, 2, &rid);
-    s_confirm (fx, "B000001", "R00000050", 0.5, "R00000050");
+    s_confirm (fx, "B000001", 0, "R00000050", 0.5, "R00000050", "w2");
     json_t *out = NULL;
     ak_err_t err = { 0 };
     assert_int_equal (s_install (fx, "B000001", "prod", false, &out, &err), 0);
@@ -307,9 +325,66 @@ static void test_install_confirmed_figures (void **state)
     json_decref (p);
 
     s_batch (fx, "B000002", "complete", classes, promoted, 1, 2, &rid);
-    s_confirm (fx, "B000002", "R00000060", 0.5, "R00000061");
+    s_confirm (fx, "B000002", 0, "R00000060", 0.5, "R00000061", "w2");
     assert_int_equal (s_install (fx, "B000002", "other", false, &out, &err), AK_EINVAL);
     assert_non_null (strstr (err.msg, "no promoted winner to install"));
+}
+
+/* Only winners another worker confirmed go in by default: unconfirmed ones
+   (no confirmation round, or one on the worker that measured them) are
+   skipped with the reason, and installed only with unconfirmed, each
+   entry saying who confirmed it (null: nobody). */
+static void test_install_needs_confirmation (void **state)
+{
+    s_fx_t *fx = *state;
+    uint64_t rid = 0;
+    const char *classes[2] = { S_CLASS_A, S_CLASS_B };
+    bool promoted[2] = { true, true };
+    json_t *out = NULL;
+    ak_err_t err = { 0 };
+
+    /* class A confirmed on w2, class B never confirmed */
+    s_batch (fx, "B000001", "complete", classes, promoted, 2, 2, &rid);
+    s_confirm (fx, "B000001", 0, "R00000050", 1.0, "R00000001", "w2");
+    assert_int_equal (s_install_strict (fx, "B000001", "prod", &out, &err), 0);
+    assert_int_equal (json_array_size (json_object_get (out, "installed")), 2);    /* A's two workloads */
+    json_t *skip = json_array_get (json_object_get (out, "skipped"), 0);
+    assert_string_equal (json_string_value (json_object_get (skip, "device_class")), S_CLASS_B);
+    const char *why = json_string_value (json_object_get (skip, "reason"));
+    assert_non_null (strstr (why, "not confirmed on another worker: no confirmation round decided it"));
+    assert_non_null (strstr (why, "--unconfirmed"));
+    json_decref (out);
+    json_t *p = s_show (fx, "prod");
+    assert_null (s_class (p, S_CLASS_B));
+    json_t *e = json_array_get (json_object_get (s_class (p, S_CLASS_A), "entries"), 0);
+    assert_string_equal (json_string_value (json_object_get (e, "confirmed_on")), "w2");
+    json_decref (p);
+
+    /* --unconfirmed takes B too; its entries say nobody confirmed them */
+    assert_int_equal (s_install_as (fx, "B000001", "all", false, true, &out, &err), 0);
+    assert_int_equal (json_array_size (json_object_get (out, "installed")), 4);
+    json_decref (out);
+    p = s_show (fx, "all");
+    e = json_array_get (json_object_get (s_class (p, S_CLASS_B), "entries"), 0);
+    assert_true (json_is_null (json_object_get (e, "confirmed_on")));
+    json_decref (p);
+
+    /* confirmed on the worker that measured it (a class with one live
+       worker): skipped, and with nothing else to install, refused */
+    s_batch (fx, "B000002", "complete", classes, promoted, 2, 4, &rid);
+    s_confirm (fx, "B000002", 0, "R00000060", 1.0, "R00000003", "w1");
+    s_confirm (fx, "B000002", 1, "R00000061", 1.0, "R00000004", "w2");
+    assert_int_equal (s_install_strict (fx, "B000002", "one", &out, &err), 0);
+    skip = json_array_get (json_object_get (out, "skipped"), 0);
+    assert_string_equal (json_string_value (json_object_get (skip, "device_class")), S_CLASS_A);
+    assert_non_null (strstr (json_string_value (json_object_get (skip, "reason")),
+                             "confirmed on w1, the worker that measured it"));
+    json_decref (out);
+    s_batch (fx, "B000003", "complete", classes, promoted, 1, 8, &rid);
+    s_confirm (fx, "B000003", 0, "R00000070", 1.0, "R00000005", "w1");
+    assert_int_equal (s_install_strict (fx, "B000003", "none", &out, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "no promoted winner to install (1 skipped; softmax: not confirmed on another "
+                                      "worker: confirmed on w1"));
 }
 
 static void test_replace_rules (void **state)
@@ -456,6 +531,7 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown (test_install_records_promoted_only, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_install_confirmed_figures, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_install_needs_confirmation, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_replace_rules, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_refusals, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_export_import_round_trip, s_setup, s_teardown),
