@@ -204,8 +204,9 @@ static void s_render_show (const json_t *a)
                     akj_int (g, "steps"), 100.0 * json_number_value (json_object_get (g, "hit_share")),
                     akctl_when ((uint64_t) akj_int (g, "recorded_ms"), when, sizeof when));
         }
-        static const char *const head[] = { "WORKLOAD", "CANDIDATE", "PARAMS", "LAUNCH", "SPEEDUP", "SOURCE", "EVIDENCE" };
-        akctl_table_t *t = akctl_table_new (7, head);
+        static const char *const head[] = { "WORKLOAD", "CANDIDATE", "PARAMS", "LAUNCH", "SPEEDUP", "SOURCE",
+                                            "CONFIRMED ON", "EVIDENCE" };
+        akctl_table_t *t = akctl_table_new (8, head);
         json_array_foreach (akj_arr (c, "entries"), j, e) {
             char *params = akctl_params_text (akj_arr (e, "params"));
             char launch[160] = "-", sp[64], src[32], ev[200] = "";
@@ -225,9 +226,11 @@ static void s_render_show (const json_t *a)
                 size_t len = strlen (ev);
                 snprintf (ev + len, sizeof ev - len, "%s%s", k ? "," : "", json_string_value (r) ? json_string_value (r) : "");
             }
-            const char *row[7] = { akj_str (e, "key"), akj_str (e, "candidate"), params, launch,
+            /* "-": installed with --unconfirmed (or before entries said) */
+            const char *conf = *akj_str (e, "confirmed_on") ? akj_str (e, "confirmed_on") : "-";
+            const char *row[8] = { akj_str (e, "key"), akj_str (e, "candidate"), params, launch,
                                    akctl_speedup (akj_num (e, "speedup"), akj_num (e, "noise"), sp, sizeof sp),
-                                   src, ev };
+                                   src, conf, ev };
             akctl_table_add (t, row);
             free (params);
         }

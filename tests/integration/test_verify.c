@@ -329,6 +329,9 @@ static void test_verify (void **state)
         fail_msg ("three tuning batches promoted nothing: this test needs a winner to verify");
     assert_int_equal (ak_test_akctl (&s_c, &out, "profile show vp"), 0);
     assert_non_null (strstr (out, "verification: never"));
+    /* two workers: the other one confirmed the winner, and show says which */
+    assert_non_null (strstr (out, "CONFIRMED ON"));
+    assert_non_null (strstr (out, "  vf-w"));
     free (out);
 
     /* 1: as installed: verified, 2 entries x 2 workers.  A floor of three
