@@ -10,6 +10,8 @@
 # endpoints (AK_NIGHTLY_BACKEND=host to try it without a GPU), submits the
 # batch and follows it, then writes into OUT_DIR:
 #   report.json, receipts.json   what akctl printed (--json)
+#   best_by_candidate.md         per workload, the best each candidate reached
+#                                (ops/bench/best_by_candidate.py)
 #   report/                      akctl report --out (Markdown, JSON, HTML)
 #   compare.md, compare.json     ops/bench/torch_compare.py (needs PyTorch)
 #   akcoord.log, akworker.log, timing.txt
@@ -51,6 +53,8 @@ echo "nightly: batch $batch finished (watch exit $rc) in $((t1 - t0)) s" | tee "
 
 $ctl report "$batch" --json >"$out/report.json"
 $ctl receipts "$batch" --json >"$out/receipts.json"
+python3 "$root/ops/bench/best_by_candidate.py" "$out/receipts.json" --out "$out/best_by_candidate.md" >/dev/null \
+    || echo "nightly: best_by_candidate.md not written" >&2
 $ctl report "$batch" --out "$out/report" >/dev/null
 $ctl report "$batch" | tee "$out/report.txt" | tail -40
 $ctl stats --json >"$out/stats.json" 2>/dev/null || true
