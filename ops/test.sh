@@ -13,15 +13,16 @@
 # runs that many tests at once (default: up to 4).  When no ctest options
 # were given, the optimized build (RelWithDebInfo, what setup.sh and
 # bundle.sh build) is compiled with warnings as errors too, into
-# build-test-rel/ (gcc warns of some things only at -O2), and so are the
-# libFuzzer targets (build-fuzz/): both while the suite runs, at the lowest
-# CPU priority (nice 19), so that they take the CPU the suite's tests leave
-# idle while they wait on heartbeats and timers, and little else; their
-# output is in build-test/optimized-build.log and build-test/fuzz-build.log.
-# After the suite the targets run for $AK_FUZZ_SECONDS each (ops/fuzz.sh;
-# default 10; 0 skips them on purpose, and without clang ops/fuzz.sh
-# fails).  The exit code is non-zero when a test, a build or a target
-# failed.
+# build-test-rel/ (gcc warns of some things only at -O2; there the test
+# and benchmark programs are compiled, not linked: AK_LINK_TESTS=OFF),
+# and so are the libFuzzer targets (build-fuzz/): both while the suite
+# runs, at the lowest CPU priority (nice 19), so that they take the CPU
+# the suite's tests leave idle while they wait on heartbeats and timers,
+# and little else; their output is in build-test/optimized-build.log
+# and build-test/fuzz-build.log.  After the suite the targets run for
+# $AK_FUZZ_SECONDS each (ops/fuzz.sh; default 10; 0 skips them on
+# purpose, and without clang ops/fuzz.sh fails).  The exit code is
+# non-zero when a test, a build or a target failed.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/ops/deps.sh"
@@ -46,6 +47,7 @@ if [ $# -eq 0 ]; then
     (
         brc=0
         { nice -n 19 cmake -S "$root" -B "$rel" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_WERROR=ON \
+            -DAK_LINK_TESTS=OFF \
           && nice -n 19 cmake --build "$rel" -j "$(ak_jobs)"; } >"$build/optimized-build.log" 2>&1 \
             || { echo "ops/test.sh: the optimized -Werror build failed (log $build/optimized-build.log):" >&2
                  tail -40 "$build/optimized-build.log" >&2; brc=1; }

@@ -21,6 +21,12 @@ void  ak_test_rmtree (const char *path);
 char *ak_test_src (const char *rel);
 char *ak_test_bin (const char *name);
 
+/* The absolute path of the NVRTC library this process loads, as the CUDA
+   backend hands it to its compile helper (worker/nvrtc_run.h); fails the
+   test when NVRTC does not load or the loader cannot say.  Builds with the
+   CUDA backend only (AK_HAVE_CUDA). */
+const char *ak_test_nvrtc_file (void);
+
 /* The operators of the catalog: every kernels/<op>/ that has a spec.json,
    in name order, or only those named in $AK_CATALOG_OPS ("layernorm,reduce"),
    less those named in $AK_CATALOG_OPS_EXCEPT.

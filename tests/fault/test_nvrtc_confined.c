@@ -34,11 +34,9 @@
 #include <unistd.h>
 
 #if AK_HAVE_CUDA
-#include "worker/cuda_api.h"
-#include <dlfcn.h>
 
 static char *s_dir;
-static char s_nvrtc[4096];
+static const char *s_nvrtc = "";
 
 /*  A macro whose expansion doubles the preprocessor's work at every
     level and keeps its memory flat: A28 takes NVRTC minutes of CPU
@@ -68,17 +66,7 @@ static int s_setup (void **state)
 static void s_need_nvrtc (void)
 {
     ak_test_cuda_or_skip (false, NULL, NULL);
-    if (s_nvrtc[0])
-        return;
-    const ak_cuda_nvrtc_t *nv = NULL;
-    ak_err_t err = { 0 };
-    if (ak_cuda_nvrtc (&nv, &err) != 0)
-        fail_msg ("NVRTC: %s", err.msg);
-    Dl_info info;
-    void *sym = NULL;
-    memcpy (&sym, &nv->nvrtcVersion, sizeof sym);
-    assert_true (dladdr (sym, &info) && info.dli_fname && info.dli_fname[0] == '/');
-    snprintf (s_nvrtc, sizeof s_nvrtc, "%s", info.dli_fname);
+    s_nvrtc = ak_test_nvrtc_file ();
 }
 
 static int s_teardown (void **state)

@@ -16,22 +16,25 @@
     one the candidate's first configuration.  The report parser is a pure
     function tested on planted reports, so the check can fail.
 
-    Each compile runs in a child (NVRTC cannot be interrupted, and a child
-    keeps its allocations out of the leak checker); the children run at
-    once.  Where the build has no CUDA backend or NVRTC does not load, the
-    test skips with a message (tests/skip.h). */
+    Each compile runs in the worker's compile helper ak-nvrtc, as the
+    worker's do (worker/nvrtc_run.h: NVRTC cannot be interrupted, and the
+    helper keeps its allocations out of the leak checker), all at once, one
+    thread waiting on each; under ASan the CTest entry runs the helper
+    built without sanitizers (tests/CMakeLists.txt, ak_compile_env), as the
+    catalog's compile entries do.  Where the build has no CUDA backend or
+    NVRTC does not load, the test skips with a message (tests/skip.h). */
 #include "support.h"
 #include "util.h"
 #include "expr.h"
 #include "worker/backend_cuda.h"
 #include "worker/cuda_api.h"
+#include "worker/nvrtc_run.h"
 
-#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 extern const char ak_prelude_cuda[];
 
@@ -231,26 +234,22 @@ static void s_check_in_spec (const s_case_t *c, bool first)
 /* ------------------------------------------------------------ compiles */
 
 #if AK_HAVE_CUDA
-/*  In a child: NVRTC builds text with opts and writes the log to log_path;
-    exits 0 (built), 1 (compile error) or 2 (NVRTC failed otherwise). */
-static void s_child (const ak_cuda_nvrtc_t *nv, const char *text, const char **opts, int nopts,
-                     const char *log_path)
+/*  One build: the helper's job, and what came back. */
+typedef struct {
+    ak_nvrtc_job_t job;
+    char *scratch, *cubin;
+    char *opts[4 + S_MAX_DEFS + 3];
+    int nopts;
+    int rc;
+    char *log;
+    ak_err_t err;
+} s_build_t;
+
+static void *s_build (void *arg)
 {
-    nvrtcProgram prog = NULL;
-    int status = 2;
-    char *log = NULL;
-    size_t n = 0;
-    if (nv->nvrtcCreateProgram (&prog, text, "kernel.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
-        _exit (2);
-    nvrtcResult r = nv->nvrtcCompileProgram (prog, nopts, opts);
-    status = r == NVRTC_SUCCESS ? 0 : r == NVRTC_ERROR_COMPILATION ? 1 : 2;
-    if (nv->nvrtcGetProgramLogSize (prog, &n) == NVRTC_SUCCESS && n > 0 && (log = malloc (n)) != NULL
-        && nv->nvrtcGetProgramLog (prog, log) == NVRTC_SUCCESS) {
-        FILE *f = fopen (log_path, "w");
-        if (!f || fwrite (log, 1, strlen (log), f) != strlen (log) || fclose (f) != 0)
-            status = 2;
-    }
-    _exit (status);
+    s_build_t *b = arg;
+    b->rc = ak_nvrtc_run (&b->job, &b->log, &b->err);
+    return NULL;
 }
 #endif
 
@@ -273,55 +272,60 @@ static void test_compile_sm90a (void **state)
     const char *inc = ak_cuda_include_dir ();
     if (!inc)
         fail_msg ("no cuda_fp16.h / cuda_bf16.h for NVRTC (see ak_cuda_include_dir)");
+    const char *reads[] = { inc, NULL };
     char *dir = ak_test_tmpdir ("sm90a");
     assert_non_null (dir);
 
-    pid_t pids[S_NCASES];
-    char *texts[S_NCASES], *logs[S_NCASES];
+    s_build_t builds[S_NCASES];
+    pthread_t threads[S_NCASES];
+    memset (builds, 0, sizeof builds);
     for (size_t c = 0; c < S_NCASES; c++) {
         const s_case_t *k = &s_cases[c];
+        s_build_t *b = &builds[c];
         char *rel = ak_sprintf ("kernels/%s/cuda/%s.cu", k->op, k->cand);
         char *path = ak_test_src (rel);
         char *src = NULL;
         if (ak_file_read (path, 1u << 20, &src, NULL, &err) != 0)
             fail_msg ("%s", err.msg);
-        texts[c] = ak_sprintf ("#line 1 \"ak_kernel_cuda.h\"\n%s\n#line 1 \"kernel.cu\"\n%s", ak_prelude_cuda, src);
-        logs[c] = ak_sprintf ("%s/case%zu.log", dir, c);
+        char *text = ak_sprintf ("#line 1 \"ak_kernel_cuda.h\"\n%s\n#line 1 \"kernel.cu\"\n%s",
+                                 ak_prelude_cuda, src);
         free (src);
         free (path);
         free (rel);
+        b->scratch = ak_sprintf ("%s/case%zu", dir, c);
+        assert_int_equal (mkdir (b->scratch, 0700), 0);
+        b->cubin = ak_sprintf ("%s/kernel.cubin", b->scratch);
 
-        char *opt[4 + S_MAX_DEFS + 3];
         int n = 0;
-        opt[n++] = ak_strdup ("--gpu-architecture=sm_90a");
-        opt[n++] = ak_strdup ("--std=c++17");
-        opt[n++] = ak_sprintf ("--include-path=%s", inc);
-        opt[n++] = ak_strdup ("-DAK_CUDA_HALF=1");
-        opt[n++] = ak_sprintf ("-DAK_DTYPE_%s=1", k->dtype);
-        opt[n++] = ak_strdup ("--ptxas-options=-v");
+        b->opts[n++] = ak_strdup ("--gpu-architecture=sm_90a");
+        b->opts[n++] = ak_strdup ("--std=c++17");
+        b->opts[n++] = ak_sprintf ("--include-path=%s", inc);
+        b->opts[n++] = ak_strdup ("-DAK_CUDA_HALF=1");
+        b->opts[n++] = ak_sprintf ("-DAK_DTYPE_%s=1", k->dtype);
+        b->opts[n++] = ak_strdup ("--ptxas-options=-v");
         for (int d = 0; d < s_ndefs (k); d++)
-            opt[n++] = ak_sprintf ("-D%s=%lld", k->defs[d].name, (long long) k->defs[d].value);
-        fflush (NULL);
-        pids[c] = fork ();
-        assert_true (pids[c] >= 0);
-        if (pids[c] == 0)
-            s_child (nv, texts[c], (const char **) opt, n, logs[c]);
-        for (int i = 0; i < n; i++)
-            free (opt[i]);
+            b->opts[n++] = ak_sprintf ("-D%s=%lld", k->defs[d].name, (long long) k->defs[d].value);
+        b->nopts = n;
+        /* what is asserted is the ptxas report, not how fast it comes:
+           the wall limit of one build, within the entry's 300 s (the four
+           take 3 s of CPU through the plain helper, 10 s under ASan) */
+        b->job = (ak_nvrtc_job_t) { .name = k->cand, .nvrtc_path = ak_test_nvrtc_file (), .text = text,
+                                    .text_len = strlen (text), .opts = (const char *const *) b->opts,
+                                    .nopts = n, .scratch_dir = b->scratch, .cubin_path = b->cubin,
+                                    .read_dirs = reads, .timeout_ms = 280000 };
+        assert_int_equal (pthread_create (&threads[c], NULL, s_build, b), 0);
     }
     int bad = 0;
     for (size_t c = 0; c < S_NCASES; c++) {
         const s_case_t *k = &s_cases[c];
-        int st = 0;
-        while (waitpid (pids[c], &st, 0) < 0 && errno == EINTR)
-            ;
-        char *log = NULL;
-        if (ak_file_read (logs[c], 1u << 24, &log, NULL, &err) != 0)
-            log = ak_strdup ("");
+        s_build_t *b = &builds[c];
+        assert_int_equal (pthread_join (threads[c], NULL), 0);
+        const char *log = b->log ? b->log : "";
         char why[512] = "";
-        int code = WIFEXITED (st) ? WEXITSTATUS (st) : -1;
-        if (code != 0)
-            snprintf (why, sizeof why, "NVRTC %s (status %d)", code == 1 ? "compile error" : "failed", code);
+        if (b->rc == AK_ECOMPILE)
+            snprintf (why, sizeof why, "NVRTC compile error: %.400s", b->err.msg);
+        else if (b->rc)
+            snprintf (why, sizeof why, "NVRTC failed: %.400s", b->err.msg);
         else
             s_ptxas_check (log, k->budget, why, sizeof why);
         print_message ("%s %s %s BM=%lld BN=%lld BK=%lld CONSUMERS=%lld: %s\n", k->op, k->cand, k->dtype,
@@ -331,9 +335,12 @@ static void test_compile_sm90a (void **state)
             print_error ("%s\n", log);
             bad++;
         }
-        free (log);
-        free (logs[c]);
-        free (texts[c]);
+        free (b->log);
+        free ((char *) b->job.text);
+        for (int i = 0; i < b->nopts; i++)
+            free (b->opts[i]);
+        free (b->cubin);
+        free (b->scratch);
     }
     ak_test_rmtree (dir);
     free (dir);
