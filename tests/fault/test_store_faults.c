@@ -103,11 +103,23 @@ static void test_map_full_then_grown (void **state)
         assert_int_equal (ak_fault_count (c, batch, "done"), done);
     done = ak_fault_count (c, batch, "done");
 
-    /* a stop cannot commit either: exit 1, the reason in its last lines */
+    /* a stop that cannot commit either exits 1, the reason in its last
+       lines.  LMDB reuses the pages freed by earlier transactions once no
+       reader holds them, so the stop's commit can also find room (seen
+       once in three runs on a loaded box): then it exits 0 and the log says
+       commits succeed again; never 0 without that line, never 1 without
+       the reason */
     int status = ak_fault_coord_kill (c, SIGTERM);
     assert_true (WIFEXITED (status));
-    assert_int_equal (WEXITSTATUS (status), 1);
-    assert_true (s_grep (c->log, "final commit failed: store full"));
+    if (WEXITSTATUS (status) == 0) {
+        fprintf (stderr, "the stop's commit found room in the full map (pages reused): exit 0\n");
+        assert_true (s_grep (c->log, "store commits succeed again"));
+        assert_false (s_grep (c->log, "final commit failed"));
+    }
+    else {
+        assert_int_equal (WEXITSTATUS (status), 1);
+        assert_true (s_grep (c->log, "final commit failed: store full"));
+    }
 
     /* the store is intact: LMDB's own tool (lmdb-utils, where installed)
        reads it, and every record checks */

@@ -68,7 +68,7 @@ typedef struct {
 
 static const s_op_t s_ops[] = {
     { "rotate_qk",          { "B", "S", "HQ", "HK", "D", "layout", "theta" }, "llama3_b4_4k", "token_major", 40, 2 },
-    { "split_kv_attention", { "B", "Q", "HQ", "HK", "L", "D", "mask" },       "llm7b_b8_32k", "split_kv",    88, 6 },
+    { "split_kv_attention", { "B", "Q", "HQ", "HK", "L", "D", "mask" },       "llm7b_b8_32k", "split_kv",    88, 4 },
 };
 #define S_NOPS (sizeof s_ops / sizeof s_ops[0])
 
