@@ -79,24 +79,20 @@ python3 -c 'import torch, transformers; assert torch.cuda.is_available()' \
 
 echo "date: $(date -u +%FT%TZ)  host: $(hostname)  gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "runs: $n interleaved per configuration, $repeats repeats each (first is warm-up), out: $out"
+# Run i of configuration NAME: the demo under akctl discover, started as
+# python3 ARGS... (its step times into NAME.i.jsonl).
+discovered() {
+    name=$1
+    shift
+    "$akctl" discover --out "$out/$name.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
+        python3 "$@" --repeats "$repeats" --step-times > "$out/$name.$i.jsonl" 2> "$out/$name.$i.err" \
+        || { cat "$out/$name.$i.err" >&2; exit 1; }
+}
 for i in $(seq 1 "$n"); do
     python3 "$demo" --repeats "$repeats" --step-times > "$out/plain.$i.jsonl"
-    if want inject; then
-        "$akctl" discover --out "$out/inject.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
-            python3 "$demo" --repeats "$repeats" --step-times > "$out/inject.$i.jsonl" 2> "$out/inject.$i.err" \
-            || { cat "$out/inject.$i.err" >&2; exit 1; }
-    fi
-    if want launcher; then
-        "$akctl" discover --out "$out/launcher.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
-            python3 "$launcher" "$demo" --repeats "$repeats" --step-times > "$out/launcher.$i.jsonl" \
-            2> "$out/launcher.$i.err" || { cat "$out/launcher.$i.err" >&2; exit 1; }
-    fi
-    if want launcher_catalog; then
-        "$akctl" discover --out "$out/launcher_catalog.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
-            python3 "$launcher" --ranges catalog "$demo" --repeats "$repeats" --step-times \
-            > "$out/launcher_catalog.$i.jsonl" 2> "$out/launcher_catalog.$i.err" \
-            || { cat "$out/launcher_catalog.$i.err" >&2; exit 1; }
-    fi
+    want inject && discovered inject "$demo"
+    want launcher && discovered launcher "$launcher" "$demo"
+    want launcher_catalog && discovered launcher_catalog "$launcher" --ranges catalog "$demo"
     echo "run $i of $n done"
 done
 python3 "$demo" --repeats "$repeats" --torch-profiler "$out/torch_profiler.json" > /dev/null
@@ -105,40 +101,41 @@ python3 - "$out" "$n" "$configs" <<'PY'
 import json, statistics, sys, os
 out, n = sys.argv[1], int(sys.argv[2])
 configs = ["plain"] + sys.argv[3].split(",")
+names = [c for c in ("plain", "inject", "launcher", "launcher_catalog") if c in configs]
+# every run's step records, read once
+runs = {name: {i: [json.loads(line) for line in open(os.path.join(out, "%s.%d.jsonl" % (name, i)))
+                   if line.strip().startswith("{")] for i in range(1, n + 1)} for name in names}
 def steps(name, only=None, field="ms"):
     rows = {"prefill": [], "decode": []}
     for i in (range(1, n + 1) if only is None else [only]):
-        for line in open(os.path.join(out, "%s.%d.jsonl" % (name, i))):
-            line = line.strip()
-            if line.startswith("{"):
-                r = json.loads(line)
-                if field in r:
-                    rows[r["kind"]].append(r[field])
+        for r in runs[name][i]:
+            if field in r:
+                rows[r["kind"]].append(r[field])
     return rows
 summary = {"runs": n, "configs": {}}
 base = steps("plain")
+# each run's decode median, per configuration
+per_run = {name: [statistics.median(steps(name, i)["decode"]) for i in range(1, n + 1)] for name in names}
 print("\n| configuration | prefill ms (median) | decode ms (median) | per-run decode medians | prefill ratio "
       "| decode ratio | trace bytes |")
 print("|---|---|---|---|---|---|---|")
-for name in [c for c in ("plain", "inject", "launcher", "launcher_catalog") if c in configs]:
+for name in names:
     r = steps(name)
     p, d = statistics.median(r["prefill"]), statistics.median(r["decode"])
     rp, rd = p / statistics.median(base["prefill"]), d / statistics.median(base["decode"])
-    per_run = [statistics.median(steps(name, i)["decode"]) for i in range(1, n + 1)]
     trace = os.path.join(out, name + ".1", "trace.akd")
     size = os.path.getsize(trace) if os.path.exists(trace) else 0
     summary["configs"][name] = {"prefill_ms": p, "decode_ms": d, "prefill_ratio": rp, "decode_ratio": rd,
-                                "decode_ms_per_run": per_run, "trace_bytes": size,
+                                "decode_ms_per_run": per_run[name], "trace_bytes": size,
                                 "samples": len(r["prefill"]) + len(r["decode"])}
-    print("| %s | %.3f | %.3f | %.3f-%.3f | %.3f | %.3f | %d |" % (name, p, d, min(per_run), max(per_run), rp, rd,
-                                                                   size))
+    print("| %s | %.3f | %.3f | %.3f-%.3f | %.3f | %.3f | %d |" % (name, p, d, min(per_run[name]),
+                                                                   max(per_run[name]), rp, rd, size))
 # Paired: run i of a configuration against plain's run i, which ran just
 # before it (the host's speed drifts over seconds: the pairs cancel most of it).
 print("\n| configuration | decode ratio per pair (run i / plain run i) | median | runs <= 1.05 |")
 print("|---|---|---|---|")
-for name in [c for c in ("inject", "launcher", "launcher_catalog") if c in configs]:
-    pairs = [statistics.median(steps(name, i)["decode"]) / statistics.median(steps("plain", i)["decode"])
-             for i in range(1, n + 1)]
+for name in names[1:]:
+    pairs = [a / b for a, b in zip(per_run[name], per_run["plain"])]
     summary["configs"][name]["decode_ratio_pairs"] = pairs
     summary["configs"][name]["decode_ratio_pairs_median"] = statistics.median(pairs)
     print("| %s | %s | %.3f | %d of %d |" % (name, " ".join("%.3f" % r for r in pairs), statistics.median(pairs),
@@ -147,17 +144,17 @@ for name in [c for c in ("inject", "launcher", "launcher_catalog") if c in confi
 # thread): what the injection adds on the host, without the time the
 # process waited for a CPU (a shared host's steal and contention move wall
 # time far more than 5% from run to run).
-cpu_base = {f: steps("plain", field=f)["decode"] for f in ("cpu_ms", "thread_cpu_ms")}
-if cpu_base["cpu_ms"]:
+if steps("plain", field="cpu_ms")["decode"]:            # demos before 2026-12-02 print no CPU times
+    cpu_base = {f: statistics.median(steps("plain", field=f)["decode"]) for f in ("cpu_ms", "thread_cpu_ms")}
     print("\n| configuration | decode CPU ms (process, median) | ratio | main thread CPU ms (median) | ratio |")
     print("|---|---|---|---|---|")
-    for name in [c for c in ("plain", "inject", "launcher", "launcher_catalog") if c in configs]:
+    for name in names:
         row = []
         for f in ("cpu_ms", "thread_cpu_ms"):
             v = statistics.median(steps(name, field=f)["decode"])
-            row += [v, v / statistics.median(cpu_base[f])]
+            row += [v, v / cpu_base[f]]
             summary["configs"][name]["decode_" + f] = v
-            summary["configs"][name]["decode_" + f + "_ratio"] = v / statistics.median(cpu_base[f])
+            summary["configs"][name]["decode_" + f + "_ratio"] = v / cpu_base[f]
         print("| %s | %.3f | %.3f | %.3f | %.3f |" % (name, *row))
 def hotspots(name):
     path = os.path.join(out, name + ".1", "hotspots.json")
