@@ -43,42 +43,31 @@ static int s_in_txn (ak_client_env_t *env, const Ak__ClientRequest *req, bool wr
     }
 }
 
-/* The install flags after BATCH and NAME: "replace", "unconfirmed". */
+/* The flags after a verb's names, from args[from] on: "replace", and for
+   install "unconfirmed"; anything else is refused, naming what may be there. */
 typedef struct {
     bool replace, unconfirmed;
-} s_install_flags_t;
+} s_flags_t;
 
-static int s_install_flags (const Ak__ClientRequest *req, size_t from, s_install_flags_t *f, ak_err_t *err)
+static int s_flags (const Ak__ClientRequest *req, size_t from, bool unconfirmed_ok, s_flags_t *f, ak_err_t *err)
 {
     memset (f, 0, sizeof *f);
     for (size_t i = from; i < req->n_args; i++) {
         if (strcmp (req->args[i], "replace") == 0)
             f->replace = true;
-        else if (strcmp (req->args[i], "unconfirmed") == 0)
+        else if (unconfirmed_ok && strcmp (req->args[i], "unconfirmed") == 0)
             f->unconfirmed = true;
         else
-            return ak_err_set (err, AK_EINVAL, "%s: argument %zu must be 'replace' or 'unconfirmed', not "
-                               "'%.64s'", req->verb, i + 1, req->args[i]);
+            return ak_err_set (err, AK_EINVAL, "%s: argument %zu must be %s, not '%.64s'", req->verb, i + 1,
+                               unconfirmed_ok ? "'replace' or 'unconfirmed'" : "'replace'", req->args[i]);
     }
     return 0;
-}
-
-static bool s_replace_arg (const Ak__ClientRequest *req, size_t i, ak_err_t *err, int *rc)
-{
-    *rc = 0;
-    if (req->n_args <= i)
-        return false;
-    if (strcmp (req->args[i], "replace") == 0)
-        return true;
-    *rc = ak_err_set (err, AK_EINVAL, "%s: argument %zu must be 'replace', not '%.64s'", req->verb,
-                      i + 1, req->args[i]);
-    return false;
 }
 
 static int s_install (ak_txn_t *txn, ak_client_env_t *env, const Ak__ClientRequest *req, void *arg,
                       json_t **out, ak_err_t *err)
 {
-    const s_install_flags_t *f = arg;
+    const s_flags_t *f = arg;
     return ak_profiles_install (txn, req->args[0], req->args[1], f->replace, f->unconfirmed,
                                 ak_clock_wall_ms (), out, err);
 }
@@ -86,8 +75,8 @@ static int s_install (ak_txn_t *txn, ak_client_env_t *env, const Ak__ClientReque
 int ak_client_profile_install (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                                json_t **out, ak_err_t *err)
 {
-    s_install_flags_t f;
-    int rc = s_install_flags (req, 2, &f, err);
+    s_flags_t f;
+    int rc = s_flags (req, 2, true, &f, err);
     if (rc)
         return rc;
     rc = s_in_txn (env, req, true, s_install, &f, out, err);
@@ -151,10 +140,11 @@ static int s_import (ak_txn_t *txn, ak_client_env_t *env, const Ak__ClientReques
 int ak_client_profile_import (ak_client_env_t *env, const Ak__ClientRequest *req, uint64_t now,
                               json_t **out, ak_err_t *err)
 {
-    int rc;
-    s_import_t im = { NULL, s_replace_arg (req, 1, err, &rc) };
+    s_flags_t f;
+    int rc = s_flags (req, 1, false, &f, err);
     if (rc)
         return rc;
+    s_import_t im = { NULL, f.replace };
     if (!req->body || !*req->body)
         return ak_err_set (err, AK_EINVAL, "profile-import: the request body must hold the package");
     json_error_t jerr;
