@@ -225,18 +225,21 @@ static int64_t s_fd_stage_bytes (int64_t D, int64_t b, int64_t TK)
     return 4 * tkr * sdb;
 }
 
-typedef struct {
-    const ak_spec_t *spec;
-    size_t checked;
-} s_fd_t;
-
 /* What a decode candidate's launch rule must give at one size and dtype. */
 typedef void (*s_launch_check_t) (const ak_candidate_t *cand, const ak_size_t *sz, ak_dtype_t dt,
                                   const ak_launch_cfg_t *lc, const int64_t *v);
 
-/* The launch rule at configuration v, for every size, edge size and dtype. */
-static void s_launch_each (s_fd_t *f, const ak_candidate_t *cand, const int64_t *v, s_launch_check_t check)
+typedef struct {
+    const ak_spec_t *spec;
+    s_launch_check_t check;
+    size_t checked;
+} s_fd_t;
+
+/* The launch rule at configuration v, for every size, edge size and dtype
+   (an ak_space_walk callback). */
+static int s_launch_each (const ak_candidate_t *cand, const int64_t *v, void *arg)
 {
+    s_fd_t *f = arg;
     const ak_spec_t *spec = f->spec;
     const char *names[AK_MAX_PARAMS];
     for (size_t i = 0; i < cand->nparams; i++)
@@ -249,10 +252,31 @@ static void s_launch_each (s_fd_t *f, const ak_candidate_t *cand, const int64_t 
             if (ak_launch_eval (spec, cand->launch, sz->dims, spec->dtypes[t], names, v, (int) cand->nparams, &lc,
                                 &err))
                 fail_msg ("%s at %s: %s", cand->name, sz->name, err.msg);
-            check (cand, sz, spec->dtypes[t], &lc, v);
+            f->check (cand, sz, spec->dtypes[t], &lc, v);
             f->checked++;
         }
     }
+    return 0;
+}
+
+/* Candidate `name` of spec, whose parameters are params[0..nparams) in
+   that order: every one of its `want` configurations through check. */
+static const ak_candidate_t *s_walk_launches (const ak_spec_t *spec, const char *name, const char *const *params,
+                                              size_t nparams, size_t want, s_launch_check_t check)
+{
+    const ak_candidate_t *c = ak_spec_candidate (spec, name);
+    assert_non_null (c);
+    assert_int_equal (c->nparams, nparams);
+    for (size_t i = 0; i < nparams; i++)
+        assert_string_equal (c->params[i].name, params[i]);
+    s_fd_t f = { .spec = spec, .check = check };
+    size_t count = 0;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_space_walk (c, s_launch_each, &f, &count, &err), 0);
+    assert_int_equal (count, want);
+    assert_int_equal (f.checked, count * (spec->nsizes + spec->nedge) * (size_t) spec->ndtypes);
+    print_message ("%s: %zu configurations, %zu launches checked\n", name, count, f.checked);
+    return c;
 }
 
 /* grid [row tiles of rows, splits, B*HK] with the splits about WAVES x 132
@@ -295,28 +319,13 @@ static void s_fd_check (const ak_candidate_t *cand, const ak_size_t *sz, ak_dtyp
                   TK, ROWS, sz->name, ak_dtype_name (dt), lc->shared_bytes, stage, stat);
 }
 
-static int s_fd_config (const ak_candidate_t *cand, const int64_t *v, void *arg)
-{
-    s_launch_each (arg, cand, v, s_fd_check);
-    return 0;
-}
-
 static void test_flash_decode_launch (void **state)
 {
     (void) state;
     ak_spec_t *spec = ak_cat_spec ("split_kv_attention");
-    const ak_candidate_t *c = ak_spec_candidate (spec, "flash_decode");
-    assert_non_null (c);
-    assert_int_equal (c->nparams, 6);
     const char *order[] = { "TK", "NT", "ROWS", "PR", "WAVES", "KP" };
-    for (int i = 0; i < 6; i++)
-        assert_string_equal (c->params[i].name, order[i]);
-    s_fd_t f = { .spec = spec };
-    size_t count = 0;
+    const ak_candidate_t *c = s_walk_launches (spec, "flash_decode", order, 6, 240, s_fd_check);
     ak_err_t err = { 0 };
-    assert_int_equal (ak_space_walk (c, s_fd_config, &f, &count, &err), 0);
-    assert_int_equal (count, 240);
-    assert_int_equal (f.checked, count * (spec->nsizes + spec->nedge) * (size_t) spec->ndtypes);
 
     /* two worked cases: one sequence over a 4K cache (8 KV heads, 4 rows a
        group) fills 64 slices of one 64-key tile; pi0.5's 400 rows in 25
@@ -334,7 +343,6 @@ static void test_flash_decode_launch (void **state)
     assert_int_equal (ak_launch_eval (spec, c->launch, ak_spec_size (spec, "pi05_small")->dims, AK_DT_FLOAT32,
                                       names, (const int64_t[]) { 128, 128, 16, 4, 1 }, 5, &lc, &err), 0);
     assert_int_equal (lc.shared_bytes, 4 * 32 * 1040);
-    print_message ("flash_decode: %zu configurations, %zu launches checked\n", count, f.checked);
     ak_spec_destroy (&spec);
 }
 
@@ -353,28 +361,13 @@ static void s_md_check (const ak_candidate_t *cand, const ak_size_t *sz, ak_dtyp
                   " (+ static, at most 227 KiB)", NW, sz->name, ak_dtype_name (dt), lc->shared_bytes, part);
 }
 
-static int s_md_config (const ak_candidate_t *cand, const int64_t *v, void *arg)
-{
-    s_launch_each (arg, cand, v, s_md_check);
-    return 0;
-}
-
 static void test_mma_decode_launch (void **state)
 {
     (void) state;
     ak_spec_t *spec = ak_cat_spec ("split_kv_attention");
-    const ak_candidate_t *c = ak_spec_candidate (spec, "mma_decode");
-    assert_non_null (c);
     const char *names[] = { "NW", "WAVES" };
-    assert_int_equal (c->nparams, 2);
-    for (int i = 0; i < 2; i++)
-        assert_string_equal (c->params[i].name, names[i]);
-    s_fd_t f = { .spec = spec };
-    size_t count = 0;
+    const ak_candidate_t *c = s_walk_launches (spec, "mma_decode", names, 2, 12, s_md_check);
     ak_err_t err = { 0 };
-    assert_int_equal (ak_space_walk (c, s_md_config, &f, &count, &err), 0);
-    assert_int_equal (count, 12);
-    assert_int_equal (f.checked, count * (spec->nsizes + spec->nedge) * (size_t) spec->ndtypes);
 
     /* worked cases: one sequence over a 4K cache (8 KV heads, 4 rows of a
        16-row tile) gets 33 slices (132*2/8 rounded up; 64 steps of 16
@@ -389,7 +382,6 @@ static void test_mma_decode_launch (void **state)
                                       names, (const int64_t[]) { 8, 1 }, 2, &lc, &err), 0);
     assert_true (lc.grid[0] == 25 && lc.grid[1] == 6 && lc.grid[2] == 1 && lc.block[0] == 256);
     assert_int_equal (lc.shared_bytes, 9 * 16 * 264 * 4);
-    print_message ("mma_decode: %zu configurations, %zu launches checked\n", count, f.checked);
     ak_spec_destroy (&spec);
 }
 
