@@ -11,7 +11,6 @@
 #include "worker/pbutil.h"
 #if AK_HAVE_CUDA
 #include "worker/cuda_api.h"
-#include <dlfcn.h>
 #endif
 
 #include <dirent.h>
@@ -88,19 +87,13 @@ char *ak_test_bin (const char *name)
 #if AK_HAVE_CUDA
 const char *ak_test_nvrtc_file (void)
 {
-    static char path[4096];
-    if (path[0])
-        return path;
     const ak_cuda_nvrtc_t *nv = NULL;
     ak_err_t err = { 0 };
     if (ak_cuda_nvrtc (&nv, &err) != 0)
         fail_msg ("NVRTC: %s", err.msg);
-    Dl_info info;
-    void *sym = NULL;
-    memcpy (&sym, &nv->nvrtcVersion, sizeof sym);
-    assert_true (dladdr (sym, &info) && info.dli_fname && info.dli_fname[0] == '/');
-    snprintf (path, sizeof path, "%s", info.dli_fname);
-    return path;
+    const char *file = ak_cuda_nvrtc_file ();
+    assert_true (file[0] == '/');
+    return file;
 }
 #endif
 

@@ -178,7 +178,6 @@ void ak_cuda_cache_key (const char *source, size_t source_len, const char *optio
 
 #if AK_HAVE_CUDA
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 
@@ -325,27 +324,20 @@ fail:
 
 /* ============================================================== compile */
 
-/*  The NVRTC library the daemon loaded, as an absolute path (the helper
+/*  The NVRTC library the daemon loaded (ak_cuda_nvrtc_file: the helper
     loads the same file, so the version in every key is the one that
-    built), found once.  "" when the loader cannot say. */
+    built), and how the helper is confined: said once in the log. */
 static pthread_once_t s_nvrtc_file_once = PTHREAD_ONCE_INIT;
-static char s_nvrtc_file[4096];
 
 static void s_nvrtc_file_init (void)
 {
     const ak_cuda_nvrtc_t *nv = NULL;
     if (ak_cuda_nvrtc (&nv, NULL) != 0)
         return;
-    Dl_info info;
-    void *sym = NULL;
-    memcpy (&sym, &nv->nvrtcVersion, sizeof sym);
-    if (dladdr (sym, &info) && info.dli_fname && info.dli_fname[0] == '/')
-        snprintf (s_nvrtc_file, sizeof s_nvrtc_file, "%s", info.dli_fname);
-    else if (ak_cuda_nvrtc_path ()[0] == '/')
-        snprintf (s_nvrtc_file, sizeof s_nvrtc_file, "%s", ak_cuda_nvrtc_path ());
     char desc[600];
     ak_nvrtc_describe (AK_CUDA_COMPILE_MS, desc, sizeof desc);
-    ak_info ("cuda compile: NVRTC (%s) runs in %s", s_nvrtc_file[0] ? s_nvrtc_file : "not found", desc);
+    ak_info ("cuda compile: NVRTC (%s) runs in %s", ak_cuda_nvrtc_file ()[0] ? ak_cuda_nvrtc_file () : "not found",
+             desc);
 }
 
 /*  True when path starts with the ELF magic (a CUBIN is an ELF file). */
@@ -495,7 +487,7 @@ int ak_cuda_be_compile (const ak_compile_req_t *req, ak_compile_out_t *out, ak_e
     }
     pthread_once (&s_nvrtc_file_once, s_nvrtc_file_init);
     const char *reads[] = { include_dir, NULL };
-    ak_nvrtc_job_t job = { .name = req->name, .nvrtc_path = s_nvrtc_file, .text = text,
+    ak_nvrtc_job_t job = { .name = req->name, .nvrtc_path = ak_cuda_nvrtc_file (), .text = text,
                            .text_len = strlen (text), .opts = opts, .nopts = nopts,
                            .scratch_dir = b.build_dir, .cubin_path = tmp_path,
                            .read_dirs = include_dir ? reads : NULL, .timeout_ms = req->timeout_ms,

@@ -27,7 +27,8 @@ typedef struct {
     bool  ok;
     char  why[768];            /* reason when !ok */
     char  version[32];
-    char  path[512];
+    char  path[512];           /* as opened: a name the loader searched, or a path */
+    char  file[4096];          /* the file the loader mapped, absolute; "" when it cannot say */
 } s_lib_t;
 
 static s_lib_t s_drv_lib = { .once = PTHREAD_ONCE_INIT };
@@ -191,6 +192,14 @@ static void s_load_nvrtc (void)
         return;
     }
     snprintf (lib->version, sizeof lib->version, "%d.%d", s_nv.major, s_nv.minor);
+    /* the file itself (the compile helper loads the same one) */
+    Dl_info info;
+    void *sym = NULL;
+    memcpy (&sym, &s_nv.nvrtcVersion, sizeof sym);
+    if (dladdr (sym, &info) && info.dli_fname && info.dli_fname[0] == '/')
+        snprintf (lib->file, sizeof lib->file, "%s", info.dli_fname);
+    else if (lib->path[0] == '/')
+        snprintf (lib->file, sizeof lib->file, "%.*s", (int) sizeof lib->path - 1, lib->path);
     if (s_nv.major < AK_CUDA_HEADER_MAJOR) {
         snprintf (lib->why, sizeof lib->why,
                   "%.400s is NVRTC %d.%d; this worker needs NVRTC %d.0 or newer (built against CUDA %d.%d)",
@@ -366,6 +375,7 @@ const char *ak_cuda_nvrtc_version_text (void)  { return s_text (&s_nv_lib, s_nv_
 const char *ak_cuda_cupti_version_text (void)  { return s_text (&s_cp_lib, s_cp_lib.version); }
 const char *ak_cuda_nvrtc_path (void)          { return s_text (&s_nv_lib, s_nv_lib.path); }
 const char *ak_cuda_cupti_path (void)          { return s_text (&s_cp_lib, s_cp_lib.path); }
+const char *ak_cuda_nvrtc_file (void)          { return s_text (&s_nv_lib, s_nv_lib.file); }
 
 char *ak_cuda_describe (void)
 {
@@ -520,6 +530,7 @@ const char *ak_cuda_nvrtc_version_text (void)  { return ""; }
 const char *ak_cuda_cupti_version_text (void)  { return ""; }
 const char *ak_cuda_nvrtc_path (void)          { return ""; }
 const char *ak_cuda_cupti_path (void)          { return ""; }
+const char *ak_cuda_nvrtc_file (void)          { return ""; }
 
 char *ak_cuda_describe (void)
 {

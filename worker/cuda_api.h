@@ -49,6 +49,10 @@ const char *ak_cuda_nvrtc_version_text (void);
 const char *ak_cuda_cupti_version_text (void);
 const char *ak_cuda_nvrtc_path (void);
 const char *ak_cuda_cupti_path (void);
+/*  The NVRTC library file the loader mapped, as an absolute path (what the
+    compile helper ak-nvrtc must load: worker/nvrtc_run.h); "" when NVRTC
+    is not loaded or the loader cannot say. */
+const char *ak_cuda_nvrtc_file (void);
 
 /*  One line for start-up logs: what loaded and what did not, e.g.
     "libcuda: libcuda.so.1: cannot open ...; NVRTC 13.0 (/usr/local/...);
