@@ -28,6 +28,7 @@ const char *ak_strerror (int code)
         case AK_EUNAVAIL:     return "unavailable";
         case AK_EINTERNAL:    return "internal error";
         case AK_ENOSPACE:     return "no space left on device";
+        case AK_EBOUNDS:      return "wrote outside its outputs";
         default:              return "unknown error";
     }
 }

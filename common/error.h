@@ -29,6 +29,7 @@ enum {
     AK_EUNAVAIL    = -17,   /* peer or service not reachable */
     AK_EINTERNAL   = -18,
     AK_ENOSPACE    = -19,   /* the store's disk (or file size limit) is full */
+    AK_EBOUNDS     = -20,   /* a kernel wrote outside its outputs (a guard region or an input changed) */
 };
 
 /* Human text for a code; never NULL. */

@@ -36,6 +36,8 @@ ak_gate_status_t ak_gate_status_for (int rc, const ak_err_t *err)
 {
     if (rc == AK_ECRASH)
         return AK_GATE_CRASH;
+    if (rc == AK_EBOUNDS)
+        return AK_GATE_WRONG;
     if (err && strstr (err->msg, "invalid_config"))
         return AK_GATE_INVALID;
     return AK_GATE_LAUNCH;

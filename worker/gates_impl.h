@@ -15,6 +15,16 @@
 
 #define AK_POISON_BYTE 0xFF
 
+/*  Every buffer of the kernel's (inputs and outputs) sits between two
+    guard regions of AK_GUARD_BYTES, filled with AK_GUARD_BYTE before each
+    launch and read back after it: a byte changed there is a write out of
+    bounds, and the configuration fails as wrong_answer (AK_EBOUNDS) even
+    when its outputs match.  0xFF is a NaN in every float type, so a read
+    past an input's end that reaches an output shows as well.  A multiple
+    of 256, so the buffers keep cuMemAlloc's alignment. */
+#define AK_GUARD_BYTES ((size_t) 64 << 10)
+#define AK_GUARD_BYTE  0xFF
+
 /* Input transforms of the stability stage. */
 typedef enum {
     AK_GX_NONE = 0,
@@ -35,9 +45,11 @@ typedef struct {
     const ak_gate_ctx_t *ctx;
     ak_gate_cost_t      *cost;         /* the report's */
     struct {
-        void  *p;
+        void  *p;              /* what the kernel gets: base + the guard for guarded families */
+        void  *base;           /* what the backend allocated */
         size_t cap;
     } buf[AK_GB_COUNT][AK_MAX_BUFS];
+    uint8_t *scratch;          /* AK_GUARD_BYTES, for reading the guards back */
 } ak_grun_t;
 
 /* One configuration (dims, dtype, seed, transform), prepared once, run as

@@ -65,10 +65,18 @@ void ak_grun_done (ak_grun_t *run)
     uint64_t t0 = ak_clock_mono_ns ();
     for (int f = 0; f < AK_GB_COUNT; f++)
         for (int j = 0; j < AK_MAX_BUFS; j++)
-            if (run->buf[f][j].p)
-                run->ctx->be->release (run->ctx->dev, &run->buf[f][j].p);
+            if (run->buf[f][j].base)
+                run->ctx->be->release (run->ctx->dev, &run->buf[f][j].base);
     memset (run->buf, 0, sizeof run->buf);
+    free (run->scratch);
+    run->scratch = NULL;
     run->cost->alloc_ms += ak_gate_ms_since (t0);
+}
+
+/* The kernel's own buffers have guard regions; the device reference's do not. */
+static size_t s_guard (int f)
+{
+    return f == AK_GB_IN || f == AK_GB_OUT ? AK_GUARD_BYTES : 0;
 }
 
 /*  Buffer j of family f with room for bytes: the one kept from an earlier
@@ -76,23 +84,104 @@ void ak_grun_done (ak_grun_t *run)
 static int s_buf (ak_grun_t *run, int f, int j, size_t bytes, void **p, ak_err_t *err)
 {
     const ak_gate_ctx_t *ctx = run->ctx;
-    if (run->buf[f][j].p && run->buf[f][j].cap >= bytes) {
+    if (run->buf[f][j].base && run->buf[f][j].cap >= bytes) {
         run->cost->reused++;
         *p = run->buf[f][j].p;
         return 0;
     }
     uint64_t t0 = ak_clock_mono_ns ();
-    if (run->buf[f][j].p)
-        ctx->be->release (ctx->dev, &run->buf[f][j].p);
+    if (run->buf[f][j].base)
+        ctx->be->release (ctx->dev, &run->buf[f][j].base);
+    run->buf[f][j].p = NULL;
     run->buf[f][j].cap = 0;
-    int rc = ctx->be->alloc (ctx->dev, bytes ? bytes : 1, &run->buf[f][j].p, err);
+    const size_t g = s_guard (f);
+    if (bytes > SIZE_MAX - 2 * g - 1)
+        return ak_err_set (err, AK_ETOOBIG, "buffer of %zu bytes", bytes);
+    int rc = ctx->be->alloc (ctx->dev, (bytes ? bytes : 1) + 2 * g, &run->buf[f][j].base, err);
     run->cost->alloc_ms += ak_gate_ms_since (t0);
     if (rc)
         return rc;
     run->cost->allocs++;
     run->buf[f][j].cap = bytes;
+    run->buf[f][j].p = (uint8_t *) run->buf[f][j].base + g;
     *p = run->buf[f][j].p;
     return 0;
+}
+
+/* ------------------------------------------------------------- guards */
+
+/*  The guard regions around p (bytes long, a guarded buffer): the one
+    before and the one right after its end (inside a larger buffer kept
+    from an earlier configuration, the bytes past this one's end are out
+    of bounds too). */
+static int s_guard_fill (const ak_gcfg_t *c, void *p, size_t bytes, ak_err_t *err)
+{
+    const ak_backend_t *be = c->ctx->be;
+    int rc = be->fill (c->ctx->dev, (uint8_t *) p - AK_GUARD_BYTES, AK_GUARD_BYTE, AK_GUARD_BYTES, err);
+    if (rc == 0)
+        rc = be->fill (c->ctx->dev, (uint8_t *) p + bytes, AK_GUARD_BYTE, AK_GUARD_BYTES, err);
+    return rc;
+}
+
+/*  AK_EBOUNDS naming the buffer and the changed bytes' offsets from its
+    start (negative: before it) when a guard of p changed. */
+static int s_guard_check (const ak_gcfg_t *c, const char *role, const char *name, const void *p, size_t bytes,
+                          ak_err_t *err)
+{
+    ak_grun_t *run = c->run;
+    if (!run->scratch)
+        run->scratch = ak_malloc (AK_GUARD_BYTES);
+    for (int side = 0; side < 2; side++) {
+        const uint8_t *at = side ? (const uint8_t *) p + bytes : (const uint8_t *) p - AK_GUARD_BYTES;
+        int rc = c->ctx->be->download (c->ctx->dev, run->scratch, at, AK_GUARD_BYTES, err);
+        if (rc)
+            return ak_err_prefix (err, "reading the guards of %s %s at %s", role, name, c->label);
+        size_t lo = SIZE_MAX, hi = 0, n = 0;
+        for (size_t i = 0; i < AK_GUARD_BYTES; i++)
+            if (run->scratch[i] != AK_GUARD_BYTE) {
+                lo = lo == SIZE_MAX ? i : lo;
+                hi = i;
+                n++;
+            }
+        if (n == 0)
+            continue;
+        long long a = side ? (long long) (bytes + lo) : (long long) lo - (long long) AK_GUARD_BYTES;
+        long long b = side ? (long long) (bytes + hi) : (long long) hi - (long long) AK_GUARD_BYTES;
+        return ak_err_set (err, AK_EBOUNDS, "wrote outside its buffers at %s: %zu byte%s %s %s %s changed "
+                           "(offsets %lld .. %lld of a %zu-byte buffer)", c->label, n, n == 1 ? "" : "s",
+                           side ? "past the end of" : "before the start of", role, name, a, b, bytes);
+    }
+    return 0;
+}
+
+/*  After a launch: every guard intact, and (where the host holds them)
+    the inputs the kernel must not write as they were uploaded. */
+static int s_bounds_check (const ak_gcfg_t *c, ak_err_t *err)
+{
+    const ak_spec_t *spec = c->ctx->spec;
+    int rc = 0;
+    for (int j = 0; j < spec->ninputs && rc == 0; j++)
+        rc = s_guard_check (c, "input", spec->inputs[j].name, c->dev_in[j], c->nin[j] * c->esz, err);
+    for (int k = 0; k < spec->noutputs && rc == 0 && !spec->inplace; k++)
+        rc = s_guard_check (c, "output", spec->outputs[k].name, c->dev_out[k], c->nout[k] * c->esz, err);
+    for (int j = 0; j < spec->ninputs && rc == 0 && !c->on_device; j++) {
+        if (spec->inplace && j < spec->noutputs)
+            continue;                                  /* also an output */
+        const size_t bytes = c->nin[j] * c->esz;
+        uint8_t *now = ak_malloc (bytes ? bytes : 1);
+        rc = c->ctx->be->download (c->ctx->dev, now, c->dev_in[j], bytes, err);
+        if (rc)
+            ak_err_prefix (err, "reading input %s back at %s", spec->inputs[j].name, c->label);
+        else if (bytes && memcmp (now, c->raw_in[j], bytes) != 0) {
+            size_t i = 0;
+            while (now[i] == c->raw_in[j][i])
+                i++;
+            rc = ak_err_set (err, AK_EBOUNDS, "wrote outside its buffers at %s: input %s changed (first at "
+                             "element %zu)", c->label, spec->inputs[j].name, i / c->esz);
+        }
+        free (now);
+    }
+    return rc;
 }
 
 /* ------------------------------------------------------------- launches */
@@ -558,10 +647,15 @@ int ak_gcfg_run (ak_gcfg_t *c, ak_err_t *err)
         if (rc)
             goto done;
     }
+    for (int j = 0; j < spec->ninputs; j++)
+        if ((rc = s_guard_fill (c, c->dev_in[j], c->nin[j] * c->esz, err)) != 0)
+            goto done;
     for (int k = 0; k < spec->noutputs; k++) {
         if (spec->inplace)
             continue;
         rc = ctx->be->fill (ctx->dev, c->dev_out[k], AK_POISON_BYTE, c->nout[k] * c->esz, err);
+        if (rc == 0)
+            rc = s_guard_fill (c, c->dev_out[k], c->nout[k] * c->esz, err);
         if (rc)
             goto done;
     }
@@ -587,6 +681,8 @@ int ak_gcfg_run (ak_gcfg_t *c, ak_err_t *err)
         if (rc)
             break;
     }
+    if (rc == 0)
+        rc = s_bounds_check (c, err);
 done:
     cost->copy_ms += ak_gate_ms_since (t0);
     return rc;

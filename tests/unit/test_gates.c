@@ -374,6 +374,36 @@ static void test_unwritten (void **state)
     assert_non_null (strstr (rep.reason, "never written"));
 }
 
+/*  Outputs that match are not enough: a kernel that writes past the end
+    of its output, or into its input, fails as wrong_answer, and one that
+    reads past an input's end meets the guards' NaN. */
+static void test_out_of_bounds (void **state)
+{
+    (void) state;
+    ak_gate_report_t rep;
+    s_gate_file ("kernels/testing/out_of_bounds.c", &rep);
+    s_print (&rep);
+    assert_int_equal (rep.status, AK_GATE_WRONG);
+    assert_non_null (strstr (rep.reason, "smoke: "));
+    assert_non_null (strstr (rep.reason, "wrote outside its buffers"));
+    assert_non_null (strstr (rep.reason, "past the end of output y"));
+    assert_non_null (strstr (rep.reason, "tiny/float32"));
+
+    s_gate_file ("kernels/testing/writes_input.c", &rep);
+    s_print (&rep);
+    assert_int_equal (rep.status, AK_GATE_WRONG);
+    assert_non_null (strstr (rep.reason, "wrote outside its buffers"));
+    assert_non_null (strstr (rep.reason, "input x changed"));
+
+    /* the guard's NaN (all bytes 0xFF) propagates unchanged into the last
+       row, where it reads as the output's poison: "never written" */
+    s_gate_file ("kernels/testing/reads_past_end.c", &rep);
+    s_print (&rep);
+    assert_int_equal (rep.status, AK_GATE_WRONG);
+    assert_non_null (strstr (rep.reason, "smoke: 8 of 32 output elements never written"));
+    assert_non_null (strstr (rep.reason, "first y[24]"));
+}
+
 static void test_nondeterministic (void **state)
 {
     (void) state;
@@ -872,6 +902,7 @@ int main (void)
         cmocka_unit_test (test_wrong_answer),
         cmocka_unit_test (test_nan),
         cmocka_unit_test (test_unwritten),
+        cmocka_unit_test (test_out_of_bounds),
         cmocka_unit_test (test_nondeterministic),
         cmocka_unit_test (test_recheck_catches_replay),
         cmocka_unit_test (test_inplace_spec),
