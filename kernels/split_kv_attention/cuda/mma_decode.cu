@@ -18,18 +18,27 @@
                  row, 64-byte runs a key row across a quad
       soft       scaled into the exp2 domain, masked keys -inf; each row's
                  maximum over the quad (two shuffles), p = exp2(s - m), the
-                 running sum kept per lane (added over the quad at the end)
+                 running sum kept per lane (added over the quad at the end);
+                 O rescaled only when some row's maximum moved
       O += P V   P is the A operand straight from S's accumulators (rounded
                  to the element type), V the B operand: output n-tile j,
                  column g is dim g*(D/8) + j (a permutation of the output
                  dims), so lane (g, t) reads D/8 contiguous elements of
                  each of its four value rows (keys 2t, 2t+1, 2t+8, 2t+9)
                  and, at the end, holds dims t*D/4 .. t*D/4 + D/4 - 1
+    A step whose 16 keys are all in the slice and seen by every real row
+    of the tile (all but the slice's last and a causal tile's diagonal)
+    runs without masks or load checks.  The query tile sits in shared
+    memory (loaded while the first keys are on their way), which leaves
+    the registers for the next step's keys and values: those loads are
+    issued as the step frees registers (keys first, values after S), so
+    one step's memory traffic overlaps the step before's math.
     Then the warps' partials (m, l, unnormalised O) are merged in warp
     order through shared memory, and the block's partial is the output (one
     split) or goes to the split merge: a module-scope workspace, an atomic
     count a tile, the last block merges splits 0 .. n-1 in order
-    (flash_decode's scheme).  Every sum runs in a fixed order: no atomics
+    (flash_decode's scheme; here a warp a row, lanes over the dims, the
+    splits' weights a lane each).  Every sum runs in a fixed order: no atomics
     on data, bitwise deterministic.  Launches of one loaded module must not
     run concurrently (the workers run one at a time).
 
@@ -39,6 +48,8 @@
     correct, not fast.
 
     NW     warps a block
+    M_LDNA 1: the keys and values are loaded past L1 (no_allocate); a
+           define for experiments, not a tuned parameter
     WAVES  used by the launch rule only: splits so that the grid holds
            about WAVES x 132 blocks (an H200's SMs), capped so that each
            warp of a block has a step of 16 keys
@@ -53,12 +64,19 @@
 #ifndef WAVES
 #define WAVES 2
 #endif
+#ifndef M_LDNA
+#define M_LDNA 0
+#endif
+
 
 #define M_ROWS 16                                     /* query rows a block: the MMA's M */
 #define M_DMAX 256
 #define M_MB 8                                        /* splits a batch of the merge's loads */
 #define M_WS_FLOATS (1 << 23)
 #define M_WS_GROUPS (1 << 16)
+#define M_QPAD 32                                     /* elements a query row in shared memory: D + M_QPAD,
+                                                         rows g and g+1 16 banks apart (D 64, 128), the
+                                                         16-byte loads conflict-free */
 #define M_NEG_INF __int_as_float (0xff800000)
 #if defined(AK_DTYPE_BFLOAT16) || defined(AK_DTYPE_FLOAT16)
 #define M_TC 1
@@ -75,6 +93,7 @@ __device__ unsigned int m_cnt[M_WS_GROUPS];
 struct m_tile {
     ak_i64 b, h_lo, Q, HQ, D, nrows, r0, k0, k1;
     ak_i64 n[M_ROWS];                                 /* keys each row sees (0: a padding row) */
+    ak_i64 nmin;                                      /* the fewest any real row sees */
     const ak_t *q, *kb, *vb;
     float qscale;                                     /* log2(e)/sqrt(D) */
 };
@@ -114,130 +133,248 @@ __device__ __forceinline__ uint4 m_ld16 (const ak_t *p, ak_i64 e, bool ok)
     return ok ? __ldg ((const uint4 *) (p + e)) : make_uint4 (0u, 0u, 0u, 0u);
 }
 
+/* The same for the streamed keys and values, past L1 when M_LDNA. */
+__device__ __forceinline__ uint4 m_ld16s (const ak_t *p, ak_i64 e, bool ok)
+{
+#if M_LDNA
+    uint4 v = make_uint4 (0u, 0u, 0u, 0u);
+    if (ok)
+        asm volatile ("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p + e));
+    return v;
+#else
+    return m_ld16 (p, e, ok);
+#endif
+}
+
 __device__ __forceinline__ unsigned m_word (const uint4 &v, int i)
 {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-/*  One warp's steps over the slice on tensor cores; its partial (m, l and
-    the unnormalised rows, WD floats a row) into part (16 rows). */
+/*  The loads of one step of 16 keys from c0: K rows c0 + 8j + g (m_k_load),
+    V rows c0 + {2t, 2t+1, 2t+8, 2t+9} (m_v_load), at offsets fixed at
+    compile time from one pointer each; zeros past the slice (checked only
+    when ALL is false: ALL says every key of the step is in it). */
+template <int D, bool ALL>
+__device__ __forceinline__ void m_k_load (const ak_t *kb, ak_i64 c0, ak_i64 k1, int g, int t, uint4 (&kr)[2][D / 32])
+{
+    const ak_t *kp = kb + (c0 + g) * D + 8 * t;
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int s = 0; s < D / 32; s++)
+            kr[j][s] = m_ld16s (kp, j * 8 * D + 32 * s, ALL || c0 + 8 * j + g < k1);
+}
+
+template <int D, bool ALL>
+__device__ __forceinline__ void m_v_load (const ak_t *vb, ak_i64 c0, ak_i64 k1, int g, int t, uint4 (&vr)[4][D / 64])
+{
+    const ak_t *vp = vb + (c0 + 2 * t) * D + g * (D / 8);
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int w = 0; w < D / 64; w++)
+            vr[i][w] = m_ld16s (vp, ((i & 1) + 8 * (i >> 1)) * D + 8 * w,
+                                ALL || c0 + 2 * t + (i & 1) + 8 * (i >> 1) < k1);
+}
+
 template <int D>
-__device__ __forceinline__ void m_warp_tc (const m_tile &T, float *part, ak_i64 WD, int warp, int lane)
+__device__ __forceinline__ void m_k_load_any (const m_tile &T, ak_i64 c0, int g, int t, uint4 (&kr)[2][D / 32])
+{
+    if (c0 + 16 <= T.k1)
+        m_k_load<D, true> (T.kb, c0, T.k1, g, t, kr);
+    else if (c0 < T.k1)
+        m_k_load<D, false> (T.kb, c0, T.k1, g, t, kr);
+}
+
+template <int D>
+__device__ __forceinline__ void m_v_load_any (const m_tile &T, ak_i64 c0, int g, int t, uint4 (&vr)[4][D / 64])
+{
+    if (c0 + 16 <= T.k1)
+        m_v_load<D, true> (T.vb, c0, T.k1, g, t, vr);
+    else if (c0 < T.k1)
+        m_v_load<D, false> (T.vb, c0, T.k1, g, t, vr);
+}
+
+/*  What a warp carries from one step to the next. */
+template <int D>
+struct m_acc {
+    float o[D / 8][4];                                /* rows g, g+8: the unnormalised output fragments */
+    float m0, m1, l0, l1;                             /* running maximum and sum (this lane's keys) */
+};
+
+/*  One step of 16 keys from c0 (kr, vr loaded), the next step's loads
+    (from cn, into kn, vn) issued as this step frees registers: the keys
+    first, the values once the scores are made.  FULL: every key of the step is
+    in the slice and seen by every real row of the tile (no masks); else
+    each score is checked against the slice's end and its row's count. */
+template <int D, bool FULL>
+__device__ __forceinline__ void m_step (const m_tile &T, const ak_t *qs, m_acc<D> &A, ak_i64 c0, ak_i64 cn,
+                                        ak_i64 nlo, ak_i64 nhi, int g, int t, uint4 (&kr)[2][D / 32],
+                                        uint4 (&vr)[4][D / 64], uint4 (&kn)[2][D / 32], uint4 (&vn)[4][D / 64])
 {
     constexpr int S = D / 32;                         /* k-step pairs */
     constexpr int NO = D / 8;                         /* output n-tiles */
-    constexpr int VW = D / 64;                        /* 16-byte loads of a lane's part of a value row */
-    const int g = lane >> 2, t = lane & 3;
-    const ak_i64 rlo = g, rhi = g + 8;
+    constexpr int QS = D + M_QPAD;
+    m_k_load_any<D> (T, cn, g, t, kn);
 
-    uint4 qa[S][2];                                   /* rows g, g+8: dims 32s+8t .. +7 */
+    /* S = Q K^T; the query rows g, g+8: dims 32s+8t .. +7 (the permuted reduction index) */
+    float sc[2][4];
 #pragma unroll
-    for (int s = 0; s < S; s++)
+    for (int j = 0; j < 2; j++)
+        sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const ak_i64 gr = T.r0 + (h ? rhi : rlo);
-            const bool ok = gr < T.nrows;
-            const ak_i64 hh = T.h_lo + (ok ? gr / T.Q : 0), tt = ok ? gr % T.Q : 0;
-            qa[s][h] = m_ld16 (T.q + ((T.b * T.HQ + hh) * T.Q + tt) * D, 32 * s + 8 * t, ok);
-        }
-    const ak_i64 nlo = T.n[rlo], nhi = T.n[rhi];
-
-    float o[NO][4];
-#pragma unroll
-    for (int j = 0; j < NO; j++)
-        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-    float m0 = M_NEG_INF, m1 = M_NEG_INF, l0 = 0.0f, l1 = 0.0f;
-
-    for (ak_i64 c0 = T.k0 + 16 * (ak_i64) warp; c0 < T.k1; c0 += 16 * (ak_i64) NW) {
-        /* loads: K rows c0 + 8j + g, V rows c0 + {2t, 2t+1, 2t+8, 2t+9} */
-        uint4 kr[2][S], vr[4][VW];
+    for (int s = 0; s < S; s++) {
+        const uint4 qlo = *(const uint4 *) (qs + g * QS + 32 * s + 8 * t);
+        const uint4 qhi = *(const uint4 *) (qs + (g + 8) * QS + 32 * s + 8 * t);
 #pragma unroll
         for (int j = 0; j < 2; j++) {
-            const ak_i64 key = c0 + 8 * j + g;
-#pragma unroll
-            for (int s = 0; s < S; s++)
-                kr[j][s] = m_ld16 (T.kb + key * D, 32 * s + 8 * t, key < T.k1);
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const ak_i64 key = c0 + 2 * t + (i & 1) + 8 * (i >> 1);
-#pragma unroll
-            for (int w = 0; w < VW; w++)
-                vr[i][w] = m_ld16 (T.vb + key * D, g * NO + 8 * w, key < T.k1);
-        }
-
-        /* S = Q K^T */
-        float sc[2][4];
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
-#pragma unroll
-            for (int s = 0; s < S; s++) {
-                m_mma (sc[j], qa[s][0].x, qa[s][1].x, qa[s][0].y, qa[s][1].y, kr[j][s].x, kr[j][s].y);
-                m_mma (sc[j], qa[s][0].z, qa[s][1].z, qa[s][0].w, qa[s][1].w, kr[j][s].z, kr[j][s].w);
-            }
-        }
-
-        /* soft: e 0, 1 row g; e 2, 3 row g+8; key c0 + 8j + 2t + (e & 1) */
-        float mx0 = M_NEG_INF, mx1 = M_NEG_INF;
-#pragma unroll
-        for (int j = 0; j < 2; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const ak_i64 key = c0 + 8 * j + 2 * t + (e & 1);
-                const ak_i64 n = e < 2 ? nlo : nhi;
-                const float v = key < T.k1 && key < n ? sc[j][e] * T.qscale : M_NEG_INF;
-                sc[j][e] = v;
-                if (e < 2)
-                    mx0 = fmaxf (mx0, v);
-                else
-                    mx1 = fmaxf (mx1, v);
-            }
-#pragma unroll
-        for (int off = 1; off <= 2; off <<= 1) {
-            mx0 = fmaxf (mx0, __shfl_xor_sync (0xffffffffu, mx0, off));
-            mx1 = fmaxf (mx1, __shfl_xor_sync (0xffffffffu, mx1, off));
-        }
-        const float mn0 = fmaxf (m0, mx0), mn1 = fmaxf (m1, mx1);
-        const float cr0 = mn0 == M_NEG_INF ? 1.0f : exp2f (m0 - mn0);
-        const float cr1 = mn1 == M_NEG_INF ? 1.0f : exp2f (m1 - mn1);
-        float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 2; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float mn = e < 2 ? mn0 : mn1;
-                const float p = mn == M_NEG_INF ? 0.0f : exp2f (sc[j][e] - mn);
-                sc[j][e] = p;
-                if (e < 2)
-                    ps0 += p;
-                else
-                    ps1 += p;
-            }
-        l0 = l0 * cr0 + ps0;
-        l1 = l1 * cr1 + ps1;
-        m0 = mn0;
-        m1 = mn1;
-
-        /* O = O*corr + P V */
-        const unsigned pa0 = m_pack (sc[0][0], sc[0][1]), pa1 = m_pack (sc[0][2], sc[0][3]);
-        const unsigned pa2 = m_pack (sc[1][0], sc[1][1]), pa3 = m_pack (sc[1][2], sc[1][3]);
-#pragma unroll
-        for (int j = 0; j < NO; j++) {
-            o[j][0] *= cr0;
-            o[j][1] *= cr0;
-            o[j][2] *= cr1;
-            o[j][3] *= cr1;
-            /* element j of this lane's part of each value row: word j/2, half j%2 */
-            const unsigned sel = (j & 1) ? 0x7632u : 0x5410u;
-            const int w = (j / 2) / 4, wi = (j / 2) % 4;
-            const unsigned b0 = __byte_perm (m_word (vr[0][w], wi), m_word (vr[1][w], wi), sel);
-            const unsigned b1 = __byte_perm (m_word (vr[2][w], wi), m_word (vr[3][w], wi), sel);
-            m_mma (o[j], pa0, pa1, pa2, pa3, b0, b1);
+            m_mma (sc[j], qlo.x, qhi.x, qlo.y, qhi.y, kr[j][s].x, kr[j][s].y);
+            m_mma (sc[j], qlo.z, qhi.z, qlo.w, qhi.w, kr[j][s].z, kr[j][s].w);
         }
     }
 
+    /* the next step's values now that this step's keys are spent: fewer registers live */
+    m_v_load_any<D> (T, cn, g, t, vn);
+
+    /* soft: e 0, 1 row g; e 2, 3 row g+8; key c0 + 8j + 2t + (e & 1) */
+    float mx0 = M_NEG_INF, mx1 = M_NEG_INF;
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float v = sc[j][e] * T.qscale;
+            if (!FULL) {
+                const ak_i64 key = c0 + 8 * j + 2 * t + (e & 1);
+                v = key < T.k1 && key < (e < 2 ? nlo : nhi) ? v : M_NEG_INF;
+            }
+            sc[j][e] = v;
+            if (e < 2)
+                mx0 = fmaxf (mx0, v);
+            else
+                mx1 = fmaxf (mx1, v);
+        }
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+        mx0 = fmaxf (mx0, __shfl_xor_sync (0xffffffffu, mx0, off));
+        mx1 = fmaxf (mx1, __shfl_xor_sync (0xffffffffu, mx1, off));
+    }
+    const float mn0 = fmaxf (A.m0, mx0), mn1 = fmaxf (A.m1, mx1);
+    /* a full step makes both maxima finite; a masked one may leave a row at -inf */
+    const float cr0 = FULL || mn0 != M_NEG_INF ? exp2f (A.m0 - mn0) : 1.0f;
+    const float cr1 = FULL || mn1 != M_NEG_INF ? exp2f (A.m1 - mn1) : 1.0f;
+    float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float mn = e < 2 ? mn0 : mn1;
+            const float p = FULL || mn != M_NEG_INF ? exp2f (sc[j][e] - mn) : 0.0f;
+            sc[j][e] = p;
+            if (e < 2)
+                ps0 += p;
+            else
+                ps1 += p;
+        }
+    A.l0 = A.l0 * cr0 + ps0;
+    A.l1 = A.l1 * cr1 + ps1;
+    /* O *= corr only where some row's maximum moved (corr is exactly 1 elsewhere) */
+    if (__any_sync (0xffffffffu, mn0 != A.m0 || mn1 != A.m1)) {
+#pragma unroll
+        for (int j = 0; j < NO; j++) {
+            A.o[j][0] *= cr0;
+            A.o[j][1] *= cr0;
+            A.o[j][2] *= cr1;
+            A.o[j][3] *= cr1;
+        }
+    }
+    A.m0 = mn0;
+    A.m1 = mn1;
+
+    /* O += P V */
+    const unsigned pa0 = m_pack (sc[0][0], sc[0][1]), pa1 = m_pack (sc[0][2], sc[0][3]);
+    const unsigned pa2 = m_pack (sc[1][0], sc[1][1]), pa3 = m_pack (sc[1][2], sc[1][3]);
+#pragma unroll
+    for (int j = 0; j < NO; j++) {
+        /* element j of this lane's part of each value row: word j/2, half j%2 */
+        const unsigned sel = (j & 1) ? 0x7632u : 0x5410u;
+        const int w = (j / 2) / 4, wi = (j / 2) % 4;
+        const unsigned b0 = __byte_perm (m_word (vr[0][w], wi), m_word (vr[1][w], wi), sel);
+        const unsigned b1 = __byte_perm (m_word (vr[2][w], wi), m_word (vr[3][w], wi), sel);
+        m_mma (A.o[j], pa0, pa1, pa2, pa3, b0, b1);
+    }
+}
+
+/*  One step, full or masked as the warp's position says (uniform over the warp). */
+template <int D>
+__device__ __forceinline__ void m_step_any (const m_tile &T, const ak_t *qs, m_acc<D> &A, ak_i64 c0, ak_i64 kfull,
+                                            ak_i64 nlo, ak_i64 nhi, int g, int t, uint4 (&kr)[2][D / 32],
+                                            uint4 (&vr)[4][D / 64], uint4 (&kn)[2][D / 32], uint4 (&vn)[4][D / 64])
+{
+    const ak_i64 cn = c0 + 16 * (ak_i64) NW;
+    if (c0 + 16 <= kfull)
+        m_step<D, true> (T, qs, A, c0, cn, nlo, nhi, g, t, kr, vr, kn, vn);
+    else
+        m_step<D, false> (T, qs, A, c0, cn, nlo, nhi, g, t, kr, vr, kn, vn);
+}
+
+/*  One warp's steps over the slice on tensor cores; its partial (m, l and
+    the unnormalised rows, WD floats a row) into part (16 rows).  The
+    query tile comes from shared memory (qs, D + M_QPAD elements a row;
+    filled here by the whole block, which must call this together) at
+    each step, which leaves the registers for the next step's loads: a
+    step's keys and values are in flight while the one before is
+    computed (the next set is copied into the current one after each
+    step: a loop of two steps with the sets taking turns spills). */
+template <int D>
+__device__ __forceinline__ void m_warp_tc (const m_tile &T, ak_t *qs, float *part, ak_i64 WD, int warp,
+                                           int lane)
+{
+    constexpr int NO = D / 8;
+    constexpr int QS = D + M_QPAD;
+    const int g = lane >> 2, t = lane & 3;
+    const ak_i64 rlo = g, rhi = g + 8;
+    const ak_i64 nlo = T.n[rlo], nhi = T.n[rhi];
+    const ak_i64 kfull = min (T.k1, T.nmin);           /* keys every real row sees */
+
+    m_acc<D> A;
+#pragma unroll
+    for (int j = 0; j < NO; j++)
+        A.o[j][0] = A.o[j][1] = A.o[j][2] = A.o[j][3] = 0.0f;
+    A.m0 = A.m1 = M_NEG_INF;
+    A.l0 = A.l1 = 0.0f;
+
+    uint4 ka[2][D / 32], va[4][D / 64], kb[2][D / 32], vb[4][D / 64];
+    ak_i64 c0 = T.k0 + 16 * (ak_i64) warp;
+    m_k_load_any<D> (T, c0, g, t, ka);
+    m_v_load_any<D> (T, c0, g, t, va);
+    /* the query tile into shared memory (padding rows zero) while the first keys are on their way */
+    for (int u = warp * 32 + lane; u < M_ROWS * D / 8; u += 32 * NW) {
+        const int r = u / (D / 8), e = u % (D / 8) * 8;
+        const ak_i64 gr = T.r0 + r;
+        const bool ok = gr < T.nrows;
+        const ak_i64 hh = T.h_lo + (ok ? gr / T.Q : 0), tt = ok ? gr % T.Q : 0;
+        *(uint4 *) (qs + r * QS + e) = m_ld16 (T.q + ((T.b * T.HQ + hh) * T.Q + tt) * D, e, ok);
+    }
+    __syncthreads ();
+
+    for (; c0 < T.k1; c0 += 16 * (ak_i64) NW) {
+        m_step_any<D> (T, qs, A, c0, kfull, nlo, nhi, g, t, ka, va, kb, vb);
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int s = 0; s < D / 32; s++)
+                ka[j][s] = kb[j][s];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int w = 0; w < D / 64; w++)
+                va[i][w] = vb[i][w];
+    }
+
     /* the running sums over the quad; m is the same in its four lanes */
+    float l0 = A.l0, l1 = A.l1;
 #pragma unroll
     for (int off = 1; off <= 2; off <<= 1) {
         l0 += __shfl_xor_sync (0xffffffffu, l0, off);
@@ -246,15 +383,15 @@ __device__ __forceinline__ void m_warp_tc (const m_tile &T, float *part, ak_i64 
     /* o[j][0], o[j][2]: dim (2t)*NO + j; o[j][1], o[j][3]: dim (2t+1)*NO + j */
 #pragma unroll
     for (int j = 0; j < NO; j++) {
-        part[rlo * WD + 2 * t * NO + j] = o[j][0];
-        part[rlo * WD + (2 * t + 1) * NO + j] = o[j][1];
-        part[rhi * WD + 2 * t * NO + j] = o[j][2];
-        part[rhi * WD + (2 * t + 1) * NO + j] = o[j][3];
+        part[rlo * WD + 2 * t * NO + j] = A.o[j][0];
+        part[rlo * WD + (2 * t + 1) * NO + j] = A.o[j][1];
+        part[rhi * WD + 2 * t * NO + j] = A.o[j][2];
+        part[rhi * WD + (2 * t + 1) * NO + j] = A.o[j][3];
     }
     if (t == 0) {
-        part[rlo * WD + WD - 8] = m0;
+        part[rlo * WD + WD - 8] = A.m0;
         part[rlo * WD + WD - 7] = l0;
-        part[rhi * WD + WD - 8] = m1;
+        part[rhi * WD + WD - 8] = A.m1;
         part[rhi * WD + WD - 7] = l1;
     }
 }
@@ -316,6 +453,9 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     extern __shared__ __align__ (16) float m_part[];            /* [NW+1][16][WD]: the warps', the block's */
     __shared__ m_tile T;
     __shared__ int s_last;
+#if M_TC
+    __shared__ __align__ (16) ak_t m_qs[M_ROWS * (128 + M_QPAD)];
+#endif
 
     const ak_i64 Q = a.dims[1], HQ = a.dims[2], HK = a.dims[3];    /* B: gridDim.z / HK */
     const ak_i64 L = a.dims[4], D = a.dims[5], mask = a.dims[6];
@@ -337,10 +477,11 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     const ak_i64 len = mask == 3 ? L - (ak_i64) ((ak_u32) ((ak_u32) b * 2654435761u) % (ak_u32) (L + 1)) : L;
 
     /* the keys the tile's rows see: the slices cover the most any row sees */
-    ak_i64 nmax = 0;
+    ak_i64 nmax = 0, nmin = L;
     for (int r = 0; r < M_ROWS && r0 + r < nrows; r++) {
         const ak_i64 n = causal ? len - Q + 1 + (r0 + r) % Q : L;
         nmax = n > nmax ? n : nmax;
+        nmin = n < nmin ? n : nmin;
     }
     const ak_i64 tg = bk * gridDim.x + blockIdx.x;                 /* the split tile */
     const ak_i64 ngroups = (ak_i64) gridDim.x * gridDim.z;
@@ -369,6 +510,7 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
         T.kb = AK_IN (a, 1) + bk * L * D;
         T.vb = AK_IN (a, 2) + bk * L * D;
         T.qscale = 1.4426950408889634f / sqrtf ((float) D);
+        T.nmin = nmin < 0 ? 0 : nmin;
     }
     if (tid < M_ROWS) {
         const ak_i64 gr = r0 + tid;
@@ -385,9 +527,9 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     if (tc) {
         float *wpart = m_part + (ak_i64) warp * M_ROWS * WD;
         if (D == 128)
-            m_warp_tc<128> (T, wpart, WD, warp, lane);
+            m_warp_tc<128> (T, m_qs, wpart, WD, warp, lane);
         else
-            m_warp_tc<64> (T, wpart, WD, warp, lane);
+            m_warp_tc<64> (T, m_qs, wpart, WD, warp, lane);
         __syncthreads ();
         /* the warps in order (element (r, d) is one thread's) */
         for (int u = tid; u < M_ROWS * WD; u += 32 * NW) {
@@ -445,36 +587,64 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     __threadfence ();
     const float *w0 = m_ws + tg * gridDim.y * M_ROWS * WD;
     const ak_i64 sstride = (ak_i64) M_ROWS * WD;       /* from one split to the next */
-    for (int u = tid; u < M_ROWS * D; u += 32 * NW) {
-        const int r = u / (int) D, d = u % (int) D;
+    const int nsp = (int) nsplit;
+    /* a warp a row, lane owning dims lane + 32i: the maximum over the
+       splits (32 at a time, one a lane), then the splits in order in
+       chunks of 32, each lane's weight shuffled to the warp */
+    for (int r = warp; r < M_ROWS; r += NW) {
         const ak_i64 gr = r0 + r;
         if (gr >= nrows)
-            continue;
+            break;                                     /* rows past the group come last */
         const float *wr = w0 + r * WD;
-        /* the maximum, then the splits in order, M_MB loads in flight */
-        const int nsp = (int) nsplit;
         float M = M_NEG_INF;
-        for (int s = 0; s < nsp; s++)
-            M = fmaxf (M, __ldcg (wr + s * sstride + WD - 8));
-        float O = 0.0f, Ls = 0.0f;
-        for (int s0 = 0; M != M_NEG_INF && s0 < nsp; s0 += M_MB) {
-            float mv[M_MB], lv[M_MB], ov[M_MB];
+        for (int s0 = 0; s0 < nsp; s0 += 32)
+            if (s0 + lane < nsp)
+                M = fmaxf (M, __ldcg (wr + (s0 + lane) * sstride + WD - 8));
 #pragma unroll
-            for (int i = 0; i < M_MB; i++) {
-                const bool ok = s0 + i < nsp;
-                const float *ws = wr + (ok ? s0 + i : 0) * sstride;
-                mv[i] = ok ? __ldcg (ws + WD - 8) : M_NEG_INF;
-                lv[i] = ok ? __ldcg (ws + WD - 7) : 0.0f;
-                ov[i] = ok ? __ldcg (ws + d) : 0.0f;
+        for (int off = 16; off >= 1; off >>= 1)
+            M = fmaxf (M, __shfl_xor_sync (0xffffffffu, M, off));
+        float O[M_DMAX / 32], Ls = 0.0f;
+#pragma unroll
+        for (int i = 0; i < M_DMAX / 32; i++)
+            O[i] = 0.0f;
+        for (int s0 = 0; M != M_NEG_INF && s0 < nsp; s0 += 32) {
+            const int ns = min (32, nsp - s0);
+            float f = 0.0f;
+            if (lane < ns) {
+                const float *ws = wr + (s0 + lane) * sstride;
+                f = exp2f (__ldcg (ws + WD - 8) - M);  /* 0 for a split that saw no key */
+                Ls += f * __ldcg (ws + WD - 7);
             }
+            for (int j0 = 0; j0 < ns; j0 += M_MB) {
+                float fv[M_MB], ov[M_MB][M_DMAX / 32];
 #pragma unroll
-            for (int i = 0; i < M_MB; i++) {
-                const float f = exp2f (mv[i] - M);     /* 0 for a split that saw no key */
-                O += f * ov[i];
-                Ls += f * lv[i];
+                for (int jj = 0; jj < M_MB; jj++) {
+                    const int j = j0 + jj;
+                    fv[jj] = __shfl_sync (0xffffffffu, f, j & 31);
+                    const float *ws = wr + (s0 + (j < ns ? j : 0)) * sstride;
+#pragma unroll
+                    for (int i = 0; i < M_DMAX / 32; i++) {
+                        const ak_i64 d = lane + 32 * i;
+                        ov[jj][i] = j < ns && d < D ? __ldcg (ws + d) : 0.0f;
+                    }
+                }
+#pragma unroll
+                for (int jj = 0; jj < M_MB; jj++)
+#pragma unroll
+                    for (int i = 0; i < M_DMAX / 32; i++)
+                        O[i] += (j0 + jj < ns ? fv[jj] : 0.0f) * ov[jj][i];
             }
         }
+#pragma unroll
+        for (int off = 16; off >= 1; off >>= 1)
+            Ls += __shfl_xor_sync (0xffffffffu, Ls, off);
         const ak_i64 h = h_lo + gr / Q, t = gr % Q;
-        out[((b * HQ + h) * Q + t) * D + d] = ak_from_acc (Ls > 0.0f ? O / Ls : 0.0f);
+#pragma unroll
+        for (int i = 0; i < M_DMAX / 32; i++) {
+            const ak_i64 d = lane + 32 * i;
+            if (d < D)
+                out[((b * HQ + h) * Q + t) * D + d] = ak_from_acc (Ls > 0.0f ? O[i] / Ls : 0.0f);
+        }
     }
+
 }
