@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""ops/bench/decode_variants.py: versions of mma_decode (or any
+split_kv_attention kernel with its launch rule) side by side with PyTorch's
+scaled_dot_product_attention on the decode shapes, in one process.
+
+A development harness, not the tuner: the nightly (ops/bench/nightly_gpu.sh
+with kernels/batches/decode_attention.json) is what measures candidates.
+This one answers "is version B faster than version A" in seconds, with each
+kernel and SDPA timed the same way: 20 launches captured in one CUDA graph,
+the graph replayed 15 times, the median of the replays / 20 (so neither
+Python nor the launch path is in the figure).  It also prints each
+version's largest error against SDPA.
+
+  build (where nvcc is; the CUDA prelude is prepended as the worker does):
+    ops/bench/decode_variants.py build OUTDIR NAME=SRC[:DEF,DEF..] ...
+    e.g. build /tmp/v old=/tmp/mma_old.cu:NW=8 new=kernels/split_kv_attention/cuda/mma_decode.cu:NW=8
+  time (on the GPU machine: PyTorch with CUDA):
+    ops/bench/decode_variants.py time NAME:CUBIN:NW:WAVES[,...] SHAPE[,SHAPE..]
+  ncu (one launch each, for `ncu -k ak_kernel -c 1 python3 ...`):
+    ops/bench/decode_variants.py ncu NAME:CUBIN:NW:WAVES SHAPE
+
+The launch is mma_decode's rule (kernels/split_kv_attention/spec.json):
+grid [row tiles of 16, splits for about WAVES x 132 blocks, B*HK], block
+32*NW, shared (NW+1)*16*(D+8)*4 bytes.  Shapes: SHAPES below (bf16, mask
+none: the unmasked forms of the batch's decode shapes).
+"""
+import ctypes
+import math
+import os
+import subprocess
+import sys
+
+SHAPES = {  # B, Q, HQ, HK, L, D, mask
+    "b1_4k": (1, 1, 32, 8, 4096, 128, 1), "b1_32k": (1, 1, 32, 8, 32768, 128, 1),
+    "b16_4k": (16, 1, 32, 32, 4096, 128, 1), "b8_32k": (8, 1, 32, 8, 32768, 128, 1),
+    "b64_4k": (64, 1, 32, 8, 4096, 128, 1), "spec_b8_8k": (8, 4, 32, 8, 8192, 128, 1),
+}
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def die(msg):
+    sys.exit(f"decode_variants: {msg}")
+
+
+def build(outdir, specs):
+    nvcc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+    prelude = open(os.path.join(ROOT, "kernels", "ak_kernel_cuda.h")).read()
+    os.makedirs(outdir, exist_ok=True)
+    for spec in specs:
+        name, _, rest = spec.partition("=")
+        src, _, defs = rest.partition(":")
+        if not name or not src:
+            die(f"'{spec}': want NAME=SRC[:DEF,DEF..]")
+        tmp = os.path.join(outdir, name + ".cu")
+        with open(tmp, "w") as f:
+            f.write(prelude + open(src).read())
+        cmd = [nvcc, "-std=c++17", "-arch=sm_90", "-cubin", "-o", os.path.join(outdir, name + ".cubin"),
+               "--ptxas-options=-v", "-DAK_CUDA_HALF", "-DAK_DTYPE_BFLOAT16"]
+        cmd += ["-D" + d for d in defs.split(",") if d]
+        r = subprocess.run(cmd + [tmp], capture_output=True, text=True)
+        if r.returncode:
+            die(f"{name}: nvcc failed:\n{r.stderr}")
+        regs = [ln.split(":", 1)[1].strip() for ln in r.stderr.splitlines() if "registers" in ln]
+        print(f"{name}: {os.path.join(outdir, name + '.cubin')} ({regs[0] if regs else '?'})")
+
+
+def run(mode, kernels, shapes):
+    import torch
+    import torch.nn.functional as F
+    cu = ctypes.CDLL("libcuda.so.1")
+
+    def ck(r, what):
+        if r != 0:
+            die(f"{what}: CUresult {r}")
+
+    class Args(ctypes.Structure):          # ak_cuda_args_t (kernels/ak_kernel_cuda.h)
+        _fields_ = [("dims", ctypes.c_int64 * 8), ("ndims", ctypes.c_int), ("inp", ctypes.c_void_p * 8),
+                    ("nin", ctypes.c_int), ("out", ctypes.c_void_p * 8), ("nout", ctypes.c_int)]
+    if ctypes.sizeof(Args) != 216:
+        die("ak_cuda_args_t layout changed")
+    torch.zeros(1, device="cuda")          # the primary context, current on this thread
+    fns = []
+    for spec in kernels.split(","):
+        try:
+            name, path, nw, waves = spec.split(":")
+        except ValueError:
+            die(f"'{spec}': want NAME:CUBIN:NW:WAVES")
+        m, f = ctypes.c_void_p(), ctypes.c_void_p()
+        ck(cu.cuModuleLoad(ctypes.byref(m), path.encode()), f"cuModuleLoad {path}")
+        ck(cu.cuModuleGetFunction(ctypes.byref(f), m, b"ak_kernel"), f"{path}: ak_kernel")
+        ck(cu.cuFuncSetAttribute(f, 8, 200 * 1024), "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
+        fns.append((name, f, int(nw), int(waves)))
+
+    def launch(f, nw, waves, shp, q, k, v, o):
+        B, Q, HQ, HK, L, D, mask = shp
+        rt = (((HQ + HK - 1) // HK) * Q + 15) // 16
+        gy = min(math.ceil(132 * waves / (B * HK * rt)), math.ceil(L / (16 * nw)))
+        a = Args()
+        for i, x in enumerate(shp):
+            a.dims[i] = x
+        a.ndims, a.nin, a.nout = 7, 3, 1
+        a.inp[0], a.inp[1], a.inp[2], a.out[0] = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
+        p = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p))
+        sh = (nw + 1) * 16 * ((D + 7) // 8 * 8 + 8) * 4
+        ck(cu.cuLaunchKernel(f, rt, gy, B * HK, 32 * nw, 1, 1, sh,
+                             ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), p, None), "cuLaunchKernel")
+
+    def timeit(fn, reps=15, per=20):
+        st = torch.cuda.Stream()
+        st.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(st):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(st)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(per):
+                fn()
+        g.replay()
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(reps):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            g.replay()
+            e.record()
+            e.synchronize()
+            ts.append(s.elapsed_time(e) * 1000 / per)
+        return sorted(ts)[len(ts) // 2]
+
+    torch.manual_seed(0)
+    for sname in shapes.split(","):
+        if sname not in SHAPES:
+            die(f"unknown shape '{sname}' (have {', '.join(SHAPES)})")
+        shp = SHAPES[sname]
+        B, Q, HQ, HK, L, D, _ = shp
+        q = torch.randn(B, HQ, Q, D, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(B, HK, L, D, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn_like(k)
+        o = torch.empty_like(q)
+
+        def sdpa():
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        ref = sdpa().float()
+        line = [f"{sname}: sdpa {timeit(sdpa):.1f} us" if mode == "time" else sname]
+        for name, f, nw, waves in fns:
+            def fn():
+                launch(f, nw, waves, shp, q, k, v, o)
+            if mode == "ncu":
+                fn()
+                torch.cuda.synchronize()
+                continue
+            t = timeit(fn)
+            line.append(f"{name} {t:.1f} (err {(o.float() - ref).abs().max().item():.3g})")
+        print(" | ".join(line), flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "build":
+        build(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) == 4 and sys.argv[1] in ("time", "ncu"):
+        run(sys.argv[1], sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(__doc__)
