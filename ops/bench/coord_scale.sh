@@ -31,7 +31,10 @@
 # winners, which keeps the loop busy for a while); the table says how many
 # batches completed and the longest credit->assign wait of each run.
 #
-# Prints a Markdown table and writes results.json, every akload stats file and
+# Prints a Markdown table and writes results.json, every akload stats file,
+# the coordinator's loop statistics at the end of each load run
+# (loop-NAME.json: the wake-up histogram and the slowest wake-ups with what
+# they did, akcoord --slow-wakeup-ms; their counts in the run's row) and
 # coordinator log under --out (default: a new directory under /tmp).  Needs
 # bash, jq and the binaries of a build (default build/bin; RelWithDebInfo is
 # what docs/benchmarks.md reports).  Nothing here is a test: it takes a few
@@ -279,6 +282,9 @@ run_load () {
     local store="$work/store-$name"
     rm -rf "$store"
     cp -r "$tmpl2" "$store"
+    # the copy's dirty pages written back now, not during the run, where
+    # the writeback would slow the coordinator's fsyncs
+    sync
     local la jb0 jt0 jb1 jt1 cs0 cs1 foreign
     wait_for_idle
     la=$(loadavg)
@@ -303,6 +309,10 @@ run_load () {
     read -r s1 st1 < <(steal_jiffies)
     c1=$(stat_of commits); r1=$(stat_of receipts_accepted)
     rss=$(rss_kb "$coord_pid")
+    # the loop's wake-ups (histogram, the last slow ones with what they
+    # did), asked in the window's last second: after akload stops, its
+    # 1000 disconnects would fill the ring
+    ctl --json stats | jq '.loop' >"$out/loop-$name.json" 2>/dev/null || echo null >"$out/loop-$name.json"
     wait "$load_pid"; load_pid=""
     if [ -n "$scrape_pid" ]; then
         kill -TERM "$scrape_pid" 2>/dev/null || true
@@ -332,6 +342,7 @@ run_load () {
     jq --arg name "$name" --argjson n "$n" --arg opts "$*" --arg lopts "$lopts" --argjson la "$la" \
        --argjson foreign "$foreign" --argjson steal "$steal" --argjson cus "$coord_us" --argjson lus "$load_us" \
        --argjson rss "$rss" --argjson pc "$per_commit" --argjson settled "${settled:-0}" \
+       --slurpfile loop "$out/loop-$name.json" \
        '{name: $name, workers: $n, akcoord_options: $opts, akload_options: $lopts, loadavg_before: $la,
          foreign_cpus: $foreign, steal_cpus: $steal, akcoord_cpu_us_per_rt: $cus, akload_cpu_us_per_rt: $lus,
          round_trips_per_s: (.round_trips_per_s | round),
@@ -342,7 +353,8 @@ run_load () {
          receipts_per_commit: $pc, rss_kib: $rss, acks: .counts.acks_received,
          duplicates_acked: .counts.duplicates_acked, reconnects: .counts.reconnects,
          assign_bytes: (if .counts.assign_bytes then (.counts.assign_bytes
-                        / ((.counts.assigns // 0) + (.counts.stale_assigns // 0)) | round) else null end)}' \
+                        / ((.counts.assigns // 0) + (.counts.stale_assigns // 0)) | round) else null end),
+         loop_wakeups: ($loop[0].wakeups // null), loop_slow_wakeups: ($loop[0].slow_wakeups // null)}' \
        "$out/akload-$name.json" >"$out/run-$name.json"
     put ".runs += [$(cat "$out/run-$name.json")]"
     echo "coord_scale: $name: $(jq -c . "$out/run-$name.json")" >&2
