@@ -238,3 +238,93 @@ size_t ak_cat_host_gates (ak_cat_host_t *h, const char *op)
     ak_spec_destroy (&spec);
     return host_configs;
 }
+
+/* ====================================================== the spec fixture */
+
+static const char *s_spec_fx_base =
+    "{\"schema_version\": 1, \"name\": \"toy\", \"keys\": [\"rows\", \"cols\"],"
+    " \"dtypes\": [\"float32\"],"
+    " \"tolerances\": {\"float32\": {\"atol\": 1e-5, \"rtol\": 1e-5}},"
+    " \"sizes\": [{\"name\": \"tiny\", \"size\": {\"rows\": 4, \"cols\": 8}},"
+    "            {\"name\": \"small\", \"size\": {\"rows\": 32, \"cols\": 128}},"
+    "            {\"name\": \"big\", \"size\": {\"rows\": 64, \"cols\": 256}}],"
+    " \"edge_sizes\": [{\"name\": \"odd\", \"size\": {\"rows\": 7, \"cols\": 13}}],"
+    " \"stability_size\": \"small\","
+    " \"flops\": \"5*rows*cols\", \"bytes\": \"2*rows*cols*b\","
+    " \"inputs\": [{\"name\": \"x\", \"count\": \"rows*cols\", \"range\": [-4, 4]}],"
+    " \"outputs\": [{\"name\": \"y\", \"count\": \"rows*cols\"}],"
+    " \"reference\": \"ref.c\","
+    " \"baselines\": [{\"backend\": \"host\", \"source\": \"host/base.c\"}],"
+    " \"candidates\": [{\"name\": \"blocked\", \"backend\": \"host\","
+    "                   \"source\": \"host/blocked.c\","
+    "                   \"params\": {\"BLOCK\": [1, 2, 4, 8], \"UNROLL\": [1, 2, 4]},"
+    "                   \"constraints\": [\"BLOCK*UNROLL <= 16\"]}]}";
+
+int ak_spec_fx_setup (void **state)
+{
+    ak_spec_fx_t *fx = calloc (1, sizeof *fx);
+    fx->dir = ak_test_tmpdir ("spec");
+    assert_non_null (fx->dir);
+    for (int i = 0; i < 2; i++) {
+        char *sub = ak_path_join (fx->dir, i ? "cuda" : "host");
+        assert_int_equal (ak_mkdir_p (sub, 0755, NULL), 0);
+        free (sub);
+    }
+    const char *files[][2] = {
+        { "ref.c", "void ak_reference (const ak_args_t *a) { (void) a; }\n" },
+        { "host/base.c", "void ak_kernel (const ak_args_t *a) { (void) a; }\n" },
+        { "host/blocked.c", "void ak_kernel (const ak_args_t *a) { (void) a; } /* BLOCK */\n" },
+        { "cuda/base.cu", "extern \"C\" __global__ void ak_kernel (ak_cuda_args_t a) {}\n" },
+        { "cuda/rows.cu", "extern \"C\" __global__ void ak_kernel (ak_cuda_args_t a) {} /* THREADS */\n" },
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        free (ak_test_write (fx->dir, files[i][0], files[i][1]));
+    json_error_t jerr;
+    fx->json = json_loads (s_spec_fx_base, 0, &jerr);
+    if (!fx->json)
+        fail_msg ("base spec: %s", jerr.text);
+    *state = fx;
+    return 0;
+}
+
+int ak_spec_fx_teardown (void **state)
+{
+    ak_spec_fx_t *fx = *state;
+    ak_test_rmtree (fx->dir);
+    free (fx->dir);
+    json_decref (fx->json);
+    free (fx);
+    return 0;
+}
+
+int ak_spec_fx_load_text (ak_spec_fx_t *fx, const char *from, const char *to, ak_spec_t **spec, ak_err_t *err)
+{
+    char *path = ak_test_write_json (fx->dir, "spec.json", fx->json, from, to);
+    memset (err, 0, sizeof *err);
+    *spec = NULL;
+    int rc = ak_spec_load (path, spec, err);
+    free (path);
+    return rc;
+}
+
+int ak_spec_fx_load (ak_spec_fx_t *fx, ak_spec_t **spec, ak_err_t *err)
+{
+    return ak_spec_fx_load_text (fx, NULL, NULL, spec, err);
+}
+
+void ak_spec_fx_expect (ak_spec_fx_t *fx, const char *from, const char *to, int code, const char *needle1,
+                        const char *needle2)
+{
+    ak_spec_t *spec = NULL;
+    ak_err_t err;
+    int rc = ak_spec_fx_load_text (fx, from, to, &spec, &err);
+    ak_test_expect_refused (rc, code, spec, err.msg, "spec.json", needle1, needle2);
+}
+
+void ak_spec_fx_reject (ak_spec_fx_t *fx, const char *path, json_t *value, const char *needle1,
+                        const char *needle2)
+{
+    json_t *old = ak_test_json_swap (fx->json, path, value);
+    ak_spec_fx_expect (fx, NULL, NULL, AK_EINVAL, needle1, needle2);
+    ak_test_json_restore (fx->json, path, old);
+}

@@ -61,4 +61,31 @@ void ak_cat_expect_wrong (ak_cat_host_t *h, const char *op, const char *from, co
    configurations (the baseline not counted). */
 size_t ak_cat_host_gates (ak_cat_host_t *h, const char *op);
 
+/*  The spec fixture of test_spec and test_spec_launch (cmocka setup and
+    teardown): a known-good toy spec ("toy", keys rows and cols, a host
+    baseline and a host candidate; its sources written to dir: ref.c,
+    host/, cuda/base.cu and cuda/rows.cu) as JSON that a test changes, then
+    writes to dir/spec.json and loads. */
+typedef struct {
+    char   *dir;
+    json_t *json;
+} ak_spec_fx_t;
+
+int ak_spec_fx_setup (void **state);
+int ak_spec_fx_teardown (void **state);
+
+/* Writes the spec (with `from` replaced by `to` in the text when given)
+   and loads it; returns the code, spec or err filled. */
+int ak_spec_fx_load_text (ak_spec_fx_t *fx, const char *from, const char *to, ak_spec_t **spec, ak_err_t *err);
+int ak_spec_fx_load (ak_spec_fx_t *fx, ak_spec_t **spec, ak_err_t *err);
+
+/* Loading must fail with code and a message holding every needle. */
+void ak_spec_fx_expect (ak_spec_fx_t *fx, const char *from, const char *to, int code, const char *needle1,
+                        const char *needle2);
+
+/* Sets path to value (NULL: deletes it), expects AK_EINVAL naming the
+   needles, then puts the fixture back as it was. */
+void ak_spec_fx_reject (ak_spec_fx_t *fx, const char *path, json_t *value, const char *needle1,
+                        const char *needle2);
+
 #endif
