@@ -389,6 +389,11 @@ static void test_out_of_bounds (void **state)
     assert_non_null (strstr (rep.reason, "past the end of output y"));
     assert_non_null (strstr (rep.reason, "tiny/float32"));
 
+    s_gate_file ("kernels/testing/writes_before.c", &rep);
+    s_print (&rep);
+    assert_int_equal (rep.status, AK_GATE_WRONG);
+    assert_non_null (strstr (rep.reason, "before the start of output y changed (offsets -12 .. -9"));
+
     s_gate_file ("kernels/testing/writes_input.c", &rep);
     s_print (&rep);
     assert_int_equal (rep.status, AK_GATE_WRONG);
