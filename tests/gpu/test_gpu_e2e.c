@@ -3,11 +3,13 @@
     akcoord (temporary store, loopback) + one `akworker --backend cuda`
     + akctl.  The GPU's device class is read back from `akctl workers`
     (what the worker announced) and a softmax batch on that class is
-    submitted with the CUDA baseline and five planted candidates:
+    submitted with the CUDA baseline and six planted candidates:
       good    softmax/cuda/block_row.cu, two configurations -> ok
       wrong   testing/cuda/wrong.cu                         -> wrong_answer
       oob     testing/cuda/oob.cu (illegal address)         -> crashed, naming
                                                                CUDA_ERROR_ILLEGAL_ADDRESS
+      scribble testing/cuda/scribble.cu (right outputs, a   -> wrong_answer, "wrote outside
+              store past the output's end)                    its buffers" (the guard regions)
       hang    testing/cuda/hang.cu, run_timeout_ms 8000     -> timeout
       broken  testing/cuda/broken.cu                        -> compile_error + NVRTC log
     The batch must complete, every task have exactly one accepted receipt,
@@ -238,6 +240,7 @@ static char *s_write_manifest (void)
     char *good_src = ak_test_src ("kernels/softmax/cuda/block_row.cu");
     char *wrong = s_planted ("wrong", "kernels/testing/cuda/wrong.cu");
     char *oob = s_planted ("oob", "kernels/testing/cuda/oob.cu");
+    char *scribble = s_planted ("scribble", "kernels/testing/cuda/scribble.cu");
     char *hang = s_planted ("hang", "kernels/testing/cuda/hang.cu");
     char *broken = s_planted ("broken", "kernels/testing/cuda/broken.cu");
     char *text = ak_sprintf (
@@ -252,8 +255,8 @@ static char *s_write_manifest (void)
         "            {\"name\": \"good\", \"backend\": \"cuda\", \"source\": \"%s\",\n"
         "             \"params\": {\"THREADS\": [128, 256], \"VEC\": [4]},\n"
         "             \"launch\": {\"grid\": [\"rows\"], \"block\": [\"THREADS\"]}},\n"
-        "            %s,\n            %s,\n            %s,\n            %s]}]}\n",
-        s_ctx.device_class, S_RUN_MS, spec, good_src, wrong, oob, hang, broken);
+        "            %s,\n            %s,\n            %s,\n            %s,\n            %s]}]}\n",
+        s_ctx.device_class, S_RUN_MS, spec, good_src, wrong, oob, scribble, hang, broken);
     char *path = ak_test_write (s_ctx.dir, "gpu-e2e.json", text);
     assert_non_null (path);
     free (text);
@@ -261,6 +264,7 @@ static char *s_write_manifest (void)
     free (good_src);
     free (wrong);
     free (oob);
+    free (scribble);
     free (hang);
     free (broken);
     return path;
@@ -353,6 +357,7 @@ static void test_gpu_batch (void **state)
         { "good",   "ok",             NULL, 0 },
         { "wrong",  "wrong_answer",   "beyond tolerance", 0 },
         { "oob",    "crashed",        "CUDA_ERROR_ILLEGAL_ADDRESS", 0 },
+        { "scribble", "wrong_answer", "wrote outside its buffers", 0 },
         { "hang",   "timeout",        NULL, 0 },
         { "broken", "compile_error",  "failed to compile", 0 },
     };

@@ -310,7 +310,7 @@ static void test_compile_planted (void **state)
     s_nv_t nv;
     ak_err_t err = { 0 };
     s_nv_open (&nv, "cudaplant");
-    static const char *const planted[] = { "wrong", "oob", "hang", "broken" };
+    static const char *const planted[] = { "wrong", "oob", "hang", "broken", "scribble" };
     for (size_t i = 0; i < sizeof planted / sizeof planted[0]; i++) {
         char *rel = ak_sprintf ("kernels/testing/cuda/%s.cu", planted[i]);
         char *path = ak_test_src (rel);
@@ -331,7 +331,7 @@ static void test_compile_planted (void **state)
         free (path);
         free (rel);
     }
-    assert_int_equal (nv.compiled, 3);
+    assert_int_equal (nv.compiled, 4);
     s_nv_close (&nv);
 }
 
