@@ -29,7 +29,7 @@ def main():
     import torch
     if not torch.cuda.is_available():
         ap.error("needs a CUDA device")
-    x = torch.zeros(1, device="cuda")
+    x = torch.zeros(1, device="cuda", dtype=torch.float64)   # exact counts up to 2^53
     torch.cuda.synchronize()
     for i in range(a.warmup + a.steps):
         torch.cuda.nvtx.range_push("step")
