@@ -136,15 +136,16 @@ static int s_guard_check (const ak_gcfg_t *c, const char *role, const char *name
         int rc = c->ctx->be->download (c->ctx->dev, run->scratch, at, AK_GUARD_BYTES, err);
         if (rc)
             return ak_err_prefix (err, "reading the guards of %s %s at %s", role, name, c->label);
+        const uint8_t *g = run->scratch;
+        if (g[0] == AK_GUARD_BYTE && memcmp (g, g + 1, AK_GUARD_BYTES - 1) == 0)
+            continue;                                  /* every byte equals the first: intact */
         size_t lo = SIZE_MAX, hi = 0, n = 0;
         for (size_t i = 0; i < AK_GUARD_BYTES; i++)
-            if (run->scratch[i] != AK_GUARD_BYTE) {
+            if (g[i] != AK_GUARD_BYTE) {
                 lo = lo == SIZE_MAX ? i : lo;
                 hi = i;
                 n++;
             }
-        if (n == 0)
-            continue;
         long long a = side ? (long long) (bytes + lo) : (long long) lo - (long long) AK_GUARD_BYTES;
         long long b = side ? (long long) (bytes + hi) : (long long) hi - (long long) AK_GUARD_BYTES;
         return ak_err_set (err, AK_EBOUNDS, "wrote outside its buffers at %s: %zu byte%s %s %s %s changed "
