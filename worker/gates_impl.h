@@ -49,7 +49,8 @@ typedef struct {
         void  *base;           /* what the backend allocated */
         size_t cap;
     } buf[AK_GB_COUNT][AK_MAX_BUFS];
-    uint8_t *scratch;          /* AK_GUARD_BYTES, for reading the guards back */
+    uint8_t *scratch;          /* guards and inputs read back (s_scratch) */
+    size_t   scratch_cap;
 } ak_grun_t;
 
 /* One configuration (dims, dtype, seed, transform), prepared once, run as

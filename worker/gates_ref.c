@@ -70,6 +70,7 @@ void ak_grun_done (ak_grun_t *run)
     memset (run->buf, 0, sizeof run->buf);
     free (run->scratch);
     run->scratch = NULL;
+    run->scratch_cap = 0;
     run->cost->alloc_ms += ak_gate_ms_since (t0);
 }
 
@@ -123,20 +124,29 @@ static int s_guard_fill (const ak_gcfg_t *c, void *p, size_t bytes, ak_err_t *er
     return rc;
 }
 
+/*  The run's read-back buffer with room for bytes (kept, grown as needed:
+    every run of every configuration reads its guards and inputs back). */
+static uint8_t *s_scratch (ak_grun_t *run, size_t bytes)
+{
+    if (run->scratch_cap < bytes) {
+        free (run->scratch);
+        run->scratch = ak_malloc (bytes);
+        run->scratch_cap = bytes;
+    }
+    return run->scratch;
+}
+
 /*  AK_EBOUNDS naming the buffer and the changed bytes' offsets from its
     start (negative: before it) when a guard of p changed. */
 static int s_guard_check (const ak_gcfg_t *c, const char *role, const char *name, const void *p, size_t bytes,
                           ak_err_t *err)
 {
-    ak_grun_t *run = c->run;
-    if (!run->scratch)
-        run->scratch = ak_malloc (AK_GUARD_BYTES);
+    uint8_t *g = s_scratch (c->run, AK_GUARD_BYTES);
     for (int side = 0; side < 2; side++) {
         const uint8_t *at = side ? (const uint8_t *) p + bytes : (const uint8_t *) p - AK_GUARD_BYTES;
-        int rc = c->ctx->be->download (c->ctx->dev, run->scratch, at, AK_GUARD_BYTES, err);
+        int rc = c->ctx->be->download (c->ctx->dev, g, at, AK_GUARD_BYTES, err);
         if (rc)
             return ak_err_prefix (err, "reading the guards of %s %s at %s", role, name, c->label);
-        const uint8_t *g = run->scratch;
         if (g[0] == AK_GUARD_BYTE && memcmp (g, g + 1, AK_GUARD_BYTES - 1) == 0)
             continue;                                  /* every byte equals the first: intact */
         size_t lo = SIZE_MAX, hi = 0, n = 0;
@@ -169,7 +179,7 @@ static int s_bounds_check (const ak_gcfg_t *c, ak_err_t *err)
         if (spec->inplace && j < spec->noutputs)
             continue;                                  /* also an output */
         const size_t bytes = c->nin[j] * c->esz;
-        uint8_t *now = ak_malloc (bytes ? bytes : 1);
+        uint8_t *now = s_scratch (c->run, bytes ? bytes : 1);
         rc = c->ctx->be->download (c->ctx->dev, now, c->dev_in[j], bytes, err);
         if (rc)
             ak_err_prefix (err, "reading input %s back at %s", spec->inputs[j].name, c->label);
@@ -180,7 +190,6 @@ static int s_bounds_check (const ak_gcfg_t *c, ak_err_t *err)
             rc = ak_err_set (err, AK_EBOUNDS, "wrote outside its buffers at %s: input %s changed (first at "
                              "element %zu)", c->label, spec->inputs[j].name, i / c->esz);
         }
-        free (now);
     }
     return rc;
 }

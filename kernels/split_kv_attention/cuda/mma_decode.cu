@@ -48,8 +48,6 @@
     correct, not fast.
 
     NW     warps a block
-    M_LDNA 1: the keys and values are loaded past L1 (no_allocate); a
-           define for experiments, not a tuned parameter
     WAVES  used by the launch rule only: splits so that the grid holds
            about WAVES x 132 blocks (an H200's SMs), capped so that each
            warp of a block has a step of 16 keys
@@ -63,9 +61,6 @@
 #endif
 #ifndef WAVES
 #define WAVES 2
-#endif
-#ifndef M_LDNA
-#define M_LDNA 0
 #endif
 
 
@@ -133,20 +128,6 @@ __device__ __forceinline__ uint4 m_ld16 (const ak_t *p, ak_i64 e, bool ok)
     return ok ? __ldg ((const uint4 *) (p + e)) : make_uint4 (0u, 0u, 0u, 0u);
 }
 
-/* The same for the streamed keys and values, past L1 when M_LDNA. */
-__device__ __forceinline__ uint4 m_ld16s (const ak_t *p, ak_i64 e, bool ok)
-{
-#if M_LDNA
-    uint4 v = make_uint4 (0u, 0u, 0u, 0u);
-    if (ok)
-        asm volatile ("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p + e));
-    return v;
-#else
-    return m_ld16 (p, e, ok);
-#endif
-}
-
 __device__ __forceinline__ unsigned m_word (const uint4 &v, int i)
 {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -164,7 +145,7 @@ __device__ __forceinline__ void m_k_load (const ak_t *kb, ak_i64 c0, ak_i64 k1, 
     for (int j = 0; j < 2; j++)
 #pragma unroll
         for (int s = 0; s < D / 32; s++)
-            kr[j][s] = m_ld16s (kp, j * 8 * D + 32 * s, ALL || c0 + 8 * j + g < k1);
+            kr[j][s] = m_ld16 (kp, j * 8 * D + 32 * s, ALL || c0 + 8 * j + g < k1);
 }
 
 template <int D, bool ALL>
@@ -175,7 +156,7 @@ __device__ __forceinline__ void m_v_load (const ak_t *vb, ak_i64 c0, ak_i64 k1, 
     for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int w = 0; w < D / 64; w++)
-            vr[i][w] = m_ld16s (vp, ((i & 1) + 8 * (i >> 1)) * D + 8 * w,
+            vr[i][w] = m_ld16 (vp, ((i & 1) + 8 * (i >> 1)) * D + 8 * w,
                                 ALL || c0 + 2 * t + (i & 1) + 8 * (i >> 1) < k1);
 }
 
