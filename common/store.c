@@ -429,6 +429,16 @@ static int s_write_deferred (ak_txn_t *txn, ak_db_t db, ak_err_t *err)
          : db == AK_DB_META  ? s_write_counters (txn, err) : 0;
 }
 
+int ak_store_prepare (ak_txn_t *txn, ak_err_t *err)
+{
+    int rc = store_txn_usable (txn, err);
+    if (rc == 0 && !txn->write)
+        rc = ak_err_set (err, AK_EINVAL, "store %s: a read transaction has nothing to prepare", txn->store->dir);
+    if (rc == 0)
+        rc = store_write_later (txn, err);
+    return rc ? rc : s_write_counters (txn, err);
+}
+
 /*  Commits and frees the transaction.  A poisoned transaction is aborted
     and its first failure returned; so is a failed commit. */
 int ak_store_commit (ak_txn_t **txn_p, ak_err_t *err)

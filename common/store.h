@@ -74,6 +74,13 @@ int ak_store_schema_version (ak_store_t *self, uint32_t *version);
 int  ak_store_begin (ak_store_t *self, bool write, ak_txn_t **txn_p, ak_err_t *err);
 int  ak_store_commit (ak_txn_t **txn_p, ak_err_t *err);
 void ak_store_abort (ak_txn_t **txn_p);
+/* Writes what a write transaction deferred to its commit (the task records
+   of ak_store_put_task_later, the counters of ak_store_next_id) now, so
+   that ak_store_commit has only LMDB's commit left and reads none of the
+   caller's records: the group commit prepares on its writer thread while
+   the loop waits, then commits while the loop goes on (coordinator/
+   committer.h).  0 or the first failure (the transaction is poisoned). */
+int  ak_store_prepare (ak_txn_t *txn, ak_err_t *err);
 /* Records the ak_store_get_* functions decode in txn from now on are
    allocated with alloc (NULL: malloc, the default) and must be freed with
    it; returns the allocator in force before.  For an arena (arena.h):

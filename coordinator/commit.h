@@ -19,6 +19,13 @@
     the ones a failed flush never reached; each step is therefore safe to
     call when its flush did not run.
 
+    An attempt may commit on the writer thread (committer.h): clear and
+    flush then run there while the loop is parked, and rollback / flushed
+    back on the loop's thread, after the loop went on for the commit's
+    fsyncs.  What the loop changed meanwhile is newer than what the flush
+    wrote: flushed must keep it for the next commit (dirty.h), never
+    forget it.
+
     The group commit's list, in order (intake.c): the scheduler (dirty tasks
     and batches: sched.h), the staged receipts (which decide their tasks as
     the index left them), the search rounds (the stages and confirm tasks

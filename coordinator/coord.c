@@ -129,6 +129,11 @@ static void s_enqueue (ak_coord_t *self, const void *route, size_t len, Ak__Enve
 /* Answers up to AK_COORD_DRAIN_MAX waiting client requests, oldest first. */
 static void s_serve_clients (ak_coord_t *self, uint64_t now)
 {
+    /* a client sees the store and the index agree: no commit in flight
+       (a client's writes begin their own transactions; its reads must
+       find what was acknowledged) */
+    ak_err_t err = { 0 };
+    coord_commit_finish (self, true, &err);
     for (int i = 0; i < AK_COORD_DRAIN_MAX && !self->stop && zlistx_size (self->queue); i++) {
         s_request_t *r = zlistx_detach (self->queue, NULL);
         s_on_client (self, r, now);
@@ -416,6 +421,10 @@ int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *er
     self->loopstat = ak_loopstat_new (self->opts.slow_wakeup_ms ? self->opts.slow_wakeup_ms : AK_LOOPSTAT_SLOW_MS);
     ak_intake_opts_t iopts = { self->opts.commit_ms, self->opts.commit_max, self->opts.map_max };
     self->intake = ak_intake_new (self->store, self->sched, self->registry, &iopts);
+    if (!self->opts.commit_sync && !(self->committer = ak_committer_new (self->store, err))) {
+        rc = err ? err->code : AK_EIO;
+        goto fail;
+    }
     rc = ak_store_begin (self->store, false, &txn, err);
     if (rc == 0)
         rc = ak_registry_load (self->registry, txn, err);
@@ -510,6 +519,7 @@ void ak_coord_destroy (ak_coord_t **self_p)
         zsock_destroy (&self->zap);
         ak_keyring_destroy (&self->ring);
         free (self->sendbuf);
+        ak_committer_destroy (&self->committer);
         ak_intake_destroy (&self->intake);
         ak_registry_destroy (&self->registry);
         ak_sched_destroy (&self->sched);
@@ -536,16 +546,25 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
         if (due && due < wake)
             wake = due;
         long timeout = wake > now && !zlistx_size (self->queue) ? (long) (wake - now) : 0;
-        zmq_pollitem_t items[] = {
+        zmq_pollitem_t items[6] = {
             { zsock_resolve (self->sock[AK_EP_WORKERS]), 0, ZMQ_POLLIN, 0 },
             { zsock_resolve (self->sock[AK_EP_CLIENTS]), 0, ZMQ_POLLIN, 0 },
             { zsock_resolve (self->mon[AK_EP_WORKERS]), 0, ZMQ_POLLIN, 0 },
             { zsock_resolve (self->mon[AK_EP_CLIENTS]), 0, ZMQ_POLLIN, 0 },
-            { self->zap ? zsock_resolve (self->zap) : NULL, 0, ZMQ_POLLIN, 0 },
         };
+        int nitems = 4, zap_at = -1, commit_at = -1;
+        if (self->zap) {
+            items[nitems] = (zmq_pollitem_t) { zsock_resolve (self->zap), 0, ZMQ_POLLIN, 0 };
+            zap_at = nitems++;
+        }
+        if (self->committer && ak_intake_busy (self->intake)) {
+            /* the commit in flight wakes the loop when it holds */
+            items[nitems] = (zmq_pollitem_t) { NULL, ak_committer_fd (self->committer), ZMQ_POLLIN, 0 };
+            commit_at = nitems++;
+        }
         ak_log_flush ();
         coord_wake_end (self);          /* the wake-up before this poll, its log flush included */
-        if (zmq_poll (items, self->zap ? 5 : 4, timeout) < 0) {
+        if (zmq_poll (items, nitems, timeout) < 0) {
             if (zmq_errno () == EINTR)
                 continue;
             ak_error ("zmq_poll: %s; stopping", zmq_strerror (zmq_errno ()));
@@ -553,6 +572,12 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
         }
         coord_wake_begin (self);
         uint64_t t0 = self->wake_ns;
+        if (commit_at >= 0 && (items[commit_at].revents & ZMQ_POLLIN)) {
+            /* first: its ACKs free slots the frames below may fill */
+            ak_err_t cerr = { 0 };
+            coord_commit_finish (self, false, &cerr);
+            t0 = ak_clock_mono_ns ();
+        }
         for (int ep = 0; ep < AK_EP_COUNT; ep++) {
             if (items[ep].revents & ZMQ_POLLIN) {
                 uint32_t n = 0;
@@ -565,7 +590,7 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
             if (items[2 + ep].revents & ZMQ_POLLIN)
                 s_drain_monitor (self, (ak_ep_t) ep);
         }
-        if (self->zap && (items[4].revents & ZMQ_POLLIN))
+        if (zap_at >= 0 && (items[zap_at].revents & ZMQ_POLLIN))
             coord_zap_drain (self);
         if (zlistx_size (self->queue)) {
             t0 = ak_clock_mono_ns ();
@@ -581,10 +606,8 @@ int ak_coord_run (ak_coord_t *self, ak_err_t *err)
             self->wake.tick_us += coord_us_since (t0);
         }
         due = ak_intake_deadline (self->intake);
-        if (due && now >= due) {
-            ak_err_t cerr = { 0 };
-            coord_commit (self, &cerr);
-        }
+        if (due && now >= due)
+            coord_commit_start (self);
         if (self->dispatch_due) {
             self->dispatch_due = false;
             t0 = ak_clock_mono_ns ();

@@ -24,6 +24,8 @@ typedef struct {
     uint32_t    liveness;               /* 3 */
     uint32_t    commit_ms;              /* 2 */
     uint32_t    commit_max;             /* 256 */
+    bool        commit_sync;            /* the group commit's fsyncs on the loop's thread
+                                           (no writer thread: committer.h) */
     size_t      map_size;               /* initial map; 0: AK_STORE_DEFAULT_MAP (a store keeps a larger one) */
     size_t      map_max;                /* growth limit; 0: AK_INTAKE_MAP_MAX */
     /* set (to non-zero) by a signal handler to stop the loop; may be NULL */

@@ -59,6 +59,7 @@ struct ak_coord {
     ak_sched_t      *sched;
     ak_registry_t   *registry;
     ak_intake_t     *intake;
+    ak_committer_t  *committer;         /* the group commit's writer thread; NULL: --commit-sync */
     zsock_t         *sock[AK_EP_COUNT];
     zsock_t         *mon[AK_EP_COUNT];  /* socket monitors: connections */
     ak_counters_t    counters;          /* every file counts here */
@@ -156,9 +157,18 @@ void coord_blob_free (void **item);
 
 // ================================================================ settle.c
 
-/* Runs the group commit and sends its outcome (ACKs; for receipts not
-   stored, re-queues and DISCONNECT).  0 or the commit's error. */
+/* Runs the group commit on the loop's thread and sends its outcome (ACKs;
+   for receipts not stored, re-queues and DISCONNECT), after finishing the
+   one in flight, if any.  0 or the commit's error. */
 int coord_commit (ak_coord_t *self, ak_err_t *err);
+/* The group commit when it is due: started on the writer thread (the loop
+   parked while the participants write into its transaction), or nothing
+   when one is in flight; synchronously without a writer thread or when
+   the start failed. */
+void coord_commit_start (ak_coord_t *self);
+/* The commit in flight, if finished (wait: blocks until it is): its
+   outcome sent as coord_commit sends it.  0 or the commit's error. */
+int coord_commit_finish (ak_coord_t *self, bool wait, ak_err_t *err);
 /* Settles every batch whose tasks are all terminal: its next search round,
    its verify verdicts or its winners; a step that fails is logged and
    tried again at the next tick. */
@@ -189,8 +199,10 @@ void coord_wake_begin (ak_coord_t *self);
 void coord_wake_end (ak_coord_t *self);
 /* Microseconds since t0 (monotonic ns), for the phases of a wake-up. */
 uint32_t coord_us_since (uint64_t t0);
-/* A group commit that wrote took ns and stored receipts. */
-void coord_wake_commit (ak_coord_t *self, uint64_t ns, size_t receipts);
+/* A group commit that wrote: the loop spent loop_ns on it (a synchronous
+   one whole; an asynchronous one's finish), it took commit_ns from begin
+   to durable, and stored receipts. */
+void coord_wake_commit (ak_coord_t *self, uint64_t loop_ns, uint64_t commit_ns, size_t receipts);
 /* Renders and publishes the metrics snapshot when one is due (the tick). */
 void coord_metrics_tick (ak_coord_t *self, uint64_t now);
 

@@ -73,12 +73,12 @@ void coord_wake_end (ak_coord_t *self)
     self->wake_open = false;
 }
 
-void coord_wake_commit (ak_coord_t *self, uint64_t ns, size_t receipts)
+void coord_wake_commit (ak_coord_t *self, uint64_t loop_ns, uint64_t commit_ns, size_t receipts)
 {
     self->wake.commits++;
     self->wake.commit_receipts += (uint32_t) receipts;
-    self->wake.commit_us += (uint32_t) (ns / 1000);
-    ak_loopstat_commit (self->loopstat, ns / 1000, receipts);
+    self->wake.commit_us += (uint32_t) (loop_ns / 1000);
+    ak_loopstat_commit (self->loopstat, commit_ns / 1000, receipts);
 }
 
 // ================================================================= metrics

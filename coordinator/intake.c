@@ -16,6 +16,7 @@ typedef struct {
     uint8_t     *raw;           /* the bytes it was decoded from, or NULL */
     size_t       rawlen;
     char        *worker_id;
+    size_t       bytes;         /* what it counts in staged_bytes */
     bool         stored;        /* written in the transaction being built */
     ak_ack_t     ack;
 } s_staged_t;
@@ -27,11 +28,16 @@ struct ak_intake {
     ak_sched_t       *sched;
     ak_registry_t    *registry;
     ak_intake_opts_t  opts;
-    s_staged_t       *staged;
+    s_staged_t       *staged;           /* waiting for the next commit */
     size_t            nstaged;
     size_t            cap;
     size_t            staged_bytes;     /* the staged receipts' sizes as they came (or packed) */
     uint64_t          first_staged;     /* monotonic ms of the oldest staged receipt */
+    s_staged_t       *inflight;         /* the commit's own, taken from staged (s_take) */
+    size_t            ninflight;
+    size_t            inflight_cap;
+    uint64_t          inflight_first;
+    bool              busy;             /* a commit on the committer's thread (committer.h) */
     uint64_t          retry_at;         /* no commit before this after a failure */
     uint64_t          kill_in_commit;   /* fault injection (tests/fault), 0: off */
     uint64_t          receipt_commits;  /* commits that held receipts, for it */
@@ -75,16 +81,60 @@ ak_intake_t *ak_intake_new (ak_store_t *store, ak_sched_t *sched, ak_registry_t 
     return self;
 }
 
+static void s_list_clear (s_staged_t *list, size_t *n)
+{
+    for (size_t i = 0; i < *n; i++) {
+        ak__receipt__free_unpacked (list[i].receipt, NULL);
+        free (list[i].raw);
+        free (list[i].worker_id);
+    }
+    *n = 0;
+}
+
 static void s_staged_clear (ak_intake_t *self)
 {
-    for (size_t i = 0; i < self->nstaged; i++) {
-        ak__receipt__free_unpacked (self->staged[i].receipt, NULL);
-        free (self->staged[i].raw);
-        free (self->staged[i].worker_id);
-    }
+    s_list_clear (self->staged, &self->nstaged);
+    self->staged_bytes = 0;
+    self->first_staged = 0;
+}
+
+/* The staged receipts become the commit's (inflight); staging goes on
+   into an empty list. */
+static void s_take (ak_intake_t *self)
+{
+    s_staged_t *list = self->inflight;
+    size_t cap = self->inflight_cap;
+    self->inflight = self->staged;
+    self->ninflight = self->nstaged;
+    self->inflight_cap = self->cap;
+    self->inflight_first = self->first_staged;
+    self->staged = list;
+    self->cap = cap;
     self->nstaged = 0;
     self->staged_bytes = 0;
     self->first_staged = 0;
+}
+
+/* A commit that failed gives its receipts back, ahead of those staged
+   since, in arrival order. */
+static void s_untake (ak_intake_t *self)
+{
+    if (!self->ninflight)
+        return;
+    size_t n = self->ninflight + self->nstaged;
+    s_staged_t *list = ak_malloc (n * sizeof *list);
+    memcpy (list, self->inflight, self->ninflight * sizeof *list);
+    if (self->nstaged)
+        memcpy (list + self->ninflight, self->staged, self->nstaged * sizeof *list);
+    for (size_t i = 0; i < self->ninflight; i++)
+        self->staged_bytes += self->inflight[i].bytes;
+    free (self->staged);
+    self->staged = list;
+    self->nstaged = self->cap = n;
+    if (self->inflight_first && (!self->first_staged || self->inflight_first < self->first_staged))
+        self->first_staged = self->inflight_first;
+    self->ninflight = 0;
+    self->inflight_first = 0;
 }
 
 void ak_intake_destroy (ak_intake_t **self_p)
@@ -93,6 +143,8 @@ void ak_intake_destroy (ak_intake_t **self_p)
         ak_intake_t *self = *self_p;
         s_staged_clear (self);
         free (self->staged);
+        s_list_clear (self->inflight, &self->ninflight);
+        free (self->inflight);
         ak_rounds_new_clear (&self->created);
         free (self);
         *self_p = NULL;
@@ -149,7 +201,8 @@ int ak_intake_stage_raw (ak_intake_t *self, const char *worker_id, Ak__Receipt *
     }
     /* what the stored receipt will take, near enough: the bytes it came
        in (or its packed size), without the few the coordinator adds */
-    self->staged_bytes += raw ? rawlen : ak__receipt__get_packed_size (r);
+    s->bytes = raw ? rawlen : ak__receipt__get_packed_size (r);
+    self->staged_bytes += s->bytes;
     if (!self->first_staged)
         self->first_staged = now ? now : 1;
     return 0;
@@ -161,7 +214,28 @@ fail:
 
 size_t ak_intake_staged (ak_intake_t *self)
 {
-    return self->nstaged;
+    return self->nstaged + self->ninflight;
+}
+
+bool ak_intake_busy (ak_intake_t *self)
+{
+    return self->busy;
+}
+
+static bool s_has (const s_staged_t *list, size_t n, const char *task_id, const char *worker_id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp (list[i].receipt->task_id, task_id) == 0 && strcmp (list[i].worker_id, worker_id) == 0)
+            return true;
+    return false;
+}
+
+static size_t s_count_for (const s_staged_t *list, size_t n, const char *worker_id)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += strcmp (list[i].worker_id, worker_id) == 0;
+    return k;
 }
 
 bool ak_intake_full (ak_intake_t *self)
@@ -171,23 +245,20 @@ bool ak_intake_full (ak_intake_t *self)
 
 bool ak_intake_pending (ak_intake_t *self, const char *task_id, const char *worker_id)
 {
-    for (size_t i = 0; i < self->nstaged; i++)
-        if (strcmp (self->staged[i].receipt->task_id, task_id) == 0
-            && strcmp (self->staged[i].worker_id, worker_id) == 0)
-            return true;
-    return false;
+    return s_has (self->staged, self->nstaged, task_id, worker_id)
+        || s_has (self->inflight, self->ninflight, task_id, worker_id);
 }
 
 size_t ak_intake_staged_for (ak_intake_t *self, const char *worker_id)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < self->nstaged; i++)
-        n += strcmp (self->staged[i].worker_id, worker_id) == 0;
-    return n;
+    return s_count_for (self->staged, self->nstaged, worker_id)
+         + s_count_for (self->inflight, self->ninflight, worker_id);
 }
 
 uint64_t ak_intake_deadline (ak_intake_t *self)
 {
+    if (self->busy)
+        return 0;               /* the next one is due when this one is done */
     uint64_t since = self->first_staged;
     uint64_t d = ak_sched_dirty_since (self->sched);
     if (d && (!since || d < since))
@@ -331,9 +402,9 @@ static int s_receipts_flush (void *arg, ak_txn_t *txn, ak_err_t *err)
 {
     ak_intake_t *self = arg;
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < self->nstaged; i++) {
-        self->staged[i].stored = false;
-        rc = s_store_one (self, txn, &self->staged[i], err);
+    for (size_t i = 0; rc == 0 && i < self->ninflight; i++) {
+        self->inflight[i].stored = false;
+        rc = s_store_one (self, txn, &self->inflight[i], err);
     }
     return rc;
 }
@@ -346,10 +417,10 @@ static const ak_commit_ops_t s_receipts_ops = { .name = "receipts", .flush = s_r
 static int s_rounds_flush (void *arg, ak_txn_t *txn, ak_err_t *err)
 {
     ak_intake_t *self = arg;
-    ak_task_t **done = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *done);
+    ak_task_t **done = ak_calloc (self->ninflight ? self->ninflight : 1, sizeof *done);
     size_t n = 0;
-    for (size_t i = 0; i < self->nstaged; i++) {
-        const s_staged_t *s = &self->staged[i];
+    for (size_t i = 0; i < self->ninflight; i++) {
+        const s_staged_t *s = &self->inflight[i];
         if (s->stored && !s->ack.duplicate)
             done[n++] = ak_sched_task (self->sched, s->ack.task_id);
     }
@@ -378,23 +449,33 @@ static const ak_commit_ops_t s_rounds_ops = {
     .flushed = s_rounds_flushed,
 };
 
-/* One attempt at the whole group: every participant flushed, then the commit. */
+/* The whole group written into txn: every participant flushed, then the
+   fault injection's kill.  On the committer's thread for an asynchronous
+   commit (the loop parked), on the loop's for a synchronous one. */
+static int s_fill (void *arg, ak_txn_t *txn, ak_err_t *err)
+{
+    ak_intake_t *self = arg;
+    int rc = ak_commit_flush (self->parts, S_NPARTS, txn, err);
+    if (rc == 0 && self->kill_in_commit && self->ninflight && ++self->receipt_commits == self->kill_in_commit) {
+        ak_warn ("fault injection: SIGKILL inside commit %llu (%zu receipts written, not committed)",
+                 (unsigned long long) self->receipt_commits, self->ninflight);
+        raise (SIGKILL);
+    }
+    return rc;
+}
+
+/* One synchronous attempt at the whole group. */
 static int s_commit_once (ak_intake_t *self, ak_err_t *err)
 {
     ak_txn_t *txn = NULL;
     int rc = ak_store_begin (self->store, true, &txn, err);
     if (rc)
         return rc;
-    rc = ak_commit_flush (self->parts, S_NPARTS, txn, err);
+    rc = s_fill (self, txn, err);
     if (rc) {
         ak_store_abort (&txn);
         ak_commit_rollback (self->parts, S_NPARTS);
         return rc;
-    }
-    if (self->kill_in_commit && self->nstaged && ++self->receipt_commits == self->kill_in_commit) {
-        ak_warn ("fault injection: SIGKILL inside commit %llu (%zu receipts written, not committed)",
-                 (unsigned long long) self->receipt_commits, self->nstaged);
-        raise (SIGKILL);
     }
     rc = ak_store_commit (&txn, err);
     if (rc)
@@ -461,54 +542,44 @@ void ak_commit_clear (ak_commit_t *c)
     memset (c, 0, sizeof *c);
 }
 
-int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_t *err)
+/* The commit of the inflight receipts failed for good: they are dropped
+   unacked (their workers re-send), *out names them. */
+static void s_fail (ak_intake_t *self, int rc, uint64_t now, ak_commit_t *out, ak_err_t *err)
 {
-    memset (out, 0, sizeof *out);
-    if (!self->nstaged && !ak_sched_dirty_since (self->sched)
-        && !ak_registry_dirty_since (self->registry))
-        return 0;
-
-    int rc;
-    while ((rc = s_commit_once (self, err)) == AK_ESTOREFULL) {
-        ak_error ("store full while committing %zu receipts: %s; growing the map",
-                  self->nstaged, err ? err->msg : "");
-        int grc = ak_intake_grow (self, err);
-        if (grc) {
-            rc = grc;
-            break;
-        }
+    ak_intake_failed (self, rc, err && err->msg[0] ? err->msg : ak_strerror (rc));
+    self->stats.dropped += self->ninflight;
+    self->retry_at = now + AK_INTAKE_RETRY_MS;
+    ak_error ("commit failed, %zu receipts not stored or acked (workers will re-send): %s",
+              self->ninflight, err ? err->msg : ak_strerror (rc));
+    out->dropped = ak_calloc (self->ninflight ? self->ninflight : 1, sizeof *out->dropped);
+    out->lost = ak_calloc (self->ninflight ? self->ninflight : 1, sizeof *out->lost);
+    for (size_t i = 0; i < self->ninflight; i++) {
+        ak_ack_t *lost = &out->lost[out->nlost++];
+        lost->worker_id = ak_strdup (self->inflight[i].worker_id);
+        lost->task_id = ak_strdup (self->inflight[i].receipt->task_id);
+        lost->attempt = self->inflight[i].receipt->attempt;
+        bool seen = false;
+        for (size_t j = 0; j < out->ndropped; j++)
+            if (strcmp (out->dropped[j], self->inflight[i].worker_id) == 0)
+                seen = true;
+        if (!seen)
+            out->dropped[out->ndropped++] = ak_strdup (self->inflight[i].worker_id);
     }
-    if (rc) {
-        ak_intake_failed (self, rc, err && err->msg[0] ? err->msg : ak_strerror (rc));
-        self->stats.dropped += self->nstaged;
-        self->retry_at = now + AK_INTAKE_RETRY_MS;
-        ak_error ("commit failed, %zu receipts not stored or acked (workers will re-send): %s",
-                  self->nstaged, err ? err->msg : ak_strerror (rc));
-        out->dropped = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *out->dropped);
-        out->lost = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *out->lost);
-        for (size_t i = 0; i < self->nstaged; i++) {
-            ak_ack_t *lost = &out->lost[out->nlost++];
-            lost->worker_id = ak_strdup (self->staged[i].worker_id);
-            lost->task_id = ak_strdup (self->staged[i].receipt->task_id);
-            lost->attempt = self->staged[i].receipt->attempt;
-            bool seen = false;
-            for (size_t j = 0; j < out->ndropped; j++)
-                if (strcmp (out->dropped[j], self->staged[i].worker_id) == 0)
-                    seen = true;
-            if (!seen)
-                out->dropped[out->ndropped++] = ak_strdup (self->staged[i].worker_id);
-        }
-        s_staged_clear (self);
-        return rc;
-    }
+    s_list_clear (self->inflight, &self->ninflight);
+    self->inflight_first = 0;
+}
 
+/* The commit holds: the participants' flushed, then an ACK for each
+   inflight receipt stored and its task finished in the index. */
+static void s_succeed (ak_intake_t *self, uint64_t now, ak_commit_t *out)
+{
     self->retry_at = 0;
     self->stats.commits++;
     ak_intake_healthy (self);
     ak_commit_flushed (self->parts, S_NPARTS);
-    out->acks = ak_calloc (self->nstaged ? self->nstaged : 1, sizeof *out->acks);
-    for (size_t i = 0; i < self->nstaged; i++) {
-        s_staged_t *s = &self->staged[i];
+    out->acks = ak_calloc (self->ninflight ? self->ninflight : 1, sizeof *out->acks);
+    for (size_t i = 0; i < self->ninflight; i++) {
+        s_staged_t *s = &self->inflight[i];
         if (!s->stored)
             continue;
         ak_ack_t *ack = &out->acks[out->nacks++];
@@ -532,6 +603,83 @@ int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_
                  ack->ok ? "done" : "failed", ack->receipt_id, ack->attempt, ack->worker_id,
                  s->receipt->status);
     }
-    s_staged_clear (self);
+    s_list_clear (self->inflight, &self->ninflight);
+    self->inflight_first = 0;
+}
+
+static bool s_anything (ak_intake_t *self)
+{
+    return self->nstaged || ak_sched_dirty_since (self->sched) || ak_registry_dirty_since (self->registry);
+}
+
+int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_t *err)
+{
+    memset (out, 0, sizeof *out);
+    if (self->busy)
+        return ak_err_set (err, AK_ESTATE, "a group commit is in flight: finish it first");
+    if (!s_anything (self))
+        return 0;
+    s_take (self);
+    int rc;
+    while ((rc = s_commit_once (self, err)) == AK_ESTOREFULL) {
+        ak_error ("store full while committing %zu receipts: %s; growing the map",
+                  self->ninflight, err ? err->msg : "");
+        int grc = ak_intake_grow (self, err);
+        if (grc) {
+            rc = grc;
+            break;
+        }
+    }
+    if (rc)
+        s_fail (self, rc, now, out, err);
+    else
+        s_succeed (self, now, out);
+    return rc;
+}
+
+int ak_intake_commit_start (ak_intake_t *self, ak_committer_t *committer, bool *started, uint64_t *parked_ns,
+                            ak_err_t *err)
+{
+    *started = false;
+    if (parked_ns)
+        *parked_ns = 0;
+    if (self->busy || !s_anything (self))
+        return 0;
+    s_take (self);
+    int rc = ak_committer_start (committer, s_fill, self, parked_ns, err);
+    if (rc) {
+        /* nothing in flight: the caller commits synchronously (a full
+           map grows there, another failure drops and pauses) */
+        ak_commit_rollback (self->parts, S_NPARTS);
+        s_untake (self);
+        return rc;
+    }
+    self->busy = true;
+    *started = true;
     return 0;
+}
+
+int ak_intake_commit_finish (ak_intake_t *self, ak_committer_t *committer, bool wait, uint64_t now,
+                             ak_commit_t *out, bool *finished, uint64_t *commit_ns, ak_err_t *err)
+{
+    memset (out, 0, sizeof *out);
+    *finished = false;
+    if (!self->busy)
+        return 0;
+    int rc = ak_committer_done (committer, wait, finished, commit_ns, err);
+    if (!*finished)
+        return rc;
+    self->busy = false;
+    if (rc == 0) {
+        s_succeed (self, now, out);
+        return 0;
+    }
+    /* the commit itself failed (aborted on the thread): once more on the
+       loop's thread, where a full map grows and any other failure drops
+       the receipts as it always did */
+    ak_warn ("group commit on the writer thread failed: %s; committing again synchronously",
+             err ? err->msg : ak_strerror (rc));
+    ak_commit_rollback (self->parts, S_NPARTS);
+    s_untake (self);
+    return ak_intake_commit (self, now, out, err);
 }

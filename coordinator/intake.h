@@ -18,13 +18,17 @@
     receipts returned 0.  A full map is grown (doubling, up to map_max) and
     the commit retried; any other failure drops the staged receipts unacked
     (their workers still hold them and re-send) and keeps the dirty records
-    for a retry after a pause.  Nothing here touches the network. */
+    for a retry after a pause.  The commit may run on the committer's
+    thread (ak_intake_commit_start / _finish, committer.h): the
+    participants then keep what changed while it was in flight dirty for
+    the next one (commit.h).  Nothing here touches the network. */
 #ifndef AK_INTAKE_H
 #define AK_INTAKE_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "akfleet.pb-c.h"
+#include "committer.h"
 #include "error.h"
 #include "store.h"
 #include "sched.h"
@@ -113,6 +117,28 @@ uint64_t ak_intake_deadline (ak_intake_t *self);
    *out with ak_commit_clear. */
 int ak_intake_commit (ak_intake_t *self, uint64_t now, ak_commit_t *out, ak_err_t *err);
 void ak_commit_clear (ak_commit_t *commit);
+
+/* The same commit in two steps, its fsyncs on committer's thread
+   (committer.h) while the loop goes on.  start: when anything is pending
+   and no commit is in flight, the staged receipts become the commit's and
+   the participants write into the thread's transaction while this call
+   waits (*parked_ns); *started then says it is in flight (busy).  A
+   failure there (err) leaves nothing in flight and everything staged:
+   commit synchronously (ak_intake_commit) instead.  Receipts staged while
+   one is in flight wait for the next; ak_intake_pending, _staged and
+   _staged_for count both; ak_intake_deadline is 0 while one is in flight.
+   finish: the outcome (*finished false while it still runs and wait is
+   false), as ak_intake_commit gives it: on 0 the acks; a commit that
+   failed on the thread is tried again synchronously here (a full map
+   grows), so a failure is ak_intake_commit's.  *commit_ns: the thread's
+   time from begin to durable. */
+int ak_intake_commit_start (ak_intake_t *self, ak_committer_t *committer, bool *started, uint64_t *parked_ns,
+                            ak_err_t *err);
+int ak_intake_commit_finish (ak_intake_t *self, ak_committer_t *committer, bool wait, uint64_t now,
+                             ak_commit_t *out, bool *finished, uint64_t *commit_ns, ak_err_t *err);
+/* True while a commit started with ak_intake_commit_start is in flight;
+   ak_intake_commit refuses then (AK_ESTATE). */
+bool ak_intake_busy (ak_intake_t *self);
 
 /* Doubles the map (up to map_max); AK_ESTOREFULL when already there. */
 int ak_intake_grow (ak_intake_t *self, ak_err_t *err);

@@ -58,6 +58,9 @@ static void s_usage (FILE *out)
         "  --liveness N         missed heartbeats before a worker is dead, 1..100 (default 3)\n"
         "  --commit-ms N        longest a receipt waits for its group commit, 0..10000 (default 2)\n"
         "  --commit-max N       receipts per group commit, 1..100000 (default 256)\n"
+        "  --commit-sync        run the group commit's fsyncs on the loop's thread (the loop\n"
+        "                       waits for each); default: on a writer thread while the loop\n"
+        "                       goes on (ACKs still only after the commit holds)\n"
         "  --map-size SIZE      initial LMDB map size (default 1G; a store that grew keeps\n"
         "                       its size); SIZE is bytes or a number with K, M or G\n"
         "  --map-max SIZE       the map doubles when full up to this limit (default 64G);\n"
@@ -146,7 +149,7 @@ int main (int argc, char **argv)
 {
     enum { O_STORE = 1, O_WORKERS, O_CLIENTS, O_HB, O_LIVE, O_CMS, O_CMAX, O_MAPSZ, O_MAPMAX, O_LOG,
            O_HELP, O_CERT, O_KEYS, O_PLAIN, O_CQUEUE, O_MALFORMED, O_VERSION, O_METRICS, O_METRICS_MS,
-           O_SLOW };
+           O_SLOW, O_CSYNC };
     static const struct option longopts[] = {
         { "store", required_argument, NULL, O_STORE },
         { "workers", required_argument, NULL, O_WORKERS },
@@ -168,6 +171,7 @@ int main (int argc, char **argv)
         { "metrics", required_argument, NULL, O_METRICS },
         { "metrics-ms", required_argument, NULL, O_METRICS_MS },
         { "slow-wakeup-ms", required_argument, NULL, O_SLOW },
+        { "commit-sync", no_argument, NULL, O_CSYNC },
         { NULL, 0, NULL, 0 },
     };
     ak_malloc_tune (argv);      /* before getopt permutes argv */
@@ -202,6 +206,7 @@ int main (int argc, char **argv)
             case O_METRICS: metrics = optarg; break;
             case O_METRICS_MS: rc = s_uint ("--metrics-ms", optarg, 100, 60000, &opts.metrics_ms); break;
             case O_SLOW:    rc = s_uint ("--slow-wakeup-ms", optarg, 1, 60000, &opts.slow_wakeup_ms); break;
+            case O_CSYNC:   opts.commit_sync = true; break;
             case O_HELP:
             case 'h':
                 s_usage (stdout);

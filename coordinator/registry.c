@@ -10,8 +10,7 @@
 struct ak_registry {
     zhashx_t *workers;          /* worker_id -> ak_worker_t (owned) */
     zhashx_t *routes;           /* hex(route) -> ak_worker_t */
-    zlistx_t *dirty;
-    uint64_t  dirty_since;
+    ak_dirty_t dirty;           /* dirty.h */
 };
 
 static void s_route_key (const void *route, size_t len, char *key)
@@ -83,12 +82,7 @@ static ak_worker_t *s_worker_new (ak_registry_t *self, const char *worker_id)
 
 static void s_mark (ak_registry_t *self, ak_worker_t *w, uint64_t now)
 {
-    if (!w->dirty) {
-        w->dirty = true;
-        zlistx_add_end (self->dirty, w);
-    }
-    if (!self->dirty_since)
-        self->dirty_since = now ? now : 1;
+    ak_dirty_mark (&self->dirty, w, now);
 }
 
 static void s_unroute (ak_registry_t *self, ak_worker_t *w)
@@ -107,8 +101,8 @@ ak_registry_t *ak_registry_new (void)
     ak_registry_t *self = ak_calloc (1, sizeof *self);
     self->workers = zhashx_new ();
     self->routes = zhashx_new ();
-    self->dirty = zlistx_new ();
-    if (!self->workers || !self->routes || !self->dirty)
+    ak_dirty_init (&self->dirty, offsetof (ak_worker_t, dirty));
+    if (!self->workers || !self->routes)
         abort ();
     zhashx_set_destructor (self->workers, s_worker_free);
     return self;
@@ -118,7 +112,7 @@ void ak_registry_destroy (ak_registry_t **self_p)
 {
     if (self_p && *self_p) {
         ak_registry_t *self = *self_p;
-        zlistx_destroy (&self->dirty);
+        ak_dirty_destroy (&self->dirty);
         zhashx_destroy (&self->routes);
         zhashx_destroy (&self->workers);
         free (self);
@@ -339,11 +333,7 @@ size_t ak_registry_alive (ak_registry_t *self)
 void ak_registry_forget (ak_registry_t *self, ak_worker_t *worker)
 {
     s_unroute (self, worker);
-    if (worker->dirty) {
-        void *handle = zlistx_find (self->dirty, worker);
-        if (handle)
-            zlistx_delete (self->dirty, handle);
-    }
+    ak_dirty_forget (&self->dirty, worker);
     zhashx_delete (self->workers, worker->worker_id);    /* frees it */
 }
 
@@ -383,7 +373,7 @@ void ak_registry_count_done (ak_registry_t *self, ak_worker_t *worker, uint64_t 
 
 void ak_registry_rollback (ak_registry_t *self)
 {
-    for (ak_worker_t *w = zlistx_first (self->dirty); w; w = zlistx_next (self->dirty))
+    for (ak_worker_t *w = ak_dirty_first (&self->dirty); w; w = ak_dirty_next (&self->dirty))
         w->pending_done = 0;
 }
 
@@ -391,12 +381,13 @@ void ak_registry_rollback (ak_registry_t *self)
 
 uint64_t ak_registry_dirty_since (ak_registry_t *self)
 {
-    return self->dirty_since;
+    return self->dirty.since;
 }
 
 int ak_registry_flush (ak_registry_t *self, ak_txn_t *txn, ak_err_t *err)
 {
-    for (ak_worker_t *w = zlistx_first (self->dirty); w; w = zlistx_next (self->dirty)) {
+    ak_dirty_begin_flush (&self->dirty);
+    for (ak_worker_t *w = ak_dirty_first (&self->dirty); w; w = ak_dirty_next (&self->dirty)) {
         if (!w->hello)
             continue;
         Ak__WorkerRecord rec = AK__WORKER_RECORD__INIT;
@@ -426,20 +417,32 @@ int ak_registry_flush (ak_registry_t *self, ak_txn_t *txn, ak_err_t *err)
     return 0;
 }
 
+/* The tasks counted in the commit are done in the store now (a worker
+   marked again since stays dirty with nothing pending). */
+static void s_worker_flushed (void *record, bool still, void *arg)
+{
+    (void) still;
+    (void) arg;
+    ak_worker_t *w = record;
+    w->tasks_done += w->pending_done;
+    w->pending_done = 0;
+}
+
 void ak_registry_flushed (ak_registry_t *self)
 {
-    ak_worker_t *w;
-    while ((w = zlistx_detach (self->dirty, NULL))) {
-        w->tasks_done += w->pending_done;
-        w->pending_done = 0;
-        w->dirty = false;
-    }
-    self->dirty_since = 0;
+    ak_dirty_flushed (&self->dirty, s_worker_flushed, NULL);
 }
 
 static void s_commit_rollback (void *self)
 {
     ak_registry_rollback (self);
+}
+
+static void s_commit_abort (void *arg)
+{
+    ak_registry_t *self = arg;
+    ak_registry_rollback (self);
+    ak_dirty_rollback (&self->dirty);
 }
 
 static int s_commit_flush (void *self, ak_txn_t *txn, ak_err_t *err)
@@ -453,6 +456,6 @@ static void s_commit_flushed (void *self)
 }
 
 const ak_commit_ops_t ak_registry_commit_ops = {
-    .name = "registry", .clear = s_commit_rollback, .flush = s_commit_flush, .rollback = s_commit_rollback,
+    .name = "registry", .clear = s_commit_rollback, .flush = s_commit_flush, .rollback = s_commit_abort,
     .flushed = s_commit_flushed,
 };

@@ -11,6 +11,7 @@
     flushed protocol as the scheduler (intake.c commits them). */
 #ifndef AK_REGISTRY_H
 #define AK_REGISTRY_H
+#include "dirty.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,7 +45,7 @@ typedef struct {
     char       **classes;           /* distinct device classes of its devices */
     size_t       nclasses;
     size_t       next_class;        /* round-robin cursor for dispatch */
-    bool         dirty;
+    ak_dmark_t   dirty;             /* dirty.h */
     ak_blobcache_t *blobs;          /* what this registration's blob cache holds (digests) */
     /* Its last Heartbeat.timing (cumulative since its process started;
        has_timing false until one came): the GPU timing share. */

@@ -19,10 +19,9 @@ struct ak_sched {
     zhashx_t *queues;           /* device class -> zlistx_t of ak_task_t */
     zhashx_t *pins;             /* worker id -> zlistx_t of its pinned queued tasks */
     zlistx_t *leased;           /* leased tasks, for deadline scans */
-    zlistx_t *dirty_tasks;
-    zlistx_t *dirty_batches;
+    ak_dirty_t dirty_tasks;     /* dirty.h */
+    ak_dirty_t dirty_batches;
     zlistx_t *settling;         /* batches waiting for their winners */
-    uint64_t  dirty_since;
     size_t    counts[AK_TS_COUNT];
 };
 
@@ -126,11 +125,11 @@ ak_sched_t *ak_sched_new (void)
     self->queues = zhashx_new ();
     self->pins = zhashx_new ();
     self->leased = zlistx_new ();
-    self->dirty_tasks = zlistx_new ();
-    self->dirty_batches = zlistx_new ();
+    ak_dirty_init (&self->dirty_tasks, offsetof (ak_task_t, dirty));
+    ak_dirty_init (&self->dirty_batches, offsetof (ak_batch_t, dirty));
     self->settling = zlistx_new ();
     if (!self->tasks || !self->batches || !self->order || !self->queues || !self->pins || !self->leased
-        || !self->dirty_tasks || !self->dirty_batches || !self->settling)
+        || !self->settling)
         abort ();
     zhashx_set_destructor (self->tasks, s_task_free);
     zlistx_set_destructor (self->order, s_batch_free);
@@ -144,8 +143,8 @@ void ak_sched_destroy (ak_sched_t **self_p)
     if (self_p && *self_p) {
         ak_sched_t *self = *self_p;
         zlistx_destroy (&self->settling);
-        zlistx_destroy (&self->dirty_batches);
-        zlistx_destroy (&self->dirty_tasks);
+        ak_dirty_destroy (&self->dirty_batches);
+        ak_dirty_destroy (&self->dirty_tasks);
         zlistx_destroy (&self->leased);
         zhashx_destroy (&self->pins);
         zhashx_destroy (&self->queues);
@@ -161,22 +160,12 @@ void ak_sched_destroy (ak_sched_t **self_p)
 
 static void s_mark_task (ak_sched_t *self, ak_task_t *task, uint64_t now)
 {
-    if (!task->dirty) {
-        task->dirty = true;
-        zlistx_add_end (self->dirty_tasks, task);
-    }
-    if (!self->dirty_since)
-        self->dirty_since = now ? now : 1;
+    ak_dirty_mark (&self->dirty_tasks, task, now);
 }
 
 static void s_mark_batch (ak_sched_t *self, ak_batch_t *batch, uint64_t now)
 {
-    if (!batch->dirty) {
-        batch->dirty = true;
-        zlistx_add_end (self->dirty_batches, batch);
-    }
-    if (!self->dirty_since)
-        self->dirty_since = now ? now : 1;
+    ak_dirty_mark (&self->dirty_batches, batch, now);
 }
 
 static bool s_all_terminal (const ak_batch_t *batch)
@@ -828,7 +817,8 @@ void ak_sched_uncache_all (ak_sched_t *self)
 
 uint64_t ak_sched_dirty_since (ak_sched_t *self)
 {
-    return self->dirty_since;
+    uint64_t t = self->dirty_tasks.since, b = self->dirty_batches.since;
+    return t && (!b || t < b) ? t : b;
 }
 
 static int s_flush_task (ak_task_t *task, ak_txn_t *txn, ak_err_t *err)
@@ -886,7 +876,9 @@ static int s_flush_batch (ak_batch_t *batch, ak_txn_t *txn, ak_err_t *err)
 int ak_sched_flush (ak_sched_t *self, ak_txn_t *txn, ak_err_t *err)
 {
     int rc = 0;
-    for (ak_task_t *t = zlistx_first (self->dirty_tasks); t; t = zlistx_next (self->dirty_tasks)) {
+    ak_dirty_begin_flush (&self->dirty_tasks);
+    ak_dirty_begin_flush (&self->dirty_batches);
+    for (ak_task_t *t = ak_dirty_first (&self->dirty_tasks); t; t = ak_dirty_next (&self->dirty_tasks)) {
         rc = s_flush_task (t, txn, err);
         if (rc == AK_ENOTFOUND) {
             ak_error ("task %s: record missing from the store, state not saved", t->task_id);
@@ -895,7 +887,7 @@ int ak_sched_flush (ak_sched_t *self, ak_txn_t *txn, ak_err_t *err)
         if (rc)
             return rc;
     }
-    for (ak_batch_t *b = zlistx_first (self->dirty_batches); b; b = zlistx_next (self->dirty_batches)) {
+    for (ak_batch_t *b = ak_dirty_first (&self->dirty_batches); b; b = ak_dirty_next (&self->dirty_batches)) {
         rc = s_flush_batch (b, txn, err);
         if (rc == AK_ENOTFOUND) {
             ak_error ("batch %s: record missing from the store, state not saved", b->batch_id);
@@ -907,17 +899,18 @@ int ak_sched_flush (ak_sched_t *self, ak_txn_t *txn, ak_err_t *err)
     return 0;
 }
 
+/* A flushed task's old verdict is cleared in the store now. */
+static void s_task_flushed (void *record, bool still, void *arg)
+{
+    (void) arg;
+    if (!still)
+        ((ak_task_t *) record)->reopened = false;
+}
+
 void ak_sched_flushed (ak_sched_t *self)
 {
-    ak_task_t *t;
-    while ((t = zlistx_detach (self->dirty_tasks, NULL))) {
-        t->dirty = false;
-        t->reopened = false;
-    }
-    ak_batch_t *b;
-    while ((b = zlistx_detach (self->dirty_batches, NULL)))
-        b->dirty = false;
-    self->dirty_since = 0;
+    ak_dirty_flushed (&self->dirty_tasks, s_task_flushed, NULL);
+    ak_dirty_flushed (&self->dirty_batches, NULL, NULL);
 }
 
 static int s_commit_flush (void *self, ak_txn_t *txn, ak_err_t *err)
@@ -925,9 +918,12 @@ static int s_commit_flush (void *self, ak_txn_t *txn, ak_err_t *err)
     return ak_sched_flush (self, txn, err);
 }
 
-static void s_commit_rollback (void *self)
+static void s_commit_rollback (void *arg)
 {
+    ak_sched_t *self = arg;
     ak_sched_uncache_all (self);        /* they hold the failed attempt's writes */
+    ak_dirty_rollback (&self->dirty_tasks);
+    ak_dirty_rollback (&self->dirty_batches);
 }
 
 static void s_commit_flushed (void *self)

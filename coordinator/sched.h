@@ -23,6 +23,7 @@
     dispatch.c). */
 #ifndef AK_SCHED_H
 #define AK_SCHED_H
+#include "dirty.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -78,7 +79,7 @@ typedef struct {
     char        *pin_worker;        /* only this worker runs it (verify); NULL: any of the class */
     /* index bookkeeping */
     bool         in_queue;
-    bool         dirty;
+    ak_dmark_t   dirty;             /* dirty.h */
     bool         reopened;          /* retried: the flush clears the old verdict */
     void        *lease_handle;
     /* The stored TaskRecord, cached while the task is leased so that the
@@ -109,7 +110,7 @@ struct ak_batch {
     ak_task_t  **tasks;             /* every task of the batch, in id order */
     size_t       ntasks;
     size_t       cap_tasks;
-    bool         dirty;
+    ak_dmark_t   dirty;             /* dirty.h */
     bool         settling;          /* every task terminal, winners not decided yet */
     uint64_t     reopens;           /* times a task left a terminal state (retry) */
     void        *rounds_memo;       /* rounds.c's per (op, class) summary of tasks; freed here */
@@ -221,6 +222,8 @@ size_t ak_sched_open_batches (ak_sched_t *self);
    when none), writing every dirty record into txn, and forgetting them
    after the commit that held them returned 0. */
 uint64_t ak_sched_dirty_since (ak_sched_t *self);
+/* The flush writes the records marked until it began; ak_sched_flushed
+   forgets only those (a commit in flight: dirty.h). */
 int  ak_sched_flush (ak_sched_t *self, ak_txn_t *txn, ak_err_t *err);
 void ak_sched_flushed (ak_sched_t *self);
 /* The scheduler as a participant of the group commit (commit.h): flush

@@ -16,22 +16,15 @@
 
 // ================================================================== commit
 
-/*  Runs the group commit (intake.h) and tells the workers what came of it:
-    an ACK for each stored receipt (its slot is free again); on failure, a
-    task whose worker is gone goes back to its queue and every worker whose
-    receipts were dropped is asked to register again and re-send.  0 or
-    the commit's error (err). */
-int coord_commit (ak_coord_t *self, ak_err_t *err)
+/*  Tells the workers what came of a group commit (intake.h): an ACK for
+    each stored receipt (its slot is free again); on failure, a task whose
+    worker is gone goes back to its queue and every worker whose receipts
+    were dropped is asked to register again and re-send.  Clears *c. */
+static void s_commit_outcome (ak_coord_t *self, ak_commit_t *c, uint64_t now)
 {
-    ak_commit_t c;
-    uint64_t now = ak_clock_mono_ms ();
-    uint64_t commits = ak_intake_stats (self->intake)->commits, t0 = ak_clock_mono_ns ();
-    int rc = ak_intake_commit (self->intake, now, &c, err);
-    if (ak_intake_stats (self->intake)->commits != commits)
-        coord_wake_commit (self, ak_clock_mono_ns () - t0, c.nacks);
     ak_log_flush ();                /* a task's "done" line before its ACK */
-    for (size_t i = 0; i < c.nacks; i++) {
-        const ak_ack_t *a = &c.acks[i];
+    for (size_t i = 0; i < c->nacks; i++) {
+        const ak_ack_t *a = &c->acks[i];
         ak_worker_t *w = ak_registry_get (self->registry, a->worker_id);
         /* the receipt holds: its slot is free again */
         if (w && ak_worker_drop (w, a->task_id))
@@ -55,8 +48,8 @@ int coord_commit (ak_coord_t *self, ak_err_t *err)
        slot stays taken) and bounded by the worker's liveness, which must
        register again and re-send; a task whose worker is gone meanwhile
        goes back to its queue now.  Nothing is left without a deadline. */
-    for (size_t i = 0; i < c.nlost; i++) {
-        const ak_ack_t *l = &c.lost[i];
+    for (size_t i = 0; i < c->nlost; i++) {
+        const ak_ack_t *l = &c->lost[i];
         ak_worker_t *w = ak_registry_get (self->registry, l->worker_id);
         ak_task_t *task = ak_sched_task (self->sched, l->task_id);
         if (!task || task->state != AK_TS_LEASED || task->attempt != l->attempt || !task->worker_id
@@ -67,14 +60,70 @@ int coord_commit (ak_coord_t *self, ak_err_t *err)
         else
             coord_requeue (self, task, "its receipt was not stored (commit failed) and its worker is gone", now);
     }
-    for (size_t i = 0; i < c.ndropped; i++) {
-        ak_worker_t *w = ak_registry_get (self->registry, c.dropped[i]);
+    for (size_t i = 0; i < c->ndropped; i++) {
+        ak_worker_t *w = ak_registry_get (self->registry, c->dropped[i]);
         if (w && w->alive)
             coord_send_disconnect (self, w->route, w->route_len,
                                    "the coordinator could not store your receipts: register again and re-send");
     }
-    ak_commit_clear (&c);
+    ak_commit_clear (c);
+}
+
+int coord_commit_finish (ak_coord_t *self, bool wait, ak_err_t *err)
+{
+    if (!self->committer || !ak_intake_busy (self->intake))
+        return 0;
+    ak_commit_t c;
+    bool finished = false;
+    uint64_t commits = ak_intake_stats (self->intake)->commits, t0 = ak_clock_mono_ns (), commit_ns = 0;
+    uint64_t now = ak_clock_mono_ms ();
+    int rc = ak_intake_commit_finish (self->intake, self->committer, wait, now, &c, &finished, &commit_ns, err);
+    if (!finished)
+        return rc;
+    if (ak_intake_stats (self->intake)->commits != commits) {
+        uint64_t loop_ns = ak_clock_mono_ns () - t0;
+        coord_wake_commit (self, loop_ns, commit_ns > loop_ns ? commit_ns : loop_ns, c.nacks);
+    }
+    s_commit_outcome (self, &c, now);
     return rc;
+}
+
+/*  Runs the group commit on the loop's thread, the one in flight finished
+    first (its failure ends here: the next is due after the pause). */
+int coord_commit (ak_coord_t *self, ak_err_t *err)
+{
+    int rc = coord_commit_finish (self, true, err);
+    if (rc)
+        return rc;
+    ak_commit_t c;
+    uint64_t now = ak_clock_mono_ms ();
+    uint64_t commits = ak_intake_stats (self->intake)->commits, t0 = ak_clock_mono_ns ();
+    rc = ak_intake_commit (self->intake, now, &c, err);
+    if (ak_intake_stats (self->intake)->commits != commits) {
+        uint64_t ns = ak_clock_mono_ns () - t0;
+        coord_wake_commit (self, ns, ns, c.nacks);
+    }
+    s_commit_outcome (self, &c, now);
+    return rc;
+}
+
+void coord_commit_start (ak_coord_t *self)
+{
+    ak_err_t err = { 0 };
+    if (!self->committer) {
+        coord_commit (self, &err);
+        return;
+    }
+    if (ak_intake_busy (self->intake))
+        return;
+    bool started = false;
+    uint64_t parked_ns = 0;
+    int rc = ak_intake_commit_start (self->intake, self->committer, &started, &parked_ns, &err);
+    self->wake.commit_us += (uint32_t) (parked_ns / 1000);
+    if (rc) {
+        ak_warn ("group commit on the writer thread could not start: %s; committing synchronously", err.msg);
+        coord_commit (self, &err);
+    }
 }
 
 // ================================================================== settle

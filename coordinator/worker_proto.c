@@ -280,7 +280,7 @@ static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, u
     if (rc)
         coord_reject (self, AK_EP_WORKERS, w->route, w->route_len, err.msg);
     if (ak_intake_full (self->intake))
-        coord_commit (self, &err);
+        coord_commit_start (self);      /* nothing while one is in flight: the next takes them */
     coord_dispatch_worker (self, w, now);
 }
 

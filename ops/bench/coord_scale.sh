@@ -4,7 +4,7 @@
 #   ops/bench/coord_scale.sh [--bin DIR] [--out DIR] [--duration S] [--warmup S]
 #                            [--workers "10 100 1000"] [--restarts N] [--spec FILE]
 #                            [--wait-idle S] [--only "RUN ..."] [--repeat N] [--keep]
-#                            [--scrape off|on|both]
+#                            [--scrape off|on|both] [--commit async|sync|both]
 #
 # Runs a REAL akcoord with durable commits (LMDB syncs on every commit, the
 # default) against akload (build/bin/akload: simulated workers, no kernel
@@ -51,6 +51,10 @@
 # scrapes GET /metrics once a second during each load run (NAME+scrape);
 # --scrape both does each load run without and then with the scraper, so
 # that the two alternate (issue 21: scraping must not slow the loop).
+# --commit sync runs akcoord with --commit-sync (the group commit's fsyncs
+# on the loop's thread: NAME+sync); --commit both does each load run with
+# the writer thread (the default, NAME) and with --commit-sync, alternating
+# which goes first (issue 24); it cannot be combined with --scrape.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -66,6 +70,7 @@ spec="$root/kernels/softmax/spec.json"
 only=""
 repeat=1
 scrape=off
+commit=async
 
 usage () {
     sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'
@@ -84,6 +89,7 @@ while [ $# -gt 0 ]; do
         --only) only=$2; shift 2 ;;
         --repeat) repeat=$2; shift 2 ;;
         --scrape) scrape=$2; shift 2 ;;
+        --commit) commit=$2; shift 2 ;;
         --keep) keep=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "coord_scale: unknown argument '$1' (try --help)" >&2; exit 2 ;;
@@ -98,6 +104,10 @@ done
 [ "$warmup" -lt "$duration" ] || { echo "coord_scale: --warmup must be below --duration" >&2; exit 2; }
 case "$repeat" in ''|*[!0-9]*|0) echo "coord_scale: --repeat must be a positive number" >&2; exit 2 ;; esac
 case "$scrape" in off|on|both) ;; *) echo "coord_scale: --scrape must be off, on or both" >&2; exit 2 ;; esac
+case "$commit" in async|sync|both) ;; *) echo "coord_scale: --commit must be async, sync or both" >&2; exit 2 ;; esac
+if [ "$commit" != async ] && [ "$scrape" != off ]; then
+    echo "coord_scale: --commit $commit and --scrape $scrape: one comparison at a time" >&2; exit 2
+fi
 runs_known="$(for n in $workers_list; do printf 'group-%s ' "$n"; done)single-1000 paced-1000 paced4k-1000"
 for r in $only; do
     [[ " $runs_known " == *" $r "* ]] || { echo "coord_scale: --only: no load run '$r' (one of: $runs_known)" >&2; exit 2; }
@@ -371,6 +381,19 @@ load () {
     for k in $(seq 1 "$repeat"); do
         local tag="" plain=1 scraped=1
         [ "$k" = 1 ] || tag="#$k"
+        if [ "$commit" != async ]; then
+            # --commit both: the two alternate which goes first, as below
+            local order="sync"
+            [ "$commit" = both ] && { [ $(( k % 2 )) = 0 ] && order="sync async" || order="async sync"; }
+            for v in $order; do
+                if [ "$v" = sync ]; then
+                    run_load "$name+sync$tag" "$n" "$lopts" "$@" --commit-sync
+                else
+                    run_load "$name$tag" "$n" "$lopts" "$@"
+                fi
+            done
+            continue
+        fi
         [ "$scrape" = on ] && plain=0
         [ "$scrape" = off ] && scraped=0
         # --scrape both: the two alternate which goes first, so that a
@@ -445,6 +468,6 @@ put ".memory.kib_per_100k_tasks = (($rss_100k - .memory.empty_kib) * 100000 / .s
     if [ "$repeat" -gt 1 ]; then
         # each repeated run: its p99s in order, and their median
         jq -r '.runs | group_by(.name | sub("#[0-9]+$"; "")) | .[]
-               | "\(.[0].name): \(length) runs, credit->assign p99 \([.[].credit_p99_ms] | map(tostring) | join(", ")) ms (median \([.[].credit_p99_ms] | sort | .[length/2|floor])); dispatch->ack p99 median \([.[].p99_ms] | sort | .[length/2|floor]); steal CPUs \([.[].steal_cpus] | map(tostring) | join(", "))"' "$results"
+               | "\(.[0].name): \(length) runs, round trips/s \([.[].round_trips_per_s] | map(tostring) | join(", ")) (median \([.[].round_trips_per_s] | sort | .[length/2|floor])), credit->assign p99 \([.[].credit_p99_ms] | map(tostring) | join(", ")) ms (median \([.[].credit_p99_ms] | sort | .[length/2|floor])); dispatch->ack p99 median \([.[].p99_ms] | sort | .[length/2|floor]); steal CPUs \([.[].steal_cpus] | map(tostring) | join(", "))"' "$results"
     fi
 } | tee "$out/summary.md"

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "cpb.h"
 #include "envelope.h"
+#include "coordinator/committer.h"
 #include "coordinator/intake.h"
 #include "coordinator/registry.h"
 #include "coordinator/sched.h"
@@ -161,6 +162,19 @@ static Ak__Receipt *s_receipt (const char *task_id, uint32_t attempt, const char
     ak_cpb_set (&r->host, "h1");
     r->compile_ms = 2.5;
     return r;
+}
+
+/* A receipt with a compile log of S_BIG bytes of c: more than a 512 KiB
+   map holds. */
+#define S_BIG (2u << 20)
+static Ak__Receipt *s_big_receipt (const char *task_id, char c)
+{
+    Ak__Receipt *big = s_receipt (task_id, 1, "compile_error");
+    char *log = ak_malloc (S_BIG + 1);
+    memset (log, c, S_BIG);
+    log[S_BIG] = '\0';
+    big->compile_log = log;
+    return big;
 }
 
 /* Stages a receipt as the coordinator does one that arrived: packed in an
@@ -454,12 +468,7 @@ static void test_commit_max_and_ack_after_commit (void **state)
     assert_int_equal (s_stage (fx, "B000001.0001", 1, "ok", 5000), 0);
     assert_int_equal (s_stage (fx, "B000001.0002", 1, "ok", 5001), 0);
     assert_true (ak_intake_deadline (fx->intake) == 5002);
-    Ak__Receipt *big = s_receipt ("B000001.0003", 1, "compile_error");
-    size_t n = 2u << 20;
-    char *log = ak_malloc (n + 1);
-    memset (log, 'x', n);
-    log[n] = '\0';
-    big->compile_log = log;
+    Ak__Receipt *big = s_big_receipt ("B000001.0003", 'x');
     assert_int_equal (ak_intake_stage (fx->intake, "w1", &big, 5002, &err), 0);
     assert_true (ak_intake_deadline (fx->intake) == 5000);
 
@@ -486,11 +495,7 @@ static void test_commit_max_and_ack_after_commit (void **state)
     bool was_alive;
     fx->w1 = ak_registry_hello (fx->reg, "\0\1\2\3\5", 5, &h, 6000, &was_alive);
     assert_int_equal (s_stage (fx, "B000001.0001", 1, "ok", 6000), 0);
-    big = s_receipt ("B000001.0003", 1, "compile_error");
-    log = ak_malloc (n + 1);
-    memset (log, 'y', n);
-    log[n] = '\0';
-    big->compile_log = log;
+    big = s_big_receipt ("B000001.0003", 'y');
     assert_int_equal (ak_intake_stage (fx->intake, "w1", &big, 6000, &err), 0);
     rc = ak_intake_commit (fx->intake, 6002, &c, &err);
     if (rc)
@@ -502,7 +507,7 @@ static void test_commit_max_and_ack_after_commit (void **state)
     assert_true (ak_intake_stats (fx->intake)->map_grows >= 1);
     assert_true (ak_store_map_size (fx->store) > 512 * 1024);
     Ak__Receipt *r = s_receipt_rec (fx, "R00000002");
-    assert_int_equal (strlen (r->compile_log), n);
+    assert_int_equal (strlen (r->compile_log), S_BIG);
     ak__receipt__free_unpacked (r, NULL);
     assert_int_equal (ak_sched_task (fx->sched, "B000001.0003")->state, AK_TS_FAILED);
     s_fixture_free (fx);
@@ -676,6 +681,137 @@ static void test_duplicates_past_the_cap_as_digests (void **state)
     s_fixture_free (fx);
 }
 
+/* A commit on the writer thread (committer.h): what the loop changes while
+   it is in flight (a receipt staged, a task leased, a leased task started)
+   is not lost by the flushed step of the one in flight: it goes into the
+   next commit; nothing is acked before its own commit holds. */
+static void test_async_commit_keeps_what_changed_in_flight (void **state)
+{
+    (void) state;
+    fx_t *fx = s_fixture (1u << 20, 0);
+    ak_err_t err = { 0 };
+    ak_committer_t *c = ak_committer_new (fx->store, &err);
+    assert_non_null (c);
+    ak_task_t *t1 = s_assign (fx, fx->w1, 1000);
+    ak_task_t *t2 = s_assign (fx, fx->w1, 1000);
+    assert_int_equal (s_stage (fx, t1->task_id, 1, "ok", 1001), 0);
+    bool started = false, again = true, finished = false;
+    uint64_t parked = 0, ns = 0;
+    assert_int_equal (ak_intake_commit_start (fx->intake, c, &started, &parked, &err), 0);
+    assert_true (started);
+    assert_true (ak_intake_busy (fx->intake));
+    assert_int_equal (ak_intake_deadline (fx->intake), 0);
+    assert_int_equal (ak_intake_commit_start (fx->intake, c, &again, NULL, &err), 0);
+    assert_false (again);                           /* one in flight at a time */
+    ak_commit_t out;
+    assert_int_equal (ak_intake_commit (fx->intake, 1002, &out, &err), AK_ESTATE);
+    ak_commit_clear (&out);
+
+    /* in flight: t2's receipt, t2 started, t3 leased */
+    assert_int_equal (s_stage (fx, t2->task_id, 1, "ok", 1002), 0);
+    ak_sched_start (fx->sched, t2, 1002);
+    ak_task_t *t3 = s_assign (fx, fx->w1, 1002);
+    assert_true (ak_intake_pending (fx->intake, t1->task_id, "w1"));
+    assert_true (ak_intake_pending (fx->intake, t2->task_id, "w1"));
+    assert_int_equal (ak_intake_staged_for (fx->intake, "w1"), 2);
+    assert_int_equal (ak_intake_staged (fx->intake), 2);
+
+    assert_int_equal (ak_intake_commit_finish (fx->intake, c, true, 1003, &out, &finished, &ns, &err), 0);
+    assert_true (finished);
+    assert_true (ns > 0);
+    assert_int_equal (out.nacks, 1);
+    assert_string_equal (out.acks[0].task_id, t1->task_id);
+    ak_commit_clear (&out);
+    assert_false (ak_intake_busy (fx->intake));
+    assert_int_equal (t1->state, AK_TS_DONE);
+    assert_int_equal (t2->state, AK_TS_LEASED);
+    assert_int_equal (ak_intake_staged (fx->intake), 1);
+    assert_false (ak_intake_pending (fx->intake, t1->task_id, "w1"));
+    /* the changes made in flight are dirty still, and due */
+    assert_int_equal (ak_sched_dirty_since (fx->sched), 1002);
+    assert_true (ak_intake_deadline (fx->intake) != 0);
+    Ak__TaskRecord *r = s_task_rec (fx, t1->task_id);
+    assert_string_equal (r->state, "done");
+    ak__task_record__free_unpacked (r, NULL);
+    r = s_task_rec (fx, t2->task_id);
+    assert_string_equal (r->state, "leased");
+    assert_int_equal (r->lease_deadline_ms, 0);     /* its start came after the flush */
+    ak__task_record__free_unpacked (r, NULL);
+    r = s_task_rec (fx, t3->task_id);
+    assert_string_equal (r->state, "queued");       /* its lease came after the flush */
+    ak__task_record__free_unpacked (r, NULL);
+
+    /* the next commit takes them */
+    assert_int_equal (ak_intake_commit_start (fx->intake, c, &started, &parked, &err), 0);
+    assert_true (started);
+    assert_int_equal (ak_intake_commit_finish (fx->intake, c, true, 1004, &out, &finished, &ns, &err), 0);
+    assert_true (finished);
+    assert_int_equal (out.nacks, 1);
+    assert_string_equal (out.acks[0].task_id, t2->task_id);
+    ak_commit_clear (&out);
+    assert_int_equal (ak_sched_dirty_since (fx->sched), 0);
+    assert_int_equal (ak_registry_dirty_since (fx->reg), 0);
+    r = s_task_rec (fx, t2->task_id);
+    assert_string_equal (r->state, "done");
+    ak__task_record__free_unpacked (r, NULL);
+    r = s_task_rec (fx, t3->task_id);
+    assert_string_equal (r->state, "leased");
+    ak__task_record__free_unpacked (r, NULL);
+    /* nothing pending: a start starts nothing; a finish finishes nothing */
+    assert_int_equal (ak_intake_commit_start (fx->intake, c, &started, &parked, &err), 0);
+    assert_false (started);
+    assert_int_equal (ak_intake_commit_finish (fx->intake, c, false, 1005, &out, &finished, &ns, &err), 0);
+    assert_false (finished);
+    ak_commit_clear (&out);
+    ak_committer_destroy (&c);
+    assert_null (c);
+
+    /* what the two commits stored is what a restart rebuilds */
+    s_close (fx);
+    s_open (fx, 1u << 20, 0, 2000);
+    assert_int_equal (ak_sched_task (fx->sched, "B000001.0001")->state, AK_TS_DONE);
+    assert_int_equal (ak_sched_task (fx->sched, "B000001.0002")->state, AK_TS_DONE);
+    assert_int_equal (ak_sched_task (fx->sched, "B000001.0003")->state, AK_TS_LEASED);
+    s_fixture_free (fx);
+}
+
+/* A commit that cannot be written on the writer thread (the map is full)
+   leaves nothing in flight and its receipts staged, in order: the
+   synchronous commit then grows the map and stores them. */
+static void test_async_commit_full_map_falls_back (void **state)
+{
+    (void) state;
+    fx_t *fx = s_fixture (512 * 1024, 64u << 20);
+    ak_err_t err = { 0 };
+    ak_committer_t *c = ak_committer_new (fx->store, &err);
+    assert_non_null (c);
+    s_assign (fx, fx->w1, 1000);
+    s_assign (fx, fx->w1, 1000);
+    assert_int_equal (s_stage (fx, "B000001.0001", 1, "ok", 1001), 0);
+    Ak__Receipt *big = s_big_receipt ("B000001.0002", 'z');
+    assert_int_equal (ak_intake_stage (fx->intake, "w1", &big, 1001, &err), 0);
+    bool started = true;
+    assert_int_equal (ak_intake_commit_start (fx->intake, c, &started, NULL, &err), AK_ESTOREFULL);
+    assert_false (started);
+    assert_false (ak_intake_busy (fx->intake));
+    assert_false (ak_committer_busy (c));
+    assert_int_equal (ak_intake_staged (fx->intake), 2);
+    assert_int_equal (ak_intake_stats (fx->intake)->commit_failures, 0);
+    ak_commit_t out;
+    assert_int_equal (ak_intake_commit (fx->intake, 1002, &out, &err), 0);
+    assert_int_equal (out.nacks, 2);
+    assert_string_equal (out.acks[0].task_id, "B000001.0001");
+    assert_string_equal (out.acks[0].receipt_id, "R00000001");
+    assert_string_equal (out.acks[1].task_id, "B000001.0002");
+    ak_commit_clear (&out);
+    assert_true (ak_intake_stats (fx->intake)->map_grows >= 1);
+    Ak__Receipt *r = s_receipt_rec (fx, "R00000002");
+    assert_int_equal (strlen (r->compile_log), S_BIG);
+    ak__receipt__free_unpacked (r, NULL);
+    ak_committer_destroy (&c);
+    s_fixture_free (fx);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -686,6 +822,8 @@ int main (void)
         cmocka_unit_test (test_rebuild_from_store),
         cmocka_unit_test (test_settle_and_cancel),
         cmocka_unit_test (test_duplicates_past_the_cap_as_digests),
+        cmocka_unit_test (test_async_commit_keeps_what_changed_in_flight),
+        cmocka_unit_test (test_async_commit_full_map_falls_back),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
