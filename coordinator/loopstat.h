@@ -45,7 +45,8 @@ typedef struct {
     uint32_t round_checks;              /* accepted tasks whose search round was checked */
     uint32_t commits;                   /* group commits that wrote */
     uint32_t commit_receipts;           /* receipts they stored */
-    uint32_t commit_us;
+    uint32_t commit_us;                 /* the loop's time in them: parked while the writer
+                                           thread fills, the outcome; a synchronous one whole */
     uint32_t assigns;                   /* ASSIGNs sent */
     uint32_t dispatch_us;
     uint32_t acks;                      /* ACKs sent */
