@@ -15,6 +15,8 @@
 
 #include "support.h"
 #include "coordinator/profiles.h"
+#include "coordinator/registry.h"
+#include "coordinator/verify.h"
 #include "cpb.h"
 #include "spec.h"
 #include "util.h"
@@ -805,6 +807,65 @@ static void test_vendor_import_rejects (void **state)
     json_decref (pkg);
 }
 
+/* Verify of a profile with vendor entries: each gets the verdict "vendor"
+   at once (no kernel to run; counted in entries_vendor, in no reason and
+   in no failure), its kernel entries are verified as ever (here with no
+   live worker: unverified). */
+static void test_verify_vendor_entry (void **state)
+{
+    s_fx_t *fx = *state;
+    uint64_t rid = 0;
+    json_decref (s_vendor_prod (fx, 1.0));
+    const char *classes[1] = { S_CLASS_A };
+    bool promoted[1] = { true };
+    s_batch (fx, "B000002", "complete", classes, promoted, 1, 2, &rid);
+    json_t *out = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (s_install (fx, "B000002", "prod", false, &out, &err), 0);
+    json_decref (out);
+
+    ak_registry_t *reg = ak_registry_new ();
+    ak_verify_rule_t rule = { AK_VERIFY_DEFAULT_K, AK_VERIFY_DEFAULT_FLOOR };
+    ak_expansion_t *exp = NULL;
+    ak_txn_t *txn = NULL;
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    assert_int_equal (ak_verify_create (txn, reg, "prod", &rule, "B000009", 3000, &exp, &err), 0);
+    assert_int_equal (exp->ntasks, 0);
+    const Ak__VerifyReport *rep = exp->batch->verify;
+    assert_int_equal (rep->entries_vendor, 2);
+    size_t nvendor = 0;
+    for (size_t i = 0; i < rep->n_verdicts; i++) {
+        const Ak__VerifyVerdict *v = rep->verdicts[i];
+        if (strcmp (v->verdict, "vendor") != 0)
+            continue;
+        nvendor++;
+        assert_non_null (strstr (v->key, "matmul/"));
+        assert_non_null (strstr (v->reason, "vendor entry: no kernel to verify (the vendor library cublaslt "
+                                            "stays: no candidate beat cuBLASLt"));
+    }
+    assert_int_equal (nvendor, 2);
+    ak_expansion_destroy (&exp);
+    bool is_verify = false;
+    assert_int_equal (ak_verify_settle (txn, "B000009", 4000, &is_verify, &err), 0);
+    assert_true (is_verify);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    ak_registry_destroy (&reg);
+
+    json_t *p = s_show (fx, "prod");
+    json_t *ver = json_object_get (p, "verification");
+    /* the kernel entries (2 workloads of softmax) had no live worker */
+    assert_string_equal (json_string_value (json_object_get (ver, "state")), "unverified");
+    assert_int_equal (json_integer_value (json_object_get (ver, "entries")), 2);
+    assert_int_equal (json_integer_value (json_object_get (ver, "entries_failed")), 0);
+    assert_int_equal (json_integer_value (json_object_get (ver, "entries_unverified")), 2);
+    size_t i;
+    json_t *why;
+    json_array_foreach (json_object_get (ver, "reasons"), i, why)
+        assert_null (strstr (json_string_value (why), "matmul"));
+    assert_int_equal (json_array_size (json_object_get (ver, "reasons")), 2);
+    json_decref (p);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -817,6 +878,7 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_install_vendor_entry, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_vendor_round_trip, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_vendor_import_rejects, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_verify_vendor_entry, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
