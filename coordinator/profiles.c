@@ -480,6 +480,8 @@ static json_t *s_status_json (ak_txn_t *txn, const char *name)
                            "entries", (json_int_t) rep->entries,
                            "entries_failed", (json_int_t) rep->entries_failed,
                            "entries_unverified", (json_int_t) rep->entries_unverified, "reasons", reasons);
+    if (j)
+        json_object_set_new (j, "entries_vendor", json_integer ((json_int_t) rep->entries_vendor));
     ak__verify_report__free_unpacked (rep, NULL);
     return j;
 }

@@ -858,6 +858,7 @@ static void test_verify_vendor_entry (void **state)
     assert_int_equal (json_integer_value (json_object_get (ver, "entries")), 2);
     assert_int_equal (json_integer_value (json_object_get (ver, "entries_failed")), 0);
     assert_int_equal (json_integer_value (json_object_get (ver, "entries_unverified")), 2);
+    assert_int_equal (json_integer_value (json_object_get (ver, "entries_vendor")), 2);
     size_t i;
     json_t *why;
     json_array_foreach (json_object_get (ver, "reasons"), i, why)
