@@ -75,11 +75,14 @@ int ak_client_verify (ak_client_env_t *env, const Ak__ClientRequest *req, uint64
         return rc;
     ak_sched_add (env->sched, exp);
     env->work_added = true;
-    size_t unverified = exp->batch->verify ? exp->batch->verify->n_verdicts : 0;
-    ak_info ("batch %s: verify of profile %s: %zu tasks, %zu entries without a live worker",
-             exp->batch->batch_id, name, exp->ntasks, unverified);
-    *out = json_pack ("{s:s, s:s, s:I, s:I}", "batch_id", exp->batch->batch_id, "profile", name,
-                      "tasks", (json_int_t) exp->ntasks, "unverified", (json_int_t) unverified);
+    /* the verdicts made at creation: unverified ones, and vendor entries */
+    size_t vendor = exp->batch->verify ? exp->batch->verify->entries_vendor : 0;
+    size_t unverified = exp->batch->verify ? exp->batch->verify->n_verdicts - vendor : 0;
+    ak_info ("batch %s: verify of profile %s: %zu tasks, %zu entries without a live worker, %zu vendor entries",
+             exp->batch->batch_id, name, exp->ntasks, unverified, vendor);
+    *out = json_pack ("{s:s, s:s, s:I, s:I, s:I}", "batch_id", exp->batch->batch_id, "profile", name,
+                      "tasks", (json_int_t) exp->ntasks, "unverified", (json_int_t) unverified,
+                      "vendor", (json_int_t) vendor);
     ak_expansion_destroy (&exp);
     return 0;
 }

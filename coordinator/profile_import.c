@@ -55,15 +55,29 @@ static int s_buffers_from (const json_t *arr, Ak__ProfileBuffer ***v, size_t *n,
     return 0;
 }
 
+/* The kernel of entry j (source, prelude, launch, buffers) into e. */
+static int s_kernel_from (const json_t *j, const json_t *sources, Ak__ProfileEntry *e, const char *at,
+                          ak_err_t *err);
+
 /* One entry of profile.json into e (already in its class record, so the
-   caller frees it whatever happens). */
+   caller frees it whatever happens).  "kind" absent is a kernel (profiles
+   made before kinds); a vendor entry has no kernel (profile_vendor.c). */
 static int s_entry_from (const json_t *j, const json_t *sources, Ak__ProfileEntry *e,
                          const char *at, ak_err_t *err)
 {
-    static const char *const strs[] = { "op", "dtype", "candidate", "backend", "entry" };
-    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+    const json_t *kind = json_object_get (j, "kind");
+    const char *ks = json_string_value (kind);
+    if (kind && (!ks || (strcmp (ks, AK_PROFILE_KIND_KERNEL) != 0 && strcmp (ks, AK_PROFILE_KIND_VENDOR) != 0)))
+        return ak_err_set (err, AK_EINVAL, "%s.kind: unknown kind '%.32s' (kernel or vendor)", at,
+                           ks ? ks : "(not a string)");
+    bool vendor = ks && strcmp (ks, AK_PROFILE_KIND_VENDOR) == 0;
+    /* a vendor entry's candidate is the best one that did not win: optional */
+    static const char *const strs[] = { "op", "dtype", "backend", "candidate", "entry" };
+    for (size_t i = 0; i < (vendor ? 3 : sizeof strs / sizeof strs[0]); i++)
         if (!s_jstr (j, strs[i]) || !*s_jstr (j, strs[i]))
             return ak_err_set (err, AK_EINVAL, "%s.%s: must be a non-empty string", at, strs[i]);
+    if (vendor && json_object_get (j, "candidate") && !json_is_string (json_object_get (j, "candidate")))
+        return ak_err_set (err, AK_EINVAL, "%s.candidate: must be a string", at);
     const char *backend = s_jstr (j, "backend");
     if (strcmp (backend, "cuda") != 0 && strcmp (backend, "host") != 0)
         return ak_err_set (err, AK_EINVAL, "%s.backend: must be cuda or host", at);
@@ -74,7 +88,6 @@ static int s_entry_from (const json_t *j, const json_t *sources, Ak__ProfileEntr
     ak_cpb_set (&e->dtype, s_jstr (j, "dtype"));
     ak_cpb_set (&e->candidate_name, s_jstr (j, "candidate"));
     ak_cpb_set (&e->backend, backend);
-    ak_cpb_set (&e->entry, s_jstr (j, "entry"));
     ak_cpb_set (&e->workload_name, s_jstr (j, "workload"));
     const json_t *keys = json_object_get (j, "keys"), *dims = json_object_get (j, "dims");
     size_t nk = json_array_size (keys);
@@ -116,6 +129,34 @@ static int s_entry_from (const json_t *j, const json_t *sources, Ak__ProfileEntr
         pp->value = json_integer_value (json_object_get (p, "value"));
         e->params[e->n_params++] = pp;
     }
+    if (s_jstr (j, "confirmed_on"))
+        ak_cpb_set (&e->confirmed_on, s_jstr (j, "confirmed_on"));
+    int rc = vendor ? profiles_vendor_from (j, e, at, err) : s_kernel_from (j, sources, e, at, err);
+    if (rc)
+        return rc;
+    e->speedup = json_number_value (json_object_get (j, "speedup"));
+    e->noise = json_number_value (json_object_get (j, "noise"));
+    e->op_speedup = json_number_value (json_object_get (j, "op_speedup"));
+    e->op_noise = json_number_value (json_object_get (j, "op_noise"));
+    e->baseline_us = json_number_value (json_object_get (j, "baseline_us"));
+    e->candidate_us = json_number_value (json_object_get (j, "candidate_us"));
+    const json_t *ev = json_object_get (j, "evidence");
+    e->evidence = ak_calloc (json_array_size (ev) + 1, sizeof *e->evidence);
+    for (size_t i = 0; i < json_array_size (ev); i++)
+        if (json_string_value (json_array_get (ev, i)))
+            e->evidence[e->n_evidence++] = ak_strdup (json_string_value (json_array_get (ev, i)));
+    ak_cpb_set (&e->batch_id, s_jstr (j, "batch_id"));
+    ak_cpb_set (&e->task_id, s_jstr (j, "task_id"));
+    json_t *im = json_object_get (j, "installed_ms");
+    e->installed_ms = json_is_integer (im) && json_integer_value (im) > 0 ? (uint64_t) json_integer_value (im) : 0;
+    return 0;
+}
+
+static int s_kernel_from (const json_t *j, const json_t *sources, Ak__ProfileEntry *e, const char *at,
+                          ak_err_t *err)
+{
+    const char *backend = e->backend;
+    ak_cpb_set (&e->entry, s_jstr (j, "entry"));
     const char *src = s_jstr (json_object_get (j, "source"), "digest");
     const char *pre = s_jstr (json_object_get (j, "prelude"), "digest");
     if (!src || !ak_digest_valid (src) || !json_is_string (json_object_get (sources, src)))
@@ -127,8 +168,6 @@ static int s_entry_from (const json_t *j, const json_t *sources, Ak__ProfileEntr
     ak_cpb_set (&e->source_name, s_jstr (json_object_get (j, "source"), "name"));
     if (s_jstr (j, "arch"))
         ak_cpb_set (&e->arch, s_jstr (j, "arch"));
-    if (s_jstr (j, "confirmed_on"))
-        ak_cpb_set (&e->confirmed_on, s_jstr (j, "confirmed_on"));
     const json_t *launch = json_object_get (j, "launch");
     int rc = 0;
     if (strcmp (backend, "cuda") == 0) {
@@ -166,24 +205,7 @@ static int s_entry_from (const json_t *j, const json_t *sources, Ak__ProfileEntr
     snprintf (what, sizeof what, "%s.outputs", at);
     if (rc == 0)
         rc = s_buffers_from (json_object_get (j, "outputs"), &e->outputs, &e->n_outputs, what, err);
-    if (rc)
-        return rc;
-    e->speedup = json_number_value (json_object_get (j, "speedup"));
-    e->noise = json_number_value (json_object_get (j, "noise"));
-    e->op_speedup = json_number_value (json_object_get (j, "op_speedup"));
-    e->op_noise = json_number_value (json_object_get (j, "op_noise"));
-    e->baseline_us = json_number_value (json_object_get (j, "baseline_us"));
-    e->candidate_us = json_number_value (json_object_get (j, "candidate_us"));
-    const json_t *ev = json_object_get (j, "evidence");
-    e->evidence = ak_calloc (json_array_size (ev) + 1, sizeof *e->evidence);
-    for (size_t i = 0; i < json_array_size (ev); i++)
-        if (json_string_value (json_array_get (ev, i)))
-            e->evidence[e->n_evidence++] = ak_strdup (json_string_value (json_array_get (ev, i)));
-    ak_cpb_set (&e->batch_id, s_jstr (j, "batch_id"));
-    ak_cpb_set (&e->task_id, s_jstr (j, "task_id"));
-    json_t *im = json_object_get (j, "installed_ms");
-    e->installed_ms = json_is_integer (im) && json_integer_value (im) > 0 ? (uint64_t) json_integer_value (im) : 0;
-    return 0;
+    return rc;
 }
 
 int ak_profiles_import (ak_txn_t *txn, const json_t *package, const char *name, bool replace,

@@ -141,8 +141,28 @@ static const char *s_src_ext (const char *backend)
     return strcmp (backend, "cuda") == 0 ? ".cu" : ".c";
 }
 
+bool profiles_entry_is_vendor (const Ak__ProfileEntry *e)
+{
+    return e->kind && strcmp (e->kind, AK_PROFILE_KIND_VENDOR) == 0;
+}
+
+/* What the entry applies, for messages: "candidate tiled" or "the vendor
+   library cublaslt". */
+static const char *s_entry_what (const Ak__ProfileEntry *e, char *buf, size_t len)
+{
+    if (profiles_entry_is_vendor (e))
+        snprintf (buf, len, "the vendor library %.64s", e->vendor);
+    else
+        snprintf (buf, len, "candidate %.64s", e->candidate_name);
+    return buf;
+}
+
+/* The fields every kind of entry has; then a kernel's (entry, source,
+   prelude, launch, buffers, arch) or a vendor entry's (vendor, vendor_op,
+   reason). */
 static json_t *s_entry_json (const Ak__ProfileEntry *e)
 {
+    bool vendor = profiles_entry_is_vendor (e);
     json_t *keys = json_array (), *dims = json_array (), *params = json_array (), *ev = json_array ();
     for (size_t i = 0; i < e->n_keys; i++)
         json_array_append_new (keys, json_string (e->keys[i]));
@@ -153,37 +173,47 @@ static json_t *s_entry_json (const Ak__ProfileEntry *e)
                                                   "value", (json_int_t) e->params[i]->value));
     for (size_t i = 0; i < e->n_evidence; i++)
         json_array_append_new (ev, json_string (e->evidence[i]));
+    json_t *j = json_pack ("{s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:o, s:s,"
+                           " s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:s, s:s, s:I}",
+        "kind", vendor ? AK_PROFILE_KIND_VENDOR : AK_PROFILE_KIND_KERNEL,
+        "op", e->op, "key", e->key, "keys", keys, "dims", dims, "dtype", e->dtype,
+        "workload", e->workload_name, "candidate", e->candidate_name, "params", params,
+        "backend", e->backend,
+        "speedup", e->speedup, "noise", e->noise, "op_speedup", e->op_speedup,
+        "op_noise", e->op_noise, "baseline_us", e->baseline_us, "candidate_us", e->candidate_us,
+        "evidence", ev, "batch_id", e->batch_id, "task_id", e->task_id,
+        "installed_ms", (json_int_t) e->installed_ms);
+    if (!j)
+        return NULL;
+    json_object_set_new (j, "confirmed_on", e->confirmed_on && e->confirmed_on[0]
+                             ? json_string (e->confirmed_on) : json_null ());
+    if (vendor) {
+        json_object_set_new (j, "vendor", json_string (e->vendor));
+        json_object_set_new (j, "vendor_op", json_string (e->vendor_op));
+        json_object_set_new (j, "reason", json_string (e->reason));
+        return j;
+    }
     json_t *launch = json_null ();
     if (e->launch)
         launch = json_pack ("{s:o, s:o, s:I}", "grid", s_u32_array (e->launch->grid, e->launch->n_grid),
                             "block", s_u32_array (e->launch->block, e->launch->n_block),
                             "shared_bytes", (json_int_t) e->launch->shared_bytes);
+    /* ABI 2 launch features, only where used (libakprofile falls back on them) */
+    if (e->launch && e->launch->n_cluster)
+        json_object_set_new (launch, "cluster", s_u32_array (e->launch->cluster, e->launch->n_cluster));
+    if (e->launch && e->launch->tensor_maps)
+        json_object_set_new (launch, "tensor_maps", json_integer (e->launch->tensor_maps));
     char *src_file = ak_sprintf ("sources/%s%s", e->source_digest, s_src_ext (e->backend));
     char *pre_file = ak_sprintf ("sources/%s.h", e->prelude_digest);
-    json_t *j = json_pack ("{s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:o, s:s, s:s,"
-                           " s:{s:s, s:s, s:s}, s:{s:s, s:s}, s:o, s:o, s:o,"
-                           " s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:s, s:s, s:I}",
-        "op", e->op, "key", e->key, "keys", keys, "dims", dims, "dtype", e->dtype,
-        "workload", e->workload_name, "candidate", e->candidate_name, "params", params,
-        "backend", e->backend, "entry", e->entry,
-        "source", "name", e->source_name, "digest", e->source_digest, "file", src_file,
-        "prelude", "digest", e->prelude_digest, "file", pre_file,
-        "launch", launch, "inputs", s_buffers_json (e->inputs, e->n_inputs),
-        "outputs", s_buffers_json (e->outputs, e->n_outputs),
-        "speedup", e->speedup, "noise", e->noise, "op_speedup", e->op_speedup,
-        "op_noise", e->op_noise, "baseline_us", e->baseline_us, "candidate_us", e->candidate_us,
-        "evidence", ev, "batch_id", e->batch_id, "task_id", e->task_id,
-        "installed_ms", (json_int_t) e->installed_ms);
-    if (j && e->arch && e->arch[0])
+    json_object_set_new (j, "entry", json_string (e->entry));
+    json_object_set_new (j, "source", json_pack ("{s:s, s:s, s:s}", "name", e->source_name,
+                                                 "digest", e->source_digest, "file", src_file));
+    json_object_set_new (j, "prelude", json_pack ("{s:s, s:s}", "digest", e->prelude_digest, "file", pre_file));
+    json_object_set_new (j, "launch", launch);
+    json_object_set_new (j, "inputs", s_buffers_json (e->inputs, e->n_inputs));
+    json_object_set_new (j, "outputs", s_buffers_json (e->outputs, e->n_outputs));
+    if (e->arch && e->arch[0])
         json_object_set_new (j, "arch", json_string (e->arch));
-    if (j)
-        json_object_set_new (j, "confirmed_on", e->confirmed_on && e->confirmed_on[0]
-                                 ? json_string (e->confirmed_on) : json_null ());
-    /* ABI 2 launch features, only where used (libakprofile falls back on them) */
-    if (j && e->launch && e->launch->n_cluster)
-        json_object_set_new (launch, "cluster", s_u32_array (e->launch->cluster, e->launch->n_cluster));
-    if (j && e->launch && e->launch->tensor_maps)
-        json_object_set_new (launch, "tensor_maps", json_integer (e->launch->tensor_maps));
     free (src_file);
     free (pre_file);
     return j;
@@ -450,6 +480,8 @@ static json_t *s_status_json (ak_txn_t *txn, const char *name)
                            "entries", (json_int_t) rep->entries,
                            "entries_failed", (json_int_t) rep->entries_failed,
                            "entries_unverified", (json_int_t) rep->entries_unverified, "reasons", reasons);
+    if (j)
+        json_object_set_new (j, "entries_vendor", json_integer ((json_int_t) rep->entries_vendor));
     ak__verify_report__free_unpacked (rep, NULL);
     return j;
 }
@@ -482,10 +514,11 @@ int profiles_merge (ak_txn_t *txn, Ak__ProfileClass *const *news, size_t nnews, 
                 if (strcmp (merged[i]->key, e->key) != 0)
                     continue;
                 if (!replace) {
+                    char what[96];
                     rc = ak_err_set (err, AK_EEXIST,
-                        "profile %s already has %s on %s (candidate %s from batch %s, task %s): "
+                        "profile %s already has %s on %s (%s from batch %s, task %s): "
                         "install with --replace to overwrite it; nothing was installed",
-                        nw->profile, e->key, nw->device_class, merged[i]->candidate_name,
+                        nw->profile, e->key, nw->device_class, s_entry_what (merged[i], what, sizeof what),
                         merged[i]->batch_id, merged[i]->task_id);
                     break;
                 }
@@ -497,10 +530,14 @@ int profiles_merge (ak_txn_t *txn, Ak__ProfileClass *const *news, size_t nnews, 
                 break;
             if (!replaced)
                 merged[n++] = e;
-            json_array_append_new (installed, json_pack ("{s:s, s:s, s:s, s:s, s:o, s:b}",
+            json_array_append_new (installed, json_pack ("{s:s, s:s, s:s, s:s, s:s, s:o, s:b}",
                 "device_class", nw->device_class, "op", e->op, "key", e->key,
+                "kind", profiles_entry_is_vendor (e) ? AK_PROFILE_KIND_VENDOR : AK_PROFILE_KIND_KERNEL,
                 "candidate", e->candidate_name,
                 "params", json_pack ("[]"), "replaced", replaced));
+            if (profiles_entry_is_vendor (e))
+                json_object_set_new (json_array_get (installed, json_array_size (installed) - 1), "vendor",
+                                     json_string (e->vendor));
             json_t *params = json_object_get (json_array_get (installed, json_array_size (installed) - 1), "params");
             for (size_t p = 0; p < e->n_params; p++)
                 json_array_append_new (params, json_pack ("{s:s, s:I}", "name", e->params[p]->name,
@@ -582,6 +619,52 @@ static Ak__ProfileBuffer **s_buffers (const ak_spec_t *spec, const ak_buf_t *buf
     return v;
 }
 
+/* A new entry in pc for workload wl of task t (dtype dt): what every kind
+   of entry has, its figures from fig's timing of wl.  Evidence, launch,
+   sources and the kind are the caller's to add. */
+Ak__ProfileEntry *profiles_entry_base (Ak__ProfileClass *pc, const ak_spec_t *spec, const Ak__TaskRecord *t,
+                                       const Ak__Workload *wl, const Ak__Receipt *fig, uint64_t now_ms)
+{
+    Ak__ProfileEntry *e = ak_malloc (sizeof *e);
+    ak__profile_entry__init (e);
+    profiles_class_add (pc, e);
+    ak_cpb_set (&e->op, t->op);
+    char *key = profiles_entry_key (t->op, spec->keys, wl->dims, wl->n_dims, wl->dtype);
+    ak_cpb_set (&e->key, key);
+    free (key);
+    e->keys = ak_calloc ((size_t) spec->nkeys + 1, sizeof *e->keys);
+    e->dims = ak_calloc ((size_t) spec->nkeys + 1, sizeof *e->dims);
+    e->n_keys = e->n_dims = (size_t) spec->nkeys;
+    for (int i = 0; i < spec->nkeys; i++) {
+        e->keys[i] = ak_strdup (spec->keys[i]);
+        e->dims[i] = wl->dims[i];
+    }
+    ak_cpb_set (&e->dtype, wl->dtype);
+    ak_cpb_set (&e->workload_name, wl->name);
+    ak_cpb_set (&e->candidate_name, t->candidate_name);
+    e->params = ak_cpb_params_dup (t->params, t->n_params);
+    e->n_params = t->n_params;
+    ak_cpb_set (&e->backend, t->backend);
+    for (size_t i = 0; i < fig->n_timings; i++) {
+        const Ak__WorkloadTiming *wt = fig->timings[i];
+        if (!wt->workload || strcmp (wt->workload->name, wl->name) != 0
+            || strcmp (wt->workload->dtype, wl->dtype) != 0)
+            continue;
+        e->speedup = isfinite (wt->speedup) ? wt->speedup : 0;
+        e->noise = isfinite (wt->speedup_noise) ? wt->speedup_noise : 0;
+        e->baseline_us = wt->baseline ? wt->baseline->median_us : 0;
+        e->candidate_us = wt->candidate ? wt->candidate->median_us : 0;
+        if (e->speedup <= 0 && e->candidate_us > 0)
+            e->speedup = e->baseline_us / e->candidate_us;
+    }
+    e->evidence = ak_calloc (3, sizeof *e->evidence);
+    ak_cpb_set (&e->batch_id, t->batch_id);
+    ak_cpb_set (&e->task_id, t->task_id);
+    ak_cpb_set (&e->confirmed_on, "");
+    e->installed_ms = now_ms;
+    return e;
+}
+
 /* One entry per workload of the winning task, with the figures of fig:
    the winning receipt r, or the confirm receipt when the confirmation
    round reported its (lower) measurement (Winner.figures_receipt_id,
@@ -605,26 +688,7 @@ static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
         ak_dtype_t dt;
         if (ak_dtype_parse (wl->dtype, &dt) != 0 || wl->n_dims != (size_t) spec->nkeys)
             return ak_err_set (err, AK_EINVAL, "task %s: workload %s: bad dtype or shape", t->task_id, wl->name);
-        Ak__ProfileEntry *e = ak_malloc (sizeof *e);
-        ak__profile_entry__init (e);
-        profiles_class_add (pc, e);
-        ak_cpb_set (&e->op, t->op);
-        char *key = profiles_entry_key (t->op, spec->keys, wl->dims, wl->n_dims, wl->dtype);
-        ak_cpb_set (&e->key, key);
-        free (key);
-        e->keys = ak_calloc ((size_t) spec->nkeys + 1, sizeof *e->keys);
-        e->dims = ak_calloc ((size_t) spec->nkeys + 1, sizeof *e->dims);
-        e->n_keys = e->n_dims = (size_t) spec->nkeys;
-        for (int i = 0; i < spec->nkeys; i++) {
-            e->keys[i] = ak_strdup (spec->keys[i]);
-            e->dims[i] = wl->dims[i];
-        }
-        ak_cpb_set (&e->dtype, wl->dtype);
-        ak_cpb_set (&e->workload_name, wl->name);
-        ak_cpb_set (&e->candidate_name, t->candidate_name);
-        e->params = ak_cpb_params_dup (t->params, t->n_params);
-        e->n_params = t->n_params;
-        ak_cpb_set (&e->backend, t->backend);
+        Ak__ProfileEntry *e = profiles_entry_base (pc, spec, t, wl, fig, now_ms);
         ak_cpb_set (&e->entry, "ak_kernel");
         ak_cpb_set (&e->source_name, t->candidate_source_name);
         ak_cpb_set (&e->source_digest, t->candidate_digest);
@@ -653,32 +717,28 @@ static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
         }
         e->inputs = s_buffers (spec, spec->inputs, spec->ninputs, wl->dims, dt, &e->n_inputs);
         e->outputs = s_buffers (spec, spec->outputs, spec->noutputs, wl->dims, dt, &e->n_outputs);
-        for (size_t i = 0; i < fig->n_timings; i++) {
-            const Ak__WorkloadTiming *wt = fig->timings[i];
-            if (!wt->workload || strcmp (wt->workload->name, wl->name) != 0
-                || strcmp (wt->workload->dtype, wl->dtype) != 0)
-                continue;
-            e->speedup = isfinite (wt->speedup) ? wt->speedup : 0;
-            e->noise = isfinite (wt->speedup_noise) ? wt->speedup_noise : 0;
-            e->baseline_us = wt->baseline ? wt->baseline->median_us : 0;
-            e->candidate_us = wt->candidate ? wt->candidate->median_us : 0;
-            if (e->speedup <= 0 && e->candidate_us > 0)
-                e->speedup = e->baseline_us / e->candidate_us;
-        }
         e->op_speedup = w->speedup;
         e->op_noise = w->noise;
-        e->evidence = ak_calloc (3, sizeof *e->evidence);
         e->evidence[e->n_evidence++] = ak_strdup (r->receipt_id);
         if (fig != r)
             e->evidence[e->n_evidence++] = ak_strdup (fig->receipt_id);
         if (pre_receipt && *pre_receipt)
             e->evidence[e->n_evidence++] = ak_strdup (pre_receipt);
-        ak_cpb_set (&e->batch_id, t->batch_id);
-        ak_cpb_set (&e->task_id, t->task_id);
         ak_cpb_set (&e->confirmed_on, confirmed_on ? confirmed_on : "");
-        e->installed_ms = now_ms;
     }
     return 0;
+}
+
+Ak__ProfileClass *profiles_news_class (Ak__ProfileClass ***news, size_t *nnews, const char *name, const char *cls,
+                                      const Ak__Device *dev, const char *backend)
+{
+    for (size_t c = 0; c < *nnews; c++)
+        if (strcmp ((*news)[c]->device_class, cls) == 0)
+            return (*news)[c];
+    Ak__ProfileClass *pc = profiles_class_new (name, cls, dev, backend);
+    *news = ak_realloc (*news, (*nnews + 1) * sizeof **news);
+    (*news)[(*nnews)++] = pc;
+    return pc;
 }
 
 /*  The worker other than the one that measured winner w (its tune receipt
@@ -739,16 +799,19 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
     size_t nnews = 0;
     for (size_t i = 0; rc == 0 && i < b->n_winners; i++) {
         const Ak__Winner *w = b->winners[i];
-        if (!w->promoted) {
-            json_array_append_new (skipped, json_pack ("{s:s, s:s, s:s}", "op", w->op,
-                "device_class", w->device_class, "reason",
-                *w->reason ? w->reason : "not promoted: the baseline stays"));
-            continue;
-        }
         const ak_result_pair_t *pair = NULL;
         for (size_t p = 0; p < res->npairs; p++)
             if (strcmp (res->pairs[p].op, w->op) == 0 && strcmp (res->pairs[p].device_class, w->device_class) == 0)
                 pair = &res->pairs[p];
+        if (!w->promoted) {
+            /* the baseline stays: where it is a vendor library, the profile
+               says so (profile_vendor.c); a kernel baseline is skipped */
+            if (!profiles_vendor_add (txn, pair, w, name, now_ms, &news, &nnews))
+                json_array_append_new (skipped, json_pack ("{s:s, s:s, s:s}", "op", w->op,
+                    "device_class", w->device_class, "reason",
+                    *w->reason ? w->reason : "not promoted: the baseline stays"));
+            continue;
+        }
         const ak_result_task_t *win = NULL;
         for (size_t j = 0; pair && j < pair->ntunes; j++)
             if (strcmp (pair->tunes[j].task->task_id, w->task_id) == 0)
@@ -809,15 +872,8 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
         }
         else {
             const Ak__TaskRecord *t = win->task;
-            Ak__ProfileClass *pc = NULL;
-            for (size_t c = 0; c < nnews; c++)
-                if (strcmp (news[c]->device_class, w->device_class) == 0)
-                    pc = news[c];
-            if (!pc) {
-                pc = profiles_class_new (name, w->device_class, win->receipt->device, t->backend);
-                news = ak_realloc (news, (nnews + 1) * sizeof *news);
-                news[nnews++] = pc;
-            }
+            Ak__ProfileClass *pc = profiles_news_class (&news, &nnews, name, w->device_class, win->receipt->device,
+                                                        t->backend);
             const char *pre = pair->preflight.receipt ? pair->preflight.receipt->receipt_id : NULL;
             rc = s_entries_for (spec, cand, t, win->receipt, fig, w, pre,
                                 strcmp (t->backend, "cuda") == 0 ? prelude_cuda : prelude_host,

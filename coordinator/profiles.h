@@ -27,15 +27,24 @@
 #include "store.h"
 
 #define AK_PROFILE_FORMAT "akfleet-profile"
+/* ProfileEntry.kind: a tuned kernel ("" in records made before kinds), or
+   the spec's vendor-library baseline kept because no candidate beat it
+   beyond the noise (docs/profiles.md, "Vendor entries"). */
+#define AK_PROFILE_KIND_KERNEL "kernel"
+#define AK_PROFILE_KIND_VENDOR "vendor"
 
 /* Profile names: [A-Za-z0-9_.-]+, 1..64 characters. */
 bool ak_profile_name_valid (const char *name);
 
-/* Installs the promoted winners of batch_id into profile name.  *out gets
-   {"profile","batch_id","installed":[{device_class,op,key,candidate,replaced}],
-    "skipped":[{op,device_class,reason}]} (caller decrefs).  AK_ENOTFOUND
+/* Installs the promoted winners of batch_id into profile name, and a
+   vendor entry per workload for each (op, class) whose baseline is a
+   vendor library that no candidate beat (profile_vendor.c).  *out gets
+   {"profile","batch_id","installed":[{device_class,op,key,kind,candidate,
+    params,replaced,vendor?}], "skipped":[{op,device_class,reason}]}
+   (caller decrefs).  AK_ENOTFOUND
    (no batch), AK_ESTATE (batch not complete), AK_EEXIST (an entry exists
-   and replace is false), AK_EINVAL (nothing promoted to install).  A
+   and replace is false), AK_EINVAL (nothing promoted to install, and no
+   vendor entry either).  A
    winner goes in only when a confirm task on another worker re-measured
    it (the entry's confirmed_on); one that was not (confirmation off, or
    only the worker that measured it was alive) is skipped with the reason,

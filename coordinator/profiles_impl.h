@@ -4,12 +4,14 @@
     - profiles.c: class records, their JSON form, listing, show, export,
       verification status, the merge of new entries and install from a
       batch's winners;
-    - profile_import.c: import of a package akctl verified.
+    - profile_import.c: import of a package akctl verified;
+    - profile_vendor.c: vendor entries (the vendor-library baseline kept),
+      their install decision and their import checks.
     Functions shared between them are prefixed profiles_; what one file
     alone uses stays static (s_).
 
-    Never: include this outside coordinator/profiles.c and
-    coordinator/profile_import.c; write a class record other than through
+    Never: include this outside coordinator/profiles.c,
+    coordinator/profile_import.c and coordinator/profile_vendor.c; write a class record other than through
     profiles_merge (it keeps the replace rule of profiles.h and drops the
     verification and gate status of what it changes). */
 #ifndef AK_PROFILES_IMPL_H
@@ -20,6 +22,8 @@
 #include <jansson.h>
 #include "akfleet.pb-c.h"
 #include "error.h"
+#include "results.h"
+#include "spec.h"
 #include "store.h"
 
 #define PROFILES_MAX_ENTRIES 100000      /* entries a class record may hold */
@@ -37,6 +41,34 @@ Ak__ProfileClass *profiles_class_new (const char *name, const char *cls, const A
                                      const char *backend);
 /* Appends e to pc, which owns it from now on. */
 void profiles_class_add (Ak__ProfileClass *pc, Ak__ProfileEntry *e);
+/* The record of class cls among news[0..*nnews), appended (from dev and
+   backend) when there is none yet; news keep owning it. */
+Ak__ProfileClass *profiles_news_class (Ak__ProfileClass ***news, size_t *nnews, const char *name, const char *cls,
+                                      const Ak__Device *dev, const char *backend);
+/* A new entry, appended to pc, for workload wl of task t: op, key, keys,
+   dims, dtype, workload, candidate, params, backend, task and batch ids,
+   installed_ms, and the figures of fig's timing of wl; room for 3 evidence
+   ids.  The caller adds what its kind needs. */
+Ak__ProfileEntry *profiles_entry_base (Ak__ProfileClass *pc, const ak_spec_t *spec, const Ak__TaskRecord *t,
+                                       const Ak__Workload *wl, const Ak__Receipt *fig, uint64_t now_ms);
+/* Whether e is a vendor entry (kind "vendor"; "" and "kernel" are kernels). */
+bool profiles_entry_is_vendor (const Ak__ProfileEntry *e);
+/* For an (op, class) pair whose winner w was not promoted: when the
+   baseline of the pair's backend in the spec its tasks ran is a vendor
+   library and a candidate ran ok against it (so the library was
+   measured), appends one vendor entry per workload of the best such
+   candidate's task to the class record of news (profiles_news_class) and
+   returns true.  Otherwise false (a kernel baseline, nothing measured, or
+   records missing: logged), and the caller skips w with its reason.  pair
+   may be NULL. */
+bool profiles_vendor_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__Winner *w, const char *name,
+                          uint64_t now_ms, Ak__ProfileClass ***news, size_t *nnews);
+/* The vendor fields of profile.json entry j (kind "vendor", at names it
+   in messages) into e, whose common fields the caller has read: vendor,
+   vendor_op and reason non-empty strings, figures numbers, no source,
+   prelude, entry or launch (a vendor entry has no kernel).  AK_EINVAL
+   naming the field. */
+int profiles_vendor_from (const json_t *j, Ak__ProfileEntry *e, const char *at, ak_err_t *err);
 /* Frees the n records of v and v. */
 void profiles_classes_free (Ak__ProfileClass **v, size_t n);
 /* Writes the entries of each record in news into its profile: an entry

@@ -310,6 +310,16 @@ static json_t *s_aggregate_rows (const Ak__Receipt *r, bool baseline_only)
     return rows;
 }
 
+ssize_t ak_results_best (const ak_result_pair_t *p)
+{
+    ssize_t best = -1;
+    for (size_t j = 0; j < p->ntunes; j++)
+        if (p->evals[j].ok && p->tunes[j].receipt
+            && (best < 0 || p->evals[j].speedup > p->evals[best].speedup))
+            best = (ssize_t) j;
+    return best;
+}
+
 json_t *ak_results_aggregates (const ak_result_pair_t *p, const Ak__Winner *winner)
 {
     ssize_t pick = -1;
@@ -319,16 +329,8 @@ json_t *ak_results_aggregates (const ak_result_pair_t *p, const Ak__Winner *winn
             pick = (ssize_t) j;
             source = "winner";
         }
-    for (size_t j = 0; pick < 0 && j < p->ntunes; j++)
-        if (p->evals[j].ok && p->tunes[j].receipt) {
-            size_t best = j;
-            for (size_t k = j + 1; k < p->ntunes; k++)
-                if (p->evals[k].ok && p->tunes[k].receipt
-                    && p->evals[k].speedup > p->evals[best].speedup)
-                    best = k;
-            pick = (ssize_t) best;
-            source = "best";
-        }
+    if (pick < 0 && (pick = ak_results_best (p)) >= 0)
+        source = "best";
     json_t *out;
     if (pick >= 0) {
         const Ak__TaskRecord *t = p->tunes[pick].task;

@@ -7,6 +7,7 @@
 #ifndef AK_RESULTS_H
 #define AK_RESULTS_H
 #include <stddef.h>
+#include <sys/types.h>
 #include <jansson.h>
 #include "akfleet.pb-c.h"
 #include "arena.h"
@@ -51,6 +52,11 @@ typedef struct {
    float16, bfloat16, float32 order and a last one with dtype "all" whose
    speedup is the promotion rule's (ak_aggregate).  Caller decrefs. */
 json_t *ak_results_aggregates (const ak_result_pair_t *p, const Ak__Winner *winner);
+
+/* The tune of p that ran ok (promote.h: passed its gates, valid timings)
+   with the highest weighted speedup, first of equals, whether promotable
+   or not; -1 when none did. */
+ssize_t ak_results_best (const ak_result_pair_t *p);
 
 /* Loads batch_id's results; AK_ENOTFOUND when there is no such batch. */
 int ak_results_load (ak_txn_t *txn, const char *batch_id, ak_results_t **results_p, ak_err_t *err);

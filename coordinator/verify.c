@@ -207,6 +207,15 @@ int ak_verify_create (ak_txn_t *txn, ak_registry_t *reg, const char *name, const
         size_t nlive = s_live_of (reg, pc->device_class, &live);
         for (size_t i = 0; i < pc->n_entries && rc == 0; i++) {
             const Ak__ProfileEntry *e = pc->entries[i];
+            if (strcmp (e->kind, AK_PROFILE_KIND_VENDOR) == 0) {
+                /* the library stays: nothing of the profile's runs here */
+                char why[480];
+                snprintf (why, sizeof why, "vendor entry: no kernel to verify (the vendor library %.32s stays: "
+                          "%.360s)", e->vendor, e->reason);
+                s_report_add (rep, s_verdict_new (pc->device_class, e->key, AK_VERIFY_VENDOR, why));
+                rep->entries_vendor++;
+                continue;
+            }
             if (nlive == 0) {
                 char why[160];
                 snprintf (why, sizeof why, "no live worker of class %.100s", pc->device_class);
@@ -451,6 +460,8 @@ int ak_verify_settle (ak_txn_t *txn, const char *batch_id, uint64_t now_ms, bool
     size_t nes = 0;
     for (size_t i = 0; i < rep->n_verdicts; i++) {
         const Ak__VerifyVerdict *v = rep->verdicts[i];
+        if (strcmp (v->verdict, AK_VERIFY_VENDOR) == 0)
+            continue;                   /* no kernel: neither checked nor failing */
         int st = strcmp (v->verdict, "pass") == 0 ? 0 : strcmp (v->verdict, "fail") == 0 ? 2 : 1;
         size_t j = 0;
         while (j < nes && !(strcmp (es[j].cls, v->device_class) == 0 && strcmp (es[j].key, v->key) == 0))

@@ -9,7 +9,11 @@
     stored candidate source, parameters and workload against the baseline of
     the task that won it: the worker runs it as it runs a tune task (gates,
     interleaved timing, recheck).  Entries of a class without a live worker
-    get the verdict "unverified" at once.
+    get the verdict "unverified" at once.  A vendor entry (profiles.h: the
+    vendor library stays) has no kernel to run: its verdict is "vendor" at
+    once, counted in VerifyReport.entries_vendor and in none of the
+    entries below (a profile of vendor entries alone is "unverified":
+    nothing of it was checked).
 
     When every task is terminal, ak_verify_settle judges each (entry, host)
     with ak_verify_judge, stores the verdicts in the batch record and the
@@ -31,6 +35,7 @@
 #include "store.h"
 
 #define AK_VERIFY_KIND          "verify"
+#define AK_VERIFY_VENDOR        "vendor"  /* the verdict of a vendor entry: no kernel to verify */
 #define AK_VERIFY_DEFAULT_K     2.0     /* noise multiplier */
 #define AK_VERIFY_DEFAULT_FLOOR 0.10    /* relative floor: 10% of the recorded speedup */
 #define AK_VERIFY_DEFAULT_THRESHOLD 0.03

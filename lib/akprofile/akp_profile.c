@@ -349,9 +349,45 @@ static int s_source (akp_profile_t *p, const char *dir, const s_sums_t *sums, co
     return AKP_OK;
 }
 
+/*  A vendor entry's own fields (k's common ones are read): the library,
+    its op and the reason as non-empty strings, the library's time a
+    number, and nothing of a kernel. */
+static int s_vendor (const json_t *j, akp_kernel_t *k, const char *at, char *err, size_t errlen)
+{
+    static const char *const strs[] = { "vendor", "vendor_op", "reason" };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if (!*s_str (j, strs[i]))
+            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.%s: a vendor entry needs a non-empty string",
+                             at, strs[i]);
+    static const char *const kernel[] = { "entry", "source", "prelude", "launch", "arch" };
+    for (size_t i = 0; i < sizeof kernel / sizeof kernel[0]; i++) {
+        const json_t *v = json_object_get (j, kernel[i]);
+        if (v && !json_is_null (v))
+            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.%s: a vendor entry has no kernel", at, kernel[i]);
+    }
+    if (strcmp (k->backend, "cuda") != 0)
+        return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.backend: a vendor entry is a cuda library call", at);
+    const json_t *b = json_object_get (j, "baseline_us");
+    if (!json_is_number (b) || !(json_number_value (b) >= 0))
+        return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.baseline_us: must be a non-negative number", at);
+    k->vendor = s_str (j, "vendor");
+    k->vendor_op = s_str (j, "vendor_op");
+    k->reason = s_str (j, "reason");
+    k->baseline_us = json_number_value (b);
+    return AKP_OK;
+}
+
 static int s_entry (akp_profile_t *p, const char *dir, const s_sums_t *sums, const json_t *j,
                     akp_kernel_t *k, const char *at, char *err, size_t errlen)
 {
+    /* "kind" absent: a kernel (profiles made before kinds) */
+    const json_t *kind = json_object_get (j, "kind");
+    k->kind = kind ? json_string_value (kind) : "kernel";
+    if (!k->kind || (strcmp (k->kind, "kernel") != 0 && strcmp (k->kind, "vendor") != 0))
+        return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.kind: unknown kind '%.32s' (kernel or vendor)",
+                         at, k->kind ? k->kind : "(not a string)");
+    bool vendor = strcmp (k->kind, "vendor") == 0;
+    k->vendor = k->vendor_op = k->reason = "";
     k->op = s_str (j, "op");
     k->key = s_str (j, "key");
     k->dtype = s_str (j, "dtype");
@@ -361,9 +397,10 @@ static int s_entry (akp_profile_t *p, const char *dir, const s_sums_t *sums, con
     k->entry = s_str (j, "entry");
     k->batch_id = s_str (j, "batch_id");
     k->task_id = s_str (j, "task_id");
-    if (!*k->op || !*k->dtype || !*k->entry || !*k->candidate
+    if (!*k->op || !*k->dtype || (!vendor && (!*k->entry || !*k->candidate))
         || (strcmp (k->backend, "cuda") != 0 && strcmp (k->backend, "host") != 0))
-        return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: op, dtype, entry, candidate and backend are required", at);
+        return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: op, dtype, entry, candidate and backend are required%s",
+                         at, vendor ? " (a vendor entry: op, dtype and backend)" : "");
     const json_t *keys = json_object_get (j, "keys"), *dims = json_object_get (j, "dims");
     k->ndims = json_array_size (dims);
     if (k->ndims < 1 || k->ndims > AKP_MAX_DIMS || json_array_size (keys) != k->ndims)
@@ -386,6 +423,15 @@ static int s_entry (akp_profile_t *p, const char *dir, const s_sums_t *sums, con
             return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s: params[%zu] needs name and value", at, i);
         k->param_values[i] = json_integer_value (json_object_get (pp, "value"));
     }
+    k->speedup = json_number_value (json_object_get (j, "speedup"));
+    k->noise = json_number_value (json_object_get (j, "noise"));
+    const json_t *ev = json_object_get (j, "evidence");
+    for (size_t i = 0; i < json_array_size (ev) && k->nevidence < 4; i++)
+        if (json_string_value (json_array_get (ev, i)))
+            k->evidence[k->nevidence++] = json_string_value (json_array_get (ev, i));
+    if (vendor)
+        return s_vendor (j, k, at, err, errlen);
+    k->baseline_us = json_number_value (json_object_get (j, "baseline_us"));
     const json_t *launch = json_object_get (j, "launch");
     if (json_is_object (launch)) {
         const json_t *g = json_object_get (launch, "grid"), *b = json_object_get (launch, "block");
@@ -420,12 +466,6 @@ static int s_entry (akp_profile_t *p, const char *dir, const s_sums_t *sums, con
         }
         *(w ? &k->noutputs : &k->ninputs) = n;
     }
-    k->speedup = json_number_value (json_object_get (j, "speedup"));
-    k->noise = json_number_value (json_object_get (j, "noise"));
-    const json_t *ev = json_object_get (j, "evidence");
-    for (size_t i = 0; i < json_array_size (ev) && k->nevidence < 4; i++)
-        if (json_string_value (json_array_get (ev, i)))
-            k->evidence[k->nevidence++] = json_string_value (json_array_get (ev, i));
     const json_t *src = json_object_get (j, "source");
     k->source_name = s_str (src, "name");
     k->source_digest = s_str (src, "digest");
@@ -438,14 +478,24 @@ static int s_entry (akp_profile_t *p, const char *dir, const s_sums_t *sums, con
     return rc;
 }
 
-/*  Why this library cannot apply entry j, or NULL: kernel ABI 2 launch
+/*  Why this library cannot apply entry j (k as loaded), or NULL: a vendor
+    entry has no kernel (the library call stays, for the entry's reason);
+    kernel ABI 2 launch
     features (tensor maps passed after the argument block, thread-block
     clusters) and arch-specific builds ("arch": "sm_90a") need more than
     akp_launch and akp_compile_options give; applied regardless, the kernel
     would read tensor-map parameters that are not there, or fail to build.
     Caller frees. */
-static char *s_unsupported (const json_t *j)
+static char *s_unsupported (const json_t *j, const akp_kernel_t *k)
 {
+    if (strcmp (k->kind, "vendor") == 0) {
+        size_t n = strlen (k->reason) + 32;
+        char *buf = malloc (n);
+        if (!buf)
+            abort ();
+        snprintf (buf, n, "vendor entry: %s", k->reason);
+        return buf;
+    }
     const json_t *launch = json_object_get (j, "launch");
     json_int_t tmaps = json_integer_value (json_object_get (launch, "tensor_maps"));
     const json_t *cluster = json_object_get (launch, "cluster");
@@ -531,7 +581,7 @@ int akp_load (const char *dir, akp_profile_t **p_out, char *err, size_t errlen)
             snprintf (at, sizeof at, "classes[%zu].entries[%zu]", c, i);
             rc = s_entry (p, dir, &sums, json_array_get (entries, i), &cl->entries[i], at, err, errlen);
             if (rc == AKP_OK)
-                cl->unsupported[i] = s_unsupported (json_array_get (entries, i));
+                cl->unsupported[i] = s_unsupported (json_array_get (entries, i), &cl->entries[i]);
         }
     }
     s_sums_free (&sums);
@@ -665,8 +715,9 @@ int akp_lookup (const akp_profile_t *p, const char *device_class, const char *op
             d++;
         if (d == ndims) {
             if (cl->unsupported && cl->unsupported[i])
-                return akp_errf (why, whylen, AKP_FALLBACK, "entry for %s %s %s on %s: %s: run the default kernel",
-                                 op, shape, dtype, device_class, cl->unsupported[i]);
+                return akp_errf (why, whylen, AKP_FALLBACK, "entry for %s %s %s on %s: %s: run the default kernel%s%s%s",
+                                 op, shape, dtype, device_class, cl->unsupported[i],
+                                 *e->vendor ? " (the vendor library " : "", e->vendor, *e->vendor ? ")" : "");
             *k = e;
             return AKP_OK;
         }

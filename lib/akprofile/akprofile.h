@@ -79,6 +79,18 @@ typedef struct {
     const char    *batch_id, *task_id;
     size_t         nevidence;
     const char    *evidence[4];     /* receipt ids */
+    /* The entry's kind: "kernel", or "vendor" where no candidate beat the
+       spec's vendor-library baseline (cuBLASLt) beyond the noise and the
+       library call stays.  A vendor entry has no kernel (entry "", source
+       and prelude NULL, no launch): akp_lookup answers AKP_FALLBACK with
+       its reason; candidate, params, speedup and noise are then the best
+       candidate's, which did not win.  "" in the strings below for a
+       kernel.  (Appended: the fields above keep their offsets.) */
+    const char    *kind;
+    const char    *vendor;          /* "cublaslt" */
+    const char    *vendor_op;       /* "matmul" */
+    const char    *reason;          /* why the library stays */
+    double         baseline_us;     /* the baseline's (the library's) median time */
 } akp_kernel_t;
 
 /* Checks dir against its SHA256SUMS: every regular file under dir (but
@@ -124,7 +136,11 @@ int akp_match (const akp_profile_t *p, const char *device_class, const akp_devic
 /* The kernel for (op, dims in the operator's key order, dtype) on
    device_class: AKP_OK with *k, AKP_FALLBACK with why ("no entry for
    softmax rows=32,cols=129 float32 on CLASS: run the default kernel"),
-   AKP_EINVAL for bad arguments. */
+   AKP_EINVAL for bad arguments.  An entry this library does not apply (a
+   vendor entry, kernel ABI 2) is AKP_FALLBACK too, why carrying the
+   entry's reason ("entry for matmul 64x64x64 float16 on CLASS: vendor
+   entry: no candidate beat cuBLASLt beyond the noise: ...: run the
+   default kernel (the vendor library cublaslt)"). */
 int akp_lookup (const akp_profile_t *p, const char *device_class, const char *op,
                 const int64_t *dims, size_t ndims, const char *dtype,
                 const akp_kernel_t **k, char *why, size_t whylen);

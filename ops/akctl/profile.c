@@ -50,14 +50,18 @@ static void s_render_installed (const json_t *a, const char *verb)
     printf ("%s %zu entr%s into profile %s%s%s\n", verb, json_array_size (inst),
             json_array_size (inst) == 1 ? "y" : "ies", akj_str (a, "profile"),
             *akj_str (a, "batch_id") ? " from batch " : "", akj_str (a, "batch_id"));
-    static const char *const head[] = { "CLASS", "OP", "WORKLOAD", "CANDIDATE", "PARAMS", "REPLACED" };
-    akctl_table_t *t = akctl_table_new (6, head);
+    static const char *const head[] = { "CLASS", "OP", "WORKLOAD", "KIND", "CANDIDATE", "PARAMS", "REPLACED" };
+    akctl_table_t *t = akctl_table_new (7, head);
     size_t i;
     json_t *e;
     json_array_foreach (inst, i, e) {
-        char *params = akctl_params_text (akj_arr (e, "params"));
-        const char *row[6] = { akj_str (e, "device_class"), akj_str (e, "op"), akj_str (e, "key"),
-                               akj_str (e, "candidate"), params, akj_bool (e, "replaced") ? "yes" : "no" };
+        /* a vendor entry applies the library, not the candidate it names */
+        bool vendor = strcmp (akj_str (e, "kind"), "vendor") == 0;
+        char *params = vendor ? ak_strdup ("-") : akctl_params_text (akj_arr (e, "params"));
+        const char *row[7] = { akj_str (e, "device_class"), akj_str (e, "op"), akj_str (e, "key"),
+                               *akj_str (e, "kind") ? akj_str (e, "kind") : "kernel",
+                               vendor ? akj_str (e, "vendor") : akj_str (e, "candidate"), params,
+                               akj_bool (e, "replaced") ? "yes" : "no" };
         akctl_table_add (t, row);
         free (params);
     }
@@ -204,11 +208,15 @@ static void s_render_show (const json_t *a)
                     akj_int (g, "steps"), 100.0 * json_number_value (json_object_get (g, "hit_share")),
                     akctl_when ((uint64_t) akj_int (g, "recorded_ms"), when, sizeof when));
         }
-        static const char *const head[] = { "WORKLOAD", "CANDIDATE", "PARAMS", "LAUNCH", "SPEEDUP", "SOURCE",
-                                            "CONFIRMED ON", "EVIDENCE" };
-        akctl_table_t *t = akctl_table_new (8, head);
+        static const char *const head[] = { "WORKLOAD", "KIND", "CANDIDATE", "PARAMS", "LAUNCH", "SPEEDUP",
+                                            "SOURCE", "CONFIRMED ON", "EVIDENCE" };
+        akctl_table_t *t = akctl_table_new (9, head);
+        size_t nvendor = 0;
         json_array_foreach (akj_arr (c, "entries"), j, e) {
-            char *params = akctl_params_text (akj_arr (e, "params"));
+            /* a vendor entry: the library stays; its reason follows the table */
+            bool vendor = strcmp (akj_str (e, "kind"), "vendor") == 0;
+            nvendor += vendor;
+            char *params = vendor ? ak_strdup ("-") : akctl_params_text (akj_arr (e, "params"));
             char launch[160] = "-", sp[64], src[32], ev[200] = "";
             const json_t *l = akj_obj (e, "launch");
             if (l && json_is_object (l)) {
@@ -219,7 +227,7 @@ static void s_render_show (const json_t *a)
                           (int64_t) json_integer_value (json_array_get (b, 0)), (int64_t) json_integer_value (json_array_get (b, 1)),
                           (int64_t) json_integer_value (json_array_get (b, 2)), akj_int (l, "shared_bytes"));
             }
-            snprintf (src, sizeof src, "%.12s", akj_str (akj_obj (e, "source"), "digest"));
+            snprintf (src, sizeof src, "%.12s", vendor ? "-" : akj_str (akj_obj (e, "source"), "digest"));
             size_t k;
             json_t *r;
             json_array_foreach (akj_arr (e, "evidence"), k, r) {
@@ -228,14 +236,22 @@ static void s_render_show (const json_t *a)
             }
             /* "-": installed with --unconfirmed (or before entries said) */
             const char *conf = *akj_str (e, "confirmed_on") ? akj_str (e, "confirmed_on") : "-";
-            const char *row[8] = { akj_str (e, "key"), akj_str (e, "candidate"), params, launch,
-                                   akctl_speedup (akj_num (e, "speedup"), akj_num (e, "noise"), sp, sizeof sp),
+            const char *row[9] = { akj_str (e, "key"), vendor ? "vendor" : "kernel",
+                                   vendor ? akj_str (e, "vendor") : akj_str (e, "candidate"), params, launch,
+                                   vendor ? "-" : akctl_speedup (akj_num (e, "speedup"), akj_num (e, "noise"),
+                                                                 sp, sizeof sp),
                                    src, conf, ev };
             akctl_table_add (t, row);
             free (params);
         }
         akctl_table_print (t, stdout, "  ", false);
         akctl_table_destroy (&t);
+        if (nvendor)
+            printf ("  vendor entries (the vendor library stays; no kernel is applied):\n");
+        json_array_foreach (akj_arr (c, "entries"), j, e)
+            if (strcmp (akj_str (e, "kind"), "vendor") == 0)
+                printf ("    %s: %s %s, %.2f us: %s\n", akj_str (e, "key"), akj_str (e, "vendor"),
+                        akj_str (e, "vendor_op"), akj_num (e, "baseline_us"), akj_str (e, "reason"));
     }
 }
 
@@ -330,6 +346,8 @@ static int s_export (const akctl_opts_t *o)
     json_t *c, *e;
     json_array_foreach (akj_arr (profile, "classes"), ci, c) {
         json_array_foreach (akj_arr (c, "entries"), ei, e) {
+            if (strcmp (akj_str (e, "kind"), "vendor") == 0)
+                continue;                   /* no kernel, no sources */
             const json_t *refs[2] = { akj_obj (e, "source"), akj_obj (e, "prelude") };
             for (int k = 0; k < 2 && code == AKCTL_EXIT_OK; k++) {
                 const char *file = akj_str (refs[k], "file"), *digest = akj_str (refs[k], "digest");
@@ -423,6 +441,8 @@ static int s_import (const akctl_opts_t *o)
         for (size_t i = 0; i < akp_entry_count (p, c); i++) {
             const akp_kernel_t *k = akp_entry (p, c, i);
             char hex[65];
+            if (!k->source)
+                continue;                   /* a vendor entry: no kernel */
             json_object_set_new (sources, k->source_digest, json_stringn (k->source, k->source_len));
             ak_sha256_hex (k->prelude, k->prelude_len, hex);
             json_object_set_new (sources, hex, json_stringn (k->prelude, k->prelude_len));

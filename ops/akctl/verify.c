@@ -61,7 +61,7 @@ static int s_render (const json_t *answer)
         const char *verdict = akj_str (v, "verdict");
         bool pass = strcmp (verdict, "pass") == 0;
         npass += pass;
-        nall++;
+        nall += strcmp (verdict, "vendor") != 0;      /* a vendor entry has no host verdict */
         const char *row[8] = { akj_str (v, "device_class"), akj_str (v, "key"),
                                *akj_str (v, "host") ? akj_str (v, "host") : "-",
                                *akj_str (v, "worker_id") ? akj_str (v, "worker_id") : "-", verdict,
@@ -81,17 +81,21 @@ static int s_render (const json_t *answer)
     int64_t entries = akj_int (rep, "entries"), failed = akj_int (rep, "entries_failed"),
             unver = akj_int (rep, "entries_unverified");
     const char *name = akj_str (rep, "profile");
+    char vendor[96] = "";
+    if (akj_int (rep, "entries_vendor") > 0)
+        snprintf (vendor, sizeof vendor, "; %" PRId64 " vendor entr%s, no kernel to verify",
+                  akj_int (rep, "entries_vendor"), akj_int (rep, "entries_vendor") == 1 ? "y" : "ies");
     if (strcmp (state, "verified") == 0)
-        printf ("verify: profile %s: verified (%" PRId64 " of %" PRId64 " entries passed; %zu of %zu host verdicts; batch %s)\n",
-                name, entries, entries, npass, nall, akj_str (batch, "batch_id"));
+        printf ("verify: profile %s: verified (%" PRId64 " of %" PRId64 " entries passed; %zu of %zu host verdicts%s; batch %s)\n",
+                name, entries, entries, npass, nall, vendor, akj_str (batch, "batch_id"));
     else
     if (strcmp (state, "failing") == 0)
         printf ("verify: profile %s: failing (%" PRId64 " of %" PRId64 " entries failed; %" PRId64
-                " unverified; %zu of %zu host verdicts passed; batch %s)\n",
-                name, failed, entries, unver, npass, nall, akj_str (batch, "batch_id"));
+                " unverified; %zu of %zu host verdicts passed%s; batch %s)\n",
+                name, failed, entries, unver, npass, nall, vendor, akj_str (batch, "batch_id"));
     else
-        printf ("verify: profile %s: %s (%" PRId64 " of %" PRId64 " entries unverified; %zu of %zu host verdicts passed; batch %s)\n",
-                name, *state ? state : "unverified", unver, entries, npass, nall, akj_str (batch, "batch_id"));
+        printf ("verify: profile %s: %s (%" PRId64 " of %" PRId64 " entries unverified; %zu of %zu host verdicts passed%s; batch %s)\n",
+                name, *state ? state : "unverified", unver, entries, npass, nall, vendor, akj_str (batch, "batch_id"));
     return strcmp (state, "verified") == 0 ? AKCTL_EXIT_OK : AKCTL_EXIT_NEGATIVE;
 }
 
@@ -176,8 +180,10 @@ int akctl_verify (const akctl_opts_t *o)
                 }
                 else
                     printf ("verify batch %s of profile %s: %" PRId64 " tasks, %" PRId64
-                            " entries without a live worker (akctl verify %s --wait follows it)\n",
-                            batch_id, o->profile, akj_int (a, "tasks"), akj_int (a, "unverified"), batch_id);
+                            " entries without a live worker, %" PRId64 " vendor entries (no kernel to verify)"
+                            " (akctl verify %s --wait follows it)\n",
+                            batch_id, o->profile, akj_int (a, "tasks"), akj_int (a, "unverified"),
+                            akj_int (a, "vendor"), batch_id);
             }
         }
         json_decref (a);

@@ -161,6 +161,43 @@ static char *s_tampered (const char *tag, const char *cls)
     return pkg;
 }
 
+/* vp exported and made what an install leaves where no candidate beat
+   cuBLASLt (no host pipeline can: the vendor baseline is cuda's): its
+   entries vendor entries of class NVIDIA_H200/..., without kernels or
+   sources. */
+static char *s_vendor_pkg (const char *tag)
+{
+    char *pkg = ak_sprintf ("%s/%s", s_c.dir, tag);
+    assert_int_equal (ak_test_akctl (&s_c, NULL, "profile export vp '%s'", pkg), 0);
+    assert_int_equal (ak_test_runf (NULL, "rm -f '%s'/sources/*", pkg), 0);
+    char *pj = ak_sprintf ("%s/profile.json", pkg);
+    json_error_t jerr;
+    json_t *p = json_load_file (pj, 0, &jerr);
+    assert_non_null (p);
+    json_t *cl = json_array_get (json_object_get (p, "classes"), 0);
+    json_object_set_new (cl, "device_class", json_string ("NVIDIA_H200/sm_90/drv580/nvrtc13.0"));
+    json_object_set_new (cl, "backend", json_string ("cuda"));
+    size_t i;
+    json_t *e;
+    json_array_foreach (json_object_get (cl, "entries"), i, e) {
+        static const char *const kernel[] = { "entry", "source", "prelude", "launch", "arch", "inputs", "outputs" };
+        for (size_t k = 0; k < sizeof kernel / sizeof kernel[0]; k++)
+            json_object_del (e, kernel[k]);
+        json_object_set_new (e, "kind", json_string ("vendor"));
+        json_object_set_new (e, "backend", json_string ("cuda"));
+        json_object_set_new (e, "vendor", json_string ("cublaslt"));
+        json_object_set_new (e, "vendor_op", json_string ("matmul"));
+        json_object_set_new (e, "confirmed_on", json_null ());     /* nothing to confirm */
+        json_object_set_new (e, "reason", json_string ("no candidate beat cuBLASLt beyond the noise: best candidate "
+                                                       "tiled TM=2: 1.01x +- 0.02"));
+    }
+    assert_int_equal (json_dump_file (p, pj, JSON_INDENT (2)), 0);
+    json_decref (p);
+    free (pj);
+    s_resum (pkg);
+    return pkg;
+}
+
 /* The verdicts of verify batch id, parsed; checks their count. */
 static json_t *s_verdicts (const char *batch_id, size_t expect)
 {
@@ -415,6 +452,40 @@ static void test_verify (void **state)
     assert_non_null (strstr (out, "verify: profile vp-other: unverified (2 of 2 entries unverified"));
     assert_non_null (strstr (out, "no live worker of class host-nobody"));
     free (out);
+
+    /* 3b: vendor entries (the vendor library kept): imported, shown with
+       their kind and reason, exported without sources and imported again;
+       verify has no kernel to run for them and says so, failing nothing
+       (vendor entries alone: nothing checked, unverified) */
+    char *vpkg = s_vendor_pkg ("vendor");
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile import '%s' --as vp-vendor 2>&1", vpkg), 0);
+    assert_non_null (strstr (out, "imported 2 entries into profile vp-vendor"));
+    assert_non_null (strstr (out, "vendor"));
+    free (out);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile show vp-vendor"), 0);
+    assert_non_null (strstr (out, "vendor entries (the vendor library stays; no kernel is applied):"));
+    assert_non_null (strstr (out, "cublaslt matmul"));
+    assert_non_null (strstr (out, "no candidate beat cuBLASLt beyond the noise"));
+    free (out);
+    json_t *vj = s_json ("profile show %s", "vp-vendor");
+    const json_t *ve = json_array_get (json_object_get (json_array_get (json_object_get (vj, "classes"), 0),
+                                                        "entries"), 0);
+    assert_string_equal (json_string_value (json_object_get (ve, "kind")), "vendor");
+    assert_null (json_object_get (ve, "source"));
+    json_decref (vj);
+    char *vpkg2 = ak_sprintf ("%s/vendor2", s_c.dir);
+    assert_int_equal (ak_test_akctl (&s_c, &out, "profile export vp-vendor '%s'", vpkg2), 0);
+    assert_non_null (strstr (out, "profile.json, 0 source file(s), SHA256SUMS"));
+    free (out);
+    assert_int_equal (ak_test_akctl (&s_c, NULL, "profile import '%s' --as vp-vendor2", vpkg2), 0);
+    rc = ak_test_akctl (&s_c, &out, "verify --profile vp-vendor2 --wait 2>&1");
+    assert_int_equal (rc, 1);
+    assert_non_null (strstr (out, "verify: profile vp-vendor2: unverified (0 of 0 entries unverified; 0 of 0 host "
+                                  "verdicts passed; 2 vendor entries, no kernel to verify"));
+    assert_non_null (strstr (out, "vendor entry: no kernel to verify (the vendor library cublaslt stays"));
+    free (out);
+    free (vpkg2);
+    free (vpkg);
 
     /* 4: a worker that goes silent: its pinned tasks fail "worker gone"
        (never run elsewhere), the other worker's verdicts stand */

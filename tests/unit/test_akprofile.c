@@ -24,6 +24,7 @@ static const char s_prelude[] = "/* prelude */\n";
 typedef struct {
     char *dir;
     char  sums[8192];
+    char *json;                 /* profile.json as s_setup wrote it */
 } s_pkg_t;
 
 static void s_file (s_pkg_t *p, const char *rel, const char *text)
@@ -76,7 +77,7 @@ static int s_setup (void **state)
         "\"batch_id\":\"B000001\",\"task_id\":\"B000001.0007\",\"installed_ms\":1}]}]}\n",
         S_CLASS, sd, rel, pd, prel);
     s_file (p, "profile.json", json);
-    free (json);
+    p->json = json;
     s_sums (p);
     *state = p;
     return 0;
@@ -87,6 +88,7 @@ static int s_teardown (void **state)
     s_pkg_t *p = *state;
     ak_test_rmtree (p->dir);
     free (p->dir);
+    free (p->json);
     free (p);
     return 0;
 }
@@ -142,21 +144,15 @@ static void test_lookup_exact_and_fallbacks (void **state)
     akp_destroy (&p);
 }
 
-/*  An entry of kernel ABI 2 (tensor maps, a cluster, an arch-specific
-    build) is not applied by this library: the lookup falls back and says
-    why, instead of launching a kernel without the parameters it reads. */
-static void test_abi2_entry_falls_back (void **state)
+/*  The package again, the text `at` of s_setup's profile.json (which must
+    be there) replaced by `with`, checksummed anew as an export would. */
+static void s_repackage (s_pkg_t *pk, const char *at, const char *with)
 {
-    s_pkg_t *pk = *state;
-    char *path = ak_path_join (pk->dir, "profile.json"), *text = NULL, err[1024];
-    ak_err_t e = { 0 };
-    assert_int_equal (ak_file_read (path, 1 << 20, &text, NULL, &e), 0);
-    char *a = strstr (text, "\"shared_bytes\":0}");
+    char *text = ak_strdup (pk->json);
+    char *a = strstr (text, at);
     assert_non_null (a);
     *a = '\0';
-    char *mod = ak_sprintf ("%s\"shared_bytes\":0,\"tensor_maps\":2,\"cluster\":[2,1,1]}%s", text,
-                            a + strlen ("\"shared_bytes\":0}"));
-    /* the package again, with the modified profile.json */
+    char *mod = ak_sprintf ("%s%s%s", text, with, a + strlen (at));
     char sd[65], pd[65], rel[128], prel[128];
     ak_sha256_hex (s_src, strlen (s_src), sd);
     ak_sha256_hex (s_prelude, strlen (s_prelude), pd);
@@ -167,6 +163,18 @@ static void test_abi2_entry_falls_back (void **state)
     s_file (pk, prel, s_prelude);
     s_file (pk, "profile.json", mod);
     s_sums (pk);
+    free (mod);
+    free (text);
+}
+
+/*  An entry of kernel ABI 2 (tensor maps, a cluster, an arch-specific
+    build) is not applied by this library: the lookup falls back and says
+    why, instead of launching a kernel without the parameters it reads. */
+static void test_abi2_entry_falls_back (void **state)
+{
+    s_pkg_t *pk = *state;
+    char err[1024];
+    s_repackage (pk, "\"shared_bytes\":0}", "\"shared_bytes\":0,\"tensor_maps\":2,\"cluster\":[2,1,1]}");
     akp_profile_t *p = NULL;
     assert_int_equal (akp_load (pk->dir, &p, err, sizeof err), AKP_OK);
     const akp_kernel_t *k = NULL;
@@ -176,9 +184,105 @@ static void test_abi2_entry_falls_back (void **state)
     assert_non_null (strstr (err, "kernel ABI 2 (TMA tensor maps, a thread-block cluster)"));
     assert_non_null (strstr (err, "run the default kernel"));
     akp_destroy (&p);
-    free (mod);
-    free (text);
-    free (path);
+}
+
+/* A vendor entry as the coordinator writes it (matmul 64x64x32 float16,
+   cuBLASLt kept), %s before its first field and %s after its last: the
+   tests' way to break it. */
+#define S_VENDOR "{%s\"kind\":\"vendor\",\"op\":\"matmul\",\"key\":\"matmul/M=64,N=64,K=32/float16\"," \
+    "\"keys\":[\"M\",\"N\",\"K\"],\"dims\":[64,64,32],\"dtype\":\"float16\",\"workload\":\"small\"," \
+    "\"candidate\":\"mma\",\"params\":[{\"name\":\"BM\",\"value\":64}],\"backend\":\"cuda\"," \
+    "\"speedup\":1.01,\"noise\":0.02,\"op_speedup\":1.01,\"op_noise\":0.02,\"baseline_us\":10," \
+    "\"candidate_us\":9.9,\"evidence\":[\"R00000009\"],\"batch_id\":\"B000002\",\"task_id\":\"B000002.0001\"," \
+    "\"installed_ms\":1,\"confirmed_on\":null,\"vendor\":\"cublaslt\",\"vendor_op\":\"matmul\"," \
+    "\"reason\":\"no candidate beat cuBLASLt beyond the noise: best candidate mma BM=64: 1.01x +- 0.02, " \
+    "not beyond the 3%% threshold by more than its noise\"%s}"
+
+/*  Where the profile kept the vendor library, the lookup falls back with
+    the entry's reason and names the library; the entry is listed with its
+    kind, library, reason and time, and has no kernel.  The kernel entry
+    beside it (without "kind", as before kinds) is applied as before. */
+static void test_vendor_entry_falls_back (void **state)
+{
+    s_pkg_t *pk = *state;
+    char err[1024], *vendor = ak_sprintf (S_VENDOR, "", "");
+    char *with = ak_sprintf ("\"installed_ms\":1},%s]", vendor);
+    s_repackage (pk, "\"installed_ms\":1}]", with);
+    akp_profile_t *p = NULL;
+    assert_int_equal (akp_load (pk->dir, &p, err, sizeof err), AKP_OK);
+    const akp_kernel_t *k = NULL;
+    int64_t mm[3] = { 64, 64, 32 }, sm[2] = { 32, 128 };
+    assert_int_equal (akp_lookup (p, S_CLASS, "matmul", mm, 3, "float16", &k, err, sizeof err), AKP_FALLBACK);
+    assert_null (k);
+    assert_string_equal (err, "entry for matmul 64x64x32 float16 on " S_CLASS ": vendor entry: no candidate beat "
+                              "cuBLASLt beyond the noise: best candidate mma BM=64: 1.01x +- 0.02, not beyond the "
+                              "3% threshold by more than its noise: run the default kernel (the vendor library "
+                              "cublaslt)");
+    assert_int_equal (akp_entry_count (p, 0), 2);
+    const akp_kernel_t *v = akp_entry (p, 0, 1);
+    assert_string_equal (v->kind, "vendor");
+    assert_string_equal (v->vendor, "cublaslt");
+    assert_string_equal (v->vendor_op, "matmul");
+    assert_non_null (strstr (v->reason, "no candidate beat cuBLASLt"));
+    assert_true (v->baseline_us == 10);
+    assert_null (v->source);
+    assert_false (v->has_launch);
+    assert_string_equal (v->entry, "");
+    assert_int_equal (akp_lookup (p, S_CLASS, "softmax", sm, 2, "float32", &k, err, sizeof err), AKP_OK);
+    assert_string_equal (k->kind, "kernel");
+    assert_string_equal (k->reason, "");
+    akp_destroy (&p);
+    free (with);
+    free (vendor);
+}
+
+/*  A malformed vendor entry (no reason, a reason of another type, an
+    unknown kind, a kernel's fields, a time that is not a number) refuses
+    the package, naming the entry and the field; never a crash. */
+static void test_vendor_entry_malformed (void **state)
+{
+    s_pkg_t *pk = *state;
+    static const struct {
+        const char *field, *value, *msg;   /* value NULL: the field removed */
+    } edits[] = {
+        { "\"reason\":", NULL, "classes[0].entries[1].reason: a vendor entry needs a non-empty string" },
+        { "\"reason\":", "42", "classes[0].entries[1].reason: a vendor entry needs a non-empty string" },
+        { "\"kind\":", "\"magic\"", "classes[0].entries[1].kind: unknown kind 'magic' (kernel or vendor)" },
+        { "\"kind\":", "[1]", "classes[0].entries[1].kind: unknown kind '(not a string)'" },
+        { "\"vendor\":", "\"\"", "classes[0].entries[1].vendor: a vendor entry needs a non-empty string" },
+        { "\"baseline_us\":", "\"10\"", "classes[0].entries[1].baseline_us: must be a non-negative number" },
+        { "\"backend\":", "\"host\"", "classes[0].entries[1].backend: a vendor entry is a cuda library call" },
+        { "\"op\":", NULL, "classes[0].entries[1]: op, dtype, entry, candidate and backend are required (a vendor" },
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        /* the entry with the field's value replaced (or the field gone) */
+        char *vendor = ak_sprintf (S_VENDOR, "", "");
+        char *f = strstr (vendor, edits[i].field);
+        assert_non_null (f);
+        char *end = f + strlen (edits[i].field);
+        if (*end == '"') {
+            end = strchr (end + 1, '"') + 1;
+        }
+        else
+            end += strcspn (end, ",}");
+        char *rest = end + (*end == ',' && !edits[i].value ? 1 : 0);
+        if (*end != ',' && !edits[i].value && f[-1] == ',')
+            f--;                    /* the last field: its comma goes */
+        *f = '\0';
+        char *broken = edits[i].value ? ak_sprintf ("%s%s%s%s", vendor, edits[i].field, edits[i].value, rest)
+                                      : ak_sprintf ("%s%s", vendor, rest);
+        char *with = ak_sprintf ("\"installed_ms\":1},%s]", broken);
+        s_repackage (pk, "\"installed_ms\":1}]", with);
+        char err[1024];
+        akp_profile_t *p = NULL;
+        assert_int_equal (akp_load (pk->dir, &p, err, sizeof err), AKP_EINVAL);
+        assert_null (p);
+        if (!strstr (err, edits[i].msg))
+            fail_msg ("edit %zu: '%s' does not say '%s'", i, err, edits[i].msg);
+        free (with);
+        free (broken);
+        free (vendor);
+    }
 }
 
 static void test_device_match (void **state)
@@ -296,6 +400,8 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_lookup_exact_and_fallbacks, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_device_match, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_abi2_entry_falls_back, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_vendor_entry_falls_back, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_vendor_entry_malformed, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_tamper_modified, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_tamper_source_changed, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_tamper_missing_extra_link, s_setup, s_teardown),

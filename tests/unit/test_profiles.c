@@ -1,7 +1,9 @@
 /*  tests/unit/test_profiles.c: coordinator/profiles.c on a temporary store
     with synthetic batches: what install records, the replace and refusal
     rules, other classes left alone, export/import round trips and the
-    import checks. */
+    import checks; vendor entries (the vendor-library baseline kept: the
+    fixture's batches are written as a CUDA worker leaves them, so no GPU
+    is needed) and the checks of malformed ones. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,8 @@
 
 #include "support.h"
 #include "coordinator/profiles.h"
+#include "coordinator/registry.h"
+#include "coordinator/verify.h"
 #include "cpb.h"
 #include "spec.h"
 #include "util.h"
@@ -77,6 +81,48 @@ static Ak__Workload *s_workload (const char *name, int64_t rows, int64_t cols)
     return w;
 }
 
+/* A done cuda tune task of op on cls whose accepted receipt is rid, with
+   two timings' room: the caller adds params, workloads and digests. */
+static Ak__TaskRecord *s_task (const char *task_id, const char *batch_id, const char *op, const char *cls,
+                               const char *candidate, const char *rid, const char *status)
+{
+    Ak__TaskRecord *t = ak_malloc (sizeof *t);
+    ak__task_record__init (t);
+    ak_cpb_set (&t->task_id, task_id);
+    ak_cpb_set (&t->batch_id, batch_id);
+    ak_cpb_set (&t->state, "done");
+    ak_cpb_set (&t->kind, "tune");
+    ak_cpb_set (&t->op, op);
+    ak_cpb_set (&t->device_class, cls);
+    ak_cpb_set (&t->backend, "cuda");
+    ak_cpb_set (&t->candidate_name, candidate);
+    ak_cpb_set (&t->receipt_id, rid);
+    ak_cpb_set (&t->status, status);
+    return t;
+}
+
+/* Receipt rid of task t from worker w1 on device (name, cc_major), room
+   for two timings. */
+static Ak__Receipt *s_receipt (const Ak__TaskRecord *t, const char *rid, const char *status, const char *device,
+                               uint32_t cc_major)
+{
+    Ak__Receipt *r = ak_malloc (sizeof *r);
+    ak__receipt__init (r);
+    ak_cpb_set (&r->receipt_id, rid);
+    ak_cpb_set (&r->task_id, t->task_id);
+    ak_cpb_set (&r->batch_id, t->batch_id);
+    ak_cpb_set (&r->status, status);
+    ak_cpb_set (&r->worker_id, "w1");
+    r->device = ak_malloc (sizeof *r->device);
+    ak__device__init (r->device);
+    ak_cpb_set (&r->device->name, device);
+    r->device->cc_major = cc_major;
+    ak_cpb_set (&r->device->driver_version, "580.65.06");
+    ak_cpb_set (&r->device->nvrtc_version, "13.0");
+    r->timings = ak_calloc (2, sizeof *r->timings);
+    return r;
+}
+
 /* Writes a complete batch with one tune task per class in classes[] (the
    winner promoted where promoted[i]) with ROWS=rows_param, and its receipts. */
 static void s_batch (s_fx_t *fx, const char *batch_id, const char *state, const char *const *classes,
@@ -94,16 +140,7 @@ static void s_batch (s_fx_t *fx, const char *batch_id, const char *state, const 
         char task_id[32], rid[32];
         snprintf (task_id, sizeof task_id, "%s.%04zu", batch_id, i + 1);
         snprintf (rid, sizeof rid, "R%08llu", (unsigned long long) ++*next_receipt);
-        Ak__TaskRecord *t = ak_malloc (sizeof *t);
-        ak__task_record__init (t);
-        ak_cpb_set (&t->task_id, task_id);
-        ak_cpb_set (&t->batch_id, batch_id);
-        ak_cpb_set (&t->state, "done");
-        ak_cpb_set (&t->kind, "tune");
-        ak_cpb_set (&t->op, "softmax");
-        ak_cpb_set (&t->device_class, classes[i]);
-        ak_cpb_set (&t->backend, "cuda");
-        ak_cpb_set (&t->candidate_name, "warp_row");
+        Ak__TaskRecord *t = s_task (task_id, batch_id, "softmax", classes[i], "warp_row", rid, "ok");
         const char *names[2] = { "ROWS", "VEC" };
         int64_t values[2] = { rows_param, 1 };
         t->params = ak_cpb_params_new (names, values, 2);
@@ -115,24 +152,9 @@ static void s_batch (s_fx_t *fx, const char *batch_id, const char *state, const 
         t->workloads[0] = s_workload ("small", 32, 128);
         t->workloads[1] = s_workload ("medium", 128, 512);
         t->n_workloads = 2;
-        ak_cpb_set (&t->receipt_id, rid);
-        ak_cpb_set (&t->status, "ok");
         assert_int_equal (ak_store_put_task (txn, t, &err), 0);
 
-        Ak__Receipt *r = ak_malloc (sizeof *r);
-        ak__receipt__init (r);
-        ak_cpb_set (&r->receipt_id, rid);
-        ak_cpb_set (&r->task_id, task_id);
-        ak_cpb_set (&r->batch_id, batch_id);
-        ak_cpb_set (&r->status, "ok");
-        ak_cpb_set (&r->worker_id, "w1");
-        r->device = ak_malloc (sizeof *r->device);
-        ak__device__init (r->device);
-        ak_cpb_set (&r->device->name, i ? "NVIDIA B200" : "NVIDIA H200");
-        r->device->cc_major = i ? 10 : 9;
-        ak_cpb_set (&r->device->driver_version, "580.65.06");
-        ak_cpb_set (&r->device->nvrtc_version, "13.0");
-        r->timings = ak_calloc (2, sizeof *r->timings);
+        Ak__Receipt *r = s_receipt (t, rid, "ok", i ? "NVIDIA B200" : "NVIDIA H200", i ? 10 : 9);
         for (int k = 0; k < 2; k++) {
             Ak__WorkloadTiming *wt = ak_malloc (sizeof *wt);
             ak__workload_timing__init (wt);
@@ -465,6 +487,33 @@ static int s_import (s_fx_t *fx, json_t *pkg, const char *name, bool replace, ak
     return rc;
 }
 
+/* The package of profile name, as export gives it (caller decrefs). */
+static json_t *s_export (s_fx_t *fx, const char *name)
+{
+    ak_txn_t *txn = NULL;
+    json_t *pkg = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    assert_int_equal (ak_profiles_export (txn, name, &pkg, &err), 0);
+    ak_store_abort (&txn);
+    return pkg;
+}
+
+/* Profiles a and b hold the same, their names and the times their
+   classes were written aside. */
+static void s_assert_same (s_fx_t *fx, const char *a_name, const char *b_name)
+{
+    json_t *a = s_show (fx, a_name), *b = s_show (fx, b_name);
+    json_object_set_new (b, "profile", json_string (a_name));
+    for (size_t i = 0; i < json_array_size (json_object_get (a, "classes")); i++) {
+        json_object_del (json_array_get (json_object_get (a, "classes"), i), "updated_ms");
+        json_object_del (json_array_get (json_object_get (b, "classes"), i), "updated_ms");
+    }
+    assert_true (json_equal (a, b));
+    json_decref (a);
+    json_decref (b);
+}
+
 static void test_export_import_round_trip (void **state)
 {
     s_fx_t *fx = *state;
@@ -476,26 +525,27 @@ static void test_export_import_round_trip (void **state)
     ak_err_t err = { 0 };
     assert_int_equal (s_install (fx, "B000001", "prod", false, &out, &err), 0);
     json_decref (out);
-    ak_txn_t *txn = NULL;
-    json_t *pkg = NULL;
-    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
-    assert_int_equal (ak_profiles_export (txn, "prod", &pkg, &err), 0);
-    ak_store_abort (&txn);
+    json_t *pkg = s_export (fx, "prod");
     assert_int_equal (json_object_size (json_object_get (pkg, "sources")), 2);   /* source + prelude */
 
     assert_int_equal (s_import (fx, pkg, "copy", false, &err), 0);
-    json_t *a = s_show (fx, "prod"), *b = s_show (fx, "copy");
-    json_object_set_new (b, "profile", json_string ("prod"));
-    for (size_t i = 0; i < 2; i++) {       /* the install and import times differ */
-        json_object_del (json_array_get (json_object_get (a, "classes"), i), "updated_ms");
-        json_object_del (json_array_get (json_object_get (b, "classes"), i), "updated_ms");
-    }
-    assert_true (json_equal (a, b));
-    json_decref (a);
-    json_decref (b);
+    s_assert_same (fx, "prod", "copy");
     /* again: exists; with replace: fine */
     assert_int_equal (s_import (fx, pkg, "copy", false, &err), AK_EEXIST);
     assert_int_equal (s_import (fx, pkg, "copy", true, &err), 0);
+
+    /* entries without "kind" (a profile.json made before kinds) are the
+       kernels they were */
+    json_t *old = json_deep_copy (pkg), *cls, *ent;
+    size_t ci, ei;
+    json_array_foreach (json_object_get (json_object_get (old, "profile"), "classes"), ci, cls)
+        json_array_foreach (json_object_get (cls, "entries"), ei, ent) {
+            assert_string_equal (json_string_value (json_object_get (ent, "kind")), "kernel");
+            json_object_del (ent, "kind");
+        }
+    assert_int_equal (s_import (fx, old, "old", false, &err), 0);
+    s_assert_same (fx, "prod", "old");
+    json_decref (old);
 
     /* a source that is not what its digest says */
     json_t *bad = json_deep_copy (pkg);
@@ -519,11 +569,302 @@ static void test_export_import_round_trip (void **state)
     json_decref (pkg);
 
     /* list */
+    ak_txn_t *txn = NULL;
     assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
     assert_int_equal (ak_profiles_list (txn, &out, &err), 0);
     ak_store_abort (&txn);
-    assert_int_equal (json_array_size (json_object_get (out, "profiles")), 2);
+    assert_int_equal (json_array_size (json_object_get (out, "profiles")), 3);
     json_decref (out);
+}
+
+// ------------------------------------------------------------ vendor entries
+
+/* Stores kernels/OP/spec.json as a blob; its digest into digest. */
+static void s_put_spec (s_fx_t *fx, const char *op, char digest[65])
+{
+    char rel[64];
+    snprintf (rel, sizeof rel, "kernels/%s/spec.json", op);
+    char *path = ak_test_src (rel);
+    ak_spec_t *spec = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_spec_load (path, &spec, &err), 0);
+    free (path);
+    char *text = ak_spec_to_text (spec, false);
+    ak_txn_t *txn = NULL;
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    assert_int_equal (ak_store_put_blob (txn, text, strlen (text), digest, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    free (text);
+    ak_spec_destroy (&spec);
+}
+
+/* A complete batch of one cuda tune task of op (3 shape keys, or 2 for
+   softmax) on S_CLASS_A whose receipt (status) timed it at speedup x the
+   baseline's 10 us on two float16 workloads, and the winner not promoted
+   (the baseline stays): what a batch where nothing beat the baseline
+   leaves. */
+static void s_kept_batch (s_fx_t *fx, const char *batch_id, const char *op, const char *spec_digest,
+                          const char *status, double speedup)
+{
+    ak_txn_t *txn = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    char task_id[32], rid[32];
+    snprintf (task_id, sizeof task_id, "%s.0001", batch_id);
+    snprintf (rid, sizeof rid, "R%s", batch_id);
+    bool mm = strcmp (op, "matmul") == 0;
+    Ak__TaskRecord *t = s_task (task_id, batch_id, op, S_CLASS_A, mm ? "mma" : "warp_row", rid, status);
+    const char *names[1] = { mm ? "BM" : "ROWS" };
+    int64_t values[1] = { 64 };
+    t->params = ak_cpb_params_new (names, values, 1);
+    t->n_params = 1;
+    ak_cpb_set (&t->spec_digest, spec_digest);
+    ak_cpb_set (&t->candidate_digest, fx->src_digest);
+    t->workloads = ak_malloc (2 * sizeof *t->workloads);
+    for (int k = 0; k < 2; k++) {
+        Ak__Workload *w = t->workloads[k] = s_workload (k ? "large" : "small", 64 << k, 64 << k);
+        ak_cpb_set (&w->dtype, "float16");
+        if (mm) {
+            w->dims = ak_realloc (w->dims, 3 * sizeof *w->dims);
+            w->dims[2] = 32;
+            w->n_dims = 3;
+        }
+    }
+    t->n_workloads = 2;
+    assert_int_equal (ak_store_put_task (txn, t, &err), 0);
+    Ak__Receipt *r = s_receipt (t, rid, status, "NVIDIA H200", 9);
+    for (int k = 0; k < 2 && strcmp (status, "ok") == 0; k++) {
+        Ak__WorkloadTiming *wt = ak_malloc (sizeof *wt);
+        ak__workload_timing__init (wt);
+        wt->workload = (Ak__Workload *) ak_cpb_dup ((ProtobufCMessage *) t->workloads[k]);
+        wt->baseline = ak_malloc (sizeof *wt->baseline);
+        ak__stats__init (wt->baseline);
+        wt->baseline->median_us = 10.0 * (k + 1);
+        wt->candidate = ak_malloc (sizeof *wt->candidate);
+        ak__stats__init (wt->candidate);
+        wt->candidate->median_us = 10.0 * (k + 1) / speedup;
+        wt->speedup = speedup;
+        wt->speedup_noise = 0.02;
+        r->timings[r->n_timings++] = wt;
+    }
+    assert_int_equal (ak_store_put_receipt (txn, r, &err), 0);
+    ak__receipt__free_unpacked (r, NULL);
+    ak__task_record__free_unpacked (t, NULL);
+
+    Ak__BatchRecord b = AK__BATCH_RECORD__INIT;
+    b.batch_id = (char *) batch_id;
+    b.name = (char *) "t";
+    b.state = (char *) "complete";
+    Ak__Winner *w = ak_malloc (sizeof *w);
+    ak__winner__init (w);
+    ak_cpb_set (&w->op, op);
+    ak_cpb_set (&w->device_class, S_CLASS_A);
+    ak_cpb_setf (&w->reason, "best candidate %s BM=64: %.2fx +- 0.02, not beyond the 3%% threshold by more "
+                 "than its noise", mm ? "mma" : "warp_row", speedup);
+    b.winners = &w;
+    b.n_winners = 1;
+    assert_int_equal (ak_store_put_batch (txn, &b, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    ak__winner__free_unpacked (w, NULL);
+}
+
+static json_t *s_entry_at (json_t *profile, size_t i)
+{
+    return json_array_get (json_object_get (s_class (profile, S_CLASS_A), "entries"), i);
+}
+
+/* Profile prod from a matmul batch whose cuBLASLt baseline was kept (the
+   best candidate at speedup), installed as a plain install; its package. */
+static json_t *s_vendor_prod (s_fx_t *fx, double speedup)
+{
+    char mm[65];
+    s_put_spec (fx, "matmul", mm);
+    s_kept_batch (fx, "B000001", "matmul", mm, "ok", speedup);
+    json_t *out = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (s_install_strict (fx, "B000001", "prod", &out, &err), 0);
+    json_decref (out);
+    return s_export (fx, "prod");
+}
+
+/* The baseline kept on an operator whose baseline is cuBLASLt: a vendor
+   entry per workload, installed without --unconfirmed (nothing to
+   confirm), with the library, the reason and its time; kept on a kernel
+   baseline, or where no candidate ran against the library: skipped. */
+static void test_install_vendor_entry (void **state)
+{
+    s_fx_t *fx = *state;
+    char mm[65], sm[65];
+    s_put_spec (fx, "matmul", mm);
+    s_put_spec (fx, "softmax", sm);
+    s_kept_batch (fx, "B000001", "matmul", mm, "ok", 1.01);
+    json_t *out = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (s_install_strict (fx, "B000001", "prod", &out, &err), 0);
+    json_t *inst = json_object_get (out, "installed");
+    assert_int_equal (json_array_size (inst), 2);
+    assert_int_equal (json_array_size (json_object_get (out, "skipped")), 0);
+    assert_string_equal (json_string_value (json_object_get (json_array_get (inst, 0), "kind")), "vendor");
+    assert_string_equal (json_string_value (json_object_get (json_array_get (inst, 0), "vendor")), "cublaslt");
+    json_decref (out);
+
+    json_t *p = s_show (fx, "prod");
+    json_t *e = s_entry_at (p, 1);
+    assert_string_equal (json_string_value (json_object_get (e, "kind")), "vendor");
+    assert_string_equal (json_string_value (json_object_get (e, "key")), "matmul/M=128,N=128,K=32/float16");
+    assert_string_equal (json_string_value (json_object_get (e, "vendor")), "cublaslt");
+    assert_string_equal (json_string_value (json_object_get (e, "vendor_op")), "matmul");
+    assert_string_equal (json_string_value (json_object_get (e, "reason")),
+                         "no candidate beat cuBLASLt beyond the noise: best candidate mma BM=64: 1.01x +- 0.02, "
+                         "not beyond the 3% threshold by more than its noise");
+    assert_true (fabs (json_number_value (json_object_get (e, "baseline_us")) - 20.0) < 1e-9);
+    assert_true (fabs (json_number_value (json_object_get (e, "speedup")) - 1.01) < 1e-9);
+    assert_string_equal (json_string_value (json_object_get (e, "candidate")), "mma");
+    assert_string_equal (json_string_value (json_array_get (json_object_get (e, "evidence"), 0)), "RB000001");
+    assert_true (json_is_null (json_object_get (e, "confirmed_on")));
+    /* no kernel: nothing a runtime could build or launch */
+    assert_null (json_object_get (e, "source"));
+    assert_null (json_object_get (e, "launch"));
+    assert_null (json_object_get (e, "entry"));
+    json_decref (p);
+
+    /* a kernel baseline kept (softmax's cuda baseline): skipped, as before */
+    s_kept_batch (fx, "B000002", "softmax", sm, "ok", 1.01);
+    assert_int_equal (s_install (fx, "B000002", "k", false, &out, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "no promoted winner to install (1 skipped; softmax: best candidate warp_row"));
+    /* every candidate failed: the library was never measured against one */
+    s_kept_batch (fx, "B000003", "matmul", mm, "wrong_answer", 1.01);
+    assert_int_equal (s_install (fx, "B000003", "f", false, &out, &err), AK_EINVAL);
+    assert_null (s_show (fx, "f"));
+}
+
+/* A vendor entry goes through export, import and replace like a kernel
+   entry: the same JSON back, no sources, and a kernel over it (or it
+   over a kernel) only with --replace, the refusal naming the library. */
+static void test_vendor_round_trip (void **state)
+{
+    s_fx_t *fx = *state;
+    json_t *out = NULL, *pkg = s_vendor_prod (fx, 0.98);
+    ak_err_t err = { 0 };
+    assert_int_equal (json_object_size (json_object_get (pkg, "sources")), 0);
+    assert_int_equal (s_import (fx, pkg, "copy", false, &err), 0);
+    s_assert_same (fx, "prod", "copy");
+    json_decref (pkg);
+
+    /* the same keys again: refused, naming what is there */
+    assert_int_equal (s_install (fx, "B000001", "prod", false, &out, &err), AK_EEXIST);
+    assert_non_null (strstr (err.msg, "(the vendor library cublaslt from batch B000001"));
+    assert_int_equal (s_install (fx, "B000001", "prod", true, &out, &err), 0);
+    assert_true (json_is_true (json_object_get (json_array_get (json_object_get (out, "installed"), 0), "replaced")));
+    json_decref (out);
+}
+
+/* An entry of an untrusted package: an unknown or mistyped kind, a vendor
+   entry without its reason or library, with a kernel, with a time that is
+   not a number, on host: refused naming the entry and the field; nothing
+   stored.  An entry without "kind" (a profile made before kinds) is a
+   kernel and imports as before. */
+static void test_vendor_import_rejects (void **state)
+{
+    s_fx_t *fx = *state;
+    json_t *pkg = s_vendor_prod (fx, 1.0);
+    ak_err_t err = { 0 };
+    static const struct {
+        const char *field;
+        const char *json;           /* the field's new value; NULL: removed */
+        const char *msg;
+    } cases[] = {
+        { "kind", "\"magic\"", "classes[0].entries[0].kind: unknown kind 'magic' (kernel or vendor)" },
+        { "kind", "7", "classes[0].entries[0].kind: unknown kind '(not a string)'" },
+        { "reason", NULL, "classes[0].entries[0].reason: a vendor entry needs a non-empty string" },
+        { "reason", "42", "classes[0].entries[0].reason: a vendor entry needs a non-empty string" },
+        { "vendor", "\"\"", "classes[0].entries[0].vendor: a vendor entry needs a non-empty string" },
+        { "vendor_op", NULL, "classes[0].entries[0].vendor_op: a vendor entry needs" },
+        { "baseline_us", "\"fast\"", "classes[0].entries[0].baseline_us: must be a non-negative number" },
+        { "baseline_us", NULL, "classes[0].entries[0].baseline_us: must be a non-negative number" },
+        { "speedup", "-1", "classes[0].entries[0].speedup: must be a non-negative number" },
+        { "launch", "{\"grid\":[1],\"block\":[1],\"shared_bytes\":0}",
+          "classes[0].entries[0].launch: a vendor entry has no kernel" },
+        { "source", "{\"digest\":\"00\"}", "classes[0].entries[0].source: a vendor entry has no kernel" },
+        { "backend", "\"host\"", "classes[0].entries[0].backend: a vendor entry is a cuda library call" },
+        { "candidate", "[]", "classes[0].entries[0].candidate: must be a string" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *bad = json_deep_copy (pkg);
+        json_t *e = json_array_get (json_object_get (json_array_get (json_object_get (
+            json_object_get (bad, "profile"), "classes"), 0), "entries"), 0);
+        if (cases[i].json)
+            json_object_set_new (e, cases[i].field, json_loads (cases[i].json, JSON_DECODE_ANY, NULL));
+        else
+            json_object_del (e, cases[i].field);
+        memset (&err, 0, sizeof err);
+        assert_int_equal (s_import (fx, bad, "x", false, &err), AK_EINVAL);
+        if (!strstr (err.msg, cases[i].msg))
+            fail_msg ("case %zu (%s): '%s' does not say '%s'", i, cases[i].field, err.msg, cases[i].msg);
+        json_decref (bad);
+    }
+    assert_null (s_show (fx, "x"));
+    json_decref (pkg);
+}
+
+/* Verify of a profile with vendor entries: each gets the verdict "vendor"
+   at once (no kernel to run; counted in entries_vendor, in no reason and
+   in no failure), its kernel entries are verified as ever (here with no
+   live worker: unverified). */
+static void test_verify_vendor_entry (void **state)
+{
+    s_fx_t *fx = *state;
+    uint64_t rid = 0;
+    json_decref (s_vendor_prod (fx, 1.0));
+    const char *classes[1] = { S_CLASS_A };
+    bool promoted[1] = { true };
+    s_batch (fx, "B000002", "complete", classes, promoted, 1, 2, &rid);
+    json_t *out = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (s_install (fx, "B000002", "prod", false, &out, &err), 0);
+    json_decref (out);
+
+    ak_registry_t *reg = ak_registry_new ();
+    ak_verify_rule_t rule = { AK_VERIFY_DEFAULT_K, AK_VERIFY_DEFAULT_FLOOR };
+    ak_expansion_t *exp = NULL;
+    ak_txn_t *txn = NULL;
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    assert_int_equal (ak_verify_create (txn, reg, "prod", &rule, "B000009", 3000, &exp, &err), 0);
+    assert_int_equal (exp->ntasks, 0);
+    const Ak__VerifyReport *rep = exp->batch->verify;
+    assert_int_equal (rep->entries_vendor, 2);
+    size_t nvendor = 0;
+    for (size_t i = 0; i < rep->n_verdicts; i++) {
+        const Ak__VerifyVerdict *v = rep->verdicts[i];
+        if (strcmp (v->verdict, "vendor") != 0)
+            continue;
+        nvendor++;
+        assert_non_null (strstr (v->key, "matmul/"));
+        assert_non_null (strstr (v->reason, "vendor entry: no kernel to verify (the vendor library cublaslt "
+                                            "stays: no candidate beat cuBLASLt"));
+    }
+    assert_int_equal (nvendor, 2);
+    ak_expansion_destroy (&exp);
+    bool is_verify = false;
+    assert_int_equal (ak_verify_settle (txn, "B000009", 4000, &is_verify, &err), 0);
+    assert_true (is_verify);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    ak_registry_destroy (&reg);
+
+    json_t *p = s_show (fx, "prod");
+    json_t *ver = json_object_get (p, "verification");
+    /* the kernel entries (2 workloads of softmax) had no live worker */
+    assert_string_equal (json_string_value (json_object_get (ver, "state")), "unverified");
+    assert_int_equal (json_integer_value (json_object_get (ver, "entries")), 2);
+    assert_int_equal (json_integer_value (json_object_get (ver, "entries_failed")), 0);
+    assert_int_equal (json_integer_value (json_object_get (ver, "entries_unverified")), 2);
+    assert_int_equal (json_integer_value (json_object_get (ver, "entries_vendor")), 2);
+    size_t i;
+    json_t *why;
+    json_array_foreach (json_object_get (ver, "reasons"), i, why)
+        assert_null (strstr (json_string_value (why), "matmul"));
+    assert_int_equal (json_array_size (json_object_get (ver, "reasons")), 2);
+    json_decref (p);
 }
 
 int main (void)
@@ -535,6 +876,10 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_replace_rules, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_refusals, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_export_import_round_trip, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_install_vendor_entry, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_vendor_round_trip, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_vendor_import_rejects, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_verify_vendor_entry, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

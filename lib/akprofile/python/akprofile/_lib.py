@@ -58,6 +58,8 @@ class Kernel_t(ctypes.Structure):
         ("batch_id", _c_str), ("task_id", _c_str),
         ("nevidence", ctypes.c_size_t),
         ("evidence", _c_str * 4),
+        ("kind", _c_str), ("vendor", _c_str), ("vendor_op", _c_str), ("reason", _c_str),
+        ("baseline_us", ctypes.c_double),
     ]
 
 

@@ -114,6 +114,11 @@ class Kernel:
         self.speedup, self.noise = float(k.speedup), float(k.noise)
         self.batch_id, self.task_id = _s(k.batch_id), _s(k.task_id)
         self.evidence = [_s(k.evidence[i]) for i in range(k.nevidence)]
+        # "vendor": no candidate beat the vendor library (cuBLASLt); no
+        # kernel here, a lookup of it falls back with .reason
+        self.kind = _s(k.kind) or "kernel"
+        self.vendor, self.vendor_op, self.reason = _s(k.vendor), _s(k.vendor_op), _s(k.reason)
+        self.baseline_us = float(k.baseline_us)
 
     @property
     def source(self):
@@ -151,6 +156,8 @@ class Kernel:
         return block.raw
 
     def __repr__(self):
+        if self.kind == "vendor":
+            return "Kernel(%s %s %s: vendor %s)" % (self.op, "x".join(map(str, self.dims)), self.dtype, self.vendor)
         return "Kernel(%s %s %s: %s %s)" % (self.op, "x".join(map(str, self.dims)), self.dtype, self.candidate,
                                             " ".join("%s=%d" % p for p in self.params))
 
@@ -288,6 +295,12 @@ class Runtime:
         return self.profile.entries(self.class_index) if self.class_index is not None else []
 
     def ops_with_entries(self):
-        """The catalog operators this device's class has at least one entry
-        for (empty when the profile does not apply here)."""
-        return set(k.op for k in self.entries())
+        """The catalog operators this device's class has at least one kernel
+        entry for (empty when the profile does not apply here); an operator
+        with vendor entries only has nothing to apply (vendor_ops)."""
+        return set(k.op for k in self.entries() if k.kind != "vendor")
+
+    def vendor_ops(self):
+        """The operators whose every entry on this class is a vendor entry:
+        the vendor library stays for all of them."""
+        return set(k.op for k in self.entries()) - self.ops_with_entries()

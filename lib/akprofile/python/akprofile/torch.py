@@ -107,11 +107,14 @@ class Applied:
         self.router = Router(runtime, Counters())
         # only operators with an entry for this class get a wrapper
         have = runtime.ops_with_entries()
+        vendor = runtime.vendor_ops()
         asked = ops if ops is not None else _CATALOG
         self.unrouted = {}
         for op in sorted(asked):
             if op not in have:
                 self.unrouted[op] = (runtime.why_not if not runtime.applies else
+                                     "the profile keeps the vendor library for every entry of %s on %s "
+                                     "(vendor entries)" % (op, runtime.device_class) if op in vendor else
                                      "the profile has no entry for %s on %s" % (op, runtime.device_class))
         ops = set(asked) & have
         self.counters = self.router.counters

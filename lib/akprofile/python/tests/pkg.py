@@ -27,6 +27,20 @@ def entry(op, keys, dims, dtype, candidate, src_file, params, grid, block, input
             "task_id": "B000001.0007", "installed_ms": 1}
 
 
+def vendor_entry(op, keys, dims, dtype, vendor="cublaslt", vendor_op="matmul"):
+    """A vendor entry as akfleet installs it where no candidate beat the
+    vendor library (cuBLASLt): no kernel, the reason and the library's time."""
+    return {"kind": "vendor", "op": op,
+            "key": "%s/%s/%s" % (op, ",".join("%s=%d" % kd for kd in zip(keys, dims)), dtype),
+            "keys": keys, "dims": dims, "dtype": dtype, "workload": "w", "candidate": "mma",
+            "params": [{"name": "BM", "value": 64}], "backend": "cuda", "vendor": vendor, "vendor_op": vendor_op,
+            "reason": "no candidate beat cuBLASLt beyond the noise: best candidate mma BM=64: 1.01x +- 0.02, "
+                      "not beyond the 3% threshold by more than its noise",
+            "speedup": 1.01, "noise": 0.02, "op_speedup": 1.01, "op_noise": 0.02, "baseline_us": 10,
+            "candidate_us": 9.9, "evidence": ["R00000009"], "batch_id": "B000002", "task_id": "B000002.0001",
+            "installed_ms": 1, "confirmed_on": None}
+
+
 def default_entries():
     return [
         entry("softmax", ["rows", "cols"], [32, 128], "float32", "warp_row", "kernels/softmax/cuda/warp_row.cu",
@@ -66,6 +80,9 @@ def build(dirname=None, entries=None, device_class=CLASS, name="prod", device=No
     out = []
     for e in entries if entries is not None else default_entries():
         e = dict(e)
+        if e.get("kind") == "vendor":           # no kernel, no sources
+            out.append(e)
+            continue
         src = e.pop("_text", None)              # a planted source, given as text
         src = read(e.pop("_src")) if src is None else (e.pop("_src") and src)
         sd, srel = source(src, "cu")

@@ -119,6 +119,44 @@ class LookupTest(unittest.TestCase):
         # akprofile.torch wraps only these (no wrapper cost for the others)
         self.assertEqual(rt.ops_with_entries(), {"softmax", "rmsnorm"})
 
+    def test_vendor_entry_falls_back_with_its_reason(self):
+        # where the profile kept cuBLASLt, the lookup is a fallback carrying
+        # the entry's reason, like every other fallback
+        d = pkg.build(entries=pkg.default_entries() + [pkg.vendor_entry("matmul", ["M", "N", "K"], [64, 64, 32],
+                                                                         "float16")])
+        try:
+            rt = akprofile.Runtime(d, device=H200)
+            look = rt.lookup("matmul", [64, 64, 32], "float16")
+            self.assertFalse(look)
+            self.assertIsNone(look.kernel)
+            self.assertIn("vendor entry: no candidate beat cuBLASLt beyond the noise: best candidate mma",
+                          look.reason)
+            self.assertIn("run the default kernel (the vendor library cublaslt)", look.reason)
+            v = rt.entries()[2]
+            self.assertEqual((v.kind, v.vendor, v.vendor_op), ("vendor", "cublaslt", "matmul"))
+            self.assertIn("no candidate beat cuBLASLt", v.reason)
+            self.assertEqual((v.source, v.entry, v.has_launch, v.baseline_us), ("", "", False, 10.0))
+            self.assertEqual(rt.entries()[0].kind, "kernel")
+            self.assertEqual(rt.entries()[0].reason, "")
+            # nothing to apply for matmul: akprofile.torch does not wrap it
+            self.assertEqual(rt.ops_with_entries(), {"softmax", "rmsnorm"})
+            self.assertEqual(rt.vendor_ops(), {"matmul"})
+            self.assertTrue(rt.lookup("softmax", [32, 128], "float32"))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_malformed_vendor_entry_refused(self):
+        bad = pkg.vendor_entry("matmul", ["M", "N", "K"], [64, 64, 32], "float16")
+        del bad["reason"]
+        d = pkg.build(entries=pkg.default_entries() + [bad])
+        try:
+            with self.assertRaises(akprofile.PackageRefused) as cm:
+                akprofile.Profile(d)
+            self.assertIn("classes[0].entries[2].reason: a vendor entry needs a non-empty string",
+                          cm.exception.message)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
     def test_other_device_falls_back_everywhere(self):
         rt = akprofile.Runtime(self.dir, device=akprofile.Device("NVIDIA H200", 9, 0, 570, "13.0"))
         self.assertFalse(rt.applies)
