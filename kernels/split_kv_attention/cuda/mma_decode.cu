@@ -37,8 +37,12 @@
     order through shared memory, and the block's partial is the output (one
     split) or goes to the split merge: a module-scope workspace, an atomic
     count a tile, the last block merges splits 0 .. n-1 in order
-    (flash_decode's scheme; here a warp a row, lanes over the dims, the
-    splits' weights a lane each).  Every sum runs in a fixed order: no atomics
+    (flash_decode's scheme; here the maxima a warp a row, the splits'
+    weights into shared memory, then a thread a row's 4 dims and a group of
+    splits, every load unconditional so that a batch of them is in flight
+    at once: on one sequence this merge is the kernel's tail, one block a
+    KV head with the GPU otherwise idle).  Only the tile's real rows are
+    merged and written.  Every sum runs in a fixed order: no atomics
     on data, bitwise deterministic.  Launches of one loaded module must not
     run concurrently (the workers run one at a time).
 
@@ -66,7 +70,10 @@
 
 #define M_ROWS 16                                     /* query rows a block: the MMA's M */
 #define M_DMAX 256
-#define M_MB 8                                        /* splits a batch of the merge's loads */
+#ifndef M_MB
+#define M_MB 16                                       /* splits a batch of the split merge's loads */
+#endif
+#define M_MK 4                                        /* maxima a lane loads at once in the split merge */
 #define M_WS_FLOATS (1 << 23)
 #define M_WS_GROUPS (1 << 16)
 #define M_QPAD 32                                     /* elements a query row in shared memory: D + M_QPAD,
@@ -335,7 +342,7 @@ __device__ __forceinline__ void m_warp_tc (const m_tile &T, ak_t *qs, float *par
         const int r = u / (D / 8), e = u % (D / 8) * 8;
         const ak_i64 gr = T.r0 + r;
         const bool ok = gr < T.nrows;
-        const ak_i64 hh = T.h_lo + (ok ? gr / T.Q : 0), tt = ok ? gr % T.Q : 0;
+        const ak_i64 hh = T.h_lo + (ok ? (ak_u32) gr / (ak_u32) T.Q : 0), tt = ok ? (ak_u32) gr % (ak_u32) T.Q : 0;
         *(uint4 *) (qs + r * QS + e) = m_ld16 (T.q + ((T.b * T.HQ + hh) * T.Q + tt) * D, e, ok);
     }
     __syncthreads ();
@@ -429,18 +436,27 @@ __device__ void m_warp_plain (const m_tile &T, float *part, ak_i64 WD, int warp,
     }
 }
 
+/* a / b for 0 <= a, 1 <= b: in 32 bits when both fit (the 64-bit division is a long subroutine) */
+__device__ __forceinline__ ak_i64 m_div (ak_i64 a, ak_i64 b)
+{
+    return ((ak_u64) a | (ak_u64) b) >> 32 ? a / b : (ak_i64) ((ak_u32) a / (ak_u32) b);
+}
+
 extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_args_t a)
 {
     extern __shared__ __align__ (16) float m_part[];            /* [NW+1][16][WD]: the warps', the block's */
     __shared__ m_tile T;
     __shared__ int s_last;
+    __shared__ float m_rm[M_ROWS], m_rl[M_ROWS];                /* the block's maximum and sum a row */
 #if M_TC
+    __shared__ float m_ew[NW][M_ROWS];                          /* each warp's weight in a row's merge */
     __shared__ __align__ (16) ak_t m_qs[M_ROWS * (128 + M_QPAD)];
 #endif
 
     const ak_i64 Q = a.dims[1], HQ = a.dims[2], HK = a.dims[3];    /* B: gridDim.z / HK */
     const ak_i64 L = a.dims[4], D = a.dims[5], mask = a.dims[6];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int nth = 32 * NW;
     const ak_i64 WD = (D + 7) / 8 * 8 + 8;                         /* floats a partial row */
 
     unsigned dyn;
@@ -449,20 +465,27 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     if (D > M_DMAX || D < 1 || (ak_i64) dyn < (ak_i64) (NW + 1) * M_ROWS * WD * 4)
         return;
 
-    const ak_i64 bk = blockIdx.z, b = bk / HK, kvh = bk % HK;
-    const ak_i64 h_lo = (kvh * HQ + HK - 1) / HK, h_hi = ((kvh + 1) * HQ + HK - 1) / HK;
+    /* the buffers' counts are below 2^28 elements (the spec's limit): a row index, Q and a
+       step count fit in 32 bits */
+    const ak_i64 bk = blockIdx.z, b = (ak_u32) bk / (ak_u32) HK, kvh = (ak_u32) bk % (ak_u32) HK;
+    const ak_i64 h_lo = m_div (kvh * HQ + HK - 1, HK), h_hi = m_div ((kvh + 1) * HQ + HK - 1, HK);
     const ak_i64 nrows = (h_hi - h_lo) * Q, r0 = (ak_i64) blockIdx.x * M_ROWS;
     if (r0 >= nrows)
         return;
+    const int nr = (int) min ((ak_i64) M_ROWS, nrows - r0);       /* the tile's real rows */
     const bool causal = mask == 2 || mask == 3;
     const ak_i64 len = mask == 3 ? L - (ak_i64) ((ak_u32) ((ak_u32) b * 2654435761u) % (ak_u32) (L + 1)) : L;
 
-    /* the keys the tile's rows see: the slices cover the most any row sees */
-    ak_i64 nmax = 0, nmin = L;
-    for (int r = 0; r < M_ROWS && r0 + r < nrows; r++) {
-        const ak_i64 n = causal ? len - Q + 1 + (r0 + r) % Q : L;
-        nmax = n > nmax ? n : nmax;
-        nmin = n < nmin ? n : nmin;
+    /* the keys the tile's rows see (lane l: row l % 16), the most and the fewest over its real
+       rows: the slices cover the most any row sees */
+    const ak_i64 grl = r0 + (lane & 15);
+    const bool rreal = grl < nrows;
+    const ak_i64 nl = causal ? len - Q + 1 + (ak_i64) ((ak_u32) grl % (ak_u32) Q) : L;
+    ak_i64 nmax = rreal ? nl : 0, nmin = rreal ? nl : L;
+#pragma unroll
+    for (int off = 8; off >= 1; off >>= 1) {
+        nmax = max (nmax, __shfl_xor_sync (0xffffffffu, nmax, off));
+        nmin = min (nmin, __shfl_xor_sync (0xffffffffu, nmin, off));
     }
     const ak_i64 tg = bk * gridDim.x + blockIdx.x;                 /* the split tile */
     const ak_i64 ngroups = (ak_i64) gridDim.x * gridDim.z;
@@ -471,8 +494,8 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     ak_i64 ns = ws_ok ? min ((ak_i64) gridDim.y, steps) : 1;
     if (ns < 1)
         ns = 1;
-    const ak_i64 per = (steps + ns - 1) / ns;                      /* steps a slice */
-    const ak_i64 nsplit = per > 0 ? (steps + per - 1) / per : 1;    /* none empty */
+    const ak_i64 per = (ak_u32) (steps + ns - 1) / (ak_u32) ns;    /* steps a slice */
+    const ak_i64 nsplit = per > 0 ? (ak_u32) (steps + per - 1) / (ak_u32) per : 1;    /* none empty */
     const ak_i64 split = blockIdx.y;
     if (split >= nsplit)
         return;
@@ -493,14 +516,13 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
         T.qscale = 1.4426950408889634f / sqrtf ((float) D);
         T.nmin = nmin < 0 ? 0 : nmin;
     }
-    if (tid < M_ROWS) {
-        const ak_i64 gr = r0 + tid;
-        ak_i64 n = gr >= nrows ? 0 : causal ? len - Q + 1 + gr % Q : L;
-        T.n[tid] = n < 0 ? 0 : n;
-    }
+    if (tid < M_ROWS)
+        T.n[tid] = rreal && nl > 0 ? nl : 0;
     __syncthreads ();
 
-    float *bpart = m_part + (ak_i64) NW * M_ROWS * WD;            /* the block's partial */
+    float *bpart = m_part + (ak_i64) NW * M_ROWS * WD;            /* the block's partial (plain path) */
+    ak_t *out = AK_OUT (a, 0);
+    float *wp = m_ws + (tg * gridDim.y + split) * M_ROWS * WD;    /* this split's partial (nsplit > 1) */
     bool tc = false;
 #if M_TC
     tc = (D == 64 || D == 128) && ((ak_u64) T.kb) % 16 == 0 && ((ak_u64) T.vb) % 16 == 0
@@ -512,48 +534,60 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
         else
             m_warp_tc<64> (T, m_qs, wpart, WD, warp, lane);
         __syncthreads ();
-        /* the warps in order (element (r, d) is one thread's) */
-        for (int u = tid; u < M_ROWS * WD; u += 32 * NW) {
-            const int r = u / (int) WD, d = u % (int) WD;
-            if (d >= D && d != WD - 8 && d != WD - 7)
-                continue;
+        /* the warps in order, real rows only: each warp's weight a row first (a thread a row),
+           then element (r, d) is one thread's */
+        if (tid < nr) {
             float M = M_NEG_INF;
             for (int w = 0; w < NW; w++)
-                M = fmaxf (M, m_part[((ak_i64) w * M_ROWS + r) * WD + WD - 8]);
+                M = fmaxf (M, m_part[((ak_i64) w * M_ROWS + tid) * WD + WD - 8]);
+            float l = 0.0f;
+            for (int w = 0; w < NW; w++) {
+                const float *pw = m_part + ((ak_i64) w * M_ROWS + tid) * WD;
+                const float e = M != M_NEG_INF ? exp2f (pw[WD - 8] - M) : 0.0f;
+                m_ew[w][tid] = e;
+                l += e * pw[WD - 7];
+            }
+            m_rm[tid] = M;
+            m_rl[tid] = l;
+        }
+        __syncthreads ();
+        for (int u = tid; u < nr * (int) D; u += nth) {
+            const int r = u / (int) D, d = u - r * (int) D;
             float O = 0.0f;
-            if (d == WD - 8)
-                O = M;
-            else if (M != M_NEG_INF)
-                for (int w = 0; w < NW; w++) {
-                    const float *pw = m_part + ((ak_i64) w * M_ROWS + r) * WD;
-                    O += exp2f (pw[WD - 8] - M) * pw[d];
-                }
-            bpart[r * WD + d] = O;
+            for (int w = 0; w < NW; w++)
+                O += m_ew[w][r] * m_part[((ak_i64) w * M_ROWS + r) * WD + d];
+            if (nsplit == 1) {
+                const ak_i64 gr = r0 + r, h = h_lo + (ak_u32) gr / (ak_u32) Q, t = (ak_u32) gr % (ak_u32) Q;
+                const float lsum = m_rl[r];
+                out[((b * HQ + h) * Q + t) * D + d] = ak_from_acc (lsum > 0.0f ? O / lsum : 0.0f);
+            } else
+                wp[r * WD + d] = O;
+        }
+        if (nsplit == 1)
+            return;
+        if (tid < nr) {
+            wp[tid * WD + WD - 8] = m_rm[tid];
+            wp[tid * WD + WD - 7] = m_rl[tid];
         }
     }
 #endif
-    if (!tc)
+    if (!tc) {
         m_warp_plain (T, bpart, WD, warp, lane);
-    __syncthreads ();
-
-    ak_t *out = AK_OUT (a, 0);
-    if (nsplit == 1) {
-        for (int u = tid; u < M_ROWS * D; u += 32 * NW) {
-            const int r = u / (int) D, d = u % (int) D;
-            const ak_i64 gr = r0 + r;
-            if (gr >= nrows)
-                continue;
-            const float lsum = bpart[r * WD + WD - 7];
-            const ak_i64 h = h_lo + gr / Q, t = gr % Q;
-            out[((b * HQ + h) * Q + t) * D + d] = ak_from_acc (lsum > 0.0f ? bpart[r * WD + d] / lsum : 0.0f);
+        __syncthreads ();
+        if (nsplit == 1) {
+            for (int u = tid; u < nr * (int) D; u += nth) {
+                const int r = u / (int) D, d = u - r * (int) D;
+                const ak_i64 gr = r0 + r, h = h_lo + (ak_u32) gr / (ak_u32) Q, t = (ak_u32) gr % (ak_u32) Q;
+                const float lsum = bpart[r * WD + WD - 7];
+                out[((b * HQ + h) * Q + t) * D + d] = ak_from_acc (lsum > 0.0f ? bpart[r * WD + d] / lsum : 0.0f);
+            }
+            return;
         }
-        return;
+        for (int u = tid; u < nr * (int) WD; u += nth)
+            wp[u] = bpart[u];
     }
 
-    /* the split merge: the partial out, then the last block of the tile merges */
-    float *wp = m_ws + (tg * gridDim.y + split) * M_ROWS * WD;
-    for (int u = tid; u < M_ROWS * WD; u += 32 * NW)
-        wp[u] = bpart[u];
+    /* the split merge: the partial is out, the last block of the tile merges */
     __threadfence ();
     __syncthreads ();
     if (tid == 0) {
@@ -566,66 +600,111 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     if (!s_last)
         return;
     __threadfence ();
+    /*  Real rows only, splits 0 .. nsplit-1 in chunks of SC: a warp a row finds the maximum
+        (every split's at once), then per chunk the splits' weights (into shared memory, the
+        sums a lane in split order, the lanes in a fixed tree), then item (row, 4 dims) x
+        group g of the chunk's splits is one thread's: M_MB 16-byte loads in flight, none
+        conditional (a load past the group's end repeats its last split, weight 0); the groups'
+        sums added in group order.  No register holds more than one chunk. */
     const float *w0 = m_ws + tg * gridDim.y * M_ROWS * WD;
     const ak_i64 sstride = (ak_i64) M_ROWS * WD;       /* from one split to the next */
     const int nsp = (int) nsplit;
-    /* a warp a row, lane owning dims lane + 32i: the maximum over the
-       splits (32 at a time, one a lane), then the splits in order in
-       chunks of 32, each lane's weight shuffled to the warp */
-    for (int r = warp; r < M_ROWS; r += NW) {
-        const ak_i64 gr = r0 + r;
-        if (gr >= nrows)
-            break;                                     /* rows past the group come last */
-        const float *wr = w0 + r * WD;
+    const int q4 = (int) (D + 3) / 4, E = nr * q4;    /* items: 4 dims of a row */
+    float *acc = m_part;                               /* [E][4] (E*4 < 16*WD) */
+    float *pp = m_part + M_ROWS * WD;                  /* [nth][4]: the groups' sums */
+    float *wt = pp + 4 * nth;                          /* [16][SC]: the weights */
+    const int SC = (int) ((NW * M_ROWS * WD - 4 * nth) / M_ROWS);
+    for (int r = warp; r < nr; r += NW) {
+        const float *wm = w0 + r * WD + WD - 8;
         float M = M_NEG_INF;
-        for (int s0 = 0; s0 < nsp; s0 += 32)
-            if (s0 + lane < nsp)
-                M = fmaxf (M, __ldcg (wr + (s0 + lane) * sstride + WD - 8));
+        for (int s0 = 0; s0 < nsp; s0 += 32 * M_MK) {
+            float mv[M_MK];
+#pragma unroll
+            for (int k = 0; k < M_MK; k++)
+                mv[k] = __ldcg (wm + (ak_i64) min (s0 + 32 * k + lane, nsp - 1) * sstride);
+#pragma unroll
+            for (int k = 0; k < M_MK; k++)
+                M = fmaxf (M, mv[k]);
+        }
 #pragma unroll
         for (int off = 16; off >= 1; off >>= 1)
             M = fmaxf (M, __shfl_xor_sync (0xffffffffu, M, off));
-        float O[M_DMAX / 32], Ls = 0.0f;
-#pragma unroll
-        for (int i = 0; i < M_DMAX / 32; i++)
-            O[i] = 0.0f;
-        for (int s0 = 0; M != M_NEG_INF && s0 < nsp; s0 += 32) {
-            const int ns = min (32, nsp - s0);
-            float f = 0.0f;
-            if (lane < ns) {
-                const float *ws = wr + (s0 + lane) * sstride;
-                f = exp2f (__ldcg (ws + WD - 8) - M);  /* 0 for a split that saw no key */
-                Ls += f * __ldcg (ws + WD - 7);
-            }
-            for (int j0 = 0; j0 < ns; j0 += M_MB) {
-                float fv[M_MB], ov[M_MB][M_DMAX / 32];
-#pragma unroll
-                for (int jj = 0; jj < M_MB; jj++) {
-                    const int j = j0 + jj;
-                    fv[jj] = __shfl_sync (0xffffffffu, f, j & 31);
-                    const float *ws = wr + (s0 + (j < ns ? j : 0)) * sstride;
-#pragma unroll
-                    for (int i = 0; i < M_DMAX / 32; i++) {
-                        const ak_i64 d = lane + 32 * i;
-                        ov[jj][i] = j < ns && d < D ? __ldcg (ws + d) : 0.0f;
-                    }
-                }
-#pragma unroll
-                for (int jj = 0; jj < M_MB; jj++)
-#pragma unroll
-                    for (int i = 0; i < M_DMAX / 32; i++)
-                        O[i] += (j0 + jj < ns ? fv[jj] : 0.0f) * ov[jj][i];
-            }
-        }
-#pragma unroll
-        for (int off = 16; off >= 1; off >>= 1)
-            Ls += __shfl_xor_sync (0xffffffffu, Ls, off);
-        const ak_i64 h = h_lo + gr / Q, t = gr % Q;
-#pragma unroll
-        for (int i = 0; i < M_DMAX / 32; i++) {
-            const ak_i64 d = lane + 32 * i;
-            if (d < D)
-                out[((b * HQ + h) * Q + t) * D + d] = ak_from_acc (Ls > 0.0f ? O[i] / Ls : 0.0f);
+        if (lane == 0) {
+            m_rm[r] = M;
+            m_rl[r] = 0.0f;
         }
     }
-
+    for (int u = tid; u < 4 * E; u += nth)
+        acc[u] = 0.0f;
+    const int G = E >= nth ? 1 : nth / E;             /* split groups a chunk */
+    for (int c0 = 0; c0 < nsp; c0 += SC) {
+        const int cn = min (SC, nsp - c0);
+        __syncthreads ();                              /* m_rm, acc ready; the last chunk's weights read */
+        for (int r = warp; r < nr; r += NW) {
+            const float M = m_rm[r];
+            const float *wm = w0 + r * WD + WD - 8 + (ak_i64) c0 * sstride;
+            float ls = 0.0f;
+#pragma unroll 4
+            for (int s = lane; s < cn; s += 32) {
+                const float2 ml = __ldcg ((const float2 *) (wm + (ak_i64) s * sstride));
+                const float f = M != M_NEG_INF ? exp2f (ml.x - M) : 0.0f;    /* 0 for a split that saw no key */
+                wt[r * SC + s] = f;
+                ls += f * ml.y;
+            }
+#pragma unroll
+            for (int off = 16; off >= 1; off >>= 1)
+                ls += __shfl_xor_sync (0xffffffffu, ls, off);
+            if (lane == 0)
+                m_rl[r] += ls;
+        }
+        __syncthreads ();
+        const int Gc = min (G, cn), P = (cn + Gc - 1) / Gc;
+        for (int u = tid; u < Gc * E; u += nth) {
+            const int it = u % E, g = u / E;
+            const int r = it / q4;
+            const float *wo = w0 + r * WD + (it - r * q4) * 4 + (ak_i64) c0 * sstride;
+            const float *wr = wt + r * SC;
+            const int sa = g * P, sb = min (cn, sa + P);
+            float4 o = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+            for (int s = sa; s < sb; s += M_MB) {
+                float4 v[M_MB];
+#pragma unroll
+                for (int j = 0; j < M_MB; j++)
+                    v[j] = __ldcg ((const float4 *) (wo + (ak_i64) min (s + j, sb - 1) * sstride));
+#pragma unroll
+                for (int j = 0; j < M_MB; j++) {
+                    const float f = s + j < sb ? wr[s + j] : 0.0f;
+                    o.x += f * v[j].x;
+                    o.y += f * v[j].y;
+                    o.z += f * v[j].z;
+                    o.w += f * v[j].w;
+                }
+            }
+            float4 *dst = (float4 *) (Gc == 1 ? acc + 4 * it : pp + 4 * u);
+            if (Gc == 1)
+                o = make_float4 (dst->x + o.x, dst->y + o.y, dst->z + o.z, dst->w + o.w);
+            *dst = o;
+        }
+        if (Gc > 1) {
+            __syncthreads ();
+            for (int it = tid; it < E; it += nth) {
+                float4 s = *(float4 *) (acc + 4 * it);
+                for (int g = 0; g < Gc; g++) {
+                    const float4 x = *(const float4 *) (pp + 4 * (g * E + it));
+                    s.x += x.x;
+                    s.y += x.y;
+                    s.z += x.z;
+                    s.w += x.w;
+                }
+                *(float4 *) (acc + 4 * it) = s;
+            }
+        }
+    }
+    __syncthreads ();
+    for (int u = tid; u < nr * (int) D; u += nth) {
+        const int r = u / (int) D, d = u - r * (int) D;
+        const ak_i64 gr = r0 + r, h = h_lo + (ak_u32) gr / (ak_u32) Q, t = (ak_u32) gr % (ak_u32) Q;
+        const float ls = m_rl[r];
+        out[((b * HQ + h) * Q + t) * D + d] = ak_from_acc (ls > 0.0f ? acc[r * q4 * 4 + d] / ls : 0.0f);
+    }
 }
