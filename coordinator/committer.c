@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 #include "committer.h"
 #include "clock.h"
@@ -25,7 +26,23 @@ struct ak_committer {
     int                    rc;          /* the phase's outcome */
     ak_err_t               err;
     uint64_t               commit_ns;
+    uint32_t               slow_ms;     /* AKCOORD_SLOW_COMMIT_MS */
 };
+
+uint32_t ak_committer_slow_ms (void)
+{
+    const char *v = getenv ("AKCOORD_SLOW_COMMIT_MS");
+    char *end = NULL;
+    unsigned long ms = v && *v ? strtoul (v, &end, 10) : 0;
+    return end && *end == '\0' && ms <= 10000 ? (uint32_t) ms : 0;
+}
+
+void ak_committer_sleep_ms (uint32_t ms)
+{
+    struct timespec ts = { ms / 1000, (long) (ms % 1000) * 1000000L };
+    while (nanosleep (&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
 
 static void s_set_phase (ak_committer_t *self, s_phase_t phase)
 {
@@ -33,6 +50,14 @@ static void s_set_phase (ak_committer_t *self, s_phase_t phase)
     self->phase = phase;
     pthread_cond_broadcast (&self->cv);
     pthread_mutex_unlock (&self->lock);
+}
+
+/* Reads the eventfd's count (EAGAIN: nothing posted). */
+static void s_drain (ak_committer_t *self)
+{
+    uint64_t n;
+    while (read (self->efd, &n, sizeof n) < 0 && errno == EINTR)
+        ;
 }
 
 static void *s_main (void *arg)
@@ -66,16 +91,21 @@ static void *s_main (void *arg)
         s_set_phase (self, S_COMMIT);
 
         /* commit: the caller goes on; only the transaction is touched */
+        if (self->slow_ms)
+            ak_committer_sleep_ms (self->slow_ms);
         rc = ak_store_commit (&txn, &self->err);
         self->commit_ns = ak_clock_mono_ns () - t0;
         self->rc = rc;
-        /* posted before the phase says done: a caller that saw S_DONE
-           finds the post to drain, and one woken by the post may see
-           S_COMMIT for a moment (and polls again), never a lost wake-up */
+        /* posted after the phase says done: a caller woken by the post
+           always finds the outcome (posting first had the loop poll a
+           readable fd in vain until this thread was scheduled again: a
+           spin on a busy machine).  A caller that took the outcome before
+           the post leaves it behind: ak_committer_done drains it when it
+           finds the next commit still running. */
+        s_set_phase (self, S_DONE);
         uint64_t one = 1;
         while (write (self->efd, &one, sizeof one) < 0 && errno == EINTR)
             ;   /* an eventfd write fails only on overflow (2^64 - 1 posts): never */
-        s_set_phase (self, S_DONE);
     }
 }
 
@@ -83,6 +113,7 @@ ak_committer_t *ak_committer_new (ak_store_t *store, ak_err_t *err)
 {
     ak_committer_t *self = ak_calloc (1, sizeof *self);
     self->store = store;
+    self->slow_ms = ak_committer_slow_ms ();
     self->efd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (self->efd < 0) {
         ak_err_set (err, AK_EIO, "committer: eventfd: %s", strerror (errno));
@@ -172,8 +203,15 @@ int ak_committer_done (ak_committer_t *self, bool wait, bool *finished, uint64_t
     while (wait && self->phase == S_COMMIT)
         pthread_cond_wait (&self->cv, &self->lock);
     if (self->phase == S_COMMIT) {
+        /* woken by an earlier commit's post (this one posts only after
+           its S_DONE): drain it, unless this one finished meanwhile */
         pthread_mutex_unlock (&self->lock);
-        return 0;
+        s_drain (self);
+        pthread_mutex_lock (&self->lock);
+        if (self->phase == S_COMMIT) {
+            pthread_mutex_unlock (&self->lock);
+            return 0;
+        }
     }
     int rc = self->rc;
     if (rc && err)
@@ -182,9 +220,7 @@ int ak_committer_done (ak_committer_t *self, bool wait, bool *finished, uint64_t
         *commit_ns = self->commit_ns;
     self->phase = S_IDLE;
     pthread_mutex_unlock (&self->lock);
-    uint64_t n;
-    while (read (self->efd, &n, sizeof n) < 0 && errno == EINTR)
-        ;   /* EAGAIN: the post was read already */
+    s_drain (self);
     *finished = true;
     return rc;
 }

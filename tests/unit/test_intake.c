@@ -2,6 +2,7 @@
     (coordinator/intake.c) over a real temporary store, with the scheduler
     index and the registry it keeps in step, and the rebuild from LMDB. */
 #include "support.h"
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -716,9 +717,14 @@ static void test_async_commit_keeps_what_changed_in_flight (void **state)
     assert_int_equal (ak_intake_staged_for (fx->intake, "w1"), 2);
     assert_int_equal (ak_intake_staged (fx->intake), 2);
 
-    assert_int_equal (ak_intake_commit_finish (fx->intake, c, true, 1003, &out, &finished, &ns, &err), 0);
+    /* the fd says when: readable means finished (never a wake-up that
+       finds the commit still running), and drained by the finish */
+    struct pollfd pfd = { .fd = ak_committer_fd (c), .events = POLLIN };
+    assert_int_equal (poll (&pfd, 1, 10000), 1);
+    assert_int_equal (ak_intake_commit_finish (fx->intake, c, false, 1003, &out, &finished, &ns, &err), 0);
     assert_true (finished);
     assert_true (ns > 0);
+    assert_int_equal (poll (&pfd, 1, 0), 0);
     assert_int_equal (out.nacks, 1);
     assert_string_equal (out.acks[0].task_id, t1->task_id);
     ak_commit_clear (&out);
