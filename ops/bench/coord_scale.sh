@@ -4,7 +4,7 @@
 #   ops/bench/coord_scale.sh [--bin DIR] [--out DIR] [--duration S] [--warmup S]
 #                            [--workers "10 100 1000"] [--restarts N] [--spec FILE]
 #                            [--wait-idle S] [--only "RUN ..."] [--repeat N] [--keep]
-#                            [--scrape off|on|both] [--commit async|sync|both]
+#                            [--scrape off|on|both] [--commit async|sync|both] [--curve]
 #
 # Runs a REAL akcoord with durable commits (LMDB syncs on every commit, the
 # default) against akload (build/bin/akload: simulated workers, no kernel
@@ -55,6 +55,9 @@
 # on the loop's thread: NAME+sync); --commit both does each load run with
 # the writer thread (the default, NAME) and with --commit-sync, alternating
 # which goes first (issue 24); it cannot be combined with --scrape.
+# --curve runs every akcoord with CURVE on both endpoints (--cert/--keys;
+# akload and akctl with certificates: ops/bench/curve_keys.sh) instead of
+# --plain.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -71,6 +74,7 @@ only=""
 repeat=1
 scrape=off
 commit=async
+curve=0
 
 usage () {
     sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'
@@ -90,6 +94,7 @@ while [ $# -gt 0 ]; do
         --repeat) repeat=$2; shift 2 ;;
         --scrape) scrape=$2; shift 2 ;;
         --commit) commit=$2; shift 2 ;;
+        --curve) curve=1; shift ;;
         --keep) keep=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "coord_scale: unknown argument '$1' (try --help)" >&2; exit 2 ;;
@@ -143,7 +148,18 @@ cleanup () {
 }
 trap cleanup EXIT
 
-ctl () { "$bin/akctl" --coordinator "$cep" "$@"; }
+# --plain, or CURVE with the keys of ops/bench/curve_keys.sh (--curve)
+coord_auth=(--plain)
+load_auth=()
+ctl_env=(AK_CERT= AK_SERVER_KEY=)
+if [ "$curve" = 1 ]; then
+    . "$root/ops/bench/curve_keys.sh"
+    curve_keys "$bin" "$work"
+    coord_auth=(--cert "$server_secret" --keys "$keys")
+    load_auth=(--cert "$load_cert" --server-key "$server_pub")
+    ctl_env=(AK_CERT="$ctl_cert" AK_SERVER_KEY="$server_pub")
+fi
+ctl () { env "${ctl_env[@]}" "$bin/akctl" --coordinator "$cep" "$@"; }
 stat_of () { ctl --json stats | jq -r ".$1"; }
 rss_kb () { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 anon_kb () { awk '/^RssAnon:/ {print $2}' "/proc/$1/status"; }
@@ -173,7 +189,7 @@ now_ns () { date +%s%N; }
 # its client endpoint answers.
 start_coord () {
     local store=$1 log=$2; shift 2
-    "$bin/akcoord" --plain --store "$store" --workers "$wep" --clients "$cep" "$@" >"$log" 2>&1 &
+    "$bin/akcoord" "${coord_auth[@]}" --store "$store" --workers "$wep" --clients "$cep" "$@" >"$log" 2>&1 &
     coord_pid=$!
     local i
     for i in $(seq 1 3000); do
@@ -254,7 +270,7 @@ start_coord "$work/empty" "$out/coord-idle.log"
 sleep 1
 rss_empty=$(rss_kb "$coord_pid")
 anon_empty=$(anon_kb "$coord_pid")
-"$bin/akload" --coordinator "$wep" --workers 1000 --duration-s 5 --log-level warn \
+env "${ctl_env[@]}" "$bin/akload" "${load_auth[@]}" --coordinator "$wep" --workers 1000 --duration-s 5 --log-level warn \
     --stats-json "$out/akload-idle.json" >"$out/akload-idle.out" 2>&1 &
 load_pid=$!
 sleep 4
@@ -306,8 +322,8 @@ run_load () {
         scrape_pid=$!
     fi
     # shellcheck disable=SC2086  # $lopts is a list of options
-    "$bin/akload" --coordinator "$wep" --workers "$n" --duration-s "$duration" --warmup-s "$warmup" \
-        --log-level warn --stats-json "$out/akload-$name.json" $lopts >"$out/akload-$name.out" 2>&1 &
+    env "${ctl_env[@]}" "$bin/akload" "${load_auth[@]}" --coordinator "$wep" --workers "$n" \
+        --duration-s "$duration" --warmup-s "$warmup" --log-level warn --stats-json "$out/akload-$name.json" $lopts >"$out/akload-$name.out" 2>&1 &
     load_pid=$!
     sleep "$warmup"
     local c0 r0 c1 r1 rss hwm k0 k1 l0 l1 s0 st0 s1 st1 steal
@@ -429,7 +445,7 @@ restart_time () {
     for i in $(seq 1 "$restarts"); do
         wait_for_idle
         t0=$(now_ns)
-        "$bin/akcoord" --plain --store "$store" --workers "$wep" --clients "$cep" >"$out/coord-restart-$name.log" 2>&1 &
+        "$bin/akcoord" "${coord_auth[@]}" --store "$store" --workers "$wep" --clients "$cep" >"$out/coord-restart-$name.log" 2>&1 &
         coord_pid=$!
         while port_free "$cport"; do
             kill -0 "$coord_pid" 2>/dev/null || { echo "coord_scale: akcoord died on $store" >&2; exit 1; }

@@ -66,19 +66,13 @@ cleanup () {
 trap cleanup EXIT
 
 # keys: the coordinator's, one worker key for every simulated worker, an operator
-keys="$work/keys"
-"$bin/akctl" keys new akcoord --role server --dir "$work/server" >/dev/null
-"$bin/akctl" keys new load --role worker --dir "$keys" >/dev/null
-# one key for all of akload's workers: its certificate must allow that many ids
-sed -i 's/^metadata$/metadata\n    workers = "1024"/' "$keys/worker/load.key"
-"$bin/akctl" keys new bench --role operator --dir "$keys" >/dev/null
-server_secret="$work/server/server/akcoord.key_secret"
-server_pub="$work/server/server/akcoord.key"
+. "$root/ops/bench/curve_keys.sh"
+curve_keys "$bin" "$work"
 
 mode=plain
 ctl () {
     if [ "$mode" = curve ]; then
-        AK_CERT="$keys/operator/bench.key_secret" AK_SERVER_KEY="$server_pub" \
+        AK_CERT="$ctl_cert" AK_SERVER_KEY="$server_pub" \
             "$bin/akctl" --coordinator "$cep" "$@"
     else
         AK_CERT="" AK_SERVER_KEY="" "$bin/akctl" --coordinator "$cep" "$@"
@@ -142,7 +136,7 @@ run_load () {
     cp -r "$tmpl" "$store"
     start_coord "$store" "$out/coord-$name.log"
     local lauth=()
-    [ "$mode" = curve ] && lauth=(--cert "$keys/worker/load.key_secret" --server-key "$server_pub")
+    [ "$mode" = curve ] && lauth=(--cert "$load_cert" --server-key "$server_pub")
     AK_CERT="" AK_SERVER_KEY="" "$bin/akload" "${lauth[@]}" --coordinator "$wep" --workers "$n" \
         --duration-s "$duration" --warmup-s "$warmup" --log-level warn \
         --stats-json "$out/akload-$name.json" >"$out/akload-$name.out" 2>&1 &
