@@ -25,6 +25,10 @@
 #define S_ROUNDS         6
 #define S_WORKER_REJECTS 11     /* per round, see s_worker_round */
 #define S_CLIENT_REJECTS 8      /* per round, see s_client_round */
+/* between rounds: the rounds must span more than the coordinator's warning
+   interval (AK_COORD_WARN_EVERY_MS, 1 s) so that a later warning reports
+   the ones suppressed (6 x 150 ms fit inside it on a fast box) */
+#define S_ROUND_MS       300
 
 static ak_fault_coord_t *s_c;
 
@@ -251,7 +255,7 @@ static void test_hostile_frames_while_a_batch_runs (void **state)
     char state_buf[32] = "";
     int64_t done_during = 0;
     while (rounds < S_ROUNDS) {
-        ak_fault_sleep_ms (150);
+        ak_fault_sleep_ms (S_ROUND_MS);
         s_worker_round (c, reg, "B000001.0002");
         s_client_round (c);
         s_oversized (c->workers);
