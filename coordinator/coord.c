@@ -396,6 +396,8 @@ int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *er
         self->opts.liveness = 3;
     if (!self->opts.commit_max)
         self->opts.commit_max = 256;
+    if (!self->opts.commit_thread_ms_set)
+        self->opts.commit_thread_ms = AK_COORD_COMMIT_THREAD_MS;
     self->endpoints[AK_EP_WORKERS] = ak_strdup (opts->workers_endpoint ? opts->workers_endpoint
                                                                        : "tcp://127.0.0.1:5555");
     self->endpoints[AK_EP_CLIENTS] = ak_strdup (opts->clients_endpoint ? opts->clients_endpoint

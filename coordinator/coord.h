@@ -26,6 +26,10 @@ typedef struct {
     uint32_t    commit_max;             /* 256 */
     bool        commit_sync;            /* the group commit's fsyncs on the loop's thread
                                            (no writer thread: committer.h) */
+    uint32_t    commit_thread_ms;       /* commits go to the writer thread while their
+                                           running average is at least this (0: always);
+                                           AK_COORD_COMMIT_THREAD_MS unless set */
+    bool        commit_thread_ms_set;
     size_t      map_size;               /* initial map; 0: AK_STORE_DEFAULT_MAP (a store keeps a larger one) */
     size_t      map_max;                /* growth limit; 0: AK_INTAKE_MAP_MAX */
     /* set (to non-zero) by a signal handler to stop the loop; may be NULL */

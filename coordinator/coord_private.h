@@ -48,6 +48,7 @@
 
 #define AK_COORD_DRAIN_MAX      256     /* messages per socket per wake-up, for fairness */
 #define AK_COORD_WARN_EVERY_MS  1000    /* rate limit of "rejected" warnings */
+#define AK_COORD_COMMIT_THREAD_MS 4     /* commits this slow on average go to the writer thread */
 
 /*  Fields by the file that changes them; any file reads what it needs.
     opts.stop_flag and opts.reload_flag are the signal handlers'. */
@@ -60,6 +61,7 @@ struct ak_coord {
     ak_registry_t   *registry;
     ak_intake_t     *intake;
     ak_committer_t  *committer;         /* the group commit's writer thread; NULL: --commit-sync */
+    uint64_t         commit_avg_us;     /* running average of a commit, begin to durable (settle.c) */
     zsock_t         *sock[AK_EP_COUNT];
     zsock_t         *mon[AK_EP_COUNT];  /* socket monitors: connections */
     ak_counters_t    counters;          /* every file counts here */

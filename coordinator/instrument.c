@@ -79,6 +79,9 @@ void coord_wake_commit (ak_coord_t *self, uint64_t loop_ns, uint64_t commit_ns, 
     self->wake.commit_receipts += (uint32_t) receipts;
     self->wake.commit_us += (uint32_t) (loop_ns / 1000);
     ak_loopstat_commit (self->loopstat, commit_ns / 1000, receipts);
+    /* an exponential average over about 8 commits: where they go (settle.c) */
+    uint64_t us = commit_ns / 1000;
+    self->commit_avg_us = self->commit_avg_us ? (self->commit_avg_us * 7 + us) / 8 : us;
 }
 
 // ================================================================= metrics

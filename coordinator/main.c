@@ -58,9 +58,12 @@ static void s_usage (FILE *out)
         "  --liveness N         missed heartbeats before a worker is dead, 1..100 (default 3)\n"
         "  --commit-ms N        longest a receipt waits for its group commit, 0..10000 (default 2)\n"
         "  --commit-max N       receipts per group commit, 1..100000 (default 256)\n"
-        "  --commit-sync        run the group commit's fsyncs on the loop's thread (the loop\n"
-        "                       waits for each); default: on a writer thread while the loop\n"
-        "                       goes on (ACKs still only after the commit holds)\n"
+        "  --commit-sync        run every group commit on the loop's thread (the loop waits\n"
+        "                       for its fsyncs); default: on the loop's thread while commits\n"
+        "                       are quick, on a writer thread while the loop goes on once\n"
+        "                       their running average reaches --commit-thread-ms (ACKs only\n"
+        "                       after the commit holds, either way)\n"
+        "  --commit-thread-ms N that average, 0..10000 ms (default 4; 0: always the thread)\n"
         "  --map-size SIZE      initial LMDB map size (default 1G; a store that grew keeps\n"
         "                       its size); SIZE is bytes or a number with K, M or G\n"
         "  --map-max SIZE       the map doubles when full up to this limit (default 64G);\n"
@@ -149,7 +152,7 @@ int main (int argc, char **argv)
 {
     enum { O_STORE = 1, O_WORKERS, O_CLIENTS, O_HB, O_LIVE, O_CMS, O_CMAX, O_MAPSZ, O_MAPMAX, O_LOG,
            O_HELP, O_CERT, O_KEYS, O_PLAIN, O_CQUEUE, O_MALFORMED, O_VERSION, O_METRICS, O_METRICS_MS,
-           O_SLOW, O_CSYNC };
+           O_SLOW, O_CSYNC, O_CTHREAD };
     static const struct option longopts[] = {
         { "store", required_argument, NULL, O_STORE },
         { "workers", required_argument, NULL, O_WORKERS },
@@ -172,6 +175,7 @@ int main (int argc, char **argv)
         { "metrics-ms", required_argument, NULL, O_METRICS_MS },
         { "slow-wakeup-ms", required_argument, NULL, O_SLOW },
         { "commit-sync", no_argument, NULL, O_CSYNC },
+        { "commit-thread-ms", required_argument, NULL, O_CTHREAD },
         { NULL, 0, NULL, 0 },
     };
     ak_malloc_tune (argv);      /* before getopt permutes argv */
@@ -207,6 +211,9 @@ int main (int argc, char **argv)
             case O_METRICS_MS: rc = s_uint ("--metrics-ms", optarg, 100, 60000, &opts.metrics_ms); break;
             case O_SLOW:    rc = s_uint ("--slow-wakeup-ms", optarg, 1, 60000, &opts.slow_wakeup_ms); break;
             case O_CSYNC:   opts.commit_sync = true; break;
+            case O_CTHREAD: rc = s_uint ("--commit-thread-ms", optarg, 0, 10000, &opts.commit_thread_ms);
+                            opts.commit_thread_ms_set = true;
+                            break;
             case O_HELP:
             case 'h':
                 s_usage (stdout);
@@ -293,6 +300,15 @@ int main (int argc, char **argv)
         }
         opts.metrics = srv;
         ak_info ("metrics on %s (every %u ms)", ak_metrics_srv_url (srv), opts.metrics_ms ? opts.metrics_ms : 1000);
+    }
+    /* the test suite's fault tests put every commit on the writer thread
+       (tests/CMakeLists.txt): the flag wins over it */
+    const char *cthread = getenv ("AKCOORD_COMMIT_THREAD_MS");
+    if (cthread && *cthread && !opts.commit_thread_ms_set) {
+        int erc = s_uint ("AKCOORD_COMMIT_THREAD_MS", cthread, 0, 10000, &opts.commit_thread_ms);
+        if (erc)
+            return erc;
+        opts.commit_thread_ms_set = true;
     }
     ak_coord_t *coord = NULL;
     int rc = ak_coord_new (&opts, &coord, &err);

@@ -110,12 +110,15 @@ int coord_commit (ak_coord_t *self, ak_err_t *err)
 void coord_commit_start (ak_coord_t *self)
 {
     ak_err_t err = { 0 };
-    if (!self->committer) {
+    if (ak_intake_busy (self->intake))
+        return;
+    /* quick commits stay on the loop's thread: handing one to the writer
+       thread parks the loop until that thread is scheduled, which costs a
+       busy machine more than a 1-2 ms fsync (docs/benchmarks.md) */
+    if (!self->committer || self->commit_avg_us < (uint64_t) self->opts.commit_thread_ms * 1000) {
         coord_commit (self, &err);
         return;
     }
-    if (ak_intake_busy (self->intake))
-        return;
     bool started = false;
     uint64_t parked_ns = 0;
     int rc = ak_intake_commit_start (self->intake, self->committer, &started, &parked_ns, &err);
