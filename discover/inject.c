@@ -419,6 +419,8 @@ static void CUPTIAPI s_callback (void *ud, CUpti_CallbackDomain domain, CUpti_Ca
         s_gnode ((const CUpti_ResourceData *) data, cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
 }
 
+static long s_env_long (const char *name, long dflt);
+
 /*  Activity records of the launch APIs only (cuptiActivityEnableRuntimeApi
     / DriverApi), else the whole RUNTIME and DRIVER kinds, filtered when
     read. */
@@ -517,7 +519,10 @@ static int s_cupti_start (void)
         r = C.cuptiEnableCallback (1, S.sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
     if (r == CUPTI_SUCCESS)
         r = C.cuptiActivityRegisterCallbacks (s_buffer_requested, s_buffer_completed);
-    if (r == CUPTI_SUCCESS)
+    /* AKD_LAUNCH_RECORDS=0: no launch-API records (kernels lose their
+       launching thread); for ops/bench/launch_cost.sh --split only, which
+       measures what those records cost a launch */
+    if (r == CUPTI_SUCCESS && s_env_long ("AKD_LAUNCH_RECORDS", 1) != 0)
         r = s_enable_launch_records ();
     if (r == CUPTI_SUCCESS)
         r = C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);

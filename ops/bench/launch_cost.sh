@@ -4,7 +4,7 @@
 # one-element adds, each step an NVTX range) run bare and under
 # `akctl discover --step-range step`, alternating, N times each.
 #
-#   ops/bench/launch_cost.sh [--bin DIR] [--out DIR] [--n N] [--steps S] [--launches L]
+#   ops/bench/launch_cost.sh [--bin DIR] [--out DIR] [--n N] [--steps S] [--launches L] [--split]
 #
 # Per configuration: the median over every measured step of the main
 # thread's CPU time per launch and of the wall time per launch, and the
@@ -14,6 +14,10 @@
 # K times that on its host thread: with the K of a real step (akctl discover
 # reports kernels per step) that is the injection's overhead as work, which
 # the host's drifting speed disturbs far less than a step time.
+# --split adds a third configuration, inject-nolaunch: the injection without
+# CUPTI's launch-API records (AKD_LAUNCH_RECORDS=0; its kernels lose their
+# launching thread), so that the kernel records' share of the cost and the
+# launch records' share are told apart.
 # Writes OUT/summary.json.  Needs python3 with torch (CUDA) and a build's
 # binaries (default build/bin).
 set -euo pipefail
@@ -23,6 +27,7 @@ out=""
 n=6
 steps=30
 launches=2000
+split=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) bin="$2"; shift 2 ;;
@@ -30,6 +35,7 @@ while [ $# -gt 0 ]; do
         --n) n="$2"; shift 2 ;;
         --steps) steps="$2"; shift 2 ;;
         --launches) launches="$2"; shift 2 ;;
+        --split) split=1; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "launch_cost.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -50,18 +56,26 @@ for i in $(seq 1 "$n"); do
         python3 "$prog" --steps "$steps" --launches "$launches" --warmup "$warm" \
         > "$out/inject.$i.jsonl" 2> "$out/inject.$i.err" || { cat "$out/inject.$i.err" >&2; exit 1; }
     rm -f "$out/inject.$i/trace.akd"
+    if [ "$split" = 1 ]; then
+        AKD_LAUNCH_RECORDS=0 "$bin/akctl" discover --out "$out/inject-nolaunch.$i" --step-range step \
+            --warmup-steps "$warm" --steps "$steps" -- \
+            python3 "$prog" --steps "$steps" --launches "$launches" --warmup "$warm" \
+            > "$out/inject-nolaunch.$i.jsonl" 2> "$out/inject-nolaunch.$i.err" \
+            || { cat "$out/inject-nolaunch.$i.err" >&2; exit 1; }
+        rm -f "$out/inject-nolaunch.$i/trace.akd"
+    fi
 done
 
-python3 - "$out" "$n" <<'PY'
+python3 - "$out" "$n" "$split" <<'PY'
 import json, os, statistics, sys
-out, n = sys.argv[1], int(sys.argv[2])
+out, n, split = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 def rows(name, i):
     return [json.loads(l) for l in open(os.path.join(out, "%s.%d.jsonl" % (name, i))) if l.startswith("{")]
 summary = {"runs": n, "configs": {}}
 per_run = {}
 print("\n| configuration | CPU us a launch (median) | per-run medians | wall us a launch (median) |")
 print("|---|---:|---|---:|")
-for name in ("plain", "inject"):
+for name in ("plain", "inject") + (("inject-nolaunch",) if split else ()):
     allr = [r for i in range(1, n + 1) for r in rows(name, i)]
     per_run[name] = [statistics.median(r["cpu_us"] for r in rows(name, i)) for i in range(1, n + 1)]
     cpu, wall = statistics.median(r["cpu_us"] for r in allr), statistics.median(r["wall_us"] for r in allr)
@@ -72,6 +86,11 @@ diffs = [a - b for a, b in zip(per_run["inject"], per_run["plain"])]
 summary["added_cpu_us_per_launch"] = {"pairs": diffs, "median": statistics.median(diffs)}
 print("\nadded CPU us a launch (inject run i - plain run i): %s; median %.3f"
       % (" ".join("%.3f" % d for d in diffs), statistics.median(diffs)))
+if split:
+    d2 = [a - b for a, b in zip(per_run["inject-nolaunch"], per_run["plain"])]
+    summary["added_cpu_us_per_launch_without_launch_records"] = {"pairs": d2, "median": statistics.median(d2)}
+    print("added CPU us a launch without the launch-API records (inject-nolaunch run i - plain run i): %s; "
+          "median %.3f" % (" ".join("%.3f" % d for d in d2), statistics.median(d2)))
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 print("wrote %s" % os.path.join(out, "summary.json"))
 PY
