@@ -1,5 +1,6 @@
 /*  tests/unit/unit.c: the host-catalog fixture (unit.h). */
 #include "unit.h"
+#include "cpb.h"
 #include "space.h"
 #include "support.h"
 #include "worker/backends.h"
@@ -327,4 +328,85 @@ void ak_spec_fx_reject (ak_spec_fx_t *fx, const char *path, json_t *value, const
     json_t *old = ak_test_json_swap (fx->json, path, value);
     ak_spec_fx_expect (fx, NULL, NULL, AK_EINVAL, needle1, needle2);
     ak_test_json_restore (fx->json, path, old);
+}
+
+// ------------------------------------------ the rounds fixture (test_rounds*)
+
+/* BLOCK 1..8 x UNROLL 1..4 with BLOCK*UNROLL <= 16: 25 valid of 32 */
+static const char *s_rounds_cands =
+    "[{\"name\": \"blocked\", \"backend\": \"host\", \"source\": \"blocked.c\","
+    "  \"params\": {\"BLOCK\": [1, 2, 3, 4, 5, 6, 7, 8], \"UNROLL\": [1, 2, 3, 4]},"
+    "  \"constraints\": [\"BLOCK*UNROLL <= 16\"]}]";
+
+void ak_rounds_fx_write_op (const char *dir)
+{
+    char *sub = ak_path_join (dir, "opa");
+    assert_int_equal (ak_mkdir_p (sub, 0700, NULL), 0);
+    char *spec = ak_sprintf (
+        "{\"schema_version\": 1, \"name\": \"opa\", \"keys\": [\"rows\", \"cols\"],"
+        " \"dtypes\": [\"float32\"], \"tolerances\": {\"float32\": {\"atol\": 1e-5, \"rtol\": 1e-5}},"
+        " \"sizes\": [{\"name\": \"small\", \"size\": {\"rows\": 4, \"cols\": 8}}],"
+        " \"stability_size\": \"small\", \"flops\": \"rows*cols\", \"bytes\": \"2*rows*cols*b\","
+        " \"inputs\": [{\"name\": \"x\", \"count\": \"rows*cols\", \"range\": [-1, 1]}],"
+        " \"outputs\": [{\"name\": \"y\", \"count\": \"rows*cols\"}],"
+        " \"reference\": \"ref.c\", \"baselines\": [{\"backend\": \"host\", \"source\": \"base.c\"}],"
+        " \"candidates\": %s}", s_rounds_cands);
+    free (ak_test_write (sub, "spec.json", spec));
+    free (ak_test_write (sub, "ref.c", "/* reference */\n"));
+    free (ak_test_write (sub, "base.c", "/* baseline */\n"));
+    free (ak_test_write (sub, "blocked.c", "/* blocked */\n"));
+    free (spec);
+    free (sub);
+}
+
+ak_manifest_t *ak_rounds_fx_manifest (const char *dir, const char *policy)
+{
+    ak_rounds_fx_write_op (dir);
+    char *text = ak_sprintf ("{\"schema_version\": 1, \"name\": \"r\", \"targets\": [\"host\"],"
+                             " \"policy\": {%s}, \"ops\": [{\"spec\": \"opa/spec.json\"}]}", policy);
+    char *path = ak_test_write (dir, "batch.json", text);
+    ak_manifest_t *m = NULL;
+    ak_err_t err = { 0 };
+    if (ak_manifest_load (path, &m, &err))
+        fail_msg ("manifest: %s", err.msg);
+    free (text);
+    free (path);
+    return m;
+}
+
+int64_t ak_rounds_fx_param (Ak__Param *const *params, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp (params[i]->name, name) == 0)
+            return params[i]->value;
+    fail_msg ("no param %s", name);
+    return 0;
+}
+
+Ak__Receipt *ak_rounds_fx_receipt (const char *id, const char *worker, double speedup, double noise)
+{
+    Ak__Receipt *r = ak_malloc (sizeof *r);
+    ak__receipt__init (r);
+    ak_cpb_set (&r->receipt_id, id);
+    ak_cpb_set (&r->status, "ok");
+    ak_cpb_set (&r->kind, "tune");
+    ak_cpb_set (&r->worker_id, worker);
+    r->timings = ak_calloc (1, sizeof *r->timings);
+    Ak__WorkloadTiming *t = ak_malloc (sizeof *t);
+    ak__workload_timing__init (t);
+    t->workload = ak_malloc (sizeof *t->workload);
+    ak__workload__init (t->workload);
+    ak_cpb_set (&t->workload->name, "small");
+    t->workload->weight = 1;
+    t->baseline = ak_malloc (sizeof *t->baseline);
+    ak__stats__init (t->baseline);
+    t->baseline->median_us = 100.0;
+    t->candidate = ak_malloc (sizeof *t->candidate);
+    ak__stats__init (t->candidate);
+    t->candidate->median_us = 100.0 / speedup;
+    t->speedup = speedup;
+    t->speedup_noise = noise;
+    r->timings[0] = t;
+    r->n_timings = 1;
+    return r;
 }

@@ -15,6 +15,8 @@
 #include "worker/backend.h"
 #include "worker/gates.h"
 #include "spec.h"
+#include "akfleet.pb-c.h"
+#include "manifest.h"
 
 typedef struct {
     char               *dir;           /* the compile cache: a fresh directory named after tag */
@@ -87,5 +89,20 @@ void ak_spec_fx_expect (ak_spec_fx_t *fx, const char *from, const char *to, int 
    needles, then puts the fixture back as it was. */
 void ak_spec_fx_reject (ak_spec_fx_t *fx, const char *path, json_t *value, const char *needle1,
                         const char *needle2);
+
+/*  The rounds fixture of test_rounds and test_rounds_flow: an operator
+    "opa" (host, one size "small") whose candidate "blocked" has BLOCK 1..8
+    x UNROLL 1..4 with BLOCK*UNROLL <= 16 (AK_ROUNDS_FX_VALID of 32
+    configurations), written under dir with a manifest of that policy
+    (JSON members without braces), loaded. */
+#define AK_ROUNDS_FX_VALID 25
+ak_manifest_t *ak_rounds_fx_manifest (const char *dir, const char *policy);
+/* Only the operator's files, under dir/opa. */
+void ak_rounds_fx_write_op (const char *dir);
+/* The value of parameter name (the test fails without it). */
+int64_t ak_rounds_fx_param (Ak__Param *const *params, size_t n, const char *name);
+/* An ok tune receipt of worker with one workload "small": baseline 100 us,
+   the candidate 100/speedup, speedup and noise as given. */
+Ak__Receipt *ak_rounds_fx_receipt (const char *id, const char *worker, double speedup, double noise);
 
 #endif
