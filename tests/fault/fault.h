@@ -35,6 +35,10 @@ void     ak_fault_sleep_ms (int ms);
 /* A free TCP port on 127.0.0.1. */
 int      ak_fault_free_port (void);
 
+/* A DEALER socket connected to endpoint, linger 0 (the test fails if it
+   cannot be made). */
+zsock_t *ak_fault_dealer (const char *endpoint);
+
 /* ----------------------------------------------------------- coordinator */
 
 typedef struct {
