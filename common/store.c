@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <lmdb.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,7 @@ int ak_store_open (const char *dir, const ak_store_opts_t *opts, ak_store_t **st
     self->dir = ak_strdup (dir);
     atomic_init (&self->open_txns, 0);
     atomic_init (&self->spare, NULL);
+    self->commit_delay_ms = opts ? opts->commit_delay_ms : 0;
     size_t map_size = opts && opts->map_size ? opts->map_size : AK_STORE_DEFAULT_MAP;
     unsigned flags = MDB_NOTLS | (opts && opts->no_sync ? MDB_NOSYNC : 0);
 
@@ -459,6 +461,12 @@ int ak_store_commit (ak_txn_t **txn_p, ak_err_t *err)
             mdb_txn_abort (txn->txn);
     }
     else {
+        if (txn->write && txn->store->commit_delay_ms) {
+            struct timespec ts = { txn->store->commit_delay_ms / 1000,
+                                   (long) (txn->store->commit_delay_ms % 1000) * 1000000L };
+            while (nanosleep (&ts, &ts) != 0 && errno == EINTR)
+                ;
+        }
         int mrc = mdb_txn_commit (txn->txn);
         if (mrc)
             rc = s_mdb_fail (txn->store, mrc, err, "mdb_txn_commit");

@@ -41,6 +41,8 @@ typedef struct ak_txn ak_txn_t;
 typedef struct {
     size_t map_size;     /* 0: AK_STORE_DEFAULT_MAP */
     bool   no_sync;      /* MDB_NOSYNC: only for tests and load generators */
+    uint32_t commit_delay_ms;   /* benchmarks: every write commit waits this long
+                                   first (storage with a slow fsync, simulated) */
 } ak_store_opts_t;
 
 /* Opens (creating the directory with mode 0700 if needed) the environment at

@@ -34,6 +34,7 @@ struct ak_store {
        allocation and keeps its reader slot, where a new one takes both
        (the coordinator opens one per dispatch).  NULL when none. */
     _Atomic (MDB_txn *) spare;
+    uint32_t commit_delay_ms;   /* ak_store_opts_t */
 };
 
 #define S_COUNTERS 4                /* counters a transaction keeps in memory */

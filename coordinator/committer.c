@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 #include "committer.h"
 #include "clock.h"
@@ -26,23 +25,7 @@ struct ak_committer {
     int                    rc;          /* the phase's outcome */
     ak_err_t               err;
     uint64_t               commit_ns;
-    uint32_t               slow_ms;     /* AKCOORD_SLOW_COMMIT_MS */
 };
-
-uint32_t ak_committer_slow_ms (void)
-{
-    const char *v = getenv ("AKCOORD_SLOW_COMMIT_MS");
-    char *end = NULL;
-    unsigned long ms = v && *v ? strtoul (v, &end, 10) : 0;
-    return end && *end == '\0' && ms <= 10000 ? (uint32_t) ms : 0;
-}
-
-void ak_committer_sleep_ms (uint32_t ms)
-{
-    struct timespec ts = { ms / 1000, (long) (ms % 1000) * 1000000L };
-    while (nanosleep (&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
 
 static void s_set_phase (ak_committer_t *self, s_phase_t phase)
 {
@@ -91,8 +74,6 @@ static void *s_main (void *arg)
         s_set_phase (self, S_COMMIT);
 
         /* commit: the caller goes on; only the transaction is touched */
-        if (self->slow_ms)
-            ak_committer_sleep_ms (self->slow_ms);
         rc = ak_store_commit (&txn, &self->err);
         self->commit_ns = ak_clock_mono_ns () - t0;
         self->rc = rc;
@@ -113,7 +94,6 @@ ak_committer_t *ak_committer_new (ak_store_t *store, ak_err_t *err)
 {
     ak_committer_t *self = ak_calloc (1, sizeof *self);
     self->store = store;
-    self->slow_ms = ak_committer_slow_ms ();
     self->efd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (self->efd < 0) {
         ak_err_set (err, AK_EIO, "committer: eventfd: %s", strerror (errno));

@@ -30,10 +30,6 @@
 #include "error.h"
 #include "store.h"
 
-/* AKCOORD_SLOW_COMMIT_MS as ms (0 when unset or not a number up to 10000). */
-uint32_t ak_committer_slow_ms (void);
-/* Sleeps ms milliseconds (the simulated slow storage's wait). */
-void ak_committer_sleep_ms (uint32_t ms);
 
 typedef struct ak_committer ak_committer_t;
 
@@ -41,9 +37,7 @@ typedef struct ak_committer ak_committer_t;
 typedef int ak_committer_fill_fn (void *arg, ak_txn_t *txn, ak_err_t *err);
 
 /* Starts the thread for store (borrowed).  NULL with err set when the
-   thread or its eventfd cannot be made.  AKCOORD_SLOW_COMMIT_MS=N (tests
-   and benchmarks only: storage whose fsync is slow, simulated) sleeps N ms
-   before each commit, on the thread. */
+   thread or its eventfd cannot be made. */
 ak_committer_t *ak_committer_new (ak_store_t *store, ak_err_t *err);
 /* Stops and joins the thread (waits for a commit in flight first). */
 void ak_committer_destroy (ak_committer_t **self_p);

@@ -396,8 +396,6 @@ int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *er
         self->opts.liveness = 3;
     if (!self->opts.commit_max)
         self->opts.commit_max = 256;
-    if (!self->opts.commit_thread_ms_set)
-        self->opts.commit_thread_ms = AK_COORD_COMMIT_THREAD_MS;
     self->endpoints[AK_EP_WORKERS] = ak_strdup (opts->workers_endpoint ? opts->workers_endpoint
                                                                        : "tcp://127.0.0.1:5555");
     self->endpoints[AK_EP_CLIENTS] = ak_strdup (opts->clients_endpoint ? opts->clients_endpoint
@@ -410,7 +408,10 @@ int ak_coord_new (const ak_coord_opts_t *opts, ak_coord_t **self_p, ak_err_t *er
         self->tick_ms = 250;
 
     ak_txn_t *txn = NULL;
-    ak_store_opts_t sopts = { .map_size = opts->map_size };
+    ak_store_opts_t sopts = { .map_size = opts->map_size, .commit_delay_ms = opts->commit_delay_ms };
+    if (opts->commit_delay_ms)
+        ak_warn ("AKCOORD_SLOW_COMMIT_MS=%u: every commit waits %u ms first (slow storage, simulated)",
+                 opts->commit_delay_ms, opts->commit_delay_ms);
     int rc = ak_store_open (opts->store_dir, &sopts, &self->store, err);
     if (rc)
         goto fail;

@@ -16,6 +16,8 @@
 #include "error.h"
 #include "metrics_http.h"
 
+#define AK_COORD_COMMIT_THREAD_MS 4     /* akcoord: commits this slow on average go to the writer thread */
+
 typedef struct {
     const char *store_dir;
     const char *workers_endpoint;       /* tcp://127.0.0.1:5555 */
@@ -27,9 +29,9 @@ typedef struct {
     bool        commit_sync;            /* the group commit's fsyncs on the loop's thread
                                            (no writer thread: committer.h) */
     uint32_t    commit_thread_ms;       /* commits go to the writer thread while their
-                                           running average is at least this (0: always);
-                                           AK_COORD_COMMIT_THREAD_MS unless set */
-    bool        commit_thread_ms_set;
+                                           running average is at least this (0: always;
+                                           akcoord's default AK_COORD_COMMIT_THREAD_MS) */
+    uint32_t    commit_delay_ms;        /* benchmarks: ak_store_opts_t.commit_delay_ms */
     size_t      map_size;               /* initial map; 0: AK_STORE_DEFAULT_MAP (a store keeps a larger one) */
     size_t      map_max;                /* growth limit; 0: AK_INTAKE_MAP_MAX */
     /* set (to non-zero) by a signal handler to stop the loop; may be NULL */

@@ -48,7 +48,6 @@
 
 #define AK_COORD_DRAIN_MAX      256     /* messages per socket per wake-up, for fairness */
 #define AK_COORD_WARN_EVERY_MS  1000    /* rate limit of "rejected" warnings */
-#define AK_COORD_COMMIT_THREAD_MS 4     /* commits this slow on average go to the writer thread */
 
 /*  Fields by the file that changes them; any file reads what it needs.
     opts.stop_flag and opts.reload_flag are the signal handlers'. */

@@ -35,11 +35,6 @@ void ak_dirty_mark (ak_dirty_t *self, void *record, uint64_t now)
         self->since_next = now;
 }
 
-bool ak_dirty_is (const ak_dirty_t *self, const void *record)
-{
-    return s_mark (self, record)->on;
-}
-
 void ak_dirty_forget (ak_dirty_t *self, void *record)
 {
     ak_dmark_t *m = s_mark (self, record);

@@ -36,7 +36,6 @@ typedef struct {
 void ak_dirty_init (ak_dirty_t *self, size_t mark_at);
 void ak_dirty_destroy (ak_dirty_t *self);
 void ak_dirty_mark (ak_dirty_t *self, void *record, uint64_t now);
-bool ak_dirty_is (const ak_dirty_t *self, const void *record);
 void ak_dirty_forget (ak_dirty_t *self, void *record);
 /* The flush begins: the marks made until now are the ones it writes. */
 void ak_dirty_begin_flush (ak_dirty_t *self);

@@ -41,7 +41,6 @@ struct ak_intake {
     uint64_t          retry_at;         /* no commit before this after a failure */
     uint64_t          kill_in_commit;   /* fault injection (tests/fault), 0: off */
     uint64_t          receipt_commits;  /* commits that held receipts, for it */
-    uint32_t          slow_ms;          /* AKCOORD_SLOW_COMMIT_MS (committer.h) */
     ak_intake_stats_t stats;
     ak_rounds_new_t   created;          /* search stages / confirm tasks of the commit being built */
     ak_commit_part_t  parts[S_NPARTS];         /* the group commit's participants, in order (commit.h) */
@@ -73,10 +72,6 @@ ak_intake_t *ak_intake_new (ak_store_t *store, ak_sched_t *sched, ak_registry_t 
        sends this process SIGKILL inside its Nth group commit that holds
        receipts, after every write and before the commit: the crash a
        group commit must survive without losing anything acknowledged. */
-    self->slow_ms = ak_committer_slow_ms ();
-    if (self->slow_ms)
-        ak_warn ("AKCOORD_SLOW_COMMIT_MS=%u: every group commit waits %u ms first (slow storage, simulated)",
-                 self->slow_ms, self->slow_ms);
     const char *kill = getenv ("AKCOORD_FAULT_KILL_IN_COMMIT");
     if (kill && *kill) {
         self->kill_in_commit = strtoull (kill, NULL, 10);
@@ -482,8 +477,6 @@ static int s_commit_once (ak_intake_t *self, ak_err_t *err)
         ak_commit_rollback (self->parts, S_NPARTS);
         return rc;
     }
-    if (self->slow_ms)
-        ak_committer_sleep_ms (self->slow_ms);
     rc = ak_store_commit (&txn, err);
     if (rc)
         ak_commit_rollback (self->parts, S_NPARTS);

@@ -183,8 +183,20 @@ int main (int argc, char **argv)
         .workers_endpoint = "tcp://127.0.0.1:5555",
         .clients_endpoint = "tcp://127.0.0.1:5556",
         .heartbeat_ms = 1000, .liveness = 3, .commit_ms = 2, .commit_max = 256,
-        .stop_flag = &s_stop, .reload_flag = &s_reload,
+        .commit_thread_ms = AK_COORD_COMMIT_THREAD_MS, .stop_flag = &s_stop, .reload_flag = &s_reload,
     };
+    /* for the test suite and benchmarks, before the flags (which win):
+       AKCOORD_COMMIT_THREAD_MS (the fault tests put every commit on the
+       writer thread: tests/CMakeLists.txt), AKCOORD_SLOW_COMMIT_MS (storage
+       with a slow fsync, simulated: ops/bench/coord_scale.sh) */
+    const char *const envs[] = { "AKCOORD_COMMIT_THREAD_MS", "AKCOORD_SLOW_COMMIT_MS" };
+    uint32_t *const envto[] = { &opts.commit_thread_ms, &opts.commit_delay_ms };
+    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+        const char *v = getenv (envs[i]);
+        int erc = v && *v ? s_uint (envs[i], v, 0, 10000, envto[i]) : 0;
+        if (erc)
+            return erc;
+    }
     int level = -1;             /* none given: $AK_LOG_LEVEL, else info (log.h) */
     const char *metrics = NULL;
     int opt;
@@ -211,9 +223,7 @@ int main (int argc, char **argv)
             case O_METRICS_MS: rc = s_uint ("--metrics-ms", optarg, 100, 60000, &opts.metrics_ms); break;
             case O_SLOW:    rc = s_uint ("--slow-wakeup-ms", optarg, 1, 60000, &opts.slow_wakeup_ms); break;
             case O_CSYNC:   opts.commit_sync = true; break;
-            case O_CTHREAD: rc = s_uint ("--commit-thread-ms", optarg, 0, 10000, &opts.commit_thread_ms);
-                            opts.commit_thread_ms_set = true;
-                            break;
+            case O_CTHREAD: rc = s_uint ("--commit-thread-ms", optarg, 0, 10000, &opts.commit_thread_ms); break;
             case O_HELP:
             case 'h':
                 s_usage (stdout);
@@ -300,15 +310,6 @@ int main (int argc, char **argv)
         }
         opts.metrics = srv;
         ak_info ("metrics on %s (every %u ms)", ak_metrics_srv_url (srv), opts.metrics_ms ? opts.metrics_ms : 1000);
-    }
-    /* the test suite's fault tests put every commit on the writer thread
-       (tests/CMakeLists.txt): the flag wins over it */
-    const char *cthread = getenv ("AKCOORD_COMMIT_THREAD_MS");
-    if (cthread && *cthread && !opts.commit_thread_ms_set) {
-        int erc = s_uint ("AKCOORD_COMMIT_THREAD_MS", cthread, 0, 10000, &opts.commit_thread_ms);
-        if (erc)
-            return erc;
-        opts.commit_thread_ms_set = true;
     }
     ak_coord_t *coord = NULL;
     int rc = ak_coord_new (&opts, &coord, &err);

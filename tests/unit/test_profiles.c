@@ -35,7 +35,7 @@ static int s_setup (void **state)
     s_fx_t *fx = calloc (1, sizeof *fx);
     fx->dir = ak_test_tmpdir ("profiles");
     ak_err_t err = { 0 };
-    ak_store_opts_t opts = { 0, true };
+    ak_store_opts_t opts = { .no_sync = true };
     char *path = ak_path_join (fx->dir, "store");
     assert_int_equal (ak_store_open (path, &opts, &fx->store, &err), 0);
     free (path);
