@@ -248,6 +248,117 @@ extern "C" __global__ void ak_fill_uniform (ak_u64 seed, ak_u64 stream, ak_u64 n
     }
 }
 
+/* ------------------------------------------------- output comparison */
+/*  ak_compare (device references only: -DAK_REFERENCE): the n elements
+    of got (dtype code 0..3 as ak_fill_uniform's) against the float64
+    reference want, each classified exactly as worker/gates_cmp.c does on
+    the host, so that an output the size of a real workload is judged
+    where it is instead of crossing to the host:
+
+      unwritten   every byte of got[i] is 0xFF (the poison), when poison
+      overflowed  got[i] not finite, want[i] finite and |want[i]| > dmax
+      nonfinite   got[i] not finite, want[i] finite
+      beyond      want[i] not finite and got[i] not the same special value,
+                  or |got[i] - want[i]| > atol + rtol * |want[i]|
+
+    out (7 words, zeroed by the caller): [0] unwritten, [1] overflowed,
+    [2] nonfinite, [3] beyond, [4] elements where want is not finite,
+    [5] the least index that is unwritten, nonfinite or beyond (left at
+    ~0 by the caller when none), [6] the largest |got - want| over the
+    elements where both are finite, as the bits of a double (non-negative
+    doubles order as their bits do).  The tolerance is computed without a
+    fused multiply-add, as the host computes it.  Any grid of blocks whose
+    size is a multiple of 32 (warp shuffles over full warps). */
+#if defined(AK_REFERENCE)
+__device__ __forceinline__ bool ak_cmp_poison (const void *got, int dtype, ak_u64 i)
+{
+    switch (dtype) {
+        case AK_FILL_FLOAT16:
+        case AK_FILL_BFLOAT16: return ((const unsigned short *) got)[i] == 0xFFFFu;
+        case AK_FILL_FLOAT32:  return ((const ak_u32 *) got)[i] == 0xFFFFFFFFu;
+        default:               return ((const ak_u64 *) got)[i] == ~0ull;
+    }
+}
+
+__device__ __forceinline__ double ak_cmp_load (const void *got, int dtype, ak_u64 i)
+{
+    switch (dtype) {
+#ifdef AK_CUDA_HALF
+        case AK_FILL_FLOAT16:  return (double) __half2float (((const __half *) got)[i]);
+        case AK_FILL_BFLOAT16: return (double) __bfloat162float (((const __nv_bfloat16 *) got)[i]);
+#endif
+        case AK_FILL_FLOAT32:  return (double) ((const float *) got)[i];
+        default:               return ((const double *) got)[i];
+    }
+}
+
+extern "C" __global__ void ak_compare (const void *got, int dtype, const double *want, ak_u64 n,
+                                       double atol, double rtol, double dmax, int poison, ak_u64 *out)
+{
+    ak_u64 c_unwritten = 0, c_overflowed = 0, c_nonfinite = 0, c_beyond = 0, c_want = 0;
+    ak_u64 first = ~0ull, worst = 0;
+    ak_u64 step = (ak_u64) gridDim.x * blockDim.x;
+    for (ak_u64 i = (ak_u64) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        double w = want[i];
+        bool wfin = isfinite (w);
+        c_want += !wfin;
+        bool bad = false;
+        if (poison && ak_cmp_poison (got, dtype, i)) {
+            c_unwritten++;
+            bad = true;
+        }
+        else {
+            double g = ak_cmp_load (got, dtype, i);
+            bool gfin = isfinite (g);
+            if (!gfin && wfin && fabs (w) > dmax)
+                c_overflowed++;
+            else if (!gfin && wfin) {
+                c_nonfinite++;
+                bad = true;
+            }
+            else if (!wfin) {
+                bool same = (isnan (w) && isnan (g)) || w == g;
+                if (!same) {
+                    c_beyond++;
+                    bad = true;
+                }
+            }
+            else {
+                double e = fabs (__dsub_rn (g, w));
+                ak_u64 eb = (ak_u64) __double_as_longlong (e);
+                worst = eb > worst ? eb : worst;
+                if (!(e <= __dadd_rn (atol, __dmul_rn (rtol, fabs (w))))) {
+                    c_beyond++;
+                    bad = true;
+                }
+            }
+        }
+        if (bad && i < first)
+            first = i;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        c_unwritten += __shfl_down_sync (0xFFFFFFFFu, c_unwritten, o);
+        c_overflowed += __shfl_down_sync (0xFFFFFFFFu, c_overflowed, o);
+        c_nonfinite += __shfl_down_sync (0xFFFFFFFFu, c_nonfinite, o);
+        c_beyond += __shfl_down_sync (0xFFFFFFFFu, c_beyond, o);
+        c_want += __shfl_down_sync (0xFFFFFFFFu, c_want, o);
+        ak_u64 f = __shfl_down_sync (0xFFFFFFFFu, first, o);
+        ak_u64 m = __shfl_down_sync (0xFFFFFFFFu, worst, o);
+        first = f < first ? f : first;
+        worst = m > worst ? m : worst;
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (c_unwritten)  atomicAdd (&out[0], c_unwritten);
+        if (c_overflowed) atomicAdd (&out[1], c_overflowed);
+        if (c_nonfinite)  atomicAdd (&out[2], c_nonfinite);
+        if (c_beyond)     atomicAdd (&out[3], c_beyond);
+        if (c_want)       atomicAdd (&out[4], c_want);
+        if (first != ~0ull) atomicMin (&out[5], first);
+        if (worst)        atomicMax (&out[6], worst);
+    }
+}
+#endif
+
 /* ------------------------------------------------- memory-bound kit */
 /*  Loads and stores with cache hints for the streamed data of memory-bound
     kernels (the catalog's row kernels take a HINT parameter in 0..3):

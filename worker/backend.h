@@ -36,6 +36,14 @@ typedef struct {
     bool     library;
 } ak_kernel_budget_t;
 
+/* What compare() found (see there): counts as worker/gates_cmp.c counts. */
+typedef struct {
+    uint64_t unwritten, overflowed, nonfinite, beyond;
+    uint64_t want_nonfinite;           /* reference elements that are NaN/Inf */
+    uint64_t first;                    /* least unwritten/nonfinite/beyond index; UINT64_MAX none */
+    double   worst;                    /* largest |got - want| where both are finite */
+} ak_dcmp_t;
+
 typedef struct {
     const char     *source;            /* kernel source as given (no prelude) */
     size_t          source_len;
@@ -183,6 +191,16 @@ typedef struct ak_backend {
        (that type's value stored as a double: the device reference's input). */
     int  (*generate) (ak_dev_t *dev, ak_kernel_t *gen, void *buf, uint64_t n, uint64_t seed,
                       uint64_t stream, double lo, double hi, int code, ak_err_t *err);
+    /* NULL: outputs are compared on the host.  Else judges the n elements
+       of got (on the device; code an ak_dtype_t, or 3 for float64) against
+       the float64 reference want (on the device) by the compare kernel
+       `cmp` (the CUDA backend: symbol ak_compare of a device reference's
+       module), classifying each as worker/gates_cmp.c does (poison: an
+       element of all-0xFF bytes is unwritten), into *out.  Nothing but
+       the counts crosses to the host. */
+    int  (*compare) (ak_dev_t *dev, ak_kernel_t *cmp, const void *got, int code, const void *want,
+                     uint64_t n, double atol, double rtol, double dmax, bool poison, ak_dcmp_t *out,
+                     ak_err_t *err);
 
     /* ---- executor side, optional: untraced timing (NULL: not offered) ---- */
     /* Turns the device-side kernel records that sample() reads (CUPTI's
@@ -205,6 +223,8 @@ typedef struct ak_backend {
     int  (*kernel_budget) (ak_kernel_t *kernel, ak_kernel_budget_t *out, ak_err_t *err);
 } ak_backend_t;
 
+/* Element type codes of generate() and compare() beside ak_dtype_t's. */
+#define AK_GEN_F64    3
 #define AK_GEN_AS_F64 4
 
 /* For backends: the checks every compile starts with.  req and out given

@@ -103,6 +103,7 @@ static const ak_backend_t s_cuda = {
     .sample = ak_cuda_be_sample,
     .supports_dtype = s_supports_dtype,
     .generate = ak_cuda_fill_uniform,
+    .compare = ak_cuda_compare,
     .kernel_trace = ak_cuda_kernel_trace,
     .event_floor = ak_cuda_event_floor,
     .kernel_budget = s_kernel_budget,
@@ -161,6 +162,13 @@ int ak_cuda_time_plain (ak_dev_t *dev, ak_kernel_t *kernel, const ak_launch_t *a
 int ak_cuda_fill_uniform (ak_dev_t *dev, ak_kernel_t *fill, void *buf, uint64_t n,
                           uint64_t seed, uint64_t stream, double lo, double hi,
                           int dtype, ak_err_t *err)
+{
+    return s_absent (err);
+}
+
+int ak_cuda_compare (ak_dev_t *dev, ak_kernel_t *cmp, const void *got, int code, const void *want,
+                     uint64_t n, double atol, double rtol, double dmax, bool poison, ak_dcmp_t *out,
+                     ak_err_t *err)
 {
     return s_absent (err);
 }

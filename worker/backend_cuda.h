@@ -121,6 +121,15 @@ int ak_cuda_fill_uniform (ak_dev_t *dev, ak_kernel_t *fill, void *buf, uint64_t 
                           uint64_t seed, uint64_t stream, double lo, double hi,
                           int dtype, ak_err_t *err);
 
+/*  Runs ak_compare (in device references' modules; load it with symbol
+    "ak_compare"): the n elements of got (code: an ak_dtype_t, or
+    AK_CUDA_FILL_FLOAT64) against the float64 want, classified as
+    worker/gates_cmp.c classifies them, counts into *out (backend.h's
+    compare).  Finished when it returns. */
+int ak_cuda_compare (ak_dev_t *dev, ak_kernel_t *cmp, const void *got, int code, const void *want,
+                     uint64_t n, double atol, double rtol, double dmax, bool poison, ak_dcmp_t *out,
+                     ak_err_t *err);
+
 /* ---------------------------------------- compile plan (tests, tools) */
 
 /*  The NVRTC options for req on a device of compute capability cc_major.

@@ -1,7 +1,7 @@
 /*  worker/backend_cuda_timing.c: the CUDA backend's timing, run by an
     executor child: timing samples, untraced timing and the event floor,
-    the device's measured peaks, the comparison timers of tests/bench and
-    device-side input generation.
+    the device's measured peaks and the comparison timers of tests/bench
+    (device-side inputs and comparisons: backend_cuda_data.c).
 
     A timing sample queues the L2 flush, a blocking kernel that spins on a
     host-mapped flag, the events around the launch and a clock probe, then
@@ -858,35 +858,5 @@ int ak_cuda_timing_info (ak_dev_t *dev, ak_cuda_timing_info_t *info, ak_err_t *e
     info->cupti = dev->cupti_on;
     return 0;
 }
-
-int ak_cuda_fill_uniform (ak_dev_t *dev, ak_kernel_t *fill, void *buf, uint64_t n,
-                          uint64_t seed, uint64_t stream, double lo, double hi,
-                          int dtype, ak_err_t *err)
-{
-    if (!fill || (!buf && n))
-        return ak_err_set (err, AK_EINVAL, "ak_cuda_fill_uniform: bad arguments");
-    if (dtype < 0 || dtype > AK_CUDA_FILL_AS_F64 + AK_DT_FLOAT32)
-        return ak_err_set (err, AK_EINVAL, "ak_cuda_fill_uniform: dtype %d", dtype);
-    int half = dtype >= AK_CUDA_FILL_AS_F64 ? dtype - AK_CUDA_FILL_AS_F64 : dtype;
-    if ((half == AK_DT_FLOAT16 || half == AK_DT_BFLOAT16) && !ak_cuda_include_dir ())
-        return ak_err_set (err, AK_EUNSUPPORTED, "ak_cuda_fill_uniform: %s needs cuda_fp16.h / cuda_bf16.h",
-                           ak_dtype_name ((ak_dtype_t) dtype));
-    int rc = ak_cuda_be_enter (dev, err);
-    if (rc || n == 0)
-        return rc;
-    uint64_t blocks = (n + 255) / 256;
-    uint64_t cap = (uint64_t) (dev->sm_count > 0 ? dev->sm_count : 1) * 32;
-    uint32_t grid[3] = { (uint32_t) (blocks < cap ? blocks : cap), 1, 1 };
-    uint32_t block[3] = { 256, 1, 1 };
-    unsigned long long seed_a = seed, stream_a = stream, n_a = n;
-    CUdeviceptr out = (CUdeviceptr) (uintptr_t) buf;
-    void *params[] = { &seed_a, &stream_a, &n_a, &lo, &hi, &dtype, &out };
-    if ((rc = ak_cuda_be_enqueue (dev, fill->fn, grid, block, 0, params, err)) != 0)
-        return rc;
-    return ak_cuda_be_sync (dev, err);
-}
-
-/*  float32 always; float16 and bfloat16 when the toolkit's headers for
-    them were found (every architecture NVRTC 13 targets has both). */
 
 #endif

@@ -115,10 +115,16 @@ typedef struct {
        must agree with the oracle, else the configuration is status error
        ("device reference disagrees ...": not the candidate's fault).
        Larger configurations get inputs generated on the device and the
-       device reference alone; the host never holds their inputs. */
+       device reference alone; the host never holds their inputs.  With
+       dcmp (the compare kernel of the reference's module, ctx->be->compare)
+       their outputs are judged on the device too: neither the reference
+       nor the outputs cross to the host, and such a configuration is not
+       cached (recomputing it on the device costs milliseconds; caching it
+       took the host seconds and evicted every small configuration). */
     ak_kernel_t         *dref;
     const ak_launch_rule_t *dref_launch;
     ak_kernel_t         *gen;
+    ak_kernel_t         *dcmp;
     uint64_t             oracle_max_elems;       /* 0: AK_GATE_ORACLE_MAX_ELEMS */
     /* Sizes the spec restricts to some backends (the large, GPU-only ones,
        judged by the device reference alone) are swept only at the

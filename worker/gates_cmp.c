@@ -28,70 +28,134 @@ static double s_dtype_max (ak_dtype_t dt)
     }
 }
 
-/*  An infinity where the float64 reference is finite fails, unless the
-    reference itself is beyond the element type's largest value (then it
-    is counted as overflowed: the kernel's dtype cannot hold the answer). */
-void ak_gcfg_compare (const ak_gcfg_t *c, double tol_scale, ak_gcmp_t *r)
+/*  One element: the kind of failure ("unwritten", "non-finite", "beyond
+    tolerance"), or NULL when it passes; *overflowed when it is Inf where
+    the answer is beyond the element type (counted, not failed); *e the
+    error where both values are finite, else -1.  An infinity where the
+    float64 reference is finite fails, unless the reference itself is
+    beyond the element type's largest value (then it is counted as
+    overflowed: the kernel's dtype cannot hold the answer).  ak_compare in
+    kernels/ak_kernel_cuda.h classifies exactly so on the device. */
+static const char *s_classify (bool poisoned, double got, double want, double atol, double rtol, double dmax,
+                               bool *overflowed, double *e)
+{
+    *overflowed = false;
+    *e = -1;
+    if (poisoned)
+        return "unwritten";
+    if (!isfinite (got) && isfinite (want) && fabs (want) > dmax) {
+        /* The true answer is beyond what the element type holds: nothing
+           representable is right.  An infinity of its sign is the
+           expected result; an infinity of the other sign or a NaN comes
+           from an accumulator overflowing on the way (products of
+           near-max 16-bit inputs beyond float32's range, summed in
+           whatever order the kernel chose). */
+        *overflowed = true;
+        return NULL;
+    }
+    if (!isfinite (got) && isfinite (want))
+        return "non-finite";
+    if (!isfinite (want)) {
+        /* The reference itself overflowed: only the same special value
+           matches. */
+        bool same = (isnan (want) && isnan (got)) || want == got;
+        return same ? NULL : "beyond tolerance";
+    }
+    *e = fabs (got - want);
+    return *e <= atol + rtol * fabs (want) ? NULL : "beyond tolerance";
+}
+
+/*  The outputs judged on the device (c->dcmp): counts from the backend's
+    compare, then the first failing element's two values read back and
+    classified here, for the message. */
+static int s_compare_device (const ak_gcfg_t *c, double atol, double rtol, double dmax, ak_gcmp_t *r,
+                             ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    for (int k = 0; k < spec->noutputs; k++) {
+        ak_dcmp_t d;
+        int rc = ctx->be->compare (ctx->dev, ctx->dcmp, c->dev_out[k], (int) c->dt, c->dref_out[k], c->nout[k],
+                                   atol, rtol, dmax, !spec->inplace, &d, err);
+        if (rc)
+            return ak_err_prefix (err, "comparing %s on the device at %s", spec->outputs[k].name, c->label);
+        r->n += c->nout[k];
+        r->unwritten += d.unwritten;
+        r->overflowed += d.overflowed;
+        r->nonfinite += d.nonfinite;
+        r->beyond += d.beyond;
+        if (d.worst > r->worst)
+            r->worst = d.worst;
+        if (d.first == UINT64_MAX || r->first_out >= 0)
+            continue;
+        uint8_t raw[8] = { 0 };
+        double want = 0;
+        rc = ctx->be->download (ctx->dev, raw, (const uint8_t *) c->dev_out[k] + d.first * c->esz, c->esz, err);
+        if (rc == 0)
+            rc = ctx->be->download (ctx->dev, &want, (const double *) c->dref_out[k] + d.first, sizeof want, err);
+        if (rc)
+            return ak_err_prefix (err, "reading %s[%llu] back at %s", spec->outputs[k].name,
+                                  (unsigned long long) d.first, c->label);
+        bool over;
+        double e;
+        double got = ak_elem_load (c->dt, raw, 0);
+        const char *kind = s_classify (!spec->inplace && ak_gate_all_bytes (raw, c->esz, AK_POISON_BYTE),
+                                       got, want, atol, rtol, dmax, &over, &e);
+        r->first_out = k;
+        r->first_i = (size_t) d.first;
+        r->first_got = got;
+        r->first_want = want;
+        r->first_kind = kind ? kind : "beyond tolerance";
+    }
+    return 0;
+}
+
+int ak_gcfg_compare (const ak_gcfg_t *c, double tol_scale, ak_gcmp_t *r, ak_err_t *err)
 {
     uint64_t t0 = ak_clock_mono_ns ();
     const ak_spec_t *spec = c->ctx->spec;
     const ak_tol_t *t = ak_spec_tol (spec, c->dt);
     double atol = t ? t->atol * tol_scale : 0.0, rtol = t ? t->rtol * tol_scale : 0.0;
     double dmax = s_dtype_max (c->dt);
+    int rc = 0;
     memset (r, 0, sizeof *r);
     r->first_out = -1;
-    for (int k = 0; k < spec->noutputs; k++) {
-        for (size_t i = 0; i < c->nout[k]; i++) {
-            double want = c->ref[k][i];
-            double got = ak_elem_load (c->dt, c->got[k], i);
-            const char *kind = NULL;
-            r->n++;
-            if (!spec->inplace && ak_gate_all_bytes (c->got[k] + i * c->esz, c->esz, AK_POISON_BYTE)) {
-                r->unwritten++;
-                kind = "unwritten";
-            }
-            else if (!isfinite (got) && isfinite (want) && fabs (want) > dmax) {
-                /* The true answer is beyond what the element type holds:
-                   nothing representable is right.  An infinity of its sign
-                   is the expected result; an infinity of the other sign or
-                   a NaN comes from an accumulator overflowing on the way
-                   (products of near-max 16-bit inputs beyond float32's
-                   range, summed in whatever order the kernel chose). */
-                r->overflowed++;
-            }
-            else if (!isfinite (got) && isfinite (want)) {
-                r->nonfinite++;
-                kind = "non-finite";
-            }
-            else if (!isfinite (want)) {
-                /* The reference itself overflowed: only the same special
-                   value matches. */
-                bool same = (isnan (want) && isnan (got)) || want == got;
-                if (!same) {
-                    r->beyond++;
-                    kind = "beyond tolerance";
-                }
-            }
-            else {
-                double e = fabs (got - want);
+    if (c->dcmp)
+        rc = s_compare_device (c, atol, rtol, dmax, r, err);
+    else
+        for (int k = 0; k < spec->noutputs; k++) {
+            for (size_t i = 0; i < c->nout[k]; i++) {
+                double want = c->ref[k][i];
+                double got = ak_elem_load (c->dt, c->got[k], i);
+                bool over;
+                double e;
+                const char *kind = s_classify (!spec->inplace && ak_gate_all_bytes (c->got[k] + i * c->esz,
+                                                                                    c->esz, AK_POISON_BYTE),
+                                               got, want, atol, rtol, dmax, &over, &e);
+                r->n++;
+                r->overflowed += over;
                 if (e > r->worst)
                     r->worst = e;
-                if (!(e <= atol + rtol * fabs (want))) {
-                    r->beyond++;
-                    kind = "beyond tolerance";
+                if (kind) {
+                    if (strcmp (kind, "unwritten") == 0)
+                        r->unwritten++;
+                    else if (strcmp (kind, "non-finite") == 0)
+                        r->nonfinite++;
+                    else
+                        r->beyond++;
+                    if (r->first_out < 0) {
+                        r->first_out = k;
+                        r->first_i = i;
+                        r->first_got = got;
+                        r->first_want = want;
+                        r->first_kind = kind;
+                    }
                 }
             }
-            if (kind && r->first_out < 0) {
-                r->first_out = k;
-                r->first_i = i;
-                r->first_got = got;
-                r->first_want = want;
-                r->first_kind = kind;
-            }
         }
-    }
     if (c->run)
         c->run->cost->compare_ms += ak_gate_ms_since (t0);
+    return rc;
 }
 
 void ak_gcmp_text (const ak_gcfg_t *c, const ak_gcmp_t *r, char *buf, size_t len)

@@ -71,6 +71,11 @@ typedef struct {
     uint8_t    *got[AK_MAX_BUFS];           /* candidate outputs, raw */
     bool        on_device;                  /* inputs made on the device (raw_in NULL),
                                                reference: the device reference alone */
+    bool        dcmp;                       /* on_device, and judged on the device: the
+                                               reference stays in dref_out (ref NULL),
+                                               got is read back only with keep_got */
+    bool        keep_got;                   /* set by a caller that reads got itself */
+    void       *dref_out[AK_MAX_BUFS];      /* borrowed from run: the reference's outputs */
     uint64_t    seed;
     /* The cache: the entry served (pinned until ak_gcfg_free), or the key
        under which own_* go into the cache at ak_gcfg_free. */
@@ -116,8 +121,10 @@ void ak_gcfg_key (const ak_gcfg_t *c, ak_gxform_t x, uint8_t key[AK_REFCACHE_KEY
 
 /* gates_cmp.c */
 bool ak_gate_all_bytes (const uint8_t *p, size_t n, uint8_t byte);
-/* c->got against the reference under the spec's tolerance x tol_scale. */
-void ak_gcfg_compare (const ak_gcfg_t *c, double tol_scale, ak_gcmp_t *r);
+/* c's outputs against the reference under the spec's tolerance x
+   tol_scale: c->got on the host, or (c->dcmp) on the device.  An error
+   is the device's (AK_ECRASH: the context died under the candidate). */
+int  ak_gcfg_compare (const ak_gcfg_t *c, double tol_scale, ak_gcmp_t *r, ak_err_t *err);
 /* Text for one failed comparison. */
 void ak_gcmp_text (const ak_gcfg_t *c, const ak_gcmp_t *r, char *buf, size_t len);
 /* What a comparison means for a tolerance stage. */

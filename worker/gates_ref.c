@@ -286,15 +286,14 @@ done:
 /* ------------------------------------------------------ device reference */
 
 /*  Runs the device reference on ctx->dev over float64 inputs already there
-    (din), into outs[k] (host doubles, malloc'ed: the caller frees them).
-    AK_EINTERNAL when it leaves an element unwritten; its launch rule or
-    launch failing is an error of the spec, reported as such. */
-static int s_dref_run (const ak_gcfg_t *c, void *const *din, double **outs, ak_err_t *err)
+    (din), into the run's device buffers out[k] (poisoned first; din[k]
+    for in-place specs).  Its launch rule or launch failing is an error of
+    the spec, reported as such. */
+static int s_dref_launch (const ak_gcfg_t *c, void *const *din, void **out, ak_err_t *err)
 {
     const ak_gate_ctx_t *ctx = c->ctx;
     const ak_spec_t *spec = ctx->spec;
     const ak_backend_t *be = ctx->be;
-    void *out[AK_MAX_BUFS] = { 0 };
     ak_launch_cfg_t lc;
     ak_launch_t l;
     int rc = ak_launch_eval (spec, ctx->dref_launch, c->dims, AK_DT_FLOAT32, NULL, NULL, 0, &lc, err);
@@ -321,6 +320,21 @@ static int s_dref_run (const ak_gcfg_t *c, void *const *din, double **outs, ak_e
     rc = be->launch (ctx->dev, ctx->dref, &l, err);
     if (rc)
         return ak_err_prefix (err, "device reference at %s", c->label);
+    return 0;
+}
+
+/*  The device reference's outputs read back into outs[k] (host doubles,
+    malloc'ed: the caller frees them).  AK_EINTERNAL when it leaves an
+    element unwritten. */
+static int s_dref_run (const ak_gcfg_t *c, void *const *din, double **outs, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    const ak_backend_t *be = ctx->be;
+    void *out[AK_MAX_BUFS] = { 0 };
+    int rc = s_dref_launch (c, din, out, err);
+    if (rc)
+        return rc;
     for (int k = 0; k < spec->noutputs; k++) {
         outs[k] = ak_malloc (c->nout[k] * sizeof (double));
         rc = be->download (ctx->dev, outs[k], out[k], c->nout[k] * sizeof (double), err);
@@ -377,14 +391,12 @@ static int s_dref_check (ak_gcfg_t *c, double *const *vals, ak_err_t *err)
     return rc;
 }
 
-/*  Inputs made on the device (float64 copies of the kernel's values for
-    the device reference) and the device reference's outputs in
-    c->own.ref.  The host never holds the inputs. */
-static int s_dref_on_device (ak_gcfg_t *c, ak_err_t *err)
+/*  The device reference's float64 inputs made on the device, in the
+    run's buffers din[j]: the values the kernel gets, exactly. */
+static int s_dref_inputs (const ak_gcfg_t *c, void **din, ak_err_t *err)
 {
     const ak_gate_ctx_t *ctx = c->ctx;
     const ak_spec_t *spec = ctx->spec;
-    void *din[AK_MAX_BUFS] = { 0 };
     int rc = 0;
     for (int j = 0; j < spec->ninputs && rc == 0; j++) {
         const ak_buf_t *b = &spec->inputs[j];
@@ -395,6 +407,18 @@ static int s_dref_on_device (ak_gcfg_t *c, ak_err_t *err)
         if (rc)
             ak_err_prefix (err, "inputs on the device at %s", c->label);
     }
+    return rc;
+}
+
+/*  Inputs made on the device (float64 copies of the kernel's values for
+    the device reference) and the device reference's outputs in
+    c->own.ref.  The host never holds the inputs. */
+static int s_dref_on_device (ak_gcfg_t *c, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    void *din[AK_MAX_BUFS] = { 0 };
+    int rc = s_dref_inputs (c, din, err);
     if (rc == 0)
         rc = s_dref_run (c, din, c->own.ref, err);
     for (int k = 0; k < spec->noutputs && rc == 0; k++) {
@@ -402,6 +426,33 @@ static int s_dref_on_device (ak_gcfg_t *c, ak_err_t *err)
         for (size_t i = 0; i < c->nout[k]; i++)
             if (!isfinite (c->own.ref[k][i]))
                 c->own.ref_nonfinite++;
+    }
+    return rc;
+}
+
+/*  Inputs made on the device and the device reference's outputs left
+    there (c->dref_out), for a comparison on the device: nothing crosses
+    to the host but the counts of a check that the reference wrote every
+    element (AK_EINTERNAL naming the first it left) and of its NaN/Inf. */
+static int s_dref_keep (ak_gcfg_t *c, ak_err_t *err)
+{
+    const ak_gate_ctx_t *ctx = c->ctx;
+    const ak_spec_t *spec = ctx->spec;
+    void *din[AK_MAX_BUFS] = { 0 };
+    int rc = s_dref_inputs (c, din, err);
+    if (rc == 0)
+        rc = s_dref_launch (c, din, c->dref_out, err);
+    for (int k = 0; k < spec->noutputs && rc == 0; k++) {
+        ak_dcmp_t d;
+        rc = ctx->be->compare (ctx->dev, ctx->dcmp, c->dref_out[k], AK_GEN_F64, c->dref_out[k], c->nout[k],
+                               0.0, 0.0, 0.0, !spec->inplace, &d, err);
+        if (rc)
+            return ak_err_prefix (err, "checking the device reference at %s", c->label);
+        if (d.unwritten)
+            return ak_err_set (err, AK_EINTERNAL, "device reference left %s[%llu] unwritten at %s (%llu "
+                               "elements)", spec->outputs[k].name, (unsigned long long) d.first, c->label,
+                               (unsigned long long) d.unwritten);
+        c->ref_nonfinite += d.want_nonfinite;
     }
     return rc;
 }
@@ -586,12 +637,24 @@ int ak_gcfg_prepare (ak_grun_t *run, const char *name, const int64_t *dims, ak_d
         goto fail;
     }
     c->on_device = s_device_only (c, x);
-    if (s_cacheable (c)) {
+    c->dcmp = c->on_device && ctx->dcmp && ctx->be->compare;
+    if (c->dcmp) {
+        /* Judged on the device: not cached (see gates.h). */
+        uint64_t t0 = ak_clock_mono_ns ();
+        run->cost->ref_misses++;
+        rc = s_dref_keep (c, err);
+        run->cost->reference_ms += ak_gate_ms_since (t0);
+        if (rc)
+            goto fail;
+    }
+    else if (s_cacheable (c)) {
         ak_gcfg_key (c, x, c->key);
         c->hit = ak_refcache_get (ctx->refcache, c->key);
         c->cacheable = c->hit == NULL;
     }
-    if (c->hit) {
+    if (c->dcmp)
+        ;
+    else if (c->hit) {
         run->cost->ref_hits++;
         for (int j = 0; j < AK_MAX_BUFS; j++) {
             c->raw_in[j] = c->hit->in[j];
@@ -631,7 +694,8 @@ int ak_gcfg_prepare (ak_grun_t *run, const char *name, const int64_t *dims, ak_d
             if (rc)
                 goto fail;
         }
-        c->got[k] = ak_malloc (c->nout[k] * c->esz);
+        if (!c->dcmp)
+            c->got[k] = ak_malloc (c->nout[k] * c->esz);
     }
     return 0;
 
@@ -686,7 +750,9 @@ int ak_gcfg_run (ak_gcfg_t *c, ak_err_t *err)
     if (rc)
         return ak_err_prefix (err, "launch at %s", c->label);
     t0 = ak_clock_mono_ns ();
-    for (int k = 0; k < spec->noutputs; k++) {
+    for (int k = 0; k < spec->noutputs && (!c->dcmp || c->keep_got); k++) {
+        if (!c->got[k])
+            c->got[k] = ak_malloc (c->nout[k] * c->esz);
         rc = ctx->be->download (ctx->dev, c->got[k], c->dev_out[k], c->nout[k] * c->esz, err);
         if (rc)
             break;

@@ -61,6 +61,7 @@ typedef struct {
     ak_dev_t           *ref_dev;          /* owned when ref_be != be */
     ak_kernel_t        *ref;
     ak_kernel_t        *dref, *gen;       /* device reference and generator (reference_cuda) */
+    ak_kernel_t        *dcmp;             /* the device comparison of its module; NULL: on the host */
     ak_kernel_t        *kernel[AK_DT_COUNT];   /* under test, per element type */
     ak_kernel_t        *base[AK_DT_COUNT];     /* tune: the interleaved baseline */
     const ak_launch_rule_t *kernel_rule;  /* launch rules (CUDA); NULL on the host */
@@ -268,6 +269,16 @@ static int s_load_dref (s_job_t *j, ak_err_t *err)
     int rc = j->be->load (j->dev, path, "ak_reference", &j->dref, err);
     if (rc == 0)
         rc = j->be->load (j->dev, path, "ak_fill_uniform", &j->gen, err);
+    /* The comparison kernel of the same module: outputs of configurations
+       the device reference judges alone are compared where they are.  A
+       module without it (none built from this prelude lacks it) leaves
+       the comparison on the host, the slow way, and says so. */
+    if (rc == 0 && j->be->compare) {
+        ak_err_t e = { 0 };
+        if (j->be->load (j->dev, path, "ak_compare", &j->dcmp, &e) != 0)
+            ak_warn ("job %s: no ak_compare in the device reference (%s): large outputs are compared "
+                     "on the host", j->a->task_id, e.msg);
+    }
     return rc;
 }
 
@@ -571,6 +582,7 @@ static void s_run (s_job_t *j)
         .params = j->values, .param_names = j->names, .nparams = j->nparams,
         .launch = j->kernel_rule,
         .dref = j->dref, .dref_launch = j->spec->reference_cuda_launch, .gen = j->gen,
+        .dcmp = j->dcmp,
         .refcache = j->refcache, .ref_digest = j->ref_digest, .dref_digest = j->dref_digest,
     };
     memcpy (g.kernel, j->kernel, sizeof g.kernel);
@@ -663,6 +675,8 @@ Ak__Receipt *ak_job_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device
     }
     if (j.gen)
         be->unload (dev, &j.gen);
+    if (j.dcmp)
+        be->unload (dev, &j.dcmp);
     if (j.dref)
         be->unload (dev, &j.dref);
     if (j.ref)

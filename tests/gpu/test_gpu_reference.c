@@ -20,6 +20,12 @@
       then warm) as without, a GPU-only workload included (its reference
       from the device reference on device inputs), and a warm cache
       computes no reference.
+    - the comparison on the device (ak_compare through the backend's
+      compare()): planted unwritten, NaN, overflowed, beyond-tolerance and
+      special-value elements in every kernel type counted as the host
+      counts them; the gates give the same reports comparing a GPU-only
+      workload on the device as on the host, for the baseline and the
+      planted wrong, NaN and nondeterministic kernels.
 
     Where there is no GPU, prints "SKIP: no GPU: <reason>" and exits 77
     ("Not Run" in CTest); any other probe error fails (tests/skip.h). */
@@ -33,6 +39,7 @@
 #include "spec_cuda.h"
 #include "util.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +142,8 @@ static void test_device_inputs (void **state)
     (launched by rule) on spec with the device reference dref_source,
     through cache (NULL: none) under fixed digests; wl (may be NULL) is the
     task's one workload. */
+static bool s_dcmp;                    /* s_gates_with: compare on the device */
+
 static ak_gate_status_t s_gates_with (const ak_spec_t *spec, const char *dref_source, const char *source,
                                       const ak_launch_rule_t *rule, ak_refcache_t *cache,
                                       const ak_workload_t *wl, bool recheck, ak_gate_report_t *rep)
@@ -150,6 +159,8 @@ static ak_gate_status_t s_gates_with (const ak_spec_t *spec, const char *dref_so
     g.ref = s_build (S.host, S.host_dev, spec->reference.text, true, AK_DT_FLOAT32, "ak_reference");
     g.dref = s_build (S.be, S.dev, dref_source, true, AK_DT_FLOAT32, "ak_reference");
     g.gen = s_build (S.be, S.dev, dref_source, true, AK_DT_FLOAT32, "ak_fill_uniform");
+    if (s_dcmp)
+        g.dcmp = s_build (S.be, S.dev, dref_source, true, AK_DT_FLOAT32, "ak_compare");
     for (int t = 0; t < spec->ndtypes; t++)
         if (S.be->supports_dtype (S.devs[0], spec->dtypes[t]))
             g.kernel[spec->dtypes[t]] = s_build (S.be, S.dev, source, false, spec->dtypes[t], "ak_kernel");
@@ -160,6 +171,8 @@ static ak_gate_status_t s_gates_with (const ak_spec_t *spec, const char *dref_so
         if (g.kernel[t])
             S.be->unload (S.dev, &g.kernel[t]);
     S.be->unload (S.dev, &g.gen);
+    if (g.dcmp)
+        S.be->unload (S.dev, &g.dcmp);
     S.be->unload (S.dev, &g.dref);
     S.host->unload (S.host_dev, &g.ref);
     return rep->status;
@@ -244,6 +257,33 @@ static char *s_planted_nondet (const char *base)
                        "    }\n}\n", (int) (end - base), base);
 }
 
+/*  softmax's baseline and the planted kernels, with the verdict each must
+    get (s_planted_free releases them). */
+typedef struct { const char *what, *source; const ak_launch_rule_t *rule; ak_gate_status_t want; } s_planted_t;
+static ak_launch_rule_t s_row128 = { .grid = { (char *) "(rows+127)/128" }, .ngrid = 1,
+                                     .block = { (char *) "128" }, .nblock = 1, .shared = (char *) "0" };
+
+static void s_planted (const ak_spec_t *spec, s_planted_t k[4])
+{
+    const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
+    assert_non_null (bl);
+    char *wrong_path = ak_test_src ("kernels/testing/cuda/wrong.cu"), *wrong = NULL;
+    size_t len = 0;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_file_read (wrong_path, 1 << 20, &wrong, &len, &err), 0);
+    free (wrong_path);
+    k[0] = (s_planted_t) { "baseline", bl->source.text, bl->launch, AK_GATE_OK };
+    k[1] = (s_planted_t) { "wrong", wrong, &s_row128, AK_GATE_WRONG };
+    k[2] = (s_planted_t) { "nan", s_planted_nan (bl->source.text), bl->launch, AK_GATE_NAN };
+    k[3] = (s_planted_t) { "nondeterministic", s_planted_nondet (bl->source.text), bl->launch, AK_GATE_WRONG };
+}
+
+static void s_planted_free (s_planted_t k[4])
+{
+    for (int i = 1; i < 4; i++)
+        free ((char *) k[i].source);
+}
+
 static void s_same (const char *what, const ak_gate_report_t *a, const ak_gate_report_t *b)
 {
     bool same = a->status == b->status && strcmp (a->reason, b->reason) == 0 && a->nstages == b->nstages;
@@ -261,29 +301,16 @@ static void test_cached_reference_verdicts (void **state)
     if (S.skip)
         skip ();
     ak_spec_t *spec = s_spec ("softmax");
-    const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
-    assert_non_null (bl);
-    char *wrong_path = ak_test_src ("kernels/testing/cuda/wrong.cu"), *wrong = NULL;
-    size_t len = 0;
-    ak_err_t err = { 0 };
-    assert_int_equal (ak_file_read (wrong_path, 1 << 20, &wrong, &len, &err), 0);
-    char *nan = s_planted_nan (bl->source.text), *nondet = s_planted_nondet (bl->source.text);
-    ak_launch_rule_t row128 = { .grid = { (char *) "(rows+127)/128" }, .ngrid = 1,
-                                .block = { (char *) "128" }, .nblock = 1, .shared = (char *) "0" };
     /* A GPU-only size as the task's workload: judged by the device
        reference alone, on device inputs. */
     const ak_size_t *gpu = ak_spec_size (spec, "gpu_8m");
     assert_non_null (gpu);
     ak_workload_t wl = { .name = "gpu_8m", .dtype = AK_DT_BFLOAT16, .weight = 1 };
     memcpy (wl.dims, gpu->dims, sizeof wl.dims);
-    struct { const char *what, *source; const ak_launch_rule_t *rule; ak_gate_status_t want; } k[] = {
-        { "baseline", bl->source.text, bl->launch, AK_GATE_OK },
-        { "wrong", wrong, &row128, AK_GATE_WRONG },
-        { "nan", nan, bl->launch, AK_GATE_NAN },
-        { "nondeterministic", nondet, bl->launch, AK_GATE_WRONG },
-    };
+    s_planted_t k[4];
+    s_planted (spec, k);
     ak_refcache_t *cache = ak_refcache_new (1ull << 30);
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+    for (size_t i = 0; i < 4; i++) {
         ak_gate_report_t plain, first, again;
         const char *dref = spec->reference_cuda.text;
         s_gates_with (spec, dref, k[i].source, k[i].rule, NULL, &wl, true, &plain);
@@ -312,10 +339,149 @@ static void test_cached_reference_verdicts (void **state)
                    (unsigned long long) (st.bytes >> 20), (unsigned long long) st.hits,
                    (unsigned long long) st.misses);
     ak_refcache_destroy (&cache);
-    free (nan);
-    free (nondet);
-    free (wrong);
-    free (wrong_path);
+    s_planted_free (k);
+    ak_spec_destroy (&spec);
+}
+
+/* ------------------------------------------------ comparing on the device */
+
+/*  got/want patterns by i % 8; what the host (worker/gates_cmp.c) makes
+    of each: 0 poison (unwritten; with poison off an all-ones element is a
+    NaN: non-finite), 1 NaN where want is finite (non-finite), 2 Inf where
+    want is beyond the type (overflowed), 3 NaN where want is NaN (fine),
+    4 a number where want is Inf (beyond), 5 off by 1 + 10% (beyond),
+    6 and 7 want rounded to the type (fine). */
+static void test_device_compare (void **state)
+{
+    (void) state;
+    if (S.skip)
+        skip ();
+    ak_spec_t *spec = s_spec ("softmax");
+    ak_kernel_t *cmp = s_build (S.be, S.dev, spec->reference_cuda.text, true, AK_DT_FLOAT32, "ak_compare");
+    assert_non_null (S.be->compare);
+    const size_t n = 100003;            /* not a multiple of the block */
+    const double atol = 1e-3, rtol = 1e-2;
+    double *want = ak_malloc (n * 8);
+    unsigned char *got = ak_malloc (n * 8);
+    void *dw = NULL, *dg = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (S.be->alloc (S.dev, n * 8, &dw, &err), 0);
+    assert_int_equal (S.be->alloc (S.dev, n * 8, &dg, &err), 0);
+    const ak_dtype_t dts[] = { AK_DT_FLOAT32, AK_DT_FLOAT16, AK_DT_BFLOAT16 };
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++) {
+        ak_dtype_t dt = dts[t];
+        if (!S.be->supports_dtype (S.devs[0], dt))
+            continue;
+        size_t esz = ak_dtype_size (dt);
+        for (int poison = 0; poison <= 1; poison++) {
+            uint64_t unwritten = 0, nonfinite = 0, overflowed = 0, beyond = 0, want_nf = 0;
+            double worst = 0;
+            for (size_t i = 0; i < n; i++) {
+                double v = 0.25 + (double) (i % 1000) / 333.0;
+                switch (i % 8) {
+                    case 0: want[i] = v; memset (got + i * esz, 0xFF, esz);
+                            if (poison) unwritten++; else nonfinite++;
+                            continue;
+                    case 1: want[i] = v; ak_elem_store (dt, got, i, NAN); nonfinite++; continue;
+                    case 2: want[i] = 1e300; ak_elem_store (dt, got, i, INFINITY); overflowed++; want_nf += 0; continue;
+                    case 3: want[i] = NAN; ak_elem_store (dt, got, i, NAN); want_nf++; continue;
+                    case 4: want[i] = INFINITY; ak_elem_store (dt, got, i, 1.0); want_nf++; beyond++; continue;
+                    case 5: want[i] = v; ak_elem_store (dt, got, i, v * 1.1 + 1.0); beyond++; break;
+                    default: want[i] = v; ak_elem_store (dt, got, i, v); break;
+                }
+                double e = fabs (ak_elem_load (dt, got, i) - want[i]);
+                if (e > worst)
+                    worst = e;
+                if ((i % 8) >= 6 && !(e <= atol + rtol * fabs (want[i])))
+                    fail_msg ("test data: element %zu is beyond tolerance in %s", i, ak_dtype_name (dt));
+            }
+            assert_int_equal (S.be->upload (S.dev, dw, want, n * 8, &err), 0);
+            assert_int_equal (S.be->upload (S.dev, dg, got, n * esz, &err), 0);
+            double dmax = dt == AK_DT_FLOAT16 ? 65504.0 : dt == AK_DT_BFLOAT16 ? 3.3895313892515355e38
+                                                                             : 3.4028234663852886e38;
+            ak_dcmp_t d;
+            if (S.be->compare (S.dev, cmp, dg, (int) dt, dw, n, atol, rtol, dmax, poison, &d, &err) != 0)
+                fail_msg ("compare %s: %s", ak_dtype_name (dt), err.msg);
+            print_message ("device compare %s poison %d: unwritten %llu nonfinite %llu overflowed %llu beyond "
+                           "%llu want NaN/Inf %llu first %llu worst %.6g\n", ak_dtype_name (dt), poison,
+                           (unsigned long long) d.unwritten, (unsigned long long) d.nonfinite,
+                           (unsigned long long) d.overflowed, (unsigned long long) d.beyond,
+                           (unsigned long long) d.want_nonfinite, (unsigned long long) d.first, d.worst);
+            assert_int_equal (d.unwritten, unwritten);
+            assert_int_equal (d.nonfinite, nonfinite);
+            assert_int_equal (d.overflowed, overflowed);
+            assert_int_equal (d.beyond, beyond);
+            assert_int_equal (d.want_nonfinite, want_nf);
+            assert_int_equal (d.first, 0);
+            assert_true (d.worst == worst);
+            /* nothing wrong: no first index, and the counts of a clean array */
+            for (size_t i = 0; i < n; i++)
+                ak_elem_store (dt, got, i, want[i] = 0.5 + (double) (i % 7));
+            assert_int_equal (S.be->upload (S.dev, dw, want, n * 8, &err), 0);
+            assert_int_equal (S.be->upload (S.dev, dg, got, n * esz, &err), 0);
+            assert_int_equal (S.be->compare (S.dev, cmp, dg, (int) dt, dw, n, atol, rtol, dmax, poison, &d, &err), 0);
+            assert_int_equal (d.unwritten + d.nonfinite + d.overflowed + d.beyond + d.want_nonfinite, 0);
+            assert_true (d.first == UINT64_MAX);
+        }
+    }
+    S.be->release (S.dev, &dw);
+    S.be->release (S.dev, &dg);
+    S.be->unload (S.dev, &cmp);
+    free (want);
+    free (got);
+    ak_spec_destroy (&spec);
+}
+
+/*  The report with " on the device" taken out of its details (the one
+    thing that differs when the comparison moved). */
+static void s_strip_device (ak_gate_report_t *rep)
+{
+    for (int i = 0; i < rep->nstages; i++) {
+        char *at = strstr (rep->stages[i].detail, " on the device");
+        if (at)
+            memmove (at, at + strlen (" on the device"), strlen (at + strlen (" on the device")) + 1);
+    }
+}
+
+static void test_device_compare_verdicts (void **state)
+{
+    (void) state;
+    if (S.skip)
+        skip ();
+    ak_spec_t *spec = s_spec ("softmax");
+    const ak_size_t *gpu = ak_spec_size (spec, "gpu_8m");
+    assert_non_null (gpu);
+    s_planted_t k[4];
+    s_planted (spec, k);
+    const ak_dtype_t dts[] = { AK_DT_FLOAT32, AK_DT_BFLOAT16 };
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++)
+        for (size_t i = 0; i < 4; i++) {
+            ak_workload_t wl = { .name = "gpu_8m", .dtype = dts[t], .weight = 1 };
+            memcpy (wl.dims, gpu->dims, sizeof wl.dims);
+            ak_gate_report_t host, dev;
+            s_dcmp = false;
+            s_gates_with (spec, spec->reference_cuda.text, k[i].source, k[i].rule, NULL, &wl, true, &host);
+            s_dcmp = true;
+            s_gates_with (spec, spec->reference_cuda.text, k[i].source, k[i].rule, NULL, &wl, true, &dev);
+            s_dcmp = false;
+            char ch[400], cd[400];
+            ak_gate_cost_text (&host.cost, ch, sizeof ch);
+            ak_gate_cost_text (&dev.cost, cd, sizeof cd);
+            print_message ("%s %s: %s: %s\n  host compare: %s\n  device compare: %s\n", k[i].what,
+                           ak_dtype_name (dts[t]), ak_gate_status_name (dev.status), dev.reason, ch, cd);
+            if (host.status != k[i].want)
+                fail_msg ("%s: %s, expected %s: %s", k[i].what, ak_gate_status_name (host.status),
+                          ak_gate_status_name (k[i].want), host.reason);
+            if (k[i].want == AK_GATE_OK) {
+                bool on_dev = false;
+                for (int s = 0; s < dev.nstages; s++)
+                    on_dev |= strstr (dev.stages[s].detail, "judged by the device reference on the device") != NULL;
+                assert_true (on_dev);
+            }
+            s_strip_device (&dev);
+            s_same (k[i].what, &host, &dev);
+        }
+    s_planted_free (k);
     ak_spec_destroy (&spec);
 }
 
@@ -326,6 +492,8 @@ int main (void)
         cmocka_unit_test (test_reference_catalog),
         cmocka_unit_test (test_reference_disagrees),
         cmocka_unit_test (test_cached_reference_verdicts),
+        cmocka_unit_test (test_device_compare),
+        cmocka_unit_test (test_device_compare_verdicts),
     };
     return ak_test_exit (cmocka_run_group_tests (tests, s_group_setup, s_group_teardown));
 }
