@@ -261,12 +261,16 @@ extern "C" __global__ void ak_fill_uniform (ak_u64 seed, ak_u64 stream, ak_u64 n
       beyond      want[i] not finite and got[i] not the same special value,
                   or |got[i] - want[i]| > atol + rtol * |want[i]|
 
-    out (7 words, zeroed by the caller): [0] unwritten, [1] overflowed,
+    out (8 words, zeroed by the caller): [0] unwritten, [1] overflowed,
     [2] nonfinite, [3] beyond, [4] elements where want is not finite,
     [5] the least index that is unwritten, nonfinite or beyond (left at
     ~0 by the caller when none), [6] the largest |got - want| over the
     elements where both are finite, as the bits of a double (non-negative
-    doubles order as their bits do).  The tolerance is computed without a
+    doubles order as their bits do), [7] a keyed sum of want's bits: the
+    wrapping sum over i of a 64-bit mix of (bits of want[i]) ^ (key + i *
+    the golden ratio), which a kernel that does not know key cannot keep
+    unchanged while it changes want (the gates check the reference was
+    not written to while a candidate ran).  The tolerance is computed without a
     fused multiply-add, as the host computes it.  Any grid of blocks whose
     size is a multiple of 32 (warp shuffles over full warps). */
 #if defined(AK_REFERENCE)
@@ -292,14 +296,23 @@ __device__ __forceinline__ double ak_cmp_load (const void *got, int dtype, ak_u6
     }
 }
 
-extern "C" __global__ void ak_compare (const void *got, int dtype, const double *want, ak_u64 n,
-                                       double atol, double rtol, double dmax, int poison, ak_u64 *out)
+__device__ __forceinline__ ak_u64 ak_cmp_mix (ak_u64 z)
 {
-    ak_u64 c_unwritten = 0, c_overflowed = 0, c_nonfinite = 0, c_beyond = 0, c_want = 0;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+extern "C" __global__ void ak_compare (const void *got, int dtype, const double *want, ak_u64 n,
+                                       double atol, double rtol, double dmax, int poison, ak_u64 key,
+                                       ak_u64 *out)
+{
+    ak_u64 c_unwritten = 0, c_overflowed = 0, c_nonfinite = 0, c_beyond = 0, c_want = 0, sum = 0;
     ak_u64 first = ~0ull, worst = 0;
     ak_u64 step = (ak_u64) gridDim.x * blockDim.x;
     for (ak_u64 i = (ak_u64) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
         double w = want[i];
+        sum += ak_cmp_mix ((ak_u64) __double_as_longlong (w) ^ (key + i * 0x9E3779B97F4A7C15ull));
         bool wfin = isfinite (w);
         c_want += !wfin;
         bool bad = false;
@@ -342,6 +355,7 @@ extern "C" __global__ void ak_compare (const void *got, int dtype, const double 
         c_nonfinite += __shfl_down_sync (0xFFFFFFFFu, c_nonfinite, o);
         c_beyond += __shfl_down_sync (0xFFFFFFFFu, c_beyond, o);
         c_want += __shfl_down_sync (0xFFFFFFFFu, c_want, o);
+        sum += __shfl_down_sync (0xFFFFFFFFu, sum, o);
         ak_u64 f = __shfl_down_sync (0xFFFFFFFFu, first, o);
         ak_u64 m = __shfl_down_sync (0xFFFFFFFFu, worst, o);
         first = f < first ? f : first;
@@ -355,6 +369,7 @@ extern "C" __global__ void ak_compare (const void *got, int dtype, const double 
         if (c_want)       atomicAdd (&out[4], c_want);
         if (first != ~0ull) atomicMin (&out[5], first);
         if (worst)        atomicMax (&out[6], worst);
+        atomicAdd (&out[7], sum);
     }
 }
 #endif

@@ -42,6 +42,7 @@ typedef struct {
     uint64_t want_nonfinite;           /* reference elements that are NaN/Inf */
     uint64_t first;                    /* least unwritten/nonfinite/beyond index; UINT64_MAX none */
     double   worst;                    /* largest |got - want| where both are finite */
+    uint64_t want_sum;                 /* keyed sum of want's bits (the key compare was given) */
 } ak_dcmp_t;
 
 typedef struct {
@@ -196,11 +197,12 @@ typedef struct ak_backend {
        the float64 reference want (on the device) by the compare kernel
        `cmp` (the CUDA backend: symbol ak_compare of a device reference's
        module), classifying each as worker/gates_cmp.c does (poison: an
-       element of all-0xFF bytes is unwritten), into *out.  Nothing but
-       the counts crosses to the host. */
+       element of all-0xFF bytes is unwritten), into *out, with a sum of
+       want keyed by key (a secret: a kernel that writes to want cannot
+       keep it).  Nothing but the counts crosses to the host. */
     int  (*compare) (ak_dev_t *dev, ak_kernel_t *cmp, const void *got, int code, const void *want,
-                     uint64_t n, double atol, double rtol, double dmax, bool poison, ak_dcmp_t *out,
-                     ak_err_t *err);
+                     uint64_t n, double atol, double rtol, double dmax, bool poison, uint64_t key,
+                     ak_dcmp_t *out, ak_err_t *err);
 
     /* ---- executor side, optional: untraced timing (NULL: not offered) ---- */
     /* Turns the device-side kernel records that sample() reads (CUPTI's

@@ -167,7 +167,8 @@ int ak_cuda_fill_uniform (ak_dev_t *dev, ak_kernel_t *fill, void *buf, uint64_t 
 }
 
 int ak_cuda_compare (ak_dev_t *dev, ak_kernel_t *cmp, const void *got, int code, const void *want,
-                     uint64_t n, double atol, double rtol, double dmax, bool poison, ak_dcmp_t *out,
+                     uint64_t n, double atol, double rtol, double dmax, bool poison, uint64_t key,
+                     ak_dcmp_t *out,
                      ak_err_t *err)
 {
     return s_absent (err);

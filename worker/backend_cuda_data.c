@@ -43,7 +43,8 @@ int ak_cuda_fill_uniform (ak_dev_t *dev, ak_kernel_t *fill, void *buf, uint64_t 
 }
 
 int ak_cuda_compare (ak_dev_t *dev, ak_kernel_t *cmp, const void *got, int code, const void *want,
-                     uint64_t n, double atol, double rtol, double dmax, bool poison, ak_dcmp_t *out,
+                     uint64_t n, double atol, double rtol, double dmax, bool poison, uint64_t key,
+                     ak_dcmp_t *out,
                      ak_err_t *err)
 {
     if (!cmp || !out || ((!got || !want) && n))
@@ -59,8 +60,8 @@ int ak_cuda_compare (ak_dev_t *dev, ak_kernel_t *cmp, const void *got, int code,
     if (rc || n == 0)
         return rc;
     /* [0..4] counts, [5] the first index (starts at ~0), [6] the worst
-       error's bits; see ak_compare in the prelude. */
-    uint64_t words[7] = { 0, 0, 0, 0, 0, UINT64_MAX, 0 };
+       error's bits, [7] the keyed sum; see ak_compare in the prelude. */
+    uint64_t words[8] = { 0, 0, 0, 0, 0, UINT64_MAX, 0, 0 };
     void *res = NULL;
     if ((rc = ak_cuda_be_alloc (dev, sizeof words, &res, err)) != 0)
         return ak_err_prefix (err, "ak_cuda_compare");
@@ -74,7 +75,8 @@ int ak_cuda_compare (ak_dev_t *dev, ak_kernel_t *cmp, const void *got, int code,
         CUdeviceptr r = (CUdeviceptr) (uintptr_t) res;
         unsigned long long n_a = n;
         int poison_a = poison ? 1 : 0;
-        void *params[] = { &g, &code, &w, &n_a, &atol, &rtol, &dmax, &poison_a, &r };
+        unsigned long long key_a = key;
+        void *params[] = { &g, &code, &w, &n_a, &atol, &rtol, &dmax, &poison_a, &key_a, &r };
         rc = ak_cuda_be_enqueue (dev, cmp->fn, grid, block, 0, params, err);
         if (rc == 0)
             rc = ak_cuda_be_sync (dev, err);
@@ -91,6 +93,7 @@ int ak_cuda_compare (ak_dev_t *dev, ak_kernel_t *cmp, const void *got, int code,
     out->want_nonfinite = words[4];
     out->first = words[5];
     memcpy (&out->worst, &words[6], sizeof out->worst);
+    out->want_sum = words[7];
     if (!(out->worst >= 0) || out->unwritten > n || out->overflowed > n || out->nonfinite > n
         || out->beyond > n || out->want_nonfinite > n || (out->first != UINT64_MAX && out->first >= n))
         return ak_err_set (err, AK_EINTERNAL, "ak_cuda_compare: the kernel returned impossible counts "

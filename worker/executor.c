@@ -357,13 +357,39 @@ static void s_child_signals (void)
     sigaction (SIGPIPE, &sa, NULL);
 }
 
+/*  How the device cache of reference outputs frees a buffer. */
+typedef struct {
+    const ak_backend_t *be;
+    ak_dev_t           *dev;
+} s_release_arg_t;
+
+static void s_dev_release (void *arg, void *buf)
+{
+    s_release_arg_t *a = arg;
+    a->be->release (a->dev, &buf);
+}
+
+static void s_log_cache (const char *what, ak_refcache_t *cache)
+{
+    if (!cache)
+        return;
+    ak_refcache_stats_t st;
+    ak_refcache_stats (cache, &st);
+    ak_debug ("executor: %s %llu entries, %llu MiB of %llu, %llu hits, %llu misses, %llu evictions, "
+              "%llu too big", what, (unsigned long long) st.entries, (unsigned long long) (st.bytes >> 20),
+              (unsigned long long) (st.max_bytes >> 20), (unsigned long long) st.hits,
+              (unsigned long long) st.misses, (unsigned long long) st.evictions,
+              (unsigned long long) st.too_big);
+}
+
 int ak_executor_main (int fd, const char *backend, uint32_t device)
 {
     int code = 0;
     Ak__Device **devices = NULL;
     size_t ndevices = 0;
     ak_dev_t *dev = NULL;
-    ak_refcache_t *cache = NULL;
+    ak_refcache_t *cache = NULL, *dcache = NULL;
+    s_release_arg_t rel = { 0 };
     ak_err_t err = { 0 };
 
     s_child_signals ();
@@ -396,6 +422,12 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
     /* References kept across this executor's jobs (refcache.h); host jobs
        run in processes of their own, with caches of their own. */
     cache = confine ? NULL : ak_refcache_new (ak_refcache_env_bytes ());
+    /* Device references' outputs kept on the device (gates.h, drefcache),
+       where the backend compares on the device. */
+    rel = (s_release_arg_t) { be, dev };
+    uint64_t dbytes = ak_refcache_env_dev_bytes ();
+    if (!confine && be->compare && dbytes)
+        dcache = ak_refcache_new_device (dbytes, s_dev_release, &rel);
     ak_debug ("executor ready on %s device %u (reference cache %llu MiB)", be->name, device,
               cache ? (unsigned long long) (ak_refcache_env_bytes () >> 20) : 0ull);
     for (;;) {
@@ -418,16 +450,9 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
         else if (confine)
             r = ak_jobproc_run (be, dev, d, job, &fatal);
         else
-            r = ak_job_run (be, dev, d, job, cache);
-        if (cache) {
-            ak_refcache_stats_t st;
-            ak_refcache_stats (cache, &st);
-            ak_debug ("executor: reference cache %llu entries, %llu MiB of %llu, %llu hits, %llu misses, "
-                      "%llu evictions, %llu too big", (unsigned long long) st.entries,
-                      (unsigned long long) (st.bytes >> 20), (unsigned long long) (st.max_bytes >> 20),
-                      (unsigned long long) st.hits, (unsigned long long) st.misses,
-                      (unsigned long long) st.evictions, (unsigned long long) st.too_big);
-        }
+            r = ak_job_run (be, dev, d, job, cache, dcache);
+        s_log_cache ("reference cache", cache);
+        s_log_cache ("device reference cache", dcache);
         if (fatal) {
             /* A kernel's own death (SIGSEGV, SIGXCPU ...) ends this
                executor the same way, as when kernels ran here: the daemon
@@ -478,6 +503,7 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
     }
 done:
     ak_refcache_destroy (&cache);
+    ak_refcache_destroy (&dcache);         /* its buffers are on dev: before close */
     if (dev)
         be->close (&dev);
     for (size_t i = 0; i < ndevices; i++)

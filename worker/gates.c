@@ -38,6 +38,8 @@ ak_gate_status_t ak_gate_status_for (int rc, const ak_err_t *err)
         return AK_GATE_CRASH;
     if (rc == AK_EBOUNDS)
         return AK_GATE_WRONG;
+    if (rc == AK_EINTERNAL)             /* the gates' own machinery (a reference changed): no verdict */
+        return AK_GATE_ERROR;
     if (err && strstr (err->msg, "invalid_config"))
         return AK_GATE_INVALID;
     return AK_GATE_LAUNCH;

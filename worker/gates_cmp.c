@@ -76,9 +76,20 @@ static int s_compare_device (const ak_gcfg_t *c, double atol, double rtol, doubl
     for (int k = 0; k < spec->noutputs; k++) {
         ak_dcmp_t d;
         int rc = ctx->be->compare (ctx->dev, ctx->dcmp, c->dev_out[k], (int) c->dt, c->dref_out[k], c->nout[k],
-                                   atol, rtol, dmax, !spec->inplace, &d, err);
+                                   atol, rtol, dmax, !spec->inplace, ak_gate_secret (), &d, err);
         if (rc)
             return ak_err_prefix (err, "comparing %s on the device at %s", spec->outputs[k].name, c->label);
+        if (d.want_sum != c->dsum[k]) {
+            /* The reference changed on the device since it was made: a
+               kernel wrote outside its buffers (this one, or an earlier
+               one into a cached reference).  Never a verdict on it; the
+               cached entry goes. */
+            if (c->dhit)
+                ak_refcache_forget (ctx->drefcache, c->dhit);
+            return ak_err_set (err, AK_EINTERNAL, "the device reference's %s changed on the device at %s "
+                               "after it was computed (a kernel wrote outside its buffers); no verdict",
+                               spec->outputs[k].name, c->label);
+        }
         r->n += c->nout[k];
         r->unwritten += d.unwritten;
         r->overflowed += d.overflowed;

@@ -75,7 +75,12 @@ typedef struct {
                                                reference stays in dref_out (ref NULL),
                                                got is read back only with keep_got */
     bool        keep_got;                   /* set by a caller that reads got itself */
-    void       *dref_out[AK_MAX_BUFS];      /* borrowed from run: the reference's outputs */
+    void       *dref_out[AK_MAX_BUFS];      /* the reference's outputs: the run's buffers, the
+                                               device cache entry's or down's */
+    const ak_refentry_t *dhit;              /* the device cache's entry (pinned until free) */
+    bool        dcacheable;                 /* down goes into the device cache at free */
+    ak_refentry_t down;                     /* reference outputs on the device, own */
+    uint64_t    dsum[AK_MAX_BUFS];          /* dref_out[k]'s keyed sum when it was made */
     uint64_t    seed;
     /* The cache: the entry served (pinned until ak_gcfg_free), or the key
        under which own_* go into the cache at ak_gcfg_free. */
@@ -96,6 +101,11 @@ typedef struct {
     double  first_got, first_want;
     const char *first_kind;    /* "unwritten" | "non-finite" | "beyond tolerance" */
 } ak_gcmp_t;
+
+/* The key of the sums that prove a reference on the device unchanged
+   (ak_dcmp_t.want_sum): random, once per process, never on the device
+   but as a parameter of the comparison. */
+uint64_t ak_gate_secret (void);
 
 /* Monotonic milliseconds since t0_ns (ak_clock_mono_ns). */
 double ak_gate_ms_since (uint64_t t0_ns);

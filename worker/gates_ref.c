@@ -24,10 +24,40 @@
 #include "rng.h"
 #include "util.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+uint64_t ak_gate_secret (void)
+{
+    static uint64_t key;
+    static bool have;
+    if (!have) {
+        uint8_t b[sizeof key];
+        size_t got = 0;
+        while (got < sizeof b) {
+            ssize_t n = getrandom (b + got, sizeof b - got, 0);
+            if (n > 0)
+                got += (size_t) n;
+            else if (n < 0 && errno != EINTR)
+                break;
+        }
+        if (got < sizeof b) {
+            /* No kernel randomness: the clocks and the address space's
+               layout, which a kernel cannot see either. */
+            uint64_t t = ak_clock_mono_ns () ^ ((uint64_t) (uintptr_t) &key << 17) ^ (uint64_t) getpid ();
+            memcpy (b, &t, sizeof t);
+            ak_warn ("gates: getrandom failed (%s); the device sums use a weaker key", strerror (errno));
+        }
+        memcpy (&key, b, sizeof key);
+        have = true;
+    }
+    return key;
+}
 
 double ak_gate_ms_since (uint64_t t0_ns)
 {
@@ -286,8 +316,8 @@ done:
 /* ------------------------------------------------------ device reference */
 
 /*  Runs the device reference on ctx->dev over float64 inputs already there
-    (din), into the run's device buffers out[k] (poisoned first; din[k]
-    for in-place specs).  Its launch rule or launch failing is an error of
+    (din), into out[k]: buffers the caller gives, or (NULL) the run's
+    (poisoned first; din[k] for in-place specs).  Its launch rule or launch failing is an error of
     the spec, reported as such. */
 static int s_dref_launch (const ak_gcfg_t *c, void *const *din, void **out, ak_err_t *err)
 {
@@ -304,8 +334,7 @@ static int s_dref_launch (const ak_gcfg_t *c, void *const *din, void **out, ak_e
             out[k] = din[k];
             continue;
         }
-        rc = s_buf (c->run, AK_GB_DOUT, k, c->nout[k] * sizeof (double), &out[k], err);
-        if (rc)
+        if (!out[k] && (rc = s_buf (c->run, AK_GB_DOUT, k, c->nout[k] * sizeof (double), &out[k], err)) != 0)
             return rc;
         rc = be->fill (ctx->dev, out[k], AK_POISON_BYTE, c->nout[k] * sizeof (double), err);
         if (rc)
@@ -445,7 +474,7 @@ static int s_dref_keep (ak_gcfg_t *c, ak_err_t *err)
     for (int k = 0; k < spec->noutputs && rc == 0; k++) {
         ak_dcmp_t d;
         rc = ctx->be->compare (ctx->dev, ctx->dcmp, c->dref_out[k], AK_GEN_F64, c->dref_out[k], c->nout[k],
-                               0.0, 0.0, 0.0, !spec->inplace, &d, err);
+                               0.0, 0.0, 0.0, !spec->inplace, ak_gate_secret (), &d, err);
         if (rc)
             return ak_err_prefix (err, "checking the device reference at %s", c->label);
         if (d.unwritten)
@@ -453,6 +482,7 @@ static int s_dref_keep (ak_gcfg_t *c, ak_err_t *err)
                                "elements)", spec->outputs[k].name, (unsigned long long) d.first, c->label,
                                (unsigned long long) d.unwritten);
         c->ref_nonfinite += d.want_nonfinite;
+        c->dsum[k] = d.want_sum;
     }
     return rc;
 }
@@ -639,10 +669,38 @@ int ak_gcfg_prepare (ak_grun_t *run, const char *name, const int64_t *dims, ak_d
     c->on_device = s_device_only (c, x);
     c->dcmp = c->on_device && ctx->dcmp && ctx->be->compare;
     if (c->dcmp) {
-        /* Judged on the device: not cached (see gates.h). */
+        /* Judged on the device; the reference's outputs from, or for, the
+           device cache (gates.h). */
         uint64_t t0 = ak_clock_mono_ns ();
-        run->cost->ref_misses++;
-        rc = s_dref_keep (c, err);
+        bool keyed = ctx->drefcache && !spec->inplace && s_cacheable (c);
+        if (keyed) {
+            ak_gcfg_key (c, x, c->key);
+            c->dhit = ak_refcache_get (ctx->drefcache, c->key);
+        }
+        if (c->dhit) {
+            run->cost->ref_hits++;
+            for (int k = 0; k < spec->noutputs; k++) {
+                c->dref_out[k] = c->dhit->ref[k];
+                c->dsum[k] = c->dhit->dsum[k];
+            }
+            c->ref_nonfinite = c->dhit->ref_nonfinite;
+        }
+        else {
+            run->cost->ref_misses++;
+            c->down.nout = spec->noutputs;
+            for (int k = 0; k < spec->noutputs && keyed && rc == 0; k++) {
+                void *p = NULL;
+                rc = ctx->be->alloc (ctx->dev, c->nout[k] * sizeof (double), &p, err);
+                c->down.ref[k] = p;
+                c->down.nref[k] = c->nout[k];
+                c->dref_out[k] = p;
+            }
+            if (rc == 0)
+                rc = s_dref_keep (c, err);
+            c->down.ref_nonfinite = c->ref_nonfinite;
+            memcpy (c->down.dsum, c->dsum, sizeof c->dsum);
+            c->dcacheable = keyed && rc == 0;
+        }
         run->cost->reference_ms += ak_gate_ms_since (t0);
         if (rc)
             goto fail;
@@ -701,6 +759,7 @@ int ak_gcfg_prepare (ak_grun_t *run, const char *name, const int64_t *dims, ak_d
 
 fail:
     c->cacheable = false;
+    c->dcacheable = false;
     ak_gcfg_free (c);
     return rc;
 }
@@ -772,6 +831,15 @@ void ak_gcfg_free (ak_gcfg_t *c)
     else if (ctx && c->cacheable)
         ak_refcache_put (ctx->refcache, c->key, &c->own);
     ak_refentry_clear (&c->own);
+    if (ctx && c->dhit)
+        ak_refcache_release (ctx->drefcache, c->dhit);
+    else if (ctx && c->dcacheable)
+        ak_refcache_put (ctx->drefcache, c->key, &c->down);      /* kept or released there */
+    for (int k = 0; ctx && k < AK_MAX_BUFS; k++)
+        if (c->down.ref[k]) {
+            void *p = c->down.ref[k];
+            ctx->be->release (ctx->dev, &p);
+        }
     for (int j = 0; j < AK_MAX_BUFS; j++)
         free (c->got[j]);
     memset (c, 0, sizeof *c);

@@ -70,6 +70,7 @@ typedef struct {
     int64_t             values[AK_MAX_PARAMS];
     int                 nparams;
     ak_refcache_t      *refcache;         /* the executor's; NULL: none */
+    ak_refcache_t      *drefcache;        /* the executor's on the device; NULL: none */
     char                ref_digest[AK_DIGEST_HEX_LEN + 1];   /* of the loaded artifacts; "" unknown */
     char                dref_digest[AK_DIGEST_HEX_LEN + 1];
 } s_job_t;
@@ -583,7 +584,7 @@ static void s_run (s_job_t *j)
         .launch = j->kernel_rule,
         .dref = j->dref, .dref_launch = j->spec->reference_cuda_launch, .gen = j->gen,
         .dcmp = j->dcmp,
-        .refcache = j->refcache, .ref_digest = j->ref_digest, .dref_digest = j->dref_digest,
+        .refcache = j->refcache, .drefcache = j->drefcache, .ref_digest = j->ref_digest, .dref_digest = j->dref_digest,
     };
     memcpy (g.kernel, j->kernel, sizeof g.kernel);
     ak_gate_report_t rep;
@@ -645,11 +646,12 @@ static void s_check_device (s_job_t *j)
 }
 
 Ak__Receipt *ak_job_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device *device,
-                         const Ak__ExecJob *job, ak_refcache_t *refcache)
+                         const Ak__ExecJob *job, ak_refcache_t *refcache, ak_refcache_t *drefcache)
 {
     s_job_t j;
     memset (&j, 0, sizeof j);
     j.refcache = refcache;
+    j.drefcache = drefcache;
     j.be = be;
     j.dev = dev;
     j.device = device;

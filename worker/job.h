@@ -37,8 +37,9 @@ const char *ak_job_artifact (const Ak__ExecJob *job, const char *role, ak_dtype_
    on dev, and an executor exits after sending that receipt.
    refcache (may be NULL): the executor's reference cache, which the gates
    read and fill (keyed by the digests of the job's compiled references,
-   gates.h); it outlives the job. */
+   gates.h); drefcache (may be NULL) the same on dev, for the outputs of
+   device references (ak_refcache_new_device); both outlive the job. */
 Ak__Receipt *ak_job_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device *device,
-                         const Ak__ExecJob *job, ak_refcache_t *refcache);
+                         const Ak__ExecJob *job, ak_refcache_t *refcache, ak_refcache_t *drefcache);
 
 #endif

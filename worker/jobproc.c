@@ -113,7 +113,7 @@ static void s_child (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device *de
     uint64_t cache_bytes = ak_refcache_env_bytes ();
     ak_refcache_t *cache = ak_refcache_new (cache_bytes < AK_JOBPROC_REFCACHE_MAX ? cache_bytes
                                                                                   : AK_JOBPROC_REFCACHE_MAX);
-    Ak__Receipt *r = ak_job_run (be, dev, device, job, cache);
+    Ak__Receipt *r = ak_job_run (be, dev, device, job, cache, NULL);
     ak_refcache_destroy (&cache);
     fflush (NULL);
 

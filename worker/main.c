@@ -71,6 +71,9 @@ static void s_usage (FILE *out)
         "  --ref-cache-mb N        per executor, keep the gates' inputs and float64 references\n"
         "                          for later tasks, up to N MiB; 0: off (default 2048;\n"
         "                          environment AK_REF_CACHE_MB)\n"
+        "  --dref-cache-mb N       per executor, keep on the GPU the float64 outputs of device\n"
+        "                          references (GPU-only workloads) for later tasks, up to N MiB;\n"
+        "                          0: off (default 8192; environment AK_DREF_CACHE_MB)\n"
         "  --heartbeat-ms N        heartbeat interval (default 1000)\n"
         "  --liveness N            missed heartbeats before the coordinator counts as dead, counted\n"
         "                          from the end of the handshake (default 3)\n"
@@ -125,7 +128,7 @@ static int s_uint (const char *name, const char *text, int64_t lo, int64_t hi, u
 
 enum {
     O_COORD = 256, O_ID, O_BACKEND, O_SLOTS, O_PREFETCH, O_CACHE, O_HB, O_LIVENESS, O_BLOBS,
-    O_MAXBACK, O_MAXREFUSALS, O_CTHREADS, O_LOGLEVEL, O_HELP, O_VERSION, O_EXECUTOR, O_FD, O_DEVICE, O_CERT, O_SERVERKEY, O_REFCACHE,
+    O_MAXBACK, O_MAXREFUSALS, O_CTHREADS, O_LOGLEVEL, O_HELP, O_VERSION, O_EXECUTOR, O_FD, O_DEVICE, O_CERT, O_SERVERKEY, O_REFCACHE, O_DREFCACHE,
     O_METRICS, O_METRICS_MS,
 };
 
@@ -148,6 +151,7 @@ int main (int argc, char **argv)
         { "slots",           required_argument, NULL, O_SLOTS },
         { "prefetch",        required_argument, NULL, O_PREFETCH },
         { "ref-cache-mb",    required_argument, NULL, O_REFCACHE },
+        { "dref-cache-mb",   required_argument, NULL, O_DREFCACHE },
         { "cache",           required_argument, NULL, O_CACHE },
         { "heartbeat-ms",    required_argument, NULL, O_HB },
         { "liveness",        required_argument, NULL, O_LIVENESS },
@@ -197,16 +201,18 @@ int main (int argc, char **argv)
             case O_EXECUTOR: executor = true; break;
             case O_CERT:     cfg.cert_file = optarg; break;
             case O_SERVERKEY: cfg.server_key = optarg; break;
-            case O_REFCACHE: {
+            case O_REFCACHE:
+            case O_DREFCACHE: {
                 /* The executors read it from their environment (refcache.h);
                    set before any thread or child exists. */
+                const char *flag = c == O_REFCACHE ? "--ref-cache-mb" : "--dref-cache-mb";
                 uint32_t mb = 0;
-                if ((rc = s_uint ("--ref-cache-mb", optarg, 0, 1u << 20, &mb)))
+                if ((rc = s_uint (flag, optarg, 0, 1u << 20, &mb)))
                     return rc;
                 char text[16];
                 snprintf (text, sizeof text, "%u", mb);
-                if (setenv ("AK_REF_CACHE_MB", text, 1) != 0)
-                    return s_bad ("--ref-cache-mb: setenv failed");
+                if (setenv (c == O_REFCACHE ? "AK_REF_CACHE_MB" : "AK_DREF_CACHE_MB", text, 1) != 0)
+                    return s_bad ("%s: setenv failed", flag);
                 break;
             }
             case O_METRICS:  metrics = optarg; break;

@@ -16,12 +16,28 @@ typedef struct s_node {
     ak_refentry_t  e;
     uint64_t       bytes;
     uint32_t       pins;
+    bool           doomed;             /* forgotten: dropped once unpinned */
 } s_node_t;
 
 struct ak_refcache {
     s_node_t           *head, *tail;
     ak_refcache_stats_t st;
+    ak_refcache_release_fn *release;   /* device buffers: how to free them; NULL: host memory */
+    void               *release_arg;
 };
+
+/*  Frees an entry's buffers the way this cache holds them. */
+static void s_clear (const ak_refcache_t *self, ak_refentry_t *e)
+{
+    if (self && self->release) {
+        for (int j = 0; j < AK_MAX_BUFS; j++)
+            if (e->ref[j])
+                self->release (self->release_arg, e->ref[j]);
+        memset (e, 0, sizeof *e);
+    }
+    else
+        ak_refentry_clear (e);
+}
 
 uint64_t ak_refentry_bytes (const ak_refentry_t *e)
 {
@@ -46,6 +62,16 @@ ak_refcache_t *ak_refcache_new (uint64_t max_bytes)
 {
     ak_refcache_t *self = ak_calloc (1, sizeof *self);
     self->st.max_bytes = max_bytes;
+    return self;
+}
+
+ak_refcache_t *ak_refcache_new_device (uint64_t max_bytes, ak_refcache_release_fn *release, void *arg)
+{
+    if (!release)
+        return NULL;
+    ak_refcache_t *self = ak_refcache_new (max_bytes);
+    self->release = release;
+    self->release_arg = arg;
     return self;
 }
 
@@ -78,7 +104,7 @@ static void s_drop (ak_refcache_t *self, s_node_t *n)
     s_unlink (self, n);
     self->st.bytes -= n->bytes;
     self->st.entries--;
-    ak_refentry_clear (&n->e);
+    s_clear (self, &n->e);
     free (n);
 }
 
@@ -93,9 +119,9 @@ void ak_refcache_destroy (ak_refcache_t **self_p)
     }
 }
 
-uint64_t ak_refcache_env_bytes (void)
+static uint64_t s_env_mb (const char *name, uint64_t dflt)
 {
-    const char *v = getenv ("AK_REF_CACHE_MB");
+    const char *v = getenv (name);
     if (v && *v) {
         char *end = NULL;
         errno = 0;
@@ -103,13 +129,23 @@ uint64_t ak_refcache_env_bytes (void)
         if (errno == 0 && end && *end == '\0' && v[0] != '-' && mb <= (1ull << 30))
             return (uint64_t) mb << 20;
     }
-    return (uint64_t) AK_REFCACHE_DEFAULT_MB << 20;
+    return dflt << 20;
+}
+
+uint64_t ak_refcache_env_bytes (void)
+{
+    return s_env_mb ("AK_REF_CACHE_MB", AK_REFCACHE_DEFAULT_MB);
+}
+
+uint64_t ak_refcache_env_dev_bytes (void)
+{
+    return s_env_mb ("AK_DREF_CACHE_MB", AK_DREFCACHE_DEFAULT_MB);
 }
 
 static s_node_t *s_find (ak_refcache_t *self, const uint8_t *key)
 {
     for (s_node_t *n = self->head; n; n = n->next)
-        if (memcmp (n->key, key, AK_REFCACHE_KEY_LEN) == 0)
+        if (!n->doomed && memcmp (n->key, key, AK_REFCACHE_KEY_LEN) == 0)
             return n;
     return NULL;
 }
@@ -138,6 +174,21 @@ void ak_refcache_release (ak_refcache_t *self, const ak_refentry_t *entry)
         if (&n->e == entry) {
             if (n->pins)
                 n->pins--;
+            if (n->doomed && n->pins == 0)
+                s_drop (self, n);
+            return;
+        }
+}
+
+void ak_refcache_forget (ak_refcache_t *self, const ak_refentry_t *entry)
+{
+    if (!self || !entry)
+        return;
+    for (s_node_t *n = self->head; n; n = n->next)
+        if (&n->e == entry) {
+            n->doomed = true;
+            if (n->pins == 0)
+                s_drop (self, n);
             return;
         }
 }
@@ -147,17 +198,17 @@ bool ak_refcache_put (ak_refcache_t *self, const uint8_t key[AK_REFCACHE_KEY_LEN
     if (!entry)
         return false;
     if (!self || !key) {
-        ak_refentry_clear (entry);
+        s_clear (self, entry);
         return false;
     }
     uint64_t bytes = ak_refentry_bytes (entry);
     if (bytes > self->st.max_bytes) {
         self->st.too_big++;
-        ak_refentry_clear (entry);
+        s_clear (self, entry);
         return false;
     }
     if (s_find (self, key)) {
-        ak_refentry_clear (entry);
+        s_clear (self, entry);
         return false;
     }
     /* Least recently used first; pinned entries stay. */
@@ -171,7 +222,7 @@ bool ak_refcache_put (ak_refcache_t *self, const uint8_t key[AK_REFCACHE_KEY_LEN
     if (self->st.bytes + bytes > self->st.max_bytes) {
         /* Only pinned entries left and still no room. */
         self->st.too_big++;
-        ak_refentry_clear (entry);
+        s_clear (self, entry);
         return false;
     }
     s_node_t *n = ak_calloc (1, sizeof *n);

@@ -143,6 +143,7 @@ static void test_device_inputs (void **state)
     through cache (NULL: none) under fixed digests; wl (may be NULL) is the
     task's one workload. */
 static bool s_dcmp;                    /* s_gates_with: compare on the device */
+static ak_refcache_t *s_dcache;        /* s_gates_with: the device cache of references */
 
 static ak_gate_status_t s_gates_with (const ak_spec_t *spec, const char *dref_source, const char *source,
                                       const ak_launch_rule_t *rule, ak_refcache_t *cache,
@@ -154,7 +155,7 @@ static ak_gate_status_t s_gates_with (const ak_spec_t *spec, const char *dref_so
         .ref_be = S.host, .ref_dev = S.host_dev, .seed = 42, .launch = rule,
         .dref_launch = spec->reference_cuda_launch, .sweep_all_sizes = wl == NULL,
         .workloads = wl, .nworkloads = wl ? 1 : 0,
-        .refcache = cache, .ref_digest = "gpu-test-host-oracle", .dref_digest = "gpu-test-device-reference",
+        .refcache = cache, .drefcache = s_dcache, .ref_digest = "gpu-test-host-oracle", .dref_digest = "gpu-test-device-reference",
     };
     g.ref = s_build (S.host, S.host_dev, spec->reference.text, true, AK_DT_FLOAT32, "ak_reference");
     g.dref = s_build (S.be, S.dev, dref_source, true, AK_DT_FLOAT32, "ak_reference");
@@ -400,7 +401,8 @@ static void test_device_compare (void **state)
             double dmax = dt == AK_DT_FLOAT16 ? 65504.0 : dt == AK_DT_BFLOAT16 ? 3.3895313892515355e38
                                                                              : 3.4028234663852886e38;
             ak_dcmp_t d;
-            if (S.be->compare (S.dev, cmp, dg, (int) dt, dw, n, atol, rtol, dmax, poison, &d, &err) != 0)
+            const uint64_t key = 0x5EC12E7ull + t;
+            if (S.be->compare (S.dev, cmp, dg, (int) dt, dw, n, atol, rtol, dmax, poison, key, &d, &err) != 0)
                 fail_msg ("compare %s: %s", ak_dtype_name (dt), err.msg);
             print_message ("device compare %s poison %d: unwritten %llu nonfinite %llu overflowed %llu beyond "
                            "%llu want NaN/Inf %llu first %llu worst %.6g\n", ak_dtype_name (dt), poison,
@@ -414,12 +416,27 @@ static void test_device_compare (void **state)
             assert_int_equal (d.want_nonfinite, want_nf);
             assert_int_equal (d.first, 0);
             assert_true (d.worst == worst);
+            /* the keyed sum of want: the same again, another under another
+               key, another when one element of want changed */
+            ak_dcmp_t again, other, changed;
+            assert_int_equal (S.be->compare (S.dev, cmp, dg, (int) dt, dw, n, atol, rtol, dmax, poison, key,
+                                             &again, &err), 0);
+            assert_int_equal (S.be->compare (S.dev, cmp, dg, (int) dt, dw, n, atol, rtol, dmax, poison, key + 1,
+                                             &other, &err), 0);
+            double nudged = nextafter (want[n / 2], 1e308);
+            assert_int_equal (S.be->upload (S.dev, (double *) dw + n / 2, &nudged, 8, &err), 0);
+            assert_int_equal (S.be->compare (S.dev, cmp, dg, (int) dt, dw, n, atol, rtol, dmax, poison, key,
+                                             &changed, &err), 0);
+            assert_true (again.want_sum == d.want_sum);
+            assert_true (other.want_sum != d.want_sum);
+            assert_true (changed.want_sum != d.want_sum);
             /* nothing wrong: no first index, and the counts of a clean array */
             for (size_t i = 0; i < n; i++)
                 ak_elem_store (dt, got, i, want[i] = 0.5 + (double) (i % 7));
             assert_int_equal (S.be->upload (S.dev, dw, want, n * 8, &err), 0);
             assert_int_equal (S.be->upload (S.dev, dg, got, n * esz, &err), 0);
-            assert_int_equal (S.be->compare (S.dev, cmp, dg, (int) dt, dw, n, atol, rtol, dmax, poison, &d, &err), 0);
+            assert_int_equal (S.be->compare (S.dev, cmp, dg, (int) dt, dw, n, atol, rtol, dmax, poison, key, &d,
+                                             &err), 0);
             assert_int_equal (d.unwritten + d.nonfinite + d.overflowed + d.beyond + d.want_nonfinite, 0);
             assert_true (d.first == UINT64_MAX);
         }
@@ -430,6 +447,12 @@ static void test_device_compare (void **state)
     free (want);
     free (got);
     ak_spec_destroy (&spec);
+}
+
+static void s_dev_release (void *arg, void *buf)
+{
+    (void) arg;
+    S.be->release (S.dev, &buf);
 }
 
 /*  The report with " on the device" taken out of its details (the one
@@ -458,12 +481,30 @@ static void test_device_compare_verdicts (void **state)
         for (size_t i = 0; i < 4; i++) {
             ak_workload_t wl = { .name = "gpu_8m", .dtype = dts[t], .weight = 1 };
             memcpy (wl.dims, gpu->dims, sizeof wl.dims);
-            ak_gate_report_t host, dev;
+            ak_gate_report_t host, dev, cold, warm;
             s_dcmp = false;
             s_gates_with (spec, spec->reference_cuda.text, k[i].source, k[i].rule, NULL, &wl, true, &host);
             s_dcmp = true;
             s_gates_with (spec, spec->reference_cuda.text, k[i].source, k[i].rule, NULL, &wl, true, &dev);
+            /* with the device cache of references: cold, then warm */
+            ak_refcache_t *dc = ak_refcache_new_device (4ull << 30, s_dev_release, NULL);
+            s_dcache = dc;
+            s_gates_with (spec, spec->reference_cuda.text, k[i].source, k[i].rule, NULL, &wl, true, &cold);
+            s_gates_with (spec, spec->reference_cuda.text, k[i].source, k[i].rule, NULL, &wl, true, &warm);
+            s_dcache = NULL;
+            ak_refcache_stats_t st;
+            ak_refcache_stats (dc, &st);
+            ak_refcache_destroy (&dc);
             s_dcmp = false;
+            print_message ("  device cache: %llu entries, %llu MiB, %llu hits, %llu misses\n",
+                           (unsigned long long) st.entries, (unsigned long long) (st.bytes >> 20),
+                           (unsigned long long) st.hits, (unsigned long long) st.misses);
+            if (k[i].want == AK_GATE_OK)
+                assert_true (st.hits > 0 && warm.cost.ref_misses < cold.cost.ref_misses);
+            s_strip_device (&cold);
+            s_strip_device (&warm);
+            s_same (k[i].what, &host, &cold);
+            s_same (k[i].what, &host, &warm);
             char ch[400], cd[400];
             ak_gate_cost_text (&host.cost, ch, sizeof ch);
             ak_gate_cost_text (&dev.cost, cd, sizeof cd);

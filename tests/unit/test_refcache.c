@@ -1,7 +1,9 @@
 /*  tests/unit/test_refcache.c: the executor's reference cache
     (worker/refcache.h): hit, miss, least-recently-used eviction at the
     memory bound, entries too large for it, pinned entries, the
-    environment's bound.  The gates' use of it (keys, verdicts with and
+    environment's bounds, a device cache (its buffers freed by its release
+    function on eviction, refusal and destroy), forgetting a corrupt
+    entry.  The gates' use of it (keys, verdicts with and
     without it) is tests/unit/test_gates.c's. */
 #include "support.h"
 #include "worker/refcache.h"
@@ -173,6 +175,80 @@ static void test_env_bound (void **state)
     unsetenv ("AK_REF_CACHE_MB");
 }
 
+/* ------------------------------------------------------ a device cache */
+
+/*  Stands for the device: counts the buffers released (each one a host
+    allocation here, freed). */
+static int s_released;
+
+static void s_release (void *arg, void *buf)
+{
+    assert_ptr_equal (arg, &s_released);
+    s_released++;
+    free (buf);
+}
+
+static ak_refentry_t s_dentry (size_t nref)
+{
+    ak_refentry_t e;
+    memset (&e, 0, sizeof e);
+    e.nout = 1;
+    e.ref[0] = ak_malloc (nref * sizeof (double));
+    e.nref[0] = nref;
+    e.dsum[0] = 0xABCDull + nref;
+    return e;
+}
+
+static void test_device_cache (void **state)
+{
+    (void) state;
+    assert_null (ak_refcache_new_device (1024, NULL, NULL));
+    s_released = 0;
+    ak_refcache_t *c = ak_refcache_new_device (2048, s_release, &s_released);
+    uint8_t k1[AK_REFCACHE_KEY_LEN], k2[AK_REFCACHE_KEY_LEN], k3[AK_REFCACHE_KEY_LEN];
+    s_key (k1, 1);
+    s_key (k2, 2);
+    s_key (k3, 3);
+    ak_refentry_t e = s_dentry (100);
+    assert_true (ak_refcache_put (c, k1, &e));
+    assert_null (e.ref[0]);
+    const ak_refentry_t *hit = ak_refcache_get (c, k1);
+    assert_non_null (hit);
+    assert_true (hit->dsum[0] == 0xABCDull + 100);
+    ak_refcache_release (c, hit);
+    e = s_dentry (1000);                       /* 8000 bytes > 2048: refused, released */
+    assert_false (ak_refcache_put (c, k2, &e));
+    assert_int_equal (s_released, 1);
+    e = s_dentry (200);                        /* evicts k1 */
+    assert_true (ak_refcache_put (c, k2, &e));
+    assert_int_equal (s_released, 2);
+    assert_null (ak_refcache_get (c, k1));
+    e = s_dentry (10);                         /* the same key again: released */
+    assert_false (ak_refcache_put (c, k2, &e));
+    assert_int_equal (s_released, 3);
+    /* forgotten while pinned: no longer answered, released at the last release */
+    hit = ak_refcache_get (c, k2);
+    assert_non_null (hit);
+    ak_refcache_forget (c, hit);
+    assert_null (ak_refcache_get (c, k2));
+    assert_int_equal (s_released, 3);
+    ak_refcache_release (c, hit);
+    assert_int_equal (s_released, 4);
+    ak_refcache_stats_t st;
+    ak_refcache_stats (c, &st);
+    assert_int_equal (st.entries, 0);
+    assert_int_equal (st.bytes, 0);
+    e = s_dentry (10);
+    assert_true (ak_refcache_put (c, k3, &e));
+    ak_refcache_destroy (&c);
+    assert_int_equal (s_released, 5);
+    unsetenv ("AK_DREF_CACHE_MB");
+    assert_int_equal (ak_refcache_env_dev_bytes (), (uint64_t) AK_DREFCACHE_DEFAULT_MB << 20);
+    setenv ("AK_DREF_CACHE_MB", "0", 1);
+    assert_int_equal (ak_refcache_env_dev_bytes (), 0);
+    unsetenv ("AK_DREF_CACHE_MB");
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -180,6 +256,7 @@ int main (void)
         cmocka_unit_test (test_eviction_at_bound),
         cmocka_unit_test (test_pinned_survive),
         cmocka_unit_test (test_env_bound),
+        cmocka_unit_test (test_device_cache),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
