@@ -107,6 +107,19 @@ char *ak_test_read (const char *path)
     return data;
 }
 
+char *ak_test_stub_spec (const char *name, const char *candidates_json)
+{
+    return ak_sprintf (
+        "{\"schema_version\": 1, \"name\": \"%s\", \"keys\": [\"rows\", \"cols\"],"
+        " \"dtypes\": [\"float32\"], \"tolerances\": {\"float32\": {\"atol\": 1e-5, \"rtol\": 1e-5}},"
+        " \"sizes\": [{\"name\": \"small\", \"size\": {\"rows\": 4, \"cols\": 8}}],"
+        " \"stability_size\": \"small\", \"flops\": \"rows*cols\", \"bytes\": \"2*rows*cols*b\","
+        " \"inputs\": [{\"name\": \"x\", \"count\": \"rows*cols\", \"range\": [-1, 1]}],"
+        " \"outputs\": [{\"name\": \"y\", \"count\": \"rows*cols\"}],"
+        " \"reference\": \"ref.c\", \"baselines\": [{\"backend\": \"host\", \"source\": \"base.c\"}],"
+        " \"candidates\": %s}", name, candidates_json);
+}
+
 char *ak_test_write (const char *dir, const char *name, const char *text)
 {
     char *path = ak_path_join (dir, name);

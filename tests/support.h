@@ -49,6 +49,12 @@ char *ak_test_read (const char *path);
 /* Writes text to dir/name and returns the full path (caller frees). */
 char *ak_test_write (const char *dir, const char *name, const char *text);
 
+/* The spec text of a host-only stub operator called name: rows x cols
+   float32, one size "small" (4 x 8), x -> y, reference ref.c, host
+   baseline base.c, and candidates_json as its "candidates" (caller frees;
+   the tests that use it never compile the sources). */
+char *ak_test_stub_spec (const char *name, const char *candidates_json);
+
 /* Starts argv[0] with argv (NULL-terminated), stdout+stderr to log_path
    (appended; NULL: inherit).  Returns the pid or -1. */
 pid_t ak_test_spawn (char *const argv[], const char *log_path);

@@ -28,41 +28,38 @@ static double s_dtype_max (ak_dtype_t dt)
     }
 }
 
-/*  One element: the kind of failure ("unwritten", "non-finite", "beyond
-    tolerance"), or NULL when it passes; *overflowed when it is Inf where
-    the answer is beyond the element type (counted, not failed); *e the
-    error where both values are finite, else -1.  An infinity where the
-    float64 reference is finite fails, unless the reference itself is
-    beyond the element type's largest value (then it is counted as
-    overflowed: the kernel's dtype cannot hold the answer).  ak_compare in
-    kernels/ak_kernel_cuda.h classifies exactly so on the device. */
-static const char *s_classify (bool poisoned, double got, double want, double atol, double rtol, double dmax,
-                               bool *overflowed, double *e)
+/* What one element is (ak_compare in kernels/ak_kernel_cuda.h classifies
+   exactly so on the device). */
+typedef enum { S_FINE = 0, S_OVERFLOWED, S_UNWRITTEN, S_NONFINITE, S_BEYOND } s_kind_t;
+static const char *const s_kind_text[] = { NULL, NULL, "unwritten", "non-finite", "beyond tolerance" };
+
+/*  One element; *e the error where both values are finite, else -1.  An
+    infinity where the float64 reference is finite fails, unless the
+    reference itself is beyond the element type's largest value: then it
+    is overflowed (counted, not failed: the kernel's dtype cannot hold the
+    answer). */
+static s_kind_t s_classify (bool poisoned, double got, double want, double atol, double rtol, double dmax,
+                            double *e)
 {
-    *overflowed = false;
     *e = -1;
     if (poisoned)
-        return "unwritten";
-    if (!isfinite (got) && isfinite (want) && fabs (want) > dmax) {
+        return S_UNWRITTEN;
+    if (!isfinite (got) && isfinite (want) && fabs (want) > dmax)
         /* The true answer is beyond what the element type holds: nothing
            representable is right.  An infinity of its sign is the
            expected result; an infinity of the other sign or a NaN comes
            from an accumulator overflowing on the way (products of
            near-max 16-bit inputs beyond float32's range, summed in
            whatever order the kernel chose). */
-        *overflowed = true;
-        return NULL;
-    }
+        return S_OVERFLOWED;
     if (!isfinite (got) && isfinite (want))
-        return "non-finite";
-    if (!isfinite (want)) {
+        return S_NONFINITE;
+    if (!isfinite (want))
         /* The reference itself overflowed: only the same special value
            matches. */
-        bool same = (isnan (want) && isnan (got)) || want == got;
-        return same ? NULL : "beyond tolerance";
-    }
+        return (isnan (want) && isnan (got)) || want == got ? S_FINE : S_BEYOND;
     *e = fabs (got - want);
-    return *e <= atol + rtol * fabs (want) ? NULL : "beyond tolerance";
+    return *e <= atol + rtol * fabs (want) ? S_FINE : S_BEYOND;
 }
 
 /*  The outputs judged on the device (c->dcmp): counts from the backend's
@@ -107,16 +104,15 @@ static int s_compare_device (const ak_gcfg_t *c, double atol, double rtol, doubl
         if (rc)
             return ak_err_prefix (err, "reading %s[%llu] back at %s", spec->outputs[k].name,
                                   (unsigned long long) d.first, c->label);
-        bool over;
         double e;
         double got = ak_elem_load (c->dt, raw, 0);
-        const char *kind = s_classify (!spec->inplace && ak_gate_all_bytes (raw, c->esz, AK_POISON_BYTE),
-                                       got, want, atol, rtol, dmax, &over, &e);
+        s_kind_t kind = s_classify (!spec->inplace && ak_gate_all_bytes (raw, c->esz, AK_POISON_BYTE),
+                                    got, want, atol, rtol, dmax, &e);
         r->first_out = k;
         r->first_i = (size_t) d.first;
         r->first_got = got;
         r->first_want = want;
-        r->first_kind = kind ? kind : "beyond tolerance";
+        r->first_kind = s_kind_text[kind] ? s_kind_text[kind] : "beyond tolerance";
     }
     return 0;
 }
@@ -138,29 +134,26 @@ int ak_gcfg_compare (const ak_gcfg_t *c, double tol_scale, ak_gcmp_t *r, ak_err_
             for (size_t i = 0; i < c->nout[k]; i++) {
                 double want = c->ref[k][i];
                 double got = ak_elem_load (c->dt, c->got[k], i);
-                bool over;
                 double e;
-                const char *kind = s_classify (!spec->inplace && ak_gate_all_bytes (c->got[k] + i * c->esz,
-                                                                                    c->esz, AK_POISON_BYTE),
-                                               got, want, atol, rtol, dmax, &over, &e);
+                s_kind_t kind = s_classify (!spec->inplace && ak_gate_all_bytes (c->got[k] + i * c->esz,
+                                                                                 c->esz, AK_POISON_BYTE),
+                                            got, want, atol, rtol, dmax, &e);
                 r->n++;
-                r->overflowed += over;
                 if (e > r->worst)
                     r->worst = e;
-                if (kind) {
-                    if (strcmp (kind, "unwritten") == 0)
-                        r->unwritten++;
-                    else if (strcmp (kind, "non-finite") == 0)
-                        r->nonfinite++;
-                    else
-                        r->beyond++;
-                    if (r->first_out < 0) {
-                        r->first_out = k;
-                        r->first_i = i;
-                        r->first_got = got;
-                        r->first_want = want;
-                        r->first_kind = kind;
-                    }
+                switch (kind) {
+                    case S_FINE:       continue;
+                    case S_OVERFLOWED: r->overflowed++; continue;
+                    case S_UNWRITTEN:  r->unwritten++; break;
+                    case S_NONFINITE:  r->nonfinite++; break;
+                    case S_BEYOND:     r->beyond++; break;
+                }
+                if (r->first_out < 0) {
+                    r->first_out = k;
+                    r->first_i = i;
+                    r->first_got = got;
+                    r->first_want = want;
+                    r->first_kind = s_kind_text[kind];
                 }
             }
         }

@@ -32,6 +32,7 @@ limit=$4
 manifest=${5:-$root/kernels/batches/nightly.json}
 case $limit in '' | *[!0-9]*) echo "$0: SECONDS must be a whole number, not '$limit'" >&2; exit 2 ;; esac
 export AK_SOURCE_DIR="$root"
+. "$root/ops/bench/nightly_lib.sh"
 # ipc:// paths must be short: a run directory under /tmp, not the state's.
 run=$(mktemp -d /tmp/akcarry.XXXXXX)
 ctl="$bin/akctl --coordinator ipc://$run/clients.ipc --timeout 60000"
@@ -76,6 +77,7 @@ fi
 
 done_before=$($ctl status "$batch" --json | python3 -c 'import json,sys; s=json.load(sys.stdin); c=s["counts"]; print("%d/%d" % (s["total"] - c["queued"] - c["leased"], s["total"]))' 2>/dev/null || echo "?")
 wrc=0
+# shellcheck disable=SC2086  # ctl is a command line: split on purpose
 timeout "$limit" $ctl watch "$batch" || wrc=$?
 t1=$(date +%s)
 kill "$worker" 2>/dev/null || true
@@ -89,13 +91,7 @@ echo "run $call: $(date -u -d "@$t0" +%FT%TZ) .. $(date -u -d "@$t1" +%FT%TZ) $(
     >>"$state/calls.log"
 
 if [ "$finished" = yes ]; then
-    $ctl report "$batch" --json >"$out/report.json"
-    $ctl receipts "$batch" --json >"$out/receipts.json"
-    python3 "$root/ops/bench/best_by_candidate.py" "$out/receipts.json" --out "$out/best_by_candidate.md" >/dev/null \
-        || echo "nightly_carry: best_by_candidate.md not written" >&2
-    $ctl report "$batch" --out "$out/report" >/dev/null
-    $ctl report "$batch" >"$out/report.txt"
-    $ctl stats --json >"$out/stats.json" 2>/dev/null || true
+    nightly_results "$ctl" "$batch" "$out" "$root"
 fi
 $ctl shutdown >/dev/null 2>&1 || kill "$coord" 2>/dev/null || true
 wait "$coord" 2>/dev/null || true
@@ -106,11 +102,5 @@ cat "$out/carry.txt"
 tar czf "$out/state.tgz" -C "$state" .
 
 [ "$finished" = yes ] || exit 75
-if python3 -c 'import torch' 2>/dev/null; then
-    python3 "$root/ops/bench/torch_compare.py" --report "$out/report.json" \
-        --receipts "$out/receipts.json" --specs "$root/kernels" \
-        --out "$out/compare.md" --json-out "$out/compare.json" || true
-else
-    echo "nightly_carry: no PyTorch here: compare.md not written"
-fi
+nightly_compare "$out" "$root" || true
 exit $wrc

@@ -30,6 +30,7 @@ mkdir -p "$2"
 out=$(cd "$2" && pwd)
 manifest=${3:-$root/kernels/batches/nightly.json}
 export AK_SOURCE_DIR="$root"
+. "$root/ops/bench/nightly_lib.sh"
 ctl="$bin/akctl --coordinator ipc://$out/clients.ipc --timeout 30000"
 
 plain=""
@@ -51,13 +52,8 @@ $ctl watch "$batch" || rc=$?
 t1=$(date +%s)
 echo "nightly: batch $batch finished (watch exit $rc) in $((t1 - t0)) s" | tee "$out/timing.txt"
 
-$ctl report "$batch" --json >"$out/report.json"
-$ctl receipts "$batch" --json >"$out/receipts.json"
-python3 "$root/ops/bench/best_by_candidate.py" "$out/receipts.json" --out "$out/best_by_candidate.md" >/dev/null \
-    || echo "nightly: best_by_candidate.md not written" >&2
-$ctl report "$batch" --out "$out/report" >/dev/null
-$ctl report "$batch" | tee "$out/report.txt" | tail -40
-$ctl stats --json >"$out/stats.json" 2>/dev/null || true
+nightly_results "$ctl" "$batch" "$out" "$root"
+tail -40 "$out/report.txt"
 
 # The verify step needs the worker still alive: verify tasks are pinned to
 # the live workers of each entry's class.
@@ -87,11 +83,5 @@ $ctl shutdown >/dev/null 2>&1 || kill "$coord" 2>/dev/null || true
 wait "$coord" 2>/dev/null || true
 trap - EXIT
 
-if python3 -c 'import torch' 2>/dev/null; then
-    python3 "$root/ops/bench/torch_compare.py" --report "$out/report.json" \
-        --receipts "$out/receipts.json" --specs "$root/kernels" \
-        --out "$out/compare.md" --json-out "$out/compare.json"
-else
-    echo "nightly: no PyTorch here: compare.md not written"
-fi
+nightly_compare "$out" "$root"
 exit $rc

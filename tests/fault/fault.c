@@ -377,16 +377,10 @@ char *ak_fault_stub_bundle (const char *dir, const char *name, int ntune, const 
     values[0] = '\0';
     for (int i = 1; i <= ntune; i++)
         used += (size_t) snprintf (values + used, cap - used, "%s%d", i > 1 ? ", " : "", i);
-    char *spec = ak_sprintf (
-        "{\"schema_version\": 1, \"name\": \"fa\", \"keys\": [\"rows\", \"cols\"],"
-        " \"dtypes\": [\"float32\"], \"tolerances\": {\"float32\": {\"atol\": 1e-5, \"rtol\": 1e-5}},"
-        " \"sizes\": [{\"name\": \"small\", \"size\": {\"rows\": 4, \"cols\": 8}}],"
-        " \"stability_size\": \"small\", \"flops\": \"rows*cols\", \"bytes\": \"2*rows*cols*b\","
-        " \"inputs\": [{\"name\": \"x\", \"count\": \"rows*cols\", \"range\": [-1, 1]}],"
-        " \"outputs\": [{\"name\": \"y\", \"count\": \"rows*cols\"}],"
-        " \"reference\": \"ref.c\", \"baselines\": [{\"backend\": \"host\", \"source\": \"base.c\"}],"
-        " \"candidates\": [{\"name\": \"c\", \"backend\": \"host\", \"source\": \"c.c\","
-        "                   \"params\": {\"P\": [%s]}}]}", values);
+    char *cands = ak_sprintf ("[{\"name\": \"c\", \"backend\": \"host\", \"source\": \"c.c\","
+                              " \"params\": {\"P\": [%s]}}]", values);
+    char *spec = ak_test_stub_spec ("fa", cands);
+    free (cands);
     free (ak_test_write (op, "spec.json", spec));
     free (ak_test_write (op, "ref.c", "/* reference stub: never compiled by fault tests */\n"));
     free (ak_test_write (op, "base.c", "/* baseline stub */\n"));

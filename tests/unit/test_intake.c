@@ -13,6 +13,7 @@
 #include "coordinator/registry.h"
 #include "coordinator/sched.h"
 #include "store.h"
+#include "unit.h"
 #include "util.h"
 
 #define NTASKS 4
@@ -67,18 +68,7 @@ static void s_put_records (ak_store_t *store)
 
 static Ak__Hello *s_hello (const char *id)
 {
-    Ak__Hello *h = ak_malloc (sizeof *h);
-    ak__hello__init (h);
-    ak_cpb_set (&h->worker_id, id);
-    ak_cpb_set (&h->host, "testhost");
-    h->devices = ak_calloc (1, sizeof *h->devices);
-    h->devices[0] = ak_malloc (sizeof *h->devices[0]);
-    ak__device__init (h->devices[0]);
-    ak_cpb_set (&h->devices[0]->device_class, "host");
-    h->n_devices = 1;
-    h->slots = 2;
-    h->prefetch = 1;
-    return h;
+    return ak_unit_hello (id, 2, 1);
 }
 
 /* Opens (or re-opens) the store and rebuilds the index, as akcoord does. */

@@ -38,16 +38,7 @@ typedef struct {
 
 static ak_worker_t *s_worker (fx_t *fx, const char *id, const char *route)
 {
-    Ak__Hello *h = ak_malloc (sizeof *h);
-    ak__hello__init (h);
-    ak_cpb_set (&h->worker_id, id);
-    ak_cpb_set (&h->host, "testhost");
-    h->devices = ak_calloc (1, sizeof *h->devices);
-    h->devices[0] = ak_malloc (sizeof *h->devices[0]);
-    ak__device__init (h->devices[0]);
-    ak_cpb_set (&h->devices[0]->device_class, "host");
-    h->n_devices = 1;
-    h->slots = 64;
+    Ak__Hello *h = ak_unit_hello (id, 64, 0);
     bool was_alive = false;
     return ak_registry_hello (fx->reg, route, 3, &h, 1000, &was_alive);
 }

@@ -342,15 +342,7 @@ void ak_rounds_fx_write_op (const char *dir)
 {
     char *sub = ak_path_join (dir, "opa");
     assert_int_equal (ak_mkdir_p (sub, 0700, NULL), 0);
-    char *spec = ak_sprintf (
-        "{\"schema_version\": 1, \"name\": \"opa\", \"keys\": [\"rows\", \"cols\"],"
-        " \"dtypes\": [\"float32\"], \"tolerances\": {\"float32\": {\"atol\": 1e-5, \"rtol\": 1e-5}},"
-        " \"sizes\": [{\"name\": \"small\", \"size\": {\"rows\": 4, \"cols\": 8}}],"
-        " \"stability_size\": \"small\", \"flops\": \"rows*cols\", \"bytes\": \"2*rows*cols*b\","
-        " \"inputs\": [{\"name\": \"x\", \"count\": \"rows*cols\", \"range\": [-1, 1]}],"
-        " \"outputs\": [{\"name\": \"y\", \"count\": \"rows*cols\"}],"
-        " \"reference\": \"ref.c\", \"baselines\": [{\"backend\": \"host\", \"source\": \"base.c\"}],"
-        " \"candidates\": %s}", s_rounds_cands);
+    char *spec = ak_test_stub_spec ("opa", s_rounds_cands);
     free (ak_test_write (sub, "spec.json", spec));
     free (ak_test_write (sub, "ref.c", "/* reference */\n"));
     free (ak_test_write (sub, "base.c", "/* baseline */\n"));
@@ -381,6 +373,22 @@ int64_t ak_rounds_fx_param (Ak__Param *const *params, size_t n, const char *name
             return params[i]->value;
     fail_msg ("no param %s", name);
     return 0;
+}
+
+Ak__Hello *ak_unit_hello (const char *id, uint32_t slots, uint32_t prefetch)
+{
+    Ak__Hello *h = ak_malloc (sizeof *h);
+    ak__hello__init (h);
+    ak_cpb_set (&h->worker_id, id);
+    ak_cpb_set (&h->host, "testhost");
+    h->devices = ak_calloc (1, sizeof *h->devices);
+    h->devices[0] = ak_malloc (sizeof *h->devices[0]);
+    ak__device__init (h->devices[0]);
+    ak_cpb_set (&h->devices[0]->device_class, "host");
+    h->n_devices = 1;
+    h->slots = slots;
+    h->prefetch = prefetch;
+    return h;
 }
 
 Ak__Receipt *ak_rounds_fx_receipt (const char *id, const char *worker, double speedup, double noise)

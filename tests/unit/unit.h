@@ -105,4 +105,8 @@ int64_t ak_rounds_fx_param (Ak__Param *const *params, size_t n, const char *name
    the candidate 100/speedup, speedup and noise as given. */
 Ak__Receipt *ak_rounds_fx_receipt (const char *id, const char *worker, double speedup, double noise);
 
+/* A HELLO of worker id from host "testhost" with one device of class
+   "host", slots and prefetch as given (free with ak__hello__free_unpacked). */
+Ak__Hello *ak_unit_hello (const char *id, uint32_t slots, uint32_t prefetch);
+
 #endif
