@@ -599,10 +599,10 @@ void ak_gcfg_key (const ak_gcfg_t *c, ak_gxform_t x, uint8_t key[AK_REFCACHE_KEY
 
 /*  Whether this configuration may use the cache: there is one, and the
     identity of every reference involved is known. */
-static bool s_cacheable (const ak_gcfg_t *c)
+static bool s_cacheable (const ak_gcfg_t *c, const ak_refcache_t *cache)
 {
     const ak_gate_ctx_t *ctx = c->ctx;
-    if (!ctx->refcache || !ctx->ref_digest || !ctx->ref_digest[0])
+    if (!cache || !ctx->ref_digest || !ctx->ref_digest[0])
         return false;
     if (ctx->dref && ctx->dref_launch && (!ctx->dref_digest || !ctx->dref_digest[0]))
         return false;
@@ -672,7 +672,7 @@ int ak_gcfg_prepare (ak_grun_t *run, const char *name, const int64_t *dims, ak_d
         /* Judged on the device; the reference's outputs from, or for, the
            device cache (gates.h). */
         uint64_t t0 = ak_clock_mono_ns ();
-        bool keyed = ctx->drefcache && !spec->inplace && s_cacheable (c);
+        bool keyed = !spec->inplace && s_cacheable (c, ctx->drefcache);
         if (keyed) {
             ak_gcfg_key (c, x, c->key);
             c->dhit = ak_refcache_get (ctx->drefcache, c->key);
@@ -705,7 +705,7 @@ int ak_gcfg_prepare (ak_grun_t *run, const char *name, const int64_t *dims, ak_d
         if (rc)
             goto fail;
     }
-    else if (s_cacheable (c)) {
+    else if (s_cacheable (c, ctx->refcache)) {
         ak_gcfg_key (c, x, c->key);
         c->hit = ak_refcache_get (ctx->refcache, c->key);
         c->cacheable = c->hit == NULL;
