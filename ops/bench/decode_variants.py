@@ -44,7 +44,9 @@ def die(msg):
 
 def build(outdir, specs):
     nvcc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
-    prelude = open(os.path.join(ROOT, "kernels", "ak_kernel_cuda.h")).read()
+    # the prelude as the worker embeds it: the ABI, then the building blocks
+    prelude = "".join(open(os.path.join(ROOT, "kernels", f)).read()
+                      for f in ("ak_kernel_cuda.h", "ak_blocks_cuda.h"))
     os.makedirs(outdir, exist_ok=True)
     for spec in specs:
         name, _, rest = spec.partition("=")

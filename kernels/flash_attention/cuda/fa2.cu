@@ -109,55 +109,6 @@ __device__ void s_plain (const ak_cuda_args_t &a)
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 /* ------------------------------------------------------ tensor-core path */
 
-#ifdef AK_DTYPE_FLOAT16
-#define MMA_TYPE "f16"
-__device__ __forceinline__ unsigned s_pack (float x, float y)
-{
-    __half2 h = __floats2half2_rn (x, y);
-    return *(unsigned *) &h;
-}
-#else
-#define MMA_TYPE "bf16"
-__device__ __forceinline__ unsigned s_pack (float x, float y)
-{
-    __nv_bfloat162 h = __floats2bfloat162_rn (x, y);
-    return *(unsigned *) &h;
-}
-#endif
-
-__device__ __forceinline__ unsigned s_smem_addr (const void *p)
-{
-    return (unsigned) __cvta_generic_to_shared (p);
-}
-
-__device__ __forceinline__ void s_cp_async16 (void *dst, const void *src, bool valid)
-{
-    asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                  :: "r" (s_smem_addr (dst)), "l" (src), "r" (valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void s_ldmatrix_x4 (unsigned r[4], const void *p)
-{
-    asm volatile ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                  : "=r" (r[0]), "=r" (r[1]), "=r" (r[2]), "=r" (r[3]) : "r" (s_smem_addr (p)));
-}
-
-__device__ __forceinline__ void s_ldmatrix_x4_trans (unsigned r[4], const void *p)
-{
-    asm volatile ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                  : "=r" (r[0]), "=r" (r[1]), "=r" (r[2]), "=r" (r[3]) : "r" (s_smem_addr (p)));
-}
-
-__device__ __forceinline__ void s_mma (float c[4], const unsigned a[4], unsigned b0, unsigned b1)
-{
-    /* not volatile: a pure register operation the compiler may schedule
-       among the (volatile, ordered) ldmatrix loads */
-    asm ("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "
-                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                  : "+f" (c[0]), "+f" (c[1]), "+f" (c[2]), "+f" (c[3])
-                  : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "r" (b0), "r" (b1));
-}
-
 /*  rows [row0, row0+nrows) of a [S][HD] matrix into smem (stride HD+8),
     zero past S. */
 template <int HD>
@@ -167,7 +118,7 @@ __device__ __forceinline__ void s_load_rows (ak_t *dst, const ak_t *src, ak_i64 
     for (int c = threadIdx.x; c < nrows * CPR; c += NW * 32) {
         const int r = c / CPR, col = (c % CPR) * 8;
         const bool ok = row0 + r < S;
-        s_cp_async16 (dst + r * (HD + 8) + col, src + (ok ? (row0 + r) * HD + col : 0), ok);
+        ak_cp_async16 (dst + r * (HD + 8) + col, src + (ok ? (row0 + r) * HD + col : 0), ok);
     }
 }
 
@@ -229,7 +180,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
         if (QREG && t == 0) {
 #pragma unroll
             for (int kk = 0; kk < (QREG ? HD / 16 : 1); kk++)
-                s_ldmatrix_x4 (qf[kk], Qs + (wrow + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
+                ak_ldmatrix_x4 (qf[kk], Qs + (wrow + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
         }
         if (t + 1 < ntiles) {
             const int st = (t + 1) & 1;
@@ -262,17 +213,17 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
                         qa[mt][e] = qf[QREG ? kk : 0][e];
                 }
                 else
-                    s_ldmatrix_x4 (qa[mt], Qs + (wrow + mt * 16 + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
+                    ak_ldmatrix_x4 (qa[mt], Qs + (wrow + mt * 16 + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
             }
 #pragma unroll
             for (int j = 0; j < NJ; j += 2) {
                 unsigned r[4];
                 const int mat = lane >> 3;
-                s_ldmatrix_x4 (r, ks + (j * 8 + (lane & 7) + (mat >> 1) * 8) * SD + kk * 16 + (mat & 1) * 8);
+                ak_ldmatrix_x4 (r, ks + (j * 8 + (lane & 7) + (mat >> 1) * 8) * SD + kk * 16 + (mat & 1) * 8);
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    s_mma (s[mt][j], qa[mt], r[0], r[1]);
-                    s_mma (s[mt][j + 1], qa[mt], r[2], r[3]);
+                    ak_mma_16816 (s[mt][j], qa[mt], r[0], r[1]);
+                    ak_mma_16816 (s[mt][j + 1], qa[mt], r[2], r[3]);
                 }
             }
         }
@@ -329,20 +280,20 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
                         p[u][e] = exp2f (s[mt][2 * kk + u][e] - mu[mt][e >> 1]);
                         l[mt][e >> 1] += p[u][e];
                     }
-                pa[mt][0] = s_pack (p[0][0], p[0][1]);
-                pa[mt][1] = s_pack (p[0][2], p[0][3]);
-                pa[mt][2] = s_pack (p[1][0], p[1][1]);
-                pa[mt][3] = s_pack (p[1][2], p[1][3]);
+                pa[mt][0] = ak_pack2 (p[0][0], p[0][1]);
+                pa[mt][1] = ak_pack2 (p[0][2], p[0][3]);
+                pa[mt][2] = ak_pack2 (p[1][0], p[1][1]);
+                pa[mt][3] = ak_pack2 (p[1][2], p[1][3]);
             }
 #pragma unroll
             for (int d = 0; d < ND; d += 2) {
                 unsigned r[4];
                 const int mat = lane >> 3;
-                s_ldmatrix_x4_trans (r, vs + (kk * 16 + (lane & 7) + (mat & 1) * 8) * SD + d * 8 + (mat >> 1) * 8);
+                ak_ldmatrix_x4_trans (r, vs + (kk * 16 + (lane & 7) + (mat & 1) * 8) * SD + d * 8 + (mat >> 1) * 8);
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    s_mma (o[mt][d], pa[mt], r[0], r[1]);
-                    s_mma (o[mt][d + 1], pa[mt], r[2], r[3]);
+                    ak_mma_16816 (o[mt][d], pa[mt], r[0], r[1]);
+                    ak_mma_16816 (o[mt][d + 1], pa[mt], r[2], r[3]);
                 }
             }
         }
@@ -363,7 +314,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
             ak_t *out = O + row[mt][h] * HD + (lane & 3) * 2;
 #pragma unroll
             for (int d = 0; d < ND; d++)
-                *(unsigned *) (out + d * 8) = s_pack (o[mt][d][2 * h] * inv, o[mt][d][2 * h + 1] * inv);
+                *(unsigned *) (out + d * 8) = ak_pack2 (o[mt][d][2 * h] * inv, o[mt][d][2 * h + 1] * inv);
         }
 }
 

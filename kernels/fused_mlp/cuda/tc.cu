@@ -96,39 +96,11 @@ __device__ __forceinline__ float s_silu_mul (float g, float u)
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 /* ------------------------------------------------------ tensor-core path */
 
-#ifdef AK_DTYPE_FLOAT16
-#define MMA_TYPE "f16"
-#else
-#define MMA_TYPE "bf16"
-#endif
-
-__device__ __forceinline__ unsigned s_smem_addr (const void *p)
-{
-    return (unsigned) __cvta_generic_to_shared (p);
-}
-
-__device__ __forceinline__ void s_cp_async16 (void *dst, const void *src, bool valid)
-{
-    asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                  :: "r" (s_smem_addr (dst)), "l" (src), "r" (valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void s_cp_commit (void)
-{
-    asm volatile ("cp.async.commit_group;\n" ::);
-}
-
-template <int N_>
-__device__ __forceinline__ void s_cp_wait (void)
-{
-    asm volatile ("cp.async.wait_group %0;\n" :: "n" (N_));
-}
-
 __device__ __forceinline__ void s_load_chunk (ak_t *dst, const ak_t *src_row, ak_i64 col, ak_i64 ncols,
                                               bool row_ok, bool aligned)
 {
     if (aligned && (!row_ok || col + 8 <= ncols)) {
-        s_cp_async16 (dst, row_ok ? (const void *) (src_row + col) : (const void *) src_row, row_ok);
+        ak_cp_async16 (dst, row_ok ? (const void *) (src_row + col) : (const void *) src_row, row_ok);
         return;
     }
 #pragma unroll
@@ -149,7 +121,7 @@ __device__ __forceinline__ void s_load_tile (ak_t *st, const ak_t *A, const ak_t
         for (int i = 0; i < (BM * (BK / 8) + NT - 1) / NT; i++) {
             const int c = tid + i * NT, r = c / (BK / 8), kc = (c % (BK / 8)) * 8;
             if ((BM * (BK / 8)) % NT == 0 || c < BM * (BK / 8))
-                s_cp_async16 (st + r * SA + kc, src + r * K + kc, true);
+                ak_cp_async16 (st + r * SA + kc, src + r * K + kc, true);
         }
     }
     else
@@ -170,7 +142,7 @@ __device__ __forceinline__ void s_load_tile (ak_t *st, const ak_t *A, const ak_t
             for (int i = 0; i < (BK * (BN / 8) + NT - 1) / NT; i++) {
                 const int c = tid + i * NT, r = c / (BN / 8), nc = (c % (BN / 8)) * 8;
                 if ((BK * (BN / 8)) % NT == 0 || c < BK * (BN / 8))
-                    s_cp_async16 (sb + r * SB + nc, src + r * N + nc, true);
+                    ak_cp_async16 (sb + r * SB + nc, src + r * N + nc, true);
             }
         }
         else
@@ -183,28 +155,6 @@ __device__ __forceinline__ void s_load_tile (ak_t *st, const ak_t *A, const ak_t
     }
 }
 
-__device__ __forceinline__ void s_ldmatrix_x4 (unsigned r[4], const void *p)
-{
-    asm volatile ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                  : "=r" (r[0]), "=r" (r[1]), "=r" (r[2]), "=r" (r[3]) : "r" (s_smem_addr (p)));
-}
-
-__device__ __forceinline__ void s_ldmatrix_x4_trans (unsigned r[4], const void *p)
-{
-    asm volatile ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                  : "=r" (r[0]), "=r" (r[1]), "=r" (r[2]), "=r" (r[3]) : "r" (s_smem_addr (p)));
-}
-
-__device__ __forceinline__ void s_mma (float c[4], const unsigned a[4], unsigned b0, unsigned b1)
-{
-    /* not volatile: a pure register operation the compiler may schedule
-       among the (volatile, ordered) ldmatrix loads */
-    asm ("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "
-                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                  : "+f" (c[0]), "+f" (c[1]), "+f" (c[2]), "+f" (c[3])
-                  : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "r" (b0), "r" (b1));
-}
-
 /*  The A fragments and the NB B fragments of the warp for the k16 step at
     kk of a stage. */
 template <int NB>
@@ -213,7 +163,7 @@ __device__ __forceinline__ void s_frags (unsigned (&af)[MI][4], unsigned (&bf)[N
 {
 #pragma unroll
     for (int i = 0; i < MI; i++)
-        s_ldmatrix_x4 (af[i], sa + (wm * WM + i * 16 + (lane & 15)) * SA + kk + (lane >> 4) * 8);
+        ak_ldmatrix_x4 (af[i], sa + (wm * WM + i * 16 + (lane & 15)) * SA + kk + (lane >> 4) * 8);
 #pragma unroll
     for (int b = 0; b < NB; b++) {
         const ak_t *sb = sa + BM * SA + b * BK * SB;
@@ -221,7 +171,7 @@ __device__ __forceinline__ void s_frags (unsigned (&af)[MI][4], unsigned (&bf)[N
         for (int j = 0; j < NI; j += 2) {
             unsigned r[4];
             const int mat = lane >> 3;
-            s_ldmatrix_x4_trans (r, sb + (kk + (lane & 7) + (mat & 1) * 8) * SB + wn * WN + j * 8 + (mat >> 1) * 8);
+            ak_ldmatrix_x4_trans (r, sb + (kk + (lane & 7) + (mat & 1) * 8) * SB + wn * WN + j * 8 + (mat >> 1) * 8);
             bf[b][j][0] = r[0];
             bf[b][j][1] = r[1];
             bf[b][j + 1][0] = r[2];
@@ -254,16 +204,16 @@ __device__ __forceinline__ void s_gemm_tile (ak_t *smem, const ak_t *A, const ak
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < KT)
             s_load_tile<NB> (smem + s * STAGE_ELEMS, A, B0, B1, M, N, K, m0, n0, (ak_i64) s * BK, a_al, b_al);
-        s_cp_commit ();
+        ak_cp_commit ();
     }
     for (int kt = 0; kt < KT; kt++) {
-        s_cp_wait<STAGES - 2> ();
+        ak_cp_wait<STAGES - 2> ();
         __syncthreads ();
         const int nk = kt + STAGES - 1;
         if (nk < KT)
             s_load_tile<NB> (smem + (nk % STAGES) * STAGE_ELEMS, A, B0, B1, M, N, K, m0, n0,
                              (ak_i64) nk * BK, a_al, b_al);
-        s_cp_commit ();
+        ak_cp_commit ();
         const ak_t *sa = smem + (kt % STAGES) * STAGE_ELEMS;
         /* fragments of step ks+1 load while the mma of step ks run */
         unsigned af[2][MI][4], bf[2][NB][NI][2];
@@ -278,10 +228,10 @@ __device__ __forceinline__ void s_gemm_tile (ak_t *smem, const ak_t *A, const ak
                 for (int i = 0; i < MI; i++)
 #pragma unroll
                     for (int j = 0; j < NI; j++)
-                        s_mma (acc[b][i][j], af[ks & 1][i], bf[ks & 1][b][j][0], bf[ks & 1][b][j][1]);
+                        ak_mma_16816 (acc[b][i][j], af[ks & 1][i], bf[ks & 1][b][j][0], bf[ks & 1][b][j][1]);
         }
     }
-    s_cp_wait<0> ();
+    ak_cp_wait<0> ();
     __syncthreads ();
 }
 

@@ -126,155 +126,8 @@ __device__ __forceinline__ float s_silu_mul (float g, float u)
 
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 
-#ifdef AK_DTYPE_FLOAT16
-#define S_WT "f16"
-#else
-#define S_WT "bf16"
-#endif
-
-/* ------------------------------------------------------------ PTX helpers */
-
-__device__ __forceinline__ unsigned s_smem (const void *p)
-{
-    return (unsigned) __cvta_generic_to_shared (p);
-}
-
-__device__ __forceinline__ void s_bar_init (unsigned bar, unsigned count)
-{
-    asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r" (bar), "r" (count) : "memory");
-}
-
-__device__ __forceinline__ void s_bar_wait (unsigned bar, unsigned parity)
-{
-    unsigned done;
-    do {
-        asm volatile ("{\n.reg .pred p;\n"
-                      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                      "selp.u32 %0, 1, 0, p;\n}\n"
-                      : "=r" (done) : "r" (bar), "r" (parity) : "memory");
-    } while (!done);
-}
-
-__device__ __forceinline__ void s_bar_arrive (unsigned bar)
-{
-    asm volatile ("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r" (bar) : "memory");
-}
-
-__device__ __forceinline__ void s_bar_expect (unsigned bar, unsigned bytes)
-{
-    asm volatile ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r" (bar), "r" (bytes) : "memory");
-}
-
-/*  One box of a 2-D tensor map into shared memory; c0 the innermost
-    coordinate.  Completes bytes on bar. */
-__device__ __forceinline__ void s_tma_load (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, unsigned bar)
-{
-    asm volatile ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                  " [%0], [%1, {%2, %3}], [%4];\n"
-                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (bar) : "memory");
-}
-
-__device__ __forceinline__ void s_wgmma_fence (void)
-{
-    asm volatile ("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void s_wgmma_commit (void)
-{
-    asm volatile ("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-
-template <int N_>
-__device__ __forceinline__ void s_wgmma_wait (void)
-{
-    asm volatile ("wgmma.wait_group.sync.aligned %0;\n" :: "n" (N_) : "memory");
-}
-
-/*  Tells the compiler a register may have changed (the wgmma wrote it
-    asynchronously): no read of it moves above the wait. */
-__device__ __forceinline__ void s_reg_fence (float &r)
-{
-    asm volatile ("" : "+f" (r) :: "memory");
-}
-
-/*  Shared-memory matrix descriptor, 128-byte swizzle: start address >> 4
-    (bits 0-13), LBO >> 4 (16-29), SBO >> 4 (32-45), base offset 0 (the
-    stages are 1024-byte aligned), swizzle mode 1 = 128B (62-63). */
-__device__ __forceinline__ ak_u64 s_desc (unsigned addr, unsigned lbo, unsigned sbo)
-{
-    return (ak_u64) ((addr & 0x3FFFF) >> 4) | (ak_u64) ((lbo >> 4) & 0x3FFF) << 16
-           | (ak_u64) ((sbo >> 4) & 0x3FFF) << 32 | 1ull << 62;
-}
-
-/*  D[64 x N] (+)= A[64 x 16] * B[16 x N]: A K-major (imm-trans-a 0), B
-    N-major (imm-trans-b 1), scales +1; acc 0 overwrites D. */
-template <int N_>
-__device__ __forceinline__ void s_wgmma (float (&d)[N_ / 2], ak_u64 da, ak_u64 db, int acc);
-
-template <> __device__ __forceinline__ void s_wgmma<64> (float (&d)[32], ak_u64 da, ak_u64 db, int acc)
-{
-    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." S_WT "." S_WT " {"
-                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
-                  "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-                  "}, %32, %33, p, 1, 1, 0, 1;\n}\n"
-                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
-                    "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
-                    "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
-                    "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31])
-                  : "l" (da), "l" (db), "r" (acc));
-}
-
-template <> __device__ __forceinline__ void s_wgmma<128> (float (&d)[64], ak_u64 da, ak_u64 db, int acc)
-{
-    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." S_WT "." S_WT " {"
-                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
-                  "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,"
-                  "%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,"
-                  "%60,%61,%62,%63"
-                  "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
-                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
-                    "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
-                    "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
-                    "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31]),
-                    "+f" (d[32]), "+f" (d[33]), "+f" (d[34]), "+f" (d[35]), "+f" (d[36]), "+f" (d[37]), "+f" (d[38]), "+f" (d[39]),
-                    "+f" (d[40]), "+f" (d[41]), "+f" (d[42]), "+f" (d[43]), "+f" (d[44]), "+f" (d[45]), "+f" (d[46]), "+f" (d[47]),
-                    "+f" (d[48]), "+f" (d[49]), "+f" (d[50]), "+f" (d[51]), "+f" (d[52]), "+f" (d[53]), "+f" (d[54]), "+f" (d[55]),
-                    "+f" (d[56]), "+f" (d[57]), "+f" (d[58]), "+f" (d[59]), "+f" (d[60]), "+f" (d[61]), "+f" (d[62]), "+f" (d[63])
-                  : "l" (da), "l" (db), "r" (acc));
-}
-
-template <> __device__ __forceinline__ void s_wgmma<256> (float (&d)[128], ak_u64 da, ak_u64 db, int acc)
-{
-    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                  "wgmma.mma_async.sync.aligned.m64n256k16.f32." S_WT "." S_WT " {"
-                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
-                  "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,"
-                  "%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,"
-                  "%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,"
-                  "%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,"
-                  "%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,"
-                  "%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
-                  "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
-                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
-                    "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
-                    "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
-                    "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31]),
-                    "+f" (d[32]), "+f" (d[33]), "+f" (d[34]), "+f" (d[35]), "+f" (d[36]), "+f" (d[37]), "+f" (d[38]), "+f" (d[39]),
-                    "+f" (d[40]), "+f" (d[41]), "+f" (d[42]), "+f" (d[43]), "+f" (d[44]), "+f" (d[45]), "+f" (d[46]), "+f" (d[47]),
-                    "+f" (d[48]), "+f" (d[49]), "+f" (d[50]), "+f" (d[51]), "+f" (d[52]), "+f" (d[53]), "+f" (d[54]), "+f" (d[55]),
-                    "+f" (d[56]), "+f" (d[57]), "+f" (d[58]), "+f" (d[59]), "+f" (d[60]), "+f" (d[61]), "+f" (d[62]), "+f" (d[63]),
-                    "+f" (d[64]), "+f" (d[65]), "+f" (d[66]), "+f" (d[67]), "+f" (d[68]), "+f" (d[69]), "+f" (d[70]), "+f" (d[71]),
-                    "+f" (d[72]), "+f" (d[73]), "+f" (d[74]), "+f" (d[75]), "+f" (d[76]), "+f" (d[77]), "+f" (d[78]), "+f" (d[79]),
-                    "+f" (d[80]), "+f" (d[81]), "+f" (d[82]), "+f" (d[83]), "+f" (d[84]), "+f" (d[85]), "+f" (d[86]), "+f" (d[87]),
-                    "+f" (d[88]), "+f" (d[89]), "+f" (d[90]), "+f" (d[91]), "+f" (d[92]), "+f" (d[93]), "+f" (d[94]), "+f" (d[95]),
-                    "+f" (d[96]), "+f" (d[97]), "+f" (d[98]), "+f" (d[99]), "+f" (d[100]), "+f" (d[101]), "+f" (d[102]), "+f" (d[103]),
-                    "+f" (d[104]), "+f" (d[105]), "+f" (d[106]), "+f" (d[107]), "+f" (d[108]), "+f" (d[109]), "+f" (d[110]), "+f" (d[111]),
-                    "+f" (d[112]), "+f" (d[113]), "+f" (d[114]), "+f" (d[115]), "+f" (d[116]), "+f" (d[117]), "+f" (d[118]), "+f" (d[119]),
-                    "+f" (d[120]), "+f" (d[121]), "+f" (d[122]), "+f" (d[123]), "+f" (d[124]), "+f" (d[125]), "+f" (d[126]), "+f" (d[127])
-                  : "l" (da), "l" (db), "r" (acc));
-}
+/* The Hopper building blocks (ak_smem, ak_bar_*, ak_tma_load_2d, ak_wgmma*)
+   are in the second prelude, kernels/ak_blocks_cuda.h. */
 
 /* ------------------------------------------------------------ the stages */
 
@@ -388,27 +241,27 @@ __device__ __forceinline__ void s_consume (int tiles, int tiles_m, int KT, unsig
         const ak_i64 m0 = (ak_i64) (t % tiles_m) * BM, n0 = (ak_i64) (t / tiles_m) * BN;
         int prev = 0;
         for (int kt = 0; kt < KT; kt++) {
-            s_bar_wait (full_s + 8 * s, ph);
+            ak_bar_wait (full_s + 8 * s, ph);
             const unsigned sa = base_s + s * STAGE_BYTES + cw * WGM * 128;
             const unsigned sb = base_s + s * STAGE_BYTES + A_BYTES;
-            s_wgmma_fence ();
+            ak_wgmma_fence ();
 #pragma unroll
             for (int kk = 0; kk < BK / 16; kk++) {
-                const ak_u64 dg = s_desc (sb + kk * 16 * 128, BK * 128, 1024);
+                const ak_u64 dg = ak_wgmma_desc (sb + kk * 16 * 128, BK * 128, 1024);
 #pragma unroll
                 for (int i = 0; i < MI; i++) {
-                    const ak_u64 da = s_desc (sa + (kk / 4) * BM * 128 + i * 64 * 128 + (kk % 4) * 32, 16, 1024);
-                    s_wgmma<BN> (acc_g[i], da, dg, kt > 0 || kk > 0);
+                    const ak_u64 da = ak_wgmma_desc (sa + (kk / 4) * BM * 128 + i * 64 * 128 + (kk % 4) * 32, 16, 1024);
+                    ak_wgmma<BN> (acc_g[i], da, dg, kt > 0 || kk > 0);
                     if constexpr (PHASE == 0)
-                        s_wgmma<BN> (acc_u[i], da, s_desc (sb + B_BYTES + kk * 16 * 128, BK * 128, 1024),
+                        ak_wgmma<BN> (acc_u[i], da, ak_wgmma_desc (sb + B_BYTES + kk * 16 * 128, BK * 128, 1024),
                                      kt > 0 || kk > 0);
                 }
             }
-            s_wgmma_commit ();
+            ak_wgmma_commit ();
             if (kt > 0) {
-                s_wgmma_wait<1> ();
+                ak_wgmma_wait<1> ();
                 if (tid == 0)
-                    s_bar_arrive (empty_s + 8 * prev);
+                    ak_bar_arrive (empty_s + 8 * prev);
             }
             prev = s;
             if (++s == STAGES) {
@@ -416,17 +269,17 @@ __device__ __forceinline__ void s_consume (int tiles, int tiles_m, int KT, unsig
                 ph ^= 1;
             }
         }
-        s_wgmma_wait<0> ();
+        ak_wgmma_wait<0> ();
         if (tid == 0)
-            s_bar_arrive (empty_s + 8 * prev);
+            ak_bar_arrive (empty_s + 8 * prev);
 #pragma unroll
         for (int i = 0; i < MI; i++) {
 #pragma unroll
             for (int j = 0; j < BN / 2; j++)
-                s_reg_fence (acc_g[i][j]);
+                ak_reg_fence (acc_g[i][j]);
 #pragma unroll
             for (int j = 0; j < (PHASE ? 1 : BN / 2); j++)
-                s_reg_fence (acc_u[i][j]);
+                ak_reg_fence (acc_u[i][j]);
         }
         s_store<PHASE == 0> (C, rows, cols, m0, n0, cw, tid, acc_g, acc_u);
     }
@@ -445,9 +298,9 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
         return;
     extern __shared__ __align__ (16) unsigned char s_raw[];
     __shared__ __align__ (8) ak_u64 full[STAGES], empty[STAGES], done;
-    const unsigned raw_s = s_smem (s_raw), base_s = (raw_s + 1023u) & ~1023u;
+    const unsigned raw_s = ak_smem (s_raw), base_s = (raw_s + 1023u) & ~1023u;
     unsigned char *smem = s_raw + (base_s - raw_s);
-    const unsigned full_s = s_smem (full), empty_s = s_smem (empty), done_s = s_smem (&done);
+    const unsigned full_s = ak_smem (full), empty_s = ak_smem (empty), done_s = ak_smem (&done);
 
     const ak_i64 batch = a.dims[0], dim = a.dims[1], hidden = a.dims[2];
     const ak_t *X = AK_IN (a, 0), *Wg = AK_IN (a, 1), *Wu = AK_IN (a, 2), *Wd = AK_IN (a, 3);
@@ -462,10 +315,10 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            s_bar_init (full_s + 8 * s, 1);
-            s_bar_init (empty_s + 8 * s, CONSUMERS);
+            ak_bar_init (full_s + 8 * s, 1);
+            ak_bar_init (empty_s + 8 * s, CONSUMERS);
         }
-        s_bar_init (done_s, CONSUMERS);
+        ak_bar_init (done_s, CONSUMERS);
         asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads ();
@@ -481,7 +334,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
         for (int phase = 0; phase < 2; phase++) {
             if (phase == 1) {
                 /* h complete everywhere before any of it is loaded */
-                s_bar_wait (done_s, 0);
+                ak_bar_wait (done_s, 0);
                 if (ptid == 0)
                     s_grid_arrive_wait ();
                 if (!tma)
@@ -498,17 +351,17 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
                 const ak_i64 m0 = (ak_i64) (t % tiles_m) * BM, n0 = (ak_i64) (t / tiles_m) * BN;
                 for (int kt = 0; kt < KT; kt++) {
                     const unsigned fb = full_s + 8 * s, st = base_s + s * STAGE_BYTES;
-                    s_bar_wait (empty_s + 8 * s, ph ^ 1);
+                    ak_bar_wait (empty_s + 8 * s, ph ^ 1);
                     if (tma) {
-                        s_bar_expect (fb, bytes);
+                        ak_bar_expect (fb, bytes);
 #pragma unroll
                         for (int p = 0; p < BK / 64; p++)
-                            s_tma_load (st + p * BM * 128, ma, kt * BK + p * 64, (int) m0, fb);
+                            ak_tma_load_2d (st + p * BM * 128, ma, kt * BK + p * 64, (int) m0, fb);
 #pragma unroll
                         for (int p = 0; p < BN / 64; p++) {
-                            s_tma_load (st + A_BYTES + p * BK * 128, mb, (int) n0 + p * 64, kt * BK, fb);
+                            ak_tma_load_2d (st + A_BYTES + p * BK * 128, mb, (int) n0 + p * 64, kt * BK, fb);
                             if (phase == 0)
-                                s_tma_load (st + A_BYTES + B_BYTES + p * BK * 128, &tm_wu, (int) n0 + p * 64,
+                                ak_tma_load_2d (st + A_BYTES + B_BYTES + p * BK * 128, &tm_wu, (int) n0 + p * 64,
                                             kt * BK, fb);
                         }
                     }
@@ -523,7 +376,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
                         asm volatile ("fence.proxy.async.shared::cta;\n" ::: "memory");
                         asm volatile ("bar.sync 1, 128;\n" ::: "memory");
                         if (ptid == 0)
-                            s_bar_arrive (fb);
+                            ak_bar_arrive (fb);
                     }
                     if (++s == STAGES) {
                         s = 0;
@@ -550,7 +403,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
     else
         asm volatile ("bar.sync 3, 128;\n" ::: "memory");
     if (tid == 0)
-        s_bar_arrive (done_s);
+        ak_bar_arrive (done_s);
     s_consume<1> (tiles2, tiles_m, KT2, base_s, full_s, empty_s, cw, tid, s, ph, Y, batch, dim);
 }
 

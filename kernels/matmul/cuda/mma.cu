@@ -57,35 +57,6 @@ static_assert (BK % 16 == 0, "BK must be a multiple of 16");
 
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 
-#ifdef AK_DTYPE_FLOAT16
-#define MMA_TYPE "f16"
-#else
-#define MMA_TYPE "bf16"
-#endif
-
-__device__ __forceinline__ unsigned s_smem_addr (const void *p)
-{
-    return (unsigned) __cvta_generic_to_shared (p);
-}
-
-__device__ __forceinline__ void s_cp_async16 (void *dst, const void *src, bool valid)
-{
-    /* src-size 0 zero-fills the 16 bytes (src must still be a valid address) */
-    asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                  :: "r" (s_smem_addr (dst)), "l" (src), "r" (valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void s_cp_commit (void)
-{
-    asm volatile ("cp.async.commit_group;\n" ::);
-}
-
-template <int N_>
-__device__ __forceinline__ void s_cp_wait (void)
-{
-    asm volatile ("cp.async.wait_group %0;\n" :: "n" (N_));
-}
-
 /*  One row chunk of 8 elements into shared memory: cp.async when the
     source is 16-byte aligned and inside the row, else element by element
     (zero past the end). */
@@ -93,7 +64,7 @@ __device__ __forceinline__ void s_load_chunk (ak_t *dst, const ak_t *src_row, ak
                                               bool row_ok, bool aligned)
 {
     if (aligned && (!row_ok || col + 8 <= ncols)) {
-        s_cp_async16 (dst, row_ok ? (const void *) (src_row + col) : (const void *) src_row, row_ok);
+        ak_cp_async16 (dst, row_ok ? (const void *) (src_row + col) : (const void *) src_row, row_ok);
         return;
     }
 #pragma unroll
@@ -113,7 +84,7 @@ __device__ __forceinline__ void s_load_tile (ak_t *sa, ak_t *sb, const ak_t *A, 
         for (int i = 0; i < (BM * (BK / 8) + NT - 1) / NT; i++) {
             const int c = tid + i * NT, r = c / (BK / 8), kc = (c % (BK / 8)) * 8;
             if ((BM * (BK / 8)) % NT == 0 || c < BM * (BK / 8))
-                s_cp_async16 (sa + r * SA + kc, src + r * K + kc, true);
+                ak_cp_async16 (sa + r * SA + kc, src + r * K + kc, true);
         }
     }
     else
@@ -130,7 +101,7 @@ __device__ __forceinline__ void s_load_tile (ak_t *sa, ak_t *sb, const ak_t *A, 
         for (int i = 0; i < (BK * (BN / 8) + NT - 1) / NT; i++) {
             const int c = tid + i * NT, r = c / (BN / 8), nc = (c % (BN / 8)) * 8;
             if ((BK * (BN / 8)) % NT == 0 || c < BK * (BN / 8))
-                s_cp_async16 (sb + r * SB + nc, src + r * N + nc, true);
+                ak_cp_async16 (sb + r * SB + nc, src + r * N + nc, true);
         }
     }
     else
@@ -142,40 +113,18 @@ __device__ __forceinline__ void s_load_tile (ak_t *sa, ak_t *sb, const ak_t *A, 
         }
 }
 
-__device__ __forceinline__ void s_ldmatrix_x4 (unsigned r[4], const void *p)
-{
-    asm volatile ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                  : "=r" (r[0]), "=r" (r[1]), "=r" (r[2]), "=r" (r[3]) : "r" (s_smem_addr (p)));
-}
-
-__device__ __forceinline__ void s_ldmatrix_x4_trans (unsigned r[4], const void *p)
-{
-    asm volatile ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                  : "=r" (r[0]), "=r" (r[1]), "=r" (r[2]), "=r" (r[3]) : "r" (s_smem_addr (p)));
-}
-
-__device__ __forceinline__ void s_mma (float c[4], const unsigned a[4], const unsigned b[2])
-{
-    /* not volatile: a pure register operation the compiler may schedule
-       among the (volatile, ordered) ldmatrix loads */
-    asm ("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "
-                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                  : "+f" (c[0]), "+f" (c[1]), "+f" (c[2]), "+f" (c[3])
-                  : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "r" (b[0]), "r" (b[1]));
-}
-
 /*  The A and B fragments of the warp for the k16 step at kk of a stage. */
 __device__ __forceinline__ void s_frags (unsigned (&af)[MI][4], unsigned (&bf)[NI][2], const ak_t *sa,
                                          const ak_t *sb, int kk, int wm, int wn, int lane)
 {
 #pragma unroll
     for (int i = 0; i < MI; i++)
-        s_ldmatrix_x4 (af[i], sa + (wm * WM + i * 16 + (lane & 15)) * SA + kk + (lane >> 4) * 8);
+        ak_ldmatrix_x4 (af[i], sa + (wm * WM + i * 16 + (lane & 15)) * SA + kk + (lane >> 4) * 8);
 #pragma unroll
     for (int j = 0; j < NI; j += 2) {
         unsigned r[4];
         const int mat = lane >> 3;
-        s_ldmatrix_x4_trans (r, sb + (kk + (lane & 7) + (mat & 1) * 8) * SB + wn * WN + j * 8 + (mat >> 1) * 8);
+        ak_ldmatrix_x4_trans (r, sb + (kk + (lane & 7) + (mat & 1) * 8) * SB + wn * WN + j * 8 + (mat >> 1) * 8);
         bf[j][0] = r[0];
         bf[j][1] = r[1];
         bf[j + 1][0] = r[2];
@@ -210,11 +159,11 @@ extern "C" __global__ void __launch_bounds__ (NT) ak_kernel (ak_cuda_args_t a)
         if (s < KT)
             s_load_tile (smem + s * STAGE_ELEMS, smem + s * STAGE_ELEMS + BM * SA, A, B, M, N, K, m0, n0,
                          (ak_i64) s * BK, tid, a_al, b_al);
-        s_cp_commit ();
+        ak_cp_commit ();
     }
 
     for (int kt = 0; kt < KT; kt++) {
-        s_cp_wait<STAGES - 2> ();
+        ak_cp_wait<STAGES - 2> ();
         __syncthreads ();
         {   /* refill the stage computed last iteration */
             const int nk = kt + STAGES - 1;
@@ -222,7 +171,7 @@ extern "C" __global__ void __launch_bounds__ (NT) ak_kernel (ak_cuda_args_t a)
                 ak_t *st = smem + (nk % STAGES) * STAGE_ELEMS;
                 s_load_tile (st, st + BM * SA, A, B, M, N, K, m0, n0, (ak_i64) nk * BK, tid, a_al, b_al);
             }
-            s_cp_commit ();
+            ak_cp_commit ();
         }
         const ak_t *sa = smem + (kt % STAGES) * STAGE_ELEMS;
         const ak_t *sb = sa + BM * SA;
@@ -237,10 +186,10 @@ extern "C" __global__ void __launch_bounds__ (NT) ak_kernel (ak_cuda_args_t a)
             for (int i = 0; i < MI; i++)
 #pragma unroll
                 for (int j = 0; j < NI; j++)
-                    s_mma (acc[i][j], af[ks & 1][i], bf[ks & 1][j]);
+                    ak_mma_16816 (acc[i][j], af[ks & 1][i], bf[ks & 1][j][0], bf[ks & 1][j][1]);
         }
     }
-    s_cp_wait<0> ();
+    ak_cp_wait<0> ();
 
     /* c0,c1: row lane/4, columns 2*(lane%4) +0/+1; c2,c3: row + 8 */
     const bool pairs = N % 2 == 0;

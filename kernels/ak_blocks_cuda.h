@@ -1,0 +1,254 @@
+#line 2 "ak_blocks_cuda.h"
+/*  kernels/ak_blocks_cuda.h: the second prelude, building blocks that
+    several catalog kernels share.
+
+    The worker prepends it to every CUDA kernel source right after
+    kernels/ak_kernel_cuda.h (the two are embedded as one text, so the
+    prelude digest, which is part of every compile cache key and recorded
+    with every installed profile entry, covers both).  A profile entry
+    carries the prelude text it was built with, so changing a block here
+    changes no installed kernel: new compilations get new keys, old entries
+    keep compiling from their own copy.  AK_BLOCKS_VERSION counts changes
+    to what a block does (not to its comments); a kernel may test it.
+
+    Everything here is __forceinline__: a kernel that does not call a block
+    emits none of its code, so the sm_90a-only instructions below cost
+    nothing to kernels built for other architectures.
+
+    Blocks, all for float16 / bfloat16 modules:
+      tensor cores with mma.sync (sm_80 and newer): ak_cp_async16 /
+      ak_cp_commit / ak_cp_wait (cp.async), ak_ldmatrix_x4[_trans],
+      ak_mma_16816 (m16n8k16, f32 accumulators) and ak_pack2; used by
+      matmul's mma, fused_mlp's tc and flash_attention's fa2 candidates;
+      Hopper (sm_90a): shared-memory addresses,
+      mbarriers, 2-D TMA loads, wgmma fences, groups and descriptors, and
+      ak_wgmma<N> (m64nNk16, f32 accumulators, A K-major, B N-major) for
+      N = 64, 128, 256; used by matmul's and fused_mlp's wgmma candidates. */
+#ifndef AK_BLOCKS_CUDA_H
+#define AK_BLOCKS_CUDA_H
+
+#define AK_BLOCKS_VERSION 1
+
+#if !defined(AK_REFERENCE) && (defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16))
+
+#ifdef AK_DTYPE_FLOAT16
+#define AK_WGMMA_T "f16"
+#else
+#define AK_WGMMA_T "bf16"
+#endif
+
+/* ------------------------------------------------------------ common */
+
+/*  The shared-memory address of p, as PTX's .shared operands take it. */
+__device__ __forceinline__ unsigned ak_smem (const void *p)
+{
+    return (unsigned) __cvta_generic_to_shared (p);
+}
+
+/* ---------------------------------------- tensor cores, mma.sync (sm_80) */
+
+#ifdef AK_DTYPE_FLOAT16
+#define AK_MMA_T "f16"
+#else
+#define AK_MMA_T "bf16"
+#endif
+
+/*  Two floats as a packed pair of ak_t (round to nearest even): the
+    register an mma.sync A fragment or a paired store takes. */
+__device__ __forceinline__ unsigned ak_pack2 (float x, float y)
+{
+#ifdef AK_DTYPE_FLOAT16
+    __half2 h = __floats2half2_rn (x, y);
+#else
+    __nv_bfloat162 h = __floats2bfloat162_rn (x, y);
+#endif
+    return *(unsigned *) &h;
+}
+
+/*  16 bytes global -> shared, asynchronously (cp.async.cg: L2 only); valid
+    false zero-fills the 16 bytes (src-size 0: src must still be a valid
+    address). */
+__device__ __forceinline__ void ak_cp_async16 (void *dst, const void *src, bool valid)
+{
+    asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                  :: "r" (ak_smem (dst)), "l" (src), "r" (valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void ak_cp_commit (void)
+{
+    asm volatile ("cp.async.commit_group;\n" ::);
+}
+
+/*  Waits until at most N_ committed groups are still in flight. */
+template <int N_>
+__device__ __forceinline__ void ak_cp_wait (void)
+{
+    asm volatile ("cp.async.wait_group %0;\n" :: "n" (N_));
+}
+
+/*  Four 8x8 b16 matrices from shared memory (lane l gives the row address
+    of matrix l/8), as mma.sync fragments; _trans transposes each. */
+__device__ __forceinline__ void ak_ldmatrix_x4 (unsigned r[4], const void *p)
+{
+    asm volatile ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                  : "=r" (r[0]), "=r" (r[1]), "=r" (r[2]), "=r" (r[3]) : "r" (ak_smem (p)));
+}
+
+__device__ __forceinline__ void ak_ldmatrix_x4_trans (unsigned r[4], const void *p)
+{
+    asm volatile ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                  : "=r" (r[0]), "=r" (r[1]), "=r" (r[2]), "=r" (r[3]) : "r" (ak_smem (p)));
+}
+
+/*  c[16x8] += a[16x16] * b[16x8] (row.col, f32 accumulators). */
+__device__ __forceinline__ void ak_mma_16816 (float c[4], const unsigned a[4], unsigned b0, unsigned b1)
+{
+    /* not volatile: a pure register operation the compiler may schedule
+       among the (volatile, ordered) ldmatrix loads */
+    asm ("mma.sync.aligned.m16n8k16.row.col.f32." AK_MMA_T "." AK_MMA_T ".f32 "
+                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                  : "+f" (c[0]), "+f" (c[1]), "+f" (c[2]), "+f" (c[3])
+                  : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "r" (b0), "r" (b1));
+}
+
+/* ------------------------------------------------------------ Hopper (sm_90a) */
+__device__ __forceinline__ void ak_bar_init (unsigned bar, unsigned count)
+{
+    asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r" (bar), "r" (count) : "memory");
+}
+
+__device__ __forceinline__ void ak_bar_wait (unsigned bar, unsigned parity)
+{
+    unsigned done;
+    do {
+        asm volatile ("{\n.reg .pred p;\n"
+                      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                      "selp.u32 %0, 1, 0, p;\n}\n"
+                      : "=r" (done) : "r" (bar), "r" (parity) : "memory");
+    } while (!done);
+}
+
+__device__ __forceinline__ void ak_bar_arrive (unsigned bar)
+{
+    asm volatile ("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r" (bar) : "memory");
+}
+
+__device__ __forceinline__ void ak_bar_expect (unsigned bar, unsigned bytes)
+{
+    asm volatile ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r" (bar), "r" (bytes) : "memory");
+}
+
+/*  One box of a 2-D tensor map into shared memory; c0 the innermost
+    coordinate.  Completes bytes on bar. */
+__device__ __forceinline__ void ak_tma_load_2d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, unsigned bar)
+{
+    asm volatile ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                  " [%0], [%1, {%2, %3}], [%4];\n"
+                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (bar) : "memory");
+}
+
+__device__ __forceinline__ void ak_wgmma_fence (void)
+{
+    asm volatile ("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void ak_wgmma_commit (void)
+{
+    asm volatile ("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int N_>
+__device__ __forceinline__ void ak_wgmma_wait (void)
+{
+    asm volatile ("wgmma.wait_group.sync.aligned %0;\n" :: "n" (N_) : "memory");
+}
+
+/*  Tells the compiler a register may have changed (the wgmma wrote it
+    asynchronously): no read of it moves above the wait. */
+__device__ __forceinline__ void ak_reg_fence (float &r)
+{
+    asm volatile ("" : "+f" (r) :: "memory");
+}
+
+/*  Shared-memory matrix descriptor, 128-byte swizzle: start address >> 4
+    (bits 0-13), LBO >> 4 (16-29), SBO >> 4 (32-45), base offset 0 (the
+    stages are 1024-byte aligned), swizzle mode 1 = 128B (62-63). */
+__device__ __forceinline__ ak_u64 ak_wgmma_desc (unsigned addr, unsigned lbo, unsigned sbo)
+{
+    return (ak_u64) ((addr & 0x3FFFF) >> 4) | (ak_u64) ((lbo >> 4) & 0x3FFF) << 16
+           | (ak_u64) ((sbo >> 4) & 0x3FFF) << 32 | 1ull << 62;
+}
+
+/*  D[64 x N] (+)= A[64 x 16] * B[16 x N]: A K-major (imm-trans-a 0), B
+    N-major (imm-trans-b 1), scales +1; acc 0 overwrites D. */
+template <int N_>
+__device__ __forceinline__ void ak_wgmma (float (&d)[N_ / 2], ak_u64 da, ak_u64 db, int acc);
+
+template <> __device__ __forceinline__ void ak_wgmma<64> (float (&d)[32], ak_u64 da, ak_u64 db, int acc)
+{
+    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
+                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
+                  "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+                  "}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
+                    "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
+                    "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
+                    "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31])
+                  : "l" (da), "l" (db), "r" (acc));
+}
+
+template <> __device__ __forceinline__ void ak_wgmma<128> (float (&d)[64], ak_u64 da, ak_u64 db, int acc)
+{
+    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
+                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
+                  "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,"
+                  "%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,"
+                  "%60,%61,%62,%63"
+                  "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
+                    "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
+                    "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
+                    "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31]),
+                    "+f" (d[32]), "+f" (d[33]), "+f" (d[34]), "+f" (d[35]), "+f" (d[36]), "+f" (d[37]), "+f" (d[38]), "+f" (d[39]),
+                    "+f" (d[40]), "+f" (d[41]), "+f" (d[42]), "+f" (d[43]), "+f" (d[44]), "+f" (d[45]), "+f" (d[46]), "+f" (d[47]),
+                    "+f" (d[48]), "+f" (d[49]), "+f" (d[50]), "+f" (d[51]), "+f" (d[52]), "+f" (d[53]), "+f" (d[54]), "+f" (d[55]),
+                    "+f" (d[56]), "+f" (d[57]), "+f" (d[58]), "+f" (d[59]), "+f" (d[60]), "+f" (d[61]), "+f" (d[62]), "+f" (d[63])
+                  : "l" (da), "l" (db), "r" (acc));
+}
+
+template <> __device__ __forceinline__ void ak_wgmma<256> (float (&d)[128], ak_u64 da, ak_u64 db, int acc)
+{
+    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                  "wgmma.mma_async.sync.aligned.m64n256k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
+                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
+                  "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,"
+                  "%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,"
+                  "%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,"
+                  "%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,"
+                  "%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,"
+                  "%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+                  "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
+                    "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
+                    "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
+                    "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31]),
+                    "+f" (d[32]), "+f" (d[33]), "+f" (d[34]), "+f" (d[35]), "+f" (d[36]), "+f" (d[37]), "+f" (d[38]), "+f" (d[39]),
+                    "+f" (d[40]), "+f" (d[41]), "+f" (d[42]), "+f" (d[43]), "+f" (d[44]), "+f" (d[45]), "+f" (d[46]), "+f" (d[47]),
+                    "+f" (d[48]), "+f" (d[49]), "+f" (d[50]), "+f" (d[51]), "+f" (d[52]), "+f" (d[53]), "+f" (d[54]), "+f" (d[55]),
+                    "+f" (d[56]), "+f" (d[57]), "+f" (d[58]), "+f" (d[59]), "+f" (d[60]), "+f" (d[61]), "+f" (d[62]), "+f" (d[63]),
+                    "+f" (d[64]), "+f" (d[65]), "+f" (d[66]), "+f" (d[67]), "+f" (d[68]), "+f" (d[69]), "+f" (d[70]), "+f" (d[71]),
+                    "+f" (d[72]), "+f" (d[73]), "+f" (d[74]), "+f" (d[75]), "+f" (d[76]), "+f" (d[77]), "+f" (d[78]), "+f" (d[79]),
+                    "+f" (d[80]), "+f" (d[81]), "+f" (d[82]), "+f" (d[83]), "+f" (d[84]), "+f" (d[85]), "+f" (d[86]), "+f" (d[87]),
+                    "+f" (d[88]), "+f" (d[89]), "+f" (d[90]), "+f" (d[91]), "+f" (d[92]), "+f" (d[93]), "+f" (d[94]), "+f" (d[95]),
+                    "+f" (d[96]), "+f" (d[97]), "+f" (d[98]), "+f" (d[99]), "+f" (d[100]), "+f" (d[101]), "+f" (d[102]), "+f" (d[103]),
+                    "+f" (d[104]), "+f" (d[105]), "+f" (d[106]), "+f" (d[107]), "+f" (d[108]), "+f" (d[109]), "+f" (d[110]), "+f" (d[111]),
+                    "+f" (d[112]), "+f" (d[113]), "+f" (d[114]), "+f" (d[115]), "+f" (d[116]), "+f" (d[117]), "+f" (d[118]), "+f" (d[119]),
+                    "+f" (d[120]), "+f" (d[121]), "+f" (d[122]), "+f" (d[123]), "+f" (d[124]), "+f" (d[125]), "+f" (d[126]), "+f" (d[127])
+                  : "l" (da), "l" (db), "r" (acc));
+}
+
+
+#endif /* float16 / bfloat16, not a reference */
+#endif
