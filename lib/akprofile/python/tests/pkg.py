@@ -15,6 +15,12 @@ def read(rel):
         return f.read()
 
 
+def prelude_cuda():
+    """The CUDA prelude as the worker embeds it and a profile records it:
+    kernels/ak_kernel_cuda.h, then kernels/ak_blocks_cuda.h."""
+    return read("kernels/ak_kernel_cuda.h") + read("kernels/ak_blocks_cuda.h")
+
+
 def entry(op, keys, dims, dtype, candidate, src_file, params, grid, block, inputs, outputs, shared=0):
     return {"op": op, "key": "%s/%s/%s" % (op, ",".join("%s=%d" % kd for kd in zip(keys, dims)), dtype),
             "keys": keys, "dims": dims, "dtype": dtype, "workload": "w", "candidate": candidate,
@@ -76,7 +82,7 @@ def build(dirname=None, entries=None, device_class=CLASS, name="prod", device=No
             put(rel, text)
         return dg, rel
 
-    pd, prel = source(read("kernels/ak_kernel_cuda.h"), "h")
+    pd, prel = source(prelude_cuda(), "h")
     out = []
     for e in entries if entries is not None else default_entries():
         e = dict(e)

@@ -40,7 +40,7 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(k.outputs, [("y", 4096)])
         self.assertEqual(k.evidence, ["R00000007", "R00000001"])
         self.assertEqual(k.source, pkg.read("kernels/softmax/cuda/warp_row.cu"))
-        self.assertEqual(k.prelude, pkg.read("kernels/ak_kernel_cuda.h"))
+        self.assertEqual(k.prelude, pkg.prelude_cuda())
         self.assertAlmostEqual(k.speedup, 1.8)
         akprofile.verify(self.dir)
         p.close()
