@@ -594,6 +594,18 @@ void profiles_class_add (Ak__ProfileClass *pc, Ak__ProfileEntry *e)
     pc->entries[pc->n_entries++] = e;
 }
 
+void profiles_class_drop (Ak__ProfileClass *pc, const char *key)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < pc->n_entries; i++) {
+        if (strcmp (pc->entries[i]->key, key) == 0)
+            ak__profile_entry__free_unpacked (pc->entries[i], NULL);
+        else
+            pc->entries[k++] = pc->entries[i];
+    }
+    pc->n_entries = k;
+}
+
 void profiles_classes_free (Ak__ProfileClass **v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -665,16 +677,11 @@ Ak__ProfileEntry *profiles_entry_base (Ak__ProfileClass *pc, const ak_spec_t *sp
     return e;
 }
 
-/* One entry per workload of the winning task, with the figures of fig:
-   the winning receipt r, or the confirm receipt when the confirmation
-   round reported its (lower) measurement (Winner.figures_receipt_id,
-   rounds.h), which is then evidence too.  Fails (AK_EINVAL naming the
-   workload) when a launch rule does not evaluate: a winner that ran
-   cannot have that, so it means the records disagree. */
-static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
-                          const Ak__TaskRecord *t, const Ak__Receipt *r, const Ak__Receipt *fig,
-                          const Ak__Winner *w, const char *pre_receipt, const char *prelude_digest,
-                          const char *confirmed_on, uint64_t now_ms, Ak__ProfileClass *pc, ak_err_t *err)
+int profiles_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand, const Ak__TaskRecord *t,
+                          const Ak__Receipt *r, const Ak__Receipt *fig, double op_speedup, double op_noise,
+                          const char *only, const char *only_dtype, const char *pre_receipt,
+                          const char *prelude_digest, const char *confirmed_on, uint64_t now_ms,
+                          Ak__ProfileClass *pc, ak_err_t *err)
 {
     const char *names[AK_MAX_PARAMS + 1];
     int64_t values[AK_MAX_PARAMS + 1];
@@ -685,6 +692,8 @@ static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
     }
     for (size_t k = 0; k < t->n_workloads; k++) {
         const Ak__Workload *wl = t->workloads[k];
+        if (only && (strcmp (wl->name, only) != 0 || strcmp (wl->dtype, only_dtype) != 0))
+            continue;
         ak_dtype_t dt;
         if (ak_dtype_parse (wl->dtype, &dt) != 0 || wl->n_dims != (size_t) spec->nkeys)
             return ak_err_set (err, AK_EINVAL, "task %s: workload %s: bad dtype or shape", t->task_id, wl->name);
@@ -717,8 +726,8 @@ static int s_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand,
         }
         e->inputs = s_buffers (spec, spec->inputs, spec->ninputs, wl->dims, dt, &e->n_inputs);
         e->outputs = s_buffers (spec, spec->outputs, spec->noutputs, wl->dims, dt, &e->n_outputs);
-        e->op_speedup = w->speedup;
-        e->op_noise = w->noise;
+        e->op_speedup = op_speedup;
+        e->op_noise = op_noise;
         e->evidence[e->n_evidence++] = ak_strdup (r->receipt_id);
         if (fig != r)
             e->evidence[e->n_evidence++] = ak_strdup (fig->receipt_id);
@@ -739,6 +748,30 @@ Ak__ProfileClass *profiles_news_class (Ak__ProfileClass ***news, size_t *nnews, 
     *news = ak_realloc (*news, (*nnews + 1) * sizeof **news);
     (*news)[(*nnews)++] = pc;
     return pc;
+}
+
+const char *profiles_task_load (ak_txn_t *txn, const Ak__TaskRecord *t, ak_spec_t **spec_p,
+                                const ak_candidate_t **cand_p, ak_err_t *err)
+{
+    char *text = NULL, *probe = NULL;
+    size_t len = 0, plen = 0;
+    const char *why = NULL;
+    *spec_p = NULL;
+    *cand_p = NULL;
+    if (ak_store_get_blob (txn, t->spec_digest, &text, &len, err) != 0)
+        why = "the operator spec is missing from the store";
+    else
+    if (ak_spec_parse_text (text, len, "spec", spec_p, err) != 0)
+        why = "the stored operator spec does not parse";
+    else
+    if (!(*cand_p = ak_spec_candidate (*spec_p, t->candidate_name)))
+        why = "the candidate is not in the stored spec";
+    else
+    if (ak_store_get_blob (txn, t->candidate_digest, &probe, &plen, err) != 0)
+        why = "the candidate source is missing from the store";
+    free (text);
+    free (probe);
+    return why;
 }
 
 /*  The worker other than the one that measured winner w (its tune receipt
@@ -810,6 +843,8 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
                 json_array_append_new (skipped, json_pack ("{s:s, s:s, s:s}", "op", w->op,
                     "device_class", w->device_class, "reason",
                     *w->reason ? w->reason : "not promoted: the baseline stays"));
+            rc = profiles_picks_add (txn, pair, w, b->policy ? b->policy->threshold : 0.03, name, unconfirmed,
+                                     prelude_host, prelude_cuda, now_ms, &news, &nnews, skipped, err);
             continue;
         }
         const ak_result_task_t *win = NULL;
@@ -836,13 +871,9 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
         else
         if (!profiles_class_valid (w->device_class))
             why = "device class is not a valid name";
-        char *spec_text = NULL;
-        size_t spec_len = 0;
         ak_spec_t *spec = NULL;
         const ak_candidate_t *cand = NULL;
         ak_err_t e2 = { 0 };
-        if (!why && ak_store_get_blob (txn, win->task->spec_digest, &spec_text, &spec_len, &e2) != 0)
-            why = "the operator spec is missing from the store";
         /* one worker's word is not enough for a profile (docs/operations.md,
            "What a worker key may do"): a winner goes in when another worker
            confirmed it, or when the operator says --unconfirmed */
@@ -855,15 +886,8 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
                       "--unconfirmed", unconf_why);
             why = unconf;
         }
-        if (!why && ak_spec_parse_text (spec_text, spec_len, "spec", &spec, &e2) != 0)
-            why = "the stored operator spec does not parse";
-        if (!why && !(cand = ak_spec_candidate (spec, win->task->candidate_name)))
-            why = "the candidate is not in the stored spec";
-        char *probe = NULL;
-        size_t plen = 0;
-        if (!why && ak_store_get_blob (txn, win->task->candidate_digest, &probe, &plen, &e2) != 0)
-            why = "the candidate source is missing from the store";
-        free (probe);
+        if (!why)
+            why = profiles_task_load (txn, win->task, &spec, &cand, &e2);
         if (why) {
             json_array_append_new (skipped, json_pack ("{s:s, s:s, s:s}", "op", w->op,
                 "device_class", w->device_class, "reason", why));
@@ -875,15 +899,17 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
             Ak__ProfileClass *pc = profiles_news_class (&news, &nnews, name, w->device_class, win->receipt->device,
                                                         t->backend);
             const char *pre = pair->preflight.receipt ? pair->preflight.receipt->receipt_id : NULL;
-            rc = s_entries_for (spec, cand, t, win->receipt, fig, w, pre,
-                                strcmp (t->backend, "cuda") == 0 ? prelude_cuda : prelude_host,
-                                confirmed_on, now_ms, pc, err);
+            rc = profiles_entries_for (spec, cand, t, win->receipt, fig, w->speedup, w->noise, NULL, NULL, pre,
+                                       strcmp (t->backend, "cuda") == 0 ? prelude_cuda : prelude_host,
+                                       confirmed_on, now_ms, pc, err);
             if (rc == 0 && !confirmed_on)
                 ak_warn ("profile %s: %s on %s installed unconfirmed (--unconfirmed): %s", name, w->op,
                          w->device_class, unconf_why);
         }
         ak_spec_destroy (&spec);
-        free (spec_text);
+        if (rc == 0)
+            rc = profiles_picks_add (txn, pair, w, b->policy ? b->policy->threshold : 0.03, name, unconfirmed,
+                                     prelude_host, prelude_cuda, now_ms, &news, &nnews, skipped, err);
     }
     json_t *installed = json_array ();
     if (rc == 0 && nnews == 0) {

@@ -6,12 +6,13 @@
       batch's winners;
     - profile_import.c: import of a package akctl verified;
     - profile_vendor.c: vendor entries (the vendor-library baseline kept),
-      their install decision and their import checks.
+      their install decision and their import checks;
+    - profile_picks.c: the entries of workload picks (promote.h).
     Functions shared between them are prefixed profiles_; what one file
     alone uses stays static (s_).
 
     Never: include this outside coordinator/profiles.c,
-    coordinator/profile_import.c and coordinator/profile_vendor.c; write a class record other than through
+    coordinator/profile_import.c, coordinator/profile_vendor.c and coordinator/profile_picks.c; write a class record other than through
     profiles_merge (it keeps the replace rule of profiles.h and drops the
     verification and gate status of what it changes). */
 #ifndef AK_PROFILES_IMPL_H
@@ -69,6 +70,36 @@ bool profiles_vendor_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak_
    prelude, entry or launch (a vendor entry has no kernel).  AK_EINVAL
    naming the field. */
 int profiles_vendor_from (const json_t *j, Ak__ProfileEntry *e, const char *at, ak_err_t *err);
+/* Removes the entries of pc whose key is key (freed). */
+void profiles_class_drop (Ak__ProfileClass *pc, const char *key);
+/* The stored spec (*spec_p, the caller's: ak_spec_destroy) and candidate
+   of task t, with its source in the store: NULL, or why not (err may say
+   more). */
+const char *profiles_task_load (ak_txn_t *txn, const Ak__TaskRecord *t, ak_spec_t **spec_p,
+                                const ak_candidate_t **cand_p, ak_err_t *err);
+/* One kernel entry per workload of task t (only the workload named only
+   with dtype only_dtype, when only is not NULL), appended to pc, with the
+   figures of fig: the tune receipt r, or the confirm receipt when the
+   confirmation round reported its (lower) measurement (Winner.figures_
+   receipt_id, rounds.h), which is then evidence too; op_speedup and
+   op_noise are the candidate's weighted figures over all its workloads.
+   Fails (AK_EINVAL naming the workload) when a launch rule does not
+   evaluate: a task that ran cannot have that, so the records disagree. */
+int profiles_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand, const Ak__TaskRecord *t,
+                          const Ak__Receipt *r, const Ak__Receipt *fig, double op_speedup, double op_noise,
+                          const char *only, const char *only_dtype, const char *pre_receipt,
+                          const char *prelude_digest, const char *confirmed_on, uint64_t now_ms,
+                          Ak__ProfileClass *pc, ak_err_t *err);
+/* The workload picks of winner w (promote.h) into the class records of
+   news: for each, the entry of that workload from the pick's task,
+   replacing the winner's (or vendor's) entry of the same key installed
+   just before.  A pick goes in when a confirm task of its task ran on
+   another worker and agrees at that workload (threshold: the batch's), or
+   with unconfirmed; otherwise, and when its records are missing, it is
+   appended to skipped with why.  0, or an error that aborts the install. */
+int profiles_picks_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__Winner *w, double threshold,
+                        const char *name, bool unconfirmed, const char *prelude_host, const char *prelude_cuda,
+                        uint64_t now_ms, Ak__ProfileClass ***news, size_t *nnews, json_t *skipped, ak_err_t *err);
 /* Frees the n records of v and v. */
 void profiles_classes_free (Ak__ProfileClass **v, size_t n);
 /* Writes the entries of each record in news into its profile: an entry

@@ -255,10 +255,137 @@ int ak_promote (const char *op, const char *device_class, const ak_promote_rule_
                          "%zu candidates within noise of the best (%.2fx); chosen by name, params, task id",
                          tied, ev[best].speedup);
     }
+    ak_promote_picks (rule, cands, ev, n, win);
     if (!evals)
         free (ev);
     *winner_p = win;
     return 0;
+}
+
+// ------------------------------------------------------------ workload picks
+
+bool ak_promote_at (const Ak__Receipt *r, const char *workload, const char *dtype, double *speedup,
+                    double *noise)
+{
+    for (size_t i = 0; r && i < r->n_timings; i++) {
+        const Ak__WorkloadTiming *t = r->timings[i];
+        if (!t->workload || !t->workload->name || !t->workload->dtype || strcmp (t->workload->name, workload) != 0
+            || strcmp (t->workload->dtype, dtype) != 0)
+            continue;
+        double base = t->baseline ? t->baseline->median_us : 0;
+        double cnd = t->candidate ? t->candidate->median_us : 0;
+        if (!s_finite_pos (base) || !s_finite_pos (cnd) || !isfinite (t->speedup_noise) || t->speedup_noise < 0)
+            return false;
+        *speedup = s_finite_pos (t->speedup) ? t->speedup : base / cnd;
+        *noise = t->speedup_noise;
+        return true;
+    }
+    return false;
+}
+
+static void s_picks_free (Ak__Winner *win)
+{
+    for (size_t i = 0; i < win->n_picks; i++)
+        ak__workload_pick__free_unpacked (win->picks[i], NULL);
+    free (win->picks);
+    win->picks = NULL;
+    win->n_picks = 0;
+}
+
+/* Whether cands[i] is eligible at workload (name, dtype) against the
+   reference s_ref with relative noise r_ref (promote.h); its figures
+   there into *s, *ns. */
+static bool s_pick_ok (const ak_promote_rule_t *rule, const ak_promote_cand_t *c, const ak_promote_eval_t *ev,
+                       const char *name, const char *dtype, double s_ref, double r_ref, double *s, double *ns)
+{
+    return ev->ok && ak_promote_at (c->receipt, name, dtype, s, ns) && *s >= 1.0 + rule->threshold + *ns
+           && *s / s_ref >= 1.0 + rule->threshold + *ns / *s + r_ref;
+}
+
+size_t ak_promote_picks (const ak_promote_rule_t *rule, const ak_promote_cand_t *cands,
+                         const ak_promote_eval_t *evals, size_t n, Ak__Winner *win)
+{
+    s_picks_free (win);
+    /* the winner among cands, when one was promoted */
+    const ak_promote_cand_t *wc = NULL;
+    for (size_t i = 0; win->promoted && win->task_id && i < n; i++)
+        if (cands[i].task_id && strcmp (cands[i].task_id, win->task_id) == 0)
+            wc = &cands[i];
+    if (win->promoted && !wc)
+        return 0;                       /* decided elsewhere: no figures to compare with */
+    /* the workloads: those of every ok candidate, in order of first sight */
+    const Ak__Workload **wls = NULL;
+    size_t nw = 0, cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!evals[i].ok)
+            continue;
+        const Ak__Receipt *r = cands[i].receipt;
+        for (size_t k = 0; k < r->n_timings; k++) {
+            const Ak__Workload *w = r->timings[k]->workload;
+            if (!w || !w->name || !w->dtype)
+                continue;
+            size_t j = 0;
+            while (j < nw && !(strcmp (wls[j]->name, w->name) == 0 && strcmp (wls[j]->dtype, w->dtype) == 0))
+                j++;
+            if (j < nw)
+                continue;
+            if (nw == cap) {
+                cap = cap ? cap * 2 : 16;
+                wls = ak_realloc (wls, cap * sizeof *wls);
+            }
+            wls[nw++] = w;
+        }
+    }
+    for (size_t j = 0; j < nw; j++) {
+        const char *name = wls[j]->name, *dtype = wls[j]->dtype;
+        double s_ref = 1, n_ref = 0;
+        if (wc && !ak_promote_at (wc->receipt, name, dtype, &s_ref, &n_ref))
+            continue;                   /* the winner was not measured there */
+        double r_ref = n_ref / s_ref;
+        ssize_t best = -1;
+        double sb = 0, nb = 0;
+        for (size_t i = 0; i < n; i++) {
+            double s, ns;
+            if (&cands[i] == wc || !s_pick_ok (rule, &cands[i], &evals[i], name, dtype, s_ref, r_ref, &s, &ns))
+                continue;
+            if (best < 0 || s > sb) {
+                best = (ssize_t) i;
+                sb = s;
+                nb = ns;
+            }
+        }
+        if (best < 0)
+            continue;
+        /* the tie band, as for the winner */
+        size_t chosen = (size_t) best;
+        for (size_t i = 0; i < n; i++) {
+            double s, ns;
+            if (&cands[i] == wc || !s_pick_ok (rule, &cands[i], &evals[i], name, dtype, s_ref, r_ref, &s, &ns))
+                continue;
+            if (s >= sb - fmax (nb, ns) && s_tiebreak (&cands[i], &cands[chosen]) < 0)
+                chosen = i;
+        }
+        const ak_promote_cand_t *c = &cands[chosen];
+        double s = 0, ns = 0;
+        ak_promote_at (c->receipt, name, dtype, &s, &ns);
+        Ak__WorkloadPick *pk = ak_malloc (sizeof *pk);
+        ak__workload_pick__init (pk);
+        ak_cpb_set (&pk->workload, name);
+        ak_cpb_set (&pk->dtype, dtype);
+        ak_cpb_set (&pk->task_id, c->task_id);
+        ak_cpb_set (&pk->receipt_id, c->receipt->receipt_id);
+        ak_cpb_set (&pk->candidate_name, c->candidate_name);
+        pk->params = ak_cpb_params_dup (c->params, c->nparams);
+        pk->n_params = c->nparams;
+        pk->speedup = s;
+        pk->noise = ns;
+        ak_cpb_set (&pk->replaces, wc ? "winner" : "baseline");
+        pk->over = s / s_ref;
+        win->picks = ak_realloc (win->picks, (win->n_picks + 1) * sizeof *win->picks);
+        win->picks[win->n_picks++] = pk;
+    }
+    free (wls);
+    return win->n_picks;
 }
 
 /* TaskRecord: task_id 1, batch_id 2, state 3, attempt 4, kind 5, op 6,

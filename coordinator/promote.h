@@ -21,6 +21,24 @@
     ordered by candidate name, then params (values ascending), then task id,
     and the first wins.  Winner.tied is the size of the band (1: a clear win).
 
+    Workload picks (Winner.picks, ak_promote_picks).  One configuration
+    rarely suits every workload (a 4096-element row and a 32000-element
+    one, float32 and bfloat16), so after the winner is decided each
+    workload (name, dtype) may get its own: with s the speedup a candidate
+    measured at that workload alone over the baseline (interleaved, in its
+    own task) and r = noise / s, an ok candidate other than the winner is
+    eligible at the workload iff
+        s >= 1 + threshold + noise                   (beats the baseline), and
+        s / s_ref >= 1 + threshold + r + r_ref       (beats what serves it now),
+    where s_ref, r_ref are the winner's figures at the workload, or 1 and
+    0 (the baseline) when nothing was promoted.  The fastest eligible one
+    is the pick; candidates within max(noise) of it tie, broken as above.
+    A workload nobody beats that way has no pick.  The candidates are the
+    ones the winner was chosen among (full timing), so a pick was measured
+    as carefully as the winner; a profile installs it for that workload
+    only (docs/profiles.md), and, like the winner, only when another
+    worker's confirm receipt agrees or with --unconfirmed.
+
     Receipts are untrusted: NaN, zero or negative timings make a candidate
     not ok with a reason, never a crash.  No allocation escapes except the
     Winner, and nothing here touches the store or the network. */
@@ -66,6 +84,17 @@ typedef struct {
 int ak_promote (const char *op, const char *device_class, const ak_promote_rule_t *rule,
                 const ak_promote_cand_t *cands, size_t n,
                 ak_promote_eval_t *evals, Ak__Winner **winner_p);
+
+/* (Re)decides win->picks over the same cands and their evals (ak_promote
+   calls it; call it again after anything that changes the winner, such as
+   ak_rounds_confirm_decide).  Returns the number of picks. */
+size_t ak_promote_picks (const ak_promote_rule_t *rule, const ak_promote_cand_t *cands,
+                         const ak_promote_eval_t *evals, size_t n, Ak__Winner *win);
+
+/* The speedup and its noise candidate receipt r measured at workload
+   (name, dtype); false when r has no valid timing there. */
+bool ak_promote_at (const Ak__Receipt *r, const char *workload, const char *dtype, double *speedup,
+                    double *noise);
 
 /* Evaluates one candidate (the first half of ak_promote). */
 void ak_promote_eval (const ak_promote_rule_t *rule, const ak_promote_cand_t *cand,

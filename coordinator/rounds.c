@@ -536,16 +536,36 @@ static int s_confirm (s_pair_t *p, uint32_t rounds, Ak__Winner **decided, ak_err
     ak_promote (p->op, p->cls, &rule, p->cands, p->n, ev, &win);
     double implausible = pol && pol->implausible > 1 ? pol->implausible : 10;
     bool confirm = pol && pol->confirm;
-    bool round = win->promoted && (confirm || win->speedup > implausible);
+    bool round = (win->promoted && (confirm || win->speedup > implausible)) || (confirm && win->n_picks > 0);
     if (round) {
-        size_t fin[AK_ROUNDS_MAX_FINALISTS];
-        size_t nf = ak_rounds_finalists (p->cands, ev, p->n, fin);
+        size_t fin[AK_ROUNDS_MAX_FINALISTS + 1];
+        size_t nf = win->promoted ? ak_rounds_finalists (p->cands, ev, p->n, fin) : 0;
         for (size_t k = 0; k < nf && rc == 0; k++)
             rc = s_create (p, p->recs[fin[k]], "confirm", p->recs[fin[k]]->stage, err);
-        if (rc == 0)
-            ak_info ("batch %s: %s on %s: provisional winner %s %.3fx; %zu finalist(s) to confirm%s",
-                     p->batch->batch_id, p->op, p->cls, win->candidate_name, win->speedup, nf,
+        /* the tasks of workload picks too (promote.h): a profile installs
+           a pick only on another worker's agreeing measurement */
+        size_t npk = 0;
+        for (size_t j = 0; confirm && j < win->n_picks && rc == 0; j++) {
+            size_t i = 0;
+            while (i < p->n && strcmp (p->cands[i].task_id, win->picks[j]->task_id) != 0)
+                i++;
+            bool done = i == p->n;
+            for (size_t k = 0; !done && k < nf; k++)
+                done = fin[k] == i;
+            for (size_t k = 0; !done && k < j; k++)
+                done = strcmp (win->picks[k]->task_id, win->picks[j]->task_id) == 0;
+            if (!done) {
+                rc = s_create (p, p->recs[i], "confirm", p->recs[i]->stage, err);
+                npk++;
+            }
+        }
+        if (rc == 0 && win->promoted)
+            ak_info ("batch %s: %s on %s: provisional winner %s %.3fx; %zu finalist(s) and %zu workload pick(s) "
+                     "to confirm%s", p->batch->batch_id, p->op, p->cls, win->candidate_name, win->speedup, nf, npk,
                      win->speedup > implausible ? " (implausible speedup)" : "");
+        else if (rc == 0)
+            ak_info ("batch %s: %s on %s: the baseline stays; %zu workload pick(s) to confirm", p->batch->batch_id,
+                     p->op, p->cls, npk);
     }
     if (!round && rc == 0) {
         *decided = win;             /* no confirmation round: this is the pair's winner */

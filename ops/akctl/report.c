@@ -39,6 +39,28 @@ static const char *s_indent (bool md)
 
 /*  The winner line: "winner: NAME PARAMS, S.SSx +- N.NN over the baseline
     (task T)" or "winner: baseline kept (reason)". */
+/*  The workload picks (promote.h): a line each. */
+static void s_picks (FILE *out, bool md, const json_t *w)
+{
+    const json_t *picks = akj_arr (w, "picks");
+    if (!json_array_size (picks))
+        return;
+    fprintf (out, md ? "\n**Workload picks** (another candidate installed for that workload alone):\n\n"
+                     : "  workload picks (another candidate installed for that workload alone):\n");
+    size_t i;
+    const json_t *pk;
+    json_array_foreach (picks, i, pk) {
+        char *params = akctl_params_text (akj_arr (pk, "params"));
+        char sp[64];
+        fprintf (out, "%s%s/%s: %s%s%s %s, %s over the baseline, %.2fx over the %s there (task %s)\n",
+                 md ? "- " : "    ", akj_str (pk, "workload"), akj_str (pk, "dtype"), md ? "`" : "",
+                 akj_str (pk, "candidate_name"), md ? "`" : "", params,
+                 akctl_speedup (akj_num (pk, "speedup"), akj_num (pk, "noise"), sp, sizeof sp),
+                 akj_num (pk, "over"), akj_str (pk, "replaces"), akj_str (pk, "task_id"));
+        free (params);
+    }
+}
+
 static void s_winner (FILE *out, bool md, const json_t *w)
 {
     const char *pre = md ? "**Winner:** " : "  winner: ";
@@ -49,6 +71,7 @@ static void s_winner (FILE *out, bool md, const json_t *w)
     if (!akj_bool (w, "promoted")) {
         const char *reason = akj_str (w, "reason");
         fprintf (out, "%sbaseline kept%s%s%s\n", pre, *reason ? " (" : "", reason, *reason ? ")" : "");
+        s_picks (out, md, w);
         return;
     }
     char *params = akctl_params_text (akj_arr (w, "params"));
@@ -71,6 +94,7 @@ static void s_winner (FILE *out, bool md, const json_t *w)
     if (*akj_str (w, "reason"))
         fprintf (out, "%s%s\n", md ? "\n" : "          ", akj_str (w, "reason"));
     free (params);
+    s_picks (out, md, w);
 }
 
 /*  The baseline's time per workload, from the preflight task. */

@@ -409,6 +409,166 @@ static void test_install_needs_confirmation (void **state)
                                       "worker: confirmed on w1"));
 }
 
+/* A second tune task (number 2, ROWS=rows_param) of batch_id's class
+   S_CLASS_A whose receipt rid (worker w1) measured speedup on 'small';
+   with pick, the batch's winner gets it as the workload pick of 'small'
+   (promote.h).  Its confirm task (number 8), when confirm_rid is given,
+   re-measured it on worker `worker` at scale x. */
+static void s_pick_task (s_fx_t *fx, const char *batch_id, const char *rid, int64_t rows_param, double speedup,
+                         const char *confirm_rid, const char *worker, double scale)
+{
+    ak_txn_t *txn = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    char first[32], task_id[32], confirm_id[32];
+    snprintf (first, sizeof first, "%s.0001", batch_id);
+    snprintf (task_id, sizeof task_id, "%s.0002", batch_id);
+    snprintf (confirm_id, sizeof confirm_id, "%s.0008", batch_id);
+    Ak__TaskRecord *t = NULL;
+    assert_int_equal (ak_store_get_task (txn, first, &t, &err), 0);
+    ak_cpb_set (&t->task_id, task_id);
+    ak_cpb_set (&t->receipt_id, rid);
+    t->params[0]->value = rows_param;
+    assert_int_equal (ak_store_put_task (txn, t, &err), 0);
+    Ak__Receipt *r = NULL;
+    assert_int_equal (ak_store_get_receipt (txn, "R00000001", &r, &err), 0);
+    ak_cpb_set (&r->receipt_id, rid);
+    ak_cpb_set (&r->task_id, task_id);
+    r->timings[0]->speedup = speedup;
+    /* medians too: a confirmation is judged on the timing it measured */
+    r->timings[0]->baseline = ak_calloc (1, sizeof (Ak__Stats));
+    r->timings[0]->candidate = ak_calloc (1, sizeof (Ak__Stats));
+    ak__stats__init (r->timings[0]->baseline);
+    ak__stats__init (r->timings[0]->candidate);
+    r->timings[0]->baseline->median_us = 100.0;
+    r->timings[0]->candidate->median_us = 100.0 / speedup;
+    assert_int_equal (ak_store_put_receipt (txn, r, &err), 0);
+    if (confirm_rid) {
+        ak_cpb_set (&t->task_id, confirm_id);
+        ak_cpb_set (&t->kind, "confirm");
+        ak_cpb_set (&t->confirm_of, task_id);
+        ak_cpb_set (&t->receipt_id, confirm_rid);
+        assert_int_equal (ak_store_put_task (txn, t, &err), 0);
+        ak_cpb_set (&r->receipt_id, confirm_rid);
+        ak_cpb_set (&r->task_id, confirm_id);
+        ak_cpb_set (&r->worker_id, worker);
+        r->timings[0]->speedup = speedup * scale;
+        r->timings[0]->candidate->median_us = 100.0 / (speedup * scale);
+        assert_int_equal (ak_store_put_receipt (txn, r, &err), 0);
+    }
+    Ak__BatchRecord *b = NULL;
+    assert_int_equal (ak_store_get_batch (txn, batch_id, &b, &err), 0);
+    Ak__Winner *w = b->winners[0];
+    Ak__WorkloadPick *pk = ak_malloc (sizeof *pk);
+    ak__workload_pick__init (pk);
+    ak_cpb_set (&pk->workload, "small");
+    ak_cpb_set (&pk->dtype, "float32");
+    ak_cpb_set (&pk->task_id, task_id);
+    ak_cpb_set (&pk->receipt_id, rid);
+    ak_cpb_set (&pk->candidate_name, "warp_row");
+    pk->params = ak_cpb_params_dup (t->params, t->n_params);
+    pk->n_params = t->n_params;
+    pk->speedup = speedup;
+    pk->noise = 0.02;
+    ak_cpb_set (&pk->replaces, w->promoted ? "winner" : "baseline");
+    pk->over = speedup / 1.5;
+    w->picks = ak_malloc (sizeof *w->picks);
+    w->picks[0] = pk;
+    w->n_picks = 1;
+    assert_int_equal (ak_store_put_batch (txn, b, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    ak__batch_record__free_unpacked (b, NULL);
+    ak__receipt__free_unpacked (r, NULL);
+    ak__task_record__free_unpacked (t, NULL);
+}
+
+/* The entry of key in class record c, or NULL. */
+static json_t *s_entry_of (json_t *c, const char *key)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach (json_object_get (c, "entries"), i, e)
+        if (strcmp (json_string_value (json_object_get (e, "key")), key) == 0)
+            return e;
+    return NULL;
+}
+
+/* A workload pick installs its own candidate for its workload alone,
+   replacing the winner's entry there; like the winner it needs another
+   worker's agreeing confirmation, or --unconfirmed; a winner that was not
+   promoted leaves its workloads to the picks. */
+static void test_install_workload_picks (void **state)
+{
+    s_fx_t *fx = *state;
+    uint64_t rid = 0;
+    const char *classes[1] = { S_CLASS_A };
+    bool promoted[1] = { true };
+    json_t *out = NULL, *p, *c, *e;
+    ak_err_t err = { 0 };
+    s_batch (fx, "B000001", "complete", classes, promoted, 1, 2, &rid);
+    s_pick_task (fx, "B000001", "R00000040", 8, 3.0, NULL, NULL, 1);
+    assert_int_equal (s_install (fx, "B000001", "prod", false, &out, &err), 0);
+    assert_int_equal (json_array_size (json_object_get (out, "installed")), 2);
+    assert_int_equal (json_array_size (json_object_get (out, "skipped")), 0);
+    json_decref (out);
+    p = s_show (fx, "prod");
+    c = s_class (p, S_CLASS_A);
+    assert_int_equal (json_array_size (json_object_get (c, "entries")), 2);
+    e = s_entry_of (c, "softmax/rows=32,cols=128/float32");
+    assert_non_null (e);
+    assert_string_equal (json_string_value (json_object_get (e, "task_id")), "B000001.0002");
+    assert_true (fabs (json_number_value (json_object_get (e, "speedup")) - 3.0) < 1e-9);
+    assert_string_equal (json_string_value (json_array_get (json_object_get (e, "evidence"), 0)), "R00000040");
+    /* grid (32+ROWS-1)/ROWS with the pick's ROWS=8 */
+    assert_int_equal (json_integer_value (json_array_get (json_object_get (json_object_get (e, "launch"), "grid"), 0)), 4);
+    e = s_entry_of (c, "softmax/rows=128,cols=512/float32");
+    assert_non_null (e);
+    assert_string_equal (json_string_value (json_object_get (e, "task_id")), "B000001.0001");
+    json_decref (p);
+
+    /* strict: neither the winner nor the pick was confirmed: nothing */
+    assert_int_equal (s_install_strict (fx, "B000001", "strict", &out, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "no promoted winner to install (2 skipped"));
+
+    /* the pick confirmed on w2 (agreeing): it goes in alone when the winner
+       is not confirmed; a disagreeing confirmation is no confirmation */
+    s_batch (fx, "B000002", "complete", classes, promoted, 1, 2, &rid);
+    s_pick_task (fx, "B000002", "R00000041", 8, 3.0, "R00000042", "w2", 0.99);
+    assert_int_equal (s_install_strict (fx, "B000002", "strict", &out, &err), 0);
+    assert_int_equal (json_array_size (json_object_get (out, "installed")), 1);
+    json_t *skip = json_array_get (json_object_get (out, "skipped"), 0);
+    assert_non_null (strstr (json_string_value (json_object_get (skip, "reason")), "not confirmed on another worker"));
+    json_decref (out);
+    p = s_show (fx, "strict");
+    e = s_entry_of (s_class (p, S_CLASS_A), "softmax/rows=32,cols=128/float32");
+    assert_string_equal (json_string_value (json_object_get (e, "confirmed_on")), "w2");
+    json_decref (p);
+    s_batch (fx, "B000003", "complete", classes, promoted, 1, 2, &rid);
+    s_pick_task (fx, "B000003", "R00000043", 8, 3.0, "R00000044", "w2", 0.5);
+    s_confirm (fx, "B000003", 0, "R00000045", 1.0, "R00000003", "w2");
+    assert_int_equal (s_install_strict (fx, "B000003", "strict3", &out, &err), 0);
+    assert_int_equal (json_array_size (json_object_get (out, "installed")), 2);       /* the winner's two */
+    skip = json_array_get (json_object_get (out, "skipped"), 0);
+    assert_non_null (strstr (json_string_value (json_object_get (skip, "reason")),
+                             "workload pick small/float32 (warp_row): not confirmed on another worker: "
+                             "the confirmation on w2 disagrees there"));
+    json_decref (out);
+
+    /* no winner promoted (a kernel baseline kept): the pick's workload
+       alone goes in */
+    bool kept[1] = { false };
+    s_batch (fx, "B000004", "complete", classes, kept, 1, 2, &rid);
+    s_pick_task (fx, "B000004", "R00000046", 8, 3.0, NULL, NULL, 1);
+    assert_int_equal (s_install (fx, "B000004", "kept", false, &out, &err), 0);
+    assert_int_equal (json_array_size (json_object_get (out, "installed")), 1);
+    json_decref (out);
+    p = s_show (fx, "kept");
+    c = s_class (p, S_CLASS_A);
+    assert_int_equal (json_array_size (json_object_get (c, "entries")), 1);
+    assert_non_null (s_entry_of (c, "softmax/rows=32,cols=128/float32"));
+    json_decref (p);
+}
+
 static void test_replace_rules (void **state)
 {
     s_fx_t *fx = *state;
@@ -873,6 +1033,7 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_install_records_promoted_only, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_install_confirmed_figures, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_install_needs_confirmation, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_install_workload_picks, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_replace_rules, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_refusals, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_export_import_round_trip, s_setup, s_teardown),

@@ -44,6 +44,7 @@ static Ak__Receipt *s_receipt (const char *receipt_id, const char *status, const
         t->workload = ak_malloc (sizeof *t->workload);
         ak__workload__init (t->workload);
         ak_cpb_set (&t->workload->name, wl[i].name);
+        ak_cpb_set (&t->workload->dtype, "float32");
         t->workload->weight = wl[i].weight;
         t->baseline = s_stats (wl[i].base_us);
         t->candidate = s_stats (wl[i].cand_us);
@@ -203,6 +204,90 @@ static void test_regression_blocks (void **state)
     ak__winner__free_unpacked (w, NULL);
     s_cand_free (&tc[0]);
     s_cand_free (&tc[1]);
+}
+
+/* The pick of workload name (promote.h), or NULL. */
+static const Ak__WorkloadPick *s_pick (const Ak__Winner *w, const char *name)
+{
+    for (size_t i = 0; i < w->n_picks; i++)
+        if (strcmp (w->picks[i]->workload, name) == 0) {
+            assert_string_equal (w->picks[i]->dtype, "float32");
+            return w->picks[i];
+        }
+    return NULL;
+}
+
+static void test_workload_picks (void **state)
+{
+    (void) state;
+    /* A wins overall (1.43x); B is twice as fast on 'small' alone, slower
+       than A on 'large'; C beats A on 'small' by 2.6%, under the 3%
+       threshold; D beats everyone on 'small' but failed a gate; E is far
+       ahead on 'small' by its figure, but its noise band swallows it */
+    wl_t a[] = { { "small", 1, 100.0, 80.0, 0.0 }, { "large", 1, 100.0, 60.0, 0.0 } };
+    wl_t b[] = { { "small", 1, 100.0, 50.0, 0.01 }, { "large", 1, 100.0, 95.0, 0.0 } };
+    wl_t c[] = { { "small", 1, 100.0, 78.0, 0.0 }, { "large", 1, 100.0, 98.0, 0.0 } };
+    wl_t d[] = { { "small", 1, 100.0, 20.0, 0.0 }, { "large", 1, 100.0, 50.0, 0.0 } };
+    wl_t e[] = { { "small", 1, 100.0, 40.0, 2.0 }, { "large", 1, 100.0, 99.0, 0.0 } };
+    tc_t tc[5];
+    ak_promote_eval_t ev[5];
+    s_cand (&tc[0], "B1.0002", "alpha", 8, s_receipt ("R1", "ok", a, 2));
+    s_cand (&tc[1], "B1.0003", "beta", 8, s_receipt ("R2", "ok", b, 2));
+    s_cand (&tc[2], "B1.0004", "gamma", 8, s_receipt ("R3", "ok", c, 2));
+    s_cand (&tc[3], "B1.0005", "delta", 8, s_receipt ("R4", "wrong_answer", d, 2));
+    s_cand (&tc[4], "B1.0006", "eps", 8, s_receipt ("R5", "ok", e, 2));
+    Ak__Winner *w = s_decide (&s_rule, tc, 5, ev);
+    assert_true (w->promoted);
+    assert_string_equal (w->task_id, "B1.0002");
+    assert_int_equal (w->n_picks, 1);
+    const Ak__WorkloadPick *pk = s_pick (w, "small");
+    assert_non_null (pk);
+    assert_string_equal (pk->task_id, "B1.0003");
+    assert_string_equal (pk->receipt_id, "R2");
+    assert_string_equal (pk->candidate_name, "beta");
+    assert_int_equal (pk->n_params, 1);
+    assert_string_equal (pk->replaces, "winner");
+    assert_true (fabs (pk->speedup - 2.0) < 1e-12);
+    assert_true (fabs (pk->noise - 0.01) < 1e-12);
+    assert_true (fabs (pk->over - 2.0 / 1.25) < 1e-12);
+    assert_null (s_pick (w, "large"));
+
+    /* the winner changes (as a confirmation round may decide): picks are
+       decided again against it; B is then the winner and A the pick of
+       'large' */
+    ak_cpb_set (&w->task_id, "B1.0003");
+    ak_promote_cand_t cands[5];
+    for (size_t i = 0; i < 5; i++)
+        cands[i] = tc[i].cand;
+    assert_int_equal (ak_promote_picks (&s_rule, cands, ev, 5, w), 1);
+    pk = s_pick (w, "large");
+    assert_non_null (pk);
+    assert_string_equal (pk->task_id, "B1.0002");
+    assert_true (fabs (pk->over - (100.0 / 60.0) / (100.0 / 95.0)) < 1e-12);
+    assert_null (s_pick (w, "small"));
+    ak__winner__free_unpacked (w, NULL);
+
+    /* nothing promoted (every candidate is > 5% slower on some workload):
+       a pick replaces the baseline where it beats it beyond the noise */
+    wl_t f[] = { { "small", 1, 100.0, 60.0, 0.0 }, { "large", 1, 100.0, 110.0, 0.0 } };
+    wl_t g[] = { { "small", 1, 100.0, 120.0, 0.0 }, { "large", 1, 100.0, 99.0, 0.0 } };
+    tc_t nt[2];
+    s_cand (&nt[0], "B1.0007", "zeta", 8, s_receipt ("R6", "ok", f, 2));
+    s_cand (&nt[1], "B1.0008", "eta", 8, s_receipt ("R7", "ok", g, 2));
+    w = s_decide (&s_rule, nt, 2, ev);
+    assert_false (w->promoted);
+    assert_int_equal (w->n_picks, 1);
+    pk = s_pick (w, "small");
+    assert_non_null (pk);
+    assert_string_equal (pk->task_id, "B1.0007");
+    assert_string_equal (pk->replaces, "baseline");
+    assert_true (fabs (pk->over - 100.0 / 60.0) < 1e-12);
+    assert_null (s_pick (w, "large"));              /* 1.01x: under the threshold */
+    ak__winner__free_unpacked (w, NULL);
+    for (size_t i = 0; i < 5; i++)
+        s_cand_free (&tc[i]);
+    s_cand_free (&nt[0]);
+    s_cand_free (&nt[1]);
 }
 
 static void test_incumbent (void **state)
@@ -375,6 +460,7 @@ int main (void)
         cmocka_unit_test (test_weights),
         cmocka_unit_test (test_noise_swallows_speedup),
         cmocka_unit_test (test_regression_blocks),
+        cmocka_unit_test (test_workload_picks),
         cmocka_unit_test (test_incumbent),
         cmocka_unit_test (test_ties),
         cmocka_unit_test (test_none_or_all_failed),

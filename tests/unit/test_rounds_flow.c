@@ -34,6 +34,7 @@ typedef struct {
     ak_intake_t   *intake;
     ak_worker_t   *w[2];
     double         confirm_scale;   /* confirm tasks measure 1 + (s - 1) * this; 0: as tune */
+    bool           large;           /* receipts measure a second workload, 'large' (s_large) */
 } fx_t;
 
 static ak_worker_t *s_worker (fx_t *fx, const char *id, const char *route)
@@ -109,9 +110,8 @@ static bool s_yes (void *arg, const ak_task_t *task)
     return true;
 }
 
-/* The speedup a test worker "measures" for a configuration: BLOCK*UNROLL
-   decides, so the best configurations are known. */
-static double s_speed (const ak_task_t *t, fx_t *fx)
+/* BLOCK*UNROLL of task t's configuration; 0 for the preflight. */
+static int64_t s_product (const ak_task_t *t, fx_t *fx)
 {
     ak_txn_t *txn = NULL;
     ak_err_t err = { 0 };
@@ -119,12 +119,36 @@ static double s_speed (const ak_task_t *t, fx_t *fx)
     assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
     assert_int_equal (ak_store_get_task (txn, t->task_id, &rec, &err), 0);
     ak_store_abort (&txn);
-    double s = 1.0;
+    int64_t p = 0;
     if (rec->n_params)
-        s = 1.0 + 0.1 * (double) (ak_rounds_fx_param (rec->params, rec->n_params, "BLOCK")
-                                  * ak_rounds_fx_param (rec->params, rec->n_params, "UNROLL"));
+        p = ak_rounds_fx_param (rec->params, rec->n_params, "BLOCK")
+            * ak_rounds_fx_param (rec->params, rec->n_params, "UNROLL");
     ak__task_record__free_unpacked (rec, NULL);
-    return s;
+    return p;
+}
+
+/* The speedup a test worker "measures" for a configuration: BLOCK*UNROLL
+   decides, so the best configurations are known. */
+static double s_speed (const ak_task_t *t, fx_t *fx)
+{
+    return 1.0 + 0.1 * (double) s_product (t, fx);
+}
+
+/* With fx->large: a second timing, workload 'large' (both float32), where
+   the slowest configuration (BLOCK*UNROLL 1) runs at 3x and every other
+   one at 1.2x: the workload pick of 'large' (promote.h). */
+static void s_large (fx_t *fx, const ak_task_t *t, Ak__Receipt *r)
+{
+    ak_cpb_set (&r->timings[0]->workload->dtype, "float32");
+    if (!fx->large)
+        return;
+    Ak__Receipt *two = ak_rounds_fx_receipt ("", "", s_product (t, fx) == 1 ? 3.0 : 1.2, 0.01);
+    ak_cpb_set (&two->timings[0]->workload->name, "large");
+    ak_cpb_set (&two->timings[0]->workload->dtype, "float32");
+    r->timings = ak_realloc (r->timings, 2 * sizeof *r->timings);
+    r->timings[r->n_timings++] = two->timings[0];
+    two->n_timings = 0;
+    ak__receipt__free_unpacked (two, NULL);
 }
 
 /* Assigns every queued task to worker wi (or, with avoid, whoever may
@@ -148,6 +172,7 @@ static size_t s_run_queue (fx_t *fx, int wi, const char *kind_only)
         if (fx->confirm_scale > 0 && strcmp (tasks[i]->kind, "confirm") == 0)
             sp = 1 + (sp - 1) * fx->confirm_scale;
         Ak__Receipt *r = ak_rounds_fx_receipt ("", fx->w[wi]->worker_id, sp, 0.01);
+        s_large (fx, tasks[i], r);
         ak_cpb_set (&r->task_id, tasks[i]->task_id);
         r->attempt = tasks[i]->attempt;
         assert_int_equal (ak_intake_stage (fx->intake, fx->w[wi]->worker_id, &r, 1000, &err), 0);
@@ -387,6 +412,50 @@ static void test_confirm_off_and_single_worker (void **state)
     s_fixture_free (fx);
 }
 
+/* A workload pick (promote.h) through the store: exhaustive, confirm on;
+   the slowest configuration is 2.5x the winner on 'large' alone, so the
+   confirmation round re-measures it too (on w2), and the decision names
+   it for 'large'. */
+static void test_workload_pick_flow (void **state)
+{
+    (void) state;
+    fx_t *fx = s_fixture ("\"confirm\": true");
+    fx->large = true;
+    assert_int_equal (s_run_queue (fx, 0, NULL), AK_ROUNDS_FX_VALID + 1);
+    /* the winner's finalists (its tie band) and the pick */
+    size_t nconf = s_count (fx, "confirm", -1);
+    assert_true (nconf >= 2 && nconf <= AK_ROUNDS_MAX_FINALISTS + 1);
+    assert_int_equal (s_run_queue (fx, 1, NULL), nconf);
+    assert_non_null (ak_sched_settling (fx->sched));
+    ak_txn_t *txn = NULL;
+    ak_results_t *res = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    assert_int_equal (ak_results_load (txn, "B000001", &res, &err), 0);
+    const Ak__Winner *w = res->pairs[0].winner;
+    assert_true (w->promoted);
+    assert_string_equal (w->confirmation, "confirmed");
+    assert_int_equal (w->n_picks, 1);
+    const Ak__WorkloadPick *pk = w->picks[0];
+    assert_string_equal (pk->workload, "large");
+    assert_string_equal (pk->replaces, "winner");
+    assert_true (fabs (pk->over - 2.5) < 1e-9);
+    Ak__TaskRecord *rec = NULL;
+    assert_int_equal (ak_store_get_task (txn, pk->task_id, &rec, &err), 0);
+    assert_int_equal (ak_rounds_fx_param (rec->params, rec->n_params, "BLOCK")
+                          * ak_rounds_fx_param (rec->params, rec->n_params, "UNROLL"), 1);
+    ak__task_record__free_unpacked (rec, NULL);
+    /* its confirm task ran on the other worker */
+    bool confirmed = false;
+    for (size_t k = 0; k < res->pairs[0].nconfirms; k++)
+        confirmed |= strcmp (res->pairs[0].confirms[k].task->confirm_of, pk->task_id) == 0
+                     && strcmp (res->pairs[0].confirms[k].receipt->worker_id, "w2") == 0;
+    assert_true (confirmed);
+    ak_store_abort (&txn);
+    ak_results_destroy (&res);
+    s_fixture_free (fx);
+}
+
 /* One commit per receipt, in an order that is not the batch's (the
    scan for an open task resumes where the last one was found, then wraps):
    stage 2 comes with the commit of the stage's last receipt, not before,
@@ -537,6 +606,7 @@ int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_halving_and_confirm_flow),
+        cmocka_unit_test (test_workload_pick_flow),
         cmocka_unit_test (test_confirm_disagrees_flow),
         cmocka_unit_test (test_confirm_off_and_single_worker),
         cmocka_unit_test (test_stage_ends_with_its_last_commit),

@@ -1,0 +1,140 @@
+/*  coordinator/profile_picks.c: the entries of workload picks in installed
+    profiles (profiles_impl.h, docs/profiles.md "Workload picks").
+
+    A winner is one configuration for all of an operator's workloads; where
+    another candidate beat it at one workload alone beyond the threshold and
+    both noise bands (Winner.picks, promote.h), the profile installs that
+    candidate for that workload: its entry replaces the winner's (or the
+    vendor entry, when the vendor library was kept) of the same key.
+
+    Never: install a pick on its own measurement alone without
+    --unconfirmed (another worker's confirm receipt of its task must agree
+    at that workload, as for the winner); let a pick's records that do not
+    match (a retried task, a missing blob) abort the install: the pick is
+    skipped with why, the winner's entry stays. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "profiles.h"
+#include "profiles_impl.h"
+#include "log.h"
+#include "promote.h"
+#include "rounds.h"
+#include "util.h"
+
+/*  The worker other than the one that measured pick pk (its tune receipt
+    r) whose confirm receipt of the pick's task agrees at the pick's
+    workload, or NULL with why. */
+static const char *s_confirmed_on (const ak_result_pair_t *pair, const Ak__WorkloadPick *pk, const Ak__Receipt *r,
+                                   double threshold, char *why, size_t len)
+{
+    const char *measured = r->worker_id ? r->worker_id : "";
+    snprintf (why, len, "no confirm task of task %.64s (the confirmation round re-measures the winner's "
+              "finalists only)", pk->task_id);
+    for (size_t k = 0; k < pair->nconfirms; k++) {
+        const Ak__TaskRecord *ct = pair->confirms[k].task;
+        const Ak__Receipt *cr = pair->confirms[k].receipt;
+        if (!ct || !ct->confirm_of || strcmp (ct->confirm_of, pk->task_id) != 0)
+            continue;
+        if (!cr || !cr->status || strcmp (cr->status, "ok") != 0 || !cr->worker_id) {
+            snprintf (why, len, "confirm task %.64s has no ok receipt", ct->task_id);
+            continue;
+        }
+        if (strcmp (cr->worker_id, measured) == 0) {
+            snprintf (why, len, "confirmed on %.64s, the worker that measured it", measured);
+            continue;
+        }
+        double s = 0, n = 0;
+        if (!ak_promote_at (cr, pk->workload, pk->dtype, &s, &n)) {
+            snprintf (why, len, "confirm receipt %.64s has no timing of %.64s/%.16s", cr->receipt_id,
+                      pk->workload, pk->dtype);
+            continue;
+        }
+        if (!ak_rounds_confirm_agrees (pk->speedup, pk->noise, s, n, threshold, NULL)) {
+            snprintf (why, len, "the confirmation on %.64s disagrees there (%.2fx +- %.2f against %.2fx +- %.2f)",
+                      cr->worker_id, s, n, pk->speedup, pk->noise);
+            continue;
+        }
+        return cr->worker_id;
+    }
+    return NULL;
+}
+
+static void s_skip (json_t *skipped, const Ak__Winner *w, const Ak__WorkloadPick *pk, const char *name,
+                    const char *why)
+{
+    char *reason = ak_sprintf ("workload pick %s/%s (%s): %s", pk->workload, pk->dtype, pk->candidate_name, why);
+    json_array_append_new (skipped, json_pack ("{s:s, s:s, s:s}", "op", w->op, "device_class", w->device_class,
+                                               "reason", reason));
+    ak_warn ("profile %s: %s on %s: %s", name, w->op, w->device_class, reason);
+    free (reason);
+}
+
+int profiles_picks_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__Winner *w, double threshold,
+                        const char *name, bool unconfirmed, const char *prelude_host, const char *prelude_cuda,
+                        uint64_t now_ms, Ak__ProfileClass ***news, size_t *nnews, json_t *skipped, ak_err_t *err)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && pair && i < w->n_picks; i++) {
+        const Ak__WorkloadPick *pk = w->picks[i];
+        size_t j = 0;
+        while (j < pair->ntunes && strcmp (pair->tunes[j].task->task_id, pk->task_id) != 0)
+            j++;
+        const ak_result_task_t *rt = j < pair->ntunes ? &pair->tunes[j] : NULL;
+        const char *why = NULL;
+        if (!rt || !rt->receipt)
+            why = "its task or receipt is missing from the store";
+        else
+        if (strcmp (rt->receipt->receipt_id, pk->receipt_id) != 0)
+            why = "its receipt is no longer the task's accepted one (retried?)";
+        else
+        if (!profiles_class_valid (w->device_class))
+            why = "device class is not a valid name";
+        const char *confirmed_on = NULL;
+        char unconf[448], unconf_why[240];
+        if (!why && !(confirmed_on = s_confirmed_on (pair, pk, rt->receipt, threshold, unconf_why,
+                                                     sizeof unconf_why))
+            && !unconfirmed) {
+            snprintf (unconf, sizeof unconf, "not confirmed on another worker: %s; install with --unconfirmed",
+                      unconf_why);
+            why = unconf;
+        }
+        ak_spec_t *spec = NULL;
+        const ak_candidate_t *cand = NULL;
+        ak_err_t e2 = { 0 };
+        if (!why)
+            why = profiles_task_load (txn, rt->task, &spec, &cand, &e2);
+        size_t nat = 0;
+        for (size_t k = 0; !why && k < rt->task->n_workloads; k++)
+            nat += strcmp (rt->task->workloads[k]->name, pk->workload) == 0
+                   && strcmp (rt->task->workloads[k]->dtype, pk->dtype) == 0;
+        if (!why && nat == 0)
+            why = "its task has no such workload (the records disagree)";
+        if (why) {
+            s_skip (skipped, w, pk, name, why);
+            ak_spec_destroy (&spec);
+            continue;
+        }
+        const Ak__TaskRecord *t = rt->task;
+        Ak__ProfileClass *pc = profiles_news_class (news, nnews, name, w->device_class, rt->receipt->device,
+                                                    t->backend);
+        for (size_t k = 0; k < t->n_workloads; k++)
+            if (strcmp (t->workloads[k]->name, pk->workload) == 0
+                && strcmp (t->workloads[k]->dtype, pk->dtype) == 0) {
+                char *key = profiles_entry_key (t->op, spec->keys, t->workloads[k]->dims, t->workloads[k]->n_dims,
+                                                pk->dtype);
+                profiles_class_drop (pc, key);
+                free (key);
+            }
+        const char *pre = pair->preflight.receipt ? pair->preflight.receipt->receipt_id : NULL;
+        rc = profiles_entries_for (spec, cand, t, rt->receipt, rt->receipt, pair->evals[j].speedup,
+                                   pair->evals[j].noise, pk->workload, pk->dtype, pre,
+                                   strcmp (t->backend, "cuda") == 0 ? prelude_cuda : prelude_host, confirmed_on,
+                                   now_ms, pc, err);
+        if (rc == 0 && !confirmed_on)
+            ak_warn ("profile %s: %s on %s: workload pick %s/%s installed unconfirmed (--unconfirmed): %s", name,
+                     w->op, w->device_class, pk->workload, pk->dtype, unconf_why);
+        ak_spec_destroy (&spec);
+    }
+    return rc;
+}
