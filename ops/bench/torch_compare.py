@@ -5,8 +5,10 @@ Reads what akctl printed for a finished batch (`report --json`, `receipts
 --json`), and for every operator, workload and dtype of the batch
 
   * takes the winner's receipt (the baseline's preflight receipt when the
-    baseline was kept): its median time, the baseline's median time, the
-    speedup, the workload's FLOP and byte counts from the spec's expressions;
+    baseline was kept), or for a workload with a workload pick (promote.h:
+    another candidate installed for that workload alone) the pick's
+    receipt: its median time, the baseline's median time, the speedup, the
+    workload's FLOP and byte counts from the spec's expressions;
   * times PyTorch doing the same operation on the same shapes and dtype, in
     this process, with the method the worker uses (docs/measurement.md):
     before every sample the L2 is flushed by reading a buffer of twice its
@@ -336,15 +338,23 @@ def main():
         if not r:
             rows.append({"op": name, "error": "no ok receipt for %s" % task})
             continue
-        config = "baseline" if not w.get("promoted") else (
-            w["candidate_name"] + " " + " ".join("%s=%d" % (p["name"], p["value"])
-                                                  for p in w.get("params", [])))
+        def label(c):
+            return c["candidate_name"] + " " + " ".join("%s=%d" % (p["name"], p["value"])
+                                                        for p in c.get("params", []))
+        config = "baseline" if not w.get("promoted") else label(w)
+        picks = {(pk["workload"], pk["dtype"]): pk for pk in w.get("picks", [])}
         for tm in r["timings"]:
             wl = tm["workload"]
+            pk = picks.get((wl["name"], wl["dtype"]))
+            if pk and receipts.get(pk["task_id"]):
+                # the pick's own measurement of this workload
+                tm = next((x for x in receipts[pk["task_id"]]["timings"]
+                           if x["workload"]["name"] == wl["name"] and x["workload"]["dtype"] == wl["dtype"]), tm)
+            row_config = (label(pk) + " (pick)") if pk else config
             ours = tm["candidate"]["median_us"]
             base = tm["baseline"]["median_us"] if tm.get("baseline") else ours
             row = {"op": name, "workload": wl["name"], "dims": wl["dims"], "dtype": wl["dtype"],
-                   "config": config, "ours_us": ours, "baseline_us": base,
+                   "config": row_config, "ours_us": ours, "baseline_us": base,
                    "speedup": base / ours if ours > 0 else 0.0, "timer": tm.get("timer", ""),
                    "flops": tm.get("flops", 0.0), "bytes": tm.get("bytes", 0.0)}
             if name in COMPUTE_BOUND:
@@ -379,7 +389,7 @@ def main():
     out.append("Yardsticks measured in this run: copy bandwidth %.0f GB/s (read+write, 1 GiB), "
                "bf16 matmul %.1f TFLOP/s (8192^3, torch.matmul); event floor %.2f us.\n"
                % (copy_gbs, bf16_tflops, timer.floor_us))
-    out.append("| op | workload | dims | dtype | winner config | ours us | baseline us | speedup "
+    out.append("| op | workload | dims | dtype | installed config | ours us | baseline us | speedup "
                "| achieved | % of yardstick | PyTorch us | PyTorch/ours |")
     out.append("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
