@@ -7,9 +7,10 @@
     candidate for that workload: its entry replaces the winner's (or the
     vendor entry, when the vendor library was kept) of the same key.
 
-    Never: install a pick on its own measurement alone without
-    --unconfirmed (another worker's confirm receipt of its task must agree
-    at that workload, as for the winner); let a pick's records that do not
+    Never: install a pick whose confirmation disagrees at its workload
+    (--unconfirmed or not); install a pick on its own measurement alone
+    without --unconfirmed (another worker's confirm receipt of its task must agree
+    at that workload, as for the winner: Winner.picks[].confirmation); let a pick's records that do not
     match (a retried task, a missing blob) abort the install: the pick is
     skipped with why, the winner's entry stays. */
 #include <stdio.h>
@@ -18,45 +19,28 @@
 #include "profiles.h"
 #include "profiles_impl.h"
 #include "log.h"
-#include "promote.h"
-#include "rounds.h"
 #include "util.h"
 
 /*  The worker other than the one that measured pick pk (its tune receipt
-    r) whose confirm receipt of the pick's task agrees at the pick's
-    workload, or NULL with why. */
-static const char *s_confirmed_on (const ak_result_pair_t *pair, const Ak__WorkloadPick *pk, const Ak__Receipt *r,
-                                   double threshold, char *why, size_t len)
+    r) whose confirm receipt agreed at the pick's workload (the
+    confirmation round's word, ak_rounds_picks_confirm), or NULL with
+    why. */
+static const char *s_confirmed_on (const Ak__WorkloadPick *pk, const Ak__Receipt *r, char *why, size_t len)
 {
     const char *measured = r->worker_id ? r->worker_id : "";
-    snprintf (why, len, "no confirm task of task %.64s (the confirmation round re-measures the winner's "
-              "finalists only)", pk->task_id);
-    for (size_t k = 0; k < pair->nconfirms; k++) {
-        const Ak__TaskRecord *ct = pair->confirms[k].task;
-        const Ak__Receipt *cr = pair->confirms[k].receipt;
-        if (!ct || !ct->confirm_of || strcmp (ct->confirm_of, pk->task_id) != 0)
-            continue;
-        if (!cr || !cr->status || strcmp (cr->status, "ok") != 0 || !cr->worker_id) {
-            snprintf (why, len, "confirm task %.64s has no ok receipt", ct->task_id);
-            continue;
-        }
-        if (strcmp (cr->worker_id, measured) == 0) {
-            snprintf (why, len, "confirmed on %.64s, the worker that measured it", measured);
-            continue;
-        }
-        double s = 0, n = 0;
-        if (!ak_promote_at (cr, pk->workload, pk->dtype, &s, &n)) {
-            snprintf (why, len, "confirm receipt %.64s has no timing of %.64s/%.16s", cr->receipt_id,
-                      pk->workload, pk->dtype);
-            continue;
-        }
-        if (!ak_rounds_confirm_agrees (pk->speedup, pk->noise, s, n, threshold, NULL)) {
-            snprintf (why, len, "the confirmation on %.64s disagrees there (%.2fx +- %.2f against %.2fx +- %.2f)",
-                      cr->worker_id, s, n, pk->speedup, pk->noise);
-            continue;
-        }
-        return cr->worker_id;
-    }
+    const char *on = pk->confirmed_on ? pk->confirmed_on : "";
+    if (!pk->confirmation || !*pk->confirmation)
+        snprintf (why, len, "no confirm receipt of task %.64s (policy.confirm off, or its confirm task failed)",
+                  pk->task_id);
+    else
+    if (strcmp (pk->confirmation, "confirmed") != 0)
+        snprintf (why, len, "the confirmation on %.64s disagrees at that workload", on);
+    else
+    if (!*on || strcmp (on, measured) == 0)
+        snprintf (why, len, "confirmed on %.64s, the worker that measured it (no other live worker of the class)",
+                  measured);
+    else
+        return on;
     return NULL;
 }
 
@@ -70,9 +54,9 @@ static void s_skip (json_t *skipped, const Ak__Winner *w, const Ak__WorkloadPick
     free (reason);
 }
 
-int profiles_picks_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__Winner *w, double threshold,
-                        const char *name, bool unconfirmed, const char *prelude_host, const char *prelude_cuda,
-                        uint64_t now_ms, Ak__ProfileClass ***news, size_t *nnews, json_t *skipped, ak_err_t *err)
+int profiles_picks_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__Winner *w, const char *name,
+                        bool unconfirmed, const char *prelude_host, const char *prelude_cuda, uint64_t now_ms,
+                        Ak__ProfileClass ***news, size_t *nnews, json_t *skipped, ak_err_t *err)
 {
     int rc = 0;
     for (size_t i = 0; rc == 0 && pair && i < w->n_picks; i++) {
@@ -92,8 +76,13 @@ int profiles_picks_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__W
             why = "device class is not a valid name";
         const char *confirmed_on = NULL;
         char unconf[448], unconf_why[240];
-        if (!why && !(confirmed_on = s_confirmed_on (pair, pk, rt->receipt, threshold, unconf_why,
-                                                     sizeof unconf_why))
+        /* refuted is not unconfirmed: --unconfirmed does not take it */
+        if (!why && pk->confirmation && strcmp (pk->confirmation, "disagrees") == 0) {
+            snprintf (unconf, sizeof unconf, "the confirmation on %.64s disagrees at that workload",
+                      pk->confirmed_on ? pk->confirmed_on : "?");
+            why = unconf;
+        }
+        if (!why && !(confirmed_on = s_confirmed_on (pk, rt->receipt, unconf_why, sizeof unconf_why))
             && !unconfirmed) {
             snprintf (unconf, sizeof unconf, "not confirmed on another worker: %s; install with --unconfirmed",
                       unconf_why);

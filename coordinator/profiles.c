@@ -843,8 +843,8 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
                 json_array_append_new (skipped, json_pack ("{s:s, s:s, s:s}", "op", w->op,
                     "device_class", w->device_class, "reason",
                     *w->reason ? w->reason : "not promoted: the baseline stays"));
-            rc = profiles_picks_add (txn, pair, w, b->policy ? b->policy->threshold : 0.03, name, unconfirmed,
-                                     prelude_host, prelude_cuda, now_ms, &news, &nnews, skipped, err);
+            rc = profiles_picks_add (txn, pair, w, name, unconfirmed, prelude_host, prelude_cuda, now_ms, &news,
+                                     &nnews, skipped, err);
             continue;
         }
         const ak_result_task_t *win = NULL;
@@ -908,8 +908,8 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
         }
         ak_spec_destroy (&spec);
         if (rc == 0)
-            rc = profiles_picks_add (txn, pair, w, b->policy ? b->policy->threshold : 0.03, name, unconfirmed,
-                                     prelude_host, prelude_cuda, now_ms, &news, &nnews, skipped, err);
+            rc = profiles_picks_add (txn, pair, w, name, unconfirmed, prelude_host, prelude_cuda, now_ms, &news,
+                                     &nnews, skipped, err);
     }
     json_t *installed = json_array ();
     if (rc == 0 && nnews == 0) {

@@ -93,13 +93,14 @@ int profiles_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand, con
 /* The workload picks of winner w (promote.h) into the class records of
    news: for each, the entry of that workload from the pick's task,
    replacing the winner's (or vendor's) entry of the same key installed
-   just before.  A pick goes in when a confirm task of its task ran on
-   another worker and agrees at that workload (threshold: the batch's), or
-   with unconfirmed; otherwise, and when its records are missing, it is
-   appended to skipped with why.  0, or an error that aborts the install. */
-int profiles_picks_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__Winner *w, double threshold,
-                        const char *name, bool unconfirmed, const char *prelude_host, const char *prelude_cuda,
-                        uint64_t now_ms, Ak__ProfileClass ***news, size_t *nnews, json_t *skipped, ak_err_t *err);
+   just before.  A pick goes in when the confirm receipt of its task came
+   from another worker and agrees at that workload (its confirmation, as
+   the batch decided it), or with unconfirmed; otherwise, and when its
+   records are missing, it is appended to skipped with why.  0, or an
+   error that aborts the install. */
+int profiles_picks_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__Winner *w, const char *name,
+                        bool unconfirmed, const char *prelude_host, const char *prelude_cuda, uint64_t now_ms,
+                        Ak__ProfileClass ***news, size_t *nnews, json_t *skipped, ak_err_t *err);
 /* Frees the n records of v and v. */
 void profiles_classes_free (Ak__ProfileClass **v, size_t n);
 /* Writes the entries of each record in news into its profile: an entry

@@ -94,6 +94,7 @@ static void s_decide (ak_result_pair_t *p, const ak_promote_rule_t *rule, uint32
     ak_promote (p->op, p->device_class, rule, cands, nf, evals, &p->winner);
     ak_rounds_confirm_decide (rule, implausible, cands, evals, confirms, nf, p->winner);
     ak_promote_picks (rule, cands, evals, nf, p->winner);   /* against the winner as confirmed */
+    ak_rounds_picks_confirm (rule->threshold, cands, confirms, nf, p->winner);
     for (size_t k = 0; k < nf; k++)
         p->evals[at[k]] = evals[k];
     free (at);

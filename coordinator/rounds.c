@@ -236,6 +236,28 @@ void ak_rounds_confirm_decide (const ak_promote_rule_t *rule, double implausible
     ak_cpb_setf (&win->reason, "not confirmed: %.900s; the baseline stays", notes);
 }
 
+void ak_rounds_picks_confirm (double threshold, const ak_promote_cand_t *cands, const ak_confirm_t *confirms,
+                              size_t n, Ak__Winner *win)
+{
+    for (size_t j = 0; j < win->n_picks; j++) {
+        Ak__WorkloadPick *pk = win->picks[j];
+        ak_cpb_set (&pk->confirmation, "");
+        ak_cpb_set (&pk->confirmed_on, "");
+        size_t i = 0;
+        while (i < n && strcmp (cands[i].task_id, pk->task_id) != 0)
+            i++;
+        const Ak__Receipt *cr = i < n ? confirms[i].receipt : NULL;
+        double s = 0, ns = 0;
+        if (!cr || !cr->status || strcmp (cr->status, "ok") != 0
+            || !ak_promote_at (cr, pk->workload, pk->dtype, &s, &ns))
+            continue;
+        ak_cpb_set (&pk->confirmation,
+                    ak_rounds_confirm_agrees (pk->speedup, pk->noise, s, ns, threshold, NULL) ? "confirmed"
+                                                                                               : "disagrees");
+        ak_cpb_set (&pk->confirmed_on, cr->worker_id ? cr->worker_id : "");
+    }
+}
+
 // ------------------------------------------------------- store and index side
 
 void ak_rounds_new_clear (ak_rounds_new_t *out)

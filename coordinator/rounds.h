@@ -103,6 +103,15 @@ void ak_rounds_confirm_decide (const ak_promote_rule_t *rule, double implausible
                                const ak_promote_cand_t *cands, const ak_promote_eval_t *evals,
                                const ak_confirm_t *confirms, size_t n, Ak__Winner *winner);
 
+/* The confirmation of each workload pick of winner (promote.h) from the
+   confirm task of its task in confirms (parallel to cands): "confirmed"
+   when that receipt is ok and its speedup at the pick's workload agrees
+   with the pick's (ak_rounds_confirm_agrees, threshold), "disagrees" when
+   it does not, "" when there is none; confirmed_on the receipt's worker
+   (the caller judges whether that is another worker). */
+void ak_rounds_picks_confirm (double threshold, const ak_promote_cand_t *cands, const ak_confirm_t *confirms,
+                              size_t n, Ak__Winner *winner);
+
 // ------------------------------------------------------- store and index side
 
 typedef struct {

@@ -248,6 +248,33 @@ void akctl_render_report_html (FILE *out, const json_t *report)
         s_esc (out, akj_str (w, "reason"));
         fprintf (out, "</td></tr>\n");
         free (params);
+        /* workload picks (promote.h): a row each, under their winner */
+        const json_t *pk;
+        json_array_foreach (akj_arr (w, "picks"), j, pk) {
+            char *pp = akctl_params_text (akj_arr (pk, "params"));
+            fprintf (out, "<tr class=\"pick\"><td></td><td>workload pick: ");
+            s_esc (out, akj_str (pk, "workload"));
+            fprintf (out, "/");
+            s_esc (out, akj_str (pk, "dtype"));
+            fprintf (out, "</td><td>");
+            s_esc (out, akj_str (pk, "candidate_name"));
+            fprintf (out, "</td><td>");
+            s_esc (out, pp);
+            fprintf (out, "</td><td>%s</td><td>%.2fx over the ",
+                     akctl_speedup (akj_num (pk, "speedup"), akj_num (pk, "noise"), sp, sizeof sp),
+                     akj_num (pk, "over"));
+            s_esc (out, akj_str (pk, "replaces"));
+            fprintf (out, " there (task ");
+            s_esc (out, akj_str (pk, "task_id"));
+            const char *conf = akj_str (pk, "confirmation");
+            fprintf (out, "; %s", strcmp (conf, "confirmed") == 0 ? "confirmed on "
+                                  : strcmp (conf, "disagrees") == 0 ? "the confirmation disagrees: not installed, on "
+                                  : "not confirmed");
+            if (*conf)
+                s_esc (out, akj_str (pk, "confirmed_on"));
+            fprintf (out, ")</td></tr>\n");
+            free (pp);
+        }
     }
     fprintf (out, "</table>\n");
 

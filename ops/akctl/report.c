@@ -52,11 +52,21 @@ static void s_picks (FILE *out, bool md, const json_t *w)
     json_array_foreach (picks, i, pk) {
         char *params = akctl_params_text (akj_arr (pk, "params"));
         char sp[64];
-        fprintf (out, "%s%s/%s: %s%s%s %s, %s over the baseline, %.2fx over the %s there (task %s)\n",
+        const char *conf = akj_str (pk, "confirmation");
+        char said[160];
+        if (strcmp (conf, "confirmed") == 0)
+            snprintf (said, sizeof said, "; confirmed on %.64s", akj_str (pk, "confirmed_on"));
+        else
+        if (strcmp (conf, "disagrees") == 0)
+            snprintf (said, sizeof said, "; the confirmation on %.64s disagrees: not installed",
+                      akj_str (pk, "confirmed_on"));
+        else
+            snprintf (said, sizeof said, "; not confirmed");
+        fprintf (out, "%s%s/%s: %s%s%s %s, %s over the baseline, %.2fx over the %s there (task %s%s)\n",
                  md ? "- " : "    ", akj_str (pk, "workload"), akj_str (pk, "dtype"), md ? "`" : "",
                  akj_str (pk, "candidate_name"), md ? "`" : "", params,
                  akctl_speedup (akj_num (pk, "speedup"), akj_num (pk, "noise"), sp, sizeof sp),
-                 akj_num (pk, "over"), akj_str (pk, "replaces"), akj_str (pk, "task_id"));
+                 akj_num (pk, "over"), akj_str (pk, "replaces"), akj_str (pk, "task_id"), said);
         free (params);
     }
 }

@@ -472,6 +472,11 @@ static void s_pick_task (s_fx_t *fx, const char *batch_id, const char *rid, int6
     pk->noise = 0.02;
     ak_cpb_set (&pk->replaces, w->promoted ? "winner" : "baseline");
     pk->over = speedup / 1.5;
+    if (confirm_rid) {
+        /* what the batch's decision says of it (ak_rounds_picks_confirm) */
+        ak_cpb_set (&pk->confirmation, fabs (scale - 1) < 0.05 ? "confirmed" : "disagrees");
+        ak_cpb_set (&pk->confirmed_on, worker);
+    }
     w->picks = ak_malloc (sizeof *w->picks);
     w->picks[0] = pk;
     w->n_picks = 1;
@@ -550,8 +555,12 @@ static void test_install_workload_picks (void **state)
     assert_int_equal (json_array_size (json_object_get (out, "installed")), 2);       /* the winner's two */
     skip = json_array_get (json_object_get (out, "skipped"), 0);
     assert_non_null (strstr (json_string_value (json_object_get (skip, "reason")),
-                             "workload pick small/float32 (warp_row): not confirmed on another worker: "
-                             "the confirmation on w2 disagrees there"));
+                             "workload pick small/float32 (warp_row): the confirmation on w2 disagrees at "
+                             "that workload"));
+    json_decref (out);
+    /* refuted, not unconfirmed: --unconfirmed does not take it either */
+    assert_int_equal (s_install (fx, "B000003", "loose3", false, &out, &err), 0);
+    assert_int_equal (json_array_size (json_object_get (out, "installed")), 2);
     json_decref (out);
 
     /* no winner promoted (a kernel baseline kept): the pick's workload

@@ -35,6 +35,7 @@ typedef struct {
     ak_worker_t   *w[2];
     double         confirm_scale;   /* confirm tasks measure 1 + (s - 1) * this; 0: as tune */
     bool           large;           /* receipts measure a second workload, 'large' (s_large) */
+    double         large_confirm_scale; /* the pick's confirm task measures 'large' at this x; 0: as tune */
 } fx_t;
 
 static ak_worker_t *s_worker (fx_t *fx, const char *id, const char *route)
@@ -142,7 +143,11 @@ static void s_large (fx_t *fx, const ak_task_t *t, Ak__Receipt *r)
     ak_cpb_set (&r->timings[0]->workload->dtype, "float32");
     if (!fx->large)
         return;
-    Ak__Receipt *two = ak_rounds_fx_receipt ("", "", s_product (t, fx) == 1 ? 3.0 : 1.2, 0.01);
+    bool slowest = s_product (t, fx) == 1;
+    double sp = slowest ? 3.0 : 1.2;
+    if (slowest && fx->large_confirm_scale > 0 && strcmp (t->kind, "confirm") == 0)
+        sp *= fx->large_confirm_scale;
+    Ak__Receipt *two = ak_rounds_fx_receipt ("", "", sp, 0.01);
     ak_cpb_set (&two->timings[0]->workload->name, "large");
     ak_cpb_set (&two->timings[0]->workload->dtype, "float32");
     r->timings = ak_realloc (r->timings, 2 * sizeof *r->timings);
@@ -445,13 +450,27 @@ static void test_workload_pick_flow (void **state)
     assert_int_equal (ak_rounds_fx_param (rec->params, rec->n_params, "BLOCK")
                           * ak_rounds_fx_param (rec->params, rec->n_params, "UNROLL"), 1);
     ak__task_record__free_unpacked (rec, NULL);
-    /* its confirm task ran on the other worker */
-    bool confirmed = false;
-    for (size_t k = 0; k < res->pairs[0].nconfirms; k++)
-        confirmed |= strcmp (res->pairs[0].confirms[k].task->confirm_of, pk->task_id) == 0
-                     && strcmp (res->pairs[0].confirms[k].receipt->worker_id, "w2") == 0;
-    assert_true (confirmed);
+    /* its confirm task ran on the other worker, and agrees there */
+    assert_string_equal (pk->confirmation, "confirmed");
+    assert_string_equal (pk->confirmed_on, "w2");
     ak_store_abort (&txn);
+    ak_results_destroy (&res);
+    s_fixture_free (fx);
+
+    /* a confirmation that measures the pick at 60% of its figure disagrees */
+    fx = s_fixture ("\"confirm\": true");
+    fx->large = true;
+    fx->large_confirm_scale = 0.6;
+    assert_int_equal (s_run_queue (fx, 0, NULL), AK_ROUNDS_FX_VALID + 1);
+    nconf = s_count (fx, "confirm", -1);
+    assert_int_equal (s_run_queue (fx, 1, NULL), nconf);
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    assert_int_equal (ak_results_load (txn, "B000001", &res, &err), 0);
+    ak_store_abort (&txn);
+    w = res->pairs[0].winner;
+    assert_int_equal (w->n_picks, 1);
+    assert_string_equal (w->picks[0]->confirmation, "disagrees");
+    assert_string_equal (w->picks[0]->confirmed_on, "w2");
     ak_results_destroy (&res);
     s_fixture_free (fx);
 }
