@@ -12,7 +12,12 @@
     without --unconfirmed (another worker's confirm receipt of its task must agree
     at that workload, as for the winner: Winner.picks[].confirmation); let a pick's records that do not
     match (a retried task, a missing blob) abort the install: the pick is
-    skipped with why, the winner's entry stays. */
+    skipped with why, the winner's entry stays.
+
+    Also here, the other per-workload decision of an install: a winner's
+    entry goes in only at the workloads where it beat the baseline
+    (profiles_winner_trim). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +57,31 @@ static void s_skip (json_t *skipped, const Ak__Winner *w, const Ak__WorkloadPick
                                                "reason", reason));
     ak_warn ("profile %s: %s on %s: %s", name, w->op, w->device_class, reason);
     free (reason);
+}
+
+void profiles_winner_trim (Ak__ProfileClass *pc, const Ak__Winner *w, const char *task_id, double threshold,
+                           const char *name, json_t *skipped)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < pc->n_entries; i++) {
+        Ak__ProfileEntry *e = pc->entries[i];
+        double bar = 1.0 + threshold + (isfinite (e->noise) && e->noise > 0 ? e->noise : 0);
+        if (strcmp (e->task_id, task_id) != 0 || strcmp (e->op, w->op) != 0 || (isfinite (e->speedup)
+                                                                                  && e->speedup >= bar)) {
+            pc->entries[k++] = e;
+            continue;
+        }
+        char *reason = ak_sprintf ("workload %s/%s: the winner %s measured %.3fx +- %.3f there, below %.3fx "
+                                   "(1 + threshold + noise): the workload keeps its baseline", e->workload_name,
+                                   e->dtype, e->candidate_name, e->speedup, e->noise, bar);
+        json_array_append_new (skipped, json_pack ("{s:s, s:s, s:s, s:s, s:s}", "op", w->op, "device_class",
+                                                   w->device_class, "workload", e->workload_name, "dtype",
+                                                   e->dtype, "reason", reason));
+        ak_info ("profile %s: %s on %s: %s", name, w->op, w->device_class, reason);
+        free (reason);
+        ak__profile_entry__free_unpacked (e, NULL);
+    }
+    pc->n_entries = k;
 }
 
 int profiles_picks_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__Winner *w, const char *name,

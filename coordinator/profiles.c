@@ -902,6 +902,8 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
             rc = profiles_entries_for (spec, cand, t, win->receipt, fig, w->speedup, w->noise, NULL, NULL, pre,
                                        strcmp (t->backend, "cuda") == 0 ? prelude_cuda : prelude_host,
                                        confirmed_on, now_ms, pc, err);
+            if (rc == 0)
+                profiles_winner_trim (pc, w, t->task_id, b->policy ? b->policy->threshold : 0.03, name, skipped);
             if (rc == 0 && !confirmed_on)
                 ak_warn ("profile %s: %s on %s installed unconfirmed (--unconfirmed): %s", name, w->op,
                          w->device_class, unconf_why);

@@ -90,6 +90,16 @@ int profiles_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand, con
                           const char *only, const char *only_dtype, const char *pre_receipt,
                           const char *prelude_digest, const char *confirmed_on, uint64_t now_ms,
                           Ak__ProfileClass *pc, ak_err_t *err);
+/* The entries of winner w's task (task_id) in pc that did not beat the
+   baseline at their own workload: a winner is promoted over all of an
+   operator's workloads and may trail the baseline at one by up to
+   policy.max_regression, but a profile entry makes the program run it,
+   so an entry goes in only where its figures say speedup >= 1 + threshold
+   + noise (the bar verify checks again, and a pick's).  The others are
+   dropped and appended to skipped with why (the workload keeps its
+   baseline, or a pick). */
+void profiles_winner_trim (Ak__ProfileClass *pc, const Ak__Winner *w, const char *task_id, double threshold,
+                           const char *name, json_t *skipped);
 /* The workload picks of winner w (promote.h) into the class records of
    news: for each, the entry of that workload from the pick's task,
    replacing the winner's (or vendor's) entry of the same key installed

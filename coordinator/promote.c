@@ -283,6 +283,35 @@ bool ak_promote_at (const Ak__Receipt *r, const char *workload, const char *dtyp
     return false;
 }
 
+const Ak__Workload **ak_promote_workloads (const ak_promote_cand_t *cands, const ak_promote_eval_t *evals, size_t n,
+                                          size_t *nw_p)
+{
+    const Ak__Workload **wls = NULL;
+    size_t nw = 0, cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!evals[i].ok || !cands[i].receipt)
+            continue;
+        const Ak__Receipt *r = cands[i].receipt;
+        for (size_t k = 0; k < r->n_timings; k++) {
+            const Ak__Workload *w = r->timings[k]->workload;
+            if (!w || !w->name || !w->dtype)
+                continue;
+            size_t j = 0;
+            while (j < nw && !(strcmp (wls[j]->name, w->name) == 0 && strcmp (wls[j]->dtype, w->dtype) == 0))
+                j++;
+            if (j < nw)
+                continue;
+            if (nw == cap) {
+                cap = cap ? cap * 2 : 16;
+                wls = ak_realloc (wls, cap * sizeof *wls);
+            }
+            wls[nw++] = w;
+        }
+    }
+    *nw_p = nw;
+    return wls;
+}
+
 static void s_picks_free (Ak__Winner *win)
 {
     for (size_t i = 0; i < win->n_picks; i++)
@@ -313,29 +342,8 @@ size_t ak_promote_picks (const ak_promote_rule_t *rule, const ak_promote_cand_t 
             wc = &cands[i];
     if (win->promoted && !wc)
         return 0;                       /* decided elsewhere: no figures to compare with */
-    /* the workloads: those of every ok candidate, in order of first sight */
-    const Ak__Workload **wls = NULL;
-    size_t nw = 0, cap = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!evals[i].ok)
-            continue;
-        const Ak__Receipt *r = cands[i].receipt;
-        for (size_t k = 0; k < r->n_timings; k++) {
-            const Ak__Workload *w = r->timings[k]->workload;
-            if (!w || !w->name || !w->dtype)
-                continue;
-            size_t j = 0;
-            while (j < nw && !(strcmp (wls[j]->name, w->name) == 0 && strcmp (wls[j]->dtype, w->dtype) == 0))
-                j++;
-            if (j < nw)
-                continue;
-            if (nw == cap) {
-                cap = cap ? cap * 2 : 16;
-                wls = ak_realloc (wls, cap * sizeof *wls);
-            }
-            wls[nw++] = w;
-        }
-    }
+    size_t nw = 0;
+    const Ak__Workload **wls = ak_promote_workloads (cands, evals, n, &nw);
     for (size_t j = 0; j < nw; j++) {
         const char *name = wls[j]->name, *dtype = wls[j]->dtype;
         double s_ref = 1, n_ref = 0;

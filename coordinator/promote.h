@@ -96,6 +96,11 @@ size_t ak_promote_picks (const ak_promote_rule_t *rule, const ak_promote_cand_t 
 bool ak_promote_at (const Ak__Receipt *r, const char *workload, const char *dtype, double *speedup,
                     double *noise);
 
+/* The workloads (name, dtype) the ok candidates' receipts measured, in
+   order of first sight, pointing into those receipts; *nw_p gets how many.
+   The array is the caller's (free); NULL when there are none. */
+const Ak__Workload **ak_promote_workloads (const ak_promote_cand_t *cands, const ak_promote_eval_t *evals, size_t n,
+                                          size_t *nw_p);
 /* Evaluates one candidate (the first half of ak_promote). */
 void ak_promote_eval (const ak_promote_rule_t *rule, const ak_promote_cand_t *cand,
                       ak_promote_eval_t *eval);

@@ -75,6 +75,49 @@ size_t ak_rounds_best (const ak_promote_cand_t *cands, const ak_promote_eval_t *
     return m;
 }
 
+static bool s_among (const size_t *v, size_t n, size_t i)
+{
+    for (size_t k = 0; k < n; k++)
+        if (v[k] == i)
+            return true;
+    return false;
+}
+
+size_t ak_rounds_leaders (const ak_promote_cand_t *cands, const ak_promote_eval_t *evals, size_t n,
+                          double threshold, const size_t *kept, size_t nkept, size_t *out, size_t cap)
+{
+    size_t nw = 0, m = 0;
+    const Ak__Workload **wls = ak_promote_workloads (cands, evals, n, &nw);
+    for (size_t j = 0; j < nw && m < cap; j++) {
+        const char *name = wls[j]->name, *dtype = wls[j]->dtype;
+        ssize_t lead = -1;
+        double sl = 0, nl = 0;
+        for (size_t i = 0; i < n; i++) {
+            double s, ns;
+            if (!evals[i].ok || !ak_promote_at (cands[i].receipt, name, dtype, &s, &ns))
+                continue;
+            if (lead < 0 || s > sl || (s == sl && s_tiebreak (&cands[i], &cands[lead]) < 0)) {
+                lead = (ssize_t) i;
+                sl = s;
+                nl = ns;
+            }
+        }
+        if (lead < 0 || s_among (kept, nkept, (size_t) lead) || s_among (out, m, (size_t) lead)
+            || sl < 1.0 + threshold + nl)
+            continue;
+        bool ahead = true;
+        for (size_t k = 0; k < nkept && ahead; k++) {
+            double s, ns;
+            if (ak_promote_at (cands[kept[k]].receipt, name, dtype, &s, &ns))
+                ahead = sl / s >= 1.0 + nl / sl + ns / s;
+        }
+        if (ahead)
+            out[m++] = (size_t) lead;
+    }
+    free (wls);
+    return m;
+}
+
 size_t ak_rounds_finalists (const ak_promote_cand_t *cands, const ak_promote_eval_t *evals, size_t n,
                             size_t out[AK_ROUNDS_MAX_FINALISTS])
 {
@@ -529,15 +572,19 @@ static int s_next_stage (s_pair_t *p, uint32_t smax, uint32_t n1, bool *made, ak
     uint32_t rounds = pol && pol->search_rounds >= 2 ? pol->search_rounds : 2;
     uint32_t keep = ak_search_stage_size (n1, pol && pol->search_keep ? pol->search_keep : 4, rounds,
                                           smax + 1);
-    size_t *best = ak_calloc (keep ? keep : 1, sizeof *best);
+    size_t *best = ak_calloc ((keep ? keep : 1) + p->n, sizeof *best);
     size_t nb = ak_rounds_best (p->cands, p->evals, p->n, keep, best);
-    for (size_t k = 0; k < nb && rc == 0; k++)
+    /* and each workload's own leader (rounds.h): workload picks need it
+       measured with full timing */
+    size_t nl = ak_rounds_leaders (p->cands, p->evals, p->n, pol ? pol->threshold : 0.03, best, nb, best + nb,
+                                   p->n);
+    for (size_t k = 0; k < nb + nl && rc == 0; k++)
         rc = s_create (p, p->recs[best[k]], "tune", smax + 1, err);
     if (rc == 0) {
-        *made = nb > 0;
-        ak_info ("batch %s: %s on %s: halving stage %u done (%zu tasks), %zu of them to stage %u%s",
-                 p->batch->batch_id, p->op, p->cls, smax, p->n, nb, smax + 1,
-                 smax + 1 == rounds ? " (full timing)" : "");
+        *made = nb + nl > 0;
+        ak_info ("batch %s: %s on %s: halving stage %u done (%zu tasks), %zu of them to stage %u%s, "
+                 "%zu more as workload leaders", p->batch->batch_id, p->op, p->cls, smax, p->n, nb, smax + 1,
+                 smax + 1 == rounds ? " (full timing)" : "", nl);
     }
     free (best);
     s_pair_unload (p);

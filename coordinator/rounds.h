@@ -61,6 +61,19 @@
 size_t ak_rounds_best (const ak_promote_cand_t *cands, const ak_promote_eval_t *evals, size_t n,
                        size_t keep, size_t *out);
 
+/* The workload leaders a halving stage carries on besides the best
+   `keep` (kept[0..nkept)): for each workload (name, dtype) measured, the
+   ok candidate fastest there alone (speedup s at that workload, ties as
+   above), when it is not kept already, beats the baseline there
+   (s >= 1 + threshold + its noise) and beats every kept candidate
+   measured there outside both noise bands (s / s_k >= 1 + r + r_k, r the
+   relative noises).  Without them the next stage (full timing, where
+   workload picks are chosen) only sees configurations good on average,
+   and the best one for a long row or for bfloat16 is lost at stage 1.
+   Appended to out (distinct, at most cap); returns how many. */
+size_t ak_rounds_leaders (const ak_promote_cand_t *cands, const ak_promote_eval_t *evals, size_t n,
+                          double threshold, const size_t *kept, size_t nkept, size_t *out, size_t cap);
+
 /* The finalists of a promoted decision: every promotable candidate within
    the tie band of the best, in tie-break order (the winner first), at
    most AK_ROUNDS_MAX_FINALISTS.  0 when nothing is promotable. */

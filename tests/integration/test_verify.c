@@ -351,13 +351,19 @@ static void test_verify (void **state)
         free (out);
         rc = ak_test_akctl (&s_c, &out, "report %s 2>&1", batch);
         free (out);
-        rc = ak_test_akctl (&s_c, &out, "profile install %s --profile vp 2>&1", batch);
-        if (rc == 0) {
-            assert_non_null (strstr (out, "installed 2 entries into profile vp"));
+        /* --replace: what an earlier attempt installed (a workload pick
+           alone) gives way */
+        rc = ak_test_akctl (&s_c, &out, "profile install %s --profile vp --replace 2>&1", batch);
+        if (rc == 0 && strstr (out, "installed 2 entries into profile vp"))
             tuned = batch;
-        }
         else {
-            assert_non_null (strstr (out, "no promoted winner"));
+            /* noise hid the winner (nothing went in, or only a workload
+               pick), or left it behind the baseline at one workload (that
+               entry stays out); both say why */
+            if (rc != 0)
+                assert_non_null (strstr (out, "no promoted winner"));
+            else
+                assert_non_null (strstr (out, "skipped: matmul on host"));
             free (batch);
         }
         free (out);

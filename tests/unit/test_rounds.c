@@ -286,6 +286,68 @@ static void test_best_and_finalists (void **state)
     s_dec_free (&d);
 }
 
+/* Adds workload "large"/float32 measured at speedup +- noise to r. */
+static void s_add_large (Ak__Receipt *r, double speedup, double noise)
+{
+    Ak__Receipt *one = ak_rounds_fx_receipt ("x", "w1", speedup, noise);
+    Ak__WorkloadTiming *t = one->timings[0];
+    one->n_timings = 0;
+    ak__receipt__free_unpacked (one, NULL);
+    ak_cpb_set (&t->workload->name, "large");
+    ak_cpb_set (&t->workload->dtype, "float32");
+    r->timings = ak_realloc (r->timings, (r->n_timings + 1) * sizeof *r->timings);
+    r->timings[r->n_timings++] = t;
+}
+
+/* A halving stage carries each workload's own leader beyond the best
+   `keep`: only one outside the noise of every kept candidate there, that
+   beats the baseline there, is ok, and is not kept already. */
+static void test_workload_leaders (void **state)
+{
+    dec_t d;
+    /* "small": 2.0, 1.9, 1.2, 1.0; "large": 1.1, 1.2, L, 1.02 */
+    double sp[] = { 2.0, 1.9, 1.2, 1.0 }, none[] = { 0, 0, 0, 0 };
+    const struct { double large2; double noise; size_t want; } cases[] = {
+        { 1.8, 0.01, 1 },           /* candidate 2 leads "large" by far: carried */
+        { 1.21, 0.01, 0 },          /* 1.21 against the kept 1.2: inside the noise */
+        { 1.21, 0.0, 1 },           /* the same without noise: ahead */
+    };
+    ak_promote_rule_t rule = { .threshold = 0.03, .max_regression = 0.05 };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        s_dec (&d, 4, sp, none, cases[c].noise);
+        double large[] = { 1.1, 1.2, cases[c].large2, 1.02 };
+        for (size_t i = 0; i < 4; i++) {
+            s_add_large (d.tunes[i], large[i], cases[c].noise);
+            ak_promote_eval (&rule, &d.cand[i], &d.ev[i]);
+            assert_true (d.ev[i].ok);
+        }
+        size_t kept[2] = { 0, 1 }, out[4];
+        size_t m = ak_rounds_leaders (d.cand, d.ev, 4, 0.03, kept, 2, out, 4);
+        assert_int_equal (m, cases[c].want);
+        if (m)
+            assert_int_equal (out[0], 2);
+        /* a leader already kept is not carried twice; cap 0 carries none */
+        size_t kept3[3] = { 0, 1, 2 };
+        assert_int_equal (ak_rounds_leaders (d.cand, d.ev, 4, 0.03, kept3, 3, out, 4), 0);
+        assert_int_equal (ak_rounds_leaders (d.cand, d.ev, 4, 0.03, kept, 2, out, 0), 0);
+        /* one that failed is never a leader */
+        d.ev[2].ok = false;
+        assert_int_equal (ak_rounds_leaders (d.cand, d.ev, 4, 0.03, kept, 2, out, 4), 0);
+        s_dec_free (&d);
+    }
+
+    /* nothing beats the baseline at "large": no leader there */
+    s_dec (&d, 4, sp, none, 0.01);
+    double low[] = { 0.9, 0.95, 1.02, 1.0 };
+    for (size_t i = 0; i < 4; i++) {
+        s_add_large (d.tunes[i], low[i], 0.01);
+        ak_promote_eval (&rule, &d.cand[i], &d.ev[i]);
+    }
+    size_t kept[2] = { 0, 1 }, out[4];
+    assert_int_equal (ak_rounds_leaders (d.cand, d.ev, 4, 0.03, kept, 2, out, 4), 0);
+    s_dec_free (&d);
+}
+
 static void test_confirm_decisions (void **state)
 {
     dec_t d;
@@ -445,6 +507,7 @@ int main (void)
         cmocka_unit_test (test_policy_parsing),
         cmocka_unit_test (test_expand_strategies),
         cmocka_unit_test (test_best_and_finalists),
+        cmocka_unit_test (test_workload_leaders),
         cmocka_unit_test (test_confirm_decisions),
         cmocka_unit_test (test_confirm_agreement_rule),
         cmocka_unit_test (test_confirm_disagreement),
