@@ -7,7 +7,10 @@ Reads what akctl printed for a finished batch (`report --json`, `receipts
   * takes the winner's receipt (the baseline's preflight receipt when the
     baseline was kept), or for a workload with a workload pick (promote.h:
     another candidate installed for that workload alone) the pick's
-    receipt: its median time, the baseline's median time, the speedup, the
+    receipt (where the winner did not beat the baseline at a workload by
+    the threshold and its noise and no pick did, the profile keeps the
+    baseline there, docs/profiles.md, and so does this table), each with
+    its median time, the baseline's median time, the speedup, the
     workload's FLOP and byte counts from the spec's expressions;
   * times PyTorch doing the same operation on the same shapes and dtype, in
     this process, with the method the worker uses (docs/measurement.md):
@@ -308,6 +311,8 @@ def main():
     ap.add_argument("--extra-spec", action="append", default=[], help="spec.json of an external op")
     ap.add_argument("--out", default=None)
     ap.add_argument("--json-out", default=None)
+    ap.add_argument("--threshold", type=float, default=0.03,
+                    help="the batch's policy.threshold (an entry needs speedup >= 1 + threshold + noise)")
     args = ap.parse_args()
 
     report = load_json(args.report)
@@ -346,6 +351,8 @@ def main():
         for tm in r["timings"]:
             wl = tm["workload"]
             pk = picks.get((wl["name"], wl["dtype"]))
+            if pk and pk.get("confirmation") == "disagrees":
+                pk = None                   # refuted: install skips it (docs/profiles.md)
             if pk and receipts.get(pk["task_id"]):
                 # the pick's own measurement of this workload
                 tm = next((x for x in receipts[pk["task_id"]]["timings"]
@@ -353,6 +360,11 @@ def main():
             row_config = (label(pk) + " (pick)") if pk else config
             ours = tm["candidate"]["median_us"]
             base = tm["baseline"]["median_us"] if tm.get("baseline") else ours
+            s_wl = tm.get("speedup") or (base / ours if ours > 0 else 0.0)
+            if w.get("promoted") and not pk and s_wl < 1 + args.threshold + tm.get("speedup_noise", 0.0):
+                # install leaves the winner out here: the baseline runs
+                row_config = "baseline (%s: %.2fx here)" % (config, s_wl)
+                ours = base
             row = {"op": name, "workload": wl["name"], "dims": wl["dims"], "dtype": wl["dtype"],
                    "config": row_config, "ours_us": ours, "baseline_us": base,
                    "speedup": base / ours if ours > 0 else 0.0, "timer": tm.get("timer", ""),
