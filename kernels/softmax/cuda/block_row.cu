@@ -3,10 +3,10 @@
 
     THREADS threads own a row; each loads its share with accesses of VEC
     contiguous elements (VEC 4 of float: one 128-bit load) and keeps up to
-    32 elements in registers, so the maximum, the sum of exponentials and
-    the output all come from one read of x (1024 threads hold a whole
-    32768-element row: a 32000-token vocabulary).  A longer row re-reads
-    the rest (from L1/L2).  Rows whose length is not a multiple of VEC, or
+    CACHE elements (32 or 64) in registers, so the maximum, the sum of
+    exponentials and the output all come from one read of x (1024 threads
+    x 32 or 512 x 64 hold a whole 32768-element row: a 32000-token
+    vocabulary).  A longer row re-reads the rest (from L1/L2).  Rows whose length is not a multiple of VEC, or
     buffers not aligned to the access, take a scalar path.  The maximum and
     the sum are reduced across the block (warp shuffles, then one value per
     warp through shared memory) in an order fixed by THREADS and VEC, so
@@ -19,8 +19,12 @@
 #define VEC 1
 #endif
 
-#define S_CACHE (32 / VEC)             /* accesses a thread keeps: 32 elements */
-static_assert (32 % VEC == 0, "VEC must divide 32");
+#ifndef CACHE
+#define CACHE 32
+#endif
+
+#define S_CACHE (CACHE / VEC)          /* accesses a thread keeps: CACHE elements */
+static_assert (CACHE % VEC == 0, "VEC must divide CACHE");
 
 /* The raw word one access moves: VEC elements. */
 template <int BYTES> struct s_raw_of;
