@@ -6,11 +6,12 @@
     CACHE elements (32 or 64) in registers, so the maximum, the sum of
     exponentials and the output all come from one read of x (1024 threads
     x 32 or 512 x 64 hold a whole 32768-element row: a 32000-token
-    vocabulary).  A longer row re-reads the rest (from L1/L2).  Rows whose length is not a multiple of VEC, or
-    buffers not aligned to the access, take a scalar path.  The maximum and
-    the sum are reduced across the block (warp shuffles, then one value per
-    warp through shared memory) in an order fixed by THREADS and VEC, so
-    results are deterministic.
+    vocabulary).  A longer row re-reads the rest (from L1/L2).  Rows whose
+    length is not a multiple of VEC, or buffers not aligned to the access,
+    take a scalar path.  The maximum and the sum are reduced across the
+    block (warp shuffles, then one value per warp through shared memory) in
+    an order fixed by THREADS and VEC (CACHE only changes where elements
+    come from), so results are deterministic.
     Launch: grid [rows], block [THREADS]; THREADS a multiple of 32. */
 #ifndef THREADS
 #define THREADS 256
