@@ -4,7 +4,7 @@
 #   ops/bench/coord_scale.sh [--bin DIR] [--out DIR] [--duration S] [--warmup S]
 #                            [--workers "10 100 1000"] [--restarts N] [--spec FILE]
 #                            [--wait-idle S] [--only "RUN ..."] [--repeat N] [--keep]
-#                            [--scrape off|on|both] [--commit async|sync|both] [--curve]
+#                            [--scrape off|on|both] [--commit async|sync|thread|both|all] [--curve]
 #
 # Runs a REAL akcoord with durable commits (LMDB syncs on every commit, the
 # default) against akload (build/bin/akload: simulated workers, no kernel
@@ -54,7 +54,10 @@
 # --commit sync runs akcoord with --commit-sync (the group commit's fsyncs
 # on the loop's thread: NAME+sync); --commit both does each load run with
 # the writer thread (the default, NAME) and with --commit-sync, alternating
-# which goes first (issue 24); it cannot be combined with --scrape.
+# which goes first (issue 24); --commit thread runs akcoord with
+# --commit-thread-ms 0 (every commit on the writer thread: NAME+thread), and
+# --commit all runs the three, alternating their order.  None of them can
+# be combined with --scrape.
 # --curve runs every akcoord with CURVE on both endpoints (--cert/--keys;
 # akload and akctl with certificates: ops/bench/curve_keys.sh) instead of
 # --plain.
@@ -109,7 +112,7 @@ done
 [ "$warmup" -lt "$duration" ] || { echo "coord_scale: --warmup must be below --duration" >&2; exit 2; }
 case "$repeat" in ''|*[!0-9]*|0) echo "coord_scale: --repeat must be a positive number" >&2; exit 2 ;; esac
 case "$scrape" in off|on|both) ;; *) echo "coord_scale: --scrape must be off, on or both" >&2; exit 2 ;; esac
-case "$commit" in async|sync|both) ;; *) echo "coord_scale: --commit must be async, sync or both" >&2; exit 2 ;; esac
+case "$commit" in async|sync|thread|both|all) ;; *) echo "coord_scale: --commit must be async, sync, thread, both or all" >&2; exit 2 ;; esac
 if [ "$commit" != async ] && [ "$scrape" != off ]; then
     echo "coord_scale: --commit $commit and --scrape $scrape: one comparison at a time" >&2; exit 2
 fi
@@ -398,15 +401,18 @@ load () {
         local tag="" plain=1 scraped=1
         [ "$k" = 1 ] || tag="#$k"
         if [ "$commit" != async ]; then
-            # --commit both: the two alternate which goes first, as below
-            local order="sync"
+            # --commit both / all: the modes alternate which goes first,
+            # as below
+            local order=$commit
             [ "$commit" = both ] && { [ $(( k % 2 )) = 0 ] && order="sync async" || order="async sync"; }
+            [ "$commit" = all ] && { [ $(( k % 2 )) = 0 ] && order="thread sync async" \
+                                                          || order="async sync thread"; }
             for v in $order; do
-                if [ "$v" = sync ]; then
-                    run_load "$name+sync$tag" "$n" "$lopts" "$@" --commit-sync
-                else
-                    run_load "$name$tag" "$n" "$lopts" "$@"
-                fi
+                case $v in
+                sync) run_load "$name+sync$tag" "$n" "$lopts" "$@" --commit-sync ;;
+                thread) run_load "$name+thread$tag" "$n" "$lopts" "$@" --commit-thread-ms 0 ;;
+                *) run_load "$name$tag" "$n" "$lopts" "$@" ;;
+                esac
             done
             continue
         fi
