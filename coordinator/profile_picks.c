@@ -59,15 +59,14 @@ static void s_skip (json_t *skipped, const Ak__Winner *w, const Ak__WorkloadPick
     free (reason);
 }
 
-void profiles_winner_trim (Ak__ProfileClass *pc, const Ak__Winner *w, const char *task_id, double threshold,
+void profiles_winner_trim (Ak__ProfileClass *pc, size_t from, const Ak__Winner *w, double threshold,
                            const char *name, json_t *skipped)
 {
-    size_t k = 0;
-    for (size_t i = 0; i < pc->n_entries; i++) {
+    size_t k = from;
+    for (size_t i = from; i < pc->n_entries; i++) {
         Ak__ProfileEntry *e = pc->entries[i];
         double bar = 1.0 + threshold + (isfinite (e->noise) && e->noise > 0 ? e->noise : 0);
-        if (strcmp (e->task_id, task_id) != 0 || strcmp (e->op, w->op) != 0 || (isfinite (e->speedup)
-                                                                                  && e->speedup >= bar)) {
+        if (isfinite (e->speedup) && e->speedup >= bar) {
             pc->entries[k++] = e;
             continue;
         }
@@ -91,19 +90,8 @@ int profiles_picks_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__W
     int rc = 0;
     for (size_t i = 0; rc == 0 && pair && i < w->n_picks; i++) {
         const Ak__WorkloadPick *pk = w->picks[i];
-        size_t j = 0;
-        while (j < pair->ntunes && strcmp (pair->tunes[j].task->task_id, pk->task_id) != 0)
-            j++;
-        const ak_result_task_t *rt = j < pair->ntunes ? &pair->tunes[j] : NULL;
-        const char *why = NULL;
-        if (!rt || !rt->receipt)
-            why = "its task or receipt is missing from the store";
-        else
-        if (strcmp (rt->receipt->receipt_id, pk->receipt_id) != 0)
-            why = "its receipt is no longer the task's accepted one (retried?)";
-        else
-        if (!profiles_class_valid (w->device_class))
-            why = "device class is not a valid name";
+        const ak_result_task_t *rt = NULL;
+        const char *why = profiles_tune_why (pair, pk->task_id, pk->receipt_id, w->device_class, &rt);
         const char *confirmed_on = NULL;
         char unconf[448], unconf_why[240];
         /* refuted is not unconfirmed: --unconfirmed does not take it */
@@ -123,11 +111,12 @@ int profiles_picks_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__W
         ak_err_t e2 = { 0 };
         if (!why)
             why = profiles_task_load (txn, rt->task, &spec, &cand, &e2);
-        size_t nat = 0;
-        for (size_t k = 0; !why && k < rt->task->n_workloads; k++)
-            nat += strcmp (rt->task->workloads[k]->name, pk->workload) == 0
-                   && strcmp (rt->task->workloads[k]->dtype, pk->dtype) == 0;
-        if (!why && nat == 0)
+        const Ak__Workload *wl = NULL;
+        for (size_t k = 0; !why && !wl && k < rt->task->n_workloads; k++)
+            if (strcmp (rt->task->workloads[k]->name, pk->workload) == 0
+                && strcmp (rt->task->workloads[k]->dtype, pk->dtype) == 0)
+                wl = rt->task->workloads[k];
+        if (!why && !wl)
             why = "its task has no such workload (the records disagree)";
         if (why) {
             s_skip (skipped, w, pk, name, why);
@@ -137,17 +126,13 @@ int profiles_picks_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__W
         const Ak__TaskRecord *t = rt->task;
         Ak__ProfileClass *pc = profiles_news_class (news, nnews, name, w->device_class, rt->receipt->device,
                                                     t->backend);
-        for (size_t k = 0; k < t->n_workloads; k++)
-            if (strcmp (t->workloads[k]->name, pk->workload) == 0
-                && strcmp (t->workloads[k]->dtype, pk->dtype) == 0) {
-                char *key = profiles_entry_key (t->op, spec->keys, t->workloads[k]->dims, t->workloads[k]->n_dims,
-                                                pk->dtype);
-                profiles_class_drop (pc, key);
-                free (key);
-            }
+        char *key = profiles_entry_key (t->op, spec->keys, wl->dims, wl->n_dims, pk->dtype);
+        profiles_class_drop (pc, key);
+        free (key);
+        const ak_promote_eval_t *ev = &pair->evals[rt - pair->tunes];
         const char *pre = pair->preflight.receipt ? pair->preflight.receipt->receipt_id : NULL;
-        rc = profiles_entries_for (spec, cand, t, rt->receipt, rt->receipt, pair->evals[j].speedup,
-                                   pair->evals[j].noise, pk->workload, pk->dtype, pre,
+        rc = profiles_entries_for (spec, cand, t, rt->receipt, rt->receipt, ev->speedup, ev->noise, pk->workload,
+                                   pk->dtype, pre,
                                    strcmp (t->backend, "cuda") == 0 ? prelude_cuda : prelude_host, confirmed_on,
                                    now_ms, pc, err);
         if (rc == 0 && !confirmed_on)

@@ -750,6 +750,22 @@ Ak__ProfileClass *profiles_news_class (Ak__ProfileClass ***news, size_t *nnews, 
     return pc;
 }
 
+const char *profiles_tune_why (const ak_result_pair_t *pair, const char *task_id, const char *receipt_id,
+                               const char *device_class, const ak_result_task_t **rt_p)
+{
+    *rt_p = NULL;
+    for (size_t j = 0; pair && j < pair->ntunes && !*rt_p; j++)
+        if (strcmp (pair->tunes[j].task->task_id, task_id) == 0)
+            *rt_p = &pair->tunes[j];
+    if (!*rt_p || !(*rt_p)->receipt)
+        return "the task or its receipt is missing from the store";
+    if (strcmp ((*rt_p)->receipt->receipt_id, receipt_id) != 0)
+        return "its receipt is no longer the task's accepted one (retried?)";
+    if (!profiles_class_valid (device_class))
+        return "device class is not a valid name";
+    return NULL;
+}
+
 const char *profiles_task_load (ak_txn_t *txn, const Ak__TaskRecord *t, ak_spec_t **spec_p,
                                 const ak_candidate_t **cand_p, ak_err_t *err)
 {
@@ -848,10 +864,7 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
             continue;
         }
         const ak_result_task_t *win = NULL;
-        for (size_t j = 0; pair && j < pair->ntunes; j++)
-            if (strcmp (pair->tunes[j].task->task_id, w->task_id) == 0)
-                win = &pair->tunes[j];
-        const char *why = NULL;
+        const char *why = profiles_tune_why (pair, w->task_id, w->receipt_id, w->device_class, &win);
         const Ak__Receipt *fig = win ? win->receipt : NULL;
         if (win && fig && *w->figures_receipt_id && strcmp (w->figures_receipt_id, w->receipt_id) != 0) {
             fig = NULL;
@@ -860,17 +873,8 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
                     && strcmp (pair->confirms[k].receipt->receipt_id, w->figures_receipt_id) == 0)
                     fig = pair->confirms[k].receipt;
         }
-        if (!win || !win->receipt)
-            why = "the winning task or its receipt is missing from the store";
-        else
-        if (strcmp (win->receipt->receipt_id, w->receipt_id) != 0)
-            why = "the winner's receipt is no longer the task's accepted one (retried?)";
-        else
-        if (!fig)
+        if (!why && !fig)
             why = "the confirm receipt whose figures the winner reports is missing from the store";
-        else
-        if (!profiles_class_valid (w->device_class))
-            why = "device class is not a valid name";
         ak_spec_t *spec = NULL;
         const ak_candidate_t *cand = NULL;
         ak_err_t e2 = { 0 };
@@ -899,11 +903,12 @@ int ak_profiles_install (ak_txn_t *txn, const char *batch_id, const char *name, 
             Ak__ProfileClass *pc = profiles_news_class (&news, &nnews, name, w->device_class, win->receipt->device,
                                                         t->backend);
             const char *pre = pair->preflight.receipt ? pair->preflight.receipt->receipt_id : NULL;
+            size_t from = pc->n_entries;
             rc = profiles_entries_for (spec, cand, t, win->receipt, fig, w->speedup, w->noise, NULL, NULL, pre,
                                        strcmp (t->backend, "cuda") == 0 ? prelude_cuda : prelude_host,
                                        confirmed_on, now_ms, pc, err);
             if (rc == 0)
-                profiles_winner_trim (pc, w, t->task_id, b->policy ? b->policy->threshold : 0.03, name, skipped);
+                profiles_winner_trim (pc, from, w, b->policy ? b->policy->threshold : 0.03, name, skipped);
             if (rc == 0 && !confirmed_on)
                 ak_warn ("profile %s: %s on %s installed unconfirmed (--unconfirmed): %s", name, w->op,
                          w->device_class, unconf_why);

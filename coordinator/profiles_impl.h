@@ -90,7 +90,7 @@ int profiles_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand, con
                           const char *only, const char *only_dtype, const char *pre_receipt,
                           const char *prelude_digest, const char *confirmed_on, uint64_t now_ms,
                           Ak__ProfileClass *pc, ak_err_t *err);
-/* The entries of winner w's task (task_id) in pc that did not beat the
+/* The entries pc->entries[from..] (the winner w's, just added) that did not beat the
    baseline at their own workload: a winner is promoted over all of an
    operator's workloads and may trail the baseline at one by up to
    policy.max_regression, but a profile entry makes the program run it,
@@ -98,8 +98,14 @@ int profiles_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand, con
    + noise (the bar verify checks again, and a pick's).  The others are
    dropped and appended to skipped with why (the workload keeps its
    baseline, or a pick). */
-void profiles_winner_trim (Ak__ProfileClass *pc, const Ak__Winner *w, const char *task_id, double threshold,
+void profiles_winner_trim (Ak__ProfileClass *pc, size_t from, const Ak__Winner *w, double threshold,
                            const char *name, json_t *skipped);
+/* The tune task of pair whose id is task_id into *rt_p (NULL when it is
+   not there), and why its records cannot go into a profile: the task or
+   its receipt is missing, its accepted receipt is no longer receipt_id (a
+   retry), or device_class is no valid name; NULL when they can. */
+const char *profiles_tune_why (const ak_result_pair_t *pair, const char *task_id, const char *receipt_id,
+                               const char *device_class, const ak_result_task_t **rt_p);
 /* The workload picks of winner w (promote.h) into the class records of
    news: for each, the entry of that workload from the pick's task,
    replacing the winner's (or vendor's) entry of the same key installed

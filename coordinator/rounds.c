@@ -607,7 +607,7 @@ static int s_confirm (s_pair_t *p, uint32_t rounds, Ak__Winner **decided, ak_err
     bool confirm = pol && pol->confirm;
     bool round = (win->promoted && (confirm || win->speedup > implausible)) || (confirm && win->n_picks > 0);
     if (round) {
-        size_t fin[AK_ROUNDS_MAX_FINALISTS + 1];
+        size_t fin[AK_ROUNDS_MAX_FINALISTS];
         size_t nf = win->promoted ? ak_rounds_finalists (p->cands, ev, p->n, fin) : 0;
         for (size_t k = 0; k < nf && rc == 0; k++)
             rc = s_create (p, p->recs[fin[k]], "confirm", p->recs[fin[k]]->stage, err);

@@ -227,14 +227,20 @@ static json_t *s_show (s_fx_t *fx, const char *name)
     return rc == 0 ? out : NULL;
 }
 
-static json_t *s_class (json_t *profile, const char *cls)
+/* The element of array a whose string field is value, or NULL. */
+static json_t *s_find (json_t *a, const char *field, const char *value)
 {
     size_t i;
-    json_t *c;
-    json_array_foreach (json_object_get (profile, "classes"), i, c)
-        if (strcmp (json_string_value (json_object_get (c, "device_class")), cls) == 0)
-            return c;
+    json_t *x;
+    json_array_foreach (a, i, x)
+        if (strcmp (json_string_value (json_object_get (x, field)), value) == 0)
+            return x;
     return NULL;
+}
+
+static json_t *s_class (json_t *profile, const char *cls)
+{
+    return s_find (json_object_get (profile, "classes"), "device_class", cls);
 }
 
 static void test_install_records_promoted_only (void **state)
@@ -500,12 +506,7 @@ static void s_pick_task (s_fx_t *fx, const char *batch_id, const char *rid, int6
 /* The entry of key in class record c, or NULL. */
 static json_t *s_entry_of (json_t *c, const char *key)
 {
-    size_t i;
-    json_t *e;
-    json_array_foreach (json_object_get (c, "entries"), i, e)
-        if (strcmp (json_string_value (json_object_get (e, "key")), key) == 0)
-            return e;
-    return NULL;
+    return s_find (json_object_get (c, "entries"), "key", key);
 }
 
 /* A workload pick installs its own candidate for its workload alone,
