@@ -71,8 +71,10 @@ static int s_parse_search (json_t *obj, const char *label, ak_policy_t *pol, ak_
         { "keep",              offsetof (ak_policy_t, search_keep),       1, 100000 },
         { "rounds",            offsetof (ak_policy_t, search_rounds),     2, 16 },
         { "short_max_time_ms", offsetof (ak_policy_t, short_max_time_ms), 1, UINT32_MAX },
+        { "refine",            offsetof (ak_policy_t, search_refine),     0, 1024 },
     };
-    static const char *const fields[] = { "strategy", "budget", "keep", "rounds", "short_max_time_ms", NULL };
+    static const char *const fields[] = { "strategy", "budget", "keep", "rounds", "short_max_time_ms", "refine",
+                                          NULL };
     json_t *search = NULL, *v;
     const char *strategy = NULL;
     int rc;
@@ -188,6 +190,8 @@ json_t *ak_policy_to_json (const ak_policy_t *pol)
         "rounds", (json_int_t) pol->search_rounds, "short_max_time_ms", (json_int_t) pol->short_max_time_ms);
     if (pol->search_strategy[0])
         json_object_set_new (search, "strategy", json_string (pol->search_strategy));
+    if (pol->search_refine)
+        json_object_set_new (search, "refine", json_integer ((json_int_t) pol->search_refine));
     json_object_set_new (policy, "search", search);
     json_object_set_new (policy, "confirm", json_boolean (pol->confirm));
     json_object_set_new (policy, "implausible", json_real (pol->implausible));

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "expr.h"
 #include "jpath.h"
@@ -260,6 +261,39 @@ int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const i
 
 /* ========================================================= parameter space */
 
+/*  Whether values (values[i] for params[i]) satisfies every constraint:
+    *ok.  On an evaluation error, *bad gets the index of the failing
+    constraint and err its message with the configuration. */
+static int s_valid (const ak_candidate_t *cand, const int64_t *values, bool *ok, size_t *bad, ak_err_t *err)
+{
+    ak_var_t vars[AK_MAX_PARAMS];
+    size_t np = cand->nparams;
+    for (size_t i = 0; i < np; i++)
+        vars[i] = (ak_var_t) { cand->params[i].name, values[i] };
+    *ok = true;
+    for (size_t c = 0; c < cand->nconstraints && *ok; c++) {
+        int64_t v = 0;
+        ak_err_t sub = { 0 };
+        if (ak_expr_eval (cand->constraints[c], vars, (int) np, &v, &sub)) {
+            char at[256];
+            size_t n = 0;
+            at[0] = '\0';
+            for (size_t i = 0; i < np && n < sizeof at; i++) {
+                int w = snprintf (at + n, sizeof at - n, "%s%s=%lld", i ? ", " : "",
+                                  cand->params[i].name, (long long) values[i]);
+                if (w < 0)
+                    break;
+                n += (size_t) w;
+            }
+            if (bad)
+                *bad = c;
+            return ak_err_set (err, AK_EINVAL, "%s (at %s)", sub.msg, at);
+        }
+        *ok = v != 0;
+    }
+    return 0;
+}
+
 /*  Walks the cartesian product (last parameter fastest), evaluating the
     constraints of each configuration.  On an evaluation error, *bad gets the
     index of the failing constraint and err its message with the config. */
@@ -268,7 +302,6 @@ static int s_walk (const ak_candidate_t *cand, ak_space_fn *fn, void *arg, size_
 {
     size_t idx[AK_MAX_PARAMS] = { 0 };
     int64_t values[AK_MAX_PARAMS] = { 0 };
-    ak_var_t vars[AK_MAX_PARAMS];
     size_t np = cand->nparams, valid = 0;
     int rc = 0;
 
@@ -280,31 +313,11 @@ static int s_walk (const ak_candidate_t *cand, ak_space_fn *fn, void *arg, size_
         if (cand->params[i].nvalues == 0 || !cand->params[i].values)
             return ak_err_set (err, AK_EINVAL, "params.%s: no values", cand->params[i].name);
     for (;;) {
-        for (size_t i = 0; i < np; i++) {
+        for (size_t i = 0; i < np; i++)
             values[i] = cand->params[i].values[idx[i]];
-            vars[i] = (ak_var_t) { cand->params[i].name, values[i] };
-        }
         bool ok = true;
-        for (size_t c = 0; c < cand->nconstraints && ok; c++) {
-            int64_t v = 0;
-            ak_err_t sub = { 0 };
-            if (ak_expr_eval (cand->constraints[c], vars, (int) np, &v, &sub)) {
-                char at[256];
-                size_t n = 0;
-                at[0] = '\0';
-                for (size_t i = 0; i < np && n < sizeof at; i++) {
-                    int w = snprintf (at + n, sizeof at - n, "%s%s=%lld", i ? ", " : "",
-                                      cand->params[i].name, (long long) values[i]);
-                    if (w < 0)
-                        break;
-                    n += (size_t) w;
-                }
-                if (bad)
-                    *bad = c;
-                return ak_err_set (err, AK_EINVAL, "%s (at %s)", sub.msg, at);
-            }
-            ok = v != 0;
-        }
+        if ((rc = s_valid (cand, values, &ok, bad, err)) != 0)
+            return rc;
         if (ok) {
             valid++;
             if (count)
@@ -340,6 +353,70 @@ int ak_space_walk (const ak_candidate_t *cand, ak_space_fn *fn, void *arg, size_
         return ak_err_set (err, rc, "candidate %s: constraints[%zu]: %s",
                            ak_jpath_show (cand->name, name), bad, sub.msg);
     }
+    return rc;
+}
+
+/* The index of v among param p's values, or -1. */
+static ssize_t s_value_index (const ak_param_t *p, int64_t v)
+{
+    for (size_t k = 0; k < p->nvalues; k++)
+        if (p->values[k] == v)
+            return (ssize_t) k;
+    return -1;
+}
+
+/* fn for the configuration center with param i moved by di steps and
+   param j (j != i, or none: SIZE_MAX) by dj, where that stays in the
+   value lists and satisfies the constraints. */
+static int s_moved (const ak_candidate_t *cand, const int64_t *center, const ssize_t *at, size_t i, int di,
+                    size_t j, int dj, ak_space_fn *fn, void *arg, size_t *bad, ak_err_t *err)
+{
+    ssize_t ki = at[i] + di, kj = j == SIZE_MAX ? 0 : at[j] + dj;
+    if (ki < 0 || ki >= (ssize_t) cand->params[i].nvalues
+        || (j != SIZE_MAX && (kj < 0 || kj >= (ssize_t) cand->params[j].nvalues)))
+        return 0;
+    int64_t values[AK_MAX_PARAMS];
+    memcpy (values, center, cand->nparams * sizeof *values);
+    values[i] = cand->params[i].values[ki];
+    if (j != SIZE_MAX)
+        values[j] = cand->params[j].values[kj];
+    bool ok = false;
+    int rc = s_valid (cand, values, &ok, bad, err);
+    if (rc || !ok)
+        return rc;
+    return fn (cand, values, arg);
+}
+
+int ak_space_neighbors (const ak_candidate_t *cand, const int64_t *center, ak_space_fn *fn, void *arg,
+                        ak_err_t *err)
+{
+    if (!cand || !center || !fn)
+        return ak_err_set (err, AK_EINVAL, "ak_space_neighbors: no candidate, configuration or callback");
+    size_t np = cand->nparams;
+    if (np > AK_MAX_PARAMS)
+        return ak_err_set (err, AK_EINVAL, "more than %d parameters", AK_MAX_PARAMS);
+    char name[AK_JPATH_SHOW];
+    ssize_t at[AK_MAX_PARAMS];
+    for (size_t i = 0; i < np; i++)
+        if ((at[i] = s_value_index (&cand->params[i], center[i])) < 0)
+            return ak_err_set (err, AK_EINVAL, "candidate %s: %s=%lld is not one of its values",
+                               ak_jpath_show (cand->name, name), cand->params[i].name, (long long) center[i]);
+    size_t bad = 0;
+    ak_err_t sub = { 0 };
+    int rc = 0;
+    /* one parameter a step down, then up */
+    for (size_t i = 0; i < np && rc == 0; i++)
+        for (int d = -1; d <= 1 && rc == 0; d += 2)
+            rc = s_moved (cand, center, at, i, d, SIZE_MAX, 0, fn, arg, &bad, &sub);
+    /* two parameters a step each, in opposite directions: the trades
+       (more threads a row and fewer loads a thread ...) */
+    for (size_t i = 0; i < np && rc == 0; i++)
+        for (size_t j = i + 1; j < np && rc == 0; j++)
+            for (int d = -1; d <= 1 && rc == 0; d += 2)
+                rc = s_moved (cand, center, at, i, d, j, -d, fn, arg, &bad, &sub);
+    if (rc && sub.msg[0])
+        return ak_err_set (err, rc, "candidate %s: constraints[%zu]: %s", ak_jpath_show (cand->name, name), bad,
+                           sub.msg);
     return rc;
 }
 

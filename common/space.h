@@ -64,6 +64,21 @@ int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const i
 typedef int (ak_space_fn) (const ak_candidate_t *cand, const int64_t *values, void *arg);
 int ak_space_walk (const ak_candidate_t *cand, ak_space_fn *fn, void *arg, size_t *count, ak_err_t *err);
 
+/* The neighbours of the configuration center (center[i] for params[i],
+   each one of its parameter's values) in the candidate's space, for a
+   local search around a good configuration: first each parameter moved
+   one step in its value list (down, then up), then each pair of
+   parameters moved one step each in opposite directions (a trade such as
+   more threads a row for fewer loads a thread, which a one-parameter move
+   cannot make where a constraint ties them).  Only configurations inside
+   the value lists that satisfy every constraint; fn is called for each in
+   that fixed order (no configuration twice: every neighbour differs from
+   center in a distinct set of moves), fn returning non-zero stops and
+   returns that value.  AK_EINVAL when a center value is not one of its
+   parameter's values, or a constraint fails to evaluate. */
+int ak_space_neighbors (const ak_candidate_t *cand, const int64_t *center, ak_space_fn *fn, void *arg,
+                        ak_err_t *err);
+
 /* ----------------------------------------------------- for the parser */
 /* Checks that text is an expression over names only (and at most 1024
    characters), without evaluating it: AK_EINVAL naming label and path. */

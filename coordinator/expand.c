@@ -79,6 +79,7 @@ static Ak__Policy *s_policy (const ak_policy_t *p)
     pol->search_budget = p->search_budget;
     pol->search_keep = p->search_keep;
     pol->search_rounds = p->search_rounds;
+    pol->search_refine = p->search_refine;
     pol->short_max_time_ms = p->short_max_time_ms;
     pol->confirm = p->confirm;
     pol->implausible = p->implausible;

@@ -111,8 +111,12 @@ static void s_search (FILE *out, const json_t *sum)
         fprintf (out, "  %s %s on %s: %s %s, ", i ? "         " : "search   ", akj_str (v, "op"),
                  akj_str (v, "device_class"), akj_str (v, "candidate_name"), akj_str (v, "strategy"));
         if (strcmp (akj_str (v, "strategy"), "halving") == 0)
-            fprintf (out, "%" PRId64 " of %" PRId64 " valid sampled, keep %" PRId64 " in %" PRId64 " stages\n",
-                     akj_int (v, "sampled"), akj_int (v, "valid"), akj_int (v, "keep"), akj_int (v, "rounds"));
+        {
+            fprintf (out, "%" PRId64 " of %" PRId64 " valid sampled", akj_int (v, "sampled"), akj_int (v, "valid"));
+            if (akj_int (v, "refined") > 0)
+                fprintf (out, " and %" PRId64 " of their neighbours", akj_int (v, "refined"));
+            fprintf (out, ", keep %" PRId64 " in %" PRId64 " stages\n", akj_int (v, "keep"), akj_int (v, "rounds"));
+        }
         else
             fprintf (out, "all %" PRId64 " valid\n", akj_int (v, "valid"));
     }

@@ -13,6 +13,7 @@
 #include "coordinator/expand.h"
 #include "coordinator/intake.h"
 #include "coordinator/promote.h"
+#include "coordinator/refine.h"
 #include "coordinator/registry.h"
 #include "coordinator/results.h"
 #include "coordinator/rounds.h"
@@ -159,11 +160,12 @@ static void test_policy_parsing (void **state)
     assert_int_equal (m->policy.short_max_time_ms, 200);
     assert_true (m->policy.confirm);
     assert_true (m->policy.implausible == 10.0);
+    assert_int_equal (m->policy.search_refine, 0);
     /* the bundle carries every field to the coordinator */
     char *bundle = ak_manifest_to_bundle (m);
     ak_manifest_destroy (&m);
     m = ak_rounds_fx_manifest (dir, "\"search\": {\"strategy\": \"halving\", \"budget\": 9, \"keep\": 3, \"rounds\": 3,"
-                         " \"short_max_time_ms\": 70}, \"confirm\": false, \"implausible\": 4");
+                         " \"short_max_time_ms\": 70, \"refine\": 12}, \"confirm\": false, \"implausible\": 4");
     free (bundle);
     bundle = ak_manifest_to_bundle (m);
     ak_manifest_t *b = NULL;
@@ -174,6 +176,7 @@ static void test_policy_parsing (void **state)
     assert_int_equal (b->policy.search_keep, 3);
     assert_int_equal (b->policy.search_rounds, 3);
     assert_int_equal (b->policy.short_max_time_ms, 70);
+    assert_int_equal (b->policy.search_refine, 12);
     assert_false (b->policy.confirm);
     assert_true (b->policy.implausible == 4.0);
     ak_manifest_destroy (&b);
@@ -185,6 +188,8 @@ static void test_policy_parsing (void **state)
         { "\"search\": {\"budget\": 0}", "policy.search.budget" },
         { "\"search\": {\"budget\": 4, \"keep\": 5}", "policy.search.keep" },
         { "\"search\": {\"rounds\": 1}", "policy.search.rounds" },
+        { "\"search\": {\"refine\": 1025}", "policy.search.refine" },
+        { "\"search\": {\"refine\": -1}", "policy.search.refine" },
         { "\"search\": {\"sample\": 4}", "policy.search.sample" },
         { "\"search\": 3", "policy.search" },
         { "\"confirm\": 1", "policy.confirm" },
@@ -336,7 +341,7 @@ static void test_workload_leaders (void **state)
         s_dec_free (&d);
     }
 
-    /* nothing beats the baseline at "large": no leader there */
+/* nothing beats the baseline at "large": no leader there */
     s_dec (&d, 4, sp, none, 0.01);
     double low[] = { 0.9, 0.95, 1.02, 1.0 };
     for (size_t i = 0; i < 4; i++) {
@@ -346,6 +351,71 @@ static void test_workload_leaders (void **state)
     size_t kept[2] = { 0, 1 }, out[4];
     assert_int_equal (ak_rounds_leaders (d.cand, d.ev, 4, 0.03, kept, 2, out, 4), 0);
     s_dec_free (&d);
+}
+
+/* The neighbours of the leaders (refine.h): round-robin over the seeds in
+   their order, nothing the stage measured or already picked, at most cap;
+   a seed of another candidate or outside the value lists gives none. */
+static void test_refine_plan (void **state)
+{
+    (void) state;
+    char *dir = ak_test_tmpdir ("refine");
+    ak_rounds_fx_write_op (dir);
+    char *path = ak_path_join (dir, "opa/spec.json");
+    ak_spec_t *spec = NULL;
+    ak_err_t err = { 0 };
+    if (ak_spec_load (path, &spec, &err))
+        fail_msg ("%s", err.msg);
+    const char *names[] = { "BLOCK", "UNROLL" };
+    static const int64_t cfg[][2] = { { 4, 2 }, { 2, 2 }, { 3, 2 }, { 9, 2 } };
+    Ak__Param **params[4];
+    ak_promote_cand_t c[4];
+    for (size_t i = 0; i < 4; i++) {
+        params[i] = ak_cpb_params_new (names, cfg[i], 2);
+        c[i] = (ak_promote_cand_t) { s_ids[i], "blocked", params[i], 2, "done", "", NULL };
+    }
+    /* seeds (4,2) then (2,2); the stage measured those and (3,2) */
+    ak_refine_new_t *plan = NULL;
+    size_t n = 0;
+    assert_int_equal (ak_refine_plan (spec, c, 2, c, 3, 3, &plan, &n, &err), 0);
+    static const struct { size_t seed; int64_t b, u; } want[] = { { 1, 1, 2 }, { 0, 5, 2 }, { 0, 4, 1 } };
+    assert_int_equal (n, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal (plan[i].seed, want[i].seed);
+        assert_string_equal (plan[i].cand->name, "blocked");
+        assert_int_equal (plan[i].values[0], want[i].b);
+        assert_int_equal (plan[i].values[1], want[i].u);
+    }
+    free (plan);
+    /* without a cap: every neighbour of both, each once, all valid */
+    assert_int_equal (ak_refine_plan (spec, c, 2, c, 3, 100, &plan, &n, &err), 0);
+    assert_int_equal (n, 10);          /* 6 around each, less (3,2) measured */
+    for (size_t i = 0; i < n; i++) {
+        assert_true (plan[i].values[0] * plan[i].values[1] <= 16);
+        for (size_t k = 0; k < i; k++)
+            assert_false (plan[k].values[0] == plan[i].values[0] && plan[k].values[1] == plan[i].values[1]);
+    }
+    free (plan);
+    /* a seed outside the lists (BLOCK 9: an older spec), one of a candidate
+       the spec lacks, cap 0, no seeds: nothing */
+    assert_int_equal (ak_refine_plan (spec, &c[3], 1, c, 3, 10, &plan, &n, &err), 0);
+    assert_int_equal (n, 0);
+    assert_null (plan);
+    ak_promote_cand_t gone = c[0];
+    gone.candidate_name = "gone";
+    assert_int_equal (ak_refine_plan (spec, &gone, 1, c, 3, 10, &plan, &n, &err), 0);
+    assert_int_equal (n, 0);
+    free (plan);
+    assert_int_equal (ak_refine_plan (spec, c, 2, c, 3, 0, &plan, &n, &err), 0);
+    assert_int_equal (n, 0);
+    assert_int_equal (ak_refine_plan (spec, c, 0, c, 3, 5, &plan, &n, &err), 0);
+    assert_int_equal (n, 0);
+    for (size_t i = 0; i < 4; i++)
+        ak_cpb_params_free (params[i], 2);
+    ak_spec_destroy (&spec);
+    free (path);
+    ak_test_rmtree (dir);
+    free (dir);
 }
 
 static void test_confirm_decisions (void **state)
@@ -508,6 +578,7 @@ int main (void)
         cmocka_unit_test (test_expand_strategies),
         cmocka_unit_test (test_best_and_finalists),
         cmocka_unit_test (test_workload_leaders),
+        cmocka_unit_test (test_refine_plan),
         cmocka_unit_test (test_confirm_decisions),
         cmocka_unit_test (test_confirm_agreement_rule),
         cmocka_unit_test (test_confirm_disagreement),

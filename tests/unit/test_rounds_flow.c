@@ -317,6 +317,93 @@ static void test_halving_and_confirm_flow (void **state)
     s_fixture_free (fx);
 }
 
+/* policy.search.refine through the store: once stage 1 is done, its
+   leaders' neighbours join stage 1 (short timing, counted in the search
+   summary), none of them a configuration the stage measured; stage 2 then
+   ranks sample and neighbours together; a restart and a second pass do
+   not refine again. */
+static void test_refine_flow (void **state)
+{
+    (void) state;
+    fx_t *fx = s_fixture ("\"search\": {\"budget\": 3, \"keep\": 1, \"refine\": 4}, \"confirm\": false");
+    assert_int_equal (s_count (fx, "tune", 1), 3);
+    ak_batch_t *b = ak_sched_batch (fx->sched, "B000001");
+    int64_t sampled_best = 0;
+    /* preflight + the sample: the commit adds the neighbours to stage 1 */
+    assert_int_equal (s_run_queue (fx, 0, NULL), 4);
+    for (size_t i = 0; i < b->ntasks; i++)
+        if (strcmp (b->tasks[i]->kind, "tune") == 0 && ak_tstate_terminal (b->tasks[i]->state))
+            sampled_best = s_product (b->tasks[i], fx) > sampled_best ? s_product (b->tasks[i], fx) : sampled_best;
+    size_t n1 = s_count (fx, "tune", 1);
+    assert_true (n1 > 3 && n1 <= 3 + 4);
+    assert_int_equal (s_count (fx, "tune", 2), 0);
+
+    ak_txn_t *txn = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, false, &txn, &err), 0);
+    Ak__BatchRecord *brec = NULL;
+    assert_int_equal (ak_store_get_batch (txn, "B000001", &brec, &err), 0);
+    assert_int_equal (brec->n_search, 1);
+    assert_int_equal (brec->search[0]->sampled, 3);
+    assert_int_equal (brec->search[0]->refined, n1 - 3);
+    assert_int_equal (brec->ntasks, 1 + n1);
+    ak__batch_record__free_unpacked (brec, NULL);
+    /* every added configuration is new, valid, one or two steps from a
+       sampled one, with stage 1's short timing */
+    int64_t seen[16][2];
+    size_t ns = 0;
+    for (size_t i = 0; i < b->ntasks; i++) {
+        Ak__TaskRecord *rec = NULL;
+        assert_int_equal (ak_store_get_task (txn, b->tasks[i]->task_id, &rec, &err), 0);
+        if (strcmp (rec->kind, "tune") == 0) {
+            int64_t bl = ak_rounds_fx_param (rec->params, rec->n_params, "BLOCK");
+            int64_t un = ak_rounds_fx_param (rec->params, rec->n_params, "UNROLL");
+            assert_true (bl * un <= 16);
+            for (size_t k = 0; k < ns; k++)
+                assert_false (seen[k][0] == bl && seen[k][1] == un);
+            seen[ns][0] = bl;
+            seen[ns][1] = un;
+            ns++;
+            assert_int_equal (rec->stage, 1);
+            assert_int_equal (rec->policy->max_time_ms, 200);
+        }
+        ak__task_record__free_unpacked (rec, NULL);
+    }
+    ak_store_abort (&txn);
+    assert_int_equal (ns, n1);
+
+    /* the neighbours run; stage 2 is the best of all n1 */
+    assert_int_equal (s_run_queue (fx, 0, NULL), n1 - 3);
+    assert_int_equal (s_count (fx, "tune", 1), n1);
+    assert_int_equal (s_count (fx, "tune", 2), 1);
+    int64_t best = 0, kept = 0;
+    for (size_t i = 0; i < b->ntasks; i++)
+        if (strcmp (b->tasks[i]->kind, "tune") == 0) {
+            int64_t pr = s_product (b->tasks[i], fx);
+            if (b->tasks[i]->stage == 1 && pr > best)
+                best = pr;
+            if (b->tasks[i]->stage == 2)
+                kept = pr;
+        }
+    assert_int_equal (kept, best);
+    assert_true (best >= sampled_best);
+
+    /* a restart and a pass over the batch add nothing more to stage 1 */
+    s_close (fx);
+    s_open (fx);
+    b = ak_sched_batch (fx->sched, "B000001");
+    ak_rounds_new_t made = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    assert_int_equal (ak_rounds_advance_batch (txn, fx->sched, b, 1, &made, &err), 0);
+    ak_store_abort (&txn);
+    assert_int_equal (made.n, 0);
+    ak_rounds_new_clear (&made);
+    assert_int_equal (s_count (fx, "tune", 1), n1);
+    assert_int_equal (s_run_queue (fx, 0, NULL), 1);           /* stage 2 */
+    assert_non_null (ak_sched_settling (fx->sched));
+    s_fixture_free (fx);
+}
+
 /* The confirmation round through the store: a confirm run on w2 that
    measures far less than w1 did is a disagreement, and the batch's winner
    reports (and its aggregates show) the confirm receipt's lower figures. */
@@ -626,6 +713,7 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_halving_and_confirm_flow),
         cmocka_unit_test (test_workload_pick_flow),
+        cmocka_unit_test (test_refine_flow),
         cmocka_unit_test (test_confirm_disagrees_flow),
         cmocka_unit_test (test_confirm_off_and_single_worker),
         cmocka_unit_test (test_stage_ends_with_its_last_commit),

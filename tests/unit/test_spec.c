@@ -187,6 +187,78 @@ static void test_space_walk (void **state)
     assert_int_equal (ak_space_walk (NULL, NULL, NULL, &count, &err), AK_EINVAL);
 }
 
+typedef struct {
+    size_t  n;
+    int64_t got[16][2];
+    size_t  stop_at;
+} near_t;
+
+static int s_near (const ak_candidate_t *cand, const int64_t *values, void *arg)
+{
+    near_t *w = arg;
+    assert_int_equal (cand->nparams, 2);
+    assert_true (w->n < 16);
+    memcpy (w->got[w->n++], values, sizeof w->got[0]);
+    return w->stop_at && w->n == w->stop_at ? 77 : 0;
+}
+
+static void s_near_is (const near_t *w, const int64_t (*want)[2], size_t n)
+{
+    assert_int_equal (w->n, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal (w->got[i][0], want[i][0]);
+        assert_int_equal (w->got[i][1], want[i][1]);
+    }
+}
+
+/* BLOCK in {1,2,4,8} x UNROLL in {1,2,4}, BLOCK*UNROLL <= 16: each
+   parameter a step down then up, then both a step in opposite directions;
+   never outside the value lists or the constraints. */
+static void test_space_neighbors (void **state)
+{
+    ak_spec_fx_t *fx = *state;
+    ak_spec_t *spec = NULL;
+    ak_err_t err;
+    if (ak_spec_fx_load (fx, &spec, &err))
+        fail_msg ("%s", err.msg);
+    const ak_candidate_t *cand = ak_spec_candidate (spec, "blocked");
+
+    near_t w = { 0 };
+    const int64_t mid[2] = { 4, 2 };
+    assert_int_equal (ak_space_neighbors (cand, mid, s_near, &w, &err), 0);
+    static const int64_t want[][2] = { { 2, 2 }, { 8, 2 }, { 4, 1 }, { 4, 4 }, { 2, 4 }, { 8, 1 } };
+    s_near_is (&w, want, 6);
+
+    /* the constraint drops (8,4); nothing above BLOCK 8 */
+    near_t e = { 0 };
+    const int64_t edge[2] = { 8, 2 };
+    assert_int_equal (ak_space_neighbors (cand, edge, s_near, &e, &err), 0);
+    static const int64_t want_e[][2] = { { 4, 2 }, { 8, 1 }, { 4, 4 } };
+    s_near_is (&e, want_e, 3);
+
+    /* a corner: nothing below the first values */
+    near_t c = { 0 };
+    const int64_t corner[2] = { 1, 1 };
+    assert_int_equal (ak_space_neighbors (cand, corner, s_near, &c, &err), 0);
+    assert_int_equal (c.n, 2);                                  /* (2,1) (1,2); no trade stays inside */
+    assert_int_equal (c.got[0][0], 2);
+    assert_int_equal (c.got[1][1], 2);
+
+    /* fn's non-zero stops the walk and comes back */
+    near_t stop = { .stop_at = 2 };
+    assert_int_equal (ak_space_neighbors (cand, mid, s_near, &stop, &err), 77);
+    assert_int_equal (stop.n, 2);
+
+    /* a value not in the list is an error naming it */
+    const int64_t off[2] = { 3, 2 };
+    near_t none = { 0 };
+    assert_int_equal (ak_space_neighbors (cand, off, s_near, &none, &err), AK_EINVAL);
+    assert_non_null (strstr (err.msg, "BLOCK=3"));
+    assert_int_equal (none.n, 0);
+    assert_int_equal (ak_space_neighbors (NULL, mid, s_near, &none, &err), AK_EINVAL);
+    ak_spec_destroy (&spec);
+}
+
 static void test_spec_eval (void **state)
 {
     ak_spec_fx_t *fx = *state;
@@ -794,6 +866,7 @@ int main (void)
         T (test_base_loads),
         cmocka_unit_test (test_dtypes_and_helpers),
         T (test_space_walk),
+        T (test_space_neighbors),
         T (test_spec_eval),
         T (test_to_json_round_trip),
         T (test_parse_text_rejects_file_paths),

@@ -1,0 +1,129 @@
+/*  coordinator/refine.c: the neighbours of the first-stage leaders (refine.h). */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include "refine.h"
+#include "space.h"
+#include "util.h"
+
+bool ak_refine_values (const ak_candidate_t *cand, const ak_promote_cand_t *c, int64_t *values)
+{
+    if (cand->nparams > AK_MAX_PARAMS)
+        return false;
+    for (size_t i = 0; i < cand->nparams; i++) {
+        bool found = false;
+        for (size_t k = 0; k < c->nparams && !found; k++)
+            if (c->params[k] && c->params[k]->name && strcmp (c->params[k]->name, cand->params[i].name) == 0) {
+                values[i] = c->params[k]->value;
+                found = true;
+            }
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/* One seed's neighbours, in ak_space_neighbors' order. */
+typedef struct {
+    int64_t (*v)[AK_MAX_PARAMS];
+    size_t  n, cap;
+} s_list_t;
+
+static int s_collect (const ak_candidate_t *cand, const int64_t *values, void *arg)
+{
+    s_list_t *l = arg;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 16;
+        l->v = ak_realloc (l->v, l->cap * sizeof *l->v);
+    }
+    memcpy (l->v[l->n++], values, cand->nparams * sizeof *values);
+    return 0;
+}
+
+/* Whether every value is one of its parameter's values. */
+static bool s_in_lists (const ak_candidate_t *cand, const int64_t *values)
+{
+    for (size_t i = 0; i < cand->nparams; i++) {
+        bool found = false;
+        for (size_t k = 0; k < cand->params[i].nvalues && !found; k++)
+            found = cand->params[i].values[k] == values[i];
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+static bool s_same (const ak_candidate_t *cand, const int64_t *a, const int64_t *b)
+{
+    return memcmp (a, b, cand->nparams * sizeof *a) == 0;
+}
+
+/* Whether the stage or an earlier pick already holds values of cand. */
+static bool s_held (const ak_candidate_t *cand, const int64_t *values, const ak_promote_cand_t *have,
+                    size_t nhave, const ak_refine_new_t *made, size_t nmade)
+{
+    int64_t v[AK_MAX_PARAMS];
+    for (size_t i = 0; i < nhave; i++)
+        if (have[i].candidate_name && strcmp (have[i].candidate_name, cand->name) == 0
+            && ak_refine_values (cand, &have[i], v) && s_same (cand, v, values))
+            return true;
+    for (size_t i = 0; i < nmade; i++)
+        if (made[i].cand == cand && s_same (cand, made[i].values, values))
+            return true;
+    return false;
+}
+
+int ak_refine_plan (const ak_spec_t *spec, const ak_promote_cand_t *seeds, size_t nseeds,
+                    const ak_promote_cand_t *have, size_t nhave, size_t cap, ak_refine_new_t **out_p,
+                    size_t *n_p, ak_err_t *err)
+{
+    *out_p = NULL;
+    *n_p = 0;
+    if (cap == 0 || nseeds == 0)
+        return 0;
+    s_list_t *lists = ak_calloc (nseeds, sizeof *lists);
+    const ak_candidate_t **cands = ak_calloc (nseeds, sizeof *cands);
+    int rc = 0;
+    for (size_t s = 0; s < nseeds && rc == 0; s++) {
+        const ak_candidate_t *cand = seeds[s].candidate_name ? ak_spec_candidate (spec, seeds[s].candidate_name)
+                                                             : NULL;
+        int64_t center[AK_MAX_PARAMS];
+        if (!cand || cand->nparams == 0 || !ak_refine_values (cand, &seeds[s], center)
+            || !s_in_lists (cand, center))
+            continue;                   /* a configuration of an older spec: no neighbours */
+        rc = ak_space_neighbors (cand, center, s_collect, &lists[s], err);
+        cands[s] = cand;
+    }
+    ak_refine_new_t *out = NULL;
+    size_t n = 0;
+    if (rc == 0) {
+        out = ak_calloc (cap, sizeof *out);
+        bool more = true;
+        for (size_t round = 0; more && n < cap; round++) {
+            more = false;
+            for (size_t s = 0; s < nseeds && n < cap; s++) {
+                if (!cands[s] || round >= lists[s].n)
+                    continue;
+                more = true;
+                const int64_t *v = lists[s].v[round];
+                if (s_held (cands[s], v, have, nhave, out, n))
+                    continue;
+                out[n].seed = s;
+                out[n].cand = cands[s];
+                memcpy (out[n].values, v, cands[s]->nparams * sizeof *v);
+                n++;
+            }
+        }
+    }
+    for (size_t s = 0; s < nseeds; s++)
+        free (lists[s].v);
+    free (lists);
+    free (cands);
+    if (rc || n == 0) {
+        free (out);
+        return rc;
+    }
+    *out_p = out;
+    *n_p = n;
+    return 0;
+}
