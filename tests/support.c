@@ -632,11 +632,25 @@ void ak_test_cluster_workers (ak_test_cluster_t *c, const char *id_prefix, int n
         int k = c->nworkers++;
         snprintf (c->ids[k], sizeof c->ids[k], "%s%d", id_prefix, i + 1);
         char *cache = ak_sprintf ("%s/cache-%s", c->dir, c->ids[k]);
+        /* a relative --cache (a user's `--cache cache`): the worker starts
+           in dir and must resolve it before its jobs change directory */
+        char *here = NULL;
+        if (c->relative_cache) {
+            free (cache);
+            cache = ak_sprintf ("cache-%s", c->ids[k]);
+            here = getcwd (NULL, 0);
+            assert_non_null (here);
+            assert_int_equal (chdir (c->dir), 0);
+        }
         char *log = ak_sprintf ("%s/%s.log", c->dir, c->ids[k]);
         char *fixed[] = { worker, "--coordinator", c->workers_ep, "--id", c->ids[k],
                           "--cache", cache, NULL };
         char **argv = s_argv (fixed, args);
         c->workers[k] = ak_test_spawn (argv, log);
+        if (here) {
+            assert_int_equal (chdir (here), 0);
+            free (here);
+        }
         free (argv);
         free (log);
         free (cache);

@@ -131,6 +131,7 @@ typedef struct {
     char    ids[AK_TEST_CLUSTER_MAX][32];
     bool    echo;               /* ak_test_akctl prints each command, its exit code and stdout */
     size_t  dump_bytes;         /* how much of a log's tail a dump shows (0: 4000) */
+    bool    relative_cache;     /* workers start in dir with --cache cache-<id> (relative) */
 } ak_test_cluster_t;
 
 /* The directory (mkdtemp, tag in its name), the endpoints (tcp: two free

@@ -338,6 +338,16 @@ int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t
         ak_err_prefix (err, "cache directory");
         goto fail;
     }
+    /* absolute: executors and compile jobs run in scratch directories of
+       their own (jobproc.c), where a relative --cache names nothing */
+    char *abs = realpath (d->cache_dir, NULL);
+    if (!abs) {
+        rc = ak_err_set (err, AK_EIO, "cache directory %s: %s", d->cache_dir, strerror (errno));
+        goto fail;
+    }
+    free (d->cache_dir);
+    d->cache_dir = abs;
+    d->cfg.cache_dir = abs;
     d->spool_dir = ak_daemon_spool_dirname (d->cache_dir, d->worker_id);
     rc = ak_mkdir_p (d->spool_dir, 0700, err);
     if (rc) {

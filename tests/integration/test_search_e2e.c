@@ -10,7 +10,10 @@
     worker than the one that measured them, and that the winner says
     where it was confirmed (on a box so loaded that the timings are too
     noisy for a provisional winner there is no confirm task, and the
-    winner must say why).  Everything it starts is stopped at the end. */
+    winner must say why).  The workers get --cache as a relative path (a
+    user's `--cache cache`, which failed every task until the worker made
+    it absolute: its jobs run in scratch directories of their own).
+    Everything it starts is stopped at the end. */
 #include "support.h"
 
 #include <jansson.h>
@@ -75,6 +78,7 @@ static char *s_write_manifest (void)
 static void s_start_and_submit (void)
 {
     ak_test_cluster_init (&s_c, "search-e2e", true);
+    s_c.relative_cache = true;          /* a user's `--cache cache`: it once failed every task */
     ak_test_cluster_coord (&s_c, NULL, NULL, s_debug, S_START_MS);
     ak_test_cluster_workers (&s_c, "sr-w", 2, s_debug, S_START_MS);
     char *manifest = s_write_manifest ();
