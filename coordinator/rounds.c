@@ -357,10 +357,12 @@ static int s_refine (s_pair_t *p, uint32_t cap, bool *made, ak_err_t *err)
         if (rc == 0)
             rc = ak_store_get_blob (p->txn, first->spec_digest, &text, &len, err);
         ak_err_t sub = { 0 };
+        /* a spec this build cannot read (another version's) refines
+           nothing; the halving goes on without it */
         if (rc == 0 && ak_spec_parse_text (text, len, first->spec_digest, &spec, &sub))
-            rc = ak_err_set (err, AK_EINTERNAL, "batch %s: the spec of %s does not parse: %s", p->batch->batch_id,
-                             p->op, sub.msg);
-        if (rc == 0)
+            ak_error ("batch %s: %s on %s: no refinement: its spec does not parse here: %s", p->batch->batch_id,
+                      p->op, p->cls, sub.msg);
+        else if (rc == 0)
             rc = ak_refine_plan (spec, seeds, nb + nl, p->cands, p->n, cap, &plan, &nplan, err);
     }
     /* each neighbour is counted in its candidate's summary, which is also
