@@ -58,14 +58,18 @@ static bool s_same (const ak_candidate_t *cand, const int64_t *a, const int64_t 
     return memcmp (a, b, cand->nparams * sizeof *a) == 0;
 }
 
+/* A configuration the stage measured, in its candidate's order. */
+typedef struct {
+    const ak_candidate_t *cand;         /* NULL: not of this spec's candidates */
+    int64_t values[AK_MAX_PARAMS];
+} s_have_t;
+
 /* Whether the stage or an earlier pick already holds values of cand. */
-static bool s_held (const ak_candidate_t *cand, const int64_t *values, const ak_promote_cand_t *have,
-                    size_t nhave, const ak_refine_new_t *made, size_t nmade)
+static bool s_held (const ak_candidate_t *cand, const int64_t *values, const s_have_t *have, size_t nhave,
+                    const ak_refine_new_t *made, size_t nmade)
 {
-    int64_t v[AK_MAX_PARAMS];
     for (size_t i = 0; i < nhave; i++)
-        if (have[i].candidate_name && strcmp (have[i].candidate_name, cand->name) == 0
-            && ak_refine_values (cand, &have[i], v) && s_same (cand, v, values))
+        if (have[i].cand == cand && s_same (cand, have[i].values, values))
             return true;
     for (size_t i = 0; i < nmade; i++)
         if (made[i].cand == cand && s_same (cand, made[i].values, values))
@@ -96,7 +100,16 @@ int ak_refine_plan (const ak_spec_t *spec, const ak_promote_cand_t *seeds, size_
     }
     ak_refine_new_t *out = NULL;
     size_t n = 0;
+    s_have_t *hv = NULL;
     if (rc == 0) {
+        /* what the stage holds, read once (not for every neighbour) */
+        hv = ak_calloc (nhave ? nhave : 1, sizeof *hv);
+        for (size_t i = 0; i < nhave; i++) {
+            const ak_candidate_t *hc = have[i].candidate_name ? ak_spec_candidate (spec, have[i].candidate_name)
+                                                              : NULL;
+            if (hc && ak_refine_values (hc, &have[i], hv[i].values))
+                hv[i].cand = hc;
+        }
         out = ak_calloc (cap, sizeof *out);
         bool more = true;
         for (size_t round = 0; more && n < cap; round++) {
@@ -106,7 +119,7 @@ int ak_refine_plan (const ak_spec_t *spec, const ak_promote_cand_t *seeds, size_
                     continue;
                 more = true;
                 const int64_t *v = lists[s].v[round];
-                if (s_held (cands[s], v, have, nhave, out, n))
+                if (s_held (cands[s], v, hv, nhave, out, n))
                     continue;
                 out[n].seed = s;
                 out[n].cand = cands[s];
@@ -118,6 +131,7 @@ int ak_refine_plan (const ak_spec_t *spec, const ak_promote_cand_t *seeds, size_
     for (size_t s = 0; s < nseeds; s++)
         free (lists[s].v);
     free (lists);
+    free (hv);
     free (cands);
     if (rc || n == 0) {
         free (out);
