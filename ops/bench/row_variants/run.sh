@@ -6,11 +6,11 @@
 # (default 2), interleaved.  STEP=build only builds into WORK, STEP=run only
 # runs what WORK holds (build where nvcc is, run on the GPU host).
 #   ops/bench/row_variants/run.sh OP SOURCE DTYPE ROWS COLS NIN GRID BLOCK "DEFS" ["DEFS"...]
-#   e.g. ops/bench/row_variants/run.sh softmax block_row float16 4096 32000 1 rows 512 \
-#            "THREADS=512 VEC=4 CACHE=32" "THREADS=512 VEC=4 CACHE=64 ONLINE=2"
+#   e.g. ops/bench/row_variants/run.sh softmax block_row float16 4096 32000 1 rows THREADS \
+#            "THREADS=512 VEC=4 CACHE=32" "THREADS=512 VEC=4 CACHE=64"
 # GRID and BLOCK are C expressions of rows (and cols); DEFS are NAME=VALUE.
 set -eu
-[ $# -ge 9 ] || { sed -n 2,12p "$0"; exit 2; }
+[ $# -ge 9 ] || { sed -n 2,11p "$0"; exit 2; }
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 op=$1 src=$2 dtype=$3 rows=$4 cols=$5 nin=$6 grid=$7 block=$8
 shift 8
