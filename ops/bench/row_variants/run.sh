@@ -45,7 +45,7 @@ for i in $(seq $#); do
     [ -x "$work/v$i" ] || { echo "run.sh: configuration $i did not build ($work/v$i.cu)" >&2; exit 1; }
 done
 [ "$step" = build ] && exit 0
-for r in $(seq "${REPEAT:-2}"); do
+for _ in $(seq "${REPEAT:-2}"); do
     j=0
     for defs in "$@"; do
         j=$((j + 1))
