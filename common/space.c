@@ -387,6 +387,16 @@ static int s_moved (const ak_candidate_t *cand, const int64_t *center, const ssi
     return fn (cand, values, arg);
 }
 
+bool ak_space_in_lists (const ak_candidate_t *cand, const int64_t *values)
+{
+    if (!cand || !values || cand->nparams > AK_MAX_PARAMS)
+        return false;
+    for (size_t i = 0; i < cand->nparams; i++)
+        if (s_value_index (&cand->params[i], values[i]) < 0)
+            return false;
+    return true;
+}
+
 int ak_space_neighbors (const ak_candidate_t *cand, const int64_t *center, ak_space_fn *fn, void *arg,
                         ak_err_t *err)
 {

@@ -14,6 +14,7 @@
     the configurations and the work of checking their constraints). */
 #ifndef AK_SPACE_H
 #define AK_SPACE_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -63,6 +64,10 @@ int ak_launch_eval (const ak_spec_t *spec, const ak_launch_rule_t *rule, const i
    gets the number of valid configurations. */
 typedef int (ak_space_fn) (const ak_candidate_t *cand, const int64_t *values, void *arg);
 int ak_space_walk (const ak_candidate_t *cand, ak_space_fn *fn, void *arg, size_t *count, ak_err_t *err);
+
+/* Whether each values[i] is one of params[i]'s values (constraints not
+   checked): a configuration of this version of the space's lists. */
+bool ak_space_in_lists (const ak_candidate_t *cand, const int64_t *values);
 
 /* The neighbours of the configuration center (center[i] for params[i],
    each one of its parameter's values) in the candidate's space, for a

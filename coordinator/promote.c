@@ -146,8 +146,7 @@ void ak_promote_eval (const ak_promote_rule_t *rule, const ak_promote_cand_t *ca
 
 // ------------------------------------------------------------------ decision
 
-/* Tie-break order: candidate name, params ascending, task id. */
-static int s_tiebreak (const ak_promote_cand_t *a, const ak_promote_cand_t *b)
+int ak_promote_tiebreak (const ak_promote_cand_t *a, const ak_promote_cand_t *b)
 {
     int c = strcmp (a->candidate_name ? a->candidate_name : "", b->candidate_name ? b->candidate_name : "");
     if (c)
@@ -237,7 +236,7 @@ int ak_promote (const char *op, const char *device_class, const ak_promote_rule_
             if (ev[i].speedup < ev[best].speedup - band)
                 continue;
             tied++;
-            if (s_tiebreak (&cands[i], &cands[chosen]) < 0)
+            if (ak_promote_tiebreak (&cands[i], &cands[chosen]) < 0)
                 chosen = i;
         }
         const ak_promote_cand_t *c = &cands[chosen];
@@ -370,7 +369,7 @@ size_t ak_promote_picks (const ak_promote_rule_t *rule, const ak_promote_cand_t 
             double s, ns;
             if (&cands[i] == wc || !s_pick_ok (rule, &cands[i], &evals[i], name, dtype, s_ref, r_ref, &s, &ns))
                 continue;
-            if (s >= sb - fmax (nb, ns) && s_tiebreak (&cands[i], &cands[chosen]) < 0)
+            if (s >= sb - fmax (nb, ns) && ak_promote_tiebreak (&cands[i], &cands[chosen]) < 0)
                 chosen = i;
         }
         const ak_promote_cand_t *c = &cands[chosen];

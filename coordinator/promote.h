@@ -101,6 +101,10 @@ bool ak_promote_at (const Ak__Receipt *r, const char *workload, const char *dtyp
    The array is the caller's (free); NULL when there are none. */
 const Ak__Workload **ak_promote_workloads (const ak_promote_cand_t *cands, const ak_promote_eval_t *evals, size_t n,
                                           size_t *nw_p);
+/* The tie-break order of candidates (negative: a first): candidate name,
+   params ascending, task id. */
+int ak_promote_tiebreak (const ak_promote_cand_t *a, const ak_promote_cand_t *b);
+
 /* Evaluates one candidate (the first half of ak_promote). */
 void ak_promote_eval (const ak_promote_rule_t *rule, const ak_promote_cand_t *cand,
                       ak_promote_eval_t *eval);

@@ -40,19 +40,6 @@ static int s_collect (const ak_candidate_t *cand, const int64_t *values, void *a
     return 0;
 }
 
-/* Whether every value is one of its parameter's values. */
-static bool s_in_lists (const ak_candidate_t *cand, const int64_t *values)
-{
-    for (size_t i = 0; i < cand->nparams; i++) {
-        bool found = false;
-        for (size_t k = 0; k < cand->params[i].nvalues && !found; k++)
-            found = cand->params[i].values[k] == values[i];
-        if (!found)
-            return false;
-    }
-    return true;
-}
-
 static bool s_same (const ak_candidate_t *cand, const int64_t *a, const int64_t *b)
 {
     return memcmp (a, b, cand->nparams * sizeof *a) == 0;
@@ -93,7 +80,7 @@ int ak_refine_plan (const ak_spec_t *spec, const ak_promote_cand_t *seeds, size_
                                                              : NULL;
         int64_t center[AK_MAX_PARAMS];
         if (!cand || cand->nparams == 0 || !ak_refine_values (cand, &seeds[s], center)
-            || !s_in_lists (cand, center))
+            || !ak_space_in_lists (cand, center))
             continue;                   /* a configuration of an older spec: no neighbours */
         rc = ak_space_neighbors (cand, center, s_collect, &lists[s], err);
         cands[s] = cand;

@@ -286,30 +286,43 @@ static int s_brec (s_pair_t *p, ak_err_t *err)
     return ak_store_get_batch (p->txn, p->batch->batch_id, &p->brec, err);
 }
 
-/* The next halving stage; *made gets how many tasks it has. */
+/* The best `keep` of the loaded stage by the weighted speedup, then each
+   workload's own leader that is not among them (rounds.h: workload picks
+   need it measured with full timing), as indices into p's arrays in
+   *idx_p (the caller frees it); *nb_p gets how many are the best. */
+static size_t s_leaders (const s_pair_t *p, size_t keep, size_t **idx_p, size_t *nb_p)
+{
+    const Ak__Policy *pol = p->brec->policy;
+    size_t *idx = ak_calloc (keep + p->n + 1, sizeof *idx);
+    size_t nb = ak_rounds_best (p->cands, p->evals, p->n, keep, idx);
+    size_t nl = ak_rounds_leaders (p->cands, p->evals, p->n, pol ? pol->threshold : 0.03, idx, nb, idx + nb,
+                                   p->n);
+    *idx_p = idx;
+    *nb_p = nb;
+    return nb + nl;
+}
+
+/* The next halving stage; *made gets how many tasks it has.  Stage smax
+   is loaded here unless the caller left it loaded (s_refine). */
 static int s_next_stage (s_pair_t *p, uint32_t smax, uint32_t n1, bool *made, ak_err_t *err)
 {
     *made = false;
-    int rc = s_pair_load (p, s_want_stage, smax, err);
+    int rc = p->recs ? 0 : s_pair_load (p, s_want_stage, smax, err);
     if (rc)
         return rc;
     const Ak__Policy *pol = p->brec->policy;
     uint32_t rounds = pol && pol->search_rounds >= 2 ? pol->search_rounds : 2;
     uint32_t keep = ak_search_stage_size (n1, pol && pol->search_keep ? pol->search_keep : 4, rounds,
                                           smax + 1);
-    size_t *best = ak_calloc ((keep ? keep : 1) + p->n, sizeof *best);
-    size_t nb = ak_rounds_best (p->cands, p->evals, p->n, keep, best);
-    /* and each workload's own leader (rounds.h): workload picks need it
-       measured with full timing */
-    size_t nl = ak_rounds_leaders (p->cands, p->evals, p->n, pol ? pol->threshold : 0.03, best, nb, best + nb,
-                                   p->n);
-    for (size_t k = 0; k < nb + nl && rc == 0; k++)
+    size_t *best = NULL, nb = 0;
+    size_t n = s_leaders (p, keep, &best, &nb);
+    for (size_t k = 0; k < n && rc == 0; k++)
         rc = s_create (p, p->recs[best[k]], "tune", smax + 1, err);
     if (rc == 0) {
-        *made = nb + nl > 0;
+        *made = n > 0;
         ak_info ("batch %s: %s on %s: halving stage %u done (%zu tasks), %zu of them to stage %u%s, "
                  "%zu more as workload leaders", p->batch->batch_id, p->op, p->cls, smax, p->n, nb, smax + 1,
-                 smax + 1 == rounds ? " (full timing)" : "", nl);
+                 smax + 1 == rounds ? " (full timing)" : "", n - nb);
     }
     free (best);
     s_pair_unload (p);
@@ -329,7 +342,8 @@ static bool s_refined (const s_pair_t *p)
 }
 
 /* The neighbours of the first stage's leaders (refine.h), at stage 1 with
-   its short timing; *made when there were any. */
+   its short timing; *made when there were any.  When there were none the
+   stage stays loaded for s_next_stage. */
 static int s_refine (s_pair_t *p, uint32_t cap, bool *made, ak_err_t *err)
 {
     *made = false;
@@ -337,13 +351,10 @@ static int s_refine (s_pair_t *p, uint32_t cap, bool *made, ak_err_t *err)
     if (rc)
         return rc;
     const Ak__Policy *pol = p->brec->policy;
-    size_t keep = pol && pol->search_keep ? pol->search_keep : 4;
-    size_t *lead = ak_calloc (keep + p->n + 1, sizeof *lead);
-    size_t nb = ak_rounds_best (p->cands, p->evals, p->n, keep, lead);
-    size_t nl = ak_rounds_leaders (p->cands, p->evals, p->n, pol ? pol->threshold : 0.03, lead, nb, lead + nb,
-                                   p->n);
-    ak_promote_cand_t *seeds = ak_calloc (nb + nl + 1, sizeof *seeds);
-    for (size_t k = 0; k < nb + nl; k++)
+    size_t *lead = NULL, nb = 0;
+    size_t nseeds = s_leaders (p, pol && pol->search_keep ? pol->search_keep : 4, &lead, &nb);
+    ak_promote_cand_t *seeds = ak_calloc (nseeds + 1, sizeof *seeds);
+    for (size_t k = 0; k < nseeds; k++)
         seeds[k] = p->cands[lead[k]];
     /* every task of an op in a batch has the op's one spec */
     Ak__TaskRecord *first = NULL;
@@ -352,7 +363,7 @@ static int s_refine (s_pair_t *p, uint32_t cap, bool *made, ak_err_t *err)
     ak_spec_t *spec = NULL;
     ak_refine_new_t *plan = NULL;
     size_t nplan = 0;
-    if (nb + nl > 0) {
+    if (nseeds > 0) {
         rc = ak_store_get_task (p->txn, p->recs[lead[0]]->task_id, &first, err);
         if (rc == 0)
             rc = ak_store_get_blob (p->txn, first->spec_digest, &text, &len, err);
@@ -363,7 +374,7 @@ static int s_refine (s_pair_t *p, uint32_t cap, bool *made, ak_err_t *err)
             ak_error ("batch %s: %s on %s: no refinement: its spec does not parse here: %s", p->batch->batch_id,
                       p->op, p->cls, sub.msg);
         else if (rc == 0)
-            rc = ak_refine_plan (spec, seeds, nb + nl, p->cands, p->n, cap, &plan, &nplan, err);
+            rc = ak_refine_plan (spec, seeds, nseeds, p->cands, p->n, cap, &plan, &nplan, err);
     }
     /* each neighbour is counted in its candidate's summary, which is also
        what says the stage was refined (s_refined): one without a summary
@@ -385,7 +396,7 @@ static int s_refine (s_pair_t *p, uint32_t cap, bool *made, ak_err_t *err)
     if (rc == 0) {
         *made = added > 0;
         ak_info ("batch %s: %s on %s: halving stage 1 done (%zu tasks): %zu neighbours of its %zu leaders added "
-                 "to it", p->batch->batch_id, p->op, p->cls, p->n, added, nb + nl);
+                 "to it", p->batch->batch_id, p->op, p->cls, p->n, added, nseeds);
     }
     free (plan);
     ak_spec_destroy (&spec);
@@ -394,7 +405,8 @@ static int s_refine (s_pair_t *p, uint32_t cap, bool *made, ak_err_t *err)
         ak__task_record__free_unpacked (first, NULL);
     free (seeds);
     free (lead);
-    s_pair_unload (p);
+    if (rc || *made)
+        s_pair_unload (p);
     return rc;
 }
 

@@ -14,18 +14,6 @@
 
 // ------------------------------------------------------------------ helpers
 
-/* Tie-break order of promote.c: candidate name, params ascending, task id. */
-static int s_tiebreak (const ak_promote_cand_t *a, const ak_promote_cand_t *b)
-{
-    int c = strcmp (a->candidate_name ? a->candidate_name : "", b->candidate_name ? b->candidate_name : "");
-    if (c)
-        return c;
-    c = ak_cpb_params_cmp (a->params, a->nparams, b->params, b->nparams);
-    if (c)
-        return c;
-    return strcmp (a->task_id ? a->task_id : "", b->task_id ? b->task_id : "");
-}
-
 static const char *s_label (const ak_promote_cand_t *cand, char *buf, size_t len)
 {
     char params[128];
@@ -48,7 +36,7 @@ static int s_cmp_speed (const s_order_t *o, size_t a, size_t b)
 {
     if (o->evals[a].speedup != o->evals[b].speedup)
         return o->evals[a].speedup > o->evals[b].speedup ? -1 : 1;
-    return s_tiebreak (&o->cands[a], &o->cands[b]);
+    return ak_promote_tiebreak (&o->cands[a], &o->cands[b]);
 }
 
 size_t ak_rounds_best (const ak_promote_cand_t *cands, const ak_promote_eval_t *evals, size_t n,
@@ -95,7 +83,7 @@ size_t ak_rounds_leaders (const ak_promote_cand_t *cands, const ak_promote_eval_
             double s, ns;
             if (!evals[i].ok || !ak_promote_at (cands[i].receipt, name, dtype, &s, &ns))
                 continue;
-            if (lead < 0 || s > sl || (s == sl && s_tiebreak (&cands[i], &cands[lead]) < 0)) {
+            if (lead < 0 || s > sl || (s == sl && ak_promote_tiebreak (&cands[i], &cands[lead]) < 0)) {
                 lead = (ssize_t) i;
                 sl = s;
                 nl = ns;
@@ -134,7 +122,7 @@ size_t ak_rounds_finalists (const ak_promote_cand_t *cands, const ak_promote_eva
         if (evals[i].speedup < evals[best].speedup - band)
             continue;
         size_t pos = m;
-        while (pos > 0 && s_tiebreak (&cands[i], &cands[out[pos - 1]]) < 0)
+        while (pos > 0 && ak_promote_tiebreak (&cands[i], &cands[out[pos - 1]]) < 0)
             pos--;
         if (pos >= AK_ROUNDS_MAX_FINALISTS)
             continue;

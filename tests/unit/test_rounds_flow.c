@@ -23,6 +23,10 @@
 #include "util.h"
 #include "unit.h"
 
+#define S_STR(x) #x
+#define S_XSTR(x) S_STR (x)
+#define AK_ROUNDS_FX_VALID_TEXT S_XSTR (AK_ROUNDS_FX_VALID)
+
 // ------------------------------------------------ the store and the index
 
 typedef struct {
@@ -401,6 +405,16 @@ static void test_refine_flow (void **state)
     assert_int_equal (s_count (fx, "tune", 1), n1);
     assert_int_equal (s_run_queue (fx, 0, NULL), 1);           /* stage 2 */
     assert_non_null (ak_sched_settling (fx->sched));
+    s_fixture_free (fx);
+
+    /* a sample of the whole space has no neighbour left to add: stage 2
+       comes with the same commit, from the stage the refinement read */
+    fx = s_fixture ("\"search\": {\"strategy\": \"halving\", \"budget\": " AK_ROUNDS_FX_VALID_TEXT
+                    ", \"keep\": 1, \"refine\": 4}, \"confirm\": false");
+    assert_int_equal (s_count (fx, "tune", 1), AK_ROUNDS_FX_VALID);
+    assert_int_equal (s_run_queue (fx, 0, NULL), AK_ROUNDS_FX_VALID + 1);
+    assert_int_equal (s_count (fx, "tune", 1), AK_ROUNDS_FX_VALID);
+    assert_int_equal (s_count (fx, "tune", 2), 1);
     s_fixture_free (fx);
 }
 

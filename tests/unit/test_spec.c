@@ -251,6 +251,8 @@ static void test_space_neighbors (void **state)
 
     /* a value not in the list is an error naming it */
     const int64_t off[2] = { 3, 2 };
+    assert_true (ak_space_in_lists (cand, mid));
+    assert_false (ak_space_in_lists (cand, off));
     near_t none = { 0 };
     assert_int_equal (ak_space_neighbors (cand, off, s_near, &none, &err), AK_EINVAL);
     assert_non_null (strstr (err.msg, "BLOCK=3"));

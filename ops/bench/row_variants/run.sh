@@ -9,8 +9,10 @@
 #   e.g. ops/bench/row_variants/run.sh softmax block_row float16 4096 32000 1 rows THREADS \
 #            "THREADS=512 VEC=4 CACHE=32" "THREADS=512 VEC=4 CACHE=64"
 # GRID and BLOCK are C expressions of rows (and cols); DEFS are NAME=VALUE.
+# EXTRA=FILE puts a header between the preludes and the kernel (a
+# replacement for a prelude function: ops/bench/bf16_convert).
 set -eu
-[ $# -ge 9 ] || { sed -n 2,11p "$0"; exit 2; }
+[ $# -ge 9 ] || { sed -n 2,13p "$0"; exit 2; }
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 op=$1 src=$2 dtype=$3 rows=$4 cols=$5 nin=$6 grid=$7 block=$8
 shift 8
@@ -32,10 +34,10 @@ for defs in "$@"; do
     { echo "#define NIN $nin"
       echo "#define GRID s_grid (rows, cols)"
       echo "#define BLOCK $block"
-      echo "#define VARIANT \"$dtype $defs\""
+      echo "#define VARIANT \"$dtype $defs${EXTRA:+ + $(basename "$EXTRA")}\""
       echo "static unsigned s_grid (long rows, long cols) { (void) rows; (void) cols; return (unsigned) ($grid); }"
     } > "$work/v$i.h"
-    cat "$root/kernels/ak_kernel_cuda.h" "$root/kernels/ak_blocks_cuda.h" "$root/kernels/$op/cuda/$src.cu" \
+    cat "$root/kernels/ak_kernel_cuda.h" "$root/kernels/ak_blocks_cuda.h" ${EXTRA:+"$EXTRA"} "$root/kernels/$op/cuda/$src.cu" \
         "$work/v$i.h" "$root/ops/bench/row_variants/main.cu" > "$work/v$i.cu"
     # shellcheck disable=SC2086
     "$nv" -O3 -arch=sm_90 -std=c++17 -DAK_CUDA_HALF -DAK_DTYPE_$d $flags -o "$work/v$i" "$work/v$i.cu" &
