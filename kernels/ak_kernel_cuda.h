@@ -598,11 +598,88 @@ struct ak_vec_acc {
 struct ak_one_acc {
     enum { N = 1 };
     typedef ak_t raw_t;
-    union u { ak_t raw; ak_t e[1]; };
+    union u { enum { count = 1 }; ak_t raw; ak_t e[1]; };
     static __device__ __forceinline__ ak_t ld (const ak_t *p, ak_u64) { return *p; }
     static __device__ __forceinline__ ak_t ld_keep (const ak_t *p) { return *p; }
     static __device__ __forceinline__ void st (ak_t *p, ak_t v, ak_u64) { *p = v; }
 };
+
+/*  ak_unpack (v, f) / ak_pack (v, f): an access's elements as accumulators
+    and back, the same values as ak_to_acc / ak_from_acc element by element
+    (round to nearest even), but a 32-bit word of two 16-bit elements at a
+    time: bfloat16 words open with a shift and a mask, and both 16-bit
+    types round pairs with one cvt.rn.{bf16x2,f16x2}.f32, where one
+    conversion an element plus the packing cost up to three instructions
+    a pair (row kernels over 16-bit data are close to the issue limit).
+    AK_NO_PAIRS keeps the element-wise path (ops/bench/row_variants
+    compares the two). */
+#if (defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)) && !defined(AK_NO_PAIRS) \
+    && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
+#define AK_PAIRS 1
+#else
+#define AK_PAIRS 0
+#endif
+
+/*  exp(x - m) as 2^(x log2 e - m2) with m2 = m log2 e: one FMA before the
+    ex2 of __expf instead of a subtraction and a product (row kernels that
+    take an exponential of every element are close to the issue limit).
+    m2 is finite only while |m| <= 2e38 (ak_exp_foldable); beyond that,
+    __expf (x - m). */
+#define AK_LOG2E 1.4426950408889634f
+
+__device__ __forceinline__ bool ak_exp_foldable (float m)
+{
+    return fabsf (m) <= 2e38f;
+}
+
+__device__ __forceinline__ float ak_exp_fold (float x, float m2)
+{
+    float r;
+    asm ("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(fmaf (x, AK_LOG2E, -m2)));
+    return r;
+}
+
+template <typename V>
+__device__ __forceinline__ void ak_unpack (const V &v, ak_acc_t (&f)[V::count])
+{
+#if AK_PAIRS && defined(AK_DTYPE_BFLOAT16)
+    constexpr bool pairs = V::count % 2 == 0;
+#else
+    constexpr bool pairs = false;
+#endif
+    if constexpr (pairs) {
+        const unsigned int *w = (const unsigned int *) &v.raw;
+#pragma unroll
+        for (int e = 0; e < V::count; e += 2) {
+            f[e] = __uint_as_float (w[e / 2] << 16);
+            f[e + 1] = __uint_as_float (w[e / 2] & 0xffff0000u);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < V::count; e++)
+            f[e] = ak_to_acc (v.e[e]);
+    }
+}
+
+template <typename V>
+__device__ __forceinline__ void ak_pack (V &v, const ak_acc_t (&f)[V::count])
+{
+    constexpr bool pairs = AK_PAIRS && V::count % 2 == 0;
+    if constexpr (pairs) {
+        unsigned int *w = (unsigned int *) &v.raw;
+#pragma unroll
+        for (int e = 0; e < V::count; e += 2)   /* the first operand goes to the upper half */
+#if defined(AK_DTYPE_BFLOAT16)
+            asm ("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[e / 2]) : "f"(f[e + 1]), "f"(f[e]));
+#else
+            asm ("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w[e / 2]) : "f"(f[e + 1]), "f"(f[e]));
+#endif
+    } else {
+#pragma unroll
+        for (int e = 0; e < V::count; e++)
+            v.e[e] = ak_from_acc (f[e]);
+    }
+}
 
 #define AK_RED_SUM 0
 #define AK_RED_MAX 1

@@ -56,6 +56,22 @@ __device__ __forceinline__ float s_row_max (float v, float (*red)[WPR], float (*
     return ak_row_reduce<AK_RED_MAX, WPR, ROWS, CL> (v, red, cred, k);
 }
 
+/*  op on each element of the accesses c (loaded from access j0 on; those
+    below n). */
+template <typename A, typename F>
+__device__ __forceinline__ void s_each (const typename A::u (&c)[LOADS], int j0, int n, F op)
+{
+#pragma unroll
+    for (int i = 0; i < LOADS; i++)
+        if (j0 + i * S_TPR < n) {
+            float f[A::N];
+            ak_unpack (c[i], f);
+#pragma unroll
+            for (int e = 0; e < A::N; e++)
+                op (f[e]);
+        }
+}
+
 /*  This thread's online (max, sum of exp(x - max)) over its accesses of
     [lo, hi) (A::N elements each); (-inf, 0) when it has none. */
 template <typename A>
@@ -74,20 +90,15 @@ __device__ __forceinline__ void s_part (const ak_t *x, ak_i64 lo, ak_i64 hi, ak_
             if (j0 + i * S_TPR < n)
                 c[i].raw = A::ld (xv + j0 + i * S_TPR, pol);
         float cm = m;
-#pragma unroll
-        for (int i = 0; i < C; i++)
-            if (j0 + i * S_TPR < n)
-#pragma unroll
-                for (int e = 0; e < A::N; e++)
-                    cm = fmaxf (cm, ak_to_acc (c[i].e[e]));
+        s_each<A> (c, j0, n, [&] (float v) { cm = fmaxf (cm, v); });
         s *= __expf (m - cm);          /* m = -inf: s is 0 and stays 0 (cm is finite: i = 0 loaded) */
         m = cm;
-#pragma unroll
-        for (int i = 0; i < C; i++)
-            if (j0 + i * S_TPR < n)
-#pragma unroll
-                for (int e = 0; e < A::N; e++)
-                    s += __expf (ak_to_acc (c[i].e[e]) - m);
+        if (ak_exp_foldable (m)) {
+            const float m2 = m * AK_LOG2E;
+            s_each<A> (c, j0, n, [&] (float v) { s += ak_exp_fold (v, m2); });
+        } else {
+            s_each<A> (c, j0, n, [&] (float v) { s += __expf (v - m); });
+        }
     }
     *m_p = m;
     *s_p = s;

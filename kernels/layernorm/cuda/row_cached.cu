@@ -79,34 +79,44 @@ __device__ __forceinline__ void s_row (const ak_t *x, const ak_t *gamma, const a
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < C; i++)
-        if (i * S_TPR < n)
+        if (i * S_TPR < n) {
+            float f[A::N];
+            ak_unpack (c[i], f);
 #pragma unroll
             for (int e = 0; e < A::N; e++)
-                sum += ak_to_acc (c[i].e[e]);
+                sum += f[e];
+        }
     for (int j = C * S_TPR; j < n; j += S_TPR) {
         vec_t v;
+        float f[A::N];
         v.raw = A::ld (xv + j, pol);
+        ak_unpack (v, f);
 #pragma unroll
         for (int e = 0; e < A::N; e++)
-            sum += ak_to_acc (v.e[e]);
+            sum += f[e];
     }
     const float mean = s_row_sum (sum, red, cred, k) * inv_n;
 
     float sq = 0.0f;
 #pragma unroll
     for (int i = 0; i < C; i++)
-        if (i * S_TPR < n)
+        if (i * S_TPR < n) {
+            float f[A::N];
+            ak_unpack (c[i], f);
 #pragma unroll
             for (int e = 0; e < A::N; e++) {
-                const float d = ak_to_acc (c[i].e[e]) - mean;
+                const float d = f[e] - mean;
                 sq += d * d;
             }
+        }
     for (int j = C * S_TPR; j < n; j += S_TPR) {
         vec_t v;
+        float f[A::N];
         v.raw = A::ld (xv + j, pol);
+        ak_unpack (v, f);
 #pragma unroll
         for (int e = 0; e < A::N; e++) {
-            const float d = ak_to_acc (v.e[e]) - mean;
+            const float d = f[e] - mean;
             sq += d * d;
         }
     }
@@ -116,22 +126,31 @@ __device__ __forceinline__ void s_row (const ak_t *x, const ak_t *gamma, const a
     for (int i = 0; i < C; i++)
         if (i * S_TPR < n) {
             vec_t g, b, o;
+            float f[A::N], fg[A::N], fb[A::N];
             g.raw = A::ld_keep (gv + i * S_TPR);
             b.raw = A::ld_keep (bv + i * S_TPR);
+            ak_unpack (c[i], f);
+            ak_unpack (g, fg);
+            ak_unpack (b, fb);
 #pragma unroll
             for (int e = 0; e < A::N; e++)
-                o.e[e] = ak_from_acc ((ak_to_acc (c[i].e[e]) - mean) * rstd * ak_to_acc (g.e[e])
-                                      + ak_to_acc (b.e[e]));
+                f[e] = (f[e] - mean) * rstd * fg[e] + fb[e];
+            ak_pack (o, f);
             A::st (yv + i * S_TPR, o.raw, pol);
         }
     for (int j = C * S_TPR; j < n; j += S_TPR) {
         vec_t v, g, b, o;
+        float f[A::N], fg[A::N], fb[A::N];
         v.raw = A::ld (xv + j, pol);
         g.raw = A::ld_keep (gv + j);
         b.raw = A::ld_keep (bv + j);
+        ak_unpack (v, f);
+        ak_unpack (g, fg);
+        ak_unpack (b, fb);
 #pragma unroll
         for (int e = 0; e < A::N; e++)
-            o.e[e] = ak_from_acc ((ak_to_acc (v.e[e]) - mean) * rstd * ak_to_acc (g.e[e]) + ak_to_acc (b.e[e]));
+            f[e] = (f[e] - mean) * rstd * fg[e] + fb[e];
+        ak_pack (o, f);
         A::st (yv + j, o.raw, pol);
     }
 }

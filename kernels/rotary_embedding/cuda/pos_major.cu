@@ -69,6 +69,22 @@ __device__ __forceinline__ double s_inv_freq (ak_i64 i, ak_i64 D)
     return exp2 (-2.0 * (double) i / (double) D * 13.287712379549449);    /* log2(10000) */
 }
 
+/*  Both halves of HU heads from h0 on (stride HSPLIT) at x (the
+    position's row of head 0, offset to the thread's pairs). */
+__device__ __forceinline__ void s_load (s_vec_t (&u)[HU], s_vec_t (&v)[HU], const ak_t *x, ak_i64 h0, ak_i64 H,
+                                        ak_i64 head, ak_i64 half, ak_u64 pol)
+{
+#pragma unroll
+    for (int q = 0; q < HU; q++) {
+        const ak_i64 h = h0 + (ak_i64) q * HSPLIT;
+        if (h < H) {
+            const ak_t *xr = x + h * head;
+            u[q].raw = s_acc::ld ((const s_raw_t *) xr, pol);
+            v[q].raw = s_acc::ld ((const s_raw_t *) (xr + half), pol);
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__ (TX * SPB) ak_kernel (ak_cuda_args_t a)
 {
     const ak_i64 H = a.dims[1], S = a.dims[2], D = a.dims[3];
@@ -83,37 +99,40 @@ extern "C" __global__ void __launch_bounds__ (TX * SPB) ak_kernel (ak_cuda_args_
     if (D % (2 * S_VEC) == 0 && ((ak_u64) AK_IN (a, 0)) % VECB == 0
         && ((ak_u64) AK_OUT (a, 0)) % VECB == 0) {
         for (ak_i64 p0 = (ak_i64) threadIdx.x * S_VEC; p0 < half; p0 += (ak_i64) TX * S_VEC) {
+            /* the first heads' loads go out before the angles are made:
+               their latency hides the double-precision work */
+            ak_i64 h0 = blockIdx.z;
+            s_vec_t u[HU], v[HU];
+            s_load (u, v, x0 + p0, h0, H, head, half, pol);
             float c[S_VEC], sn[S_VEC];
 #pragma unroll
             for (int k = 0; k < S_VEC; k++)
                 s_sincos (s, s_inv_freq (p0 + k, D), &sn[k], &c[k]);
-            for (ak_i64 h0 = blockIdx.z; h0 < H; h0 += (ak_i64) HSPLIT * HU) {
-                s_vec_t u[HU], v[HU];
-#pragma unroll
-                for (int q = 0; q < HU; q++) {
-                    const ak_i64 h = h0 + (ak_i64) q * HSPLIT;
-                    if (h < H) {
-                        const ak_t *xr = x0 + h * head;
-                        u[q].raw = s_acc::ld ((const s_raw_t *) (xr + p0), pol);
-                        v[q].raw = s_acc::ld ((const s_raw_t *) (xr + half + p0), pol);
-                    }
-                }
+            for (;;) {
 #pragma unroll
                 for (int q = 0; q < HU; q++) {
                     const ak_i64 h = h0 + (ak_i64) q * HSPLIT;
                     if (h < H) {
                         ak_t *yr = y0 + h * head;
                         s_vec_t o1, o2;
+                        float x1[S_VEC], x2[S_VEC], f1[S_VEC], f2[S_VEC];
+                        ak_unpack (u[q], x1);
+                        ak_unpack (v[q], x2);
 #pragma unroll
                         for (int k = 0; k < S_VEC; k++) {
-                            const float x1 = ak_to_acc (u[q].e[k]), x2 = ak_to_acc (v[q].e[k]);
-                            o1.e[k] = ak_from_acc (x1 * c[k] - x2 * sn[k]);
-                            o2.e[k] = ak_from_acc (x2 * c[k] + x1 * sn[k]);
+                            f1[k] = x1[k] * c[k] - x2[k] * sn[k];
+                            f2[k] = x2[k] * c[k] + x1[k] * sn[k];
                         }
+                        ak_pack (o1, f1);
+                        ak_pack (o2, f2);
                         s_acc::st ((s_raw_t *) (yr + p0), o1.raw, pol);
                         s_acc::st ((s_raw_t *) (yr + half + p0), o2.raw, pol);
                     }
                 }
+                h0 += (ak_i64) HSPLIT * HU;
+                if (h0 >= H)
+                    break;
+                s_load (u, v, x0 + p0, h0, H, head, half, pol);
             }
         }
     } else {

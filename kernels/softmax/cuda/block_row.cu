@@ -36,9 +36,35 @@ template <> struct s_raw_of<16> { typedef uint4 t; };
 typedef s_raw_of<VEC * sizeof (ak_t)>::t s_raw_t;
 
 typedef union {
+    enum { count = VEC };
     s_raw_t raw;
     ak_t    e[VEC];
 } s_vec_t;
+
+/*  op on each element of the cached accesses c (those of the row), then on
+    each of the accesses beyond them, from memory. */
+template <typename F>
+__device__ __forceinline__ void s_each (const s_vec_t (&c)[S_CACHE], const s_raw_t *xv, ak_i64 nv, int t, F op)
+{
+#pragma unroll
+    for (int i = 0; i < S_CACHE; i++)
+        if (t + (ak_i64) i * THREADS < nv) {
+            float f[VEC];
+            ak_unpack (c[i], f);
+#pragma unroll
+            for (int k = 0; k < VEC; k++)
+                op (f[k]);
+        }
+    for (ak_i64 j = t + (ak_i64) S_CACHE * THREADS; j < nv; j += THREADS) {
+        s_vec_t v;
+        float f[VEC];
+        v.raw = __ldg (xv + j);
+        ak_unpack (v, f);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            op (f[k]);
+    }
+}
 
 __device__ __forceinline__ float s_warp_max (float v)
 {
@@ -57,7 +83,7 @@ __device__ __forceinline__ float s_warp_sum (float v)
 }
 
 /*  Block-wide maximum (is_max) or sum of v; every thread gets it. */
-__device__ float s_block_reduce (float v, bool is_max, float *scratch)
+__device__ __forceinline__ float s_block_reduce (float v, bool is_max, float *scratch)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nwarps = THREADS / 32;
@@ -70,6 +96,56 @@ __device__ float s_block_reduce (float v, bool is_max, float *scratch)
     v = is_max ? s_warp_max (v) : s_warp_sum (v);
     __syncthreads ();          /* scratch is reused by the next reduction */
     return v;
+}
+
+/*  The sum of exponentials and the output of a row whose maximum is m,
+    from the cached accesses c and (beyond them) the row in memory. */
+__device__ __forceinline__ void s_vec_rest (const s_vec_t (&c)[S_CACHE], const s_raw_t *xv, s_raw_t *yv, ak_i64 nv,
+                                            int t, float m, float *scratch)
+{
+    const float m2 = m * AK_LOG2E;
+    float sum = 0.0f;
+    s_each (c, xv, nv, t, [&] (float v) { sum += ak_exp_fold (v, m2); });
+    const float inv = 1.0f / s_block_reduce (sum, false, scratch);
+
+#pragma unroll
+    for (int i = 0; i < S_CACHE; i++) {
+        const ak_i64 j = t + (ak_i64) i * THREADS;
+        if (j < nv) {
+            s_vec_t o;
+            float f[VEC];
+            ak_unpack (c[i], f);
+#pragma unroll
+            for (int k = 0; k < VEC; k++)
+                f[k] = ak_exp_fold (f[k], m2) * inv;
+            ak_pack (o, f);
+            yv[j] = o.raw;
+        }
+    }
+    for (ak_i64 j = t + (ak_i64) S_CACHE * THREADS; j < nv; j += THREADS) {
+        s_vec_t v, o;
+        float f[VEC];
+        v.raw = __ldg (xv + j);
+        ak_unpack (v, f);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            f[k] = ak_exp_fold (f[k], m2) * inv;
+        ak_pack (o, f);
+        yv[j] = o.raw;
+    }
+}
+
+/*  The same from memory, element by element, with __expf (x - m): rows
+    not a multiple of the access or unaligned, and rows whose maximum is
+    too large for ak_exp_fold. */
+__device__ __forceinline__ void s_scalar_rest (const ak_t *x, ak_t *y, ak_i64 cols, int t, float m, float *scratch)
+{
+    float sum = 0.0f;
+    for (ak_i64 c = t; c < cols; c += THREADS)
+        sum += __expf (ak_to_acc (x[c]) - m);
+    const float inv = 1.0f / s_block_reduce (sum, false, scratch);
+    for (ak_i64 c = t; c < cols; c += THREADS)
+        y[c] = ak_from_acc (__expf (ak_to_acc (x[c]) - m) * inv);
 }
 
 extern "C" __global__ void __launch_bounds__ (THREADS) ak_kernel (ak_cuda_args_t a)
@@ -95,66 +171,17 @@ extern "C" __global__ void __launch_bounds__ (THREADS) ak_kernel (ak_cuda_args_t
                 c[i].raw = __ldg (xv + j);
         }
         float m = ninf;
-#pragma unroll
-        for (int i = 0; i < S_CACHE; i++)
-            if (t + (ak_i64) i * THREADS < nv)
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    m = fmaxf (m, ak_to_acc (c[i].e[k]));
-        for (ak_i64 j = t + (ak_i64) S_CACHE * THREADS; j < nv; j += THREADS) {
-            s_vec_t v;
-            v.raw = __ldg (xv + j);
-#pragma unroll
-            for (int k = 0; k < VEC; k++)
-                m = fmaxf (m, ak_to_acc (v.e[k]));
-        }
+        s_each (c, xv, nv, t, [&] (float v) { m = fmaxf (m, v); });
         m = s_block_reduce (m, true, scratch);
-
-        float sum = 0.0f;
-#pragma unroll
-        for (int i = 0; i < S_CACHE; i++)
-            if (t + (ak_i64) i * THREADS < nv)
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    sum += __expf (ak_to_acc (c[i].e[k]) - m);
-        for (ak_i64 j = t + (ak_i64) S_CACHE * THREADS; j < nv; j += THREADS) {
-            s_vec_t v;
-            v.raw = __ldg (xv + j);
-#pragma unroll
-            for (int k = 0; k < VEC; k++)
-                sum += __expf (ak_to_acc (v.e[k]) - m);
-        }
-        const float inv = 1.0f / s_block_reduce (sum, false, scratch);
-
-#pragma unroll
-        for (int i = 0; i < S_CACHE; i++) {
-            const ak_i64 j = t + (ak_i64) i * THREADS;
-            if (j < nv) {
-                s_vec_t o;
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    o.e[k] = ak_from_acc (__expf (ak_to_acc (c[i].e[k]) - m) * inv);
-                yv[j] = o.raw;
-            }
-        }
-        for (ak_i64 j = t + (ak_i64) S_CACHE * THREADS; j < nv; j += THREADS) {
-            s_vec_t v, o;
-            v.raw = __ldg (xv + j);
-#pragma unroll
-            for (int k = 0; k < VEC; k++)
-                o.e[k] = ak_from_acc (__expf (ak_to_acc (v.e[k]) - m) * inv);
-            yv[j] = o.raw;
-        }
+        if (ak_exp_foldable (m))
+            s_vec_rest (c, xv, yv, nv, t, m, scratch);
+        else                           /* a maximum beyond 2e38: rare, from memory */
+            s_scalar_rest (x, y, cols, t, m, scratch);
     } else {
         float m = ninf;
         for (ak_i64 c = t; c < cols; c += THREADS)
             m = fmaxf (m, ak_to_acc (x[c]));
         m = s_block_reduce (m, true, scratch);
-        float sum = 0.0f;
-        for (ak_i64 c = t; c < cols; c += THREADS)
-            sum += __expf (ak_to_acc (x[c]) - m);
-        const float inv = 1.0f / s_block_reduce (sum, false, scratch);
-        for (ak_i64 c = t; c < cols; c += THREADS)
-            y[c] = ak_from_acc (__expf (ak_to_acc (x[c]) - m) * inv);
+        s_scalar_rest (x, y, cols, t, m, scratch);
     }
 }

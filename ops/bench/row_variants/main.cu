@@ -29,7 +29,13 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(in[0], h.data(), bytes, cudaMemcpyHostToDevice));
     for (int i = 1; i < NIN; i++) CK(cudaMemcpy(in[i], h.data(), cols * sizeof(ak_t), cudaMemcpyHostToDevice));
     ak_cuda_args_t a = {};
+#ifdef AK_DIMS
+    const long dims[] = {AK_DIMS};
+    for (unsigned i = 0; i < sizeof dims / sizeof dims[0]; i++) a.dims[i] = dims[i];
+    a.ndims = sizeof dims / sizeof dims[0];
+#else
     a.dims[0] = rows; a.dims[1] = cols; a.ndims = 2;
+#endif
     for (int i = 0; i < NIN; i++) a.in[i] = in[i];
     a.nin = NIN; a.out[0] = y; a.nout = 1;
     void *flush; const size_t fb = 256u << 20; CK(cudaMalloc(&flush, fb));

@@ -8,11 +8,16 @@
 #   ops/bench/row_variants/run.sh OP SOURCE DTYPE ROWS COLS NIN GRID BLOCK "DEFS" ["DEFS"...]
 #   e.g. ops/bench/row_variants/run.sh softmax block_row float16 4096 32000 1 rows THREADS \
 #            "THREADS=512 VEC=4 CACHE=32" "THREADS=512 VEC=4 CACHE=64"
-# GRID and BLOCK are C expressions of rows (and cols); DEFS are NAME=VALUE.
+# GRID and BLOCK are C expressions of rows (and cols) and the kernel's macros,
+# up to three comma-separated dimensions each; DEFS are NAME=VALUE.
+# DIMS="B H S D" gives the kernel those dims instead of ROWS COLS (whose
+# product stays the element count), e.g. rotary_embedding:
+#   DIMS="1 32 4096 128" ops/bench/row_variants/run.sh rotary_embedding pos_major float16 \
+#       131072 128 1 "(4096 + SPB - 1) / SPB, 1, HSPLIT" "TX, SPB" "TX=16 SPB=2 HSPLIT=1 VECB=16 HU=4 HINT=2"
 # EXTRA=FILE puts a header between the preludes and the kernel (a
 # replacement for a prelude function: ops/bench/bf16_convert).
 set -eu
-[ $# -ge 9 ] || { sed -n 2,13p "$0"; exit 2; }
+[ $# -ge 9 ] || { sed -n 2,18p "$0"; exit 2; }
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 op=$1 src=$2 dtype=$3 rows=$4 cols=$5 nin=$6 grid=$7 block=$8
 shift 8
@@ -35,7 +40,8 @@ for defs in "$@"; do
       echo "#define GRID s_grid (rows, cols)"
       echo "#define BLOCK $block"
       echo "#define VARIANT \"$dtype $defs${EXTRA:+ + $(basename "$EXTRA")}\""
-      echo "static unsigned s_grid (long rows, long cols) { (void) rows; (void) cols; return (unsigned) ($grid); }"
+      [ -n "${DIMS:-}" ] && echo "#define AK_DIMS $(echo "$DIMS" | tr ' ' ',')"
+      echo "static dim3 s_grid (long rows, long cols) { (void) rows; (void) cols; return dim3 ($grid); }"
     } > "$work/v$i.h"
     cat "$root/kernels/ak_kernel_cuda.h" "$root/kernels/ak_blocks_cuda.h" ${EXTRA:+"$EXTRA"} "$root/kernels/$op/cuda/$src.cu" \
         "$work/v$i.h" "$root/ops/bench/row_variants/main.cu" > "$work/v$i.cu"
