@@ -623,13 +623,17 @@ struct ak_one_acc {
 /*  exp(x - m) as 2^(x log2 e - m2) with m2 = m log2 e: one FMA before the
     ex2 of __expf instead of a subtraction and a product (row kernels that
     take an exponential of every element are close to the issue limit).
-    m2 is finite only while |m| <= 2e38 (ak_exp_foldable); beyond that,
-    __expf (x - m). */
+    m2 is m log2 e rounded to float: its error e (ak_exp_fold_err) makes
+    every exponential of a row 2^-e too large or small, a common factor
+    that a normalisation (softmax) cancels and a sum of exponentials used
+    on its own (cross_entropy's log-sum) must take back.  While |m| <=
+    2^24 (ak_exp_foldable) |e| <= 1, so the factor makes nothing overflow
+    or underflow; beyond, __expf (x - m). */
 #define AK_LOG2E 1.4426950408889634f
 
 __device__ __forceinline__ bool ak_exp_foldable (float m)
 {
-    return fabsf (m) <= 2e38f;
+    return fabsf (m) <= 16777216.0f;
 }
 
 __device__ __forceinline__ float ak_exp_fold (float x, float m2)
@@ -637,6 +641,12 @@ __device__ __forceinline__ float ak_exp_fold (float x, float m2)
     float r;
     asm ("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(fmaf (x, AK_LOG2E, -m2)));
     return r;
+}
+
+/* e = m log2 e - m2 (the FMA's exact product, rounded once) */
+__device__ __forceinline__ float ak_exp_fold_err (float m, float m2)
+{
+    return fmaf (m, AK_LOG2E, -m2);
 }
 
 template <typename V>

@@ -94,8 +94,11 @@ __device__ __forceinline__ void s_part (const ak_t *x, ak_i64 lo, ak_i64 hi, ak_
         s *= __expf (m - cm);          /* m = -inf: s is 0 and stays 0 (cm is finite: i = 0 loaded) */
         m = cm;
         if (ak_exp_foldable (m)) {
+            /* the chunk's sum against m2, times 2^-e: against m */
             const float m2 = m * AK_LOG2E;
-            s_each<A> (c, j0, n, [&] (float v) { s += ak_exp_fold (v, m2); });
+            float p = 0.0f;
+            s_each<A> (c, j0, n, [&] (float v) { p += ak_exp_fold (v, m2); });
+            s = fmaf (p, exp2f (-ak_exp_fold_err (m, m2)), s);
         } else {
             s_each<A> (c, j0, n, [&] (float v) { s += __expf (v - m); });
         }

@@ -175,7 +175,7 @@ extern "C" __global__ void __launch_bounds__ (THREADS) ak_kernel (ak_cuda_args_t
         m = s_block_reduce (m, true, scratch);
         if (ak_exp_foldable (m))
             s_vec_rest (c, xv, yv, nv, t, m, scratch);
-        else                           /* a maximum beyond 2e38: rare, from memory */
+        else                           /* a maximum beyond 2^24: rare, from memory */
             s_scalar_rest (x, y, cols, t, m, scratch);
     } else {
         float m = ninf;
