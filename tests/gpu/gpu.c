@@ -3,6 +3,7 @@
 #include "spec_cuda.h"
 #include "worker/backends.h"
 #include "support.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,5 +71,42 @@ ak_kernel_t *ak_gpu_build (ak_gpu_fixture_t *f, const ak_backend_t *be, ak_dev_t
         fail_msg ("load %s: %s", symbol, err.msg);
     free (out.artifact_path);
     free (out.log);
+    return k;
+}
+
+ak_kernel_t *ak_gpu_load_testing (ak_gpu_fixture_t *f, const char *name, const char *arch, ak_dtype_t dt,
+                                  const char *const *names, const int64_t *values, int n)
+{
+    char *rel = ak_sprintf ("kernels/testing/cuda/%s.cu", name);
+    char *path = ak_test_src (rel);
+    char *text = NULL;
+    ak_err_t err = { 0 };
+    if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
+        fail_msg ("%s", err.msg);
+    ak_compile_req_t req;
+    ak_compile_out_t out = { 0 };
+    memset (&req, 0, sizeof req);
+    req.source = text;
+    req.source_len = strlen (text);
+    req.dtype = dt;
+    req.cache_dir = f->cache;
+    req.timeout_ms = 120000;
+    req.device = f->devs[0];
+    req.arch = arch;
+    for (int i = 0; i < n; i++) {
+        req.define_names[i] = names[i];
+        req.define_values[i] = values[i];
+    }
+    req.ndefines = n;
+    if (f->be->compile (&req, &out, &err) != 0)
+        fail_msg ("%s (%s): %s\n%s", rel, ak_dtype_name (dt), err.msg, out.log ? out.log : "");
+    ak_kernel_t *k = NULL;
+    if (f->be->load (f->dev, out.artifact_path, "ak_kernel", &k, &err) != 0)
+        fail_msg ("%s (%s): %s", rel, ak_dtype_name (dt), err.msg);
+    free (out.artifact_path);
+    free (out.log);
+    free (text);
+    free (path);
+    free (rel);
     return k;
 }

@@ -32,4 +32,10 @@ void ak_gpu_fixture_close (ak_gpu_fixture_t *f);
 ak_kernel_t *ak_gpu_build (ak_gpu_fixture_t *f, const ak_backend_t *be, ak_dev_t *dev, const char *source,
                            bool reference, ak_dtype_t dt, const char *symbol);
 
+/* Compiles the testing kernel kernels/testing/cuda/NAME.cu with f->be for
+   dt (and arch, NULL: the device's own) with the n defines names=values,
+   and loads its ak_kernel; fails the test on an error. */
+ak_kernel_t *ak_gpu_load_testing (ak_gpu_fixture_t *f, const char *name, const char *arch, ak_dtype_t dt,
+                                  const char *const *names, const int64_t *values, int n);
+
 #endif

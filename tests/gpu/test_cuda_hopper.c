@@ -52,45 +52,6 @@ static int s_group_teardown (void **state)
 #define S_NEED_GPU() do { if (S.skip) skip (); } while (0)
 #define S_NEED_HOPPER() do { if (S.skip || !s_hopper) skip (); } while (0)
 
-/*  Compiles a testing kernel (kernels/testing/cuda/NAME.cu) for arch with
-    the given defines and loads it. */
-static ak_kernel_t *s_load_testing (const char *name, const char *arch, const char *const *names,
-                                    const int64_t *values, int n)
-{
-    char *rel = ak_sprintf ("kernels/testing/cuda/%s.cu", name);
-    char *path = ak_test_src (rel);
-    char *text = NULL;
-    ak_err_t err = { 0 };
-    if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
-        fail_msg ("%s", err.msg);
-    ak_compile_req_t req;
-    ak_compile_out_t out = { 0 };
-    memset (&req, 0, sizeof req);
-    req.source = text;
-    req.source_len = strlen (text);
-    req.dtype = AK_DT_FLOAT32;
-    req.cache_dir = S.cache;
-    req.timeout_ms = 120000;
-    req.device = S.devs[0];
-    req.arch = arch;
-    for (int i = 0; i < n; i++) {
-        req.define_names[i] = names[i];
-        req.define_values[i] = values[i];
-    }
-    req.ndefines = n;
-    if (S.be->compile (&req, &out, &err) != 0)
-        fail_msg ("%s: %s\n%s", rel, err.msg, out.log ? out.log : "");
-    ak_kernel_t *k = NULL;
-    if (S.be->load (S.dev, out.artifact_path, "ak_kernel", &k, &err) != 0)
-        fail_msg ("%s: %s", rel, err.msg);
-    free (out.artifact_path);
-    free (out.log);
-    free (text);
-    free (path);
-    free (rel);
-    return k;
-}
-
 /* ------------------------------------------------------------ TMA copy */
 
 /*  The tma_copy entry of a spec, parsed: its tensor map over x, box
@@ -182,7 +143,7 @@ static void test_tma_copy (void **state)
     S_NEED_HOPPER ();
     const char *names[] = { "BOX_C", "BOX_R" };
     int64_t values[] = { 32, 8 };
-    ak_kernel_t *k = s_load_testing ("tma_copy", "sm_90a", names, values, 2);
+    ak_kernel_t *k = ak_gpu_load_testing (&S, "tma_copy", "sm_90a", AK_DT_FLOAT32, names, values, 2);
     ak_spec_t *spec = s_copy_spec ("32");
     /* 37 x 68: neither a multiple of the box (edge tiles read the OOB
        fill), rows of 272 bytes (a multiple of 16, as the stride rule asks) */
@@ -228,7 +189,7 @@ static void test_tma_optional_absent (void **state)
     S_NEED_HOPPER ();
     const char *names[] = { "BOX_C", "BOX_R" };
     int64_t values[] = { 32, 8 };
-    ak_kernel_t *k = s_load_testing ("tma_copy", "sm_90a", names, values, 2);
+    ak_kernel_t *k = ak_gpu_load_testing (&S, "tma_copy", "sm_90a", AK_DT_FLOAT32, names, values, 2);
     ak_spec_t *strict = s_copy_spec ("32"), *spec = s_copy_spec_opt ("32", true);
     s_bufs_t b;
     s_bufs (&b, 21, 70);
@@ -263,7 +224,7 @@ static void test_tma_misconfig (void **state)
     S_NEED_HOPPER ();
     const char *names[] = { "BOX_C", "BOX_R" };
     int64_t values[] = { 32, 8 };
-    ak_kernel_t *k = s_load_testing ("tma_copy", "sm_90a", names, values, 2);
+    ak_kernel_t *k = ak_gpu_load_testing (&S, "tma_copy", "sm_90a", AK_DT_FLOAT32, names, values, 2);
     s_bufs_t b;
     s_bufs (&b, 16, 64);
     ak_err_t err = { 0 };
@@ -316,7 +277,7 @@ static void test_cluster_launch (void **state)
 {
     (void) state;
     S_NEED_HOPPER ();
-    ak_kernel_t *k = s_load_testing ("cluster_rank", "sm_90a", NULL, NULL, 0);
+    ak_kernel_t *k = ak_gpu_load_testing (&S, "cluster_rank", "sm_90a", AK_DT_FLOAT32, NULL, NULL, 0);
     ak_err_t err = { 0 };
     void *y = NULL;
     const int blocks = 8;
