@@ -335,6 +335,42 @@ static void test_compile_planted (void **state)
     s_nv_close (&nv);
 }
 
+/*  The prelude's paired conversions under test (kernels/testing/cuda/
+    pairs.cu, run by tests/gpu/test_gpu_prelude.c) build for both 16-bit
+    types, plain and planted; a float32 build is refused by its
+    static_assert (it needs two elements a word). */
+static void test_compile_pairs (void **state)
+{
+    (void) state;
+    s_nv_t nv;
+    ak_err_t err = { 0 };
+    s_nv_open (&nv, "cudapairs");
+    char *path = ak_test_src ("kernels/testing/cuda/pairs.cu");
+    char *text = NULL;
+    if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
+        fail_msg ("%s", err.msg);
+    static const char *const names[] = { "PLANT" };
+    for (int plant = 0; plant <= 1; plant++)
+        for (int dt = AK_DT_FLOAT16; dt <= AK_DT_BFLOAT16; dt++) {
+            const int64_t values[] = { plant };
+            char *log = NULL;
+            int rc = s_compile (&nv, text, (ak_dtype_t) dt, names, values, 1, NULL, &log);
+            if (rc != 0)
+                fail_msg ("pairs.cu (%s, PLANT=%d): %d\n%s", ak_dtype_name ((ak_dtype_t) dt), plant, rc,
+                          log ? log : "");
+            free (log);
+        }
+    char *log = NULL;
+    assert_int_equal (s_compile (&nv, text, AK_DT_FLOAT32, NULL, NULL, 0, NULL, &log), AK_ECOMPILE);
+    assert_non_null (log);
+    assert_non_null (strstr (log, "a 16-bit build"));
+    free (log);
+    assert_int_equal (nv.compiled, 4);
+    free (text);
+    free (path);
+    s_nv_close (&nv);
+}
+
 /*  The Hopper testing kernels (TMA copy, cluster rank) build for sm_90a;
     the same request for an sm_80 device is refused before NVRTC runs (no
     artifact, nothing in the cache); a library baseline's marker becomes
@@ -459,6 +495,7 @@ int main (int argc, char **argv)
         cmocka_unit_test (test_compile_catalog),
         cmocka_unit_test (test_compile_planted),
         cmocka_unit_test (test_compile_hopper),
+        cmocka_unit_test (test_compile_pairs),
     };
     if (argc == 3 && strcmp (argv[1], "--skip") == 0)
         cmocka_set_skip_filter (argv[2]);
