@@ -305,6 +305,21 @@ bool ak_timing_untraced (double slowest_cupti_us, bool can_untrace)
     return can_untrace && slowest_cupti_us >= AK_TIMING_TRACE_MAX_US;
 }
 
+/*  Whether a side's every probe so far took AK_TIMING_PROBE_DECISIVE_US or
+    more (timing.h): the mode is then settled without the other rounds. */
+static bool s_probes_decisive (const s_run_t *r)
+{
+    for (int s = 0; s < r->nsides; s++) {
+        const s_side_t *d = &r->side[s];
+        bool all = d->npc > 0;
+        for (size_t i = 0; i < d->npc; i++)
+            all = all && d->pc[i] >= AK_TIMING_PROBE_DECISIVE_US;
+        if (all)
+            return true;
+    }
+    return false;
+}
+
 /*  The mode of run r (timing.h, "Untraced mode"): AK_TIMING_MODE_ROUNDS
     traced probe rounds, not kept; when the slower kernel's median CUPTI
     duration reaches AK_TIMING_TRACE_MAX_US and the backend has a floor,
@@ -317,7 +332,7 @@ static int s_choose_mode (s_run_t *r, ak_err_t *err)
     const ak_timing_ctx_t *ctx = r->ctx;
     if (!ctx->be->sample || !ctx->be->kernel_trace || !ctx->be->event_floor)
         return 0;
-    for (int round = 0; round < AK_TIMING_MODE_ROUNDS; round++)
+    for (int round = 0; round < AK_TIMING_MODE_ROUNDS && !s_probes_decisive (r); round++)
         for (int i = 0; i < r->nsides; i++) {
             int s = (round & 1) ? r->nsides - 1 - i : i;
             ak_sample_t smp;
@@ -422,12 +437,17 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
 
     uint64_t deadline = ak_clock_mono_ms () + (ctx->max_time_ms ? ctx->max_time_ms : 2000);
     ak_sample_t smp[2];
-    for (uint32_t w = 0; w < ctx->warmup; w++)
+    for (uint32_t w = 0; w < ctx->warmup; w++) {
+        double busy_us = 0;
         for (int s = 0; s < r.nsides; s++) {
             rc = s_sample (&r, &r.side[s], &smp[s], err);
             if (rc)
                 goto fail;
+            busy_us += smp[s].event_us;
         }
+        if (busy_us >= AK_TIMING_WARM_BUSY_US)
+            break;                      /* one long round warms as several would (timing.h) */
+    }
     r.sampled_us = 0;                   /* warm-up is not a timed sample */
     rc = s_choose_mode (&r, err);
     if (rc)

@@ -1,6 +1,7 @@
 /*  worker/timing.h: timing one workload, over the backend table.
 
-    Warm-up runs, then samples until there are at least min_samples and the
+    Warm-up runs (fewer when one round is long: AK_TIMING_WARM_BUSY_US),
+    then samples until there are at least min_samples and the
     relative spread meets rsd_target, or max_samples, or max_time_ms of wall
     time.  With a baseline, baseline and candidate are sampled in interleaved
     rounds in the same process (the order alternating each round), so drift
@@ -15,7 +16,8 @@
 
     Untraced mode: where the backend has kernel_trace() and event_floor(),
     the first AK_TIMING_MODE_ROUNDS rounds after warm-up are traced probes
-    (not kept as samples).  When the slower kernel's median CUPTI duration
+    (not kept as samples; fewer for a kernel of a millisecond or more:
+    AK_TIMING_PROBE_DECISIVE_US).  When the slower kernel's median CUPTI duration
     there is AK_TIMING_TRACE_MAX_US or more, kernel tracing is turned off
     for the rest of the workload (on again before returning) and the
     headline of both kernels is events minus the device's event floor
@@ -69,8 +71,21 @@ typedef struct {
     32 ns steps are the better clock (the 2 us spread target, the empty
     kernel's 0.6 us); from 10 us up events - floor is the truer figure. */
 #define AK_TIMING_TRACE_MAX_US 10.0
-/*  Traced probe rounds that decide the mode (their median). */
+/*  Traced probe rounds that decide the mode (their median), fewer when
+    a kernel's every probe so far took AK_TIMING_PROBE_DECISIVE_US or more:
+    its later probes would have to be a hundred times shorter to change
+    the mode, and each probe of a long baseline costs what a sample does
+    (flash_attention's 120 ms naive baseline, probed three times in each
+    of its workloads: docs/benchmarks.md, session 18). */
 #define AK_TIMING_MODE_ROUNDS 3
+#define AK_TIMING_PROBE_DECISIVE_US (100 * AK_TIMING_TRACE_MAX_US)
+
+/*  A warm-up round (policy.warmup of them at most) that kept the device
+    busy this long, both kernels' event times together, ends the warm-up:
+    one run has done what the warm-up is for (the first launch's one-off
+    costs, caches, the clocks up on a device busy for 50 ms), and more
+    rounds of a long baseline cost seconds a batch. */
+#define AK_TIMING_WARM_BUSY_US 50000.0
 
 /*  Kept rounds the time budget (policy.max_time_ms) cannot cut sampling
     below (max_samples still can): the range of 6 paired ratios is a 96.9%

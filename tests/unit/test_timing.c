@@ -427,6 +427,57 @@ static void test_untraced_mode (void **state)
     assert_int_equal (S.floor_calls, 1);
 }
 
+/*  A long baseline costs fewer runs outside the samples: probing stops
+    once a kernel's every probe took AK_TIMING_PROBE_DECISIVE_US or more
+    (one round here), and the warm-up stops after a round that kept the
+    device AK_TIMING_WARM_BUSY_US busy; the figures are those of the full
+    procedure.  Just under the bounds, everything runs as before. */
+static void test_long_baseline_runs (void **state)
+{
+    (void) state;
+    ak_backend_t be = S.be;
+    be.kernel_trace = s_trace;
+    be.event_floor = s_floor;
+    ak_timing_result_t tr;
+
+    /* 30 ms baseline: both warm-up rounds (30 ms < 50 ms busy), one probe */
+    s_script (0, -1);
+    S.true_us[0] = 100;
+    S.true_us[1] = 30000;
+    s_measure (&be, true, 10, 64, &tr);
+    assert_string_equal (tr.timer, "events-floor");
+    assert_int_equal (S.calls, 2 * 2 + 2 * 1 + 2 * 10);
+    assert_int_equal (tr.detail[1].cupti.n, 1);
+    assert_float_equal (tr.mode_cupti_us, 30000 * S_TRACE_COST, 1e-6);
+    assert_true (fabs (tr.cand.median - 100) < 0.01);
+    assert_true (fabs (tr.speedup - 300) < 0.1);
+
+    /* 60 ms baseline: one warm-up round, one probe */
+    s_script (0, -1);
+    S.true_us[0] = 100;
+    S.true_us[1] = 60000;
+    s_measure (&be, true, 10, 64, &tr);
+    assert_string_equal (tr.timer, "events-floor");
+    assert_int_equal (S.calls, 2 * 1 + 2 * 1 + 2 * 10);
+    assert_true (fabs (tr.speedup - 600) < 0.1);
+
+    /* just under the probe bound (traced 1.09 x 900 us): every probe */
+    s_script (0, -1);
+    S.true_us[0] = 100;
+    S.true_us[1] = 900;
+    s_measure (&be, true, 10, 64, &tr);
+    assert_int_equal (S.calls, 2 * 2 + 2 * AK_TIMING_MODE_ROUNDS + 2 * 10);
+    assert_int_equal (tr.detail[1].cupti.n, AK_TIMING_MODE_ROUNDS);
+
+    /* a short pair: every warm-up round and probe, as before */
+    s_script (0, -1);
+    S.true_us[0] = 2;
+    S.true_us[1] = 8;
+    s_measure (&be, true, 10, 64, &tr);
+    assert_string_equal (tr.timer, "cupti");
+    assert_int_equal (S.calls, 2 * 2 + 2 * AK_TIMING_MODE_ROUNDS + 2 * 10);
+}
+
 /*  Inputs large enough to be generated on several threads hold exactly
     the serial generator's values (the scripted sample checks them). */
 static void test_parallel_inputs (void **state)
@@ -450,6 +501,7 @@ int main (void)
         cmocka_unit_test (test_parallel_inputs),
         cmocka_unit_test (test_mode_rule),
         cmocka_unit_test (test_untraced_mode),
+        cmocka_unit_test (test_long_baseline_runs),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
