@@ -353,6 +353,19 @@ static void test_mode_rule (void **state)
     assert_false (ak_timing_untraced (200, false));
 }
 
+/*  A pair of kernels taking cand_us and base_us (traced: S_TRACE_COST
+    times that) through a backend with kernel_trace() and event_floor(). */
+static void s_measure_pair (double cand_us, double base_us, uint32_t samples, ak_timing_result_t *tr)
+{
+    ak_backend_t be = S.be;
+    be.kernel_trace = s_trace;
+    be.event_floor = s_floor;
+    s_script (0, -1);
+    S.true_us[0] = cand_us;
+    S.true_us[1] = base_us;
+    s_measure (&be, true, samples, 64, tr);
+}
+
 /*  A long kernel pair: probes traced, then tracing off for the rest, the
     headline events - floor (the true time), tracing on again after; both
     raw figures kept, CUPTI's from the traced probes alone.  The mode is
@@ -435,16 +448,10 @@ static void test_untraced_mode (void **state)
 static void test_long_baseline_runs (void **state)
 {
     (void) state;
-    ak_backend_t be = S.be;
-    be.kernel_trace = s_trace;
-    be.event_floor = s_floor;
     ak_timing_result_t tr;
 
     /* 30 ms baseline: both warm-up rounds (30 ms < 50 ms busy), one probe */
-    s_script (0, -1);
-    S.true_us[0] = 100;
-    S.true_us[1] = 30000;
-    s_measure (&be, true, 10, 64, &tr);
+    s_measure_pair (100, 30000, 10, &tr);
     assert_string_equal (tr.timer, "events-floor");
     assert_int_equal (S.calls, 2 * 2 + 2 * 1 + 2 * 10);
     assert_int_equal (tr.detail[1].cupti.n, 1);
@@ -453,27 +460,18 @@ static void test_long_baseline_runs (void **state)
     assert_true (fabs (tr.speedup - 300) < 0.1);
 
     /* 60 ms baseline: one warm-up round, one probe */
-    s_script (0, -1);
-    S.true_us[0] = 100;
-    S.true_us[1] = 60000;
-    s_measure (&be, true, 10, 64, &tr);
+    s_measure_pair (100, 60000, 10, &tr);
     assert_string_equal (tr.timer, "events-floor");
     assert_int_equal (S.calls, 2 * 1 + 2 * 1 + 2 * 10);
     assert_true (fabs (tr.speedup - 600) < 0.1);
 
     /* just under the probe bound (traced 1.09 x 900 us): every probe */
-    s_script (0, -1);
-    S.true_us[0] = 100;
-    S.true_us[1] = 900;
-    s_measure (&be, true, 10, 64, &tr);
+    s_measure_pair (100, 900, 10, &tr);
     assert_int_equal (S.calls, 2 * 2 + 2 * AK_TIMING_MODE_ROUNDS + 2 * 10);
     assert_int_equal (tr.detail[1].cupti.n, AK_TIMING_MODE_ROUNDS);
 
     /* a short pair: every warm-up round and probe, as before */
-    s_script (0, -1);
-    S.true_us[0] = 2;
-    S.true_us[1] = 8;
-    s_measure (&be, true, 10, 64, &tr);
+    s_measure_pair (2, 8, 10, &tr);
     assert_string_equal (tr.timer, "cupti");
     assert_int_equal (S.calls, 2 * 2 + 2 * AK_TIMING_MODE_ROUNDS + 2 * 10);
 }
