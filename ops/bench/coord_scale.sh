@@ -5,6 +5,7 @@
 #                            [--workers "10 100 1000"] [--restarts N] [--spec FILE]
 #                            [--wait-idle S] [--only "RUN ..."] [--repeat N] [--keep]
 #                            [--scrape off|on|both] [--commit async|sync|thread|both|all] [--curve]
+#                            [--load-nice N|both:N]
 #
 # Runs a REAL akcoord with durable commits (LMDB syncs on every commit, the
 # default) against akload (build/bin/akload: simulated workers, no kernel
@@ -58,6 +59,12 @@
 # --commit-thread-ms 0 (every commit on the writer thread: NAME+thread), and
 # --commit all runs the three, alternating their order.  None of them can
 # be combined with --scrape.
+# --load-nice N runs akload under nice -n N (NAME+niceN; N > 0: it yields
+# the box's CPUs to the coordinator, N < 0, as root: the coordinator yields
+# them to it; issue 24: what share of the tail is the two sharing two CPUs,
+# given that akload takes the latencies' timestamps); --load-nice both:N
+# does each load run plainly and with it, alternating which goes first.
+# Not with --commit or --scrape comparisons.
 # --curve runs every akcoord with CURVE on both endpoints (--cert/--keys;
 # akload and akctl with certificates: ops/bench/curve_keys.sh) instead of
 # --plain.
@@ -78,9 +85,11 @@ repeat=1
 scrape=off
 commit=async
 curve=0
+load_nice=""                 # N or both:N (--load-nice)
+nice_now=0                   # the nice level of the akload being started
 
 usage () {
-    sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,70p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -98,6 +107,7 @@ while [ $# -gt 0 ]; do
         --scrape) scrape=$2; shift 2 ;;
         --commit) commit=$2; shift 2 ;;
         --curve) curve=1; shift ;;
+        --load-nice) load_nice=$2; shift 2 ;;
         --keep) keep=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "coord_scale: unknown argument '$1' (try --help)" >&2; exit 2 ;;
@@ -113,6 +123,13 @@ done
 case "$repeat" in ''|*[!0-9]*|0) echo "coord_scale: --repeat must be a positive number" >&2; exit 2 ;; esac
 case "$scrape" in off|on|both) ;; *) echo "coord_scale: --scrape must be off, on or both" >&2; exit 2 ;; esac
 case "$commit" in async|sync|thread|both|all) ;; *) echo "coord_scale: --commit must be async, sync, thread, both or all" >&2; exit 2 ;; esac
+if [ -n "$load_nice" ]; then
+    [[ "$load_nice" =~ ^(both:)?-?([1-9]|1[0-9])$ ]] \
+        || { echo "coord_scale: --load-nice must be N or both:N, N from -19 to 19 but 0" >&2; exit 2; }
+    if [ "$commit" != async ] || [ "$scrape" != off ]; then
+        echo "coord_scale: --load-nice with --commit $commit or --scrape $scrape: one comparison at a time" >&2; exit 2
+    fi
+fi
 if [ "$commit" != async ] && [ "$scrape" != off ]; then
     echo "coord_scale: --commit $commit and --scrape $scrape: one comparison at a time" >&2; exit 2
 fi
@@ -325,7 +342,7 @@ run_load () {
         scrape_pid=$!
     fi
     # shellcheck disable=SC2086  # $lopts is a list of options
-    env "${ctl_env[@]}" "$bin/akload" "${load_auth[@]}" --coordinator "$wep" --workers "$n" \
+    env "${ctl_env[@]}" nice -n "$nice_now" "$bin/akload" "${load_auth[@]}" --coordinator "$wep" --workers "$n" \
         --duration-s "$duration" --warmup-s "$warmup" --log-level warn --stats-json "$out/akload-$name.json" $lopts >"$out/akload-$name.out" 2>&1 &
     load_pid=$!
     sleep "$warmup"
@@ -413,6 +430,22 @@ load () {
                 thread) run_load "$name+thread$tag" "$n" "$lopts" "$@" --commit-thread-ms 0 ;;
                 *) run_load "$name$tag" "$n" "$lopts" "$@" ;;
                 esac
+            done
+            continue
+        fi
+        if [ -n "$load_nice" ]; then
+            # --load-nice N / both:N: the nice run alone, or both
+            # alternating which goes first, as below
+            local nv=${load_nice#both:} order=nice
+            [ "$load_nice" != "$nv" ] && { [ $(( k % 2 )) = 0 ] && order="nice plain" || order="plain nice"; }
+            for v in $order; do
+                if [ "$v" = nice ]; then
+                    nice_now=$nv
+                    run_load "$name+nice$nv$tag" "$n" "$lopts" "$@"
+                    nice_now=0
+                else
+                    run_load "$name$tag" "$n" "$lopts" "$@"
+                fi
             done
             continue
         fi
