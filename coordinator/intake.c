@@ -194,6 +194,7 @@ int ak_intake_stage_raw (ak_intake_t *self, const char *worker_id, Ak__Receipt *
     memset (s, 0, sizeof *s);
     s->receipt = r;
     s->worker_id = ak_strdup (worker_id);
+    s->ack.staged_ns = ak_clock_mono_ns ();
     if (raw) {
         s->raw = ak_malloc (rawlen ? rawlen : 1);
         memcpy (s->raw, raw, rawlen);

@@ -52,6 +52,7 @@ typedef struct {
     char      receipt_id[24];
     bool      duplicate;
     bool      ok;               /* accepted with status ok */
+    uint64_t  staged_ns;        /* monotonic: when the loop staged the receipt */
 } ak_ack_t;
 
 typedef struct {

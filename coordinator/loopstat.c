@@ -13,6 +13,7 @@ struct ak_loopstat {
     ak_hist_t wake;                     /* ms */
     ak_hist_t commit;                   /* ms */
     ak_hist_t commit_size;              /* receipts */
+    ak_hist_t ack;                      /* ms, receipt staged -> its ACK sent */
     uint64_t  slow;
     uint32_t  max_us;
     ak_wake_t ring[AK_LOOPSTAT_RING];
@@ -27,6 +28,7 @@ ak_loopstat_t *ak_loopstat_new (uint32_t slow_ms)
     ak_hist_init (&self->wake, ak_metrics_ms_buckets, ak_metrics_ms_nbuckets);
     ak_hist_init (&self->commit, ak_metrics_ms_buckets, ak_metrics_ms_nbuckets);
     ak_hist_init (&self->commit_size, s_size_buckets, sizeof s_size_buckets / sizeof s_size_buckets[0]);
+    ak_hist_init (&self->ack, ak_metrics_ms_buckets, ak_metrics_ms_nbuckets);
     return self;
 }
 
@@ -56,6 +58,11 @@ void ak_loopstat_commit (ak_loopstat_t *self, uint64_t us, size_t receipts)
 {
     ak_hist_observe (&self->commit, (double) us / 1000.0);
     ak_hist_observe (&self->commit_size, (double) receipts);
+}
+
+void ak_loopstat_ack (ak_loopstat_t *self, uint64_t us)
+{
+    ak_hist_observe (&self->ack, (double) us / 1000.0);
 }
 
 uint64_t ak_loopstat_wakeups (const ak_loopstat_t *self)
@@ -115,12 +122,13 @@ json_t *ak_loopstat_json (const ak_loopstat_t *self)
     json_t *slow = json_array ();
     for (size_t i = 0; i < self->kept; i++)
         json_array_append_new (slow, s_wake_json (ak_loopstat_slow_at (self, i)));
-    return json_pack ("{s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o}",
+    return json_pack ("{s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o}",
                       "slow_threshold_ms", (json_int_t) (self->slow_us / 1000),
                       "wakeups", (json_int_t) self->wake.count, "slow_wakeups", (json_int_t) self->slow,
                       "max_us", (json_int_t) self->max_us,
                       "wakeup_ms", ak_hist_json (&self->wake), "commit_ms", ak_hist_json (&self->commit),
-                      "commit_receipts", ak_hist_json (&self->commit_size), "slow", slow);
+                      "commit_receipts", ak_hist_json (&self->commit_size),
+                      "receipt_ack_ms", ak_hist_json (&self->ack), "slow", slow);
 }
 
 void ak_loopstat_render (const ak_loopstat_t *self, ak_mtext_t *t)
@@ -141,4 +149,7 @@ void ak_loopstat_render (const ak_loopstat_t *self, ak_mtext_t *t)
     ak_mtext_hist (t, "akcoord_commit_seconds", &self->commit, 0.001, NULL);
     ak_mtext_family (t, "akcoord_commit_receipts", "histogram", "Receipts per group commit that wrote.");
     ak_mtext_hist (t, "akcoord_commit_receipts", &self->commit_size, 1.0, NULL);
+    ak_mtext_family (t, "akcoord_receipt_ack_seconds", "histogram",
+                     "From the loop staging a receipt to its ACK sent (after its commit held).");
+    ak_mtext_hist (t, "akcoord_receipt_ack_seconds", &self->ack, 0.001, NULL);
 }

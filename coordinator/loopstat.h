@@ -8,7 +8,8 @@
     --slow-wakeup-ms, default 5) is copied, whole, into a ring of the last
     AK_LOOPSTAT_RING slow ones, so that a stall says what the loop did
     during it.  The group commit's duration and size go into histograms of
-    their own.  Exported by `akctl stats --json` ("loop") and the metrics
+    their own, and so does each ACK's wait since its receipt was staged.
+    Exported by `akctl stats --json` ("loop") and the metrics
     endpoint (akcoord_loop_*, akcoord_commit_*).
 
     Cost: a record is a copy of ~150 bytes and a short bucket scan; the
@@ -66,6 +67,10 @@ void ak_loopstat_destroy (ak_loopstat_t **self_p);
 void ak_loopstat_record (ak_loopstat_t *self, const ak_wake_t *w);
 /* Counts a group commit that wrote: its duration and receipts. */
 void ak_loopstat_commit (ak_loopstat_t *self, uint64_t us, size_t receipts);
+/* Counts an ACK sent us after the loop staged its receipt: the
+   coordinator's share of a receipt's wait for its ACK (the time the frame
+   waited in the socket before the loop read it is not in it). */
+void ak_loopstat_ack (ak_loopstat_t *self, uint64_t us);
 
 uint64_t ak_loopstat_wakeups (const ak_loopstat_t *self);
 uint64_t ak_loopstat_slow (const ak_loopstat_t *self);
@@ -75,7 +80,8 @@ const ak_wake_t *ak_loopstat_slow_at (const ak_loopstat_t *self, size_t i);
 
 /* {"slow_threshold_ms", "wakeups", "slow_wakeups", "max_us",
    "wakeup_ms": histogram, "commit_ms": histogram, "commit_receipts":
-   histogram, "slow": [newest first: each wake-up's fields]}. */
+   histogram, "receipt_ack_ms": histogram, "slow": [newest first: each
+   wake-up's fields]}. */
 json_t *ak_loopstat_json (const ak_loopstat_t *self);
 /* The akcoord_loop_* and akcoord_commit_* families. */
 void ak_loopstat_render (const ak_loopstat_t *self, ak_mtext_t *t);

@@ -42,6 +42,8 @@ static void s_commit_outcome (ak_coord_t *self, ak_commit_t *c, uint64_t now)
         if (coord_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0) {
             self->counters.acks++;
             w->last_sent = now;
+            if (a->staged_ns)
+                ak_loopstat_ack (self->loopstat, (ak_clock_mono_ns () - a->staged_ns) / 1000);
         }
     }
     /* A receipt not stored leaves its task with its worker: held (the

@@ -40,6 +40,11 @@
 # bash, jq and the binaries of a build (default build/bin; RelWithDebInfo is
 # what docs/benchmarks.md reports).  Nothing here is a test: it takes a few
 # minutes and its numbers depend on the machine and on what else runs on it.
+# The last column is the coordinator's own share of receipt->ack: the
+# bucket bound (akcoord's receipt_ack_ms histogram, ms buckets 5, 10, 20,
+# 50, ...) under which 99% of its ACKs went out after their receipts were
+# staged, over the coordinator's life (the wait in the socket before the
+# loop read a receipt is not in it).
 # Each load run records the CPU the rest of the machine used meanwhile
 # ("foreign", in CPUs: all busy time minus that of this script's children
 # and minus steal) and the CPU time the hypervisor took from this virtual
@@ -89,7 +94,7 @@ load_nice=""                 # N or both:N (--load-nice)
 nice_now=0                   # the nice level of the akload being started
 
 usage () {
-    sed -n '2,70p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,75p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -400,7 +405,10 @@ run_load () {
          duplicates_acked: .counts.duplicates_acked, reconnects: .counts.reconnects,
          assign_bytes: (if .counts.assign_bytes then (.counts.assign_bytes
                         / ((.counts.assigns // 0) + (.counts.stale_assigns // 0)) | round) else null end),
-         loop_wakeups: ($loop[0].wakeups // null), loop_slow_wakeups: ($loop[0].slow_wakeups // null)}' \
+         loop_wakeups: ($loop[0].wakeups // null), loop_slow_wakeups: ($loop[0].slow_wakeups // null),
+         coord_ack_p99_le_ms: ($loop[0].receipt_ack_ms as $h | if ($h.count // 0) > 0 then
+             ([range(0; $h.counts | length) | select($h.counts[.] >= 0.99 * $h.count)] | first) as $i
+             | $h.le[$i] else null end)}' \
        "$out/akload-$name.json" >"$out/run-$name.json"
     put ".runs += [$(cat "$out/run-$name.json")]"
     echo "coord_scale: $name: $(jq -c . "$out/run-$name.json")" >&2
@@ -513,9 +521,9 @@ put ".memory.kib_per_100k_tasks = (($rss_100k - .memory.empty_kib) * 100000 / .s
      | .memory.anon_kib_per_100k_tasks = (($anon_100k - .memory.empty_anon_kib) * 100000 / .store.tasks | round)"
 
 {
-    echo "| run | workers | akcoord | akload | round trips/s | dispatch->ack p50 / p99 (ms) | credit->assign p50 / p99 / max (ms) | batches completed | receipt->ack p50 / p99 (ms) | receipts/commit | akcoord CPU us/rt | akload CPU us/rt | ASSIGN bytes | RSS (MiB) | foreign CPUs | steal CPUs |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(if .akload_options == "" then "defaults" else .akload_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.credit_p50_ms) / \(.credit_p99_ms) / \(.credit_max_ms) | \(.batches_completed) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.akcoord_cpu_us_per_rt) | \(.akload_cpu_us_per_rt) | \(.assign_bytes) | \(.rss_kib / 1024 | round) | \(.foreign_cpus) | \(.steal_cpus) |"' "$results"
+    echo "| run | workers | akcoord | akload | round trips/s | dispatch->ack p50 / p99 (ms) | credit->assign p50 / p99 / max (ms) | batches completed | receipt->ack p50 / p99 (ms) | receipts/commit | akcoord CPU us/rt | akload CPU us/rt | ASSIGN bytes | RSS (MiB) | foreign CPUs | steal CPUs | staged->ACK p99 <= (ms) |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(if .akload_options == "" then "defaults" else .akload_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.credit_p50_ms) / \(.credit_p99_ms) / \(.credit_max_ms) | \(.batches_completed) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.akcoord_cpu_us_per_rt) | \(.akload_cpu_us_per_rt) | \(.assign_bytes) | \(.rss_kib / 1024 | round) | \(.foreign_cpus) | \(.steal_cpus) | \(.coord_ack_p99_le_ms) |"' "$results"
     echo
     jq -r '"memory: \(.memory.bytes_per_worker) bytes per connected worker (\(.memory.workers) idle workers); \(.memory.kib_per_100k_tasks) KiB RSS per 100k stored tasks, \(.memory.anon_kib_per_100k_tasks) KiB of it anonymous (empty store \(.memory.empty_kib) KiB)"' "$results"
     after=$(med "load-after-$last" ms)

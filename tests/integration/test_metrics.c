@@ -190,6 +190,10 @@ static void test_scrape_moves (void **state)
     for (size_t i = 1; i < json_array_size (counts); i++)
         assert_true (json_integer_value (json_array_get (counts, i))
                      >= json_integer_value (json_array_get (counts, i - 1)));
+    /* each ACK's wait since its receipt was staged: one per ACK sent */
+    json_t *racks = json_object_get (json_object_get (loop, "receipt_ack_ms"), "count");
+    assert_true (json_integer_value (racks) >= 1);
+    assert_int_equal (json_integer_value (racks), json_integer_value (json_object_get (stats, "acks")));
     json_t *slow = json_object_get (loop, "slow");
     print_message ("loop: %lld wake-ups, %lld slow (>= 1 ms), %zu kept\n",
                    (long long) json_integer_value (json_object_get (loop, "wakeups")),

@@ -109,6 +109,9 @@ static void test_ring (void **state)
 
     ak_loopstat_commit (ls, 1500, 40);
     ak_loopstat_commit (ls, 30000, 256);
+    ak_loopstat_ack (ls, 3000);
+    ak_loopstat_ack (ls, 19000);
+    ak_loopstat_ack (ls, 21000);
     json_t *j = ak_loopstat_json (ls);
     assert_int_equal (json_integer_value (json_object_get (j, "wakeups")), 400);
     assert_int_equal (json_integer_value (json_object_get (j, "slow_wakeups")), (json_int_t) slow);
@@ -117,6 +120,7 @@ static void test_ring (void **state)
     assert_int_equal (json_array_size (ring), AK_LOOPSTAT_RING);
     assert_int_equal (json_integer_value (json_object_get (json_array_get (ring, 0), "worker_msgs")), 396);
     assert_int_equal (json_integer_value (json_object_get (json_object_get (j, "commit_ms"), "count")), 2);
+    assert_int_equal (json_integer_value (json_object_get (json_object_get (j, "receipt_ack_ms"), "count")), 3);
     json_decref (j);
 
     /* the exposition says the same */
@@ -135,6 +139,8 @@ static void test_ring (void **state)
     assert_true (ak_mparsed_get (&p, "akcoord_commit_seconds_count", "") == 2);
     assert_true (ak_mparsed_get (&p, "akcoord_commit_seconds_bucket", "le=\"0.002\"") == 1);
     assert_true (ak_mparsed_get (&p, "akcoord_commit_receipts_bucket", "le=\"256\"") == 2);
+    assert_true (ak_mparsed_get (&p, "akcoord_receipt_ack_seconds_count", "") == 3);
+    assert_true (ak_mparsed_get (&p, "akcoord_receipt_ack_seconds_bucket", "le=\"0.02\"") == 2);
     ak_mparsed_clear (&p);
     free (text);
     ak_loopstat_destroy (&ls);
