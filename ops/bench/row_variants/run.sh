@@ -14,10 +14,13 @@
 # product stays the element count), e.g. rotary_embedding:
 #   DIMS="1 32 4096 128" ops/bench/row_variants/run.sh rotary_embedding pos_major float16 \
 #       131072 128 1 "(4096 + SPB - 1) / SPB, 1, HSPLIT" "TX, SPB" "TX=16 SPB=2 HSPLIT=1 VECB=16 HU=4 HINT=2"
+# y has ROWS x COLS elements, zeroed first: a kernel writing fewer (a loss a
+# row: cross_entropy ... 1 "(rows + ROWS - 1) / ROWS" "32 * WPR, ROWS") leaves the rest 0,
+# and a kernel that only reads shows 200% at the copy's bandwidth (the copy moves twice its bytes).
 # EXTRA=FILE puts a header between the preludes and the kernel (a
 # replacement for a prelude function: ops/bench/bf16_convert).
 set -eu
-[ $# -ge 9 ] || { sed -n 2,18p "$0"; exit 2; }
+[ $# -ge 9 ] || { sed -n 2,21p "$0"; exit 2; }
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 op=$1 src=$2 dtype=$3 rows=$4 cols=$5 nin=$6 grid=$7 block=$8
 shift 8
