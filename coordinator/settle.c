@@ -23,6 +23,7 @@
 static void s_commit_outcome (ak_coord_t *self, ak_commit_t *c, uint64_t now)
 {
     ak_log_flush ();                /* a task's "done" line before its ACK */
+    const uint64_t sent_ns = ak_clock_mono_ns ();   /* the ACKs' time (they go out within microseconds) */
     for (size_t i = 0; i < c->nacks; i++) {
         const ak_ack_t *a = &c->acks[i];
         ak_worker_t *w = ak_registry_get (self->registry, a->worker_id);
@@ -42,8 +43,8 @@ static void s_commit_outcome (ak_coord_t *self, ak_commit_t *c, uint64_t now)
         if (coord_send (self, AK_EP_WORKERS, w->route, w->route_len, &env) == 0) {
             self->counters.acks++;
             w->last_sent = now;
-            if (a->staged_ns)
-                ak_loopstat_ack (self->loopstat, (ak_clock_mono_ns () - a->staged_ns) / 1000);
+            if (a->staged_ns && sent_ns >= a->staged_ns)
+                ak_loopstat_ack (self->loopstat, (sent_ns - a->staged_ns) / 1000);
         }
     }
     /* A receipt not stored leaves its task with its worker: held (the

@@ -5,6 +5,7 @@
 
 #include <sys/prctl.h>
 #include "util.h"
+#include "source.h"
 #include "space.h"
 #include "digest.h"
 #include "akfleet.pb-c.h"
@@ -105,6 +106,19 @@ char *ak_test_read (const char *path)
     if (ak_file_read (path, 16u << 20, &data, &len, &err) != 0)
         return ak_strdup ("");
     return data;
+}
+
+char *ak_test_testing_kernel (const char *name)
+{
+    char *rel = ak_sprintf ("kernels/testing/cuda/%s.cu", name);
+    char *path = ak_test_src (rel);
+    char *text = NULL;
+    ak_err_t err = { 0 };
+    if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
+        fail_msg ("%s: %s", rel, err.msg);
+    free (path);
+    free (rel);
+    return text;
 }
 
 char *ak_test_stub_spec (const char *name, const char *candidates_json)

@@ -46,6 +46,10 @@ struct Ak__Source *ak_test_source (const char *name, const char *text);
    cannot be read. */
 char *ak_test_read (const char *path);
 
+/* The text of the testing kernel kernels/testing/cuda/NAME.cu (caller
+   frees); fails the test when it cannot be read. */
+char *ak_test_testing_kernel (const char *name);
+
 /* Writes text to dir/name and returns the full path (caller frees). */
 char *ak_test_write (const char *dir, const char *name, const char *text);
 

@@ -3,7 +3,6 @@
 #include "spec_cuda.h"
 #include "worker/backends.h"
 #include "support.h"
-#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +47,13 @@ void ak_gpu_fixture_close (ak_gpu_fixture_t *f)
     }
 }
 
+bool ak_gpu_fixture_needs (const ak_gpu_fixture_t *f, bool ok, const char *what)
+{
+    if (!ok)
+        printf ("SKIP: needs %s; device 0 is sm_%u%u\n", what, f->devs[0]->cc_major, f->devs[0]->cc_minor);
+    return ok;
+}
+
 ak_kernel_t *ak_gpu_build (ak_gpu_fixture_t *f, const ak_backend_t *be, ak_dev_t *dev, const char *source,
                            bool reference, ak_dtype_t dt, const char *symbol)
 {
@@ -77,12 +83,8 @@ ak_kernel_t *ak_gpu_build (ak_gpu_fixture_t *f, const ak_backend_t *be, ak_dev_t
 ak_kernel_t *ak_gpu_load_testing (ak_gpu_fixture_t *f, const char *name, const char *arch, ak_dtype_t dt,
                                   const char *const *names, const int64_t *values, int n)
 {
-    char *rel = ak_sprintf ("kernels/testing/cuda/%s.cu", name);
-    char *path = ak_test_src (rel);
-    char *text = NULL;
+    char *text = ak_test_testing_kernel (name);
     ak_err_t err = { 0 };
-    if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
-        fail_msg ("%s", err.msg);
     ak_compile_req_t req;
     ak_compile_out_t out = { 0 };
     memset (&req, 0, sizeof req);
@@ -99,14 +101,12 @@ ak_kernel_t *ak_gpu_load_testing (ak_gpu_fixture_t *f, const char *name, const c
     }
     req.ndefines = n;
     if (f->be->compile (&req, &out, &err) != 0)
-        fail_msg ("%s (%s): %s\n%s", rel, ak_dtype_name (dt), err.msg, out.log ? out.log : "");
+        fail_msg ("%s.cu (%s): %s\n%s", name, ak_dtype_name (dt), err.msg, out.log ? out.log : "");
     ak_kernel_t *k = NULL;
     if (f->be->load (f->dev, out.artifact_path, "ak_kernel", &k, &err) != 0)
-        fail_msg ("%s (%s): %s", rel, ak_dtype_name (dt), err.msg);
+        fail_msg ("%s.cu (%s): %s", name, ak_dtype_name (dt), err.msg);
     free (out.artifact_path);
     free (out.log);
     free (text);
-    free (path);
-    free (rel);
     return k;
 }

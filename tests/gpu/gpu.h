@@ -27,6 +27,10 @@ typedef struct {
 int  ak_gpu_fixture_open (ak_gpu_fixture_t *f, const char *tag);
 void ak_gpu_fixture_close (ak_gpu_fixture_t *f);
 
+/* ok, after printing "SKIP: needs WHAT; device 0 is sm_XY" when it is
+   false: the tests of an open fixture that need a compute capability. */
+bool ak_gpu_fixture_needs (const ak_gpu_fixture_t *f, bool ok, const char *what);
+
 /* Builds source with be (f->be or f->host; reference: float64, dt ignored)
    into f's cache and loads symbol from it; fails the test on an error. */
 ak_kernel_t *ak_gpu_build (ak_gpu_fixture_t *f, const ak_backend_t *be, ak_dev_t *dev, const char *source,

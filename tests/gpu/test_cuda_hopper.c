@@ -35,10 +35,8 @@ static int s_group_setup (void **state)
     int rc = ak_gpu_fixture_open (&S, "cudahopper");
     if (rc || S.skip)
         return rc;
-    s_hopper = S.devs[0]->cc_major == 9 && S.devs[0]->cc_minor == 0;
-    if (!s_hopper)
-        printf ("SKIP: needs sm_90 for the TMA and cluster tests; device 0 is sm_%u%u\n",
-                S.devs[0]->cc_major, S.devs[0]->cc_minor);
+    s_hopper = ak_gpu_fixture_needs (&S, S.devs[0]->cc_major == 9 && S.devs[0]->cc_minor == 0,
+                                     "sm_90 for the TMA and cluster tests");
     return 0;
 }
 

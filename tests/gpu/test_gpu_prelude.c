@@ -32,10 +32,7 @@ static int s_group_setup (void **state)
     int rc = ak_gpu_fixture_open (&S, "gpuprelude");
     if (rc || S.skip)
         return rc;
-    s_sm80 = S.devs[0]->cc_major >= 8;
-    if (!s_sm80)
-        printf ("SKIP: needs sm_80 for the paired conversions; device 0 is sm_%u%u\n",
-                S.devs[0]->cc_major, S.devs[0]->cc_minor);
+    s_sm80 = ak_gpu_fixture_needs (&S, S.devs[0]->cc_major >= 8, "sm_80 for the paired conversions");
     return 0;
 }
 

@@ -308,15 +308,10 @@ static void test_compile_planted (void **state)
 {
     (void) state;
     s_nv_t nv;
-    ak_err_t err = { 0 };
     s_nv_open (&nv, "cudaplant");
     static const char *const planted[] = { "wrong", "oob", "hang", "broken", "scribble" };
     for (size_t i = 0; i < sizeof planted / sizeof planted[0]; i++) {
-        char *rel = ak_sprintf ("kernels/testing/cuda/%s.cu", planted[i]);
-        char *path = ak_test_src (rel);
-        char *text = NULL;
-        if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
-            fail_msg ("%s", err.msg);
+        char *text = ak_test_testing_kernel (planted[i]);
         char *log = NULL;
         int rc = s_compile (&nv, text, AK_DT_FLOAT32, NULL, NULL, 0, NULL, &log);
         if (strcmp (planted[i], "broken") == 0) {
@@ -325,11 +320,9 @@ static void test_compile_planted (void **state)
             assert_non_null (strstr (log, "not_declared_anywhere"));
         }
         else if (rc != 0)
-            fail_msg ("%s: %d\n%s", rel, rc, log ? log : "");
+            fail_msg ("%s.cu: %d\n%s", planted[i], rc, log ? log : "");
         free (log);
         free (text);
-        free (path);
-        free (rel);
     }
     assert_int_equal (nv.compiled, 4);
     s_nv_close (&nv);
@@ -343,12 +336,8 @@ static void test_compile_pairs (void **state)
 {
     (void) state;
     s_nv_t nv;
-    ak_err_t err = { 0 };
     s_nv_open (&nv, "cudapairs");
-    char *path = ak_test_src ("kernels/testing/cuda/pairs.cu");
-    char *text = NULL;
-    if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
-        fail_msg ("%s", err.msg);
+    char *text = ak_test_testing_kernel ("pairs");
     static const char *const names[] = { "PLANT" };
     for (int plant = 0; plant <= 1; plant++)
         for (int dt = AK_DT_FLOAT16; dt <= AK_DT_BFLOAT16; dt++) {
@@ -367,7 +356,6 @@ static void test_compile_pairs (void **state)
     free (log);
     assert_int_equal (nv.compiled, 4);
     free (text);
-    free (path);
     s_nv_close (&nv);
 }
 
@@ -384,19 +372,13 @@ static void test_compile_hopper (void **state)
     s_nv_open (&nv, "cudahopper");
     static const char *const names[] = { "tma_copy", "cluster_rank" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char *rel = ak_sprintf ("kernels/testing/cuda/%s.cu", names[i]);
-        char *path = ak_test_src (rel);
-        char *text = NULL;
-        if (ak_file_read (path, AK_MAX_SOURCE_BYTES, &text, NULL, &err) != 0)
-            fail_msg ("%s", err.msg);
+        char *text = ak_test_testing_kernel (names[i]);
         char *log = NULL;
         int rc = s_compile (&nv, text, AK_DT_FLOAT32, NULL, NULL, 0, "sm_90a", &log);
         if (rc != 0)
-            fail_msg ("%s for sm_90a: %d\n%s", rel, rc, log ? log : "");
+            fail_msg ("%s.cu for sm_90a: %d\n%s", names[i], rc, log ? log : "");
         free (log);
         free (text);
-        free (path);
-        free (rel);
     }
     assert_int_equal (nv.compiled, 2);
 
