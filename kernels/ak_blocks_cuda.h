@@ -23,11 +23,15 @@
       Hopper (sm_90a): shared-memory addresses,
       mbarriers, 2-D TMA loads, wgmma fences, groups and descriptors, and
       ak_wgmma<N> (m64nNk16, f32 accumulators, A K-major, B N-major) for
-      N = 64, 128, 256; used by matmul's and fused_mlp's wgmma candidates. */
+      N = 64, 128, 256; used by matmul's and fused_mlp's wgmma candidates;
+    and, for device references (-DAK_REFERENCE, float64):
+      ak_ref_gemm64, a 64x64 tile of one or two float64 products sharing
+      their left operand, through shared memory, and ak_ref_store64; used
+      by matmul's and fused_mlp's references. */
 #ifndef AK_BLOCKS_CUDA_H
 #define AK_BLOCKS_CUDA_H
 
-#define AK_BLOCKS_VERSION 1
+#define AK_BLOCKS_VERSION 2
 
 #if !defined(AK_REFERENCE) && (defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16))
 
@@ -251,4 +255,83 @@ template <> __device__ __forceinline__ void ak_wgmma<256> (float (&d)[128], ak_u
 
 
 #endif /* float16 / bfloat16, not a reference */
+#if defined(AK_REFERENCE)
+/* -------------------------------------------- float64 references */
+
+/*  ak_ref_gemm64<NB>: the 64x64 tile at rows r0.., columns c0.. of the NB
+    (1 or 2) products C_b = A B_b, A [M][K] (row stride lda), B_b [K][N]
+    (row stride ldb), in float64 registers: thread t of the block's 256
+    holds acc[b][i][j] = C_b[r0 + t/16 + 16i][c0 + t%16 + 16j].  Each
+    element's dot product runs in k order, one `acc += a * b` a step, as
+    a thread an element would sum it (ref.c's order), with A and B read
+    through shared memory 16 k at a time.  Elements outside M x N hold
+    sums of zeros: the caller stores only those inside.  Every thread of
+    the block calls it for the same tile (it synchronises the block);
+    blockDim.x must be 256. */
+template <int NB>
+__device__ __forceinline__ void ak_ref_gemm64 (const double *A, ak_i64 lda, const double *const (&B)[NB],
+                                               ak_i64 ldb, ak_i64 M, ak_i64 N, ak_i64 K, ak_i64 r0, ak_i64 c0,
+                                               double (&acc)[NB][4][4])
+{
+    __shared__ double s_a[64][17];                 /* padded: rows t/16 and t/16 + 1 in other banks */
+    __shared__ double s_b[NB][16][64];
+    const int t = threadIdx.x, tr = t >> 4, tc = t & 15;
+#pragma unroll
+    for (int b = 0; b < NB; b++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                acc[b][i][j] = 0.0;
+    for (ak_i64 k0 = 0; k0 < K; k0 += 16) {
+        const int kn = K - k0 < 16 ? (int) (K - k0) : 16;
+        for (int e = t; e < 64 * 16; e += 256) {
+            const int r = e >> 4, c = e & 15;
+            s_a[r][c] = r0 + r < M && c < kn ? A[(r0 + r) * lda + k0 + c] : 0.0;
+        }
+#pragma unroll
+        for (int b = 0; b < NB; b++)
+            for (int e = t; e < 16 * 64; e += 256) {
+                const int r = e >> 6, c = e & 63;
+                s_b[b][r][c] = r < kn && c0 + c < N ? B[b][(k0 + r) * ldb + c0 + c] : 0.0;
+            }
+        __syncthreads ();
+        for (int kk = 0; kk < kn; kk++) {
+            double av[4], bv[NB][4];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                av[i] = s_a[tr + 16 * i][kk];
+#pragma unroll
+            for (int b = 0; b < NB; b++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    bv[b][j] = s_b[b][kk][tc + 16 * j];
+#pragma unroll
+            for (int b = 0; b < NB; b++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        acc[b][i][j] += av[i] * bv[b][j];
+        }
+        __syncthreads ();
+    }
+}
+
+/*  Stores the tile ak_ref_gemm64 left in acc (one product's) into C [M][N]
+    (row stride ldc), the elements inside M x N only. */
+__device__ __forceinline__ void ak_ref_store64 (double *C, ak_i64 ldc, ak_i64 M, ak_i64 N, ak_i64 r0, ak_i64 c0,
+                                                const double (&acc)[4][4])
+{
+    const int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const ak_i64 r = r0 + tr + 16 * i, c = c0 + tc + 16 * j;
+            if (r < M && c < N)
+                C[r * ldc + c] = acc[i][j];
+        }
+}
+#endif /* AK_REFERENCE */
 #endif

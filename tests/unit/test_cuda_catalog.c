@@ -9,6 +9,7 @@
       memory <= 227 KiB (sm_90's opt-in limit; the backend opts in above
       48 KiB, as the tensor-core matmul's pipeline stages need).
     - NVRTC compiles (sm_90, where libnvrtc loads; no driver needed) the
+      device reference (float64, -DAK_REFERENCE) where the spec has one, the
       baseline for every declared dtype, the first configuration of every
       candidate for every declared dtype, and its last configuration for
       the spec's pivot dtype (float16 where declared) and for a dtype of
@@ -130,6 +131,7 @@ typedef struct {
     Ak__Device dev;
     char *dir;
     int compiled;
+    bool reference;                    /* the next builds are device references (-DAK_REFERENCE) */
 } s_nv_t;
 
 /*  Compiles text for dt with the given defines; returns the code, the
@@ -144,6 +146,7 @@ static int s_compile (s_nv_t *nv, const char *text, ak_dtype_t dt, const char *c
     req.source = text;
     req.source_len = strlen (text);
     req.dtype = dt;
+    req.reference = nv->reference;
     req.cache_dir = nv->dir;
     /* what is asserted is that every kernel compiles, not how fast: a
        tensor-core kernel took over 60 s under ASan on a 2-core box loaded
@@ -281,6 +284,13 @@ static void test_compile_catalog (void **state)
         ak_spec_t *spec = s_builtin (ops[o]);
         int before = nv.compiled;
         const ak_baseline_t *bl = ak_spec_baseline (spec, "cuda");
+        /* float64 whatever the dtype: built once, by the CTest entry of
+           the spec's first dtype */
+        if (spec->reference_cuda.text && s_dtype_wanted (spec->dtypes[0])) {
+            nv.reference = true;
+            s_compile (&nv, spec->reference_cuda.text, spec->dtypes[0], NULL, NULL, 0, NULL, NULL);
+            nv.reference = false;
+        }
         for (int t = 0; t < spec->ndtypes && !bl->library; t++)
             if (s_dtype_wanted (spec->dtypes[t]))
                 s_compile (&nv, bl->source.text, spec->dtypes[t], NULL, NULL, 0, bl->arch, NULL);
