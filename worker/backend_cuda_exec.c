@@ -393,6 +393,7 @@ int ak_cuda_be_open (const Ak__Device *device, ak_dev_t **dev_p, ak_err_t *err)
         goto fail;
     if ((rc = ak_cuda_be_timing_open (dev, err)) != 0)
         goto fail;
+    ak_cuda_lib_preload ();
     *dev_p = dev;
     return 0;
 

@@ -189,6 +189,13 @@ int  ak_cuda_be_enqueue_kernel (ak_dev_t *dev, ak_kernel_t *k, const ak_launch_t
    "cuBLASLt not found: tried ..." where the library is missing. */
 int  ak_cuda_lib_open (ak_dev_t *dev, const char *marker, size_t len, ak_cuda_lib_t **lib_p, ak_err_t *err);
 void ak_cuda_lib_close (ak_dev_t *dev, ak_cuda_lib_t **lib_p);
+/* Starts opening cuBLASLt (a dlopen of 540 MB: seconds where it is read
+   from disk) on a thread of its own, once a process, so that the first
+   library baseline finds it open instead of stalling the executor;
+   ak_cuda_lib_open waits for it where it is still under way.  Nothing
+   else of cuBLASLt runs there (no handle, no device work).
+   AK_CUDA_LIB_PRELOAD=0: nothing. */
+void ak_cuda_lib_preload (void);
 /* Whether the call is planned for l's shape and dtype already (its
    kernels then ran once: the sample path runs a library call once
    without the blocking kernel for every new shape, as it does a module). */

@@ -179,6 +179,35 @@ static void s_lt_open (void)
     }
 }
 
+static void *s_lt_preload_main (void *arg)
+{
+    (void) arg;
+    pthread_once (&s_lt_once, s_lt_open);
+    return NULL;
+}
+
+static void s_lt_preload_start (void)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    if (pthread_attr_init (&attr) != 0)
+        return;
+    pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create (&t, &attr, s_lt_preload_main, NULL);
+    pthread_attr_destroy (&attr);
+    if (rc != 0)                       /* the first library baseline opens it then, as before */
+        ak_debug ("cublaslt preload: pthread_create: %s", strerror (rc));
+}
+
+void ak_cuda_lib_preload (void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    const char *off = getenv ("AK_CUDA_LIB_PRELOAD");
+    if (off && strcmp (off, "0") == 0)
+        return;
+    pthread_once (&once, s_lt_preload_start);
+}
+
 /*  One matmul's plan: the heuristic's best algorithm for a shape and
     dtype, kept until they change. */
 typedef struct {
