@@ -1,0 +1,273 @@
+/*  tests/unit/cuda_emu/main.cpp: one operator's float64 references, the
+    host's (ref.c, compiled apart with ak_reference renamed
+    ak_host_reference) and the device's (ref.cu, run through emu.h's
+    CUDA), on the same inputs; test_cuda_ref_emu.c builds it and compares.
+
+        emu JOB OUT
+
+    JOB (native int64 and float64, written by the test): ndims, dims[8],
+    nin, in_count[8], nout, out_count[8], grid[3], block[3], then every
+    input's elements.  OUT: every output as ak_host_reference wrote it,
+    then every output as the device reference did (each output starts as
+    NaN in both).  Exit 0, or 1 with a message (bad job, deadlock). */
+#include "emu.h"
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <vector>
+
+#include "ak_blocks_cuda.h"
+#include AK_EMU_REF
+
+extern "C" void ak_host_reference (const ak_cuda_args_t *a);
+
+extern char __start_ak_emu_shared[] __attribute__ ((weak));
+extern char __stop_ak_emu_shared[] __attribute__ ((weak));
+
+#define S_STACK (64 * 1024)
+
+struct s_thr {
+    ucontext_t ctx;
+    int        state;
+};
+
+struct s_blk {
+    unsigned            x, y, z;
+    std::vector<s_thr>  t;
+    std::vector<double> slots;                 /* warp exchanges */
+    std::vector<char>   shm;                   /* its shared memory while set aside */
+    char               *stacks = nullptr;
+    bool                done = false;
+};
+
+static ucontext_t s_main;
+static s_blk *s_blk_cur, *s_shm_owner;
+static unsigned s_tid;
+static ak_cuda_args_t s_args;
+
+void ak_emu_yield (int why)
+{
+    s_thr &t = s_blk_cur->t[s_tid];
+    t.state = why;
+    swapcontext (&t.ctx, &s_main);
+}
+
+double *ak_emu_lane_slot (void)
+{
+    return &s_blk_cur->slots[s_tid];
+}
+
+double ak_emu_lane_get (unsigned lane)
+{
+    size_t i = (s_tid & ~31u) + lane;
+    return i < s_blk_cur->slots.size () ? s_blk_cur->slots[i] : NAN;
+}
+
+static void s_entry (void)
+{
+    ak_reference (s_args);
+    s_blk_cur->t[s_tid].state = AK_EMU_DONE;
+}
+
+static void s_die (const char *what)
+{
+    fprintf (stderr, "emu: %s\n", what);
+    exit (1);
+}
+
+static size_t s_shm_size (void)
+{
+    return __start_ak_emu_shared && __stop_ak_emu_shared ? (size_t) (__stop_ak_emu_shared - __start_ak_emu_shared) : 0;
+}
+
+/*  b's shared memory in the section (the owner's copied out first). */
+static void s_shm_take (s_blk *b)
+{
+    size_t n = s_shm_size ();
+    if (s_shm_owner == b || !n)
+        return;
+    if (s_shm_owner && !s_shm_owner->done)
+        memcpy (s_shm_owner->shm.data (), __start_ak_emu_shared, n);
+    memcpy (__start_ak_emu_shared, b->shm.data (), n);
+    s_shm_owner = b;
+}
+
+static void s_blk_start (s_blk *b, unsigned nthr)
+{
+    b->t.resize (nthr);
+    b->slots.assign (nthr, NAN);
+    b->shm.assign (s_shm_size (), (char) 0xff);        /* uninitialised shared memory reads as NaN */
+    b->stacks = (char *) mmap (nullptr, (size_t) nthr * S_STACK, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (b->stacks == MAP_FAILED)
+        s_die ("mmap of the thread stacks failed");
+    for (unsigned i = 0; i < nthr; i++) {
+        s_thr &t = b->t[i];
+        getcontext (&t.ctx);
+        t.ctx.uc_stack.ss_sp = b->stacks + (size_t) i * S_STACK;
+        t.ctx.uc_stack.ss_size = S_STACK;
+        t.ctx.uc_link = &s_main;
+        makecontext (&t.ctx, s_entry, 0);
+        t.state = AK_EMU_RUN;
+    }
+}
+
+/*  Runs b until it is done (true) or waits for other blocks (false);
+    *moved: whether anything in it changed. */
+static bool s_blk_run (s_blk *b, bool *moved)
+{
+    s_shm_take (b);
+    s_blk_cur = b;
+    blockIdx = { b->x, b->y, b->z };
+    const unsigned n = (unsigned) b->t.size ();
+    for (;;) {
+        bool progress = false;
+        for (unsigned i = 0; i < n; i++) {
+            s_thr &t = b->t[i];
+            if (t.state != AK_EMU_RUN && t.state != AK_EMU_SPIN)
+                continue;
+            int before = t.state;
+            s_tid = i;
+            threadIdx = { i % blockDim.x, i / blockDim.x % blockDim.y, i / (blockDim.x * blockDim.y) };
+            swapcontext (&s_main, &t.ctx);
+            if (before != AK_EMU_SPIN || t.state != AK_EMU_SPIN)
+                progress = true;
+        }
+        unsigned live = 0, at_block = 0;
+        for (unsigned i = 0; i < n; i++) {
+            live += b->t[i].state != AK_EMU_DONE;
+            at_block += b->t[i].state == AK_EMU_BLOCK_WAIT;
+        }
+        if (!live) {
+            if (s_shm_owner == b)
+                s_shm_owner = nullptr;
+            munmap (b->stacks, (size_t) n * S_STACK);
+            b->stacks = nullptr;
+            b->done = true;
+            *moved = true;
+            return true;
+        }
+        if (at_block == live) {
+            for (unsigned i = 0; i < n; i++)
+                if (b->t[i].state == AK_EMU_BLOCK_WAIT)
+                    b->t[i].state = AK_EMU_RUN;
+            progress = true;
+        }
+        for (unsigned w = 0; w < n; w += 32) {
+            unsigned wl = 0, ww = 0;
+            for (unsigned i = w; i < n && i < w + 32; i++) {
+                wl += b->t[i].state != AK_EMU_DONE;
+                ww += b->t[i].state == AK_EMU_WARP_WAIT;
+            }
+            if (wl && ww == wl) {
+                for (unsigned i = w; i < n && i < w + 32; i++)
+                    if (b->t[i].state == AK_EMU_WARP_WAIT)
+                        b->t[i].state = AK_EMU_RUN;
+                progress = true;
+            }
+        }
+        if (progress)
+            *moved = true;
+        else
+            return false;
+    }
+}
+
+static void s_launch (const int64_t grid[3], const int64_t block[3])
+{
+    gridDim = { (unsigned) grid[0], (unsigned) grid[1], (unsigned) grid[2] };
+    blockDim = { (unsigned) block[0], (unsigned) block[1], (unsigned) block[2] };
+    const unsigned nthr = blockDim.x * blockDim.y * blockDim.z;
+    const uint64_t nblk = (uint64_t) grid[0] * grid[1] * grid[2];
+    std::vector<s_blk *> waiting;
+    uint64_t next = 0;
+    int idle_rounds = 0;
+    while (next < nblk || !waiting.empty ()) {
+        bool moved = false;
+        if (next < nblk) {
+            s_blk *b = new s_blk;
+            b->x = (unsigned) (next % grid[0]);
+            b->y = (unsigned) (next / grid[0] % grid[1]);
+            b->z = (unsigned) (next / ((uint64_t) grid[0] * grid[1]));
+            next++;
+            s_blk_start (b, nthr);
+            if (s_blk_run (b, &moved))
+                delete b;
+            else
+                waiting.push_back (b);
+            moved = true;
+        }
+        for (size_t i = 0; i < waiting.size ();) {
+            if (s_blk_run (waiting[i], &moved)) {
+                delete waiting[i];
+                waiting.erase (waiting.begin () + (long) i);
+            } else
+                i++;
+        }
+        idle_rounds = moved ? 0 : idle_rounds + 1;
+        if (idle_rounds > 1000)
+            s_die ("deadlock: every block left waits and none moves");
+    }
+    s_shm_owner = nullptr;
+}
+
+static void s_read (FILE *f, void *p, size_t n)
+{
+    if (n && fread (p, 1, n, f) != n)
+        s_die ("short job file");
+}
+
+int main (int argc, char **argv)
+{
+    if (argc != 3)
+        s_die ("usage: emu JOB OUT");
+    FILE *f = fopen (argv[1], "rb");
+    if (!f)
+        s_die ("cannot open the job file");
+    int64_t ndims, dims[8], nin, inc[8], nout, outc[8], grid[3], block[3];
+    s_read (f, &ndims, 8);
+    s_read (f, dims, sizeof dims);
+    s_read (f, &nin, 8);
+    s_read (f, inc, sizeof inc);
+    s_read (f, &nout, 8);
+    s_read (f, outc, sizeof outc);
+    s_read (f, grid, sizeof grid);
+    s_read (f, block, sizeof block);
+    if (ndims < 0 || ndims > 8 || nin < 0 || nin > 8 || nout < 1 || nout > 8)
+        s_die ("bad job header");
+    for (int i = 0; i < 3; i++)
+        if (grid[i] < 1 || block[i] < 1 || grid[i] > (1 << 24) || block[i] > 1024)
+            s_die ("bad launch in the job");
+    std::vector<std::vector<double>> in (nin), host (nout), dev (nout);
+    ak_cuda_args_t a;
+    memset (&a, 0, sizeof a);
+    a.ndims = (int) ndims;
+    memcpy (a.dims, dims, sizeof dims);
+    a.nin = (int) nin;
+    a.nout = (int) nout;
+    for (int j = 0; j < nin; j++) {
+        in[j].resize ((size_t) inc[j]);
+        s_read (f, in[j].data (), (size_t) inc[j] * 8);
+        a.in[j] = in[j].data ();
+    }
+    fclose (f);
+    for (int k = 0; k < nout; k++) {
+        host[k].assign ((size_t) outc[k], NAN);
+        dev[k].assign ((size_t) outc[k], NAN);
+        a.out[k] = host[k].data ();
+    }
+    ak_host_reference (&a);
+    for (int k = 0; k < nout; k++)
+        a.out[k] = dev[k].data ();
+    s_args = a;
+    s_launch (grid, block);
+    FILE *o = fopen (argv[2], "wb");
+    if (!o)
+        s_die ("cannot write the output file");
+    for (int k = 0; k < nout; k++)
+        fwrite (host[k].data (), 8, host[k].size (), o);
+    for (int k = 0; k < nout; k++)
+        fwrite (dev[k].data (), 8, dev[k].size (), o);
+    if (fclose (o) != 0)
+        s_die ("cannot write the output file");
+    return 0;
+}

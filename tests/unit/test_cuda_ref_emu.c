@@ -1,0 +1,259 @@
+/*  tests/unit/test_cuda_ref_emu.c: every operator's float64 device
+    reference (kernels/<op>/cuda/ref.cu, the oracle the GPU gates judge
+    against) run on the CPU and compared with its host oracle (ref.c), with
+    no GPU.  The gates on a GPU (test_gpu_reference) compare the same two;
+    this finds an indexing or tiling mistake in a reference before device
+    time is spent on it.
+
+    For each operator with a reference_cuda (all, or $AK_CATALOG_OPS):
+    ref.c is compiled with gcc (ak_reference renamed ak_host_reference)
+    and linked by g++ with tests/unit/cuda_emu/main.cpp, which runs ref.cu
+    through the CUDA of tests/unit/cuda_emu/emu.h (each thread a
+    coroutine; barriers, warp shuffles, shared memory per block, and a
+    grid-wide barrier of spins); the one piece of inline PTX the catalog's
+    references have, fused_mlp's `%nsmid` read, becomes gridDim.x, and any
+    other `asm` fails the test.  Then, for every size of the spec that the
+    host runs and every edge size (those of at most 2^16 elements in all),
+    the spec's generator's inputs (float32 values, seed 7) go to both, the
+    launch is the spec's reference launch for those dims, and every output
+    element of the device reference must be within 1e-9 of the host's,
+    relative to the output's largest magnitude (the two sum in other
+    orders; both NaN counts as equal; an unwritten element is NaN).
+    test_emu_planted: matmul's reference launched on half its grid leaves
+    outputs unwritten, and the comparison must say so. */
+#include "support.h"
+#include "unit.h"
+#include "space.h"
+#include "worker/data.h"
+#include "spec.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_MAX_ELEMS (1 << 16)
+#define S_SEED 7
+
+/*  ref.cu's text for the emulation: the %nsmid read replaced; NULL with a
+    failure where other inline PTX is left. */
+static char *s_emu_source (const char *op, const char *text)
+{
+    static const char nsmid[] = "asm (\"mov.u32 %0, %%nsmid;\" : \"=r\" (nsm));";
+    char *s = ak_strdup (text);
+    char *p = strstr (s, nsmid);
+    if (p) {
+        static const char repl[] = "nsm = gridDim.x;";
+        memcpy (p, repl, sizeof repl - 1);
+        memset (p + sizeof repl - 1, ' ', sizeof nsmid - sizeof repl);
+    }
+    if (strstr (s, "asm (") || strstr (s, "asm(") || strstr (s, "asm volatile"))
+        fail_msg ("%s: cuda/ref.cu has inline PTX the CPU emulation does not know", op);
+    return s;
+}
+
+/*  Builds op's emulation program in dir; its path (caller frees). */
+static char *s_build (const ak_spec_t *spec, const char *dir, const char *cu_text)
+{
+    char *ref_c = ak_test_write (dir, "ref.c", spec->reference.text);
+    char *ref_cu = ak_test_write (dir, "ref.cu", cu_text);
+    char *kdir = ak_test_src ("kernels"), *edir = ak_test_src ("tests/unit/cuda_emu");
+    char *exe = ak_sprintf ("%s/emu", dir);
+    char *out = NULL;
+    int rc = ak_test_runf (&out, "gcc -c -x c -O1 -DAK_REFERENCE -include '%s/ak_kernel.h' "
+                           "-Dak_reference=ak_host_reference '%s' -o '%s/host.o' 2>&1", kdir, ref_c, dir);
+    if (rc != 0)
+        fail_msg ("%s: gcc of ref.c: %s", spec->name, out ? out : "");
+    free (out);
+    out = NULL;
+    rc = ak_test_runf (&out, "g++ -O1 -std=c++17 -Wall -Wno-unknown-pragmas -I'%s' -I'%s' "
+                       "-DAK_EMU_REF='\"%s\"' '%s/main.cpp' '%s/host.o' -o '%s' -lm 2>&1",
+                       kdir, edir, ref_cu, edir, dir, exe);
+    if (rc != 0)
+        fail_msg ("%s: g++ of the emulation: %s", spec->name, out ? out : "");
+    free (out);
+    free (ref_c);
+    free (ref_cu);
+    free (kdir);
+    free (edir);
+    return exe;
+}
+
+typedef struct {
+    size_t worst_at, bad;
+    double worst, tol;
+    int    worst_out;
+} s_cmp_t;
+
+/*  One run of exe for dims with the launch cfg (grid[0] divided by
+    shrink); the comparison in *r. */
+static void s_run (const ak_spec_t *spec, const char *dir, const char *exe, const int64_t *dims,
+                   const ak_launch_cfg_t *cfg, unsigned shrink, s_cmp_t *r)
+{
+    ak_err_t err = { 0 };
+    size_t nin[AK_MAX_BUFS] = { 0 }, nout[AK_MAX_BUFS] = { 0 }, total = 0;
+    assert_int_equal (ak_buf_counts (spec, dims, AK_DT_FLOAT32, nin, nout, &err), 0);
+    char *job = ak_sprintf ("%s/job", dir), *res = ak_sprintf ("%s/out", dir);
+    FILE *f = fopen (job, "wb");
+    assert_non_null (f);
+    int64_t hdr[8 + 8 + 8 + 3 + 3 + 3] = { 0 }, *h = hdr;
+    int64_t ndims = spec->nkeys, ni = spec->ninputs, no = spec->noutputs;
+    fwrite (&ndims, 8, 1, f);
+    for (int i = 0; i < 8; i++)
+        h[i] = i < spec->nkeys ? dims[i] : 0;
+    fwrite (h, 8, 8, f);
+    fwrite (&ni, 8, 1, f);
+    for (int i = 0; i < 8; i++)
+        h[i] = (int64_t) nin[i];
+    fwrite (h, 8, 8, f);
+    fwrite (&no, 8, 1, f);
+    for (int i = 0; i < 8; i++)
+        h[i] = (int64_t) nout[i];
+    fwrite (h, 8, 8, f);
+    for (int i = 0; i < 3; i++)
+        h[i] = i == 0 && cfg->grid[0] > 1 ? (int64_t) (cfg->grid[0] / shrink) : (int64_t) cfg->grid[i];
+    for (int i = 0; i < 3; i++)
+        h[3 + i] = cfg->block[i];
+    fwrite (h, 8, 6, f);
+    for (int j = 0; j < spec->ninputs; j++)
+        for (size_t i = 0; i < nin[j]; i++) {
+            double v = ak_input_value (spec, j, i, S_SEED, AK_DT_FLOAT32);
+            fwrite (&v, 8, 1, f);
+        }
+    assert_int_equal (fclose (f), 0);
+    char *out = NULL;
+    int rc = ak_test_runf (&out, "'%s' '%s' '%s' 2>&1", exe, job, res);
+    if (rc != 0)
+        fail_msg ("%s: the emulation failed: %s", spec->name, out ? out : "");
+    free (out);
+    for (int k = 0; k < spec->noutputs; k++)
+        total += nout[k];
+    double *v = ak_malloc (2 * total * sizeof *v);
+    f = fopen (res, "rb");
+    assert_non_null (f);
+    assert_int_equal (fread (v, sizeof *v, 2 * total, f), 2 * total);
+    fclose (f);
+    memset (r, 0, sizeof *r);
+    r->worst_out = -1;
+    const double *host = v, *dev = v + total;
+    for (int k = 0; k < spec->noutputs; host += nout[k], dev += nout[k], k++) {
+        double big = 0;
+        for (size_t i = 0; i < nout[k]; i++)
+            if (isfinite (host[i]) && fabs (host[i]) > big)
+                big = fabs (host[i]);
+        double tol = 1e-9 * (big > 1 ? big : 1);
+        for (size_t i = 0; i < nout[k]; i++) {
+            if (isnan (host[i]) && isnan (dev[i]))
+                continue;
+            double e = fabs (dev[i] - host[i]);
+            if (!(e <= tol) && !(host[i] == dev[i])) {      /* equal infinities */
+                r->bad++;
+                if (!(e <= r->worst)) {
+                    r->worst = isnan (e) ? INFINITY : e;
+                    r->worst_at = i;
+                    r->worst_out = k;
+                    r->tol = tol;
+                }
+            } else if (e > r->worst && r->bad == 0) {
+                r->worst = e;
+                r->tol = tol;
+            }
+        }
+    }
+    free (v);
+    free (job);
+    free (res);
+}
+
+static void test_emu_catalog (void **state)
+{
+    (void) state;
+    char *ops[AK_TEST_MAX_OPS];
+    int nops = ak_test_catalog_ops (ops, AK_TEST_MAX_OPS), checked_ops = 0;
+    for (int o = 0; o < nops; o++) {
+        ak_spec_t *spec = ak_cat_spec (ops[o]);
+        if (!spec->reference_cuda.text || !spec->reference_cuda_launch) {
+            free (ops[o]);
+            ak_spec_destroy (&spec);
+            continue;
+        }
+        char *dir = ak_test_tmpdir ("cudaemu");
+        char *cu = s_emu_source (ops[o], spec->reference_cuda.text);
+        char *exe = s_build (spec, dir, cu);
+        int runs = 0;
+        for (size_t z = 0; z < spec->nsizes + spec->nedge; z++) {
+            const ak_size_t *size = z < spec->nsizes ? &spec->sizes[z] : &spec->edge_sizes[z - spec->nsizes];
+            if (!ak_size_for_backend (size, "host"))
+                continue;
+            ak_err_t err = { 0 };
+            size_t nin[AK_MAX_BUFS] = { 0 }, nout[AK_MAX_BUFS] = { 0 }, all = 0;
+            assert_int_equal (ak_buf_counts (spec, size->dims, AK_DT_FLOAT32, nin, nout, &err), 0);
+            for (int j = 0; j < AK_MAX_BUFS; j++)
+                all += nin[j] + nout[j];
+            if (all > S_MAX_ELEMS)
+                continue;
+            ak_launch_cfg_t cfg;
+            if (ak_launch_eval (spec, spec->reference_cuda_launch, size->dims, AK_DT_FLOAT32, NULL, NULL, 0,
+                                &cfg, &err) != 0)
+                fail_msg ("%s %s: reference launch: %s", ops[o], size->name, err.msg);
+            if (cfg.shared_bytes || cfg.cluster[0] * cfg.cluster[1] * cfg.cluster[2] != 1)
+                fail_msg ("%s: the reference launch asks for dynamic shared memory or a cluster, which the "
+                          "CPU emulation does not have", ops[o]);
+            s_cmp_t r;
+            s_run (spec, dir, exe, size->dims, &cfg, 1, &r);
+            if (r.bad)
+                fail_msg ("%s %s: %zu device-reference elements differ from ref.c's beyond %.3g, worst %s[%zu] "
+                          "off by %.3g", ops[o], size->name, r.bad, r.tol, spec->outputs[r.worst_out].name,
+                          r.worst_at, r.worst);
+            runs++;
+        }
+        print_message ("%s: device reference equal to ref.c at %d sizes\n", ops[o], runs);
+        if (runs == 0)
+            fail_msg ("%s: no size small enough to emulate", ops[o]);
+        checked_ops++;
+        ak_test_rmtree (dir);
+        free (dir);
+        free (cu);
+        free (exe);
+        free (ops[o]);
+        ak_spec_destroy (&spec);
+    }
+    if (checked_ops == 0)
+        fail_msg ("no operator with a device reference (AK_CATALOG_OPS=%s)",
+                  getenv ("AK_CATALOG_OPS") ? getenv ("AK_CATALOG_OPS") : "");
+}
+
+static void test_emu_planted (void **state)
+{
+    (void) state;
+    ak_spec_t *spec = ak_cat_spec ("matmul");
+    char *dir = ak_test_tmpdir ("cudaemu-planted");
+    char *cu = s_emu_source ("matmul", spec->reference_cuda.text);
+    char *exe = s_build (spec, dir, cu);
+    const int64_t dims[3] = { 70, 130, 33 };      /* M N K: a grid of 3 x 2 blocks */
+    ak_launch_cfg_t cfg;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_launch_eval (spec, spec->reference_cuda_launch, dims, AK_DT_FLOAT32, NULL, NULL, 0, &cfg,
+                                      &err), 0);
+    s_cmp_t r;
+    s_run (spec, dir, exe, dims, &cfg, 1, &r);
+    assert_int_equal (r.bad, 0);
+    s_run (spec, dir, exe, dims, &cfg, 2, &r);
+    print_message ("matmul on half its grid: %zu of %d elements differ\n", r.bad, 70 * 130);
+    assert_true (r.bad >= 70 * 64);             /* columns 64..129 never written */
+    ak_test_rmtree (dir);
+    free (dir);
+    free (cu);
+    free (exe);
+    ak_spec_destroy (&spec);
+}
+
+int main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_emu_catalog),
+        cmocka_unit_test (test_emu_planted),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
