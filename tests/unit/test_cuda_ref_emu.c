@@ -67,7 +67,7 @@ static char *s_build (const ak_spec_t *spec, const char *dir, const char *cu_tex
         fail_msg ("%s: gcc of ref.c: %s", spec->name, out ? out : "");
     free (out);
     out = NULL;
-    rc = ak_test_runf (&out, "g++ -O1 -std=c++17 -Wall -Wno-unknown-pragmas -I'%s' -I'%s' "
+    rc = ak_test_runf (&out, "g++ -O1 -U_FORTIFY_SOURCE -std=c++17 -Wall -Wno-unknown-pragmas -I'%s' -I'%s' "
                        "-DAK_EMU_REF='\"%s\"' '%s/main.cpp' '%s/host.o' -o '%s' -lm 2>&1",
                        kdir, edir, ref_cu, edir, dir, exe);
     if (rc != 0)
