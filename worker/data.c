@@ -5,6 +5,8 @@
 
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -148,6 +150,60 @@ double ak_input_value (const ak_spec_t *spec, int j, uint64_t i, uint64_t seed, 
 {
     const ak_buf_t *b = &spec->inputs[j];
     return ak_elem_round (dt, ak_rng_range (seed, (uint64_t) j, i, b->lo, b->hi));
+}
+
+typedef struct {
+    const ak_spec_t   *spec;
+    int                j;
+    uint64_t           seed;
+    ak_dtype_t         dt;
+    size_t             lo, hi;
+    ak_input_xform_fn *xform;
+    void              *arg;
+    double            *vals;
+    void              *raw;
+} s_fill_t;
+
+static void s_fill (const s_fill_t *f)
+{
+    const ak_buf_t *b = &f->spec->inputs[f->j];
+    for (size_t i = f->lo; i < f->hi; i++) {
+        double v = ak_rng_range (f->seed, (uint64_t) f->j, i, b->lo, b->hi);
+        if (f->xform)
+            v = f->xform (f->arg, f->j, i, v);
+        v = ak_elem_round (f->dt, v);
+        f->vals[i] = v;
+        ak_elem_store (f->dt, f->raw, i, v);
+    }
+}
+
+static void *s_fill_main (void *arg)
+{
+    s_fill (arg);
+    return NULL;
+}
+
+#define S_FILL_THREADS 4
+
+void ak_input_fill (const ak_spec_t *spec, int j, uint64_t seed, ak_dtype_t dt, size_t n,
+                    ak_input_xform_fn *xform, void *arg, double *vals, void *raw)
+{
+    size_t nt = n / AK_INPUT_FILL_MIN;
+    nt = nt < 1 ? 1 : nt > S_FILL_THREADS ? S_FILL_THREADS : nt;
+    s_fill_t part[S_FILL_THREADS];
+    pthread_t th[S_FILL_THREADS];
+    bool started[S_FILL_THREADS] = { false };
+    for (size_t t = 0; t < nt; t++)
+        part[t] = (s_fill_t) { spec, j, seed, dt, n * t / nt, n * (t + 1) / nt, xform, arg, vals, raw };
+    for (size_t t = 1; t < nt; t++)
+        started[t] = pthread_create (&th[t], NULL, s_fill_main, &part[t]) == 0;
+    s_fill (&part[0]);
+    for (size_t t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join (th[t], NULL);
+        else
+            s_fill (&part[t]);
+    }
 }
 
 static int s_count (const ak_spec_t *spec, const ak_buf_t *b, const char *what, int k,

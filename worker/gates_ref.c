@@ -26,8 +26,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -613,62 +611,18 @@ static bool s_cacheable (const ak_gcfg_t *c, const ak_refcache_t *cache)
 
 /* -------------------------------------------------------- configuration */
 
-/*  Input j's elements lo..hi-1 of c: the generator's value, transformed
-    by x and rounded to the element type, into vals and c->own.in[j]. */
+/*  The gates' transform of a generated value (ak_input_fill's xform). */
 typedef struct {
-    ak_gcfg_t  *c;
-    ak_gxform_t x;
-    int         j;
-    size_t      lo, hi;
-    double     *vals;
-} s_fill_t;
+    const ak_spec_t *spec;
+    ak_gxform_t      x;
+    ak_dtype_t       dt;
+    uint64_t         seed;
+} s_xform_arg_t;
 
-static void s_fill (const s_fill_t *f)
+static double s_xform_fill (void *arg, int j, uint64_t i, double v)
 {
-    ak_gcfg_t *c = f->c;
-    const ak_spec_t *spec = c->ctx->spec;
-    const ak_buf_t *b = &spec->inputs[f->j];
-    for (size_t i = f->lo; i < f->hi; i++) {
-        double v = ak_rng_range (c->seed, (uint64_t) f->j, i, b->lo, b->hi);
-        v = ak_elem_round (c->dt, s_xform (spec, f->x, c->dt, c->seed, f->j, i, v));
-        f->vals[i] = v;
-        ak_elem_store (c->dt, c->own.in[f->j], i, v);
-    }
-}
-
-static void *s_fill_main (void *arg)
-{
-    s_fill (arg);
-    return NULL;
-}
-
-/*  Input j in whole: an input of S_FILL_MIN elements or more in up to
-    S_FILL_THREADS parts at once (every element is a pure function of the
-    seed, the input and its index, so the parts make what one loop makes;
-    a 1M-element input took 30-60 ms alone).  A thread that cannot be
-    started (a sandbox that denies clone) leaves its part to this one. */
-#define S_FILL_MIN     (1u << 16)
-#define S_FILL_THREADS 4
-
-static void s_fill_input (ak_gcfg_t *c, ak_gxform_t x, int j, double *vals)
-{
-    const size_t n = c->nin[j];
-    size_t nt = n / S_FILL_MIN;
-    nt = nt < 1 ? 1 : nt > S_FILL_THREADS ? S_FILL_THREADS : nt;
-    s_fill_t part[S_FILL_THREADS];
-    pthread_t th[S_FILL_THREADS];
-    bool started[S_FILL_THREADS] = { false };
-    for (size_t t = 0; t < nt; t++)
-        part[t] = (s_fill_t) { c, x, j, n * t / nt, n * (t + 1) / nt, vals };
-    for (size_t t = 1; t < nt; t++)
-        started[t] = pthread_create (&th[t], NULL, s_fill_main, &part[t]) == 0;
-    s_fill (&part[0]);
-    for (size_t t = 1; t < nt; t++) {
-        if (started[t])
-            pthread_join (th[t], NULL);
-        else
-            s_fill (&part[t]);
-    }
+    const s_xform_arg_t *a = arg;
+    return s_xform (a->spec, a->x, a->dt, a->seed, j, i, v);
 }
 
 /*  Inputs on the host and the reference, computed (c->own). */
@@ -684,7 +638,9 @@ static int s_compute_host (ak_gcfg_t *c, ak_gxform_t x, ak_err_t *err)
         vals[j] = ak_malloc (c->nin[j] * sizeof (double));
         c->own.in[j] = ak_malloc (c->nin[j] * c->esz);
         c->own.in_bytes[j] = c->nin[j] * c->esz;
-        s_fill_input (c, x, j, vals[j]);
+        s_xform_arg_t xa = { spec, x, c->dt, c->seed };
+        ak_input_fill (spec, j, c->seed, c->dt, c->nin[j], x == AK_GX_NONE ? NULL : s_xform_fill, &xa, vals[j],
+                       c->own.in[j]);
     }
     c->run->cost->inputs_ms += ak_gate_ms_since (t0);
     t0 = ak_clock_mono_ns ();

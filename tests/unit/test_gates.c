@@ -10,6 +10,7 @@
 #include "worker/data.h"
 #include "worker/gates.h"
 #include "worker/timing.h"
+#include "rng.h"
 #include "spec.h"
 #include "util.h"
 
@@ -897,6 +898,46 @@ static void test_elements (void **state)
     assert_true (a >= -4 && a < 4);
 }
 
+static double s_negate (void *arg, int j, uint64_t i, double v)
+{
+    (void) arg;
+    (void) j;
+    (void) i;
+    return -v;
+}
+
+/*  ak_input_fill, in parts on threads above AK_INPUT_FILL_MIN elements
+    (n is not a multiple of the parts), makes element for element what
+    ak_input_value makes, in float64 and in the element type; a transform
+    is applied before the rounding. */
+static void test_input_fill (void **state)
+{
+    (void) state;
+    const size_t n = 3 * (size_t) AK_INPUT_FILL_MIN + 7;
+    double *vals = ak_malloc (n * sizeof *vals);
+    uint8_t *raw = ak_malloc (n * 4), *want = ak_malloc (n * 4);
+    const ak_dtype_t dts[] = { AK_DT_FLOAT32, AK_DT_FLOAT16, AK_DT_BFLOAT16 };
+    for (size_t d = 0; d < 3; d++) {
+        ak_dtype_t dt = dts[d];
+        memset (raw, 0xA5, n * 4);
+        ak_input_fill (s_fix.spec, 0, 42, dt, n, NULL, NULL, vals, raw);
+        for (size_t i = 0; i < n; i++) {
+            double w = ak_input_value (s_fix.spec, 0, i, 42, dt);
+            if (vals[i] != w)
+                fail_msg ("%s element %zu: %.17g, ak_input_value %.17g", ak_dtype_name (dt), i, vals[i], w);
+            ak_elem_store (dt, want, i, w);
+        }
+        assert_memory_equal (raw, want, n * ak_dtype_size (dt));
+        ak_input_fill (s_fix.spec, 0, 42, dt, n, s_negate, NULL, vals, raw);
+        const ak_buf_t *b = &s_fix.spec->inputs[0];
+        for (size_t i = 0; i < n; i += 997)
+            assert_float_equal (vals[i], ak_elem_round (dt, -ak_rng_range (42, 0, i, b->lo, b->hi)), 0);
+    }
+    free (vals);
+    free (raw);
+    free (want);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -917,6 +958,7 @@ int main (void)
         cmocka_unit_test (test_cache_bound),
         cmocka_unit_test (test_timing),
         cmocka_unit_test (test_elements),
+        cmocka_unit_test (test_input_fill),
     };
     return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
 }
