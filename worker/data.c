@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 double ak_elem_max (ak_dtype_t dt)
 {
@@ -172,7 +173,8 @@ static void s_fill (const s_fill_t *f)
         if (f->xform)
             v = f->xform (f->arg, f->j, i, v);
         v = ak_elem_round (f->dt, v);
-        f->vals[i] = v;
+        if (f->vals)
+            f->vals[i] = v;
         ak_elem_store (f->dt, f->raw, i, v);
     }
 }
@@ -183,12 +185,15 @@ static void *s_fill_main (void *arg)
     return NULL;
 }
 
-#define S_FILL_THREADS 4
+#define S_FILL_THREADS 16
 
 void ak_input_fill (const ak_spec_t *spec, int j, uint64_t seed, ak_dtype_t dt, size_t n,
                     ak_input_xform_fn *xform, void *arg, double *vals, void *raw)
 {
+    long cpus = sysconf (_SC_NPROCESSORS_ONLN);
     size_t nt = n / AK_INPUT_FILL_MIN;
+    if (cpus >= 1 && nt > (size_t) cpus)
+        nt = (size_t) cpus;
     nt = nt < 1 ? 1 : nt > S_FILL_THREADS ? S_FILL_THREADS : nt;
     s_fill_t part[S_FILL_THREADS];
     pthread_t th[S_FILL_THREADS];

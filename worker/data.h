@@ -28,11 +28,12 @@ double ak_input_value (const ak_spec_t *spec, int j, uint64_t i, uint64_t seed, 
 
 /* Input j's elements 0..n-1: the generator's value, passed through xform
    when given (xform (arg, j, i, v): the gates' special inputs), rounded to
-   dt, into vals (float64) and raw (n elements of dt); with no xform,
-   vals[i] is ak_input_value's.  An input of AK_INPUT_FILL_MIN elements
-   or more is made in up to 4 parts on threads of their own (each element
-   depends on nothing but seed, j and i); a part whose thread cannot start
-   (a sandbox that denies clone) is made by the caller. */
+   dt, into raw (n elements of dt) and, when given, vals (float64); with no
+   xform, vals[i] is ak_input_value's.  An input is made in parts of at
+   least AK_INPUT_FILL_MIN elements, at most one a CPU and 16 in all, on
+   threads of their own (each element depends on nothing but seed, j and
+   i; a 64 Mi-element input takes seconds on one); a part whose thread
+   cannot start (a sandbox that denies clone) is made by the caller. */
 #define AK_INPUT_FILL_MIN (1u << 16)
 typedef double (ak_input_xform_fn) (void *arg, int j, uint64_t i, double v);
 void ak_input_fill (const ak_spec_t *spec, int j, uint64_t seed, ak_dtype_t dt, size_t n,

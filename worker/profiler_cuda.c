@@ -519,8 +519,7 @@ static int s_bufs_make (const ak_profile_ctx_t *ctx, const ak_workload_t *w, s_b
         return rc;
     for (int j = 0; j < spec->ninputs; j++) {
         b->raw_in[j] = ak_malloc (b->nin[j] * b->esz);
-        for (size_t i = 0; i < b->nin[j]; i++)
-            ak_elem_store (w->dtype, b->raw_in[j], i, ak_input_value (spec, j, i, ctx->seed, w->dtype));
+        ak_input_fill (spec, j, ctx->seed, w->dtype, b->nin[j], NULL, NULL, NULL, b->raw_in[j]);
         if ((rc = ctx->be->alloc (ctx->dev, b->nin[j] * b->esz, &b->in[j], err)) != 0)
             return rc;
     }

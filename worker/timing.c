@@ -6,14 +6,8 @@
 #include "util.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-/* Inputs this large are generated on several threads. */
-#define AK_TIMING_GEN_PARALLEL (1u << 20)
-#define AK_TIMING_GEN_THREADS  16
 
 double ak_timing_rsd (const ak_stats_t *s)
 {
@@ -60,49 +54,10 @@ typedef struct {
 
 /* ------------------------------------------------------------- inputs */
 
-typedef struct {
-    const ak_spec_t *spec;
-    int         j;
-    uint64_t    seed;
-    ak_dtype_t  dt;
-    uint8_t    *buf;
-    size_t      lo, hi;
-} s_gen_t;
-
-static void *s_gen_range (void *arg)
-{
-    s_gen_t *g = arg;
-    for (size_t i = g->lo; i < g->hi; i++)
-        ak_elem_store (g->dt, g->buf, i, ak_input_value (g->spec, g->j, i, g->seed, g->dt));
-    return NULL;
-}
-
-/*  Input j's generated values into buf (n elements).  Every element is a
-    pure function of (seed, j, i), so large buffers are split over threads
-    (a 64 Mi-element input takes seconds on one); where a thread cannot be
-    started its share is done here. */
+/*  Input j's generated values into buf (n elements): ak_input_fill. */
 static void s_generate (const ak_spec_t *spec, int j, uint64_t seed, ak_dtype_t dt, uint8_t *buf, size_t n)
 {
-    long cpus = sysconf (_SC_NPROCESSORS_ONLN);
-    size_t nt = n >= AK_TIMING_GEN_PARALLEL && cpus > 1 ? (size_t) cpus : 1;
-    if (nt > AK_TIMING_GEN_THREADS)
-        nt = AK_TIMING_GEN_THREADS;
-    s_gen_t part[AK_TIMING_GEN_THREADS];
-    pthread_t tid[AK_TIMING_GEN_THREADS];
-    bool started[AK_TIMING_GEN_THREADS] = { false };
-    for (size_t t = 0; t < nt; t++) {
-        part[t] = (s_gen_t) { .spec = spec, .j = j, .seed = seed, .dt = dt, .buf = buf,
-                              .lo = n * t / nt, .hi = n * (t + 1) / nt };
-        if (t > 0)
-            started[t] = pthread_create (&tid[t], NULL, s_gen_range, &part[t]) == 0;
-    }
-    s_gen_range (&part[0]);
-    for (size_t t = 1; t < nt; t++) {
-        if (started[t])
-            pthread_join (tid[t], NULL);
-        else
-            s_gen_range (&part[t]);
-    }
+    ak_input_fill (spec, j, seed, dt, n, NULL, NULL, NULL, buf);
 }
 
 static int s_restore_inputs (s_run_t *r, ak_err_t *err)
