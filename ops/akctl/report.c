@@ -364,6 +364,19 @@ static void s_gpu_timing (FILE *out, bool md, const json_t *gt)
         fprintf (out, "GPU timing share: %.1f%% (inside timed samples %s of %s device wall time, "
                  "%.0f devices; %.1f%% of task time %s)\n", 100 * share, smp, wall,
                  akj_num (gt, "devices"), 100 * of_task, task);
+    /* With one task at a time on each device, device wall time less task
+       time is the executors' wait between tasks (docs/worker-architecture.md:
+       compiles not ready, the coordinator's dispatch); with several slots a
+       device's tasks overlap and the difference says nothing. */
+    double dwall = akj_num (gt, "device_wall_ms"), dtask = akj_num (gt, "task_ms");
+    if (dtask > 0 && dtask < dwall) {
+        char idle[32];
+        akctl_duration (dwall - dtask, idle, sizeof idle);
+        fprintf (out, md ? "\nExecutors idle between tasks: **%s** (%.1f%% of the device wall time: compiles not "
+                           "ready, or waiting on the coordinator)\n"
+                         : "Executors idle between tasks: %s (%.1f%% of the device wall time: compiles not ready, "
+                           "or waiting on the coordinator)\n", idle, 100 * (dwall - dtask) / dwall);
+    }
 }
 
 static void s_phases (FILE *out, bool md, const json_t *phases)

@@ -227,7 +227,6 @@ static void test_e2e_batch (void **state)
     /* The GPU timing share of the batch: time inside timed samples
        against each device's wall time, from the receipts. */
     assert_non_null (strstr (out, "GPU timing share: "));
-    free (out);
     json_t *rep = ak_test_akctl_json (&s_c, "report %s", s_batch_id);
     json_t *gt = json_object_get (rep, "gpu_timing");
     assert_non_null (gt);
@@ -240,6 +239,14 @@ static void test_e2e_batch (void **state)
         fail_msg ("gpu_timing: sampled %g ms, device wall %g ms, task %g ms, share %g, devices %g",
                   sampled, wall, task, share, devices);
     assert_true (fabs (share - sampled / wall) < 1e-9);
+    /* The executors' wait between tasks, where the tasks did not overlap
+       on a device (one slot): device wall time less task time. */
+    print_message ("report: task time %.0f ms of %.0f ms device wall time over %g devices\n", task, wall, devices);
+    if (task < wall)
+        assert_non_null (strstr (out, "Executors idle between tasks: "));
+    else
+        assert_null (strstr (out, "Executors idle between tasks: "));
+    free (out);
     json_decref (rep);
     /* The workers' own account (heartbeats): time inside timed samples
        against wall time with a task held, per worker and for the fleet;
