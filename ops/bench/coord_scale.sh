@@ -5,7 +5,7 @@
 #                            [--workers "10 100 1000"] [--restarts N] [--spec FILE]
 #                            [--wait-idle S] [--only "RUN ..."] [--repeat N] [--keep]
 #                            [--scrape off|on|both] [--commit async|sync|thread|both|all] [--curve]
-#                            [--load-nice N|both:N]
+#                            [--load-nice N|both:N] [--pin on|both]
 #
 # Runs a REAL akcoord with durable commits (LMDB syncs on every commit, the
 # default) against akload (build/bin/akload: simulated workers, no kernel
@@ -70,6 +70,12 @@
 # given that akload takes the latencies' timestamps); --load-nice both:N
 # does each load run plainly and with it, alternating which goes first.
 # Not with --commit or --scrape comparisons.
+# --pin on runs each load run's akcoord on CPU 0 and akload on the other
+# CPUs (taskset; NAME+pin; at least 2 CPUs): issue 24, the coordinator
+# and the load generator no longer wait for each other's CPU (on a real
+# fleet the workers run on other hosts); --pin both does each load run
+# pinned and plainly, alternating which goes first.  Not with --commit,
+# --scrape or --load-nice comparisons.
 # --curve runs every akcoord with CURVE on both endpoints (--cert/--keys;
 # akload and akctl with certificates: ops/bench/curve_keys.sh) instead of
 # --plain.
@@ -92,6 +98,8 @@ commit=async
 curve=0
 load_nice=""                 # N or both:N (--load-nice)
 nice_now=0                   # the nice level of the akload being started
+pin=""                       # on or both (--pin)
+pin_now=0                    # 1: the load run being started is pinned
 
 usage () {
     sed -n '2,75p' "$0" | sed 's/^# \{0,1\}//'
@@ -113,6 +121,7 @@ while [ $# -gt 0 ]; do
         --commit) commit=$2; shift 2 ;;
         --curve) curve=1; shift ;;
         --load-nice) load_nice=$2; shift 2 ;;
+        --pin) pin=$2; shift 2 ;;
         --keep) keep=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "coord_scale: unknown argument '$1' (try --help)" >&2; exit 2 ;;
@@ -133,6 +142,15 @@ if [ -n "$load_nice" ]; then
         || { echo "coord_scale: --load-nice must be N or both:N, N from -19 to 19 but 0" >&2; exit 2; }
     if [ "$commit" != async ] || [ "$scrape" != off ]; then
         echo "coord_scale: --load-nice with --commit $commit or --scrape $scrape: one comparison at a time" >&2; exit 2
+    fi
+fi
+if [ -n "$pin" ]; then
+    case "$pin" in on|both) ;; *) echo "coord_scale: --pin must be on or both" >&2; exit 2 ;; esac
+    [ "$(nproc)" -ge 2 ] || { echo "coord_scale: --pin needs at least 2 CPUs ($(nproc) here)" >&2; exit 2; }
+    command -v taskset >/dev/null || { echo "coord_scale: --pin needs taskset (util-linux)" >&2; exit 2; }
+    if [ "$commit" != async ] || [ "$scrape" != off ] || [ -n "$load_nice" ]; then
+        echo "coord_scale: --pin with --commit $commit, --scrape $scrape or --load-nice: one comparison at a time" >&2
+        exit 2
     fi
 fi
 if [ "$commit" != async ] && [ "$scrape" != off ]; then
@@ -214,7 +232,9 @@ now_ns () { date +%s%N; }
 # its client endpoint answers.
 start_coord () {
     local store=$1 log=$2; shift 2
-    "$bin/akcoord" "${coord_auth[@]}" --store "$store" --workers "$wep" --clients "$cep" "$@" >"$log" 2>&1 &
+    local cpus=()
+    [ "$pin_now" = 1 ] && cpus=(taskset -c 0)
+    "${cpus[@]}" "$bin/akcoord" "${coord_auth[@]}" --store "$store" --workers "$wep" --clients "$cep" "$@" >"$log" 2>&1 &
     coord_pid=$!
     local i
     for i in $(seq 1 3000); do
@@ -347,7 +367,9 @@ run_load () {
         scrape_pid=$!
     fi
     # shellcheck disable=SC2086  # $lopts is a list of options
-    env "${ctl_env[@]}" nice -n "$nice_now" "$bin/akload" "${load_auth[@]}" --coordinator "$wep" --workers "$n" \
+    local lcpus=()
+    [ "$pin_now" = 1 ] && lcpus=(taskset -c "1-$(( $(nproc) - 1 ))")
+    env "${ctl_env[@]}" nice -n "$nice_now" "${lcpus[@]}" "$bin/akload" "${load_auth[@]}" --coordinator "$wep" --workers "$n" \
         --duration-s "$duration" --warmup-s "$warmup" --log-level warn --stats-json "$out/akload-$name.json" $lopts >"$out/akload-$name.out" 2>&1 &
     load_pid=$!
     sleep "$warmup"
@@ -438,6 +460,22 @@ load () {
                 thread) run_load "$name+thread$tag" "$n" "$lopts" "$@" --commit-thread-ms 0 ;;
                 *) run_load "$name$tag" "$n" "$lopts" "$@" ;;
                 esac
+            done
+            continue
+        fi
+        if [ -n "$pin" ]; then
+            # --pin on / both: the pinned run alone, or both alternating
+            # which goes first, as below
+            local order=pin
+            [ "$pin" = both ] && { [ $(( k % 2 )) = 0 ] && order="pin plain" || order="plain pin"; }
+            for v in $order; do
+                if [ "$v" = pin ]; then
+                    pin_now=1
+                    run_load "$name+pin$tag" "$n" "$lopts" "$@"
+                    pin_now=0
+                else
+                    run_load "$name$tag" "$n" "$lopts" "$@"
+                fi
             done
             continue
         fi
