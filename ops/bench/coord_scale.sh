@@ -102,7 +102,7 @@ pin=""                       # on or both (--pin)
 pin_now=0                    # 1: the load run being started is pinned
 
 usage () {
-    sed -n '2,75p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 { if (!/^#/) exit; print }' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
