@@ -187,13 +187,23 @@ static void *s_fill_main (void *arg)
 
 #define S_FILL_THREADS 16
 
+static long s_cpus;                     /* online CPUs, read once (sysconf reads /sys) */
+
+static void s_cpus_read (void)
+{
+    s_cpus = sysconf (_SC_NPROCESSORS_ONLN);
+}
+
 void ak_input_fill (const ak_spec_t *spec, int j, uint64_t seed, ak_dtype_t dt, size_t n,
                     ak_input_xform_fn *xform, void *arg, double *vals, void *raw)
 {
-    long cpus = sysconf (_SC_NPROCESSORS_ONLN);
     size_t nt = n / AK_INPUT_FILL_MIN;
-    if (cpus >= 1 && nt > (size_t) cpus)
-        nt = (size_t) cpus;
+    if (nt > 1) {
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once (&once, s_cpus_read);
+        if (s_cpus >= 1 && nt > (size_t) s_cpus)
+            nt = (size_t) s_cpus;
+    }
     nt = nt < 1 ? 1 : nt > S_FILL_THREADS ? S_FILL_THREADS : nt;
     s_fill_t part[S_FILL_THREADS];
     pthread_t th[S_FILL_THREADS];

@@ -68,13 +68,21 @@ double ak_gate_ms_since (uint64_t t0_ns)
 
 static const char *const s_xform_name[] = { "", "near_max", "near_zero", "mixed_scale", "all_zeros", "all_same" };
 
-static double s_xform (const ak_spec_t *spec, ak_gxform_t x, ak_dtype_t dt, uint64_t seed, int j, uint64_t i,
-                       double v)
+/*  A transform and what it depends on (ak_input_fill's xform argument). */
+typedef struct {
+    const ak_spec_t *spec;
+    ak_gxform_t      x;
+    ak_dtype_t       dt;
+    uint64_t         seed;
+} s_xform_t;
+
+static double s_xform (void *arg, int j, uint64_t i, double v)
 {
-    switch (x) {
-        case AK_GX_NEAR_MAX:  return v * ak_spec_near_max_scale (spec, dt);
+    const s_xform_t *a = arg;
+    switch (a->x) {
+        case AK_GX_NEAR_MAX:  return v * ak_spec_near_max_scale (a->spec, a->dt);
         case AK_GX_NEAR_ZERO: return v * 1e-6;
-        case AK_GX_MIXED:     return ak_rng_uniform (seed, 0x100u + (uint64_t) j, i) < 0.5 ? v * 1e3 : v * 1e-3;
+        case AK_GX_MIXED:     return ak_rng_uniform (a->seed, 0x100u + (uint64_t) j, i) < 0.5 ? v * 1e3 : v * 1e-3;
         case AK_GX_ZEROS:     return 0.0;
         case AK_GX_SAME:      return 0.5;
         default:              return v;
@@ -611,20 +619,6 @@ static bool s_cacheable (const ak_gcfg_t *c, const ak_refcache_t *cache)
 
 /* -------------------------------------------------------- configuration */
 
-/*  The gates' transform of a generated value (ak_input_fill's xform). */
-typedef struct {
-    const ak_spec_t *spec;
-    ak_gxform_t      x;
-    ak_dtype_t       dt;
-    uint64_t         seed;
-} s_xform_arg_t;
-
-static double s_xform_fill (void *arg, int j, uint64_t i, double v)
-{
-    const s_xform_arg_t *a = arg;
-    return s_xform (a->spec, a->x, a->dt, a->seed, j, i, v);
-}
-
 /*  Inputs on the host and the reference, computed (c->own). */
 static int s_compute_host (ak_gcfg_t *c, ak_gxform_t x, ak_err_t *err)
 {
@@ -638,8 +632,8 @@ static int s_compute_host (ak_gcfg_t *c, ak_gxform_t x, ak_err_t *err)
         vals[j] = ak_malloc (c->nin[j] * sizeof (double));
         c->own.in[j] = ak_malloc (c->nin[j] * c->esz);
         c->own.in_bytes[j] = c->nin[j] * c->esz;
-        s_xform_arg_t xa = { spec, x, c->dt, c->seed };
-        ak_input_fill (spec, j, c->seed, c->dt, c->nin[j], x == AK_GX_NONE ? NULL : s_xform_fill, &xa, vals[j],
+        s_xform_t xa = { spec, x, c->dt, c->seed };
+        ak_input_fill (spec, j, c->seed, c->dt, c->nin[j], x == AK_GX_NONE ? NULL : s_xform, &xa, vals[j],
                        c->own.in[j]);
     }
     c->run->cost->inputs_ms += ak_gate_ms_since (t0);

@@ -54,12 +54,6 @@ typedef struct {
 
 /* ------------------------------------------------------------- inputs */
 
-/*  Input j's generated values into buf (n elements): ak_input_fill. */
-static void s_generate (const ak_spec_t *spec, int j, uint64_t seed, ak_dtype_t dt, uint8_t *buf, size_t n)
-{
-    ak_input_fill (spec, j, seed, dt, n, NULL, NULL, NULL, buf);
-}
-
 static int s_restore_inputs (s_run_t *r, ak_err_t *err)
 {
     const ak_timing_ctx_t *ctx = r->ctx;
@@ -366,7 +360,7 @@ int ak_timing_measure (const ak_timing_ctx_t *ctx, const int64_t *dims, ak_dtype
     for (int j = 0; j < spec->ninputs; j++) {
         if (!ctx->gen || !ctx->be->generate) {
             r.raw_in[j] = ak_malloc (r.nin[j] * r.esz);
-            s_generate (spec, j, ctx->seed, dt, r.raw_in[j], r.nin[j]);
+            ak_input_fill (spec, j, ctx->seed, dt, r.nin[j], NULL, NULL, NULL, r.raw_in[j]);
         }
         rc = ctx->be->alloc (ctx->dev, r.nin[j] * r.esz, &r.dev_in[j], err);
         if (rc)

@@ -353,9 +353,10 @@ static void s_gpu_timing (FILE *out, bool md, const json_t *gt)
         return;
     char smp[32], wall[32], task[32];
     double share = akj_num (gt, "share"), of_task = akj_num (gt, "share_of_task_time");
+    double dwall = akj_num (gt, "device_wall_ms"), dtask = akj_num (gt, "task_ms");
     akctl_duration (akj_num (gt, "sampled_ms"), smp, sizeof smp);
-    akctl_duration (akj_num (gt, "device_wall_ms"), wall, sizeof wall);
-    akctl_duration (akj_num (gt, "task_ms"), task, sizeof task);
+    akctl_duration (dwall, wall, sizeof wall);
+    akctl_duration (dtask, task, sizeof task);
     if (md)
         fprintf (out, "\nGPU timing share: **%.1f%%** (time inside timed samples %s of %s device wall "
                  "time over %.0f devices; %.1f%% of the executors' task time %s)\n",
@@ -368,7 +369,6 @@ static void s_gpu_timing (FILE *out, bool md, const json_t *gt)
        time is the executors' wait between tasks (docs/worker-architecture.md:
        compiles not ready, the coordinator's dispatch); with several slots a
        device's tasks overlap and the difference says nothing. */
-    double dwall = akj_num (gt, "device_wall_ms"), dtask = akj_num (gt, "task_ms");
     if (dtask > 0 && dtask < dwall) {
         char idle[32];
         akctl_duration (dwall - dtask, idle, sizeof idle);

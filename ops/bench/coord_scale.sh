@@ -463,31 +463,22 @@ load () {
             done
             continue
         fi
-        if [ -n "$pin" ]; then
-            # --pin on / both: the pinned run alone, or both alternating
-            # which goes first, as below
-            local order=pin
-            [ "$pin" = both ] && { [ $(( k % 2 )) = 0 ] && order="pin plain" || order="plain pin"; }
+        if [ -n "$pin" ] || [ -n "$load_nice" ]; then
+            # --pin on|both, --load-nice N|both:N: the changed run alone,
+            # or it and the plain one alternating which goes first, as below
+            local nv=${load_nice#both:} suffix=+pin both=0 order=alt
+            if [ -n "$pin" ]; then
+                [ "$pin" = both ] && both=1
+            else
+                suffix=+nice$nv
+                [ "$load_nice" != "$nv" ] && both=1
+            fi
+            [ "$both" = 1 ] && { [ $(( k % 2 )) = 0 ] && order="alt plain" || order="plain alt"; }
             for v in $order; do
-                if [ "$v" = pin ]; then
-                    pin_now=1
-                    run_load "$name+pin$tag" "$n" "$lopts" "$@"
+                if [ "$v" = alt ]; then
+                    if [ -n "$pin" ]; then pin_now=1; else nice_now=$nv; fi
+                    run_load "$name$suffix$tag" "$n" "$lopts" "$@"
                     pin_now=0
-                else
-                    run_load "$name$tag" "$n" "$lopts" "$@"
-                fi
-            done
-            continue
-        fi
-        if [ -n "$load_nice" ]; then
-            # --load-nice N / both:N: the nice run alone, or both
-            # alternating which goes first, as below
-            local nv=${load_nice#both:} order=nice
-            [ "$load_nice" != "$nv" ] && { [ $(( k % 2 )) = 0 ] && order="nice plain" || order="plain nice"; }
-            for v in $order; do
-                if [ "$v" = nice ]; then
-                    nice_now=$nv
-                    run_load "$name+nice$nv$tag" "$n" "$lopts" "$@"
                     nice_now=0
                 else
                     run_load "$name$tag" "$n" "$lopts" "$@"

@@ -3,6 +3,7 @@
 #include "spec_cuda.h"
 #include "worker/backends.h"
 #include "support.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,59 +55,59 @@ bool ak_gpu_fixture_needs (const ak_gpu_fixture_t *f, bool ok, const char *what)
     return ok;
 }
 
+/*  req (its cache, timeout and device filled here) compiled with be and
+    symbol loaded from the artifact into dev; what names it in a failure. */
+static ak_kernel_t *s_compile_load (ak_gpu_fixture_t *f, const ak_backend_t *be, ak_dev_t *dev,
+                                    ak_compile_req_t *req, const char *symbol, const char *what)
+{
+    ak_compile_out_t out = { 0 };
+    ak_err_t err = { 0 };
+    req->cache_dir = f->cache;
+    req->timeout_ms = 120000;
+    req->device = be == f->be ? f->devs[0] : NULL;
+    if (be->compile (req, &out, &err) != 0)
+        fail_msg ("compile %s (%s, %s): %s\n%.2000s", what, be->name, ak_dtype_name (req->dtype), err.msg,
+                  out.log ? out.log : "");
+    ak_kernel_t *k = NULL;
+    if (be->load (dev, out.artifact_path, symbol, &k, &err) != 0)
+        fail_msg ("load %s of %s: %s", symbol, what, err.msg);
+    free (out.artifact_path);
+    free (out.log);
+    return k;
+}
+
 ak_kernel_t *ak_gpu_build (ak_gpu_fixture_t *f, const ak_backend_t *be, ak_dev_t *dev, const char *source,
                            bool reference, ak_dtype_t dt, const char *symbol)
 {
     ak_compile_req_t req;
-    ak_compile_out_t out = { 0 };
-    ak_err_t err = { 0 };
     memset (&req, 0, sizeof req);
     req.source = source;
     req.source_len = strlen (source);
     req.reference = reference;
     req.dtype = dt;
-    req.cache_dir = f->cache;
-    req.timeout_ms = 120000;
-    req.device = be == f->be ? f->devs[0] : NULL;
     /* a library baseline's marker (matmul's and fused_mlp's cuBLASLt) */
     req.library = strncmp (source, AK_LIBRARY_MARKER, strlen (AK_LIBRARY_MARKER)) == 0;
-    if (be->compile (&req, &out, &err) != 0)
-        fail_msg ("compile (%s): %s\n%.2000s", be->name, err.msg, out.log ? out.log : "");
-    ak_kernel_t *k = NULL;
-    if (be->load (dev, out.artifact_path, symbol, &k, &err) != 0)
-        fail_msg ("load %s: %s", symbol, err.msg);
-    free (out.artifact_path);
-    free (out.log);
-    return k;
+    return s_compile_load (f, be, dev, &req, symbol, "a source");
 }
 
 ak_kernel_t *ak_gpu_load_testing (ak_gpu_fixture_t *f, const char *name, const char *arch, ak_dtype_t dt,
                                   const char *const *names, const int64_t *values, int n)
 {
     char *text = ak_test_testing_kernel (name);
-    ak_err_t err = { 0 };
+    char *what = ak_sprintf ("%s.cu", name);
     ak_compile_req_t req;
-    ak_compile_out_t out = { 0 };
     memset (&req, 0, sizeof req);
     req.source = text;
     req.source_len = strlen (text);
     req.dtype = dt;
-    req.cache_dir = f->cache;
-    req.timeout_ms = 120000;
-    req.device = f->devs[0];
     req.arch = arch;
     for (int i = 0; i < n; i++) {
         req.define_names[i] = names[i];
         req.define_values[i] = values[i];
     }
     req.ndefines = n;
-    if (f->be->compile (&req, &out, &err) != 0)
-        fail_msg ("%s.cu (%s): %s\n%s", name, ak_dtype_name (dt), err.msg, out.log ? out.log : "");
-    ak_kernel_t *k = NULL;
-    if (f->be->load (f->dev, out.artifact_path, "ak_kernel", &k, &err) != 0)
-        fail_msg ("%s.cu (%s): %s", name, ak_dtype_name (dt), err.msg);
-    free (out.artifact_path);
-    free (out.log);
+    ak_kernel_t *k = s_compile_load (f, f->be, f->dev, &req, "ak_kernel", what);
+    free (what);
     free (text);
     return k;
 }
