@@ -11,6 +11,7 @@
 #include <string.h>
 #include "client_paging.h"
 #include "pbjson.h"
+#include "report_timing.h"
 #include "results.h"
 #include "util.h"
 
@@ -20,71 +21,7 @@ static json_t *s_pb (const void *msg)
     return j ? j : json_null ();
 }
 
-/* A receipt's duration, or 0 when it is not a sane number. */
-static double s_ms (double ms)
-{
-    return isfinite (ms) && ms > 0 ? ms : 0;
-}
-
-/*  What a page's receipts add up to: time per phase, and the GPU timing
-    share (docs/measurement.md, "GPU timing share"): time inside timed
-    samples against the wall time of each device from its first task's
-    start to its last one's end (a device: worker id and device index). */
-typedef struct {
-    char    *device;
-    uint64_t first_ms, last_ms;
-} s_span_t;
-
-typedef struct {
-    double    phases[3];
-    double    sampled_ms, task_ms;
-    s_span_t *spans;
-    size_t    nspans, cap;
-} s_acc_t;
-
-static void s_acc_receipt (s_acc_t *a, const Ak__Receipt *r)
-{
-    if (!r)
-        return;
-    a->phases[0] += s_ms (r->compile_ms);
-    a->phases[1] += s_ms (r->gate_ms);
-    a->phases[2] += s_ms (r->timing_ms);
-    a->sampled_ms += s_ms (r->sampled_ms);
-    if (!r->started_at_ms || r->finished_at_ms < r->started_at_ms)
-        return;
-    a->task_ms += (double) (r->finished_at_ms - r->started_at_ms);
-    char *dev = ak_sprintf ("%s/%u", r->worker_id ? r->worker_id : "", r->device ? r->device->index : 0u);
-    for (size_t i = 0; i < a->nspans; i++)
-        if (strcmp (a->spans[i].device, dev) == 0) {
-            s_span_t *sp = &a->spans[i];
-            sp->first_ms = r->started_at_ms < sp->first_ms ? r->started_at_ms : sp->first_ms;
-            sp->last_ms = r->finished_at_ms > sp->last_ms ? r->finished_at_ms : sp->last_ms;
-            free (dev);
-            return;
-        }
-    if (a->nspans == a->cap)
-        a->spans = ak_realloc (a->spans, (a->cap = a->cap ? 2 * a->cap : 8) * sizeof *a->spans);
-    a->spans[a->nspans++] = (s_span_t) { dev, r->started_at_ms, r->finished_at_ms };
-}
-
-/*  "gpu_timing" of a report page (freeing a's spans). */
-static json_t *s_acc_timing (s_acc_t *a)
-{
-    double wall = 0;
-    for (size_t i = 0; i < a->nspans; i++) {
-        wall += (double) (a->spans[i].last_ms - a->spans[i].first_ms);
-        free (a->spans[i].device);
-    }
-    free (a->spans);
-    json_t *j = json_pack ("{s:f, s:f, s:f, s:I}", "sampled_ms", a->sampled_ms, "device_wall_ms", wall,
-                           "task_ms", a->task_ms, "devices", (json_int_t) a->nspans);
-    json_object_set_new (j, "share", wall > 0 ? json_real (a->sampled_ms / wall) : json_null ());
-    json_object_set_new (j, "share_of_task_time", a->task_ms > 0 ? json_real (a->sampled_ms / a->task_ms)
-                                                                 : json_null ());
-    return j;
-}
-
-static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, s_acc_t *acc)
+static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, ak_rtiming_t *acc)
 {
     json_t *pre = json_null ();
     if (p->preflight.task) {
@@ -133,7 +70,7 @@ static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, s_
                 "reason", ev->reason));
     }
     for (size_t j = 0; j <= p->ntunes; j++)
-        s_acc_receipt (acc, j < p->ntunes ? p->tunes[j].receipt : p->preflight.receipt);
+        ak_rtiming_add (acc, j < p->ntunes ? p->tunes[j].receipt : p->preflight.receipt);
     /* Profile tasks: the metrics of their receipts as they are. */
     json_t *profs = json_array ();
     for (size_t j = 0; j < p->nprofiles; j++) {
@@ -157,7 +94,7 @@ static json_t *s_report_pair (const ak_batch_t *b, const ak_result_pair_t *p, s_
             "task_id", t->task_id, "confirm_of", t->confirm_of, "avoid_worker", t->avoid_worker,
             "worker_id", t->worker_id, "status", r ? r->status : t->state,
             "reason", r ? r->reason : t->last_error));
-        s_acc_receipt (acc, r);
+        ak_rtiming_add (acc, r);
     }
     json_t *pair = json_pack ("{s:s, s:s, s:o, s:o, s:o, s:o, s:I}", "op", p->op,
                       "device_class", p->device_class, "preflight", pre, "winner", s_pb (winner),
@@ -200,7 +137,7 @@ static size_t s_pairs (const ak_batch_t *b, size_t **pair_of)
 
 /* One pair's entry of "ops" (null when its tasks are not in the store). */
 static int s_pair_json (ak_txn_t *txn, const ak_batch_t *b, const size_t *pair_of, size_t pair,
-                        s_acc_t *acc, json_t **pair_p, ak_err_t *err)
+                        ak_rtiming_t *acc, json_t **pair_p, ak_err_t *err)
 {
     const char **ids = ak_calloc (b->ntasks ? b->ntasks : 1, sizeof *ids);
     size_t n = 0;
@@ -247,7 +184,7 @@ int ak_client_report (ak_client_env_t *env, const Ak__ClientRequest *req, uint64
         rc = ak_err_set (err, AK_ENOTFOUND, "no batch '%.64s'", b->batch_id);
     size_t *pair_of = NULL;
     size_t npairs = rc ? 0 : s_pairs (b, &pair_of);
-    s_acc_t acc;
+    ak_rtiming_t acc;
     memset (&acc, 0, sizeof acc);
     json_t *ops = json_array (), *next = json_null ();
     size_t bytes = 0, shown = 0;
@@ -267,7 +204,7 @@ int ak_client_report (ak_client_env_t *env, const Ak__ClientRequest *req, uint64
     }
     ak_store_abort (&txn);
     free (pair_of);
-    json_t *timing = s_acc_timing (&acc);
+    json_t *timing = ak_rtiming_json (&acc);
     if (rc) {
         json_decref (ops);
         json_decref (next);

@@ -23,21 +23,40 @@
 
 /* ================================================================ config */
 
+/*  One compile thread per core up to 8 cores; above that, two cores are
+    left to the daemon's loop and the executors (the host work of the gates
+    and timing), at most 32 threads.  NVRTC holds a few hundred MB per
+    compile, so never more threads than GiB of memory.  On the H200 hosts
+    (16 cores) 14 threads with as many tasks prefetched kept the executor
+    busy 96-97% of a batch's span where 8 and 6 left it idle 29-33%
+    (docs/benchmarks.md, session 20). */
+uint32_t ak_daemon_default_compile_threads (void)
+{
+    long cores = sysconf (_SC_NPROCESSORS_ONLN);
+    long n = cores < 1 ? 1 : cores <= 8 ? cores : cores - 2;
+    if (n > 32)
+        n = 32;
+    long pages = sysconf (_SC_PHYS_PAGES), page = sysconf (_SC_PAGESIZE);
+    if (pages > 0 && page > 0) {
+        long gib = (long) (((unsigned long long) pages * (unsigned long long) page) >> 30);
+        if (gib >= 1 && n > gib)
+            n = gib;
+    }
+    return n < 1 ? 1u : (uint32_t) n;
+}
+
 void ak_daemon_config_defaults (ak_daemon_config_t *cfg)
 {
     memset (cfg, 0, sizeof *cfg);
     cfg->backend = "auto";
     cfg->slots = 1;
-    cfg->prefetch = 1;
+    cfg->prefetch = AK_PREFETCH_AUTO;
     cfg->blob_cache_mb = 64;
     cfg->heartbeat_ms = 1000;
     cfg->liveness = 3;
     cfg->min_backoff_ms = 1000;
     cfg->max_backoff_ms = 32000;
-    /* NVRTC holds a few hundred MB per compile: one thread per core, at
-       most 8 (PRIOR_ART: CuPy, Triton cap concurrent compiles about there). */
-    long cores = sysconf (_SC_NPROCESSORS_ONLN);
-    cfg->compile_threads = cores < 1 ? 1 : cores > 8 ? 8 : (uint32_t) cores;
+    cfg->compile_threads = ak_daemon_default_compile_threads ();
     cfg->linger_ms = 1000;
     cfg->max_refusals = 5;
     cfg->log_level = "info";
@@ -280,7 +299,7 @@ int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t
         return ak_err_set (err, AK_EINVAL, "--id: a worker id of 1..128 characters is required");
     if (cfg->slots < 1 || cfg->slots > 64)
         return ak_err_set (err, AK_EINVAL, "--slots: %u (allowed 1..64)", cfg->slots);
-    if (cfg->prefetch > 64)
+    if (cfg->prefetch > 64 && cfg->prefetch != AK_PREFETCH_AUTO)
         return ak_err_set (err, AK_EINVAL, "--prefetch: %u (allowed 0..64)", cfg->prefetch);
     if (cfg->heartbeat_ms < 10 || cfg->heartbeat_ms > 600000)
         return ak_err_set (err, AK_EINVAL, "--heartbeat-ms: %u (allowed 10..600000)", cfg->heartbeat_ms);
@@ -296,6 +315,8 @@ int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t
     d = ak_calloc (1, sizeof *d);
     d->wake[0] = d->wake[1] = -1;
     d->cfg = *cfg;
+    if (d->cfg.prefetch == AK_PREFETCH_AUTO)
+        d->cfg.prefetch = d->cfg.compile_threads;
     d->coordinator = ak_strdup (cfg->coordinator);
     d->blobs = ak_blobcache_new (true);
     d->worker_id = ak_strdup (cfg->worker_id);
@@ -406,6 +427,7 @@ int ak_daemon_run (ak_daemon_t *d, ak_err_t *err)
                          "seccomp for kernels (docs/operations.md, \"Threat model\")", abi);
         }
     d->start_ms = ak_clock_mono_ms ();
+    d->started_wall_ms = ak_clock_wall_ms ();
     if (!d->dstats)
         d->dstats = ak_calloc (d->ndevices ? d->ndevices : 1, sizeof *d->dstats);
     for (size_t i = 0; i < d->nslots; i++)

@@ -28,14 +28,15 @@ typedef struct {
     const char *backend;           /* "auto" (host plus every backend whose probe finds
                                       devices), or a comma list: "host", "cuda", "host,cuda" */
     uint32_t    slots;             /* concurrent tasks per device (1) */
-    uint32_t    prefetch;          /* extra tasks held so compiles overlap runs (1) */
+    uint32_t    prefetch;          /* extra tasks held so compiles overlap runs
+                                      (AK_PREFETCH_AUTO: as many as compile threads) */
     const char *cache_dir;         /* compile cache; NULL: $XDG_CACHE_HOME/akfleet or ~/.cache/akfleet */
     uint32_t    blob_cache_mb;     /* blob cache per registration, MiB (64; 0: none, blobcache.h) */
     uint32_t    heartbeat_ms;      /* 1000 */
     uint32_t    liveness;          /* missed heartbeats before the coordinator is dead (3) */
     uint32_t    min_backoff_ms;    /* first reconnect delay (1000) */
     uint32_t    max_backoff_ms;    /* reconnect delay cap (32000) */
-    uint32_t    compile_threads;   /* compile pool size (cores, at most 8) */
+    uint32_t    compile_threads;   /* compile pool size (ak_daemon_default_compile_threads) */
     uint32_t    linger_ms;         /* socket linger on close (1000) */
     uint32_t    max_refusals;      /* refusals in a row before the daemon stops (5; 0: never) */
     const char *exe_path;          /* executor binary; NULL: this program (/proc/self/exe) */
@@ -48,7 +49,13 @@ typedef struct {
 
 typedef struct ak_daemon ak_daemon_t;
 
+#define AK_PREFETCH_AUTO UINT32_MAX  /* prefetch: one task per compile thread */
+
 void ak_daemon_config_defaults (ak_daemon_config_t *cfg);
+
+/* The compile pool's default size: a thread per core up to 8 cores, cores - 2
+   above (at most 32), never more than GiB of memory; at least 1. */
+uint32_t ak_daemon_default_compile_threads (void);
 
 /* The default cache directory ($XDG_CACHE_HOME/akfleet, else
    $HOME/.cache/akfleet, else /tmp/akfleet-cache); caller frees. */

@@ -143,6 +143,7 @@ struct ak_daemon {
     ak_dtask_count_t   *tcounts;
     size_t              ntcounts;
     uint64_t            start_ms, next_metrics;
+    uint64_t            started_wall_ms;   /* wall clock at the start: Receipt.worker_started_ms */
     ak_blobcache_t     *blobs;         /* texts of this registration's ASSIGNs (blobcache.h) */
     uint32_t            blob_epoch;    /* registrations so far */
 };

@@ -203,6 +203,7 @@ void ak_daemon_task_finish (ak_daemon_t *d, ak_dtask_t *t, Ak__Receipt *r)
     else if (!r->started_at_ms)
         r->started_at_ms = now_wall;
     r->finished_at_ms = now_wall;
+    r->worker_started_ms = d->started_wall_ms;
     d->receipts_made++;
     if (isfinite (r->sampled_ms) && r->sampled_ms > 0)
         d->sampled_ms += r->sampled_ms;

@@ -305,7 +305,7 @@ static void s_merge_page (json_t *all, json_t *page, const char *key)
                                                        + json_number_value (v)));
     json_t *gt = json_object_get (all, "gpu_timing"), *gadd = json_object_get (page, "gpu_timing");
     if (json_is_object (gt) && json_is_object (gadd)) {
-        static const char *const keys[] = { "sampled_ms", "device_wall_ms", "task_ms", "devices" };
+        static const char *const keys[] = { "sampled_ms", "device_wall_ms", "task_ms", "devices", "device_runs" };
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
             json_object_set_new (gt, keys[i], json_real (json_number_value (json_object_get (gt, keys[i]))
                                                          + json_number_value (json_object_get (gadd, keys[i]))));

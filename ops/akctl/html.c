@@ -360,9 +360,9 @@ void akctl_render_report_html (FILE *out, const json_t *report)
     const json_t *gt = akj_obj (report, "gpu_timing");
     if (gt && json_is_number (json_object_get (gt, "share")))
         fprintf (out, "<p id=\"gpu-timing\">GPU timing share: <b>%.1f%%</b> (time inside timed samples "
-                 "%.1f s of %.1f s device wall time over %.0f devices; %.1f%% of the executors' task "
-                 "time)</p>\n", 100 * akj_num (gt, "share"), akj_num (gt, "sampled_ms") / 1000,
-                 akj_num (gt, "device_wall_ms") / 1000, akj_num (gt, "devices"),
+                 "%.1f s of %.1f s device wall time over %.0f devices in %.0f worker runs; %.1f%% of the "
+                 "executors' task time)</p>\n", 100 * akj_num (gt, "share"), akj_num (gt, "sampled_ms") / 1000,
+                 akj_num (gt, "device_wall_ms") / 1000, akj_num (gt, "devices"), akj_num (gt, "device_runs"),
                  100 * akj_num (gt, "share_of_task_time"));
 
     /* chart 3: failures by reason (status) */

@@ -357,14 +357,20 @@ static void s_gpu_timing (FILE *out, bool md, const json_t *gt)
     akctl_duration (akj_num (gt, "sampled_ms"), smp, sizeof smp);
     akctl_duration (dwall, wall, sizeof wall);
     akctl_duration (dtask, task, sizeof task);
+    /* A batch carried across several runs of its workers counts each
+       device's wall time within each run (Receipt.worker_started_ms). */
+    double devs = akj_num (gt, "devices"), runs = akj_num (gt, "device_runs");
+    char in_runs[48] = "";
+    if (runs > devs)
+        snprintf (in_runs, sizeof in_runs, " in %.0f worker runs", runs);
     if (md)
         fprintf (out, "\nGPU timing share: **%.1f%%** (time inside timed samples %s of %s device wall "
-                 "time over %.0f devices; %.1f%% of the executors' task time %s)\n",
-                 100 * share, smp, wall, akj_num (gt, "devices"), 100 * of_task, task);
+                 "time over %.0f devices%s; %.1f%% of the executors' task time %s)\n",
+                 100 * share, smp, wall, devs, in_runs, 100 * of_task, task);
     else
         fprintf (out, "GPU timing share: %.1f%% (inside timed samples %s of %s device wall time, "
-                 "%.0f devices; %.1f%% of task time %s)\n", 100 * share, smp, wall,
-                 akj_num (gt, "devices"), 100 * of_task, task);
+                 "%.0f devices%s; %.1f%% of task time %s)\n", 100 * share, smp, wall,
+                 devs, in_runs, 100 * of_task, task);
     /* With one task at a time on each device, device wall time less task
        time is the executors' wait between tasks (docs/worker-architecture.md:
        compiles not ready, the coordinator's dispatch); with several slots a

@@ -5,8 +5,10 @@ workers' executors, from its receipts.
     python3 ops/bench/executor_timeline.py RECEIPTS.json [--gaps N] [--json]
 
 RECEIPTS.json is what `akctl receipts BATCH --json` prints (nightly_gpu.sh
-writes it as receipts.json).  For each device (worker, device index) the
-receipts' started_at_ms / finished_at_ms give the span from the first
+writes it as receipts.json).  For each device (worker, device index) in
+each run of its worker (worker_started_ms: a batch carried across calls has
+one per call, and the time between them is no device's) the receipts'
+started_at_ms / finished_at_ms give the span from the first
 task's start to the last one's end, the time with a task on the executor
 ("busy") and the time between tasks ("idle": the executor waiting for a
 compile or for the coordinator), with the N longest idle gaps and the task
@@ -23,6 +25,7 @@ import collections
 import json
 import signal
 import sys
+import time
 
 
 def load(path):
@@ -38,9 +41,9 @@ def devices(recs, ngaps):
     by = collections.defaultdict(list)
     for r in recs:
         dev = r.get("device") or {}
-        by[(r.get("worker_id") or "?", dev.get("index", 0))].append(r)
+        by[(r.get("worker_id") or "?", dev.get("index", 0), int(r.get("worker_started_ms") or 0))].append(r)
     out = []
-    for (worker, index), rs in sorted(by.items()):
+    for (worker, index, run), rs in sorted(by.items()):
         rs.sort(key=lambda r: r["started_at_ms"])
         t0 = rs[0]["started_at_ms"]
         end = t0
@@ -56,7 +59,8 @@ def devices(recs, ngaps):
             end = max(end, e)
         gaps.sort(key=lambda g: -g["ms"])
         span = end - t0
-        out.append({"worker": worker, "device": index, "tasks": len(rs), "span_s": span / 1000.0,
+        out.append({"worker": worker, "device": index, "worker_started_ms": run, "tasks": len(rs),
+                    "span_s": span / 1000.0,
                     "busy_s": busy / 1000.0, "idle_s": (span - busy) / 1000.0, "gaps": gaps[:ngaps]})
     return out
 
@@ -95,9 +99,14 @@ def main():
         json.dump({"devices": devs, "by_kind": kinds, "gate_cost_s": cost}, sys.stdout, indent=1)
         print()
         return
+    runs = collections.Counter((d["worker"], d["device"]) for d in devs)
     for d in devs:
-        print("%s device %s: %d tasks, span %.1f s, executor busy %.1f s, idle %.1f s (%.0f%%)"
-              % (d["worker"], d["device"], d["tasks"], d["span_s"], d["busy_s"], d["idle_s"],
+        run = ""
+        if runs[(d["worker"], d["device"])] > 1:
+            run = " (worker run started %s)" % time.strftime(
+                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(d["worker_started_ms"] / 1000.0))
+        print("%s device %s%s: %d tasks, span %.1f s, executor busy %.1f s, idle %.1f s (%.0f%%)"
+              % (d["worker"], d["device"], run, d["tasks"], d["span_s"], d["busy_s"], d["idle_s"],
                  100.0 * d["idle_s"] / d["span_s"] if d["span_s"] else 0.0))
         for g in d["gaps"]:
             print("  idle %.2f s at %.1f s, before %s" % (g["ms"] / 1000.0, g["at_s"], g["before"]))

@@ -52,7 +52,7 @@ plain=""
     --clients "ipc://$out/clients.ipc" $plain --log-level info >"$out/akcoord.log" 2>&1 &
 coord=$!
 "$bin/akworker" --coordinator "ipc://$out/workers.ipc" --id loop-w1 --backend cuda \
-    --prefetch 6 --cache "$out/cache" --log-level info >"$out/akworker.log" 2>&1 &
+    --cache "$out/cache" --log-level info >"$out/akworker.log" 2>&1 &
 worker=$!
 trap 'kill $worker $coord 2>/dev/null || true' EXIT
 i=0

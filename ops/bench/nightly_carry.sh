@@ -21,8 +21,10 @@
 # stats.json and, with PyTorch, compare.md/compare.json) into OUT_DIR.
 # Exit status: 0 the batch finished with every task done, 1 it finished
 # otherwise, 75 (EX_TEMPFAIL) it is still running: call again with the state.
-# AK_NIGHTLY_PREFETCH (default 6) and AK_NIGHTLY_COMPILE_THREADS (default:
-# akworker's own) set the worker's --prefetch and --compile-threads.
+# AK_NIGHTLY_PREFETCH and AK_NIGHTLY_COMPILE_THREADS (default: akworker's
+# own, a compile thread per core up to 8 cores, cores - 2 above, and a task
+# prefetched per compile thread) set the worker's --prefetch and
+# --compile-threads.
 set -eu
 [ $# -ge 4 ] || { echo "usage: $0 BIN_DIR STATE_DIR OUT_DIR SECONDS [MANIFEST]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -61,7 +63,7 @@ if [ -s "$state/batch" ]; then
 fi
 # The worker before a submit: submit checks that a worker serves the target.
 "$bin/akworker" --coordinator "ipc://$run/workers.ipc" --id carry-w1 --backend "${AK_NIGHTLY_BACKEND:-cuda}" \
-    --prefetch "${AK_NIGHTLY_PREFETCH:-6}" ${AK_NIGHTLY_COMPILE_THREADS:+--compile-threads "$AK_NIGHTLY_COMPILE_THREADS"} --cache "$run/cache" --log-level info >>"$state/akworker.log" 2>&1 &
+    ${AK_NIGHTLY_PREFETCH:+--prefetch "$AK_NIGHTLY_PREFETCH"} ${AK_NIGHTLY_COMPILE_THREADS:+--compile-threads "$AK_NIGHTLY_COMPILE_THREADS"} --cache "$run/cache" --log-level info >>"$state/akworker.log" 2>&1 &
 worker=$!
 if [ ! -s "$state/batch" ]; then
     i=0

@@ -23,8 +23,10 @@
 #   verify.txt, verify.json      the verdicts, and the verify-status answer
 # Exit status: watch's, else (with the verify step) verify's: 0 only when the
 # profile came out verified.
-# AK_NIGHTLY_PREFETCH (default 6) and AK_NIGHTLY_COMPILE_THREADS (default:
-# akworker's own) set the worker's --prefetch and --compile-threads.
+# AK_NIGHTLY_PREFETCH and AK_NIGHTLY_COMPILE_THREADS (default: akworker's
+# own, a compile thread per core up to 8 cores, cores - 2 above, and a task
+# prefetched per compile thread) set the worker's --prefetch and
+# --compile-threads.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "$1" && pwd)
@@ -41,7 +43,7 @@ plain=""
     --clients "ipc://$out/clients.ipc" $plain --log-level info >"$out/akcoord.log" 2>&1 &
 coord=$!
 "$bin/akworker" --coordinator "ipc://$out/workers.ipc" --id gpu-w1 --backend "${AK_NIGHTLY_BACKEND:-cuda}" \
-    --prefetch "${AK_NIGHTLY_PREFETCH:-6}" ${AK_NIGHTLY_COMPILE_THREADS:+--compile-threads "$AK_NIGHTLY_COMPILE_THREADS"} --cache "$out/cache" --log-level info >"$out/akworker.log" 2>&1 &
+    ${AK_NIGHTLY_PREFETCH:+--prefetch "$AK_NIGHTLY_PREFETCH"} ${AK_NIGHTLY_COMPILE_THREADS:+--compile-threads "$AK_NIGHTLY_COMPILE_THREADS"} --cache "$out/cache" --log-level info >"$out/akworker.log" 2>&1 &
 worker=$!
 trap 'kill $worker $coord 2>/dev/null || true' EXIT
 sleep 2

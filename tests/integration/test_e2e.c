@@ -239,6 +239,8 @@ static void test_e2e_batch (void **state)
         fail_msg ("gpu_timing: sampled %g ms, device wall %g ms, task %g ms, share %g, devices %g",
                   sampled, wall, task, share, devices);
     assert_true (fabs (share - sampled / wall) < 1e-9);
+    /* Each worker ran once: a run per device (report_timing.h). */
+    assert_true (json_number_value (json_object_get (gt, "device_runs")) == devices);
     /* The executors' wait between tasks, where the tasks did not overlap
        on a device (one slot): device wall time less task time. */
     print_message ("report: task time %.0f ms of %.0f ms device wall time over %g devices\n", task, wall, devices);

@@ -453,7 +453,7 @@ static void test_daemon (void **state)
     char *log = ak_sprintf ("%s/daemon.log", s_fix.dir);
     char *argv[] = { s_fix.bin, "--coordinator", c.endpoint, "--id", "w-test", "--cache", cache,
                      "--backend", "host", "--heartbeat-ms", "200", "--liveness", "3", "--max-backoff-ms", "300",
-                     "--log-level", "info", NULL };
+                     "--compile-threads", "3", "--log-level", "info", NULL };
     pid_t pid = ak_test_spawn (argv, log);
     assert_true (pid > 0);
 
@@ -468,7 +468,7 @@ static void test_daemon (void **state)
     assert_string_equal (h->devices[0]->device_class, "host");
     assert_int_equal (h->devices[0]->slots, 1);
     assert_int_equal (h->slots, 1);
-    assert_int_equal (h->prefetch, 1);
+    assert_int_equal (h->prefetch, 3);                 /* no --prefetch: one task per compile thread */
     assert_int_equal (h->heartbeat_ms, 200);
     assert_int_equal (h->n_running, 0);
     ak_envelope_free (&env);
@@ -549,7 +549,7 @@ static void test_daemon (void **state)
             ak_envelope_free (&env);
     }
     assert_non_null (env);
-    assert_int_equal (env->heartbeat->credits, 2);
+    assert_int_equal (env->heartbeat->credits, 4);         /* 1 slot + prefetch 3 */
     ak_envelope_free (&env);
 
     /* A crashing candidate: a "crashed" receipt naming SIGSEGV. */
