@@ -56,114 +56,21 @@ static char *s_emu_source (const char *op, const char *text)
 /*  Builds op's emulation program in dir; its path (caller frees). */
 static char *s_build (const ak_spec_t *spec, const char *dir, const char *cu_text)
 {
-    char *ref_c = ak_test_write (dir, "ref.c", spec->reference.text);
     char *ref_cu = ak_test_write (dir, "ref.cu", cu_text);
     char *kdir = ak_test_src ("kernels"), *edir = ak_test_src ("tests/unit/cuda_emu");
     char *exe = ak_sprintf ("%s/emu", dir);
     char *out = NULL;
-    int rc = ak_test_runf (&out, "gcc -c -x c -O1 -DAK_REFERENCE -include '%s/ak_kernel.h' "
-                           "-Dak_reference=ak_host_reference '%s' -o '%s/host.o' 2>&1", kdir, ref_c, dir);
-    if (rc != 0)
-        fail_msg ("%s: gcc of ref.c: %s", spec->name, out ? out : "");
-    free (out);
-    out = NULL;
-    rc = ak_test_runf (&out, "g++ -O1 -U_FORTIFY_SOURCE -std=c++17 -Wall -Wno-unknown-pragmas -I'%s' -I'%s' "
+    ak_unit_emu_host_o (spec, dir);
+    int rc = ak_test_runf (&out, "g++ -O1 -U_FORTIFY_SOURCE -std=c++17 -Wall -Wno-unknown-pragmas -I'%s' -I'%s' "
                        "-DAK_EMU_REF='\"%s\"' '%s/main.cpp' '%s/host.o' -o '%s' -lm 2>&1",
                        kdir, edir, ref_cu, edir, dir, exe);
     if (rc != 0)
         fail_msg ("%s: g++ of the emulation: %s", spec->name, out ? out : "");
     free (out);
-    free (ref_c);
     free (ref_cu);
     free (kdir);
     free (edir);
     return exe;
-}
-
-typedef struct {
-    size_t worst_at, bad;
-    double worst, tol;
-    int    worst_out;
-} s_cmp_t;
-
-/*  One run of exe for dims with the launch cfg (grid[0] divided by
-    shrink); the comparison in *r. */
-static void s_run (const ak_spec_t *spec, const char *dir, const char *exe, const int64_t *dims,
-                   const ak_launch_cfg_t *cfg, unsigned shrink, s_cmp_t *r)
-{
-    ak_err_t err = { 0 };
-    size_t nin[AK_MAX_BUFS] = { 0 }, nout[AK_MAX_BUFS] = { 0 }, total = 0;
-    assert_int_equal (ak_buf_counts (spec, dims, AK_DT_FLOAT32, nin, nout, &err), 0);
-    char *job = ak_sprintf ("%s/job", dir), *res = ak_sprintf ("%s/out", dir);
-    FILE *f = fopen (job, "wb");
-    assert_non_null (f);
-    int64_t hdr[8 + 8 + 8 + 3 + 3 + 3] = { 0 }, *h = hdr;
-    int64_t ndims = spec->nkeys, ni = spec->ninputs, no = spec->noutputs;
-    fwrite (&ndims, 8, 1, f);
-    for (int i = 0; i < 8; i++)
-        h[i] = i < spec->nkeys ? dims[i] : 0;
-    fwrite (h, 8, 8, f);
-    fwrite (&ni, 8, 1, f);
-    for (int i = 0; i < 8; i++)
-        h[i] = (int64_t) nin[i];
-    fwrite (h, 8, 8, f);
-    fwrite (&no, 8, 1, f);
-    for (int i = 0; i < 8; i++)
-        h[i] = (int64_t) nout[i];
-    fwrite (h, 8, 8, f);
-    for (int i = 0; i < 3; i++)
-        h[i] = i == 0 && cfg->grid[0] > 1 ? (int64_t) (cfg->grid[0] / shrink) : (int64_t) cfg->grid[i];
-    for (int i = 0; i < 3; i++)
-        h[3 + i] = cfg->block[i];
-    fwrite (h, 8, 6, f);
-    for (int j = 0; j < spec->ninputs; j++)
-        for (size_t i = 0; i < nin[j]; i++) {
-            double v = ak_input_value (spec, j, i, S_SEED, AK_DT_FLOAT32);
-            fwrite (&v, 8, 1, f);
-        }
-    assert_int_equal (fclose (f), 0);
-    char *out = NULL;
-    int rc = ak_test_runf (&out, "'%s' '%s' '%s' 2>&1", exe, job, res);
-    if (rc != 0)
-        fail_msg ("%s: the emulation failed: %s", spec->name, out ? out : "");
-    free (out);
-    for (int k = 0; k < spec->noutputs; k++)
-        total += nout[k];
-    double *v = ak_malloc (2 * total * sizeof *v);
-    f = fopen (res, "rb");
-    assert_non_null (f);
-    assert_int_equal (fread (v, sizeof *v, 2 * total, f), 2 * total);
-    fclose (f);
-    memset (r, 0, sizeof *r);
-    r->worst_out = -1;
-    const double *host = v, *dev = v + total;
-    for (int k = 0; k < spec->noutputs; host += nout[k], dev += nout[k], k++) {
-        double big = 0;
-        for (size_t i = 0; i < nout[k]; i++)
-            if (isfinite (host[i]) && fabs (host[i]) > big)
-                big = fabs (host[i]);
-        double tol = 1e-9 * (big > 1 ? big : 1);
-        for (size_t i = 0; i < nout[k]; i++) {
-            if (isnan (host[i]) && isnan (dev[i]))
-                continue;
-            double e = fabs (dev[i] - host[i]);
-            if (!(e <= tol) && !(host[i] == dev[i])) {      /* equal infinities */
-                r->bad++;
-                if (!(e <= r->worst)) {
-                    r->worst = isnan (e) ? INFINITY : e;
-                    r->worst_at = i;
-                    r->worst_out = k;
-                    r->tol = tol;
-                }
-            } else if (e > r->worst && r->bad == 0) {
-                r->worst = e;
-                r->tol = tol;
-            }
-        }
-    }
-    free (v);
-    free (job);
-    free (res);
 }
 
 static void test_emu_catalog (void **state)
@@ -200,8 +107,8 @@ static void test_emu_catalog (void **state)
             if (cfg.shared_bytes || cfg.cluster[0] * cfg.cluster[1] * cfg.cluster[2] != 1)
                 fail_msg ("%s: the reference launch asks for dynamic shared memory or a cluster, which the "
                           "CPU emulation does not have", ops[o]);
-            s_cmp_t r;
-            s_run (spec, dir, exe, size->dims, &cfg, 1, &r);
+            ak_emu_cmp_t r;
+            ak_unit_emu_run (spec, dir, exe, size->dims, AK_DT_FLOAT32, S_SEED, &cfg, 1, NULL, &r);
             if (r.bad)
                 fail_msg ("%s %s: %zu device-reference elements differ from ref.c's beyond %.3g, worst %s[%zu] "
                           "off by %.3g", ops[o], size->name, r.bad, r.tol, spec->outputs[r.worst_out].name,
@@ -236,10 +143,10 @@ static void test_emu_planted (void **state)
     ak_err_t err = { 0 };
     assert_int_equal (ak_launch_eval (spec, spec->reference_cuda_launch, dims, AK_DT_FLOAT32, NULL, NULL, 0, &cfg,
                                       &err), 0);
-    s_cmp_t r;
-    s_run (spec, dir, exe, dims, &cfg, 1, &r);
+    ak_emu_cmp_t r;
+    ak_unit_emu_run (spec, dir, exe, dims, AK_DT_FLOAT32, S_SEED, &cfg, 1, NULL, &r);
     assert_int_equal (r.bad, 0);
-    s_run (spec, dir, exe, dims, &cfg, 2, &r);
+    ak_unit_emu_run (spec, dir, exe, dims, AK_DT_FLOAT32, S_SEED, &cfg, 2, NULL, &r);
     print_message ("matmul on half its grid: %zu of %d elements differ\n", r.bad, 70 * 130);
     assert_true (r.bad >= 70 * 64);             /* columns 64..129 never written */
     ak_test_rmtree (dir);

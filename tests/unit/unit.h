@@ -15,6 +15,7 @@
 #include "worker/backend.h"
 #include "worker/gates.h"
 #include "spec.h"
+#include "space.h"
 #include "akfleet.pb-c.h"
 #include "manifest.h"
 
@@ -108,5 +109,25 @@ Ak__Receipt *ak_rounds_fx_receipt (const char *id, const char *worker, double sp
 /* A HELLO of worker id from host "testhost" with one device of class
    "host", slots and prefetch as given (free with ak__hello__free_unpacked). */
 Ak__Hello *ak_unit_hello (const char *id, uint32_t slots, uint32_t prefetch);
+
+/*  A kernel through the CPU emulation (tests/unit/cuda_emu, unit_emu.c):
+    exe (built by the test) runs the host oracle and the device kernel on
+    the spec's inputs for dims in dtype dt (seed), with the launch cfg
+    (grid[0] divided by shrink); every output element of the device side
+    is compared with the oracle's: within atol + rtol*|oracle| (tol), or
+    without tol within 1e-9 of the output's largest magnitude; both NaN is
+    equal, an element left unwritten is NaN. */
+/* The host oracle (spec's ref.c, ak_reference renamed ak_host_reference)
+   compiled into dir/host.o for the emulation's link. */
+void ak_unit_emu_host_o (const ak_spec_t *spec, const char *dir);
+
+typedef struct {
+    size_t checked, bad, worst_at;
+    double worst, tol;
+    int    worst_out;                   /* -1: none beyond */
+} ak_emu_cmp_t;
+void ak_unit_emu_run (const ak_spec_t *spec, const char *dir, const char *exe, const int64_t *dims,
+                      ak_dtype_t dt, uint64_t seed, const ak_launch_cfg_t *cfg, unsigned shrink,
+                      const ak_tol_t *tol, ak_emu_cmp_t *r);
 
 #endif

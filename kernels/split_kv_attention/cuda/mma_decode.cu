@@ -46,12 +46,21 @@
     on data, bitwise deterministic.  Launches of one loaded module must not
     run concurrently (the workers run one at a time).
 
-    The tensor-core path takes float16 and bfloat16 with D 64 or 128 and
-    16-byte aligned caches; anything else (float32, other D up to 256)
+    The tensor-core path takes float16 and bfloat16 with D 64, 128 or 256
+    and 16-byte aligned caches; anything else (float32, other D up to 256)
     runs a plain path in the same grid (a warp a query row, keys in order):
-    correct, not fast.
+    correct, not fast.  At D 256 (pi0.5's attention) a warp cannot hold
+    all of a row's output fragments and two steps of keys and values: the
+    warps go in pairs, both of a pair take the same steps and make the
+    same scores (so the same maxima and sums, bit for bit), and each owns
+    half of the output dims (output n-tile j, column g is dim
+    128h + 16g + j for the pair's warp h) and loads only that half of the
+    values; the next step's keys are loaded after this step's P V instead
+    of before its scores (254-255 registers, no spills, ptxas for sm_90).
+    Under AK_CUDA_EMU (tests/unit/cuda_emu, test_cuda_cand_emu) the MMA
+    and the dynamic shared memory go through the CPU emulation's hooks.
 
-    NW     warps a block
+    NW     warps a block (at D 256: NW/2 pairs)
     WAVES  used by the launch rule only: splits so that the grid holds
            about WAVES x 132 blocks (an H200's SMs), capped so that each
            warp of a block has a step of 16 keys
@@ -105,7 +114,9 @@ struct m_tile {
 __device__ __forceinline__ void m_mma (float *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
                                        unsigned b1)
 {
-#if defined(AK_DTYPE_BFLOAT16)
+#if defined(AK_CUDA_EMU)
+    ak_emu_mma_16816 (c, a0, a1, a2, a3, b0, b1);     /* tests/unit/cuda_emu/emu.h */
+#elif defined(AK_DTYPE_BFLOAT16)
     asm volatile ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                   "{%0,%1,%2,%3};\n"
                   : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -155,14 +166,15 @@ __device__ __forceinline__ void m_k_load (const ak_t *kb, ak_i64 c0, ak_i64 k1, 
             kr[j][s] = m_ld16 (kp, j * 8 * D + 32 * s, ALL || c0 + 8 * j + g < k1);
 }
 
-template <int D, bool ALL>
-__device__ __forceinline__ void m_v_load (const ak_t *vb, ak_i64 c0, ak_i64 k1, int g, int t, uint4 (&vr)[4][D / 64])
+template <int D, int DO, bool ALL>
+__device__ __forceinline__ void m_v_load (const ak_t *vb, ak_i64 c0, ak_i64 k1, int g, int t, int ho,
+                                          uint4 (&vr)[4][DO / 64])
 {
-    const ak_t *vp = vb + (c0 + 2 * t) * D + g * (D / 8);
+    const ak_t *vp = vb + (c0 + 2 * t) * D + ho + g * (DO / 8);
 #pragma unroll
     for (int i = 0; i < 4; i++)
 #pragma unroll
-        for (int w = 0; w < D / 64; w++)
+        for (int w = 0; w < DO / 64; w++)
             vr[i][w] = m_ld16 (vp, ((i & 1) + 8 * (i >> 1)) * D + 8 * w,
                                 ALL || c0 + 2 * t + (i & 1) + 8 * (i >> 1) < k1);
 }
@@ -176,19 +188,20 @@ __device__ __forceinline__ void m_k_load_any (const m_tile &T, ak_i64 c0, int g,
         m_k_load<D, false> (T.kb, c0, T.k1, g, t, kr);
 }
 
-template <int D>
-__device__ __forceinline__ void m_v_load_any (const m_tile &T, ak_i64 c0, int g, int t, uint4 (&vr)[4][D / 64])
+template <int D, int DO>
+__device__ __forceinline__ void m_v_load_any (const m_tile &T, ak_i64 c0, int g, int t, int ho,
+                                              uint4 (&vr)[4][DO / 64])
 {
     if (c0 + 16 <= T.k1)
-        m_v_load<D, true> (T.vb, c0, T.k1, g, t, vr);
+        m_v_load<D, DO, true> (T.vb, c0, T.k1, g, t, ho, vr);
     else if (c0 < T.k1)
-        m_v_load<D, false> (T.vb, c0, T.k1, g, t, vr);
+        m_v_load<D, DO, false> (T.vb, c0, T.k1, g, t, ho, vr);
 }
 
-/*  What a warp carries from one step to the next. */
-template <int D>
+/*  What a warp carries from one step to the next (DO: the output dims it owns). */
+template <int DO>
 struct m_acc {
-    float o[D / 8][4];                                /* rows g, g+8: the unnormalised output fragments */
+    float o[DO / 8][4];                               /* rows g, g+8: the unnormalised output fragments */
     float m0, m1, l0, l1;                             /* running maximum and sum (this lane's keys) */
 };
 
@@ -197,15 +210,17 @@ struct m_acc {
     first, the values once the scores are made.  FULL: every key of the step is
     in the slice and seen by every real row of the tile (no masks); else
     each score is checked against the slice's end and its row's count. */
-template <int D, bool FULL>
-__device__ __forceinline__ void m_step (const m_tile &T, const ak_t *qs, m_acc<D> &A, ak_i64 c0, ak_i64 cn,
-                                        ak_i64 nlo, ak_i64 nhi, int g, int t, uint4 (&kr)[2][D / 32],
-                                        uint4 (&vr)[4][D / 64], uint4 (&kn)[2][D / 32], uint4 (&vn)[4][D / 64])
+template <int D, int DO, bool FULL>
+__device__ __forceinline__ void m_step (const m_tile &T, const ak_t *qs, m_acc<DO> &A, ak_i64 c0, ak_i64 cn,
+                                        ak_i64 nlo, ak_i64 nhi, int g, int t, int ho, uint4 (&kr)[2][D / 32],
+                                        uint4 (&vr)[4][DO / 64], uint4 (&kn)[2][D / 32], uint4 (&vn)[4][DO / 64])
 {
     constexpr int S = D / 32;                         /* k-step pairs */
-    constexpr int NO = D / 8;                         /* output n-tiles */
+    constexpr int NO = DO / 8;                        /* output n-tiles */
     constexpr int QS = D + M_QPAD;
-    m_k_load_any<D> (T, cn, g, t, kn);
+    constexpr bool KEARLY = DO == D;                  /* the next keys' loads before this step's math */
+    if (KEARLY)
+        m_k_load_any<D> (T, cn, g, t, kn);
 
     /* S = Q K^T; the query rows g, g+8: dims 32s+8t .. +7 (the permuted reduction index) */
     float sc[2][4];
@@ -224,7 +239,7 @@ __device__ __forceinline__ void m_step (const m_tile &T, const ak_t *qs, m_acc<D
     }
 
     /* the next step's values now that this step's keys are spent: fewer registers live */
-    m_v_load_any<D> (T, cn, g, t, vn);
+    m_v_load_any<D, DO> (T, cn, g, t, ho, vn);
 
     /* soft: e 0, 1 row g; e 2, 3 row g+8; key c0 + 8j + 2t + (e & 1) */
     float mx0 = M_NEG_INF, mx1 = M_NEG_INF;
@@ -292,19 +307,22 @@ __device__ __forceinline__ void m_step (const m_tile &T, const ak_t *qs, m_acc<D
         const unsigned b1 = __byte_perm (m_word (vr[2][w], wi), m_word (vr[3][w], wi), sel);
         m_mma (A.o[j], pa0, pa1, pa2, pa3, b0, b1);
     }
+    if (!KEARLY)
+        m_k_load_any<D> (T, cn, g, t, kn);
 }
 
 /*  One step, full or masked as the warp's position says (uniform over the warp). */
-template <int D>
-__device__ __forceinline__ void m_step_any (const m_tile &T, const ak_t *qs, m_acc<D> &A, ak_i64 c0, ak_i64 kfull,
-                                            ak_i64 nlo, ak_i64 nhi, int g, int t, uint4 (&kr)[2][D / 32],
-                                            uint4 (&vr)[4][D / 64], uint4 (&kn)[2][D / 32], uint4 (&vn)[4][D / 64])
+template <int D, int DO>
+__device__ __forceinline__ void m_step_any (const m_tile &T, const ak_t *qs, m_acc<DO> &A, ak_i64 c0,
+                                            ak_i64 kfull, ak_i64 nlo, ak_i64 nhi, int g, int t, int ho, int nkw,
+                                            uint4 (&kr)[2][D / 32], uint4 (&vr)[4][DO / 64],
+                                            uint4 (&kn)[2][D / 32], uint4 (&vn)[4][DO / 64])
 {
-    const ak_i64 cn = c0 + 16 * (ak_i64) NW;
+    const ak_i64 cn = c0 + 16 * (ak_i64) nkw;
     if (c0 + 16 <= kfull)
-        m_step<D, true> (T, qs, A, c0, cn, nlo, nhi, g, t, kr, vr, kn, vn);
+        m_step<D, DO, true> (T, qs, A, c0, cn, nlo, nhi, g, t, ho, kr, vr, kn, vn);
     else
-        m_step<D, false> (T, qs, A, c0, cn, nlo, nhi, g, t, kr, vr, kn, vn);
+        m_step<D, DO, false> (T, qs, A, c0, cn, nlo, nhi, g, t, ho, kr, vr, kn, vn);
 }
 
 /*  One warp's steps over the slice on tensor cores; its partial (m, l and
@@ -315,28 +333,28 @@ __device__ __forceinline__ void m_step_any (const m_tile &T, const ak_t *qs, m_a
     step's keys and values are in flight while the one before is
     computed (the next set is copied into the current one after each
     step: a loop of two steps with the sets taking turns spills). */
-template <int D>
-__device__ __forceinline__ void m_warp_tc (const m_tile &T, ak_t *qs, float *part, ak_i64 WD, int warp,
-                                           int lane)
+template <int D, int DO>
+__device__ __forceinline__ void m_warp_tc (const m_tile &T, ak_t *qs, float *part, ak_i64 WD, int kw, int nkw,
+                                           int ho, int warp, int lane)
 {
-    constexpr int NO = D / 8;
+    constexpr int NO = DO / 8;
     constexpr int QS = D + M_QPAD;
     const int g = lane >> 2, t = lane & 3;
     const ak_i64 rlo = g, rhi = g + 8;
     const ak_i64 nlo = T.n[rlo], nhi = T.n[rhi];
     const ak_i64 kfull = min (T.k1, T.nmin);           /* keys every real row sees */
 
-    m_acc<D> A;
+    m_acc<DO> A;
 #pragma unroll
     for (int j = 0; j < NO; j++)
         A.o[j][0] = A.o[j][1] = A.o[j][2] = A.o[j][3] = 0.0f;
     A.m0 = A.m1 = M_NEG_INF;
     A.l0 = A.l1 = 0.0f;
 
-    uint4 ka[2][D / 32], va[4][D / 64], kb[2][D / 32], vb[4][D / 64];
-    ak_i64 c0 = T.k0 + 16 * (ak_i64) warp;
+    uint4 ka[2][D / 32], va[4][DO / 64], kb[2][D / 32], vb[4][DO / 64];
+    ak_i64 c0 = T.k0 + 16 * (ak_i64) kw;
     m_k_load_any<D> (T, c0, g, t, ka);
-    m_v_load_any<D> (T, c0, g, t, va);
+    m_v_load_any<D, DO> (T, c0, g, t, ho, va);
     /* the query tile into shared memory (padding rows zero) while the first keys are on their way */
     for (int u = warp * 32 + lane; u < M_ROWS * D / 8; u += 32 * NW) {
         const int r = u / (D / 8), e = u % (D / 8) * 8;
@@ -347,8 +365,8 @@ __device__ __forceinline__ void m_warp_tc (const m_tile &T, ak_t *qs, float *par
     }
     __syncthreads ();
 
-    for (; c0 < T.k1; c0 += 16 * (ak_i64) NW) {
-        m_step_any<D> (T, qs, A, c0, kfull, nlo, nhi, g, t, ka, va, kb, vb);
+    for (; c0 < T.k1; c0 += 16 * (ak_i64) nkw) {
+        m_step_any<D, DO> (T, qs, A, c0, kfull, nlo, nhi, g, t, ho, nkw, ka, va, kb, vb);
 #pragma unroll
         for (int j = 0; j < 2; j++)
 #pragma unroll
@@ -357,7 +375,7 @@ __device__ __forceinline__ void m_warp_tc (const m_tile &T, ak_t *qs, float *par
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
-            for (int w = 0; w < D / 64; w++)
+            for (int w = 0; w < DO / 64; w++)
                 va[i][w] = vb[i][w];
     }
 
@@ -368,13 +386,14 @@ __device__ __forceinline__ void m_warp_tc (const m_tile &T, ak_t *qs, float *par
         l0 += __shfl_xor_sync (0xffffffffu, l0, off);
         l1 += __shfl_xor_sync (0xffffffffu, l1, off);
     }
-    /* o[j][0], o[j][2]: dim (2t)*NO + j; o[j][1], o[j][3]: dim (2t+1)*NO + j */
+    /* o[j][0], o[j][2]: dim ho + (2t)*NO + j; o[j][1], o[j][3]: dim ho + (2t+1)*NO + j */
+    float *pl = part + rlo * WD + ho, *ph = part + rhi * WD + ho;
 #pragma unroll
     for (int j = 0; j < NO; j++) {
-        part[rlo * WD + 2 * t * NO + j] = A.o[j][0];
-        part[rlo * WD + (2 * t + 1) * NO + j] = A.o[j][1];
-        part[rhi * WD + 2 * t * NO + j] = A.o[j][2];
-        part[rhi * WD + (2 * t + 1) * NO + j] = A.o[j][3];
+        pl[2 * t * NO + j] = A.o[j][0];
+        pl[(2 * t + 1) * NO + j] = A.o[j][1];
+        ph[2 * t * NO + j] = A.o[j][2];
+        ph[(2 * t + 1) * NO + j] = A.o[j][3];
     }
     if (t == 0) {
         part[rlo * WD + WD - 8] = A.m0;
@@ -444,13 +463,17 @@ __device__ __forceinline__ ak_i64 m_div (ak_i64 a, ak_i64 b)
 
 extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_args_t a)
 {
+#ifdef AK_CUDA_EMU
+    float *m_part = (float *) ak_emu_dynamic_smem ();
+#else
     extern __shared__ __align__ (16) float m_part[];            /* [NW+1][16][WD]: the warps', the block's */
+#endif
     __shared__ m_tile T;
     __shared__ int s_last;
     __shared__ float m_rm[M_ROWS], m_rl[M_ROWS];                /* the block's maximum and sum a row */
 #if M_TC
     __shared__ float m_ew[NW][M_ROWS];                          /* each warp's weight in a row's merge */
-    __shared__ __align__ (16) ak_t m_qs[M_ROWS * (128 + M_QPAD)];
+    __shared__ __align__ (16) ak_t m_qs[M_ROWS * (256 + M_QPAD)];
 #endif
 
     const ak_i64 Q = a.dims[1], HQ = a.dims[2], HK = a.dims[3];    /* B: gridDim.z / HK */
@@ -460,7 +483,11 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     const ak_i64 WD = (D + 7) / 8 * 8 + 8;                         /* floats a partial row */
 
     unsigned dyn;
+#ifdef AK_CUDA_EMU
+    dyn = ak_emu_dynamic_smem_size ();
+#else
     asm ("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+#endif
     /* every early return below is uniform over the block (before any barrier) */
     if (D > M_DMAX || D < 1 || (ak_i64) dyn < (ak_i64) (NW + 1) * M_ROWS * WD * 4)
         return;
@@ -525,24 +552,30 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     float *wp = m_ws + (tg * gridDim.y + split) * M_ROWS * WD;    /* this split's partial (nsplit > 1) */
     bool tc = false;
 #if M_TC
-    tc = (D == 64 || D == 128) && ((ak_u64) T.kb) % 16 == 0 && ((ak_u64) T.vb) % 16 == 0
-         && ((ak_u64) T.q) % 16 == 0;
+    tc = (D == 64 || D == 128 || (D == 256 && NW % 2 == 0)) && ((ak_u64) T.kb) % 16 == 0
+         && ((ak_u64) T.vb) % 16 == 0 && ((ak_u64) T.q) % 16 == 0;
     if (tc) {
+        /* D 256: warps 2k and 2k+1 take the same keys (step k of the slice's, of NW/2 at a
+           time), each makes the scores and owns half of the output dims */
+        const int H = D == 256 ? 2 : 1, nkw = NW / H;
         float *wpart = m_part + (ak_i64) warp * M_ROWS * WD;
-        if (D == 128)
-            m_warp_tc<128> (T, m_qs, wpart, WD, warp, lane);
+        if (D == 256)
+            m_warp_tc<256, 128> (T, m_qs, wpart, WD, warp >> 1, nkw, (warp & 1) * 128, warp, lane);
+        else if (D == 128)
+            m_warp_tc<128, 128> (T, m_qs, wpart, WD, warp, nkw, 0, warp, lane);
         else
-            m_warp_tc<64> (T, m_qs, wpart, WD, warp, lane);
+            m_warp_tc<64, 64> (T, m_qs, wpart, WD, warp, nkw, 0, warp, lane);
         __syncthreads ();
-        /* the warps in order, real rows only: each warp's weight a row first (a thread a row),
-           then element (r, d) is one thread's */
+        /* the key warps in order, real rows only: each one's weight a row first (a thread a
+           row; the two warps of a pair hold the same maximum and sum), then element (r, d) is
+           one thread's */
         if (tid < nr) {
             float M = M_NEG_INF;
-            for (int w = 0; w < NW; w++)
-                M = fmaxf (M, m_part[((ak_i64) w * M_ROWS + tid) * WD + WD - 8]);
+            for (int w = 0; w < nkw; w++)
+                M = fmaxf (M, m_part[((ak_i64) w * H * M_ROWS + tid) * WD + WD - 8]);
             float l = 0.0f;
-            for (int w = 0; w < NW; w++) {
-                const float *pw = m_part + ((ak_i64) w * M_ROWS + tid) * WD;
+            for (int w = 0; w < nkw; w++) {
+                const float *pw = m_part + ((ak_i64) w * H * M_ROWS + tid) * WD;
                 const float e = M != M_NEG_INF ? exp2f (pw[WD - 8] - M) : 0.0f;
                 m_ew[w][tid] = e;
                 l += e * pw[WD - 7];
@@ -553,9 +586,10 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
         __syncthreads ();
         for (int u = tid; u < nr * (int) D; u += nth) {
             const int r = u / (int) D, d = u - r * (int) D;
+            const int hw = H == 2 ? d >> 7 : 0;       /* the warp of a pair that owns dim d */
             float O = 0.0f;
-            for (int w = 0; w < NW; w++)
-                O += m_ew[w][r] * m_part[((ak_i64) w * M_ROWS + r) * WD + d];
+            for (int w = 0; w < nkw; w++)
+                O += m_ew[w][r] * m_part[((ak_i64) (w * H + hw) * M_ROWS + r) * WD + d];
             if (nsplit == 1) {
                 const ak_i64 gr = r0 + r, h = h_lo + (ak_u32) gr / (ak_u32) Q, t = (ak_u32) gr % (ak_u32) Q;
                 const float lsum = m_rl[r];

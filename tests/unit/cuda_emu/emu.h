@@ -15,7 +15,19 @@
     the run aborts with a message.  Atomics are plain (one thread runs at
     a time); __threadfence is nothing.  Not emulated (a build error, or
     the test refuses the source): inline PTX, textures, other warp
-    intrinsics. */
+    intrinsics.
+
+    With AK_EMU_CAND (test_cuda_cand_emu) it runs a catalog candidate
+    instead, in its element type (-DAK_DTYPE_*): CUDA's own cuda_fp16.h
+    and cuda_bf16.h (they compile for the host) and kernels/ak_kernel_cuda.h
+    give the types and conversions, and a kernel's PTX it cannot do without
+    goes through hooks under AK_CUDA_EMU in its source: ak_emu_mma_16816
+    (mma.sync m16n8k16 row.col, float accumulators, the fragments of the
+    PTX ISA: every lane offers its A and B registers, then each computes
+    its own four accumulators), ak_emu_dynamic_smem and
+    ak_emu_dynamic_smem_size (the launch's dynamic shared memory, one
+    buffer a block).  __any_sync, __byte_perm, __ldg and __ldcg as CUDA
+    defines them. */
 #ifndef AK_CUDA_EMU_H
 #define AK_CUDA_EMU_H
 #include <cmath>
@@ -24,7 +36,21 @@
 #include <cstdlib>
 #include <cstring>
 
-#ifndef AK_REFERENCE
+#ifdef AK_EMU_CAND
+#include <cuda_fp16.h>                 /* before the macros below: they have their own */
+#include <cuda_bf16.h>
+#include <vector_functions.h>
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __launch_bounds__
+#undef __restrict__
+#undef __shared__
+#undef __align__
+#define __align__(n) __attribute__ ((aligned (n)))
+#define AK_CUDA_EMU 1
+#elif !defined(AK_REFERENCE)
 #define AK_REFERENCE 1                 /* ak_blocks_cuda.h: the float64 references' blocks */
 #endif
 #define __global__
@@ -37,6 +63,7 @@
 
 /* The argument block: the host ABI's struct (kernels/ak_kernel.h), which
    kernels/ak_kernel_cuda.h mirrors field for field, taken by value. */
+#ifndef AK_EMU_CAND
 #include "ak_kernel.h"
 typedef long long ak_i64;
 typedef unsigned long long ak_u64;
@@ -47,6 +74,7 @@ typedef ak_args_t ak_cuda_args_t;
 #undef AK_OUT
 #define AK_IN(a, i)  ((const ak_t *) (a).in[i])
 #define AK_OUT(a, i) ((ak_t *) (a).out[i])
+#endif
 
 struct ak_emu_dim3 { unsigned x, y, z; };
 static ak_emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
@@ -89,5 +117,100 @@ static inline double __longlong_as_double (unsigned long long v) { double d; mem
 static inline long long __double_as_longlong (double v) { long long r; memcpy (&r, &v, 8); return r; }
 static inline float __int_as_float (int v) { float f; memcpy (&f, &v, 4); return f; }
 static inline int __float_as_int (float v) { int r; memcpy (&r, &v, 4); return r; }
+
+#ifdef AK_EMU_CAND
+static inline long long __shfl_xor_sync (unsigned, long long v, int m) { return ak_emu_shfl_xor (v, m); }
+static inline float __uint_as_float (unsigned v) { float f; memcpy (&f, &v, 4); return f; }
+static inline unsigned __float_as_uint (float v) { unsigned r; memcpy (&r, &v, 4); return r; }
+static inline int min (int a, int b) { return a < b ? a : b; }
+static inline int max (int a, int b) { return a > b ? a : b; }
+static inline long long min (long long a, long long b) { return a < b ? a : b; }
+static inline long long max (long long a, long long b) { return a > b ? a : b; }
+static inline unsigned min (unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned max (unsigned a, unsigned b) { return a > b ? a : b; }
+static inline unsigned __umulhi (unsigned a, unsigned b) { return (unsigned) (((unsigned long long) a * b) >> 32); }
+static inline double __dmul_rn (double a, double b) { return a * b; }
+static inline double __dadd_rn (double a, double b) { return a + b; }
+static inline float __double2float_rn (double a) { return (float) a; }
+template <typename T> static inline void __stcs (T *p, T v) { *p = v; }
+template <typename T> static inline T __ldg (const T *p) { return *p; }
+template <typename T> static inline T __ldcg (const T *p) { return *p; }
+
+/* CUDA's __byte_perm: byte i of the result is byte (s >> 4i) & 7 of y:x. */
+static inline unsigned __byte_perm (unsigned x, unsigned y, unsigned s)
+{
+    const unsigned long long v = ((unsigned long long) y << 32) | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++)
+        r |= (unsigned) ((v >> (8 * ((s >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
+    return r;
+}
+
+static inline unsigned ak_emu_lane (void)
+{
+    return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
+}
+
+static inline int __any_sync (unsigned, int pred)
+{
+    *ak_emu_lane_slot () = pred ? 1.0 : 0.0;
+    ak_emu_yield (AK_EMU_WARP_WAIT);
+    int any = 0;
+    for (unsigned l = 0; l < 32; l++)
+        any |= ak_emu_lane_get (l) == 1.0;
+    ak_emu_yield (AK_EMU_WARP_WAIT);
+    return any;
+}
+
+/* The MMA's registers each lane offered (main.cpp: 6 words a thread). */
+unsigned *ak_emu_mma_slot (void);
+const unsigned *ak_emu_mma_lane (unsigned lane);
+void *ak_emu_dynamic_smem (void);
+unsigned ak_emu_dynamic_smem_size (void);
+
+/* Half h (0 low, 1 high) of a register of two elements, as a float. */
+static inline float ak_emu_half (unsigned reg, int h)
+{
+    const unsigned short u = (unsigned short) (h ? reg >> 16 : reg & 0xffffu);
+#if defined(AK_DTYPE_BFLOAT16)
+    return __uint_as_float ((unsigned) u << 16);
+#else
+    __half_raw raw;
+    raw.x = u;
+    return __half2float (__half (raw));
+#endif
+}
+
+/*  mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}: lane (g, t) = (lane/4, lane%4) holds
+    A rows g (a0: cols 2t, 2t+1; a2: 2t+8, 2t+9) and g+8 (a1, a3), B col g (b0: rows 2t, 2t+1;
+    b1: 2t+8, 2t+9), C rows g (c0, c1: cols 2t, 2t+1) and g+8 (c2, c3); the lower column or row
+    of a pair in the low half. */
+static inline void ak_emu_mma_16816 (float *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                     unsigned b1)
+{
+    unsigned *mine = ak_emu_mma_slot ();
+    mine[0] = a0, mine[1] = a1, mine[2] = a2, mine[3] = a3, mine[4] = b0, mine[5] = b1;
+    ak_emu_yield (AK_EMU_WARP_WAIT);
+    const unsigned lane = ak_emu_lane (), g = lane >> 2, t = lane & 3;
+    float d[4];
+    for (int e = 0; e < 4; e++) {
+        const unsigned row = g + (e >= 2 ? 8 : 0), col = 2 * t + (e & 1);
+        float acc = c[e];
+        for (unsigned k = 0; k < 16; k++) {
+            const unsigned *la = ak_emu_mma_lane (4 * (row & 7) + (k & 7) / 2);
+            const unsigned *lb = ak_emu_mma_lane (4 * col + (k & 7) / 2);
+            const float av = ak_emu_half (la[(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], (int) (k & 1));
+            const float bv = ak_emu_half (lb[4 + (k >= 8 ? 1 : 0)], (int) (k & 1));
+            acc += av * bv;
+        }
+        d[e] = acc;
+    }
+    ak_emu_yield (AK_EMU_WARP_WAIT);           /* every lane has read the others' registers */
+    for (int e = 0; e < 4; e++)
+        c[e] = d[e];
+}
+
+#include "ak_kernel_cuda.h"
+#endif
 
 #endif

@@ -2,24 +2,37 @@
     host's (ref.c, compiled apart with ak_reference renamed
     ak_host_reference) and the device's (ref.cu, run through emu.h's
     CUDA), on the same inputs; test_cuda_ref_emu.c builds it and compares.
+    Built with -DAK_EMU_CAND='"path"' and -DAK_DTYPE_*, the device side is
+    a candidate kernel (ak_kernel) in that element type instead
+    (test_cuda_cand_emu.c): the inputs are rounded to the type, the host
+    reference gets the rounded values, the candidate's outputs come back
+    as doubles.
 
         emu JOB OUT
 
     JOB (native int64 and float64, written by the test): ndims, dims[8],
-    nin, in_count[8], nout, out_count[8], grid[3], block[3], then every
-    input's elements.  OUT: every output as ak_host_reference wrote it,
-    then every output as the device reference did (each output starts as
-    NaN in both).  Exit 0, or 1 with a message (bad job, deadlock). */
+    nin, in_count[8], nout, out_count[8], grid[3], block[3], dynamic
+    shared bytes, then every input's elements.  OUT: every output as
+    ak_host_reference wrote it, then every output as the device kernel
+    did (each output starts as NaN in both).  Exit 0, or 1 with a message
+    (bad job, deadlock). */
 #include "emu.h"
 #include <setjmp.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <vector>
 
+#ifdef AK_EMU_CAND
+#include AK_EMU_CAND
+#else
 #include "ak_blocks_cuda.h"
 #include AK_EMU_REF
+#endif
 
-extern "C" void ak_host_reference (const ak_cuda_args_t *a);
+#ifdef AK_EMU_CAND
+#define ak_args_t ak_cuda_args_t               /* the same layout (ak_kernel_cuda.h's static_assert) */
+#endif
+extern "C" void ak_host_reference (const ak_args_t *a);
 
 extern char __start_ak_emu_shared[] __attribute__ ((weak));
 extern char __stop_ak_emu_shared[] __attribute__ ((weak));
@@ -41,6 +54,8 @@ struct s_blk {
     unsigned            x, y, z;
     std::vector<s_thr>  t;
     std::vector<double> slots;                 /* warp exchanges */
+    std::vector<unsigned> mma;                 /* 6 words a thread: an MMA's registers */
+    std::vector<double> dyn;                   /* the launch's dynamic shared memory */
     std::vector<char>   shm;                   /* its shared memory while set aside */
     char               *stacks = nullptr;
     bool                done = false;
@@ -70,9 +85,39 @@ double ak_emu_lane_get (unsigned lane)
     return i < s_blk_cur->slots.size () ? s_blk_cur->slots[i] : NAN;
 }
 
+static int64_t s_dyn_bytes;
+
+#ifdef AK_EMU_CAND
+unsigned *ak_emu_mma_slot (void)
+{
+    return &s_blk_cur->mma[6 * (size_t) s_tid];
+}
+
+const unsigned *ak_emu_mma_lane (unsigned lane)
+{
+    static const unsigned none[6] = { 0, 0, 0, 0, 0, 0 };
+    size_t i = (s_tid & ~31u) + lane;
+    return i < s_blk_cur->t.size () ? &s_blk_cur->mma[6 * i] : none;
+}
+
+void *ak_emu_dynamic_smem (void)
+{
+    return s_blk_cur->dyn.data ();
+}
+
+unsigned ak_emu_dynamic_smem_size (void)
+{
+    return (unsigned) s_dyn_bytes;
+}
+#endif
+
 static void s_entry (void)
 {
+#ifdef AK_EMU_CAND
+    ak_kernel (s_args);
+#else
     ak_reference (s_args);
+#endif
     s_blk_cur->t[s_tid].state = AK_EMU_DONE;
     _longjmp (s_main, 1);                      /* never returns: its stack goes with the block */
 }
@@ -104,6 +149,8 @@ static void s_blk_start (s_blk *b, unsigned nthr)
 {
     b->t.resize (nthr);
     b->slots.assign (nthr, NAN);
+    b->mma.assign (6 * (size_t) nthr, 0u);
+    b->dyn.assign ((size_t) (s_dyn_bytes + 7) / 8, NAN);      /* uninitialised: NaN */
     b->shm.assign (s_shm_size (), (char) 0xff);        /* uninitialised shared memory reads as NaN */
     b->stacks = (char *) mmap (nullptr, (size_t) nthr * S_STACK, PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -239,7 +286,7 @@ int main (int argc, char **argv)
     FILE *f = fopen (argv[1], "rb");
     if (!f)
         s_die ("cannot open the job file");
-    int64_t ndims, dims[8], nin, inc[8], nout, outc[8], grid[3], block[3];
+    int64_t ndims, dims[8], nin, inc[8], nout, outc[8], grid[3], block[3], shared;
     s_read (f, &ndims, 8);
     s_read (f, dims, sizeof dims);
     s_read (f, &nin, 8);
@@ -248,11 +295,13 @@ int main (int argc, char **argv)
     s_read (f, outc, sizeof outc);
     s_read (f, grid, sizeof grid);
     s_read (f, block, sizeof block);
-    if (ndims < 0 || ndims > 8 || nin < 0 || nin > 8 || nout < 1 || nout > 8)
+    s_read (f, &shared, sizeof shared);
+    if (ndims < 0 || ndims > 8 || nin < 0 || nin > 8 || nout < 1 || nout > 8 || shared < 0 || shared > (1 << 20))
         s_die ("bad job header");
     for (int i = 0; i < 3; i++)
         if (grid[i] < 1 || block[i] < 1 || grid[i] > (1 << 24) || block[i] > 1024)
             s_die ("bad launch in the job");
+    s_dyn_bytes = shared;
     std::vector<std::vector<double>> in (nin), host (nout), dev (nout);
     ak_cuda_args_t a;
     memset (&a, 0, sizeof a);
@@ -266,16 +315,41 @@ int main (int argc, char **argv)
         a.in[j] = in[j].data ();
     }
     fclose (f);
+#ifdef AK_EMU_CAND
+    /* the candidate's inputs in its type; the host reference gets the same values */
+    std::vector<std::vector<ak_t>> cin (nin), cout (nout);
+    for (int j = 0; j < nin; j++) {
+        cin[j].resize (in[j].size ());
+        for (size_t i = 0; i < in[j].size (); i++) {
+            cin[j][i] = ak_from_acc ((ak_acc_t) in[j][i]);
+            in[j][i] = (double) ak_to_acc (cin[j][i]);
+        }
+    }
+#endif
     for (int k = 0; k < nout; k++) {
         host[k].assign ((size_t) outc[k], NAN);
         dev[k].assign ((size_t) outc[k], NAN);
         a.out[k] = host[k].data ();
     }
-    ak_host_reference (&a);
+    ak_host_reference ((const ak_args_t *) &a);
+#ifdef AK_EMU_CAND
+    for (int j = 0; j < nin; j++)
+        a.in[j] = cin[j].data ();
+    for (int k = 0; k < nout; k++) {
+        cout[k].assign ((size_t) outc[k], ak_from_acc ((ak_acc_t) NAN));
+        a.out[k] = cout[k].data ();
+    }
+#else
     for (int k = 0; k < nout; k++)
         a.out[k] = dev[k].data ();
+#endif
     s_args = a;
     s_launch (grid, block);
+#ifdef AK_EMU_CAND
+    for (int k = 0; k < nout; k++)
+        for (size_t i = 0; i < cout[k].size (); i++)
+            dev[k][i] = (double) ak_to_acc (cout[k][i]);
+#endif
     FILE *o = fopen (argv[2], "wb");
     if (!o)
         s_die ("cannot write the output file");

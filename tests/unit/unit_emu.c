@@ -1,0 +1,108 @@
+/*  tests/unit/unit_emu.c: running a kernel through the CPU emulation of
+    tests/unit/cuda_emu (test_cuda_ref_emu, test_cuda_cand_emu): the job
+    file, the run, and the comparison of the device side's outputs with the
+    host oracle's (unit.h). */
+#include "support.h"
+#include "unit.h"
+#include "worker/data.h"
+#include "util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ak_unit_emu_host_o (const ak_spec_t *spec, const char *dir)
+{
+    char *ref_c = ak_test_write (dir, "ref.c", spec->reference.text);
+    char *kdir = ak_test_src ("kernels");
+    char *out = NULL;
+    int rc = ak_test_runf (&out, "gcc -c -x c -O1 -DAK_REFERENCE -include '%s/ak_kernel.h' "
+                           "-Dak_reference=ak_host_reference '%s' -o '%s/host.o' 2>&1", kdir, ref_c, dir);
+    if (rc != 0)
+        fail_msg ("%s: gcc of ref.c: %s", spec->name, out ? out : "");
+    free (out);
+    free (ref_c);
+    free (kdir);
+}
+
+void ak_unit_emu_run (const ak_spec_t *spec, const char *dir, const char *exe, const int64_t *dims,
+                      ak_dtype_t dt, uint64_t seed, const ak_launch_cfg_t *cfg, unsigned shrink,
+                      const ak_tol_t *tol, ak_emu_cmp_t *r)
+{
+    ak_err_t err = { 0 };
+    size_t nin[AK_MAX_BUFS] = { 0 }, nout[AK_MAX_BUFS] = { 0 }, total = 0;
+    assert_int_equal (ak_buf_counts (spec, dims, dt, nin, nout, &err), 0);
+    char *job = ak_sprintf ("%s/job", dir), *res = ak_sprintf ("%s/out", dir);
+    FILE *f = fopen (job, "wb");
+    assert_non_null (f);
+    int64_t h[8];
+    int64_t ndims = spec->nkeys, ni = spec->ninputs, no = spec->noutputs;
+    fwrite (&ndims, 8, 1, f);
+    for (int i = 0; i < 8; i++)
+        h[i] = i < spec->nkeys ? dims[i] : 0;
+    fwrite (h, 8, 8, f);
+    fwrite (&ni, 8, 1, f);
+    for (int i = 0; i < 8; i++)
+        h[i] = (int64_t) nin[i];
+    fwrite (h, 8, 8, f);
+    fwrite (&no, 8, 1, f);
+    for (int i = 0; i < 8; i++)
+        h[i] = (int64_t) nout[i];
+    fwrite (h, 8, 8, f);
+    for (int i = 0; i < 3; i++)
+        h[i] = i == 0 && cfg->grid[0] > 1 ? (int64_t) (cfg->grid[0] / shrink) : (int64_t) cfg->grid[i];
+    for (int i = 0; i < 3; i++)
+        h[3 + i] = cfg->block[i];
+    h[6] = (int64_t) cfg->shared_bytes;
+    fwrite (h, 8, 7, f);
+    for (int j = 0; j < spec->ninputs; j++)
+        for (size_t i = 0; i < nin[j]; i++) {
+            double v = ak_input_value (spec, j, i, seed, dt);
+            fwrite (&v, 8, 1, f);
+        }
+    assert_int_equal (fclose (f), 0);
+    char *out = NULL;
+    int rc = ak_test_runf (&out, "'%s' '%s' '%s' 2>&1", exe, job, res);
+    if (rc != 0)
+        fail_msg ("%s: the emulation failed: %s", spec->name, out ? out : "");
+    free (out);
+    for (int k = 0; k < spec->noutputs; k++)
+        total += nout[k];
+    double *v = ak_malloc (2 * total * sizeof *v);
+    f = fopen (res, "rb");
+    assert_non_null (f);
+    assert_int_equal (fread (v, sizeof *v, 2 * total, f), 2 * total);
+    fclose (f);
+    memset (r, 0, sizeof *r);
+    r->worst_out = -1;
+    const double *host = v, *dev = v + total;
+    for (int k = 0; k < spec->noutputs; host += nout[k], dev += nout[k], k++) {
+        double big = 0;
+        for (size_t i = 0; i < nout[k]; i++)
+            if (isfinite (host[i]) && fabs (host[i]) > big)
+                big = fabs (host[i]);
+        for (size_t i = 0; i < nout[k]; i++) {
+            if (isnan (host[i]) && isnan (dev[i]))
+                continue;
+            double lim = tol ? tol->atol + tol->rtol * fabs (host[i]) : 1e-9 * (big > 1 ? big : 1);
+            double e = fabs (dev[i] - host[i]);
+            r->checked++;
+            if (!(e <= lim) && !(host[i] == dev[i])) {      /* equal infinities */
+                r->bad++;
+                if (!(e <= r->worst)) {
+                    r->worst = isnan (e) ? INFINITY : e;
+                    r->worst_at = i;
+                    r->worst_out = k;
+                    r->tol = lim;
+                }
+            } else if (e > r->worst && r->bad == 0) {
+                r->worst = e;
+                r->tol = lim;
+            }
+        }
+    }
+    free (v);
+    free (job);
+    free (res);
+}
