@@ -24,6 +24,8 @@
       mbarriers, 2-D TMA loads, wgmma fences, groups and descriptors, and
       ak_wgmma<N> (m64nNk16, f32 accumulators, A K-major, B N-major) for
       N = 64, 128, 256; used by matmul's and fused_mlp's wgmma candidates;
+    and, for any kernel: AK_DYNAMIC_SHARED (the launch's dynamic shared
+    memory as an array) and ak_dynamic_smem_size;
     and, for device references (-DAK_REFERENCE, float64):
       ak_ref_gemm64, a 64x64 tile of one or two float64 products sharing
       their left operand, through shared memory, and ak_ref_store64; used
@@ -32,6 +34,30 @@
 #define AK_BLOCKS_CUDA_H
 
 #define AK_BLOCKS_VERSION 2
+
+/*  Under AK_CUDA_EMU (tests/unit/cuda_emu/emu.h: a kernel run on the CPU
+    by test_cuda_cand_emu) the mma.sync blocks, AK_DYNAMIC_SHARED and
+    ak_dynamic_smem_size go through the emulation instead of PTX: the same
+    results (cp.async copies at once; its groups and waits are nothing),
+    no speed.  The Hopper blocks have no emulation. */
+
+/*  The launch's dynamic shared memory as an array T name[] (16-byte
+    aligned), and its size in bytes. */
+#ifdef AK_CUDA_EMU
+#define AK_DYNAMIC_SHARED(T, name) T *name = (T *) ak_emu_dynamic_smem ()
+__device__ __forceinline__ unsigned ak_dynamic_smem_size (void)
+{
+    return ak_emu_dynamic_smem_size ();
+}
+#else
+#define AK_DYNAMIC_SHARED(T, name) extern __shared__ __align__ (16) T name[]
+__device__ __forceinline__ unsigned ak_dynamic_smem_size (void)
+{
+    unsigned r;
+    asm ("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
+}
+#endif
 
 #if !defined(AK_REFERENCE) && (defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16))
 
@@ -46,7 +72,11 @@
 /*  The shared-memory address of p, as PTX's .shared operands take it. */
 __device__ __forceinline__ unsigned ak_smem (const void *p)
 {
+#ifdef AK_CUDA_EMU
+    return (unsigned) (unsigned long long) p;          /* no shared window to address: not emulated */
+#else
     return (unsigned) __cvta_generic_to_shared (p);
+#endif
 }
 
 /* ---------------------------------------- tensor cores, mma.sync (sm_80) */
@@ -74,45 +104,68 @@ __device__ __forceinline__ unsigned ak_pack2 (float x, float y)
     address). */
 __device__ __forceinline__ void ak_cp_async16 (void *dst, const void *src, bool valid)
 {
+#ifdef AK_CUDA_EMU
+    if (valid)
+        memcpy (dst, src, 16);
+    else
+        memset (dst, 0, 16);
+#else
     asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                   :: "r" (ak_smem (dst)), "l" (src), "r" (valid ? 16 : 0));
+#endif
 }
 
 __device__ __forceinline__ void ak_cp_commit (void)
 {
+#ifndef AK_CUDA_EMU
     asm volatile ("cp.async.commit_group;\n" ::);
+#endif
 }
 
 /*  Waits until at most N_ committed groups are still in flight. */
 template <int N_>
 __device__ __forceinline__ void ak_cp_wait (void)
 {
+#ifndef AK_CUDA_EMU
     asm volatile ("cp.async.wait_group %0;\n" :: "n" (N_));
+#endif
 }
 
 /*  Four 8x8 b16 matrices from shared memory (lane l gives the row address
     of matrix l/8), as mma.sync fragments; _trans transposes each. */
 __device__ __forceinline__ void ak_ldmatrix_x4 (unsigned r[4], const void *p)
 {
+#ifdef AK_CUDA_EMU
+    ak_emu_ldmatrix_x4 (r, p, false);
+#else
     asm volatile ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                   : "=r" (r[0]), "=r" (r[1]), "=r" (r[2]), "=r" (r[3]) : "r" (ak_smem (p)));
+#endif
 }
 
 __device__ __forceinline__ void ak_ldmatrix_x4_trans (unsigned r[4], const void *p)
 {
+#ifdef AK_CUDA_EMU
+    ak_emu_ldmatrix_x4 (r, p, true);
+#else
     asm volatile ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                   : "=r" (r[0]), "=r" (r[1]), "=r" (r[2]), "=r" (r[3]) : "r" (ak_smem (p)));
+#endif
 }
 
 /*  c[16x8] += a[16x16] * b[16x8] (row.col, f32 accumulators). */
 __device__ __forceinline__ void ak_mma_16816 (float c[4], const unsigned a[4], unsigned b0, unsigned b1)
 {
+#ifdef AK_CUDA_EMU
+    ak_emu_mma_16816 (c, a[0], a[1], a[2], a[3], b0, b1);
+#else
     /* not volatile: a pure register operation the compiler may schedule
        among the (volatile, ordered) ldmatrix loads */
     asm ("mma.sync.aligned.m16n8k16.row.col.f32." AK_MMA_T "." AK_MMA_T ".f32 "
                   "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                   : "+f" (c[0]), "+f" (c[1]), "+f" (c[2]), "+f" (c[3])
                   : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "r" (b0), "r" (b1));
+#endif
 }
 
 /* ------------------------------------------------------------ Hopper (sm_90a) */

@@ -9,9 +9,13 @@
     ak_host_reference), the candidate's source (the spec's text) with g++
     through tests/unit/cuda_emu/main.cpp in its AK_EMU_CAND mode (emu.h:
     each thread a coroutine, CUDA's own cuda_fp16.h / cuda_bf16.h and
-    kernels/ak_kernel_cuda.h for the types, mma.sync m16n8k16 emulated
-    from the PTX ISA's fragment layout, the kernel's dynamic shared memory
-    a buffer a block).  Then for every size and edge size of the spec with
+    kernels/ak_kernel_cuda.h for the types, mma.sync m16n8k16 and
+    ldmatrix[.trans] emulated from the PTX ISA's fragment layouts, cp.async
+    as a copy, the kernel's dynamic shared memory a buffer a block;
+    kernels/ak_blocks_cuda.h's mma.sync blocks switch to these under
+    AK_CUDA_EMU).  fa2 (flash_attention), correct on the H200 since
+    session 9, checks the emulation of ldmatrix and cp.async; mma_decode's
+    D 64 and 128 paths, correct there too, that of mma.sync.  Then for every size and edge size of the spec with
     at most S_MAX_ELEMS elements in all (GPU-only sizes too), the
     generator's inputs in that type (seed 7) go to both, the launch is the
     candidate's for those dims and parameters, and every output element
@@ -36,21 +40,40 @@
 #define S_MAX_ELEMS (1 << 22)
 #define S_SEED 7
 
+#define S_MAXP 4
+
 typedef struct {
     const char *op, *cand;
     ak_dtype_t  dt;
-    const char *names[2];
-    int64_t     values[2];
+    int         n;                      /* parameters */
+    const char *names[S_MAXP];
+    int64_t     values[S_MAXP];
 } s_run_t;
 
 /*  split_kv_attention's mma_decode: D 64, 128 (a warp owns a row's whole
     output) and 256 (warps in pairs, half the output each), every mask,
-    NW from 2 to 8, both half types. */
+    NW from 2 to 8, both half types.  flash_attention's fa2 (cp.async,
+    ldmatrix and ldmatrix.trans, mma.sync through ak_blocks_cuda.h): 16
+    rows a warp (Q fragments in registers) and 32 (two row tiles a K and V
+    fragment), causal and not, D 64 and 128. */
 static const s_run_t s_runs[] = {
-    { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, { "NW", "WAVES" }, { 2, 1 } },
-    { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, { "NW", "WAVES" }, { 8, 4 } },
-    { "split_kv_attention", "mma_decode", AK_DT_FLOAT16, { "NW", "WAVES" }, { 4, 2 } },
+    { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 2, { "NW", "WAVES" }, { 2, 1 } },
+    { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 2, { "NW", "WAVES" }, { 8, 4 } },
+    { "split_kv_attention", "mma_decode", AK_DT_FLOAT16, 2, { "NW", "WAVES" }, { 4, 2 } },
+    { "flash_attention", "fa2", AK_DT_BFLOAT16, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 64, 32, 16 } },
+    { "flash_attention", "fa2", AK_DT_FLOAT16, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 128, 64, 32 } },
 };
+
+/*  "NAME=VALUE ..." of run r, into buf. */
+static const char *s_params (const s_run_t *r, char *buf, size_t size, const char *pre)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < r->n && at < size; i++)
+        at += (size_t) snprintf (buf + at, size - at, "%s%s%s=%lld", i ? " " : "", pre, r->names[i],
+                                 (long long) r->values[i]);
+    return buf;
+}
 
 static const char *s_cuda_include (void)
 {
@@ -79,11 +102,11 @@ static char *s_build (const ak_spec_t *spec, const ak_candidate_t *cand, const s
     char *out = NULL;
     ak_unit_emu_host_o (spec, dir);
     const char *dt = r->dt == AK_DT_BFLOAT16 ? "BFLOAT16" : r->dt == AK_DT_FLOAT16 ? "FLOAT16" : "FLOAT32";
+    char defs[256];
     int rc = ak_test_runf (&out, "g++ -O1 -U_FORTIFY_SOURCE -std=c++17 -Wall -Wno-unknown-pragmas -Wno-unused-function "
-                       "-I'%s' -I'%s' -I'%s' -DAK_DTYPE_%s -D%s=%lld -D%s=%lld -DAK_EMU_CAND='\"%s\"' "
+                       "-I'%s' -I'%s' -I'%s' -DAK_DTYPE_%s %s -DAK_EMU_CAND='\"%s\"' "
                        "'%s/main.cpp' '%s/host.o' -o '%s' -lm 2>&1",
-                       kdir, edir, inc, dt, r->names[0], (long long) r->values[0], r->names[1],
-                       (long long) r->values[1], cu, edir, dir, exe);
+                       kdir, edir, inc, dt, s_params (r, defs, sizeof defs, "-D"), cu, edir, dir, exe);
     if (rc != 0)
         fail_msg ("%s %s: g++ of the emulation: %s", spec->name, cand->name, out ? out : "");
     free (out);
@@ -97,7 +120,7 @@ static void s_launch (const ak_spec_t *spec, const ak_candidate_t *cand, const s
                       ak_launch_cfg_t *cfg)
 {
     ak_err_t err = { 0 };
-    if (ak_launch_eval (spec, cand->launch, dims, r->dt, r->names, r->values, 2, cfg, &err) != 0)
+    if (ak_launch_eval (spec, cand->launch, dims, r->dt, r->names, r->values, r->n, cfg, &err) != 0)
         fail_msg ("%s %s: launch: %s", spec->name, cand->name, err.msg);
     if (cfg->cluster[0] * cfg->cluster[1] * cfg->cluster[2] != 1)
         fail_msg ("%s %s: a cluster launch, which the CPU emulation does not have", spec->name, cand->name);
@@ -129,15 +152,14 @@ static void test_cand_catalog (void **state)
             s_launch (spec, cand, r, size->dims, &cfg);
             ak_emu_cmp_t c;
             ak_unit_emu_run (spec, dir, exe, size->dims, r->dt, S_SEED, &cfg, 1, tol, &c);
+            char ps[256];
+            s_params (r, ps, sizeof ps, "");
             if (c.bad || !c.checked)
-                fail_msg ("%s %s %s=%lld %s=%lld %s at %s: %zu of %zu elements beyond the tolerance, worst %s[%zu] "
-                          "off by %.3g (allowed %.3g)", r->op, r->cand, r->names[0], (long long) r->values[0],
-                          r->names[1], (long long) r->values[1], ak_dtype_name (r->dt), size->name, c.bad,
-                          c.checked, c.worst_out >= 0 ? spec->outputs[c.worst_out].name : "?", c.worst_at,
-                          c.worst, c.tol);
-            print_message ("%s %s %s=%lld %s %s: %zu elements, worst error %.3g (allowed %.3g there)\n", r->op,
-                           r->cand, r->names[0], (long long) r->values[0], ak_dtype_name (r->dt), size->name,
-                           c.checked, c.worst, c.tol);
+                fail_msg ("%s %s %s %s at %s: %zu of %zu elements beyond the tolerance, worst %s[%zu] off by %.3g "
+                          "(allowed %.3g)", r->op, r->cand, ps, ak_dtype_name (r->dt), size->name, c.bad, c.checked,
+                          c.worst_out >= 0 ? spec->outputs[c.worst_out].name : "?", c.worst_at, c.worst, c.tol);
+            print_message ("%s %s %s %s %s: %zu elements, worst error %.3g (allowed %.3g there)\n", r->op, r->cand,
+                           ps, ak_dtype_name (r->dt), size->name, c.checked, c.worst, c.tol);
             runs++;
         }
         if (runs == 0)

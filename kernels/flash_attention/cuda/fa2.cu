@@ -154,7 +154,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
     s_load_rows<HD> (Qs, Q, qb, BLOCK_M, S);
     s_load_rows<HD> (Ks, K, 0, BLOCK_N, S);
     s_load_rows<HD> (Vs, V, 0, BLOCK_N, S);
-    asm volatile ("cp.async.commit_group;\n" ::);
+    ak_cp_commit ();
 
     unsigned qf[QREG ? HD / 16 : 1][4];
     float o[MT][ND][4], m[MT][2], l[MT][2];
@@ -175,7 +175,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
     }
 
     for (int t = 0; t < ntiles; t++) {
-        asm volatile ("cp.async.wait_group 0;\n" ::);
+        ak_cp_wait<0> ();
         __syncthreads ();
         if (QREG && t == 0) {
 #pragma unroll
@@ -187,7 +187,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
             s_load_rows<HD> (Ks + st * BLOCK_N * SD, K, (ak_i64) (t + 1) * BLOCK_N, BLOCK_N, S);
             s_load_rows<HD> (Vs + st * BLOCK_N * SD, V, (ak_i64) (t + 1) * BLOCK_N, BLOCK_N, S);
         }
-        asm volatile ("cp.async.commit_group;\n" ::);
+        ak_cp_commit ();
         const ak_i64 j0 = (ak_i64) t * BLOCK_N;
         if (causal && j0 > q0 + 16 * MT - 1)
             continue;                        /* every key of the tile is after every row of the warp */
@@ -298,7 +298,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
             }
         }
     }
-    asm volatile ("cp.async.wait_group 0;\n" ::);
+    ak_cp_wait<0> ();
 
     /* the row sums live spread over the quad */
 #pragma unroll
@@ -320,7 +320,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
 
 extern "C" __global__ void __launch_bounds__ (NW * 32) ak_kernel (ak_cuda_args_t a)
 {
-    extern __shared__ __align__ (16) unsigned char s_raw[];
+    AK_DYNAMIC_SHARED (unsigned char, s_raw);
     const ak_i64 D = a.dims[3];
     if (D == 64)
         s_flash<64, WARP_ROWS / 16> (a, s_raw);

@@ -57,8 +57,8 @@
     128h + 16g + j for the pair's warp h) and loads only that half of the
     values; the next step's keys are loaded after this step's P V instead
     of before its scores (254-255 registers, no spills, ptxas for sm_90).
-    Under AK_CUDA_EMU (tests/unit/cuda_emu, test_cuda_cand_emu) the MMA
-    and the dynamic shared memory go through the CPU emulation's hooks.
+    Under AK_CUDA_EMU (tests/unit/cuda_emu, test_cuda_cand_emu) its MMA
+    goes through the CPU emulation (m_mma's hook).
 
     NW     warps a block (at D 256: NW/2 pairs)
     WAVES  used by the launch rule only: splits so that the grid holds
@@ -463,11 +463,7 @@ __device__ __forceinline__ ak_i64 m_div (ak_i64 a, ak_i64 b)
 
 extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_args_t a)
 {
-#ifdef AK_CUDA_EMU
-    float *m_part = (float *) ak_emu_dynamic_smem ();
-#else
-    extern __shared__ __align__ (16) float m_part[];            /* [NW+1][16][WD]: the warps', the block's */
-#endif
+    AK_DYNAMIC_SHARED (float, m_part);                          /* [NW+1][16][WD]: the warps', the block's */
     __shared__ m_tile T;
     __shared__ int s_last;
     __shared__ float m_rm[M_ROWS], m_rl[M_ROWS];                /* the block's maximum and sum a row */
@@ -482,12 +478,7 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     const int nth = 32 * NW;
     const ak_i64 WD = (D + 7) / 8 * 8 + 8;                         /* floats a partial row */
 
-    unsigned dyn;
-#ifdef AK_CUDA_EMU
-    dyn = ak_emu_dynamic_smem_size ();
-#else
-    asm ("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-#endif
+    const unsigned dyn = ak_dynamic_smem_size ();
     /* every early return below is uniform over the block (before any barrier) */
     if (D > M_DMAX || D < 1 || (ak_i64) dyn < (ak_i64) (NW + 1) * M_ROWS * WD * 4)
         return;

@@ -210,6 +210,36 @@ static inline void ak_emu_mma_16816 (float *c, unsigned a0, unsigned a1, unsigne
         c[e] = d[e];
 }
 
+/*  ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l gives the address of row l%8 of
+    matrix l/8; r[i] of lane l is row l/4, elements 2(l%4) and 2(l%4)+1 of matrix i, or with
+    trans of its transpose (rows 2(l%4) and 2(l%4)+1, element l/4). */
+static inline void ak_emu_ldmatrix_x4 (unsigned r[4], const void *p, bool trans)
+{
+    double d;
+    memcpy (&d, &p, sizeof p);
+    *ak_emu_lane_slot () = d;
+    ak_emu_yield (AK_EMU_WARP_WAIT);
+    const unsigned lane = ak_emu_lane ();
+    for (unsigned i = 0; i < 4; i++) {
+        const unsigned short *row[2];
+        for (unsigned h = 0; h < 2; h++) {
+            const unsigned src = trans ? 8 * i + 2 * (lane & 3) + h : 8 * i + (lane >> 2);
+            const double a = ak_emu_lane_get (src);
+            memcpy (&row[h], &a, sizeof row[h]);
+        }
+        unsigned short lo, hi;
+        if (trans) {
+            lo = row[0][lane >> 2];
+            hi = row[1][lane >> 2];
+        } else {
+            lo = row[0][2 * (lane & 3)];
+            hi = row[0][2 * (lane & 3) + 1];
+        }
+        r[i] = (unsigned) lo | (unsigned) hi << 16;
+    }
+    ak_emu_yield (AK_EMU_WARP_WAIT);
+}
+
 #include "ak_kernel_cuda.h"
 #endif
 

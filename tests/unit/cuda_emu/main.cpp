@@ -23,6 +23,7 @@
 #include <vector>
 
 #ifdef AK_EMU_CAND
+#include "ak_blocks_cuda.h"                    /* the worker prepends it to every kernel */
 #include AK_EMU_CAND
 #else
 #include "ak_blocks_cuda.h"
