@@ -21,6 +21,9 @@ char *ak_it_public (const char *secret);
 zsock_t *ak_it_dealer (const char *endpoint, const char *cert, const char *server_pub);
 /* Sends HELLO as worker id: one host device, 1 slot, prefetch 1. */
 void ak_it_hello (zsock_t *s, const char *id);
+/* The same, its send's outcome returned: 0, or AK_EUNAVAIL where the socket has
+   no peer to queue it for (a connection the coordinator dropped). */
+int ak_it_hello_rc (zsock_t *s, const char *id);
 
 /* A coordinator with CURVE and its keys, for one test. */
 typedef struct {
