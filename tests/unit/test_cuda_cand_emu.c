@@ -13,10 +13,11 @@
     ldmatrix[.trans] emulated from the PTX ISA's fragment layouts, cp.async
     as a copy, the kernel's dynamic shared memory a buffer a block;
     kernels/ak_blocks_cuda.h's mma.sync blocks switch to these under
-    AK_CUDA_EMU).  fa2 (flash_attention), correct on the H200 since
-    session 9, checks the emulation of ldmatrix and cp.async; mma_decode's
-    D 64 and 128 paths, correct there too, that of mma.sync.  Then for every size and edge size of the spec with
-    at most the run's max_elems elements in all (GPU-only sizes too), the
+    AK_CUDA_EMU).  fa2 (flash_attention), correct on the H200, checks the
+    emulation of ldmatrix and cp.async; mma_decode's D 64 and 128 paths,
+    correct there too, that of mma.sync.  Then for every size and edge
+    size of the spec with at most the run's max_elems elements in all
+    (GPU-only sizes too), the
     generator's inputs in that type (seed 7) go to both, the launch is the
     candidate's for those dims and parameters, and every output element
     must be within the spec's tolerance for the type (atol + rtol*|oracle|;
