@@ -20,14 +20,16 @@
     With AK_EMU_CAND (test_cuda_cand_emu) it runs a catalog candidate
     instead, in its element type (-DAK_DTYPE_*): CUDA's own cuda_fp16.h
     and cuda_bf16.h (they compile for the host) and kernels/ak_kernel_cuda.h
-    give the types and conversions, and a kernel's PTX it cannot do without
-    goes through hooks under AK_CUDA_EMU in its source: ak_emu_mma_16816
-    (mma.sync m16n8k16 row.col, float accumulators, the fragments of the
-    PTX ISA: every lane offers its A and B registers, then each computes
-    its own four accumulators), ak_emu_dynamic_smem and
-    ak_emu_dynamic_smem_size (the launch's dynamic shared memory, one
-    buffer a block).  __any_sync, __byte_perm, __ldg and __ldcg as CUDA
-    defines them. */
+    give the types and conversions, and the PTX a kernel cannot do without
+    goes through functions here, which kernels/ak_blocks_cuda.h's blocks
+    call under AK_CUDA_EMU (a kernel's own inline PTX needs a hook of its
+    own): ak_emu_mma_16816 (mma.sync m16n8k16 row.col, float accumulators,
+    the fragments of the PTX ISA: every lane offers its A and B registers,
+    then each computes its own four accumulators), ak_emu_ldmatrix_x4
+    (ldmatrix m8n8.x4 [.trans]: every lane offers its row's address),
+    ak_emu_dynamic_smem and ak_emu_dynamic_smem_size (the launch's dynamic
+    shared memory, one buffer a block, every byte 0xff at the start: NaN).
+    __any_sync, __byte_perm, __ldg and __ldcg as CUDA defines them. */
 #ifndef AK_CUDA_EMU_H
 #define AK_CUDA_EMU_H
 #include <cmath>

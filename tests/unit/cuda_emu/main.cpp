@@ -151,7 +151,9 @@ static void s_blk_start (s_blk *b, unsigned nthr)
     b->t.resize (nthr);
     b->slots.assign (nthr, NAN);
     b->mma.assign (6 * (size_t) nthr, 0u);
-    b->dyn.assign ((size_t) (s_dyn_bytes + 7) / 8, NAN);      /* uninitialised: NaN */
+    double ones;                                       /* every byte 0xff: NaN as any float type */
+    memset (&ones, 0xff, sizeof ones);
+    b->dyn.assign ((size_t) (s_dyn_bytes + 7) / 8, ones);
     b->shm.assign (s_shm_size (), (char) 0xff);        /* uninitialised shared memory reads as NaN */
     b->stacks = (char *) mmap (nullptr, (size_t) nthr * S_STACK, PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
