@@ -59,9 +59,9 @@ typedef struct {
     fragment), causal and not, D 64 and 128. */
 static const s_run_t s_runs[] = {
     { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 1 << 22, 2, { "NW", "WAVES" }, { 2, 1 } },
-    { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 1 << 22, 2, { "NW", "WAVES" }, { 8, 4 } },
+    { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 1 << 20, 2, { "NW", "WAVES" }, { 8, 4 } },
     { "split_kv_attention", "mma_decode", AK_DT_FLOAT16, 1 << 20, 2, { "NW", "WAVES" }, { 4, 2 } },
-    { "flash_attention", "fa2", AK_DT_BFLOAT16, 1 << 22, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 64, 32, 16 } },
+    { "flash_attention", "fa2", AK_DT_BFLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 64, 32, 16 } },
     { "flash_attention", "fa2", AK_DT_FLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 128, 64, 32 } },
 };
 
