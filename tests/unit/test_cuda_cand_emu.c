@@ -53,14 +53,13 @@ typedef struct {
 
 /*  split_kv_attention's mma_decode: D 64, 128 (a warp owns a row's whole
     output) and 256 (warps in pairs, half the output each), every mask,
-    NW from 2 to 8, both half types.  flash_attention's fa2 (cp.async,
+    NW 2 (bfloat16) and 8 (float16).  flash_attention's fa2 (cp.async,
     ldmatrix and ldmatrix.trans, mma.sync through ak_blocks_cuda.h): 16
     rows a warp (Q fragments in registers) and 32 (two row tiles a K and V
     fragment), causal and not, D 64 and 128. */
 static const s_run_t s_runs[] = {
     { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 1 << 22, 2, { "NW", "WAVES" }, { 2, 1 } },
-    { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 1 << 20, 2, { "NW", "WAVES" }, { 8, 4 } },
-    { "split_kv_attention", "mma_decode", AK_DT_FLOAT16, 1 << 20, 2, { "NW", "WAVES" }, { 4, 2 } },
+    { "split_kv_attention", "mma_decode", AK_DT_FLOAT16, 1 << 20, 2, { "NW", "WAVES" }, { 8, 4 } },
     { "flash_attention", "fa2", AK_DT_BFLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 64, 32, 16 } },
     { "flash_attention", "fa2", AK_DT_FLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 128, 64, 32 } },
 };
