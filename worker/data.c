@@ -179,13 +179,14 @@ static void s_fill (const s_fill_t *f)
     }
 }
 
-static void *s_fill_main (void *arg)
+static void s_fill_part (void *arg, size_t part, size_t lo, size_t hi)
 {
-    s_fill (arg);
-    return NULL;
+    s_fill_t f = *(const s_fill_t *) arg;
+    (void) part;
+    f.lo = lo;
+    f.hi = hi;
+    s_fill (&f);
 }
-
-#define S_FILL_THREADS 16
 
 static long s_cpus;                     /* online CPUs, read once (sysconf reads /sys) */
 
@@ -194,31 +195,51 @@ static void s_cpus_read (void)
     s_cpus = sysconf (_SC_NPROCESSORS_ONLN);
 }
 
-void ak_input_fill (const ak_spec_t *spec, int j, uint64_t seed, ak_dtype_t dt, size_t n,
-                    ak_input_xform_fn *xform, void *arg, double *vals, void *raw)
+typedef struct {
+    ak_par_fn *fn;
+    void      *arg;
+    size_t     part, lo, hi;
+} s_par_t;
+
+static void *s_par_main (void *arg)
 {
-    size_t nt = n / AK_INPUT_FILL_MIN;
+    const s_par_t *p = arg;
+    p->fn (p->arg, p->part, p->lo, p->hi);
+    return NULL;
+}
+
+size_t ak_par_for (size_t n, size_t min, ak_par_fn *fn, void *arg)
+{
+    size_t nt = min ? n / min : n;
     if (nt > 1) {
         static pthread_once_t once = PTHREAD_ONCE_INIT;
         pthread_once (&once, s_cpus_read);
         if (s_cpus >= 1 && nt > (size_t) s_cpus)
             nt = (size_t) s_cpus;
     }
-    nt = nt < 1 ? 1 : nt > S_FILL_THREADS ? S_FILL_THREADS : nt;
-    s_fill_t part[S_FILL_THREADS];
-    pthread_t th[S_FILL_THREADS];
-    bool started[S_FILL_THREADS] = { false };
+    nt = nt < 1 ? 1 : nt > AK_PAR_MAX ? AK_PAR_MAX : nt;
+    s_par_t part[AK_PAR_MAX];
+    pthread_t th[AK_PAR_MAX];
+    bool started[AK_PAR_MAX] = { false };
     for (size_t t = 0; t < nt; t++)
-        part[t] = (s_fill_t) { spec, j, seed, dt, n * t / nt, n * (t + 1) / nt, xform, arg, vals, raw };
+        part[t] = (s_par_t) { fn, arg, t, n * t / nt, n * (t + 1) / nt };
     for (size_t t = 1; t < nt; t++)
-        started[t] = pthread_create (&th[t], NULL, s_fill_main, &part[t]) == 0;
-    s_fill (&part[0]);
+        started[t] = pthread_create (&th[t], NULL, s_par_main, &part[t]) == 0;
+    fn (arg, 0, part[0].lo, part[0].hi);
     for (size_t t = 1; t < nt; t++) {
         if (started[t])
             pthread_join (th[t], NULL);
         else
-            s_fill (&part[t]);
+            fn (arg, t, part[t].lo, part[t].hi);
     }
+    return nt;
+}
+
+void ak_input_fill (const ak_spec_t *spec, int j, uint64_t seed, ak_dtype_t dt, size_t n,
+                    ak_input_xform_fn *xform, void *arg, double *vals, void *raw)
+{
+    s_fill_t f = { spec, j, seed, dt, 0, n, xform, arg, vals, raw };
+    ak_par_for (n, AK_INPUT_FILL_MIN, s_fill_part, &f);
 }
 
 static int s_count (const ak_spec_t *spec, const ak_buf_t *b, const char *what, int k,

@@ -35,6 +35,16 @@ double ak_input_value (const ak_spec_t *spec, int j, uint64_t i, uint64_t seed, 
    i; a 64 Mi-element input takes seconds on one); a part whose thread
    cannot start (a sandbox that denies clone) is made by the caller. */
 #define AK_INPUT_FILL_MIN (1u << 16)
+
+/* fn (arg, part, lo, hi) over elements 0..n-1 in parts of at least min
+   elements (one part when n < 2 min), at most one a CPU and AK_PAR_MAX in
+   all, part p covering [n p / parts, n (p+1) / parts): part 0 on the
+   caller, the others on threads of their own (a part whose thread cannot
+   start, in a sandbox that denies clone, runs on the caller after part 0).
+   Returns the number of parts; every part has run when it returns. */
+#define AK_PAR_MAX 16
+typedef void (ak_par_fn) (void *arg, size_t part, size_t lo, size_t hi);
+size_t ak_par_for (size_t n, size_t min, ak_par_fn *fn, void *arg);
 typedef double (ak_input_xform_fn) (void *arg, int j, uint64_t i, double v);
 void ak_input_fill (const ak_spec_t *spec, int j, uint64_t seed, ak_dtype_t dt, size_t n,
                     ak_input_xform_fn *xform, void *arg, double *vals, void *raw);

@@ -5,9 +5,11 @@
 #include "gates_impl.h"
 #include "clock.h"
 #include "data.h"
+#include "util.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool ak_gate_all_bytes (const uint8_t *p, size_t n, uint8_t byte)
@@ -117,6 +119,61 @@ static int s_compare_device (const ak_gcfg_t *c, double atol, double rtol, doubl
     return 0;
 }
 
+/*  Elements lo..hi-1 of output k into r (zeroed, first_out -1 when none failed). */
+static void s_compare_range (const ak_gcfg_t *c, int k, size_t lo, size_t hi, double atol, double rtol,
+                             double dmax, ak_gcmp_t *r)
+{
+    const ak_spec_t *spec = c->ctx->spec;
+    for (size_t i = lo; i < hi; i++) {
+        double want = c->ref[k][i];
+        double got = ak_elem_load (c->dt, c->got[k], i);
+        double e;
+        s_kind_t kind = s_classify (!spec->inplace && ak_gate_all_bytes (c->got[k] + i * c->esz, c->esz,
+                                                                         AK_POISON_BYTE),
+                                    got, want, atol, rtol, dmax, &e);
+        r->n++;
+        if (e > r->worst)
+            r->worst = e;
+        switch (kind) {
+            case S_FINE:       continue;
+            case S_OVERFLOWED: r->overflowed++; continue;
+            case S_UNWRITTEN:  r->unwritten++; break;
+            case S_NONFINITE:  r->nonfinite++; break;
+            case S_BEYOND:     r->beyond++; break;
+        }
+        if (r->first_out < 0) {
+            r->first_out = k;
+            r->first_i = i;
+            r->first_got = got;
+            r->first_want = want;
+            r->first_kind = s_kind_text[kind];
+        }
+    }
+}
+
+/* An output compared in parts (ak_par_for), each its own partial result. */
+typedef struct {
+    const ak_gcfg_t *c;
+    int              k;
+    double           atol, rtol, dmax;
+    ak_gcmp_t        part[AK_PAR_MAX];
+} s_cmp_par_t;
+
+static void s_compare_part (void *arg, size_t part, size_t lo, size_t hi)
+{
+    s_cmp_par_t *p = arg;
+    ak_gcmp_t *r = &p->part[part];
+    memset (r, 0, sizeof *r);
+    r->first_out = -1;
+    s_compare_range (p->c, p->k, lo, hi, p->atol, p->rtol, p->dmax, r);
+}
+
+/*  Output elements of at least this many are compared on several threads
+    (ak_par_for): the parts' counts added, the largest error kept, the
+    first failing element the first part's that has one, so the result is
+    the one element-by-element order gives. */
+#define S_CMP_PAR_MIN (1u << 16)
+
 int ak_gcfg_compare (const ak_gcfg_t *c, double tol_scale, ak_gcmp_t *r, ak_err_t *err)
 {
     uint64_t t0 = ak_clock_mono_ns ();
@@ -131,31 +188,31 @@ int ak_gcfg_compare (const ak_gcfg_t *c, double tol_scale, ak_gcmp_t *r, ak_err_
         rc = s_compare_device (c, atol, rtol, dmax, r, err);
     else
         for (int k = 0; k < spec->noutputs; k++) {
-            for (size_t i = 0; i < c->nout[k]; i++) {
-                double want = c->ref[k][i];
-                double got = ak_elem_load (c->dt, c->got[k], i);
-                double e;
-                s_kind_t kind = s_classify (!spec->inplace && ak_gate_all_bytes (c->got[k] + i * c->esz,
-                                                                                 c->esz, AK_POISON_BYTE),
-                                            got, want, atol, rtol, dmax, &e);
-                r->n++;
-                if (e > r->worst)
-                    r->worst = e;
-                switch (kind) {
-                    case S_FINE:       continue;
-                    case S_OVERFLOWED: r->overflowed++; continue;
-                    case S_UNWRITTEN:  r->unwritten++; break;
-                    case S_NONFINITE:  r->nonfinite++; break;
-                    case S_BEYOND:     r->beyond++; break;
-                }
-                if (r->first_out < 0) {
-                    r->first_out = k;
-                    r->first_i = i;
-                    r->first_got = got;
-                    r->first_want = want;
-                    r->first_kind = s_kind_text[kind];
+            s_cmp_par_t *p = ak_malloc (sizeof *p);
+            p->c = c;
+            p->k = k;
+            p->atol = atol;
+            p->rtol = rtol;
+            p->dmax = dmax;
+            size_t parts = ak_par_for (c->nout[k], S_CMP_PAR_MIN, s_compare_part, p);
+            for (size_t t = 0; t < parts; t++) {
+                const ak_gcmp_t *q = &p->part[t];
+                r->n += q->n;
+                r->unwritten += q->unwritten;
+                r->nonfinite += q->nonfinite;
+                r->beyond += q->beyond;
+                r->overflowed += q->overflowed;
+                if (q->worst > r->worst)
+                    r->worst = q->worst;
+                if (r->first_out < 0 && q->first_out >= 0) {
+                    r->first_out = q->first_out;
+                    r->first_i = q->first_i;
+                    r->first_got = q->first_got;
+                    r->first_want = q->first_want;
+                    r->first_kind = q->first_kind;
                 }
             }
+            free (p);
         }
     if (c->run)
         c->run->cost->compare_ms += ak_gate_ms_since (t0);

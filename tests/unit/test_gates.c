@@ -9,6 +9,7 @@
 #include "worker/backends.h"
 #include "worker/data.h"
 #include "worker/gates.h"
+#include "worker/gates_impl.h"
 #include "worker/timing.h"
 #include "rng.h"
 #include "spec.h"
@@ -938,6 +939,75 @@ static void test_input_fill (void **state)
     free (want);
 }
 
+/*  The host comparison of a large output, made in parts on several
+    threads (ak_par_for, gates_cmp.c), says what the element-by-element
+    order says: the counts of each kind, the largest finite error, and the
+    first failing element, wherever the parts' boundaries fall. */
+static void test_compare_parts (void **state)
+{
+    (void) state;
+    const size_t n = 5 * ((size_t) 1 << 16) + 3;
+    double *ref = ak_malloc (n * sizeof *ref);
+    float *got = ak_malloc (n * sizeof *got);
+    for (size_t i = 0; i < n; i++) {
+        ref[i] = sin ((double) i * 0.001);
+        got[i] = (float) ref[i];
+    }
+    ak_gate_ctx_t ctx;
+    memset (&ctx, 0, sizeof ctx);
+    ctx.spec = s_fix.spec;
+    ak_gcfg_t c;
+    memset (&c, 0, sizeof c);
+    c.ctx = &ctx;
+    c.dt = AK_DT_FLOAT32;
+    c.esz = 4;
+    c.nout[0] = n;
+    c.got[0] = (uint8_t *) got;
+    c.ref[0] = ref;
+    assert_false (s_fix.spec->inplace);
+    for (int k = 1; k < s_fix.spec->noutputs; k++)
+        c.nout[k] = 0;
+    ak_gcmp_t r;
+    ak_err_t err = { 0 };
+
+    /* the planted: the first failure in the last part of any split, the
+       others before and after it */
+    const size_t first = n - 20;
+    got[first] += 1.0f;                     /* beyond */
+    got[n - 1] += 2.0f;                     /* beyond, the worst */
+    got[n - 10] = NAN;                      /* non-finite */
+    memset (&got[n - 5], AK_POISON_BYTE, 4);   /* unwritten */
+    assert_int_equal (ak_gcfg_compare (&c, 1.0, &r, &err), 0);
+    assert_int_equal (r.n, n);
+    assert_int_equal (r.beyond, 2);
+    assert_int_equal (r.nonfinite, 1);
+    assert_int_equal (r.unwritten, 1);
+    assert_int_equal (r.first_out, 0);
+    assert_int_equal (r.first_i, first);
+    assert_string_equal (r.first_kind, "beyond tolerance");
+    assert_true (fabs (r.worst - 2.0) < 1e-6);
+
+    /* one more failure early, in the first part: it is the first */
+    got[3] = NAN;
+    assert_int_equal (ak_gcfg_compare (&c, 1.0, &r, &err), 0);
+    assert_int_equal (r.nonfinite, 2);
+    assert_int_equal (r.first_i, 3);
+    assert_string_equal (r.first_kind, "non-finite");
+
+    /* all fine: nothing failing, the worst a rounding */
+    got[3] = (float) ref[3];
+    got[first] = (float) ref[first];
+    got[n - 1] = (float) ref[n - 1];
+    got[n - 10] = (float) ref[n - 10];
+    got[n - 5] = (float) ref[n - 5];
+    assert_int_equal (ak_gcfg_compare (&c, 1.0, &r, &err), 0);
+    assert_int_equal (r.beyond + r.nonfinite + r.unwritten, 0);
+    assert_int_equal (r.first_out, -1);
+    assert_true (r.worst < 1e-7);
+    free (ref);
+    free (got);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
@@ -959,6 +1029,7 @@ int main (void)
         cmocka_unit_test (test_timing),
         cmocka_unit_test (test_elements),
         cmocka_unit_test (test_input_fill),
+        cmocka_unit_test (test_compare_parts),
     };
     return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
 }
