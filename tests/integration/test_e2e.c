@@ -173,6 +173,13 @@ static int s_check_receipts (int64_t total)
         if (strcmp (state, "done") != 0 && strcmp (state, "failed") != 0)
             fail_msg ("task %s is %s, expected done or failed", task, state);
         assert_string_equal (s_str (rec, "receipt_id"), s_str (r, "receipt_id"));
+        /* which run of its worker made it (the report's device wall time
+           is counted per run): that run began before the task did */
+        json_int_t run = json_integer_value (json_object_get (r, "worker_started_ms"));
+        json_int_t began = json_integer_value (json_object_get (r, "started_at_ms"));
+        if (run <= 0 || run > began)
+            fail_msg ("receipt %s: worker_started_ms %lld, started_at_ms %lld", s_str (r, "receipt_id"),
+                      (long long) run, (long long) began);
         size_t j, nonduplicate = 0;
         json_t *sr;
         json_array_foreach (json_object_get (shown, "receipts"), j, sr)
