@@ -158,17 +158,19 @@ typedef struct {
     int                j;
     uint64_t           seed;
     ak_dtype_t         dt;
-    size_t             lo, hi;
     ak_input_xform_fn *xform;
     void              *arg;
     double            *vals;
     void              *raw;
 } s_fill_t;
 
-static void s_fill (const s_fill_t *f)
+/*  Elements lo..hi-1 of the input (ak_par_for's part). */
+static void s_fill (void *arg, size_t part, size_t lo, size_t hi)
 {
+    const s_fill_t *f = arg;
     const ak_buf_t *b = &f->spec->inputs[f->j];
-    for (size_t i = f->lo; i < f->hi; i++) {
+    (void) part;
+    for (size_t i = lo; i < hi; i++) {
         double v = ak_rng_range (f->seed, (uint64_t) f->j, i, b->lo, b->hi);
         if (f->xform)
             v = f->xform (f->arg, f->j, i, v);
@@ -177,15 +179,6 @@ static void s_fill (const s_fill_t *f)
             f->vals[i] = v;
         ak_elem_store (f->dt, f->raw, i, v);
     }
-}
-
-static void s_fill_part (void *arg, size_t part, size_t lo, size_t hi)
-{
-    s_fill_t f = *(const s_fill_t *) arg;
-    (void) part;
-    f.lo = lo;
-    f.hi = hi;
-    s_fill (&f);
 }
 
 static long s_cpus;                     /* online CPUs, read once (sysconf reads /sys) */
@@ -238,8 +231,8 @@ size_t ak_par_for (size_t n, size_t min, ak_par_fn *fn, void *arg)
 void ak_input_fill (const ak_spec_t *spec, int j, uint64_t seed, ak_dtype_t dt, size_t n,
                     ak_input_xform_fn *xform, void *arg, double *vals, void *raw)
 {
-    s_fill_t f = { spec, j, seed, dt, 0, n, xform, arg, vals, raw };
-    ak_par_for (n, AK_INPUT_FILL_MIN, s_fill_part, &f);
+    s_fill_t f = { spec, j, seed, dt, xform, arg, vals, raw };
+    ak_par_for (n, AK_INPUT_FILL_MIN, s_fill, &f);
 }
 
 static int s_count (const ak_spec_t *spec, const ak_buf_t *b, const char *what, int k,

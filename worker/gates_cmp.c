@@ -5,11 +5,9 @@
 #include "gates_impl.h"
 #include "clock.h"
 #include "data.h"
-#include "util.h"
 
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 bool ak_gate_all_bytes (const uint8_t *p, size_t n, uint8_t byte)
@@ -188,15 +186,10 @@ int ak_gcfg_compare (const ak_gcfg_t *c, double tol_scale, ak_gcmp_t *r, ak_err_
         rc = s_compare_device (c, atol, rtol, dmax, r, err);
     else
         for (int k = 0; k < spec->noutputs; k++) {
-            s_cmp_par_t *p = ak_malloc (sizeof *p);
-            p->c = c;
-            p->k = k;
-            p->atol = atol;
-            p->rtol = rtol;
-            p->dmax = dmax;
-            size_t parts = ak_par_for (c->nout[k], S_CMP_PAR_MIN, s_compare_part, p);
+            s_cmp_par_t p = { .c = c, .k = k, .atol = atol, .rtol = rtol, .dmax = dmax };
+            size_t parts = ak_par_for (c->nout[k], S_CMP_PAR_MIN, s_compare_part, &p);
             for (size_t t = 0; t < parts; t++) {
-                const ak_gcmp_t *q = &p->part[t];
+                const ak_gcmp_t *q = &p.part[t];
                 r->n += q->n;
                 r->unwritten += q->unwritten;
                 r->nonfinite += q->nonfinite;
@@ -212,7 +205,6 @@ int ak_gcfg_compare (const ak_gcfg_t *c, double tol_scale, ak_gcmp_t *r, ak_err_
                     r->first_kind = q->first_kind;
                 }
             }
-            free (p);
         }
     if (c->run)
         c->run->cost->compare_ms += ak_gate_ms_since (t0);

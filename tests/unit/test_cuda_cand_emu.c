@@ -96,23 +96,12 @@ static const ak_candidate_t *s_cand (const ak_spec_t *spec, const char *name)
 static char *s_build (const ak_spec_t *spec, const ak_candidate_t *cand, const s_run_t *r, const char *dir,
                       const char *inc)
 {
-    char *cu = ak_test_write (dir, "cand.cu", cand->source.text);
-    char *kdir = ak_test_src ("kernels"), *edir = ak_test_src ("tests/unit/cuda_emu");
-    char *exe = ak_sprintf ("%s/emu", dir);
-    char *out = NULL;
-    ak_unit_emu_host_o (spec, dir);
     const char *dt = r->dt == AK_DT_BFLOAT16 ? "BFLOAT16" : r->dt == AK_DT_FLOAT16 ? "FLOAT16" : "FLOAT32";
     char defs[256];
-    int rc = ak_test_runf (&out, "g++ -O1 -U_FORTIFY_SOURCE -std=c++17 -Wall -Wno-unknown-pragmas -Wno-unused-function "
-                       "-I'%s' -I'%s' -I'%s' -DAK_DTYPE_%s %s -DAK_EMU_CAND='\"%s\"' "
-                       "'%s/main.cpp' '%s/host.o' -o '%s' -lm 2>&1",
-                       kdir, edir, inc, dt, s_params (r, defs, sizeof defs, "-D"), cu, edir, dir, exe);
-    if (rc != 0)
-        fail_msg ("%s %s: g++ of the emulation: %s", spec->name, cand->name, out ? out : "");
-    free (out);
-    free (cu);
-    free (kdir);
-    free (edir);
+    char *flags = ak_sprintf ("-Wno-unused-function -I'%s' -DAK_DTYPE_%s %s", inc, dt,
+                              s_params (r, defs, sizeof defs, "-D"));
+    char *exe = ak_unit_emu_build (spec, dir, "AK_EMU_CAND", "cand.cu", cand->source.text, flags);
+    free (flags);
     return exe;
 }
 

@@ -62,26 +62,6 @@ static char *s_emu_source (const char *op, const char *text)
     return s;
 }
 
-/*  Builds op's emulation program in dir; its path (caller frees). */
-static char *s_build (const ak_spec_t *spec, const char *dir, const char *cu_text)
-{
-    char *ref_cu = ak_test_write (dir, "ref.cu", cu_text);
-    char *kdir = ak_test_src ("kernels"), *edir = ak_test_src ("tests/unit/cuda_emu");
-    char *exe = ak_sprintf ("%s/emu", dir);
-    char *out = NULL;
-    ak_unit_emu_host_o (spec, dir);
-    int rc = ak_test_runf (&out, "g++ -O1 -U_FORTIFY_SOURCE -std=c++17 -Wall -Wno-unknown-pragmas -I'%s' -I'%s' "
-                       "-DAK_EMU_REF='\"%s\"' '%s/main.cpp' '%s/host.o' -o '%s' -lm 2>&1",
-                       kdir, edir, ref_cu, edir, dir, exe);
-    if (rc != 0)
-        fail_msg ("%s: g++ of the emulation: %s", spec->name, out ? out : "");
-    free (out);
-    free (ref_cu);
-    free (kdir);
-    free (edir);
-    return exe;
-}
-
 static void test_emu_catalog (void **state)
 {
     (void) state;
@@ -96,7 +76,7 @@ static void test_emu_catalog (void **state)
         }
         char *dir = ak_test_tmpdir ("cudaemu");
         char *cu = s_emu_source (ops[o], spec->reference_cuda.text);
-        char *exe = s_build (spec, dir, cu);
+        char *exe = ak_unit_emu_build (spec, dir, "AK_EMU_REF", "ref.cu", cu, "");
         int runs = 0;
         for (size_t z = 0; z < spec->nsizes + spec->nedge; z++) {
             const ak_size_t *size = z < spec->nsizes ? &spec->sizes[z] : &spec->edge_sizes[z - spec->nsizes];
@@ -146,7 +126,7 @@ static void test_emu_planted (void **state)
     ak_spec_t *spec = ak_cat_spec ("matmul");
     char *dir = ak_test_tmpdir ("cudaemu-planted");
     char *cu = s_emu_source ("matmul", spec->reference_cuda.text);
-    char *exe = s_build (spec, dir, cu);
+    char *exe = ak_unit_emu_build (spec, dir, "AK_EMU_REF", "ref.cu", cu, "");
     const int64_t dims[3] = { 70, 130, 33 };      /* M N K: a grid of 3 x 2 blocks */
     ak_launch_cfg_t cfg;
     ak_err_t err = { 0 };

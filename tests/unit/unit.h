@@ -117,9 +117,13 @@ Ak__Hello *ak_unit_hello (const char *id, uint32_t slots, uint32_t prefetch);
     is compared with the oracle's: within atol + rtol*|oracle| (tol), or
     without tol within 1e-9 of the output's largest magnitude; both NaN is
     equal, an element left unwritten is NaN. */
-/* The host oracle (spec's ref.c, ak_reference renamed ak_host_reference)
-   compiled into dir/host.o for the emulation's link. */
-void ak_unit_emu_host_o (const ak_spec_t *spec, const char *dir);
+/* The emulation program in dir (its path; the caller frees): the host
+   oracle (spec's ref.c, ak_reference renamed ak_host_reference) compiled
+   with gcc, and tests/unit/cuda_emu/main.cpp with g++, text written to
+   dir/file and named by -Dmacro ("AK_EMU_REF": a device reference;
+   "AK_EMU_CAND": a candidate), flags added (-I, -D). */
+char *ak_unit_emu_build (const ak_spec_t *spec, const char *dir, const char *macro, const char *file,
+                         const char *text, const char *flags);
 
 typedef struct {
     size_t checked, bad, worst_at;

@@ -12,18 +12,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ak_unit_emu_host_o (const ak_spec_t *spec, const char *dir)
+char *ak_unit_emu_build (const ak_spec_t *spec, const char *dir, const char *macro, const char *file,
+                         const char *text, const char *flags)
 {
     char *ref_c = ak_test_write (dir, "ref.c", spec->reference.text);
-    char *kdir = ak_test_src ("kernels");
+    char *cu = ak_test_write (dir, file, text);
+    char *kdir = ak_test_src ("kernels"), *edir = ak_test_src ("tests/unit/cuda_emu");
+    char *exe = ak_sprintf ("%s/emu", dir);
     char *out = NULL;
     int rc = ak_test_runf (&out, "gcc -c -x c -O1 -DAK_REFERENCE -include '%s/ak_kernel.h' "
                            "-Dak_reference=ak_host_reference '%s' -o '%s/host.o' 2>&1", kdir, ref_c, dir);
     if (rc != 0)
         fail_msg ("%s: gcc of ref.c: %s", spec->name, out ? out : "");
     free (out);
+    out = NULL;
+    rc = ak_test_runf (&out, "g++ -O1 -U_FORTIFY_SOURCE -std=c++17 -Wall -Wno-unknown-pragmas -I'%s' -I'%s' %s "
+                       "-D%s='\"%s\"' '%s/main.cpp' '%s/host.o' -o '%s' -lm 2>&1",
+                       kdir, edir, flags, macro, cu, edir, dir, exe);
+    if (rc != 0)
+        fail_msg ("%s: g++ of the emulation (%s): %s", spec->name, file, out ? out : "");
+    free (out);
     free (ref_c);
+    free (cu);
     free (kdir);
+    free (edir);
+    return exe;
 }
 
 void ak_unit_emu_run (const ak_spec_t *spec, const char *dir, const char *exe, const int64_t *dims,

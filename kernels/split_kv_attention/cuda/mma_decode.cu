@@ -110,7 +110,9 @@ struct m_tile {
 };
 
 #if M_TC
-/* c += a b on tensor cores: m16n8k16, f32 accumulators. */
+/* c += a b on tensor cores: m16n8k16, f32 accumulators.  Its own asm volatile, not
+   ak_blocks_cuda.h's ak_mma_16816 (not volatile): the order of this kernel's build measured on
+   the H200; the block changes its schedule (another cubin). */
 __device__ __forceinline__ void m_mma (float *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
                                        unsigned b1)
 {
@@ -127,17 +129,6 @@ __device__ __forceinline__ void m_mma (float *c, unsigned a0, unsigned a1, unsig
                   : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                   : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 #endif
-}
-
-/* Two floats as a packed pair of the element type (lo in the low half). */
-__device__ __forceinline__ unsigned m_pack (float lo, float hi)
-{
-#if defined(AK_DTYPE_BFLOAT16)
-    __nv_bfloat162 v = __floats2bfloat162_rn (lo, hi);
-#else
-    __half2 v = __floats2half2_rn (lo, hi);
-#endif
-    return *(unsigned *) &v;
 }
 
 /* 16 bytes of row p at element e, zero when !ok. */
@@ -296,8 +287,8 @@ __device__ __forceinline__ void m_step (const m_tile &T, const ak_t *qs, m_acc<D
     A.m1 = mn1;
 
     /* O += P V */
-    const unsigned pa0 = m_pack (sc[0][0], sc[0][1]), pa1 = m_pack (sc[0][2], sc[0][3]);
-    const unsigned pa2 = m_pack (sc[1][0], sc[1][1]), pa3 = m_pack (sc[1][2], sc[1][3]);
+    const unsigned pa0 = ak_pack2 (sc[0][0], sc[0][1]), pa1 = ak_pack2 (sc[0][2], sc[0][3]);
+    const unsigned pa2 = ak_pack2 (sc[1][0], sc[1][1]), pa3 = ak_pack2 (sc[1][2], sc[1][3]);
 #pragma unroll
     for (int j = 0; j < NO; j++) {
         /* element j of this lane's part of each value row: word j/2, half j%2 */
