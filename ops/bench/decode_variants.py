@@ -22,7 +22,8 @@ version's largest error against SDPA.
 The launch is mma_decode's rule (kernels/split_kv_attention/spec.json):
 grid [row tiles of 16, splits for about WAVES x 132 blocks, B*HK], block
 32*NW, shared (NW+1)*16*(D+8)*4 bytes.  Shapes: SHAPES below (bf16, mask
-none: the unmasked forms of the batch's decode shapes).
+none: the unmasked forms of the batch's decode shapes; pi05 and pi05_b8
+are pi0.5's denoise step, D 256).
 """
 import ctypes
 import math
@@ -34,6 +35,7 @@ SHAPES = {  # B, Q, HQ, HK, L, D, mask
     "b1_4k": (1, 1, 32, 8, 4096, 128, 1), "b1_32k": (1, 1, 32, 8, 32768, 128, 1),
     "b16_4k": (16, 1, 32, 32, 4096, 128, 1), "b8_32k": (8, 1, 32, 8, 32768, 128, 1),
     "b64_4k": (64, 1, 32, 8, 4096, 128, 1), "spec_b8_8k": (8, 4, 32, 8, 8192, 128, 1),
+    "pi05": (1, 50, 8, 1, 866, 256, 1), "pi05_b8": (8, 50, 8, 1, 866, 256, 1),
 }
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
