@@ -25,7 +25,8 @@
       ak_wgmma<N> (m64nNk16, f32 accumulators, A K-major, B N-major) for
       N = 64, 128, 256; used by matmul's and fused_mlp's wgmma candidates;
     and, for any kernel: AK_DYNAMIC_SHARED (the launch's dynamic shared
-    memory as an array) and ak_dynamic_smem_size;
+    memory as an array), ak_dynamic_smem_size and ak_last_arrival (the
+    split merge's handshake; used by split_kv_attention's stream_decode);
     and, for device references (-DAK_REFERENCE, float64):
       ak_ref_gemm64, a 64x64 tile of one or two float64 products sharing
       their left operand, through shared memory, and ak_ref_store64; used
@@ -33,7 +34,7 @@
 #ifndef AK_BLOCKS_CUDA_H
 #define AK_BLOCKS_CUDA_H
 
-#define AK_BLOCKS_VERSION 2
+#define AK_BLOCKS_VERSION 3
 
 /*  Under AK_CUDA_EMU (tests/unit/cuda_emu/emu.h: a kernel run on the CPU
     by test_cuda_cand_emu) the mma.sync blocks, AK_DYNAMIC_SHARED and
@@ -58,6 +59,29 @@ __device__ __forceinline__ unsigned ak_dynamic_smem_size (void)
     return r;
 }
 #endif
+
+/*  The handshake of a split merge: every block of a group (the splits of
+    one tile) calls it with all its threads (a 1-D block) once its partial
+    is written, last pointing to an int in the block's shared memory; true
+    in the block that arrived last of n, which then sees every other
+    block's partial, with the group's counter set back to 0 for the next
+    launch.  One group a counter; launches of one module must not overlap. */
+__device__ __forceinline__ bool ak_last_arrival (unsigned int *cnt, unsigned int n, int *last)
+{
+    __threadfence ();
+    __syncthreads ();
+    if (threadIdx.x == 0) {
+        const unsigned int done = atomicAdd (cnt, 1u);
+        *last = done == n - 1;
+        if (*last)
+            *cnt = 0;
+    }
+    __syncthreads ();
+    const bool r = *last != 0;
+    if (r)
+        __threadfence ();
+    return r;
+}
 
 #if !defined(AK_REFERENCE) && (defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16))
 

@@ -15,13 +15,16 @@ version's largest error against SDPA.
     ops/bench/decode_variants.py build OUTDIR NAME=SRC[:DEF,DEF..] ...
     e.g. build /tmp/v old=/tmp/mma_old.cu:NW=8 new=kernels/split_kv_attention/cuda/mma_decode.cu:NW=8
   time (on the GPU machine: PyTorch with CUDA):
-    ops/bench/decode_variants.py time NAME:CUBIN:NW:WAVES[,...] SHAPE[,SHAPE..]
+    ops/bench/decode_variants.py time NAME:CUBIN:NW:WAVES[:STG][,...] SHAPE[,SHAPE..]
+    (STG given: the kernel is stream_decode, built with that STG, and
+    launched by its rule)
   ncu (one launch each, for `ncu -k ak_kernel -c 1 python3 ...`):
     ops/bench/decode_variants.py ncu NAME:CUBIN:NW:WAVES SHAPE
 
 The launch is mma_decode's rule (kernels/split_kv_attention/spec.json):
 grid [row tiles of 16, splits for about WAVES x 132 blocks, B*HK], block
-32*NW, shared (NW+1)*16*(D+8)*4 bytes.  Shapes: SHAPES below (bf16, mask
+32*NW, shared (NW+1)*16*(D+8)*4 bytes; with STG, stream_decode's: row
+tiles of 8, shared min(NW*STG*32*D*2, 204800) bytes.  Shapes: SHAPES below (bf16, mask
 none: the unmasked forms of the batch's decode shapes; pi05 and pi05_b8
 are pi0.5's denoise step, D 256).
 """
@@ -85,19 +88,22 @@ def run(mode, kernels, shapes):
     torch.zeros(1, device="cuda")          # the primary context, current on this thread
     fns = []
     for spec in kernels.split(","):
-        try:
-            name, path, nw, waves = spec.split(":")
-        except ValueError:
-            die(f"'{spec}': want NAME:CUBIN:NW:WAVES")
+        parts = spec.split(":")
+        if len(parts) == 4:
+            parts.append("0")
+        if len(parts) != 5:
+            die(f"'{spec}': want NAME:CUBIN:NW:WAVES[:STG]")
+        name, path, nw, waves, stg = parts
         m, f = ctypes.c_void_p(), ctypes.c_void_p()
         ck(cu.cuModuleLoad(ctypes.byref(m), path.encode()), f"cuModuleLoad {path}")
         ck(cu.cuModuleGetFunction(ctypes.byref(f), m, b"ak_kernel"), f"{path}: ak_kernel")
         ck(cu.cuFuncSetAttribute(f, 8, 200 * 1024), "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
-        fns.append((name, f, int(nw), int(waves)))
+        fns.append((name, f, int(nw), int(waves), int(stg)))
 
-    def launch(f, nw, waves, shp, q, k, v, o):
+    def launch(f, nw, waves, stg, shp, q, k, v, o):
         B, Q, HQ, HK, L, D, mask = shp
-        rt = (((HQ + HK - 1) // HK) * Q + 15) // 16
+        tile = 8 if stg else 16            # stream_decode: 8 query rows a tile
+        rt = (((HQ + HK - 1) // HK) * Q + tile - 1) // tile
         gy = min(math.ceil(132 * waves / (B * HK * rt)), math.ceil(L / (16 * nw)))
         a = Args()
         for i, x in enumerate(shp):
@@ -105,7 +111,7 @@ def run(mode, kernels, shapes):
         a.ndims, a.nin, a.nout = 7, 3, 1
         a.inp[0], a.inp[1], a.inp[2], a.out[0] = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
         p = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p))
-        sh = (nw + 1) * 16 * ((D + 7) // 8 * 8 + 8) * 4
+        sh = min(nw * stg * 32 * D * 2, 204800) if stg else (nw + 1) * 16 * ((D + 7) // 8 * 8 + 8) * 4
         ck(cu.cuLaunchKernel(f, rt, gy, B * HK, 32 * nw, 1, 1, sh,
                              ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), p, None), "cuLaunchKernel")
 
@@ -147,9 +153,9 @@ def run(mode, kernels, shapes):
             return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
         ref = sdpa().float()
         line = [f"{sname}: sdpa {timeit(sdpa):.1f} us" if mode == "time" else sname]
-        for name, f, nw, waves in fns:
+        for name, f, nw, waves, stg in fns:
             def fn():
-                launch(f, nw, waves, shp, q, k, v, o)
+                launch(f, nw, waves, stg, shp, q, k, v, o)
             if mode == "ncu":
                 fn()
                 torch.cuda.synchronize()

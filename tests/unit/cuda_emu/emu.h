@@ -29,7 +29,8 @@
     (ldmatrix m8n8.x4 [.trans]: every lane offers its row's address),
     ak_emu_dynamic_smem and ak_emu_dynamic_smem_size (the launch's dynamic
     shared memory, one buffer a block, every byte 0xff at the start: NaN).
-    __any_sync, __byte_perm, __ldg and __ldcg as CUDA defines them. */
+    __any_sync, __shfl_sync (float), __syncwarp, __byte_perm, __ldg and
+    __ldcg as CUDA defines them. */
 #ifndef AK_CUDA_EMU_H
 #define AK_CUDA_EMU_H
 #include <cmath>
@@ -92,7 +93,8 @@ static inline void __syncthreads () { ak_emu_yield (AK_EMU_BLOCK_WAIT); }
 static inline void __threadfence () {}
 static inline void __nanosleep (unsigned) { ak_emu_yield (AK_EMU_SPIN); }
 
-template <typename T> static inline T ak_emu_shfl_xor (T v, int mask)
+/* v of lane src (xor: of lane ^ src) */
+template <typename T> static inline T ak_emu_shfl (T v, int src, bool xr)
 {
     double d;
     static_assert (sizeof (T) <= sizeof d, "a shuffled value of at most 8 bytes");
@@ -100,12 +102,15 @@ template <typename T> static inline T ak_emu_shfl_xor (T v, int mask)
     *ak_emu_lane_slot () = d;
     ak_emu_yield (AK_EMU_WARP_WAIT);           /* every lane has offered */
     unsigned lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
-    double got = ak_emu_lane_get (lane ^ (unsigned) mask);
+    double got = ak_emu_lane_get (xr ? lane ^ (unsigned) src : (unsigned) src & 31u);
     ak_emu_yield (AK_EMU_WARP_WAIT);           /* every lane has read */
     T r;
     memcpy (&r, &got, sizeof r);
     return r;
 }
+template <typename T> static inline T ak_emu_shfl_xor (T v, int mask) { return ak_emu_shfl (v, mask, true); }
+static inline float __shfl_sync (unsigned, float v, int src) { return ak_emu_shfl (v, src, false); }
+static inline void __syncwarp (unsigned = 0xffffffffu) { ak_emu_yield (AK_EMU_WARP_WAIT); }
 static inline double __shfl_xor_sync (unsigned, double v, int m) { return ak_emu_shfl_xor (v, m); }
 static inline float __shfl_xor_sync (unsigned, float v, int m) { return ak_emu_shfl_xor (v, m); }
 static inline int __shfl_xor_sync (unsigned, int v, int m) { return ak_emu_shfl_xor (v, m); }
