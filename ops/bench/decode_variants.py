@@ -24,7 +24,8 @@ version's largest error against SDPA.
 The launch is mma_decode's rule (kernels/split_kv_attention/spec.json):
 grid [row tiles of 16, splits for about WAVES x 132 blocks, B*HK], block
 32*NW, shared (NW+1)*16*(D+8)*4 bytes; with STG, stream_decode's: row
-tiles of 8, shared min(NW*STG*32*D*2, 204800) bytes.  Shapes: SHAPES below (bf16, mask
+tiles of 8, at most WAVES x 132 blocks (at least a split), shared
+min(NW*STG*32*D*2, 204800) bytes.  Shapes: SHAPES below (bf16, mask
 none: the unmasked forms of the batch's decode shapes; pi05 and pi05_b8
 are pi0.5's denoise step, D 256).
 """
@@ -104,7 +105,8 @@ def run(mode, kernels, shapes):
         B, Q, HQ, HK, L, D, mask = shp
         tile = 8 if stg else 16            # stream_decode: 8 query rows a tile
         rt = (((HQ + HK - 1) // HK) * Q + tile - 1) // tile
-        gy = min(math.ceil(132 * waves / (B * HK * rt)), math.ceil(L / (16 * nw)))
+        c = B * HK * rt
+        gy = min(max(132 * waves // c, 1) if stg else math.ceil(132 * waves / c), math.ceil(L / (16 * nw)))
         a = Args()
         for i, x in enumerate(shp):
             a.dims[i] = x

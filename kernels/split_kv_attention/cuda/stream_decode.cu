@@ -52,9 +52,11 @@
            D 256, ptxas for sm_90), so DMAX 128 leaves D 128 twice the warps
            an SM and sends D 256 to the plain path
     WAVES  used by the launch rule only: splits so that the grid holds
-           about WAVES x 132 blocks (an H200's SMs), capped so that each
-           warp of a block has a step of 16 keys
-    Launch: grid [(((HQ+HK-1)/HK)*Q+7)/8, min(ceil(132*WAVES/C),
+           at most WAVES x 132 blocks (an H200's SMs; at least one split),
+           capped so that each warp of a block has a step of 16 keys: a
+           block of 8 warps with a 3-stage ring fills an SM, and 136
+           blocks would run in two rounds where 128 run in one
+    Launch: grid [(((HQ+HK-1)/HK)*Q+7)/8, min(max(floor(132*WAVES/C), 1),
     ceil(L/(16*NW))) (1 when L < 1), B*HK] with C = B*HK*row tiles, block
     [32*NW], shared min(NW*STG*32*D*sizeof(T), 204800) bytes; a D over 256
     or a shared size below the partials' (NW*8*(D+8 rounded up to 8)*4)
@@ -150,6 +152,17 @@ __device__ void s_warp_tc (const s_tile &T, ak_t *ring, int nst, float *part, in
     const bool greal = T.r0 + g < T.nrows;
     const int ng = T.n[g];
 
+    const ak_i64 steps = (T.k1 - T.k0 + 15) / 16;
+    const int nsw = steps > warp ? (int) ((steps - warp + NW - 1) / NW) : 0;    /* this warp's steps */
+    const int SE = 32 * D;                            /* elements a stage */
+    /* the ring's first STG-1 steps (before the query's loads: the cache is the long wait); a
+       group committed for every step, empty or not, so that the wait below counts the same in
+       every warp */
+    for (int i = 0; i < nst - 1; i++) {
+        if (i < nsw)
+            s_issue<D> (T, ring + i * SE, T.k0 + 16 * ((ak_i64) warp + (ak_i64) i * NW), lane);
+        ak_cp_commit ();
+    }
     /* Q's A fragments, rows g (rows g+8 are zero): dims 16ks+2t, +1 and 16ks+2t+8, +9 */
     unsigned qa[KS][2];
     {
@@ -166,16 +179,6 @@ __device__ void s_warp_tc (const s_tile &T, ak_t *ring, int nst, float *part, in
         o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m = S_NEG_INF, l = 0.0f;
 
-    const ak_i64 steps = (T.k1 - T.k0 + 15) / 16;
-    const int nsw = steps > warp ? (int) ((steps - warp + NW - 1) / NW) : 0;    /* this warp's steps */
-    const int SE = 32 * D;                            /* elements a stage */
-    /* the ring's first STG-1 steps; a group committed for every step, empty or not, so that the
-       wait below counts the same in every warp */
-    for (int i = 0; i < nst - 1; i++) {
-        if (i < nsw)
-            s_issue<D> (T, ring + i * SE, T.k0 + 16 * ((ak_i64) warp + (ak_i64) i * NW), lane);
-        ak_cp_commit ();
-    }
     for (int i = 0; i < nsw; i++) {
         const int in = i + nst - 1;
         if (in < nsw)
