@@ -48,7 +48,7 @@
            launch's dynamic shared memory holds fewer (the launch rule caps
            it at 200 KiB), at least one
     DMAX   the largest D of the tensor-core path, 128 or 256: a kernel's
-           registers are those of its largest path (127 at D 128, 219 at
+           registers are those of its largest path (127 at D 128, 221 at
            D 256, ptxas for sm_90), so DMAX 128 leaves D 128 twice the warps
            an SM and sends D 256 to the plain path
     WAVES  used by the launch rule only: splits so that the grid holds
