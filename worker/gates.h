@@ -23,6 +23,7 @@
 #ifndef AK_WORKER_GATES_H
 #define AK_WORKER_GATES_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "backend.h"
 #include "error.h"
@@ -129,6 +130,7 @@ typedef struct {
     ak_kernel_t         *gen;
     ak_kernel_t         *dcmp;
     uint64_t             oracle_max_elems;       /* 0: AK_GATE_ORACLE_MAX_ELEMS */
+    uint64_t             oracle_max_flops;       /* 0: AK_GATE_ORACLE_MAX_FLOPS */
     /* Sizes the spec restricts to some backends (the large, GPU-only ones,
        judged by the device reference alone) are swept only at the
        (dims, dtype) of the task's workloads: a task answers for the shapes
@@ -158,6 +160,15 @@ typedef struct {
    sizes is within it (softmax 512x2048). */
 #define AK_GATE_ORACLE_MAX_ELEMS (1ull << 20)
 
+/* Most work (the spec's "flops" at the configuration's dims) the host
+   oracle is run on when a device reference is there, 2^26: the oracle is
+   one host thread in plain float64 C (flash_attention's "large" and
+   "s1025", 537 MFLOP each, took most of the 1.8 s of reference in a
+   nightly-bench confirmation on the H200's host); above it the device
+   reference judges alone, as for the GPU-only sizes, while the smaller
+   sizes still check it against the oracle. */
+#define AK_GATE_ORACLE_MAX_FLOPS (1ull << 26)
+
 /* Agreement asked of the device reference with the host oracle: per
    element |dev - host| <= AK_GATE_DREF_RTOL * |host| + AK_GATE_DREF_ATOL *
    max |host| of the buffer (summation order differs; float64 both). */
@@ -176,6 +187,13 @@ ak_gate_status_t ak_gate_status_for (int rc, const ak_err_t *err);
    (rep->status); a negative code only when they could not run at all (bad
    context), err saying why. */
 int ak_gates_run (const ak_gate_ctx_t *ctx, ak_gate_report_t *rep, ak_err_t *err);
+
+/* Whether the host oracle takes a configuration of spec at dims (buffer
+   counts nin[], nout[] elements) when a device reference is there: every
+   buffer within max_elems and the spec's flops within max_flops (0: the
+   defaults above; flops that do not evaluate count as within). */
+bool ak_gate_oracle_fits (const ak_spec_t *spec, const int64_t *dims, ak_dtype_t dt, const size_t *nin,
+                          const size_t *nout, uint64_t max_elems, uint64_t max_flops);
 
 /* rep->cost as one line for logs: "inputs 1.2 ms, reference 30.1 ms ...". */
 void ak_gate_cost_text (const ak_gate_cost_t *c, char *buf, size_t len);

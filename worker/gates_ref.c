@@ -22,6 +22,7 @@
 #include "digest.h"
 #include "log.h"
 #include "rng.h"
+#include "space.h"
 #include "util.h"
 
 #include <errno.h>
@@ -495,21 +496,34 @@ static int s_dref_keep (ak_gcfg_t *c, ak_err_t *err)
     return rc;
 }
 
+bool ak_gate_oracle_fits (const ak_spec_t *spec, const int64_t *dims, ak_dtype_t dt, const size_t *nin,
+                          const size_t *nout, uint64_t max_elems, uint64_t max_flops)
+{
+    const uint64_t me = max_elems ? max_elems : AK_GATE_ORACLE_MAX_ELEMS;
+    const uint64_t mf = max_flops ? max_flops : AK_GATE_ORACLE_MAX_FLOPS;
+    for (int j = 0; j < spec->ninputs; j++)
+        if (nin[j] > me)
+            return false;
+    for (int k = 0; k < spec->noutputs; k++)
+        if (nout[k] > me)
+            return false;
+    int64_t flops = 0;
+    if (spec->flops && spec->flops[0] && ak_spec_eval (spec, spec->flops, dims, dt, &flops, NULL) == 0
+        && flops > 0 && (uint64_t) flops > mf)
+        return false;
+    return true;
+}
+
 /*  True when the configuration goes to the device reference alone: there
-    is one, inputs are plain, and some buffer is beyond the oracle's size. */
+    is one, inputs are plain, and the configuration is beyond the oracle's
+    size or work (ak_gate_oracle_fits). */
 static bool s_device_only (const ak_gcfg_t *c, ak_gxform_t x)
 {
     const ak_gate_ctx_t *ctx = c->ctx;
     if (!ctx->dref || !ctx->dref_launch || !ctx->gen || !ctx->be->generate || x != AK_GX_NONE)
         return false;
-    uint64_t max = ctx->oracle_max_elems ? ctx->oracle_max_elems : AK_GATE_ORACLE_MAX_ELEMS;
-    for (int j = 0; j < ctx->spec->ninputs; j++)
-        if (c->nin[j] > max)
-            return true;
-    for (int k = 0; k < ctx->spec->noutputs; k++)
-        if (c->nout[k] > max)
-            return true;
-    return false;
+    return !ak_gate_oracle_fits (ctx->spec, c->dims, c->dt, c->nin, c->nout, ctx->oracle_max_elems,
+                                 ctx->oracle_max_flops);
 }
 
 /* ------------------------------------------------------------- the key */

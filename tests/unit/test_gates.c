@@ -939,6 +939,45 @@ static void test_input_fill (void **state)
     free (want);
 }
 
+/*  Which configurations the host oracle takes where a device reference
+    is there (ak_gate_oracle_fits): by the largest buffer and by the
+    spec's work.  flash_attention's "large" (537 MFLOP) goes to the device
+    reference alone by its work though every buffer is within 2^20
+    elements; "medium" (17 MFLOP) stays with the oracle, as matmul's
+    "xlarge" does (34 MFLOP); raising the limit takes "large" back; a
+    buffer beyond max_elems sends any size away. */
+static void s_fits (const char *op, const char *size, uint64_t max_elems, uint64_t max_flops, bool want)
+{
+    ak_err_t err = { 0 };
+    ak_spec_t *spec = NULL;
+    char *rel = ak_sprintf ("kernels/%s/spec.json", op);
+    char *path = ak_test_src (rel);
+    assert_int_equal (ak_spec_load (path, &spec, &err), 0);
+    const ak_size_t *z = ak_spec_size (spec, size);
+    assert_non_null (z);
+    size_t nin[AK_MAX_BUFS], nout[AK_MAX_BUFS];
+    assert_int_equal (ak_buf_counts (spec, z->dims, AK_DT_BFLOAT16, nin, nout, &err), 0);
+    bool got = ak_gate_oracle_fits (spec, z->dims, AK_DT_BFLOAT16, nin, nout, max_elems, max_flops);
+    if (got != want)
+        fail_msg ("%s %s (max_elems %llu, max_flops %llu): oracle_fits %d, expected %d", op, size,
+                  (unsigned long long) max_elems, (unsigned long long) max_flops, got, want);
+    ak_spec_destroy (&spec);
+    free (path);
+    free (rel);
+}
+
+static void test_oracle_fits (void **state)
+{
+    (void) state;
+    s_fits ("flash_attention", "large", 0, 0, false);
+    s_fits ("flash_attention", "s1025", 0, 0, false);
+    s_fits ("flash_attention", "medium", 0, 0, true);
+    s_fits ("flash_attention", "large", 0, 1ull << 30, true);
+    s_fits ("matmul", "xlarge", 0, 0, true);
+    s_fits ("softmax", "small", 0, 0, true);
+    s_fits ("softmax", "small", 1000, 0, false);
+}
+
 /*  The host comparison of a large output, made in parts on several
     threads (ak_par_for, gates_cmp.c), says what the element-by-element
     order says: the counts of each kind, the largest finite error, and the
@@ -1030,6 +1069,7 @@ int main (void)
         cmocka_unit_test (test_elements),
         cmocka_unit_test (test_input_fill),
         cmocka_unit_test (test_compare_parts),
+        cmocka_unit_test (test_oracle_fits),
     };
     return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
 }
