@@ -971,6 +971,7 @@ static void test_oracle_fits (void **state)
     (void) state;
     s_fits ("flash_attention", "large", 0, 0, false);
     s_fits ("flash_attention", "s1025", 0, 0, false);
+    s_fits ("flash_attention", "s1023", 0, 0, false);
     s_fits ("flash_attention", "medium", 0, 0, true);
     s_fits ("flash_attention", "large", 0, 1ull << 30, true);
     s_fits ("matmul", "xlarge", 0, 0, true);
