@@ -165,7 +165,7 @@ typedef struct {
    one host thread in plain float64 C: flash_attention's large,
    large_causal, s1023 and s1025 (134-538 MFLOP each) are 98% of the work
    of its host sizes, and its references took 1.8 s of a nightly-bench
-   confirmation's gates on the H200's host); above it the device
+   confirmation's gates on the H200's host; above it the device
    reference judges alone, as for the GPU-only sizes, while the smaller
    sizes still check it against the oracle. */
 #define AK_GATE_ORACLE_MAX_FLOPS (1ull << 26)
