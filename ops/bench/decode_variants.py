@@ -15,16 +15,16 @@ version's largest error against SDPA.
     ops/bench/decode_variants.py build OUTDIR NAME=SRC[:DEF,DEF..] ...
     e.g. build /tmp/v old=/tmp/mma_old.cu:NW=8 new=kernels/split_kv_attention/cuda/mma_decode.cu:NW=8
   time (on the GPU machine: PyTorch with CUDA):
-    ops/bench/decode_variants.py time NAME:CUBIN:NW:WAVES[:STG][,...] SHAPE[,SHAPE..]
-    (STG given: the kernel is stream_decode, built with that STG, and
-    launched by its rule)
+    ops/bench/decode_variants.py time NAME:CUBIN:NW:WAVES[:STG[:ROWS]][,...] SHAPE[,SHAPE..]
+    (STG given: the kernel is stream_decode, built with that STG and
+    ROWS, default 8, and launched by its rule)
   ncu (one launch each, for `ncu -k ak_kernel -c 1 python3 ...`):
     ops/bench/decode_variants.py ncu NAME:CUBIN:NW:WAVES SHAPE
 
 The launch is mma_decode's rule (kernels/split_kv_attention/spec.json):
 grid [row tiles of 16, splits for about WAVES x 132 blocks, B*HK], block
 32*NW, shared (NW+1)*16*(D+8)*4 bytes; with STG, stream_decode's: row
-tiles of 8, at most WAVES x 132 blocks (at least a split), shared
+tiles of ROWS, at most WAVES x 132 blocks (at least a split), shared
 min(NW*STG*32*D*2, 204800) bytes.  Shapes: SHAPES below (bf16, mask
 none: the unmasked forms of the batch's decode shapes; pi05 and pi05_b8
 are pi0.5's denoise step, D 256).
@@ -90,20 +90,19 @@ def run(mode, kernels, shapes):
     fns = []
     for spec in kernels.split(","):
         parts = spec.split(":")
-        if len(parts) == 4:
-            parts.append("0")
-        if len(parts) != 5:
-            die(f"'{spec}': want NAME:CUBIN:NW:WAVES[:STG]")
-        name, path, nw, waves, stg = parts
+        parts += ["0", "8"][len(parts) - 4:] if 4 <= len(parts) <= 6 else []
+        if len(parts) != 6:
+            die(f"'{spec}': want NAME:CUBIN:NW:WAVES[:STG[:ROWS]]")
+        name, path, nw, waves, stg, rows = parts
         m, f = ctypes.c_void_p(), ctypes.c_void_p()
         ck(cu.cuModuleLoad(ctypes.byref(m), path.encode()), f"cuModuleLoad {path}")
         ck(cu.cuModuleGetFunction(ctypes.byref(f), m, b"ak_kernel"), f"{path}: ak_kernel")
         ck(cu.cuFuncSetAttribute(f, 8, 200 * 1024), "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
-        fns.append((name, f, int(nw), int(waves), int(stg)))
+        fns.append((name, f, int(nw), int(waves), int(stg), int(rows)))
 
-    def launch(f, nw, waves, stg, shp, q, k, v, o):
+    def launch(f, nw, waves, stg, rows, shp, q, k, v, o):
         B, Q, HQ, HK, L, D, mask = shp
-        tile = 8 if stg else 16            # stream_decode: 8 query rows a tile
+        tile = rows if stg else 16         # stream_decode: ROWS query rows a tile
         rt = (((HQ + HK - 1) // HK) * Q + tile - 1) // tile
         c = B * HK * rt
         gy = min(max(132 * waves // c, 1) if stg else math.ceil(132 * waves / c), math.ceil(L / (16 * nw)))
@@ -155,9 +154,9 @@ def run(mode, kernels, shapes):
             return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
         ref = sdpa().float()
         line = [f"{sname}: sdpa {timeit(sdpa):.1f} us" if mode == "time" else sname]
-        for name, f, nw, waves, stg in fns:
+        for name, f, nw, waves, stg, rows in fns:
             def fn():
-                launch(f, nw, waves, stg, shp, q, k, v, o)
+                launch(f, nw, waves, stg, rows, shp, q, k, v, o)
             if mode == "ncu":
                 fn()
                 torch.cuda.synchronize()

@@ -40,7 +40,7 @@
 
 #define S_SEED 7
 
-#define S_MAXP 4
+#define S_MAXP 5
 
 typedef struct {
     const char *op, *cand;
@@ -57,16 +57,19 @@ typedef struct {
     ldmatrix and ldmatrix.trans, mma.sync through ak_blocks_cuda.h): 16
     rows a warp (Q fragments in registers) and 32 (two row tiles a K and V
     fragment), causal and not, D 64 and 128.  stream_decode (cp.async
-    rings, ldmatrix, ldmatrix.trans, the rows as the MMA's N): DMAX 256
-    (D 256 on tensor cores) with 3 stages, and DMAX 128 (D 256 on its plain
-    path) with 2. */
+    rings, ldmatrix, ldmatrix.trans, the rows as the MMA's N): 16 rows a
+    tile (two halves on the same V^T fragments) and 8; DMAX 256 (D 256 on
+    tensor cores) with 3 and 2 stages, and DMAX 128 (D 256 on its plain
+    path). */
 static const s_run_t s_runs[] = {
     { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 1 << 22, 2, { "NW", "WAVES" }, { 2, 1 } },
     { "split_kv_attention", "mma_decode", AK_DT_FLOAT16, 1 << 20, 2, { "NW", "WAVES" }, { 8, 4 } },
-    { "split_kv_attention", "stream_decode", AK_DT_BFLOAT16, 1 << 20, 4, { "NW", "STG", "DMAX", "WAVES" },
-      { 2, 3, 256, 1 } },
-    { "split_kv_attention", "stream_decode", AK_DT_FLOAT16, 1 << 19, 4, { "NW", "STG", "DMAX", "WAVES" },
-      { 4, 2, 128, 4 } },
+    { "split_kv_attention", "stream_decode", AK_DT_BFLOAT16, 1 << 20, 5, { "NW", "ROWS", "STG", "DMAX", "WAVES" },
+      { 2, 16, 3, 256, 1 } },
+    { "split_kv_attention", "stream_decode", AK_DT_BFLOAT16, 1 << 18, 5, { "NW", "ROWS", "STG", "DMAX", "WAVES" },
+      { 4, 8, 2, 256, 2 } },
+    { "split_kv_attention", "stream_decode", AK_DT_FLOAT16, 1 << 19, 5, { "NW", "ROWS", "STG", "DMAX", "WAVES" },
+      { 4, 8, 2, 128, 4 } },
     { "flash_attention", "fa2", AK_DT_BFLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 64, 32, 16 } },
     { "flash_attention", "fa2", AK_DT_FLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 128, 64, 32 } },
 };

@@ -11,23 +11,27 @@
     the next step's keys and values in registers: 236 registers at D 128,
     8 warps an SM, too few loads in flight to reach the copy bandwidth on
     a long cache.  Here:
-      S^T    S = Q K^T with Q the A operand, rows g (0..7) real or zero, rows
-             g+8 always zero (constant registers); K the B operand from
-             shared memory (ldmatrix: keys 8j+g of n-tile j)
+      S      S = Q K^T with Q the A operand, rows g (0..7) real or zero, rows
+             g+8 zero at ROWS 8 (constant registers) and rows 8..15 of the
+             tile at ROWS 16; K the B operand from shared memory
+             (ldmatrix: keys 8j+g of n-tile j)
       O^T += V^T P^T: V^T the A operand (ldmatrix.trans of the value rows:
              16 dims x 16 keys an m-tile), P^T the B operand, straight from
              S's accumulators (lane (g, t) holds P[row g][keys 2t, 2t+1]
-             and [8+2t, 8+2t+1]: exactly the B fragment of rows g);
-             lane (g, t) then holds dims 16i+g and 16i+g+8 of rows 2t and
-             2t+1 (D/4 floats a lane at D 128: 32, against 64)
+             and [8+2t, 8+2t+1]: exactly the B fragment of rows g; rows
+             g+8 likewise, a second set of O^T accumulators on the same
+             V^T fragments at ROWS 16); lane (g, t) then holds dims 16i+g
+             and 16i+g+8 of rows 2t and 2t+1 (D/4 floats a lane and a half
+             at D 128: 32, against 64)
       loads  each warp copies its steps of 16 keys (keys and values,
              32*D*sizeof(T) bytes) into its own STG-stage ring in shared
              memory with cp.async (16-byte chunks, chunk c of key row r at
              c ^ (r & 7): ldmatrix without bank conflicts), STG-1 steps in
              flight while it computes one; no block barrier in the loop
-    A query tile is 8 rows of one KV head's group ((HQ/HK) heads x Q
-    tokens, head-major); more rows take more tiles (each streams the keys
-    again: mma_decode's 16-row tiles suit prefill-like Q).  Warp w takes
+    A query tile is ROWS (8 or 16) rows of one KV head's group ((HQ/HK)
+    heads x Q tokens, head-major); more rows take more tiles, each
+    streaming the keys again (pi0.5's 400 rows a KV head: 50 tiles of 8,
+    25 of 16).  Warp w takes
     the slice's steps w, w+NW, ... with its own online softmax; then the
     warps' partials (m, l, unnormalised O) are merged through shared
     memory (it reuses the rings), and the block's partial is the output
@@ -44,6 +48,7 @@
     dims d, a row at a time): correct, not fast.
 
     NW     warps a block
+    ROWS   query rows a tile, 8 or 16 (16: twice the output registers)
     STG    ring stages a warp (STG-1 steps in flight); fewer when the
            launch's dynamic shared memory holds fewer (the launch rule caps
            it at 200 KiB), at least one
@@ -56,10 +61,10 @@
            capped so that each warp of a block has a step of 16 keys: a
            block of 8 warps with a 3-stage ring fills an SM, and 136
            blocks would run in two rounds where 128 run in one
-    Launch: grid [(((HQ+HK-1)/HK)*Q+7)/8, min(max(floor(132*WAVES/C), 1),
+    Launch: grid [(((HQ+HK-1)/HK)*Q+ROWS-1)/ROWS, min(max(floor(132*WAVES/C), 1),
     ceil(L/(16*NW))) (1 when L < 1), B*HK] with C = B*HK*row tiles, block
     [32*NW], shared min(NW*STG*32*D*sizeof(T), 204800) bytes; a D over 256
-    or a shared size below the partials' (NW*8*(D+8 rounded up to 8)*4)
+    or a shared size below the partials' (NW*ROWS*(D+8 rounded up to 8)*4)
     leaves the output unwritten: the gates say so.  Under AK_CUDA_EMU
     (test_cuda_cand_emu) ak_blocks_cuda.h's blocks go through the CPU
     emulation. */
@@ -76,7 +81,10 @@
 #define DMAX 128
 #endif
 
-#define S_ROWS 8                                      /* query rows a tile: the MMA's N */
+#ifndef ROWS
+#define ROWS 8
+#endif
+#define S_ROWS ROWS                                   /* query rows a tile: the MMA's N, once or twice */
 #define S_DMAX 256
 #define S_WS_FLOATS (1 << 23)
 #define S_WS_GROUPS (1 << 16)
@@ -91,6 +99,7 @@
 static_assert (NW >= 1 && NW <= 16, "NW must be 1..16");
 static_assert (STG >= 1 && STG <= 4, "STG must be 1..4");
 static_assert (DMAX == 128 || DMAX == 256, "DMAX must be 128 or 256");
+static_assert (ROWS == 8 || ROWS == 16, "ROWS must be 8 or 16");
 
 __device__ __align__ (16) float s_ws[S_WS_FLOATS];
 __device__ unsigned int s_cnt[S_WS_GROUPS];
@@ -143,14 +152,16 @@ __device__ __forceinline__ void s_issue (const s_tile &T, ak_t *st, ak_i64 c0, i
 }
 
 /*  One warp's steps over the slice on tensor cores; its partial (m, l and
-    the unnormalised rows, WD floats a row, 8 rows) into part. */
+    the unnormalised rows, WD floats a row, S_ROWS rows) into part.  Row
+    half h (rows 8h .. 8h+7; one half at ROWS 8, two at 16) is the MMA's
+    rows g + 8h for S, and its own O^T accumulators, which take the same
+    V^T fragments. */
 template <int D>
 __device__ void s_warp_tc (const s_tile &T, ak_t *ring, int nst, float *part, int WD, int warp, int lane)
 {
     constexpr int KS = D / 16;                        /* k-steps of S; m-tiles of O^T */
+    constexpr int H = S_ROWS / 8;                     /* row halves */
     const int g = lane >> 2, t = lane & 3;
-    const bool greal = T.r0 + g < T.nrows;
-    const int ng = T.n[g];
 
     const ak_i64 steps = (T.k1 - T.k0 + 15) / 16;
     const int nsw = steps > warp ? (int) ((steps - warp + NW - 1) / NW) : 0;    /* this warp's steps */
@@ -163,21 +174,30 @@ __device__ void s_warp_tc (const s_tile &T, ak_t *ring, int nst, float *part, in
             s_issue<D> (T, ring + i * SE, T.k0 + 16 * ((ak_i64) warp + (ak_i64) i * NW), lane);
         ak_cp_commit ();
     }
-    /* Q's A fragments, rows g (rows g+8 are zero): dims 16ks+2t, +1 and 16ks+2t+8, +9 */
-    unsigned qa[KS][2];
-    {
-        const ak_t *qr = T.q + (greal ? s_row_off (T, g) : 0);
+    /* Q's A fragments, rows g + 8h (zero past the tile's real rows, and rows g+8 at ROWS 8):
+       dims 16ks+2t, +1 and 16ks+2t+8, +9 */
+    unsigned qa[KS][2][H];
+    int ng[H];
+#pragma unroll
+    for (int h = 0; h < H; h++) {
+        const bool real = T.r0 + g + 8 * h < T.nrows;
+        ng[h] = T.n[g + 8 * h];
+        const ak_t *qr = T.q + (real ? s_row_off (T, g + 8 * h) : 0);
 #pragma unroll
         for (int ks = 0; ks < KS; ks++) {
-            qa[ks][0] = greal ? __ldg ((const unsigned *) (qr + 16 * ks + 2 * t)) : 0u;
-            qa[ks][1] = greal ? __ldg ((const unsigned *) (qr + 16 * ks + 2 * t + 8)) : 0u;
+            qa[ks][0][h] = real ? __ldg ((const unsigned *) (qr + 16 * ks + 2 * t)) : 0u;
+            qa[ks][1][h] = real ? __ldg ((const unsigned *) (qr + 16 * ks + 2 * t + 8)) : 0u;
         }
     }
-    float o[KS][4];
+    float o[H][KS][4], m[H], l[H];
 #pragma unroll
-    for (int i = 0; i < KS; i++)
-        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m = S_NEG_INF, l = 0.0f;
+    for (int h = 0; h < H; h++) {
+#pragma unroll
+        for (int i = 0; i < KS; i++)
+            o[h][i][0] = o[h][i][1] = o[h][i][2] = o[h][i][3] = 0.0f;
+        m[h] = S_NEG_INF;
+        l[h] = 0.0f;
+    }
 
     for (int i = 0; i < nsw; i++) {
         const int in = i + nst - 1;
@@ -198,85 +218,99 @@ __device__ void s_warp_tc (const s_tile &T, ak_t *ring, int nst, float *part, in
             for (int ks = 0; ks < KS; ks++) {
                 unsigned b[4];
                 ak_ldmatrix_x4 (b, ks_ + kr * D + 8 * ((2 * ks + kc) ^ (kr & 7)));
-                const unsigned a[4] = { qa[ks][0], 0u, qa[ks][1], 0u };
+                const unsigned a[4] = { qa[ks][0][0], H > 1 ? qa[ks][0][H - 1] : 0u, qa[ks][1][0],
+                                        H > 1 ? qa[ks][1][H - 1] : 0u };
                 ak_mma_16816 (sc[0], a, b[0], b[1]);
                 ak_mma_16816 (sc[1], a, b[2], b[3]);
             }
         }
 
-        /* soft, row g: keys c0 + 8j + 2t + e (e 0, 1); masked past the slice or the row's count */
+        /* soft, row g + 8h: sc[j][2h + e], keys c0 + 8j + 2t + e; masked past the slice or the
+           row's count */
         const bool full = c0 + 16 <= T.kfull;
-        float mx = S_NEG_INF;
+        unsigned pb[H][2];
 #pragma unroll
-        for (int j = 0; j < 2; j++)
+        for (int h = 0; h < H; h++) {
+            float mx = S_NEG_INF;
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                float v = sc[j][e] * T.qscale;
-                if (!full) {
-                    const ak_i64 key = c0 + 8 * j + 2 * t + e;
-                    v = key < T.k1 && key < ng ? v : S_NEG_INF;
+            for (int j = 0; j < 2; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float v = sc[j][2 * h + e] * T.qscale;
+                    if (!full) {
+                        const ak_i64 key = c0 + 8 * j + 2 * t + e;
+                        v = key < T.k1 && key < ng[h] ? v : S_NEG_INF;
+                    }
+                    sc[j][2 * h + e] = v;
+                    mx = fmaxf (mx, v);
                 }
-                sc[j][e] = v;
-                mx = fmaxf (mx, v);
-            }
-        mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, 1));
-        mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, 2));
-        const float mn = fmaxf (m, mx);
-        const float cr = mn != S_NEG_INF ? exp2f (m - mn) : 1.0f;
-        float ps = 0.0f;
+            mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, 1));
+            mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, 2));
+            const float mn = fmaxf (m[h], mx);
+            const float cr = mn != S_NEG_INF ? exp2f (m[h] - mn) : 1.0f;
+            float ps = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 2; j++)
+            for (int j = 0; j < 2; j++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const float p = mn != S_NEG_INF ? exp2f (sc[j][e] - mn) : 0.0f;
-                sc[j][e] = p;
-                ps += p;
-            }
-        l = l * cr + ps;
-        /* O^T's columns are rows 2t, 2t+1: their factors from lanes 8t and 8t+4 */
-        const float c_lo = __shfl_sync (0xffffffffu, cr, 8 * t), c_hi = __shfl_sync (0xffffffffu, cr, 8 * t + 4);
-        if (__any_sync (0xffffffffu, mn != m)) {
+                for (int e = 0; e < 2; e++) {
+                    const float p = mn != S_NEG_INF ? exp2f (sc[j][2 * h + e] - mn) : 0.0f;
+                    sc[j][2 * h + e] = p;
+                    ps += p;
+                }
+            l[h] = l[h] * cr + ps;
+            /* O^T's columns are rows 8h + 2t, 8h + 2t + 1: their factors from lanes 8t and 8t+4 */
+            const float c_lo = __shfl_sync (0xffffffffu, cr, 8 * t), c_hi = __shfl_sync (0xffffffffu, cr, 8 * t + 4);
+            if (__any_sync (0xffffffffu, mn != m[h])) {
 #pragma unroll
-            for (int i2 = 0; i2 < KS; i2++) {
-                o[i2][0] *= c_lo;
-                o[i2][1] *= c_hi;
-                o[i2][2] *= c_lo;
-                o[i2][3] *= c_hi;
+                for (int i2 = 0; i2 < KS; i2++) {
+                    o[h][i2][0] *= c_lo;
+                    o[h][i2][1] *= c_hi;
+                    o[h][i2][2] *= c_lo;
+                    o[h][i2][3] *= c_hi;
+                }
             }
+            m[h] = mn;
+            pb[h][0] = ak_pack2 (sc[0][2 * h], sc[0][2 * h + 1]);
+            pb[h][1] = ak_pack2 (sc[1][2 * h], sc[1][2 * h + 1]);
         }
-        m = mn;
 
         /* O^T += V^T P^T: m-tile i dims 16i .. 16i+15; ldmatrix x4 .trans: value rows
-           8(l/16) + l%8, chunk 2i + (l/8)%2 */
-        const unsigned pb0 = ak_pack2 (sc[0][0], sc[0][1]), pb1 = ak_pack2 (sc[1][0], sc[1][1]);
+           8(l/16) + l%8, chunk 2i + (l/8)%2; one V^T fragment for every half */
         {
             const int vr = 8 * (lane >> 4) + (lane & 7), vc = (lane >> 3) & 1;
 #pragma unroll
             for (int i2 = 0; i2 < KS; i2++) {
                 unsigned va[4];
                 ak_ldmatrix_x4_trans (va, vs_ + vr * D + 8 * ((2 * i2 + vc) ^ (vr & 7)));
-                ak_mma_16816 (o[i2], va, pb0, pb1);
+#pragma unroll
+                for (int h = 0; h < H; h++)
+                    ak_mma_16816 (o[h][i2], va, pb[h][0], pb[h][1]);
             }
         }
         __syncwarp ();                                /* every lane done with the stage before it is refilled */
     }
     ak_cp_wait<0> ();
 
-    /* the sum over the quad; m is the same in its four lanes */
-    l += __shfl_xor_sync (0xffffffffu, l, 1);
-    l += __shfl_xor_sync (0xffffffffu, l, 2);
     __syncthreads ();                                 /* every warp off its ring: the partials take its place */
-    /* o[i][0]: dim 16i+g, row 2t; [1] row 2t+1; [2], [3]: dim 16i+g+8 */
 #pragma unroll
-    for (int i = 0; i < KS; i++) {
-        part[(2 * t) * WD + 16 * i + g] = o[i][0];
-        part[(2 * t + 1) * WD + 16 * i + g] = o[i][1];
-        part[(2 * t) * WD + 16 * i + g + 8] = o[i][2];
-        part[(2 * t + 1) * WD + 16 * i + g + 8] = o[i][3];
-    }
-    if (t == 0) {
-        part[g * WD + WD - 8] = m;
-        part[g * WD + WD - 7] = l;
+    for (int h = 0; h < H; h++) {
+        /* the sum over the quad; m is the same in its four lanes */
+        float lq = l[h];
+        lq += __shfl_xor_sync (0xffffffffu, lq, 1);
+        lq += __shfl_xor_sync (0xffffffffu, lq, 2);
+        /* o[h][i][0]: dim 16i+g, row 8h+2t; [1] row 8h+2t+1; [2], [3]: dim 16i+g+8 */
+        float *ph = part + 8 * h * WD;
+#pragma unroll
+        for (int i = 0; i < KS; i++) {
+            ph[(2 * t) * WD + 16 * i + g] = o[h][i][0];
+            ph[(2 * t + 1) * WD + 16 * i + g] = o[h][i][1];
+            ph[(2 * t) * WD + 16 * i + g + 8] = o[h][i][2];
+            ph[(2 * t + 1) * WD + 16 * i + g + 8] = o[h][i][3];
+        }
+        if (t == 0) {
+            ph[g * WD + WD - 8] = m[h];
+            ph[g * WD + WD - 7] = lq;
+        }
     }
 }
 #endif
@@ -356,13 +390,13 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     const bool causal = mask == 2 || mask == 3;
     const ak_i64 len = mask == 3 ? L - (ak_i64) ((ak_u32) ((ak_u32) b * 2654435761u) % (ak_u32) (L + 1)) : L;
 
-    /* the keys row lane%8 sees; the most and the fewest over the real rows */
-    const ak_i64 grl = r0 + (lane & 7);
+    /* the keys row lane%S_ROWS sees; the most and the fewest over the real rows */
+    const ak_i64 grl = r0 + (lane & (S_ROWS - 1));
     const bool rreal = grl < nrows;
     const ak_i64 nl = causal ? len - Q + 1 + (ak_i64) ((ak_u32) grl % (ak_u32) Q) : L;
     ak_i64 nmax = rreal ? nl : 0, nmin = rreal ? nl : L;
 #pragma unroll
-    for (int off = 4; off >= 1; off >>= 1) {
+    for (int off = S_ROWS / 2; off >= 1; off >>= 1) {
         nmax = max (nmax, __shfl_xor_sync (0xffffffffu, nmax, off));
         nmin = min (nmin, __shfl_xor_sync (0xffffffffu, nmin, off));
     }
