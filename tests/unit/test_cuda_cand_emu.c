@@ -64,7 +64,7 @@ typedef struct {
 static const s_run_t s_runs[] = {
     { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 1 << 22, 2, { "NW", "WAVES" }, { 2, 1 } },
     { "split_kv_attention", "mma_decode", AK_DT_FLOAT16, 1 << 20, 2, { "NW", "WAVES" }, { 8, 4 } },
-    { "split_kv_attention", "stream_decode", AK_DT_BFLOAT16, 1 << 20, 5, { "NW", "ROWS", "STG", "DMAX", "WAVES" },
+    { "split_kv_attention", "stream_decode", AK_DT_BFLOAT16, 1 << 18, 5, { "NW", "ROWS", "STG", "DMAX", "WAVES" },
       { 2, 16, 3, 256, 1 } },
     { "split_kv_attention", "stream_decode", AK_DT_BFLOAT16, 1 << 18, 5, { "NW", "ROWS", "STG", "DMAX", "WAVES" },
       { 4, 8, 2, 256, 2 } },
