@@ -25,8 +25,9 @@
       ak_wgmma<N> (m64nNk16, f32 accumulators, A K-major, B N-major) for
       N = 64, 128, 256; used by matmul's and fused_mlp's wgmma candidates;
     and, for any kernel: AK_DYNAMIC_SHARED (the launch's dynamic shared
-    memory as an array), ak_dynamic_smem_size and ak_last_arrival (the
-    split merge's handshake; used by split_kv_attention's stream_decode);
+    memory as an array), ak_dynamic_smem_size, and ak_split_slices and
+    ak_last_arrival (a split tile's slices and the split merge's
+    handshake; used by split_kv_attention's decode kernels);
     and, for device references (-DAK_REFERENCE, float64):
       ak_ref_gemm64, a 64x64 tile of one or two float64 products sharing
       their left operand, through shared memory, and ak_ref_store64; used
@@ -59,6 +60,21 @@ __device__ __forceinline__ unsigned ak_dynamic_smem_size (void)
     return r;
 }
 #endif
+
+/*  The slices of a split tile: steps (of keys, of key tiles; none when
+    negative) over at most gridy blocks, or one slice when ok is false
+    (the partials would not fit): per steps a slice, nsplit slices, none
+    empty (blocks at or past nsplit have nothing to do). */
+__device__ __forceinline__ void ak_split_slices (ak_i64 steps, ak_i64 gridy, bool ok, ak_i64 *per, ak_i64 *nsplit)
+{
+    if (steps < 0)
+        steps = 0;
+    ak_i64 ns = !ok ? 1 : gridy < steps ? gridy : steps;
+    if (ns < 1)
+        ns = 1;
+    *per = (ak_u32) (steps + ns - 1) / (ak_u32) ns;
+    *nsplit = *per > 0 ? (ak_u32) (steps + *per - 1) / (ak_u32) *per : 1;
+}
 
 /*  The handshake of a split merge: every block of a group (the splits of
     one tile) calls it with all its threads (a 1-D block) once its partial

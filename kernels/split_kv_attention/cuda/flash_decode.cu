@@ -225,12 +225,8 @@ extern "C" __global__ void __launch_bounds__ (NT, F_MINB) ak_kernel (ak_cuda_arg
     const ak_i64 ngroups = (ak_i64) gridDim.x * gridDim.z;
     const ak_i64 WD = (D + 7) / 8 * 8 + 8;                         /* floats a partial row */
     const bool ws_ok = ngroups <= F_WS_GROUPS && ngroups * (ak_i64) gridDim.y * ROWS * WD <= F_WS_FLOATS;
-    const ak_i64 tiles = (nmax + tkr - 1) / tkr;
-    ak_i64 ns = ws_ok ? min ((ak_i64) gridDim.y, tiles) : 1;
-    if (ns < 1)
-        ns = 1;
-    const ak_i64 per = (tiles + ns - 1) / ns;                      /* tiles a slice */
-    const ak_i64 nsplit = per > 0 ? (tiles + per - 1) / per : 1;    /* none empty */
+    ak_i64 per, nsplit;                                            /* tiles a slice, slices */
+    ak_split_slices ((nmax + tkr - 1) / tkr, gridDim.y, ws_ok, &per, &nsplit);
     const ak_i64 split = blockIdx.y;
     if (split >= nsplit)
         return;
@@ -472,18 +468,8 @@ extern "C" __global__ void __launch_bounds__ (NT, F_MINB) ak_kernel (ak_cuda_arg
         wp[tid * WD + WD - 8] = sm[tid];
         wp[tid * WD + WD - 7] = sl[tid];
     }
-    __threadfence ();
-    __syncthreads ();
-    if (tid == 0) {
-        const unsigned int done = atomicAdd (&f_cnt[tg], 1u);
-        s_last = done == (unsigned int) nsplit - 1;
-        if (s_last)
-            f_cnt[tg] = 0;                             /* every slice is in: ready for the next launch */
-    }
-    __syncthreads ();
-    if (!s_last)
+    if (!ak_last_arrival (&f_cnt[tg], (unsigned int) nsplit, &s_last))
         return;
-    __threadfence ();
     const float *w0 = f_ws + tg * gridDim.y * ROWS * WD;
     const ak_i64 sstride = (ak_i64) ROWS * WD;        /* from one split to the next */
     const int d4 = (int) ((D + 3) / 4);

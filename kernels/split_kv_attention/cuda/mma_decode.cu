@@ -499,12 +499,8 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     const ak_i64 tg = bk * gridDim.x + blockIdx.x;                 /* the split tile */
     const ak_i64 ngroups = (ak_i64) gridDim.x * gridDim.z;
     const bool ws_ok = ngroups <= M_WS_GROUPS && ngroups * (ak_i64) gridDim.y * M_ROWS * WD <= M_WS_FLOATS;
-    const ak_i64 steps = (nmax + 15) / 16;
-    ak_i64 ns = ws_ok ? min ((ak_i64) gridDim.y, steps) : 1;
-    if (ns < 1)
-        ns = 1;
-    const ak_i64 per = (ak_u32) (steps + ns - 1) / (ak_u32) ns;    /* steps a slice */
-    const ak_i64 nsplit = per > 0 ? (ak_u32) (steps + per - 1) / (ak_u32) per : 1;    /* none empty */
+    ak_i64 per, nsplit;                                            /* steps a slice, slices */
+    ak_split_slices (nmax > 0 ? (nmax + 15) / 16 : 0, gridDim.y, ws_ok, &per, &nsplit);
     const ak_i64 split = blockIdx.y;
     if (split >= nsplit)
         return;
@@ -604,18 +600,8 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     }
 
     /* the split merge: the partial is out, the last block of the tile merges */
-    __threadfence ();
-    __syncthreads ();
-    if (tid == 0) {
-        const unsigned int done = atomicAdd (&m_cnt[tg], 1u);
-        s_last = done == (unsigned int) nsplit - 1;
-        if (s_last)
-            m_cnt[tg] = 0;                             /* every slice is in: ready for the next launch */
-    }
-    __syncthreads ();
-    if (!s_last)
+    if (!ak_last_arrival (&m_cnt[tg], (unsigned int) nsplit, &s_last))
         return;
-    __threadfence ();
     /*  Real rows only, splits 0 .. nsplit-1 in chunks of SC: a warp a row finds the maximum
         (every split's at once), then per chunk the splits' weights (into shared memory, the
         sums a lane in split order, the lanes in a fixed tree), then item (row, 4 dims) x

@@ -300,18 +300,8 @@ extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
         return;
 
     /* 3. the splits: the last block of the tile to arrive merges them */
-    __threadfence ();
-    __syncthreads ();
-    if (tid == 0) {
-        const unsigned int done = atomicAdd (&s_cnt[tg], 1u);
-        s_last = done == (unsigned int) nsplit - 1;
-        if (s_last)
-            s_cnt[tg] = 0;                            /* every slice is in: ready for the next launch */
-    }
-    __syncthreads ();
-    if (!s_last)
+    if (!ak_last_arrival (&s_cnt[tg], (unsigned int) nsplit, &s_last))
         return;
-    __threadfence ();
     for (ak_i64 i = tid; i < ROWS * D; i += S_NT) {
         const int r = (int) (i / D);
         const ak_i64 d = i % D, gr = r0 + r;

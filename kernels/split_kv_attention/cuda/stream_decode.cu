@@ -403,12 +403,8 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     const ak_i64 tg = bk * gridDim.x + blockIdx.x;                 /* the split tile */
     const ak_i64 ngroups = (ak_i64) gridDim.x * gridDim.z;
     const bool ws_ok = ngroups <= S_WS_GROUPS && ngroups * (ak_i64) gridDim.y * S_ROWS * WD <= S_WS_FLOATS;
-    const ak_i64 steps = nmax > 0 ? (nmax + 15) / 16 : 0;
-    ak_i64 ns = ws_ok ? min ((ak_i64) gridDim.y, steps) : 1;
-    if (ns < 1)
-        ns = 1;
-    const ak_i64 per = (ak_u32) (steps + ns - 1) / (ak_u32) ns;    /* steps a slice */
-    const ak_i64 nsplit = per > 0 ? (ak_u32) (steps + per - 1) / (ak_u32) per : 1;    /* none empty */
+    ak_i64 per, nsplit;                                            /* steps a slice, slices */
+    ak_split_slices (nmax > 0 ? (nmax + 15) / 16 : 0, gridDim.y, ws_ok, &per, &nsplit);
     const ak_i64 split = blockIdx.y;
     if (split >= nsplit)
         return;
