@@ -5,7 +5,8 @@
         bench_compute_ops OP SIZE DTYPE [CANDIDATE [CHECK_TOP]]
 
     Builds the cuda baseline and every configuration of CANDIDATE (NVRTC,
-    8 threads), makes the inputs on the device (the spec's generator and
+    8 threads; an sm_90a candidate for sm_90a, launched with its tensor
+    maps), makes the inputs on the device (the spec's generator and
     ranges, seed 42), times each kernel cold (L2 flushed before every
     launch, two events around one launch; ak_cuda_time_plain) as the
     median of 7 samples after a warm-up, and prints microseconds and
@@ -37,6 +38,8 @@
 typedef struct {
     const char *source;
     const ak_launch_rule_t *rule;
+    const char *arch;                  /* the candidate's "arch" ("sm_90a"), NULL: the device's */
+    ak_launch_cfg_t cfg;               /* the last evaluated launch (its tensor maps outlive the launch) */
     const char *names[AK_MAX_PARAMS];
     int64_t values[AK_MAX_PARAMS];
     int nparams;
@@ -74,6 +77,7 @@ static int s_add_config (const ak_candidate_t *cand, const int64_t *values, void
     s_item_t *it = s_add ();
     it->source = cand->source.text;
     it->rule = cand->launch;
+    it->arch = cand->arch;
     it->nparams = (int) cand->nparams;
     size_t n = (size_t) snprintf (it->text, sizeof it->text, "%s", cand->name);
     for (size_t i = 0; i < cand->nparams; i++) {
@@ -109,6 +113,7 @@ static void *s_compile (void *arg)
         req.cache_dir = S.cache;
         req.timeout_ms = 120000;
         req.device = S.devs[0];
+        req.arch = it->arch;
         if (S.be->compile (&req, &out, &err) == 0)
             it->path = out.artifact_path;
         else {
@@ -143,13 +148,10 @@ static int s_launch (const ak_spec_t *spec, const int64_t *dims, s_item_t *it, v
     l->params = it->values;
     l->param_names = it->names;
     l->nparams = it->nparams;
-    ak_launch_cfg_t cfg;
-    int rc = ak_launch_eval (spec, it->rule, dims, dt, it->names, it->values, it->nparams, &cfg, err);
+    int rc = ak_launch_eval (spec, it->rule, dims, dt, it->names, it->values, it->nparams, &it->cfg, err);
     if (rc)
         return rc;
-    memcpy (l->grid, cfg.grid, sizeof l->grid);
-    memcpy (l->block, cfg.block, sizeof l->block);
-    l->shared_bytes = cfg.shared_bytes;
+    ak_launch_apply (&it->cfg, l);       /* grid, block, shared, cluster, tensor maps */
     return 0;
 }
 
@@ -200,6 +202,7 @@ int main (int argc, char **argv)
     it = s_add ();
     it->source = bl->source.text;
     it->rule = bl->launch;
+    it->arch = bl->arch;
     snprintf (it->text, sizeof it->text, "baseline");
     if (cand_name) {
         const ak_candidate_t *cand = ak_spec_candidate (spec, cand_name);

@@ -1,5 +1,6 @@
 /*  tests/unit/test_cuda_sm90a.c: the catalog's sm_90a kernels (wgmma, TMA,
-    setmaxnreg: kernels/matmul/cuda/wgmma.cu) compiled without a GPU.
+    setmaxnreg: matmul's and fused_mlp's wgmma.cu, flash_attention's
+    wgmma.cu) compiled without a GPU.
 
     NVRTC builds a few configurations of each for --gpu-architecture=sm_90a
     with the prelude, as the worker does, plus --ptxas-options=-v, and the
@@ -7,7 +8,7 @@
       - no spill stores or loads in any function;
       - ak_kernel within its register budget (the count the block starts
         with, which the kernel's setmaxnreg arithmetic assumes: 168 with
-        two consumer warpgroups, 240 with one);
+        two consumer warpgroups, 240 with one, 128 with three);
       - no warning, no serialised wgmma ("Potential Performance Loss") and
         no injected warpgroup.arrive (C7519): either says the accumulators
         were touched between wgmma.
@@ -69,6 +70,8 @@ static const s_case_t s_cases[] = {
         {"RASTER", 0}, {"GROUP", 8}, {"GRID", 132} } },
     { "fused_mlp", "wgmma", "BFLOAT16", 168,
       { {"BM", 128}, {"BN", 128}, {"BK", 64}, {"STAGES", 4}, {"CONSUMERS", 2}, {"GRID", 132} } },
+    { "flash_attention", "wgmma", "BFLOAT16", 168, { {"BN", 128}, {"STAGES", 2}, {"CONSUMERS", 2} } },
+    { "flash_attention", "wgmma", "FLOAT16", 128, { {"BN", 64}, {"STAGES", 3}, {"CONSUMERS", 3} } },
 };
 #define S_NCASES (sizeof s_cases / sizeof s_cases[0])
 
@@ -328,9 +331,10 @@ static void test_compile_sm90a (void **state)
             snprintf (why, sizeof why, "NVRTC failed: %.400s", b->err.msg);
         else
             s_ptxas_check (log, k->budget, why, sizeof why);
-        print_message ("%s %s %s BM=%lld BN=%lld BK=%lld CONSUMERS=%lld: %s\n", k->op, k->cand, k->dtype,
-                       (long long) k->defs[0].value, (long long) k->defs[1].value,
-                       (long long) k->defs[2].value, (long long) k->defs[4].value, *why ? why : "ok");
+        char params[256] = "";
+        for (int d = 0, at = 0; d < s_ndefs (k) && at < (int) sizeof params; d++)
+            at += snprintf (params + at, sizeof params - at, " %s=%lld", k->defs[d].name, (long long) k->defs[d].value);
+        print_message ("%s %s %s%s: %s\n", k->op, k->cand, k->dtype, params, *why ? why : "ok");
         if (*why) {
             print_error ("%s\n", log);
             bad++;

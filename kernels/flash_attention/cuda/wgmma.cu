@@ -1,0 +1,523 @@
+/*  flash_attention, Hopper-native (cuda, sm_90a), in the FlashAttention-3
+    manner.  O = softmax (Q K^T / sqrt(D) [causal mask]) V per (b, h);
+    q, k, v, o [B][H][S][D] row-major; mask 2 is causal (keys j <= i).
+
+    float16 / bfloat16 with D = 64 or 128 and the three tensor maps
+    present: a warp-specialised kernel.  Block: 1 + CONSUMERS warpgroups
+    (128 threads each); the block owns BM = 64*CONSUMERS query rows of one
+    (b, h).  Warpgroup 0 is the producer: it gives registers back
+    (`setmaxnreg.dec`) and one thread loads the block's Q tile once and
+    then the K and V tiles of BN keys into rings of STAGES stages with
+    TMA (`cp.async.bulk.tensor.3d` over maps of dims {D, S, B*H}, box
+    {64, rows, 1}: a tile past the end of a head's rows reads zeros, never
+    the next head's).  Each consumer warpgroup owns 64 query rows and
+    computes, for every key tile:
+      S = Q K^T   `wgmma.m64nBNk16`, both operands from shared memory,
+                  K-major (K's rows are already the N x K operand);
+      the causal / length mask (edge tiles only), the online softmax in
+                  the exp2 domain (row max and sum per thread, the max
+                  reduced over the 4 threads of a row), P rounded to the
+                  16-bit type in registers;
+      O += P V    `wgmma.m64nDk16` with P straight from registers as the A
+                  operand (a thread's S accumulators are its A fragment,
+                  as with mma.sync) and V from shared memory, N-major
+                  (the transpose bit).
+    Software pipelined inside a warpgroup: S of tile t and P V of tile
+    t-1 are issued together; the softmax of tile t runs while P V of t-1
+    is still on the tensor cores, then O is rescaled.  The two or three
+    consumer warpgroups interleave on the SM's tensor cores as well.
+
+    Pipeline barriers per stage: full_k / full_v (count 1: the producer's
+    arrive.expect_tx, completed by the TMA bytes) and empty_k / empty_v
+    (count CONSUMERS: each consumer warpgroup arrives when its wgmma that
+    read the stage finished); waits on the phase bit (t / STAGES) & 1, the
+    producer on the opposite parity (a fresh barrier passes at once).  K
+    and V have barriers of their own, so S = Q K^T starts before V lands.
+
+    Shared memory (1024-byte aligned, TMA SWIZZLE_128B, 64-element panels
+    of 128-byte rows; chunk c of row r at c ^ (r & 7)):
+      Q  D/64 panels of [BM rows][64]   wgmma A: SBO 1024, +32 bytes a k16
+      K  STAGES x D/64 panels of [BN][64]  wgmma B, K-major: the same
+      V  STAGES x D/64 panels of [BN][64]  wgmma B, N-major: LBO = one
+         panel (BN*128 bytes), SBO 1024, +2048 bytes (16 keys) a k16.
+    Accumulators of m64nNk16: thread t of a warpgroup holds d[N/2];
+    d[4j+e] is row 16*(t/32) + (t%32)/4 + 8*(e/2), column 8j + 2*(t%4) +
+    (e%2) of its 64 rows.
+
+    Causal: a block loads key tiles up to its last row; a warpgroup
+    computes those up to its own last row and only passes the rest
+    (waits, releases); blocks are scheduled heaviest first.  Rows past S
+    are computed on zeros and not stored.
+
+    float32 (tensor cores would need TF32, too coarse for the float32
+    tolerance), any other D, or a map the worker could not encode: a plain
+    path inside the same launch (a warp per query row, online softmax in
+    float).
+
+    Deterministic: every reduction has one fixed order.
+
+    Launch: grid [(S+BM-1)/BM, B*H], block [128*(CONSUMERS+1)], shared
+    (64*CONSUMERS + 2*STAGES*BN)*D*2 + 1024 (the stages and the slack to
+    align them; the barriers are static). */
+#ifndef BN
+#define BN 128
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#ifndef CONSUMERS
+#define CONSUMERS 2
+#endif
+
+#ifndef AK_CUDA_ABI
+/* The tensor-map parameter (CUtensorMap's size and alignment) until the
+   prelude defines it. */
+typedef struct __align__ (64) { ak_u64 opaque[16]; } ak_tensor_map_t;
+#endif
+
+#define BM  (64 * CONSUMERS)                /* query rows a block */
+#define NT  (128 * (CONSUMERS + 1))
+#define NW  (NT / 32)
+#define S_MAXC 8                            /* plain path: D <= 256 */
+#define S_LOG2E 1.4426950408889634f
+
+static_assert (CONSUMERS == 2 || CONSUMERS == 3, "2 or 3 consumer warpgroups");
+static_assert (BN == 64 || BN == 128, "BN: 64 or 128 keys a tile");
+static_assert (STAGES >= 2 && STAGES <= 4, "2 to 4 stages");
+
+/*  Register budgets (see matmul's wgmma.cu): the block starts with
+    65536 / NT (168 or 128); the producer gives all but R_PROD back, the
+    consumers take R_CONS. */
+#if CONSUMERS == 2
+#define R_PROD 24
+#define R_CONS 240
+#define R_START 168
+#else
+#define R_PROD 32
+#define R_CONS 160
+#define R_START 128
+#endif
+static_assert (R_PROD + CONSUMERS * R_CONS <= (CONSUMERS + 1) * R_START, "register budget");
+
+__device__ __forceinline__ float s_neg_inf (void)
+{
+    return __int_as_float (0xff800000);
+}
+
+/* ------------------------------------------------------------ plain path */
+
+__device__ __forceinline__ float s_warp_sum (float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync (0xffffffffu, v, o);
+    return v;
+}
+
+__device__ void s_plain (const ak_cuda_args_t &a)
+{
+    const ak_i64 S = a.dims[2], D = a.dims[3], mask = a.dims[4];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const ak_i64 bh = blockIdx.y;
+    const float scale = 1.0f / sqrtf ((float) D);
+    if (D > 32 * S_MAXC)
+        return;
+    for (int r = warp; r < BM; r += NW) {
+        const ak_i64 i = (ak_i64) blockIdx.x * BM + r;
+        if (i >= S)
+            return;
+        const ak_t *q = AK_IN (a, 0) + (bh * S + i) * D;
+        const ak_t *k = AK_IN (a, 1) + bh * S * D, *v = AK_IN (a, 2) + bh * S * D;
+        ak_t *o = AK_OUT (a, 0) + (bh * S + i) * D;
+        const ak_i64 nkeys = mask == 2 ? i + 1 : S;
+        float qr[S_MAXC], acc[S_MAXC];
+#pragma unroll
+        for (int c = 0; c < S_MAXC; c++) {
+            qr[c] = lane + 32 * c < D ? ak_to_acc (q[lane + 32 * c]) * scale : 0.0f;
+            acc[c] = 0.0f;
+        }
+        float m = s_neg_inf (), l = 0.0f;
+        for (ak_i64 j = 0; j < nkeys; j++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int c = 0; c < S_MAXC; c++)
+                if (lane + 32 * c < D)
+                    s += qr[c] * ak_to_acc (k[j * D + lane + 32 * c]);
+            s = s_warp_sum (s);
+            const float mn = fmaxf (m, s);
+            const float corr = expf (m - mn), p = expf (s - mn);
+            m = mn;
+            l = l * corr + p;
+#pragma unroll
+            for (int c = 0; c < S_MAXC; c++)
+                if (lane + 32 * c < D)
+                    acc[c] = acc[c] * corr + p * ak_to_acc (v[j * D + lane + 32 * c]);
+        }
+#pragma unroll
+        for (int c = 0; c < S_MAXC; c++)
+            if (lane + 32 * c < D)
+                o[lane + 32 * c] = ak_from_acc (acc[c] / l);
+    }
+}
+
+#if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
+/* ---------------------------------------------------- wgmma and TMA */
+
+/*  D[64 x N] (+)= A[64 x 16] * B[16 x N], A and B K-major from shared
+    memory (imm-trans-a 0, imm-trans-b 0); acc 0 overwrites D. */
+template <int N_>
+__device__ __forceinline__ void s_wgmma_ss (float (&d)[N_ / 2], ak_u64 da, ak_u64 db, int acc);
+
+/*  D[64 x N] (+)= A[64 x 16] * B[16 x N], A from registers (a thread's
+    four 16-bit pairs, mma.sync's A fragment layout per warp), B N-major
+    from shared memory (imm-trans-b 1). */
+template <int N_>
+__device__ __forceinline__ void s_wgmma_rs (float (&d)[N_ / 2], const unsigned (&a)[4], ak_u64 db, int acc);
+
+template <> __device__ __forceinline__ void s_wgmma_ss<64> (float (&d)[32], ak_u64 da, ak_u64 db, int acc)
+{
+    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
+                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                  "%25,%26,%27,%28,%29,%30,%31"
+                  "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
+                  "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
+                  "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
+                  "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31])
+                  : "l" (da), "l" (db), "r" (acc));
+}
+
+template <> __device__ __forceinline__ void s_wgmma_ss<128> (float (&d)[64], ak_u64 da, ak_u64 db, int acc)
+{
+    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
+                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                  "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,"
+                  "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+                  "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
+                  "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
+                  "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
+                  "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31]),
+                  "+f" (d[32]), "+f" (d[33]), "+f" (d[34]), "+f" (d[35]), "+f" (d[36]), "+f" (d[37]), "+f" (d[38]), "+f" (d[39]),
+                  "+f" (d[40]), "+f" (d[41]), "+f" (d[42]), "+f" (d[43]), "+f" (d[44]), "+f" (d[45]), "+f" (d[46]), "+f" (d[47]),
+                  "+f" (d[48]), "+f" (d[49]), "+f" (d[50]), "+f" (d[51]), "+f" (d[52]), "+f" (d[53]), "+f" (d[54]), "+f" (d[55]),
+                  "+f" (d[56]), "+f" (d[57]), "+f" (d[58]), "+f" (d[59]), "+f" (d[60]), "+f" (d[61]), "+f" (d[62]), "+f" (d[63])
+                  : "l" (da), "l" (db), "r" (acc));
+}
+
+template <> __device__ __forceinline__ void s_wgmma_rs<64> (float (&d)[32], const unsigned (&a)[4], ak_u64 db, int acc)
+{
+    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
+                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                  "%25,%26,%27,%28,%29,%30,%31"
+                  "}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
+                  "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
+                  "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
+                  "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31])
+                  : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "l" (db), "r" (acc));
+}
+
+template <> __device__ __forceinline__ void s_wgmma_rs<128> (float (&d)[64], const unsigned (&a)[4], ak_u64 db, int acc)
+{
+    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
+                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
+                  "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,"
+                  "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+                  "}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
+                  "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
+                  "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
+                  "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31]),
+                  "+f" (d[32]), "+f" (d[33]), "+f" (d[34]), "+f" (d[35]), "+f" (d[36]), "+f" (d[37]), "+f" (d[38]), "+f" (d[39]),
+                  "+f" (d[40]), "+f" (d[41]), "+f" (d[42]), "+f" (d[43]), "+f" (d[44]), "+f" (d[45]), "+f" (d[46]), "+f" (d[47]),
+                  "+f" (d[48]), "+f" (d[49]), "+f" (d[50]), "+f" (d[51]), "+f" (d[52]), "+f" (d[53]), "+f" (d[54]), "+f" (d[55]),
+                  "+f" (d[56]), "+f" (d[57]), "+f" (d[58]), "+f" (d[59]), "+f" (d[60]), "+f" (d[61]), "+f" (d[62]), "+f" (d[63])
+                  : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "l" (db), "r" (acc));
+}
+
+
+/*  One box of a 3-D tensor map into shared memory; c0 the innermost
+    coordinate.  Completes its bytes on bar. */
+__device__ __forceinline__ void s_tma_load_3d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
+                                               unsigned bar)
+{
+    asm volatile ("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                  " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (c2), "r" (bar) : "memory");
+}
+
+/*  Pins every write to the wgmma operands before this point: the
+    compiler may otherwise sink a rescale or a pack past wgmma.fence, and
+    ptxas then injects a warpgroup.arrive of its own (C7519). */
+template <int NO, int NS, int NK>
+__device__ __forceinline__ void s_fence_regs (float (&o)[NO], float (&sacc)[NS], unsigned (&pa)[NK][4])
+{
+#pragma unroll
+    for (int i = 0; i < NO; i++)
+        ak_reg_fence (o[i]);
+#pragma unroll
+    for (int i = 0; i < NS; i++)
+        ak_reg_fence (sacc[i]);
+#pragma unroll
+    for (int k = 0; k < NK; k++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            asm volatile ("" : "+r" (pa[k][e]) :: "memory");
+}
+
+/* ------------------------------------------------------------ the kernel */
+
+__device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, const ak_tensor_map_t *tm_k,
+                         const ak_tensor_map_t *tm_v, unsigned char *raw)
+{
+    constexpr int HD = 128, PANELS = HD / 64;                       /* D <= 128, zero-padded by TMA */
+    constexpr int Q_BYTES = BM * HD * 2, T_BYTES = BN * HD * 2;     /* Q tile, one K or V stage */
+    constexpr int NJ = BN / 8, NK = BN / 16;
+    __shared__ __align__ (8) ak_u64 bars[1 + 4 * STAGES];
+    const unsigned raw_s = ak_smem (raw), base_s = (raw_s + 1023u) & ~1023u;
+    const unsigned q_s = base_s, k_s = q_s + Q_BYTES, v_s = k_s + STAGES * T_BYTES;
+    const unsigned qbar = ak_smem (bars), fullk = qbar + 8, emptyk = fullk + 8 * STAGES,
+                   fullv = emptyk + 8 * STAGES, emptyv = fullv + 8 * STAGES;
+
+    const ak_i64 S = a.dims[2], mask = a.dims[4];
+    const bool causal = mask == 2;
+    const int bh = (int) blockIdx.y;
+    const int qt = causal ? (int) (gridDim.x - 1 - blockIdx.x) : (int) blockIdx.x;
+    const ak_i64 qb = (ak_i64) qt * BM;
+    const ak_i64 kend = causal && qb + BM < S ? qb + BM : S;
+    const int ntiles = (int) ((kend + BN - 1) / BN);
+    const int wg = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) {
+        ak_bar_init (qbar, 1);
+        for (int s = 0; s < STAGES; s++) {
+            ak_bar_init (fullk + 8 * s, 1);
+            ak_bar_init (emptyk + 8 * s, CONSUMERS);
+            ak_bar_init (fullv + 8 * s, 1);
+            ak_bar_init (emptyv + 8 * s, CONSUMERS);
+        }
+        asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_q) : "memory");
+        asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_k) : "memory");
+        asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_v) : "memory");
+    }
+    __syncthreads ();
+
+    if (wg == 0) {
+        /* ---------------------------------------------------- producer */
+        asm volatile ("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n" (R_PROD));
+        if (threadIdx.x != 0)
+            return;
+        ak_bar_expect (qbar, Q_BYTES);
+#pragma unroll
+        for (int p = 0; p < PANELS; p++)
+            s_tma_load_3d (q_s + p * BM * 128, tm_q, p * 64, (int) qb, bh, qbar);
+        for (int t = 0; t < ntiles; t++) {
+            const int s = t % STAGES;
+            const unsigned ph = (t / STAGES) & 1;
+            ak_bar_wait (emptyk + 8 * s, ph ^ 1);
+            ak_bar_expect (fullk + 8 * s, T_BYTES);
+#pragma unroll
+            for (int p = 0; p < PANELS; p++)
+                s_tma_load_3d (k_s + s * T_BYTES + p * BN * 128, tm_k, p * 64, t * BN, bh, fullk + 8 * s);
+            ak_bar_wait (emptyv + 8 * s, ph ^ 1);
+            ak_bar_expect (fullv + 8 * s, T_BYTES);
+#pragma unroll
+            for (int p = 0; p < PANELS; p++)
+                s_tma_load_3d (v_s + s * T_BYTES + p * BN * 128, tm_v, p * 64, t * BN, bh, fullv + 8 * s);
+        }
+        return;
+    }
+
+    /* -------------------------------------------------------- consumers */
+    asm volatile ("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n" (R_CONS));
+    const int tid = threadIdx.x % 128, cw = wg - 1, lane = tid & 31, warp = tid >> 5;
+    const ak_i64 w0 = qb + cw * 64;                       /* the warpgroup's first row */
+    const ak_i64 wlast = w0 + 63 < S - 1 ? w0 + 63 : S - 1;
+    const int nt = w0 >= S ? 0 : (int) (((causal ? wlast + 1 : S) + BN - 1) / BN);
+    ak_i64 row[2];
+    row[0] = w0 + warp * 16 + (lane >> 2);
+    row[1] = row[0] + 8;
+    const ak_i64 D = a.dims[3];
+    const float sc = S_LOG2E / sqrtf ((float) D);
+    const unsigned qa = q_s + cw * 64 * 128;
+
+    float o[HD / 2], sacc[BN / 2], m[2], l[2];
+    unsigned pa[NK][4];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++)
+        o[i] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++)
+        pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = 0u;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        m[h] = s_neg_inf ();
+        l[h] = 0.0f;
+    }
+    ak_bar_wait (qbar, 0);
+
+    for (int t = 0; t < nt; t++) {
+        /* vt: the V tile of this step's P V, the previous one (at t = 0
+           tile 0 with P = 0 and O = 0: one code path, no divergent wgmma) */
+        const int vt = t > 0 ? t - 1 : 0, s = t % STAGES, sv = vt % STAGES;
+        /* both waits before the fence: a wait loop between it and a
+           wgmma makes ptxas inject a warpgroup.arrive (C7519); V of the
+           previous tile has long landed */
+        ak_bar_wait (fullk + 8 * s, (t / STAGES) & 1);
+        ak_bar_wait (fullv + 8 * sv, (vt / STAGES) & 1);
+        s_fence_regs (o, sacc, pa);
+        ak_wgmma_fence ();
+        /* S = Q K^T */
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++)
+            s_wgmma_ss<BN> (sacc, ak_wgmma_desc (qa + (kk / 4) * BM * 128 + (kk % 4) * 32, 16, 1024),
+                            ak_wgmma_desc (k_s + s * T_BYTES + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+        ak_wgmma_commit ();
+        /* O += P V of the previous tile, beside it */
+#pragma unroll
+        for (int kk = 0; kk < NK; kk++)
+            s_wgmma_rs<HD> (o, pa[kk], ak_wgmma_desc (v_s + sv * T_BYTES + kk * 16 * 128, BN * 128, 1024), 1);
+        ak_wgmma_commit ();
+        ak_wgmma_wait<1> ();
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++)
+            ak_reg_fence (sacc[i]);
+        if (tid == 0)
+            ak_bar_arrive (emptyk + 8 * s);
+        /* mask, row max over the quad, the new running max */
+        const ak_i64 j0 = (ak_i64) t * BN;
+        const bool edge = j0 + BN > S || (causal && j0 + BN - 1 > w0);
+        float mx[2] = { s_neg_inf (), s_neg_inf () };
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float x = sacc[4 * j + e];
+                if (edge) {
+                    const ak_i64 col = j0 + j * 8 + (lane & 3) * 2 + (e & 1);
+                    if (col >= S || (causal && col > row[e >> 1]))
+                        x = s_neg_inf ();
+                    sacc[4 * j + e] = x;
+                }
+                mx[e >> 1] = fmaxf (mx[e >> 1], x);
+            }
+        float corr[2], msc[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            mx[h] = fmaxf (mx[h], __shfl_xor_sync (0xffffffffu, mx[h], 1));
+            mx[h] = fmaxf (mx[h], __shfl_xor_sync (0xffffffffu, mx[h], 2));
+            const float mn = fmaxf (m[h], mx[h]);
+            msc[h] = mn == s_neg_inf () ? 0.0f : mn * sc;          /* a row with no key yet */
+            corr[h] = exp2f (m[h] * sc - msc[h]);
+            m[h] = mn;
+            l[h] *= corr[h];
+        }
+        /* P = exp2 (s sc - m sc), in place */
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float p = exp2f (fmaf (sacc[4 * j + e], sc, -msc[e >> 1]));
+                sacc[4 * j + e] = p;
+                l[e >> 1] += p;
+            }
+        ak_wgmma_wait<0> ();
+#pragma unroll
+        for (int i = 0; i < HD / 2; i++)
+            ak_reg_fence (o[i]);
+        if (t > 0 && tid == 0)
+            ak_bar_arrive (emptyv + 8 * sv);
+#pragma unroll
+        for (int i = 0; i < HD / 2; i++)
+            o[i] *= corr[(i >> 1) & 1];
+#pragma unroll
+        for (int kk = 0; kk < NK; kk++) {
+            pa[kk][0] = ak_pack2 (sacc[8 * kk + 0], sacc[8 * kk + 1]);
+            pa[kk][1] = ak_pack2 (sacc[8 * kk + 2], sacc[8 * kk + 3]);
+            pa[kk][2] = ak_pack2 (sacc[8 * kk + 4], sacc[8 * kk + 5]);
+            pa[kk][3] = ak_pack2 (sacc[8 * kk + 6], sacc[8 * kk + 7]);
+        }
+    }
+    if (nt > 0) {
+        const int s = (nt - 1) % STAGES;
+        ak_bar_wait (fullv + 8 * s, ((nt - 1) / STAGES) & 1);
+        s_fence_regs (o, sacc, pa);
+        ak_wgmma_fence ();
+#pragma unroll
+        for (int kk = 0; kk < NK; kk++)
+            s_wgmma_rs<HD> (o, pa[kk], ak_wgmma_desc (v_s + s * T_BYTES + kk * 16 * 128, BN * 128, 1024), 1);
+        ak_wgmma_commit ();
+        ak_wgmma_wait<0> ();
+#pragma unroll
+        for (int i = 0; i < HD / 2; i++)
+            ak_reg_fence (o[i]);
+        if (tid == 0)
+            ak_bar_arrive (emptyv + 8 * s);
+    }
+    /* the block's tiles past this warpgroup's last row: pass them on */
+    for (int t = nt; t < ntiles; t++) {
+        const int s = t % STAGES;
+        const unsigned ph = (t / STAGES) & 1;
+        ak_bar_wait (fullk + 8 * s, ph);
+        if (tid == 0)
+            ak_bar_arrive (emptyk + 8 * s);
+        ak_bar_wait (fullv + 8 * s, ph);
+        if (tid == 0)
+            ak_bar_arrive (emptyv + 8 * s);
+    }
+    if (nt == 0)
+        return;
+
+    /* the row sums live spread over the quad */
+    ak_t *O = AK_OUT (a, 0) + (ak_i64) bh * S * D;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float lh = l[h];
+        lh += __shfl_xor_sync (0xffffffffu, lh, 1);
+        lh += __shfl_xor_sync (0xffffffffu, lh, 2);
+        if (row[h] >= S)
+            continue;
+        const float inv = 1.0f / lh;
+        ak_t *out = O + row[h] * D + (lane & 3) * 2;
+#pragma unroll
+        for (int j = 0; j < HD / 8; j++)
+            if (j * 8 < D)
+                *(unsigned *) (out + j * 8) = ak_pack2 (o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__ (NT, 1)
+ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_q,
+           const __grid_constant__ ak_tensor_map_t tm_k, const __grid_constant__ ak_tensor_map_t tm_v)
+{
+    AK_DYNAMIC_SHARED (unsigned char, s_raw);
+    const ak_i64 D = a.dims[3];
+    const bool maps = ak_tensor_map_present (&tm_q) && ak_tensor_map_present (&tm_k)
+                      && ak_tensor_map_present (&tm_v);
+    /* one tile width, 128: a second instantiation (D 64) in the same
+       kernel makes ptxas serialise every wgmma */
+    if (maps && D <= 128)
+        s_flash (a, &tm_q, &tm_k, &tm_v, s_raw);
+    else
+        s_plain (a);
+}
+
+#else
+
+extern "C" __global__ void __launch_bounds__ (NT, 1)
+ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_q,
+           const __grid_constant__ ak_tensor_map_t tm_k, const __grid_constant__ ak_tensor_map_t tm_v)
+{
+    (void) tm_q;
+    (void) tm_k;
+    (void) tm_v;
+    s_plain (a);
+}
+
+#endif
