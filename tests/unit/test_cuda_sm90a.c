@@ -70,8 +70,8 @@ static const s_case_t s_cases[] = {
         {"RASTER", 0}, {"GROUP", 8}, {"GRID", 132} } },
     { "fused_mlp", "wgmma", "BFLOAT16", 168,
       { {"BM", 128}, {"BN", 128}, {"BK", 64}, {"STAGES", 4}, {"CONSUMERS", 2}, {"GRID", 132} } },
-    { "flash_attention", "wgmma", "BFLOAT16", 168, { {"BN", 128}, {"STAGES", 2}, {"CONSUMERS", 2} } },
-    { "flash_attention", "wgmma", "FLOAT16", 128, { {"BN", 64}, {"STAGES", 3}, {"CONSUMERS", 3} } },
+    { "flash_attention", "wgmma", "BFLOAT16", 168, { {"BN", 128}, {"STAGES", 2}, {"CONSUMERS", 2}, {"PINGPONG", 1} } },
+    { "flash_attention", "wgmma", "FLOAT16", 128, { {"BN", 64}, {"STAGES", 3}, {"CONSUMERS", 3}, {"PINGPONG", 0} } },
 };
 #define S_NCASES (sizeof s_cases / sizeof s_cases[0])
 

@@ -2,30 +2,35 @@
     manner.  O = softmax (Q K^T / sqrt(D) [causal mask]) V per (b, h);
     q, k, v, o [B][H][S][D] row-major; mask 2 is causal (keys j <= i).
 
-    float16 / bfloat16 with D = 64 or 128 and the three tensor maps
-    present: a warp-specialised kernel.  Block: 1 + CONSUMERS warpgroups
-    (128 threads each); the block owns BM = 64*CONSUMERS query rows of one
-    (b, h).  Warpgroup 0 is the producer: it gives registers back
+    float16 / bfloat16 with D <= 128 and the three tensor maps present: a
+    warp-specialised kernel.  Block: 1 + CONSUMERS warpgroups (128 threads
+    each); the block owns BM = 64*CONSUMERS query rows of one (b, h).
+    Warpgroup 0 is the producer: it gives registers back
     (`setmaxnreg.dec`) and one thread loads the block's Q tile once and
-    then the K and V tiles of BN keys into rings of STAGES stages with
-    TMA (`cp.async.bulk.tensor.3d` over maps of dims {D, S, B*H}, box
-    {64, rows, 1}: a tile past the end of a head's rows reads zeros, never
-    the next head's).  Each consumer warpgroup owns 64 query rows and
-    computes, for every key tile:
+    then the K and V tiles of BN keys into rings of STAGES stages with TMA
+    (`cp.async.bulk.tensor.3d` over maps of dims {D, S, B*H}, box {64,
+    rows, 1}: a tile past the end of a head's rows reads zeros, never the
+    next head's, and so do the columns past D: every D up to 128 runs as
+    D = 128, one instantiation; a second one for D = 64 in the same kernel
+    made ptxas serialise every wgmma).  Each consumer warpgroup owns 64
+    query rows and computes, for every key tile:
       S = Q K^T   `wgmma.m64nBNk16`, both operands from shared memory,
                   K-major (K's rows are already the N x K operand);
-      the causal / length mask (edge tiles only), the online softmax in
-                  the exp2 domain (row max and sum per thread, the max
-                  reduced over the 4 threads of a row), P rounded to the
-                  16-bit type in registers;
+      the causal / length mask (edge tiles only: the tiles every key of
+                  which every row sees run a loop compiled without it,
+                  which took 25% off gpu_llm), the online softmax in the
+                  exp2 domain (row max and sum per thread, the max reduced
+                  over the 4 threads of a row; one MUFU.EX2 an element),
+                  P rounded to the 16-bit type in registers;
       O += P V    `wgmma.m64nDk16` with P straight from registers as the A
                   operand (a thread's S accumulators are its A fragment,
                   as with mma.sync) and V from shared memory, N-major
                   (the transpose bit).
     Software pipelined inside a warpgroup: S of tile t and P V of tile
     t-1 are issued together; the softmax of tile t runs while P V of t-1
-    is still on the tensor cores, then O is rescaled.  The two or three
-    consumer warpgroups interleave on the SM's tensor cores as well.
+    is still on the tensor cores, then O is rescaled.  PINGPONG 1: the
+    consumer warpgroups take turns to issue their products (named
+    barriers), so one's softmax runs while the other's products do.
 
     Pipeline barriers per stage: full_k / full_v (count 1: the producer's
     arrive.expect_tx, completed by the TMA bytes) and empty_k / empty_v
@@ -36,9 +41,9 @@
 
     Shared memory (1024-byte aligned, TMA SWIZZLE_128B, 64-element panels
     of 128-byte rows; chunk c of row r at c ^ (r & 7)):
-      Q  D/64 panels of [BM rows][64]   wgmma A: SBO 1024, +32 bytes a k16
-      K  STAGES x D/64 panels of [BN][64]  wgmma B, K-major: the same
-      V  STAGES x D/64 panels of [BN][64]  wgmma B, N-major: LBO = one
+      Q  2 panels of [BM rows][64]   wgmma A: SBO 1024, +32 bytes a k16
+      K  STAGES x 2 panels of [BN][64]  wgmma B, K-major: the same
+      V  STAGES x 2 panels of [BN][64]  wgmma B, N-major: LBO = one
          panel (BN*128 bytes), SBO 1024, +2048 bytes (16 keys) a k16.
     Accumulators of m64nNk16: thread t of a warpgroup holds d[N/2];
     d[4j+e] is row 16*(t/32) + (t%32)/4 + 8*(e/2), column 8j + 2*(t%4) +
@@ -50,15 +55,15 @@
     are computed on zeros and not stored.
 
     float32 (tensor cores would need TF32, too coarse for the float32
-    tolerance), any other D, or a map the worker could not encode: a plain
-    path inside the same launch (a warp per query row, online softmax in
-    float).
+    tolerance), D > 128, or a map the worker could not encode (a row of D
+    elements not a multiple of 16 bytes): a plain path inside the same
+    launch (a warp per query row, online softmax in float).
 
     Deterministic: every reduction has one fixed order.
 
     Launch: grid [(S+BM-1)/BM, B*H], block [128*(CONSUMERS+1)], shared
-    (64*CONSUMERS + 2*STAGES*BN)*D*2 + 1024 (the stages and the slack to
-    align them; the barriers are static). */
+    (64*CONSUMERS + 2*STAGES*BN)*256 + 1024 (Q and the stages at D = 128
+    and the slack to align them; the barriers are static). */
 #ifndef BN
 #define BN 128
 #endif
@@ -67,6 +72,9 @@
 #endif
 #ifndef CONSUMERS
 #define CONSUMERS 2
+#endif
+#ifndef PINGPONG
+#define PINGPONG 1
 #endif
 
 #ifndef AK_CUDA_ABI
@@ -84,6 +92,7 @@ typedef struct __align__ (64) { ak_u64 opaque[16]; } ak_tensor_map_t;
 static_assert (CONSUMERS == 2 || CONSUMERS == 3, "2 or 3 consumer warpgroups");
 static_assert (BN == 64 || BN == 128, "BN: 64 or 128 keys a tile");
 static_assert (STAGES >= 2 && STAGES <= 4, "2 to 4 stages");
+static_assert (PINGPONG == 0 || PINGPONG == 1, "PINGPONG: 0 or 1");
 
 /*  Register budgets (see matmul's wgmma.cu): the block starts with
     65536 / NT (168 or 128); the producer gives all but R_PROD back, the
@@ -98,6 +107,18 @@ static_assert (STAGES >= 2 && STAGES <= 4, "2 to 4 stages");
 #define R_START 128
 #endif
 static_assert (R_PROD + CONSUMERS * R_CONS <= (CONSUMERS + 1) * R_START, "register budget");
+
+/*  2^x in one MUFU.EX2, flushing denormal results to zero (-inf gives
+    0): exp2f adds a range check and two multiplies an element, and the
+    softmax's instructions, not the tensor cores, bound this kernel
+    (session 22 on the H200: 0.93x the time of exp2f's, once the mask was
+    out of the inner tiles). */
+__device__ __forceinline__ float s_ex2 (float x)
+{
+    float y;
+    asm ("ex2.approx.ftz.f32 %0, %1;" : "=f" (y) : "f" (x));
+    return y;
+}
 
 __device__ __forceinline__ float s_neg_inf (void)
 {
@@ -270,6 +291,122 @@ __device__ __forceinline__ void s_fence_regs (float (&o)[NO], float (&sacc)[NS],
             asm volatile ("" : "+r" (pa[k][e]) :: "memory");
 }
 
+/*  The consumers' turns (PINGPONG): warpgroup c issues its wgmma only
+    after bar.sync on named barrier 1 + c, which warpgroup c - 1 (the last
+    one for c = 0) arrives at once it has issued its own; 256 threads a
+    barrier, its owner's 128 and the previous warpgroup's 128.  While one
+    warpgroup's products run, the next does its softmax. */
+__device__ __forceinline__ void s_turn_wait (int cw)
+{
+    if (PINGPONG)
+        asm volatile ("bar.sync %0, 256;\n" :: "r" (1 + cw) : "memory");
+}
+
+__device__ __forceinline__ void s_turn_pass (int cw)
+{
+    if (PINGPONG)
+        asm volatile ("bar.arrive %0, 256;\n" :: "r" (1 + (cw + 1) % CONSUMERS) : "memory");
+}
+
+/*  What every tile step of a consumer warpgroup needs. */
+typedef struct {
+    unsigned qa, k_s, v_s;                 /* its Q rows, the K and V rings (shared addresses) */
+    unsigned fullk, fullv, emptyk, emptyv; /* the rings' barriers */
+    int tid, cw;                           /* thread in the warpgroup, consumer index */
+    float sc;                              /* log2(e) / sqrt(D) */
+} s_ctx_t;
+
+/*  One key tile t of a consumer warpgroup: S = Q K^T of t and O += P V of
+    t - 1 issued together, S's softmax while P V runs, then O rescaled and
+    P of t packed for the next step.  MASK: columns from lim0 (rows g) and
+    lim1 (rows g + 8) on are no keys (-inf). */
+template <bool MASK, int NO, int NS, int NK>
+__device__ __forceinline__ void s_tile (const s_ctx_t &c, int t, float (&o)[NO], float (&sacc)[NS],
+                                        unsigned (&pa)[NK][4], float (&m)[2], float (&l)[2], int lim0, int lim1)
+{
+    constexpr int HD = 2 * NO, T_BYTES = BN * HD * 2, NJ = BN / 8;
+    /* vt: the V tile of this step's P V, the previous one (at t = 0
+       tile 0 with P = 0 and O = 0: one code path, no divergent wgmma) */
+    const int vt = t > 0 ? t - 1 : 0, s = t % STAGES, sv = vt % STAGES;
+    /* both waits before the fence: a wait loop between it and a
+       wgmma makes ptxas inject a warpgroup.arrive (C7519); V of the
+       previous tile has long landed */
+    ak_bar_wait (c.fullk + 8 * s, (t / STAGES) & 1);
+    ak_bar_wait (c.fullv + 8 * sv, (vt / STAGES) & 1);
+    s_fence_regs (o, sacc, pa);
+    s_turn_wait (c.cw);
+    ak_wgmma_fence ();
+    /* S = Q K^T */
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++)
+        s_wgmma_ss<BN> (sacc, ak_wgmma_desc (c.qa + (kk / 4) * BM * 128 + (kk % 4) * 32, 16, 1024),
+                        ak_wgmma_desc (c.k_s + s * T_BYTES + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+    ak_wgmma_commit ();
+    /* O += P V of the previous tile, beside it */
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++)
+        s_wgmma_rs<HD> (o, pa[kk], ak_wgmma_desc (c.v_s + sv * T_BYTES + kk * 16 * 128, BN * 128, 1024), 1);
+    ak_wgmma_commit ();
+    s_turn_pass (c.cw);
+    ak_wgmma_wait<1> ();
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+        ak_reg_fence (sacc[i]);
+    if (c.tid == 0)
+        ak_bar_arrive (c.emptyk + 8 * s);
+    /* mask (edge tiles), row max over the quad, the new running max */
+    const int c0 = (c.tid & 3) * 2;
+    float mx[2] = { s_neg_inf (), s_neg_inf () };
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float x = sacc[4 * j + e];
+            if (MASK) {
+                if (j * 8 + c0 + (e & 1) >= (e < 2 ? lim0 : lim1))
+                    x = s_neg_inf ();
+                sacc[4 * j + e] = x;
+            }
+            mx[e >> 1] = fmaxf (mx[e >> 1], x);
+        }
+    float corr[2], msc[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        mx[h] = fmaxf (mx[h], __shfl_xor_sync (0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf (mx[h], __shfl_xor_sync (0xffffffffu, mx[h], 2));
+        const float mn = fmaxf (m[h], mx[h]);
+        msc[h] = mn == s_neg_inf () ? 0.0f : mn * c.sc;          /* a row with no key yet */
+        corr[h] = s_ex2 (m[h] * c.sc - msc[h]);
+        m[h] = mn;
+        l[h] *= corr[h];
+    }
+    /* P = exp2 (s sc - m sc), in place */
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float p = s_ex2 (fmaf (sacc[4 * j + e], c.sc, -msc[e >> 1]));
+            sacc[4 * j + e] = p;
+            l[e >> 1] += p;
+        }
+    ak_wgmma_wait<0> ();
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++)
+        ak_reg_fence (o[i]);
+    if (t > 0 && c.tid == 0)
+        ak_bar_arrive (c.emptyv + 8 * sv);
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++)
+        o[i] *= corr[(i >> 1) & 1];
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++) {
+        pa[kk][0] = ak_pack2 (sacc[8 * kk + 0], sacc[8 * kk + 1]);
+        pa[kk][1] = ak_pack2 (sacc[8 * kk + 2], sacc[8 * kk + 3]);
+        pa[kk][2] = ak_pack2 (sacc[8 * kk + 4], sacc[8 * kk + 5]);
+        pa[kk][3] = ak_pack2 (sacc[8 * kk + 6], sacc[8 * kk + 7]);
+    }
+}
+
 /* ------------------------------------------------------------ the kernel */
 
 __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, const ak_tensor_map_t *tm_k,
@@ -277,7 +414,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
 {
     constexpr int HD = 128, PANELS = HD / 64;                       /* D <= 128, zero-padded by TMA */
     constexpr int Q_BYTES = BM * HD * 2, T_BYTES = BN * HD * 2;     /* Q tile, one K or V stage */
-    constexpr int NJ = BN / 8, NK = BN / 16;
+    constexpr int NK = BN / 16;
     __shared__ __align__ (8) ak_u64 bars[1 + 4 * STAGES];
     const unsigned raw_s = ak_smem (raw), base_s = (raw_s + 1023u) & ~1023u;
     const unsigned q_s = base_s, k_s = q_s + Q_BYTES, v_s = k_s + STAGES * T_BYTES;
@@ -361,88 +498,43 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
         l[h] = 0.0f;
     }
     ak_bar_wait (qbar, 0);
+    if (cw == CONSUMERS - 1)
+        s_turn_pass (cw);                                 /* the first turn is warpgroup 0's */
 
-    for (int t = 0; t < nt; t++) {
-        /* vt: the V tile of this step's P V, the previous one (at t = 0
-           tile 0 with P = 0 and O = 0: one code path, no divergent wgmma) */
-        const int vt = t > 0 ? t - 1 : 0, s = t % STAGES, sv = vt % STAGES;
-        /* both waits before the fence: a wait loop between it and a
-           wgmma makes ptxas inject a warpgroup.arrive (C7519); V of the
-           previous tile has long landed */
-        ak_bar_wait (fullk + 8 * s, (t / STAGES) & 1);
-        ak_bar_wait (fullv + 8 * sv, (vt / STAGES) & 1);
-        s_fence_regs (o, sacc, pa);
-        ak_wgmma_fence ();
-        /* S = Q K^T */
-#pragma unroll
-        for (int kk = 0; kk < HD / 16; kk++)
-            s_wgmma_ss<BN> (sacc, ak_wgmma_desc (qa + (kk / 4) * BM * 128 + (kk % 4) * 32, 16, 1024),
-                            ak_wgmma_desc (k_s + s * T_BYTES + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
-        ak_wgmma_commit ();
-        /* O += P V of the previous tile, beside it */
-#pragma unroll
-        for (int kk = 0; kk < NK; kk++)
-            s_wgmma_rs<HD> (o, pa[kk], ak_wgmma_desc (v_s + sv * T_BYTES + kk * 16 * 128, BN * 128, 1024), 1);
-        ak_wgmma_commit ();
-        ak_wgmma_wait<1> ();
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++)
-            ak_reg_fence (sacc[i]);
-        if (tid == 0)
-            ak_bar_arrive (emptyk + 8 * s);
-        /* mask, row max over the quad, the new running max */
+    /* tiles every key of which every row of the warpgroup sees, then the
+       edge tiles (past S, or past a row under the causal mask): the mask
+       is compiled into the second loop only */
+    s_ctx_t c;
+    c.qa = qa;
+    c.k_s = k_s;
+    c.v_s = v_s;
+    c.fullk = fullk;
+    c.fullv = fullv;
+    c.emptyk = emptyk;
+    c.emptyv = emptyv;
+    c.tid = tid;
+    c.cw = cw;
+    c.sc = sc;
+    int ntfull = (int) (S / BN);
+    if (causal && (w0 + 1) / BN < ntfull)
+        ntfull = (int) ((w0 + 1) / BN);
+    if (ntfull > nt)
+        ntfull = nt;
+    int t = 0;
+    for (; t < ntfull; t++)
+        s_tile<false> (c, t, o, sacc, pa, m, l, 0, 0);
+    for (; t < nt; t++) {
+        /* a column c of the tile (0..BN-1) is a key of row h where c < lim[h] */
         const ak_i64 j0 = (ak_i64) t * BN;
-        const bool edge = j0 + BN > S || (causal && j0 + BN - 1 > w0);
-        float mx[2] = { s_neg_inf (), s_neg_inf () };
-#pragma unroll
-        for (int j = 0; j < NJ; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float x = sacc[4 * j + e];
-                if (edge) {
-                    const ak_i64 col = j0 + j * 8 + (lane & 3) * 2 + (e & 1);
-                    if (col >= S || (causal && col > row[e >> 1]))
-                        x = s_neg_inf ();
-                    sacc[4 * j + e] = x;
-                }
-                mx[e >> 1] = fmaxf (mx[e >> 1], x);
-            }
-        float corr[2], msc[2];
+        int lim[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            mx[h] = fmaxf (mx[h], __shfl_xor_sync (0xffffffffu, mx[h], 1));
-            mx[h] = fmaxf (mx[h], __shfl_xor_sync (0xffffffffu, mx[h], 2));
-            const float mn = fmaxf (m[h], mx[h]);
-            msc[h] = mn == s_neg_inf () ? 0.0f : mn * sc;          /* a row with no key yet */
-            corr[h] = exp2f (m[h] * sc - msc[h]);
-            m[h] = mn;
-            l[h] *= corr[h];
+            ak_i64 n = S - j0;
+            if (causal && row[h] + 1 - j0 < n)
+                n = row[h] + 1 - j0;
+            lim[h] = n < 0 ? 0 : n > BN ? BN : (int) n;
         }
-        /* P = exp2 (s sc - m sc), in place */
-#pragma unroll
-        for (int j = 0; j < NJ; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = exp2f (fmaf (sacc[4 * j + e], sc, -msc[e >> 1]));
-                sacc[4 * j + e] = p;
-                l[e >> 1] += p;
-            }
-        ak_wgmma_wait<0> ();
-#pragma unroll
-        for (int i = 0; i < HD / 2; i++)
-            ak_reg_fence (o[i]);
-        if (t > 0 && tid == 0)
-            ak_bar_arrive (emptyv + 8 * sv);
-#pragma unroll
-        for (int i = 0; i < HD / 2; i++)
-            o[i] *= corr[(i >> 1) & 1];
-#pragma unroll
-        for (int kk = 0; kk < NK; kk++) {
-            pa[kk][0] = ak_pack2 (sacc[8 * kk + 0], sacc[8 * kk + 1]);
-            pa[kk][1] = ak_pack2 (sacc[8 * kk + 2], sacc[8 * kk + 3]);
-            pa[kk][2] = ak_pack2 (sacc[8 * kk + 4], sacc[8 * kk + 5]);
-            pa[kk][3] = ak_pack2 (sacc[8 * kk + 6], sacc[8 * kk + 7]);
-        }
+        s_tile<true> (c, t, o, sacc, pa, m, l, lim[0], lim[1]);
     }
     if (nt > 0) {
         const int s = (nt - 1) % STAGES;
@@ -460,7 +552,8 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
         if (tid == 0)
             ak_bar_arrive (emptyv + 8 * s);
     }
-    /* the block's tiles past this warpgroup's last row: pass them on */
+    /* the block's tiles past this warpgroup's last row: pass them on,
+       and the turns with them (every warpgroup takes ntiles turns) */
     for (int t = nt; t < ntiles; t++) {
         const int s = t % STAGES;
         const unsigned ph = (t / STAGES) & 1;
@@ -470,7 +563,11 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
         ak_bar_wait (fullv + 8 * s, ph);
         if (tid == 0)
             ak_bar_arrive (emptyv + 8 * s);
+        s_turn_wait (cw);
+        s_turn_pass (cw);
     }
+    if (cw == 0)
+        s_turn_wait (cw);                                 /* the last warpgroup's last pass */
     if (nt == 0)
         return;
 
