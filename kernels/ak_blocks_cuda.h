@@ -22,12 +22,16 @@
       matmul's mma, fused_mlp's tc and flash_attention's fa2 candidates;
       Hopper (sm_90a): shared-memory addresses,
       mbarriers, 2-D TMA loads, wgmma fences, groups and descriptors, and
-      ak_wgmma<N> (m64nNk16, f32 accumulators, A K-major, B N-major) for
-      N = 64, 128, 256; used by matmul's and fused_mlp's wgmma candidates;
+      for N = 64, 128, 256 (m64nNk16, f32 accumulators): ak_wgmma<N> (A
+      K-major, B N-major), ak_wgmma_ss<N, TB> (B N-major or K-major) and
+      ak_wgmma_rs<N> (A from registers); used by matmul's, fused_mlp's and
+      flash_attention's wgmma candidates;
     and, for any kernel: AK_DYNAMIC_SHARED (the launch's dynamic shared
     memory as an array), ak_dynamic_smem_size, and ak_split_slices and
     ak_last_arrival (a split tile's slices and the split merge's
-    handshake; used by split_kv_attention's decode kernels);
+    handshake; used by split_kv_attention's decode kernels), ak_warp_sum
+    and ak_attn_plain (attention rows a warp each: flash_attention's
+    fallback path in fa2 and wgmma);
     and, for device references (-DAK_REFERENCE, float64):
       ak_ref_gemm64, a 64x64 tile of one or two float64 products sharing
       their left operand, through shared memory, and ak_ref_store64; used
@@ -35,7 +39,7 @@
 #ifndef AK_BLOCKS_CUDA_H
 #define AK_BLOCKS_CUDA_H
 
-#define AK_BLOCKS_VERSION 3
+#define AK_BLOCKS_VERSION 4
 
 /*  Under AK_CUDA_EMU (tests/unit/cuda_emu/emu.h: a kernel run on the CPU
     by test_cuda_cand_emu) the mma.sync blocks, AK_DYNAMIC_SHARED and
@@ -98,6 +102,70 @@ __device__ __forceinline__ bool ak_last_arrival (unsigned int *cnt, unsigned int
         __threadfence ();
     return r;
 }
+
+/*  Attention rows the plain way, for the dtypes and head sizes a kernel's
+    tensor-core path does not take: flash_attention's q, k, v, o
+    [B][H][S][D] (dims B, H, S, D, mask; mask 2 causal), rows [blockIdx.x
+    * ROWS_, + ROWS_) of head blockIdx.y, a warp a row (NW_ warps), the
+    online softmax in float; D <= 256.  Used by fa2 and wgmma; not in
+    references (ak_to_acc is the kernels'). */
+#ifndef AK_REFERENCE
+__device__ __forceinline__ float ak_warp_sum (float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync (0xffffffffu, v, o);
+    return v;
+}
+
+template <int ROWS_, int NW_>
+__device__ void ak_attn_plain (const ak_cuda_args_t &a)
+{
+    constexpr int MAXC = 8;                             /* D <= 32 * MAXC */
+    const ak_i64 S = a.dims[2], D = a.dims[3], mask = a.dims[4];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const ak_i64 bh = blockIdx.y;
+    const float scale = 1.0f / sqrtf ((float) D);
+    if (D > 32 * MAXC)
+        return;
+    for (int r = warp; r < ROWS_; r += NW_) {
+        const ak_i64 i = (ak_i64) blockIdx.x * ROWS_ + r;
+        if (i >= S)
+            return;
+        const ak_t *q = AK_IN (a, 0) + (bh * S + i) * D;
+        const ak_t *k = AK_IN (a, 1) + bh * S * D, *v = AK_IN (a, 2) + bh * S * D;
+        ak_t *o = AK_OUT (a, 0) + (bh * S + i) * D;
+        const ak_i64 nkeys = mask == 2 ? i + 1 : S;
+        float qr[MAXC], acc[MAXC];
+#pragma unroll
+        for (int c = 0; c < MAXC; c++) {
+            qr[c] = lane + 32 * c < D ? ak_to_acc (q[lane + 32 * c]) * scale : 0.0f;
+            acc[c] = 0.0f;
+        }
+        float m = __int_as_float (0xff800000), l = 0.0f;
+        for (ak_i64 j = 0; j < nkeys; j++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int c = 0; c < MAXC; c++)
+                if (lane + 32 * c < D)
+                    s += qr[c] * ak_to_acc (k[j * D + lane + 32 * c]);
+            s = ak_warp_sum (s);
+            const float mn = fmaxf (m, s);
+            const float corr = expf (m - mn), p = expf (s - mn);
+            m = mn;
+            l = l * corr + p;
+#pragma unroll
+            for (int c = 0; c < MAXC; c++)
+                if (lane + 32 * c < D)
+                    acc[c] = acc[c] * corr + p * ak_to_acc (v[j * D + lane + 32 * c]);
+        }
+#pragma unroll
+        for (int c = 0; c < MAXC; c++)
+            if (lane + 32 * c < D)
+                o[lane + 32 * c] = ak_from_acc (acc[c] / l);
+    }
+}
+#endif
 
 #if !defined(AK_REFERENCE) && (defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16))
 
@@ -276,76 +344,71 @@ __device__ __forceinline__ ak_u64 ak_wgmma_desc (unsigned addr, unsigned lbo, un
            | (ak_u64) ((sbo >> 4) & 0x3FFF) << 32 | 1ull << 62;
 }
 
-/*  D[64 x N] (+)= A[64 x 16] * B[16 x N]: A K-major (imm-trans-a 0), B
-    N-major (imm-trans-b 1), scales +1; acc 0 overwrites D. */
+/*  wgmma's f32 accumulators as asm operands (d[N/2] a thread) and their
+    "%n" lists: AK_WG_D<n> / AK_WG_R<n> for the first n. */
+#define AK_WG_D8(i) "+f" (d[i]), "+f" (d[i + 1]), "+f" (d[i + 2]), "+f" (d[i + 3]), \
+                    "+f" (d[i + 4]), "+f" (d[i + 5]), "+f" (d[i + 6]), "+f" (d[i + 7])
+#define AK_WG_D32  AK_WG_D8 (0), AK_WG_D8 (8), AK_WG_D8 (16), AK_WG_D8 (24)
+#define AK_WG_D64  AK_WG_D32, AK_WG_D8 (32), AK_WG_D8 (40), AK_WG_D8 (48), AK_WG_D8 (56)
+#define AK_WG_D128 AK_WG_D64, AK_WG_D8 (64), AK_WG_D8 (72), AK_WG_D8 (80), AK_WG_D8 (88), \
+                   AK_WG_D8 (96), AK_WG_D8 (104), AK_WG_D8 (112), AK_WG_D8 (120)
+#define AK_WG_R32  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15" \
+                   ",%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+#define AK_WG_R64  AK_WG_R32 ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47" \
+                   ",%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+#define AK_WG_R128 AK_WG_R64 ",%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79" \
+                   ",%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95" \
+                   ",%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111" \
+                   ",%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+
+/*  D[64 x N] (+)= A[64 x 16] * B[16 x N], both from shared memory: A
+    K-major (imm-trans-a 0), B N-major (TB_ 1: imm-trans-b 1) or K-major
+    (TB_ 0); scales +1; acc 0 overwrites D.  ak_wgmma<N> is N-major B. */
+template <int N_, int TB_>
+__device__ __forceinline__ void ak_wgmma_ss (float (&d)[N_ / 2], ak_u64 da, ak_u64 db, int acc);
+
+/*  D[64 x N] += A[64 x 16] * B[16 x N], A from registers (a thread's four
+    16-bit pairs: mma.sync's m16n8k16 A fragment for the warp's 16 rows), B
+    N-major from shared memory; acc 0 overwrites D. */
 template <int N_>
-__device__ __forceinline__ void ak_wgmma (float (&d)[N_ / 2], ak_u64 da, ak_u64 db, int acc);
+__device__ __forceinline__ void ak_wgmma_rs (float (&d)[N_ / 2], const unsigned (&a)[4], ak_u64 db, int acc);
 
-template <> __device__ __forceinline__ void ak_wgmma<64> (float (&d)[32], ak_u64 da, ak_u64 db, int acc)
+/*  N, then the operand numbers of da, db, acc (of a, b, acc for RS) */
+#define AK_WGMMA_SS(N_, TB_, RL, DL, IA, IB, IC)                                                          \
+    template <> __device__ __forceinline__ void ak_wgmma_ss<N_, TB_> (float (&d)[N_ / 2], ak_u64 da,     \
+                                                                     ak_u64 db, int acc)                 \
+    {                                                                                                    \
+        asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, " IC ", 0;\n"                                    \
+                      "wgmma.mma_async.sync.aligned.m64n" #N_ "k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"   \
+                      RL "}, " IA ", " IB ", p, 1, 1, 0, " #TB_ ";\n}\n"                                  \
+                      : DL : "l" (da), "l" (db), "r" (acc));                                            \
+    }
+#define AK_WGMMA_RS(N_, RL, DL, A0, IB, IC)                                                                \
+    template <> __device__ __forceinline__ void ak_wgmma_rs<N_> (float (&d)[N_ / 2], const unsigned (&a)[4], \
+                                                                ak_u64 db, int acc)                       \
+    {                                                                                                    \
+        asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, " IC ", 0;\n"                                    \
+                      "wgmma.mma_async.sync.aligned.m64n" #N_ "k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"   \
+                      RL "}, {" A0 "}, " IB ", p, 1, 1, 1;\n}\n"                                            \
+                      : DL : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "l" (db), "r" (acc));      \
+    }
+AK_WGMMA_SS (64, 1, AK_WG_R32, AK_WG_D32, "%32", "%33", "%34")
+AK_WGMMA_SS (64, 0, AK_WG_R32, AK_WG_D32, "%32", "%33", "%34")
+AK_WGMMA_SS (128, 1, AK_WG_R64, AK_WG_D64, "%64", "%65", "%66")
+AK_WGMMA_SS (128, 0, AK_WG_R64, AK_WG_D64, "%64", "%65", "%66")
+AK_WGMMA_SS (256, 1, AK_WG_R128, AK_WG_D128, "%128", "%129", "%130")
+AK_WGMMA_SS (256, 0, AK_WG_R128, AK_WG_D128, "%128", "%129", "%130")
+AK_WGMMA_RS (64, AK_WG_R32, AK_WG_D32, "%32,%33,%34,%35", "%36", "%37")
+AK_WGMMA_RS (128, AK_WG_R64, AK_WG_D64, "%64,%65,%66,%67", "%68", "%69")
+AK_WGMMA_RS (256, AK_WG_R128, AK_WG_D128, "%128,%129,%130,%131", "%132", "%133")
+#undef AK_WGMMA_SS
+#undef AK_WGMMA_RS
+
+template <int N_>
+__device__ __forceinline__ void ak_wgmma (float (&d)[N_ / 2], ak_u64 da, ak_u64 db, int acc)
 {
-    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
-                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
-                  "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-                  "}, %32, %33, p, 1, 1, 0, 1;\n}\n"
-                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
-                    "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
-                    "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
-                    "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31])
-                  : "l" (da), "l" (db), "r" (acc));
+    ak_wgmma_ss<N_, 1> (d, da, db, acc);
 }
-
-template <> __device__ __forceinline__ void ak_wgmma<128> (float (&d)[64], ak_u64 da, ak_u64 db, int acc)
-{
-    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
-                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
-                  "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,"
-                  "%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,"
-                  "%60,%61,%62,%63"
-                  "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
-                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
-                    "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
-                    "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
-                    "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31]),
-                    "+f" (d[32]), "+f" (d[33]), "+f" (d[34]), "+f" (d[35]), "+f" (d[36]), "+f" (d[37]), "+f" (d[38]), "+f" (d[39]),
-                    "+f" (d[40]), "+f" (d[41]), "+f" (d[42]), "+f" (d[43]), "+f" (d[44]), "+f" (d[45]), "+f" (d[46]), "+f" (d[47]),
-                    "+f" (d[48]), "+f" (d[49]), "+f" (d[50]), "+f" (d[51]), "+f" (d[52]), "+f" (d[53]), "+f" (d[54]), "+f" (d[55]),
-                    "+f" (d[56]), "+f" (d[57]), "+f" (d[58]), "+f" (d[59]), "+f" (d[60]), "+f" (d[61]), "+f" (d[62]), "+f" (d[63])
-                  : "l" (da), "l" (db), "r" (acc));
-}
-
-template <> __device__ __forceinline__ void ak_wgmma<256> (float (&d)[128], ak_u64 da, ak_u64 db, int acc)
-{
-    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                  "wgmma.mma_async.sync.aligned.m64n256k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
-                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
-                  "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,"
-                  "%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,"
-                  "%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,"
-                  "%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,"
-                  "%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,"
-                  "%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
-                  "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
-                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
-                    "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
-                    "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
-                    "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31]),
-                    "+f" (d[32]), "+f" (d[33]), "+f" (d[34]), "+f" (d[35]), "+f" (d[36]), "+f" (d[37]), "+f" (d[38]), "+f" (d[39]),
-                    "+f" (d[40]), "+f" (d[41]), "+f" (d[42]), "+f" (d[43]), "+f" (d[44]), "+f" (d[45]), "+f" (d[46]), "+f" (d[47]),
-                    "+f" (d[48]), "+f" (d[49]), "+f" (d[50]), "+f" (d[51]), "+f" (d[52]), "+f" (d[53]), "+f" (d[54]), "+f" (d[55]),
-                    "+f" (d[56]), "+f" (d[57]), "+f" (d[58]), "+f" (d[59]), "+f" (d[60]), "+f" (d[61]), "+f" (d[62]), "+f" (d[63]),
-                    "+f" (d[64]), "+f" (d[65]), "+f" (d[66]), "+f" (d[67]), "+f" (d[68]), "+f" (d[69]), "+f" (d[70]), "+f" (d[71]),
-                    "+f" (d[72]), "+f" (d[73]), "+f" (d[74]), "+f" (d[75]), "+f" (d[76]), "+f" (d[77]), "+f" (d[78]), "+f" (d[79]),
-                    "+f" (d[80]), "+f" (d[81]), "+f" (d[82]), "+f" (d[83]), "+f" (d[84]), "+f" (d[85]), "+f" (d[86]), "+f" (d[87]),
-                    "+f" (d[88]), "+f" (d[89]), "+f" (d[90]), "+f" (d[91]), "+f" (d[92]), "+f" (d[93]), "+f" (d[94]), "+f" (d[95]),
-                    "+f" (d[96]), "+f" (d[97]), "+f" (d[98]), "+f" (d[99]), "+f" (d[100]), "+f" (d[101]), "+f" (d[102]), "+f" (d[103]),
-                    "+f" (d[104]), "+f" (d[105]), "+f" (d[106]), "+f" (d[107]), "+f" (d[108]), "+f" (d[109]), "+f" (d[110]), "+f" (d[111]),
-                    "+f" (d[112]), "+f" (d[113]), "+f" (d[114]), "+f" (d[115]), "+f" (d[116]), "+f" (d[117]), "+f" (d[118]), "+f" (d[119]),
-                    "+f" (d[120]), "+f" (d[121]), "+f" (d[122]), "+f" (d[123]), "+f" (d[124]), "+f" (d[125]), "+f" (d[126]), "+f" (d[127])
-                  : "l" (da), "l" (db), "r" (acc));
-}
-
 
 #endif /* float16 / bfloat16, not a reference */
 #if defined(AK_REFERENCE)

@@ -39,7 +39,6 @@
 #endif
 
 #define NW (BLOCK_M / WARP_ROWS)           /* warps */
-#define S_MAXC 8                           /* plain path: D <= 256 */
 #define S_LOG2E 1.4426950408889634f
 
 static_assert (BLOCK_M % WARP_ROWS == 0 && BLOCK_N % 16 == 0 && WARP_ROWS % 16 == 0,
@@ -48,62 +47,6 @@ static_assert (BLOCK_M % WARP_ROWS == 0 && BLOCK_N % 16 == 0 && WARP_ROWS % 16 =
 __device__ __forceinline__ float s_neg_inf (void)
 {
     return __int_as_float (0xff800000);
-}
-
-/* ------------------------------------------------------------ plain path */
-
-__device__ __forceinline__ float s_warp_sum (float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync (0xffffffffu, v, o);
-    return v;
-}
-
-__device__ void s_plain (const ak_cuda_args_t &a)
-{
-    const ak_i64 S = a.dims[2], D = a.dims[3], mask = a.dims[4];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const ak_i64 bh = blockIdx.y;
-    const float scale = 1.0f / sqrtf ((float) D);
-    if (D > 32 * S_MAXC)
-        return;
-    for (int r = warp; r < BLOCK_M; r += NW) {
-        const ak_i64 i = (ak_i64) blockIdx.x * BLOCK_M + r;
-        if (i >= S)
-            return;
-        const ak_t *q = AK_IN (a, 0) + (bh * S + i) * D;
-        const ak_t *k = AK_IN (a, 1) + bh * S * D, *v = AK_IN (a, 2) + bh * S * D;
-        ak_t *o = AK_OUT (a, 0) + (bh * S + i) * D;
-        const ak_i64 nkeys = mask == 2 ? i + 1 : S;
-        float qr[S_MAXC], acc[S_MAXC];
-#pragma unroll
-        for (int c = 0; c < S_MAXC; c++) {
-            qr[c] = lane + 32 * c < D ? ak_to_acc (q[lane + 32 * c]) * scale : 0.0f;
-            acc[c] = 0.0f;
-        }
-        float m = s_neg_inf (), l = 0.0f;
-        for (ak_i64 j = 0; j < nkeys; j++) {
-            float s = 0.0f;
-#pragma unroll
-            for (int c = 0; c < S_MAXC; c++)
-                if (lane + 32 * c < D)
-                    s += qr[c] * ak_to_acc (k[j * D + lane + 32 * c]);
-            s = s_warp_sum (s);
-            const float mn = fmaxf (m, s);
-            const float corr = expf (m - mn), p = expf (s - mn);
-            m = mn;
-            l = l * corr + p;
-#pragma unroll
-            for (int c = 0; c < S_MAXC; c++)
-                if (lane + 32 * c < D)
-                    acc[c] = acc[c] * corr + p * ak_to_acc (v[j * D + lane + 32 * c]);
-        }
-#pragma unroll
-        for (int c = 0; c < S_MAXC; c++)
-            if (lane + 32 * c < D)
-                o[lane + 32 * c] = ak_from_acc (acc[c] / l);
-    }
 }
 
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
@@ -327,14 +270,14 @@ extern "C" __global__ void __launch_bounds__ (NW * 32) ak_kernel (ak_cuda_args_t
     else if (D == 128)
         s_flash<128, WARP_ROWS / 16> (a, s_raw);
     else
-        s_plain (a);
+        ak_attn_plain<BLOCK_M, NW> (a);
 }
 
 #else
 
 extern "C" __global__ void __launch_bounds__ (NW * 32) ak_kernel (ak_cuda_args_t a)
 {
-    s_plain (a);
+    ak_attn_plain<BLOCK_M, NW> (a);
 }
 
 #endif

@@ -86,7 +86,6 @@ typedef struct __align__ (64) { ak_u64 opaque[16]; } ak_tensor_map_t;
 #define BM  (64 * CONSUMERS)                /* query rows a block */
 #define NT  (128 * (CONSUMERS + 1))
 #define NW  (NT / 32)
-#define S_MAXC 8                            /* plain path: D <= 256 */
 #define S_LOG2E 1.4426950408889634f
 
 static_assert (CONSUMERS == 2 || CONSUMERS == 3, "2 or 3 consumer warpgroups");
@@ -125,142 +124,11 @@ __device__ __forceinline__ float s_neg_inf (void)
     return __int_as_float (0xff800000);
 }
 
-/* ------------------------------------------------------------ plain path */
-
-__device__ __forceinline__ float s_warp_sum (float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync (0xffffffffu, v, o);
-    return v;
-}
-
-__device__ void s_plain (const ak_cuda_args_t &a)
-{
-    const ak_i64 S = a.dims[2], D = a.dims[3], mask = a.dims[4];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const ak_i64 bh = blockIdx.y;
-    const float scale = 1.0f / sqrtf ((float) D);
-    if (D > 32 * S_MAXC)
-        return;
-    for (int r = warp; r < BM; r += NW) {
-        const ak_i64 i = (ak_i64) blockIdx.x * BM + r;
-        if (i >= S)
-            return;
-        const ak_t *q = AK_IN (a, 0) + (bh * S + i) * D;
-        const ak_t *k = AK_IN (a, 1) + bh * S * D, *v = AK_IN (a, 2) + bh * S * D;
-        ak_t *o = AK_OUT (a, 0) + (bh * S + i) * D;
-        const ak_i64 nkeys = mask == 2 ? i + 1 : S;
-        float qr[S_MAXC], acc[S_MAXC];
-#pragma unroll
-        for (int c = 0; c < S_MAXC; c++) {
-            qr[c] = lane + 32 * c < D ? ak_to_acc (q[lane + 32 * c]) * scale : 0.0f;
-            acc[c] = 0.0f;
-        }
-        float m = s_neg_inf (), l = 0.0f;
-        for (ak_i64 j = 0; j < nkeys; j++) {
-            float s = 0.0f;
-#pragma unroll
-            for (int c = 0; c < S_MAXC; c++)
-                if (lane + 32 * c < D)
-                    s += qr[c] * ak_to_acc (k[j * D + lane + 32 * c]);
-            s = s_warp_sum (s);
-            const float mn = fmaxf (m, s);
-            const float corr = expf (m - mn), p = expf (s - mn);
-            m = mn;
-            l = l * corr + p;
-#pragma unroll
-            for (int c = 0; c < S_MAXC; c++)
-                if (lane + 32 * c < D)
-                    acc[c] = acc[c] * corr + p * ak_to_acc (v[j * D + lane + 32 * c]);
-        }
-#pragma unroll
-        for (int c = 0; c < S_MAXC; c++)
-            if (lane + 32 * c < D)
-                o[lane + 32 * c] = ak_from_acc (acc[c] / l);
-    }
-}
-
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
-/* ---------------------------------------------------- wgmma and TMA */
+/* ---------------------------------------------------- TMA, turns, tiles */
 
-/*  D[64 x N] (+)= A[64 x 16] * B[16 x N], A and B K-major from shared
-    memory (imm-trans-a 0, imm-trans-b 0); acc 0 overwrites D. */
-template <int N_>
-__device__ __forceinline__ void s_wgmma_ss (float (&d)[N_ / 2], ak_u64 da, ak_u64 db, int acc);
-
-/*  D[64 x N] (+)= A[64 x 16] * B[16 x N], A from registers (a thread's
-    four 16-bit pairs, mma.sync's A fragment layout per warp), B N-major
-    from shared memory (imm-trans-b 1). */
-template <int N_>
-__device__ __forceinline__ void s_wgmma_rs (float (&d)[N_ / 2], const unsigned (&a)[4], ak_u64 db, int acc);
-
-template <> __device__ __forceinline__ void s_wgmma_ss<64> (float (&d)[32], ak_u64 da, ak_u64 db, int acc)
-{
-    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
-                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                  "%25,%26,%27,%28,%29,%30,%31"
-                  "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
-                  "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
-                  "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
-                  "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31])
-                  : "l" (da), "l" (db), "r" (acc));
-}
-
-template <> __device__ __forceinline__ void s_wgmma_ss<128> (float (&d)[64], ak_u64 da, ak_u64 db, int acc)
-{
-    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
-                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                  "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,"
-                  "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-                  "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
-                  "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
-                  "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
-                  "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31]),
-                  "+f" (d[32]), "+f" (d[33]), "+f" (d[34]), "+f" (d[35]), "+f" (d[36]), "+f" (d[37]), "+f" (d[38]), "+f" (d[39]),
-                  "+f" (d[40]), "+f" (d[41]), "+f" (d[42]), "+f" (d[43]), "+f" (d[44]), "+f" (d[45]), "+f" (d[46]), "+f" (d[47]),
-                  "+f" (d[48]), "+f" (d[49]), "+f" (d[50]), "+f" (d[51]), "+f" (d[52]), "+f" (d[53]), "+f" (d[54]), "+f" (d[55]),
-                  "+f" (d[56]), "+f" (d[57]), "+f" (d[58]), "+f" (d[59]), "+f" (d[60]), "+f" (d[61]), "+f" (d[62]), "+f" (d[63])
-                  : "l" (da), "l" (db), "r" (acc));
-}
-
-template <> __device__ __forceinline__ void s_wgmma_rs<64> (float (&d)[32], const unsigned (&a)[4], ak_u64 db, int acc)
-{
-    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
-                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                  "%25,%26,%27,%28,%29,%30,%31"
-                  "}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
-                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
-                  "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
-                  "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
-                  "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31])
-                  : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "l" (db), "r" (acc));
-}
-
-template <> __device__ __forceinline__ void s_wgmma_rs<128> (float (&d)[64], const unsigned (&a)[4], ak_u64 db, int acc)
-{
-    asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"
-                  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
-                  "%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,"
-                  "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-                  "}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
-                  : "+f" (d[0]), "+f" (d[1]), "+f" (d[2]), "+f" (d[3]), "+f" (d[4]), "+f" (d[5]), "+f" (d[6]), "+f" (d[7]),
-                  "+f" (d[8]), "+f" (d[9]), "+f" (d[10]), "+f" (d[11]), "+f" (d[12]), "+f" (d[13]), "+f" (d[14]), "+f" (d[15]),
-                  "+f" (d[16]), "+f" (d[17]), "+f" (d[18]), "+f" (d[19]), "+f" (d[20]), "+f" (d[21]), "+f" (d[22]), "+f" (d[23]),
-                  "+f" (d[24]), "+f" (d[25]), "+f" (d[26]), "+f" (d[27]), "+f" (d[28]), "+f" (d[29]), "+f" (d[30]), "+f" (d[31]),
-                  "+f" (d[32]), "+f" (d[33]), "+f" (d[34]), "+f" (d[35]), "+f" (d[36]), "+f" (d[37]), "+f" (d[38]), "+f" (d[39]),
-                  "+f" (d[40]), "+f" (d[41]), "+f" (d[42]), "+f" (d[43]), "+f" (d[44]), "+f" (d[45]), "+f" (d[46]), "+f" (d[47]),
-                  "+f" (d[48]), "+f" (d[49]), "+f" (d[50]), "+f" (d[51]), "+f" (d[52]), "+f" (d[53]), "+f" (d[54]), "+f" (d[55]),
-                  "+f" (d[56]), "+f" (d[57]), "+f" (d[58]), "+f" (d[59]), "+f" (d[60]), "+f" (d[61]), "+f" (d[62]), "+f" (d[63])
-                  : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "l" (db), "r" (acc));
-}
-
+/* The Hopper building blocks (ak_smem, ak_bar_*, ak_wgmma_ss / _rs,
+   descriptors, fences) are in the second prelude, kernels/ak_blocks_cuda.h. */
 
 /*  One box of a 3-D tensor map into shared memory; c0 the innermost
     coordinate.  Completes its bytes on bar. */
@@ -339,13 +207,13 @@ __device__ __forceinline__ void s_tile (const s_ctx_t &c, int t, float (&o)[NO],
     /* S = Q K^T */
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++)
-        s_wgmma_ss<BN> (sacc, ak_wgmma_desc (c.qa + (kk / 4) * BM * 128 + (kk % 4) * 32, 16, 1024),
-                        ak_wgmma_desc (c.k_s + s * T_BYTES + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
+        ak_wgmma_ss<BN, 0> (sacc, ak_wgmma_desc (c.qa + (kk / 4) * BM * 128 + (kk % 4) * 32, 16, 1024),
+                            ak_wgmma_desc (c.k_s + s * T_BYTES + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
     ak_wgmma_commit ();
     /* O += P V of the previous tile, beside it */
 #pragma unroll
     for (int kk = 0; kk < NK; kk++)
-        s_wgmma_rs<HD> (o, pa[kk], ak_wgmma_desc (c.v_s + sv * T_BYTES + kk * 16 * 128, BN * 128, 1024), 1);
+        ak_wgmma_rs<HD> (o, pa[kk], ak_wgmma_desc (c.v_s + sv * T_BYTES + kk * 16 * 128, BN * 128, 1024), 1);
     ak_wgmma_commit ();
     s_turn_pass (c.cw);
     ak_wgmma_wait<1> ();
@@ -543,7 +411,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
         ak_wgmma_fence ();
 #pragma unroll
         for (int kk = 0; kk < NK; kk++)
-            s_wgmma_rs<HD> (o, pa[kk], ak_wgmma_desc (v_s + s * T_BYTES + kk * 16 * 128, BN * 128, 1024), 1);
+            ak_wgmma_rs<HD> (o, pa[kk], ak_wgmma_desc (v_s + s * T_BYTES + kk * 16 * 128, BN * 128, 1024), 1);
         ak_wgmma_commit ();
         ak_wgmma_wait<0> ();
 #pragma unroll
@@ -602,7 +470,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_q,
     if (maps && D <= 128)
         s_flash (a, &tm_q, &tm_k, &tm_v, s_raw);
     else
-        s_plain (a);
+        ak_attn_plain<BM, NW> (a);
 }
 
 #else
@@ -614,7 +482,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_q,
     (void) tm_q;
     (void) tm_k;
     (void) tm_v;
-    s_plain (a);
+    ak_attn_plain<BM, NW> (a);
 }
 
 #endif
