@@ -205,6 +205,16 @@ static int s_kernel_from (const json_t *j, const json_t *sources, Ak__ProfileEnt
     snprintf (what, sizeof what, "%s.outputs", at);
     if (rc == 0)
         rc = s_buffers_from (json_object_get (j, "outputs"), &e->outputs, &e->n_outputs, what, err);
+    if (rc == 0 && e->launch) {
+        int64_t in_counts[AK_MAX_BUFS], out_counts[AK_MAX_BUFS];
+        for (size_t i = 0; i < e->n_inputs; i++)
+            in_counts[i] = e->inputs[i]->count;
+        for (size_t i = 0; i < e->n_outputs; i++)
+            out_counts[i] = e->outputs[i]->count;
+        snprintf (what, sizeof what, "%s.launch", at);
+        rc = profiles_tmaps_from_json (json_object_get (launch, "maps"), e->launch, in_counts, e->n_inputs,
+                                       out_counts, e->n_outputs, what, err);
+    }
     return rc;
 }
 

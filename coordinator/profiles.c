@@ -203,6 +203,16 @@ static json_t *s_entry_json (const Ak__ProfileEntry *e)
         json_object_set_new (launch, "cluster", s_u32_array (e->launch->cluster, e->launch->n_cluster));
     if (e->launch && e->launch->tensor_maps)
         json_object_set_new (launch, "tensor_maps", json_integer (e->launch->tensor_maps));
+    if (e->launch && e->launch->n_maps) {
+        char *ins[AK_MAX_BUFS], *outs[AK_MAX_BUFS];
+        size_t ni = e->n_inputs < AK_MAX_BUFS ? e->n_inputs : AK_MAX_BUFS;
+        size_t no = e->n_outputs < AK_MAX_BUFS ? e->n_outputs : AK_MAX_BUFS;
+        for (size_t i = 0; i < ni; i++)
+            ins[i] = e->inputs[i]->name;
+        for (size_t i = 0; i < no; i++)
+            outs[i] = e->outputs[i]->name;
+        json_object_set_new (launch, "maps", profiles_tmaps_json (e->launch, ins, ni, outs, no));
+    }
     char *src_file = ak_sprintf ("sources/%s%s", e->source_digest, s_src_ext (e->backend));
     char *pre_file = ak_sprintf ("sources/%s.h", e->prelude_digest);
     json_object_set_new (j, "entry", json_string (e->entry));
@@ -722,7 +732,7 @@ int profiles_entries_for (const ak_spec_t *spec, const ak_candidate_t *cand, con
                 memcpy (e->launch->cluster, cfg.cluster, sizeof cfg.cluster);
                 e->launch->n_cluster = 3;
             }
-            e->launch->tensor_maps = (uint32_t) cfg.ntmaps;
+            profiles_tmaps_set (e->launch, cfg.tmaps, cfg.ntmaps);
         }
         e->inputs = s_buffers (spec, spec->inputs, spec->ninputs, wl->dims, dt, &e->n_inputs);
         e->outputs = s_buffers (spec, spec->outputs, spec->noutputs, wl->dims, dt, &e->n_outputs);

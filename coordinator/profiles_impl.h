@@ -7,12 +7,15 @@
     - profile_import.c: import of a package akctl verified;
     - profile_vendor.c: vendor entries (the vendor-library baseline kept),
       their install decision and their import checks;
-    - profile_picks.c: the entries of workload picks (promote.h).
+    - profile_picks.c: the entries of workload picks (promote.h);
+    - profile_tmaps.c: an entry's TMA tensor maps in the record, in
+      profile.json and back from an import.
     Functions shared between them are prefixed profiles_; what one file
     alone uses stays static (s_).
 
     Never: include this outside coordinator/profiles.c,
-    coordinator/profile_import.c, coordinator/profile_vendor.c and coordinator/profile_picks.c; write a class record other than through
+    coordinator/profile_import.c, coordinator/profile_vendor.c, coordinator/profile_picks.c and
+    coordinator/profile_tmaps.c; write a class record other than through
     profiles_merge (it keeps the replace rule of profiles.h and drops the
     verification and gate status of what it changes). */
 #ifndef AK_PROFILES_IMPL_H
@@ -26,8 +29,22 @@
 #include "results.h"
 #include "spec.h"
 #include "store.h"
+#include "tmap.h"
 
 #define PROFILES_MAX_ENTRIES 100000      /* entries a class record may hold */
+
+/* The n evaluated tensor maps into lc (tensor_maps and maps). */
+void profiles_tmaps_set (Ak__LaunchConfig *lc, const ak_tmap_cfg_t *maps, int n);
+/* lc's maps as profile.json's "launch.maps", buffer names from the
+   entry's inputs / outputs. */
+json_t *profiles_tmaps_json (const Ak__LaunchConfig *lc, char *const *inputs, size_t nin, char *const *outputs,
+                             size_t nout);
+/* "launch.maps" of an imported entry into lc (whose tensor_maps is read):
+   absent is no maps (an older package); present, exactly tensor_maps
+   maps, each passing ak_tmap_check against the entry's buffer of
+   in_counts / out_counts elements.  AK_EINVAL naming at. */
+int profiles_tmaps_from_json (const json_t *arr, Ak__LaunchConfig *lc, const int64_t *in_counts, size_t nin,
+                              const int64_t *out_counts, size_t nout, const char *at, ak_err_t *err);
 
 /* Device class names: [A-Za-z0-9_./-]+, 1..256 characters. */
 bool profiles_class_valid (const char *cls);

@@ -1,8 +1,10 @@
 /*  lib/akprofile/akp_launch.c: launching an entry's kernel the way akfleet's
-    worker does (one kernel parameter: the ak_cuda_args_t block of
-    kernels/ak_kernel_cuda.h, by value; the entry's grid, block and dynamic
-    shared memory), through libcuda opened with dlopen.  The block's layout
-    lives here once for every binding (the Python one packs nothing itself).
+    worker does (the ak_cuda_args_t block of kernels/ak_kernel_cuda.h, by
+    value, then the entry's TMA tensor maps (kernel ABI 2), each encoded
+    with cuTensorMapEncodeTiled over the buffer it names; the entry's grid,
+    block and dynamic shared memory), through libcuda opened with dlopen.
+    The block's layout lives here once for every binding (the Python one
+    packs nothing itself).
 
     Never: allocates device memory, synchronizes, or loads modules: the
     caller owns the function, the stream and the buffers. */
@@ -66,9 +68,13 @@ int akp_launch_args (const akp_kernel_t *k, const uint64_t *in, size_t nin, cons
 
 typedef int (s_launch_fn) (void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            void *, void **, void **);
+/* cuTensorMapEncodeTiled with the driver API's plain C types */
+typedef int (s_encode_fn) (void *, int, unsigned, void *, const uint64_t *, const uint64_t *, const unsigned *,
+                           const unsigned *, int, int, int, int);
 static struct {
     void        *lib;
     s_launch_fn *launch;
+    s_encode_fn *encode;                /* NULL before CUDA 12: entries with tensor maps then fail */
     int        (*set_attr) (void *, int, int);
     int        (*error_name) (int, const char **);
     char         why[256];
@@ -85,6 +91,7 @@ static void s_cu_open (void)
     *(void **) &s_cu.launch = dlsym (s_cu.lib, "cuLaunchKernel");
     *(void **) &s_cu.set_attr = dlsym (s_cu.lib, "cuFuncSetAttribute");
     *(void **) &s_cu.error_name = dlsym (s_cu.lib, "cuGetErrorName");
+    *(void **) &s_cu.encode = dlsym (s_cu.lib, "cuTensorMapEncodeTiled");
     if (!s_cu.launch || !s_cu.set_attr)
         snprintf (s_cu.why, sizeof s_cu.why, "libcuda.so.1 lacks cuLaunchKernel or cuFuncSetAttribute");
 }
@@ -98,6 +105,47 @@ static int s_cuda_fail (int rc, const char *call, const akp_kernel_t *k, int *cu
         *cuda_rc = rc;
     return akp_errf (err, errlen, AKP_ELAUNCH, "%s: %s (%d) for %s %s (%s)", call, name, rc, k->op, k->key,
                    k->candidate);
+}
+
+// ------------------------------------------------------------ tensor maps
+
+#define S_CUDA_INVALID_VALUE 1          /* CUDA_ERROR_INVALID_VALUE */
+/* CUtensorMapDataType: FLOAT16 6, FLOAT32 7, BFLOAT16 9 */
+#define S_TMAP_F16  6
+#define S_TMAP_F32  7
+#define S_TMAP_BF16 9
+
+typedef struct {
+    _Alignas (64) unsigned char b[128];  /* a CUtensorMap */
+} s_map_t;
+
+/*  k's tensor maps over the buffers in[] / out[] into maps (absent ones
+    128 zero bytes, as the worker passes them); 0, the driver's refusal,
+    or -1 for a buffer not 16-byte aligned (*bad: the map). */
+static int s_encode (const akp_kernel_t *k, const void *block, s_map_t *maps, size_t *bad)
+{
+    /* the pointers, copied out of the block (a caller's block need not be
+       aligned for s_args_t) */
+    const void *in[AKP_MAX_BUFS], *out[AKP_MAX_BUFS];
+    memcpy (in, (const char *) block + offsetof (s_args_t, in), sizeof in);
+    memcpy (out, (const char *) block + offsetof (s_args_t, out), sizeof out);
+    int dt = k->tmaps[0].elem_bytes == 4 ? S_TMAP_F32 : strcmp (k->dtype, "bfloat16") == 0 ? S_TMAP_BF16 : S_TMAP_F16;
+    for (size_t i = 0; i < k->ntmaps; i++) {
+        const akp_tmap_t *m = &k->tmaps[i];
+        *bad = i;
+        memset (maps[i].b, 0, sizeof maps[i].b);
+        if (m->absent)
+            continue;
+        const void *addr = m->output ? out[m->index] : in[m->index];
+        if (!addr || (uintptr_t) addr % 16 != 0)
+            return -1;
+        unsigned estr[AKP_MAX_RANK] = { 1, 1, 1, 1, 1 };
+        int r = s_cu.encode (maps[i].b, dt, m->rank, (void *) addr, m->dims, m->strides, m->box, estr, 0,
+                             (int) m->swizzle, (int) m->l2, (int) m->oob);
+        if (r)
+            return r;
+    }
+    return 0;
 }
 
 //  A CUDA entry, libcuda opened, function opted in to k's shared memory.
@@ -114,6 +162,9 @@ static int s_ready (const char *who, const akp_kernel_t *k, void *function, int 
     pthread_once (&s_cu_once, s_cu_open);
     if (s_cu.why[0])
         return akp_errf (err, errlen, AKP_EUNAVAIL, "%s", s_cu.why);
+    if (k->ntmaps && !s_cu.encode)
+        return akp_errf (err, errlen, AKP_EUNAVAIL, "%s: %s (%s) takes TMA tensor maps and this libcuda has no "
+                         "cuTensorMapEncodeTiled (CUDA 12 or newer)", who, k->op, k->candidate);
     if (k->shared_bytes > S_SHARED_DEFAULT) {
         int r = s_cu.set_attr (function, S_ATTR_MAX_DYN_SHARED, (int) k->shared_bytes);
         if (r)
@@ -136,7 +187,16 @@ int akp_launch_block (const akp_kernel_t *k, void *function, void *stream, void 
 {
     if (!s_cu.launch)
         return 999;                     /* CUDA_ERROR_UNKNOWN: akp_launch_prepare never succeeded */
-    void *params[1] = { block };
+    void *params[1 + AKP_MAX_TMAPS] = { block };
+    s_map_t maps[AKP_MAX_TMAPS];
+    if (k->ntmaps) {
+        size_t bad = 0;
+        int r = s_encode (k, block, maps, &bad);
+        if (r)
+            return r < 0 ? S_CUDA_INVALID_VALUE : r;
+        for (size_t i = 0; i < k->ntmaps; i++)
+            params[1 + i] = maps[i].b;
+    }
     return s_cu.launch (function, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
                         k->shared_bytes, stream, params, NULL);
 }
@@ -151,7 +211,20 @@ int akp_launch (const akp_kernel_t *k, void *function, void *stream, const uint6
     rc = akp_launch_args (k, in, nin, out, nout, block, sizeof block, err, errlen);
     if (rc)
         return rc;
-    void *params[1] = { block };
+    void *params[1 + AKP_MAX_TMAPS] = { block };
+    s_map_t maps[AKP_MAX_TMAPS];
+    if (k->ntmaps) {
+        size_t bad = 0;
+        int r = s_encode (k, block, maps, &bad);
+        if (r < 0)
+            return akp_errf (err, errlen, AKP_EINVAL, "%s (%s): tensor map %s: its %s %u is not 16-byte aligned",
+                             k->op, k->candidate, k->tmaps[bad].name, k->tmaps[bad].output ? "output" : "input",
+                             k->tmaps[bad].index);
+        if (r)
+            return s_cuda_fail (r, "cuTensorMapEncodeTiled", k, cuda_rc, err, errlen);
+        for (size_t i = 0; i < k->ntmaps; i++)
+            params[1 + i] = maps[i].b;
+    }
     int r = s_cu.launch (function, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
                          k->shared_bytes, stream, params, NULL);
     if (r)

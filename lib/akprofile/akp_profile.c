@@ -377,6 +377,84 @@ static int s_vendor (const json_t *j, akp_kernel_t *k, const char *at, char *err
     return AKP_OK;
 }
 
+/*  An unsigned integer of at most max from j, or -1. */
+static int s_uint (const json_t *j, uint64_t max, uint64_t *v)
+{
+    if (!json_is_integer (j) || json_integer_value (j) < 0 || (uint64_t) json_integer_value (j) > max)
+        return -1;
+    *v = (uint64_t) json_integer_value (j);
+    return 0;
+}
+
+static unsigned s_enum (const char *s, const char *const *names, unsigned n)
+{
+    for (unsigned i = 0; s && i < n; i++)
+        if (strcmp (s, names[i]) == 0)
+            return i;
+    return n;
+}
+
+/*  launch.maps of a kernel entry (absent: none recorded) into k, after its
+    buffers: every map's shape checked as the coordinator's import checks
+    it (common/tmap.h's rules), so what akp_launch encodes never reaches
+    past the buffer the entry names. */
+static int s_tmaps (const json_t *arr, akp_kernel_t *k, const char *at, char *err, size_t errlen)
+{
+    static const char *const sw[] = { "none", "32B", "64B", "128B" }, *const l2[] = { "none", "64B", "128B", "256B" },
+                      *const oob[] = { "zero", "nan" };
+    if (!arr || json_is_null (arr))
+        return AKP_OK;
+    if (!json_is_array (arr) || json_array_size (arr) > AKP_MAX_TMAPS)
+        return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps: an array of at most %d maps", at,
+                         AKP_MAX_TMAPS);
+    uint64_t esz = strcmp (k->dtype, "float32") == 0 ? 4 : strcmp (k->dtype, "float16") == 0
+                   || strcmp (k->dtype, "bfloat16") == 0 ? 2 : 0;
+    for (size_t i = 0; i < json_array_size (arr); i++) {
+        const json_t *j = json_array_get (arr, i), *dims = json_object_get (j, "dims"),
+                     *strides = json_object_get (j, "strides"), *box = json_object_get (j, "box");
+        akp_tmap_t *m = &k->tmaps[i];
+        uint64_t idx = 0, eb = 0;
+        size_t rank = json_array_size (dims);
+        m->name = s_str (j, "name");
+        m->output = json_is_true (json_object_get (j, "output"));
+        m->absent = json_is_true (json_object_get (j, "absent"));
+        m->swizzle = s_enum (json_string_value (json_object_get (j, "swizzle")), sw, 4);
+        m->l2 = s_enum (json_string_value (json_object_get (j, "l2_promotion")), l2, 4);
+        m->oob = s_enum (json_string_value (json_object_get (j, "oob_fill")), oob, 2);
+        if (!*m->name || s_uint (json_object_get (j, "index"), AKP_MAX_BUFS - 1, &idx)
+            || s_uint (json_object_get (j, "elem_bytes"), 8, &eb) || eb != esz || rank < 1 || rank > AKP_MAX_RANK
+            || json_array_size (box) != rank || json_array_size (strides) != rank - 1 || m->swizzle > 3 || m->l2 > 3
+            || m->oob > 1 || idx >= (m->output ? k->noutputs : k->ninputs))
+            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu]: name, index (of the entry's "
+                             "buffers), elem_bytes (the dtype's), dims (1..%d), strides, box, swizzle, l2_promotion "
+                             "and oob_fill are required", at, i, AKP_MAX_RANK);
+        m->index = (unsigned) idx;
+        m->rank = (unsigned) rank;
+        m->elem_bytes = (unsigned) eb;
+        uint64_t inner = eb;
+        for (size_t d = 0; d < rank; d++) {
+            uint64_t bx = 0;
+            if (s_uint (json_array_get (dims, d), UINT64_C (1) << 32, &m->dims[d]) || m->dims[d] < 1
+                || s_uint (json_array_get (box, d), 256, &bx) || bx < 1
+                || (d + 1 < rank && (s_uint (json_array_get (strides, d), UINT64_C (1) << 40, &m->strides[d])
+                                     || m->strides[d] % 16 != 0 || m->strides[d] / m->dims[d] < inner)))
+                return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu]: dims 1..2^32, box 1..256, "
+                                 "strides multiples of 16 under 2^40 that do not overlap", at, i);
+            m->box[d] = (unsigned) bx;
+            if (d + 1 < rank)
+                inner = m->strides[d];
+        }
+        /* the extent: the last dimension's stride times its size inside the buffer */
+        int64_t count = (m->output ? k->output_counts : k->input_counts)[m->index];
+        uint64_t outer = rank == 1 ? eb : m->strides[rank - 2];
+        if (!m->absent && (count < 1 || outer > (uint64_t) count * eb / m->dims[rank - 1]))
+            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu] (%s): reaches past its buffer "
+                             "of %lld elements", at, i, m->name, (long long) count);
+    }
+    k->ntmaps = json_array_size (arr);
+    return AKP_OK;
+}
+
 static int s_entry (akp_profile_t *p, const char *dir, const s_sums_t *sums, const json_t *j,
                     akp_kernel_t *k, const char *at, char *err, size_t errlen)
 {
@@ -466,6 +544,10 @@ static int s_entry (akp_profile_t *p, const char *dir, const s_sums_t *sums, con
         }
         *(w ? &k->noutputs : &k->ninputs) = n;
     }
+    k->arch = s_str (j, "arch");
+    int mrc = s_tmaps (json_object_get (launch, "maps"), k, at, err, errlen);
+    if (mrc)
+        return mrc;
     const json_t *src = json_object_get (j, "source");
     k->source_name = s_str (src, "name");
     k->source_digest = s_str (src, "digest");
@@ -480,12 +562,12 @@ static int s_entry (akp_profile_t *p, const char *dir, const s_sums_t *sums, con
 
 /*  Why this library cannot apply entry j (k as loaded), or NULL: a vendor
     entry has no kernel (the library call stays, for the entry's reason);
-    kernel ABI 2 launch
-    features (tensor maps passed after the argument block, thread-block
-    clusters) and arch-specific builds ("arch": "sm_90a") need more than
-    akp_launch and akp_compile_options give; applied regardless, the kernel
-    would read tensor-map parameters that are not there, or fail to build.
-    Caller frees. */
+    of kernel ABI 2, thread-block clusters (akp_launch has no
+    cuLaunchKernelEx) and tensor maps whose configurations the package
+    lacks (exported before they were recorded): applied regardless, the
+    kernel would read tensor-map parameters that are not there.  Tensor
+    maps with their configurations and arch-specific builds (k->arch) are
+    applied.  Caller frees. */
 static char *s_unsupported (const json_t *j, const akp_kernel_t *k)
 {
     if (strcmp (k->kind, "vendor") == 0) {
@@ -499,17 +581,16 @@ static char *s_unsupported (const json_t *j, const akp_kernel_t *k)
     const json_t *launch = json_object_get (j, "launch");
     json_int_t tmaps = json_integer_value (json_object_get (launch, "tensor_maps"));
     const json_t *cluster = json_object_get (launch, "cluster");
-    const char *arch = json_string_value (json_object_get (j, "arch"));
-    bool clustered = false;
+    bool clustered = false, unmapped = tmaps > 0 && (size_t) tmaps != k->ntmaps;
     for (size_t i = 0; i < json_array_size (cluster); i++)
         clustered |= json_integer_value (json_array_get (cluster, i)) > 1;
-    if (tmaps <= 0 && !clustered && !(arch && *arch))
+    if (!unmapped && !clustered)
         return NULL;
     char buf[256];
-    snprintf (buf, sizeof buf, "it needs kernel ABI 2 (%s%s%s%s%s), which this libakprofile does not launch",
-              tmaps > 0 ? "TMA tensor maps" : "", tmaps > 0 && clustered ? ", " : "",
-              clustered ? "a thread-block cluster" : "", (tmaps > 0 || clustered) && arch && *arch ? ", " : "",
-              arch && *arch ? arch : "");
+    snprintf (buf, sizeof buf, "it needs kernel ABI 2 (%s%s%s), which this libakprofile does not launch",
+              unmapped ? "TMA tensor maps without their configurations: a package exported before they were "
+                         "recorded" : "", unmapped && clustered ? ", " : "",
+              clustered ? "a thread-block cluster" : "");
     return strdup (buf);
 }
 

@@ -43,7 +43,26 @@ enum {
 #define AKP_MAX_BUFS   8
 #define AKP_MAX_PARAMS 16
 
+#define AKP_MAX_TMAPS  8
+#define AKP_MAX_RANK   5
+
 typedef struct akp_profile akp_profile_t;
+
+/* One TMA tensor map of an entry (kernel ABI 2), evaluated for its shape:
+   what cuTensorMapEncodeTiled takes besides the buffer's address and the
+   data type (the entry's dtype).  Owned by the profile. */
+typedef struct {
+    const char *name;               /* "tm_q" */
+    bool        output;             /* over output buffer index (else input) */
+    unsigned    index;
+    unsigned    rank;               /* 1..5 */
+    uint64_t    dims[AKP_MAX_RANK];         /* elements, innermost first */
+    uint64_t    strides[AKP_MAX_RANK - 1];  /* bytes of dims 1..rank-1 */
+    unsigned    box[AKP_MAX_RANK];
+    unsigned    elem_bytes;
+    unsigned    swizzle, l2, oob;   /* the driver's enum values */
+    bool        absent;             /* passed as 128 zero bytes (the kernel's other path) */
+} akp_tmap_t;
 
 /* What identifies a device class: the fields the profile recorded. */
 typedef struct {
@@ -91,6 +110,13 @@ typedef struct {
     const char    *vendor_op;       /* "matmul" */
     const char    *reason;          /* why the library stays */
     double         baseline_us;     /* the baseline's (the library's) median time */
+    /* Kernel ABI 2 (appended): the architecture the kernel must be built
+       for ("sm_90a"; "" for the device's own sm_XY) and its TMA tensor
+       maps, which akp_launch encodes over the buffers it is given and
+       passes after the argument block (ntmaps 0: ABI 1). */
+    const char    *arch;
+    size_t         ntmaps;
+    akp_tmap_t     tmaps[AKP_MAX_TMAPS];
 } akp_kernel_t;
 
 /* Checks dir against its SHA256SUMS: every regular file under dir (but
@@ -137,7 +163,8 @@ int akp_match (const akp_profile_t *p, const char *device_class, const akp_devic
    device_class: AKP_OK with *k, AKP_FALLBACK with why ("no entry for
    softmax rows=32,cols=129 float32 on CLASS: run the default kernel"),
    AKP_EINVAL for bad arguments.  An entry this library does not apply (a
-   vendor entry, kernel ABI 2) is AKP_FALLBACK too, why carrying the
+   vendor entry, a thread-block cluster, tensor maps a package of before
+   their configurations were recorded) is AKP_FALLBACK too, why carrying the
    entry's reason ("entry for matmul 64x64x64 float16 on CLASS: vendor
    entry: no candidate beat cuBLASLt beyond the noise: ...: run the
    default kernel (the vendor library cublaslt)"). */
@@ -168,9 +195,11 @@ int akp_launch_args (const akp_kernel_t *k, const uint64_t *in, size_t nin, cons
 
 /* Launches k on stream (a CUstream; NULL the legacy default stream) as the
    worker does: function is the CUfunction k->entry of the module built
-   from k's source with its compile options, the grid, block and dynamic
-   shared memory are k's (opting in above 48 KiB), the only parameter the
-   akp_launch_args block.  Asynchronous, like cuLaunchKernel; libcuda is
+   from k's source with its compile options (for k->arch where it names
+   one), the grid, block and dynamic shared memory are k's (opting in
+   above 48 KiB), the parameters the akp_launch_args block and then k's
+   tensor maps, each encoded with cuTensorMapEncodeTiled over the buffer
+   it names (an in or out pointer: 16-byte aligned, or AKP_EINVAL).  Asynchronous, like cuLaunchKernel; libcuda is
    opened with dlopen, the caller's context must be current.  AKP_OK;
    AKP_EINVAL (not a CUDA entry, counts or pointers wrong); AKP_EUNAVAIL
    (no libcuda); AKP_ELAUNCH with *cuda_rc (may be NULL) and err naming the
@@ -187,9 +216,10 @@ int akp_launch (const akp_kernel_t *k, void *function, void *stream, const uint6
    written even when the answer is an error).
    The caller then fills a block once with akp_launch_args, overwrites only
    the pointers per call, and calls akp_launch_block: cuLaunchKernel with
-   k's grid, block and shared memory and that block, nothing checked, the
-   CUDA result returned as it is (0 = CUDA_SUCCESS; name it with
-   cuGetErrorName).  A block is the caller's: one per thread.
+   k's grid, block and shared memory and that block (k's tensor maps
+   encoded over the block's pointers at each call), nothing else checked,
+   the CUDA result returned as it is (0 = CUDA_SUCCESS; name it with
+   cuGetErrorName; a map the driver refuses is its error).  A block is the caller's: one per thread.
    akp_launch_prepare: AKP_OK, AKP_EINVAL, AKP_EUNAVAIL or AKP_ELAUNCH
    with *cuda_rc and err as akp_launch. */
 int akp_launch_prepare (const akp_kernel_t *k, void *function, size_t *in_offset, size_t *out_offset,

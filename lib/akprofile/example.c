@@ -50,8 +50,6 @@ typedef struct {
     int (*cuMemFree) (s_dptr_t);
     int (*cuMemcpyHtoD) (s_dptr_t, const void *, size_t);
     int (*cuMemcpyDtoH) (void *, s_dptr_t, size_t);
-    int (*cuLaunchKernel) (void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                           unsigned, void *, void **, void **);
     int (*cuCtxSynchronize) (void);
 } s_cu_t;
 
@@ -97,7 +95,7 @@ static int s_load (s_cu_t *cu, s_nv_t *nv)
            && S_LOAD (cu, cuDevicePrimaryCtxRelease) && S_LOAD (cu, cuCtxSetCurrent)
            && S_LOAD (cu, cuModuleLoadData) && S_LOAD (cu, cuModuleUnload) && S_LOAD (cu, cuModuleGetFunction)
            && S_LOAD (cu, cuMemAlloc) && S_LOAD (cu, cuMemFree) && S_LOAD (cu, cuMemcpyHtoD)
-           && S_LOAD (cu, cuMemcpyDtoH) && S_LOAD (cu, cuLaunchKernel) && S_LOAD (cu, cuCtxSynchronize)
+           && S_LOAD (cu, cuMemcpyDtoH) && S_LOAD (cu, cuCtxSynchronize)
            && S_LOAD (nv, nvrtcCreateProgram) && S_LOAD (nv, nvrtcCompileProgram)
            && S_LOAD (nv, nvrtcGetProgramLogSize) && S_LOAD (nv, nvrtcGetProgramLog)
            && S_LOAD (nv, nvrtcGetCUBINSize) && S_LOAD (nv, nvrtcGetCUBIN) && S_LOAD (nv, nvrtcDestroyProgram);
@@ -123,7 +121,10 @@ static int s_launch (const akp_kernel_t *k, const akp_device_t *dev)
     char *src = malloc (len);
     snprintf (src, len, "%s\n%s", k->prelude, k->source);
     char arch[48], buf[2048];
-    snprintf (arch, sizeof arch, "--gpu-architecture=sm_%d%d", dev->cc_major, dev->cc_minor);
+    if (k->arch && *k->arch)            /* an arch-specific entry ("sm_90a", kernel ABI 2) */
+        snprintf (arch, sizeof arch, "--gpu-architecture=%s", k->arch);
+    else
+        snprintf (arch, sizeof arch, "--gpu-architecture=sm_%d%d", dev->cc_major, dev->cc_minor);
     const char *opts[32] = { arch, "--std=c++17" };
     size_t n = 0;
     if (akp_compile_options (k, buf, sizeof buf, opts + 2, 28, &n) != AKP_OK) {
@@ -184,7 +185,8 @@ static int s_launch (const akp_kernel_t *k, const akp_device_t *dev)
                 memcpy (host + e * 4, &v, 4);
             }
             else {
-                unsigned short v = strcmp (k->dtype, "float16") == 0 ? 0x3C00 : 0x3F80;   /* 1.0 */
+                bool h = strcmp (k->dtype, "float16") == 0;
+                unsigned short v = in ? (h ? 0x3C00 : 0x3F80) : (h ? 0x7E00 : 0x7FC0);   /* 1.0, NaN */
                 memcpy (host + e * 2, &v, 2);
             }
         }
@@ -201,10 +203,17 @@ static int s_launch (const akp_kernel_t *k, const akp_device_t *dev)
         a.dims[i] = k->dims[i];
     struct timespec t0, t1;
     clock_gettime (CLOCK_MONOTONIC, &t0);
-    void *params[1] = { &a };
-    if (!fail && (rc = cu.cuLaunchKernel (fn, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
-                                          k->block[2], k->shared_bytes, NULL, params, NULL)) != 0) {
-        fprintf (stderr, "akprofile-example: cuLaunchKernel failed (%d)\n", rc);
+    /* akp_launch: the argument block, the entry's tensor maps (kernel ABI
+       2) encoded over these buffers, shared memory above 48 KiB opted in */
+    uint64_t ins[AKP_MAX_BUFS], outs[AKP_MAX_BUFS];
+    for (int i = 0; i < a.nin; i++)
+        ins[i] = (uint64_t) (uintptr_t) a.in[i];
+    for (int i = 0; i < a.nout; i++)
+        outs[i] = (uint64_t) (uintptr_t) a.out[i];
+    char lerr[512];
+    if (!fail && akp_launch (k, fn, NULL, ins, (size_t) a.nin, outs, (size_t) a.nout, &rc, lerr, sizeof lerr)
+                 != AKP_OK) {
+        fprintf (stderr, "akprofile-example: %s\n", lerr);
         fail = 1;
     }
     if (!fail && (rc = cu.cuCtxSynchronize ()) != 0) {
@@ -225,6 +234,23 @@ static int s_launch (const akp_kernel_t *k, const akp_device_t *dev)
                 (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6,
                 m, first[0], first[1], first[2], first[3], finite ? "written" : "NOT written");
         if (!finite)
+            fail = 1;
+    }
+    else
+    if (!fail && k->noutputs && elt == 2) {
+        unsigned short first[4] = { 0 };
+        size_t m = k->output_counts[0] < 4 ? (size_t) k->output_counts[0] : 4;
+        cu.cuMemcpyDtoH (first, bufs[k->ninputs], m * 2);
+        bool h = strcmp (k->dtype, "float16") == 0;
+        int written = 1;
+        for (size_t i = 0; i < m; i++)      /* still the NaN it was filled with? */
+            written &= h ? !((first[i] & 0x7C00) == 0x7C00 && (first[i] & 0x3FF))
+                         : !((first[i] & 0x7F80) == 0x7F80 && (first[i] & 0x7F));
+        printf ("launched: %s (%s) on %s grid=(%u,%u,%u) block=(%u,%u,%u) shared=%u, %zu tensor maps; "
+                "out[0][0..%zu) = 0x%04x 0x%04x 0x%04x 0x%04x (%s)\n", k->entry, k->candidate, dev->name,
+                k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], k->shared_bytes,
+                k->ntmaps, m, first[0], first[1], first[2], first[3], written ? "written" : "NOT written");
+        if (!written)
             fail = 1;
     }
     else

@@ -6,7 +6,8 @@
     runs lib/akprofile/example.c (akprofile-example): it must look the
     kernel up, compile it with NVRTC and launch it through the driver API,
     and every output it reads back must be written.  A lookup for another
-    shape must fall back.  Without a GPU: "SKIP: no GPU: <reason>", exit 77
+    shape must fall back.  Then the same for a kernel of ABI 2
+    (flash_attention's sm_90a wgmma with its three tensor maps).  Without a GPU: "SKIP: no GPU: <reason>", exit 77
     (tests/skip.h: CTest shows "Not Run"); any other probe error fails. */
 #include "support.h"
 
@@ -41,6 +42,60 @@ static char *s_source (const char *rel)
     return text;
 }
 
+/*  A package directory: sources/ with the kernel source and the prelude
+    (their digests and paths into sd / rel and pd / prel), their lines in
+    sums. */
+typedef struct {
+    char *dir;
+    char  sd[65], pd[65], rel[128], prel[128], sums[4096];
+} s_pkg_t;
+
+static void s_pkg_sources (s_pkg_t *pk, const char *tag, const char *src, const char *pre)
+{
+    memset (pk, 0, sizeof *pk);
+    pk->dir = ak_test_tmpdir (tag);
+    char *srcdir = ak_path_join (pk->dir, "sources");
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_mkdir_p (srcdir, 0755, &err), 0);
+    free (srcdir);
+    ak_sha256_hex (src, strlen (src), pk->sd);
+    ak_sha256_hex (pre, strlen (pre), pk->pd);
+    snprintf (pk->rel, sizeof pk->rel, "sources/%s.cu", pk->sd);
+    snprintf (pk->prel, sizeof pk->prel, "sources/%s.h", pk->pd);
+    s_put (pk->dir, pk->rel, src, pk->sums, sizeof pk->sums);
+    s_put (pk->dir, pk->prel, pre, pk->sums, sizeof pk->sums);
+}
+
+/*  profile.json and SHA256SUMS into the package. */
+static void s_pkg_write (s_pkg_t *pk, const char *json)
+{
+    s_put (pk->dir, "profile.json", json, pk->sums, sizeof pk->sums);
+    char *sums_path = ak_path_join (pk->dir, "SHA256SUMS");
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_file_write_atomic (sums_path, pk->sums, strlen (pk->sums), &err), 0);
+    free (sums_path);
+}
+
+/*  akprofile-example on the package with args: its output (caller
+    frees), the exit status in *rc. */
+static char *s_pkg_example (s_pkg_t *pk, const char *args, int *rc)
+{
+    char *example = ak_test_bin ("akprofile-example");
+    char *cmd = ak_sprintf ("'%s' '%s' %s 2>&1", example, pk->dir, args);
+    char *out = NULL;
+    *rc = ak_test_run (cmd, &out);
+    print_message ("%s", out);
+    free (cmd);
+    free (example);
+    return out;
+}
+
+static void s_pkg_done (s_pkg_t *pk)
+{
+    ak_test_rmtree (pk->dir);
+    free (pk->dir);
+}
+
 static void test_launch_through_profile (void **state)
 {
     akp_device_t dev;
@@ -51,19 +106,10 @@ static void test_launch_through_profile (void **state)
                               sizeof why) != AKP_OK)
         fail_msg ("akp_device_from_cuda: %s", why);
     print_message ("device class %s\n", cls);
-    char *dir = ak_test_tmpdir ("akp-gpu");
-    char *srcdir = ak_path_join (dir, "sources");
-    ak_err_t err = { 0 };
-    assert_int_equal (ak_mkdir_p (srcdir, 0755, &err), 0);
     char *src = s_source ("kernels/softmax/cuda/warp_row.cu");
     char *pre = s_source ("kernels/ak_kernel_cuda.h");
-    char sd[65], pd[65], rel[128], prel[128], sums[4096] = "";
-    ak_sha256_hex (src, strlen (src), sd);
-    ak_sha256_hex (pre, strlen (pre), pd);
-    snprintf (rel, sizeof rel, "sources/%s.cu", sd);
-    snprintf (prel, sizeof prel, "sources/%s.h", pd);
-    s_put (dir, rel, src, sums, sizeof sums);
-    s_put (dir, prel, pre, sums, sizeof sums);
+    s_pkg_t pk;
+    s_pkg_sources (&pk, "akp-gpu", src, pre);
     char *json = ak_sprintf (
         "{\"schema_version\":1,\"format\":\"akfleet-profile\",\"profile\":\"gpu\",\"classes\":[{"
         "\"device_class\":\"%s\",\"backend\":\"cuda\",\"device\":{\"name\":\"%s\",\"cc_major\":%d,"
@@ -77,42 +123,98 @@ static void test_launch_through_profile (void **state)
         "\"outputs\":[{\"name\":\"y\",\"count\":4096}],\"speedup\":1.5,\"noise\":0.01,\"op_speedup\":1.5,"
         "\"op_noise\":0.01,\"baseline_us\":3,\"candidate_us\":2,\"evidence\":[\"R00000001\"],"
         "\"batch_id\":\"B000001\",\"task_id\":\"B000001.0002\",\"installed_ms\":1}]}]}\n",
-        cls, dev.name, dev.cc_major, dev.cc_minor, dev.driver_major, dev.nvrtc_version, sd, rel, pd, prel);
-    s_put (dir, "profile.json", json, sums, sizeof sums);
-    char *sums_path = ak_path_join (dir, "SHA256SUMS");
-    assert_int_equal (ak_file_write_atomic (sums_path, sums, strlen (sums), &err), 0);
-
-    char *example = ak_test_bin ("akprofile-example");
-    char *cmd = ak_sprintf ("'%s' '%s' softmax float32 32 128 2>&1", example, dir);
-    char *out = NULL;
-    int rc = ak_test_run (cmd, &out);
-    print_message ("%s", out);
+        cls, dev.name, dev.cc_major, dev.cc_minor, dev.driver_major, dev.nvrtc_version, pk.sd, pk.rel, pk.pd,
+        pk.prel);
+    s_pkg_write (&pk, json);
+    int rc = 0;
+    char *out = s_pkg_example (&pk, "softmax float32 32 128", &rc);
     assert_int_equal (rc, 0);
     assert_non_null (strstr (out, "kernel: warp_row ROWS=2 VEC=1"));
     assert_non_null (strstr (out, "launched: ak_kernel"));
     assert_non_null (strstr (out, "(written)"));
     free (out);
-    free (cmd);
-    cmd = ak_sprintf ("'%s' '%s' softmax float32 32 129 2>&1", example, dir);
-    rc = ak_test_run (cmd, &out);
+    out = s_pkg_example (&pk, "softmax float32 32 129", &rc);
     assert_int_equal (rc, 0);
     assert_non_null (strstr (out, "fallback: no entry for softmax 32x129 float32"));
     free (out);
-    free (cmd);
-    free (example);
-    free (sums_path);
     free (json);
     free (src);
     free (pre);
-    free (srcdir);
-    ak_test_rmtree (dir);
-    free (dir);
+    s_pkg_done (&pk);
+}
+
+/*  Kernel ABI 2 through libakprofile: flash_attention's sm_90a `wgmma`
+    candidate (three TMA tensor maps, 164,864 bytes of dynamic shared
+    memory) on 1x2x128x128 causal bfloat16, its maps as the coordinator
+    records them (common/tmap.h, evaluated by hand here: dims {D, S, B*H},
+    row strides D*2 and S*D*2 bytes, boxes {64, 128, 1}).  The example
+    builds it for the entry's arch and launches it with akp_launch, which
+    encodes the maps over its buffers: every output it reads back must be
+    written (the outputs start as NaN).  Only an sm_90 device can run it. */
+static void test_launch_abi2_flash (void **state)
+{
+    (void) state;
+    akp_device_t dev;
+    char name[256], nvrtc[32], cls[512], why[1024];
+    ak_test_cuda_or_skip (true, NULL, NULL);
+    if (akp_device_from_cuda (0, &dev, name, sizeof name, nvrtc, sizeof nvrtc, cls, sizeof cls, why,
+                              sizeof why) != AKP_OK)
+        fail_msg ("akp_device_from_cuda: %s", why);
+    if (dev.cc_major != 9 || dev.cc_minor != 0)
+        skip ();                        /* an sm_90a kernel: compute capability 9.0 only */
+    char *src = s_source ("kernels/flash_attention/cuda/wgmma.cu");
+    char *p1 = s_source ("kernels/ak_kernel_cuda.h"), *p2 = s_source ("kernels/ak_blocks_cuda.h");
+    char *pre = ak_sprintf ("%s\n%s", p1, p2);          /* both preludes, as the worker's text */
+    s_pkg_t pk;
+    s_pkg_sources (&pk, "akp-abi2", src, pre);
+    char maps[2048] = "";
+    const char *bufs[3] = { "q", "k", "v" };
+    for (int i = 0; i < 3; i++) {
+        size_t at = strlen (maps);
+        snprintf (maps + at, sizeof maps - at, "%s{\"name\":\"tm_%s\",\"buffer\":\"%s\",\"output\":false,"
+                  "\"index\":%d,\"dims\":[128,128,2],\"strides\":[256,32768],\"box\":[64,128,1],"
+                  "\"elem_bytes\":2,\"swizzle\":\"128B\",\"l2_promotion\":\"256B\",\"oob_fill\":\"zero\","
+                  "\"absent\":false}", i ? "," : "", bufs[i], bufs[i], i);
+    }
+    char *json = ak_sprintf (
+        "{\"schema_version\":1,\"format\":\"akfleet-profile\",\"profile\":\"gpu\",\"classes\":[{"
+        "\"device_class\":\"%s\",\"backend\":\"cuda\",\"device\":{\"name\":\"%s\",\"cc_major\":%d,"
+        "\"cc_minor\":%d,\"driver_major\":%d,\"driver_version\":\"\",\"nvrtc_version\":\"%s\"},"
+        "\"updated_ms\":1,\"entries\":[{\"op\":\"flash_attention\","
+        "\"key\":\"flash_attention/B=1,H=2,S=128,D=128,mask=2/bfloat16\","
+        "\"keys\":[\"B\",\"H\",\"S\",\"D\",\"mask\"],\"dims\":[1,2,128,128,2],\"dtype\":\"bfloat16\","
+        "\"workload\":\"medium_causal\",\"candidate\":\"wgmma\",\"params\":[{\"name\":\"BN\",\"value\":128},"
+        "{\"name\":\"STAGES\",\"value\":2},{\"name\":\"CONSUMERS\",\"value\":2},{\"name\":\"PINGPONG\",\"value\":1}],"
+        "\"backend\":\"cuda\",\"entry\":\"ak_kernel\",\"arch\":\"sm_90a\",\"source\":{\"name\":\"wgmma.cu\","
+        "\"digest\":\"%s\",\"file\":\"%s\"},\"prelude\":{\"digest\":\"%s\",\"file\":\"%s\"},"
+        "\"launch\":{\"grid\":[1,2,1],\"block\":[384,1,1],\"shared_bytes\":164864,\"tensor_maps\":3,"
+        "\"maps\":[%s]},\"inputs\":[{\"name\":\"q\",\"count\":32768},{\"name\":\"k\",\"count\":32768},"
+        "{\"name\":\"v\",\"count\":32768}],\"outputs\":[{\"name\":\"o\",\"count\":32768}],\"speedup\":100,"
+        "\"noise\":0.01,\"op_speedup\":100,\"op_noise\":0.01,\"baseline_us\":300,\"candidate_us\":3,"
+        "\"evidence\":[\"R00000001\"],\"batch_id\":\"B000001\",\"task_id\":\"B000001.0002\",\"installed_ms\":1}]}]}\n",
+        cls, dev.name, dev.cc_major, dev.cc_minor, dev.driver_major, dev.nvrtc_version, pk.sd, pk.rel, pk.pd,
+        pk.prel, maps);
+    s_pkg_write (&pk, json);
+    int rc = 0;
+    char *out = s_pkg_example (&pk, "flash_attention bfloat16 1 2 128 128 2", &rc);
+    assert_int_equal (rc, 0);
+    assert_non_null (strstr (out, "launched: ak_kernel (wgmma)"));
+    assert_non_null (strstr (out, "3 tensor maps"));
+    assert_non_null (strstr (out, "(written)"));
+    free (out);
+    free (json);
+    free (src);
+    free (pre);
+    free (p1);
+    free (p2);
+    s_pkg_done (&pk);
 }
 
 int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_launch_through_profile),
+        cmocka_unit_test (test_launch_abi2_flash),
     };
     return ak_test_exit (cmocka_run_group_tests (tests, NULL, NULL));
 }

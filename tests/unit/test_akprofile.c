@@ -167,9 +167,11 @@ static void s_repackage (s_pkg_t *pk, const char *at, const char *with)
     free (text);
 }
 
-/*  An entry of kernel ABI 2 (tensor maps, a cluster, an arch-specific
-    build) is not applied by this library: the lookup falls back and says
-    why, instead of launching a kernel without the parameters it reads. */
+/*  An entry of kernel ABI 2 this library cannot launch (tensor maps
+    without their configurations, as packages exported before they were
+    recorded have them; a thread-block cluster): the lookup falls back and
+    says why, instead of launching a kernel without the parameters it
+    reads. */
 static void test_abi2_entry_falls_back (void **state)
 {
     s_pkg_t *pk = *state;
@@ -181,9 +183,84 @@ static void test_abi2_entry_falls_back (void **state)
     int64_t dims[2] = { 32, 128 };
     assert_int_equal (akp_lookup (p, S_CLASS, "softmax", dims, 2, "float32", &k, err, sizeof err), AKP_FALLBACK);
     assert_null (k);
-    assert_non_null (strstr (err, "kernel ABI 2 (TMA tensor maps, a thread-block cluster)"));
+    assert_non_null (strstr (err, "kernel ABI 2 (TMA tensor maps without their configurations: a package exported "
+                                  "before they were recorded, a thread-block cluster)"));
     assert_non_null (strstr (err, "run the default kernel"));
     akp_destroy (&p);
+}
+
+/* A tensor map over x (4096 float32 as 32 rows of 128), %s for its
+   fields to change: the tests' way to break it. */
+#define S_MAP "{\"name\":\"tm_x\",\"buffer\":\"x\",\"output\":false,\"index\":%d,\"dims\":[128,%d]," \
+    "\"strides\":[%d],\"box\":[32,%d],\"elem_bytes\":%d,\"swizzle\":\"128B\",\"l2_promotion\":\"256B\"," \
+    "\"oob_fill\":\"zero\",\"absent\":false}"
+
+/*  An entry with its tensor maps recorded and an arch-specific build is
+    applied: the lookup answers it with the map (what akp_launch encodes)
+    and the architecture a binding builds it for. */
+static void test_abi2_maps_applied (void **state)
+{
+    s_pkg_t *pk = *state;
+    char err[1024], *map = ak_sprintf (S_MAP, 0, 32, 512, 8, 4);
+    char *with = ak_sprintf ("\"shared_bytes\":0,\"tensor_maps\":1,\"maps\":[%s]},\"arch\":\"sm_90a\",", map);
+    s_repackage (pk, "\"shared_bytes\":0},", with);
+    akp_profile_t *p = NULL;
+    assert_int_equal (akp_load (pk->dir, &p, err, sizeof err), AKP_OK);
+    const akp_kernel_t *k = NULL;
+    int64_t dims[2] = { 32, 128 };
+    assert_int_equal (akp_lookup (p, S_CLASS, "softmax", dims, 2, "float32", &k, err, sizeof err), AKP_OK);
+    assert_string_equal (k->arch, "sm_90a");
+    assert_int_equal (k->ntmaps, 1);
+    const akp_tmap_t *m = &k->tmaps[0];
+    assert_string_equal (m->name, "tm_x");
+    assert_false (m->output);
+    assert_int_equal (m->index, 0);
+    assert_int_equal (m->rank, 2);
+    assert_int_equal (m->dims[0], 128);
+    assert_int_equal (m->dims[1], 32);
+    assert_int_equal (m->strides[0], 512);
+    assert_int_equal (m->box[0], 32);
+    assert_int_equal (m->box[1], 8);
+    assert_int_equal (m->elem_bytes, 4);
+    assert_int_equal (m->swizzle, 3);
+    assert_int_equal (m->l2, 3);
+    assert_int_equal (m->oob, 0);
+    assert_false (m->absent);
+    akp_destroy (&p);
+    free (with);
+    free (map);
+}
+
+/*  A map that would let the TMA unit read past the entry's buffer, or that
+    breaks cuTensorMapEncodeTiled's rules, refuses the package at load:
+    libakprofile encodes what the package says over the caller's buffers. */
+static void test_abi2_maps_refused (void **state)
+{
+    s_pkg_t *pk = *state;
+    struct {
+        int index, rows, stride, boxr, elem;
+        const char *why;
+    } cases[] = {
+        { 0, 64, 512, 8, 4, "reaches past its buffer of 4096 elements" },
+        { 1, 32, 512, 8, 4, "index (of the entry's buffers)" },
+        { 0, 32, 512, 300, 4, "box 1..256" },
+        { 0, 32, 520, 8, 4, "strides multiples of 16" },
+        { 0, 32, 256, 8, 4, "do not overlap" },
+        { 0, 32, 512, 8, 2, "elem_bytes (the dtype's)" },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char err[1024], *map = ak_sprintf (S_MAP, cases[c].index, cases[c].rows, cases[c].stride, cases[c].boxr,
+                                           cases[c].elem);
+        char *with = ak_sprintf ("\"shared_bytes\":0,\"tensor_maps\":1,\"maps\":[%s]}", map);
+        s_repackage (pk, "\"shared_bytes\":0}", with);
+        akp_profile_t *p = NULL;
+        assert_int_equal (akp_load (pk->dir, &p, err, sizeof err), AKP_EINVAL);
+        assert_null (p);
+        if (!strstr (err, cases[c].why))
+            fail_msg ("case %zu: '%s' does not say '%s'", c, err, cases[c].why);
+        free (with);
+        free (map);
+    }
 }
 
 /* A vendor entry as the coordinator writes it (matmul 64x64x32 float16,
@@ -400,6 +477,8 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_lookup_exact_and_fallbacks, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_device_match, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_abi2_entry_falls_back, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_abi2_maps_applied, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_abi2_maps_refused, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_vendor_entry_falls_back, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_vendor_entry_malformed, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_tamper_modified, s_setup, s_teardown),

@@ -1,7 +1,7 @@
 /*  tests/unit/test_profiles.c: coordinator/profiles.c on a temporary store
     with synthetic batches: what install records, the replace and refusal
     rules, other classes left alone, export/import round trips and the
-    import checks; vendor entries (the vendor-library baseline kept: the
+    import checks, TMA tensor maps through export and import; vendor entries (the vendor-library baseline kept: the
     fixture's batches are written as a CUDA worker leaves them, so no GPU
     is needed) and the checks of malformed ones. */
 #include <setjmp.h>
@@ -757,6 +757,99 @@ static void test_export_import_round_trip (void **state)
     json_decref (out);
 }
 
+// ---------------------------------------------------- tensor maps (ABI 2)
+
+/* The first entry of class 0 of package pkg. */
+static json_t *s_entry0 (json_t *pkg)
+{
+    json_t *classes = json_object_get (json_object_get (pkg, "profile"), "classes");
+    return json_array_get (json_object_get (json_array_get (classes, 0), "entries"), 0);
+}
+
+/*  A rank-1 map over the entry's input 0 of n elements (index idx, box
+    elements, swizzle sw) into its launch, tensor_maps set to count, the
+    map twice with two. */
+static void s_put_map (json_t *e, int idx, json_int_t n, int box, const char *sw, json_int_t count, bool two)
+{
+    json_t *launch = json_object_get (e, "launch");
+    json_t *m = json_pack ("{s:s, s:s, s:b, s:I, s:[I], s:[], s:[i], s:I, s:s, s:s, s:s, s:b}", "name", "tm_x",
+                           "buffer", "x", "output", 0, "index", (json_int_t) idx, "dims", n, "strides", "box", box,
+                           "elem_bytes", (json_int_t) 4, "swizzle", sw, "l2_promotion", "256B", "oob_fill", "zero",
+                           "absent", 0);
+    json_t *maps = json_array ();
+    json_array_append (maps, m);
+    if (two)
+        json_array_append (maps, m);
+    json_decref (m);
+    json_object_set_new (launch, "tensor_maps", json_integer (count));
+    json_object_set_new (launch, "maps", maps);
+}
+
+/*  An entry's tensor maps survive import and export unchanged; a map that
+    breaks a rule of cuTensorMapEncodeTiled or reaches past the entry's
+    buffer is refused at import (libakprofile encodes what the package
+    says over a program's buffers), naming the entry and the rule; a
+    package of before the maps were recorded (tensor_maps, no "maps")
+    still imports. */
+static void test_tensor_maps_round_trip (void **state)
+{
+    s_fx_t *fx = *state;
+    uint64_t rid = 0;
+    const char *classes[1] = { S_CLASS_A };
+    bool promoted[1] = { true };
+    s_batch (fx, "B000001", "complete", classes, promoted, 1, 2, &rid);
+    json_t *out = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (s_install (fx, "B000001", "prod", false, &out, &err), 0);
+    json_decref (out);
+    json_t *pkg = s_export (fx, "prod");
+    json_t *e = s_entry0 (pkg);
+    assert_string_equal (json_string_value (json_object_get (e, "dtype")), "float32");
+    json_int_t count = json_integer_value (json_object_get (json_array_get (json_object_get (e, "inputs"), 0), "count"));
+    assert_true (count >= 8);
+
+    s_put_map (e, 0, count, 8, "none", 1, false);
+    json_t *want = json_deep_copy (json_object_get (json_object_get (e, "launch"), "maps"));
+    if (s_import (fx, pkg, "tm", false, &err) != 0)
+        fail_msg ("import: %s", err.msg);
+    json_t *back = s_export (fx, "tm");
+    assert_true (json_equal (json_object_get (json_object_get (s_entry0 (back), "launch"), "maps"), want));
+    assert_int_equal (json_integer_value (json_object_get (json_object_get (s_entry0 (back), "launch"),
+                                                           "tensor_maps")), 1);
+    json_decref (back);
+    json_decref (want);
+
+    struct {
+        int idx;
+        json_int_t n;
+        int box;
+        const char *sw;
+        bool two;
+        const char *why;
+    } bad[] = {
+        { 0, count + 1, 8, "none", false, "rule extent" },
+        { 3, count, 8, "none", false, "input 3 of the entry's 1" },
+        { 0, count, 8, "256B", false, "swizzle, l2_promotion, oob_fill and absent are required" },
+        { 0, count, 3, "none", false, "rule box_bytes" },
+        { 0, count, 16, "32B", false, "rule swizzle" },
+        { 0, count, 8, "none", true, "must be an array of tensor_maps (1) maps" },
+    };
+    for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
+        s_put_map (e, bad[c].idx, bad[c].n, bad[c].box, bad[c].sw, 1, bad[c].two);
+        if (s_import (fx, pkg, "x", false, &err) != AK_EINVAL)
+            fail_msg ("case %zu: imported", c);
+        if (!strstr (err.msg, bad[c].why) || !strstr (err.msg, ".launch.maps"))
+            fail_msg ("case %zu: '%s' does not say '%s'", c, err.msg, bad[c].why);
+    }
+    assert_null (s_show (fx, "x"));
+
+    /* before maps were recorded: the count alone imports */
+    json_object_del (json_object_get (e, "launch"), "maps");
+    json_object_set_new (json_object_get (e, "launch"), "tensor_maps", json_integer (2));
+    assert_int_equal (s_import (fx, pkg, "old", false, &err), 0);
+    json_decref (pkg);
+}
+
 // ------------------------------------------------------------ vendor entries
 
 /* Stores kernels/OP/spec.json as a blob; its digest into digest. */
@@ -1057,6 +1150,7 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_replace_rules, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_refusals, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_export_import_round_trip, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_tensor_maps_round_trip, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_install_vendor_entry, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_vendor_round_trip, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_vendor_import_rejects, s_setup, s_teardown),

@@ -34,6 +34,20 @@ ARGS_BYTES = 216
 _c_str = ctypes.c_char_p
 
 
+MAX_TMAPS = 8
+MAX_RANK = 5
+
+
+class Tmap_t(ctypes.Structure):
+    """akp_tmap_t (akprofile.h)."""
+    _fields_ = [
+        ("name", _c_str), ("output", ctypes.c_bool), ("index", ctypes.c_uint), ("rank", ctypes.c_uint),
+        ("dims", ctypes.c_uint64 * MAX_RANK), ("strides", ctypes.c_uint64 * (MAX_RANK - 1)),
+        ("box", ctypes.c_uint * MAX_RANK), ("elem_bytes", ctypes.c_uint),
+        ("swizzle", ctypes.c_uint), ("l2", ctypes.c_uint), ("oob", ctypes.c_uint), ("absent", ctypes.c_bool),
+    ]
+
+
 class Kernel_t(ctypes.Structure):
     """akp_kernel_t, field for field (akprofile.h)."""
     _fields_ = [
@@ -60,6 +74,7 @@ class Kernel_t(ctypes.Structure):
         ("evidence", _c_str * 4),
         ("kind", _c_str), ("vendor", _c_str), ("vendor_op", _c_str), ("reason", _c_str),
         ("baseline_us", ctypes.c_double),
+        ("arch", _c_str), ("ntmaps", ctypes.c_size_t), ("tmaps", Tmap_t * MAX_TMAPS),
     ]
 
 

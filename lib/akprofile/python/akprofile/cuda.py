@@ -122,7 +122,9 @@ class Launcher:
             if kernel.backend != "cuda":
                 raise LaunchError("%s (%s) is a %s entry: not launched on a GPU" % (kernel.key, kernel.candidate,
                                                                                    kernel.backend))
-            cubin, key, cached = nvrtc.compile_kernel(kernel, self.arch)
+            # an arch-specific entry ("sm_90a") builds for its own target;
+            # the profile matched this device's compute capability already
+            cubin, key, cached = nvrtc.compile_kernel(kernel, kernel.arch or self.arch)
             if cached:
                 self.cached += 1
             else:

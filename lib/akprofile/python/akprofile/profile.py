@@ -119,6 +119,10 @@ class Kernel:
         self.kind = _s(k.kind) or "kernel"
         self.vendor, self.vendor_op, self.reason = _s(k.vendor), _s(k.vendor_op), _s(k.reason)
         self.baseline_us = float(k.baseline_us)
+        # kernel ABI 2: the architecture to build for ("sm_90a"; "" the
+        # device's own) and the TMA tensor maps akp_launch encodes (names)
+        self.arch = _s(k.arch)
+        self.tensor_maps = [_s(k.tmaps[i].name) for i in range(k.ntmaps)]
 
     @property
     def source(self):
