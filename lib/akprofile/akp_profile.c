@@ -447,7 +447,8 @@ static int s_tmaps (const json_t *arr, akp_kernel_t *k, const char *at, char *er
         /* the extent: the last dimension's stride times its size inside the buffer */
         int64_t count = (m->output ? k->output_counts : k->input_counts)[m->index];
         uint64_t outer = rank == 1 ? eb : m->strides[rank - 2];
-        if (!m->absent && (count < 1 || outer > (uint64_t) count * eb / m->dims[rank - 1]))
+        if (!m->absent && (count < 1 || count > (INT64_C (1) << 48)
+                           || outer > (uint64_t) count * eb / m->dims[rank - 1]))
             return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu] (%s): reaches past its buffer "
                              "of %lld elements", at, i, m->name, (long long) count);
     }
