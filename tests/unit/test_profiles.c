@@ -785,6 +785,109 @@ static void s_put_map (json_t *e, int idx, json_int_t n, int box, const char *sw
     json_object_set_new (launch, "maps", maps);
 }
 
+/*  Installing a winner whose candidate takes tensor maps (flash_attention's
+    sm_90a `wgmma` at gpu_llm, bfloat16): the entry records its arch and
+    the three maps evaluated for that shape, as libakprofile encodes them
+    (dims {D, S, B*H} innermost first, row strides in bytes, the Q box of
+    64*CONSUMERS rows and the K / V boxes of BN keys). */
+static void test_install_tensor_maps (void **state)
+{
+    s_fx_t *fx = *state;
+    ak_err_t err = { 0 };
+    char *spec_path = ak_test_src ("kernels/flash_attention/spec.json");
+    ak_spec_t *spec = NULL;
+    assert_int_equal (ak_spec_load (spec_path, &spec, &err), 0);
+    free (spec_path);
+    char *text = ak_spec_to_text (spec, false);
+    const ak_candidate_t *cand = ak_spec_candidate (spec, "wgmma");
+    assert_non_null (cand);
+    char spec_digest[65], src_digest[65];
+    ak_txn_t *txn = NULL;
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    assert_int_equal (ak_store_put_blob (txn, text, strlen (text), spec_digest, &err), 0);
+    assert_int_equal (ak_store_put_blob (txn, cand->source.text, strlen (cand->source.text), src_digest, &err), 0);
+    free (text);
+
+    Ak__TaskRecord *t = s_task ("B000003.0001", "B000003", "flash_attention", S_CLASS_A, "wgmma", "R00000100", "ok");
+    const char *names[4] = { "BN", "STAGES", "CONSUMERS", "PINGPONG" };
+    int64_t values[4] = { 128, 2, 2, 1 };
+    t->params = ak_cpb_params_new (names, values, 4);
+    t->n_params = 4;
+    ak_cpb_set (&t->spec_digest, spec_digest);
+    ak_cpb_set (&t->candidate_digest, src_digest);
+    ak_cpb_set (&t->candidate_source_name, "wgmma.cu");
+    Ak__Workload *w = ak_malloc (sizeof *w);
+    ak__workload__init (w);
+    ak_cpb_set (&w->name, "gpu_llm");
+    int64_t dims[5] = { 4, 32, 2048, 128, 1 };
+    w->dims = ak_malloc (sizeof dims);
+    memcpy (w->dims, dims, sizeof dims);
+    w->n_dims = 5;
+    ak_cpb_set (&w->dtype, "bfloat16");
+    w->weight = 1;
+    t->workloads = ak_malloc (sizeof *t->workloads);
+    t->workloads[0] = w;
+    t->n_workloads = 1;
+    assert_int_equal (ak_store_put_task (txn, t, &err), 0);
+    Ak__Receipt *r = s_receipt (t, "R00000100", "ok", "NVIDIA H200", 9);
+    Ak__WorkloadTiming *wt = ak_malloc (sizeof *wt);
+    ak__workload_timing__init (wt);
+    wt->workload = (Ak__Workload *) ak_cpb_dup ((ProtobufCMessage *) w);
+    wt->speedup = 250.0;
+    wt->speedup_noise = 0.5;
+    r->timings[r->n_timings++] = wt;
+    assert_int_equal (ak_store_put_receipt (txn, r, &err), 0);
+    ak__receipt__free_unpacked (r, NULL);
+    ak__task_record__free_unpacked (t, NULL);
+    Ak__Winner win = AK__WINNER__INIT, *wins[1] = { &win };
+    win.op = (char *) "flash_attention";
+    win.device_class = (char *) S_CLASS_A;
+    win.promoted = true;
+    win.task_id = (char *) "B000003.0001";
+    win.receipt_id = (char *) "R00000100";
+    win.candidate_name = (char *) "wgmma";
+    win.speedup = 250.0;
+    win.noise = 0.5;
+    Ak__BatchRecord b = AK__BATCH_RECORD__INIT;
+    b.batch_id = (char *) "B000003";
+    b.name = (char *) "attention";
+    b.state = (char *) "complete";
+    b.winners = wins;
+    b.n_winners = 1;
+    assert_int_equal (ak_store_put_batch (txn, &b, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    ak_spec_destroy (&spec);
+
+    json_t *out = NULL;
+    if (s_install (fx, "B000003", "att", false, &out, &err) != 0)
+        fail_msg ("install: %s", err.msg);
+    json_decref (out);
+    json_t *pkg = s_export (fx, "att");
+    json_t *e = s_entry0 (pkg), *launch = json_object_get (e, "launch");
+    assert_string_equal (json_string_value (json_object_get (e, "arch")), "sm_90a");
+    assert_int_equal (json_integer_value (json_object_get (launch, "tensor_maps")), 3);
+    json_t *maps = json_object_get (launch, "maps");
+    assert_int_equal (json_array_size (maps), 3);
+    const char *mnames[3] = { "tm_q", "tm_k", "tm_v" }, *bufs[3] = { "q", "k", "v" };
+    for (size_t i = 0; i < 3; i++) {
+        json_t *m = json_array_get (maps, i);
+        json_t *want = json_pack ("{s:s, s:s, s:b, s:I, s:[iii], s:[ii], s:[iii], s:i, s:s, s:s, s:s, s:b}",
+                                  "name", mnames[i], "buffer", bufs[i], "output", 0, "index", (json_int_t) i,
+                                  "dims", 128, 2048, 128, "strides", 256, 524288, "box", 64, 128, 1,
+                                  "elem_bytes", 2, "swizzle", "128B", "l2_promotion", "256B", "oob_fill", "zero",
+                                  "absent", 0);
+        if (!json_equal (m, want)) {
+            char *got = json_dumps (m, JSON_COMPACT);
+            fail_msg ("map %zu: %s", i, got);
+        }
+        json_decref (want);
+    }
+    /* the package imports back as it is */
+    if (s_import (fx, pkg, "att2", false, &err) != 0)
+        fail_msg ("import: %s", err.msg);
+    json_decref (pkg);
+}
+
 /*  An entry's tensor maps survive import and export unchanged; a map that
     breaks a rule of cuTensorMapEncodeTiled or reaches past the entry's
     buffer is refused at import (libakprofile encodes what the package
@@ -1151,6 +1254,7 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_refusals, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_export_import_round_trip, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_tensor_maps_round_trip, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_install_tensor_maps, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_install_vendor_entry, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_vendor_round_trip, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_vendor_import_rejects, s_setup, s_teardown),
