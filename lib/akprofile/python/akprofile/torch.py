@@ -254,6 +254,11 @@ class Applied:
                   % (kernel.key, len(kernel.inputs), len(kernel.outputs), len(inputs), len(out_shapes)))
         if _is_capturing() and not self.launcher.is_loaded(kernel):
             _skip("CUDA graph capture: the entry was not loaded before capture (run a step eagerly first)")
+        if kernel.tensor_maps:
+            for t in inputs:
+                if t.data_ptr() % 16:
+                    _skip("the entry %s takes TMA tensor maps, which need 16-byte aligned buffers: an input is "
+                          "at 0x%x" % (kernel.key, t.data_ptr()))
         outs = [torch.empty(s, dtype=dtype, device=device) for s in out_shapes]
         for o, (_, count) in zip(outs, kernel.outputs):
             if o.numel() != count:
