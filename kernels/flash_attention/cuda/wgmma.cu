@@ -140,9 +140,11 @@ __device__ __forceinline__ void s_tma_load_3d (unsigned dst, const ak_tensor_map
                   :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (c2), "r" (bar) : "memory");
 }
 
-/*  Pins every write to the wgmma operands before this point: the
-    compiler may otherwise sink a rescale or a pack past wgmma.fence, and
-    ptxas then injects a warpgroup.arrive of its own (C7519). */
+/*  Pins every write to the wgmma operands before this point, so no
+    rescale or pack can be sunk past wgmma.fence.  A guard: the C7519
+    (injected warpgroup.arrive) seen while writing this kernel came from a
+    wait loop between the fence and a wgmma (s_tile), and without the pins
+    ptxas reports the same and the H200 timed the same (session 22). */
 template <int NO, int NS, int NK>
 __device__ __forceinline__ void s_fence_regs (float (&o)[NO], float (&sacc)[NS], unsigned (&pa)[NK][4])
 {
