@@ -2,6 +2,7 @@
     (see akprofile.h, docs/profiles.md). */
 #include "akprofile.h"
 #include "akp_private.h"
+#include "tmap.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -386,22 +387,14 @@ static int s_uint (const json_t *j, uint64_t max, uint64_t *v)
     return 0;
 }
 
-static unsigned s_enum (const char *s, const char *const *names, unsigned n)
-{
-    for (unsigned i = 0; s && i < n; i++)
-        if (strcmp (s, names[i]) == 0)
-            return i;
-    return n;
-}
+_Static_assert (AKP_MAX_RANK == AK_TMAP_MAX_RANK, "akp_tmap_t and ak_tmap_cfg_t hold the same ranks");
 
 /*  launch.maps of a kernel entry (absent: none recorded) into k, after its
-    buffers: every map's shape checked as the coordinator's import checks
-    it (common/tmap.h's rules), so what akp_launch encodes never reaches
-    past the buffer the entry names. */
+    buffers: every map checked by common/tmap.h's rules (ak_tmap_check,
+    the worker's and the coordinator's import's) against the entry's
+    buffer, so what akp_launch encodes never reaches past it. */
 static int s_tmaps (const json_t *arr, akp_kernel_t *k, const char *at, char *err, size_t errlen)
 {
-    static const char *const sw[] = { "none", "32B", "64B", "128B" }, *const l2[] = { "none", "64B", "128B", "256B" },
-                      *const oob[] = { "zero", "nan" };
     if (!arr || json_is_null (arr))
         return AKP_OK;
     if (!json_is_array (arr) || json_array_size (arr) > AKP_MAX_TMAPS)
@@ -413,44 +406,53 @@ static int s_tmaps (const json_t *arr, akp_kernel_t *k, const char *at, char *er
         const json_t *j = json_array_get (arr, i), *dims = json_object_get (j, "dims"),
                      *strides = json_object_get (j, "strides"), *box = json_object_get (j, "box");
         akp_tmap_t *m = &k->tmaps[i];
+        ak_tmap_cfg_t cfg;
+        memset (&cfg, 0, sizeof cfg);
         uint64_t idx = 0, eb = 0;
         size_t rank = json_array_size (dims);
+        int sw = ak_tmap_swizzle_parse (json_string_value (json_object_get (j, "swizzle")));
+        int l2 = ak_tmap_l2_parse (json_string_value (json_object_get (j, "l2_promotion")));
+        int oob = ak_tmap_oob_parse (json_string_value (json_object_get (j, "oob_fill")));
         m->name = s_str (j, "name");
         m->output = json_is_true (json_object_get (j, "output"));
         m->absent = json_is_true (json_object_get (j, "absent"));
-        m->swizzle = s_enum (json_string_value (json_object_get (j, "swizzle")), sw, 4);
-        m->l2 = s_enum (json_string_value (json_object_get (j, "l2_promotion")), l2, 4);
-        m->oob = s_enum (json_string_value (json_object_get (j, "oob_fill")), oob, 2);
         if (!*m->name || s_uint (json_object_get (j, "index"), AKP_MAX_BUFS - 1, &idx)
             || s_uint (json_object_get (j, "elem_bytes"), 8, &eb) || eb != esz || rank < 1 || rank > AKP_MAX_RANK
-            || json_array_size (box) != rank || json_array_size (strides) != rank - 1 || m->swizzle > 3 || m->l2 > 3
-            || m->oob > 1 || idx >= (m->output ? k->noutputs : k->ninputs))
+            || json_array_size (box) != rank || json_array_size (strides) != rank - 1 || sw < 0 || l2 < 0 || oob < 0
+            || idx >= (m->output ? k->noutputs : k->ninputs))
             return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu]: name, index (of the entry's "
                              "buffers), elem_bytes (the dtype's), dims (1..%d), strides, box, swizzle, l2_promotion "
                              "and oob_fill are required", at, i, AKP_MAX_RANK);
-        m->index = (unsigned) idx;
-        m->rank = (unsigned) rank;
-        m->elem_bytes = (unsigned) eb;
-        uint64_t inner = eb;
+        snprintf (cfg.name, sizeof cfg.name, "%s", m->name);
+        cfg.rank = (uint32_t) rank;
+        cfg.elem_bytes = (uint32_t) eb;
+        cfg.swizzle = (ak_tmap_swizzle_t) sw;
+        cfg.l2 = (ak_tmap_l2_t) l2;
+        cfg.oob = (ak_tmap_oob_t) oob;
         for (size_t d = 0; d < rank; d++) {
             uint64_t bx = 0;
-            if (s_uint (json_array_get (dims, d), UINT64_C (1) << 32, &m->dims[d]) || m->dims[d] < 1
-                || s_uint (json_array_get (box, d), 256, &bx) || bx < 1
-                || (d + 1 < rank && (s_uint (json_array_get (strides, d), UINT64_C (1) << 40, &m->strides[d])
-                                     || m->strides[d] % 16 != 0 || m->strides[d] / m->dims[d] < inner)))
-                return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu]: dims 1..2^32, box 1..256, "
-                                 "strides multiples of 16 under 2^40 that do not overlap", at, i);
-            m->box[d] = (unsigned) bx;
-            if (d + 1 < rank)
-                inner = m->strides[d];
+            if (s_uint (json_array_get (dims, d), UINT64_C (1) << 32, &cfg.dims[d])
+                || s_uint (json_array_get (box, d), UINT32_MAX, &bx)
+                || (d + 1 < rank && s_uint (json_array_get (strides, d), UINT64_C (1) << 40, &cfg.strides[d])))
+                return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu]: dims, box and strides "
+                                 "must be unsigned integers in range", at, i);
+            cfg.box[d] = (uint32_t) bx;
         }
-        /* the extent: the last dimension's stride times its size inside the buffer */
-        int64_t count = (m->output ? k->output_counts : k->input_counts)[m->index];
-        uint64_t outer = rank == 1 ? eb : m->strides[rank - 2];
-        if (!m->absent && (count < 1 || count > (INT64_C (1) << 48)
-                           || outer > (uint64_t) count * eb / m->dims[rank - 1]))
-            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu] (%s): reaches past its buffer "
-                             "of %lld elements", at, i, m->name, (long long) count);
+        int64_t count = (m->output ? k->output_counts : k->input_counts)[idx];
+        cfg.buf_bytes = count > 0 && count < (INT64_C (1) << 48) ? (uint64_t) count * eb : 0;
+        ak_err_t e = { 0 };
+        if (!m->absent && ak_tmap_check (&cfg, &e) != 0)
+            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu]: %s (its buffer: %lld "
+                             "elements)", at, i, e.msg, (long long) count);
+        m->index = (unsigned) idx;
+        m->rank = cfg.rank;
+        m->elem_bytes = cfg.elem_bytes;
+        m->swizzle = (unsigned) sw;
+        m->l2 = (unsigned) l2;
+        m->oob = (unsigned) oob;
+        memcpy (m->dims, cfg.dims, sizeof m->dims);
+        memcpy (m->strides, cfg.strides, sizeof m->strides);
+        memcpy (m->box, cfg.box, sizeof m->box);
     }
     k->ntmaps = json_array_size (arr);
     return AKP_OK;

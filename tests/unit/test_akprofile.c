@@ -232,8 +232,9 @@ static void test_abi2_maps_applied (void **state)
 }
 
 /*  A map that would let the TMA unit read past the entry's buffer, or that
-    breaks cuTensorMapEncodeTiled's rules, refuses the package at load:
-    libakprofile encodes what the package says over the caller's buffers. */
+    breaks cuTensorMapEncodeTiled's rules, refuses the package at load,
+    naming the rule of common/tmap.h it breaks: libakprofile encodes what
+    the package says over the caller's buffers. */
 static void test_abi2_maps_refused (void **state)
 {
     s_pkg_t *pk = *state;
@@ -241,11 +242,11 @@ static void test_abi2_maps_refused (void **state)
         int index, rows, stride, boxr, elem;
         const char *why;
     } cases[] = {
-        { 0, 64, 512, 8, 4, "reaches past its buffer of 4096 elements" },
+        { 0, 64, 512, 8, 4, "rule extent: 64 x 512 bytes reach past the buffer's 16384 bytes" },
         { 1, 32, 512, 8, 4, "index (of the entry's buffers)" },
-        { 0, 32, 512, 300, 4, "box 1..256" },
-        { 0, 32, 520, 8, 4, "strides multiples of 16" },
-        { 0, 32, 256, 8, 4, "do not overlap" },
+        { 0, 32, 512, 300, 4, "rule box: box[1] = 300: must be 1..256" },
+        { 0, 32, 520, 8, 4, "rule strides: strides[0] = 520 bytes: must be a multiple of 16" },
+        { 0, 32, 256, 8, 4, "(dimension 1 would overlap dimension 0)" },
         { 0, 32, 512, 8, 2, "elem_bytes (the dtype's)" },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
