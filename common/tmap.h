@@ -18,6 +18,8 @@
 #define AK_TMAP_H
 #include <stdbool.h>
 #include <stdint.h>
+#include <jansson.h>
+#include <stddef.h>
 #include "error.h"
 
 #define AK_TMAP_MAX_RANK 5             /* cuTensorMapEncodeTiled's limit */
@@ -83,5 +85,18 @@ int ak_tmap_check (const ak_tmap_cfg_t *m, ak_err_t *err);
 
 /*  The address rule: the buffer's address 16-byte aligned (rule "align"). */
 int ak_tmap_check_address (const ak_tmap_cfg_t *m, uint64_t addr, ak_err_t *err);
+
+/*  common/tmap_json.c: m as profile.json's "launch.maps" item
+    {name, buffer, output, index, dims, strides, box, elem_bytes, swizzle,
+    l2_promotion, oob_fill, absent} (buffer: the buffer's name); a new
+    reference. */
+json_t *ak_tmap_to_json (const ak_tmap_cfg_t *m, const char *buffer);
+/*  j back into m, over the entry's nin inputs and nout outputs of
+    in_counts / out_counts elements (buf_bytes from them); elem_bytes,
+    when not 0, the only element size taken (the entry's dtype's).  Every
+    field required; a present map must pass ak_tmap_check.  0 or AK_EINVAL
+    with err naming the field or the rule. */
+int ak_tmap_from_json (const json_t *j, const int64_t *in_counts, size_t nin, const int64_t *out_counts,
+                       size_t nout, uint32_t elem_bytes, ak_tmap_cfg_t *m, ak_err_t *err);
 
 #endif

@@ -378,21 +378,12 @@ static int s_vendor (const json_t *j, akp_kernel_t *k, const char *at, char *err
     return AKP_OK;
 }
 
-/*  An unsigned integer of at most max from j, or -1. */
-static int s_uint (const json_t *j, uint64_t max, uint64_t *v)
-{
-    if (!json_is_integer (j) || json_integer_value (j) < 0 || (uint64_t) json_integer_value (j) > max)
-        return -1;
-    *v = (uint64_t) json_integer_value (j);
-    return 0;
-}
-
 _Static_assert (AKP_MAX_RANK == AK_TMAP_MAX_RANK, "akp_tmap_t and ak_tmap_cfg_t hold the same ranks");
 
 /*  launch.maps of a kernel entry (absent: none recorded) into k, after its
-    buffers: every map checked by common/tmap.h's rules (ak_tmap_check,
-    the worker's and the coordinator's import's) against the entry's
-    buffer, so what akp_launch encodes never reaches past it. */
+    buffers: read and checked by common/tmap_json.c (the coordinator's
+    form, common/tmap.h's rules against the entry's buffer), so what
+    akp_launch encodes never reaches past it. */
 static int s_tmaps (const json_t *arr, akp_kernel_t *k, const char *at, char *err, size_t errlen)
 {
     if (!arr || json_is_null (arr))
@@ -400,56 +391,24 @@ static int s_tmaps (const json_t *arr, akp_kernel_t *k, const char *at, char *er
     if (!json_is_array (arr) || json_array_size (arr) > AKP_MAX_TMAPS)
         return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps: an array of at most %d maps", at,
                          AKP_MAX_TMAPS);
-    uint64_t esz = strcmp (k->dtype, "float32") == 0 ? 4 : strcmp (k->dtype, "float16") == 0
-                   || strcmp (k->dtype, "bfloat16") == 0 ? 2 : 0;
+    uint32_t esz = strcmp (k->dtype, "float32") == 0 ? 4 : strcmp (k->dtype, "float16") == 0
+                   || strcmp (k->dtype, "bfloat16") == 0 ? 2 : 99;
     for (size_t i = 0; i < json_array_size (arr); i++) {
-        const json_t *j = json_array_get (arr, i), *dims = json_object_get (j, "dims"),
-                     *strides = json_object_get (j, "strides"), *box = json_object_get (j, "box");
-        akp_tmap_t *m = &k->tmaps[i];
+        const json_t *j = json_array_get (arr, i);
         ak_tmap_cfg_t cfg;
-        memset (&cfg, 0, sizeof cfg);
-        uint64_t idx = 0, eb = 0;
-        size_t rank = json_array_size (dims);
-        int sw = ak_tmap_swizzle_parse (json_string_value (json_object_get (j, "swizzle")));
-        int l2 = ak_tmap_l2_parse (json_string_value (json_object_get (j, "l2_promotion")));
-        int oob = ak_tmap_oob_parse (json_string_value (json_object_get (j, "oob_fill")));
-        m->name = s_str (j, "name");
-        m->output = json_is_true (json_object_get (j, "output"));
-        m->absent = json_is_true (json_object_get (j, "absent"));
-        if (!*m->name || s_uint (json_object_get (j, "index"), AKP_MAX_BUFS - 1, &idx)
-            || s_uint (json_object_get (j, "elem_bytes"), 8, &eb) || eb != esz || rank < 1 || rank > AKP_MAX_RANK
-            || json_array_size (box) != rank || json_array_size (strides) != rank - 1 || sw < 0 || l2 < 0 || oob < 0
-            || idx >= (m->output ? k->noutputs : k->ninputs))
-            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu]: name, index (of the entry's "
-                             "buffers), elem_bytes (the dtype's), dims (1..%d), strides, box, swizzle, l2_promotion "
-                             "and oob_fill are required", at, i, AKP_MAX_RANK);
-        snprintf (cfg.name, sizeof cfg.name, "%s", m->name);
-        cfg.rank = (uint32_t) rank;
-        cfg.elem_bytes = (uint32_t) eb;
-        cfg.swizzle = (ak_tmap_swizzle_t) sw;
-        cfg.l2 = (ak_tmap_l2_t) l2;
-        cfg.oob = (ak_tmap_oob_t) oob;
-        for (size_t d = 0; d < rank; d++) {
-            uint64_t bx = 0;
-            if (s_uint (json_array_get (dims, d), UINT64_C (1) << 32, &cfg.dims[d])
-                || s_uint (json_array_get (box, d), UINT32_MAX, &bx)
-                || (d + 1 < rank && s_uint (json_array_get (strides, d), UINT64_C (1) << 40, &cfg.strides[d])))
-                return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu]: dims, box and strides "
-                                 "must be unsigned integers in range", at, i);
-            cfg.box[d] = (uint32_t) bx;
-        }
-        int64_t count = (m->output ? k->output_counts : k->input_counts)[idx];
-        cfg.buf_bytes = count > 0 && count < (INT64_C (1) << 48) ? (uint64_t) count * eb : 0;
         ak_err_t e = { 0 };
-        if (!m->absent && ak_tmap_check (&cfg, &e) != 0)
-            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu]: %s (its buffer: %lld "
-                             "elements)", at, i, e.msg, (long long) count);
-        m->index = (unsigned) idx;
+        if (ak_tmap_from_json (j, k->input_counts, k->ninputs, k->output_counts, k->noutputs, esz, &cfg, &e) != 0)
+            return akp_errf (err, errlen, AKP_EINVAL, "profile.json: %s.launch.maps[%zu]: %s", at, i, e.msg);
+        akp_tmap_t *m = &k->tmaps[i];
+        m->name = s_str (j, "name");          /* the profile's string: lives as long as it */
+        m->output = cfg.output;
+        m->index = (unsigned) cfg.buf;
         m->rank = cfg.rank;
         m->elem_bytes = cfg.elem_bytes;
-        m->swizzle = (unsigned) sw;
-        m->l2 = (unsigned) l2;
-        m->oob = (unsigned) oob;
+        m->swizzle = (unsigned) cfg.swizzle;
+        m->l2 = (unsigned) cfg.l2;
+        m->oob = (unsigned) cfg.oob;
+        m->absent = cfg.absent;
         memcpy (m->dims, cfg.dims, sizeof m->dims);
         memcpy (m->strides, cfg.strides, sizeof m->strides);
         memcpy (m->box, cfg.box, sizeof m->box);
