@@ -21,7 +21,8 @@
       ak_mma_16816 (m16n8k16, f32 accumulators) and ak_pack2; used by
       matmul's mma, fused_mlp's tc and flash_attention's fa2 candidates;
       Hopper (sm_90a): shared-memory addresses,
-      mbarriers, 2-D TMA loads, wgmma fences, groups and descriptors, and
+      mbarriers, 2-D and 3-D TMA loads, wgmma fences, groups and
+      descriptors, and
       for N = 64, 128, 256 (m64nNk16, f32 accumulators): ak_wgmma<N> (A
       K-major, B N-major), ak_wgmma_ss<N, TB> (B N-major or K-major) and
       ak_wgmma_rs<N> (A from registers); used by matmul's, fused_mlp's and
@@ -310,6 +311,16 @@ __device__ __forceinline__ void ak_tma_load_2d (unsigned dst, const ak_tensor_ma
     asm volatile ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                   " [%0], [%1, {%2, %3}], [%4];\n"
                   :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (bar) : "memory");
+}
+
+/*  One box of a 3-D tensor map into shared memory; c0 the innermost
+    coordinate.  Completes its bytes on bar. */
+__device__ __forceinline__ void ak_tma_load_3d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
+                                                unsigned bar)
+{
+    asm volatile ("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                  " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (c2), "r" (bar) : "memory");
 }
 
 __device__ __forceinline__ void ak_wgmma_fence (void)

@@ -87,6 +87,7 @@ typedef struct __align__ (64) { ak_u64 opaque[16]; } ak_tensor_map_t;
 #define NT  (128 * (CONSUMERS + 1))
 #define NW  (NT / 32)
 #define S_LOG2E 1.4426950408889634f
+#define S_PANELS 2                          /* 64-column panels of a row of D <= 128 */
 
 static_assert (CONSUMERS == 2 || CONSUMERS == 3, "2 or 3 consumer warpgroups");
 static_assert (BN == 64 || BN == 128, "BN: 64 or 128 keys a tile");
@@ -127,18 +128,9 @@ __device__ __forceinline__ float s_neg_inf (void)
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 /* ---------------------------------------------------- TMA, turns, tiles */
 
-/* The Hopper building blocks (ak_smem, ak_bar_*, ak_wgmma_ss / _rs,
-   descriptors, fences) are in the second prelude, kernels/ak_blocks_cuda.h. */
-
-/*  One box of a 3-D tensor map into shared memory; c0 the innermost
-    coordinate.  Completes its bytes on bar. */
-__device__ __forceinline__ void s_tma_load_3d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
-                                               unsigned bar)
-{
-    asm volatile ("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                  " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (c2), "r" (bar) : "memory");
-}
+/* The Hopper building blocks (ak_smem, ak_bar_*, ak_tma_load_3d,
+   ak_wgmma_ss / _rs, descriptors, fences) are in the second prelude,
+   kernels/ak_blocks_cuda.h. */
 
 /*  Pins every write to the wgmma operands before this point, so no
     rescale or pack can be sunk past wgmma.fence.  A guard: the C7519
@@ -178,6 +170,16 @@ __device__ __forceinline__ void s_turn_pass (int cw)
         asm volatile ("bar.arrive %0, 256;\n" :: "r" (1 + (cw + 1) % CONSUMERS) : "memory");
 }
 
+/*  O += P V over one V stage (shared address vs), committed as a group. */
+template <int NO, int NK>
+__device__ __forceinline__ void s_pv (float (&o)[NO], const unsigned (&pa)[NK][4], unsigned vs)
+{
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++)
+        ak_wgmma_rs<2 * NO> (o, pa[kk], ak_wgmma_desc (vs + kk * 16 * 128, BN * 128, 1024), 1);
+    ak_wgmma_commit ();
+}
+
 /*  What every tile step of a consumer warpgroup needs. */
 typedef struct {
     unsigned qa, k_s, v_s;                 /* its Q rows, the K and V rings (shared addresses) */
@@ -213,10 +215,7 @@ __device__ __forceinline__ void s_tile (const s_ctx_t &c, int t, float (&o)[NO],
                             ak_wgmma_desc (c.k_s + s * T_BYTES + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
     ak_wgmma_commit ();
     /* O += P V of the previous tile, beside it */
-#pragma unroll
-    for (int kk = 0; kk < NK; kk++)
-        ak_wgmma_rs<HD> (o, pa[kk], ak_wgmma_desc (c.v_s + sv * T_BYTES + kk * 16 * 128, BN * 128, 1024), 1);
-    ak_wgmma_commit ();
+    s_pv (o, pa, c.v_s + sv * T_BYTES);
     s_turn_pass (c.cw);
     ak_wgmma_wait<1> ();
 #pragma unroll
@@ -277,12 +276,25 @@ __device__ __forceinline__ void s_tile (const s_ctx_t &c, int t, float (&o)[NO],
     }
 }
 
+/*  The producer's load of one K or V stage (dst) of BN keys from row j0 of
+    head bh: once the consumers freed it (empty, the previous use's phase),
+    its 64-column panels, their bytes expected on full. */
+__device__ __forceinline__ void s_load_stage (unsigned dst, const ak_tensor_map_t *map, unsigned full, unsigned empty,
+                                              unsigned ph, int j0, int bh)
+{
+    ak_bar_wait (empty, ph ^ 1);
+    ak_bar_expect (full, S_PANELS * BN * 128);
+#pragma unroll
+    for (int p = 0; p < S_PANELS; p++)
+        ak_tma_load_3d (dst + p * BN * 128, map, p * 64, j0, bh, full);
+}
+
 /* ------------------------------------------------------------ the kernel */
 
 __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, const ak_tensor_map_t *tm_k,
                          const ak_tensor_map_t *tm_v, unsigned char *raw)
 {
-    constexpr int HD = 128, PANELS = HD / 64;                       /* D <= 128, zero-padded by TMA */
+    constexpr int HD = 64 * S_PANELS, PANELS = S_PANELS;           /* D <= 128, zero-padded by TMA */
     constexpr int Q_BYTES = BM * HD * 2, T_BYTES = BN * HD * 2;     /* Q tile, one K or V stage */
     constexpr int NK = BN / 16;
     __shared__ __align__ (8) ak_u64 bars[1 + 4 * STAGES];
@@ -323,20 +335,12 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
         ak_bar_expect (qbar, Q_BYTES);
 #pragma unroll
         for (int p = 0; p < PANELS; p++)
-            s_tma_load_3d (q_s + p * BM * 128, tm_q, p * 64, (int) qb, bh, qbar);
+            ak_tma_load_3d (q_s + p * BM * 128, tm_q, p * 64, (int) qb, bh, qbar);
         for (int t = 0; t < ntiles; t++) {
             const int s = t % STAGES;
             const unsigned ph = (t / STAGES) & 1;
-            ak_bar_wait (emptyk + 8 * s, ph ^ 1);
-            ak_bar_expect (fullk + 8 * s, T_BYTES);
-#pragma unroll
-            for (int p = 0; p < PANELS; p++)
-                s_tma_load_3d (k_s + s * T_BYTES + p * BN * 128, tm_k, p * 64, t * BN, bh, fullk + 8 * s);
-            ak_bar_wait (emptyv + 8 * s, ph ^ 1);
-            ak_bar_expect (fullv + 8 * s, T_BYTES);
-#pragma unroll
-            for (int p = 0; p < PANELS; p++)
-                s_tma_load_3d (v_s + s * T_BYTES + p * BN * 128, tm_v, p * 64, t * BN, bh, fullv + 8 * s);
+            s_load_stage (k_s + s * T_BYTES, tm_k, fullk + 8 * s, emptyk + 8 * s, ph, t * BN, bh);
+            s_load_stage (v_s + s * T_BYTES, tm_v, fullv + 8 * s, emptyv + 8 * s, ph, t * BN, bh);
         }
         return;
     }
@@ -374,17 +378,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
     /* tiles every key of which every row of the warpgroup sees, then the
        edge tiles (past S, or past a row under the causal mask): the mask
        is compiled into the second loop only */
-    s_ctx_t c;
-    c.qa = qa;
-    c.k_s = k_s;
-    c.v_s = v_s;
-    c.fullk = fullk;
-    c.fullv = fullv;
-    c.emptyk = emptyk;
-    c.emptyv = emptyv;
-    c.tid = tid;
-    c.cw = cw;
-    c.sc = sc;
+    const s_ctx_t c = { qa, k_s, v_s, fullk, fullv, emptyk, emptyv, tid, cw, sc };
     int ntfull = (int) (S / BN);
     if (causal && (w0 + 1) / BN < ntfull)
         ntfull = (int) ((w0 + 1) / BN);
@@ -411,10 +405,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
         ak_bar_wait (fullv + 8 * s, ((nt - 1) / STAGES) & 1);
         s_fence_regs (o, sacc, pa);
         ak_wgmma_fence ();
-#pragma unroll
-        for (int kk = 0; kk < NK; kk++)
-            ak_wgmma_rs<HD> (o, pa[kk], ak_wgmma_desc (v_s + s * T_BYTES + kk * 16 * 128, BN * 128, 1024), 1);
-        ak_wgmma_commit ();
+        s_pv (o, pa, v_s + s * T_BYTES);
         ak_wgmma_wait<0> ();
 #pragma unroll
         for (int i = 0; i < HD / 2; i++)
