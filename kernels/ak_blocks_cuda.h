@@ -30,9 +30,9 @@
     and, for any kernel: AK_DYNAMIC_SHARED (the launch's dynamic shared
     memory as an array), ak_dynamic_smem_size, and ak_split_slices and
     ak_last_arrival (a split tile's slices and the split merge's
-    handshake; used by split_kv_attention's decode kernels), ak_warp_sum
-    and ak_attn_plain (attention rows a warp each: flash_attention's
-    fallback path in fa2 and wgmma);
+    handshake; used by split_kv_attention's decode kernels), ak_warp_sum,
+    ak_attn_row and ak_attn_plain (attention rows a warp each: the two
+    attention baselines, and the fallback path of fa2 and wgmma);
     and, for device references (-DAK_REFERENCE, float64):
       ak_ref_gemm64, a 64x64 tile of one or two float64 products sharing
       their left operand, through shared memory, and ak_ref_store64; used
@@ -104,13 +104,19 @@ __device__ __forceinline__ bool ak_last_arrival (unsigned int *cnt, unsigned int
     return r;
 }
 
-/*  Attention rows the plain way, for the dtypes and head sizes a kernel's
-    tensor-core path does not take: flash_attention's q, k, v, o
-    [B][H][S][D] (dims B, H, S, D, mask; mask 2 causal), rows [blockIdx.x
-    * ROWS_, + ROWS_) of head blockIdx.y, a warp a row (NW_ warps), the
-    online softmax in float; D <= 256.  Used by fa2 and wgmma; not in
-    references (ak_to_acc is the kernels'). */
+/*  Attention the plain way, a warp a query row, the online softmax in
+    float over one key at a time (the dot product reduced across the warp
+    with shuffles), lane l holding dimensions l, l+32, ... (D <= 256):
+    ak_attn_row computes row q (D values) over keys k[0..n) and values
+    v[0..n) (rows of D) into o, 0 where the row sees no key (n < 1);
+    ak_attn_plain takes flash_attention's q, k, v, o [B][H][S][D] (dims B,
+    H, S, D, mask; mask 2 causal), rows [blockIdx.x * ROWS_, + ROWS_) of
+    head blockIdx.y with NW_ warps.  Used by flash_attention's and
+    split_kv_attention's baselines and by fa2's and wgmma's fallback path;
+    not in references (ak_to_acc is the kernels'). */
 #ifndef AK_REFERENCE
+#define AK_ATTN_MAXC 8                                  /* D <= 32 * AK_ATTN_MAXC */
+
 __device__ __forceinline__ float ak_warp_sum (float v)
 {
 #pragma unroll
@@ -119,51 +125,53 @@ __device__ __forceinline__ float ak_warp_sum (float v)
     return v;
 }
 
+__device__ __forceinline__ void ak_attn_row (const ak_t *q, const ak_t *k, const ak_t *v, ak_t *o, ak_i64 n,
+                                             ak_i64 D, int lane)
+{
+    const float scale = 1.0f / sqrtf ((float) D);
+    float qr[AK_ATTN_MAXC], acc[AK_ATTN_MAXC];
+#pragma unroll
+    for (int c = 0; c < AK_ATTN_MAXC; c++) {
+        qr[c] = lane + 32 * c < D ? ak_to_acc (q[lane + 32 * c]) * scale : 0.0f;
+        acc[c] = 0.0f;
+    }
+    float m = __int_as_float (0xff800000), l = 0.0f;    /* -inf */
+    for (ak_i64 j = 0; j < n; j++) {
+        float s = 0.0f;
+#pragma unroll
+        for (int c = 0; c < AK_ATTN_MAXC; c++)
+            if (lane + 32 * c < D)
+                s += qr[c] * ak_to_acc (k[j * D + lane + 32 * c]);
+        s = ak_warp_sum (s);
+        const float mn = fmaxf (m, s);
+        const float corr = expf (m - mn), p = expf (s - mn);
+        m = mn;
+        l = l * corr + p;
+#pragma unroll
+        for (int c = 0; c < AK_ATTN_MAXC; c++)
+            if (lane + 32 * c < D)
+                acc[c] = acc[c] * corr + p * ak_to_acc (v[j * D + lane + 32 * c]);
+    }
+#pragma unroll
+    for (int c = 0; c < AK_ATTN_MAXC; c++)
+        if (lane + 32 * c < D)
+            o[lane + 32 * c] = ak_from_acc (l > 0.0f ? acc[c] / l : 0.0f);
+}
+
 template <int ROWS_, int NW_>
 __device__ void ak_attn_plain (const ak_cuda_args_t &a)
 {
-    constexpr int MAXC = 8;                             /* D <= 32 * MAXC */
     const ak_i64 S = a.dims[2], D = a.dims[3], mask = a.dims[4];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const ak_i64 bh = blockIdx.y;
-    const float scale = 1.0f / sqrtf ((float) D);
-    if (D > 32 * MAXC)
+    if (D > 32 * AK_ATTN_MAXC)
         return;
     for (int r = warp; r < ROWS_; r += NW_) {
         const ak_i64 i = (ak_i64) blockIdx.x * ROWS_ + r;
         if (i >= S)
             return;
-        const ak_t *q = AK_IN (a, 0) + (bh * S + i) * D;
-        const ak_t *k = AK_IN (a, 1) + bh * S * D, *v = AK_IN (a, 2) + bh * S * D;
-        ak_t *o = AK_OUT (a, 0) + (bh * S + i) * D;
-        const ak_i64 nkeys = mask == 2 ? i + 1 : S;
-        float qr[MAXC], acc[MAXC];
-#pragma unroll
-        for (int c = 0; c < MAXC; c++) {
-            qr[c] = lane + 32 * c < D ? ak_to_acc (q[lane + 32 * c]) * scale : 0.0f;
-            acc[c] = 0.0f;
-        }
-        float m = __int_as_float (0xff800000), l = 0.0f;
-        for (ak_i64 j = 0; j < nkeys; j++) {
-            float s = 0.0f;
-#pragma unroll
-            for (int c = 0; c < MAXC; c++)
-                if (lane + 32 * c < D)
-                    s += qr[c] * ak_to_acc (k[j * D + lane + 32 * c]);
-            s = ak_warp_sum (s);
-            const float mn = fmaxf (m, s);
-            const float corr = expf (m - mn), p = expf (s - mn);
-            m = mn;
-            l = l * corr + p;
-#pragma unroll
-            for (int c = 0; c < MAXC; c++)
-                if (lane + 32 * c < D)
-                    acc[c] = acc[c] * corr + p * ak_to_acc (v[j * D + lane + 32 * c]);
-        }
-#pragma unroll
-        for (int c = 0; c < MAXC; c++)
-            if (lane + 32 * c < D)
-                o[lane + 32 * c] = ak_from_acc (acc[c] / l);
+        ak_attn_row (AK_IN (a, 0) + (bh * S + i) * D, AK_IN (a, 1) + bh * S * D, AK_IN (a, 2) + bh * S * D,
+                     AK_OUT (a, 0) + (bh * S + i) * D, mask == 2 ? i + 1 : S, D, lane);
     }
 }
 #endif
