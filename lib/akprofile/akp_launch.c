@@ -119,11 +119,16 @@ typedef struct {
     _Alignas (64) unsigned char b[128];  /* a CUtensorMap */
 } s_map_t;
 
-/*  k's tensor maps over the buffers in[] / out[] into maps (absent ones
-    128 zero bytes, as the worker passes them); 0, the driver's refusal,
-    or -1 for a buffer not 16-byte aligned (*bad: the map). */
-static int s_encode (const akp_kernel_t *k, const void *block, s_map_t *maps, size_t *bad)
+/*  The kernel's parameters: params[0] the argument block, then k's tensor
+    maps encoded into maps over the block's buffers (absent ones 128 zero
+    bytes, as the worker passes them; cuTensorMapEncodeTiled at every
+    launch, a few microseconds of host time a map); 0, the driver's
+    refusal, or -1 for a buffer not 16-byte aligned (*bad: the map). */
+static int s_params (const akp_kernel_t *k, void *block, s_map_t *maps, void **params, size_t *bad)
 {
+    params[0] = block;
+    if (!k->ntmaps)
+        return 0;                       /* kernel ABI 1: nothing more on the hot path */
     /* the pointers, copied out of the block (a caller's block need not be
        aligned for s_args_t) */
     const void *in[AKP_MAX_BUFS], *out[AKP_MAX_BUFS];
@@ -134,6 +139,7 @@ static int s_encode (const akp_kernel_t *k, const void *block, s_map_t *maps, si
         const akp_tmap_t *m = &k->tmaps[i];
         *bad = i;
         memset (maps[i].b, 0, sizeof maps[i].b);
+        params[1 + i] = maps[i].b;
         if (m->absent)
             continue;
         const void *addr = m->output ? out[m->index] : in[m->index];
@@ -187,16 +193,12 @@ int akp_launch_block (const akp_kernel_t *k, void *function, void *stream, void 
 {
     if (!s_cu.launch)
         return 999;                     /* CUDA_ERROR_UNKNOWN: akp_launch_prepare never succeeded */
-    void *params[1 + AKP_MAX_TMAPS] = { block };
+    void *params[1 + AKP_MAX_TMAPS];
     s_map_t maps[AKP_MAX_TMAPS];
-    if (k->ntmaps) {
-        size_t bad = 0;
-        int r = s_encode (k, block, maps, &bad);
-        if (r)
-            return r < 0 ? S_CUDA_INVALID_VALUE : r;
-        for (size_t i = 0; i < k->ntmaps; i++)
-            params[1 + i] = maps[i].b;
-    }
+    size_t bad = 0;
+    int r = s_params (k, block, maps, params, &bad);
+    if (r)
+        return r < 0 ? S_CUDA_INVALID_VALUE : r;
     return s_cu.launch (function, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
                         k->shared_bytes, stream, params, NULL);
 }
@@ -211,21 +213,17 @@ int akp_launch (const akp_kernel_t *k, void *function, void *stream, const uint6
     rc = akp_launch_args (k, in, nin, out, nout, block, sizeof block, err, errlen);
     if (rc)
         return rc;
-    void *params[1 + AKP_MAX_TMAPS] = { block };
+    void *params[1 + AKP_MAX_TMAPS];
     s_map_t maps[AKP_MAX_TMAPS];
-    if (k->ntmaps) {
-        size_t bad = 0;
-        int r = s_encode (k, block, maps, &bad);
-        if (r < 0)
-            return akp_errf (err, errlen, AKP_EINVAL, "%s (%s): tensor map %s: its %s %u is not 16-byte aligned",
-                             k->op, k->candidate, k->tmaps[bad].name, k->tmaps[bad].output ? "output" : "input",
-                             k->tmaps[bad].index);
-        if (r)
-            return s_cuda_fail (r, "cuTensorMapEncodeTiled", k, cuda_rc, err, errlen);
-        for (size_t i = 0; i < k->ntmaps; i++)
-            params[1 + i] = maps[i].b;
-    }
-    int r = s_cu.launch (function, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
+    size_t bad = 0;
+    int r = s_params (k, block, maps, params, &bad);
+    if (r < 0)
+        return akp_errf (err, errlen, AKP_EINVAL, "%s (%s): tensor map %s: its %s %u is not 16-byte aligned",
+                         k->op, k->candidate, k->tmaps[bad].name, k->tmaps[bad].output ? "output" : "input",
+                         k->tmaps[bad].index);
+    if (r)
+        return s_cuda_fail (r, "cuTensorMapEncodeTiled", k, cuda_rc, err, errlen);
+    r = s_cu.launch (function, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
                          k->shared_bytes, stream, params, NULL);
     if (r)
         return s_cuda_fail (r, "cuLaunchKernel", k, cuda_rc, err, errlen);

@@ -102,6 +102,27 @@ static int s_load (s_cu_t *cu, s_nv_t *nv)
     return ok ? 0 : -1;
 }
 
+/*  Element p of dtype as a double (float16 and bfloat16 widened). */
+static double s_value (const char *dtype, const unsigned char *p)
+{
+    if (strcmp (dtype, "float32") == 0) {
+        float f;
+        memcpy (&f, p, 4);
+        return f;
+    }
+    unsigned short h;
+    memcpy (&h, p, 2);
+    if (strcmp (dtype, "bfloat16") == 0) {
+        unsigned int u = (unsigned int) h << 16;
+        float f;
+        memcpy (&f, &u, 4);
+        return f;
+    }
+    int e = (h >> 10) & 0x1F, mant = h & 0x3FF;
+    double v = e == 0 ? ldexp (mant, -24) : e == 31 ? (mant ? NAN : INFINITY) : ldexp (mant | 0x400, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
 static size_t s_elt (const char *dtype)
 {
     return strcmp (dtype, "float32") == 0 ? 4 : 2;
@@ -221,35 +242,23 @@ static int s_launch (const akp_kernel_t *k, const akp_device_t *dev)
         fail = 1;
     }
     clock_gettime (CLOCK_MONOTONIC, &t1);
-    if (!fail && k->noutputs && elt == 4) {
-        float first[4] = { 0 };
+    if (!fail && k->noutputs) {
+        /* the first outputs, still the NaN they were filled with? (float32:
+           finite, as before) */
+        unsigned char raw[16];
+        double first[4] = { 0 };
         size_t m = k->output_counts[0] < 4 ? (size_t) k->output_counts[0] : 4;
-        cu.cuMemcpyDtoH (first, bufs[k->ninputs], m * 4);
-        int finite = 1;
-        for (size_t i = 0; i < m; i++)
-            finite &= isfinite (first[i]) != 0;
-        printf ("launched: %s (%s) on %s grid=(%u,%u,%u) block=(%u,%u,%u) shared=%u in %.3f ms; "
+        cu.cuMemcpyDtoH (raw, bufs[k->ninputs], m * elt);
+        int written = 1;
+        for (size_t i = 0; i < m; i++) {
+            first[i] = s_value (k->dtype, raw + i * elt);
+            written &= elt == 4 ? isfinite (first[i]) != 0 : !isnan (first[i]);
+        }
+        printf ("launched: %s (%s) on %s grid=(%u,%u,%u) block=(%u,%u,%u) shared=%u, %zu tensor maps, in %.3f ms; "
                 "out[0][0..%zu) = %g %g %g %g (%s)\n", k->entry, k->candidate, dev->name,
                 k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], k->shared_bytes,
-                (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6,
-                m, first[0], first[1], first[2], first[3], finite ? "written" : "NOT written");
-        if (!finite)
-            fail = 1;
-    }
-    else
-    if (!fail && k->noutputs && elt == 2) {
-        unsigned short first[4] = { 0 };
-        size_t m = k->output_counts[0] < 4 ? (size_t) k->output_counts[0] : 4;
-        cu.cuMemcpyDtoH (first, bufs[k->ninputs], m * 2);
-        bool h = strcmp (k->dtype, "float16") == 0;
-        int written = 1;
-        for (size_t i = 0; i < m; i++)      /* still the NaN it was filled with? */
-            written &= h ? !((first[i] & 0x7C00) == 0x7C00 && (first[i] & 0x3FF))
-                         : !((first[i] & 0x7F80) == 0x7F80 && (first[i] & 0x7F));
-        printf ("launched: %s (%s) on %s grid=(%u,%u,%u) block=(%u,%u,%u) shared=%u, %zu tensor maps; "
-                "out[0][0..%zu) = 0x%04x 0x%04x 0x%04x 0x%04x (%s)\n", k->entry, k->candidate, dev->name,
-                k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], k->shared_bytes,
-                k->ntmaps, m, first[0], first[1], first[2], first[3], written ? "written" : "NOT written");
+                k->ntmaps, (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6,
+                m, first[0], first[1], first[2], first[3], written ? "written" : "NOT written");
         if (!written)
             fail = 1;
     }

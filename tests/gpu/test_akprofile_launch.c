@@ -96,25 +96,50 @@ static void s_pkg_done (s_pkg_t *pk)
     free (pk->dir);
 }
 
-static void test_launch_through_profile (void **state)
-{
+/*  This GPU as libakprofile sees it; skips (exit 77) where there is none. */
+typedef struct {
     akp_device_t dev;
-    char name[256], nvrtc[32], cls[512], why[1024];
+    char name[256], nvrtc[32], cls[512];
+} s_gpu_t;
+
+static void s_gpu (s_gpu_t *g)
+{
+    char why[1024];
     ak_test_cuda_or_skip (true, NULL, NULL);
     /* there is a GPU: the runtime library must find it too */
-    if (akp_device_from_cuda (0, &dev, name, sizeof name, nvrtc, sizeof nvrtc, cls, sizeof cls, why,
-                              sizeof why) != AKP_OK)
+    if (akp_device_from_cuda (0, &g->dev, g->name, sizeof g->name, g->nvrtc, sizeof g->nvrtc, g->cls,
+                              sizeof g->cls, why, sizeof why) != AKP_OK)
         fail_msg ("akp_device_from_cuda: %s", why);
-    print_message ("device class %s\n", cls);
-    char *src = s_source ("kernels/softmax/cuda/warp_row.cu");
-    char *pre = s_source ("kernels/ak_kernel_cuda.h");
-    s_pkg_t pk;
-    s_pkg_sources (&pk, "akp-gpu", src, pre);
+    print_message ("device class %s\n", g->cls);
+}
+
+/*  profile.json of one class, g's, with the one entry (a JSON object,
+    its source and prelude from pk's digests where it says %s: source
+    digest, file, prelude digest, file); caller frees. */
+static char *s_profile (const s_gpu_t *g, const s_pkg_t *pk, const char *entry_fmt)
+{
+    char *entry = ak_sprintf (entry_fmt, pk->sd, pk->rel, pk->pd, pk->prel);
     char *json = ak_sprintf (
         "{\"schema_version\":1,\"format\":\"akfleet-profile\",\"profile\":\"gpu\",\"classes\":[{"
         "\"device_class\":\"%s\",\"backend\":\"cuda\",\"device\":{\"name\":\"%s\",\"cc_major\":%d,"
         "\"cc_minor\":%d,\"driver_major\":%d,\"driver_version\":\"\",\"nvrtc_version\":\"%s\"},"
-        "\"updated_ms\":1,\"entries\":[{\"op\":\"softmax\",\"key\":\"softmax/rows=32,cols=128/float32\","
+        "\"updated_ms\":1,\"entries\":[%s]}]}\n",
+        g->cls, g->dev.name, g->dev.cc_major, g->dev.cc_minor, g->dev.driver_major, g->dev.nvrtc_version, entry);
+    free (entry);
+    return json;
+}
+
+static void test_launch_through_profile (void **state)
+{
+    (void) state;
+    s_gpu_t g;
+    s_gpu (&g);
+    char *src = s_source ("kernels/softmax/cuda/warp_row.cu");
+    char *pre = s_source ("kernels/ak_kernel_cuda.h");
+    s_pkg_t pk;
+    s_pkg_sources (&pk, "akp-gpu", src, pre);
+    char *json = s_profile (&g, &pk,
+        "{\"op\":\"softmax\",\"key\":\"softmax/rows=32,cols=128/float32\","
         "\"keys\":[\"rows\",\"cols\"],\"dims\":[32,128],\"dtype\":\"float32\",\"workload\":\"small\","
         "\"candidate\":\"warp_row\",\"params\":[{\"name\":\"ROWS\",\"value\":2},{\"name\":\"VEC\",\"value\":1}],"
         "\"backend\":\"cuda\",\"entry\":\"ak_kernel\",\"source\":{\"name\":\"warp_row.cu\",\"digest\":\"%s\","
@@ -122,9 +147,7 @@ static void test_launch_through_profile (void **state)
         "\"block\":[32,2,1],\"shared_bytes\":0},\"inputs\":[{\"name\":\"x\",\"count\":4096}],"
         "\"outputs\":[{\"name\":\"y\",\"count\":4096}],\"speedup\":1.5,\"noise\":0.01,\"op_speedup\":1.5,"
         "\"op_noise\":0.01,\"baseline_us\":3,\"candidate_us\":2,\"evidence\":[\"R00000001\"],"
-        "\"batch_id\":\"B000001\",\"task_id\":\"B000001.0002\",\"installed_ms\":1}]}]}\n",
-        cls, dev.name, dev.cc_major, dev.cc_minor, dev.driver_major, dev.nvrtc_version, pk.sd, pk.rel, pk.pd,
-        pk.prel);
+        "\"batch_id\":\"B000001\",\"task_id\":\"B000001.0002\",\"installed_ms\":1}");
     s_pkg_write (&pk, json);
     int rc = 0;
     char *out = s_pkg_example (&pk, "softmax float32 32 128", &rc);
@@ -154,46 +177,40 @@ static void test_launch_through_profile (void **state)
 static void test_launch_abi2_flash (void **state)
 {
     (void) state;
-    akp_device_t dev;
-    char name[256], nvrtc[32], cls[512], why[1024];
-    ak_test_cuda_or_skip (true, NULL, NULL);
-    if (akp_device_from_cuda (0, &dev, name, sizeof name, nvrtc, sizeof nvrtc, cls, sizeof cls, why,
-                              sizeof why) != AKP_OK)
-        fail_msg ("akp_device_from_cuda: %s", why);
-    if (dev.cc_major != 9 || dev.cc_minor != 0)
+    s_gpu_t g;
+    s_gpu (&g);
+    if (g.dev.cc_major != 9 || g.dev.cc_minor != 0)
         skip ();                        /* an sm_90a kernel: compute capability 9.0 only */
     char *src = s_source ("kernels/flash_attention/cuda/wgmma.cu");
     char *p1 = s_source ("kernels/ak_kernel_cuda.h"), *p2 = s_source ("kernels/ak_blocks_cuda.h");
     char *pre = ak_sprintf ("%s\n%s", p1, p2);          /* both preludes, as the worker's text */
     s_pkg_t pk;
     s_pkg_sources (&pk, "akp-abi2", src, pre);
-    char maps[2048] = "";
-    const char *bufs[3] = { "q", "k", "v" };
-    for (int i = 0; i < 3; i++) {
-        size_t at = strlen (maps);
-        snprintf (maps + at, sizeof maps - at, "%s{\"name\":\"tm_%s\",\"buffer\":\"%s\",\"output\":false,"
-                  "\"index\":%d,\"dims\":[128,128,2],\"strides\":[256,32768],\"box\":[64,128,1],"
-                  "\"elem_bytes\":2,\"swizzle\":\"128B\",\"l2_promotion\":\"256B\",\"oob_fill\":\"zero\","
-                  "\"absent\":false}", i ? "," : "", bufs[i], bufs[i], i);
-    }
-    char *json = ak_sprintf (
-        "{\"schema_version\":1,\"format\":\"akfleet-profile\",\"profile\":\"gpu\",\"classes\":[{"
-        "\"device_class\":\"%s\",\"backend\":\"cuda\",\"device\":{\"name\":\"%s\",\"cc_major\":%d,"
-        "\"cc_minor\":%d,\"driver_major\":%d,\"driver_version\":\"\",\"nvrtc_version\":\"%s\"},"
-        "\"updated_ms\":1,\"entries\":[{\"op\":\"flash_attention\","
-        "\"key\":\"flash_attention/B=1,H=2,S=128,D=128,mask=2/bfloat16\","
+    /* the maps as the coordinator records them (dims {D, S, B*H}, row
+       strides D*2 and S*D*2 bytes, boxes {64, 128, 1}), and the entry's
+       buffer counts (1*2*128*128) */
+    const char *map = "{\"name\":\"tm_%c\",\"buffer\":\"%c\",\"output\":false,\"index\":%d,"
+                      "\"dims\":[128,128,2],\"strides\":[256,32768],\"box\":[64,128,1],\"elem_bytes\":2,"
+                      "\"swizzle\":\"128B\",\"l2_promotion\":\"256B\",\"oob_fill\":\"zero\",\"absent\":false}";
+    char *mq = ak_sprintf (map, 'q', 'q', 0), *mk = ak_sprintf (map, 'k', 'k', 1), *mv = ak_sprintf (map, 'v', 'v', 2);
+    char *fmt = ak_sprintf (
+        "{\"op\":\"flash_attention\",\"key\":\"flash_attention/B=1,H=2,S=128,D=128,mask=2/bfloat16\","
         "\"keys\":[\"B\",\"H\",\"S\",\"D\",\"mask\"],\"dims\":[1,2,128,128,2],\"dtype\":\"bfloat16\","
         "\"workload\":\"medium_causal\",\"candidate\":\"wgmma\",\"params\":[{\"name\":\"BN\",\"value\":128},"
         "{\"name\":\"STAGES\",\"value\":2},{\"name\":\"CONSUMERS\",\"value\":2},{\"name\":\"PINGPONG\",\"value\":1}],"
         "\"backend\":\"cuda\",\"entry\":\"ak_kernel\",\"arch\":\"sm_90a\",\"source\":{\"name\":\"wgmma.cu\","
-        "\"digest\":\"%s\",\"file\":\"%s\"},\"prelude\":{\"digest\":\"%s\",\"file\":\"%s\"},"
+        "\"digest\":\"%%s\",\"file\":\"%%s\"},\"prelude\":{\"digest\":\"%%s\",\"file\":\"%%s\"},"
         "\"launch\":{\"grid\":[1,2,1],\"block\":[384,1,1],\"shared_bytes\":164864,\"tensor_maps\":3,"
-        "\"maps\":[%s]},\"inputs\":[{\"name\":\"q\",\"count\":32768},{\"name\":\"k\",\"count\":32768},"
+        "\"maps\":[%s,%s,%s]},\"inputs\":[{\"name\":\"q\",\"count\":32768},{\"name\":\"k\",\"count\":32768},"
         "{\"name\":\"v\",\"count\":32768}],\"outputs\":[{\"name\":\"o\",\"count\":32768}],\"speedup\":100,"
         "\"noise\":0.01,\"op_speedup\":100,\"op_noise\":0.01,\"baseline_us\":300,\"candidate_us\":3,"
-        "\"evidence\":[\"R00000001\"],\"batch_id\":\"B000001\",\"task_id\":\"B000001.0002\",\"installed_ms\":1}]}]}\n",
-        cls, dev.name, dev.cc_major, dev.cc_minor, dev.driver_major, dev.nvrtc_version, pk.sd, pk.rel, pk.pd,
-        pk.prel, maps);
+        "\"evidence\":[\"R00000001\"],\"batch_id\":\"B000001\",\"task_id\":\"B000001.0002\",\"installed_ms\":1}",
+        mq, mk, mv);
+    char *json = s_profile (&g, &pk, fmt);
+    free (fmt);
+    free (mq);
+    free (mk);
+    free (mv);
     s_pkg_write (&pk, json);
     int rc = 0;
     char *out = s_pkg_example (&pk, "flash_attention bfloat16 1 2 128 128 2", &rc);
