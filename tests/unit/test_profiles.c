@@ -30,6 +30,29 @@ typedef struct {
     char        spec_digest[65], src_digest[65];
 } s_fx_t;
 
+/*  The catalog spec of op and the source of its candidate cand as blobs
+    in store (a batch's tasks name them by these digests). */
+static void s_store_spec (ak_store_t *store, const char *op, const char *cand_name, char *spec_digest,
+                          char *src_digest)
+{
+    ak_err_t err = { 0 };
+    char *rel = ak_sprintf ("kernels/%s/spec.json", op), *spec_path = ak_test_src (rel);
+    ak_spec_t *spec = NULL;
+    assert_int_equal (ak_spec_load (spec_path, &spec, &err), 0);
+    free (spec_path);
+    free (rel);
+    char *text = ak_spec_to_text (spec, false);
+    const ak_candidate_t *cand = ak_spec_candidate (spec, cand_name);
+    assert_non_null (cand);
+    ak_txn_t *txn = NULL;
+    assert_int_equal (ak_store_begin (store, true, &txn, &err), 0);
+    assert_int_equal (ak_store_put_blob (txn, text, strlen (text), spec_digest, &err), 0);
+    assert_int_equal (ak_store_put_blob (txn, cand->source.text, strlen (cand->source.text), src_digest, &err), 0);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    free (text);
+    ak_spec_destroy (&spec);
+}
+
 static int s_setup (void **state)
 {
     s_fx_t *fx = calloc (1, sizeof *fx);
@@ -39,20 +62,7 @@ static int s_setup (void **state)
     char *path = ak_path_join (fx->dir, "store");
     assert_int_equal (ak_store_open (path, &opts, &fx->store, &err), 0);
     free (path);
-    char *spec_path = ak_test_src ("kernels/softmax/spec.json");
-    ak_spec_t *spec = NULL;
-    assert_int_equal (ak_spec_load (spec_path, &spec, &err), 0);
-    free (spec_path);
-    char *text = ak_spec_to_text (spec, false);
-    const ak_candidate_t *cand = ak_spec_candidate (spec, "warp_row");
-    assert_non_null (cand);
-    ak_txn_t *txn = NULL;
-    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
-    assert_int_equal (ak_store_put_blob (txn, text, strlen (text), fx->spec_digest, &err), 0);
-    assert_int_equal (ak_store_put_blob (txn, cand->source.text, strlen (cand->source.text), fx->src_digest, &err), 0);
-    assert_int_equal (ak_store_commit (&txn, &err), 0);
-    free (text);
-    ak_spec_destroy (&spec);
+    s_store_spec (fx->store, "softmax", "warp_row", fx->spec_digest, fx->src_digest);
     *state = fx;
     return 0;
 }
@@ -794,19 +804,10 @@ static void test_install_tensor_maps (void **state)
 {
     s_fx_t *fx = *state;
     ak_err_t err = { 0 };
-    char *spec_path = ak_test_src ("kernels/flash_attention/spec.json");
-    ak_spec_t *spec = NULL;
-    assert_int_equal (ak_spec_load (spec_path, &spec, &err), 0);
-    free (spec_path);
-    char *text = ak_spec_to_text (spec, false);
-    const ak_candidate_t *cand = ak_spec_candidate (spec, "wgmma");
-    assert_non_null (cand);
     char spec_digest[65], src_digest[65];
+    s_store_spec (fx->store, "flash_attention", "wgmma", spec_digest, src_digest);
     ak_txn_t *txn = NULL;
     assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
-    assert_int_equal (ak_store_put_blob (txn, text, strlen (text), spec_digest, &err), 0);
-    assert_int_equal (ak_store_put_blob (txn, cand->source.text, strlen (cand->source.text), src_digest, &err), 0);
-    free (text);
 
     Ak__TaskRecord *t = s_task ("B000003.0001", "B000003", "flash_attention", S_CLASS_A, "wgmma", "R00000100", "ok");
     const char *names[4] = { "BN", "STAGES", "CONSUMERS", "PINGPONG" };
@@ -856,7 +857,6 @@ static void test_install_tensor_maps (void **state)
     b.n_winners = 1;
     assert_int_equal (ak_store_put_batch (txn, &b, &err), 0);
     assert_int_equal (ak_store_commit (&txn, &err), 0);
-    ak_spec_destroy (&spec);
 
     json_t *out = NULL;
     if (s_install (fx, "B000003", "att", false, &out, &err) != 0)
