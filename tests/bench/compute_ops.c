@@ -4,7 +4,8 @@
 
         bench_compute_ops OP SIZE DTYPE [CANDIDATE [CHECK_TOP]]
 
-    Builds the cuda baseline and every configuration of CANDIDATE (NVRTC,
+    Builds the cuda baseline (a cuBLASLt call where the spec names a
+    library) and every configuration of CANDIDATE (NVRTC,
     8 threads; an sm_90a candidate for sm_90a, launched with its tensor
     maps), makes the inputs on the device (the spec's generator and
     ranges, seed 42), times each kernel cold (L2 flushed before every
@@ -44,6 +45,7 @@ typedef struct {
     int64_t values[AK_MAX_PARAMS];
     int nparams;
     bool reference;
+    bool library;                      /* a vendor-library baseline (cuBLASLt): no launch rule */
     char *path;
     char error[2048];
     double us;
@@ -114,6 +116,7 @@ static void *s_compile (void *arg)
         req.timeout_ms = 120000;
         req.device = S.devs[0];
         req.arch = it->arch;
+        req.library = it->library;
         if (S.be->compile (&req, &out, &err) == 0)
             it->path = out.artifact_path;
         else {
@@ -148,6 +151,8 @@ static int s_launch (const ak_spec_t *spec, const int64_t *dims, s_item_t *it, v
     l->params = it->values;
     l->param_names = it->names;
     l->nparams = it->nparams;
+    if (it->library)
+        return 0;
     int rc = ak_launch_eval (spec, it->rule, dims, dt, it->names, it->values, it->nparams, &it->cfg, err);
     if (rc)
         return rc;
@@ -203,7 +208,8 @@ int main (int argc, char **argv)
     it->source = bl->source.text;
     it->rule = bl->launch;
     it->arch = bl->arch;
-    snprintf (it->text, sizeof it->text, "baseline");
+    it->library = bl->library != NULL;
+    snprintf (it->text, sizeof it->text, bl->library ? "baseline (%s)" : "baseline", bl->library);
     if (cand_name) {
         const ak_candidate_t *cand = ak_spec_candidate (spec, cand_name);
         if (!cand || ak_space_walk (cand, s_add_config, NULL, NULL, &err) != 0) {

@@ -6,7 +6,8 @@ around one call, the median of 7 after a warm-up.
 
     python3 tests/bench/torch_compute.py [DTYPE]      (default bfloat16)
 
-matmul: a @ b.  fused_mlp: y = (silu(x @ wg) * (x @ wu)) @ wd (what the
+matmul: a @ b (and, for the decode shapes, F.linear(a, w) with w = b^T
+stored [N][K], as a model's weights are).  fused_mlp: y = (silu(x @ wg) * (x @ wu)) @ wd (what the
 spec's kernels compute, h kept).  flash_attention:
 F.scaled_dot_product_attention (its FlashAttention backend on the H200),
 is_causal for mask 2.  Prints microseconds and TFLOP/s with the spec's
@@ -47,10 +48,14 @@ def rand(*shape, lo=-1.0, hi=1.0):
     return (torch.rand(*shape, device=dev, dtype=torch.float32) * (hi - lo) + lo).to(DT)
 
 
-for name, (M, N, K) in {"matmul gpu_1k": (1024, 1024, 2048), "matmul gpu_4k": (4096, 4096, 4096),
+for name, (M, N, K) in {"matmul gpu_dec1_up": (1, 11008, 4096), "matmul gpu_dec16_down": (16, 4096, 11008),
+                        "matmul gpu_1k": (1024, 1024, 2048), "matmul gpu_4k": (4096, 4096, 4096),
                         "matmul gpu_llm_up": (2048, 11008, 4096)}.items():
     a, b = rand(M, K), rand(K, N)
     report(name, bench(lambda: a @ b), 2 * M * N * K)
+    if M <= 16:  # a model's decode step: F.linear with the weight [N][K] (cuBLAS's other layout)
+        w = b.t().contiguous()
+        report(name + " F.linear", bench(lambda: F.linear(a, w)), 2 * M * N * K)
 
 for name, (batch, dim, hidden) in {"fused_mlp gpu_tinyllama": (2048, 2048, 5632),
                                    "fused_mlp gpu_llama7b": (2048, 4096, 11008)}.items():

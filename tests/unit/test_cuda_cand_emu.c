@@ -60,7 +60,11 @@ typedef struct {
     rings, ldmatrix, ldmatrix.trans, the rows as the MMA's N): 16 rows a
     tile (two halves on the same V^T fragments) and 8; DMAX 256 (D 256 on
     tensor cores) with 3 and 2 stages, and DMAX 128 (D 256 on its plain
-    path). */
+    path).  matmul's skinny (B streamed into mma.sync fragments through
+    prmt, the split over K merged by the last block): two column groups
+    a warp and 2 steps in flight (bfloat16), one group and 4 steps with 8
+    warps (float16), and the float32 FMA path; the M above 16 of the
+    larger sizes runs several row tiles. */
 static const s_run_t s_runs[] = {
     { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 1 << 22, 2, { "NW", "WAVES" }, { 2, 1 } },
     { "split_kv_attention", "mma_decode", AK_DT_FLOAT16, 1 << 20, 2, { "NW", "WAVES" }, { 8, 4 } },
@@ -72,6 +76,9 @@ static const s_run_t s_runs[] = {
       { 4, 8, 2, 128, 4 } },
     { "flash_attention", "fa2", AK_DT_BFLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 64, 32, 16 } },
     { "flash_attention", "fa2", AK_DT_FLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 128, 64, 32 } },
+    { "matmul", "skinny", AK_DT_BFLOAT16, 1 << 18, 4, { "WARPS", "CW", "U", "WAVES" }, { 4, 2, 2, 4 } },
+    { "matmul", "skinny", AK_DT_FLOAT16, 1 << 18, 4, { "WARPS", "CW", "U", "WAVES" }, { 8, 1, 4, 1 } },
+    { "matmul", "skinny", AK_DT_FLOAT32, 1 << 18, 4, { "WARPS", "CW", "U", "WAVES" }, { 4, 1, 1, 2 } },
 };
 
 /*  "NAME=VALUE ..." of run r, into buf. */
@@ -125,12 +132,39 @@ static void s_launch (const ak_spec_t *spec, const ak_candidate_t *cand, const s
         fail_msg ("%s %s: a cluster launch, which the CPU emulation does not have", spec->name, cand->name);
 }
 
+/*  Whether op is in the comma-separated list. */
+static bool s_listed (const char *list, const char *op)
+{
+    size_t n = strlen (op);
+    for (const char *p = list; *p;) {
+        const char *end = strchr (p, ',');
+        size_t len = end ? (size_t) (end - p) : strlen (p);
+        if (len == n && strncmp (p, op, n) == 0)
+            return true;
+        p += len + (end != NULL);
+    }
+    return false;
+}
+
+/*  Whether op's runs are wanted: among $AK_CATALOG_OPS (unset: all) and
+    not among $AK_CATALOG_SKIP (tests/CMakeLists.txt runs the operators'
+    runs as separate CTest entries that way). */
+static bool s_selected (const char *op)
+{
+    const char *only = getenv ("AK_CATALOG_OPS"), *skip = getenv ("AK_CATALOG_SKIP");
+    return (!only || !*only || s_listed (only, op)) && !(skip && s_listed (skip, op));
+}
+
 static void test_cand_catalog (void **state)
 {
     (void) state;
     const char *inc = s_cuda_include ();
+    int selected = 0;
     for (size_t k = 0; k < sizeof s_runs / sizeof s_runs[0]; k++) {
         const s_run_t *r = &s_runs[k];
+        if (!s_selected (r->op))
+            continue;
+        selected++;
         ak_spec_t *spec = ak_cat_spec (r->op);
         const ak_candidate_t *cand = s_cand (spec, r->cand);
         const ak_tol_t *tol = ak_spec_tol (spec, r->dt);
@@ -168,6 +202,9 @@ static void test_cand_catalog (void **state)
         free (exe);
         ak_spec_destroy (&spec);
     }
+    if (selected == 0)
+        fail_msg ("no run left by AK_CATALOG_OPS=%s AK_CATALOG_SKIP=%s", getenv ("AK_CATALOG_OPS"),
+                  getenv ("AK_CATALOG_SKIP"));
 }
 
 static void test_cand_planted (void **state)
@@ -196,11 +233,19 @@ static void test_cand_planted (void **state)
     ak_spec_destroy (&spec);
 }
 
-int main (void)
+/*  test_cuda_cand_emu [--only TEST]: all tests, or only TEST (a cmocka
+    test name or glob; tests/CMakeLists.txt's test_cuda_cand_emu_matmul). */
+int main (int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_cand_catalog),
         cmocka_unit_test (test_cand_planted),
     };
+    if (argc == 3 && strcmp (argv[1], "--only") == 0)
+        cmocka_set_test_filter (argv[2]);
+    else if (argc != 1) {
+        fprintf (stderr, "usage: %s [--only TEST]\n", argv[0]);
+        return 2;
+    }
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
