@@ -76,9 +76,9 @@ static const s_run_t s_runs[] = {
       { 4, 8, 2, 128, 4 } },
     { "flash_attention", "fa2", AK_DT_BFLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 64, 32, 16 } },
     { "flash_attention", "fa2", AK_DT_FLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 128, 64, 32 } },
-    { "matmul", "skinny", AK_DT_BFLOAT16, 1 << 18, 4, { "WARPS", "CW", "U", "WAVES" }, { 4, 2, 2, 4 } },
-    { "matmul", "skinny", AK_DT_FLOAT16, 1 << 18, 4, { "WARPS", "CW", "U", "WAVES" }, { 8, 1, 4, 1 } },
-    { "matmul", "skinny", AK_DT_FLOAT32, 1 << 18, 4, { "WARPS", "CW", "U", "WAVES" }, { 4, 1, 1, 2 } },
+    { "matmul", "skinny", AK_DT_BFLOAT16, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 2, 2, 4 } },
+    { "matmul", "skinny", AK_DT_FLOAT16, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 8, 1, 8, 1 } },
+    { "matmul", "skinny", AK_DT_FLOAT32, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 1, 4, 2 } },
 };
 
 /*  "NAME=VALUE ..." of run r, into buf. */

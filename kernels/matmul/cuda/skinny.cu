@@ -5,19 +5,22 @@
     idle.
 
     float16 / bfloat16: `mma.sync.m16n8k16` with the 16 rows of a row tile
-    as the MMA's M (rows past M are zeros) and B streamed straight from
-    global memory into registers, no shared memory: lane (g, t) of a warp
-    loads 16 bytes (8 columns, 8g .. 8g+7 of a 64-column group) from each
-    of the rows 2t, 2t+1, 2t+8, 2t+9 of a k16 step, and `prmt` pairs the
-    two rows' element i into the B fragment of n8 tile i, whose column g
-    then stands for memory column 8g + i (the MMA does not care which
-    columns its eight are; the accumulators are put back in memory order
-    through shared memory at the end).  Every 16-byte load is used whole
-    and a warp's loads are whole 128-byte lines.  A's fragments are 32-bit
-    loads through L1 (the row tile of A is small and read by every block).
-    A warp keeps U k16 steps of CW 64-column groups in flight (U*CW*2 KiB
-    a warp); the WARPS warps of a block take alternate groups of U steps of
-    the block's slice of K.
+    as the MMA's M (rows past M are zeros) and B read once, in fragment
+    order: lane (g, t) of a warp copies 16 bytes (8 columns, 8g .. 8g+7 of
+    a 64-column group) from each of the rows 2t, 2t+1, 2t+8, 2t+9 of a k16
+    step, and `prmt` pairs the two rows' element i into the B fragment of
+    n8 tile i, whose column g then stands for memory column 8g + i (the MMA
+    does not care which columns its eight are; the accumulators are put
+    back in memory order through shared memory at the end).  Every 16-byte
+    chunk is used whole and a warp's copies are whole 128-byte lines.
+    The copies go by `cp.async` into a ring of STG stages that belongs to
+    the thread alone (each thread reads back only what it copied, so no
+    barrier: the thread's own cp.async.wait_group is the handshake), with
+    A's fragment pairs (4-byte copies; the row tile of A is small and read
+    by every block) beside them: STG - 1 steps of CW 64-column groups in
+    flight a warp, (STG - 1) * CW * 2 KiB, without the registers to hold
+    them.  The WARPS warps of a block take alternate k16 steps of the
+    block's slice of K.
 
     The split over K: grid.y slices of K for each (column tile, row tile),
     about WAVES x 132 blocks (an H200's SMs) in all; the warps' partials
@@ -40,18 +43,19 @@
 
     WARPS  warps a block
     CW     64-column groups a block (and a warp): BN = 64*CW
-    U      k16 steps a warp loads before it computes them
+    STG    stages of the thread's cp.async ring (STG - 1 steps in flight)
     WAVES  about WAVES x 132 blocks over the split K
     Launch: grid [(N+64*CW-1)/(64*CW), splits, (M+15)/16], block
-    [WARPS*32], shared WARPS*16*(64*CW+4)*4 bytes. */
+    [WARPS*32], shared STG*WARPS*32*(64*CW+16) bytes (the ring; the warps'
+    partials, WARPS*16*(64*CW+4) floats, reuse it). */
 #ifndef WARPS
 #define WARPS 4
 #endif
 #ifndef CW
 #define CW 1
 #endif
-#ifndef U
-#define U 4
+#ifndef STG
+#define STG 4
 #endif
 #ifndef WAVES
 #define WAVES 2
@@ -64,6 +68,7 @@
 #define S_WS_TILES (1 << 16)
 
 static_assert (S_NT >= S_BN, "the float32 path needs a thread a column");
+static_assert (STG >= 2, "STG: at least two stages");
 
 __device__ float s_ws[S_WS_FLOATS];
 __device__ unsigned int s_cnt[S_WS_TILES];
@@ -119,45 +124,73 @@ __device__ __forceinline__ void s_finish (const float *red, int nparts, ak_t *C,
 
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 
+#define S_SLOT (CW * 64 + 16)          /* bytes a thread a stage: 4 CW B chunks, 4 A pairs */
+#define S_ABASE (CW * 4 * S_NT * 16)   /* where a stage's A pairs start */
+
 typedef union {
     uint4    v;
     unsigned w[4];
     ak_t     e[8];
 } s_u4_t;
 
-/*  Row k of B, the 8 columns from c: one 16-byte load where fast (k < K,
-    c + 8 <= N, aligned), else element by element with zeros outside. */
-__device__ __forceinline__ uint4 s_ldb (const ak_t *B, ak_i64 k, ak_i64 c, ak_i64 K, ak_i64 N, bool fast)
+/*  4 bytes global -> shared asynchronously (cp.async.ca). */
+__device__ __forceinline__ void s_cp_async4 (void *dst, const void *src)
 {
-    if (fast)
-        return __ldg ((const uint4 *) (B + k * N + c));
-    s_u4_t r;
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        r.e[i] = k < K && c + i < N ? B[k * N + c + i] : ak_from_acc (0.0f);
-    return r.v;
+#ifdef AK_CUDA_EMU
+    memcpy (dst, src, 4);
+#else
+    asm volatile ("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r" (ak_smem (dst)), "l" (src));
+#endif
 }
 
-/*  A[row][k], A[row][k+1] as a packed pair, zeros outside. */
-__device__ __forceinline__ unsigned s_lda (const ak_t *A, ak_i64 row, ak_i64 k, ak_i64 M, ak_i64 K, bool al)
+/*  Starts the copies of k16 step `step` into the thread's part of a ring
+    stage: B rows 2t, 2t+1, 2t+8, 2t+9 (8 columns from 8g of each
+    64-column group) and the A pairs of rows g, g+8 at columns 2t, 2t+8.
+    Whole aligned chunks go by cp.async; chunks at the matrix's edges, or
+    of a B or A that is not aligned, element by element (zeros outside)
+    with plain shared stores, which the same thread reads back after the
+    wait like the others.  A rows past M are not copied (the fragment
+    takes 0 for them). */
+__device__ __forceinline__ void s_issue (unsigned char *stage, const ak_t *A, const ak_t *B, ak_i64 M, ak_i64 N,
+                                         ak_i64 K, ak_i64 r0, ak_i64 n0, ak_i64 step, const bool (&colok)[CW],
+                                         bool a_al, int tid, int g, int t)
 {
-    if (row >= M)
-        return 0u;
-    const ak_t *p = A + row * K;
-    if (al && k + 2 <= K)
-        return __ldg ((const unsigned *) (p + k));
-    union {
-        unsigned w;
-        ak_t     e[2];
-    } r;
-    r.e[0] = k < K ? p[k] : ak_from_acc (0.0f);
-    r.e[1] = k + 1 < K ? p[k + 1] : ak_from_acc (0.0f);
-    return r.w;
+    const ak_i64 k = step * 16;
+    const bool rows_in = k + 16 <= K;
+#pragma unroll
+    for (int j = 0; j < CW; j++) {
+        const ak_i64 c = n0 + 64 * j + 8 * g;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const ak_i64 kr = k + 2 * t + (q & 1) + 8 * (q >> 1);
+            s_u4_t *dst = (s_u4_t *) (stage + ((j * 4 + q) * S_NT + tid) * 16);
+            if (rows_in && colok[j])
+                ak_cp_async16 (dst, B + kr * N + c, true);
+            else
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    dst->e[i] = kr < K && c + i < N ? B[kr * N + c + i] : ak_from_acc (0.0f);
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        const ak_i64 row = r0 + g + 8 * (p & 1), ka = k + 2 * t + 8 * (p >> 1);
+        ak_t *dst = (ak_t *) (stage + S_ABASE + (p * S_NT + tid) * 4);
+        if (row >= M)
+            continue;
+        const ak_t *src = A + row * K + ka;
+        if (a_al && ka + 2 <= K)
+            s_cp_async4 (dst, src);
+        else {
+            dst[0] = ka < K ? src[0] : ak_from_acc (0.0f);
+            dst[1] = ka + 1 < K ? src[1] : ak_from_acc (0.0f);
+        }
+    }
 }
 
 extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
 {
-    AK_DYNAMIC_SHARED (float, red);                    /* WARPS x 16 x S_SR */
+    AK_DYNAMIC_SHARED (unsigned char, ring);           /* STG stages of S_NT x S_SLOT; then the partials */
     __shared__ int s_last;
     const ak_i64 M = a.dims[0], N = a.dims[1], K = a.dims[2];
     const ak_t *A = AK_IN (a, 0), *B = AK_IN (a, 1);
@@ -172,10 +205,13 @@ extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
 
     const bool b_al = N % 8 == 0 && ((unsigned long long) B & 15) == 0;
     const bool a_al = K % 2 == 0 && ((unsigned long long) A & 3) == 0;
-    bool colok[CW];
+    bool colok[CW], rowok[4];
 #pragma unroll
     for (int j = 0; j < CW; j++)
         colok[j] = b_al && n0 + 64 * j + 8 * g + 8 <= N;
+#pragma unroll
+    for (int p = 0; p < 4; p++)
+        rowok[p] = r0 + g + 8 * (p & 1) < M;
 
     float acc[CW][8][4];
 #pragma unroll
@@ -186,52 +222,51 @@ extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
             for (int e = 0; e < 4; e++)
                 acc[j][i][e] = 0.0f;
 
-    for (ak_i64 sb = s_lo + (ak_i64) warp * U; sb < s_hi; sb += (ak_i64) WARPS * U) {
-        uint4 rb[U][CW][4];
-        unsigned af[U][4];
+    /* the warp's steps: s_lo + warp, + WARPS, ...; STG - 1 of them in
+       flight while one is computed */
+    const ak_i64 first = s_lo + warp, n = first < s_hi ? (s_hi - first + WARPS - 1) / WARPS : 0;
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const ak_i64 k = (sb + u) * 16;
-            const bool valid = sb + u < s_hi, rows_in = k + 16 <= K;
-#pragma unroll
-            for (int j = 0; j < CW; j++) {
-                const ak_i64 c = n0 + 64 * j + 8 * g;
-                const bool fast = rows_in && colok[j];
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    const ak_i64 kr = k + 2 * t + (q & 1) + 8 * (q >> 1);
-                    rb[u][j][q] = valid ? s_ldb (B, kr, c, K, N, fast) : make_uint4 (0u, 0u, 0u, 0u);
-                }
-            }
-            const ak_i64 ka = k + 2 * t;
-            af[u][0] = valid ? s_lda (A, r0 + g, ka, M, K, a_al) : 0u;
-            af[u][1] = valid ? s_lda (A, r0 + g + 8, ka, M, K, a_al) : 0u;
-            af[u][2] = valid ? s_lda (A, r0 + g, ka + 8, M, K, a_al) : 0u;
-            af[u][3] = valid ? s_lda (A, r0 + g + 8, ka + 8, M, K, a_al) : 0u;
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++)
-#pragma unroll
-            for (int j = 0; j < CW; j++) {
-                s_u4_t q0, q1, q2, q3;
-                q0.v = rb[u][j][0];
-                q1.v = rb[u][j][1];
-                q2.v = rb[u][j][2];
-                q3.v = rb[u][j][3];
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    /* element i of rows 2t and 2t+1 (low, high half), of 2t+8 and 2t+9 */
-                    const unsigned sel = i & 1 ? 0x7632u : 0x5410u;
-                    const unsigned b0 = __byte_perm (q0.w[i >> 1], q1.w[i >> 1], sel);
-                    const unsigned b1 = __byte_perm (q2.w[i >> 1], q3.w[i >> 1], sel);
-                    ak_mma_16816 (acc[j][i], af[u], b0, b1);
-                }
-            }
+    for (int i = 0; i < STG - 1; i++) {
+        if (i < n)
+            s_issue (ring + i * S_NT * S_SLOT, A, B, M, N, K, r0, n0, first + (ak_i64) i * WARPS, colok, a_al,
+                     tid, g, t);
+        ak_cp_commit ();
     }
+    for (ak_i64 i = 0; i < n; i++) {
+        const ak_i64 nx = i + STG - 1;
+        if (nx < n)
+            s_issue (ring + (nx % STG) * S_NT * S_SLOT, A, B, M, N, K, r0, n0, first + nx * WARPS, colok, a_al,
+                     tid, g, t);
+        ak_cp_commit ();
+        ak_cp_wait<STG - 1> ();
+        const unsigned char *stage = ring + (i % STG) * S_NT * S_SLOT;
+        unsigned af[4];
+#pragma unroll
+        for (int p = 0; p < 4; p++)
+            af[p] = rowok[p] ? *(const unsigned *) (stage + S_ABASE + (p * S_NT + tid) * 4) : 0u;
+#pragma unroll
+        for (int j = 0; j < CW; j++) {
+            s_u4_t q0, q1, q2, q3;
+            q0.v = *(const uint4 *) (stage + ((j * 4 + 0) * S_NT + tid) * 16);
+            q1.v = *(const uint4 *) (stage + ((j * 4 + 1) * S_NT + tid) * 16);
+            q2.v = *(const uint4 *) (stage + ((j * 4 + 2) * S_NT + tid) * 16);
+            q3.v = *(const uint4 *) (stage + ((j * 4 + 3) * S_NT + tid) * 16);
+#pragma unroll
+            for (int i8 = 0; i8 < 8; i8++) {
+                /* element i8 of rows 2t and 2t+1 (low, high half), of 2t+8 and 2t+9 */
+                const unsigned sel = i8 & 1 ? 0x7632u : 0x5410u;
+                const unsigned b0 = __byte_perm (q0.w[i8 >> 1], q1.w[i8 >> 1], sel);
+                const unsigned b1 = __byte_perm (q2.w[i8 >> 1], q3.w[i8 >> 1], sel);
+                ak_mma_16816 (acc[j][i8], af, b0, b1);
+            }
+        }
+    }
+    ak_cp_wait<0> ();
+    __syncthreads ();                                  /* the ring becomes the partials */
 
     /* c0, c1: row g, mma columns 2t, 2t+1 of n8 tile i = memory columns
        8*(2t) + i and 8*(2t+1) + i of the 64-column group; c2, c3: row g+8 */
-    float *mine = red + warp * 16 * S_SR;
+    float *red = (float *) ring, *mine = red + warp * 16 * S_SR;
 #pragma unroll
     for (int j = 0; j < CW; j++)
 #pragma unroll
