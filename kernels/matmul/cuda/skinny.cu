@@ -5,22 +5,24 @@
     idle.
 
     float16 / bfloat16: `mma.sync.m16n8k16` with the 16 rows of a row tile
-    as the MMA's M (rows past M are zeros) and B read once, in fragment
-    order: lane (g, t) of a warp copies 16 bytes (8 columns, 8g .. 8g+7 of
-    a 64-column group) from each of the rows 2t, 2t+1, 2t+8, 2t+9 of a k16
-    step, and `prmt` pairs the two rows' element i into the B fragment of
-    n8 tile i, whose column g then stands for memory column 8g + i (the MMA
-    does not care which columns its eight are; the accumulators are put
-    back in memory order through shared memory at the end).  Every 16-byte
-    chunk is used whole and a warp's copies are whole 128-byte lines.
-    The copies go by `cp.async` into a ring of STG stages that belongs to
-    the thread alone (each thread reads back only what it copied, so no
-    barrier: the thread's own cp.async.wait_group is the handshake), with
-    A's fragment pairs (4-byte copies; the row tile of A is small and read
-    by every block) beside them: STG - 1 steps of CW 64-column groups in
-    flight a warp, (STG - 1) * CW * 2 KiB, without the registers to hold
-    them.  The WARPS warps of a block take alternate k16 steps of the
-    block's slice of K.
+    as the MMA's M (rows past M are zeros) and B read once, in whole rows:
+    on sm_90 each warp has a ring of STG stages of its own in shared
+    memory, a stage one k16 step (16 rows of B over the block's 64*CW
+    columns, 16 bytes of padding a row so the reads below hit distinct
+    banks, and the 16 x 16 of A beside them), filled by bulk copies (lane r
+    copies row r, lanes 16.. A's rows; the stage's mbarrier counts the
+    bytes in): STG - 1 steps in flight a warp without a register or a
+    thread waiting on them.  The WARPS warps of a block take alternate k16
+    steps of the block's slice of K.  From a stage, lane (g, t) reads 16
+    bytes (8 columns, 8g .. 8g+7 of a 64-column group) of each of the rows
+    2t, 2t+1, 2t+8, 2t+9, and `prmt` pairs the two rows' element i into
+    the B fragment of n8 tile i, whose column g then stands for memory
+    column 8g + i (the MMA does not care which columns its eight are; the
+    accumulators are put back in memory order through shared memory at
+    the end).  Before sm_90, or where N or K is not a multiple of 8 or A
+    or B not 16-byte aligned (what bulk copies need), the same lanes load
+    the same chunks straight into registers, 2 steps ahead (bound-checked
+    at the edges).
 
     The split over K: grid.y slices of K for each (column tile, row tile),
     about WAVES x 132 blocks (an H200's SMs) in all; the warps' partials
@@ -43,11 +45,11 @@
 
     WARPS  warps a block
     CW     64-column groups a block (and a warp): BN = 64*CW
-    STG    stages of the thread's cp.async ring (STG - 1 steps in flight)
+    STG    stages of a warp's ring (STG - 1 steps in flight)
     WAVES  about WAVES x 132 blocks over the split K
     Launch: grid [(N+64*CW-1)/(64*CW), splits, (M+15)/16], block
-    [WARPS*32], shared STG*WARPS*32*(64*CW+16) bytes (the ring; the warps'
-    partials, WARPS*16*(64*CW+4) floats, reuse it). */
+    [WARPS*32], shared WARPS*STG*(2048*CW+1024) bytes (the rings; the
+    warps' partials, WARPS*16*(64*CW+4) floats, reuse them). */
 #ifndef WARPS
 #define WARPS 4
 #endif
@@ -124,8 +126,18 @@ __device__ __forceinline__ void s_finish (const float *red, int nparts, ak_t *C,
 
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 
-#define S_SLOT (CW * 64 + 16)          /* bytes a thread a stage: 4 CW B chunks, 4 A pairs */
-#define S_ABASE (CW * 4 * S_NT * 16)   /* where a stage's A pairs start */
+/*  The bulk path needs sm_90's bulk copies and mbarrier waits (the CPU
+    emulation copies at once and waits at the warp's barrier). */
+#if defined(AK_CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+#define S_BULK 1
+#else
+#define S_BULK 0
+#endif
+
+#define S_BROW (128 * CW + 16)         /* a B row of a stage, bytes (16 of padding: no bank conflicts) */
+#define S_AROW 48                      /* an A row of a stage: 16 elements and 16 bytes of padding */
+#define S_STAGE (16 * S_BROW + 16 * S_AROW)
+#define S_U 2                          /* the direct path: k16 steps a warp loads before it computes them */
 
 typedef union {
     uint4    v;
@@ -133,64 +145,206 @@ typedef union {
     ak_t     e[8];
 } s_u4_t;
 
-/*  4 bytes global -> shared asynchronously (cp.async.ca). */
-__device__ __forceinline__ void s_cp_async4 (void *dst, const void *src)
+/*  acc[j][i] += the A fragment af times the B rows of a k16 step held as
+    q[j][0..3] (rows 2t, 2t+1, 2t+8, 2t+9; 8 columns from 8g of group j):
+    prmt pairs the two rows' element i into n8 tile i's fragment. */
+__device__ __forceinline__ void s_mma_step (float (&acc)[CW][8][4], const unsigned (&af)[4], const s_u4_t (&q)[CW][4])
 {
-#ifdef AK_CUDA_EMU
-    memcpy (dst, src, 4);
-#else
-    asm volatile ("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r" (ak_smem (dst)), "l" (src));
+#pragma unroll
+    for (int j = 0; j < CW; j++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const unsigned sel = i & 1 ? 0x7632u : 0x5410u;
+            const unsigned b0 = __byte_perm (q[j][0].w[i >> 1], q[j][1].w[i >> 1], sel);
+            const unsigned b1 = __byte_perm (q[j][2].w[i >> 1], q[j][3].w[i >> 1], sel);
+            ak_mma_16816 (acc[j][i], af, b0, b1);
+        }
+}
+
+#if S_BULK
+/*  mbarriers and bulk copies (global -> shared, completing bytes on an
+    mbarrier), or their emulation. */
+__device__ __forceinline__ void s_bar_init (unsigned long long *bar)
+{
+#ifndef AK_CUDA_EMU
+    ak_bar_init (ak_smem (bar), 1);
 #endif
 }
 
-/*  Starts the copies of k16 step `step` into the thread's part of a ring
-    stage: B rows 2t, 2t+1, 2t+8, 2t+9 (8 columns from 8g of each
-    64-column group) and the A pairs of rows g, g+8 at columns 2t, 2t+8.
-    Whole aligned chunks go by cp.async; chunks at the matrix's edges, or
-    of a B or A that is not aligned, element by element (zeros outside)
-    with plain shared stores, which the same thread reads back after the
-    wait like the others.  A rows past M are not copied (the fragment
-    takes 0 for them). */
-__device__ __forceinline__ void s_issue (unsigned char *stage, const ak_t *A, const ak_t *B, ak_i64 M, ak_i64 N,
-                                         ak_i64 K, ak_i64 r0, ak_i64 n0, ak_i64 step, const bool (&colok)[CW],
-                                         bool a_al, int tid, int g, int t)
+__device__ __forceinline__ void s_bar_expect (unsigned long long *bar, unsigned bytes)
+{
+#ifndef AK_CUDA_EMU
+    ak_bar_expect (ak_smem (bar), bytes);
+#endif
+}
+
+__device__ __forceinline__ void s_bar_wait (unsigned long long *bar, unsigned parity)
+{
+#ifdef AK_CUDA_EMU
+    __syncwarp ();
+#else
+    ak_bar_wait (ak_smem (bar), parity);
+#endif
+}
+
+__device__ __forceinline__ void s_bulk (void *dst, const void *src, unsigned bytes, unsigned long long *bar)
+{
+#ifdef AK_CUDA_EMU
+    memcpy (dst, src, bytes);
+#else
+    asm volatile ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                  :: "r" (ak_smem (dst)), "l" (src), "r" (bytes), "r" (ak_smem (bar)) : "memory");
+#endif
+}
+
+/*  Starts the copies of k16 step `step` into a stage of the warp: lane r
+    < 16 copies B row k+r (the block's columns: 128*CW bytes, fewer at
+    N's edge), lane 16+m A row r0+m (32 bytes, fewer at K's edge); what
+    lies outside the matrices is zeroed with plain stores (the warp's
+    barrier before the stage is read makes them visible).  Lane 0 tells
+    the stage's mbarrier how many bytes will land. */
+__device__ __forceinline__ void s_issue (unsigned char *stage, unsigned long long *bar, const ak_t *A, const ak_t *B,
+                                         ak_i64 M, ak_i64 N, ak_i64 K, ak_i64 r0, ak_i64 n0, ak_i64 step, int lane)
 {
     const ak_i64 k = step * 16;
-    const bool rows_in = k + 16 <= K;
-#pragma unroll
-    for (int j = 0; j < CW; j++) {
-        const ak_i64 c = n0 + 64 * j + 8 * g;
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const ak_i64 kr = k + 2 * t + (q & 1) + 8 * (q >> 1);
-            s_u4_t *dst = (s_u4_t *) (stage + ((j * 4 + q) * S_NT + tid) * 16);
-            if (rows_in && colok[j])
-                ak_cp_async16 (dst, B + kr * N + c, true);
-            else
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    dst->e[i] = kr < K && c + i < N ? B[kr * N + c + i] : ak_from_acc (0.0f);
-        }
+    const int rows_b = K - k < 16 ? (int) (K - k) : 16, rows_a = M - r0 < 16 ? (int) (M - r0) : 16;
+    const int cb = N - n0 < 64 * CW ? (int) (N - n0) * 2 : 128 * CW;       /* B bytes a row */
+    const int ab = rows_b * 2;                                              /* A bytes a row */
+    if (lane == 0)
+        s_bar_expect (bar, (unsigned) (rows_b * cb + rows_a * ab));
+    __syncwarp ();
+    if (lane < 16) {
+        unsigned char *dst = stage + lane * S_BROW;
+        if (lane < rows_b && cb > 0)
+            s_bulk (dst, B + (k + lane) * N + n0, (unsigned) cb, bar);
+        for (int b = lane < rows_b ? cb : 0; b < 128 * CW; b += 16)
+            *(uint4 *) (dst + b) = make_uint4 (0u, 0u, 0u, 0u);
+    } else {
+        const int m = lane - 16;
+        unsigned char *dst = stage + 16 * S_BROW + m * S_AROW;
+        if (m < rows_a)
+            s_bulk (dst, A + (r0 + m) * K + k, (unsigned) ab, bar);
+        if (m < rows_a && ab < 32)
+            *(uint4 *) (dst + 16) = make_uint4 (0u, 0u, 0u, 0u);
     }
+}
+
+/*  The bulk path: each warp a ring of STG stages of its own, filled by
+    bulk copies (whole rows of the block's columns: the DMA engine moves
+    them, no thread waits on a load), STG - 1 steps in flight; the warp
+    takes the block's k16 steps warp, warp + WARPS, ... */
+__device__ __forceinline__ void s_run_bulk (float (&acc)[CW][8][4], unsigned char *ring, unsigned long long *bars,
+                                            const ak_t *A, const ak_t *B, ak_i64 M, ak_i64 N, ak_i64 K, ak_i64 r0,
+                                            ak_i64 n0, ak_i64 s_lo, ak_i64 s_hi, int warp, int lane)
+{
+    const int g = lane >> 2, t = lane & 3;
+    unsigned char *mine = ring + warp * STG * S_STAGE;
+    unsigned long long *bar = bars + warp * STG;
+    const ak_i64 first = s_lo + warp, n = first < s_hi ? (s_hi - first + WARPS - 1) / WARPS : 0;
 #pragma unroll
-    for (int p = 0; p < 4; p++) {
-        const ak_i64 row = r0 + g + 8 * (p & 1), ka = k + 2 * t + 8 * (p >> 1);
-        ak_t *dst = (ak_t *) (stage + S_ABASE + (p * S_NT + tid) * 4);
-        if (row >= M)
-            continue;
-        const ak_t *src = A + row * K + ka;
-        if (a_al && ka + 2 <= K)
-            s_cp_async4 (dst, src);
-        else {
-            dst[0] = ka < K ? src[0] : ak_from_acc (0.0f);
-            dst[1] = ka + 1 < K ? src[1] : ak_from_acc (0.0f);
+    for (int i = 0; i < STG - 1; i++)
+        if (i < n)
+            s_issue (mine + i * S_STAGE, &bar[i], A, B, M, N, K, r0, n0, first + (ak_i64) i * WARPS, lane);
+    const bool rowok0 = r0 + g < M, rowok1 = r0 + g + 8 < M;
+    for (ak_i64 i = 0; i < n; i++) {
+        __syncwarp ();                                 /* every lane is done with the stage refilled next */
+        const ak_i64 nx = i + STG - 1;
+        if (nx < n)
+            s_issue (mine + (nx % STG) * S_STAGE, &bar[nx % STG], A, B, M, N, K, r0, n0, first + nx * WARPS, lane);
+        const int slot = (int) (i % STG);
+        s_bar_wait (&bar[slot], (unsigned) ((i / STG) & 1));
+        const unsigned char *st = mine + slot * S_STAGE, *sa = st + 16 * S_BROW;
+        unsigned af[4];
+        af[0] = rowok0 ? *(const unsigned *) (sa + g * S_AROW + 4 * t) : 0u;
+        af[1] = rowok1 ? *(const unsigned *) (sa + (g + 8) * S_AROW + 4 * t) : 0u;
+        af[2] = rowok0 ? *(const unsigned *) (sa + g * S_AROW + 16 + 4 * t) : 0u;
+        af[3] = rowok1 ? *(const unsigned *) (sa + (g + 8) * S_AROW + 16 + 4 * t) : 0u;
+        s_u4_t q[CW][4];
+#pragma unroll
+        for (int j = 0; j < CW; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                q[j][r].v = *(const uint4 *) (st + (2 * t + (r & 1) + 8 * (r >> 1)) * S_BROW + (64 * j + 8 * g) * 2);
+        s_mma_step (acc, af, q);
+    }
+}
+#endif
+
+/*  Row k of B, the 8 columns from c: one 16-byte load where fast (k < K,
+    c + 8 <= N, aligned), else element by element with zeros outside. */
+__device__ __forceinline__ uint4 s_ldb (const ak_t *B, ak_i64 k, ak_i64 c, ak_i64 K, ak_i64 N, bool fast)
+{
+    if (fast)
+        return __ldg ((const uint4 *) (B + k * N + c));
+    s_u4_t r;
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        r.e[i] = k < K && c + i < N ? B[k * N + c + i] : ak_from_acc (0.0f);
+    return r.v;
+}
+
+/*  A[row][k], A[row][k+1] as a packed pair, zeros outside. */
+__device__ __forceinline__ unsigned s_lda (const ak_t *A, ak_i64 row, ak_i64 k, ak_i64 M, ak_i64 K, bool al)
+{
+    if (row >= M)
+        return 0u;
+    const ak_t *p = A + row * K;
+    if (al && k + 2 <= K)
+        return __ldg ((const unsigned *) (p + k));
+    union {
+        unsigned w;
+        ak_t     e[2];
+    } r;
+    r.e[0] = k < K ? p[k] : ak_from_acc (0.0f);
+    r.e[1] = k + 1 < K ? p[k + 1] : ak_from_acc (0.0f);
+    return r.w;
+}
+
+/*  The direct path (before sm_90, or a B or A the bulk copies cannot
+    take): each lane loads its fragment rows straight into registers, S_U
+    k16 steps before it computes them; the warp takes groups of S_U steps
+    warp, warp + WARPS, ... of the block's slice. */
+__device__ __forceinline__ void s_run_direct (float (&acc)[CW][8][4], const ak_t *A, const ak_t *B, ak_i64 M,
+                                              ak_i64 N, ak_i64 K, ak_i64 r0, ak_i64 n0, ak_i64 s_lo, ak_i64 s_hi,
+                                              int warp, int lane)
+{
+    const int g = lane >> 2, t = lane & 3;
+    const bool b_al = N % 8 == 0 && ((unsigned long long) B & 15) == 0;
+    const bool a_al = K % 2 == 0 && ((unsigned long long) A & 3) == 0;
+    bool colok[CW];
+#pragma unroll
+    for (int j = 0; j < CW; j++)
+        colok[j] = b_al && n0 + 64 * j + 8 * g + 8 <= N;
+    for (ak_i64 sb = s_lo + (ak_i64) warp * S_U; sb < s_hi; sb += (ak_i64) WARPS * S_U) {
+        s_u4_t q[S_U][CW][4];
+        unsigned af[S_U][4];
+#pragma unroll
+        for (int u = 0; u < S_U; u++) {
+            const ak_i64 k = (sb + u) * 16;
+            const bool valid = sb + u < s_hi, rows_in = k + 16 <= K;
+#pragma unroll
+            for (int j = 0; j < CW; j++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    const ak_i64 kr = k + 2 * t + (r & 1) + 8 * (r >> 1);
+                    q[u][j][r].v = valid ? s_ldb (B, kr, n0 + 64 * j + 8 * g, K, N, rows_in && colok[j])
+                                         : make_uint4 (0u, 0u, 0u, 0u);
+                }
+            const ak_i64 ka = k + 2 * t;
+            af[u][0] = valid ? s_lda (A, r0 + g, ka, M, K, a_al) : 0u;
+            af[u][1] = valid ? s_lda (A, r0 + g + 8, ka, M, K, a_al) : 0u;
+            af[u][2] = valid ? s_lda (A, r0 + g, ka + 8, M, K, a_al) : 0u;
+            af[u][3] = valid ? s_lda (A, r0 + g + 8, ka + 8, M, K, a_al) : 0u;
         }
+#pragma unroll
+        for (int u = 0; u < S_U; u++)
+            s_mma_step (acc, af[u], q[u]);
     }
 }
 
 extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
 {
-    AK_DYNAMIC_SHARED (unsigned char, ring);           /* STG stages of S_NT x S_SLOT; then the partials */
+    AK_DYNAMIC_SHARED (unsigned char, ring);           /* WARPS x STG stages; then the partials */
     __shared__ int s_last;
     const ak_i64 M = a.dims[0], N = a.dims[1], K = a.dims[2];
     const ak_t *A = AK_IN (a, 0), *B = AK_IN (a, 1);
@@ -203,16 +357,6 @@ extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
     if (!s_slice (K, split, &s_lo, &s_hi, &nsplit))
         return;
 
-    const bool b_al = N % 8 == 0 && ((unsigned long long) B & 15) == 0;
-    const bool a_al = K % 2 == 0 && ((unsigned long long) A & 3) == 0;
-    bool colok[CW], rowok[4];
-#pragma unroll
-    for (int j = 0; j < CW; j++)
-        colok[j] = b_al && n0 + 64 * j + 8 * g + 8 <= N;
-#pragma unroll
-    for (int p = 0; p < 4; p++)
-        rowok[p] = r0 + g + 8 * (p & 1) < M;
-
     float acc[CW][8][4];
 #pragma unroll
     for (int j = 0; j < CW; j++)
@@ -222,46 +366,17 @@ extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
             for (int e = 0; e < 4; e++)
                 acc[j][i][e] = 0.0f;
 
-    /* the warp's steps: s_lo + warp, + WARPS, ...; STG - 1 of them in
-       flight while one is computed */
-    const ak_i64 first = s_lo + warp, n = first < s_hi ? (s_hi - first + WARPS - 1) / WARPS : 0;
-#pragma unroll
-    for (int i = 0; i < STG - 1; i++) {
-        if (i < n)
-            s_issue (ring + i * S_NT * S_SLOT, A, B, M, N, K, r0, n0, first + (ak_i64) i * WARPS, colok, a_al,
-                     tid, g, t);
-        ak_cp_commit ();
-    }
-    for (ak_i64 i = 0; i < n; i++) {
-        const ak_i64 nx = i + STG - 1;
-        if (nx < n)
-            s_issue (ring + (nx % STG) * S_NT * S_SLOT, A, B, M, N, K, r0, n0, first + nx * WARPS, colok, a_al,
-                     tid, g, t);
-        ak_cp_commit ();
-        ak_cp_wait<STG - 1> ();
-        const unsigned char *stage = ring + (i % STG) * S_NT * S_SLOT;
-        unsigned af[4];
-#pragma unroll
-        for (int p = 0; p < 4; p++)
-            af[p] = rowok[p] ? *(const unsigned *) (stage + S_ABASE + (p * S_NT + tid) * 4) : 0u;
-#pragma unroll
-        for (int j = 0; j < CW; j++) {
-            s_u4_t q0, q1, q2, q3;
-            q0.v = *(const uint4 *) (stage + ((j * 4 + 0) * S_NT + tid) * 16);
-            q1.v = *(const uint4 *) (stage + ((j * 4 + 1) * S_NT + tid) * 16);
-            q2.v = *(const uint4 *) (stage + ((j * 4 + 2) * S_NT + tid) * 16);
-            q3.v = *(const uint4 *) (stage + ((j * 4 + 3) * S_NT + tid) * 16);
-#pragma unroll
-            for (int i8 = 0; i8 < 8; i8++) {
-                /* element i8 of rows 2t and 2t+1 (low, high half), of 2t+8 and 2t+9 */
-                const unsigned sel = i8 & 1 ? 0x7632u : 0x5410u;
-                const unsigned b0 = __byte_perm (q0.w[i8 >> 1], q1.w[i8 >> 1], sel);
-                const unsigned b1 = __byte_perm (q2.w[i8 >> 1], q3.w[i8 >> 1], sel);
-                ak_mma_16816 (acc[j][i8], af, b0, b1);
-            }
-        }
-    }
-    ak_cp_wait<0> ();
+#if S_BULK
+    __shared__ __align__ (8) unsigned long long s_bars[WARPS * STG];
+    /* bulk copies move 16-byte multiples between 16-byte aligned addresses */
+    if (N % 8 == 0 && K % 8 == 0 && (((unsigned long long) A | (unsigned long long) B) & 15) == 0) {
+        if (lane < STG)
+            s_bar_init (&s_bars[warp * STG + lane]);
+        __syncthreads ();
+        s_run_bulk (acc, ring, s_bars, A, B, M, N, K, r0, n0, s_lo, s_hi, warp, lane);
+    } else
+#endif
+        s_run_direct (acc, A, B, M, N, K, r0, n0, s_lo, s_hi, warp, lane);
     __syncthreads ();                                  /* the ring becomes the partials */
 
     /* c0, c1: row g, mma columns 2t, 2t+1 of n8 tile i = memory columns
