@@ -75,12 +75,13 @@ static_assert (STG >= 2, "STG: at least two stages");
 __device__ float s_ws[S_WS_FLOATS];
 __device__ unsigned int s_cnt[S_WS_TILES];
 
-/*  The k16 steps [lo, hi) of K that slice split of the launch takes, and
-    the slices there are (nsplit: 1 where the partials would not fit the
-    workspace); false for a block past the last slice (nothing to do). */
-__device__ __forceinline__ bool s_slice (ak_i64 K, ak_i64 split, ak_i64 *lo, ak_i64 *hi, ak_i64 *nsplit)
+/*  The chunks of `unit` rows of K [lo, hi) that slice split of the
+    launch takes, and the slices there are (nsplit: 1 where the partials
+    would not fit the workspace); false for a block past the last slice
+    (nothing to do). */
+__device__ __forceinline__ bool s_slice (ak_i64 K, ak_i64 unit, ak_i64 split, ak_i64 *lo, ak_i64 *hi, ak_i64 *nsplit)
 {
-    const ak_i64 steps = (K + 15) / 16, tiles = (ak_i64) gridDim.x * gridDim.z;
+    const ak_i64 steps = (K + unit - 1) / unit, tiles = (ak_i64) gridDim.x * gridDim.z;
     const bool fits = (ak_i64) gridDim.y * tiles * 16 * S_BN <= S_WS_FLOATS && tiles <= S_WS_TILES;
     ak_i64 per;
     ak_split_slices (steps, gridDim.y, fits, &per, nsplit);
@@ -126,17 +127,17 @@ __device__ __forceinline__ void s_finish (const float *red, int nparts, ak_t *C,
 
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 
-/*  The bulk path needs sm_90's bulk copies and mbarrier waits (the CPU
-    emulation copies at once and waits at the warp's barrier). */
-#if defined(AK_CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
-#define S_BULK 1
+/*  The TMA path needs sm_90 (the CPU emulation, which has no TMA, and
+    older devices run the direct path). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(AK_CUDA_EMU)
+#define S_TMA 1
 #else
-#define S_BULK 0
+#define S_TMA 0
 #endif
 
-#define S_BROW (128 * CW + 16)         /* a B row of a stage, bytes (16 of padding: no bank conflicts) */
-#define S_AROW 48                      /* an A row of a stage: 16 elements and 16 bytes of padding */
-#define S_STAGE (16 * S_BROW + 16 * S_AROW)
+#define S_BK 64                        /* rows of K a stage */
+#define S_BSTAGE (CW * S_BK * 128)     /* B: CW panels of [64 rows][64 columns], 128-byte swizzled */
+#define S_STAGE (S_BSTAGE + 16 * 128)  /* and A: [16 rows][64 k], 128-byte swizzled */
 #define S_U 2                          /* the direct path: k16 steps a warp loads before it computes them */
 
 typedef union {
@@ -161,111 +162,81 @@ __device__ __forceinline__ void s_mma_step (float (&acc)[CW][8][4], const unsign
         }
 }
 
-#if S_BULK
-/*  mbarriers and bulk copies (global -> shared, completing bytes on an
-    mbarrier), or their emulation. */
-__device__ __forceinline__ void s_bar_init (unsigned long long *bar)
+#if S_TMA
+/*  Whether the worker passed the map (an absent optional map is zeros). */
+__device__ __forceinline__ bool s_map_set (const ak_tensor_map_t *map)
 {
-#ifndef AK_CUDA_EMU
-    ak_bar_init (ak_smem (bar), 1);
-#endif
+    ak_u64 x = 0;
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        x |= map->opaque[i];
+    return x != 0;
 }
 
-__device__ __forceinline__ void s_bar_expect (unsigned long long *bar, unsigned bytes)
+/*  Where byte off of a 1024-byte aligned region of 128-byte rows lands
+    under the 128-byte swizzle: its 16-byte chunk XOR the row's index
+    mod 8. */
+__device__ __forceinline__ unsigned s_swz (unsigned off)
 {
-#ifndef AK_CUDA_EMU
-    ak_bar_expect (ak_smem (bar), bytes);
-#endif
+    return off ^ (((off >> 7) & 7) << 4);
 }
 
-__device__ __forceinline__ void s_bar_wait (unsigned long long *bar, unsigned parity)
-{
-#ifdef AK_CUDA_EMU
-    __syncwarp ();
-#else
-    ak_bar_wait (ak_smem (bar), parity);
-#endif
-}
-
-__device__ __forceinline__ void s_bulk (void *dst, const void *src, unsigned bytes, unsigned long long *bar)
-{
-#ifdef AK_CUDA_EMU
-    memcpy (dst, src, bytes);
-#else
-    asm volatile ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                  :: "r" (ak_smem (dst)), "l" (src), "r" (bytes), "r" (ak_smem (bar)) : "memory");
-#endif
-}
-
-/*  Starts the copies of k16 step `step` into a stage of the warp: lane r
-    < 16 copies B row k+r (the block's columns: 128*CW bytes, fewer at
-    N's edge), lane 16+m A row r0+m (32 bytes, fewer at K's edge); what
-    lies outside the matrices is zeroed with plain stores (the warp's
-    barrier before the stage is read makes them visible).  Lane 0 tells
-    the stage's mbarrier how many bytes will land. */
-__device__ __forceinline__ void s_issue (unsigned char *stage, unsigned long long *bar, const ak_t *A, const ak_t *B,
-                                         ak_i64 M, ak_i64 N, ak_i64 K, ak_i64 r0, ak_i64 n0, ak_i64 step, int lane)
-{
-    const ak_i64 k = step * 16;
-    const int rows_b = K - k < 16 ? (int) (K - k) : 16, rows_a = M - r0 < 16 ? (int) (M - r0) : 16;
-    const int cb = N - n0 < 64 * CW ? (int) (N - n0) * 2 : 128 * CW;       /* B bytes a row */
-    const int ab = rows_b * 2;                                              /* A bytes a row */
-    if (lane == 0)
-        s_bar_expect (bar, (unsigned) (rows_b * cb + rows_a * ab));
-    __syncwarp ();
-    if (lane < 16) {
-        unsigned char *dst = stage + lane * S_BROW;
-        if (lane < rows_b && cb > 0)
-            s_bulk (dst, B + (k + lane) * N + n0, (unsigned) cb, bar);
-        for (int b = lane < rows_b ? cb : 0; b < 128 * CW; b += 16)
-            *(uint4 *) (dst + b) = make_uint4 (0u, 0u, 0u, 0u);
-    } else {
-        const int m = lane - 16;
-        unsigned char *dst = stage + 16 * S_BROW + m * S_AROW;
-        if (m < rows_a)
-            s_bulk (dst, A + (r0 + m) * K + k, (unsigned) ab, bar);
-        if (m < rows_a && ab < 32)
-            *(uint4 *) (dst + 16) = make_uint4 (0u, 0u, 0u, 0u);
-    }
-}
-
-/*  The bulk path: each warp a ring of STG stages of its own, filled by
-    bulk copies (whole rows of the block's columns: the DMA engine moves
-    them, no thread waits on a load), STG - 1 steps in flight; the warp
-    takes the block's k16 steps warp, warp + WARPS, ... */
-__device__ __forceinline__ void s_run_bulk (float (&acc)[CW][8][4], unsigned char *ring, unsigned long long *bars,
-                                            const ak_t *A, const ak_t *B, ak_i64 M, ak_i64 N, ak_i64 K, ak_i64 r0,
-                                            ak_i64 n0, ak_i64 s_lo, ak_i64 s_hi, int warp, int lane)
+/*  The TMA path: each warp a ring of STG stages of its own, a stage 64
+    rows of K (CW boxes of tm_b, 64 rows x 64 columns, and one of tm_a, 16
+    rows x 64 k; the TMA unit zero-fills what lies outside the matrices),
+    lane 0 issuing the copies and the stage's mbarrier counting the bytes
+    in; STG - 1 stages in flight a warp.  The warp takes the block's
+    64-row chunks warp, warp + WARPS, ... */
+__device__ __forceinline__ void s_run_tma (float (&acc)[CW][8][4], unsigned char *ring, unsigned long long *bars,
+                                           const ak_tensor_map_t *tm_a, const ak_tensor_map_t *tm_b, ak_i64 r0,
+                                           ak_i64 n0, ak_i64 c_lo, ak_i64 c_hi, int warp, int lane)
 {
     const int g = lane >> 2, t = lane & 3;
     unsigned char *mine = ring + warp * STG * S_STAGE;
     unsigned long long *bar = bars + warp * STG;
-    const ak_i64 first = s_lo + warp, n = first < s_hi ? (s_hi - first + WARPS - 1) / WARPS : 0;
+    const ak_i64 first = c_lo + warp, n = first < c_hi ? (c_hi - first + WARPS - 1) / WARPS : 0;
 #pragma unroll
     for (int i = 0; i < STG - 1; i++)
-        if (i < n)
-            s_issue (mine + i * S_STAGE, &bar[i], A, B, M, N, K, r0, n0, first + (ak_i64) i * WARPS, lane);
-    const bool rowok0 = r0 + g < M, rowok1 = r0 + g + 8 < M;
+        if (i < n && lane == 0) {
+            const unsigned st = ak_smem (mine + i * S_STAGE), b = ak_smem (&bar[i]);
+            const int k0 = (int) ((first + (ak_i64) i * WARPS) * S_BK);
+            ak_bar_expect (b, S_STAGE);
+#pragma unroll
+            for (int j = 0; j < CW; j++)
+                ak_tma_load_2d (st + j * S_BK * 128, tm_b, (int) n0 + 64 * j, k0, b);
+            ak_tma_load_2d (st + S_BSTAGE, tm_a, k0, (int) r0, b);
+        }
     for (ak_i64 i = 0; i < n; i++) {
         __syncwarp ();                                 /* every lane is done with the stage refilled next */
         const ak_i64 nx = i + STG - 1;
-        if (nx < n)
-            s_issue (mine + (nx % STG) * S_STAGE, &bar[nx % STG], A, B, M, N, K, r0, n0, first + nx * WARPS, lane);
+        if (nx < n && lane == 0) {
+            const unsigned st = ak_smem (mine + (nx % STG) * S_STAGE), b = ak_smem (&bar[nx % STG]);
+            const int k0 = (int) ((first + nx * WARPS) * S_BK);
+            ak_bar_expect (b, S_STAGE);
+#pragma unroll
+            for (int j = 0; j < CW; j++)
+                ak_tma_load_2d (st + j * S_BK * 128, tm_b, (int) n0 + 64 * j, k0, b);
+            ak_tma_load_2d (st + S_BSTAGE, tm_a, k0, (int) r0, b);
+        }
         const int slot = (int) (i % STG);
-        s_bar_wait (&bar[slot], (unsigned) ((i / STG) & 1));
-        const unsigned char *st = mine + slot * S_STAGE, *sa = st + 16 * S_BROW;
-        unsigned af[4];
-        af[0] = rowok0 ? *(const unsigned *) (sa + g * S_AROW + 4 * t) : 0u;
-        af[1] = rowok1 ? *(const unsigned *) (sa + (g + 8) * S_AROW + 4 * t) : 0u;
-        af[2] = rowok0 ? *(const unsigned *) (sa + g * S_AROW + 16 + 4 * t) : 0u;
-        af[3] = rowok1 ? *(const unsigned *) (sa + (g + 8) * S_AROW + 16 + 4 * t) : 0u;
-        s_u4_t q[CW][4];
+        ak_bar_wait (ak_smem (&bar[slot]), (unsigned) ((i / STG) & 1));
+        const unsigned char *st = mine + slot * S_STAGE, *sa = st + S_BSTAGE;
 #pragma unroll
-        for (int j = 0; j < CW; j++)
+        for (int kk = 0; kk < S_BK / 16; kk++) {
+            unsigned af[4];
+            af[0] = *(const unsigned *) (sa + s_swz (g * 128 + 32 * kk + 4 * t));
+            af[1] = *(const unsigned *) (sa + s_swz ((g + 8) * 128 + 32 * kk + 4 * t));
+            af[2] = *(const unsigned *) (sa + s_swz (g * 128 + 32 * kk + 16 + 4 * t));
+            af[3] = *(const unsigned *) (sa + s_swz ((g + 8) * 128 + 32 * kk + 16 + 4 * t));
+            s_u4_t q[CW][4];
 #pragma unroll
-            for (int r = 0; r < 4; r++)
-                q[j][r].v = *(const uint4 *) (st + (2 * t + (r & 1) + 8 * (r >> 1)) * S_BROW + (64 * j + 8 * g) * 2);
-        s_mma_step (acc, af, q);
+            for (int j = 0; j < CW; j++)
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+                    q[j][r].v = *(const uint4 *) (st + j * S_BK * 128
+                                                  + s_swz ((16 * kk + 2 * t + (r & 1) + 8 * (r >> 1)) * 128 + 16 * g));
+            s_mma_step (acc, af, q);
+        }
     }
 }
 #endif
@@ -342,20 +313,18 @@ __device__ __forceinline__ void s_run_direct (float (&acc)[CW][8][4], const ak_t
     }
 }
 
-extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
+/*  Under the CPU emulation the kernel takes no tensor maps (it runs the
+    direct path). */
+__device__ __forceinline__ void s_kernel (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_a,
+                                          const ak_tensor_map_t *tm_b)
 {
-    AK_DYNAMIC_SHARED (unsigned char, ring);           /* WARPS x STG stages; then the partials */
+    AK_DYNAMIC_SHARED (unsigned char, ring);           /* WARPS x STG stages (from 1024 bytes in); then the partials */
     __shared__ int s_last;
     const ak_i64 M = a.dims[0], N = a.dims[1], K = a.dims[2];
     const ak_t *A = AK_IN (a, 0), *B = AK_IN (a, 1);
     ak_t *C = AK_OUT (a, 0);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const ak_i64 n0 = (ak_i64) blockIdx.x * S_BN, r0 = (ak_i64) blockIdx.z * 16;
-
-    const ak_i64 split = blockIdx.y;
-    ak_i64 s_lo, s_hi, nsplit;
-    if (!s_slice (K, split, &s_lo, &s_hi, &nsplit))
-        return;
 
     float acc[CW][8][4];
 #pragma unroll
@@ -366,17 +335,33 @@ extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
             for (int e = 0; e < 4; e++)
                 acc[j][i][e] = 0.0f;
 
-#if S_BULK
+    const ak_i64 split = blockIdx.y;
+    ak_i64 lo, hi, nsplit;
+#if S_TMA
     __shared__ __align__ (8) unsigned long long s_bars[WARPS * STG];
-    /* bulk copies move 16-byte multiples between 16-byte aligned addresses */
-    if (N % 8 == 0 && K % 8 == 0 && (((unsigned long long) A | (unsigned long long) B) & 15) == 0) {
+    /* the maps exist (cuTensorMapEncodeTiled's rules: 16-byte aligned base
+       and row strides) and the tiles fit them */
+    const bool tma = s_map_set (tm_a) && s_map_set (tm_b) && N % 8 == 0 && K % 8 == 0
+                     && (((unsigned long long) A | (unsigned long long) B) & 15) == 0 && K <= 0x7fffffff
+                     && N <= 0x7fffffff && M <= 0x7fffffff;
+    if (tma) {
+        if (!s_slice (K, S_BK, split, &lo, &hi, &nsplit))
+            return;
         if (lane < STG)
-            s_bar_init (&s_bars[warp * STG + lane]);
+            ak_bar_init (ak_smem (&s_bars[warp * STG + lane]), 1);
+        asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         __syncthreads ();
-        s_run_bulk (acc, ring, s_bars, A, B, M, N, K, r0, n0, s_lo, s_hi, warp, lane);
+        unsigned char *aligned = ring + ((1024 - (ak_smem (ring) & 1023)) & 1023);
+        s_run_tma (acc, aligned, s_bars, tm_a, tm_b, r0, n0, lo, hi, warp, lane);
     } else
 #endif
-        s_run_direct (acc, A, B, M, N, K, r0, n0, s_lo, s_hi, warp, lane);
+    {
+        (void) tm_a;
+        (void) tm_b;
+        if (!s_slice (K, 16, split, &lo, &hi, &nsplit))
+            return;
+        s_run_direct (acc, A, B, M, N, K, r0, n0, lo, hi, warp, lane);
+    }
     __syncthreads ();                                  /* the ring becomes the partials */
 
     /* c0, c1: row g, mma columns 2t, 2t+1 of n8 tile i = memory columns
@@ -396,6 +381,20 @@ extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
     s_finish (red, WARPS, C, M, N, r0, n0, split, nsplit, &s_last);
 }
 
+#ifdef AK_CUDA_EMU
+extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
+{
+    const ak_tensor_map_t none = {};
+    s_kernel (a, &none, &none);
+}
+#else
+extern "C" __global__ void __launch_bounds__ (S_NT)
+ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a, const __grid_constant__ ak_tensor_map_t tm_b)
+{
+    s_kernel (a, &tm_a, &tm_b);
+}
+#endif
+
 #else   /* float32: an FMA loop in the same launch */
 
 #define S_KL (S_NT / S_BN)             /* lanes of K a block */
@@ -413,7 +412,7 @@ extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
 
     const ak_i64 split = blockIdx.y;
     ak_i64 s_lo, s_hi, nsplit;
-    if (!s_slice (K, split, &s_lo, &s_hi, &nsplit))
+    if (!s_slice (K, 16, split, &s_lo, &s_hi, &nsplit))
         return;
     const ak_i64 k_lo = s_lo * 16, k_hi = s_hi * 16 < K ? s_hi * 16 : K;
 
