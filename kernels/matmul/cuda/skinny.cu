@@ -5,27 +5,33 @@
     idle.
 
     float16 / bfloat16: `mma.sync.m16n8k16` with the 16 rows of a row tile
-    as the MMA's M (rows past M are zeros) and B read once, in whole rows:
-    on sm_90 each warp has a ring of STG stages of its own in shared
-    memory, a stage one k16 step (16 rows of B over the block's 64*CW
-    columns, 16 bytes of padding a row so the reads below hit distinct
-    banks, and the 16 x 16 of A beside them), filled by bulk copies (lane r
-    copies row r, lanes 16.. A's rows; the stage's mbarrier counts the
-    bytes in): STG - 1 steps in flight a warp without a register or a
-    thread waiting on them.  The WARPS warps of a block take alternate k16
-    steps of the block's slice of K.  From a stage, lane (g, t) reads 16
-    bytes (8 columns, 8g .. 8g+7 of a 64-column group) of each of the rows
-    2t, 2t+1, 2t+8, 2t+9, and `prmt` pairs the two rows' element i into
-    the B fragment of n8 tile i, whose column g then stands for memory
-    column 8g + i (the MMA does not care which columns its eight are; the
-    accumulators are put back in memory order through shared memory at
-    the end).  Before sm_90, or where N or K is not a multiple of 8 or A
-    or B not 16-byte aligned (what bulk copies need), the same lanes load
-    the same chunks straight into registers, 2 steps ahead (bound-checked
-    at the edges).
+    as the MMA's M (rows past M are zeros) and B read once.  On sm_90 each
+    warp has a ring of STG stages of its own in shared memory, a stage 64
+    rows of K: CW boxes of the tensor map tm_b (64 rows x 64 columns) and
+    one of tm_a (16 rows of A x 64 k), 128-byte swizzled, zero-filled by
+    the TMA unit where they pass the matrices' edges; lane 0 issues them
+    and the stage's mbarrier counts the bytes in: STG - 1 stages in flight
+    a warp without a register or a thread waiting on them.  The WARPS
+    warps of a block take alternate 64-row chunks of the block's slice of
+    K.  From a stage, lane (g, t) reads 16 bytes (8 columns, 8g .. 8g+7 of
+    a 64-column group) of each of the rows 2t, 2t+1, 2t+8, 2t+9 of a k16
+    step (the swizzle puts them in distinct banks), and `prmt` pairs the
+    two rows' element i into the B fragment of n8 tile i, whose column g
+    then stands for memory column 8g + i (the MMA does not care which
+    columns its eight are; the accumulators are put back in memory order
+    through shared memory at the end).  Without the maps (the worker
+    leaves an optional map it cannot encode absent), before sm_90, or where
+    N or K is not a multiple of 8 or A or B not 16-byte aligned, the same
+    lanes load the same chunks straight into registers, 2 steps ahead
+    (bound-checked at the edges): the direct path, which the CPU
+    emulation runs.  Measured on the H200 (docs/benchmarks.md, session
+    23): per-lane cp.async copies of these chunks (the L2 then looked to
+    see every sector twice) and a bulk copy a row were both far slower
+    than a TMA box a panel.
 
     The split over K: grid.y slices of K for each (column tile, row tile),
-    about WAVES x 132 blocks (an H200's SMs) in all; the warps' partials
+    the floor of WAVES x 132 blocks (an H200's SMs) over the tiles, at
+    least one; the warps' partials
     are added in warp order in shared memory, then each block writes its
     tile's partial to a module-scope workspace and counts itself in on a
     per-tile counter; the last block to arrive adds the slices in index
@@ -34,8 +40,6 @@
     workspace (32 MiB, 2^16 tiles) runs unsplit.  Launches of one loaded
     module must not overlap (the workers run one launch at a time).
 
-    Rows or columns past the matrix, K not a multiple of 16, N not a
-    multiple of 8 or a B not 16-byte aligned take bound-checked loads.
     M above 16 runs (M+15)/16 row tiles (grid.z), each reading B again:
     correct for any M, fast only for few rows.
 
@@ -45,11 +49,12 @@
 
     WARPS  warps a block
     CW     64-column groups a block (and a warp): BN = 64*CW
-    STG    stages of a warp's ring (STG - 1 steps in flight)
+    STG    stages of a warp's ring (STG - 1 stages of 64 rows in flight)
     WAVES  about WAVES x 132 blocks over the split K
     Launch: grid [(N+64*CW-1)/(64*CW), splits, (M+15)/16], block
-    [WARPS*32], shared WARPS*STG*(2048*CW+1024) bytes (the rings; the
-    warps' partials, WARPS*16*(64*CW+4) floats, reuse them). */
+    [WARPS*32], shared WARPS*STG*(8192*CW+2048) + 1024 bytes (the rings,
+    1024-byte aligned for the swizzle; the warps' partials,
+    WARPS*16*(64*CW+4) floats, reuse them); tensor maps tm_a, tm_b. */
 #ifndef WARPS
 #define WARPS 4
 #endif
