@@ -7,8 +7,8 @@ around one call, the median of 7 after a warm-up.
     python3 tests/bench/torch_compute.py [DTYPE]      (default bfloat16)
 
 matmul: a @ b (and, for the decode shapes, F.linear(a, w) with w = b^T
-stored [N][K], as a model's weights are).  fused_mlp: y = (silu(x @ wg) * (x @ wu)) @ wd (what the
-spec's kernels compute, h kept).  flash_attention:
+stored [N][K], as a model's weights are).  fused_mlp: y = (silu(x @ wg) *
+(x @ wu)) @ wd (what the spec's kernels compute, h kept).  flash_attention:
 F.scaled_dot_product_attention (its FlashAttention backend on the H200),
 is_causal for mask 2.  Prints microseconds and TFLOP/s with the spec's
 FLOP counts."""
