@@ -60,13 +60,14 @@ typedef struct {
     rings, ldmatrix, ldmatrix.trans, the rows as the MMA's N): 16 rows a
     tile (two halves on the same V^T fragments) and 8; DMAX 256 (D 256 on
     tensor cores) with 3 and 2 stages, and DMAX 128 (D 256 on its plain
-    path).  matmul's skinny, its direct path (fragment rows loaded into
-    registers and paired by prmt, the split over K merged by the last
-    block; the emulation has no TMA, which the sm_90 path uses): two
-    column groups a block (bfloat16; float16 differs only in
-    the MMA's type, which mma_decode's run covers), and the float32 FMA
-    path; M above 16 at the larger sizes runs several row
-    tiles, and the edge sizes the bound-checked loads. */
+    path).  matmul's skinny (B panels by TMA into a ring a warp, 128-byte
+    swizzled, fragments paired by prmt, the split over K merged by the
+    last block; emu.h's TMA copies, built with the candidate's two tensor
+    maps): two column groups a block in bfloat16 (the TMA path where N
+    and K are multiples of 8, the direct register path at the edge sizes;
+    float16 differs only in the MMA's type, which mma_decode's run
+    covers) and the float32 FMA path; M above 16 at the larger sizes runs
+    several row tiles. */
 static const s_run_t s_runs[] = {
     { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 1 << 22, 2, { "NW", "WAVES" }, { 2, 1 } },
     { "split_kv_attention", "mma_decode", AK_DT_FLOAT16, 1 << 20, 2, { "NW", "WAVES" }, { 8, 4 } },
@@ -116,8 +117,8 @@ static char *s_build (const ak_spec_t *spec, const ak_candidate_t *cand, const s
 {
     const char *dt = r->dt == AK_DT_BFLOAT16 ? "BFLOAT16" : r->dt == AK_DT_FLOAT16 ? "FLOAT16" : "FLOAT32";
     char defs[256];
-    char *flags = ak_sprintf ("-Wno-unused-function -I'%s' -DAK_DTYPE_%s %s", inc, dt,
-                              s_params (r, defs, sizeof defs, "-D"));
+    char *flags = ak_sprintf ("-Wno-unused-function -I'%s' -DAK_DTYPE_%s -DAK_EMU_NMAPS=%d %s", inc, dt,
+                              cand->launch ? cand->launch->ntmaps : 0, s_params (r, defs, sizeof defs, "-D"));
     char *exe = ak_unit_emu_build (spec, dir, "AK_EMU_CAND", "cand.cu", cand->source.text, flags);
     free (flags);
     return exe;

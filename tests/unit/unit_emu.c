@@ -69,6 +69,26 @@ void ak_unit_emu_run (const ak_spec_t *spec, const char *dir, const char *exe, c
         h[3 + i] = cfg->block[i];
     h[6] = (int64_t) cfg->shared_bytes;
     fwrite (h, 8, 7, f);
+    /* the tensor maps: 20 words each (main.cpp, s_map_t) */
+    int64_t nm = cfg->ntmaps;
+    fwrite (&nm, 8, 1, f);
+    for (int m = 0; m < cfg->ntmaps; m++) {
+        const ak_tmap_cfg_t *t = &cfg->tmaps[m];
+        int64_t w[20] = { 0 };
+        w[0] = t->absent;
+        w[1] = t->output;
+        w[2] = t->buf;
+        w[3] = t->rank;
+        for (int i = 0; i < 5; i++) {
+            w[4 + i] = i < (int) t->rank ? (int64_t) t->dims[i] : 1;
+            w[13 + i] = i < (int) t->rank ? (int64_t) t->box[i] : 1;
+        }
+        for (int i = 0; i < 4; i++)
+            w[9 + i] = i + 1 < (int) t->rank ? (int64_t) t->strides[i] : 0;
+        w[18] = (int64_t) ak_tmap_swizzle_bytes (t->swizzle);
+        w[19] = t->oob == AK_TMAP_OOB_NAN;
+        fwrite (w, 8, 20, f);
+    }
     for (int j = 0; j < spec->ninputs; j++)
         for (size_t i = 0; i < nin[j]; i++) {
             double v = ak_input_value (spec, j, i, seed, dt);

@@ -23,8 +23,9 @@
     leaves an optional map it cannot encode absent), before sm_90, or where
     N or K is not a multiple of 8 or A or B not 16-byte aligned, the same
     lanes load the same chunks straight into registers, 2 steps ahead
-    (bound-checked at the edges): the direct path, which the CPU
-    emulation runs.  Measured on the H200 (docs/benchmarks.md, session
+    (bound-checked at the edges): the direct path.  The CPU emulation
+    (test_cuda_cand_emu) runs both: the TMA path through its emulated
+    copies (tests/unit/cuda_emu/emu.h) where the maps are present.  Measured on the H200 (docs/benchmarks.md, session
     23): per-lane cp.async copies of these chunks (the L2 then looked to
     see every sector twice) and a bulk copy a row were both far slower
     than a TMA box a panel.
@@ -132,9 +133,10 @@ __device__ __forceinline__ void s_finish (const float *red, int nparts, ak_t *C,
 
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 
-/*  The TMA path needs sm_90 (the CPU emulation, which has no TMA, and
-    older devices run the direct path). */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(AK_CUDA_EMU)
+/*  The TMA path needs sm_90 (older devices run the direct path) or the
+    CPU emulation, which copies a box at once and waits at the warp's
+    barrier. */
+#if defined(AK_CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
 #define S_TMA 1
 #else
 #define S_TMA 0
@@ -168,14 +170,41 @@ __device__ __forceinline__ void s_mma_step (float (&acc)[CW][8][4], const unsign
 }
 
 #if S_TMA
-/*  Whether the worker passed the map (an absent optional map is zeros). */
-__device__ __forceinline__ bool s_map_set (const ak_tensor_map_t *map)
+/*  A stage's mbarrier and TMA copies, or their emulation. */
+__device__ __forceinline__ void s_bar_init (unsigned long long *bar)
 {
-    ak_u64 x = 0;
-#pragma unroll
-    for (int i = 0; i < 16; i++)
-        x |= map->opaque[i];
-    return x != 0;
+#ifndef AK_CUDA_EMU
+    ak_bar_init (ak_smem (bar), 1);
+#endif
+}
+
+__device__ __forceinline__ void s_bar_expect (unsigned long long *bar, unsigned bytes)
+{
+#ifndef AK_CUDA_EMU
+    ak_bar_expect (ak_smem (bar), bytes);
+#endif
+}
+
+__device__ __forceinline__ void s_bar_wait (unsigned long long *bar, unsigned parity)
+{
+#ifdef AK_CUDA_EMU
+    (void) bar;
+    (void) parity;
+    __syncwarp ();                     /* lane 0 copied the stage when it issued it */
+#else
+    ak_bar_wait (ak_smem (bar), parity);
+#endif
+}
+
+__device__ __forceinline__ void s_tma (unsigned char *dst, const ak_tensor_map_t *map, int c0, int c1,
+                                       unsigned long long *bar)
+{
+#ifdef AK_CUDA_EMU
+    (void) bar;
+    ak_emu_tma_load_2d (dst, map, c0, c1);
+#else
+    ak_tma_load_2d (ak_smem (dst), map, c0, c1, ak_smem (bar));
+#endif
 }
 
 /*  Where byte off of a 1024-byte aligned region of 128-byte rows lands
@@ -184,6 +213,19 @@ __device__ __forceinline__ bool s_map_set (const ak_tensor_map_t *map)
 __device__ __forceinline__ unsigned s_swz (unsigned off)
 {
     return off ^ (((off >> 7) & 7) << 4);
+}
+
+/*  Lane 0's copies of the 64-row chunk from row k0 into a stage: CW
+    panels of B and the row tile of A, the bytes told to the stage's
+    mbarrier first. */
+__device__ __forceinline__ void s_issue (unsigned char *stage, unsigned long long *bar, const ak_tensor_map_t *tm_a,
+                                         const ak_tensor_map_t *tm_b, ak_i64 r0, ak_i64 n0, ak_i64 k0)
+{
+    s_bar_expect (bar, S_STAGE);
+#pragma unroll
+    for (int j = 0; j < CW; j++)
+        s_tma (stage + j * S_BK * 128, tm_b, (int) n0 + 64 * j, (int) k0, bar);
+    s_tma (stage + S_BSTAGE, tm_a, (int) k0, (int) r0, bar);
 }
 
 /*  The TMA path: each warp a ring of STG stages of its own, a stage 64
@@ -202,29 +244,15 @@ __device__ __forceinline__ void s_run_tma (float (&acc)[CW][8][4], unsigned char
     const ak_i64 first = c_lo + warp, n = first < c_hi ? (c_hi - first + WARPS - 1) / WARPS : 0;
 #pragma unroll
     for (int i = 0; i < STG - 1; i++)
-        if (i < n && lane == 0) {
-            const unsigned st = ak_smem (mine + i * S_STAGE), b = ak_smem (&bar[i]);
-            const int k0 = (int) ((first + (ak_i64) i * WARPS) * S_BK);
-            ak_bar_expect (b, S_STAGE);
-#pragma unroll
-            for (int j = 0; j < CW; j++)
-                ak_tma_load_2d (st + j * S_BK * 128, tm_b, (int) n0 + 64 * j, k0, b);
-            ak_tma_load_2d (st + S_BSTAGE, tm_a, k0, (int) r0, b);
-        }
+        if (i < n && lane == 0)
+            s_issue (mine + i * S_STAGE, &bar[i], tm_a, tm_b, r0, n0, (first + (ak_i64) i * WARPS) * S_BK);
     for (ak_i64 i = 0; i < n; i++) {
         __syncwarp ();                                 /* every lane is done with the stage refilled next */
         const ak_i64 nx = i + STG - 1;
-        if (nx < n && lane == 0) {
-            const unsigned st = ak_smem (mine + (nx % STG) * S_STAGE), b = ak_smem (&bar[nx % STG]);
-            const int k0 = (int) ((first + nx * WARPS) * S_BK);
-            ak_bar_expect (b, S_STAGE);
-#pragma unroll
-            for (int j = 0; j < CW; j++)
-                ak_tma_load_2d (st + j * S_BK * 128, tm_b, (int) n0 + 64 * j, k0, b);
-            ak_tma_load_2d (st + S_BSTAGE, tm_a, k0, (int) r0, b);
-        }
+        if (nx < n && lane == 0)
+            s_issue (mine + (nx % STG) * S_STAGE, &bar[nx % STG], tm_a, tm_b, r0, n0, (first + nx * WARPS) * S_BK);
         const int slot = (int) (i % STG);
-        ak_bar_wait (ak_smem (&bar[slot]), (unsigned) ((i / STG) & 1));
+        s_bar_wait (&bar[slot], (unsigned) ((i / STG) & 1));
         const unsigned char *st = mine + slot * S_STAGE, *sa = st + S_BSTAGE;
 #pragma unroll
         for (int kk = 0; kk < S_BK / 16; kk++) {
@@ -318,8 +346,6 @@ __device__ __forceinline__ void s_run_direct (float (&acc)[CW][8][4], const ak_t
     }
 }
 
-/*  Under the CPU emulation the kernel takes no tensor maps (it runs the
-    direct path). */
 __device__ __forceinline__ void s_kernel (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_a,
                                           const ak_tensor_map_t *tm_b)
 {
@@ -346,15 +372,17 @@ __device__ __forceinline__ void s_kernel (const ak_cuda_args_t &a, const ak_tens
     __shared__ __align__ (8) unsigned long long s_bars[WARPS * STG];
     /* the maps exist (cuTensorMapEncodeTiled's rules: 16-byte aligned base
        and row strides) and the tiles fit them */
-    const bool tma = s_map_set (tm_a) && s_map_set (tm_b) && N % 8 == 0 && K % 8 == 0
+    const bool tma = ak_tensor_map_present (tm_a) && ak_tensor_map_present (tm_b) && N % 8 == 0 && K % 8 == 0
                      && (((unsigned long long) A | (unsigned long long) B) & 15) == 0 && K <= 0x7fffffff
                      && N <= 0x7fffffff && M <= 0x7fffffff;
     if (tma) {
         if (!s_slice (K, S_BK, split, &lo, &hi, &nsplit))
             return;
         if (lane < STG)
-            ak_bar_init (ak_smem (&s_bars[warp * STG + lane]), 1);
+            s_bar_init (&s_bars[warp * STG + lane]);
+#ifndef AK_CUDA_EMU
         asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
         __syncthreads ();
         unsigned char *aligned = ring + ((1024 - (ak_smem (ring) & 1023)) & 1023);
         s_run_tma (acc, aligned, s_bars, tm_a, tm_b, r0, n0, lo, hi, warp, lane);
@@ -386,26 +414,23 @@ __device__ __forceinline__ void s_kernel (const ak_cuda_args_t &a, const ak_tens
     s_finish (red, WARPS, C, M, N, r0, n0, split, nsplit, &s_last);
 }
 
-#ifdef AK_CUDA_EMU
-extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
-{
-    const ak_tensor_map_t none = {};
-    s_kernel (a, &none, &none);
-}
-#else
 extern "C" __global__ void __launch_bounds__ (S_NT)
 ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a, const __grid_constant__ ak_tensor_map_t tm_b)
 {
     s_kernel (a, &tm_a, &tm_b);
 }
-#endif
 
 #else   /* float32: an FMA loop in the same launch */
 
 #define S_KL (S_NT / S_BN)             /* lanes of K a block */
 
-extern "C" __global__ void __launch_bounds__ (S_NT) ak_kernel (ak_cuda_args_t a)
+/*  The maps are absent here (a float row of 64 elements is wider than the
+    swizzle) and unused. */
+extern "C" __global__ void __launch_bounds__ (S_NT)
+ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a, const __grid_constant__ ak_tensor_map_t tm_b)
 {
+    (void) tm_a;
+    (void) tm_b;
     AK_DYNAMIC_SHARED (float, red);                    /* S_KL x 16 x S_SR of it */
     __shared__ int s_last;
     const ak_i64 M = a.dims[0], N = a.dims[1], K = a.dims[2];

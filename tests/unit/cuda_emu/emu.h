@@ -30,7 +30,13 @@
     ak_emu_dynamic_smem and ak_emu_dynamic_smem_size (the launch's dynamic
     shared memory, one buffer a block, every byte 0xff at the start: NaN).
     __any_sync, __shfl_sync (float), __syncwarp, __byte_perm, __ldg and
-    __ldcg as CUDA defines them. */
+    __ldcg as CUDA defines them.  Tensor maps (kernel ABI 2): the job
+    carries the launch's evaluated maps, ak_emu_map_make keeps each in the
+    map's 128 bytes (absent ones zero, as the worker passes them), and
+    ak_emu_tma_load_2d copies a box as cp.async.bulk.tensor.2d does (zero
+    or NaN outside, the 32/64/128-byte swizzle), at once: a kernel calls
+    it through a hook of its own (matmul's skinny), whose mbarrier wait is
+    then the warp's barrier. */
 #ifndef AK_CUDA_EMU_H
 #define AK_CUDA_EMU_H
 #include <cmath>
@@ -52,6 +58,7 @@
 #undef __shared__
 #undef __align__
 #define __align__(n) __attribute__ ((aligned (n)))
+#define __grid_constant__
 #define AK_CUDA_EMU 1
 #elif !defined(AK_REFERENCE)
 #define AK_REFERENCE 1                 /* ak_blocks_cuda.h: the float64 references' blocks */
@@ -248,6 +255,61 @@ static inline void ak_emu_ldmatrix_x4 (unsigned r[4], const void *p, bool trans)
 }
 
 #include "ak_kernel_cuda.h"
+
+/*  A tensor map as the emulation keeps it in the 128 opaque bytes: a tag,
+    the buffer, then w[0..16] of the job's words (rank, dims[5],
+    strides[4], box[5], swizzle bytes, NaN fill); absent: all zero. */
+#define AK_EMU_MAP_TAG 0x50414d544b41ULL       /* "AKTMAP" */
+static inline void ak_emu_map_make (ak_tensor_map_t *m, bool absent, const void *base, const int64_t *w)
+{
+    memset (m, 0, sizeof *m);
+    if (absent)
+        return;
+    m->opaque[0] = AK_EMU_MAP_TAG;
+    m->opaque[1] = (ak_u64) base;
+    for (int i = 0; i < 14; i++)
+        m->opaque[2 + i] = (ak_u64) w[i];
+    /* 16 words: box[3] and box[4] are dropped (the copies below are
+       2-D), swizzle bytes and NaN fill share the last word */
+    m->opaque[15] = (ak_u64) w[15] | (ak_u64) w[16] << 32;
+}
+
+/*  cp.async.bulk.tensor.2d as the TMA unit does it: box[0] x box[1]
+    elements from (c0, c1) (innermost first) into dst row after row,
+    zeros (or NaN) outside the tensor, the 16-byte chunks of each
+    1024-byte span swizzled as the map says (dst 1024-byte aligned, as
+    the hardware wants for 128-byte swizzle). */
+static inline void ak_emu_tma_load_2d (void *dst, const ak_tensor_map_t *m, int c0, int c1)
+{
+    if (m->opaque[0] != AK_EMU_MAP_TAG) {
+        fprintf (stderr, "emu: a TMA load through an absent or foreign tensor map\n");
+        exit (1);
+    }
+    const unsigned char *base = (const unsigned char *) m->opaque[1];
+    const int64_t d0 = (int64_t) m->opaque[3], d1 = (int64_t) m->opaque[4];
+    const int64_t stride1 = (int64_t) m->opaque[8];
+    const int64_t b0 = (int64_t) m->opaque[12], b1 = (int64_t) m->opaque[13];
+    const unsigned sw = (unsigned) (m->opaque[15] & 0xffffffffu), nanfill = (unsigned) (m->opaque[15] >> 32);
+    const size_t e = sizeof (ak_t);
+    unsigned char *out = (unsigned char *) dst;
+    for (int64_t r = 0; r < b1; r++)
+        for (int64_t i = 0; i < b0; i++) {
+            size_t off = (size_t) (r * b0 + i) * e;
+            if (sw == 128)
+                off ^= ((off >> 7) & 7) << 4;
+            else if (sw == 64)
+                off ^= ((off >> 7) & 3) << 4;
+            else if (sw == 32)
+                off ^= ((off >> 7) & 1) << 4;
+            const int64_t x = c0 + i, y = c1 + r;
+            if (x >= 0 && x < d0 && y >= 0 && y < d1)
+                memcpy (out + off, base + y * stride1 + x * (int64_t) e, e);
+            else if (nanfill)
+                memset (out + off, 0xff, e);
+            else
+                memset (out + off, 0, e);
+        }
+}
 #endif
 
 #endif

@@ -12,7 +12,12 @@
 
     JOB (native int64 and float64, written by the test): ndims, dims[8],
     nin, in_count[8], nout, out_count[8], grid[3], block[3], dynamic
-    shared bytes, then every input's elements.  OUT: every output as
+    shared bytes, the number of tensor maps and 20 words each (absent,
+    output, buffer, rank, dims[5], strides[4], box[5], swizzle bytes, NaN
+    fill), then every input's elements.  A candidate built with
+    -DAK_EMU_NMAPS=n (0..4) takes its n maps after the argument block:
+    emu.h's ak_emu_map_make fills them for its TMA copies (absent ones
+    all zero, as the worker passes them).  OUT: every output as
     ak_host_reference wrote it, then every output as the device kernel
     did (each output starts as NaN in both).  Exit 0, or 1 with a message
     (bad job, deadlock). */
@@ -66,6 +71,12 @@ static jmp_buf s_main;
 static s_blk *s_blk_cur, *s_shm_owner;
 static unsigned s_tid;
 static ak_cuda_args_t s_args;
+#ifdef AK_EMU_CAND
+#ifndef AK_EMU_NMAPS
+#define AK_EMU_NMAPS 0
+#endif
+static ak_tensor_map_t s_maps[AK_EMU_NMAPS > 0 ? AK_EMU_NMAPS : 1];
+#endif
 
 void ak_emu_yield (int why)
 {
@@ -115,7 +126,19 @@ unsigned ak_emu_dynamic_smem_size (void)
 static void s_entry (void)
 {
 #ifdef AK_EMU_CAND
+#if AK_EMU_NMAPS == 0
     ak_kernel (s_args);
+#elif AK_EMU_NMAPS == 1
+    ak_kernel (s_args, s_maps[0]);
+#elif AK_EMU_NMAPS == 2
+    ak_kernel (s_args, s_maps[0], s_maps[1]);
+#elif AK_EMU_NMAPS == 3
+    ak_kernel (s_args, s_maps[0], s_maps[1], s_maps[2]);
+#elif AK_EMU_NMAPS == 4
+    ak_kernel (s_args, s_maps[0], s_maps[1], s_maps[2], s_maps[3]);
+#else
+#error "AK_EMU_NMAPS: 0 to 4"
+#endif
 #else
     ak_reference (s_args);
 #endif
@@ -304,6 +327,12 @@ int main (int argc, char **argv)
     for (int i = 0; i < 3; i++)
         if (grid[i] < 1 || block[i] < 1 || grid[i] > (1 << 24) || block[i] > 1024)
             s_die ("bad launch in the job");
+    int64_t nmaps, mw[4][20];
+    s_read (f, &nmaps, 8);
+    if (nmaps < 0 || nmaps > 4)
+        s_die ("bad number of tensor maps in the job");
+    for (int m = 0; m < nmaps; m++)
+        s_read (f, mw[m], sizeof mw[m]);
     s_dyn_bytes = shared;
     std::vector<std::vector<double>> in (nin), host (nout), dev (nout);
     ak_cuda_args_t a;
@@ -345,6 +374,20 @@ int main (int argc, char **argv)
 #else
     for (int k = 0; k < nout; k++)
         a.out[k] = dev[k].data ();
+#endif
+#ifdef AK_EMU_CAND
+    if (nmaps != AK_EMU_NMAPS)
+        s_die ("the job's tensor maps are not the ones the build takes (AK_EMU_NMAPS)");
+    for (int m = 0; m < nmaps; m++) {
+        const int64_t *w = mw[m];
+        if (w[2] < 0 || w[2] >= (w[1] ? nout : nin))
+            s_die ("a tensor map names no buffer");
+        const void *base = w[1] ? (const void *) cout[w[2]].data () : (const void *) cin[w[2]].data ();
+        ak_emu_map_make (&s_maps[m], w[0] != 0, base, w + 3);
+    }
+#else
+    if (nmaps != 0)
+        s_die ("tensor maps in a reference's job");
 #endif
     s_args = a;
     s_launch (grid, block);
