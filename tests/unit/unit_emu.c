@@ -69,7 +69,7 @@ void ak_unit_emu_run (const ak_spec_t *spec, const char *dir, const char *exe, c
         h[3 + i] = cfg->block[i];
     h[6] = (int64_t) cfg->shared_bytes;
     fwrite (h, 8, 7, f);
-    /* the tensor maps: 20 words each (main.cpp, s_map_t) */
+    /* the tensor maps, 20 words each (tests/unit/cuda_emu/main.cpp: the job) */
     int64_t nm = cfg->ntmaps;
     fwrite (&nm, 8, 1, f);
     for (int m = 0; m < cfg->ntmaps; m++) {
