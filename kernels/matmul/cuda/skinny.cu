@@ -25,15 +25,16 @@
     lanes load the same chunks straight into registers, 2 steps ahead
     (bound-checked at the edges): the direct path.  The CPU emulation
     (test_cuda_cand_emu) runs both: the TMA path through its emulated
-    copies (tests/unit/cuda_emu/emu.h) where the maps are present.  Measured on the H200 (docs/benchmarks.md, session
-    23): per-lane cp.async copies of these chunks (the L2 then looked to
-    see every sector twice) and a bulk copy a row were both far slower
-    than a TMA box a panel.
+    copies (tests/unit/cuda_emu/emu.h) where the maps are present.
+    Measured on the H200 (docs/benchmarks.md, session 23): per-lane
+    cp.async copies of these chunks (the L2 then looked to see every
+    sector twice) and a bulk copy a row were both far slower than a TMA
+    box a panel.
 
     The split over K: grid.y slices of K for each (column tile, row tile),
     the floor of WAVES x 132 blocks (an H200's SMs) over the tiles, at
-    least one; the warps' partials
-    are added in warp order in shared memory, then each block writes its
+    least one; the warps' partials are added in warp order in shared
+    memory, then each block writes its
     tile's partial to a module-scope workspace and counts itself in on a
     per-tile counter; the last block to arrive adds the slices in index
     order and writes C (ak_last_arrival: no block waits for another;
