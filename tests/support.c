@@ -85,6 +85,20 @@ char *ak_test_bin (const char *name)
     return ak_path_join (dir && *dir ? dir : "bin", name);
 }
 
+char *ak_test_akprofile_lib (void)
+{
+    char *bin = ak_test_bin ("akctl");
+    char *bindir = ak_dirname (bin);
+    char *lib = ak_sprintf ("%s/lib/libakprofile.so", bindir);
+    if (access (lib, R_OK) != 0) {
+        free (lib);
+        lib = ak_sprintf ("%s/../lib/libakprofile.so", bindir);
+    }
+    free (bindir);
+    free (bin);
+    return lib;
+}
+
 #if AK_HAVE_CUDA
 const char *ak_test_nvrtc_file (void)
 {

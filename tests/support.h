@@ -20,6 +20,9 @@ void  ak_test_rmtree (const char *path);
 /* Paths: $AK_SOURCE_DIR/rel and $AK_BIN_DIR/name (set by CTest); caller frees. */
 char *ak_test_src (const char *rel);
 char *ak_test_bin (const char *name);
+/* This build's libakprofile.so: lib/ beside $AK_BIN_DIR in a build tree,
+   $AK_BIN_DIR/lib in a bundle (ops/bundle.sh); caller frees. */
+char *ak_test_akprofile_lib (void);
 
 /* The absolute path of the NVRTC library this process loads, as the CUDA
    backend hands it to its compile helper (worker/nvrtc_run.h); fails the

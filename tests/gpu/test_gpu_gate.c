@@ -25,20 +25,12 @@
    libasan preloaded into python3 under an ASan build. */
 static char *s_env (void)
 {
-    char *bin = ak_test_bin ("akctl");
-    char *bindir = ak_dirname (bin);
-    char *lib = ak_sprintf ("%s/lib/libakprofile.so", bindir);
-    if (access (lib, R_OK) != 0) {
-        free (lib);
-        lib = ak_sprintf ("%s/../lib/libakprofile.so", bindir);
-    }
+    char *lib = ak_test_akprofile_lib ();
     char asan[1024] = "";
     ak_test_asan_runtime (asan, sizeof asan);
     char *env = ak_sprintf ("AKPROFILE_LIB='%s' %s%s%s ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0", lib,
                             asan[0] ? "LD_PRELOAD='" : "", asan, asan[0] ? "'" : "");
     free (lib);
-    free (bindir);
-    free (bin);
     return env;
 }
 

@@ -38,13 +38,7 @@ static char *s_env (void)
 {
     char *bin = ak_test_bin ("akctl");
     char *bindir = ak_dirname (bin);
-    /* a build tree has it in lib/ beside bin/, a bundle (ops/bundle.sh)
-       in bin/lib */
-    char *lib = ak_sprintf ("%s/../lib/libakprofile.so", bindir);
-    if (access (lib, R_OK) != 0) {
-        free (lib);
-        lib = ak_sprintf ("%s/lib/libakprofile.so", bindir);
-    }
+    char *lib = ak_test_akprofile_lib ();
     char *src = ak_test_src ("lib/akprofile/python");
     char asan[1024] = "";
     ak_test_asan_runtime (asan, sizeof asan);

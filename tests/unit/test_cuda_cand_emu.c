@@ -134,27 +134,13 @@ static void s_launch (const ak_spec_t *spec, const ak_candidate_t *cand, const s
         fail_msg ("%s %s: a cluster launch, which the CPU emulation does not have", spec->name, cand->name);
 }
 
-/*  Whether op is in the comma-separated list. */
-static bool s_listed (const char *list, const char *op)
-{
-    size_t n = strlen (op);
-    for (const char *p = list; *p;) {
-        const char *end = strchr (p, ',');
-        size_t len = end ? (size_t) (end - p) : strlen (p);
-        if (len == n && strncmp (p, op, n) == 0)
-            return true;
-        p += len + (end != NULL);
-    }
-    return false;
-}
-
 /*  Whether op's runs are wanted: among $AK_CATALOG_OPS (unset: all) and
-    not among $AK_CATALOG_SKIP (tests/CMakeLists.txt runs the operators'
-    runs as separate CTest entries that way). */
+    not among $AK_CATALOG_OPS_EXCEPT (tests/CMakeLists.txt runs the
+    operators' runs as separate CTest entries that way). */
 static bool s_selected (const char *op)
 {
-    const char *only = getenv ("AK_CATALOG_OPS"), *skip = getenv ("AK_CATALOG_SKIP");
-    return (!only || !*only || s_listed (only, op)) && !(skip && s_listed (skip, op));
+    const char *only = getenv ("AK_CATALOG_OPS"), *except = getenv ("AK_CATALOG_OPS_EXCEPT");
+    return (!only || !*only || ak_test_listed (only, op)) && !(except && *except && ak_test_listed (except, op));
 }
 
 static void test_cand_catalog (void **state)
@@ -205,8 +191,8 @@ static void test_cand_catalog (void **state)
         ak_spec_destroy (&spec);
     }
     if (selected == 0)
-        fail_msg ("no run left by AK_CATALOG_OPS=%s AK_CATALOG_SKIP=%s", getenv ("AK_CATALOG_OPS"),
-                  getenv ("AK_CATALOG_SKIP"));
+        fail_msg ("no run left by AK_CATALOG_OPS=%s AK_CATALOG_OPS_EXCEPT=%s", getenv ("AK_CATALOG_OPS"),
+                  getenv ("AK_CATALOG_OPS_EXCEPT"));
 }
 
 static void test_cand_planted (void **state)
