@@ -55,7 +55,8 @@ typedef struct {
 
 /*  The first of each candidate is its first (default) configuration; the
     others cover one consumer warpgroup with two m64 slices, BK = 128,
-    BN = 128, the other raster order, float16 and float32.  Few, since each
+    BN = 128, the other raster order, a cluster of two (TMA multicast),
+    float16 and float32.  Few, since each
     wgmma build takes ptxas 5-10 s of CPU; every configuration of both
     spaces was built once by hand (docs/cuda-backend.md). */
 static const s_case_t s_cases[] = {
@@ -63,7 +64,7 @@ static const s_case_t s_cases[] = {
       { {"BM", 128}, {"BN", 256}, {"BK", 64}, {"STAGES", 4}, {"CONSUMERS", 2}, {"CLUSTER", 1},
         {"RASTER", 0}, {"GROUP", 8}, {"GRID", 132} } },
     { "matmul", "wgmma", "FLOAT16", 240,
-      { {"BM", 128}, {"BN", 128}, {"BK", 128}, {"STAGES", 3}, {"CONSUMERS", 1}, {"CLUSTER", 1},
+      { {"BM", 128}, {"BN", 128}, {"BK", 128}, {"STAGES", 3}, {"CONSUMERS", 1}, {"CLUSTER", 2},
         {"RASTER", 1}, {"GROUP", 8}, {"GRID", 132} } },
     { "matmul", "wgmma", "FLOAT32", 168,
       { {"BM", 128}, {"BN", 256}, {"BK", 64}, {"STAGES", 4}, {"CONSUMERS", 2}, {"CLUSTER", 1},

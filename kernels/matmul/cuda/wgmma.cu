@@ -49,8 +49,34 @@
     walked row by row.  The producer runs ahead into the next tile while
     the consumers store the last one.
 
-    Epilogue: guarded stores straight from the accumulators (pairs of
-    elements where N is even), so every edge is exact.
+    CLUSTER 2: thread-block clusters of two blocks on two SMs, which walk
+    pairs of vertically adjacent tiles (BM*2 rows, the same BN columns:
+    the walk above over tiles of 2*BM rows, block rank r taking rows
+    r*BM..).  The pair's B stage is the same, so each block loads its own
+    A and half of B's panels (rank r: panels r*BN/128..), and the B half
+    goes to both blocks' shared memory at once (TMA multicast, ctaMask 3,
+    which also completes the bytes on the same barrier of each block): a
+    third less traffic out of L2 at BM 128 BN 256.  A block's full[s]
+    still expects the whole stage; empty[s] counts 2*CONSUMERS arrivals,
+    its own consumers' and the peer's (`mapa` + a cluster-scope arrive),
+    since the block's producer writes into both blocks' stage s.  The
+    blocks meet at a cluster barrier after initialising the barriers; at
+    the end each producer waits until both blocks released every stage
+    (its tail), so no block signals a peer that has left.  When the
+    pair's second tile is past M its A loads are TMA's zero fill and its
+    stores are skipped.
+
+    Epilogue: each consumer warpgroup writes its accumulators as 64 x 64
+    chunks into one of its two 8 KB shared buffers (128-byte swizzle, the
+    layout of tm_c's box: conflict-free 4-byte stores), fences them for the
+    async proxy, and one thread stores the chunk with TMA
+    (`cp.async.bulk.tensor.2d.global.shared::cta`, which leaves out rows and
+    columns past the matrix); before a buffer is written again its last
+    store must have read it (`cp.async.bulk.wait_group.read 1`).  The
+    stores run while the consumers go on to the next tile: stores straight
+    from the accumulators took 10% of the time at 4096^3.  Where tm_c is
+    not set (or C not 16-byte aligned) the consumers store straight from
+    the accumulators, guarded (pairs of elements where N is even).
 
     Where TMA cannot be used (a row stride K*2 or N*2 not a multiple of 16
     bytes, a base not 16-byte aligned, or a tensor map the worker left
@@ -66,9 +92,11 @@
 
     Deterministic: every output sums its k products in one fixed order.
 
-    Launch: grid [min(tiles, GRID)], block [128*(CONSUMERS+1)],
-    shared STAGES*(BM+BN)*BK*2 + 1024 (the stages and the slack to align
-    them to 1024 bytes; the barriers are static). */
+    Launch: grid [min(tiles, GRID)] (CLUSTER 2: twice min(pairs,
+    GRID/2), clusters [2]), block [128*(CONSUMERS+1)],
+    shared STAGES*(BM+BN)*BK*2 + 1024 + CONSUMERS*16384 (the stages, the
+    slack to align them to 1024 bytes, two C buffers a consumer; the
+    barriers are static). */
 #ifndef BM
 #define BM 128
 #endif
@@ -106,8 +134,11 @@ typedef struct __align__ (64) { ak_u64 opaque[16]; } ak_tensor_map_t;
 #define A_BYTES     (BM * BK * 2)
 #define B_BYTES     (BN * BK * 2)
 #define STAGE_BYTES (A_BYTES + B_BYTES)
+#define TM          (BM * CLUSTER)                /* rows of a cluster's tile pair */
+#define C_BYTES     (64 * 128)                    /* a 64 x 64 chunk of C (16-bit) */
 
-static_assert (CLUSTER == 1, "clusters are not implemented yet");
+static_assert (CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 or 2");
+static_assert (CLUSTER == 1 || BN >= 128, "CLUSTER 2 splits B's 64-column panels between the two blocks");
 static_assert (CONSUMERS == 1 || CONSUMERS == 2, "1 or 2 consumer warpgroups");
 static_assert (BM % (64 * CONSUMERS) == 0, "BM must be a multiple of 64 per consumer warpgroup");
 static_assert (BN == 64 || BN == 128 || BN == 256, "BN: 64, 128 or 256");
@@ -135,19 +166,20 @@ static_assert (GROUP >= 1, "GROUP >= 1");
 #define R_PROD 40
 static_assert (R_PROD + CONSUMERS * R_CONS <= (CONSUMERS + 1) * R_START, "register budget");
 
-/*  Tile t of the walk -> its first row and column. */
+/*  Tile t of the walk (tiles of TM rows: a cluster's pair) -> its first
+    row and column. */
 __device__ __forceinline__ void s_tile (int t, int tiles_m, int tiles_n, ak_i64 *m0, ak_i64 *n0)
 {
 #if RASTER == 0
     const int per_group = GROUP * tiles_n, g = t / per_group, first = g * GROUP;
     const int rows = min (tiles_m - first, GROUP), r = t - g * per_group;
-    *m0 = (ak_i64) (first + r % rows) * BM;
+    *m0 = (ak_i64) (first + r % rows) * TM;
     *n0 = (ak_i64) (r / rows) * BN;
 #else
     const int per_group = GROUP * tiles_m, g = t / per_group, first = g * GROUP;
     const int cols = min (tiles_n - first, GROUP), r = t - g * per_group;
     *n0 = (ak_i64) (first + r % cols) * BN;
-    *m0 = (ak_i64) (r / cols) * BM;
+    *m0 = (ak_i64) (r / cols) * TM;
 #endif
 }
 
@@ -206,11 +238,92 @@ __device__ __forceinline__ void s_fill (unsigned char *dst, const unsigned short
     }
 }
 
+/* ------------------------------------------------------------ the cluster */
+
+/*  This block's rank in its cluster (0 without clusters). */
+__device__ __forceinline__ unsigned s_rank (void)
+{
+#if CLUSTER > 1
+    unsigned r;
+    asm volatile ("mov.u32 %0, %%cluster_ctarank;\n" : "=r" (r));
+    return r;
+#else
+    return 0;
+#endif
+}
+
+/*  Every thread of the cluster meets here (release / acquire): once, after
+    the barriers are initialised.  (At the end the producer's tail keeps a
+    block alive instead: a cluster barrier there would have the producer
+    warp's idle lanes wait beside its busy one.) */
+__device__ __forceinline__ void s_cluster_sync (void)
+{
+#if CLUSTER > 1
+    asm volatile ("barrier.cluster.arrive.release;\n"
+                  "barrier.cluster.wait.acquire;\n" ::: "memory");
+#endif
+}
+
+/*  Stage s of both blocks read: one arrive on this block's empty[s] and,
+    with clusters, one on the peer's (its producer writes into ours too).
+    The remote arrive keeps the default semantics (release at CTA scope):
+    the wgmma that read the stage has completed (wait_group), so nothing
+    needs ordering before it, and `.release.cluster` made it a cluster-wide
+    fence on the consumers' path, 35% slower at 4096^3 (docs/benchmarks.md,
+    session 24). */
+__device__ __forceinline__ void s_release (unsigned bar, unsigned peer)
+{
+    ak_bar_arrive (bar);
+#if CLUSTER > 1
+    asm volatile ("{\n.reg .b32 ra;\n"
+                  "mapa.shared::cluster.u32 ra, %0, %1;\n"
+                  "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
+                  :: "r" (bar), "r" (peer) : "memory");
+#else
+    (void) peer;
+#endif
+}
+
+/*  One box of tm_b into the same offset of both blocks' shared memory,
+    completing its bytes on the same barrier of each. */
+__device__ __forceinline__ void s_tma_load_both (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, unsigned bar)
+{
+    asm volatile ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                  ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
+                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (bar), "h" ((unsigned short) 3)
+                  : "memory");
+}
+
+/* ------------------------------------------------------------ the epilogue */
+
+/*  The box of tm_c at {c0, c1} from shared memory at src, as one bulk
+    group (TMA leaves out what lies past the matrix). */
+__device__ __forceinline__ void s_tma_store (const ak_tensor_map_t *map, int c0, int c1, unsigned src)
+{
+    asm volatile ("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+                  "cp.async.bulk.commit_group;\n"
+                  :: "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (src) : "memory");
+}
+
+/*  Until at most N_ of this thread's bulk groups still read shared memory. */
+template <int N_>
+__device__ __forceinline__ void s_store_wait_read (void)
+{
+    asm volatile ("cp.async.bulk.wait_group.read %0;\n" :: "n" (N_) : "memory");
+}
+
+/*  The 128 threads of consumer warpgroup cw meet (named barrier 2 + cw;
+    1 is the producer's). */
+__device__ __forceinline__ void s_wg_sync (int cw)
+{
+    asm volatile ("bar.sync %0, 128;\n" :: "r" (2 + cw) : "memory");
+}
+
 /* ------------------------------------------------------------ the kernel */
 
 extern "C" __global__ void __launch_bounds__ (NT, 1)
 ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
-           const __grid_constant__ ak_tensor_map_t tm_b)
+           const __grid_constant__ ak_tensor_map_t tm_b, const __grid_constant__ ak_tensor_map_t tm_c)
 {
     extern __shared__ __align__ (16) unsigned char s_raw[];
     __shared__ __align__ (8) ak_u64 full[STAGES], empty[STAGES];
@@ -221,37 +334,47 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
     const ak_i64 M = a.dims[0], N = a.dims[1], K = a.dims[2];
     const ak_t *A = AK_IN (a, 0), *B = AK_IN (a, 1);
     ak_t *C = AK_OUT (a, 0);
-    const int tiles_m = (int) ((M + BM - 1) / BM), tiles_n = (int) ((N + BN - 1) / BN);
+    /* tiles of TM rows: with clusters, the pairs the clusters walk */
+    const int tiles_m = (int) ((M + TM - 1) / TM), tiles_n = (int) ((N + BN - 1) / BN);
     const int tiles = tiles_m * tiles_n, KT = (int) ((K + BK - 1) / BK);
     const int wg = threadIdx.x / 128;
+    const unsigned rank = s_rank (), peer = rank ^ 1u;
+    const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
     /* cuTensorMapEncodeTiled's rules: 16-byte aligned base and row strides */
     const bool tma = K % 8 == 0 && N % 8 == 0 && ((ak_u64) A & 15) == 0 && ((ak_u64) B & 15) == 0
                      && s_map_set (&tm_a) && s_map_set (&tm_b);
+    /* the epilogue through shared memory and TMA stores (C's rows 16-byte
+       aligned too: N % 8 == 0 is in tma) */
+    const bool tma_c = tma && ((ak_u64) C & 15) == 0 && s_map_set (&tm_c);
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             ak_bar_init (full_s + 8 * s, 1);
-            ak_bar_init (empty_s + 8 * s, CONSUMERS);
+            ak_bar_init (empty_s + 8 * s, CONSUMERS * CLUSTER);
         }
         asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         if (tma) {
             asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) &tm_a) : "memory");
             asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) &tm_b) : "memory");
         }
+        if (tma_c)
+            asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) &tm_c) : "memory");
     }
     __syncthreads ();
+    s_cluster_sync ();     /* the peer's barriers are initialised */
 
     if (wg == 0) {
         /* ---------------------------------------------------- producer */
         asm volatile ("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n" (R_PROD));
         const int ptid = threadIdx.x;
-        if (tma && ptid != 0)
-            return;
         int s = 0;
         unsigned ph = 0;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        if (tma && ptid != 0)
+            return;
+        for (int t = first; t < tiles; t += step) {
             ak_i64 m0, n0;
             s_tile (t, tiles_m, tiles_n, &m0, &n0);
+            m0 += rank * BM;
             for (int kt = 0; kt < KT; kt++) {
                 const unsigned fb = full_s + 8 * s, st = base_s + s * STAGE_BYTES;
                 ak_bar_wait (empty_s + 8 * s, ph ^ 1);
@@ -260,9 +383,18 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
 #pragma unroll
                     for (int p = 0; p < BK / 64; p++)
                         ak_tma_load_2d (st + p * BM * 128, &tm_a, kt * BK + p * 64, (int) m0, fb);
+#if CLUSTER == 1
 #pragma unroll
                     for (int p = 0; p < BN / 64; p++)
                         ak_tma_load_2d (st + A_BYTES + p * BK * 128, &tm_b, (int) n0 + p * 64, kt * BK, fb);
+#else
+                    /* this block's half of B's panels, into both blocks */
+#pragma unroll
+                    for (int q = 0; q < BN / 128; q++) {
+                        const int p = (int) rank * (BN / 128) + q;
+                        s_tma_load_both (st + A_BYTES + p * BK * 128, &tm_b, (int) n0 + p * 64, kt * BK, fb);
+                    }
+#endif
                 }
                 else {
                     unsigned char *sp = smem + s * STAGE_BYTES;
@@ -280,86 +412,134 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
                 }
             }
         }
-        return;
-    }
-
-    /* -------------------------------------------------------- consumers */
-    asm volatile ("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n" (R_CONS));
-    const int tid = threadIdx.x % 128, cw = wg - 1;
-    float acc[MI][BN / 2];
-#pragma unroll
-    for (int i = 0; i < MI; i++)
-#pragma unroll
-        for (int j = 0; j < BN / 2; j++)
-            acc[i][j] = 0.0f;
-
-    int s = 0;
-    unsigned ph = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        ak_i64 m0, n0;
-        s_tile (t, tiles_m, tiles_n, &m0, &n0);
-        int prev = 0;
-        for (int kt = 0; kt < KT; kt++) {
-            ak_bar_wait (full_s + 8 * s, ph);
-            const unsigned sa = base_s + s * STAGE_BYTES + cw * WGM * 128, sb = base_s + s * STAGE_BYTES + A_BYTES;
-            ak_wgmma_fence ();
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; kk++) {
-                const ak_u64 db = ak_wgmma_desc (sb + kk * 16 * 128, BK * 128, 1024);
-#pragma unroll
-                for (int i = 0; i < MI; i++) {
-                    const ak_u64 da = ak_wgmma_desc (sa + (kk / 4) * BM * 128 + i * 64 * 128 + (kk % 4) * 32, 16, 1024);
-                    ak_wgmma<BN> (acc[i], da, db, kt > 0 || kk > 0);
-                }
-            }
-            ak_wgmma_commit ();
-            if (kt > 0) {
-                /* the previous stage's group is done: hand it back */
-                ak_wgmma_wait<1> ();
-                if (tid == 0)
-                    ak_bar_arrive (empty_s + 8 * prev);
-            }
-            prev = s;
+#if CLUSTER > 1
+        /* the tail: wait as for STAGES more loads, so this block leaves only
+           once every stage was released by both blocks (no arrive of the
+           peer's consumers can then reach a block that has left) */
+        for (int i = 0; i < STAGES; i++) {
+            ak_bar_wait (empty_s + 8 * s, ph ^ 1);
             if (++s == STAGES) {
                 s = 0;
                 ph ^= 1;
             }
         }
-        ak_wgmma_wait<0> ();
-        if (tid == 0)
-            ak_bar_arrive (empty_s + 8 * prev);
+#endif
+        return;
+    }
+    else {
+        /* -------------------------------------------------------- consumers */
+        asm volatile ("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n" (R_CONS));
+        const int tid = threadIdx.x % 128, cw = wg - 1;
+        float acc[MI][BN / 2];
 #pragma unroll
         for (int i = 0; i < MI; i++)
 #pragma unroll
             for (int j = 0; j < BN / 2; j++)
-                ak_reg_fence (acc[i][j]);
+                acc[i][j] = 0.0f;
 
-        /* d[4j+e]: row warp*16 + lane/4 + 8*(e/2), column 8j + 2*(lane%4) + e%2 */
-        const bool pairs = N % 2 == 0;
-        const ak_i64 row0 = m0 + cw * WGM + (tid / 32) * 16 + (tid % 32) / 4;
-        const ak_i64 col0 = n0 + 2 * (tid % 4);
+        int s = 0, nc = 0;     /* nc: C chunks this warpgroup stored */
+        unsigned ph = 0;
+        const unsigned cbuf = base_s + STAGES * STAGE_BYTES + cw * 2 * C_BYTES;
+        for (int t = first; t < tiles; t += step) {
+            ak_i64 m0, n0;
+            s_tile (t, tiles_m, tiles_n, &m0, &n0);
+            m0 += rank * BM;
+            int prev = 0;
+            for (int kt = 0; kt < KT; kt++) {
+                ak_bar_wait (full_s + 8 * s, ph);
+                const unsigned sa = base_s + s * STAGE_BYTES + cw * WGM * 128, sb = base_s + s * STAGE_BYTES + A_BYTES;
+                ak_wgmma_fence ();
 #pragma unroll
-        for (int i = 0; i < MI; i++)
+                for (int kk = 0; kk < BK / 16; kk++) {
+                    const ak_u64 db = ak_wgmma_desc (sb + kk * 16 * 128, BK * 128, 1024);
 #pragma unroll
-            for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const ak_i64 r = row0 + i * 64 + h * 8, col = col0 + j * 8;
-                    if (r >= M)
-                        continue;
-                    ak_t *out = C + r * N + col;
-                    const float v0 = acc[i][4 * j + 2 * h], v1 = acc[i][4 * j + 2 * h + 1];
-                    if (pairs && col + 1 < N) {
-                        ak_t v[2] = { ak_from_acc (v0), ak_from_acc (v1) };
-                        *(unsigned *) out = *(const unsigned *) v;
-                    }
-                    else {
-                        if (col < N)
-                            out[0] = ak_from_acc (v0);
-                        if (col + 1 < N)
-                            out[1] = ak_from_acc (v1);
+                    for (int i = 0; i < MI; i++) {
+                        const ak_u64 da = ak_wgmma_desc (sa + (kk / 4) * BM * 128 + i * 64 * 128 + (kk % 4) * 32, 16, 1024);
+                        ak_wgmma<BN> (acc[i], da, db, kt > 0 || kk > 0);
                     }
                 }
+                ak_wgmma_commit ();
+                if (kt > 0) {
+                    /* the previous stage's group is done: hand it back */
+                    ak_wgmma_wait<1> ();
+                    if (tid == 0)
+                        s_release (empty_s + 8 * prev, peer);
+                }
+                prev = s;
+                if (++s == STAGES) {
+                    s = 0;
+                    ph ^= 1;
+                }
+            }
+            ak_wgmma_wait<0> ();
+            if (tid == 0)
+                s_release (empty_s + 8 * prev, peer);
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int j = 0; j < BN / 2; j++)
+                    ak_reg_fence (acc[i][j]);
+
+            if (tma_c) {
+                /* 64 x 64 chunks through two swizzled buffers: write one
+                   (after the store that last read it is done reading),
+                   fence it for the async proxy, one thread stores it */
+                const int rr = (tid / 32) * 16 + (tid % 32) / 4;
+#pragma unroll
+                for (int i = 0; i < MI; i++)
+#pragma unroll
+                    for (int c = 0; c < BN / 64; c++, nc++) {
+                        const unsigned buf = cbuf + (nc & 1) * C_BYTES;
+                        if (tid == 0)
+                            s_store_wait_read<1> ();
+                        s_wg_sync (cw);
+#pragma unroll
+                        for (int jj = 0; jj < 8; jj++)
+#pragma unroll
+                            for (int h = 0; h < 2; h++) {
+                                const int r = rr + 8 * h, j = c * 8 + jj;
+                                const unsigned v = ak_pack2 (acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
+                                asm volatile ("st.shared.b32 [%0], %1;\n"
+                                              :: "r" (buf + s_swz (r, jj) + (tid % 4) * 4), "r" (v) : "memory");
+                            }
+                        asm volatile ("fence.proxy.async.shared::cta;\n" ::: "memory");
+                        s_wg_sync (cw);
+                        if (tid == 0)
+                            s_tma_store (&tm_c, (int) n0 + c * 64, (int) m0 + cw * WGM + i * 64, buf);
+                    }
+                continue;
+            }
+
+            /* d[4j+e]: row warp*16 + lane/4 + 8*(e/2), column 8j + 2*(lane%4) + e%2 */
+            const bool pairs = N % 2 == 0;
+            const ak_i64 row0 = m0 + cw * WGM + (tid / 32) * 16 + (tid % 32) / 4;
+            const ak_i64 col0 = n0 + 2 * (tid % 4);
+#pragma unroll
+            for (int i = 0; i < MI; i++)
+#pragma unroll
+                for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const ak_i64 r = row0 + i * 64 + h * 8, col = col0 + j * 8;
+                        if (r >= M)
+                            continue;
+                        ak_t *out = C + r * N + col;
+                        const float v0 = acc[i][4 * j + 2 * h], v1 = acc[i][4 * j + 2 * h + 1];
+                        if (pairs && col + 1 < N) {
+                            ak_t v[2] = { ak_from_acc (v0), ak_from_acc (v1) };
+                            *(unsigned *) out = *(const unsigned *) v;
+                        }
+                        else {
+                            if (col < N)
+                                out[0] = ak_from_acc (v0);
+                            if (col + 1 < N)
+                                out[1] = ak_from_acc (v1);
+                        }
+                    }
+        }
+        /* the last stores have read shared memory and written C */
+        if (tma_c && tid == 0)
+            asm volatile ("cp.async.bulk.wait_group 0;\n" ::: "memory");
     }
 }
 
@@ -370,11 +550,16 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
 
 extern "C" __global__ void __launch_bounds__ (NT)
 ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
-           const __grid_constant__ ak_tensor_map_t tm_b)
+           const __grid_constant__ ak_tensor_map_t tm_b, const __grid_constant__ ak_tensor_map_t tm_c)
 {
     (void) tm_a;
     (void) tm_b;
-    __shared__ float As[FT][FT + 1], Bs[FT][FT + 1];
+    (void) tm_c;
+    /* the two tiles in the launch's dynamic shared memory (sized for the
+       16-bit path, at least 90 KB): static arrays on top of it would pass
+       the block's limit at the largest configurations */
+    extern __shared__ __align__ (16) unsigned char s_raw[];
+    float (*As)[FT + 1] = (float (*)[FT + 1]) s_raw, (*Bs)[FT + 1] = As + FT;
     const ak_i64 M = a.dims[0], N = a.dims[1], K = a.dims[2];
     const ak_t *A = AK_IN (a, 0), *B = AK_IN (a, 1);
     ak_t *C = AK_OUT (a, 0);
