@@ -135,7 +135,6 @@ typedef struct __align__ (64) { ak_u64 opaque[16]; } ak_tensor_map_t;
 #define B_BYTES     (BN * BK * 2)
 #define STAGE_BYTES (A_BYTES + B_BYTES)
 #define TM          (BM * CLUSTER)                /* rows of a cluster's tile pair */
-#define C_BYTES     (64 * 128)                    /* a 64 x 64 chunk of C (16-bit) */
 
 static_assert (CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 or 2");
 static_assert (CLUSTER == 1 || BN >= 128, "CLUSTER 2 splits B's 64-column panels between the two blocks");
@@ -294,31 +293,6 @@ __device__ __forceinline__ void s_tma_load_both (unsigned dst, const ak_tensor_m
                   : "memory");
 }
 
-/* ------------------------------------------------------------ the epilogue */
-
-/*  The box of tm_c at {c0, c1} from shared memory at src, as one bulk
-    group (TMA leaves out what lies past the matrix). */
-__device__ __forceinline__ void s_tma_store (const ak_tensor_map_t *map, int c0, int c1, unsigned src)
-{
-    asm volatile ("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
-                  "cp.async.bulk.commit_group;\n"
-                  :: "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (src) : "memory");
-}
-
-/*  Until at most N_ of this thread's bulk groups still read shared memory. */
-template <int N_>
-__device__ __forceinline__ void s_store_wait_read (void)
-{
-    asm volatile ("cp.async.bulk.wait_group.read %0;\n" :: "n" (N_) : "memory");
-}
-
-/*  The 128 threads of consumer warpgroup cw meet (named barrier 2 + cw;
-    1 is the producer's). */
-__device__ __forceinline__ void s_wg_sync (int cw)
-{
-    asm volatile ("bar.sync %0, 128;\n" :: "r" (2 + cw) : "memory");
-}
-
 /* ------------------------------------------------------------ the kernel */
 
 extern "C" __global__ void __launch_bounds__ (NT, 1)
@@ -439,7 +413,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
 
         int s = 0, nc = 0;     /* nc: C chunks this warpgroup stored */
         unsigned ph = 0;
-        const unsigned cbuf = base_s + STAGES * STAGE_BYTES + cw * 2 * C_BYTES;
+        const unsigned cbuf = base_s + STAGES * STAGE_BYTES + cw * 2 * AK_WG_CHUNK;
         for (int t = first; t < tiles; t += step) {
             ak_i64 m0, n0;
             s_tile (t, tiles_m, tiles_n, &m0, &n0);
@@ -481,32 +455,9 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
                     ak_reg_fence (acc[i][j]);
 
             if (tma_c) {
-                /* 64 x 64 chunks through two swizzled buffers: write one
-                   (after the store that last read it is done reading),
-                   fence it for the async proxy, one thread stores it */
-                const int rr = (tid / 32) * 16 + (tid % 32) / 4;
-#pragma unroll
-                for (int i = 0; i < MI; i++)
-#pragma unroll
-                    for (int c = 0; c < BN / 64; c++, nc++) {
-                        const unsigned buf = cbuf + (nc & 1) * C_BYTES;
-                        if (tid == 0)
-                            s_store_wait_read<1> ();
-                        s_wg_sync (cw);
-#pragma unroll
-                        for (int jj = 0; jj < 8; jj++)
-#pragma unroll
-                            for (int h = 0; h < 2; h++) {
-                                const int r = rr + 8 * h, j = c * 8 + jj;
-                                const unsigned v = ak_pack2 (acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);
-                                asm volatile ("st.shared.b32 [%0], %1;\n"
-                                              :: "r" (buf + s_swz (r, jj) + (tid % 4) * 4), "r" (v) : "memory");
-                            }
-                        asm volatile ("fence.proxy.async.shared::cta;\n" ::: "memory");
-                        s_wg_sync (cw);
-                        if (tid == 0)
-                            s_tma_store (&tm_c, (int) n0 + c * 64, (int) m0 + cw * WGM + i * 64, buf);
-                    }
+                /* through two shared buffers, stored by TMA (ak_blocks_cuda.h) */
+                ak_wg_store_tma<MI, BN> ([&] (int i, int e) { return acc[i][e]; }, &tm_c, (int) m0 + cw * WGM,
+                                         (int) n0, cbuf, cw, tid, nc);
                 continue;
             }
 
@@ -539,7 +490,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
         }
         /* the last stores have read shared memory and written C */
         if (tma_c && tid == 0)
-            asm volatile ("cp.async.bulk.wait_group 0;\n" ::: "memory");
+            ak_bulk_wait<0, false> ();
     }
 }
 
