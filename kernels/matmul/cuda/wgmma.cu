@@ -58,7 +58,7 @@
     which also completes the bytes on the same barrier of each block): a
     third less traffic out of L2 at BM 128 BN 256.  A block's full[s]
     still expects the whole stage; empty[s] counts 2*CONSUMERS arrivals,
-    its own consumers' and the peer's (`mapa` + a cluster-scope arrive),
+    its own consumers' and the peer's (`mapa` + a remote arrive),
     since the block's producer writes into both blocks' stage s.  The
     blocks meet at a cluster barrier after initialising the barriers; at
     the end each producer waits until both blocks released every stage
@@ -253,8 +253,7 @@ __device__ __forceinline__ unsigned s_rank (void)
 
 /*  Every thread of the cluster meets here (release / acquire): once, after
     the barriers are initialised.  (At the end the producer's tail keeps a
-    block alive instead: a cluster barrier there would have the producer
-    warp's idle lanes wait beside its busy one.) */
+    block alive instead, so the idle producer threads can leave early.) */
 __device__ __forceinline__ void s_cluster_sync (void)
 {
 #if CLUSTER > 1
@@ -341,10 +340,10 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
         /* ---------------------------------------------------- producer */
         asm volatile ("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n" (R_PROD));
         const int ptid = threadIdx.x;
-        int s = 0;
-        unsigned ph = 0;
         if (tma && ptid != 0)
             return;
+        int s = 0;
+        unsigned ph = 0;
         for (int t = first; t < tiles; t += step) {
             ak_i64 m0, n0;
             s_tile (t, tiles_m, tiles_n, &m0, &n0);
@@ -400,98 +399,97 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
 #endif
         return;
     }
-    else {
-        /* -------------------------------------------------------- consumers */
-        asm volatile ("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n" (R_CONS));
-        const int tid = threadIdx.x % 128, cw = wg - 1;
-        float acc[MI][BN / 2];
+
+    /* -------------------------------------------------------- consumers */
+    asm volatile ("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n" (R_CONS));
+    const int tid = threadIdx.x % 128, cw = wg - 1;
+    float acc[MI][BN / 2];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int j = 0; j < BN / 2; j++)
+            acc[i][j] = 0.0f;
+
+    int s = 0, nc = 0;     /* nc: C chunks this warpgroup stored */
+    unsigned ph = 0;
+    const unsigned cbuf = base_s + STAGES * STAGE_BYTES + cw * 2 * AK_WG_CHUNK;
+    for (int t = first; t < tiles; t += step) {
+        ak_i64 m0, n0;
+        s_tile (t, tiles_m, tiles_n, &m0, &n0);
+        m0 += rank * BM;
+        int prev = 0;
+        for (int kt = 0; kt < KT; kt++) {
+            ak_bar_wait (full_s + 8 * s, ph);
+            const unsigned sa = base_s + s * STAGE_BYTES + cw * WGM * 128, sb = base_s + s * STAGE_BYTES + A_BYTES;
+            ak_wgmma_fence ();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                const ak_u64 db = ak_wgmma_desc (sb + kk * 16 * 128, BK * 128, 1024);
+#pragma unroll
+                for (int i = 0; i < MI; i++) {
+                    const ak_u64 da = ak_wgmma_desc (sa + (kk / 4) * BM * 128 + i * 64 * 128 + (kk % 4) * 32, 16, 1024);
+                    ak_wgmma<BN> (acc[i], da, db, kt > 0 || kk > 0);
+                }
+            }
+            ak_wgmma_commit ();
+            if (kt > 0) {
+                /* the previous stage's group is done: hand it back */
+                ak_wgmma_wait<1> ();
+                if (tid == 0)
+                    s_release (empty_s + 8 * prev, peer);
+            }
+            prev = s;
+            if (++s == STAGES) {
+                s = 0;
+                ph ^= 1;
+            }
+        }
+        ak_wgmma_wait<0> ();
+        if (tid == 0)
+            s_release (empty_s + 8 * prev, peer);
 #pragma unroll
         for (int i = 0; i < MI; i++)
 #pragma unroll
             for (int j = 0; j < BN / 2; j++)
-                acc[i][j] = 0.0f;
+                ak_reg_fence (acc[i][j]);
 
-        int s = 0, nc = 0;     /* nc: C chunks this warpgroup stored */
-        unsigned ph = 0;
-        const unsigned cbuf = base_s + STAGES * STAGE_BYTES + cw * 2 * AK_WG_CHUNK;
-        for (int t = first; t < tiles; t += step) {
-            ak_i64 m0, n0;
-            s_tile (t, tiles_m, tiles_n, &m0, &n0);
-            m0 += rank * BM;
-            int prev = 0;
-            for (int kt = 0; kt < KT; kt++) {
-                ak_bar_wait (full_s + 8 * s, ph);
-                const unsigned sa = base_s + s * STAGE_BYTES + cw * WGM * 128, sb = base_s + s * STAGE_BYTES + A_BYTES;
-                ak_wgmma_fence ();
-#pragma unroll
-                for (int kk = 0; kk < BK / 16; kk++) {
-                    const ak_u64 db = ak_wgmma_desc (sb + kk * 16 * 128, BK * 128, 1024);
-#pragma unroll
-                    for (int i = 0; i < MI; i++) {
-                        const ak_u64 da = ak_wgmma_desc (sa + (kk / 4) * BM * 128 + i * 64 * 128 + (kk % 4) * 32, 16, 1024);
-                        ak_wgmma<BN> (acc[i], da, db, kt > 0 || kk > 0);
-                    }
-                }
-                ak_wgmma_commit ();
-                if (kt > 0) {
-                    /* the previous stage's group is done: hand it back */
-                    ak_wgmma_wait<1> ();
-                    if (tid == 0)
-                        s_release (empty_s + 8 * prev, peer);
-                }
-                prev = s;
-                if (++s == STAGES) {
-                    s = 0;
-                    ph ^= 1;
-                }
-            }
-            ak_wgmma_wait<0> ();
-            if (tid == 0)
-                s_release (empty_s + 8 * prev, peer);
-#pragma unroll
-            for (int i = 0; i < MI; i++)
-#pragma unroll
-                for (int j = 0; j < BN / 2; j++)
-                    ak_reg_fence (acc[i][j]);
-
-            if (tma_c) {
-                /* through two shared buffers, stored by TMA (ak_blocks_cuda.h) */
-                ak_wg_store_tma<MI, BN> ([&] (int i, int e) { return acc[i][e]; }, &tm_c, (int) m0 + cw * WGM,
-                                         (int) n0, cbuf, cw, tid, nc);
-                continue;
-            }
-
-            /* d[4j+e]: row warp*16 + lane/4 + 8*(e/2), column 8j + 2*(lane%4) + e%2 */
-            const bool pairs = N % 2 == 0;
-            const ak_i64 row0 = m0 + cw * WGM + (tid / 32) * 16 + (tid % 32) / 4;
-            const ak_i64 col0 = n0 + 2 * (tid % 4);
-#pragma unroll
-            for (int i = 0; i < MI; i++)
-#pragma unroll
-                for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const ak_i64 r = row0 + i * 64 + h * 8, col = col0 + j * 8;
-                        if (r >= M)
-                            continue;
-                        ak_t *out = C + r * N + col;
-                        const float v0 = acc[i][4 * j + 2 * h], v1 = acc[i][4 * j + 2 * h + 1];
-                        if (pairs && col + 1 < N) {
-                            ak_t v[2] = { ak_from_acc (v0), ak_from_acc (v1) };
-                            *(unsigned *) out = *(const unsigned *) v;
-                        }
-                        else {
-                            if (col < N)
-                                out[0] = ak_from_acc (v0);
-                            if (col + 1 < N)
-                                out[1] = ak_from_acc (v1);
-                        }
-                    }
+        if (tma_c) {
+            /* through two shared buffers, stored by TMA (ak_blocks_cuda.h) */
+            ak_wg_store_tma<MI, BN> ([&] (int i, int e) { return acc[i][e]; }, &tm_c, (int) m0 + cw * WGM,
+                                     (int) n0, cbuf, cw, tid, nc);
+            continue;
         }
-        /* the last stores have read shared memory and written C */
-        if (tma_c && tid == 0)
-            ak_bulk_wait<0, false> ();
+
+        /* d[4j+e]: row warp*16 + lane/4 + 8*(e/2), column 8j + 2*(lane%4) + e%2 */
+        const bool pairs = N % 2 == 0;
+        const ak_i64 row0 = m0 + cw * WGM + (tid / 32) * 16 + (tid % 32) / 4;
+        const ak_i64 col0 = n0 + 2 * (tid % 4);
+#pragma unroll
+        for (int i = 0; i < MI; i++)
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const ak_i64 r = row0 + i * 64 + h * 8, col = col0 + j * 8;
+                    if (r >= M)
+                        continue;
+                    ak_t *out = C + r * N + col;
+                    const float v0 = acc[i][4 * j + 2 * h], v1 = acc[i][4 * j + 2 * h + 1];
+                    if (pairs && col + 1 < N) {
+                        ak_t v[2] = { ak_from_acc (v0), ak_from_acc (v1) };
+                        *(unsigned *) out = *(const unsigned *) v;
+                    }
+                    else {
+                        if (col < N)
+                            out[0] = ak_from_acc (v0);
+                        if (col + 1 < N)
+                            out[1] = ak_from_acc (v1);
+                    }
+                }
     }
+    /* the last stores have read shared memory and written C */
+    if (tma_c && tid == 0)
+        ak_bulk_wait<0, false> ();
 }
 
 #else   /* float32: shared-memory FMA tiling inside the same launch */
