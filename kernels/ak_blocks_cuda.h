@@ -28,7 +28,9 @@
       ak_wgmma_rs<N> (A from registers); used by matmul's, fused_mlp's and
       flash_attention's wgmma candidates; a TMA epilogue for them
       (ak_wg_store_tma over ak_tma_store_2d, ak_bulk_wait, ak_wg_sync),
-      used by matmul's (fused_mlp's was 3% slower with it: direct stores);
+      used by matmul's (fused_mlp's was 3% slower with it), and the
+      direct stores from the accumulators (ak_wg_store_direct), used by
+      both;
     and, for any kernel: AK_DYNAMIC_SHARED (the launch's dynamic shared
     memory as an array), ak_dynamic_smem_size, and ak_split_slices and
     ak_last_arrival (a split tile's slices and the split merge's
@@ -461,6 +463,44 @@ __device__ __forceinline__ void ak_bulk_wait (void)
         asm volatile ("cp.async.bulk.wait_group.read %0;\n" :: "n" (N_) : "memory");
     else
         asm volatile ("cp.async.bulk.wait_group %0;\n" :: "n" (N_) : "memory");
+}
+
+/*  Stores a consumer warpgroup's m64nNk16 accumulators (MI_ slices of 64
+    rows, N_ columns) straight from registers into the rows x cols
+    row-major C, its first row r0 and column c0: pairs of elements where
+    cols is even, guarded at every edge.  value(i, e) gives element e of
+    slice i (called only for rows inside C). */
+template <int MI_, int N_, typename F>
+__device__ __forceinline__ void ak_wg_store_direct (F value, ak_t *C, ak_i64 rows, ak_i64 cols, ak_i64 r0, ak_i64 c0,
+                                                    int tid)
+{
+    /* d[4j+e]: row warp*16 + lane/4 + 8*(e/2), column 8j + 2*(lane%4) + e%2 */
+    const bool pairs = cols % 2 == 0;
+    const ak_i64 row0 = r0 + (tid / 32) * 16 + (tid % 32) / 4;
+    const ak_i64 col0 = c0 + 2 * (tid % 4);
+#pragma unroll
+    for (int i = 0; i < MI_; i++)
+#pragma unroll
+        for (int j = 0; j < N_ / 8; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const ak_i64 r = row0 + i * 64 + h * 8, col = col0 + j * 8;
+                if (r >= rows)
+                    continue;
+                const int e = 4 * j + 2 * h;
+                const float v0 = value (i, e), v1 = value (i, e + 1);
+                ak_t *out = C + r * cols + col;
+                if (pairs && col + 1 < cols) {
+                    ak_t v[2] = { ak_from_acc (v0), ak_from_acc (v1) };
+                    *(unsigned *) out = *(const unsigned *) v;
+                }
+                else {
+                    if (col < cols)
+                        out[0] = ak_from_acc (v0);
+                    if (col + 1 < cols)
+                        out[1] = ak_from_acc (v1);
+                }
+            }
 }
 
 /*  Stores consumer warpgroup cw's m64nNk16 accumulators (MI_ slices of 64

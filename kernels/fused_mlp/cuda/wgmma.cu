@@ -180,45 +180,6 @@ __device__ __forceinline__ void s_fill (unsigned char *dst, const unsigned short
     }
 }
 
-/*  Stores a consumer warpgroup's accumulators as rows m0.. / columns n0..
-    of the rows x cols row-major C: silu(g) * u when GATED, else g. */
-template <bool GATED, int NU>
-__device__ __forceinline__ void s_store (ak_t *C, ak_i64 rows, ak_i64 cols, ak_i64 m0, ak_i64 n0, int cw, int tid,
-                                         const float (&g)[MI][BN / 2], const float (&u)[MI][NU])
-{
-    /* d[4j+e]: row warp*16 + lane/4 + 8*(e/2), column 8j + 2*(lane%4) + e%2 */
-    const bool pairs = cols % 2 == 0;
-    const ak_i64 row0 = m0 + cw * WGM + (tid / 32) * 16 + (tid % 32) / 4;
-    const ak_i64 col0 = n0 + 2 * (tid % 4);
-#pragma unroll
-    for (int i = 0; i < MI; i++)
-#pragma unroll
-        for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const ak_i64 r = row0 + i * 64 + h * 8, col = col0 + j * 8;
-                if (r >= rows)
-                    continue;
-                const int e = 4 * j + 2 * h;
-                float v0 = g[i][e], v1 = g[i][e + 1];
-                if constexpr (GATED) {
-                    v0 = s_silu_mul (v0, u[i][e]);
-                    v1 = s_silu_mul (v1, u[i][e + 1]);
-                }
-                ak_t *out = C + r * cols + col;
-                if (pairs && col + 1 < cols) {
-                    ak_t v[2] = { ak_from_acc (v0), ak_from_acc (v1) };
-                    *(unsigned *) out = *(const unsigned *) v;
-                }
-                else {
-                    if (col < cols)
-                        out[0] = ak_from_acc (v0);
-                    if (col + 1 < cols)
-                        out[1] = ak_from_acc (v1);
-                }
-            }
-}
-
 /*  A consumer warpgroup's tiles of one phase (PHASE 0: h with two
     accumulator sets and the gated epilogue; 1: y), the stage ring's
     position in s / ph carried from one phase into the next. */
@@ -281,7 +242,13 @@ __device__ __forceinline__ void s_consume (int tiles, int tiles_m, int KT, unsig
             for (int j = 0; j < (PHASE ? 1 : BN / 2); j++)
                 ak_reg_fence (acc_u[i][j]);
         }
-        s_store<PHASE == 0> (C, rows, cols, m0, n0, cw, tid, acc_g, acc_u);
+        /* silu(g) * u in phase 1, g in phase 2 (ak_blocks_cuda.h) */
+        if constexpr (PHASE == 0)
+            ak_wg_store_direct<MI, BN> ([&] (int i, int e) { return s_silu_mul (acc_g[i][e], acc_u[i][e]); }, C,
+                                        rows, cols, m0 + cw * WGM, n0, tid);
+        else
+            ak_wg_store_direct<MI, BN> ([&] (int i, int e) { return acc_g[i][e]; }, C, rows, cols, m0 + cw * WGM,
+                                        n0, tid);
     }
 }
 

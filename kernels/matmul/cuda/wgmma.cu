@@ -460,32 +460,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
             continue;
         }
 
-        /* d[4j+e]: row warp*16 + lane/4 + 8*(e/2), column 8j + 2*(lane%4) + e%2 */
-        const bool pairs = N % 2 == 0;
-        const ak_i64 row0 = m0 + cw * WGM + (tid / 32) * 16 + (tid % 32) / 4;
-        const ak_i64 col0 = n0 + 2 * (tid % 4);
-#pragma unroll
-        for (int i = 0; i < MI; i++)
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const ak_i64 r = row0 + i * 64 + h * 8, col = col0 + j * 8;
-                    if (r >= M)
-                        continue;
-                    ak_t *out = C + r * N + col;
-                    const float v0 = acc[i][4 * j + 2 * h], v1 = acc[i][4 * j + 2 * h + 1];
-                    if (pairs && col + 1 < N) {
-                        ak_t v[2] = { ak_from_acc (v0), ak_from_acc (v1) };
-                        *(unsigned *) out = *(const unsigned *) v;
-                    }
-                    else {
-                        if (col < N)
-                            out[0] = ak_from_acc (v0);
-                        if (col + 1 < N)
-                            out[1] = ak_from_acc (v1);
-                    }
-                }
+        ak_wg_store_direct<MI, BN> ([&] (int i, int e) { return acc[i][e]; }, C, M, N, m0 + cw * WGM, n0, tid);
     }
     /* the last stores have read shared memory and written C */
     if (tma_c && tid == 0)
