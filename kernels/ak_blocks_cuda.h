@@ -27,7 +27,8 @@
       K-major, B N-major), ak_wgmma_ss<N, TB> (B N-major or K-major) and
       ak_wgmma_rs<N> (A from registers); used by matmul's, fused_mlp's and
       flash_attention's wgmma candidates; a TMA epilogue for them
-      (ak_wg_store_tma over ak_tma_store_2d, ak_bulk_wait, ak_wg_sync),
+      (ak_wg_store_tma over ak_tma_store_2d, ak_bulk_wait, ak_wg_sync;
+      ak_swz128, where the 128-byte swizzle puts a chunk, for both GEMMs),
       used by matmul's (fused_mlp's was 3% slower with it), and the
       direct stores from the accumulators (ak_wg_store_direct), used by
       both;
@@ -435,6 +436,13 @@ __device__ __forceinline__ void ak_wgmma (float (&d)[N_ / 2], ak_u64 da, ak_u64 
 
 /* ------------------------------------------ the wgmma GEMMs' TMA epilogue */
 
+/*  Where TMA's 128-byte swizzle puts 16-byte chunk ch (8 elements) of
+    128-byte row r of a 1024-byte aligned panel: the byte offset. */
+__device__ __forceinline__ unsigned ak_swz128 (int r, int ch)
+{
+    return (unsigned) (r * 128 + ((ch ^ (r & 7)) << 4));
+}
+
 /*  The 128 threads of consumer warpgroup cw (0 or 1) meet at named barrier
     2 + cw (1 is the producers'; immediates, so ptxas reserves only these). */
 __device__ __forceinline__ void ak_wg_sync (int cw)
@@ -535,7 +543,7 @@ __device__ __forceinline__ void ak_wg_store_tma (F value, const ak_tensor_map_t 
                 for (int h = 0; h < 2; h++) {
                     const int r = rr + 8 * h, e = 4 * (c * 8 + jj) + 2 * h;
                     const unsigned v = ak_pack2 (value (i, e), value (i, e + 1));
-                    const unsigned at = buf + r * 128 + ((jj ^ (r & 7)) << 4) + (tid % 4) * 4;
+                    const unsigned at = buf + ak_swz128 (r, jj) + (tid % 4) * 4;
                     asm volatile ("st.shared.b32 [%0], %1;\n" :: "r" (at), "r" (v) : "memory");
                 }
             asm volatile ("fence.proxy.async.shared::cta;\n" ::: "memory");

@@ -131,23 +131,6 @@ __device__ __forceinline__ float s_silu_mul (float g, float u)
 
 /* ------------------------------------------------------------ the stages */
 
-/*  Whether the worker encoded the map (a zero map: it could not). */
-__device__ __forceinline__ bool s_map_set (const ak_tensor_map_t *map)
-{
-    ak_u64 x = 0;
-#pragma unroll
-    for (int i = 0; i < 16; i++)
-        x |= map->opaque[i];
-    return x != 0;
-}
-
-/*  16-byte chunk ch (8 elements) of 128-byte row r of a panel, where
-    TMA's 128-byte swizzle puts it. */
-__device__ __forceinline__ unsigned s_swz (int r, int ch)
-{
-    return (unsigned) (r * 128 + ((ch ^ (r & 7)) << 4));
-}
-
 /*  8 elements from row[col..col+8) as raw bits, zero past n or when the
     row is outside the matrix; L1 bypassed (h, written by other blocks in
     phase 1, is read back in phase 2). */
@@ -175,8 +158,8 @@ __device__ __forceinline__ void s_fill (unsigned char *dst, const unsigned short
         const int p = c / (R * 8), r = (c / 8) % R, ch = c % 8;
         const ak_i64 gr = r0 + r;
         const bool ok = gr < rows;
-        *(uint4 *) (dst + p * R * 128 + s_swz (r, ch)) = s_load8 (src + (ok ? gr : 0) * cols, c0 + p * 64 + ch * 8,
-                                                                 cols, ok);
+        *(uint4 *) (dst + p * R * 128 + ak_swz128 (r, ch))
+            = s_load8 (src + (ok ? gr : 0) * cols, c0 + p * 64 + ch * 8, cols, ok);
     }
 }
 
@@ -277,8 +260,9 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
     const int KT1 = (int) ((dim + BK - 1) / BK), KT2 = (int) ((hidden + BK - 1) / BK);
     const int wg = threadIdx.x / 128;
     const ak_u64 ptr_or = (ak_u64) X | (ak_u64) Wg | (ak_u64) Wu | (ak_u64) Wd | (ak_u64) H;
-    const bool tma = dim % 8 == 0 && hidden % 8 == 0 && (ptr_or & 15) == 0 && s_map_set (&tm_x)
-                     && s_map_set (&tm_wg) && s_map_set (&tm_wu) && s_map_set (&tm_h) && s_map_set (&tm_wd);
+    const bool tma = dim % 8 == 0 && hidden % 8 == 0 && (ptr_or & 15) == 0 && ak_tensor_map_present (&tm_x)
+                     && ak_tensor_map_present (&tm_wg) && ak_tensor_map_present (&tm_wu)
+                     && ak_tensor_map_present (&tm_h) && ak_tensor_map_present (&tm_wd);
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {

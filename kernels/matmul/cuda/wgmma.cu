@@ -189,23 +189,6 @@ __device__ __forceinline__ void s_tile (int t, int tiles_m, int tiles_n, ak_i64 
 
 /* ------------------------------------------------------------ the stages */
 
-/*  Whether the worker encoded the map (a zero map: it could not). */
-__device__ __forceinline__ bool s_map_set (const ak_tensor_map_t *map)
-{
-    ak_u64 x = 0;
-#pragma unroll
-    for (int i = 0; i < 16; i++)
-        x |= map->opaque[i];
-    return x != 0;
-}
-
-/*  16-byte chunk ch (8 elements) of 128-byte row r of a panel, where
-    TMA's 128-byte swizzle puts it. */
-__device__ __forceinline__ unsigned s_swz (int r, int ch)
-{
-    return (unsigned) (r * 128 + ((ch ^ (r & 7)) << 4));
-}
-
 /*  8 elements from row[col..col+8) as raw bits, zero past n or when the
     row is outside the matrix. */
 __device__ __forceinline__ uint4 s_load8 (const unsigned short *row, ak_i64 col, ak_i64 n, bool row_ok)
@@ -232,8 +215,8 @@ __device__ __forceinline__ void s_fill (unsigned char *dst, const unsigned short
         const int p = c / (R * 8), r = (c / 8) % R, ch = c % 8;
         const ak_i64 gr = r0 + r;
         const bool ok = gr < rows;
-        *(uint4 *) (dst + p * R * 128 + s_swz (r, ch)) = s_load8 (src + (ok ? gr : 0) * cols, c0 + p * 64 + ch * 8,
-                                                                 cols, ok);
+        *(uint4 *) (dst + p * R * 128 + ak_swz128 (r, ch))
+            = s_load8 (src + (ok ? gr : 0) * cols, c0 + p * 64 + ch * 8, cols, ok);
     }
 }
 
@@ -315,10 +298,10 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
     const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
     /* cuTensorMapEncodeTiled's rules: 16-byte aligned base and row strides */
     const bool tma = K % 8 == 0 && N % 8 == 0 && ((ak_u64) A & 15) == 0 && ((ak_u64) B & 15) == 0
-                     && s_map_set (&tm_a) && s_map_set (&tm_b);
+                     && ak_tensor_map_present (&tm_a) && ak_tensor_map_present (&tm_b);
     /* the epilogue through shared memory and TMA stores (C's rows 16-byte
        aligned too: N % 8 == 0 is in tma) */
-    const bool tma_c = tma && ((ak_u64) C & 15) == 0 && s_map_set (&tm_c);
+    const bool tma_c = tma && ((ak_u64) C & 15) == 0 && ak_tensor_map_present (&tm_c);
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {

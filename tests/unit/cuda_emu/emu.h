@@ -295,12 +295,8 @@ static inline void ak_emu_tma_load_2d (void *dst, const ak_tensor_map_t *m, int 
     for (int64_t r = 0; r < b1; r++)
         for (int64_t i = 0; i < b0; i++) {
             size_t off = (size_t) (r * b0 + i) * e;
-            if (sw == 128)
-                off ^= ((off >> 7) & 7) << 4;
-            else if (sw == 64)
-                off ^= ((off >> 7) & 3) << 4;
-            else if (sw == 32)
-                off ^= ((off >> 7) & 1) << 4;
+            if (sw)                     /* 32, 64, 128: 2, 4, 8 chunks a span */
+                off ^= ((off >> 7) & (sw / 16 - 1)) << 4;
             const int64_t x = c0 + i, y = c1 + r;
             if (x >= 0 && x < d0 && y >= 0 && y < d1)
                 memcpy (out + off, base + y * stride1 + x * (int64_t) e, e);
