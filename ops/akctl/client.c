@@ -158,16 +158,42 @@ static int s_handshakes (akctl_client_t *self, int *no_detail, ak_err_t *err)
     return n < 0 ? ak_err_set (err, AK_EIO, "%s: the handshake monitor broke", self->endpoint) : 0;
 }
 
+/*  Sends env once the socket takes it, until deadline (monotonic ms).  A
+    handshake refused before the request went out (the coordinator's
+    refusal ends the connection, and a DEALER without one takes nothing)
+    is told as a refusal, not as silence.  0, AK_EUNAVAIL when the deadline
+    passed, AK_EDENIED, AK_ETOOBIG or AK_EIO. */
+static int s_send (akctl_client_t *self, uint64_t deadline, Ak__Envelope *env, int *no_detail,
+                   ak_err_t *err)
+{
+    void *handle = zsock_resolve (self->sock);
+    for (;;) {
+        int rc = ak_envelope_send (self->sock, NULL, 0, env);
+        if (rc != AK_EUNAVAIL)
+            return rc;
+        rc = s_handshakes (self, no_detail, err);
+        if (rc)
+            return rc;
+        uint64_t now = ak_clock_mono_ms ();
+        if (now >= deadline)
+            return AK_EUNAVAIL;
+        zmq_pollitem_t items[2] = { { handle, 0, ZMQ_POLLOUT, 0 },
+                                    { ak_hsmon_handle (self->mon), 0, ZMQ_POLLIN, 0 } };
+        if (zmq_poll (items, 2, (long) (deadline - now)) < 0 && zmq_errno () != EINTR)
+            return ak_err_set (err, AK_EIO, "zmq_poll: %s", zmq_strerror (zmq_errno ()));
+    }
+}
+
 /*  Waits for one message on the socket until deadline (monotonic ms) and
     unpacks it.  0 with *env_p (caller frees), AK_EUNAVAIL on silence,
     AK_EDENIED when the coordinator refused the handshake, AK_EPROTO when
     what came is not one well-formed envelope. */
-static int s_receive (akctl_client_t *self, uint64_t deadline, Ak__Envelope **env_p, ak_err_t *err)
+static int s_receive (akctl_client_t *self, uint64_t deadline, Ak__Envelope **env_p, int *no_detail,
+                      ak_err_t *err)
 {
     void *handle = zsock_resolve (self->sock);
-    int no_detail = 0;
     for (;;) {
-        int hrc = s_handshakes (self, &no_detail, err);
+        int hrc = s_handshakes (self, no_detail, err);
         if (hrc)
             return hrc;
         uint64_t now = ak_clock_mono_ms ();
@@ -228,7 +254,8 @@ static int s_call_one (akctl_client_t *self, int timeout_ms, const char *verb,
     env.body_case = AK__ENVELOPE__BODY_REQUEST;
     env.request = &req;
 
-    int rc = ak_envelope_send (self->sock, NULL, 0, &env);
+    int no_detail = 0;
+    int rc = s_send (self, deadline, &env, &no_detail, err);
     if (rc == AK_ETOOBIG) {
         ak_err_set (err, AK_EINVAL, "%s request is over the %u MiB message limit",
                     verb, AK_MAX_MSG_SIZE >> 20);
@@ -236,7 +263,7 @@ static int s_call_one (akctl_client_t *self, int timeout_ms, const char *verb,
     }
     Ak__Envelope *answer = NULL;
     if (rc == 0)
-        rc = s_receive (self, deadline, &answer, err);
+        rc = s_receive (self, deadline, &answer, &no_detail, err);
     if (rc == AK_EDENIED)
         ;                       /* err says what the coordinator refused */
     else
