@@ -18,6 +18,10 @@ version's largest error against SDPA.
     ops/bench/decode_variants.py time NAME:CUBIN:NW:WAVES[:STG[:ROWS]][,...] SHAPE[,SHAPE..]
     (STG given: the kernel is stream_decode, built with that STG and
     ROWS, default 8, and launched by its rule)
+    or NAME:CUBIN:CAND:P=V[+P=V..]: launched by the rule of the spec's
+    candidate CAND with those parameters (grid, block and shared memory
+    evaluated from kernels/split_kv_attention/spec.json), e.g.
+    tile:/tmp/v/tile.cubin:tile_decode:BM=64+BN=32+WAVES=1
   ncu (one launch each, for `ncu -k ak_kernel -c 1 python3 ...`):
     ops/bench/decode_variants.py ncu NAME:CUBIN:NW:WAVES SHAPE
 
@@ -30,7 +34,9 @@ none: the unmasked forms of the batch's decode shapes; pi05 and pi05_b8
 are pi0.5's denoise step, D 256).
 """
 import ctypes
+import json
 import math
+import re
 import os
 import subprocess
 import sys
@@ -46,6 +52,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def die(msg):
     sys.exit(f"decode_variants: {msg}")
+
+
+def spec_launch(cand, shp, params):
+    """grid, block and shared bytes of the spec's candidate cand for the
+    shape's dims and the parameters (bfloat16: b = 2), the spec's integer
+    arithmetic evaluated in Python ("/" is integer division there)."""
+    spec = json.load(open(os.path.join(ROOT, "kernels", "split_kv_attention", "spec.json")))
+    c = [x for x in spec["candidates"] if x["name"] == cand and x["backend"] == "cuda"]
+    if not c:
+        die(f"no cuda candidate '{cand}' in split_kv_attention's spec")
+    env = dict(zip(spec["keys"], shp), b=2, **params)
+
+    def ev(e):
+        return int(eval(re.sub(r"(?<!/)/(?!/)", "//", e), {"__builtins__": {}}, env))
+    la = c[0]["launch"]
+    grid = [ev(e) for e in la["grid"]] + [1] * (3 - len(la["grid"]))
+    block = [ev(e) for e in la["block"]] + [1] * (3 - len(la["block"]))
+    return grid, block, ev(la.get("shared", "0"))
 
 
 def build(outdir, specs):
@@ -90,7 +114,11 @@ def run(mode, kernels, shapes):
     fns = []
     for spec in kernels.split(","):
         parts = spec.split(":")
-        parts += ["0", "8"][len(parts) - 4:] if 4 <= len(parts) <= 6 else []
+        if len(parts) == 4 and "=" in parts[3]:
+            params = dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in parts[3].split("+"))
+            parts = [parts[0], parts[1], parts[2], params, -1, 0]
+        else:
+            parts += ["0", "8"][len(parts) - 4:] if 4 <= len(parts) <= 6 else []
         if len(parts) != 6:
             die(f"'{spec}': want NAME:CUBIN:NW:WAVES[:STG[:ROWS]]")
         name, path, nw, waves, stg, rows = parts
@@ -98,23 +126,30 @@ def run(mode, kernels, shapes):
         ck(cu.cuModuleLoad(ctypes.byref(m), path.encode()), f"cuModuleLoad {path}")
         ck(cu.cuModuleGetFunction(ctypes.byref(f), m, b"ak_kernel"), f"{path}: ak_kernel")
         ck(cu.cuFuncSetAttribute(f, 8, 200 * 1024), "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
-        fns.append((name, f, int(nw), int(waves), int(stg), int(rows)))
+        if stg == -1:
+            fns.append((name, f, nw, waves, stg, rows))      # candidate name, parameters
+        else:
+            fns.append((name, f, int(nw), int(waves), int(stg), int(rows)))
 
     def launch(f, nw, waves, stg, rows, shp, q, k, v, o):
         B, Q, HQ, HK, L, D, mask = shp
-        tile = rows if stg else 16         # stream_decode: ROWS query rows a tile
-        rt = (((HQ + HK - 1) // HK) * Q + tile - 1) // tile
-        c = B * HK * rt
-        gy = min(max(132 * waves // c, 1) if stg else math.ceil(132 * waves / c), math.ceil(L / (16 * nw)))
         a = Args()
         for i, x in enumerate(shp):
             a.dims[i] = x
         a.ndims, a.nin, a.nout = 7, 3, 1
         a.inp[0], a.inp[1], a.inp[2], a.out[0] = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
         p = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p))
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        if stg == -1:                      # by the spec's rule: nw is the candidate, waves its parameters
+            grid, block, sh = spec_launch(nw, shp, waves)
+            ck(cu.cuLaunchKernel(f, *grid, *block, sh, stream, p, None), "cuLaunchKernel")
+            return
+        tile = rows if stg else 16         # stream_decode: ROWS query rows a tile
+        rt = (((HQ + HK - 1) // HK) * Q + tile - 1) // tile
+        c = B * HK * rt
+        gy = min(max(132 * waves // c, 1) if stg else math.ceil(132 * waves / c), math.ceil(L / (16 * nw)))
         sh = min(nw * stg * 32 * D * 2, 204800) if stg else (nw + 1) * 16 * ((D + 7) // 8 * 8 + 8) * 4
-        ck(cu.cuLaunchKernel(f, rt, gy, B * HK, 32 * nw, 1, 1, sh,
-                             ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), p, None), "cuLaunchKernel")
+        ck(cu.cuLaunchKernel(f, rt, gy, B * HK, 32 * nw, 1, 1, sh, stream, p, None), "cuLaunchKernel")
 
     def timeit(fn, reps=15, per=20):
         st = torch.cuda.Stream()
