@@ -20,6 +20,8 @@
       ak_cp_commit / ak_cp_wait (cp.async), ak_ldmatrix_x4[_trans],
       ak_mma_16816 (m16n8k16, f32 accumulators) and ak_pack2; used by
       matmul's mma, fused_mlp's tc and flash_attention's fa2 candidates;
+      a flash-attention key tile's two products on them (ak_fa_scores,
+      ak_fa_pv), used by fa2 and split_kv_attention's tile_decode;
       Hopper (sm_90a): shared-memory addresses,
       mbarriers, 2-D and 3-D TMA loads, wgmma fences, groups and
       descriptors, and
@@ -45,7 +47,7 @@
 #ifndef AK_BLOCKS_CUDA_H
 #define AK_BLOCKS_CUDA_H
 
-#define AK_BLOCKS_VERSION 5
+#define AK_BLOCKS_VERSION 6
 
 /*  Under AK_CUDA_EMU (tests/unit/cuda_emu/emu.h: a kernel run on the CPU
     by test_cuda_cand_emu) the mma.sync blocks, AK_DYNAMIC_SHARED and
@@ -288,6 +290,49 @@ __device__ __forceinline__ void ak_mma_16816 (float c[4], const unsigned a[4], u
                   : "+f" (c[0]), "+f" (c[1]), "+f" (c[2]), "+f" (c[3])
                   : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "r" (b0), "r" (b1));
 #endif
+}
+
+/*  The two products of a flash-attention key tile in shared memory (rows
+    of sd elements), for a warp of MT_ row tiles of 16 query rows.
+    ak_fa_scores: s[mt] (16 x 8*NJ_ scores) += qa[mt] (the A fragment of
+    k-step kk) times the tile's keys' dims kk*16 .. +15, K rows read by
+    ldmatrix (K is already the "col" operand); each K fragment serves the
+    MT_ row tiles.  ak_fa_pv: o[mt] (16 x 8*ND_) += pa[mt] (P's A
+    fragment of keys kk*16 .. +15, in the element type) times those keys'
+    values, read by ldmatrix.trans; each V fragment serves the MT_ row
+    tiles.  NJ_ and ND_ even. */
+template <int MT_, int NJ_>
+__device__ __forceinline__ void ak_fa_scores (float (&s)[MT_][NJ_][4], const unsigned (&qa)[MT_][4],
+                                              const ak_t *ks, int sd, int kk, int lane)
+{
+    const int mat = lane >> 3;
+#pragma unroll
+    for (int j = 0; j < NJ_; j += 2) {
+        unsigned r[4];
+        ak_ldmatrix_x4 (r, ks + (j * 8 + (lane & 7) + (mat >> 1) * 8) * sd + kk * 16 + (mat & 1) * 8);
+#pragma unroll
+        for (int mt = 0; mt < MT_; mt++) {
+            ak_mma_16816 (s[mt][j], qa[mt], r[0], r[1]);
+            ak_mma_16816 (s[mt][j + 1], qa[mt], r[2], r[3]);
+        }
+    }
+}
+
+template <int MT_, int ND_>
+__device__ __forceinline__ void ak_fa_pv (float (&o)[MT_][ND_][4], const unsigned (&pa)[MT_][4], const ak_t *vs,
+                                          int sd, int kk, int lane)
+{
+    const int mat = lane >> 3;
+#pragma unroll
+    for (int d = 0; d < ND_; d += 2) {
+        unsigned r[4];
+        ak_ldmatrix_x4_trans (r, vs + (kk * 16 + (lane & 7) + (mat & 1) * 8) * sd + d * 8 + (mat >> 1) * 8);
+#pragma unroll
+        for (int mt = 0; mt < MT_; mt++) {
+            ak_mma_16816 (o[mt][d], pa[mt], r[0], r[1]);
+            ak_mma_16816 (o[mt][d + 1], pa[mt], r[2], r[3]);
+        }
+    }
 }
 
 /* ------------------------------------------------------------ Hopper (sm_90a) */

@@ -136,7 +136,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
             continue;                        /* every key of the tile is after every row of the warp */
         const ak_t *ks = Ks + (t & 1) * BLOCK_N * SD, *vs = Vs + (t & 1) * BLOCK_N * SD;
 
-        /* S = Q K^T: 16*MT x BLOCK_N a warp; each K fragment serves the MT row tiles */
+        /* S = Q K^T: 16*MT x BLOCK_N a warp (ak_fa_scores: each K fragment serves the MT row tiles) */
         float s[MT][NJ][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
@@ -158,17 +158,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
                 else
                     ak_ldmatrix_x4 (qa[mt], Qs + (wrow + mt * 16 + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
             }
-#pragma unroll
-            for (int j = 0; j < NJ; j += 2) {
-                unsigned r[4];
-                const int mat = lane >> 3;
-                ak_ldmatrix_x4 (r, ks + (j * 8 + (lane & 7) + (mat >> 1) * 8) * SD + kk * 16 + (mat & 1) * 8);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    ak_mma_16816 (s[mt][j], qa[mt], r[0], r[1]);
-                    ak_mma_16816 (s[mt][j + 1], qa[mt], r[2], r[3]);
-                }
-            }
+            ak_fa_scores<MT, NJ> (s, qa, ks, SD, kk, lane);
         }
 
         /* mask, scale to the exp2 domain, row max over the quad */
@@ -208,8 +198,8 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
                     o[mt][d][e] *= corr[e >> 1];
         }
 
-        /* P = exp2 (x - m), rounded to 16 bits, then O += P V; each V
-           fragment serves the MT row tiles */
+        /* P = exp2 (x - m), rounded to 16 bits, then O += P V (ak_fa_pv:
+           each V fragment serves the MT row tiles) */
 #pragma unroll
         for (int kk = 0; kk < BLOCK_N / 16; kk++) {
             unsigned pa[MT][4];
@@ -228,17 +218,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
                 pa[mt][2] = ak_pack2 (p[1][0], p[1][1]);
                 pa[mt][3] = ak_pack2 (p[1][2], p[1][3]);
             }
-#pragma unroll
-            for (int d = 0; d < ND; d += 2) {
-                unsigned r[4];
-                const int mat = lane >> 3;
-                ak_ldmatrix_x4_trans (r, vs + (kk * 16 + (lane & 7) + (mat & 1) * 8) * SD + d * 8 + (mat >> 1) * 8);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    ak_mma_16816 (o[mt][d], pa[mt], r[0], r[1]);
-                    ak_mma_16816 (o[mt][d + 1], pa[mt], r[2], r[3]);
-                }
-            }
+            ak_fa_pv<MT, ND> (o, pa, vs, SD, kk, lane);
         }
     }
     ak_cp_wait<0> ();

@@ -139,12 +139,12 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
     ak_cp_commit ();
 
     unsigned qf[QREG ? HD / 16 : 1][4];
-    float o[ND][4], m[2], l[2];
+    float o[1][ND][4], m[2], l[2];
 #pragma unroll
     for (int d = 0; d < ND; d++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
-            o[d][e] = 0.0f;
+            o[0][d][e] = 0.0f;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         m[h] = T_NEG_INF;
@@ -172,30 +172,23 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
         const ak_t *ks = Ks + (t & 1) * BN * SD, *vs = Vs + (t & 1) * BN * SD;
 
         /* S = Q K^T: 16 x BN */
-        float s[NJ][4];
+        float s[1][NJ][4];
 #pragma unroll
         for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
-                s[j][e] = 0.0f;
+                s[0][j][e] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
-            unsigned qa[4];
+            unsigned qa[1][4];
             if (QREG) {
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    qa[e] = qf[QREG ? kk : 0][e];
+                    qa[0][e] = qf[QREG ? kk : 0][e];
             }
             else
-                ak_ldmatrix_x4 (qa, Qs + (wrow + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-            for (int j = 0; j < NJ; j += 2) {
-                unsigned r[4];
-                const int mat = lane >> 3;
-                ak_ldmatrix_x4 (r, ks + (j * 8 + (lane & 7) + (mat >> 1) * 8) * SD + kk * 16 + (mat & 1) * 8);
-                ak_mma_16816 (s[j], qa, r[0], r[1]);
-                ak_mma_16816 (s[j + 1], qa, r[2], r[3]);
-            }
+                ak_ldmatrix_x4 (qa[0], Qs + (wrow + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
+            ak_fa_scores<1, NJ> (s, qa, ks, SD, kk, lane);
         }
 
         /* mask (the slice's end, each row's count), exp2 domain, row max over the quad */
@@ -205,13 +198,13 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
         for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                float x = s[j][e] * sc;
+                float x = s[0][j][e] * sc;
                 if (edge) {
                     const ak_i64 col = j0 + j * 8 + (lane & 3) * 2 + (e & 1);
                     if (col >= T.k1 || col >= n[e >> 1])
                         x = T_NEG_INF;
                 }
-                s[j][e] = x;
+                s[0][j][e] = x;
                 mx[e >> 1] = fmaxf (mx[e >> 1], x);
             }
         float mu[2];
@@ -226,8 +219,8 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
             l[h] *= corr;
 #pragma unroll
             for (int d = 0; d < ND; d++) {
-                o[d][2 * h] *= corr;
-                o[d][2 * h + 1] *= corr;
+                o[0][d][2 * h] *= corr;
+                o[0][d][2 * h + 1] *= corr;
             }
         }
 
@@ -239,19 +232,12 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
             for (int u = 0; u < 2; u++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    p[u][e] = exp2f (s[2 * kk + u][e] - mu[e >> 1]);
+                    p[u][e] = exp2f (s[0][2 * kk + u][e] - mu[e >> 1]);
                     l[e >> 1] += p[u][e];
                 }
-            const unsigned pa[4] = { ak_pack2 (p[0][0], p[0][1]), ak_pack2 (p[0][2], p[0][3]),
-                                     ak_pack2 (p[1][0], p[1][1]), ak_pack2 (p[1][2], p[1][3]) };
-#pragma unroll
-            for (int d = 0; d < ND; d += 2) {
-                unsigned r[4];
-                const int mat = lane >> 3;
-                ak_ldmatrix_x4_trans (r, vs + (kk * 16 + (lane & 7) + (mat & 1) * 8) * SD + d * 8 + (mat >> 1) * 8);
-                ak_mma_16816 (o[d], pa, r[0], r[1]);
-                ak_mma_16816 (o[d + 1], pa, r[2], r[3]);
-            }
+            const unsigned pa[1][4] = { { ak_pack2 (p[0][0], p[0][1]), ak_pack2 (p[0][2], p[0][3]),
+                                          ak_pack2 (p[1][0], p[1][1]), ak_pack2 (p[1][2], p[1][3]) } };
+            ak_fa_pv<1, ND> (o, pa, vs, SD, kk, lane);
         }
     }
     ak_cp_wait<0> ();
@@ -271,13 +257,13 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
             ak_t *out = T.o + (ak_i64) r * HD + c;
 #pragma unroll
             for (int d = 0; d < ND; d++)
-                *(unsigned *) (out + d * 8) = ak_pack2 (o[d][2 * h] * inv, o[d][2 * h + 1] * inv);
+                *(unsigned *) (out + d * 8) = ak_pack2 (o[0][d][2 * h] * inv, o[0][d][2 * h + 1] * inv);
         }
         else {
             float *pr = wp + r * WD;
 #pragma unroll
             for (int d = 0; d < ND; d++)
-                *(float2 *) (pr + d * 8 + c) = make_float2 (o[d][2 * h], o[d][2 * h + 1]);
+                *(float2 *) (pr + d * 8 + c) = make_float2 (o[0][d][2 * h], o[0][d][2 * h + 1]);
             if ((lane & 3) == 0) {
                 pr[HD] = m[h];
                 pr[HD + 1] = lh;
