@@ -28,7 +28,10 @@
     Window ($AKD_STEP_RANGE, $AKD_WARMUP_STEPS, $AKD_STEPS, $AKD_SKIP_MS):
     ranges and launches stamped while it is open are written (the ranges
     a thread had open when it opened as "pre" pushes); kernels from its
-    opening on (the analysis keeps those whose launch it saw).
+    opening on (the analysis keeps those whose launch it saw).  With a
+    window that opens later, CUPTI's kernel and launch records are on only
+    from its opening until its kernels are read after it closed
+    (s_gate_open, s_gate_close; $AKD_GATE=0: always on).
 
     Never: change what the program computes or how it handles signals
     (handlers chain to the ones they replace), write the file from a CUDA or
@@ -84,12 +87,18 @@ static struct {
     bool             flusher_on;
     atomic_bool      stop;
     atomic_bool      device_seen;       /* a device record was written */
-} S = { .once = PTHREAD_ONCE_INIT };
+    /* the gate: kernel and launch records only while the window is open */
+    bool             gate;              /* a window that opens later ($AKD_GATE, default 1) */
+    pthread_mutex_t  gate_mu;           /* CUPTI set up, records on: both changed under it */
+    bool             cupti_ready;       /* s_cupti_start got as far as the records */
+    bool             records_on;
+    bool             launch_records;    /* $AKD_LAUNCH_RECORDS */
+} S = { .once = PTHREAD_ONCE_INIT, .gate_mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* CUPTI entry points, opened with dlopen (never linked). */
 #define S_CUPTI_FNS(X)                                                         \
     X (cuptiGetVersion) X (cuptiGetResultString) X (cuptiSubscribe)            \
-    X (cuptiEnableCallback) X (cuptiActivityEnable)                            \
+    X (cuptiEnableCallback) X (cuptiActivityEnable) X (cuptiActivityDisable)   \
     X (cuptiActivityRegisterCallbacks) X (cuptiActivityFlushAll)               \
     X (cuptiActivityGetNextRecord) X (cuptiActivityGetNumDroppedRecords)       \
     X (cuptiGetTimestamp) X (cuptiGetGraphNodeId) X (cuptiGetGraphId)
@@ -138,7 +147,10 @@ static bool s_skip_elapsed (void)
 
 /*  Opens or closes the window; the time is published after the state (a
     writer that sees the state before the time treats it as not yet
-    there), and is at least 1 (0 means "not yet"). */
+    there), and is at least 1 (0 means "not yet").  Opening it turns the
+    gated records on (s_gate_open) before its time is taken. */
+static void s_gate_open (void);
+
 static void s_window_set (int state)
 {
     int from = atomic_load (&akd_g.window);
@@ -146,6 +158,10 @@ static void s_window_set (int state)
         return;
     if (!atomic_compare_exchange_strong (&akd_g.window, &from, state))
         return;
+    /* the records first, then the window's time: a launch stamped after
+       the opening has its records */
+    if (state == AKD_W_OPEN)
+        s_gate_open ();
     uint64_t ts = s_now ();
     ts = ts ? ts : 1;
     atomic_store (state == AKD_W_OPEN ? &akd_g.open_ts : &akd_g.close_ts, ts);
@@ -423,21 +439,80 @@ static long s_env_long (const char *name, long dflt);
 
 /*  Activity records of the launch APIs only (cuptiActivityEnableRuntimeApi
     / DriverApi), else the whole RUNTIME and DRIVER kinds, filtered when
-    read. */
-static CUptiResult s_enable_launch_records (void)
+    read; on false, off again the way they were turned on. */
+static CUptiResult s_launch_records (bool on)
 {
     CUptiResult r = CUPTI_SUCCESS;
-    if (C.enable_runtime_api && C.enable_driver_api) {
+    if (!S.api_filter && C.enable_runtime_api && C.enable_driver_api) {
         for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]; i++)
-            r = C.enable_runtime_api (s_runtime_cbids[i], 1);
+            r = C.enable_runtime_api (s_runtime_cbids[i], on);
         for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof s_driver_cbids / sizeof s_driver_cbids[0]; i++)
-            r = C.enable_driver_api (s_driver_cbids[i], 1);
-        if (r == CUPTI_SUCCESS)
+            r = C.enable_driver_api (s_driver_cbids[i], on);
+        if (r == CUPTI_SUCCESS || !on)
             return r;
     }
     S.api_filter = true;
-    r = C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_RUNTIME);
-    return r == CUPTI_SUCCESS ? C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_DRIVER) : r;
+    CUptiResult (*set) (CUpti_ActivityKind) = on ? C.cuptiActivityEnable : C.cuptiActivityDisable;
+    r = set (CUPTI_ACTIVITY_KIND_RUNTIME);
+    return r == CUPTI_SUCCESS ? set (CUPTI_ACTIVITY_KIND_DRIVER) : r;
+}
+
+/*  The records a launch costs (its launch API's and its kernel's), on or
+    off; S.gate_mu held. */
+static CUptiResult s_records (bool on)
+{
+    CUptiResult r = CUPTI_SUCCESS;
+    if (S.launch_records)
+        r = s_launch_records (on);
+    if (r == CUPTI_SUCCESS)
+        r = on ? C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+               : C.cuptiActivityDisable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (r == CUPTI_SUCCESS)
+        S.records_on = on;
+    return r;
+}
+
+/*  The gate (docs/discover.md, "The gate"): with a window that opens
+    later (a step range, or --skip-ms), the launches before it cost no
+    CUPTI record (CUPTI's kernel and launch-API records are what the
+    injection costs a launch); the window's opening turns them on
+    (from the NVTX call that opens it, or from InitializeInjection when
+    the window opened before cuInit), and they go off again once the
+    window has closed and its kernels have been read (s_gate_close, from
+    the flusher), so a program that goes on after its window runs at
+    full speed.  A failure is an ERROR record, and the records stay as
+    they are. */
+static void s_gate_open (void)
+{
+    if (!S.gate)
+        return;
+    pthread_mutex_lock (&S.gate_mu);
+    if (S.cupti_ready && !S.records_on) {
+        CUptiResult r = s_records (true);
+        if (r != CUPTI_SUCCESS) {
+            char why[256];
+            snprintf (why, sizeof why, "turning CUPTI's kernel records on as the window opened: %s",
+                      s_cupti_text (r));
+            s_error ("cupti_failed", why);
+        }
+    }
+    pthread_mutex_unlock (&S.gate_mu);
+}
+
+static void s_gate_close (void)
+{
+    if (!S.gate)
+        return;
+    pthread_mutex_lock (&S.gate_mu);
+    if (S.cupti_ready && S.records_on) {
+        CUptiResult r = s_records (false);
+        if (r != CUPTI_SUCCESS) {
+            char why[256];
+            snprintf (why, sizeof why, "turning CUPTI's kernel records off after the window: %s", s_cupti_text (r));
+            s_error ("cupti_failed", why);
+        }
+    }
+    pthread_mutex_unlock (&S.gate_mu);
 }
 
 static void *s_open_cupti (char *path, size_t cap)
@@ -521,11 +596,14 @@ static int s_cupti_start (void)
         r = C.cuptiActivityRegisterCallbacks (s_buffer_requested, s_buffer_completed);
     /* AKD_LAUNCH_RECORDS=0: no launch-API records (kernels lose their
        launching thread); for ops/bench/launch_cost.sh --split only, which
-       measures what those records cost a launch */
-    if (r == CUPTI_SUCCESS && s_env_long ("AKD_LAUNCH_RECORDS", 1) != 0)
-        r = s_enable_launch_records ();
-    if (r == CUPTI_SUCCESS)
-        r = C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+       measures what those records cost a launch.  Gated: the records wait
+       for the window (s_gate_open), unless it is open already. */
+    S.launch_records = s_env_long ("AKD_LAUNCH_RECORDS", 1) != 0;
+    pthread_mutex_lock (&S.gate_mu);
+    if (r == CUPTI_SUCCESS && (!S.gate || atomic_load (&akd_g.window) == AKD_W_OPEN))
+        r = s_records (true);
+    S.cupti_ready = r == CUPTI_SUCCESS;
+    pthread_mutex_unlock (&S.gate_mu);
     if (r != CUPTI_SUCCESS) {
         snprintf (why, sizeof why, "CUPTI set-up: %s", s_cupti_text (r));
         s_error ("cupti_failed", why);
@@ -581,6 +659,8 @@ static void *s_flusher_main (void *arg)
             bool closed = atomic_load (&akd_g.window) == AKD_W_CLOSED;
             C.cuptiActivityFlushAll (closed ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
             closed_flushes += closed;
+            if (closed_flushes == 2)
+                s_gate_close ();    /* the window's kernels are read: no more records */
             if (atomic_load (&akd_g.window) != AKD_W_BEFORE && !atomic_load (&S.device_seen) && ++open_flushes == 3)
                 s_device_fallback ();
         }
@@ -720,6 +800,7 @@ static void s_init (void)
     S.warmup = s_env_long ("AKD_WARMUP_STEPS", 0);
     S.steps = s_env_long ("AKD_STEPS", 0);
     S.skip_ms = s_env_long ("AKD_SKIP_MS", 0);
+    S.gate = (S.step_range || S.skip_ms > 0) && s_env_long ("AKD_GATE", 1) != 0;
     S.on = true;
     char drv[64], nvrtc[32];
     s_read_driver_release (drv, sizeof drv);

@@ -12,7 +12,8 @@
     InitializeInjection, and in each step launches through the stand-in
     CUPTI (discover/testing/fake_cupti.c, on LD_LIBRARY_PATH): a 20 us
     kernel in the aten::mm range, a 3 us one in the registered range and a
-    1 us one outside any range.  `bench` times STEPS pushes and pops of
+    1 us one outside any range ($AKD_PROBE_AFTER_MS: one more launch that
+    long after the steps, outside any range).  `bench` times STEPS pushes and pops of
     emit_nvtx-like texts (each one new, as emit_nvtx's seq and op_id make
     them) inside one "step" range and prints the mean host cost of a
     push + pop: the injection's hot path measured on a CPU (no CUDA). */
@@ -128,5 +129,13 @@ int main (int argc, char **argv)
     }
     else
         s_run ((void *) mode);
+    /* $AKD_PROBE_AFTER_MS: a program that goes on after its steps (one more
+       launch that long after them, outside any range) */
+    const char *after = getenv ("AKD_PROBE_AFTER_MS");
+    if (after && atoi (after) > 0) {
+        struct timespec ts = { atoi (after) / 1000, (long) (atoi (after) % 1000) * 1000000L };
+        nanosleep (&ts, NULL);
+        s_kernel ("after_kernel", 1000);
+    }
     return strcmp (mode, "fail") == 0 ? 3 : 0;
 }

@@ -11,7 +11,11 @@
     next flush).  Its clock is CLOCK_REALTIME (CUPTI's on Linux) made strictly increasing, so
     a push, a launch and a pop on one thread never share a stamp.
     $AKD_FAKE_CUPTI_TID=pthread makes the API records carry pthread_self
-    (truncated) as their threadId instead of the kernel's thread id.  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
+    (truncated) as their threadId instead of the kernel's thread id.  A
+    launch makes its kernel record only while CONCURRENT_KERNEL is enabled
+    and its API record only while the launch API's records are (as CUPTI
+    does); with $AKD_FAKE_CUPTI_COUNT=PATH it writes, at exit, "launches
+    N kernel_records K api_records A" to PATH.  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as when another tool
     holds CUPTI.
 
@@ -19,6 +23,8 @@
     found only through LD_LIBRARY_PATH. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -41,6 +47,19 @@ static _Atomic uint64_t s_last;
 static char s_names[S_MAX][64];
 static int s_n;
 static int s_device_sent;
+static _Atomic int s_kernels_on, s_api_on;
+static _Atomic int s_launches, s_kernel_recs, s_api_recs;
+
+__attribute__ ((destructor)) static void s_count (void)
+{
+    const char *path = getenv ("AKD_FAKE_CUPTI_COUNT");
+    FILE *f = path && *path ? fopen (path, "w") : NULL;
+    if (f) {
+        fprintf (f, "launches %d kernel_records %d api_records %d\n", atomic_load (&s_launches),
+                 atomic_load (&s_kernel_recs), atomic_load (&s_api_recs));
+        fclose (f);
+    }
+}
 
 static uint64_t s_ns (void)
 {
@@ -81,8 +100,22 @@ CUptiResult cuptiEnableDomain (uint32_t e, CUpti_SubscriberHandle s, CUpti_Callb
     (void) e; (void) s; (void) d;
     return CUPTI_SUCCESS;
 }
-CUptiResult cuptiActivityEnable (CUpti_ActivityKind k) { (void) k; return CUPTI_SUCCESS; }
-CUptiResult cuptiActivityEnableRuntimeApi (CUpti_CallbackId c, uint8_t e) { (void) c; (void) e; return CUPTI_SUCCESS; }
+static CUptiResult s_kind (CUpti_ActivityKind k, int on)
+{
+    if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+        atomic_store (&s_kernels_on, on);
+    if (k == CUPTI_ACTIVITY_KIND_RUNTIME)
+        atomic_store (&s_api_on, on);
+    return CUPTI_SUCCESS;
+}
+CUptiResult cuptiActivityEnable (CUpti_ActivityKind k) { return s_kind (k, 1); }
+CUptiResult cuptiActivityDisable (CUpti_ActivityKind k) { return s_kind (k, 0); }
+CUptiResult cuptiActivityEnableRuntimeApi (CUpti_CallbackId c, uint8_t e)
+{
+    if (c == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+        atomic_store (&s_api_on, e != 0);
+    return CUPTI_SUCCESS;
+}
 CUptiResult cuptiActivityEnableDriverApi (CUpti_CallbackId c, uint8_t e) { (void) c; (void) e; return CUPTI_SUCCESS; }
 CUptiResult cuptiGetCallbackName (CUpti_CallbackDomain d, uint32_t c, const char **name)
 {
@@ -181,8 +214,12 @@ void akd_fake_launch (uint32_t corr, const char *kernel, uint64_t dur_ns)
                                                                       : (uint32_t) syscall (SYS_gettid);
     uint64_t start = s_ns ();
     uint64_t end = s_ns ();
+    atomic_fetch_add (&s_launches, 1);
+    const bool api = atomic_load (&s_api_on), kern = atomic_load (&s_kernels_on);
+    atomic_fetch_add (&s_api_recs, api);
+    atomic_fetch_add (&s_kernel_recs, kern);
     pthread_mutex_lock (&s_mu);
-    if (s_napis < S_MAX) {
+    if (api && s_napis < S_MAX) {
         CUpti_ActivityAPI *a = &s_apis[s_napis++];
         memset (a, 0, sizeof *a);
         a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
@@ -192,7 +229,7 @@ void akd_fake_launch (uint32_t corr, const char *kernel, uint64_t dur_ns)
         a->threadId = thread;
         a->correlationId = corr;
     }
-    if (s_n < S_MAX) {
+    if (kern && s_n < S_MAX) {
         CUpti_ActivityKernel10 *k = &s_queue[s_n];
         memset (k, 0, sizeof *k);
         k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;

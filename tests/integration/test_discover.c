@@ -383,6 +383,36 @@ static void test_cupti_side (void **state)
     assert_true (s_exists (dir, "batch.json"));
     assert_true (s_exists (dir, "matmul.corpus.json"));
 
+    /* The gate: the warm-up step's 3 launches made no CUPTI record, the
+       window's did, and so did the launches after it until the window's
+       kernels were read; a launch 2 s after the window makes none (the
+       records are off again).  AKD_GATE=0: every launch makes its
+       records, and the trace says the same. */
+    char *count = ak_path_join (dir, "count.txt");
+    for (int gate = 1; gate >= 0; gate--) {
+        char *gdir = ak_sprintf ("%s/gate%d", dir, gate);
+        char *gargs = ak_sprintf ("--class FAKE/sm_90/drv0/nvrtc13.0 --step-range step --warmup-steps 1 "
+                                  "--steps 2 --out '%s' -- '%s' 4 cupti", gdir, probe);
+        code = ak_test_runf (&out, "AKD_GATE=%d AKD_PROBE_AFTER_MS=2000 AKD_FAKE_CUPTI_COUNT='%s' "
+                             "LD_LIBRARY_PATH='%s' '%s' discover %s 2>&1", gate, count, fake, akctl, gargs);
+        if (code != 0)
+            fail_msg ("AKD_GATE=%d: exit %d:\n%s", gate, code, out ? out : "");
+        free (out);
+        char *counts = NULL;
+        assert_int_equal (ak_test_runf (&counts, "cat '%s'", count), 0);
+        const char *want = gate ? "launches 13 kernel_records 9 api_records 9"
+                                : "launches 13 kernel_records 13 api_records 13";
+        if (!strstr (counts, want))
+            fail_msg ("AKD_GATE=%d: the stand-in CUPTI counted '%s', expected '%s'", gate, counts, want);
+        free (counts);
+        akd_trace_t *gt = s_trace (gdir);
+        assert_int_equal (s_events (gt, AKD_EV_LAUNCH, "cudaLaunchKernel"), 5);
+        akd_trace_destroy (&gt);
+        free (gargs);
+        free (gdir);
+    }
+    free (count);
+
     /* CUPTI's threadId as pthread_self rather than the kernel's thread id:
        the THREAD records map it, the kernels still land in their ranges */
     code = ak_test_runf (&out, "AKD_FAKE_CUPTI_TID=pthread LD_LIBRARY_PATH='%s' '%s' discover %s 2>&1", fake, akctl,
