@@ -39,7 +39,7 @@
     (test_cuda_cand_emu) the MMA, ldmatrix and cp.async go through the CPU
     emulation.
 
-    BM     query rows a block (BM/16 warps)
+    BM     query rows a block (BM/16 warps; 32, 64 or 128 in the spec)
     BN     keys a tile
     WAVES  used by the launch rule only
     Launch: grid [(((HQ+HK-1)/HK)*Q+BM-1)/BM, min(max(floor(132*WAVES/C),
