@@ -161,8 +161,9 @@ static void test_akctl_refused_key (void **state)
     }
     /* A refusal that comes before the request went out (the refused
        connection is gone, and the socket takes nothing) is still a
-       refusal: the race is lost a few times in a hundred, so ask often. */
-    for (int i = 0; i < 40; i++) {
+       refusal: the race was lost a few times in a hundred (each try is
+       an akctl process: 16 of them, about 5 s). */
+    for (int i = 0; i < 16; i++) {
         char *out = NULL;
         int code = s_akctl (&out, "stats");
         if (code != 5 || !strstr (out, "CURVE"))
