@@ -31,7 +31,7 @@
     opening on (the analysis keeps those whose launch it saw).  With a
     window that opens later, CUPTI's kernel and launch records are on only
     from its opening until its kernels are read after it closed
-    (s_gate_open, s_gate_close; $AKD_GATE=0: always on).
+    (s_gate; $AKD_GATE=0: always on).
 
     Never: change what the program computes or how it handles signals
     (handlers chain to the ones they replace), write the file from a CUDA or
@@ -148,8 +148,8 @@ static bool s_skip_elapsed (void)
 /*  Opens or closes the window; the time is published after the state (a
     writer that sees the state before the time treats it as not yet
     there), and is at least 1 (0 means "not yet").  Opening it turns the
-    gated records on (s_gate_open) before its time is taken. */
-static void s_gate_open (void);
+    gated records on (s_gate) before its time is taken. */
+static void s_gate (bool on);
 
 static void s_window_set (int state)
 {
@@ -161,7 +161,7 @@ static void s_window_set (int state)
     /* the records first, then the window's time: a launch stamped after
        the opening has its records */
     if (state == AKD_W_OPEN)
-        s_gate_open ();
+        s_gate (true);
     uint64_t ts = s_now ();
     ts = ts ? ts : 1;
     atomic_store (state == AKD_W_OPEN ? &akd_g.open_ts : &akd_g.close_ts, ts);
@@ -478,37 +478,21 @@ static CUptiResult s_records (bool on)
     injection costs a launch); the window's opening turns them on
     (from the NVTX call that opens it, or from InitializeInjection when
     the window opened before cuInit), and they go off again once the
-    window has closed and its kernels have been read (s_gate_close, from
+    window has closed and its kernels have been read (s_gate (false), from
     the flusher), so a program that goes on after its window runs at
     full speed.  A failure is an ERROR record, and the records stay as
     they are. */
-static void s_gate_open (void)
+static void s_gate (bool on)
 {
     if (!S.gate)
         return;
     pthread_mutex_lock (&S.gate_mu);
-    if (S.cupti_ready && !S.records_on) {
-        CUptiResult r = s_records (true);
+    if (S.cupti_ready && S.records_on != on) {
+        CUptiResult r = s_records (on);
         if (r != CUPTI_SUCCESS) {
             char why[256];
-            snprintf (why, sizeof why, "turning CUPTI's kernel records on as the window opened: %s",
-                      s_cupti_text (r));
-            s_error ("cupti_failed", why);
-        }
-    }
-    pthread_mutex_unlock (&S.gate_mu);
-}
-
-static void s_gate_close (void)
-{
-    if (!S.gate)
-        return;
-    pthread_mutex_lock (&S.gate_mu);
-    if (S.cupti_ready && S.records_on) {
-        CUptiResult r = s_records (false);
-        if (r != CUPTI_SUCCESS) {
-            char why[256];
-            snprintf (why, sizeof why, "turning CUPTI's kernel records off after the window: %s", s_cupti_text (r));
+            snprintf (why, sizeof why, "turning CUPTI's kernel records %s: %s",
+                      on ? "on as the window opened" : "off after the window", s_cupti_text (r));
             s_error ("cupti_failed", why);
         }
     }
@@ -597,7 +581,7 @@ static int s_cupti_start (void)
     /* AKD_LAUNCH_RECORDS=0: no launch-API records (kernels lose their
        launching thread); for ops/bench/launch_cost.sh --split only, which
        measures what those records cost a launch.  Gated: the records wait
-       for the window (s_gate_open), unless it is open already. */
+       for the window (s_gate), unless it is open already. */
     S.launch_records = s_env_long ("AKD_LAUNCH_RECORDS", 1) != 0;
     pthread_mutex_lock (&S.gate_mu);
     if (r == CUPTI_SUCCESS && (!S.gate || atomic_load (&akd_g.window) == AKD_W_OPEN))
@@ -660,7 +644,7 @@ static void *s_flusher_main (void *arg)
             C.cuptiActivityFlushAll (closed ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
             closed_flushes += closed;
             if (closed_flushes == 2)
-                s_gate_close ();    /* the window's kernels are read: no more records */
+                s_gate (false);     /* the window's kernels are read: no more records */
             if (atomic_load (&akd_g.window) != AKD_W_BEFORE && !atomic_load (&S.device_seen) && ++open_flushes == 3)
                 s_device_fallback ();
         }
