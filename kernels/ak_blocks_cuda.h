@@ -17,7 +17,8 @@
 
     Blocks, all for float16 / bfloat16 modules:
       tensor cores with mma.sync (sm_80 and newer): ak_cp_async16 /
-      ak_cp_commit / ak_cp_wait (cp.async), ak_ldmatrix_x4[_trans],
+      ak_cp_commit / ak_cp_wait (cp.async), ak_cp_rows (a tile of rows
+      into padded shared memory: fa2, tile_decode), ak_ldmatrix_x4[_trans],
       ak_mma_16816 (m16n8k16, f32 accumulators) and ak_pack2; used by
       matmul's mma, fused_mlp's tc and flash_attention's fa2 candidates;
       a flash-attention key tile's two products on them (ak_fa_scores,
@@ -253,6 +254,22 @@ __device__ __forceinline__ void ak_cp_wait (void)
 #ifndef AK_CUDA_EMU
     asm volatile ("cp.async.wait_group %0;\n" :: "n" (N_));
 #endif
+}
+
+/*  Rows [row0, row0+nrows) of a matrix of HD_-element rows at src into
+    shared memory at dst (rows HD_+8 elements apart: the ldmatrix reads
+    are conflict-free), zero from row end on, the 16-byte copies spread
+    over the block's nthr threads (the caller commits the group).  A zero
+    row names src itself, which must be a valid address. */
+template <int HD_>
+__device__ __forceinline__ void ak_cp_rows (ak_t *dst, const ak_t *src, ak_i64 row0, int nrows, ak_i64 end, int nthr)
+{
+    constexpr int CPR = HD_ / 8;                        /* 16-byte chunks a row */
+    for (int c = threadIdx.x; c < nrows * CPR; c += nthr) {
+        const int r = c / CPR, col = (c % CPR) * 8;
+        const bool ok = row0 + r < end;
+        ak_cp_async16 (dst + r * (HD_ + 8) + col, src + (ok ? (row0 + r) * HD_ + col : 0), ok);
+    }
 }
 
 /*  Four 8x8 b16 matrices from shared memory (lane l gives the row address

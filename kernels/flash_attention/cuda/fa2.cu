@@ -52,19 +52,6 @@ __device__ __forceinline__ float s_neg_inf (void)
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 /* ------------------------------------------------------ tensor-core path */
 
-/*  rows [row0, row0+nrows) of a [S][HD] matrix into smem (stride HD+8),
-    zero past S. */
-template <int HD>
-__device__ __forceinline__ void s_load_rows (ak_t *dst, const ak_t *src, ak_i64 row0, int nrows, ak_i64 S)
-{
-    constexpr int CPR = HD / 8;              /* 16-byte chunks a row */
-    for (int c = threadIdx.x; c < nrows * CPR; c += NW * 32) {
-        const int r = c / CPR, col = (c % CPR) * 8;
-        const bool ok = row0 + r < S;
-        ak_cp_async16 (dst + r * (HD + 8) + col, src + (ok ? (row0 + r) * HD + col : 0), ok);
-    }
-}
-
 template <int HD, int MT>
 __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
 {
@@ -94,9 +81,9 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
         kend = qb + BLOCK_M;
     const int ntiles = (int) ((kend + BLOCK_N - 1) / BLOCK_N);
 
-    s_load_rows<HD> (Qs, Q, qb, BLOCK_M, S);
-    s_load_rows<HD> (Ks, K, 0, BLOCK_N, S);
-    s_load_rows<HD> (Vs, V, 0, BLOCK_N, S);
+    ak_cp_rows<HD> (Qs, Q, qb, BLOCK_M, S, NW * 32);
+    ak_cp_rows<HD> (Ks, K, 0, BLOCK_N, S, NW * 32);
+    ak_cp_rows<HD> (Vs, V, 0, BLOCK_N, S, NW * 32);
     ak_cp_commit ();
 
     unsigned qf[QREG ? HD / 16 : 1][4];
@@ -127,8 +114,8 @@ __device__ void s_flash (const ak_cuda_args_t &a, unsigned char *raw)
         }
         if (t + 1 < ntiles) {
             const int st = (t + 1) & 1;
-            s_load_rows<HD> (Ks + st * BLOCK_N * SD, K, (ak_i64) (t + 1) * BLOCK_N, BLOCK_N, S);
-            s_load_rows<HD> (Vs + st * BLOCK_N * SD, V, (ak_i64) (t + 1) * BLOCK_N, BLOCK_N, S);
+            ak_cp_rows<HD> (Ks + st * BLOCK_N * SD, K, (ak_i64) (t + 1) * BLOCK_N, BLOCK_N, S, NW * 32);
+            ak_cp_rows<HD> (Vs + st * BLOCK_N * SD, V, (ak_i64) (t + 1) * BLOCK_N, BLOCK_N, S, NW * 32);
         }
         ak_cp_commit ();
         const ak_i64 j0 = (ak_i64) t * BLOCK_N;

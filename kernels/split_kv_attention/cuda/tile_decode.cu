@@ -90,19 +90,6 @@ __device__ __forceinline__ ak_i64 t_nkeys (const t_tile &T, ak_i64 r)
 }
 
 #if T_TC
-/*  rows [0, nrows) of src (HD elements a row) into smem (stride HD+8),
-    zero from row `valid` on. */
-template <int HD>
-__device__ __forceinline__ void t_load_rows (ak_t *dst, const ak_t *src, int nrows, ak_i64 valid)
-{
-    constexpr int CPR = HD / 8;                        /* 16-byte chunks a row */
-    for (int c = threadIdx.x; c < nrows * CPR; c += T_NW * 32) {
-        const int r = c / CPR, col = (c % CPR) * 8;
-        const bool ok = r < valid;
-        ak_cp_async16 (dst + r * (HD + 8) + col, src + (ok ? (ak_i64) r * HD + col : 0), ok);
-    }
-}
-
 /*  The block's slice on tensor cores: the tile's rows' partial (m, l in
     the exp2 domain, unnormalised rows) or, with one slice, its output. */
 template <int HD>
@@ -133,9 +120,9 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
     const ak_i64 kfull = min (T.k1, wmin);             /* keys every row of the warp sees */
     const int ntiles = (int) ((T.k1 - T.k0 + BN - 1) / BN);
 
-    t_load_rows<HD> (Qs, T.q, BM, T.nr);
-    t_load_rows<HD> (Ks, T.kb + T.k0 * HD, BN, T.k1 - T.k0);
-    t_load_rows<HD> (Vs, T.vb + T.k0 * HD, BN, T.k1 - T.k0);
+    ak_cp_rows<HD> (Qs, T.q, 0, BM, T.nr, T_NW * 32);
+    ak_cp_rows<HD> (Ks, T.kb, T.k0, BN, T.k1, T_NW * 32);
+    ak_cp_rows<HD> (Vs, T.vb, T.k0, BN, T.k1, T_NW * 32);
     ak_cp_commit ();
 
     unsigned qf[QREG ? HD / 16 : 1][4];
@@ -162,8 +149,8 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
         if (t + 1 < ntiles) {
             const int st = (t + 1) & 1;
             const ak_i64 j1 = T.k0 + (ak_i64) (t + 1) * BN;
-            t_load_rows<HD> (Ks + st * BN * SD, T.kb + j1 * HD, BN, T.k1 - j1);
-            t_load_rows<HD> (Vs + st * BN * SD, T.vb + j1 * HD, BN, T.k1 - j1);
+            ak_cp_rows<HD> (Ks + st * BN * SD, T.kb, j1, BN, T.k1, T_NW * 32);
+            ak_cp_rows<HD> (Vs + st * BN * SD, T.vb, j1, BN, T.k1, T_NW * 32);
         }
         ak_cp_commit ();
         const ak_i64 j0 = T.k0 + (ak_i64) t * BN;
