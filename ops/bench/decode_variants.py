@@ -25,17 +25,14 @@ version's largest error against SDPA.
   ncu (one launch each, for `ncu -k ak_kernel -c 1 python3 ...`):
     ops/bench/decode_variants.py ncu NAME:CUBIN:NW:WAVES SHAPE
 
-The launch is mma_decode's rule (kernels/split_kv_attention/spec.json):
-grid [row tiles of 16, splits for about WAVES x 132 blocks, B*HK], block
-32*NW, shared (NW+1)*16*(D+8)*4 bytes; with STG, stream_decode's: row
-tiles of ROWS, at most WAVES x 132 blocks (at least a split), shared
-min(NW*STG*32*D*2, 204800) bytes.  Shapes: SHAPES below (bf16, mask
+Every launch is its candidate's rule in kernels/split_kv_attention/spec.json
+(grid, block and shared memory evaluated for the shape, bfloat16): the
+short forms are mma_decode's and stream_decode's.  Shapes: SHAPES below (bf16, mask
 none: the unmasked forms of the batch's decode shapes; pi05 and pi05_b8
 are pi0.5's denoise step, D 256).
 """
 import ctypes
 import json
-import math
 import re
 import os
 import subprocess
@@ -70,6 +67,24 @@ def spec_launch(cand, shp, params):
     grid = [ev(e) for e in la["grid"]] + [1] * (3 - len(la["grid"]))
     block = [ev(e) for e in la["block"]] + [1] * (3 - len(la["block"]))
     return grid, block, ev(la.get("shared", "0"))
+
+
+def parse_kernel(spec):
+    """NAME, CUBIN, the candidate and its parameters of a `time` argument:
+    NAME:CUBIN:CAND:P=V[+P=V..], or the short forms NAME:CUBIN:NW:WAVES
+    (mma_decode) and NAME:CUBIN:NW:WAVES:STG[:ROWS] (stream_decode, ROWS
+    8 by default)."""
+    parts = spec.split(":")
+    if len(parts) == 4 and "=" in parts[3]:
+        return parts[0], parts[1], parts[2], dict((kv.split("=")[0], int(kv.split("=")[1]))
+                                                   for kv in parts[3].split("+"))
+    if len(parts) == 4:
+        return parts[0], parts[1], "mma_decode", {"NW": int(parts[2]), "WAVES": int(parts[3])}
+    if len(parts) in (5, 6):
+        return parts[0], parts[1], "stream_decode", {"NW": int(parts[2]), "WAVES": int(parts[3]),
+                                                     "STG": int(parts[4]),
+                                                     "ROWS": int(parts[5]) if len(parts) == 6 else 8}
+    die(f"'{spec}': want NAME:CUBIN:NW:WAVES[:STG[:ROWS]] or NAME:CUBIN:CAND:P=V[+P=V..]")
 
 
 def build(outdir, specs):
@@ -113,43 +128,23 @@ def run(mode, kernels, shapes):
     torch.zeros(1, device="cuda")          # the primary context, current on this thread
     fns = []
     for spec in kernels.split(","):
-        parts = spec.split(":")
-        if len(parts) == 4 and "=" in parts[3]:
-            params = dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in parts[3].split("+"))
-            parts = [parts[0], parts[1], parts[2], params, -1, 0]
-        else:
-            parts += ["0", "8"][len(parts) - 4:] if 4 <= len(parts) <= 6 else []
-        if len(parts) != 6:
-            die(f"'{spec}': want NAME:CUBIN:NW:WAVES[:STG[:ROWS]]")
-        name, path, nw, waves, stg, rows = parts
+        name, path, cand, params = parse_kernel(spec)
         m, f = ctypes.c_void_p(), ctypes.c_void_p()
         ck(cu.cuModuleLoad(ctypes.byref(m), path.encode()), f"cuModuleLoad {path}")
         ck(cu.cuModuleGetFunction(ctypes.byref(f), m, b"ak_kernel"), f"{path}: ak_kernel")
         ck(cu.cuFuncSetAttribute(f, 8, 200 * 1024), "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
-        if stg == -1:
-            fns.append((name, f, nw, waves, stg, rows))      # candidate name, parameters
-        else:
-            fns.append((name, f, int(nw), int(waves), int(stg), int(rows)))
+        fns.append((name, f, cand, params))
 
-    def launch(f, nw, waves, stg, rows, shp, q, k, v, o):
-        B, Q, HQ, HK, L, D, mask = shp
+    def launch(f, cand, params, shp, q, k, v, o):
         a = Args()
         for i, x in enumerate(shp):
             a.dims[i] = x
         a.ndims, a.nin, a.nout = 7, 3, 1
         a.inp[0], a.inp[1], a.inp[2], a.out[0] = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
         p = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p))
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        if stg == -1:                      # by the spec's rule: nw is the candidate, waves its parameters
-            grid, block, sh = spec_launch(nw, shp, waves)
-            ck(cu.cuLaunchKernel(f, *grid, *block, sh, stream, p, None), "cuLaunchKernel")
-            return
-        tile = rows if stg else 16         # stream_decode: ROWS query rows a tile
-        rt = (((HQ + HK - 1) // HK) * Q + tile - 1) // tile
-        c = B * HK * rt
-        gy = min(max(132 * waves // c, 1) if stg else math.ceil(132 * waves / c), math.ceil(L / (16 * nw)))
-        sh = min(nw * stg * 32 * D * 2, 204800) if stg else (nw + 1) * 16 * ((D + 7) // 8 * 8 + 8) * 4
-        ck(cu.cuLaunchKernel(f, rt, gy, B * HK, 32 * nw, 1, 1, sh, stream, p, None), "cuLaunchKernel")
+        grid, block, sh = spec_launch(cand, shp, params)
+        ck(cu.cuLaunchKernel(f, *grid, *block, sh, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream),
+                             p, None), "cuLaunchKernel")
 
     def timeit(fn, reps=15, per=20):
         st = torch.cuda.Stream()
@@ -189,9 +184,9 @@ def run(mode, kernels, shapes):
             return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
         ref = sdpa().float()
         line = [f"{sname}: sdpa {timeit(sdpa):.1f} us" if mode == "time" else sname]
-        for name, f, nw, waves, stg, rows in fns:
+        for name, f, cand, params in fns:
             def fn():
-                launch(f, nw, waves, stg, rows, shp, q, k, v, o)
+                launch(f, cand, params, shp, q, k, v, o)
             if mode == "ncu":
                 fn()
                 torch.cuda.synchronize()
