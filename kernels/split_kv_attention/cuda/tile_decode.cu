@@ -74,7 +74,7 @@ __device__ unsigned int t_cnt[T_WS_GROUPS];
 
 /* What a block knows of its tile and slice (the same in every thread). */
 struct t_tile {
-    ak_i64 b, Q, L, D, nrows, nr, r0, k0, k1, len;
+    ak_i64 Q, L, nr, r0, k0, k1, len;                 /* nr: the tile's real rows, r0 its first */
     bool causal;
     const ak_t *q, *kb, *vb;                          /* q: the tile's first row; kb, vb: its KV head */
     ak_t *o;                                          /* the tile's first output row */
@@ -282,16 +282,14 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
     /* the buffers' counts are below 2^28 elements (the spec's limit) */
     const ak_i64 bk = blockIdx.z, b = (ak_u32) bk / (ak_u32) HK, kvh = (ak_u32) bk % (ak_u32) HK;
     const ak_i64 h_lo = t_div (kvh * HQ + HK - 1, HK), h_hi = t_div ((kvh + 1) * HQ + HK - 1, HK);
+    const ak_i64 nrows = (h_hi - h_lo) * Q;                    /* the group's rows */
     t_tile T;
-    T.b = b;
     T.Q = Q;
     T.L = L;
-    T.D = D;
-    T.nrows = (h_hi - h_lo) * Q;
     T.r0 = (ak_i64) blockIdx.x * BM;
-    if (T.r0 >= T.nrows)
+    if (T.r0 >= nrows)
         return;
-    T.nr = min ((ak_i64) BM, T.nrows - T.r0);
+    T.nr = min ((ak_i64) BM, nrows - T.r0);
     T.causal = mask == 2 || mask == 3;
     T.len = mask == 3 ? L - (ak_i64) ((ak_u32) ((ak_u32) b * 2654435761u) % (ak_u32) (L + 1)) : L;
     T.q = AK_IN (a, 0) + ((b * HQ + h_lo) * Q + T.r0) * D;
