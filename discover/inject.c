@@ -29,9 +29,10 @@
     ranges and launches stamped while it is open are written (the ranges
     a thread had open when it opened as "pre" pushes); kernels from its
     opening on (the analysis keeps those whose launch it saw).  With a
-    window that opens later, CUPTI's kernel and launch records are on only
-    from its opening until its kernels are read after it closed
-    (s_gate; $AKD_GATE=0: always on).
+    window that opens later, CUPTI's kernel records are on only from its
+    opening until its kernels are read after it closed (s_gate;
+    $AKD_GATE=0: always on); the launch-API records are on from the start
+    (CUPTI 13 makes none when they are enabled once the program runs).
 
     Never: change what the program computes or how it handles signals
     (handlers chain to the ones they replace), write the file from a CUDA or
@@ -439,34 +440,28 @@ static long s_env_long (const char *name, long dflt);
 
 /*  Activity records of the launch APIs only (cuptiActivityEnableRuntimeApi
     / DriverApi), else the whole RUNTIME and DRIVER kinds, filtered when
-    read; on false, off again the way they were turned on. */
-static CUptiResult s_launch_records (bool on)
+    read. */
+static CUptiResult s_launch_records (void)
 {
     CUptiResult r = CUPTI_SUCCESS;
-    if (!S.api_filter && C.enable_runtime_api && C.enable_driver_api) {
+    if (C.enable_runtime_api && C.enable_driver_api) {
         for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]; i++)
-            r = C.enable_runtime_api (s_runtime_cbids[i], on);
+            r = C.enable_runtime_api (s_runtime_cbids[i], 1);
         for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof s_driver_cbids / sizeof s_driver_cbids[0]; i++)
-            r = C.enable_driver_api (s_driver_cbids[i], on);
-        if (r == CUPTI_SUCCESS || !on)
+            r = C.enable_driver_api (s_driver_cbids[i], 1);
+        if (r == CUPTI_SUCCESS)
             return r;
     }
     S.api_filter = true;
-    CUptiResult (*set) (CUpti_ActivityKind) = on ? C.cuptiActivityEnable : C.cuptiActivityDisable;
-    r = set (CUPTI_ACTIVITY_KIND_RUNTIME);
-    return r == CUPTI_SUCCESS ? set (CUPTI_ACTIVITY_KIND_DRIVER) : r;
+    r = C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_RUNTIME);
+    return r == CUPTI_SUCCESS ? C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_DRIVER) : r;
 }
 
-/*  The records a launch costs (its launch API's and its kernel's), on or
-    off; S.gate_mu held. */
+/*  The kernel records, on or off; S.gate_mu held. */
 static CUptiResult s_records (bool on)
 {
-    CUptiResult r = CUPTI_SUCCESS;
-    if (S.launch_records)
-        r = s_launch_records (on);
-    if (r == CUPTI_SUCCESS)
-        r = on ? C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
-               : C.cuptiActivityDisable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    CUptiResult r = on ? C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+                       : C.cuptiActivityDisable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (r == CUPTI_SUCCESS)
         S.records_on = on;
     return r;
@@ -474,14 +469,15 @@ static CUptiResult s_records (bool on)
 
 /*  The gate (docs/discover.md, "The gate"): with a window that opens
     later (a step range, or --skip-ms), the launches before it cost no
-    CUPTI record (CUPTI's kernel and launch-API records are what the
-    injection costs a launch); the window's opening turns them on
-    (from the NVTX call that opens it, or from InitializeInjection when
-    the window opened before cuInit), and they go off again once the
-    window has closed and its kernels have been read (s_gate (false), from
-    the flusher), so a program that goes on after its window runs at
-    full speed.  A failure is an ERROR record, and the records stay as
-    they are. */
+    kernel record; the window's opening turns them on (from the NVTX call
+    that opens it, or from InitializeInjection when the window opened
+    before cuInit), and they go off again once the window has closed and
+    its kernels have been read (s_gate (false), from the flusher), so a
+    program that goes on after its window pays less.  The launch-API
+    records are not gated: on the H200 (CUPTI 13.0.1, 2026-12-04) the
+    launch APIs enabled at the window's opening made no record at all,
+    and every kernel lost its launch.  A failure is an ERROR record, and
+    the records stay as they are. */
 static void s_gate (bool on)
 {
     if (!S.gate)
@@ -580,9 +576,12 @@ static int s_cupti_start (void)
         r = C.cuptiActivityRegisterCallbacks (s_buffer_requested, s_buffer_completed);
     /* AKD_LAUNCH_RECORDS=0: no launch-API records (kernels lose their
        launching thread); for ops/bench/launch_cost.sh --split only, which
-       measures what those records cost a launch.  Gated: the records wait
-       for the window (s_gate), unless it is open already. */
+       measures what those records cost a launch.  The kernel records wait
+       for the window (s_gate), unless it is open already; the launch-API
+       records do not (s_gate says why). */
     S.launch_records = s_env_long ("AKD_LAUNCH_RECORDS", 1) != 0;
+    if (r == CUPTI_SUCCESS && S.launch_records)
+        r = s_launch_records ();
     pthread_mutex_lock (&S.gate_mu);
     if (r == CUPTI_SUCCESS && (!S.gate || atomic_load (&akd_g.window) == AKD_W_OPEN))
         r = s_records (true);

@@ -14,7 +14,9 @@
     (truncated) as their threadId instead of the kernel's thread id.  A
     launch makes its kernel record only while CONCURRENT_KERNEL is enabled
     and its API record only while the launch API's records are (as CUPTI
-    does); with $AKD_FAKE_CUPTI_COUNT=PATH it writes, at exit, "launches
+    does); a launch API's records enabled after the first launch stay off,
+    as the real CUPTI 13.0.1 did on the H200 (no record at all when
+    enabled from the NVTX push that opened a window); with $AKD_FAKE_CUPTI_COUNT=PATH it writes, at exit, "launches
     N kernel_records K api_records A" to PATH.  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as when another tool
     holds CUPTI.
@@ -112,7 +114,7 @@ CUptiResult cuptiActivityEnable (CUpti_ActivityKind k) { return s_kind (k, 1); }
 CUptiResult cuptiActivityDisable (CUpti_ActivityKind k) { return s_kind (k, 0); }
 CUptiResult cuptiActivityEnableRuntimeApi (CUpti_CallbackId c, uint8_t e)
 {
-    if (c == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+    if (c == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 && atomic_load (&s_launches) == 0)
         atomic_store (&s_api_on, e != 0);
     return CUPTI_SUCCESS;
 }
