@@ -260,6 +260,90 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
 }
 #endif
 
+#if T_TC
+/*  The split merge in the block that arrived last: each row's maximum and
+    sum over the slices (a thread a row), then the rows, four columns a
+    thread, four column groups at once and the slices four at a time: up
+    to 32 loads in flight a thread.  A one-block merge of nsplit x BM x D
+    floats is bound by its loads' latency (one slice at a time it cost
+    more than the slices' own work).  The slices are summed in order. */
+__device__ void t_merge (const t_tile &T, const float *w0, ak_i64 nsplit, int D)
+{
+    __shared__ float s_m[BM], s_l[BM];                 /* a row's maximum and 1 / sum */
+    constexpr int nth = T_NW * 32;
+    const int tid = threadIdx.x;
+    const ak_i64 WD = D + 8, sst = (ak_i64) BM * WD;
+    for (int r = tid; r < T.nr; r += nth) {
+        float M = T_NEG_INF;
+#pragma unroll 4
+        for (ak_i64 s = 0; s < nsplit; s++)
+            M = fmaxf (M, __ldcg (w0 + s * sst + r * WD + D));
+        const float Mz = M == T_NEG_INF ? 0.0f : M;   /* a row no slice saw keys for: weights 0 */
+        float ls = 0.0f;
+#pragma unroll 4
+        for (ak_i64 s = 0; s < nsplit; s++) {
+            const float2 ml = __ldcg ((const float2 *) (w0 + s * sst + r * WD + D));
+            ls += exp2f (ml.x - Mz) * ml.y;
+        }
+        s_m[r] = Mz;
+        s_l[r] = ls > 0.0f ? 1.0f / ls : 0.0f;
+    }
+    __syncthreads ();
+    const int D4 = D >> 2, nu = (int) T.nr * D4;
+    for (int u0 = tid; u0 < nu; u0 += 4 * nth) {
+        int off[4], row[4];
+        float M[4];
+        float4 acc[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int u = u0 + i * nth;
+            row[i] = u < nu ? (int) ((unsigned) u / (unsigned) D4) : -1;
+            off[i] = row[i] < 0 ? 0 : row[i] * (int) WD + (u - row[i] * D4) * 4;
+            M[i] = row[i] < 0 ? 0.0f : s_m[row[i]];
+            acc[i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        for (ak_i64 s0 = 0; s0 < nsplit; s0 += 4) {
+            float4 x[4][4];
+            float ms[4][4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float *ps = w0 + (s0 + j) * sst;
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    if (s0 + j < nsplit && row[i] >= 0) {
+                        x[j][i] = __ldcg ((const float4 *) (ps + off[i]));
+                        ms[j][i] = __ldcg (ps + row[i] * WD + D);
+                    }
+                    else {
+                        x[j][i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+                        ms[j][i] = T_NEG_INF;
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float w = exp2f (ms[j][i] - M[i]);
+                    acc[i].x += w * x[j][i].x;
+                    acc[i].y += w * x[j][i].y;
+                    acc[i].z += w * x[j][i].z;
+                    acc[i].w += w * x[j][i].w;
+                }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (row[i] < 0)
+                continue;
+            const float inv = s_l[row[i]];
+            const int c = off[i] - row[i] * (int) WD;
+            *(uint2 *) (T.o + (ak_i64) row[i] * D + c) =
+                make_uint2 (ak_pack2 (acc[i].x * inv, acc[i].y * inv), ak_pack2 (acc[i].z * inv, acc[i].w * inv));
+        }
+    }
+}
+#endif
+
 /* a / b for 0 <= a, 1 <= b: in 32 bits when both fit (the 64-bit division is a long subroutine) */
 __device__ __forceinline__ ak_i64 t_div (ak_i64 a, ak_i64 b)
 {
@@ -270,12 +354,10 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
 {
     AK_DYNAMIC_SHARED (unsigned char, t_raw);
     __shared__ int s_last;
-    __shared__ float s_m[BM], s_l[BM];                 /* the merge's maximum and sum a row */
 
     const ak_i64 Q = a.dims[1], HQ = a.dims[2], HK = a.dims[3];   /* B: gridDim.z / HK */
     const ak_i64 L = a.dims[4], D = a.dims[5], mask = a.dims[6];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    constexpr int nth = T_NW * 32;
     if (D < 1 || D > 32 * AK_ATTN_MAXC)
         return;                                        /* uniform over the block */
 
@@ -348,31 +430,7 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
        0 .. nsplit-1 in order */
     if (!ak_last_arrival (&t_cnt[tg], (unsigned int) nsplit, &s_last))
         return;
-    const float *w0 = t_ws + tg * gridDim.y * BM * WD;
-    const ak_i64 sstride = (ak_i64) BM * WD;
-    for (int r = tid; r < T.nr; r += nth) {
-        float M = T_NEG_INF;
-        for (ak_i64 s = 0; s < nsplit; s++)
-            M = fmaxf (M, __ldcg (w0 + s * sstride + r * WD + D));
-        float ls = 0.0f;
-        for (ak_i64 s = 0; s < nsplit; s++) {
-            const float2 ml = __ldcg ((const float2 *) (w0 + s * sstride + r * WD + D));
-            ls += M != T_NEG_INF ? exp2f (ml.x - M) * ml.y : 0.0f;
-        }
-        s_m[r] = M;
-        s_l[r] = ls;
-    }
-    __syncthreads ();
-    for (ak_i64 u = tid; u < T.nr * D; u += nth) {
-        const ak_i64 r = t_div (u, D), d = u - r * D;
-        const float M = s_m[r];
-        float O = 0.0f;
-        for (ak_i64 s = 0; s < nsplit; s++) {
-            const float *ps = w0 + s * sstride + r * WD;
-            const float ms = __ldcg (ps + D);
-            if (M != T_NEG_INF)
-                O += exp2f (ms - M) * __ldcg (ps + d);
-        }
-        T.o[u] = ak_from_acc (s_l[r] > 0.0f ? O / s_l[r] : 0.0f);
-    }
+#if T_TC
+    t_merge (T, t_ws + tg * gridDim.y * BM * WD, nsplit, (int) D);
+#endif
 }
