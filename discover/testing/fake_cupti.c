@@ -16,8 +16,9 @@
     and its API record only while the launch API's records are (as CUPTI
     does); a launch API's records enabled after the first launch stay off,
     as the real CUPTI 13.0.1 did on the H200 (no record at all when
-    enabled from the NVTX push that opened a window); with $AKD_FAKE_CUPTI_COUNT=PATH it writes, at exit, "launches
-    N kernel_records K api_records A" to PATH.  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
+    enabled from the NVTX push that opened a window); with
+    $AKD_FAKE_CUPTI_COUNT=PATH it writes, at exit, "launches N
+    kernel_records K api_records A" to PATH.  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as when another tool
     holds CUPTI.
 
