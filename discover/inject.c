@@ -88,12 +88,11 @@ static struct {
     bool             flusher_on;
     atomic_bool      stop;
     atomic_bool      device_seen;       /* a device record was written */
-    /* the gate: kernel and launch records only while the window is open */
+    /* the gate: kernel records only while the window is open */
     bool             gate;              /* a window that opens later ($AKD_GATE, default 1) */
     pthread_mutex_t  gate_mu;           /* CUPTI set up, records on: both changed under it */
     bool             cupti_ready;       /* s_cupti_start got as far as the records */
     bool             records_on;
-    bool             launch_records;    /* $AKD_LAUNCH_RECORDS */
 } S = { .once = PTHREAD_ONCE_INIT, .gate_mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* CUPTI entry points, opened with dlopen (never linked). */
@@ -441,7 +440,7 @@ static long s_env_long (const char *name, long dflt);
 /*  Activity records of the launch APIs only (cuptiActivityEnableRuntimeApi
     / DriverApi), else the whole RUNTIME and DRIVER kinds, filtered when
     read. */
-static CUptiResult s_launch_records (void)
+static CUptiResult s_enable_launch_records (void)
 {
     CUptiResult r = CUPTI_SUCCESS;
     if (C.enable_runtime_api && C.enable_driver_api) {
@@ -579,9 +578,8 @@ static int s_cupti_start (void)
        measures what those records cost a launch.  The kernel records wait
        for the window (s_gate), unless it is open already; the launch-API
        records do not (s_gate says why). */
-    S.launch_records = s_env_long ("AKD_LAUNCH_RECORDS", 1) != 0;
-    if (r == CUPTI_SUCCESS && S.launch_records)
-        r = s_launch_records ();
+    if (r == CUPTI_SUCCESS && s_env_long ("AKD_LAUNCH_RECORDS", 1) != 0)
+        r = s_enable_launch_records ();
     pthread_mutex_lock (&S.gate_mu);
     if (r == CUPTI_SUCCESS && (!S.gate || atomic_load (&akd_g.window) == AKD_W_OPEN))
         r = s_records (true);

@@ -131,9 +131,10 @@ int main (int argc, char **argv)
         s_run ((void *) mode);
     /* $AKD_PROBE_AFTER_MS: a program that goes on after its steps (one more
        launch that long after them, outside any range) */
-    const char *after = getenv ("AKD_PROBE_AFTER_MS");
-    if (after && atoi (after) > 0) {
-        struct timespec ts = { atoi (after) / 1000, (long) (atoi (after) % 1000) * 1000000L };
+    const char *after_env = getenv ("AKD_PROBE_AFTER_MS");
+    const int after = after_env ? atoi (after_env) : 0;
+    if (after > 0) {
+        struct timespec ts = { after / 1000, (long) (after % 1000) * 1000000L };
         nanosleep (&ts, NULL);
         s_kernel ("after_kernel", 1000);
     }
