@@ -32,6 +32,7 @@ none: the unmasked forms of the batch's decode shapes; pi05 and pi05_b8
 are pi0.5's denoise step, D 256).
 """
 import ctypes
+import functools
 import json
 import re
 import os
@@ -51,11 +52,17 @@ def die(msg):
     sys.exit(f"decode_variants: {msg}")
 
 
+@functools.lru_cache(maxsize=None)
+def load_spec():
+    with open(os.path.join(ROOT, "kernels", "split_kv_attention", "spec.json")) as f:
+        return json.load(f)
+
+
 def spec_launch(cand, shp, params):
     """grid, block and shared bytes of the spec's candidate cand for the
     shape's dims and the parameters (bfloat16: b = 2), the spec's integer
     arithmetic evaluated in Python ("/" is integer division there)."""
-    spec = json.load(open(os.path.join(ROOT, "kernels", "split_kv_attention", "spec.json")))
+    spec = load_spec()
     c = [x for x in spec["candidates"] if x["name"] == cand and x["backend"] == "cuda"]
     if not c:
         die(f"no cuda candidate '{cand}' in split_kv_attention's spec")
@@ -135,14 +142,14 @@ def run(mode, kernels, shapes):
         ck(cu.cuFuncSetAttribute(f, 8, 200 * 1024), "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
         fns.append((name, f, cand, params))
 
-    def launch(f, cand, params, shp, q, k, v, o):
+    def launch(f, geom, shp, q, k, v, o):
         a = Args()
         for i, x in enumerate(shp):
             a.dims[i] = x
         a.ndims, a.nin, a.nout = 7, 3, 1
         a.inp[0], a.inp[1], a.inp[2], a.out[0] = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
         p = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p))
-        grid, block, sh = spec_launch(cand, shp, params)
+        grid, block, sh = geom
         ck(cu.cuLaunchKernel(f, *grid, *block, sh, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream),
                              p, None), "cuLaunchKernel")
 
@@ -185,8 +192,10 @@ def run(mode, kernels, shapes):
         ref = sdpa().float()
         line = [f"{sname}: sdpa {timeit(sdpa):.1f} us" if mode == "time" else sname]
         for name, f, cand, params in fns:
+            geom = spec_launch(cand, shp, params)
+
             def fn():
-                launch(f, cand, params, shp, q, k, v, o)
+                launch(f, geom, shp, q, k, v, o)
             if mode == "ncu":
                 fn()
                 torch.cuda.synchronize()
