@@ -291,14 +291,15 @@ __device__ void t_merge (const t_tile &T, const float *w0, ak_i64 nsplit, int D)
     __syncthreads ();
     const int D4 = D >> 2, nu = (int) T.nr * D4;
     for (int u0 = tid; u0 < nu; u0 += 4 * nth) {
-        int off[4], row[4];
+        int row[4], col[4], off[4];
         float M[4];
         float4 acc[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int u = u0 + i * nth;
             row[i] = u < nu ? (int) ((unsigned) u / (unsigned) D4) : -1;
-            off[i] = row[i] < 0 ? 0 : row[i] * (int) WD + (u - row[i] * D4) * 4;
+            col[i] = row[i] < 0 ? 0 : (u - row[i] * D4) * 4;
+            off[i] = row[i] < 0 ? 0 : row[i] * (int) WD + col[i];
             M[i] = row[i] < 0 ? 0.0f : s_m[row[i]];
             acc[i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
         }
@@ -336,19 +337,12 @@ __device__ void t_merge (const t_tile &T, const float *w0, ak_i64 nsplit, int D)
             if (row[i] < 0)
                 continue;
             const float inv = s_l[row[i]];
-            const int c = off[i] - row[i] * (int) WD;
-            *(uint2 *) (T.o + (ak_i64) row[i] * D + c) =
+            *(uint2 *) (T.o + (ak_i64) row[i] * D + col[i]) =
                 make_uint2 (ak_pack2 (acc[i].x * inv, acc[i].y * inv), ak_pack2 (acc[i].z * inv, acc[i].w * inv));
         }
     }
 }
 #endif
-
-/* a / b for 0 <= a, 1 <= b: in 32 bits when both fit (the 64-bit division is a long subroutine) */
-__device__ __forceinline__ ak_i64 t_div (ak_i64 a, ak_i64 b)
-{
-    return ((ak_u64) a | (ak_u64) b) >> 32 ? a / b : (ak_i64) ((ak_u32) a / (ak_u32) b);
-}
 
 extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_args_t a)
 {
@@ -363,7 +357,8 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
 
     /* the buffers' counts are below 2^28 elements (the spec's limit) */
     const ak_i64 bk = blockIdx.z, b = (ak_u32) bk / (ak_u32) HK, kvh = (ak_u32) bk % (ak_u32) HK;
-    const ak_i64 h_lo = t_div (kvh * HQ + HK - 1, HK), h_hi = t_div ((kvh + 1) * HQ + HK - 1, HK);
+    const ak_i64 h_lo = (ak_u32) (kvh * HQ + HK - 1) / (ak_u32) HK;
+    const ak_i64 h_hi = (ak_u32) ((kvh + 1) * HQ + HK - 1) / (ak_u32) HK;
     const ak_i64 nrows = (h_hi - h_lo) * Q;                    /* the group's rows */
     t_tile T;
     T.Q = Q;
