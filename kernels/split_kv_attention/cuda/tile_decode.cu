@@ -23,6 +23,16 @@
     or whose rows see none of a tile's keys (causal), skips its math but
     not the block's loads and barriers.
 
+    A row tile's output columns can be split over DS blocks (gridDim.x =
+    row tiles x DS, a tile's DS blocks adjacent): each computes the whole
+    of S (Q and K at full D) and only its D/DS columns of P V, loading
+    only those columns of V.  S is computed DS times, but with no merge
+    to pay for it: on pi0.5's step (400 rows over one KV head, D 256, 866
+    keys) DS 4 gives 4x the blocks of DS 1 and a warp 16 x 64 outputs
+    instead of 16 x 256 (185 registers instead of 255).  On the
+    bandwidth-bound shapes (a few rows a KV head) it reads K DS times and
+    loses.
+
     The keys are split over gridDim.y slices of whole tiles (the launch
     rule: about WAVES x 132 blocks, at least one tile a slice): with one
     slice the block writes its rows; else each writes its partial (the
@@ -34,17 +44,18 @@
 
     float16 and bfloat16 with D 64, 128 or 256 and 16-byte aligned
     buffers; anything else (float32, other D up to 256) runs a plain path
-    in the same grid, on the first slice's blocks (a warp a query row over
-    all its keys: correct, not fast).  Under AK_CUDA_EMU
+    in the same grid, on the blocks of the first slice and columns (a
+    warp a query row over all its keys: correct, not fast).  Under AK_CUDA_EMU
     (test_cuda_cand_emu) the MMA, ldmatrix and cp.async go through the CPU
     emulation.
 
     BM     query rows a block (BM/16 warps; 32, 64 or 128 in the spec)
     BN     keys a tile
     WAVES  used by the launch rule only
-    Launch: grid [(((HQ+HK-1)/HK)*Q+BM-1)/BM, min(max(floor(132*WAVES/C),
-    1), ceil(L/BN)), B*HK] with C = B*HK*row tiles, block [2*BM], shared
-    (BM+4*BN)*(D+8)*2 bytes. */
+    DS     blocks a row tile's output columns are split over (1, 2, 4)
+    Launch: grid [DS*row tiles, min(max(floor(132*WAVES/C), 1),
+    ceil(L/BN)), B*HK] with C = B*HK*DS*row tiles, block [2*BM], shared
+    ((BM+2*BN)*(D+8)+2*BN*(D/DS+8))*2 bytes. */
 #ifndef BM
 #define BM 64
 #endif
@@ -53,6 +64,9 @@
 #endif
 #ifndef WAVES
 #define WAVES 1
+#endif
+#ifndef DS
+#define DS 1
 #endif
 
 #define T_NW (BM / 16)                                 /* warps */
@@ -68,6 +82,7 @@
 
 static_assert (BM % 16 == 0 && BM >= 16 && BM <= 256 && BN % 16 == 0 && BN >= 16 && BN <= 128,
                "BM and BN are multiples of 16 (BM <= 256, BN <= 128)");
+static_assert (DS == 1 || DS == 2 || DS == 4, "DS is 1, 2 or 4");
 
 __device__ __align__ (16) float t_ws[T_WS_FLOATS];
 __device__ unsigned int t_cnt[T_WS_GROUPS];
@@ -75,9 +90,10 @@ __device__ unsigned int t_cnt[T_WS_GROUPS];
 /* What a block knows of its tile and slice (the same in every thread). */
 struct t_tile {
     ak_i64 Q, L, nr, r0, k0, k1, len;                 /* nr: the tile's real rows, r0 its first */
+    int c0;                                           /* the block's first output column */
     bool causal;
     const ak_t *q, *kb, *vb;                          /* q: the tile's first row; kb, vb: its KV head */
-    ak_t *o;                                          /* the tile's first output row */
+    ak_t *o;                                          /* the tile's first output row (its column 0) */
 };
 
 /* The keys row r of the tile sees (0 for a padding row). */
@@ -90,19 +106,34 @@ __device__ __forceinline__ ak_i64 t_nkeys (const t_tile &T, ak_i64 r)
 }
 
 #if T_TC
+/*  Columns c0 .. c0+C_-1 of nrows rows of HD_ from row0 (rows from end
+    on: zeros) into shared rows of C_+8: V's columns of the block. */
+template <int HD_, int C_>
+__device__ __forceinline__ void t_cp_cols (ak_t *dst, const ak_t *src, int c0, ak_i64 row0, int nrows, ak_i64 end)
+{
+    constexpr int CPR = C_ / 8;                        /* 16-byte chunks a row */
+    for (int c = threadIdx.x; c < nrows * CPR; c += T_NW * 32) {
+        const int r = c / CPR, col = c0 + (c % CPR) * 8;
+        const bool ok = row0 + r < end;
+        ak_cp_async16 (dst + r * (C_ + 8) + col - c0, src + (ok ? (row0 + r) * HD_ + col : 0), ok);
+    }
+}
+
 /*  The block's slice on tensor cores: the tile's rows' partial (m, l in
     the exp2 domain, unnormalised rows) or, with one slice, its output. */
 template <int HD>
 __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *wp)
 {
-    constexpr int SD = HD + 8;                         /* smem row stride, elements */
+    constexpr int HC = HD / DS;                        /* the block's output columns */
+    constexpr int SD = HD + 8;                         /* Q and K smem row stride, elements */
+    constexpr int SV = HC + 8;                         /* V's */
     constexpr int NJ = BN / 8;                         /* n8 tiles of S */
-    constexpr int ND = HD / 8;                         /* n8 tiles of O */
+    constexpr int ND = HC / 8;                         /* n8 tiles of O */
     constexpr bool QREG = HD <= 128;                   /* Q fragments in registers */
-    constexpr ak_i64 WD = HD + 8;                      /* floats a partial row */
+    constexpr ak_i64 WD = HC + 8;                      /* floats a partial row */
     ak_t *Qs = (ak_t *) raw;
     ak_t *Ks = Qs + BM * SD;                           /* 2 stages */
-    ak_t *Vs = Ks + 2 * BN * SD;                       /* 2 stages */
+    ak_t *Vs = Ks + 2 * BN * SD;                       /* 2 stages of BN x SV */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wrow = warp * 16;                        /* the warp's first row in the tile */
     const float sc = T_LOG2E / sqrtf ((float) HD);
@@ -122,7 +153,7 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
 
     ak_cp_rows<HD> (Qs, T.q, 0, BM, T.nr, T_NW * 32);
     ak_cp_rows<HD> (Ks, T.kb, T.k0, BN, T.k1, T_NW * 32);
-    ak_cp_rows<HD> (Vs, T.vb, T.k0, BN, T.k1, T_NW * 32);
+    t_cp_cols<HD, HC> (Vs, T.vb, T.c0, T.k0, BN, T.k1);
     ak_cp_commit ();
 
     unsigned qf[QREG ? HD / 16 : 1][4];
@@ -150,13 +181,13 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
             const int st = (t + 1) & 1;
             const ak_i64 j1 = T.k0 + (ak_i64) (t + 1) * BN;
             ak_cp_rows<HD> (Ks + st * BN * SD, T.kb, j1, BN, T.k1, T_NW * 32);
-            ak_cp_rows<HD> (Vs + st * BN * SD, T.vb, j1, BN, T.k1, T_NW * 32);
+            t_cp_cols<HD, HC> (Vs + st * BN * SV, T.vb, T.c0, j1, BN, T.k1);
         }
         ak_cp_commit ();
         const ak_i64 j0 = T.k0 + (ak_i64) t * BN;
         if (j0 >= wmax)
             continue;                                  /* no row of the warp sees these keys (or none is real) */
-        const ak_t *ks = Ks + (t & 1) * BN * SD, *vs = Vs + (t & 1) * BN * SD;
+        const ak_t *ks = Ks + (t & 1) * BN * SD, *vs = Vs + (t & 1) * BN * SV;
 
         /* S = Q K^T: 16 x BN */
         float s[1][NJ][4];
@@ -224,7 +255,7 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
                 }
             const unsigned pa[1][4] = { { ak_pack2 (p[0][0], p[0][1]), ak_pack2 (p[0][2], p[0][3]),
                                           ak_pack2 (p[1][0], p[1][1]), ak_pack2 (p[1][2], p[1][3]) } };
-            ak_fa_pv<1, ND> (o, pa, vs, SD, kk, lane);
+            ak_fa_pv<1, ND> (o, pa, vs, SV, kk, lane);
         }
     }
     ak_cp_wait<0> ();
@@ -241,7 +272,7 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
         const int c = (lane & 3) * 2;
         if (single) {
             const float inv = lh > 0.0f ? 1.0f / lh : 0.0f;
-            ak_t *out = T.o + (ak_i64) r * HD + c;
+            ak_t *out = T.o + (ak_i64) r * HD + T.c0 + c;
 #pragma unroll
             for (int d = 0; d < ND; d++)
                 *(unsigned *) (out + d * 8) = ak_pack2 (o[0][d][2 * h] * inv, o[0][d][2 * h + 1] * inv);
@@ -252,8 +283,8 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
             for (int d = 0; d < ND; d++)
                 *(float2 *) (pr + d * 8 + c) = make_float2 (o[0][d][2 * h], o[0][d][2 * h + 1]);
             if ((lane & 3) == 0) {
-                pr[HD] = m[h];
-                pr[HD + 1] = lh;
+                pr[HC] = m[h];
+                pr[HC + 1] = lh;
             }
         }
     }
@@ -267,29 +298,29 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
     to 32 loads in flight a thread.  A one-block merge of nsplit x BM x D
     floats is bound by its loads' latency (one slice at a time it cost
     more than the slices' own work).  The slices are summed in order. */
-__device__ void t_merge (const t_tile &T, const float *w0, ak_i64 nsplit, int D)
+__device__ void t_merge (const t_tile &T, const float *w0, ak_i64 nsplit, int C, int D)
 {
     __shared__ float s_m[BM], s_l[BM];                 /* a row's maximum and 1 / sum */
     constexpr int nth = T_NW * 32;
     const int tid = threadIdx.x;
-    const ak_i64 WD = D + 8, sst = (ak_i64) BM * WD;
+    const ak_i64 WD = C + 8, sst = (ak_i64) BM * WD;   /* C columns a partial row */
     for (int r = tid; r < T.nr; r += nth) {
         float M = T_NEG_INF;
 #pragma unroll 4
         for (ak_i64 s = 0; s < nsplit; s++)
-            M = fmaxf (M, __ldcg (w0 + s * sst + r * WD + D));
+            M = fmaxf (M, __ldcg (w0 + s * sst + r * WD + C));
         const float Mz = M == T_NEG_INF ? 0.0f : M;   /* a row no slice saw keys for: weights 0 */
         float ls = 0.0f;
 #pragma unroll 4
         for (ak_i64 s = 0; s < nsplit; s++) {
-            const float2 ml = __ldcg ((const float2 *) (w0 + s * sst + r * WD + D));
+            const float2 ml = __ldcg ((const float2 *) (w0 + s * sst + r * WD + C));
             ls += exp2f (ml.x - Mz) * ml.y;
         }
         s_m[r] = Mz;
         s_l[r] = ls > 0.0f ? 1.0f / ls : 0.0f;
     }
     __syncthreads ();
-    const int D4 = D >> 2, nu = (int) T.nr * D4;
+    const int D4 = C >> 2, nu = (int) T.nr * D4;
     for (int u0 = tid; u0 < nu; u0 += 4 * nth) {
         int row[4], col[4], off[4];
         float M[4];
@@ -313,7 +344,7 @@ __device__ void t_merge (const t_tile &T, const float *w0, ak_i64 nsplit, int D)
                 for (int i = 0; i < 4; i++) {
                     if (s0 + j < nsplit && row[i] >= 0) {
                         x[j][i] = __ldcg ((const float4 *) (ps + off[i]));
-                        ms[j][i] = __ldcg (ps + row[i] * WD + D);
+                        ms[j][i] = __ldcg (ps + row[i] * WD + C);
                     }
                     else {
                         x[j][i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
@@ -337,7 +368,7 @@ __device__ void t_merge (const t_tile &T, const float *w0, ak_i64 nsplit, int D)
             if (row[i] < 0)
                 continue;
             const float inv = s_l[row[i]];
-            *(uint2 *) (T.o + (ak_i64) row[i] * D + col[i]) =
+            *(uint2 *) (T.o + (ak_i64) row[i] * D + T.c0 + col[i]) =
                 make_uint2 (ak_pack2 (acc[i].x * inv, acc[i].y * inv), ak_pack2 (acc[i].z * inv, acc[i].w * inv));
         }
     }
@@ -363,9 +394,10 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
     t_tile T;
     T.Q = Q;
     T.L = L;
-    T.r0 = (ak_i64) blockIdx.x * BM;
+    T.r0 = (ak_i64) ((unsigned) blockIdx.x / DS) * BM;
     if (T.r0 >= nrows)
         return;
+    T.c0 = (int) (blockIdx.x % DS) * (int) (D / DS);  /* used by the tensor-core path only */
     T.nr = min ((ak_i64) BM, nrows - T.r0);
     T.causal = mask == 2 || mask == 3;
     T.len = mask == 3 ? L - (ak_i64) ((ak_u32) ((ak_u32) b * 2654435761u) % (ak_u32) (L + 1)) : L;
@@ -385,7 +417,7 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
     }
     const ak_i64 tg = bk * gridDim.x + blockIdx.x;     /* the split tile */
     const ak_i64 ngroups = (ak_i64) gridDim.x * gridDim.z;
-    const ak_i64 WD = D + 8;
+    const ak_i64 WD = D / DS + 8;
     const bool ws_ok = ngroups <= T_WS_GROUPS && ngroups * (ak_i64) gridDim.y * BM * WD <= T_WS_FLOATS;
     ak_i64 per, nsplit;                                /* tiles a slice, slices */
     ak_split_slices ((nmax + BN - 1) / BN, gridDim.y, ws_ok, &per, &nsplit);
@@ -398,7 +430,7 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
     bool tc = false;
 #if T_TC
     float *wp = t_ws + (tg * gridDim.y + split) * BM * WD;          /* this slice's partial */
-    const unsigned need = (unsigned) (BM + 4 * BN) * (unsigned) WD * 2u;
+    const unsigned need = ((unsigned) (BM + 2 * BN) * (unsigned) (D + 8) + 2u * BN * (unsigned) WD) * 2u;
     tc = (D == 64 || D == 128 || D == 256) && ak_dynamic_smem_size () >= need
          && ((ak_u64) T.q | (ak_u64) T.kb | (ak_u64) T.vb | (ak_u64) T.o) % 16 == 0;
     if (tc) {
@@ -411,8 +443,8 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
     }
 #endif
     if (!tc) {
-        /* the plain path: the first slice's blocks take every key */
-        if (split != 0)
+        /* the plain path: the first slice's blocks of the first columns take every key */
+        if (split != 0 || blockIdx.x % DS != 0)
             return;
         for (int r = warp; r < T.nr; r += T_NW)
             ak_attn_row (T.q + (ak_i64) r * D, T.kb, T.vb, T.o + (ak_i64) r * D, t_nkeys (T, r), D, lane);
@@ -426,6 +458,6 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
     if (!ak_last_arrival (&t_cnt[tg], (unsigned int) nsplit, &s_last))
         return;
 #if T_TC
-    t_merge (T, t_ws + tg * gridDim.y * BM * WD, nsplit, (int) D);
+    t_merge (T, t_ws + tg * gridDim.y * BM * WD, nsplit, (int) (D / DS), (int) D);
 #endif
 }
