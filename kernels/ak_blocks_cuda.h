@@ -3,9 +3,10 @@
     several catalog kernels share.
 
     The worker prepends it to every CUDA kernel source right after
-    kernels/ak_kernel_cuda.h (the two are embedded as one text, so the
-    prelude digest, which is part of every compile cache key and recorded
-    with every installed profile entry, covers both).  A profile entry
+    kernels/ak_kernel_cuda.h and before kernels/ak_hopper_cuda.h (the
+    Hopper blocks; the three are embedded as one text, so the prelude
+    digest, which is part of every compile cache key and recorded with
+    every installed profile entry, covers all of them).  A profile entry
     carries the prelude text it was built with, so changing a block here
     changes no installed kernel: new compilations get new keys, old entries
     keep compiling from their own copy.  AK_BLOCKS_VERSION counts changes
@@ -22,19 +23,12 @@
       ak_mma_16816 (m16n8k16, f32 accumulators) and ak_pack2; used by
       matmul's mma, fused_mlp's tc and flash_attention's fa2 candidates;
       a flash-attention key tile's two products on them (ak_fa_scores,
-      ak_fa_pv), used by fa2 and split_kv_attention's tile_decode;
-      Hopper (sm_90a): shared-memory addresses,
-      mbarriers, 2-D and 3-D TMA loads, wgmma fences, groups and
-      descriptors, and
-      for N = 64, 128, 256 (m64nNk16, f32 accumulators): ak_wgmma<N> (A
-      K-major, B N-major), ak_wgmma_ss<N, TB> (B N-major or K-major) and
-      ak_wgmma_rs<N> (A from registers); used by matmul's, fused_mlp's and
-      flash_attention's wgmma candidates; a TMA epilogue for them
-      (ak_wg_store_tma over ak_tma_store_2d, ak_bulk_wait, ak_wg_sync;
-      ak_swz128, where the 128-byte swizzle puts a chunk, for both GEMMs),
-      used by matmul's (fused_mlp's was 3% slower with it), and the
-      direct stores from the accumulators (ak_wg_store_direct), used by
-      both;
+      ak_fa_pv), used by fa2 and split_kv_attention's tile_decode; the
+      decode kernels' split merge (ak_split_merge: tile_decode,
+      wg_decode);
+      shared-memory addresses (ak_smem), for them and the Hopper blocks
+      (sm_90a: mbarriers, TMA, wgmma, FlashAttention-3's key-tile step)
+      of kernels/ak_hopper_cuda.h;
     and, for any kernel: AK_DYNAMIC_SHARED (the launch's dynamic shared
     memory as an array), ak_dynamic_smem_size, and ak_split_slices and
     ak_last_arrival (a split tile's slices and the split merge's
@@ -48,7 +42,7 @@
 #ifndef AK_BLOCKS_CUDA_H
 #define AK_BLOCKS_CUDA_H
 
-#define AK_BLOCKS_VERSION 6
+#define AK_BLOCKS_VERSION 7
 
 /*  Under AK_CUDA_EMU (tests/unit/cuda_emu/emu.h: a kernel run on the CPU
     by test_cuda_cand_emu) the mma.sync blocks, AK_DYNAMIC_SHARED and
@@ -352,267 +346,94 @@ __device__ __forceinline__ void ak_fa_pv (float (&o)[MT_][ND_][4], const unsigne
     }
 }
 
-/* ------------------------------------------------------------ Hopper (sm_90a) */
-__device__ __forceinline__ void ak_bar_init (unsigned bar, unsigned count)
+/*  The split merge of the decode kernels (split_kv_attention's tile_decode
+    and wg_decode), in the block of a tile that arrived last: slice s's
+    partial row r at w0 + s*sst + r*wd holds C unnormalised outputs, then
+    the row's maximum and sum in the exp2 domain (at C and C+1).  Each
+    row's maximum and sum over the slices (a thread a row), then the rows,
+    four columns a thread, four column groups at once and the slices four
+    at a time (up to 32 loads in flight a thread: a one-block merge is
+    bound by its loads' latency), into out + r*ostride (C columns, nr
+    rows).  NTH_ threads with index tid take part; BAR_ 0: they are the
+    block (__syncthreads), else they meet at named barrier BAR_.  The
+    slices are summed in order: deterministic. */
+template <int BM_, int NTH_, int BAR_>
+__device__ void ak_split_merge (const float *w0, ak_i64 nsplit, ak_i64 sst, int wd, int C, int nr, ak_t *out,
+                                ak_i64 ostride, int tid)
 {
-    asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r" (bar), "r" (count) : "memory");
-}
-
-__device__ __forceinline__ void ak_bar_wait (unsigned bar, unsigned parity)
-{
-    unsigned done;
-    do {
-        asm volatile ("{\n.reg .pred p;\n"
-                      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                      "selp.u32 %0, 1, 0, p;\n}\n"
-                      : "=r" (done) : "r" (bar), "r" (parity) : "memory");
-    } while (!done);
-}
-
-__device__ __forceinline__ void ak_bar_arrive (unsigned bar)
-{
-    asm volatile ("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r" (bar) : "memory");
-}
-
-__device__ __forceinline__ void ak_bar_expect (unsigned bar, unsigned bytes)
-{
-    asm volatile ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r" (bar), "r" (bytes) : "memory");
-}
-
-/*  One box of a 2-D tensor map into shared memory; c0 the innermost
-    coordinate.  Completes bytes on bar. */
-__device__ __forceinline__ void ak_tma_load_2d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, unsigned bar)
-{
-    asm volatile ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                  " [%0], [%1, {%2, %3}], [%4];\n"
-                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (bar) : "memory");
-}
-
-/*  One box of a 3-D tensor map into shared memory; c0 the innermost
-    coordinate.  Completes its bytes on bar. */
-__device__ __forceinline__ void ak_tma_load_3d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
-                                                unsigned bar)
-{
-    asm volatile ("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                  " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (c2), "r" (bar) : "memory");
-}
-
-__device__ __forceinline__ void ak_wgmma_fence (void)
-{
-    asm volatile ("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void ak_wgmma_commit (void)
-{
-    asm volatile ("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-
-template <int N_>
-__device__ __forceinline__ void ak_wgmma_wait (void)
-{
-    asm volatile ("wgmma.wait_group.sync.aligned %0;\n" :: "n" (N_) : "memory");
-}
-
-/*  Tells the compiler a register may have changed (the wgmma wrote it
-    asynchronously): no read of it moves above the wait. */
-__device__ __forceinline__ void ak_reg_fence (float &r)
-{
-    asm volatile ("" : "+f" (r) :: "memory");
-}
-
-/*  Shared-memory matrix descriptor, 128-byte swizzle: start address >> 4
-    (bits 0-13), LBO >> 4 (16-29), SBO >> 4 (32-45), base offset 0 (the
-    stages are 1024-byte aligned), swizzle mode 1 = 128B (62-63). */
-__device__ __forceinline__ ak_u64 ak_wgmma_desc (unsigned addr, unsigned lbo, unsigned sbo)
-{
-    return (ak_u64) ((addr & 0x3FFFF) >> 4) | (ak_u64) ((lbo >> 4) & 0x3FFF) << 16
-           | (ak_u64) ((sbo >> 4) & 0x3FFF) << 32 | 1ull << 62;
-}
-
-/*  wgmma's f32 accumulators as asm operands (d[N/2] a thread) and their
-    "%n" lists: AK_WG_D<n> / AK_WG_R<n> for the first n. */
-#define AK_WG_D8(i) "+f" (d[i]), "+f" (d[i + 1]), "+f" (d[i + 2]), "+f" (d[i + 3]), \
-                    "+f" (d[i + 4]), "+f" (d[i + 5]), "+f" (d[i + 6]), "+f" (d[i + 7])
-#define AK_WG_D32  AK_WG_D8 (0), AK_WG_D8 (8), AK_WG_D8 (16), AK_WG_D8 (24)
-#define AK_WG_D64  AK_WG_D32, AK_WG_D8 (32), AK_WG_D8 (40), AK_WG_D8 (48), AK_WG_D8 (56)
-#define AK_WG_D128 AK_WG_D64, AK_WG_D8 (64), AK_WG_D8 (72), AK_WG_D8 (80), AK_WG_D8 (88), \
-                   AK_WG_D8 (96), AK_WG_D8 (104), AK_WG_D8 (112), AK_WG_D8 (120)
-#define AK_WG_R32  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15" \
-                   ",%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-#define AK_WG_R64  AK_WG_R32 ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47" \
-                   ",%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-#define AK_WG_R128 AK_WG_R64 ",%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79" \
-                   ",%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95" \
-                   ",%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111" \
-                   ",%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
-
-/*  D[64 x N] (+)= A[64 x 16] * B[16 x N], both from shared memory: A
-    K-major (imm-trans-a 0), B N-major (TB_ 1: imm-trans-b 1) or K-major
-    (TB_ 0); scales +1; acc 0 overwrites D.  ak_wgmma<N> is N-major B. */
-template <int N_, int TB_>
-__device__ __forceinline__ void ak_wgmma_ss (float (&d)[N_ / 2], ak_u64 da, ak_u64 db, int acc);
-
-/*  D[64 x N] += A[64 x 16] * B[16 x N], A from registers (a thread's four
-    16-bit pairs: mma.sync's m16n8k16 A fragment for the warp's 16 rows), B
-    N-major from shared memory; acc 0 overwrites D. */
-template <int N_>
-__device__ __forceinline__ void ak_wgmma_rs (float (&d)[N_ / 2], const unsigned (&a)[4], ak_u64 db, int acc);
-
-/*  N, then the operand numbers of da, db, acc (of a, b, acc for RS) */
-#define AK_WGMMA_SS(N_, TB_, RL, DL, IA, IB, IC)                                                          \
-    template <> __device__ __forceinline__ void ak_wgmma_ss<N_, TB_> (float (&d)[N_ / 2], ak_u64 da,     \
-                                                                     ak_u64 db, int acc)                 \
-    {                                                                                                    \
-        asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, " IC ", 0;\n"                                    \
-                      "wgmma.mma_async.sync.aligned.m64n" #N_ "k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"   \
-                      RL "}, " IA ", " IB ", p, 1, 1, 0, " #TB_ ";\n}\n"                                  \
-                      : DL : "l" (da), "l" (db), "r" (acc));                                            \
+    __shared__ float s_m[BM_], s_l[BM_];              /* a row's maximum and 1 / sum */
+    const float ninf = __int_as_float (0xff800000);
+    for (int r = tid; r < nr; r += NTH_) {
+        float M = ninf;
+#pragma unroll 4
+        for (ak_i64 s = 0; s < nsplit; s++)
+            M = fmaxf (M, __ldcg (w0 + s * sst + r * wd + C));
+        const float Mz = M == ninf ? 0.0f : M;        /* a row no slice saw keys for: weights 0 */
+        float ls = 0.0f;
+#pragma unroll 4
+        for (ak_i64 s = 0; s < nsplit; s++) {
+            const float2 ml = __ldcg ((const float2 *) (w0 + s * sst + r * wd + C));
+            ls += exp2f (ml.x - Mz) * ml.y;
+        }
+        s_m[r] = Mz;
+        s_l[r] = ls > 0.0f ? 1.0f / ls : 0.0f;
     }
-#define AK_WGMMA_RS(N_, RL, DL, A0, IB, IC)                                                                \
-    template <> __device__ __forceinline__ void ak_wgmma_rs<N_> (float (&d)[N_ / 2], const unsigned (&a)[4], \
-                                                                ak_u64 db, int acc)                       \
-    {                                                                                                    \
-        asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, " IC ", 0;\n"                                    \
-                      "wgmma.mma_async.sync.aligned.m64n" #N_ "k16.f32." AK_WGMMA_T "." AK_WGMMA_T " {"   \
-                      RL "}, {" A0 "}, " IB ", p, 1, 1, 1;\n}\n"                                            \
-                      : DL : "r" (a[0]), "r" (a[1]), "r" (a[2]), "r" (a[3]), "l" (db), "r" (acc));      \
-    }
-AK_WGMMA_SS (64, 1, AK_WG_R32, AK_WG_D32, "%32", "%33", "%34")
-AK_WGMMA_SS (64, 0, AK_WG_R32, AK_WG_D32, "%32", "%33", "%34")
-AK_WGMMA_SS (128, 1, AK_WG_R64, AK_WG_D64, "%64", "%65", "%66")
-AK_WGMMA_SS (128, 0, AK_WG_R64, AK_WG_D64, "%64", "%65", "%66")
-AK_WGMMA_SS (256, 1, AK_WG_R128, AK_WG_D128, "%128", "%129", "%130")
-AK_WGMMA_SS (256, 0, AK_WG_R128, AK_WG_D128, "%128", "%129", "%130")
-AK_WGMMA_RS (64, AK_WG_R32, AK_WG_D32, "%32,%33,%34,%35", "%36", "%37")
-AK_WGMMA_RS (128, AK_WG_R64, AK_WG_D64, "%64,%65,%66,%67", "%68", "%69")
-AK_WGMMA_RS (256, AK_WG_R128, AK_WG_D128, "%128,%129,%130,%131", "%132", "%133")
-#undef AK_WGMMA_SS
-#undef AK_WGMMA_RS
-
-template <int N_>
-__device__ __forceinline__ void ak_wgmma (float (&d)[N_ / 2], ak_u64 da, ak_u64 db, int acc)
-{
-    ak_wgmma_ss<N_, 1> (d, da, db, acc);
-}
-
-/* ------------------------------------------ the wgmma GEMMs' TMA epilogue */
-
-/*  Where TMA's 128-byte swizzle puts 16-byte chunk ch (8 elements) of
-    128-byte row r of a 1024-byte aligned panel: the byte offset. */
-__device__ __forceinline__ unsigned ak_swz128 (int r, int ch)
-{
-    return (unsigned) (r * 128 + ((ch ^ (r & 7)) << 4));
-}
-
-/*  The 128 threads of consumer warpgroup cw (0 or 1) meet at named barrier
-    2 + cw (1 is the producers'; immediates, so ptxas reserves only these). */
-__device__ __forceinline__ void ak_wg_sync (int cw)
-{
-    if (cw == 0)
-        asm volatile ("bar.sync 2, 128;\n" ::: "memory");
+    if constexpr (BAR_ == 0)
+        __syncthreads ();
     else
-        asm volatile ("bar.sync 3, 128;\n" ::: "memory");
-}
-
-/*  A 2-D box from shared memory at src into the tensor behind map at
-    {c0, c1}, one bulk group (TMA leaves out what lies past the tensor). */
-__device__ __forceinline__ void ak_tma_store_2d (const ak_tensor_map_t *map, int c0, int c1, unsigned src)
-{
-    asm volatile ("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
-                  "cp.async.bulk.commit_group;\n"
-                  :: "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (src) : "memory");
-}
-
-/*  Until at most N_ of this thread's bulk groups still read shared memory
-    (READ_ true), or are still in flight at all (false: their writes done). */
-template <int N_, bool READ_>
-__device__ __forceinline__ void ak_bulk_wait (void)
-{
-    if (READ_)
-        asm volatile ("cp.async.bulk.wait_group.read %0;\n" :: "n" (N_) : "memory");
-    else
-        asm volatile ("cp.async.bulk.wait_group %0;\n" :: "n" (N_) : "memory");
-}
-
-/*  Stores a consumer warpgroup's m64nNk16 accumulators (MI_ slices of 64
-    rows, N_ columns) straight from registers into the rows x cols
-    row-major C, its first row r0 and column c0: pairs of elements where
-    cols is even, guarded at every edge.  value(i, e) gives element e of
-    slice i (called only for rows inside C). */
-template <int MI_, int N_, typename F>
-__device__ __forceinline__ void ak_wg_store_direct (F value, ak_t *C, ak_i64 rows, ak_i64 cols, ak_i64 r0, ak_i64 c0,
-                                                    int tid)
-{
-    /* d[4j+e]: row warp*16 + lane/4 + 8*(e/2), column 8j + 2*(lane%4) + e%2 */
-    const bool pairs = cols % 2 == 0;
-    const ak_i64 row0 = r0 + (tid / 32) * 16 + (tid % 32) / 4;
-    const ak_i64 col0 = c0 + 2 * (tid % 4);
+        asm volatile ("bar.sync %0, %1;\n" :: "n" (BAR_), "n" (NTH_) : "memory");
+    const int D4 = C >> 2, nu = nr * D4;
+    for (int u0 = tid; u0 < nu; u0 += 4 * NTH_) {
+        int row[4], col[4], off[4];
+        float M[4];
+        float4 acc[4];
 #pragma unroll
-    for (int i = 0; i < MI_; i++)
+        for (int i = 0; i < 4; i++) {
+            const int u = u0 + i * NTH_;
+            row[i] = u < nu ? (int) ((unsigned) u / (unsigned) D4) : -1;
+            col[i] = row[i] < 0 ? 0 : (u - row[i] * D4) * 4;
+            off[i] = row[i] < 0 ? 0 : row[i] * wd + col[i];
+            M[i] = row[i] < 0 ? 0.0f : s_m[row[i]];
+            acc[i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        for (ak_i64 s0 = 0; s0 < nsplit; s0 += 4) {
+            float4 x[4][4];
+            float ms[4][4];
 #pragma unroll
-        for (int j = 0; j < N_ / 8; j++)
+            for (int j = 0; j < 4; j++) {
+                const float *ps = w0 + (s0 + j) * sst;
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const ak_i64 r = row0 + i * 64 + h * 8, col = col0 + j * 8;
-                if (r >= rows)
-                    continue;
-                const int e = 4 * j + 2 * h;
-                const float v0 = value (i, e), v1 = value (i, e + 1);
-                ak_t *out = C + r * cols + col;
-                if (pairs && col + 1 < cols) {
-                    ak_t v[2] = { ak_from_acc (v0), ak_from_acc (v1) };
-                    *(unsigned *) out = *(const unsigned *) v;
-                }
-                else {
-                    if (col < cols)
-                        out[0] = ak_from_acc (v0);
-                    if (col + 1 < cols)
-                        out[1] = ak_from_acc (v1);
+                for (int i = 0; i < 4; i++) {
+                    if (s0 + j < nsplit && row[i] >= 0) {
+                        x[j][i] = __ldcg ((const float4 *) (ps + off[i]));
+                        ms[j][i] = __ldcg (ps + row[i] * wd + C);
+                    }
+                    else {
+                        x[j][i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+                        ms[j][i] = ninf;
+                    }
                 }
             }
-}
-
-/*  Stores consumer warpgroup cw's m64nNk16 accumulators (MI_ slices of 64
-    rows, N_ columns: the output's rows r0.., columns c0..) through shared
-    memory: 64 x 64 chunks, each written into one of the warpgroup's two
-    AK_WG_CHUNK-byte buffers at cbuf (128-byte swizzle, the layout of a
-    {64, 64} box of map: conflict-free 4-byte stores), fenced for the
-    async proxy and stored with TMA by thread 0, which first waits until
-    the store that last used the buffer has read it.  value(i, e) gives
-    element e of slice i's accumulators (a transform such as a gated
-    product goes there); nc counts the warpgroup's chunks across calls
-    (which buffer is next).  The stores stay in flight: wait for them
-    (ak_bulk_wait) before the block exits or before their data is read. */
-#define AK_WG_CHUNK (64 * 128)
-template <int MI_, int N_, typename F>
-__device__ __forceinline__ void ak_wg_store_tma (F value, const ak_tensor_map_t *map, int r0, int c0, unsigned cbuf,
-                                                 int cw, int tid, int &nc)
-{
-    /* d[4j+e]: row warp*16 + lane/4 + 8*(e/2), column 8j + 2*(lane%4) + e%2 */
-    const int rr = (tid / 32) * 16 + (tid % 32) / 4;
 #pragma unroll
-    for (int i = 0; i < MI_; i++)
+            for (int j = 0; j < 4; j++)
 #pragma unroll
-        for (int c = 0; c < N_ / 64; c++, nc++) {
-            const unsigned buf = cbuf + (nc & 1) * AK_WG_CHUNK;
-            if (tid == 0)
-                ak_bulk_wait<1, true> ();
-            ak_wg_sync (cw);
-#pragma unroll
-            for (int jj = 0; jj < 8; jj++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int r = rr + 8 * h, e = 4 * (c * 8 + jj) + 2 * h;
-                    const unsigned v = ak_pack2 (value (i, e), value (i, e + 1));
-                    const unsigned at = buf + ak_swz128 (r, jj) + (tid % 4) * 4;
-                    asm volatile ("st.shared.b32 [%0], %1;\n" :: "r" (at), "r" (v) : "memory");
+                for (int i = 0; i < 4; i++) {
+                    const float w = exp2f (ms[j][i] - M[i]);
+                    acc[i].x += w * x[j][i].x;
+                    acc[i].y += w * x[j][i].y;
+                    acc[i].z += w * x[j][i].z;
+                    acc[i].w += w * x[j][i].w;
                 }
-            asm volatile ("fence.proxy.async.shared::cta;\n" ::: "memory");
-            ak_wg_sync (cw);
-            if (tid == 0)
-                ak_tma_store_2d (map, c0 + c * 64, r0 + i * 64, buf);
         }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (row[i] < 0)
+                continue;
+            const float inv = s_l[row[i]];
+            *(uint2 *) (out + (ak_i64) row[i] * ostride + col[i]) =
+                make_uint2 (ak_pack2 (acc[i].x * inv, acc[i].y * inv), ak_pack2 (acc[i].z * inv, acc[i].w * inv));
+        }
+    }
 }
 
 #endif /* float16 / bfloat16, not a reference */

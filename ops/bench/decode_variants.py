@@ -98,7 +98,7 @@ def build(outdir, specs):
     nvcc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
     # the prelude as the worker embeds it: the ABI, then the building blocks
     prelude = "".join(open(os.path.join(ROOT, "kernels", f)).read()
-                      for f in ("ak_kernel_cuda.h", "ak_blocks_cuda.h"))
+                      for f in ("ak_kernel_cuda.h", "ak_blocks_cuda.h", "ak_hopper_cuda.h"))
     os.makedirs(outdir, exist_ok=True)
     for spec in specs:
         name, _, rest = spec.partition("=")

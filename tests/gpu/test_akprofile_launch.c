@@ -183,7 +183,8 @@ static void test_launch_abi2_flash (void **state)
         skip ();                        /* an sm_90a kernel: compute capability 9.0 only */
     char *src = s_source ("kernels/flash_attention/cuda/wgmma.cu");
     char *p1 = s_source ("kernels/ak_kernel_cuda.h"), *p2 = s_source ("kernels/ak_blocks_cuda.h");
-    char *pre = ak_sprintf ("%s\n%s", p1, p2);          /* both preludes, as the worker's text */
+    char *p3 = s_source ("kernels/ak_hopper_cuda.h");
+    char *pre = ak_sprintf ("%s\n%s\n%s", p1, p2, p3);  /* the three preludes, as the worker's text */
     s_pkg_t pk;
     s_pkg_sources (&pk, "akp-abi2", src, pre);
     /* the maps as the coordinator records them (dims {D, S, B*H}, row
@@ -224,6 +225,7 @@ static void test_launch_abi2_flash (void **state)
     free (pre);
     free (p1);
     free (p2);
+    free (p3);
     s_pkg_done (&pk);
 }
 

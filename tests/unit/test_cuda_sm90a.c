@@ -1,6 +1,6 @@
 /*  tests/unit/test_cuda_sm90a.c: the catalog's sm_90a kernels (wgmma, TMA,
     setmaxnreg: matmul's and fused_mlp's wgmma.cu, flash_attention's
-    wgmma.cu) compiled without a GPU.
+    wgmma.cu, split_kv_attention's wg_decode.cu) compiled without a GPU.
 
     NVRTC builds a few configurations of each for --gpu-architecture=sm_90a
     with the prelude, as the worker does, plus --ptxas-options=-v, and the
@@ -56,7 +56,8 @@ typedef struct {
 /*  The first of each candidate is its first (default) configuration; the
     others cover one consumer warpgroup with two m64 slices, BK = 128,
     BN = 128, the other raster order, a cluster of two (TMA multicast),
-    float16 and float32.  Few, since each
+    float16 and float32; wg_decode with one consumer (256 threads: 255
+    registers) and three stages.  Few, since each
     wgmma build takes ptxas 5-10 s of CPU; every configuration of both
     spaces was built once by hand (docs/cuda-backend.md). */
 static const s_case_t s_cases[] = {
@@ -73,6 +74,10 @@ static const s_case_t s_cases[] = {
       { {"BM", 128}, {"BN", 128}, {"BK", 64}, {"STAGES", 4}, {"CONSUMERS", 2}, {"GRID", 132} } },
     { "flash_attention", "wgmma", "BFLOAT16", 168, { {"BN", 128}, {"STAGES", 2}, {"CONSUMERS", 2}, {"PINGPONG", 1} } },
     { "flash_attention", "wgmma", "FLOAT16", 128, { {"BN", 64}, {"STAGES", 3}, {"CONSUMERS", 3}, {"PINGPONG", 0} } },
+    { "split_kv_attention", "wg_decode", "BFLOAT16", 168,
+      { {"STAGES", 2}, {"CONSUMERS", 2}, {"PINGPONG", 1}, {"WAVES", 1} } },
+    { "split_kv_attention", "wg_decode", "FLOAT16", 255,
+      { {"STAGES", 3}, {"CONSUMERS", 1}, {"PINGPONG", 0}, {"WAVES", 4} } },
 };
 #define S_NCASES (sizeof s_cases / sizeof s_cases[0])
 

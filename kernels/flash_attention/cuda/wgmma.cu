@@ -108,186 +108,12 @@ static_assert (PINGPONG == 0 || PINGPONG == 1, "PINGPONG: 0 or 1");
 #endif
 static_assert (R_PROD + CONSUMERS * R_CONS <= (CONSUMERS + 1) * R_START, "register budget");
 
-/*  2^x in one MUFU.EX2, flushing denormal results to zero (-inf gives
-    0): exp2f adds a range check and two multiplies an element, and the
-    softmax's instructions, not the tensor cores, bound this kernel
-    (session 22 on the H200: 0.93x the time of exp2f's, once the mask was
-    out of the inner tiles). */
-__device__ __forceinline__ float s_ex2 (float x)
-{
-    float y;
-    asm ("ex2.approx.ftz.f32 %0, %1;" : "=f" (y) : "f" (x));
-    return y;
-}
-
-__device__ __forceinline__ float s_neg_inf (void)
-{
-    return __int_as_float (0xff800000);
-}
-
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
-/* ---------------------------------------------------- TMA, turns, tiles */
-
 /* The Hopper building blocks (ak_smem, ak_bar_*, ak_tma_load_3d,
-   ak_wgmma_ss / _rs, descriptors, fences) are in the second prelude,
+   ak_wgmma_ss / _rs, descriptors, fences) and the consumers' key-tile
+   step with its turns and the producer's stage load (ak_fa3_*, shared
+   with split_kv_attention's wg_decode) are in the second prelude,
    kernels/ak_blocks_cuda.h. */
-
-/*  Pins every write to the wgmma operands before this point, so no
-    rescale or pack can be sunk past wgmma.fence.  A guard: the C7519
-    (injected warpgroup.arrive) seen while writing this kernel came from a
-    wait loop between the fence and a wgmma (s_tile), and without the pins
-    ptxas reports the same and the H200 timed the same (session 22). */
-template <int NO, int NS, int NK>
-__device__ __forceinline__ void s_fence_regs (float (&o)[NO], float (&sacc)[NS], unsigned (&pa)[NK][4])
-{
-#pragma unroll
-    for (int i = 0; i < NO; i++)
-        ak_reg_fence (o[i]);
-#pragma unroll
-    for (int i = 0; i < NS; i++)
-        ak_reg_fence (sacc[i]);
-#pragma unroll
-    for (int k = 0; k < NK; k++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            asm volatile ("" : "+r" (pa[k][e]) :: "memory");
-}
-
-/*  The consumers' turns (PINGPONG): warpgroup c issues its wgmma only
-    after bar.sync on named barrier 1 + c, which warpgroup c - 1 (the last
-    one for c = 0) arrives at once it has issued its own; 256 threads a
-    barrier, its owner's 128 and the previous warpgroup's 128.  While one
-    warpgroup's products run, the next does its softmax. */
-__device__ __forceinline__ void s_turn_wait (int cw)
-{
-    if (PINGPONG)
-        asm volatile ("bar.sync %0, 256;\n" :: "r" (1 + cw) : "memory");
-}
-
-__device__ __forceinline__ void s_turn_pass (int cw)
-{
-    if (PINGPONG)
-        asm volatile ("bar.arrive %0, 256;\n" :: "r" (1 + (cw + 1) % CONSUMERS) : "memory");
-}
-
-/*  O += P V over one V stage (shared address vs), committed as a group. */
-template <int NO, int NK>
-__device__ __forceinline__ void s_pv (float (&o)[NO], const unsigned (&pa)[NK][4], unsigned vs)
-{
-#pragma unroll
-    for (int kk = 0; kk < NK; kk++)
-        ak_wgmma_rs<2 * NO> (o, pa[kk], ak_wgmma_desc (vs + kk * 16 * 128, BN * 128, 1024), 1);
-    ak_wgmma_commit ();
-}
-
-/*  What every tile step of a consumer warpgroup needs. */
-typedef struct {
-    unsigned qa, k_s, v_s;                 /* its Q rows, the K and V rings (shared addresses) */
-    unsigned fullk, fullv, emptyk, emptyv; /* the rings' barriers */
-    int tid, cw;                           /* thread in the warpgroup, consumer index */
-    float sc;                              /* log2(e) / sqrt(D) */
-} s_ctx_t;
-
-/*  One key tile t of a consumer warpgroup: S = Q K^T of t and O += P V of
-    t - 1 issued together, S's softmax while P V runs, then O rescaled and
-    P of t packed for the next step.  MASK: columns from lim0 (rows g) and
-    lim1 (rows g + 8) on are no keys (-inf). */
-template <bool MASK, int NO, int NS, int NK>
-__device__ __forceinline__ void s_tile (const s_ctx_t &c, int t, float (&o)[NO], float (&sacc)[NS],
-                                        unsigned (&pa)[NK][4], float (&m)[2], float (&l)[2], int lim0, int lim1)
-{
-    constexpr int HD = 2 * NO, T_BYTES = BN * HD * 2, NJ = BN / 8;
-    /* vt: the V tile of this step's P V, the previous one (at t = 0
-       tile 0 with P = 0 and O = 0: one code path, no divergent wgmma) */
-    const int vt = t > 0 ? t - 1 : 0, s = t % STAGES, sv = vt % STAGES;
-    /* both waits before the fence: a wait loop between it and a
-       wgmma makes ptxas inject a warpgroup.arrive (C7519); V of the
-       previous tile has long landed */
-    ak_bar_wait (c.fullk + 8 * s, (t / STAGES) & 1);
-    ak_bar_wait (c.fullv + 8 * sv, (vt / STAGES) & 1);
-    s_fence_regs (o, sacc, pa);
-    s_turn_wait (c.cw);
-    ak_wgmma_fence ();
-    /* S = Q K^T */
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++)
-        ak_wgmma_ss<BN, 0> (sacc, ak_wgmma_desc (c.qa + (kk / 4) * BM * 128 + (kk % 4) * 32, 16, 1024),
-                            ak_wgmma_desc (c.k_s + s * T_BYTES + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
-    ak_wgmma_commit ();
-    /* O += P V of the previous tile, beside it */
-    s_pv (o, pa, c.v_s + sv * T_BYTES);
-    s_turn_pass (c.cw);
-    ak_wgmma_wait<1> ();
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++)
-        ak_reg_fence (sacc[i]);
-    if (c.tid == 0)
-        ak_bar_arrive (c.emptyk + 8 * s);
-    /* mask (edge tiles), row max over the quad, the new running max */
-    const int c0 = (c.tid & 3) * 2;
-    float mx[2] = { s_neg_inf (), s_neg_inf () };
-#pragma unroll
-    for (int j = 0; j < NJ; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float x = sacc[4 * j + e];
-            if (MASK) {
-                if (j * 8 + c0 + (e & 1) >= (e < 2 ? lim0 : lim1))
-                    x = s_neg_inf ();
-                sacc[4 * j + e] = x;
-            }
-            mx[e >> 1] = fmaxf (mx[e >> 1], x);
-        }
-    float corr[2], msc[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        mx[h] = fmaxf (mx[h], __shfl_xor_sync (0xffffffffu, mx[h], 1));
-        mx[h] = fmaxf (mx[h], __shfl_xor_sync (0xffffffffu, mx[h], 2));
-        const float mn = fmaxf (m[h], mx[h]);
-        msc[h] = mn == s_neg_inf () ? 0.0f : mn * c.sc;          /* a row with no key yet */
-        corr[h] = s_ex2 (m[h] * c.sc - msc[h]);
-        m[h] = mn;
-        l[h] *= corr[h];
-    }
-    /* P = exp2 (s sc - m sc), in place */
-#pragma unroll
-    for (int j = 0; j < NJ; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const float p = s_ex2 (fmaf (sacc[4 * j + e], c.sc, -msc[e >> 1]));
-            sacc[4 * j + e] = p;
-            l[e >> 1] += p;
-        }
-    ak_wgmma_wait<0> ();
-#pragma unroll
-    for (int i = 0; i < HD / 2; i++)
-        ak_reg_fence (o[i]);
-    if (t > 0 && c.tid == 0)
-        ak_bar_arrive (c.emptyv + 8 * sv);
-#pragma unroll
-    for (int i = 0; i < HD / 2; i++)
-        o[i] *= corr[(i >> 1) & 1];
-#pragma unroll
-    for (int kk = 0; kk < NK; kk++) {
-        pa[kk][0] = ak_pack2 (sacc[8 * kk + 0], sacc[8 * kk + 1]);
-        pa[kk][1] = ak_pack2 (sacc[8 * kk + 2], sacc[8 * kk + 3]);
-        pa[kk][2] = ak_pack2 (sacc[8 * kk + 4], sacc[8 * kk + 5]);
-        pa[kk][3] = ak_pack2 (sacc[8 * kk + 6], sacc[8 * kk + 7]);
-    }
-}
-
-/*  The producer's load of one K or V stage (dst) of BN keys from row j0 of
-    head bh: once the consumers freed it (empty, the previous use's phase),
-    its 64-column panels, their bytes expected on full. */
-__device__ __forceinline__ void s_load_stage (unsigned dst, const ak_tensor_map_t *map, unsigned full, unsigned empty,
-                                              unsigned ph, int j0, int bh)
-{
-    ak_bar_wait (empty, ph ^ 1);
-    ak_bar_expect (full, S_PANELS * BN * 128);
-#pragma unroll
-    for (int p = 0; p < S_PANELS; p++)
-        ak_tma_load_3d (dst + p * BN * 128, map, p * 64, j0, bh, full);
-}
 
 /* ------------------------------------------------------------ the kernel */
 
@@ -312,36 +138,14 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
     const int ntiles = (int) ((kend + BN - 1) / BN);
     const int wg = threadIdx.x / 128;
 
-    if (threadIdx.x == 0) {
-        ak_bar_init (qbar, 1);
-        for (int s = 0; s < STAGES; s++) {
-            ak_bar_init (fullk + 8 * s, 1);
-            ak_bar_init (emptyk + 8 * s, CONSUMERS);
-            ak_bar_init (fullv + 8 * s, 1);
-            ak_bar_init (emptyv + 8 * s, CONSUMERS);
-        }
-        asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_q) : "memory");
-        asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_k) : "memory");
-        asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_v) : "memory");
-    }
-    __syncthreads ();
+    ak_fa3_init<STAGES, CONSUMERS> (qbar, tm_q, tm_k, tm_v);
 
     if (wg == 0) {
         /* ---------------------------------------------------- producer */
         asm volatile ("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n" (R_PROD));
         if (threadIdx.x != 0)
             return;
-        ak_bar_expect (qbar, Q_BYTES);
-#pragma unroll
-        for (int p = 0; p < PANELS; p++)
-            ak_tma_load_3d (q_s + p * BM * 128, tm_q, p * 64, (int) qb, bh, qbar);
-        for (int t = 0; t < ntiles; t++) {
-            const int s = t % STAGES;
-            const unsigned ph = (t / STAGES) & 1;
-            s_load_stage (k_s + s * T_BYTES, tm_k, fullk + 8 * s, emptyk + 8 * s, ph, t * BN, bh);
-            s_load_stage (v_s + s * T_BYTES, tm_v, fullv + 8 * s, emptyv + 8 * s, ph, t * BN, bh);
-        }
+        ak_fa3_produce<PANELS, BN, BM, STAGES> (q_s, k_s, v_s, qbar, tm_q, tm_k, tm_v, (int) qb, 0, bh, ntiles);
         return;
     }
 
@@ -360,25 +164,12 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
 
     float o[HD / 2], sacc[BN / 2], m[2], l[2];
     unsigned pa[NK][4];
-#pragma unroll
-    for (int i = 0; i < HD / 2; i++)
-        o[i] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < NK; kk++)
-        pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = 0u;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        m[h] = s_neg_inf ();
-        l[h] = 0.0f;
-    }
-    ak_bar_wait (qbar, 0);
-    if (cw == CONSUMERS - 1)
-        s_turn_pass (cw);                                 /* the first turn is warpgroup 0's */
+    ak_fa3_begin<HD, NK, PINGPONG, CONSUMERS> (cw, qbar, o, pa, m, l);
 
     /* tiles every key of which every row of the warpgroup sees, then the
        edge tiles (past S, or past a row under the causal mask): the mask
        is compiled into the second loop only */
-    const s_ctx_t c = { qa, k_s, v_s, fullk, fullv, emptyk, emptyv, tid, cw, sc };
+    const ak_fa3_ctx_t c = { qa, k_s, v_s, fullk, fullv, emptyk, emptyv, tid, cw, sc };
     int ntfull = (int) (S / BN);
     if (causal && (w0 + 1) / BN < ntfull)
         ntfull = (int) ((w0 + 1) / BN);
@@ -386,7 +177,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
         ntfull = nt;
     int t = 0;
     for (; t < ntfull; t++)
-        s_tile<false> (c, t, o, sacc, pa, m, l, 0, 0);
+        ak_fa3_tile<false, HD, BN, BM, STAGES, PINGPONG, CONSUMERS, NK> (c, t, o, sacc, pa, m, l, 0, 0);
     for (; t < nt; t++) {
         /* a column c of the tile (0..BN-1) is a key of row h where c < lim[h] */
         const ak_i64 j0 = (ak_i64) t * BN;
@@ -398,37 +189,11 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
                 n = row[h] + 1 - j0;
             lim[h] = n < 0 ? 0 : n > BN ? BN : (int) n;
         }
-        s_tile<true> (c, t, o, sacc, pa, m, l, lim[0], lim[1]);
+        ak_fa3_tile<true, HD, BN, BM, STAGES, PINGPONG, CONSUMERS, NK> (c, t, o, sacc, pa, m, l, lim[0], lim[1]);
     }
-    if (nt > 0) {
-        const int s = (nt - 1) % STAGES;
-        ak_bar_wait (fullv + 8 * s, ((nt - 1) / STAGES) & 1);
-        s_fence_regs (o, sacc, pa);
-        ak_wgmma_fence ();
-        s_pv (o, pa, v_s + s * T_BYTES);
-        ak_wgmma_wait<0> ();
-#pragma unroll
-        for (int i = 0; i < HD / 2; i++)
-            ak_reg_fence (o[i]);
-        if (tid == 0)
-            ak_bar_arrive (emptyv + 8 * s);
-    }
-    /* the block's tiles past this warpgroup's last row: pass them on,
-       and the turns with them (every warpgroup takes ntiles turns) */
-    for (int t = nt; t < ntiles; t++) {
-        const int s = t % STAGES;
-        const unsigned ph = (t / STAGES) & 1;
-        ak_bar_wait (fullk + 8 * s, ph);
-        if (tid == 0)
-            ak_bar_arrive (emptyk + 8 * s);
-        ak_bar_wait (fullv + 8 * s, ph);
-        if (tid == 0)
-            ak_bar_arrive (emptyv + 8 * s);
-        s_turn_wait (cw);
-        s_turn_pass (cw);
-    }
-    if (cw == 0)
-        s_turn_wait (cw);                                 /* the last warpgroup's last pass */
+    /* the last tile's P V, then the block's tiles past this warpgroup's
+       last row passed on, and the turns with them */
+    ak_fa3_drain<HD, BN, STAGES, PINGPONG, CONSUMERS, NK> (c, nt, ntiles, o, sacc, pa);
     if (nt == 0)
         return;
 

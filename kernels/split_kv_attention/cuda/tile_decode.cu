@@ -38,9 +38,10 @@
     slice the block writes its rows; else each writes its partial (the
     row maxima and sums, the unnormalised rows, in float) to a
     module-scope workspace and the block of a tile that arrives last
-    merges the slices in order (ak_last_arrival).  Every sum runs in a
-    fixed order: bitwise deterministic.  Launches of one loaded module
-    must not run concurrently (the workers run one at a time).
+    merges the slices in order (ak_last_arrival, ak_split_merge).  Every
+    sum runs in a fixed order: bitwise deterministic.  Launches of one
+    loaded module must not run concurrently (the workers run one at a
+    time).
 
     float16 and bfloat16 with D 64, 128 or 256 and 16-byte aligned
     buffers; anything else (float32, other D up to 256) runs a plain path
@@ -291,89 +292,6 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
 }
 #endif
 
-#if T_TC
-/*  The split merge in the block that arrived last: each row's maximum and
-    sum over the slices (a thread a row), then the rows, four columns a
-    thread, four column groups at once and the slices four at a time: up
-    to 32 loads in flight a thread.  A one-block merge of nsplit x BM x D
-    floats is bound by its loads' latency (one slice at a time it cost
-    more than the slices' own work).  The slices are summed in order. */
-__device__ void t_merge (const t_tile &T, const float *w0, ak_i64 nsplit, int C, int D)
-{
-    __shared__ float s_m[BM], s_l[BM];                 /* a row's maximum and 1 / sum */
-    constexpr int nth = T_NW * 32;
-    const int tid = threadIdx.x;
-    const ak_i64 WD = C + 8, sst = (ak_i64) BM * WD;   /* C columns a partial row */
-    for (int r = tid; r < T.nr; r += nth) {
-        float M = T_NEG_INF;
-#pragma unroll 4
-        for (ak_i64 s = 0; s < nsplit; s++)
-            M = fmaxf (M, __ldcg (w0 + s * sst + r * WD + C));
-        const float Mz = M == T_NEG_INF ? 0.0f : M;   /* a row no slice saw keys for: weights 0 */
-        float ls = 0.0f;
-#pragma unroll 4
-        for (ak_i64 s = 0; s < nsplit; s++) {
-            const float2 ml = __ldcg ((const float2 *) (w0 + s * sst + r * WD + C));
-            ls += exp2f (ml.x - Mz) * ml.y;
-        }
-        s_m[r] = Mz;
-        s_l[r] = ls > 0.0f ? 1.0f / ls : 0.0f;
-    }
-    __syncthreads ();
-    const int D4 = C >> 2, nu = (int) T.nr * D4;
-    for (int u0 = tid; u0 < nu; u0 += 4 * nth) {
-        int row[4], col[4], off[4];
-        float M[4];
-        float4 acc[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int u = u0 + i * nth;
-            row[i] = u < nu ? (int) ((unsigned) u / (unsigned) D4) : -1;
-            col[i] = row[i] < 0 ? 0 : (u - row[i] * D4) * 4;
-            off[i] = row[i] < 0 ? 0 : row[i] * (int) WD + col[i];
-            M[i] = row[i] < 0 ? 0.0f : s_m[row[i]];
-            acc[i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
-        }
-        for (ak_i64 s0 = 0; s0 < nsplit; s0 += 4) {
-            float4 x[4][4];
-            float ms[4][4];
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const float *ps = w0 + (s0 + j) * sst;
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    if (s0 + j < nsplit && row[i] >= 0) {
-                        x[j][i] = __ldcg ((const float4 *) (ps + off[i]));
-                        ms[j][i] = __ldcg (ps + row[i] * WD + C);
-                    }
-                    else {
-                        x[j][i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
-                        ms[j][i] = T_NEG_INF;
-                    }
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const float w = exp2f (ms[j][i] - M[i]);
-                    acc[i].x += w * x[j][i].x;
-                    acc[i].y += w * x[j][i].y;
-                    acc[i].z += w * x[j][i].z;
-                    acc[i].w += w * x[j][i].w;
-                }
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            if (row[i] < 0)
-                continue;
-            const float inv = s_l[row[i]];
-            *(uint2 *) (T.o + (ak_i64) row[i] * D + T.c0 + col[i]) =
-                make_uint2 (ak_pack2 (acc[i].x * inv, acc[i].y * inv), ak_pack2 (acc[i].z * inv, acc[i].w * inv));
-        }
-    }
-}
-#endif
 
 extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_args_t a)
 {
@@ -458,6 +376,7 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
     if (!ak_last_arrival (&t_cnt[tg], (unsigned int) nsplit, &s_last))
         return;
 #if T_TC
-    t_merge (T, t_ws + tg * gridDim.y * BM * WD, nsplit, (int) (D / DS), (int) D);
+    ak_split_merge<BM, T_NW * 32, 0> (t_ws + tg * gridDim.y * BM * WD, nsplit, BM * WD, (int) WD, (int) (D / DS),
+                                      (int) T.nr, T.o + T.c0, D, threadIdx.x);
 #endif
 }

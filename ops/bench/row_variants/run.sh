@@ -46,7 +46,7 @@ for defs in "$@"; do
       [ -n "${DIMS:-}" ] && echo "#define AK_DIMS $(echo "$DIMS" | tr ' ' ',')"
       echo "static dim3 s_grid (long rows, long cols) { (void) rows; (void) cols; return dim3 ($grid); }"
     } > "$work/v$i.h"
-    cat "$root/kernels/ak_kernel_cuda.h" "$root/kernels/ak_blocks_cuda.h" ${EXTRA:+"$EXTRA"} "$root/kernels/$op/cuda/$src.cu" \
+    cat "$root/kernels/ak_kernel_cuda.h" "$root/kernels/ak_blocks_cuda.h" "$root/kernels/ak_hopper_cuda.h" ${EXTRA:+"$EXTRA"} "$root/kernels/$op/cuda/$src.cu" \
         "$work/v$i.h" "$root/ops/bench/row_variants/main.cu" > "$work/v$i.cu"
     # shellcheck disable=SC2086
     "$nv" -O3 -arch=sm_90 -std=c++17 -DAK_CUDA_HALF -DAK_DTYPE_$d $flags -o "$work/v$i" "$work/v$i.cu" &

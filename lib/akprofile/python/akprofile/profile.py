@@ -132,7 +132,7 @@ class Kernel:
 
     @property
     def prelude(self):
-        """The prelude the worker prepended (kernels/ak_kernel_cuda.h and ak_blocks_cuda.h as installed)."""
+        """The prelude the worker prepended (kernels/ak_kernel_cuda.h, ak_blocks_cuda.h and ak_hopper_cuda.h as installed)."""
         k = self._ptr.contents
         return ctypes.string_at(k.prelude, k.prelude_len).decode("utf-8") if k.prelude else ""
 

@@ -17,8 +17,9 @@ def read(rel):
 
 def prelude_cuda():
     """The CUDA prelude as the worker embeds it and a profile records it:
-    kernels/ak_kernel_cuda.h, then kernels/ak_blocks_cuda.h."""
-    return read("kernels/ak_kernel_cuda.h") + read("kernels/ak_blocks_cuda.h")
+    kernels/ak_kernel_cuda.h, then kernels/ak_blocks_cuda.h and
+    kernels/ak_hopper_cuda.h."""
+    return read("kernels/ak_kernel_cuda.h") + read("kernels/ak_blocks_cuda.h") + read("kernels/ak_hopper_cuda.h")
 
 
 def entry(op, keys, dims, dtype, candidate, src_file, params, grid, block, inputs, outputs, shared=0):
