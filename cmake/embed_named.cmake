@@ -1,7 +1,8 @@
-# Writes the file IN (followed by IN2, when given) as a C string constant
+# Writes the file IN (followed by IN2 and IN3, when given) as a C string constant
 # NAME (and NAME_len) into OUT.  Like embed.cmake, for a second embedded
 # file (the CUDA kernel prelude: kernels/ak_kernel_cuda.h, then the building
-# blocks of kernels/ak_blocks_cuda.h).
+# blocks of kernels/ak_blocks_cuda.h and the Hopper ones of
+# kernels/ak_hopper_cuda.h).
 file(READ ${IN} content HEX)
 if(DEFINED IN2 AND NOT IN2 STREQUAL "")
   file(READ ${IN2} content2 HEX)
