@@ -46,9 +46,9 @@
     float16 and bfloat16 with D 64, 128 or 256 and 16-byte aligned
     buffers; anything else (float32, other D up to 256) runs a plain path
     in the same grid, on the blocks of the first slice and columns (a
-    warp a query row over all its keys: correct, not fast).  Under AK_CUDA_EMU
-    (test_cuda_cand_emu) the MMA, ldmatrix and cp.async go through the CPU
-    emulation.
+    warp a query row over all its keys: correct, not fast).  Under
+    AK_CUDA_EMU (test_cuda_cand_emu) the MMA, ldmatrix and cp.async go
+    through the CPU emulation.
 
     BM     query rows a block (BM/16 warps; 32, 64 or 128 in the spec)
     BN     keys a tile
@@ -114,9 +114,9 @@ __device__ __forceinline__ void t_cp_cols (ak_t *dst, const ak_t *src, int c0, a
 {
     constexpr int CPR = C_ / 8;                        /* 16-byte chunks a row */
     for (int c = threadIdx.x; c < nrows * CPR; c += T_NW * 32) {
-        const int r = c / CPR, col = c0 + (c % CPR) * 8;
+        const int r = c / CPR, cc = (c % CPR) * 8;     /* the chunk's row, its first column of the C_ */
         const bool ok = row0 + r < end;
-        ak_cp_async16 (dst + r * (C_ + 8) + col - c0, src + (ok ? (row0 + r) * HD_ + col : 0), ok);
+        ak_cp_async16 (dst + r * (C_ + 8) + cc, src + (ok ? (row0 + r) * HD_ + c0 + cc : 0), ok);
     }
 }
 

@@ -35,8 +35,9 @@
     maxima and sums in the exp2 domain, to a module-scope workspace and
     the block of a row tile that arrives last merges the slices in order:
     ak_split_merge on the consumer threads only, behind named barrier 3,
-    as the producer has left).  Bitwise deterministic.  Launches of one loaded module must
-    not run concurrently (the workers run one at a time).
+    as the producer has left).  Bitwise deterministic.  Launches of one
+    loaded module must not run concurrently (the workers run one at a
+    time).
 
     float16 / bfloat16, D 256, HQ a multiple of HK and the three maps
     present: the path above.  Anything else: a plain path in the same
@@ -136,8 +137,9 @@ __device__ __forceinline__ ak_i64 w_nkeys (const w_tile_t &T, ak_i64 r)
 
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 /*  The wgmma path of one block: slice [k0, k1) of the keys for the tile's
-    rows; single: the only slice (the rows are written), else the partial
-    goes to wp and the last block of the tile merges. */
+    rows.  With one slice (nsplit 1) the rows are written; else the
+    partial goes to wp, and the tile's last block (counter cnt) merges the
+    nsplit partials from w0 on. */
 __device__ void w_decode (const ak_cuda_args_t &a, const w_tile_t &T, ak_i64 k0, ak_i64 k1, ak_i64 nsplit,
                           float *wp, const float *w0, unsigned int *cnt, const ak_tensor_map_t *tm_q,
                           const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v, unsigned char *raw)
