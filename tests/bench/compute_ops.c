@@ -160,16 +160,6 @@ static int s_launch (const ak_spec_t *spec, const int64_t *dims, s_item_t *it, v
     return 0;
 }
 
-/*  An error once the device is open: it is closed before the exit (left
-    open, the process crashed on its way out: exit 139 where a missing
-    ak-nvrtc failed the reference's compile). */
-static int s_fail (void)
-{
-    if (S.dev)
-        S.be->close (&S.dev);
-    return 1;
-}
-
 int main (int argc, char **argv)
 {
     if (argc < 4) {
@@ -224,7 +214,7 @@ int main (int argc, char **argv)
         const ak_candidate_t *cand = ak_spec_candidate (spec, cand_name);
         if (!cand || ak_space_walk (cand, s_add_config, NULL, NULL, &err) != 0) {
             fprintf (stderr, "candidate %s: %s\n", cand_name, cand ? err.msg : "none");
-            return s_fail ();
+            return 1;
         }
     }
     double t0 = (double) ak_clock_mono_ms ();
@@ -239,13 +229,13 @@ int main (int argc, char **argv)
     size_t nin[AK_MAX_BUFS], nout[AK_MAX_BUFS], esz = ak_dtype_size (S.dt);
     if (ak_buf_counts (spec, z->dims, S.dt, nin, nout, &err) != 0) {
         fprintf (stderr, "%s\n", err.msg);
-        return s_fail ();
+        return 1;
     }
     ak_kernel_t *gen = NULL, *dref = NULL;
     if (!S.items[0].path || S.be->load (S.dev, S.items[0].path, "ak_fill_uniform", &gen, &err) != 0
         || S.be->load (S.dev, S.items[0].path, "ak_reference", &dref, &err) != 0) {
         fprintf (stderr, "reference: %s %s\n", S.items[0].error, err.msg);
-        return s_fail ();
+        return 1;
     }
     void *in[AK_MAX_BUFS] = { 0 }, *in64[AK_MAX_BUFS] = { 0 }, *out[AK_MAX_BUFS] = { 0 }, *out64[AK_MAX_BUFS] = { 0 };
     for (int j = 0; j < spec->ninputs; j++) {
@@ -255,13 +245,13 @@ int main (int argc, char **argv)
             || S.be->generate (S.dev, gen, in64[j], nin[j], 42, (uint64_t) j, b->lo, b->hi,
                                AK_GEN_AS_F64 + (int) S.dt, &err)) {
             fprintf (stderr, "inputs: %s\n", err.msg);
-            return s_fail ();
+            return 1;
         }
     }
     for (int k = 0; k < spec->noutputs; k++)
         if (S.be->alloc (S.dev, nout[k] * esz, &out[k], &err) || S.be->alloc (S.dev, nout[k] * 8, &out64[k], &err)) {
             fprintf (stderr, "outputs: %s\n", err.msg);
-            return s_fail ();
+            return 1;
         }
     int64_t flops = 0;
     ak_spec_eval (spec, spec->flops, z->dims, S.dt, &flops, &err);
@@ -304,7 +294,7 @@ int main (int argc, char **argv)
     if (s_launch (spec, z->dims, r, in64, out64, AK_DT_FLOAT32, &l, &err) != 0
         || S.be->launch (S.dev, dref, &l, &err) != 0) {
         fprintf (stderr, "reference launch: %s\n", err.msg);
-        return s_fail ();
+        return 1;
     }
     double *want[AK_MAX_BUFS] = { 0 };
     uint8_t *got[AK_MAX_BUFS] = { 0 };
