@@ -432,6 +432,7 @@ void ak_cuda_be_close (ak_dev_t **dev_p)
         ak_debug ("cuda close: %s", e.msg);
     free (dev);
     *dev_p = NULL;
+    ak_cuda_lib_preload_wait ();       /* no exit while cuBLASLt's initializers run (backend_cuda_impl.h) */
 }
 
 int ak_cuda_be_load (ak_dev_t *dev, const char *artifact_path, const char *symbol,

@@ -196,6 +196,17 @@ void ak_cuda_lib_close (ak_dev_t *dev, ak_cuda_lib_t **lib_p);
    else of cuBLASLt runs there (no handle, no device work).
    AK_CUDA_LIB_PRELOAD=0: nothing. */
 void ak_cuda_lib_preload (void);
+/* Waits for that thread, if one was started and not yet waited for.  A
+   process must not exit while the thread is inside the dlopen: exit()
+   then runs the exit handlers that cuBLASLt's initializers have just
+   registered while those initializers still run on the other thread, and
+   they crash (SIGSEGV, exit status 139; bench_compute_ops failing within
+   a second of opening the device on the H200, and a thread dlopen'ing
+   libcublasLt.so.13 while main returns, on a CPU host, 50-200 ms into
+   the load).  An exit handler of ours cannot prevent it (the library's
+   own handlers, registered later, run first), so the device's close
+   waits (ak_cuda_be_close). */
+void ak_cuda_lib_preload_wait (void);
 /* Whether the call is planned for l's shape and dtype already (its
    kernels then ran once: the sample path runs a library call once
    without the blocking kernel for every new shape, as it does a module). */

@@ -186,17 +186,31 @@ static void *s_lt_preload_main (void *arg)
     return NULL;
 }
 
+/* The preload thread, joinable: ak_cuda_lib_preload_wait joins it once. */
+static pthread_mutex_t s_lt_thread_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t s_lt_thread;
+static bool s_lt_thread_live;
+
 static void s_lt_preload_start (void)
 {
-    pthread_t t;
-    pthread_attr_t attr;
-    if (pthread_attr_init (&attr) != 0)
-        return;
-    pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create (&t, &attr, s_lt_preload_main, NULL);
-    pthread_attr_destroy (&attr);
+    pthread_mutex_lock (&s_lt_thread_mu);
+    int rc = pthread_create (&s_lt_thread, NULL, s_lt_preload_main, NULL);
+    s_lt_thread_live = rc == 0;
+    pthread_mutex_unlock (&s_lt_thread_mu);
     if (rc != 0)                       /* the first library baseline opens it then, as before */
         ak_debug ("cublaslt preload: pthread_create: %s", strerror (rc));
+}
+
+void ak_cuda_lib_preload_wait (void)
+{
+    pthread_mutex_lock (&s_lt_thread_mu);
+    if (s_lt_thread_live) {
+        int rc = pthread_join (s_lt_thread, NULL);
+        if (rc != 0)
+            ak_debug ("cublaslt preload: pthread_join: %s", strerror (rc));
+        s_lt_thread_live = false;
+    }
+    pthread_mutex_unlock (&s_lt_thread_mu);
 }
 
 void ak_cuda_lib_preload (void)

@@ -160,6 +160,16 @@ static int s_launch (const ak_spec_t *spec, const int64_t *dims, s_item_t *it, v
     return 0;
 }
 
+/*  An error once the device is open: the device is closed before the
+    exit, which waits for the backend's cuBLASLt preload (an exit while its
+    initializers run crashed, status 139: worker/backend_cuda_impl.h). */
+static int s_fail (void)
+{
+    if (S.dev)
+        S.be->close (&S.dev);
+    return 1;
+}
+
 int main (int argc, char **argv)
 {
     if (argc < 4) {
@@ -214,7 +224,7 @@ int main (int argc, char **argv)
         const ak_candidate_t *cand = ak_spec_candidate (spec, cand_name);
         if (!cand || ak_space_walk (cand, s_add_config, NULL, NULL, &err) != 0) {
             fprintf (stderr, "candidate %s: %s\n", cand_name, cand ? err.msg : "none");
-            return 1;
+            return s_fail ();
         }
     }
     double t0 = (double) ak_clock_mono_ms ();
@@ -229,13 +239,13 @@ int main (int argc, char **argv)
     size_t nin[AK_MAX_BUFS], nout[AK_MAX_BUFS], esz = ak_dtype_size (S.dt);
     if (ak_buf_counts (spec, z->dims, S.dt, nin, nout, &err) != 0) {
         fprintf (stderr, "%s\n", err.msg);
-        return 1;
+        return s_fail ();
     }
     ak_kernel_t *gen = NULL, *dref = NULL;
     if (!S.items[0].path || S.be->load (S.dev, S.items[0].path, "ak_fill_uniform", &gen, &err) != 0
         || S.be->load (S.dev, S.items[0].path, "ak_reference", &dref, &err) != 0) {
         fprintf (stderr, "reference: %s %s\n", S.items[0].error, err.msg);
-        return 1;
+        return s_fail ();
     }
     void *in[AK_MAX_BUFS] = { 0 }, *in64[AK_MAX_BUFS] = { 0 }, *out[AK_MAX_BUFS] = { 0 }, *out64[AK_MAX_BUFS] = { 0 };
     for (int j = 0; j < spec->ninputs; j++) {
@@ -245,13 +255,13 @@ int main (int argc, char **argv)
             || S.be->generate (S.dev, gen, in64[j], nin[j], 42, (uint64_t) j, b->lo, b->hi,
                                AK_GEN_AS_F64 + (int) S.dt, &err)) {
             fprintf (stderr, "inputs: %s\n", err.msg);
-            return 1;
+            return s_fail ();
         }
     }
     for (int k = 0; k < spec->noutputs; k++)
         if (S.be->alloc (S.dev, nout[k] * esz, &out[k], &err) || S.be->alloc (S.dev, nout[k] * 8, &out64[k], &err)) {
             fprintf (stderr, "outputs: %s\n", err.msg);
-            return 1;
+            return s_fail ();
         }
     int64_t flops = 0;
     ak_spec_eval (spec, spec->flops, z->dims, S.dt, &flops, &err);
@@ -294,7 +304,7 @@ int main (int argc, char **argv)
     if (s_launch (spec, z->dims, r, in64, out64, AK_DT_FLOAT32, &l, &err) != 0
         || S.be->launch (S.dev, dref, &l, &err) != 0) {
         fprintf (stderr, "reference launch: %s\n", err.msg);
-        return 1;
+        return s_fail ();
     }
     double *want[AK_MAX_BUFS] = { 0 };
     uint8_t *got[AK_MAX_BUFS] = { 0 };
