@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /*  swiglu_mlp's elementwise step: h = silu (g) * u from the float32
     products g and u (as fused_mlp's kernels and its oracle: h rounded to
@@ -186,16 +187,20 @@ static void *s_lt_preload_main (void *arg)
     return NULL;
 }
 
-/* The preload thread, joinable: ak_cuda_lib_preload_wait joins it once. */
+/* The preload thread, joinable: ak_cuda_lib_preload_wait joins it once,
+   in the process that started it (a forked child has no such thread: a
+   join there would wait for ever). */
 static pthread_mutex_t s_lt_thread_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t s_lt_thread;
 static bool s_lt_thread_live;
+static pid_t s_lt_thread_pid;
 
 static void s_lt_preload_start (void)
 {
     pthread_mutex_lock (&s_lt_thread_mu);
     int rc = pthread_create (&s_lt_thread, NULL, s_lt_preload_main, NULL);
     s_lt_thread_live = rc == 0;
+    s_lt_thread_pid = getpid ();
     pthread_mutex_unlock (&s_lt_thread_mu);
     if (rc != 0)                       /* the first library baseline opens it then, as before */
         ak_debug ("cublaslt preload: pthread_create: %s", strerror (rc));
@@ -204,7 +209,7 @@ static void s_lt_preload_start (void)
 void ak_cuda_lib_preload_wait (void)
 {
     pthread_mutex_lock (&s_lt_thread_mu);
-    if (s_lt_thread_live) {
+    if (s_lt_thread_live && s_lt_thread_pid == getpid ()) {
         int rc = pthread_join (s_lt_thread, NULL);
         if (rc != 0)
             ak_debug ("cublaslt preload: pthread_join: %s", strerror (rc));
