@@ -109,11 +109,12 @@ static_assert (PINGPONG == 0 || PINGPONG == 1, "PINGPONG: 0 or 1");
 static_assert (R_PROD + CONSUMERS * R_CONS <= (CONSUMERS + 1) * R_START, "register budget");
 
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
-/* The Hopper building blocks (ak_smem, ak_bar_*, ak_tma_load_3d,
-   ak_wgmma_ss / _rs, descriptors, fences) and the consumers' key-tile
-   step with its turns and the producer's stage load (ak_fa3_*, shared
-   with split_kv_attention's wg_decode) are in the second prelude,
-   kernels/ak_blocks_cuda.h. */
+/* The Hopper building blocks (ak_bar_*, ak_tma_load_3d, ak_wgmma_ss /
+   _rs, descriptors, fences) and the pipeline's pieces (ak_fa3_*: the
+   barriers' set-up, the producer's loads, the consumers' key-tile step
+   with its turns, their start and drain; shared with
+   split_kv_attention's wg_decode) are in the prelude's third part,
+   kernels/ak_hopper_cuda.h (ak_smem in kernels/ak_blocks_cuda.h). */
 
 /* ------------------------------------------------------------ the kernel */
 
