@@ -62,11 +62,11 @@ typedef struct {
     tensor cores) with 3 and 2 stages, and DMAX 128 (D 256 on its plain
     path).  tile_decode (a block's warps on shared K and V tiles, 16 rows
     a warp): 64 rows a block over tiles of 32 keys with the slices merged
-    (WAVES 4; pi05_small has pi0.5's head size and grouping), 32 rows
-    with each row's output columns in four blocks (DS 4: V's columns,
-    the partials and the merge at a column offset), and 128 rows over 64
-    keys in two column blocks (BM only sets the warps a block: 32 runs
-    the same code with two).  matmul's skinny (B panels by TMA into a ring a warp,
+    (WAVES 4; pi05_small has pi0.5's head size and grouping), and 128
+    rows over 64 keys, also split, with each row's output columns in four
+    blocks (DS 4: V's columns, the partials and the merge at a column
+    offset; DS 2 is the same code; BM only sets the warps a block: 32
+    runs the same code with two).  matmul's skinny (B panels by TMA into a ring a warp,
     128-byte swizzled, fragments paired by prmt, the split over K merged by the
     last block; emu.h's TMA copies, built with the candidate's two tensor
     maps): two column groups a block in bfloat16 (the TMA path where N
@@ -84,8 +84,7 @@ static const s_run_t s_runs[] = {
     { "split_kv_attention", "stream_decode", AK_DT_FLOAT16, 1 << 19, 5, { "NW", "ROWS", "STG", "DMAX", "WAVES" },
       { 4, 8, 2, 128, 4 } },
     { "split_kv_attention", "tile_decode", AK_DT_BFLOAT16, 1 << 19, 4, { "BM", "BN", "WAVES", "DS" }, { 64, 32, 4, 1 } },
-    { "split_kv_attention", "tile_decode", AK_DT_BFLOAT16, 1 << 19, 4, { "BM", "BN", "WAVES", "DS" }, { 32, 32, 2, 4 } },
-    { "split_kv_attention", "tile_decode", AK_DT_FLOAT16, 1 << 19, 4, { "BM", "BN", "WAVES", "DS" }, { 128, 64, 1, 2 } },
+    { "split_kv_attention", "tile_decode", AK_DT_FLOAT16, 1 << 19, 4, { "BM", "BN", "WAVES", "DS" }, { 128, 64, 4, 4 } },
     { "flash_attention", "fa2", AK_DT_BFLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 64, 32, 16 } },
     { "flash_attention", "fa2", AK_DT_FLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 128, 64, 32 } },
     { "matmul", "skinny", AK_DT_BFLOAT16, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 2, 2, 4 } },
