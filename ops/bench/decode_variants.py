@@ -14,6 +14,8 @@ version's largest error against SDPA.
   build (where nvcc is; the CUDA prelude is prepended as the worker does):
     ops/bench/decode_variants.py build OUTDIR NAME=SRC[:DEF,DEF..] ...
     e.g. build /tmp/v old=/tmp/mma_old.cu:NW=8 new=kernels/split_kv_attention/cuda/mma_decode.cu:NW=8
+    (a DEF arch=sm_90a builds for that architecture instead of sm_90:
+    wg_decode)
   time (on the GPU machine: PyTorch with CUDA):
     ops/bench/decode_variants.py time NAME:CUBIN:NW:WAVES[:STG[:ROWS]][,...] SHAPE[,SHAPE..]
     (STG given: the kernel is stream_decode, built with that STG and
@@ -26,8 +28,10 @@ version's largest error against SDPA.
     ops/bench/decode_variants.py ncu NAME:CUBIN:NW:WAVES SHAPE
 
 Every launch is its candidate's rule in kernels/split_kv_attention/spec.json
-(grid, block and shared memory evaluated for the shape, bfloat16): the
-short forms are mma_decode's and stream_decode's.  Shapes: SHAPES below (bf16, mask
+(grid, block and shared memory evaluated for the shape, bfloat16), with
+the candidate's tensor maps (wg_decode's) encoded over the shape's
+buffers as the worker encodes them (cuTensorMapEncodeTiled, row-major
+strides): the short forms are mma_decode's and stream_decode's.  Shapes: SHAPES below (bf16, mask
 none: the unmasked forms of the batch's decode shapes; pi05 and pi05_b8
 are pi0.5's denoise step, D 256).
 """
@@ -59,9 +63,11 @@ def load_spec():
 
 
 def spec_launch(cand, shp, params):
-    """grid, block and shared bytes of the spec's candidate cand for the
-    shape's dims and the parameters (bfloat16: b = 2), the spec's integer
-    arithmetic evaluated in Python ("/" is integer division there)."""
+    """grid, block, shared bytes and tensor maps (buffer, dims, box,
+    swizzle, L2 promotion, out-of-bounds fill) of the spec's candidate
+    cand for the shape's dims and the parameters (bfloat16: b = 2), the
+    spec's integer arithmetic evaluated in Python ("/" is integer
+    division there)."""
     spec = load_spec()
     c = [x for x in spec["candidates"] if x["name"] == cand and x["backend"] == "cuda"]
     if not c:
@@ -73,7 +79,9 @@ def spec_launch(cand, shp, params):
     la = c[0]["launch"]
     grid = [ev(e) for e in la["grid"]] + [1] * (3 - len(la["grid"]))
     block = [ev(e) for e in la["block"]] + [1] * (3 - len(la["block"]))
-    return grid, block, ev(la.get("shared", "0"))
+    maps = [(m["buffer"], [ev(e) for e in m["dims"]], [ev(e) for e in m["box"]], m.get("swizzle", "none"),
+             m.get("l2_promotion", "none"), m.get("oob_fill", "zero")) for m in c[0].get("tensor_maps", [])]
+    return grid, block, ev(la.get("shared", "0")), maps
 
 
 def parse_kernel(spec):
@@ -108,9 +116,11 @@ def build(outdir, specs):
         tmp = os.path.join(outdir, name + ".cu")
         with open(tmp, "w") as f:
             f.write(prelude + open(src).read())
-        cmd = [nvcc, "-std=c++17", "-arch=sm_90", "-cubin", "-o", os.path.join(outdir, name + ".cubin"),
+        dl = [d for d in defs.split(",") if d]
+        arch = ([d.split("=", 1)[1] for d in dl if d.startswith("arch=")] or ["sm_90"])[-1]
+        cmd = [nvcc, "-std=c++17", "-arch=" + arch, "-cubin", "-o", os.path.join(outdir, name + ".cubin"),
                "--ptxas-options=-v", "-DAK_CUDA_HALF", "-DAK_DTYPE_BFLOAT16"]
-        cmd += ["-D" + d for d in defs.split(",") if d]
+        cmd += ["-D" + d for d in dl if not d.startswith("arch=")]
         r = subprocess.run(cmd + [tmp], capture_output=True, text=True)
         if r.returncode:
             die(f"{name}: nvcc failed:\n{r.stderr}")
@@ -139,8 +149,31 @@ def run(mode, kernels, shapes):
         m, f = ctypes.c_void_p(), ctypes.c_void_p()
         ck(cu.cuModuleLoad(ctypes.byref(m), path.encode()), f"cuModuleLoad {path}")
         ck(cu.cuModuleGetFunction(ctypes.byref(f), m, b"ak_kernel"), f"{path}: ak_kernel")
-        ck(cu.cuFuncSetAttribute(f, 8, 200 * 1024), "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
+        ck(cu.cuFuncSetAttribute(f, 8, 227 * 1024), "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
         fns.append((name, f, cand, params))
+
+    codes = {"swizzle": {"none": 0, "32B": 1, "64B": 2, "128B": 3},
+             "l2": {"none": 0, "64B": 1, "128B": 2, "256B": 3}, "oob": {"zero": 0, "nan": 1}}
+
+    def encode(t, dims, box, swz, l2, oob):
+        """A CUtensorMap (128 bytes, 64-byte aligned) over tensor t, bfloat16,
+        row-major: dims innermost first, strides their running products;
+        returns (keep-alive buffer, its aligned address)."""
+        rank, raw = len(dims), (ctypes.c_uint8 * 192)()
+        at = ctypes.addressof(raw) + (-ctypes.addressof(raw)) % 64
+        strides, run = [], 2
+        for d in dims[:-1]:
+            run *= d
+            strides.append(run)
+        cu.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                                              ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                              ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        ck(cu.cuTensorMapEncodeTiled(at, 9, rank, t.data_ptr(), (ctypes.c_uint64 * rank)(*dims),
+                                     (ctypes.c_uint64 * max(rank - 1, 1))(*strides),
+                                     (ctypes.c_uint32 * rank)(*box), (ctypes.c_uint32 * rank)(*([1] * rank)),
+                                     0, codes["swizzle"][swz], codes["l2"][l2], codes["oob"][oob]),
+           f"cuTensorMapEncodeTiled dims {dims} box {box}")
+        return raw, at
 
     def launch(f, geom, shp, q, k, v, o):
         a = Args()
@@ -148,8 +181,11 @@ def run(mode, kernels, shapes):
             a.dims[i] = x
         a.ndims, a.nin, a.nout = 7, 3, 1
         a.inp[0], a.inp[1], a.inp[2], a.out[0] = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
-        p = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p))
-        grid, block, sh = geom
+        grid, block, sh, maps = geom
+        bufs = {"q": q, "k_cache": k, "v_cache": v, "o": o}
+        enc = [encode(bufs[m[0]], *m[1:]) for m in maps]
+        p = (ctypes.c_void_p * (1 + len(enc)))(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p),
+                                               *[ctypes.c_void_p(at) for _, at in enc])
         ck(cu.cuLaunchKernel(f, *grid, *block, sh, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream),
                              p, None), "cuLaunchKernel")
 
