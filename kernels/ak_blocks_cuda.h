@@ -19,7 +19,8 @@
     Blocks, all for float16 / bfloat16 modules:
       tensor cores with mma.sync (sm_80 and newer): ak_cp_async16 /
       ak_cp_commit / ak_cp_wait (cp.async), ak_cp_rows (a tile of rows
-      into padded shared memory: fa2, tile_decode), ak_ldmatrix_x4[_trans],
+      into padded shared memory: fa2, tile_decode; ak_cp_cols, some of
+      their columns: tile_decode), ak_ldmatrix_x4[_trans],
       ak_mma_16816 (m16n8k16, f32 accumulators) and ak_pack2; used by
       matmul's mma, fused_mlp's tc and flash_attention's fa2 candidates;
       a flash-attention key tile's two products on them (ak_fa_scores,
@@ -254,16 +255,25 @@ __device__ __forceinline__ void ak_cp_wait (void)
     shared memory at dst (rows HD_+8 elements apart: the ldmatrix reads
     are conflict-free), zero from row end on, the 16-byte copies spread
     over the block's nthr threads (the caller commits the group).  A zero
-    row names src itself, which must be a valid address. */
-template <int HD_>
-__device__ __forceinline__ void ak_cp_rows (ak_t *dst, const ak_t *src, ak_i64 row0, int nrows, ak_i64 end, int nthr)
+    row names src itself, which must be a valid address.  ak_cp_cols:
+    the same for columns c0 .. c0+C_-1 of each row only (rows C_+8 apart
+    in shared memory: tile_decode's share of V's columns). */
+template <int HD_, int C_>
+__device__ __forceinline__ void ak_cp_cols (ak_t *dst, const ak_t *src, int c0, ak_i64 row0, int nrows, ak_i64 end,
+                                            int nthr)
 {
-    constexpr int CPR = HD_ / 8;                        /* 16-byte chunks a row */
+    constexpr int CPR = C_ / 8;                         /* 16-byte chunks a row */
     for (int c = threadIdx.x; c < nrows * CPR; c += nthr) {
         const int r = c / CPR, col = (c % CPR) * 8;
         const bool ok = row0 + r < end;
-        ak_cp_async16 (dst + r * (HD_ + 8) + col, src + (ok ? (row0 + r) * HD_ + col : 0), ok);
+        ak_cp_async16 (dst + r * (C_ + 8) + col, src + (ok ? (row0 + r) * HD_ + c0 + col : 0), ok);
     }
+}
+
+template <int HD_>
+__device__ __forceinline__ void ak_cp_rows (ak_t *dst, const ak_t *src, ak_i64 row0, int nrows, ak_i64 end, int nthr)
+{
+    ak_cp_cols<HD_, HD_> (dst, src, 0, row0, nrows, end, nthr);
 }
 
 /*  Four 8x8 b16 matrices from shared memory (lane l gives the row address

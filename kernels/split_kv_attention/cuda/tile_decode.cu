@@ -107,19 +107,6 @@ __device__ __forceinline__ ak_i64 t_nkeys (const t_tile &T, ak_i64 r)
 }
 
 #if T_TC
-/*  Columns c0 .. c0+C_-1 of nrows rows of HD_ from row0 (rows from end
-    on: zeros) into shared rows of C_+8: V's columns of the block. */
-template <int HD_, int C_>
-__device__ __forceinline__ void t_cp_cols (ak_t *dst, const ak_t *src, int c0, ak_i64 row0, int nrows, ak_i64 end)
-{
-    constexpr int CPR = C_ / 8;                        /* 16-byte chunks a row */
-    for (int c = threadIdx.x; c < nrows * CPR; c += T_NW * 32) {
-        const int r = c / CPR, cc = (c % CPR) * 8;     /* the chunk's row, its first column of the C_ */
-        const bool ok = row0 + r < end;
-        ak_cp_async16 (dst + r * (C_ + 8) + cc, src + (ok ? (row0 + r) * HD_ + c0 + cc : 0), ok);
-    }
-}
-
 /*  The block's slice on tensor cores: the tile's rows' partial (m, l in
     the exp2 domain, unnormalised rows) or, with one slice, its output. */
 template <int HD>
@@ -154,7 +141,7 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
 
     ak_cp_rows<HD> (Qs, T.q, 0, BM, T.nr, T_NW * 32);
     ak_cp_rows<HD> (Ks, T.kb, T.k0, BN, T.k1, T_NW * 32);
-    t_cp_cols<HD, HC> (Vs, T.vb, T.c0, T.k0, BN, T.k1);
+    ak_cp_cols<HD, HC> (Vs, T.vb, T.c0, T.k0, BN, T.k1, T_NW * 32);
     ak_cp_commit ();
 
     unsigned qf[QREG ? HD / 16 : 1][4];
@@ -182,7 +169,7 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
             const int st = (t + 1) & 1;
             const ak_i64 j1 = T.k0 + (ak_i64) (t + 1) * BN;
             ak_cp_rows<HD> (Ks + st * BN * SD, T.kb, j1, BN, T.k1, T_NW * 32);
-            t_cp_cols<HD, HC> (Vs + st * BN * SV, T.vb, T.c0, j1, BN, T.k1);
+            ak_cp_cols<HD, HC> (Vs + st * BN * SV, T.vb, T.c0, j1, BN, T.k1, T_NW * 32);
         }
         ak_cp_commit ();
         const ak_i64 j0 = T.k0 + (ak_i64) t * BN;
