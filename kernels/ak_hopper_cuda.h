@@ -250,6 +250,22 @@ typedef struct {
     float sc;                              /* log2(e) / sqrt(D) */
 } ak_fa3_ctx_t;
 
+/*  A context with the K and V rings at k_s, v_s and their barriers
+    derived from the block's first one, Q's, at qbar (the layout of
+    ak_fa3_init below); the consumer's fields (qa, tid, cw, sc) zero. */
+template <int STAGES_>
+__device__ __forceinline__ ak_fa3_ctx_t ak_fa3_rings (unsigned qbar, unsigned k_s, unsigned v_s)
+{
+    ak_fa3_ctx_t c = {};
+    c.k_s = k_s;
+    c.v_s = v_s;
+    c.fullk = qbar + 8;
+    c.emptyk = c.fullk + 8 * STAGES_;
+    c.fullv = c.emptyk + 8 * STAGES_;
+    c.emptyv = c.fullv + 8 * STAGES_;
+    return c;
+}
+
 template <bool MASK, int HD_, int BN_, int BM_, int STAGES_, int PP_, int NC_, int NK_>
 __device__ __forceinline__ void ak_fa3_tile (const ak_fa3_ctx_t &c, int t, float (&o)[HD_ / 2],
                                              float (&sacc)[BN_ / 2], unsigned (&pa)[NK_][4], float (&m)[2],
@@ -369,14 +385,13 @@ __device__ __forceinline__ void ak_fa3_init (unsigned qbar, const ak_tensor_map_
                                              const ak_tensor_map_t *tm_v)
 {
     if (threadIdx.x == 0) {
-        const unsigned fullk = qbar + 8, emptyk = fullk + 8 * STAGES_, fullv = emptyk + 8 * STAGES_,
-                       emptyv = fullv + 8 * STAGES_;
+        const ak_fa3_ctx_t c = ak_fa3_rings<STAGES_> (qbar, 0, 0);
         ak_bar_init (qbar, 1);
         for (int s = 0; s < STAGES_; s++) {
-            ak_bar_init (fullk + 8 * s, 1);
-            ak_bar_init (emptyk + 8 * s, NC_);
-            ak_bar_init (fullv + 8 * s, 1);
-            ak_bar_init (emptyv + 8 * s, NC_);
+            ak_bar_init (c.fullk + 8 * s, 1);
+            ak_bar_init (c.emptyk + 8 * s, NC_);
+            ak_bar_init (c.fullv + 8 * s, 1);
+            ak_bar_init (c.emptyv + 8 * s, NC_);
         }
         asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_q) : "memory");
@@ -392,8 +407,7 @@ __device__ __forceinline__ void ak_fa3_produce (unsigned q_s, unsigned k_s, unsi
                                                 const ak_tensor_map_t *tm_v, int q_row, int j_base, int z, int ntiles)
 {
     constexpr int T_BYTES = BN_ * PANELS_ * 128;       /* one K or V stage */
-    const unsigned fullk = qbar + 8, emptyk = fullk + 8 * STAGES_, fullv = emptyk + 8 * STAGES_,
-                   emptyv = fullv + 8 * STAGES_;
+    const ak_fa3_ctx_t c = ak_fa3_rings<STAGES_> (qbar, k_s, v_s);
     ak_bar_expect (qbar, BM_ * PANELS_ * 128);
 #pragma unroll
     for (int p = 0; p < PANELS_; p++)
@@ -401,9 +415,9 @@ __device__ __forceinline__ void ak_fa3_produce (unsigned q_s, unsigned k_s, unsi
     for (int t = 0; t < ntiles; t++) {
         const int s = t % STAGES_;
         const unsigned ph = (t / STAGES_) & 1;
-        ak_fa3_load_stage<PANELS_, BN_> (k_s + s * T_BYTES, tm_k, fullk + 8 * s, emptyk + 8 * s, ph,
+        ak_fa3_load_stage<PANELS_, BN_> (c.k_s + s * T_BYTES, tm_k, c.fullk + 8 * s, c.emptyk + 8 * s, ph,
                                          j_base + t * BN_, z);
-        ak_fa3_load_stage<PANELS_, BN_> (v_s + s * T_BYTES, tm_v, fullv + 8 * s, emptyv + 8 * s, ph,
+        ak_fa3_load_stage<PANELS_, BN_> (c.v_s + s * T_BYTES, tm_v, c.fullv + 8 * s, c.emptyv + 8 * s, ph,
                                          j_base + t * BN_, z);
     }
 }

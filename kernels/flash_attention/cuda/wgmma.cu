@@ -127,8 +127,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
     __shared__ __align__ (8) ak_u64 bars[1 + 4 * STAGES];
     const unsigned raw_s = ak_smem (raw), base_s = (raw_s + 1023u) & ~1023u;
     const unsigned q_s = base_s, k_s = q_s + Q_BYTES, v_s = k_s + STAGES * T_BYTES;
-    const unsigned qbar = ak_smem (bars), fullk = qbar + 8, emptyk = fullk + 8 * STAGES,
-                   fullv = emptyk + 8 * STAGES, emptyv = fullv + 8 * STAGES;
+    const unsigned qbar = ak_smem (bars);
 
     const ak_i64 S = a.dims[2], mask = a.dims[4];
     const bool causal = mask == 2;
@@ -170,7 +169,11 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
     /* tiles every key of which every row of the warpgroup sees, then the
        edge tiles (past S, or past a row under the causal mask): the mask
        is compiled into the second loop only */
-    const ak_fa3_ctx_t c = { qa, k_s, v_s, fullk, fullv, emptyk, emptyv, tid, cw, sc };
+    ak_fa3_ctx_t c = ak_fa3_rings<STAGES> (qbar, k_s, v_s);
+    c.qa = qa;
+    c.tid = tid;
+    c.cw = cw;
+    c.sc = sc;
     int ntfull = (int) (S / BN);
     if (causal && (w0 + 1) / BN < ntfull)
         ntfull = (int) ((w0 + 1) / BN);

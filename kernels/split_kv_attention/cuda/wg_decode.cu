@@ -149,8 +149,7 @@ __device__ void w_decode (const ak_cuda_args_t &a, const w_tile_t &T, ak_i64 k0,
     __shared__ int s_last;
     const unsigned raw_s = ak_smem (raw), base_s = (raw_s + 1023u) & ~1023u;
     const unsigned q_s = base_s, k_s = q_s + Q_BYTES, v_s = k_s + STAGES * T_BYTES;
-    const unsigned qbar = ak_smem (bars), fullk = qbar + 8, emptyk = fullk + 8 * STAGES,
-                   fullv = emptyk + 8 * STAGES, emptyv = fullv + 8 * STAGES;
+    const unsigned qbar = ak_smem (bars);
     const int bk = (int) blockIdx.z;
     const int ntiles = (int) ((k1 - k0 + BN - 1) / BN);
     const int wg = threadIdx.x / 128;
@@ -197,7 +196,11 @@ __device__ void w_decode (const ak_cuda_args_t &a, const w_tile_t &T, ak_i64 k0,
     unsigned pa[NK][4];
     ak_fa3_begin<W_HD, NK, PINGPONG, CONSUMERS> (cw, qbar, o, pa, m, l);
 
-    const ak_fa3_ctx_t c = { q_s + cw * 64 * 128, k_s, v_s, fullk, fullv, emptyk, emptyv, tid, cw, sc };
+    ak_fa3_ctx_t c = ak_fa3_rings<STAGES> (qbar, k_s, v_s);
+    c.qa = q_s + cw * 64 * 128;
+    c.tid = tid;
+    c.cw = cw;
+    c.sc = sc;
     int t = 0;
     for (; t < ntfull; t++)
         ak_fa3_tile<false, W_HD, BN, W_BM, STAGES, PINGPONG, CONSUMERS, NK> (c, t, o, sacc, pa, m, l, 0, 0);
