@@ -136,12 +136,12 @@ __device__ __forceinline__ ak_i64 w_nkeys (const w_tile_t &T, ak_i64 r)
 }
 
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
-/*  The wgmma path of one block: slice [k0, k1) of the keys for the tile's
-    rows.  With one slice (nsplit 1) the rows are written; else the
-    partial goes to wp, and the tile's last block (counter cnt) merges the
-    nsplit partials from w0 on. */
-__device__ void w_decode (const ak_cuda_args_t &a, const w_tile_t &T, ak_i64 k0, ak_i64 k1, ak_i64 nsplit,
-                          float *wp, const float *w0, unsigned int *cnt, const ak_tensor_map_t *tm_q,
+/*  The wgmma path of one block: slice split of nsplit, keys [k0, k1), for
+    the tile's rows.  With one slice the rows are written; else the
+    partial goes to slice split's place from w0 (the tile's part of the
+    workspace), and the tile's last block (counter cnt) merges them. */
+__device__ void w_decode (const ak_cuda_args_t &a, const w_tile_t &T, ak_i64 k0, ak_i64 k1, ak_i64 split,
+                          ak_i64 nsplit, float *w0, unsigned int *cnt, const ak_tensor_map_t *tm_q,
                           const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v, unsigned char *raw)
 {
     constexpr int Q_BYTES = W_BM * W_HD * 2, T_BYTES = BN * W_HD * 2, NK = BN / 16;
@@ -235,7 +235,7 @@ __device__ void w_decode (const ak_cuda_args_t &a, const w_tile_t &T, ak_i64 k0,
                 *(unsigned *) (out + j * 8) = ak_pack2 (o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
         }
         else {
-            float *pr = wp + (ak_i64) rl[h] * W_WD;
+            float *pr = w0 + (split * W_BM + rl[h]) * W_WD;
 #pragma unroll
             for (int j = 0; j < W_HD / 8; j++)
                 *(float2 *) (pr + j * 8 + cl) = make_float2 (o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
@@ -313,9 +313,8 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_q,
         if (split >= nsplit)
             return;
         const ak_i64 k0 = split * per * BN, k1 = min (nmax, k0 + per * BN);
-        const float *w0 = w_ws + tg * gridDim.y * W_BM * W_WD;
-        w_decode (a, T, k0, k1, nsplit, (float *) w0 + split * W_BM * W_WD, w0, &w_cnt[tg], &tm_q, &tm_k, &tm_v,
-                  w_raw);
+        w_decode (a, T, k0, k1, split, nsplit, w_ws + tg * gridDim.y * W_BM * W_WD, &w_cnt[tg], &tm_q, &tm_k,
+                  &tm_v, w_raw);
         return;
     }
 #endif
