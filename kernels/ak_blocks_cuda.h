@@ -26,7 +26,7 @@
       a flash-attention key tile's two products on them (ak_fa_scores,
       ak_fa_pv), used by fa2 and split_kv_attention's tile_decode; the
       decode kernels' split merge (ak_split_merge: tile_decode,
-      wg_decode);
+      wg_decode, tma_decode);
       shared-memory addresses (ak_smem), for them and the Hopper blocks
       (sm_90a: mbarriers, TMA, wgmma, FlashAttention-3's key-tile step)
       of kernels/ak_hopper_cuda.h;
@@ -43,7 +43,7 @@
 #ifndef AK_BLOCKS_CUDA_H
 #define AK_BLOCKS_CUDA_H
 
-#define AK_BLOCKS_VERSION 7
+#define AK_BLOCKS_VERSION 8
 
 /*  Under AK_CUDA_EMU (tests/unit/cuda_emu/emu.h: a kernel run on the CPU
     by test_cuda_cand_emu) the mma.sync blocks, AK_DYNAMIC_SHARED and
@@ -68,6 +68,46 @@ __device__ __forceinline__ unsigned ak_dynamic_smem_size (void)
     return r;
 }
 #endif
+
+/*  A split_kv_attention decode block's KV head and query group (ref.c's
+    grouped-query rule: KV head kvh serves query heads h_lo .. h_hi-1),
+    from the argument block (dims B, Q, HQ, HK, L, D, mask) and
+    blockIdx.z = b*HK + kvh: the group's rows G = (h_hi - h_lo)*Q,
+    head-major, so contiguous in q and o from q and o below; the keys the
+    sequence holds (len: mask 3's ragged length, else L); its KV head's
+    keys and values.  The buffers' counts are below 2^28 elements (the
+    spec's limit): 32-bit divisions.  Used by tile_decode, stream_decode,
+    wg_decode and tma_decode. */
+typedef struct {
+    ak_i64 Q, HQ, HK, L, D, mask, bk, b, h_lo, G, len;
+    bool causal;                                      /* mask 2 or 3 */
+    const ak_t *q, *kb, *vb;                          /* q: the group's first row */
+    ak_t *o;                                          /* the group's first output row */
+} ak_decode_group_t;
+
+__device__ __forceinline__ ak_decode_group_t ak_decode_group (const ak_cuda_args_t &a)
+{
+    ak_decode_group_t g;
+    g.Q = a.dims[1];
+    g.HQ = a.dims[2];
+    g.HK = a.dims[3];
+    g.L = a.dims[4];
+    g.D = a.dims[5];
+    g.mask = a.dims[6];
+    g.bk = blockIdx.z;
+    g.b = (ak_u32) g.bk / (ak_u32) g.HK;
+    const ak_i64 kvh = (ak_u32) g.bk % (ak_u32) g.HK;
+    g.h_lo = (ak_u32) (kvh * g.HQ + g.HK - 1) / (ak_u32) g.HK;
+    const ak_i64 h_hi = (ak_u32) ((kvh + 1) * g.HQ + g.HK - 1) / (ak_u32) g.HK;
+    g.G = (h_hi - g.h_lo) * g.Q;
+    g.causal = g.mask == 2 || g.mask == 3;
+    g.len = g.mask == 3 ? g.L - (ak_i64) ((ak_u32) ((ak_u32) g.b * 2654435761u) % (ak_u32) (g.L + 1)) : g.L;
+    g.q = AK_IN (a, 0) + (g.b * g.HQ + g.h_lo) * g.Q * g.D;
+    g.o = AK_OUT (a, 0) + (g.b * g.HQ + g.h_lo) * g.Q * g.D;
+    g.kb = AK_IN (a, 1) + g.bk * g.L * g.D;
+    g.vb = AK_IN (a, 2) + g.bk * g.L * g.D;
+    return g;
+}
 
 /*  The slices of a split tile: steps (of keys, of key tiles; none when
     negative) over at most gridy blocks, or one slice when ok is false
@@ -356,43 +396,114 @@ __device__ __forceinline__ void ak_fa_pv (float (&o)[MT_][ND_][4], const unsigne
     }
 }
 
-/*  The split merge of the decode kernels (split_kv_attention's tile_decode
-    and wg_decode), in the block of a tile that arrived last: slice s's
-    partial row r at w0 + s*sst + r*wd holds C unnormalised outputs, then
-    the row's maximum and sum in the exp2 domain (at C and C+1).  Each
-    row's maximum and sum over the slices (a thread a row), then the rows,
-    four columns a thread, four column groups at once and the slices four
-    at a time (up to 32 loads in flight a thread: a one-block merge is
-    bound by its loads' latency), into out + r*ostride (C columns, nr
-    rows).  NTH_ threads with index tid take part; BAR_ 0: they are the
-    block (__syncthreads), else they meet at named barrier BAR_.  The
-    slices are summed in order: deterministic. */
-template <int BM_, int NTH_, int BAR_>
+/*  The split merge of the decode kernels (split_kv_attention's
+    tile_decode, wg_decode and tma_decode), in the block of a tile that
+    arrived last: slice s's partial row r at w0 + s*sst + r*wd holds C
+    unnormalised outputs, then the row's maximum and sum in the exp2
+    domain (at C and C+1).  A one-block merge is bound by its loads'
+    latency, so each phase is one round of loads where it can be:
+      1. each row's maximum and sum over the slices: with at most a row
+         a warp, the warp's lanes over the slices (one load a lane up to
+         32 slices), combined lane by lane and then over the warp by a
+         fixed xor tree; else a thread a row, the slices in order, four
+         loads at a time;
+      2. the rows into out + r*ostride (C columns, nr rows), four columns
+         a thread: with WIDE_ and at most NTH_ such groups, a group a
+         thread and 8 slices' loads at once (the one-token tiles of a few
+         rows); else four groups a thread and the slices four at a time
+         (up to 32 loads in flight a thread).  WIDE_ costs registers:
+         tile_decode's 255-register configuration would spill.
+    NTH_ (a multiple of 32) threads with index tid take part; BAR_ 0: they
+    are the block (__syncthreads), else they meet at named barrier BAR_.
+    Every sum runs in a fixed order: deterministic. */
+template <int BM_, int NTH_, int BAR_, bool WIDE_ = false>
 __device__ void ak_split_merge (const float *w0, ak_i64 nsplit, ak_i64 sst, int wd, int C, int nr, ak_t *out,
                                 ak_i64 ostride, int tid)
 {
+    static_assert (NTH_ % 32 == 0, "whole warps");
     __shared__ float s_m[BM_], s_l[BM_];              /* a row's maximum and 1 / sum */
     const float ninf = __int_as_float (0xff800000);
-    for (int r = tid; r < nr; r += NTH_) {
-        float M = ninf;
-#pragma unroll 4
-        for (ak_i64 s = 0; s < nsplit; s++)
-            M = fmaxf (M, __ldcg (w0 + s * sst + r * wd + C));
-        const float Mz = M == ninf ? 0.0f : M;        /* a row no slice saw keys for: weights 0 */
-        float ls = 0.0f;
-#pragma unroll 4
-        for (ak_i64 s = 0; s < nsplit; s++) {
+    if (nr <= NTH_ / 32) {
+        const int lane = tid & 31, r = tid >> 5;
+        float m = ninf, l = 0.0f;
+        for (ak_i64 s = lane; r < nr && s < nsplit; s += 32) {
             const float2 ml = __ldcg ((const float2 *) (w0 + s * sst + r * wd + C));
-            ls += exp2f (ml.x - Mz) * ml.y;
+            const float mn = fmaxf (m, ml.x);
+            if (mn != ninf) {
+                l = l * exp2f (m - mn) + ml.y * exp2f (ml.x - mn);
+                m = mn;
+            }
         }
-        s_m[r] = Mz;
-        s_l[r] = ls > 0.0f ? 1.0f / ls : 0.0f;
+#pragma unroll
+        for (int off = 16; off >= 1; off >>= 1) {
+            const float mo = __shfl_xor_sync (0xffffffffu, m, off), lo = __shfl_xor_sync (0xffffffffu, l, off);
+            const float mn = fmaxf (m, mo);
+            if (mn != ninf) {
+                l = l * exp2f (m - mn) + lo * exp2f (mo - mn);
+                m = mn;
+            }
+        }
+        if (lane == 0 && r < nr) {
+            s_m[r] = m == ninf ? 0.0f : m;            /* a row no slice saw keys for: weights 0 */
+            s_l[r] = l > 0.0f ? 1.0f / l : 0.0f;
+        }
     }
+    else
+        for (int r = tid; r < nr; r += NTH_) {
+            float M = ninf;
+#pragma unroll 4
+            for (ak_i64 s = 0; s < nsplit; s++)
+                M = fmaxf (M, __ldcg (w0 + s * sst + r * wd + C));
+            const float Mz = M == ninf ? 0.0f : M;
+            float ls = 0.0f;
+#pragma unroll 4
+            for (ak_i64 s = 0; s < nsplit; s++) {
+                const float2 ml = __ldcg ((const float2 *) (w0 + s * sst + r * wd + C));
+                ls += exp2f (ml.x - Mz) * ml.y;
+            }
+            s_m[r] = Mz;
+            s_l[r] = ls > 0.0f ? 1.0f / ls : 0.0f;
+        }
     if constexpr (BAR_ == 0)
         __syncthreads ();
     else
         asm volatile ("bar.sync %0, %1;\n" :: "n" (BAR_), "n" (NTH_) : "memory");
     const int D4 = C >> 2, nu = nr * D4;
+    if (WIDE_ && nu <= NTH_) {
+        if (tid >= nu)
+            return;
+        const int row = (int) ((unsigned) tid / (unsigned) D4), col = (tid - row * D4) * 4, off = row * wd + col;
+        const float M = s_m[row];
+        float4 acc = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+        for (ak_i64 s0 = 0; s0 < nsplit; s0 += 8) {
+            float4 x[8];
+            float ms[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float *ps = w0 + (s0 + j) * sst;
+                if (s0 + j < nsplit) {
+                    x[j] = __ldcg ((const float4 *) (ps + off));
+                    ms[j] = __ldcg (ps + row * wd + C);
+                }
+                else {
+                    x[j] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+                    ms[j] = ninf;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float w = exp2f (ms[j] - M);
+                acc.x += w * x[j].x;
+                acc.y += w * x[j].y;
+                acc.z += w * x[j].z;
+                acc.w += w * x[j].w;
+            }
+        }
+        const float inv = s_l[row];
+        *(uint2 *) (out + (ak_i64) row * ostride + col) =
+            make_uint2 (ak_pack2 (acc.x * inv, acc.y * inv), ak_pack2 (acc.z * inv, acc.w * inv));
+        return;
+    }
     for (int u0 = tid; u0 < nu; u0 += 4 * NTH_) {
         int row[4], col[4], off[4];
         float M[4];

@@ -149,7 +149,10 @@ def run(mode, kernels, shapes):
         m, f = ctypes.c_void_p(), ctypes.c_void_p()
         ck(cu.cuModuleLoad(ctypes.byref(m), path.encode()), f"cuModuleLoad {path}")
         ck(cu.cuModuleGetFunction(ctypes.byref(f), m, b"ak_kernel"), f"{path}: ak_kernel")
-        ck(cu.cuFuncSetAttribute(f, 8, 227 * 1024), "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
+        # the block's opt-in limit (227 KiB on sm_90) less the kernel's static shared memory
+        static = ctypes.c_int()
+        ck(cu.cuFuncGetAttribute(ctypes.byref(static), 1, f), "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
+        ck(cu.cuFuncSetAttribute(f, 8, 227 * 1024 - static.value), "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
         fns.append((name, f, cand, params))
 
     cu.cuTensorMapEncodeTiled.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,

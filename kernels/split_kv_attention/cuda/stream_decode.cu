@@ -369,8 +369,8 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     __shared__ int s_last;
     __shared__ float s_rm[S_ROWS], s_rl[S_ROWS], s_ew[NW][S_ROWS];
 
-    const ak_i64 Q = a.dims[1], HQ = a.dims[2], HK = a.dims[3];    /* B: gridDim.z / HK */
-    const ak_i64 L = a.dims[4], D = a.dims[5], mask = a.dims[6];
+    const ak_decode_group_t g = ak_decode_group (a);
+    const ak_i64 Q = g.Q, HQ = g.HQ, L = g.L, D = g.D, bk = g.bk, b = g.b, h_lo = g.h_lo;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int nth = 32 * NW;
     const int WD = (int) ((D + 7) / 8 * 8 + 8);                    /* floats a partial row */
@@ -380,15 +380,13 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     if (D > S_DMAX || D < 1 || (ak_i64) dyn < (ak_i64) NW * S_ROWS * WD * 4)
         return;
 
-    /* the buffers' counts are below 2^28 elements (the spec's limit): rows and steps fit in 32 bits */
-    const ak_i64 bk = blockIdx.z, b = (ak_u32) bk / (ak_u32) HK, kvh = (ak_u32) bk % (ak_u32) HK;
-    const ak_i64 h_lo = (ak_u32) (kvh * HQ + HK - 1) / (ak_u32) HK, h_hi = (ak_u32) ((kvh + 1) * HQ + HK - 1) / (ak_u32) HK;
-    const ak_i64 nrows = (h_hi - h_lo) * Q, r0 = (ak_i64) blockIdx.x * S_ROWS;
+    /* rows and steps fit in 32 bits (ak_decode_group) */
+    const ak_i64 nrows = g.G, r0 = (ak_i64) blockIdx.x * S_ROWS;
     if (r0 >= nrows)
         return;
     const int nr = (int) min ((ak_i64) S_ROWS, nrows - r0);        /* the tile's real rows */
-    const bool causal = mask == 2 || mask == 3;
-    const ak_i64 len = mask == 3 ? L - (ak_i64) ((ak_u32) ((ak_u32) b * 2654435761u) % (ak_u32) (L + 1)) : L;
+    const bool causal = g.causal;
+    const ak_i64 len = g.len;
 
     /* the keys row lane%S_ROWS sees; the most and the fewest over the real rows */
     const ak_i64 grl = r0 + (lane & (S_ROWS - 1));
@@ -421,8 +419,8 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
         T.k1 = max (T.k0, min (nmax, T.k0 + per * 16));
         T.kfull = min (T.k1, nmin < 0 ? (ak_i64) 0 : nmin);
         T.q = AK_IN (a, 0);
-        T.kb = AK_IN (a, 1) + bk * L * D;
-        T.vb = AK_IN (a, 2) + bk * L * D;
+        T.kb = g.kb;
+        T.vb = g.vb;
         T.qscale = 1.4426950408889634f / sqrtf ((float) D);
     }
     if (tid < S_ROWS)

@@ -285,31 +285,26 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
     AK_DYNAMIC_SHARED (unsigned char, t_raw);
     __shared__ int s_last;
 
-    const ak_i64 Q = a.dims[1], HQ = a.dims[2], HK = a.dims[3];   /* B: gridDim.z / HK */
-    const ak_i64 L = a.dims[4], D = a.dims[5], mask = a.dims[6];
+    const ak_decode_group_t g = ak_decode_group (a);
+    const ak_i64 Q = g.Q, L = g.L, D = g.D, bk = g.bk;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (D < 1 || D > 32 * AK_ATTN_MAXC)
         return;                                        /* uniform over the block */
 
-    /* the buffers' counts are below 2^28 elements (the spec's limit) */
-    const ak_i64 bk = blockIdx.z, b = (ak_u32) bk / (ak_u32) HK, kvh = (ak_u32) bk % (ak_u32) HK;
-    const ak_i64 h_lo = (ak_u32) (kvh * HQ + HK - 1) / (ak_u32) HK;
-    const ak_i64 h_hi = (ak_u32) ((kvh + 1) * HQ + HK - 1) / (ak_u32) HK;
-    const ak_i64 nrows = (h_hi - h_lo) * Q;                    /* the group's rows */
     t_tile T;
     T.Q = Q;
     T.L = L;
     T.r0 = (ak_i64) ((unsigned) blockIdx.x / DS) * BM;
-    if (T.r0 >= nrows)
+    if (T.r0 >= g.G)
         return;
     T.c0 = (int) (blockIdx.x % DS) * (int) (D / DS);  /* used by the tensor-core path only */
-    T.nr = min ((ak_i64) BM, nrows - T.r0);
-    T.causal = mask == 2 || mask == 3;
-    T.len = mask == 3 ? L - (ak_i64) ((ak_u32) ((ak_u32) b * 2654435761u) % (ak_u32) (L + 1)) : L;
-    T.q = AK_IN (a, 0) + ((b * HQ + h_lo) * Q + T.r0) * D;
-    T.o = AK_OUT (a, 0) + ((b * HQ + h_lo) * Q + T.r0) * D;
-    T.kb = AK_IN (a, 1) + bk * L * D;
-    T.vb = AK_IN (a, 2) + bk * L * D;
+    T.nr = min ((ak_i64) BM, g.G - T.r0);
+    T.causal = g.causal;
+    T.len = g.len;
+    T.q = g.q + T.r0 * D;
+    T.o = g.o + T.r0 * D;
+    T.kb = g.kb;
+    T.vb = g.vb;
 
     /* the most keys a real row of the tile sees: the tokens t of its rows, r % Q */
     ak_i64 nmax = L;

@@ -272,29 +272,26 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_q,
            const __grid_constant__ ak_tensor_map_t tm_k, const __grid_constant__ ak_tensor_map_t tm_v)
 {
     AK_DYNAMIC_SHARED (unsigned char, w_raw);
-    const ak_i64 Q = a.dims[1], HQ = a.dims[2], HK = a.dims[3];   /* B: gridDim.z / HK */
-    const ak_i64 L = a.dims[4], D = a.dims[5], mask = a.dims[6];
+    const ak_decode_group_t g = ak_decode_group (a);
+    const ak_i64 Q = g.Q, HQ = g.HQ, HK = g.HK, L = g.L, D = g.D, bk = g.bk;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (D < 1 || D > 32 * AK_ATTN_MAXC)
         return;                                           /* uniform over the block */
 
-    const ak_i64 bk = blockIdx.z, b = (ak_u32) bk / (ak_u32) HK, kvh = (ak_u32) bk % (ak_u32) HK;
-    const ak_i64 h_lo = (ak_u32) (kvh * HQ + HK - 1) / (ak_u32) HK;
-    const ak_i64 h_hi = (ak_u32) ((kvh + 1) * HQ + HK - 1) / (ak_u32) HK;
     w_tile_t T;
     T.Q = Q;
     T.L = L;
-    T.G = (h_hi - h_lo) * Q;
+    T.G = g.G;
     T.r0 = (ak_i64) blockIdx.x * W_BM;
     if (T.r0 >= T.G)
         return;
     T.nr = min ((ak_i64) W_BM, T.G - T.r0);
-    T.causal = mask == 2 || mask == 3;
-    T.len = mask == 3 ? L - (ak_i64) ((ak_u32) ((ak_u32) b * 2654435761u) % (ak_u32) (L + 1)) : L;
-    T.q = AK_IN (a, 0) + (b * HQ + h_lo) * Q * D;
-    T.o = AK_OUT (a, 0) + (b * HQ + h_lo) * Q * D;
-    T.kb = AK_IN (a, 1) + bk * L * D;
-    T.vb = AK_IN (a, 2) + bk * L * D;
+    T.causal = g.causal;
+    T.len = g.len;
+    T.q = g.q;
+    T.o = g.o;
+    T.kb = g.kb;
+    T.vb = g.vb;
 
     bool tc = false;
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
