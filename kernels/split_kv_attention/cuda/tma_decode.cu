@@ -13,13 +13,14 @@
     skinny GEMM went from 0.82 to 0.97 of cuBLASLt on that change).  So:
       loads  one producer thread (the block's last warp) issues the
              slice's key tiles of BN keys, K and V (tm_k, tm_v: dims
-             {D, L, B*HK}, box {64, BN, 1}, 128-byte swizzle, so a panel's
+             {D, L, B*HK}, box {64, BN, 1}, 128-byte swizzle, 128-byte L2
+             promotion (256 was 9% slower on llm7b_b8_32k), so a panel's
              row r holds its 16-byte chunk c at c ^ (r & 7) and ldmatrix
              reads it without bank conflicts) into a ring of STAGES stages,
              a full barrier (expect_tx) and an empty barrier a stage;
       math   every consumer warp waits for every tile and takes its
-             16-key steps i (counted over the slice) with i % NC = w; per
-             step, S = Q K^T (Q the A operand from registers, rows g real
+             steps i of 16*KW keys (counted over the slice) with
+             i % NC = w; per 16 keys, S = Q K^T (Q the A operand from registers, rows g real
              or zero, rows g+8 zero; K the B operand by ldmatrix), the
              mask and the online softmax in the exp2 domain, and
              O^T += V^T P^T (V^T by ldmatrix.trans, P^T straight from S's
@@ -47,6 +48,10 @@
     BN      keys a tile (the box's rows)
     STAGES  ring stages; fewer when the launch's dynamic shared memory
             holds fewer (the launch rule caps the ring at 200 KiB)
+    KW      16-key parts of a warp's step (1 or 2): at 2 the two parts'
+            products are independent chains and the softmax's shuffles
+            and rescale run once for 32 keys (S's k-steps go to two sums,
+            even and odd, at either)
     DMAX    the largest D of the tensor-core path, 128 or 256: the
             kernel's registers are those of its largest path, so DMAX 128
             sends D 256 to the plain path
@@ -71,8 +76,12 @@
 #ifndef DMAX
 #define DMAX 128
 #endif
+#ifndef KW
+#define KW 2
+#endif
 
 #define B_ROWS 8                                      /* query rows a tile */
+#define B_SK (16 * KW)                                /* keys a warp's step */
 #define B_NT (32 * (NC + 1))
 #define B_WS_FLOATS (1 << 23)
 #define B_WS_GROUPS (1 << 16)
@@ -89,6 +98,7 @@ static_assert (NC >= 1 && NC <= 8, "NC must be 1..8");
 static_assert (BN == 32 || BN == 64 || BN == 128, "BN must be 32, 64 or 128");
 static_assert (STAGES >= 1 && STAGES <= B_MAXST, "STAGES must be 1..8");
 static_assert (DMAX == 128 || DMAX == 256, "DMAX must be 128 or 256");
+static_assert ((KW == 1 || KW == 2) && BN % (16 * KW) == 0, "KW is 1 or 2, BN a multiple of 16*KW");
 
 __device__ __align__ (16) float b_ws[B_WS_FLOATS];
 __device__ unsigned int b_cnt[B_WS_GROUPS];
@@ -174,35 +184,43 @@ __device__ void b_tc (const b_tile_t &T, unsigned char *base, int nst, ak_i64 ns
             ak_bar_wait (full0 + 8 * s, (unsigned) (t / nst) & 1u);
             const unsigned char *ks_ = base + s * SB, *vs_ = ks_ + PANELS * PB;
 #pragma unroll
-            for (int u = 0; u < BN / 16; u++) {
-                const ak_i64 c0 = T.k0 + (ak_i64) t * BN + 16 * u;
+            for (int u = 0; u < BN / B_SK; u++) {
+                const ak_i64 c0 = T.k0 + (ak_i64) t * BN + B_SK * u;
                 if (c0 >= T.k1)
                     break;                            /* past the slice: nothing left of the tile */
-                if ((t * (BN / 16) + u) % NC != warp)
+                if ((t * (BN / B_SK) + u) % NC != warp)
                     continue;                         /* another warp's step */
-                const int kr = 16 * u + lr;           /* the lane's row of the stage */
 
-                /* S = Q K^T: n-tile j keys c0 + 8j .. +7 */
-                float sc[2][4];
-                sc[0][0] = sc[0][1] = sc[0][2] = sc[0][3] = sc[1][0] = sc[1][1] = sc[1][2] = sc[1][3] = 0.0f;
+                /* S = Q K^T: n-tile j keys c0 + 8j .. +7 (16-key part w: n-tiles 2w, 2w+1, stage rows
+                   B_SK*u + 16w + lr); the even and the odd k-steps in two sums (shorter chains) */
+                float sc[2 * KW][4], sd[2 * KW][4];
+#pragma unroll
+                for (int j = 0; j < 2 * KW; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        sc[j][e] = sd[j][e] = 0.0f;
 #pragma unroll
                 for (int ks = 0; ks < KS; ks++) {
                     const int c = 2 * ks + lc;
-                    unsigned b[4];
-                    ak_ldmatrix_x4 (b, ks_ + (c >> 3) * PB + kr * 128 + (((c & 7) ^ (kr & 7)) << 4));
                     const unsigned a[4] = { qa[ks][0], 0u, qa[ks][1], 0u };
-                    ak_mma_16816 (sc[0], a, b[0], b[1]);
-                    ak_mma_16816 (sc[1], a, b[2], b[3]);
+#pragma unroll
+                    for (int w = 0; w < KW; w++) {
+                        const int kr = B_SK * u + 16 * w + lr;
+                        unsigned b[4];
+                        ak_ldmatrix_x4 (b, ks_ + (c >> 3) * PB + kr * 128 + (((c & 7) ^ (kr & 7)) << 4));
+                        ak_mma_16816 ((ks & 1) ? sd[2 * w] : sc[2 * w], a, b[0], b[1]);
+                        ak_mma_16816 ((ks & 1) ? sd[2 * w + 1] : sc[2 * w + 1], a, b[2], b[3]);
+                    }
                 }
 
                 /* row g: sc[j][e], keys c0 + 8j + 2t + e; masked past the slice or the row's count */
-                const bool full = c0 + 16 <= T.kfull;
+                const bool full = c0 + B_SK <= T.kfull;
                 float mx = B_NEG_INF;
 #pragma unroll
-                for (int j = 0; j < 2; j++)
+                for (int j = 0; j < 2 * KW; j++)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
-                        float v = sc[j][e] * qscale;
+                        float v = (sc[j][e] + sd[j][e]) * qscale;
                         if (!full) {
                             const ak_i64 key = c0 + 8 * j + 2 * t4 + e;
                             v = key < T.k1 && key < ng ? v : B_NEG_INF;
@@ -216,7 +234,7 @@ __device__ void b_tc (const b_tile_t &T, unsigned char *base, int nst, ak_i64 ns
                 const float cr = mn != B_NEG_INF ? exp2f (m - mn) : 1.0f;
                 float ps = 0.0f;
 #pragma unroll
-                for (int j = 0; j < 2; j++)
+                for (int j = 0; j < 2 * KW; j++)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
                         const float p = mn != B_NEG_INF ? exp2f (sc[j][e] - mn) : 0.0f;
@@ -237,15 +255,20 @@ __device__ void b_tc (const b_tile_t &T, unsigned char *base, int nst, ak_i64 ns
                     }
                 }
                 m = mn;
-                const unsigned pb0 = ak_pack2 (sc[0][0], sc[0][1]), pb1 = ak_pack2 (sc[1][0], sc[1][1]);
 
-                /* O^T += V^T P^T: m-tile i dims 16i .. 16i+15 */
+                /* O^T += V^T P^T: m-tile i dims 16i .. 16i+15, part w's keys */
 #pragma unroll
-                for (int i = 0; i < KS; i++) {
-                    const int c = 2 * i + lc;
-                    unsigned va[4];
-                    ak_ldmatrix_x4_trans (va, vs_ + (c >> 3) * PB + kr * 128 + (((c & 7) ^ (kr & 7)) << 4));
-                    ak_mma_16816 (o[i], va, pb0, pb1);
+                for (int w = 0; w < KW; w++) {
+                    const int kr = B_SK * u + 16 * w + lr;
+                    const unsigned pb0 = ak_pack2 (sc[2 * w][0], sc[2 * w][1]);
+                    const unsigned pb1 = ak_pack2 (sc[2 * w + 1][0], sc[2 * w + 1][1]);
+#pragma unroll
+                    for (int i = 0; i < KS; i++) {
+                        const int c = 2 * i + lc;
+                        unsigned va[4];
+                        ak_ldmatrix_x4_trans (va, vs_ + (c >> 3) * PB + kr * 128 + (((c & 7) ^ (kr & 7)) << 4));
+                        ak_mma_16816 (o[i], va, pb0, pb1);
+                    }
                 }
             }
             __syncwarp ();                            /* every lane done with the stage */
