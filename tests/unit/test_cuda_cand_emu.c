@@ -40,7 +40,7 @@
 
 #define S_SEED 7
 
-#define S_MAXP 5
+#define S_MAXP 6
 
 typedef struct {
     const char *op, *cand;
@@ -66,7 +66,14 @@ typedef struct {
     rows over 64 keys, also split, with each row's output columns in four
     blocks (DS 4: V's columns, the partials and the merge at a column
     offset; DS 2 is the same code; BM only sets the warps a block: 32
-    runs the same code with two).  matmul's skinny (B panels by TMA into a ring a warp,
+    runs the same code with two).  tma_decode (K and V tiles by TMA into a
+    block-wide ring, a producer warp and NC consumer warps on mbarriers,
+    emulated in emu.h and the kernel's hooks): BN 32 over two stages
+    with KW 2, the slices merged (WAVES 1), and its D 256 path; NC 8 over
+    BN 64 with KW 1 in one slice (WAVES 0, outside the spec's space: the
+    launch rule's floor of one slice), so that the ring of two stages
+    wraps (medium: four tiles), D 256 then on the plain path.
+    matmul's skinny (B panels by TMA into a ring a warp,
     128-byte swizzled, fragments paired by prmt, the split over K merged by the
     last block; emu.h's TMA copies, built with the candidate's two tensor
     maps): two column groups a block in bfloat16 (the TMA path where N
@@ -87,6 +94,10 @@ static const s_run_t s_runs[] = {
     { "split_kv_attention", "tile_decode", AK_DT_FLOAT16, 1 << 19, 4, { "BM", "BN", "WAVES", "DS" }, { 128, 64, 4, 4 } },
     { "flash_attention", "fa2", AK_DT_BFLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 64, 32, 16 } },
     { "flash_attention", "fa2", AK_DT_FLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 128, 64, 32 } },
+    { "split_kv_attention", "tma_decode", AK_DT_BFLOAT16, 1 << 19, 6, { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES" },
+      { 4, 32, 2, 2, 256, 1 } },
+    { "split_kv_attention", "tma_decode", AK_DT_FLOAT16, 1 << 19, 6, { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES" },
+      { 8, 64, 2, 1, 128, 0 } },
     { "matmul", "skinny", AK_DT_BFLOAT16, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 2, 2, 4 } },
     { "matmul", "skinny", AK_DT_FLOAT32, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 1, 4, 2 } },
 };

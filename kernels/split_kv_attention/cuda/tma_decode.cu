@@ -39,6 +39,9 @@
     sum in a fixed order: bitwise deterministic.  Launches of one loaded
     module must not run concurrently (the workers run one at a time).
 
+    Under AK_CUDA_EMU (test_cuda_cand_emu) the mbarriers and the TMA
+    copies go through this file's hooks into the CPU emulation (emu.h).
+
     float16 / bfloat16, D 64, 128 or (DMAX 256) 256, both maps present and every
     buffer 16-byte aligned: the path above.  Anything else: a plain path
     in the same grid (a warp a query row over all its keys, the first
@@ -113,6 +116,85 @@ typedef struct {
 } b_tile_t;
 
 #if B_TC
+/*  The mbarriers and TMA copies through hooks of this file, so that the
+    CPU emulation (test_cuda_cand_emu) can run them: there, a barrier's 8
+    bytes hold its pending arrivals (bits 0-15), its count (16-31) and the
+    parity of the phases completed (32); one thread runs at a time, a wait
+    spins (__nanosleep: the other threads run), and a copy is done when
+    issued, so expect_tx is a plain arrival after which the copies follow
+    with no thread switch between. */
+#ifdef AK_CUDA_EMU
+__device__ __forceinline__ void b_bar_init (ak_u64 *bar, unsigned n)
+{
+    *bar = (ak_u64) n | (ak_u64) n << 16;
+}
+
+__device__ __forceinline__ void b_bar_arrive (ak_u64 *bar)
+{
+    const ak_u64 n = (*bar >> 16) & 0xffffu, pending = (*bar & 0xffffu) - 1, par = (*bar >> 32) & 1u;
+    *bar = pending ? (par << 32 | n << 16 | pending) : ((par ^ 1u) << 32 | n << 16 | n);
+}
+
+__device__ __forceinline__ void b_bar_wait (ak_u64 *bar, unsigned parity)
+{
+    while (((*bar >> 32) & 1u) == parity)
+        __nanosleep (32);
+}
+
+__device__ __forceinline__ void b_bar_expect (ak_u64 *bar, unsigned bytes)
+{
+    (void) bytes;
+    b_bar_arrive (bar);
+}
+
+__device__ __forceinline__ void b_tma_load (unsigned char *dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
+                                            ak_u64 *bar)
+{
+    (void) bar;
+    ak_emu_tma_load_3d (dst, map, c0, c1, c2);
+}
+
+__device__ __forceinline__ void b_tma_begin (const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v)
+{
+    (void) tm_k;
+    (void) tm_v;
+}
+#else
+__device__ __forceinline__ void b_bar_init (ak_u64 *bar, unsigned n)
+{
+    ak_bar_init (ak_smem (bar), n);
+}
+
+__device__ __forceinline__ void b_bar_arrive (ak_u64 *bar)
+{
+    ak_bar_arrive (ak_smem (bar));
+}
+
+__device__ __forceinline__ void b_bar_wait (ak_u64 *bar, unsigned parity)
+{
+    ak_bar_wait (ak_smem (bar), parity);
+}
+
+__device__ __forceinline__ void b_bar_expect (ak_u64 *bar, unsigned bytes)
+{
+    ak_bar_expect (ak_smem (bar), bytes);
+}
+
+__device__ __forceinline__ void b_tma_load (unsigned char *dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
+                                            ak_u64 *bar)
+{
+    ak_tma_load_3d (ak_smem (dst), map, c0, c1, c2, ak_smem (bar));
+}
+
+/*  The barriers' initialisation made visible to the async proxy, the maps prefetched. */
+__device__ __forceinline__ void b_tma_begin (const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v)
+{
+    asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_k) : "memory");
+    asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_v) : "memory");
+}
+#endif
+
 /*  The block's slice on tensor cores: the producer's loads, the
     consumers' tiles, their partials merged into the block's (into wp
     with several slices, else the output rows). */
@@ -128,17 +210,15 @@ __device__ void b_tc (const b_tile_t &T, unsigned char *base, int nst, ak_i64 ns
     __shared__ __align__ (8) ak_u64 bars[2 * B_MAXST];          /* full, empty a stage */
     __shared__ float s_rm[B_ROWS], s_rl[B_ROWS], s_ew[NC][B_ROWS];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const unsigned ring = ak_smem (base), full0 = ak_smem (bars), empty0 = full0 + 8 * B_MAXST;
+    ak_u64 *full = bars, *empty = bars + B_MAXST;
     const int ntiles = (int) ((T.k1 - T.k0 + BN - 1) / BN);
 
     if (tid == 0) {
         for (int s = 0; s < nst; s++) {
-            ak_bar_init (full0 + 8 * s, 1);
-            ak_bar_init (empty0 + 8 * s, NC);
+            b_bar_init (full + s, 1);
+            b_bar_init (empty + s, NC);
         }
-        asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_k) : "memory");
-        asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_v) : "memory");
+        b_tma_begin (tm_k, tm_v);
     }
     __syncthreads ();
 
@@ -149,14 +229,15 @@ __device__ void b_tc (const b_tile_t &T, unsigned char *base, int nst, ak_i64 ns
         if (lane == 0)
             for (int t = 0; t < ntiles; t++) {
                 const int s = t % nst;
-                const unsigned ph = (unsigned) (t / nst) & 1u, dst = ring + s * SB;
+                const unsigned ph = (unsigned) (t / nst) & 1u;
+                unsigned char *dst = base + s * SB;
                 const int j0 = (int) (T.k0 + (ak_i64) t * BN);
-                ak_bar_wait (empty0 + 8 * s, ph ^ 1u);
-                ak_bar_expect (full0 + 8 * s, SB);
+                b_bar_wait (empty + s, ph ^ 1u);
+                b_bar_expect (full + s, SB);
 #pragma unroll
                 for (int p = 0; p < PANELS; p++) {
-                    ak_tma_load_3d (dst + p * PB, tm_k, p * 64, j0, bk, full0 + 8 * s);
-                    ak_tma_load_3d (dst + (PANELS + p) * PB, tm_v, p * 64, j0, bk, full0 + 8 * s);
+                    b_tma_load (dst + p * PB, tm_k, p * 64, j0, bk, full + s);
+                    b_tma_load (dst + (PANELS + p) * PB, tm_v, p * 64, j0, bk, full + s);
                 }
             }
     }
@@ -181,7 +262,7 @@ __device__ void b_tc (const b_tile_t &T, unsigned char *base, int nst, ak_i64 ns
 
         for (int t = 0; t < ntiles; t++) {
             const int s = t % nst;
-            ak_bar_wait (full0 + 8 * s, (unsigned) (t / nst) & 1u);
+            b_bar_wait (full + s, (unsigned) (t / nst) & 1u);
             const unsigned char *ks_ = base + s * SB, *vs_ = ks_ + PANELS * PB;
 #pragma unroll
             for (int u = 0; u < BN / B_SK; u++) {
@@ -273,7 +354,7 @@ __device__ void b_tc (const b_tile_t &T, unsigned char *base, int nst, ak_i64 ns
             }
             __syncwarp ();                            /* every lane done with the stage */
             if (lane == 0)
-                ak_bar_arrive (empty0 + 8 * s);
+                b_bar_arrive (empty + s);
         }
     }
     __syncthreads ();                                 /* every tile consumed (so landed): the ring is free */

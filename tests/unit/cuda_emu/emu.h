@@ -33,10 +33,11 @@
     __ldcg as CUDA defines them.  Tensor maps (kernel ABI 2): the job
     carries the launch's evaluated maps, ak_emu_map_make keeps each in the
     map's 128 bytes (absent ones zero, as the worker passes them), and
-    ak_emu_tma_load_2d copies a box as cp.async.bulk.tensor.2d does (zero
-    or NaN outside, the 32/64/128-byte swizzle), at once: a kernel calls
-    it through a hook of its own (matmul's skinny), whose mbarrier wait is
-    then the warp's barrier. */
+    ak_emu_tma_load_2d (_3d) copies a box as cp.async.bulk.tensor.2d (.3d)
+    does (zero or NaN outside, the 32/64/128-byte swizzle), at once: a
+    kernel calls it through a hook of its own (matmul's skinny, whose
+    mbarrier wait is then the warp's barrier; split_kv_attention's
+    tma_decode, which keeps its mbarriers' phases in their 8 bytes). */
 #ifndef AK_CUDA_EMU_H
 #define AK_CUDA_EMU_H
 #include <cmath>
@@ -270,7 +271,7 @@ static inline void ak_emu_map_make (ak_tensor_map_t *m, bool absent, const void 
     for (int i = 0; i < 14; i++)
         m->opaque[2 + i] = (ak_u64) w[i];
     /* 16 words: box[3] and box[4] are dropped (the copies below are
-       2-D), swizzle bytes and NaN fill share the last word */
+       2-D and 3-D), swizzle bytes and NaN fill share the last word */
     m->opaque[15] = (ak_u64) w[15] | (ak_u64) w[16] << 32;
 }
 
@@ -305,6 +306,38 @@ static inline void ak_emu_tma_load_2d (void *dst, const ak_tensor_map_t *m, int 
             else
                 memset (out + off, 0, e);
         }
+}
+
+/*  cp.async.bulk.tensor.3d: box[0] x box[1] x box[2] elements from (c0,
+    c1, c2) into dst, rows of box[0] elements in order (box[1] rows a
+    plane), as ak_emu_tma_load_2d (tma_decode's K and V tiles). */
+static inline void ak_emu_tma_load_3d (void *dst, const ak_tensor_map_t *m, int c0, int c1, int c2)
+{
+    if (m->opaque[0] != AK_EMU_MAP_TAG || m->opaque[2] != 3) {
+        fprintf (stderr, "emu: a 3-D TMA load through an absent, foreign or not 3-D tensor map\n");
+        exit (1);
+    }
+    const unsigned char *base = (const unsigned char *) m->opaque[1];
+    const int64_t d0 = (int64_t) m->opaque[3], d1 = (int64_t) m->opaque[4], d2 = (int64_t) m->opaque[5];
+    const int64_t stride1 = (int64_t) m->opaque[8], stride2 = (int64_t) m->opaque[9];
+    const int64_t b0 = (int64_t) m->opaque[12], b1 = (int64_t) m->opaque[13], b2 = (int64_t) m->opaque[14];
+    const unsigned sw = (unsigned) (m->opaque[15] & 0xffffffffu), nanfill = (unsigned) (m->opaque[15] >> 32);
+    const size_t e = sizeof (ak_t);
+    unsigned char *out = (unsigned char *) dst;
+    for (int64_t z = 0; z < b2; z++)
+        for (int64_t r = 0; r < b1; r++)
+            for (int64_t i = 0; i < b0; i++) {
+                size_t off = (size_t) ((z * b1 + r) * b0 + i) * e;
+                if (sw)
+                    off ^= ((off >> 7) & (sw / 16 - 1)) << 4;
+                const int64_t x = c0 + i, y = c1 + r, w = c2 + z;
+                if (x >= 0 && x < d0 && y >= 0 && y < d1 && w >= 0 && w < d2)
+                    memcpy (out + off, base + w * stride2 + y * stride1 + x * (int64_t) e, e);
+                else if (nanfill)
+                    memset (out + off, 0xff, e);
+                else
+                    memset (out + off, 0, e);
+            }
 }
 #endif
 
