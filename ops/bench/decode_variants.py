@@ -15,7 +15,7 @@ version's largest error against SDPA.
     ops/bench/decode_variants.py build OUTDIR NAME=SRC[:DEF,DEF..] ...
     e.g. build /tmp/v old=/tmp/mma_old.cu:NW=8 new=kernels/split_kv_attention/cuda/mma_decode.cu:NW=8
     (a DEF arch=sm_90a builds for that architecture instead of sm_90:
-    wg_decode)
+    wg_decode, tma_decode)
   time (on the GPU machine: PyTorch with CUDA):
     ops/bench/decode_variants.py time NAME:CUBIN:NW:WAVES[:STG[:ROWS]][,...] SHAPE[,SHAPE..]
     (STG given: the kernel is stream_decode, built with that STG and
@@ -29,7 +29,7 @@ version's largest error against SDPA.
 
 Every launch is its candidate's rule in kernels/split_kv_attention/spec.json
 (grid, block and shared memory evaluated for the shape, bfloat16), with
-the candidate's tensor maps (wg_decode's) encoded over the shape's
+the candidate's tensor maps (wg_decode's, tma_decode's) encoded over the shape's
 buffers as the worker encodes them (cuTensorMapEncodeTiled, row-major
 strides): the short forms are mma_decode's and stream_decode's.  Shapes: SHAPES below (bf16, mask
 none: the unmasked forms of the batch's decode shapes; pi05 and pi05_b8
