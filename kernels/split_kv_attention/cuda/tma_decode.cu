@@ -10,7 +10,8 @@
     warps copy their own 16-key steps with per-lane 16-byte cp.async,
     reached 44 us there against cuDNN's 37.  A TMA box is one instruction
     for a 64 x 64 panel, where the lanes' copies are 512 (issue 17's
-    skinny GEMM went from 0.82 to 0.97 of cuBLASLt on that change).  So:
+    skinny GEMM went from 0.82 to 0.97 of cuBLASLt on that change); here
+    llm7b_b1_32k took 38.4-39.3 us (docs/benchmarks.md, session 28).  So:
       loads  one producer thread (the block's last warp) issues the
              slice's key tiles of BN keys, K and V (tm_k, tm_v: dims
              {D, L, B*HK}, box {64, BN, 1}, 128-byte swizzle, 128-byte L2
@@ -20,9 +21,10 @@
              a full barrier (expect_tx) and an empty barrier a stage;
       math   every consumer warp waits for every tile and takes its
              steps i of 16*KW keys (counted over the slice) with
-             i % NC = w; per 16 keys, S = Q K^T (Q the A operand from registers, rows g real
-             or zero, rows g+8 zero; K the B operand by ldmatrix), the
-             mask and the online softmax in the exp2 domain, and
+             i % NC = w; per 16 keys, S = Q K^T (Q the A operand from
+             registers, rows g real or zero, rows g+8 zero; K the B
+             operand by ldmatrix), the mask and the online softmax in
+             the exp2 domain, and
              O^T += V^T P^T (V^T by ldmatrix.trans, P^T straight from S's
              accumulators), as stream_decode's s_warp_tc; then the warp's
              lane 0 arrives on the stage's empty barrier (NC arrivals free
@@ -42,8 +44,8 @@
     Under AK_CUDA_EMU (test_cuda_cand_emu) the mbarriers and the TMA
     copies go through this file's hooks into the CPU emulation (emu.h).
 
-    float16 / bfloat16, D 64, 128 or (DMAX 256) 256, both maps present and every
-    buffer 16-byte aligned: the path above.  Anything else: a plain path
+    float16 / bfloat16, D 64, 128 or (DMAX 256) 256, both maps present
+    and every buffer 16-byte aligned: the path above.  Anything else: a plain path
     in the same grid (a warp a query row over all its keys, the first
     slice's blocks): correct, not fast.
 
@@ -208,7 +210,7 @@ __device__ void b_tc (const b_tile_t &T, unsigned char *base, int nst, ak_i64 ns
     constexpr int SB = 2 * PANELS * PB;               /* a stage: K's panels, then V's */
     constexpr int WD = D + 8;                         /* floats a partial row: the row, m, l */
     __shared__ __align__ (8) ak_u64 bars[2 * B_MAXST];          /* full, empty a stage */
-    __shared__ float s_rm[B_ROWS], s_rl[B_ROWS], s_ew[NC][B_ROWS];
+    __shared__ float s_rl[B_ROWS], s_ew[NC][B_ROWS];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     ak_u64 *full = bars, *empty = bars + B_MAXST;
     const int ntiles = (int) ((T.k1 - T.k0 + BN - 1) / BN);
@@ -392,7 +394,6 @@ __device__ void b_tc (const b_tile_t &T, unsigned char *base, int nst, ak_i64 ns
             s_ew[w][tid] = e;
             ls += e * pw[D + 1];
         }
-        s_rm[tid] = M;
         s_rl[tid] = ls;
         if (nsplit > 1) {
             wp[tid * WD + D] = M;
