@@ -19,7 +19,10 @@
       kernel's static shared memory fits sm_90's 227 KiB and holds the KP
       key partitions' sums; mma_decode's the same way (row tiles of 16,
       splits capped so each warp has a step of 16 keys, shared NW+1
-      partials of 16 rows);
+      partials of 16 rows); tma_decode's (row tiles of 8, the floor rule,
+      its ring or its partials, whichever is larger, and on the sizes of
+      its tensor-core path at least one stage and room for the partials:
+      no launch of the spec falls to its plain path for want of memory);
     - each host baseline, and every configuration of each host candidate,
       through the five gates (worker/gates.c) on every host size and edge
       size;
@@ -385,6 +388,75 @@ static void test_mma_decode_launch (void **state)
     ak_spec_destroy (&spec);
 }
 
+/* ------------------------------------------ tma_decode's launch rule */
+
+/*  grid [row tiles of 8, splits, B*HK] with the splits floor(WAVES x 132 /
+    the tiles' blocks), at least one and at most the key tiles (one more
+    where L is 0); block [32*(NC+1)]; shared the ring (at most 200 KiB) or
+    the warps' partials, whichever is larger, + 1024 for the ring's
+    alignment.  On the sizes the tensor-core path takes (16-bit types, D
+    64, 128 or at DMAX 256 256) the kernel's own test must hold, or the
+    launch would run its plain path: at least one stage, and room for the
+    partials. */
+static void s_td_check (const ak_candidate_t *cand, const ak_size_t *sz, ak_dtype_t dt, const ak_launch_cfg_t *lc,
+                        const int64_t *v)
+{
+    const int64_t NC = v[0], BN = v[1], STAGES = v[2], DMAX = v[4], WAVES = v[5];
+    const int64_t *d = sz->dims;
+    const int64_t B = d[0], Q = d[1], HQ = d[2], HK = d[3], L = d[4], D = d[5];
+    const int64_t b = dt == AK_DT_FLOAT32 ? 4 : 2;
+    const int64_t rt = (((HQ + HK - 1) / HK) * Q + 7) / 8, g = B * HK * rt;
+    int64_t splits = 132 * WAVES / g;
+    if (splits < 1)
+        splits = 1;
+    if (splits > (L + BN - 1) / BN)
+        splits = (L + BN - 1) / BN;
+    splits += L < 1;
+    if ((int64_t) lc->grid[0] != rt || (int64_t) lc->grid[1] != splits || (int64_t) lc->grid[2] != B * HK
+        || (int64_t) lc->block[0] != 32 * (NC + 1) || lc->block[1] != 1 || lc->block[2] != 1)
+        fail_msg ("%s at %s: grid %ux%ux%u block %u, want %" PRId64 "x%" PRId64 "x%" PRId64 " block %" PRId64,
+                  cand->name, sz->name, lc->grid[0], lc->grid[1], lc->grid[2], lc->block[0], rt, splits, B * HK,
+                  32 * (NC + 1));
+    const int64_t ring = STAGES * 2 * BN * D * b < 204800 ? STAGES * 2 * BN * D * b : 204800;
+    const int64_t part = NC * 8 * (D + 8) * 4;
+    const int64_t want = (ring > part ? ring : part) + 1024;
+    /* the kernel's static shared memory: the barriers, the merge's arrays, the tile record (ptxas: 1008 bytes at NC 8) */
+    if ((int64_t) lc->shared_bytes != want || want + 2048 > 227 * 1024)
+        fail_msg ("tma_decode NC=%" PRId64 " BN=%" PRId64 " STAGES=%" PRId64 " at %s/%s: shared %u, want %" PRId64
+                  " (+ static, at most 227 KiB)", NC, BN, STAGES, sz->name, ak_dtype_name (dt), lc->shared_bytes, want);
+    const bool tc = b == 2 && (D == 64 || D == 128 || (D == 256 && DMAX == 256));
+    const int64_t room = (int64_t) lc->shared_bytes - 1024, nst = room / (4 * BN * D);
+    if (tc && (nst < 1 || room < part))
+        fail_msg ("tma_decode NC=%" PRId64 " BN=%" PRId64 " STAGES=%" PRId64 " at %s/%s: %" PRId64 " bytes hold %" PRId64
+                  " stages of %" PRId64 " and need %" PRId64 " for the partials: the plain path would run",
+                  NC, BN, STAGES, sz->name, ak_dtype_name (dt), room, nst, 4 * BN * D, part);
+}
+
+static void test_tma_decode_launch (void **state)
+{
+    (void) state;
+    ak_spec_t *spec = ak_cat_spec ("split_kv_attention");
+    const char *names[] = { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES" };
+    const ak_candidate_t *c = s_walk_launches (spec, "tma_decode", names, 6, 60, s_td_check);
+    ak_err_t err = { 0 };
+
+    /* worked cases: one sequence over a 4K cache (8 KV heads, 4 rows of an
+       8-row tile): 16 slices (132/8), four stages of 64 keys, K and V at
+       D 128 in bfloat16 (32 KiB a stage); pi0.5's 400 rows a KV head make
+       50 tiles and 2 slices; at D 256 eight stages of 128 keys would be
+       1 MiB, so the ring is capped at 200 KiB (three stages) */
+    ak_launch_cfg_t lc;
+    assert_int_equal (ak_launch_eval (spec, c->launch, ak_spec_size (spec, "llm7b_b1_4k")->dims, AK_DT_BFLOAT16,
+                                      names, (const int64_t[]) { 4, 64, 4, 2, 128, 1 }, 6, &lc, &err), 0);
+    assert_true (lc.grid[0] == 1 && lc.grid[1] == 16 && lc.grid[2] == 8 && lc.block[0] == 160);
+    assert_int_equal (lc.shared_bytes, 4 * 32768 + 1024);
+    assert_int_equal (ak_launch_eval (spec, c->launch, ak_spec_size (spec, "pi05_denoise")->dims, AK_DT_BFLOAT16,
+                                      names, (const int64_t[]) { 8, 128, 4, 1, 256, 1 }, 6, &lc, &err), 0);
+    assert_true (lc.grid[0] == 50 && lc.grid[1] == 2 && lc.grid[2] == 1 && lc.block[0] == 288);
+    assert_int_equal (lc.shared_bytes, 204800 + 1024);
+    ak_spec_destroy (&spec);
+}
+
 /* ----------------------------------------------------------- the gates */
 
 static void test_host_baselines_pass_gates (void **state)
@@ -443,6 +515,7 @@ int main (void)
         cmocka_unit_test (test_oracle_split_kv),
         cmocka_unit_test (test_flash_decode_launch),
         cmocka_unit_test (test_mma_decode_launch),
+        cmocka_unit_test (test_tma_decode_launch),
         cmocka_unit_test (test_host_baselines_pass_gates),
         cmocka_unit_test (test_host_candidates_pass_gates),
         cmocka_unit_test (test_wrong_kernels_fail),
