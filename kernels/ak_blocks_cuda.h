@@ -77,7 +77,9 @@ __device__ __forceinline__ unsigned ak_dynamic_smem_size (void)
     sequence holds (len: mask 3's ragged length, else L); its KV head's
     keys and values.  The buffers' counts are below 2^28 elements (the
     spec's limit): 32-bit divisions.  Used by tile_decode, stream_decode,
-    wg_decode and tma_decode. */
+    wg_decode and tma_decode, with ak_decode_nkeys and ak_decode_key_range
+    (the keys a row, and a range of rows, sees) and ak_decode_plain (their
+    plain path). */
 typedef struct {
     ak_i64 Q, HQ, HK, L, D, mask, bk, b, h_lo, G, len;
     bool causal;                                      /* mask 2 or 3 */
@@ -107,6 +109,33 @@ __device__ __forceinline__ ak_decode_group_t ak_decode_group (const ak_cuda_args
     g.kb = AK_IN (a, 1) + g.bk * g.L * g.D;
     g.vb = AK_IN (a, 2) + g.bk * g.L * g.D;
     return g;
+}
+
+/*  The keys row r of a decode group sees (its token is r % Q: causal, the
+    last len - Q + 1 + token keys; else all L; never below 0). */
+__device__ __forceinline__ ak_i64 ak_decode_nkeys (const ak_decode_group_t &g, ak_i64 r)
+{
+    const ak_i64 n = g.causal ? g.len - g.Q + 1 + (ak_i64) ((ak_u32) r % (ak_u32) g.Q) : g.L;
+    return n > 0 ? n : 0;
+}
+
+/*  The fewest and the most keys rows [lo, hi) of a decode group see (0
+    for an empty range). */
+__device__ __forceinline__ void ak_decode_key_range (const ak_decode_group_t &g, ak_i64 lo, ak_i64 hi, ak_i64 *kmin,
+                                                     ak_i64 *kmax)
+{
+    *kmin = *kmax = 0;
+    if (hi <= lo)
+        return;
+    if (!g.causal) {
+        *kmin = *kmax = g.L;
+        return;
+    }
+    const ak_i64 Q = g.Q, t0 = (ak_u32) lo % (ak_u32) Q, t1 = (ak_u32) (hi - 1) % (ak_u32) Q;
+    const bool wrap = hi - lo >= Q || t1 < t0;
+    const ak_i64 lo_n = g.len - Q + 1 + (wrap ? 0 : t0), hi_n = g.len - Q + 1 + (wrap ? Q - 1 : t1);
+    *kmin = lo_n > 0 ? lo_n : 0;
+    *kmax = hi_n > 0 ? hi_n : 0;
 }
 
 /*  The slices of a split tile: steps (of keys, of key tiles; none when
@@ -199,6 +228,15 @@ __device__ __forceinline__ void ak_attn_row (const ak_t *q, const ak_t *k, const
     for (int c = 0; c < AK_ATTN_MAXC; c++)
         if (lane + 32 * c < D)
             o[lane + 32 * c] = ak_from_acc (l > 0.0f ? acc[c] / l : 0.0f);
+}
+
+/*  The plain path of a decode kernel: rows r0 .. r0+nr-1 of group g, a
+    warp a row (this warp of nw), each over all the keys it sees. */
+__device__ __forceinline__ void ak_decode_plain (const ak_decode_group_t &g, ak_i64 r0, ak_i64 nr, int warp, int nw,
+                                                 int lane)
+{
+    for (ak_i64 r = r0 + warp; r < r0 + nr; r += nw)
+        ak_attn_row (g.q + r * g.D, g.kb, g.vb, g.o + r * g.D, ak_decode_nkeys (g, r), g.D, lane);
 }
 
 template <int ROWS_, int NW_>
@@ -396,6 +434,69 @@ __device__ __forceinline__ void ak_fa_pv (float (&o)[MT_][ND_][4], const unsigne
     }
 }
 
+/*  Phase 2 of ak_split_merge: the nu groups of four columns (D4 a row)
+    into out, UI_ groups a thread (NTH_ threads) and SB_ slices' loads at
+    a time, each slice weighted by 2^(its maximum - the row's, s_m) and
+    the sum by 1 / the row's sum (s_l), the slices in order. */
+template <int UI_, int SB_, int NTH_>
+__device__ __forceinline__ void ak_split_merge_cols (const float *w0, ak_i64 nsplit, ak_i64 sst, int wd, int C, int nu,
+                                                     int D4, const float *s_m, const float *s_l, ak_t *out,
+                                                     ak_i64 ostride, int tid)
+{
+    const float ninf = __int_as_float (0xff800000);
+    for (int u0 = tid; u0 < nu; u0 += UI_ * NTH_) {
+        int row[UI_], col[UI_], off[UI_];
+        float M[UI_];
+        float4 acc[UI_];
+#pragma unroll
+        for (int i = 0; i < UI_; i++) {
+            const int u = u0 + i * NTH_;
+            row[i] = u < nu ? (int) ((unsigned) u / (unsigned) D4) : -1;
+            col[i] = row[i] < 0 ? 0 : (u - row[i] * D4) * 4;
+            off[i] = row[i] < 0 ? 0 : row[i] * wd + col[i];
+            M[i] = row[i] < 0 ? 0.0f : s_m[row[i]];
+            acc[i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        for (ak_i64 s0 = 0; s0 < nsplit; s0 += SB_) {
+            float4 x[SB_][UI_];
+            float ms[SB_][UI_];
+#pragma unroll
+            for (int j = 0; j < SB_; j++) {
+                const float *ps = w0 + (s0 + j) * sst;
+#pragma unroll
+                for (int i = 0; i < UI_; i++) {
+                    if (s0 + j < nsplit && row[i] >= 0) {
+                        x[j][i] = __ldcg ((const float4 *) (ps + off[i]));
+                        ms[j][i] = __ldcg (ps + row[i] * wd + C);
+                    }
+                    else {
+                        x[j][i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+                        ms[j][i] = ninf;
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < SB_; j++)
+#pragma unroll
+                for (int i = 0; i < UI_; i++) {
+                    const float w = exp2f (ms[j][i] - M[i]);
+                    acc[i].x += w * x[j][i].x;
+                    acc[i].y += w * x[j][i].y;
+                    acc[i].z += w * x[j][i].z;
+                    acc[i].w += w * x[j][i].w;
+                }
+        }
+#pragma unroll
+        for (int i = 0; i < UI_; i++) {
+            if (row[i] < 0)
+                continue;
+            const float inv = s_l[row[i]];
+            *(uint2 *) (out + (ak_i64) row[i] * ostride + col[i]) =
+                make_uint2 (ak_pack2 (acc[i].x * inv, acc[i].y * inv), ak_pack2 (acc[i].z * inv, acc[i].w * inv));
+        }
+    }
+}
+
 /*  The split merge of the decode kernels (split_kv_attention's
     tile_decode, wg_decode and tma_decode), in the block of a tile that
     arrived last: slice s's partial row r at w0 + s*sst + r*wd holds C
@@ -408,7 +509,7 @@ __device__ __forceinline__ void ak_fa_pv (float (&o)[MT_][ND_][4], const unsigne
          fixed xor tree; else a thread a row, the slices in order, four
          loads at a time;
       2. the rows into out + r*ostride (C columns, nr rows), four columns
-         a thread: with WIDE_ and at most NTH_ such groups, a group a
+         a thread (ak_split_merge_cols): with WIDE_ and at most NTH_ such groups, a group a
          thread and 8 slices' loads at once (the one-token tiles of a few
          rows); else four groups a thread and the slices four at a time
          (up to 32 loads in flight a thread).  WIDE_ costs registers:
@@ -469,92 +570,10 @@ __device__ void ak_split_merge (const float *w0, ak_i64 nsplit, ak_i64 sst, int 
     else
         asm volatile ("bar.sync %0, %1;\n" :: "n" (BAR_), "n" (NTH_) : "memory");
     const int D4 = C >> 2, nu = nr * D4;
-    if (WIDE_ && nu <= NTH_) {
-        if (tid >= nu)
-            return;
-        const int row = (int) ((unsigned) tid / (unsigned) D4), col = (tid - row * D4) * 4, off = row * wd + col;
-        const float M = s_m[row];
-        float4 acc = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
-        for (ak_i64 s0 = 0; s0 < nsplit; s0 += 8) {
-            float4 x[8];
-            float ms[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float *ps = w0 + (s0 + j) * sst;
-                if (s0 + j < nsplit) {
-                    x[j] = __ldcg ((const float4 *) (ps + off));
-                    ms[j] = __ldcg (ps + row * wd + C);
-                }
-                else {
-                    x[j] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
-                    ms[j] = ninf;
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float w = exp2f (ms[j] - M);
-                acc.x += w * x[j].x;
-                acc.y += w * x[j].y;
-                acc.z += w * x[j].z;
-                acc.w += w * x[j].w;
-            }
-        }
-        const float inv = s_l[row];
-        *(uint2 *) (out + (ak_i64) row * ostride + col) =
-            make_uint2 (ak_pack2 (acc.x * inv, acc.y * inv), ak_pack2 (acc.z * inv, acc.w * inv));
-        return;
-    }
-    for (int u0 = tid; u0 < nu; u0 += 4 * NTH_) {
-        int row[4], col[4], off[4];
-        float M[4];
-        float4 acc[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int u = u0 + i * NTH_;
-            row[i] = u < nu ? (int) ((unsigned) u / (unsigned) D4) : -1;
-            col[i] = row[i] < 0 ? 0 : (u - row[i] * D4) * 4;
-            off[i] = row[i] < 0 ? 0 : row[i] * wd + col[i];
-            M[i] = row[i] < 0 ? 0.0f : s_m[row[i]];
-            acc[i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
-        }
-        for (ak_i64 s0 = 0; s0 < nsplit; s0 += 4) {
-            float4 x[4][4];
-            float ms[4][4];
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const float *ps = w0 + (s0 + j) * sst;
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    if (s0 + j < nsplit && row[i] >= 0) {
-                        x[j][i] = __ldcg ((const float4 *) (ps + off[i]));
-                        ms[j][i] = __ldcg (ps + row[i] * wd + C);
-                    }
-                    else {
-                        x[j][i] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
-                        ms[j][i] = ninf;
-                    }
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const float w = exp2f (ms[j][i] - M[i]);
-                    acc[i].x += w * x[j][i].x;
-                    acc[i].y += w * x[j][i].y;
-                    acc[i].z += w * x[j][i].z;
-                    acc[i].w += w * x[j][i].w;
-                }
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            if (row[i] < 0)
-                continue;
-            const float inv = s_l[row[i]];
-            *(uint2 *) (out + (ak_i64) row[i] * ostride + col[i]) =
-                make_uint2 (ak_pack2 (acc[i].x * inv, acc[i].y * inv), ak_pack2 (acc[i].z * inv, acc[i].w * inv));
-        }
-    }
+    if (WIDE_ && nu <= NTH_)
+        ak_split_merge_cols<1, 8, NTH_> (w0, nsplit, sst, wd, C, nu, D4, s_m, s_l, out, ostride, tid);
+    else
+        ak_split_merge_cols<4, 4, NTH_> (w0, nsplit, sst, wd, C, nu, D4, s_m, s_l, out, ostride, tid);
 }
 
 #endif /* float16 / bfloat16, not a reference */

@@ -370,7 +370,7 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     __shared__ float s_rm[S_ROWS], s_rl[S_ROWS], s_ew[NW][S_ROWS];
 
     const ak_decode_group_t g = ak_decode_group (a);
-    const ak_i64 Q = g.Q, HQ = g.HQ, L = g.L, D = g.D, bk = g.bk, b = g.b, h_lo = g.h_lo;
+    const ak_i64 Q = g.Q, HQ = g.HQ, D = g.D, bk = g.bk, b = g.b, h_lo = g.h_lo;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int nth = 32 * NW;
     const int WD = (int) ((D + 7) / 8 * 8 + 8);                    /* floats a partial row */
@@ -385,19 +385,9 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
     if (r0 >= nrows)
         return;
     const int nr = (int) min ((ak_i64) S_ROWS, nrows - r0);        /* the tile's real rows */
-    const bool causal = g.causal;
-    const ak_i64 len = g.len;
 
-    /* the keys row lane%S_ROWS sees; the most and the fewest over the real rows */
-    const ak_i64 grl = r0 + (lane & (S_ROWS - 1));
-    const bool rreal = grl < nrows;
-    const ak_i64 nl = causal ? len - Q + 1 + (ak_i64) ((ak_u32) grl % (ak_u32) Q) : L;
-    ak_i64 nmax = rreal ? nl : 0, nmin = rreal ? nl : L;
-#pragma unroll
-    for (int off = S_ROWS / 2; off >= 1; off >>= 1) {
-        nmax = max (nmax, __shfl_xor_sync (0xffffffffu, nmax, off));
-        nmin = min (nmin, __shfl_xor_sync (0xffffffffu, nmin, off));
-    }
+    ak_i64 nmin, nmax;                                             /* the keys the tile's real rows see */
+    ak_decode_key_range (g, r0, r0 + nr, &nmin, &nmax);
     const ak_i64 tg = bk * gridDim.x + blockIdx.x;                 /* the split tile */
     const ak_i64 ngroups = (ak_i64) gridDim.x * gridDim.z;
     const bool ws_ok = ngroups <= S_WS_GROUPS && ngroups * (ak_i64) gridDim.y * S_ROWS * WD <= S_WS_FLOATS;
@@ -417,14 +407,14 @@ extern "C" __global__ void __launch_bounds__ (32 * NW, 1) ak_kernel (ak_cuda_arg
         T.r0 = r0;
         T.k0 = split * per * 16;
         T.k1 = max (T.k0, min (nmax, T.k0 + per * 16));
-        T.kfull = min (T.k1, nmin < 0 ? (ak_i64) 0 : nmin);
+        T.kfull = min (T.k1, nmin);
         T.q = AK_IN (a, 0);
         T.kb = g.kb;
         T.vb = g.vb;
         T.qscale = 1.4426950408889634f / sqrtf ((float) D);
     }
     if (tid < S_ROWS)
-        T.n[tid] = rreal && nl > 0 ? (int) nl : 0;
+        T.n[tid] = tid < nr ? (int) ak_decode_nkeys (g, r0 + tid) : 0;
     __syncthreads ();
 
     float *part = s_dyn;                                           /* [NW][8][WD] */

@@ -90,20 +90,17 @@ __device__ unsigned int t_cnt[T_WS_GROUPS];
 
 /* What a block knows of its tile and slice (the same in every thread). */
 struct t_tile {
-    ak_i64 Q, L, nr, r0, k0, k1, len;                 /* nr: the tile's real rows, r0 its first */
+    ak_decode_group_t g;                              /* its KV head and query group */
+    ak_i64 nr, r0, k0, k1;                            /* nr: the tile's real rows, r0 its first */
     int c0;                                           /* the block's first output column */
-    bool causal;
-    const ak_t *q, *kb, *vb;                          /* q: the tile's first row; kb, vb: its KV head */
+    const ak_t *q;                                    /* the tile's first row */
     ak_t *o;                                          /* the tile's first output row (its column 0) */
 };
 
 /* The keys row r of the tile sees (0 for a padding row). */
 __device__ __forceinline__ ak_i64 t_nkeys (const t_tile &T, ak_i64 r)
 {
-    if (r >= T.nr)
-        return 0;
-    const ak_i64 n = T.causal ? T.len - T.Q + 1 + (ak_i64) ((ak_u32) (T.r0 + r) % (ak_u32) T.Q) : T.L;
-    return n > 0 ? n : 0;
+    return r < T.nr ? ak_decode_nkeys (T.g, T.r0 + r) : 0;
 }
 
 #if T_TC
@@ -140,8 +137,8 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
     const int ntiles = (int) ((T.k1 - T.k0 + BN - 1) / BN);
 
     ak_cp_rows<HD> (Qs, T.q, 0, BM, T.nr, T_NW * 32);
-    ak_cp_rows<HD> (Ks, T.kb, T.k0, BN, T.k1, T_NW * 32);
-    ak_cp_cols<HD, HC> (Vs, T.vb, T.c0, T.k0, BN, T.k1, T_NW * 32);
+    ak_cp_rows<HD> (Ks, T.g.kb, T.k0, BN, T.k1, T_NW * 32);
+    ak_cp_cols<HD, HC> (Vs, T.g.vb, T.c0, T.k0, BN, T.k1, T_NW * 32);
     ak_cp_commit ();
 
     unsigned qf[QREG ? HD / 16 : 1][4];
@@ -168,8 +165,8 @@ __device__ void t_tc (const t_tile &T, unsigned char *raw, bool single, float *w
         if (t + 1 < ntiles) {
             const int st = (t + 1) & 1;
             const ak_i64 j1 = T.k0 + (ak_i64) (t + 1) * BN;
-            ak_cp_rows<HD> (Ks + st * BN * SD, T.kb, j1, BN, T.k1, T_NW * 32);
-            ak_cp_cols<HD, HC> (Vs + st * BN * SV, T.vb, T.c0, j1, BN, T.k1, T_NW * 32);
+            ak_cp_rows<HD> (Ks + st * BN * SD, T.g.kb, j1, BN, T.k1, T_NW * 32);
+            ak_cp_cols<HD, HC> (Vs + st * BN * SV, T.g.vb, T.c0, j1, BN, T.k1, T_NW * 32);
         }
         ak_cp_commit ();
         const ak_i64 j0 = T.k0 + (ak_i64) t * BN;
@@ -285,36 +282,22 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
     AK_DYNAMIC_SHARED (unsigned char, t_raw);
     __shared__ int s_last;
 
-    const ak_decode_group_t g = ak_decode_group (a);
-    const ak_i64 Q = g.Q, L = g.L, D = g.D, bk = g.bk;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    t_tile T;
+    T.g = ak_decode_group (a);
+    const ak_i64 D = T.g.D, bk = T.g.bk;
     if (D < 1 || D > 32 * AK_ATTN_MAXC)
         return;                                        /* uniform over the block */
 
-    t_tile T;
-    T.Q = Q;
-    T.L = L;
     T.r0 = (ak_i64) ((unsigned) blockIdx.x / DS) * BM;
-    if (T.r0 >= g.G)
+    if (T.r0 >= T.g.G)
         return;
     T.c0 = (int) (blockIdx.x % DS) * (int) (D / DS);  /* used by the tensor-core path only */
-    T.nr = min ((ak_i64) BM, g.G - T.r0);
-    T.causal = g.causal;
-    T.len = g.len;
-    T.q = g.q + T.r0 * D;
-    T.o = g.o + T.r0 * D;
-    T.kb = g.kb;
-    T.vb = g.vb;
+    T.nr = min ((ak_i64) BM, T.g.G - T.r0);
+    T.q = T.g.q + T.r0 * D;
+    T.o = T.g.o + T.r0 * D;
 
-    /* the most keys a real row of the tile sees: the tokens t of its rows, r % Q */
-    ak_i64 nmax = L;
-    if (T.causal) {
-        const ak_i64 t0 = (ak_u32) T.r0 % (ak_u32) Q, t1 = (ak_u32) (T.r0 + T.nr - 1) % (ak_u32) Q;
-        const ak_i64 tmax = T.nr >= Q || t1 < t0 ? Q - 1 : t1;
-        nmax = T.len - Q + 1 + tmax;
-        if (nmax < 0)
-            nmax = 0;
-    }
+    ak_i64 nmin, nmax;                                 /* the fewest and the most keys a real row sees */
+    ak_decode_key_range (T.g, T.r0, T.r0 + T.nr, &nmin, &nmax);
     const ak_i64 tg = bk * gridDim.x + blockIdx.x;     /* the split tile */
     const ak_i64 ngroups = (ak_i64) gridDim.x * gridDim.z;
     const ak_i64 WD = D / DS + 8;
@@ -332,7 +315,7 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
     float *wp = t_ws + (tg * gridDim.y + split) * BM * WD;          /* this slice's partial */
     const unsigned need = ((unsigned) (BM + 2 * BN) * (unsigned) (D + 8) + 2u * BN * (unsigned) WD) * 2u;
     tc = (D == 64 || D == 128 || D == 256) && ak_dynamic_smem_size () >= need
-         && ((ak_u64) T.q | (ak_u64) T.kb | (ak_u64) T.vb | (ak_u64) T.o) % 16 == 0;
+         && ((ak_u64) T.q | (ak_u64) T.g.kb | (ak_u64) T.g.vb | (ak_u64) T.o) % 16 == 0;
     if (tc) {
         if (D == 256)
             t_tc<256> (T, t_raw, nsplit == 1, wp);
@@ -344,10 +327,8 @@ extern "C" __global__ void __launch_bounds__ (T_NW * 32, 1) ak_kernel (ak_cuda_a
 #endif
     if (!tc) {
         /* the plain path: the first slice's blocks of the first columns take every key */
-        if (split != 0 || blockIdx.x % DS != 0)
-            return;
-        for (int r = warp; r < T.nr; r += T_NW)
-            ak_attn_row (T.q + (ak_i64) r * D, T.kb, T.vb, T.o + (ak_i64) r * D, t_nkeys (T, r), D, lane);
+        if (split == 0 && blockIdx.x % DS == 0)
+            ak_decode_plain (T.g, T.r0, T.nr, threadIdx.x >> 5, T_NW, threadIdx.x & 31);
         return;
     }
     if (nsplit == 1)

@@ -425,29 +425,19 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_k, const
     __shared__ int s_last;
 
     const ak_decode_group_t g = ak_decode_group (a);
-    const ak_i64 Q = g.Q, L = g.L, D = g.D, len = g.len, bk = g.bk;
-    const bool causal = g.causal;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const ak_i64 D = g.D, bk = g.bk;
+    const int tid = threadIdx.x;
     if (D < 1 || D > 32 * AK_ATTN_MAXC)
         return;                                                    /* uniform over the block */
     const ak_i64 r0 = (ak_i64) blockIdx.x * B_ROWS;
     if (r0 >= g.G)
         return;
     const int nr = (int) min ((ak_i64) B_ROWS, g.G - r0);
-    const ak_t *q = g.q + r0 * D, *kb = g.kb, *vb = g.vb;
+    const ak_t *q = g.q + r0 * D;
     ak_t *o = g.o + r0 * D;
 
-    /* the keys row lane%8 sees; the most and the fewest over the real rows */
-    const int rl = lane & (B_ROWS - 1);
-    const bool rreal = rl < nr;
-    const ak_i64 nl0 = causal ? len - Q + 1 + (ak_i64) ((ak_u32) (r0 + rl) % (ak_u32) Q) : L;
-    const ak_i64 nl = nl0 > 0 ? nl0 : 0;
-    ak_i64 nmax = rreal ? nl : 0, nmin = rreal ? nl : L;
-#pragma unroll
-    for (int off = B_ROWS / 2; off >= 1; off >>= 1) {
-        nmax = max (nmax, __shfl_xor_sync (0xffffffffu, nmax, off));
-        nmin = min (nmin, __shfl_xor_sync (0xffffffffu, nmin, off));
-    }
+    ak_i64 nmin, nmax;                                              /* the keys the tile's rows see */
+    ak_decode_key_range (g, r0, r0 + nr, &nmin, &nmax);
 
     bool tc = false;
 #if B_TC
@@ -458,7 +448,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_k, const
     const int nst = room > 0 ? min (STAGES, room / sb) : 0;
     tc = (D == 64 || D == 128 || (D == 256 && DMAX == 256)) && nst >= 1 && room >= NC * B_ROWS * WD * 4
          && ak_tensor_map_present (&tm_k) && ak_tensor_map_present (&tm_v)
-         && ((ak_u64) q | (ak_u64) o | (ak_u64) kb | (ak_u64) vb) % 16 == 0;
+         && ((ak_u64) q | (ak_u64) o | (ak_u64) g.kb | (ak_u64) g.vb) % 16 == 0;
     if (tc) {
         const ak_i64 tg = bk * gridDim.x + blockIdx.x;              /* the split tile */
         const ak_i64 ngroups = (ak_i64) gridDim.x * gridDim.z;
@@ -475,12 +465,11 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_k, const
             T.nr = nr;
             T.q = q;
             T.o = o;
-            T.kb = kb;
-            T.vb = vb;
+            T.kb = g.kb;
+            T.vb = g.vb;
         }
         if (tid < B_ROWS)
-            T.n[tid] = tid < nr ? (int) (causal ? max (len - Q + 1 + (ak_i64) ((ak_u32) (r0 + tid) % (ak_u32) Q),
-                                                       (ak_i64) 0) : L) : 0;
+            T.n[tid] = tid < nr ? (int) ak_decode_nkeys (g, r0 + tid) : 0;
         __syncthreads ();
         unsigned char *base = b_raw + ((1024u - (ak_smem (b_raw) & 1023u)) & 1023u);
         float *wp = b_ws + (tg * gridDim.y + split) * B_ROWS * WD;  /* this slice's partial */
@@ -507,10 +496,6 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_k, const
     (void) tm_v;
     (void) nmin;
     /* the plain path: the first slice's blocks take every key */
-    if (blockIdx.y != 0)
-        return;
-    for (int r = warp; r < nr; r += NC + 1) {
-        const ak_i64 n = causal ? len - Q + 1 + (ak_i64) ((ak_u32) (r0 + r) % (ak_u32) Q) : L;
-        ak_attn_row (q + (ak_i64) r * D, kb, vb, o + (ak_i64) r * D, n > 0 ? n : 0, D, lane);
-    }
+    if (blockIdx.y == 0)
+        ak_decode_plain (g, r0, nr, tid >> 5, NC + 1, tid & 31);
 }

@@ -101,46 +101,18 @@ __device__ __forceinline__ void w_consumers_sync (void)
 
 #endif
 
-/*  The keys rows [lo, hi) of a group see, least and most (causal: a row's
-    token is its index modulo Q; 0 for an empty range). */
-__device__ __forceinline__ void w_range_keys (ak_i64 lo, ak_i64 hi, ak_i64 Q, ak_i64 L, ak_i64 len, bool causal,
-                                              ak_i64 *kmin, ak_i64 *kmax)
-{
-    *kmin = *kmax = 0;
-    if (hi <= lo)
-        return;
-    if (!causal) {
-        *kmin = *kmax = L;
-        return;
-    }
-    const ak_i64 t0 = (ak_u32) lo % (ak_u32) Q, t1 = (ak_u32) (hi - 1) % (ak_u32) Q;
-    const bool wrap = hi - lo >= Q || t1 < t0;
-    const ak_i64 lo_n = len - Q + 1 + (wrap ? 0 : t0), hi_n = len - Q + 1 + (wrap ? Q - 1 : t1);
-    *kmin = lo_n > 0 ? lo_n : 0;
-    *kmax = hi_n > 0 ? hi_n : 0;
-}
-
 /*  What a block knows of its row tile (the same in every thread). */
 typedef struct {
-    ak_i64 Q, L, len, G, r0, nr;           /* G: the group's rows; nr: the tile's real rows from r0 */
-    bool causal;
-    const ak_t *q, *kb, *vb;               /* the group's first row of q; its KV head */
-    ak_t *o;                               /* the group's first row of o */
+    ak_decode_group_t g;                   /* its KV head and query group */
+    ak_i64 r0, nr;                         /* the tile's first row of the group, its real rows */
 } w_tile_t;
-
-/* The keys row r (of the group) sees. */
-__device__ __forceinline__ ak_i64 w_nkeys (const w_tile_t &T, ak_i64 r)
-{
-    const ak_i64 n = T.causal ? T.len - T.Q + 1 + (ak_i64) ((ak_u32) r % (ak_u32) T.Q) : T.L;
-    return n > 0 ? n : 0;
-}
 
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 /*  The wgmma path of one block: slice split of nsplit, keys [k0, k1), for
     the tile's rows.  With one slice the rows are written; else the
     partial goes to slice split's place from w0 (the tile's part of the
     workspace), and the tile's last block (counter cnt) merges them. */
-__device__ void w_decode (const ak_cuda_args_t &a, const w_tile_t &T, ak_i64 k0, ak_i64 k1, ak_i64 split,
+__device__ void w_decode (const w_tile_t &T, ak_i64 k0, ak_i64 k1, ak_i64 split,
                           ak_i64 nsplit, float *w0, unsigned int *cnt, const ak_tensor_map_t *tm_q,
                           const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v, unsigned char *raw)
 {
@@ -178,10 +150,10 @@ __device__ void w_decode (const ak_cuda_args_t &a, const w_tile_t &T, ak_i64 k0,
     ak_i64 n[2];
 #pragma unroll
     for (int h = 0; h < 2; h++)
-        n[h] = rl[h] < T.nr ? w_nkeys (T, T.r0 + rl[h]) : 0;
+        n[h] = rl[h] < T.nr ? ak_decode_nkeys (T.g, T.r0 + rl[h]) : 0;
     ak_i64 wmin, wmax;
     const ak_i64 wend = wrow + 64 < T.nr ? wrow + 64 : T.nr;
-    w_range_keys (T.r0 + wrow, T.r0 + wend, T.Q, T.L, T.len, T.causal, &wmin, &wmax);
+    ak_decode_key_range (T.g, T.r0 + wrow, T.r0 + wend, &wmin, &wmax);
     if (wrow + 64 > T.nr)
         wmin = 0;                                         /* padding rows: the masked loop */
     const ak_i64 wm1 = wmax < k1 ? wmax : k1, wf1 = wmin < k1 ? wmin : k1;
@@ -189,7 +161,7 @@ __device__ void w_decode (const ak_cuda_args_t &a, const w_tile_t &T, ak_i64 k0,
     int ntfull = wf1 > k0 ? (int) ((wf1 - k0) / BN) : 0;
     if (ntfull > nt)
         ntfull = nt;
-    const ak_i64 D = a.dims[5];
+    const ak_i64 D = T.g.D;
     const float sc = W_LOG2E / sqrtf ((float) D);
 
     float o[W_HD / 2], sacc[BN / 2], m[2], l[2];
@@ -229,7 +201,7 @@ __device__ void w_decode (const ak_cuda_args_t &a, const w_tile_t &T, ak_i64 k0,
         const int cl = (lane & 3) * 2;
         if (nsplit == 1) {
             const float inv = lh > 0.0f ? 1.0f / lh : 0.0f;
-            ak_t *out = T.o + (T.r0 + rl[h]) * D + cl;
+            ak_t *out = T.g.o + (T.r0 + rl[h]) * D + cl;
 #pragma unroll
             for (int j = 0; j < W_HD / 8; j++)
                 *(unsigned *) (out + j * 8) = ak_pack2 (o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
@@ -262,7 +234,7 @@ __device__ void w_decode (const ak_cuda_args_t &a, const w_tile_t &T, ak_i64 k0,
     if (!s_last)
         return;
     __threadfence ();
-    ak_split_merge<W_BM, W_NC, 3> (w0, nsplit, (ak_i64) W_BM * W_WD, W_WD, W_HD, (int) T.nr, T.o + T.r0 * D, D,
+    ak_split_merge<W_BM, W_NC, 3> (w0, nsplit, (ak_i64) W_BM * W_WD, W_WD, W_HD, (int) T.nr, T.g.o + T.r0 * D, D,
                                     threadIdx.x - 128);
 }
 #endif
@@ -272,26 +244,15 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_q,
            const __grid_constant__ ak_tensor_map_t tm_k, const __grid_constant__ ak_tensor_map_t tm_v)
 {
     AK_DYNAMIC_SHARED (unsigned char, w_raw);
-    const ak_decode_group_t g = ak_decode_group (a);
-    const ak_i64 Q = g.Q, HQ = g.HQ, HK = g.HK, L = g.L, D = g.D, bk = g.bk;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    w_tile_t T;
+    T.g = ak_decode_group (a);
+    const ak_i64 HQ = T.g.HQ, HK = T.g.HK, D = T.g.D, bk = T.g.bk;
     if (D < 1 || D > 32 * AK_ATTN_MAXC)
         return;                                           /* uniform over the block */
-
-    w_tile_t T;
-    T.Q = Q;
-    T.L = L;
-    T.G = g.G;
     T.r0 = (ak_i64) blockIdx.x * W_BM;
-    if (T.r0 >= T.G)
+    if (T.r0 >= T.g.G)
         return;
-    T.nr = min ((ak_i64) W_BM, T.G - T.r0);
-    T.causal = g.causal;
-    T.len = g.len;
-    T.q = g.q;
-    T.o = g.o;
-    T.kb = g.kb;
-    T.vb = g.vb;
+    T.nr = min ((ak_i64) W_BM, T.g.G - T.r0);
 
     bool tc = false;
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
@@ -300,7 +261,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_q,
          && ak_dynamic_smem_size () >= (unsigned) ((W_BM + 2 * STAGES * BN) * W_HD * 2 + 1024);
     if (tc) {
         ak_i64 nmin, nmax;
-        w_range_keys (T.r0, T.r0 + T.nr, Q, L, T.len, T.causal, &nmin, &nmax);
+        ak_decode_key_range (T.g, T.r0, T.r0 + T.nr, &nmin, &nmax);
         const ak_i64 tg = bk * gridDim.x + blockIdx.x;     /* the split tile */
         const ak_i64 ngroups = (ak_i64) gridDim.x * gridDim.z;
         const bool ws_ok = ngroups <= W_WS_GROUPS && ngroups * (ak_i64) gridDim.y * W_BM * W_WD <= W_WS_FLOATS;
@@ -310,7 +271,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_q,
         if (split >= nsplit)
             return;
         const ak_i64 k0 = split * per * BN, k1 = min (nmax, k0 + per * BN);
-        w_decode (a, T, k0, k1, split, nsplit, w_ws + tg * gridDim.y * W_BM * W_WD, &w_cnt[tg], &tm_q, &tm_k,
+        w_decode (T, k0, k1, split, nsplit, w_ws + tg * gridDim.y * W_BM * W_WD, &w_cnt[tg], &tm_q, &tm_k,
                   &tm_v, w_raw);
         return;
     }
@@ -319,10 +280,6 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_q,
     (void) tm_k;
     (void) tm_v;
     /* the plain path: the first slice's blocks take every key */
-    if (blockIdx.y != 0)
-        return;
-    for (ak_i64 r = warp; r < T.nr; r += W_NW) {
-        const ak_i64 g = T.r0 + r;
-        ak_attn_row (T.q + g * D, T.kb, T.vb, T.o + g * D, w_nkeys (T, g), D, lane);
-    }
+    if (blockIdx.y == 0)
+        ak_decode_plain (T.g, T.r0, T.nr, threadIdx.x >> 5, W_NW, threadIdx.x & 31);
 }
