@@ -43,7 +43,7 @@
 #ifndef AK_BLOCKS_CUDA_H
 #define AK_BLOCKS_CUDA_H
 
-#define AK_BLOCKS_VERSION 8
+#define AK_BLOCKS_VERSION 9
 
 /*  Under AK_CUDA_EMU (tests/unit/cuda_emu/emu.h: a kernel run on the CPU
     by test_cuda_cand_emu) the mma.sync blocks, AK_DYNAMIC_SHARED and
@@ -76,7 +76,8 @@ __device__ __forceinline__ unsigned ak_dynamic_smem_size (void)
     head-major, so contiguous in q and o from q and o below; the keys the
     sequence holds (len: mask 3's ragged length, else L); its KV head's
     keys and values.  The buffers' counts are below 2^28 elements (the
-    spec's limit): 32-bit divisions.  Used by tile_decode, stream_decode,
+    spec's limit): 32-bit divisions.  ak_decode_group is blockIdx.z's
+    group, ak_decode_group_at group bk's.  Used by tile_decode, stream_decode,
     wg_decode and tma_decode, with ak_decode_nkeys and ak_decode_key_range
     (the keys a row, and a range of rows, sees) and ak_decode_plain (their
     plain path). */
@@ -87,7 +88,7 @@ typedef struct {
     ak_t *o;                                          /* the group's first output row */
 } ak_decode_group_t;
 
-__device__ __forceinline__ ak_decode_group_t ak_decode_group (const ak_cuda_args_t &a)
+__device__ __forceinline__ ak_decode_group_t ak_decode_group_at (const ak_cuda_args_t &a, ak_i64 bk)
 {
     ak_decode_group_t g;
     g.Q = a.dims[1];
@@ -96,7 +97,7 @@ __device__ __forceinline__ ak_decode_group_t ak_decode_group (const ak_cuda_args
     g.L = a.dims[4];
     g.D = a.dims[5];
     g.mask = a.dims[6];
-    g.bk = blockIdx.z;
+    g.bk = bk;
     g.b = (ak_u32) g.bk / (ak_u32) g.HK;
     const ak_i64 kvh = (ak_u32) g.bk % (ak_u32) g.HK;
     g.h_lo = (ak_u32) (kvh * g.HQ + g.HK - 1) / (ak_u32) g.HK;
@@ -109,6 +110,11 @@ __device__ __forceinline__ ak_decode_group_t ak_decode_group (const ak_cuda_args
     g.kb = AK_IN (a, 1) + g.bk * g.L * g.D;
     g.vb = AK_IN (a, 2) + g.bk * g.L * g.D;
     return g;
+}
+
+__device__ __forceinline__ ak_decode_group_t ak_decode_group (const ak_cuda_args_t &a)
+{
+    return ak_decode_group_at (a, blockIdx.z);
 }
 
 /*  The keys row r of a decode group sees (its token is r % Q: causal, the
@@ -497,6 +503,64 @@ __device__ __forceinline__ void ak_split_merge_cols (const float *w0, ak_i64 nsp
     }
 }
 
+/*  ak_split_merge's batched path (WIDE_, at most NTH_ groups of four
+    columns): thread tid < nu takes one group and loads NS_ slices' four
+    values and its row's maximum and sum at once (2 NS_ loads in flight;
+    one round up to NS_ slices), each batch weighted by 2^(m_s - M) over
+    the running maximum M (the sums so far rescaled when it grows), every
+    sum in slice order. */
+template <int NS_>
+__device__ __forceinline__ void ak_split_merge_one (const float *w0, ak_i64 nsplit, ak_i64 sst, int wd, int C, int nu,
+                                                    int D4, ak_t *out, ak_i64 ostride, int tid)
+{
+    const float ninf = __int_as_float (0xff800000);
+    if (tid >= nu)
+        return;
+    const int row = (int) ((unsigned) tid / (unsigned) D4), col = (tid - row * D4) * 4;
+    const float *p = w0 + row * wd;
+    float M = ninf, l = 0.0f;
+    float4 acc = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+    for (ak_i64 s0 = 0; s0 < nsplit; s0 += NS_) {
+        float4 x[NS_];
+        float2 ml[NS_];
+#pragma unroll
+        for (int s = 0; s < NS_; s++)
+            if (s0 + s < nsplit) {
+                x[s] = __ldcg ((const float4 *) (p + (s0 + s) * sst + col));
+                ml[s] = __ldcg ((const float2 *) (p + (s0 + s) * sst + C));
+            }
+            else {
+                x[s] = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+                ml[s] = make_float2 (ninf, 0.0f);
+            }
+        float Mn = M;
+#pragma unroll
+        for (int s = 0; s < NS_; s++)
+            Mn = fmaxf (Mn, ml[s].x);
+        if (Mn == ninf)
+            continue;                                 /* no slice so far saw keys for the row */
+        const float r = exp2f (M - Mn);               /* 0 while M is -inf (nothing summed yet) */
+        l *= r;
+        acc.x *= r;
+        acc.y *= r;
+        acc.z *= r;
+        acc.w *= r;
+#pragma unroll
+        for (int s = 0; s < NS_; s++) {
+            const float w = exp2f (ml[s].x - Mn);
+            l += w * ml[s].y;
+            acc.x += w * x[s].x;
+            acc.y += w * x[s].y;
+            acc.z += w * x[s].z;
+            acc.w += w * x[s].w;
+        }
+        M = Mn;
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    *(uint2 *) (out + (ak_i64) row * ostride + col) =
+        make_uint2 (ak_pack2 (acc.x * inv, acc.y * inv), ak_pack2 (acc.z * inv, acc.w * inv));
+}
+
 /*  The split merge of the decode kernels (split_kv_attention's
     tile_decode, wg_decode and tma_decode), in the block of a tile that
     arrived last: slice s's partial row r at w0 + s*sst + r*wd holds C
@@ -509,11 +573,13 @@ __device__ __forceinline__ void ak_split_merge_cols (const float *w0, ak_i64 nsp
          fixed xor tree; else a thread a row, the slices in order, four
          loads at a time;
       2. the rows into out + r*ostride (C columns, nr rows), four columns
-         a thread (ak_split_merge_cols): with WIDE_ and at most NTH_ such groups, a group a
-         thread and 8 slices' loads at once (the one-token tiles of a few
-         rows); else four groups a thread and the slices four at a time
-         (up to 32 loads in flight a thread).  WIDE_ costs registers:
-         tile_decode's 255-register configuration would spill.
+         a thread (ak_split_merge_cols): four groups of four a thread and
+         the slices four at a time (up to 32 loads in flight a thread).
+    With WIDE_ and at most NTH_ groups of four columns (the one-token
+    tiles of a few rows), the two phases are one (ak_split_merge_one: a
+    thread's group over the slices with its row's maxima and sums, 16
+    slices a round of loads, no barrier).  WIDE_ costs registers:
+    tile_decode's 255-register configuration would spill.
     NTH_ (a multiple of 32) threads with index tid take part; BAR_ 0: they
     are the block (__syncthreads), else they meet at named barrier BAR_.
     Every sum runs in a fixed order: deterministic. */
@@ -524,6 +590,10 @@ __device__ void ak_split_merge (const float *w0, ak_i64 nsplit, ak_i64 sst, int 
     static_assert (NTH_ % 32 == 0, "whole warps");
     __shared__ float s_m[BM_], s_l[BM_];              /* a row's maximum and 1 / sum */
     const float ninf = __int_as_float (0xff800000);
+    if (WIDE_ && nr * (C >> 2) <= NTH_) {
+        ak_split_merge_one<16> (w0, nsplit, sst, wd, C, nr * (C >> 2), C >> 2, out, ostride, tid);
+        return;
+    }
     if (nr <= NTH_ / 32) {
         const int lane = tid & 31, r = tid >> 5;
         float m = ninf, l = 0.0f;
@@ -570,10 +640,7 @@ __device__ void ak_split_merge (const float *w0, ak_i64 nsplit, ak_i64 sst, int 
     else
         asm volatile ("bar.sync %0, %1;\n" :: "n" (BAR_), "n" (NTH_) : "memory");
     const int D4 = C >> 2, nu = nr * D4;
-    if (WIDE_ && nu <= NTH_)
-        ak_split_merge_cols<1, 8, NTH_> (w0, nsplit, sst, wd, C, nu, D4, s_m, s_l, out, ostride, tid);
-    else
-        ak_split_merge_cols<4, 4, NTH_> (w0, nsplit, sst, wd, C, nu, D4, s_m, s_l, out, ostride, tid);
+    ak_split_merge_cols<4, 4, NTH_> (w0, nsplit, sst, wd, C, nu, D4, s_m, s_l, out, ostride, tid);
 }
 
 #endif /* float16 / bfloat16, not a reference */

@@ -40,7 +40,7 @@
 
 #define S_SEED 7
 
-#define S_MAXP 6
+#define S_MAXP 7
 
 typedef struct {
     const char *op, *cand;
@@ -72,7 +72,13 @@ typedef struct {
     with KW 2, the slices merged (WAVES 1), and its D 256 path; NC 8 over
     BN 64 with KW 1 in one slice (WAVES 0, outside the spec's space: the
     launch rule's floor of one slice), so that the ring of two stages
-    wraps (medium: four tiles), D 256 then on the plain path.
+    wraps (medium: four tiles), D 256 then on the plain path; and its
+    flat layout (FLAT 1: every row tile's key tiles end to end over one
+    row of blocks) the same two ways: bfloat16 over 132 blocks (the
+    larger sizes too: blocks that end one row tile and start the next,
+    both shared, and row tiles merged from up to 17 blocks) and float16
+    in one block (WAVES 0: every row tile a segment of one block, the
+    ring and the consumers' barrier carried from one to the next).
     matmul's skinny (B panels by TMA into a ring a warp,
     128-byte swizzled, fragments paired by prmt, the split over K merged by the
     last block; emu.h's TMA copies, built with the candidate's two tensor
@@ -94,10 +100,14 @@ static const s_run_t s_runs[] = {
     { "split_kv_attention", "tile_decode", AK_DT_FLOAT16, 1 << 19, 4, { "BM", "BN", "WAVES", "DS" }, { 128, 64, 4, 4 } },
     { "flash_attention", "fa2", AK_DT_BFLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 64, 32, 16 } },
     { "flash_attention", "fa2", AK_DT_FLOAT16, 1 << 19, 3, { "BLOCK_M", "BLOCK_N", "WARP_ROWS" }, { 128, 64, 32 } },
-    { "split_kv_attention", "tma_decode", AK_DT_BFLOAT16, 1 << 19, 6, { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES" },
-      { 4, 32, 2, 2, 256, 1 } },
-    { "split_kv_attention", "tma_decode", AK_DT_FLOAT16, 1 << 19, 6, { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES" },
-      { 8, 64, 2, 1, 128, 0 } },
+    { "split_kv_attention", "tma_decode", AK_DT_BFLOAT16, 1 << 19, 7,
+      { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES", "FLAT" }, { 4, 32, 2, 2, 256, 1, 0 } },
+    { "split_kv_attention", "tma_decode", AK_DT_FLOAT16, 1 << 19, 7,
+      { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES", "FLAT" }, { 8, 64, 2, 1, 128, 0, 0 } },
+    { "split_kv_attention", "tma_decode", AK_DT_BFLOAT16, 1 << 22, 7,
+      { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES", "FLAT" }, { 4, 32, 4, 2, 256, 1, 1 } },
+    { "split_kv_attention", "tma_decode", AK_DT_FLOAT16, 1 << 19, 7,
+      { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES", "FLAT" }, { 8, 64, 4, 1, 128, 0, 1 } },
     { "matmul", "skinny", AK_DT_BFLOAT16, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 2, 2, 4 } },
     { "matmul", "skinny", AK_DT_FLOAT32, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 1, 4, 2 } },
 };
@@ -153,13 +163,22 @@ static void s_launch (const ak_spec_t *spec, const ak_candidate_t *cand, const s
         fail_msg ("%s %s: a cluster launch, which the CPU emulation does not have", spec->name, cand->name);
 }
 
-/*  Whether op's runs are wanted: among $AK_CATALOG_OPS (unset: all) and
-    not among $AK_CATALOG_OPS_EXCEPT (tests/CMakeLists.txt runs the
-    operators' runs as separate CTest entries that way). */
-static bool s_selected (const char *op)
+/*  Whether name is wanted by the pair of lists in $ONLY (unset: all) and
+    $EXCEPT. */
+static bool s_listed (const char *only_env, const char *except_env, const char *name)
 {
-    const char *only = getenv ("AK_CATALOG_OPS"), *except = getenv ("AK_CATALOG_OPS_EXCEPT");
-    return (!only || !*only || ak_test_listed (only, op)) && !(except && *except && ak_test_listed (except, op));
+    const char *only = getenv (only_env), *except = getenv (except_env);
+    return (!only || !*only || ak_test_listed (only, name)) && !(except && *except && ak_test_listed (except, name));
+}
+
+/*  Whether run r is wanted: its operator among $AK_CATALOG_OPS and not
+    among $AK_CATALOG_OPS_EXCEPT, its candidate likewise with
+    $AK_EMU_CANDS and $AK_EMU_CANDS_EXCEPT (tests/CMakeLists.txt runs
+    groups of runs as separate CTest entries that way). */
+static bool s_selected (const s_run_t *r)
+{
+    return s_listed ("AK_CATALOG_OPS", "AK_CATALOG_OPS_EXCEPT", r->op)
+           && s_listed ("AK_EMU_CANDS", "AK_EMU_CANDS_EXCEPT", r->cand);
 }
 
 static void test_cand_catalog (void **state)
@@ -169,7 +188,7 @@ static void test_cand_catalog (void **state)
     int selected = 0;
     for (size_t k = 0; k < sizeof s_runs / sizeof s_runs[0]; k++) {
         const s_run_t *r = &s_runs[k];
-        if (!s_selected (r->op))
+        if (!s_selected (r))
             continue;
         selected++;
         ak_spec_t *spec = ak_cat_spec (r->op);
@@ -210,8 +229,9 @@ static void test_cand_catalog (void **state)
         ak_spec_destroy (&spec);
     }
     if (selected == 0)
-        fail_msg ("no run left by AK_CATALOG_OPS=%s AK_CATALOG_OPS_EXCEPT=%s", getenv ("AK_CATALOG_OPS"),
-                  getenv ("AK_CATALOG_OPS_EXCEPT"));
+        fail_msg ("no run left by AK_CATALOG_OPS=%s AK_CATALOG_OPS_EXCEPT=%s AK_EMU_CANDS=%s AK_EMU_CANDS_EXCEPT=%s",
+                  getenv ("AK_CATALOG_OPS"), getenv ("AK_CATALOG_OPS_EXCEPT"), getenv ("AK_EMU_CANDS"),
+                  getenv ("AK_EMU_CANDS_EXCEPT"));
 }
 
 static void test_cand_planted (void **state)

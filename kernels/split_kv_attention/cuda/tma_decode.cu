@@ -37,9 +37,26 @@
     is free once every tile is consumed: a tile's bytes have landed when
     its full barrier completes), and the block's partial is the output
     (one slice) or goes to a module-scope workspace, the tile's last block
-    merging the slices in order (ak_last_arrival, ak_split_merge).  Every
-    sum in a fixed order: bitwise deterministic.  Launches of one loaded
-    module must not run concurrently (the workers run one at a time).
+    merging the slices in order (ak_last_arrival, ak_split_merge).
+
+    FLAT 1 lays the launch's row tiles' key tiles end to end and gives
+    each of one row of blocks an equal share (ceil or floor of total /
+    blocks): where the row tiles are not a divisor of the SMs
+    (llama2_b16_4k: 512 row tiles of 64 key tiles over 132 SMs, 3.9 waves
+    of whole tiles) every SM streams to the end.  A block's share is a
+    segment a row tile it touches; the producer streams them one after
+    the other, and the consumers merge a segment's warps (their partials
+    in shared memory of their own, beside the ring, at the consumers'
+    named barrier) while it streams the next.  A row tile inside the
+    share is written out; one shared with other blocks (the share's first
+    and last at most) goes to its slot of the workspace (block + row
+    tile: the blocks of a row tile in order), and the row tile's last
+    block merges them; a block makes both its arrivals before either
+    merge.
+
+    Every sum in a fixed order (the blocks' shares are the launch's, not
+    the run's): bitwise deterministic.  Launches of one loaded module
+    must not run concurrently (the workers run one at a time).
 
     Under AK_CUDA_EMU (test_cuda_cand_emu) the mbarriers and the TMA
     copies go through this file's hooks into the CPU emulation (emu.h).
@@ -47,7 +64,8 @@
     float16 / bfloat16, D 64, 128 or (DMAX 256) 256, both maps present
     and every buffer 16-byte aligned: the path above.  Anything else: a plain path
     in the same grid (a warp a query row over all its keys, the first
-    slice's blocks): correct, not fast.
+    slice's blocks; FLAT: row tiles b, b + blocks, ...): correct, not
+    fast.
 
     NC      consumer warps (the block has NC + 1)
     BN      keys a tile (the box's rows)
@@ -62,10 +80,12 @@
             sends D 256 to the plain path
     WAVES   used by the launch rule only: about WAVES x 132 blocks, at
             least one tile a slice
-    Launch: grid [(((HQ+HK-1)/HK)*Q+7)/8, min(max(floor(132*WAVES/C), 1),
-    ceil(L/BN)) (1 when L < 1), B*HK] with C = B*HK*row tiles, block
-    [32*(NC+1)], shared max(min(STAGES*2*BN*D*b, 204800), NC*8*(D+8)*4)
-    + 1024 bytes. */
+    FLAT    0: a block a slice of one row tile; 1: the flat layout above
+    Launch, FLAT 0: grid [(((HQ+HK-1)/HK)*Q+7)/8, min(max(floor(132*WAVES/C), 1),
+    ceil(L/BN)) (1 when L < 1), B*HK] with C = B*HK*row tiles, shared
+    max(min(STAGES*2*BN*D*b, 204800), NC*8*(D+8)*4) + 1024 bytes; FLAT 1:
+    grid [1, min(132*WAVES, C*ceil(L/BN)) (at least 1), 1], shared
+    min(STAGES*2*BN*D*b, 153600) + NC*8*(D+8)*4 + 1024; block [32*(NC+1)]. */
 #ifndef NC
 #define NC 4
 #endif
@@ -83,6 +103,9 @@
 #endif
 #ifndef KW
 #define KW 2
+#endif
+#ifndef FLAT
+#define FLAT 0
 #endif
 
 #define B_ROWS 8                                      /* query rows a tile */
@@ -103,19 +126,54 @@ static_assert (NC >= 1 && NC <= 8, "NC must be 1..8");
 static_assert (BN == 32 || BN == 64 || BN == 128, "BN must be 32, 64 or 128");
 static_assert (STAGES >= 1 && STAGES <= B_MAXST, "STAGES must be 1..8");
 static_assert (DMAX == 128 || DMAX == 256, "DMAX must be 128 or 256");
+static_assert (FLAT == 0 || FLAT == 1, "FLAT is 0 or 1");
 static_assert ((KW == 1 || KW == 2) && BN % (16 * KW) == 0, "KW is 1 or 2, BN a multiple of 16*KW");
 
 __device__ __align__ (16) float b_ws[B_WS_FLOATS];
 __device__ unsigned int b_cnt[B_WS_GROUPS];
 
-/* What a block knows of its row tile and slice (the same in every thread). */
+/*  A segment: a row tile's keys [k0, k1) (those every real row sees
+    below kfull), its real rows nr (0: a tile past its group's rows), its
+    KV head bk, its first query and output row, and the keys ng that the
+    calling lane's row (lane / 4, as the consumers hold it) sees. */
 typedef struct {
-    ak_i64 k0, k1, kfull;                             /* the slice's keys; those every real row sees */
-    int nr;                                           /* the tile's real rows */
-    int n[B_ROWS];                                    /* keys each row sees (0: a padding row) */
-    const ak_t *q, *kb, *vb;                          /* q: the tile's first row; kb, vb: its KV head */
-    ak_t *o;                                          /* the tile's first output row */
-} b_tile_t;
+    ak_i64 k0, k1, kfull;
+    int nr, bk, ng;
+    const ak_t *q;
+    ak_t *o;
+} b_seg_t;
+
+/*  Row tile rt of group g over keys [k0, k1), cut to the keys its rows see. */
+__device__ __forceinline__ b_seg_t b_seg (const ak_decode_group_t &g, ak_i64 rt, ak_i64 k0, ak_i64 k1)
+{
+    b_seg_t S;
+    const ak_i64 r0 = rt * B_ROWS;
+    S.nr = (int) max ((ak_i64) 0, min ((ak_i64) B_ROWS, g.G - r0));
+    ak_i64 nmin, nmax;
+    ak_decode_key_range (g, r0, r0 + S.nr, &nmin, &nmax);
+    S.k0 = k0;
+    S.k1 = max (k0, min (nmax, k1));
+    S.kfull = min (S.k1, nmin);
+    S.bk = (int) g.bk;
+    const int row = (threadIdx.x & 31) >> 2;
+    S.ng = row < S.nr ? (int) ak_decode_nkeys (g, r0 + row) : 0;
+    S.q = g.q + r0 * g.D;
+    S.o = g.o + r0 * g.D;
+    return S;
+}
+
+/*  The flat layout's partition of total key tiles over nb blocks: block
+    b takes [b_flat_lo (b), b_flat_lo (b + 1)); b_flat_part (u) is the
+    block that takes tile u. */
+__device__ __forceinline__ ak_i64 b_flat_lo (ak_i64 b, ak_i64 nb, ak_i64 total)
+{
+    return b * total / nb;
+}
+
+__device__ __forceinline__ ak_i64 b_flat_part (ak_i64 u, ak_i64 nb, ak_i64 total)
+{
+    return ((u + 1) * nb - 1) / total;
+}
 
 #if B_TC
 /*  The mbarriers and TMA copies through hooks of this file, so that the
@@ -197,171 +255,194 @@ __device__ __forceinline__ void b_tma_begin (const ak_tensor_map_t *tm_k, const 
 }
 #endif
 
-/*  The block's slice on tensor cores: the producer's loads, the
-    consumers' tiles, their partials merged into the block's (into wp
-    with several slices, else the output rows). */
-template <int D>
-__device__ void b_tc (const b_tile_t &T, unsigned char *base, int nst, ak_i64 nsplit, float *wp,
-                      const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v, int bk)
+/*  The consumers' barrier (named barrier 1, the NC consumer warps): the
+    flat layout's merges run while the producer streams on.  Under the
+    emulation a counter and a generation in shared memory (cb[0], cb[1],
+    zeroed with the mbarriers). */
+__device__ __forceinline__ void b_cbar (unsigned *cb)
 {
-    constexpr int KS = D / 16;                        /* k-steps of S; m-tiles of O^T */
+#ifdef AK_CUDA_EMU
+    const unsigned gen = cb[1];
+    if (++cb[0] == 32u * NC) {
+        cb[0] = 0;
+        cb[1] = gen + 1;
+    }
+    else
+        while (cb[1] == gen)
+            __nanosleep (32);
+#else
+    (void) cb;
+    asm volatile ("bar.sync 1, %0;\n" :: "n" (32 * NC) : "memory");
+#endif
+}
+
+/*  The producer's part of a segment: its key tiles into the ring, t
+    counting the block's tiles (a stage's phase follows it). */
+template <int D>
+__device__ __forceinline__ void b_produce (const b_seg_t &S, unsigned char *base, int nst, int &t, ak_u64 *full,
+                                           ak_u64 *empty, const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v)
+{
     constexpr int PANELS = D / 64;
     constexpr int PB = BN * 128;                      /* a panel's bytes */
     constexpr int SB = 2 * PANELS * PB;               /* a stage: K's panels, then V's */
-    constexpr int WD = D + 8;                         /* floats a partial row: the row, m, l */
-    __shared__ __align__ (8) ak_u64 bars[2 * B_MAXST];          /* full, empty a stage */
-    __shared__ float s_rl[B_ROWS], s_ew[NC][B_ROWS];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    ak_u64 *full = bars, *empty = bars + B_MAXST;
-    const int ntiles = (int) ((T.k1 - T.k0 + BN - 1) / BN);
-
-    if (tid == 0) {
-        for (int s = 0; s < nst; s++) {
-            b_bar_init (full + s, 1);
-            b_bar_init (empty + s, NC);
+    for (ak_i64 j = S.k0; j < S.k1; j += BN, t++) {
+        const int s = t % nst;
+        const unsigned ph = (unsigned) (t / nst) & 1u;
+        unsigned char *dst = base + s * SB;
+        b_bar_wait (empty + s, ph ^ 1u);
+        b_bar_expect (full + s, SB);
+#pragma unroll
+        for (int p = 0; p < PANELS; p++) {
+            b_tma_load (dst + p * PB, tm_k, p * 64, (int) j, S.bk, full + s);
+            b_tma_load (dst + (PANELS + p) * PB, tm_v, p * 64, (int) j, S.bk, full + s);
         }
-        b_tma_begin (tm_k, tm_v);
     }
-    __syncthreads ();
+}
 
-    float o[KS][4], m = B_NEG_INF, l = 0.0f;
+/*  A consumer warp's part of a segment: its steps of the segment's tiles
+    (t counting the block's tiles, as the producer does) into o, m, l. */
+template <int D>
+__device__ __forceinline__ void b_consume (const b_seg_t &S, const unsigned char *base, int nst, int &t,
+                                           ak_u64 *full, ak_u64 *empty, float (&o)[D / 16][4], float &m, float &l,
+                                           int warp, int lane)
+{
+    constexpr int KS = D / 16;                        /* k-steps of S; m-tiles of O^T */
+    constexpr int PANELS = D / 64;
+    constexpr int PB = BN * 128;
+    constexpr int SB = 2 * PANELS * PB;
     const int g = lane >> 2, t4 = lane & 3;
-    if (warp == NC) {
-        /* ---------------------------------------------------- producer */
-        if (lane == 0)
-            for (int t = 0; t < ntiles; t++) {
-                const int s = t % nst;
-                const unsigned ph = (unsigned) (t / nst) & 1u;
-                unsigned char *dst = base + s * SB;
-                const int j0 = (int) (T.k0 + (ak_i64) t * BN);
-                b_bar_wait (empty + s, ph ^ 1u);
-                b_bar_expect (full + s, SB);
+    m = B_NEG_INF;
+    l = 0.0f;
 #pragma unroll
-                for (int p = 0; p < PANELS; p++) {
-                    b_tma_load (dst + p * PB, tm_k, p * 64, j0, bk, full + s);
-                    b_tma_load (dst + (PANELS + p) * PB, tm_v, p * 64, j0, bk, full + s);
-                }
-            }
+    for (int i = 0; i < KS; i++)
+        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    if (S.k1 <= S.k0)
+        return;
+    /* Q's A fragments, row g (zero past the tile's real rows): dims 16ks+2t, +1 and +8, +9 */
+    unsigned qa[KS][2];
+    const bool real = g < S.nr;
+    const ak_t *qr = S.q + (real ? g * D : 0);
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        qa[ks][0] = real ? __ldg ((const unsigned *) (qr + 16 * ks + 2 * t4)) : 0u;
+        qa[ks][1] = real ? __ldg ((const unsigned *) (qr + 16 * ks + 2 * t4 + 8)) : 0u;
     }
-    else {
-        /* -------------------------------------------------- a consumer */
-        /* Q's A fragments, row g (zero past the tile's real rows): dims 16ks+2t, +1 and +8, +9 */
-        unsigned qa[KS][2];
-        const bool real = g < T.nr;
-        const int ng = T.n[g];
-        const ak_t *qr = T.q + (real ? g * D : 0);
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++) {
-            qa[ks][0] = real ? __ldg ((const unsigned *) (qr + 16 * ks + 2 * t4)) : 0u;
-            qa[ks][1] = real ? __ldg ((const unsigned *) (qr + 16 * ks + 2 * t4 + 8)) : 0u;
-        }
-#pragma unroll
-        for (int i = 0; i < KS; i++)
-            o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-        const float qscale = B_LOG2E / sqrtf ((float) D);
-        /* ldmatrix rows: key (or value) 8(l/16) + l%8 of a 16-key step, chunk 2ks + (l/8)%2 */
-        const int lr = 8 * (lane >> 4) + (lane & 7), lc = (lane >> 3) & 1;
+    const float qscale = B_LOG2E / sqrtf ((float) D);
+    /* ldmatrix rows: key (or value) 8(l/16) + l%8 of a 16-key step, chunk 2ks + (l/8)%2 */
+    const int lr = 8 * (lane >> 4) + (lane & 7), lc = (lane >> 3) & 1;
 
-        for (int t = 0; t < ntiles; t++) {
-            const int s = t % nst;
-            b_bar_wait (full + s, (unsigned) (t / nst) & 1u);
-            const unsigned char *ks_ = base + s * SB, *vs_ = ks_ + PANELS * PB;
+    for (int tl = 0; S.k0 + (ak_i64) tl * BN < S.k1; tl++, t++) {
+        const int s = t % nst;
+        b_bar_wait (full + s, (unsigned) (t / nst) & 1u);
+        const unsigned char *ks_ = base + s * SB, *vs_ = ks_ + PANELS * PB;
 #pragma unroll
-            for (int u = 0; u < BN / B_SK; u++) {
-                const ak_i64 c0 = T.k0 + (ak_i64) t * BN + B_SK * u;
-                if (c0 >= T.k1)
-                    break;                            /* past the slice: nothing left of the tile */
-                if ((t * (BN / B_SK) + u) % NC != warp)
-                    continue;                         /* another warp's step */
+        for (int u = 0; u < BN / B_SK; u++) {
+            const ak_i64 c0 = S.k0 + (ak_i64) tl * BN + B_SK * u;
+            if (c0 >= S.k1)
+                break;                                /* past the segment: nothing left of the tile */
+            if ((tl * (BN / B_SK) + u) % NC != warp)
+                continue;                             /* another warp's step */
 
-                /* S = Q K^T: n-tile j keys c0 + 8j .. +7 (16-key part w: n-tiles 2w, 2w+1, stage rows
-                   B_SK*u + 16w + lr); the even and the odd k-steps in two sums (shorter chains) */
-                float sc[2 * KW][4], sd[2 * KW][4];
+            /* S = Q K^T: n-tile j keys c0 + 8j .. +7 (16-key part w: n-tiles 2w, 2w+1, stage rows
+               B_SK*u + 16w + lr); the even and the odd k-steps in two sums (shorter chains) */
+            float sc[2 * KW][4], sd[2 * KW][4];
 #pragma unroll
-                for (int j = 0; j < 2 * KW; j++)
+            for (int j = 0; j < 2 * KW; j++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        sc[j][e] = sd[j][e] = 0.0f;
+                for (int e = 0; e < 4; e++)
+                    sc[j][e] = sd[j][e] = 0.0f;
 #pragma unroll
-                for (int ks = 0; ks < KS; ks++) {
-                    const int c = 2 * ks + lc;
-                    const unsigned a[4] = { qa[ks][0], 0u, qa[ks][1], 0u };
-#pragma unroll
-                    for (int w = 0; w < KW; w++) {
-                        const int kr = B_SK * u + 16 * w + lr;
-                        unsigned b[4];
-                        ak_ldmatrix_x4 (b, ks_ + (c >> 3) * PB + kr * 128 + (((c & 7) ^ (kr & 7)) << 4));
-                        ak_mma_16816 ((ks & 1) ? sd[2 * w] : sc[2 * w], a, b[0], b[1]);
-                        ak_mma_16816 ((ks & 1) ? sd[2 * w + 1] : sc[2 * w + 1], a, b[2], b[3]);
-                    }
-                }
-
-                /* row g: sc[j][e], keys c0 + 8j + 2t + e; masked past the slice or the row's count */
-                const bool full = c0 + B_SK <= T.kfull;
-                float mx = B_NEG_INF;
-#pragma unroll
-                for (int j = 0; j < 2 * KW; j++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        float v = (sc[j][e] + sd[j][e]) * qscale;
-                        if (!full) {
-                            const ak_i64 key = c0 + 8 * j + 2 * t4 + e;
-                            v = key < T.k1 && key < ng ? v : B_NEG_INF;
-                        }
-                        sc[j][e] = v;
-                        mx = fmaxf (mx, v);
-                    }
-                mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, 1));
-                mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, 2));
-                const float mn = fmaxf (m, mx);
-                const float cr = mn != B_NEG_INF ? exp2f (m - mn) : 1.0f;
-                float ps = 0.0f;
-#pragma unroll
-                for (int j = 0; j < 2 * KW; j++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const float p = mn != B_NEG_INF ? exp2f (sc[j][e] - mn) : 0.0f;
-                        sc[j][e] = p;
-                        ps += p;
-                    }
-                l = l * cr + ps;
-                /* O^T's columns are rows 2t, 2t + 1: their factors from lanes 8t and 8t+4 */
-                const float c_lo = __shfl_sync (0xffffffffu, cr, 8 * t4);
-                const float c_hi = __shfl_sync (0xffffffffu, cr, 8 * t4 + 4);
-                if (__any_sync (0xffffffffu, mn != m)) {
-#pragma unroll
-                    for (int i = 0; i < KS; i++) {
-                        o[i][0] *= c_lo;
-                        o[i][1] *= c_hi;
-                        o[i][2] *= c_lo;
-                        o[i][3] *= c_hi;
-                    }
-                }
-                m = mn;
-
-                /* O^T += V^T P^T: m-tile i dims 16i .. 16i+15, part w's keys */
+            for (int ks = 0; ks < KS; ks++) {
+                const int c = 2 * ks + lc;
+                const unsigned a[4] = { qa[ks][0], 0u, qa[ks][1], 0u };
 #pragma unroll
                 for (int w = 0; w < KW; w++) {
                     const int kr = B_SK * u + 16 * w + lr;
-                    const unsigned pb0 = ak_pack2 (sc[2 * w][0], sc[2 * w][1]);
-                    const unsigned pb1 = ak_pack2 (sc[2 * w + 1][0], sc[2 * w + 1][1]);
-#pragma unroll
-                    for (int i = 0; i < KS; i++) {
-                        const int c = 2 * i + lc;
-                        unsigned va[4];
-                        ak_ldmatrix_x4_trans (va, vs_ + (c >> 3) * PB + kr * 128 + (((c & 7) ^ (kr & 7)) << 4));
-                        ak_mma_16816 (o[i], va, pb0, pb1);
-                    }
+                    unsigned b[4];
+                    ak_ldmatrix_x4 (b, ks_ + (c >> 3) * PB + kr * 128 + (((c & 7) ^ (kr & 7)) << 4));
+                    ak_mma_16816 ((ks & 1) ? sd[2 * w] : sc[2 * w], a, b[0], b[1]);
+                    ak_mma_16816 ((ks & 1) ? sd[2 * w + 1] : sc[2 * w + 1], a, b[2], b[3]);
                 }
             }
-            __syncwarp ();                            /* every lane done with the stage */
-            if (lane == 0)
-                b_bar_arrive (empty + s);
-        }
-    }
-    __syncthreads ();                                 /* every tile consumed (so landed): the ring is free */
 
-    float *part = (float *) base;                     /* [NC][8][WD] */
+            /* row g: sc[j][e], keys c0 + 8j + 2t + e; masked past the segment or the row's count */
+            const bool whole = c0 + B_SK <= S.kfull;
+            float mx = B_NEG_INF;
+#pragma unroll
+            for (int j = 0; j < 2 * KW; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float v = (sc[j][e] + sd[j][e]) * qscale;
+                    if (!whole) {
+                        const ak_i64 key = c0 + 8 * j + 2 * t4 + e;
+                        v = key < S.k1 && key < S.ng ? v : B_NEG_INF;
+                    }
+                    sc[j][e] = v;
+                    mx = fmaxf (mx, v);
+                }
+            mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, 1));
+            mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, 2));
+            const float mn = fmaxf (m, mx);
+            const float cr = mn != B_NEG_INF ? exp2f (m - mn) : 1.0f;
+            float ps = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 2 * KW; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const float p = mn != B_NEG_INF ? exp2f (sc[j][e] - mn) : 0.0f;
+                    sc[j][e] = p;
+                    ps += p;
+                }
+            l = l * cr + ps;
+            /* O^T's columns are rows 2t, 2t + 1: their factors from lanes 8t and 8t+4 */
+            const float c_lo = __shfl_sync (0xffffffffu, cr, 8 * t4);
+            const float c_hi = __shfl_sync (0xffffffffu, cr, 8 * t4 + 4);
+            if (__any_sync (0xffffffffu, mn != m)) {
+#pragma unroll
+                for (int i = 0; i < KS; i++) {
+                    o[i][0] *= c_lo;
+                    o[i][1] *= c_hi;
+                    o[i][2] *= c_lo;
+                    o[i][3] *= c_hi;
+                }
+            }
+            m = mn;
+
+            /* O^T += V^T P^T: m-tile i dims 16i .. 16i+15, part w's keys */
+#pragma unroll
+            for (int w = 0; w < KW; w++) {
+                const int kr = B_SK * u + 16 * w + lr;
+                const unsigned pb0 = ak_pack2 (sc[2 * w][0], sc[2 * w][1]);
+                const unsigned pb1 = ak_pack2 (sc[2 * w + 1][0], sc[2 * w + 1][1]);
+#pragma unroll
+                for (int i = 0; i < KS; i++) {
+                    const int c = 2 * i + lc;
+                    unsigned va[4];
+                    ak_ldmatrix_x4_trans (va, vs_ + (c >> 3) * PB + kr * 128 + (((c & 7) ^ (kr & 7)) << 4));
+                    ak_mma_16816 (o[i], va, pb0, pb1);
+                }
+            }
+        }
+        __syncwarp ();                                /* every lane done with the stage */
+        if (lane == 0)
+            b_bar_arrive (empty + s);
+    }
+}
+
+/*  The consumer warps' partials of a segment merged (part: [NC][8][D+8]
+    floats, free when this is called) into the segment's output rows
+    (direct) or its partial at wp (rows, then each row's maximum and
+    sum).  NTH_ threads with index tid (the warps below NC the consumers)
+    meet at __syncthreads (BAR_ 0: the block) or at the consumers'
+    barrier (BAR_ 1).  The warps in order: deterministic. */
+template <int D, int NTH_, int BAR_>
+__device__ __forceinline__ void b_merge_warps (const b_seg_t &S, float *part, const float (&o)[D / 16][4], float m,
+                                               float l, bool direct, float *wp, int tid, unsigned *cb)
+{
+    constexpr int KS = D / 16;
+    constexpr int WD = D + 8;                         /* floats a partial row: the row, m, l */
+    __shared__ float s_rl[B_ROWS], s_ew[NC][B_ROWS];
+    const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
     if (warp < NC) {
         float lq = l;
         lq += __shfl_xor_sync (0xffffffffu, lq, 1);
@@ -380,10 +461,13 @@ __device__ void b_tc (const b_tile_t &T, unsigned char *base, int nst, ak_i64 ns
             pw[g * WD + D + 1] = lq;
         }
     }
-    __syncthreads ();
+    if (BAR_ == 0)
+        __syncthreads ();
+    else
+        b_cbar (cb);
 
     /* the warps in order, real rows only: each one's weight a row, then element (r, d) a thread's */
-    if (tid < T.nr) {
+    if (tid < S.nr) {
         float M = B_NEG_INF;
         for (int w = 0; w < NC; w++)
             M = fmaxf (M, part[(w * B_ROWS + tid) * WD + D]);
@@ -395,62 +479,206 @@ __device__ void b_tc (const b_tile_t &T, unsigned char *base, int nst, ak_i64 ns
             ls += e * pw[D + 1];
         }
         s_rl[tid] = ls;
-        if (nsplit > 1) {
+        if (!direct) {
             wp[tid * WD + D] = M;
             wp[tid * WD + D + 1] = ls;
         }
     }
-    __syncthreads ();
-    for (int u = tid; u < T.nr * D; u += B_NT) {
+    if (BAR_ == 0)
+        __syncthreads ();
+    else
+        b_cbar (cb);
+    for (int u = tid; u < S.nr * D; u += NTH_) {
         const int r = u / D, d = u - r * D;
         float O = 0.0f;
 #pragma unroll
         for (int w = 0; w < NC; w++)
             O += s_ew[w][r] * part[(w * B_ROWS + r) * WD + d];
-        if (nsplit == 1) {
+        if (direct) {
             const float ls = s_rl[r];
-            T.o[(ak_i64) r * D + d] = ak_from_acc (ls > 0.0f ? O / ls : 0.0f);
+            S.o[(ak_i64) r * D + d] = ak_from_acc (ls > 0.0f ? O / ls : 0.0f);
         }
         else
             wp[r * WD + d] = O;
     }
 }
+
+/*  The barriers set up (and the consumers' barrier's words zeroed), the
+    maps prefetched; then the whole block meets. */
+__device__ __forceinline__ void b_begin (ak_u64 *full, ak_u64 *empty, int nst, unsigned *cb,
+                                         const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v)
+{
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < nst; s++) {
+            b_bar_init (full + s, 1);
+            b_bar_init (empty + s, NC);
+        }
+        cb[0] = cb[1] = 0u;
+        b_tma_begin (tm_k, tm_v);
+    }
+    __syncthreads ();
+}
+
+#if !FLAT
+/*  The block's slice on tensor cores: the producer's loads, the
+    consumers' tiles, their partials merged through the ring once every
+    tile is consumed (so landed) into the output rows (direct) or the
+    slice's partial at wp. */
+template <int D>
+__device__ void b_tc (const b_seg_t &S, unsigned char *base, int nst, bool direct, float *wp,
+                      const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v)
+{
+    __shared__ __align__ (8) ak_u64 bars[2 * B_MAXST];          /* full, empty a stage */
+    __shared__ unsigned cb[2];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    ak_u64 *full = bars, *empty = bars + B_MAXST;
+    b_begin (full, empty, nst, cb, tm_k, tm_v);
+    float o[D / 16][4], m = B_NEG_INF, l = 0.0f;
+    int t = 0;
+    if (warp == NC) {
+        for (int i = 0; i < D / 16; i++)
+            o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+        if (lane == 0)
+            b_produce<D> (S, base, nst, t, full, empty, tm_k, tm_v);
+    }
+    else
+        b_consume<D> (S, base, nst, t, full, empty, o, m, l, warp, lane);
+    __syncthreads ();                                 /* every tile consumed (so landed): the ring is free */
+    b_merge_warps<D, B_NT, 0> (S, (float *) base, o, m, l, direct, wp, tid, cb);
+}
+#else
+/*  The flat layout's block: the key tiles [lo, hi) of the launch's
+    row tiles laid end to end (nt a row tile, rt row tiles a group;
+    b_flat_part's partition over gridDim.y blocks), a segment a row tile
+    it touches.  The consumers merge a segment's warps while the producer
+    streams the next one's tiles (part: their own shared memory); a row
+    tile within the block is written out, one shared with other blocks
+    (the first and the last segment at most) goes to its slot of the
+    workspace (slot b + tile: the blocks of a tile in order, each block's
+    tiles in order), and the tile's last block merges them. */
+template <int D>
+__device__ void b_flat_tc (const ak_cuda_args_t &a, ak_i64 rt, ak_i64 nt, ak_i64 lo, ak_i64 hi, ak_i64 total,
+                           unsigned char *base, int nst, float *part, const ak_tensor_map_t *tm_k,
+                           const ak_tensor_map_t *tm_v)
+{
+    constexpr int WD = D + 8;
+    __shared__ __align__ (8) ak_u64 bars[2 * B_MAXST];
+    __shared__ unsigned cb[2];
+    __shared__ int s_last;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const ak_i64 nb = gridDim.y, b = blockIdx.y;
+    ak_u64 *full = bars, *empty = bars + B_MAXST;
+    b_begin (full, empty, nst, cb, tm_k, tm_v);
+    int t = 0;
+    for (ak_i64 tg = lo / nt; tg * nt < hi; tg++) {
+        const ak_i64 u0 = max (lo, tg * nt) - tg * nt, u1 = min (hi, tg * nt + nt) - tg * nt;
+        const b_seg_t S = b_seg (ak_decode_group_at (a, tg / rt), tg % rt, u0 * BN, u1 * BN);
+        if (S.nr == 0)
+            continue;                                 /* a row tile past its group's rows */
+        if (warp == NC) {
+            if (lane == 0)
+                b_produce<D> (S, base, nst, t, full, empty, tm_k, tm_v);
+        }
+        else {
+            float o[D / 16][4], m, l;
+            b_consume<D> (S, base, nst, t, full, empty, o, m, l, warp, lane);
+            const bool direct = u0 == 0 && u1 == nt;
+            b_merge_warps<D, 32 * NC, 1> (S, part, o, m, l, direct, b_ws + (b + tg) * B_ROWS * WD, tid, cb);
+        }
+    }
+    __syncthreads ();                                 /* every partial written */
+    /* both ends' arrivals first, then the merges: a block last for its first row tile must not
+       hold back its arrival for the next one (the next one's merge would wait for this merge) */
+    bool mine[2] = { false, false };
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const ak_i64 tg = e == 0 ? lo / nt : (hi - 1) / nt;
+        const ak_i64 first = b_flat_part (tg * nt, nb, total), last = b_flat_part (tg * nt + nt - 1, nb, total);
+        if ((e == 0 || tg != lo / nt) && first != last && b_seg (ak_decode_group_at (a, tg / rt), tg % rt, 0, 0).nr)
+            mine[e] = ak_last_arrival (&b_cnt[tg], (unsigned int) (last - first + 1), &s_last);
+    }
+#pragma unroll
+    for (int e = 0; e < 2; e++)
+        if (mine[e]) {
+            const ak_i64 tg = e == 0 ? lo / nt : (hi - 1) / nt;
+            const ak_i64 first = b_flat_part (tg * nt, nb, total), last = b_flat_part (tg * nt + nt - 1, nb, total);
+            const b_seg_t S = b_seg (ak_decode_group_at (a, tg / rt), tg % rt, 0, 0);
+            ak_split_merge<B_ROWS, B_NT, 0, true> (b_ws + (first + tg) * B_ROWS * WD, last - first + 1,
+                                                   (ak_i64) B_ROWS * WD, WD, D, S.nr, S.o, D, tid);
+        }
+}
+#endif
 #endif
 
 extern "C" __global__ void __launch_bounds__ (B_NT, 1)
 ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_k, const __grid_constant__ ak_tensor_map_t tm_v)
 {
     AK_DYNAMIC_SHARED (unsigned char, b_raw);
-    __shared__ b_tile_t T;
-    __shared__ int s_last;
-
-    const ak_decode_group_t g = ak_decode_group (a);
-    const ak_i64 D = g.D, bk = g.bk;
     const int tid = threadIdx.x;
+    const ak_i64 D = a.dims[5];
     if (D < 1 || D > 32 * AK_ATTN_MAXC)
         return;                                                    /* uniform over the block */
-    const ak_i64 r0 = (ak_i64) blockIdx.x * B_ROWS;
-    if (r0 >= g.G)
-        return;
-    const int nr = (int) min ((ak_i64) B_ROWS, g.G - r0);
-    const ak_t *q = g.q + r0 * D;
-    ak_t *o = g.o + r0 * D;
-
-    ak_i64 nmin, nmax;                                              /* the keys the tile's rows see */
-    ak_decode_key_range (g, r0, r0 + nr, &nmin, &nmax);
-
     bool tc = false;
 #if B_TC
     const unsigned dyn = ak_dynamic_smem_size ();
     const int WD = (int) D + 8;
     const int sb = 4 * BN * (int) D;                                /* a stage's bytes (16-bit elements) */
+    const int pb = NC * B_ROWS * WD * 4;                            /* the consumers' partials */
     const int room = (int) dyn - 1024;                              /* past the 1024-byte alignment */
-    const int nst = room > 0 ? min (STAGES, room / sb) : 0;
-    tc = (D == 64 || D == 128 || (D == 256 && DMAX == 256)) && nst >= 1 && room >= NC * B_ROWS * WD * 4
-         && ak_tensor_map_present (&tm_k) && ak_tensor_map_present (&tm_v)
-         && ((ak_u64) q | (ak_u64) o | (ak_u64) g.kb | (ak_u64) g.vb) % 16 == 0;
+    unsigned char *base = b_raw + ((1024u - (ak_smem (b_raw) & 1023u)) & 1023u);
+    tc = (D == 64 || D == 128 || (D == 256 && DMAX == 256)) && ak_tensor_map_present (&tm_k)
+         && ak_tensor_map_present (&tm_v)
+         && ((ak_u64) AK_IN (a, 0) | (ak_u64) AK_OUT (a, 0) | (ak_u64) AK_IN (a, 1) | (ak_u64) AK_IN (a, 2)) % 16 == 0;
+#endif
+#if FLAT
+    /* the launch's row tiles (rt a group: the largest group's), each of nt key tiles, end to end */
+    const ak_i64 B = a.dims[0], Q = a.dims[1], HQ = a.dims[2], HK = a.dims[3], L = a.dims[4];
+    const ak_i64 rt = (((HQ + HK - 1) / HK) * Q + B_ROWS - 1) / B_ROWS, ntile = B * HK * rt;
+    const ak_i64 nt = (L + BN - 1) / BN, total = ntile * nt;
+#if B_TC
+    const int nst = room - pb > 0 ? min (STAGES, (room - pb) / sb) : 0;
+    tc = tc && nst >= 1 && total > 0 && ntile <= B_WS_GROUPS
+         && ((ak_i64) gridDim.y + ntile) * B_ROWS * WD <= B_WS_FLOATS;
     if (tc) {
-        const ak_i64 tg = bk * gridDim.x + blockIdx.x;              /* the split tile */
+        const ak_i64 lo = b_flat_lo (blockIdx.y, gridDim.y, total), hi = b_flat_lo (blockIdx.y + 1, gridDim.y, total);
+        if (lo >= hi)
+            return;
+        float *part = (float *) (base + nst * sb);
+#if DMAX == 256
+        if (D == 256)
+            b_flat_tc<256> (a, rt, nt, lo, hi, total, base, nst, part, &tm_k, &tm_v);
+        else
+#endif
+        if (D == 128)
+            b_flat_tc<128> (a, rt, nt, lo, hi, total, base, nst, part, &tm_k, &tm_v);
+        else
+            b_flat_tc<64> (a, rt, nt, lo, hi, total, base, nst, part, &tm_k, &tm_v);
+        return;
+    }
+#endif
+    (void) tm_k;
+    (void) tm_v;
+    (void) tc;
+    /* the plain path: row tiles blockIdx.y, + gridDim.y, ... */
+    for (ak_i64 tg = blockIdx.y; tg < ntile; tg += gridDim.y) {
+        const ak_decode_group_t g = ak_decode_group_at (a, tg / rt);
+        const ak_i64 r0 = (tg % rt) * B_ROWS;
+        if (r0 < g.G)
+            ak_decode_plain (g, r0, min ((ak_i64) B_ROWS, g.G - r0), tid >> 5, NC + 1, tid & 31);
+    }
+#else
+    const ak_decode_group_t g = ak_decode_group (a);
+    const ak_i64 r0 = (ak_i64) blockIdx.x * B_ROWS;
+    if (r0 >= g.G)
+        return;
+    const int nr = (int) min ((ak_i64) B_ROWS, g.G - r0);
+    ak_i64 nmin, nmax;                                              /* the keys the tile's rows see */
+    ak_decode_key_range (g, r0, r0 + nr, &nmin, &nmax);
+#if B_TC
+    const int nst = room > 0 ? min (STAGES, room / sb) : 0;
+    tc = tc && nst >= 1 && room >= pb;
+    if (tc) {
+        const ak_i64 tg = (ak_i64) g.bk * gridDim.x + blockIdx.x;   /* the split tile */
         const ak_i64 ngroups = (ak_i64) gridDim.x * gridDim.z;
         const bool ws_ok = ngroups <= B_WS_GROUPS && ngroups * (ak_i64) gridDim.y * B_ROWS * WD <= B_WS_FLOATS;
         ak_i64 per, nsplit;                                          /* tiles a slice, slices */
@@ -458,44 +686,33 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_k, const
         const ak_i64 split = blockIdx.y;
         if (split >= nsplit)
             return;
-        if (tid == 0) {
-            T.k0 = split * per * BN;
-            T.k1 = max (T.k0, min (nmax, T.k0 + per * BN));
-            T.kfull = min (T.k1, nmin);
-            T.nr = nr;
-            T.q = q;
-            T.o = o;
-            T.kb = g.kb;
-            T.vb = g.vb;
-        }
-        if (tid < B_ROWS)
-            T.n[tid] = tid < nr ? (int) ak_decode_nkeys (g, r0 + tid) : 0;
-        __syncthreads ();
-        unsigned char *base = b_raw + ((1024u - (ak_smem (b_raw) & 1023u)) & 1023u);
-        float *wp = b_ws + (tg * gridDim.y + split) * B_ROWS * WD;  /* this slice's partial */
+        const b_seg_t S = b_seg (g, blockIdx.x, split * per * BN, (split + 1) * per * BN);
+        float *w0 = b_ws + tg * gridDim.y * B_ROWS * WD;             /* the tile's partials */
 #if DMAX == 256
         if (D == 256)
-            b_tc<256> (T, base, nst, nsplit, wp, &tm_k, &tm_v, (int) bk);
+            b_tc<256> (S, base, nst, nsplit == 1, w0 + split * B_ROWS * WD, &tm_k, &tm_v);
         else
 #endif
         if (D == 128)
-            b_tc<128> (T, base, nst, nsplit, wp, &tm_k, &tm_v, (int) bk);
+            b_tc<128> (S, base, nst, nsplit == 1, w0 + split * B_ROWS * WD, &tm_k, &tm_v);
         else
-            b_tc<64> (T, base, nst, nsplit, wp, &tm_k, &tm_v, (int) bk);
+            b_tc<64> (S, base, nst, nsplit == 1, w0 + split * B_ROWS * WD, &tm_k, &tm_v);
         if (nsplit == 1)
             return;
         /* the split merge: the partial is out, the last block of the tile merges slices 0 .. n-1 */
+        __shared__ int s_last;
         if (!ak_last_arrival (&b_cnt[tg], (unsigned int) nsplit, &s_last))
             return;
-        ak_split_merge<B_ROWS, B_NT, 0, true> (b_ws + tg * gridDim.y * B_ROWS * WD, nsplit, (ak_i64) B_ROWS * WD, WD,
-                                         (int) D, nr, o, D, tid);
+        ak_split_merge<B_ROWS, B_NT, 0, true> (w0, nsplit, (ak_i64) B_ROWS * WD, WD, (int) D, nr, S.o, D, tid);
         return;
     }
 #endif
     (void) tm_k;
     (void) tm_v;
     (void) nmin;
+    (void) tc;
     /* the plain path: the first slice's blocks take every key */
     if (blockIdx.y == 0)
         ak_decode_plain (g, r0, nr, tid >> 5, NC + 1, tid & 31);
+#endif
 }
