@@ -28,8 +28,12 @@
       decode kernels' split merge (ak_split_merge: tile_decode,
       wg_decode, tma_decode);
       shared-memory addresses (ak_smem), for them and the Hopper blocks
-      (sm_90a: mbarriers, TMA, wgmma, FlashAttention-3's key-tile step)
-      of kernels/ak_hopper_cuda.h;
+      (sm_90a: wgmma, FlashAttention-3's key-tile step) of
+      kernels/ak_hopper_cuda.h;
+      shared-memory mbarriers and TMA loads (sm_90): by 32-bit address
+      (ak_bar_*, ak_tma_load_2d / _3d: the Hopper kit's pipelines), and
+      by pointer (ak_mbar_*, ak_tma_into_2d / _3d, ak_mbar_fence_init,
+      ak_tma_prefetch: matmul's skinny, split_kv_attention's tma_decode);
     and, for any kernel: AK_DYNAMIC_SHARED (the launch's dynamic shared
     memory as an array), ak_dynamic_smem_size, and ak_split_slices and
     ak_last_arrival (a split tile's slices and the split merge's
@@ -46,7 +50,8 @@
 #define AK_BLOCKS_VERSION 9
 
 /*  Under AK_CUDA_EMU (tests/unit/cuda_emu/emu.h: a kernel run on the CPU
-    by test_cuda_cand_emu) the mma.sync blocks, AK_DYNAMIC_SHARED and
+    by test_cuda_cand_emu) the mma.sync blocks, the pointer forms of the
+    mbarriers and TMA loads, AK_DYNAMIC_SHARED and
     ak_dynamic_smem_size go through the emulation instead of PTX: the same
     results (cp.async copies at once; its groups and waits are nothing),
     no speed.  The Hopper blocks have no emulation. */
@@ -280,6 +285,148 @@ __device__ __forceinline__ unsigned ak_smem (const void *p)
     return (unsigned) (unsigned long long) p;          /* no shared window to address: not emulated */
 #else
     return (unsigned) __cvta_generic_to_shared (p);
+#endif
+}
+
+/* ------------------------------------ mbarriers and TMA loads (sm_90) */
+
+/*  Shared-memory mbarriers and TMA loads: by address (ak_bar_*,
+    ak_tma_load_2d / _3d: the Hopper kit's pipelines in
+    kernels/ak_hopper_cuda.h) and by pointer (ak_mbar_*, ak_tma_into_2d /
+    _3d, ak_mbar_fence_init, ak_tma_prefetch: matmul's skinny and
+    split_kv_attention's tma_decode, which also run under the CPU
+    emulation).  A TMA load's c0 is the innermost coordinate; its bytes
+    complete on bar.  Under AK_CUDA_EMU the pointer forms are emulated: a
+    barrier's 8 bytes hold its pending arrivals (bits 0-15), its count
+    (16-31) and the parity of the phases completed (32); one thread runs
+    at a time, a wait spins (__nanosleep: the other threads run), and a
+    copy is done when issued (emu.h's ak_emu_tma_load_2d / _3d), so
+    expect_tx is a plain arrival after which the copies follow with no
+    thread switch between; the fence and the prefetch are nothing. */
+#ifndef AK_CUDA_EMU
+__device__ __forceinline__ void ak_bar_init (unsigned bar, unsigned count)
+{
+    asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r" (bar), "r" (count) : "memory");
+}
+
+__device__ __forceinline__ void ak_bar_wait (unsigned bar, unsigned parity)
+{
+    unsigned done;
+    do {
+        asm volatile ("{\n.reg .pred p;\n"
+                      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                      "selp.u32 %0, 1, 0, p;\n}\n"
+                      : "=r" (done) : "r" (bar), "r" (parity) : "memory");
+    } while (!done);
+}
+
+__device__ __forceinline__ void ak_bar_arrive (unsigned bar)
+{
+    asm volatile ("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r" (bar) : "memory");
+}
+
+__device__ __forceinline__ void ak_bar_expect (unsigned bar, unsigned bytes)
+{
+    asm volatile ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r" (bar), "r" (bytes) : "memory");
+}
+
+/*  One box of a 2-D tensor map into shared memory; c0 the innermost
+    coordinate.  Completes bytes on bar. */
+__device__ __forceinline__ void ak_tma_load_2d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, unsigned bar)
+{
+    asm volatile ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                  " [%0], [%1, {%2, %3}], [%4];\n"
+                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (bar) : "memory");
+}
+
+/*  One box of a 3-D tensor map into shared memory; c0 the innermost
+    coordinate.  Completes its bytes on bar. */
+__device__ __forceinline__ void ak_tma_load_3d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
+                                                unsigned bar)
+{
+    asm volatile ("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                  " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (c2), "r" (bar) : "memory");
+}
+#endif
+
+__device__ __forceinline__ void ak_mbar_init (ak_u64 *bar, unsigned count)
+{
+#ifdef AK_CUDA_EMU
+    *bar = (ak_u64) count | (ak_u64) count << 16;
+#else
+    ak_bar_init (ak_smem (bar), count);
+#endif
+}
+
+__device__ __forceinline__ void ak_mbar_arrive (ak_u64 *bar)
+{
+#ifdef AK_CUDA_EMU
+    const ak_u64 n = (*bar >> 16) & 0xffffu, pending = (*bar & 0xffffu) - 1, par = (*bar >> 32) & 1u;
+    *bar = pending ? (par << 32 | n << 16 | pending) : ((par ^ 1u) << 32 | n << 16 | n);
+#else
+    ak_bar_arrive (ak_smem (bar));
+#endif
+}
+
+/*  Returns once the phase of the given parity has completed. */
+__device__ __forceinline__ void ak_mbar_wait (ak_u64 *bar, unsigned parity)
+{
+#ifdef AK_CUDA_EMU
+    while (((*bar >> 32) & 1u) == parity)
+        __nanosleep (32);
+#else
+    ak_bar_wait (ak_smem (bar), parity);
+#endif
+}
+
+/*  An arrival that also tells bar to expect bytes of copies. */
+__device__ __forceinline__ void ak_mbar_expect (ak_u64 *bar, unsigned bytes)
+{
+#ifdef AK_CUDA_EMU
+    (void) bytes;
+    ak_mbar_arrive (bar);
+#else
+    ak_bar_expect (ak_smem (bar), bytes);
+#endif
+}
+
+/*  The barriers' initialisation made visible to the async proxy (the TMA
+    unit), between their init and the block's barrier. */
+__device__ __forceinline__ void ak_mbar_fence_init (void)
+{
+#ifndef AK_CUDA_EMU
+    asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void ak_tma_prefetch (const ak_tensor_map_t *map)
+{
+#ifdef AK_CUDA_EMU
+    (void) map;
+#else
+    asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) map) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void ak_tma_into_2d (void *dst, const ak_tensor_map_t *map, int c0, int c1, ak_u64 *bar)
+{
+#ifdef AK_CUDA_EMU
+    (void) bar;
+    ak_emu_tma_load_2d (dst, map, c0, c1);
+#else
+    ak_tma_load_2d (ak_smem (dst), map, c0, c1, ak_smem (bar));
+#endif
+}
+
+__device__ __forceinline__ void ak_tma_into_3d (void *dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
+                                                ak_u64 *bar)
+{
+#ifdef AK_CUDA_EMU
+    (void) bar;
+    ak_emu_tma_load_3d (dst, map, c0, c1, c2);
+#else
+    ak_tma_load_3d (ak_smem (dst), map, c0, c1, c2, ak_smem (bar));
 #endif
 }
 

@@ -6,8 +6,8 @@
     changes to these blocks too).  Everything here is __forceinline__, for
     float16 / bfloat16 modules, and uses the common blocks of
     ak_blocks_cuda.h (ak_smem, ak_pack2, AK_WGMMA_T):
-      shared-memory mbarriers, 2-D and 3-D TMA loads, wgmma fences,
-      groups and descriptors;
+      wgmma fences, groups and descriptors (the mbarriers and TMA loads
+      they use are ak_blocks_cuda.h's);
       for N = 64, 128, 256 (m64nNk16, f32 accumulators): ak_wgmma<N> (A
       K-major, B N-major), ak_wgmma_ss<N, TB> (B N-major or K-major) and
       ak_wgmma_rs<N> (A from registers); used by matmul's, fused_mlp's and
@@ -26,51 +26,6 @@
 #if !defined(AK_REFERENCE) && (defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16))
 
 /* ------------------------------------------------------------ Hopper (sm_90a) */
-__device__ __forceinline__ void ak_bar_init (unsigned bar, unsigned count)
-{
-    asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r" (bar), "r" (count) : "memory");
-}
-
-__device__ __forceinline__ void ak_bar_wait (unsigned bar, unsigned parity)
-{
-    unsigned done;
-    do {
-        asm volatile ("{\n.reg .pred p;\n"
-                      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                      "selp.u32 %0, 1, 0, p;\n}\n"
-                      : "=r" (done) : "r" (bar), "r" (parity) : "memory");
-    } while (!done);
-}
-
-__device__ __forceinline__ void ak_bar_arrive (unsigned bar)
-{
-    asm volatile ("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r" (bar) : "memory");
-}
-
-__device__ __forceinline__ void ak_bar_expect (unsigned bar, unsigned bytes)
-{
-    asm volatile ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r" (bar), "r" (bytes) : "memory");
-}
-
-/*  One box of a 2-D tensor map into shared memory; c0 the innermost
-    coordinate.  Completes bytes on bar. */
-__device__ __forceinline__ void ak_tma_load_2d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, unsigned bar)
-{
-    asm volatile ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                  " [%0], [%1, {%2, %3}], [%4];\n"
-                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (bar) : "memory");
-}
-
-/*  One box of a 3-D tensor map into shared memory; c0 the innermost
-    coordinate.  Completes its bytes on bar. */
-__device__ __forceinline__ void ak_tma_load_3d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
-                                                unsigned bar)
-{
-    asm volatile ("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                  " [%0], [%1, {%2, %3, %4}], [%5];\n"
-                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (c2), "r" (bar) : "memory");
-}
-
 __device__ __forceinline__ void ak_wgmma_fence (void)
 {
     asm volatile ("wgmma.fence.sync.aligned;\n" ::: "memory");

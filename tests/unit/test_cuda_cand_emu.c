@@ -68,7 +68,7 @@ typedef struct {
     offset; DS 2 is the same code; BM only sets the warps a block: 32
     runs the same code with two).  tma_decode (K and V tiles by TMA into a
     block-wide ring, a producer warp and NC consumer warps on mbarriers,
-    emulated in emu.h and the kernel's hooks): BN 32 over two stages
+    emulated by the prelude's ak_mbar_* and ak_tma_into_3d): BN 32 over two stages
     with KW 2, the slices merged (WAVES 1), and its D 256 path; NC 8 over
     BN 64 with KW 1 in one slice (WAVES 0, outside the spec's space: the
     launch rule's floor of one slice), so that the ring of two stages

@@ -24,8 +24,9 @@
     N or K is not a multiple of 8 or A or B not 16-byte aligned, the same
     lanes load the same chunks straight into registers, 2 steps ahead
     (bound-checked at the edges): the direct path.  The CPU emulation
-    (test_cuda_cand_emu) runs both: the TMA path through its emulated
-    copies (tests/unit/cuda_emu/emu.h) where the maps are present.
+    (test_cuda_cand_emu) runs both: the TMA path through the prelude's
+    emulated mbarriers and copies (ak_mbar_*, ak_tma_into_2d) where the
+    maps are present.
     Measured on the H200 (docs/benchmarks.md, session 23): per-lane
     cp.async copies of these chunks (the L2 then looked to see every
     sector twice) and a bulk copy a row were both far slower than a TMA
@@ -135,8 +136,8 @@ __device__ __forceinline__ void s_finish (const float *red, int nparts, ak_t *C,
 #if defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16)
 
 /*  The TMA path needs sm_90 (older devices run the direct path) or the
-    CPU emulation, which copies a box at once and waits at the warp's
-    barrier. */
+    CPU emulation, which copies a box at once and keeps a barrier's phase
+    in its 8 bytes. */
 #if defined(AK_CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
 #define S_TMA 1
 #else
@@ -171,43 +172,6 @@ __device__ __forceinline__ void s_mma_step (float (&acc)[CW][8][4], const unsign
 }
 
 #if S_TMA
-/*  A stage's mbarrier and TMA copies, or their emulation. */
-__device__ __forceinline__ void s_bar_init (unsigned long long *bar)
-{
-#ifndef AK_CUDA_EMU
-    ak_bar_init (ak_smem (bar), 1);
-#endif
-}
-
-__device__ __forceinline__ void s_bar_expect (unsigned long long *bar, unsigned bytes)
-{
-#ifndef AK_CUDA_EMU
-    ak_bar_expect (ak_smem (bar), bytes);
-#endif
-}
-
-__device__ __forceinline__ void s_bar_wait (unsigned long long *bar, unsigned parity)
-{
-#ifdef AK_CUDA_EMU
-    (void) bar;
-    (void) parity;
-    __syncwarp ();                     /* lane 0 copied the stage when it issued it */
-#else
-    ak_bar_wait (ak_smem (bar), parity);
-#endif
-}
-
-__device__ __forceinline__ void s_tma (unsigned char *dst, const ak_tensor_map_t *map, int c0, int c1,
-                                       unsigned long long *bar)
-{
-#ifdef AK_CUDA_EMU
-    (void) bar;
-    ak_emu_tma_load_2d (dst, map, c0, c1);
-#else
-    ak_tma_load_2d (ak_smem (dst), map, c0, c1, ak_smem (bar));
-#endif
-}
-
 /*  Where byte off of a 1024-byte aligned region of 128-byte rows lands
     under the 128-byte swizzle: its 16-byte chunk XOR the row's index
     mod 8. */
@@ -219,14 +183,14 @@ __device__ __forceinline__ unsigned s_swz (unsigned off)
 /*  Lane 0's copies of the 64-row chunk from row k0 into a stage: CW
     panels of B and the row tile of A, the bytes told to the stage's
     mbarrier first. */
-__device__ __forceinline__ void s_issue (unsigned char *stage, unsigned long long *bar, const ak_tensor_map_t *tm_a,
+__device__ __forceinline__ void s_issue (unsigned char *stage, ak_u64 *bar, const ak_tensor_map_t *tm_a,
                                          const ak_tensor_map_t *tm_b, ak_i64 r0, ak_i64 n0, ak_i64 k0)
 {
-    s_bar_expect (bar, S_STAGE);
+    ak_mbar_expect (bar, S_STAGE);
 #pragma unroll
     for (int j = 0; j < CW; j++)
-        s_tma (stage + j * S_BK * 128, tm_b, (int) n0 + 64 * j, (int) k0, bar);
-    s_tma (stage + S_BSTAGE, tm_a, (int) k0, (int) r0, bar);
+        ak_tma_into_2d (stage + j * S_BK * 128, tm_b, (int) n0 + 64 * j, (int) k0, bar);
+    ak_tma_into_2d (stage + S_BSTAGE, tm_a, (int) k0, (int) r0, bar);
 }
 
 /*  The TMA path: each warp a ring of STG stages of its own, a stage 64
@@ -235,13 +199,13 @@ __device__ __forceinline__ void s_issue (unsigned char *stage, unsigned long lon
     lane 0 issuing the copies and the stage's mbarrier counting the bytes
     in; STG - 1 stages in flight a warp.  The warp takes the block's
     64-row chunks warp, warp + WARPS, ... */
-__device__ __forceinline__ void s_run_tma (float (&acc)[CW][8][4], unsigned char *ring, unsigned long long *bars,
+__device__ __forceinline__ void s_run_tma (float (&acc)[CW][8][4], unsigned char *ring, ak_u64 *bars,
                                            const ak_tensor_map_t *tm_a, const ak_tensor_map_t *tm_b, ak_i64 r0,
                                            ak_i64 n0, ak_i64 c_lo, ak_i64 c_hi, int warp, int lane)
 {
     const int g = lane >> 2, t = lane & 3;
     unsigned char *mine = ring + warp * STG * S_STAGE;
-    unsigned long long *bar = bars + warp * STG;
+    ak_u64 *bar = bars + warp * STG;
     const ak_i64 first = c_lo + warp, n = first < c_hi ? (c_hi - first + WARPS - 1) / WARPS : 0;
 #pragma unroll
     for (int i = 0; i < STG - 1; i++)
@@ -253,7 +217,7 @@ __device__ __forceinline__ void s_run_tma (float (&acc)[CW][8][4], unsigned char
         if (nx < n && lane == 0)
             s_issue (mine + (nx % STG) * S_STAGE, &bar[nx % STG], tm_a, tm_b, r0, n0, (first + nx * WARPS) * S_BK);
         const int slot = (int) (i % STG);
-        s_bar_wait (&bar[slot], (unsigned) ((i / STG) & 1));
+        ak_mbar_wait (&bar[slot], (unsigned) ((i / STG) & 1));
         const unsigned char *st = mine + slot * S_STAGE, *sa = st + S_BSTAGE;
 #pragma unroll
         for (int kk = 0; kk < S_BK / 16; kk++) {
@@ -370,7 +334,7 @@ __device__ __forceinline__ void s_kernel (const ak_cuda_args_t &a, const ak_tens
     const ak_i64 split = blockIdx.y;
     ak_i64 lo, hi, nsplit;
 #if S_TMA
-    __shared__ __align__ (8) unsigned long long s_bars[WARPS * STG];
+    __shared__ __align__ (8) ak_u64 s_bars[WARPS * STG];
     /* the maps exist (cuTensorMapEncodeTiled's rules: 16-byte aligned base
        and row strides) and the tiles fit them */
     const bool tma = ak_tensor_map_present (tm_a) && ak_tensor_map_present (tm_b) && N % 8 == 0 && K % 8 == 0
@@ -380,10 +344,8 @@ __device__ __forceinline__ void s_kernel (const ak_cuda_args_t &a, const ak_tens
         if (!s_slice (K, S_BK, split, &lo, &hi, &nsplit))
             return;
         if (lane < STG)
-            s_bar_init (&s_bars[warp * STG + lane]);
-#ifndef AK_CUDA_EMU
-        asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#endif
+            ak_mbar_init (&s_bars[warp * STG + lane], 1);
+        ak_mbar_fence_init ();
         __syncthreads ();
         unsigned char *aligned = ring + ((1024 - (ak_smem (ring) & 1023)) & 1023);
         s_run_tma (acc, aligned, s_bars, tm_a, tm_b, r0, n0, lo, hi, warp, lane);

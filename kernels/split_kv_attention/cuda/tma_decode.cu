@@ -59,7 +59,7 @@
     must not run concurrently (the workers run one at a time).
 
     Under AK_CUDA_EMU (test_cuda_cand_emu) the mbarriers and the TMA
-    copies go through this file's hooks into the CPU emulation (emu.h).
+    copies are the prelude's emulated ones (ak_mbar_*, ak_tma_into_3d).
 
     float16 / bfloat16, D 64, 128 or (DMAX 256) 256, both maps present
     and every buffer 16-byte aligned: the path above.  Anything else: a plain path
@@ -176,84 +176,6 @@ __device__ __forceinline__ ak_i64 b_flat_part (ak_i64 u, ak_i64 nb, ak_i64 total
 }
 
 #if B_TC
-/*  The mbarriers and TMA copies through hooks of this file, so that the
-    CPU emulation (test_cuda_cand_emu) can run them: there, a barrier's 8
-    bytes hold its pending arrivals (bits 0-15), its count (16-31) and the
-    parity of the phases completed (32); one thread runs at a time, a wait
-    spins (__nanosleep: the other threads run), and a copy is done when
-    issued, so expect_tx is a plain arrival after which the copies follow
-    with no thread switch between. */
-#ifdef AK_CUDA_EMU
-__device__ __forceinline__ void b_bar_init (ak_u64 *bar, unsigned n)
-{
-    *bar = (ak_u64) n | (ak_u64) n << 16;
-}
-
-__device__ __forceinline__ void b_bar_arrive (ak_u64 *bar)
-{
-    const ak_u64 n = (*bar >> 16) & 0xffffu, pending = (*bar & 0xffffu) - 1, par = (*bar >> 32) & 1u;
-    *bar = pending ? (par << 32 | n << 16 | pending) : ((par ^ 1u) << 32 | n << 16 | n);
-}
-
-__device__ __forceinline__ void b_bar_wait (ak_u64 *bar, unsigned parity)
-{
-    while (((*bar >> 32) & 1u) == parity)
-        __nanosleep (32);
-}
-
-__device__ __forceinline__ void b_bar_expect (ak_u64 *bar, unsigned bytes)
-{
-    (void) bytes;
-    b_bar_arrive (bar);
-}
-
-__device__ __forceinline__ void b_tma_load (unsigned char *dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
-                                            ak_u64 *bar)
-{
-    (void) bar;
-    ak_emu_tma_load_3d (dst, map, c0, c1, c2);
-}
-
-__device__ __forceinline__ void b_tma_begin (const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v)
-{
-    (void) tm_k;
-    (void) tm_v;
-}
-#else
-__device__ __forceinline__ void b_bar_init (ak_u64 *bar, unsigned n)
-{
-    ak_bar_init (ak_smem (bar), n);
-}
-
-__device__ __forceinline__ void b_bar_arrive (ak_u64 *bar)
-{
-    ak_bar_arrive (ak_smem (bar));
-}
-
-__device__ __forceinline__ void b_bar_wait (ak_u64 *bar, unsigned parity)
-{
-    ak_bar_wait (ak_smem (bar), parity);
-}
-
-__device__ __forceinline__ void b_bar_expect (ak_u64 *bar, unsigned bytes)
-{
-    ak_bar_expect (ak_smem (bar), bytes);
-}
-
-__device__ __forceinline__ void b_tma_load (unsigned char *dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
-                                            ak_u64 *bar)
-{
-    ak_tma_load_3d (ak_smem (dst), map, c0, c1, c2, ak_smem (bar));
-}
-
-/*  The barriers' initialisation made visible to the async proxy, the maps prefetched. */
-__device__ __forceinline__ void b_tma_begin (const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v)
-{
-    asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_k) : "memory");
-    asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_v) : "memory");
-}
-#endif
 
 /*  The consumers' barrier (named barrier 1, the NC consumer warps): the
     flat layout's merges run while the producer streams on.  Under the
@@ -289,12 +211,12 @@ __device__ __forceinline__ void b_produce (const b_seg_t &S, unsigned char *base
         const int s = t % nst;
         const unsigned ph = (unsigned) (t / nst) & 1u;
         unsigned char *dst = base + s * SB;
-        b_bar_wait (empty + s, ph ^ 1u);
-        b_bar_expect (full + s, SB);
+        ak_mbar_wait (empty + s, ph ^ 1u);
+        ak_mbar_expect (full + s, SB);
 #pragma unroll
         for (int p = 0; p < PANELS; p++) {
-            b_tma_load (dst + p * PB, tm_k, p * 64, (int) j, S.bk, full + s);
-            b_tma_load (dst + (PANELS + p) * PB, tm_v, p * 64, (int) j, S.bk, full + s);
+            ak_tma_into_3d (dst + p * PB, tm_k, p * 64, (int) j, S.bk, full + s);
+            ak_tma_into_3d (dst + (PANELS + p) * PB, tm_v, p * 64, (int) j, S.bk, full + s);
         }
     }
 }
@@ -333,7 +255,7 @@ __device__ __forceinline__ void b_consume (const b_seg_t &S, const unsigned char
 
     for (int tl = 0; S.k0 + (ak_i64) tl * BN < S.k1; tl++, t++) {
         const int s = t % nst;
-        b_bar_wait (full + s, (unsigned) (t / nst) & 1u);
+        ak_mbar_wait (full + s, (unsigned) (t / nst) & 1u);
         const unsigned char *ks_ = base + s * SB, *vs_ = ks_ + PANELS * PB;
 #pragma unroll
         for (int u = 0; u < BN / B_SK; u++) {
@@ -425,7 +347,7 @@ __device__ __forceinline__ void b_consume (const b_seg_t &S, const unsigned char
         }
         __syncwarp ();                                /* every lane done with the stage */
         if (lane == 0)
-            b_bar_arrive (empty + s);
+            ak_mbar_arrive (empty + s);
     }
 }
 
@@ -510,11 +432,13 @@ __device__ __forceinline__ void b_begin (ak_u64 *full, ak_u64 *empty, int nst, u
 {
     if (threadIdx.x == 0) {
         for (int s = 0; s < nst; s++) {
-            b_bar_init (full + s, 1);
-            b_bar_init (empty + s, NC);
+            ak_mbar_init (full + s, 1);
+            ak_mbar_init (empty + s, NC);
         }
         cb[0] = cb[1] = 0u;
-        b_tma_begin (tm_k, tm_v);
+        ak_mbar_fence_init ();
+        ak_tma_prefetch (tm_k);
+        ak_tma_prefetch (tm_v);
     }
     __syncthreads ();
 }

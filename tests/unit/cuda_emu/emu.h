@@ -34,10 +34,10 @@
     carries the launch's evaluated maps, ak_emu_map_make keeps each in the
     map's 128 bytes (absent ones zero, as the worker passes them), and
     ak_emu_tma_load_2d (_3d) copies a box as cp.async.bulk.tensor.2d (.3d)
-    does (zero or NaN outside, the 32/64/128-byte swizzle), at once: a
-    kernel calls it through a hook of its own (matmul's skinny, whose
-    mbarrier wait is then the warp's barrier; split_kv_attention's
-    tma_decode, which keeps its mbarriers' phases in their 8 bytes). */
+    does (zero or NaN outside, the 32/64/128-byte swizzle), at once:
+    kernels/ak_blocks_cuda.h's ak_tma_into_2d (_3d) call them, beside its
+    emulated mbarriers (ak_mbar_*: a barrier's phase in its 8 bytes);
+    matmul's skinny and split_kv_attention's tma_decode run on them. */
 #ifndef AK_CUDA_EMU_H
 #define AK_CUDA_EMU_H
 #include <cmath>
