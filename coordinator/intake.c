@@ -244,6 +244,17 @@ bool ak_intake_full (ak_intake_t *self)
     return self->nstaged >= self->opts.commit_max || self->staged_bytes >= AK_INTAKE_MAX_BYTES;
 }
 
+bool ak_intake_room (ak_intake_t *self)
+{
+    if (self->stats.failing)
+        return false;
+    size_t bytes = self->staged_bytes;
+    for (size_t i = 0; i < self->ninflight; i++)
+        bytes += self->inflight[i].bytes;
+    const size_t size = ak_store_map_size (self->store), used = ak_store_map_used (self->store);
+    return size > used && (size - used) / 4 >= bytes + AK_INTAKE_ROOM_MARGIN;
+}
+
 bool ak_intake_pending (ak_intake_t *self, const char *task_id, const char *worker_id)
 {
     return s_has (self->staged, self->nstaged, task_id, worker_id)

@@ -38,6 +38,7 @@
 #define AK_INTAKE_MAP_MAX     (64ull << 30)     /* default growth limit: 64 GiB */
 #define AK_INTAKE_RETRY_MS    1000              /* pause after a failed commit */
 #define AK_INTAKE_MAX_BYTES   (64u << 20)       /* staged receipt bytes that force a commit */
+#define AK_INTAKE_ROOM_MARGIN (4u << 20)        /* ak_intake_room's margin, bytes */
 
 typedef struct {
     uint32_t commit_ms;         /* bounded delay; default 2 */
@@ -104,6 +105,13 @@ int ak_intake_stage_raw (ak_intake_t *self, const char *worker_id, Ak__Receipt *
 size_t ak_intake_staged (ak_intake_t *self);
 /* True when the staged receipts alone make a commit due now. */
 bool ak_intake_full (ak_intake_t *self);
+/* Whether the store may be trusted to take what is staged and in flight:
+   its last commit did not fail, and the map's free part is at least four
+   times those receipts' bytes plus AK_INTAKE_ROOM_MARGIN (LMDB's free
+   pages inside the map count as used: near its end the answer errs on
+   the side of no).  The coordinator frees a receipt's slot when it is
+   staged only then (docs/architecture.md). */
+bool ak_intake_room (ak_intake_t *self);
 size_t ak_intake_staged_for (ak_intake_t *self, const char *worker_id);
 /* True when a receipt of task_id from worker_id waits for its commit: its
    task must not be taken from that worker before the commit decided. */

@@ -17,7 +17,8 @@
 // ================================================================== commit
 
 /*  Tells the workers what came of a group commit (intake.h): an ACK for
-    each stored receipt (its slot is free again); on failure, a task whose
+    each stored receipt (its slot is free again, if its staging did not
+    free it already: worker_proto.c); on failure, a task whose
     worker is gone goes back to its queue and every worker whose receipts
     were dropped is asked to register again and re-send.  Clears *c. */
 static void s_commit_outcome (ak_coord_t *self, ak_commit_t *c, uint64_t now)
@@ -48,9 +49,10 @@ static void s_commit_outcome (ak_coord_t *self, ak_commit_t *c, uint64_t now)
         }
     }
     /* A receipt not stored leaves its task with its worker: held (the
-       slot stays taken) and bounded by the worker's liveness, which must
-       register again and re-send; a task whose worker is gone meanwhile
-       goes back to its queue now.  Nothing is left without a deadline. */
+       slot taken again, where its staging freed it) and bounded by the
+       worker's liveness, which must register again and re-send; a task
+       whose worker is gone meanwhile goes back to its queue now.  Nothing
+       is left without a deadline. */
     for (size_t i = 0; i < c->nlost; i++) {
         const ak_ack_t *l = &c->lost[i];
         ak_worker_t *w = ak_registry_get (self->registry, l->worker_id);

@@ -13,10 +13,13 @@
        runs out on time although the coordinator restarts more often than
        lease_ms; a worker that registers again without a task it held gives
        it back at once.
-    4. A receipt keeps its worker's slot until its commit holds: with the
-       store full, no task is handed out on the strength of receipts that
-       were not stored, and every task of the failed commits stays with its
-       worker.
+    4. A receipt keeps its worker's slot until its commit holds unless the
+       store can be trusted to take it (its commits succeed and its map has
+       room, ak_intake_room): with the store full, no task is handed out
+       on the strength of receipts that were not stored, and every task of
+       the failed commits stays with its worker; with a sound store, a
+       worker of one slot gets its next task as soon as its receipt is
+       staged, before the commit (--commit-ms 1500) and its ACK.
     5. One process per worker id, without keys too: a second worker with
        the id of a live one (another host, or another pid on its host while
        it heartbeats) is refused with DISCONNECT_ID_TAKEN, naming the
@@ -81,6 +84,29 @@ static void s_expect_field (ak_fault_coord_t *c, const char *task_id, const char
     free (got);
 }
 
+/*  The next message on w other than a HEARTBEAT within timeout_ms, or NULL. */
+static Ak__Envelope *s_next_not_heartbeat (zsock_t *w, int timeout_ms)
+{
+    const uint64_t until = ak_fault_now_ms () + (uint64_t) timeout_ms;
+    while (ak_fault_now_ms () < until) {
+        zmq_pollitem_t item = { zsock_resolve (w), 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll (&item, 1, 50) <= 0)
+            continue;
+        zmq_msg_t msg;
+        zmq_msg_init (&msg);
+        assert_true (zmq_msg_recv (&msg, zsock_resolve (w), 0) >= 0);
+        Ak__Envelope *e = NULL;
+        ak_err_t err = { 0 };
+        assert_int_equal (ak_envelope_unpack (zmq_msg_data (&msg), zmq_msg_size (&msg), AK_MAX_MSG_SIZE,
+                                              &e, &err), 0);
+        zmq_msg_close (&msg);
+        if (e->body_case != AK__ENVELOPE__BODY_HEARTBEAT)
+            return e;
+        ak_envelope_free (&e);
+    }
+    return NULL;
+}
+
 /* The ACK for a receipt of w: refused (why contains `why`) or not. */
 static void s_expect_ack (zsock_t *w, const char *task_id, const char *why)
 {
@@ -99,6 +125,32 @@ static void s_expect_ack (zsock_t *w, const char *task_id, const char *why)
         assert_true (strlen (e->ack->receipt_id) > 0);
     }
     ak_envelope_free (&e);
+}
+
+/*  The stored receipt's ACK for task_id and w's next task, in either
+    order (a receipt staged while the store has room frees its slot before
+    its commit, so the ASSIGN usually comes first); returns the ASSIGN. */
+static Ak__Envelope *s_expect_ack_and_next (zsock_t *w, const char *task_id)
+{
+    Ak__Envelope *next = NULL;
+    bool acked = false;
+    while (!acked || !next) {
+        Ak__Envelope *e = s_next_not_heartbeat (w, 10000);
+        if (!e)
+            fail_msg ("receipt of %s: %s", task_id, acked ? "no next ASSIGN" : "no ACK");
+        if (e->body_case == AK__ENVELOPE__BODY_ASSIGN && !next) {
+            next = e;
+            continue;
+        }
+        if (e->body_case != AK__ENVELOPE__BODY_ACK || acked)
+            fail_msg ("receipt of %s: an unexpected %s", task_id, ak_envelope_kind (e));
+        assert_string_equal (e->ack->task_id, task_id);
+        assert_string_equal (e->ack->refused, "");
+        assert_true (strlen (e->ack->receipt_id) > 0);
+        acked = true;
+        ak_envelope_free (&e);
+    }
+    return next;
 }
 
 // ------------------------------------------------------- 1. bound receipts
@@ -144,9 +196,7 @@ static void test_forged_receipts_refused (void **state)
     /* the real worker delivers both; evil forges the tune at 3x first */
     ak_fault_raw_started (real, t1, 1);
     ak_fault_raw_receipt (real, a1->assign, 1, 1.0, 0);
-    s_expect_ack (real, t1, NULL);
-    Ak__Envelope *a2 = ak_fault_raw_expect (real, AK__ENVELOPE__BODY_ASSIGN, 10000);
-    assert_non_null (a2);
+    Ak__Envelope *a2 = s_expect_ack_and_next (real, t1);
     assert_string_equal (a2->assign->task_id, t2);
     ak_fault_raw_started (real, t2, 1);
     ak_fault_raw_receipt (evil, a2->assign, 1, 3.0, 0);
@@ -463,6 +513,41 @@ static void test_failed_commit_keeps_slots (void **state)
     free (bundle);
 }
 
+static void test_staged_receipt_frees_slot (void **state)
+{
+    (void) state;
+    const char *more[] = { "--commit-ms", "1500", NULL };
+    ak_fault_coord_t *c = s_coord ("fault-staged-slot", more);
+    char *bundle = ak_fault_stub_bundle (c->dir, "staged", 4, "\"lease_ms\": 60000");
+    char *batch = ak_fault_submit (c, bundle);
+    zsock_t *w = ak_fault_raw_new (c->workers);
+    ak_fault_raw_hello (w, "quick-1", "host", 1, 0, NULL, 0);
+    Ak__Envelope *first = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
+    assert_non_null (first);
+    ak_fault_raw_started (w, first->assign->task_id, 1);
+    const uint64_t t0 = ak_fault_now_ms ();
+    ak_fault_raw_receipt (w, first->assign, 1, 1.0, 0);
+    /* one slot, its receipt staged: the next task comes before the commit's ACK */
+    Ak__Envelope *next = s_next_not_heartbeat (w, 5000);
+    assert_non_null (next);
+    const uint64_t waited = ak_fault_now_ms () - t0;
+    if (next->body_case != AK__ENVELOPE__BODY_ASSIGN || waited >= 1000)
+        fail_msg ("after the receipt of %s: %s after %llu ms, want the next ASSIGN before the commit (1500 ms)",
+                  first->assign->task_id, ak_envelope_kind (next), (unsigned long long) waited);
+    assert_string_not_equal (next->assign->task_id, first->assign->task_id);
+    /* the ACK follows once the commit holds */
+    Ak__Envelope *ack = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ACK, 5000);
+    assert_non_null (ack);
+    assert_string_equal (ack->ack->task_id, first->assign->task_id);
+    assert_false (*ack->ack->refused);
+    ak_envelope_free (&ack);
+    ak_envelope_free (&next);
+    ak_envelope_free (&first);
+    zsock_destroy (&w);
+    free (batch);
+    free (bundle);
+}
+
 // ------------------------------------------------- 5. oversized receipts
 
 /* A live worker beside the test: HELLO (heartbeat 250 ms), then a
@@ -663,9 +748,7 @@ static void test_oversized_receipts_refused_and_paged (void **state)
     const char *t1 = a1->assign->task_id;
     ak_fault_raw_started (w, t1, 1);
     ak_fault_raw_receipt (w, a1->assign, 1, 1.0, 0);
-    s_expect_ack (w, t1, NULL);
-    Ak__Envelope *a2 = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
-    assert_non_null (a2);
+    Ak__Envelope *a2 = s_expect_ack_and_next (w, t1);
     const char *t2 = a2->assign->task_id;
     ak_fault_raw_started (w, t2, 1);
 
@@ -888,6 +971,7 @@ int main (void)
         cmocka_unit_test_teardown (test_lease_deadline_survives_restarts, s_teardown),
         cmocka_unit_test_teardown (test_reregistering_without_a_task_releases_it, s_teardown),
         cmocka_unit_test_teardown (test_failed_commit_keeps_slots, s_teardown),
+        cmocka_unit_test_teardown (test_staged_receipt_frees_slot, s_teardown),
         cmocka_unit_test_teardown (test_oversized_receipts_refused_and_paged, s_teardown_beat),
         cmocka_unit_test_teardown (test_duplicate_id_refused_without_keys, s_teardown),
     };
