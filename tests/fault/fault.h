@@ -197,6 +197,8 @@ void ak_fault_raw_hello_from (zsock_t *s, const char *host, uint32_t pid, const 
                               size_t n);
 /* The next message of kind within timeout_ms (others are skipped), or NULL. */
 Ak__Envelope *ak_fault_raw_expect (zsock_t *s, Ak__Envelope__BodyCase kind, int timeout_ms);
+/* The next message other than a HEARTBEAT within timeout_ms, or NULL. */
+Ak__Envelope *ak_fault_raw_next (zsock_t *s, int timeout_ms);
 void ak_fault_raw_started (zsock_t *s, const char *task_id, uint32_t attempt);
 /* Sends env as it is (the test built it). */
 void ak_fault_raw_send (zsock_t *s, Ak__Envelope *env);

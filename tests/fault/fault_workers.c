@@ -330,9 +330,11 @@ void ak_fault_raw_hello_from (zsock_t *s, const char *host, uint32_t pid, const 
     s_raw_send (s, &env);
 }
 
-Ak__Envelope *ak_fault_raw_expect (zsock_t *s, Ak__Envelope__BodyCase kind, int timeout_ms)
+/*  The next message on s before until (monotonic ms) whose kind is kind,
+    or (kind 0) that is not a HEARTBEAT; others are skipped.  NULL when
+    none came in time. */
+static Ak__Envelope *s_raw_until (zsock_t *s, Ak__Envelope__BodyCase kind, uint64_t until)
 {
-    uint64_t until = ak_fault_now_ms () + (uint64_t) timeout_ms;
     while (ak_fault_now_ms () < until) {
         zmq_pollitem_t item = { zsock_resolve (s), 0, ZMQ_POLLIN, 0 };
         if (zmq_poll (&item, 1, 50) <= 0)
@@ -346,11 +348,21 @@ Ak__Envelope *ak_fault_raw_expect (zsock_t *s, Ak__Envelope__BodyCase kind, int 
         zmq_msg_close (&msg);
         if (rc)
             fail_msg ("the coordinator sent what does not decode: %s", err.msg);
-        if (env->body_case == kind)
+        if (kind ? env->body_case == kind : env->body_case != AK__ENVELOPE__BODY_HEARTBEAT)
             return env;
         ak_envelope_free (&env);
     }
     return NULL;
+}
+
+Ak__Envelope *ak_fault_raw_expect (zsock_t *s, Ak__Envelope__BodyCase kind, int timeout_ms)
+{
+    return s_raw_until (s, kind, ak_fault_now_ms () + (uint64_t) timeout_ms);
+}
+
+Ak__Envelope *ak_fault_raw_next (zsock_t *s, int timeout_ms)
+{
+    return s_raw_until (s, AK__ENVELOPE__BODY__NOT_SET, ak_fault_now_ms () + (uint64_t) timeout_ms);
 }
 
 void ak_fault_raw_started (zsock_t *s, const char *task_id, uint32_t attempt)

@@ -84,27 +84,14 @@ static void s_expect_field (ak_fault_coord_t *c, const char *task_id, const char
     free (got);
 }
 
-/*  The next message on w other than a HEARTBEAT within timeout_ms, or NULL. */
-static Ak__Envelope *s_next_not_heartbeat (zsock_t *w, int timeout_ms)
+/* A raw worker of one host slot registered as worker_id on c; *first its first task. */
+static zsock_t *s_one_slot (ak_fault_coord_t *c, const char *worker_id, Ak__Envelope **first)
 {
-    const uint64_t until = ak_fault_now_ms () + (uint64_t) timeout_ms;
-    while (ak_fault_now_ms () < until) {
-        zmq_pollitem_t item = { zsock_resolve (w), 0, ZMQ_POLLIN, 0 };
-        if (zmq_poll (&item, 1, 50) <= 0)
-            continue;
-        zmq_msg_t msg;
-        zmq_msg_init (&msg);
-        assert_true (zmq_msg_recv (&msg, zsock_resolve (w), 0) >= 0);
-        Ak__Envelope *e = NULL;
-        ak_err_t err = { 0 };
-        assert_int_equal (ak_envelope_unpack (zmq_msg_data (&msg), zmq_msg_size (&msg), AK_MAX_MSG_SIZE,
-                                              &e, &err), 0);
-        zmq_msg_close (&msg);
-        if (e->body_case != AK__ENVELOPE__BODY_HEARTBEAT)
-            return e;
-        ak_envelope_free (&e);
-    }
-    return NULL;
+    zsock_t *w = ak_fault_raw_new (c->workers);
+    ak_fault_raw_hello (w, worker_id, "host", 1, 0, NULL, 0);
+    *first = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
+    assert_non_null (*first);
+    return w;
 }
 
 /* The ACK for a receipt of w: refused (why contains `why`) or not. */
@@ -135,7 +122,7 @@ static Ak__Envelope *s_expect_ack_and_next (zsock_t *w, const char *task_id)
     Ak__Envelope *next = NULL;
     bool acked = false;
     while (!acked || !next) {
-        Ak__Envelope *e = s_next_not_heartbeat (w, 10000);
+        Ak__Envelope *e = ak_fault_raw_next (w, 10000);
         if (!e)
             fail_msg ("receipt of %s: %s", task_id, acked ? "no next ASSIGN" : "no ACK");
         if (e->body_case == AK__ENVELOPE__BODY_ASSIGN && !next) {
@@ -161,10 +148,8 @@ static void test_forged_receipts_refused (void **state)
     char *bundle = ak_fault_stub_bundle (c->dir, "forged", 1, "\"lease_ms\": 60000");
     char *batch = ak_fault_submit (c, bundle);
 
-    zsock_t *real = ak_fault_raw_new (c->workers);
-    ak_fault_raw_hello (real, "real-1", "host", 1, 0, NULL, 0);
-    Ak__Envelope *a1 = ak_fault_raw_expect (real, AK__ENVELOPE__BODY_ASSIGN, 10000);
-    assert_non_null (a1);
+    Ak__Envelope *a1 = NULL;
+    zsock_t *real = s_one_slot (c, "real-1", &a1);
     const char *t1 = a1->assign->task_id;
     char *t2 = ak_sprintf ("%s.0002", batch);
     assert_string_not_equal (t1, t2);
@@ -343,10 +328,8 @@ static void test_lease_deadline_survives_restarts (void **state)
     ak_fault_coord_t *c = s_coord ("fault-lease-restarts", NULL);
     char *bundle = ak_fault_stub_bundle (c->dir, "leases", 1, "\"lease_ms\": 4000");
     char *batch = ak_fault_submit (c, bundle);
-    zsock_t *w = ak_fault_raw_new (c->workers);
-    ak_fault_raw_hello (w, "holder-1", "host", 1, 0, NULL, 0);
-    Ak__Envelope *a = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
-    assert_non_null (a);
+    Ak__Envelope *a = NULL;
+    zsock_t *w = s_one_slot (c, "holder-1", &a);
     char *t1 = ak_strdup (a->assign->task_id);
     ak_fault_raw_started (w, t1, 1);
     ak_fault_sleep_ms (300);                    /* the start is committed */
@@ -520,15 +503,13 @@ static void test_staged_receipt_frees_slot (void **state)
     ak_fault_coord_t *c = s_coord ("fault-staged-slot", more);
     char *bundle = ak_fault_stub_bundle (c->dir, "staged", 4, "\"lease_ms\": 60000");
     char *batch = ak_fault_submit (c, bundle);
-    zsock_t *w = ak_fault_raw_new (c->workers);
-    ak_fault_raw_hello (w, "quick-1", "host", 1, 0, NULL, 0);
-    Ak__Envelope *first = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
-    assert_non_null (first);
+    Ak__Envelope *first = NULL;
+    zsock_t *w = s_one_slot (c, "quick-1", &first);
     ak_fault_raw_started (w, first->assign->task_id, 1);
     const uint64_t t0 = ak_fault_now_ms ();
     ak_fault_raw_receipt (w, first->assign, 1, 1.0, 0);
     /* one slot, its receipt staged: the next task comes before the commit's ACK */
-    Ak__Envelope *next = s_next_not_heartbeat (w, 5000);
+    Ak__Envelope *next = ak_fault_raw_next (w, 5000);
     assert_non_null (next);
     const uint64_t waited = ak_fault_now_ms () - t0;
     if (next->body_case != AK__ENVELOPE__BODY_ASSIGN || waited >= 1000)
@@ -741,10 +722,8 @@ static void test_oversized_receipts_refused_and_paged (void **state)
     assert_int_equal (pthread_create (&s_beat_thread, NULL, s_beat, beat), 0);
     s_beating = true;
 
-    zsock_t *w = ak_fault_raw_new (c->workers);
-    ak_fault_raw_hello (w, "big-1", "host", 1, 0, NULL, 0);
-    Ak__Envelope *a1 = ak_fault_raw_expect (w, AK__ENVELOPE__BODY_ASSIGN, 10000);
-    assert_non_null (a1);
+    Ak__Envelope *a1 = NULL;
+    zsock_t *w = s_one_slot (c, "big-1", &a1);
     const char *t1 = a1->assign->task_id;
     ak_fault_raw_started (w, t1, 1);
     ak_fault_raw_receipt (w, a1->assign, 1, 1.0, 0);
