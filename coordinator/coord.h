@@ -16,7 +16,7 @@
 #include "error.h"
 #include "metrics_http.h"
 
-#define AK_COORD_COMMIT_THREAD_MS 4     /* akcoord: commits this slow on average go to the writer thread */
+#define AK_COORD_COMMIT_THREAD_MS 0     /* akcoord: commits this slow on average go to the writer thread (0: all) */
 
 typedef struct {
     const char *store_dir;

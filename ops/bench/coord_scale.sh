@@ -61,9 +61,10 @@
 # on the loop's thread: NAME+sync); --commit both does each load run with
 # the writer thread (the default, NAME) and with --commit-sync, alternating
 # which goes first (issue 24); --commit thread runs akcoord with
-# --commit-thread-ms 0 (every commit on the writer thread: NAME+thread), and
-# --commit all runs the three, alternating their order.  None of them can
-# be combined with --scrape.
+# --commit-thread-ms 0 (every commit on the writer thread: NAME+thread; the
+# default since session 29, so against a build of then or later NAME and
+# NAME+thread run the same way), and --commit all runs the three,
+# alternating their order.  None of them can be combined with --scrape.
 # --load-nice N runs akload under nice -n N (NAME+niceN; N > 0: it yields
 # the box's CPUs to the coordinator, N < 0, as root: the coordinator yields
 # them to it; issue 24: what share of the tail is the two sharing two CPUs,
