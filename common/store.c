@@ -316,13 +316,29 @@ size_t ak_store_map_size (ak_store_t *self)
     return info.me_mapsize;
 }
 
-size_t ak_store_map_used (ak_store_t *self)
+/*  The map's size and the bytes in use (the pages up to the last one
+    written), from one look at the environment; false when unknown. */
+static bool s_map_usage (ak_store_t *self, size_t *size, size_t *used)
 {
     MDB_envinfo info;
     MDB_stat st;
     if (!self || !self->env || mdb_env_info (self->env, &info) != 0 || mdb_env_stat (self->env, &st) != 0)
-        return 0;
-    return (size_t) (info.me_last_pgno + 1) * st.ms_psize;
+        return false;
+    *size = info.me_mapsize;
+    *used = (size_t) (info.me_last_pgno + 1) * st.ms_psize;
+    return true;
+}
+
+size_t ak_store_map_free (ak_store_t *self)
+{
+    size_t size, used;
+    return s_map_usage (self, &size, &used) && size > used ? size - used : 0;
+}
+
+size_t ak_store_map_used (ak_store_t *self)
+{
+    size_t size, used;
+    return s_map_usage (self, &size, &used) ? used : 0;
 }
 
 /*  Grows (or sets) the map; LMDB requires that this process has no open

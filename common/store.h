@@ -68,6 +68,9 @@ size_t ak_store_map_size (ak_store_t *self);
 /* Bytes of the map in use: the pages up to the last one written (free
    pages inside count as used; LMDB reuses them). */
 size_t ak_store_map_used (ak_store_t *self);
+/* The map size less what is in use (one look at the environment, for a
+   hot path); 0 when full or unknown. */
+size_t ak_store_map_free (ak_store_t *self);
 int ak_store_set_map_size (ak_store_t *self, size_t bytes, ak_err_t *err);
 int ak_store_schema_version (ak_store_t *self, uint32_t *version);
 

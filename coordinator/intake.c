@@ -251,8 +251,7 @@ bool ak_intake_room (ak_intake_t *self)
     size_t bytes = self->staged_bytes;
     for (size_t i = 0; i < self->ninflight; i++)
         bytes += self->inflight[i].bytes;
-    const size_t size = ak_store_map_size (self->store), used = ak_store_map_used (self->store);
-    return size > used && (size - used) / 4 >= bytes + AK_INTAKE_ROOM_MARGIN;
+    return ak_store_map_free (self->store) / 4 >= bytes + AK_INTAKE_ROOM_MARGIN;
 }
 
 bool ak_intake_pending (ak_intake_t *self, const char *task_id, const char *worker_id)

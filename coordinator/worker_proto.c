@@ -279,12 +279,13 @@ static void s_on_receipt (ak_coord_t *self, ak_worker_t *w, Ak__Envelope *env, u
         rc = ak_intake_stage_raw (self->intake, w->worker_id, &r, raw, rawlen, now, &err);
     if (rc)
         coord_reject (self, AK_EP_WORKERS, w->route, w->route_len, err.msg);
-    /* its slot: free at once while the store takes what is staged (the
+    /* its slot (only w may deliver the current attempt's receipt:
+       ak_admit_receipt above; ak_worker_drop frees nothing w no longer
+       holds): free at once while the store takes what is staged (the
        worker's next task then does not wait for the commit), else when
        the commit holding the receipt holds; a commit that fails holds it
        again (s_commit_outcome) */
-    else if (task && task->state == AK_TS_LEASED && task->attempt == attempt && task->worker_id
-             && strcmp (task->worker_id, w->worker_id) == 0 && ak_intake_room (self->intake))
+    else if (task && task->attempt == attempt && ak_intake_room (self->intake))
         ak_worker_drop (w, task->task_id);
     if (ak_intake_full (self->intake))
         coord_commit_start (self);      /* nothing while one is in flight: the next takes them */

@@ -588,14 +588,16 @@ __device__ __forceinline__ void ak_fa_pv (float (&o)[MT_][ND_][4], const unsigne
 }
 
 /*  Phase 2 of ak_split_merge: the nu groups of four columns (D4 a row)
-    into out, UI_ groups a thread (NTH_ threads) and SB_ slices' loads at
-    a time, each slice weighted by 2^(its maximum - the row's, s_m) and
-    the sum by 1 / the row's sum (s_l), the slices in order. */
-template <int UI_, int SB_, int NTH_>
+    into out, UI_ = 4 groups a thread (NTH_ threads) and SB_ = 4 slices'
+    loads at a time (up to 32 loads in flight a thread), each slice
+    weighted by 2^(its maximum - the row's, s_m) and the sum by 1 / the
+    row's sum (s_l), the slices in order. */
+template <int NTH_>
 __device__ __forceinline__ void ak_split_merge_cols (const float *w0, ak_i64 nsplit, ak_i64 sst, int wd, int C, int nu,
                                                      int D4, const float *s_m, const float *s_l, ak_t *out,
                                                      ak_i64 ostride, int tid)
 {
+    constexpr int UI_ = 4, SB_ = 4;
     const float ninf = __int_as_float (0xff800000);
     for (int u0 = tid; u0 < nu; u0 += UI_ * NTH_) {
         int row[UI_], col[UI_], off[UI_];
@@ -720,8 +722,7 @@ __device__ __forceinline__ void ak_split_merge_one (const float *w0, ak_i64 nspl
          fixed xor tree; else a thread a row, the slices in order, four
          loads at a time;
       2. the rows into out + r*ostride (C columns, nr rows), four columns
-         a thread (ak_split_merge_cols): four groups of four a thread and
-         the slices four at a time (up to 32 loads in flight a thread).
+         a thread (ak_split_merge_cols).
     With WIDE_ and at most NTH_ groups of four columns (the one-token
     tiles of a few rows), the two phases are one (ak_split_merge_one: a
     thread's group over the slices with its row's maxima and sums, 16
@@ -787,7 +788,7 @@ __device__ void ak_split_merge (const float *w0, ak_i64 nsplit, ak_i64 sst, int 
     else
         asm volatile ("bar.sync %0, %1;\n" :: "n" (BAR_), "n" (NTH_) : "memory");
     const int D4 = C >> 2, nu = nr * D4;
-    ak_split_merge_cols<4, 4, NTH_> (w0, nsplit, sst, wd, C, nu, D4, s_m, s_l, out, ostride, tid);
+    ak_split_merge_cols<NTH_> (w0, nsplit, sst, wd, C, nu, D4, s_m, s_l, out, ostride, tid);
 }
 
 #endif /* float16 / bfloat16, not a reference */

@@ -175,6 +175,18 @@ __device__ __forceinline__ ak_i64 b_flat_part (ak_i64 u, ak_i64 nb, ak_i64 total
     return ((u + 1) * nb - 1) / total;
 }
 
+/*  End e (0: first, 1: last) of the share [lo, hi) of key tiles (nt a
+    row tile): its row tile tg and the first and last blocks that share
+    it; false where no other block does (or, at e 1, it is e 0's tile). */
+__device__ __forceinline__ bool b_flat_end (int e, ak_i64 lo, ak_i64 hi, ak_i64 nt, ak_i64 nb, ak_i64 total, ak_i64 *tg,
+                                            ak_i64 *first, ak_i64 *last)
+{
+    *tg = e == 0 ? lo / nt : (hi - 1) / nt;
+    *first = b_flat_part (*tg * nt, nb, total);
+    *last = b_flat_part (*tg * nt + nt - 1, nb, total);
+    return (e == 0 || *tg != lo / nt) && *first != *last;
+}
+
 #if B_TC
 
 /*  The consumers' barrier (named barrier 1, the NC consumer warps): the
@@ -516,20 +528,20 @@ __device__ void b_flat_tc (const ak_cuda_args_t &a, ak_i64 rt, ak_i64 nt, ak_i64
     bool mine[2] = { false, false };
 #pragma unroll
     for (int e = 0; e < 2; e++) {
-        const ak_i64 tg = e == 0 ? lo / nt : (hi - 1) / nt;
-        const ak_i64 first = b_flat_part (tg * nt, nb, total), last = b_flat_part (tg * nt + nt - 1, nb, total);
-        if ((e == 0 || tg != lo / nt) && first != last && b_seg (ak_decode_group_at (a, tg / rt), tg % rt, 0, 0).nr)
+        ak_i64 tg, first, last;
+        if (b_flat_end (e, lo, hi, nt, nb, total, &tg, &first, &last)
+            && b_seg (ak_decode_group_at (a, tg / rt), tg % rt, 0, 0).nr)
             mine[e] = ak_last_arrival (&b_cnt[tg], (unsigned int) (last - first + 1), &s_last);
     }
 #pragma unroll
-    for (int e = 0; e < 2; e++)
-        if (mine[e]) {
-            const ak_i64 tg = e == 0 ? lo / nt : (hi - 1) / nt;
-            const ak_i64 first = b_flat_part (tg * nt, nb, total), last = b_flat_part (tg * nt + nt - 1, nb, total);
+    for (int e = 0; e < 2; e++) {
+        ak_i64 tg, first, last;
+        if (mine[e] && b_flat_end (e, lo, hi, nt, nb, total, &tg, &first, &last)) {
             const b_seg_t S = b_seg (ak_decode_group_at (a, tg / rt), tg % rt, 0, 0);
             ak_split_merge<B_ROWS, B_NT, 0, true> (b_ws + (first + tg) * B_ROWS * WD, last - first + 1,
                                                    (ak_i64) B_ROWS * WD, WD, D, S.nr, S.o, D, tid);
         }
+    }
 }
 #endif
 #endif
