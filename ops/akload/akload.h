@@ -76,6 +76,10 @@ typedef struct {
     uint32_t  liveness;
     uint32_t  backoff_ms;
     uint32_t  max_backoff_ms;
+    bool      warmup_from_registered;   /* --warmup-from registered */
+    uint32_t  cooldown_s;
+    char     *ready_file;
+    char     *samples_file;
 } akl_opts_t;
 
 /* A task the worker holds: assigned, its receipt not built yet. */
@@ -150,11 +154,17 @@ typedef struct {
     uint32_t      *commit_us;       /* receipt -> ack (the coordinator's commit) */
     size_t         nlat, cap_lat;
     uint32_t      *credit_us;       /* credit freed -> ASSIGN received, after the warm-up */
+    uint32_t      *credit_at_us;    /* when each was freed, us from the window's start */
     size_t         ncredit, cap_credit;
-    uint64_t       start_ns, window_ns, end_ns;
+    /* the window: what is sampled happened in [window_ns, window_end_ns)
+       (UINT64_MAX until known: --warmup-from registered); the run stops
+       at stop_ms (0: at a signal), end_ns is when it did */
+    uint64_t       start_ns, window_ns, window_end_ns, end_ns;
+    uint64_t       stop_ms;
     uint64_t       first_ack_ns, last_ack_ns;   /* in the window */
     uint32_t       nregistered;     /* simulated workers heard at least once */
     uint64_t       all_registered_ns;           /* when the last of them was */
+    bool           ready_failed;    /* --ready-file could not be written */
     int            epoll;
     uint32_t      *ready;           /* sims to read, in the order they became ready */
     size_t         nready;
@@ -165,6 +175,15 @@ typedef struct {
 } akl_load_t;
 
 // ================================================ between the files
+
+/* main.c: every simulated worker has been heard (now_ns): opens the
+   window of --warmup-from registered, writes --ready-file. */
+void akl_all_registered (akl_load_t *self, uint64_t now_ns);
+/* The window holds t (monotonic ns). */
+static inline bool akl_in_window (const akl_load_t *self, uint64_t t)
+{
+    return t >= self->window_ns && t < self->window_end_ns;
+}
 
 /* sim.c: one simulated worker */
 /* Sends env on sim's socket (a failure is counted, never fatal). */

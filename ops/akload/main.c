@@ -123,19 +123,73 @@ static void s_load_destroy (akl_load_t **self_p)
         free (self->lat_us);
         free (self->commit_us);
         free (self->credit_us);
+        free (self->credit_at_us);
         free (self->due);
         free (self);
         *self_p = NULL;
     }
 }
 
+void akl_all_registered (akl_load_t *self, uint64_t now_ns)
+{
+    self->all_registered_ns = now_ns;
+    ak_info ("every simulated worker registered, %.3f s after the start",
+             (double) (now_ns - self->start_ns) / 1e9);
+    if (self->opts.warmup_from_registered) {
+        self->window_ns = now_ns + (uint64_t) self->opts.warmup_s * 1000000000ull;
+        if (self->opts.duration_s) {
+            self->window_end_ns = self->window_ns
+                                  + (uint64_t) (self->opts.duration_s - self->opts.warmup_s) * 1000000000ull;
+            self->stop_ms = self->window_end_ns / 1000000 + (uint64_t) self->opts.cooldown_s * 1000;
+        }
+    }
+    if (self->opts.ready_file) {
+        char text[64];
+        int n = snprintf (text, sizeof text, "%.3f\n", (double) (now_ns - self->start_ns) / 1e9);
+        ak_err_t err = { 0 };
+        if (ak_file_write_atomic (self->opts.ready_file, text, (size_t) n, &err) != 0) {
+            ak_error ("--ready-file: %s", err.msg);
+            self->ready_failed = true;
+        }
+    }
+}
+
+/* --samples: every credit->assign sample of the window as "AT_US LAT_US"
+   lines (when the credit was freed, from the window's start; its wait),
+   in the order the ASSIGNs came.  Before the statistics, which sort them. */
+static int s_write_samples (akl_load_t *self, ak_err_t *err)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream (&buf, &size);
+    if (!f)
+        return ak_err_set (err, AK_EIO, "--samples: open_memstream: %s", strerror (errno));
+    for (size_t i = 0; i < self->ncredit; i++)
+        fprintf (f, "%" PRIu32 " %" PRIu32 "\n", self->credit_at_us[i], self->credit_us[i]);
+    int rc = 0;
+    if (fclose (f) != 0)
+        rc = ak_err_set (err, AK_EIO, "--samples: cannot format %zu samples", self->ncredit);
+    else if (ak_file_write_atomic (self->opts.samples_file, buf ? buf : "", size, err) != 0)
+        rc = err->code ? err->code : AK_EIO;
+    free (buf);
+    return rc;
+}
+
 /* Runs until a signal or the duration; 0, or an error from epoll_wait. */
 static int s_load_run (akl_load_t *self, ak_err_t *err)
 {
-    uint64_t now = ak_clock_mono_ms ();
     self->start_ns = ak_clock_mono_ns ();
-    self->window_ns = self->start_ns + (uint64_t) self->opts.warmup_s * 1000000000ull;
-    uint64_t end = self->opts.duration_s ? now + (uint64_t) self->opts.duration_s * 1000 : 0;
+    uint64_t now = self->start_ns / 1000000;
+    uint64_t dur_ns = (uint64_t) self->opts.duration_s * 1000000000ull;
+    if (self->opts.warmup_from_registered) {
+        /* opened by akl_all_registered; no later than the duration */
+        self->window_ns = self->window_end_ns = UINT64_MAX;
+        self->stop_ms = self->opts.duration_s ? now + (uint64_t) self->opts.duration_s * 1000 : 0;
+    } else {
+        self->window_ns = self->start_ns + (uint64_t) self->opts.warmup_s * 1000000000ull;
+        self->window_end_ns = dur_ns ? self->start_ns + dur_ns : UINT64_MAX;
+        self->stop_ms = dur_ns ? now + ((uint64_t) self->opts.duration_s + self->opts.cooldown_s) * 1000 : 0;
+    }
     uint64_t next_progress = now + AKL_PROGRESS_MS;
     uint64_t last_acks = 0;
     int rc = 0;
@@ -146,6 +200,7 @@ static int s_load_run (akl_load_t *self, ak_err_t *err)
     akl_all_timers (self, now);
     while (!s_stop) {
         now = ak_clock_mono_ms ();
+        uint64_t end = self->stop_ms;       /* moves when the window opens late */
         if (end && now >= end)
             break;
         uint64_t wake = self->next_wake;
@@ -190,6 +245,10 @@ static int s_load_run (akl_load_t *self, ak_err_t *err)
         }
     }
     self->end_ns = ak_clock_mono_ns ();
+    if (rc == 0 && !s_stop && self->window_ns == UINT64_MAX)
+        rc = ak_err_set (err, AK_ESTATE, "%u of %u simulated workers registered within --duration-s %u: "
+                         "the window (--warmup-from registered) never opened", self->nregistered,
+                         self->opts.workers, self->opts.duration_s);
     /* leaving: the coordinator re-queues what we held at once */
     for (uint32_t i = 0; i < self->opts.workers; i++) {
         akl_sim_t *sim = &self->sims[i];
@@ -225,9 +284,24 @@ static void s_usage (FILE *out)
         "  --slots S            slots per worker (default 1)\n"
         "  --prefetch P         prefetch per worker (default 1)\n"
         "  --task-ms MS         time from STARTED to RECEIPT (default 0)\n"
-        "  --duration-s S       stop after S seconds (default 0: until SIGTERM/SIGINT)\n"
+        "  --duration-s S       stop after S seconds (default 0: until SIGTERM/SIGINT), and\n"
+        "                       --cooldown-s later; with --warmup-from registered, S seconds\n"
+        "                       after the last registration\n"
         "  --warmup-s S         leave the first S seconds out of the round-trip rate and\n"
         "                       the latencies (default 0)\n"
+        "  --warmup-from W      start: the warm-up counts from the start (default);\n"
+        "                       registered: from when every simulated worker has been heard\n"
+        "                       once (a slow cold start, e.g. 1000 CURVE handshakes, stays out\n"
+        "                       of the window); the window then lasts --duration-s less\n"
+        "                       --warmup-s, and the run fails (exit 1) if not all register\n"
+        "                       within --duration-s\n"
+        "  --cooldown-s S       keep the load running S seconds after the window, sampling\n"
+        "                       nothing (a harness's probes there do not fall in it; default 0)\n"
+        "  --ready-file FILE    write the seconds from the start to the last registration\n"
+        "                       there once every simulated worker has been heard\n"
+        "  --samples FILE       write every credit->assign sample of the window there on exit,\n"
+        "                       a line each: when the credit was freed (us from the window's\n"
+        "                       start) and its wait for the ASSIGN (us)\n"
         "  --stats-json FILE    write the statistics there as JSON on exit\n"
         "  --heartbeat-ms N     heartbeat interval, 10..60000 (default 1000)\n"
         "  --blob-cache-mb N    each worker's blob cache, as akworker's; 0: off (default 64)\n"
@@ -264,7 +338,8 @@ static int s_uint (const char *flag, const char *text, int64_t lo, int64_t hi, u
 int main (int argc, char **argv)
 {
     enum { O_COORD = 1, O_WORKERS, O_PREFIX, O_CLASS, O_SLOTS, O_PREFETCH, O_TASK, O_DUR, O_WARM,
-           O_JSON, O_HB, O_BLOBS, O_LIVE, O_BACKOFF, O_LOG, O_HELP, O_CERT, O_SKEY, O_VERSION };
+           O_JSON, O_HB, O_BLOBS, O_LIVE, O_BACKOFF, O_LOG, O_HELP, O_CERT, O_SKEY, O_VERSION,
+           O_WFROM, O_COOL, O_READY, O_SAMPLES };
     static const struct option longopts[] = {
         { "coordinator", required_argument, NULL, O_COORD },
         { "workers", required_argument, NULL, O_WORKERS },
@@ -275,6 +350,10 @@ int main (int argc, char **argv)
         { "task-ms", required_argument, NULL, O_TASK },
         { "duration-s", required_argument, NULL, O_DUR },
         { "warmup-s", required_argument, NULL, O_WARM },
+        { "warmup-from", required_argument, NULL, O_WFROM },
+        { "cooldown-s", required_argument, NULL, O_COOL },
+        { "ready-file", required_argument, NULL, O_READY },
+        { "samples", required_argument, NULL, O_SAMPLES },
         { "stats-json", required_argument, NULL, O_JSON },
         { "heartbeat-ms", required_argument, NULL, O_HB },
         { "blob-cache-mb", required_argument, NULL, O_BLOBS },
@@ -307,6 +386,15 @@ int main (int argc, char **argv)
             case O_TASK:     rc = s_uint ("--task-ms", optarg, 0, 3600000, &opts.task_ms); break;
             case O_DUR:      rc = s_uint ("--duration-s", optarg, 0, 86400 * 7, &opts.duration_s); break;
             case O_WARM:     rc = s_uint ("--warmup-s", optarg, 0, 86400, &opts.warmup_s); break;
+            case O_WFROM:
+                if (strcmp (optarg, "start") == 0 || strcmp (optarg, "registered") == 0)
+                    opts.warmup_from_registered = strcmp (optarg, "registered") == 0;
+                else
+                    rc = ak_cli_bad ("akload", "--warmup-from: '%s' is neither start nor registered", optarg);
+                break;
+            case O_COOL:     rc = s_uint ("--cooldown-s", optarg, 0, 86400, &opts.cooldown_s); break;
+            case O_READY:    opts.ready_file = optarg; break;
+            case O_SAMPLES:  opts.samples_file = optarg; break;
             case O_JSON:     opts.stats_json = optarg; break;
             case O_CERT:     opts.cert_file = optarg; break;
             case O_SKEY:     opts.server_key = optarg; break;
@@ -345,6 +433,8 @@ int main (int argc, char **argv)
         return ak_cli_bad ("akload", "--class: '%s' must be 1..64 printable characters without spaces", opts.device_class);
     if (opts.warmup_s && opts.duration_s && opts.warmup_s >= opts.duration_s)
         return ak_cli_bad ("akload", "--warmup-s must be shorter than --duration-s");
+    if (opts.cooldown_s && !opts.duration_s)
+        return ak_cli_bad ("akload", "--cooldown-s needs --duration-s (the window ends with the duration)");
     opts.max_backoff_ms = opts.backoff_ms * 32;     /* 1 s doubling to 32 s by default */
     if (!opts.cert_file && getenv ("AK_CERT") && *getenv ("AK_CERT"))
         opts.cert_file = getenv ("AK_CERT");
@@ -386,6 +476,15 @@ int main (int argc, char **argv)
     rc = s_load_run (load, &err);
     if (rc)
         ak_error ("%s", err.msg);
+    if (opts.samples_file) {
+        ak_err_t serr = { 0 };
+        if (s_write_samples (load, &serr) != 0) {
+            ak_error ("%s", serr.msg);
+            rc = rc ? rc : AK_EIO;
+        }
+    }
+    if (load->ready_failed)
+        rc = rc ? rc : AK_EIO;
     json_t *stats = akl_stats_json (load);
     akl_print_stats (load, stats);
     if (opts.stats_json) {

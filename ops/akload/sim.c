@@ -567,11 +567,13 @@ static void s_on_assign (akl_load_t *self, akl_sim_t *sim, Ak__Envelope *env, ui
         memmove (sim->credit_ns, sim->credit_ns + 1, --sim->ncredits * sizeof *sim->credit_ns);
         /* a credit freed in the warm-up (a HELLO of a slow start: 1000
            connections can take seconds) is not a sample of the window */
-        if (freed >= self->window_ns) {
+        if (akl_in_window (self, freed)) {
             if (self->ncredit == self->cap_credit) {
                 self->cap_credit = self->cap_credit ? self->cap_credit * 2 : 65536;
                 self->credit_us = ak_realloc (self->credit_us, self->cap_credit * sizeof *self->credit_us);
+                self->credit_at_us = ak_realloc (self->credit_at_us, self->cap_credit * sizeof *self->credit_at_us);
             }
+            self->credit_at_us[self->ncredit] = s_us (freed - self->window_ns);
             self->credit_us[self->ncredit++] = s_us (now_ns - freed);
         }
     }
@@ -625,7 +627,7 @@ static void s_on_ack (akl_load_t *self, akl_sim_t *sim, const Ak__Ack *ack, uint
         akl_pending_t *p = &sim->pending[i];
         if (p->attempt != ack->attempt || strcmp (p->task_id, ack->task_id) != 0)
             continue;
-        if (!refused && now_ns >= self->window_ns) {
+        if (!refused && akl_in_window (self, now_ns)) {
             if (!self->c.window_acks)
                 self->first_ack_ns = now_ns;
             self->last_ack_ns = now_ns;
@@ -657,7 +659,7 @@ static void s_on_frame (akl_load_t *self, akl_sim_t *sim, const void *data, size
         if (!sim->registered) {
             sim->registered = true;
             if (++self->nregistered == self->opts.workers)
-                self->all_registered_ns = now_ns;
+                akl_all_registered (self, now_ns);
         }
     }
     switch (env->body_case) {

@@ -45,7 +45,8 @@ static json_t *s_lat_json (uint32_t *lat_us, size_t n)
 /* The statistics as a JSON object (the caller's). */
 json_t *akl_stats_json (akl_load_t *self)
 {
-    double window_s = self->end_ns > self->window_ns ? (double) (self->end_ns - self->window_ns) / 1e9 : 0;
+    uint64_t wend = self->end_ns < self->window_end_ns ? self->end_ns : self->window_end_ns;
+    double window_s = wend > self->window_ns ? (double) (wend - self->window_ns) / 1e9 : 0;
     double total_s = (double) (self->end_ns - self->start_ns) / 1e9;
     size_t unacked = 0, held = 0;
     uint32_t connected = 0;
@@ -85,6 +86,12 @@ json_t *akl_stats_json (akl_load_t *self)
     json_object_set_new (counts, "handshake_failures", json_integer ((json_int_t) c->handshake_failures));
     json_object_set_new (counts, "refusals", json_integer ((json_int_t) c->refusals));
     json_object_set_new (o, "counts", counts);
+    /* where the window lay: its start in seconds from akload's (null: it
+       never opened), what the warm-up counted from, the unsampled tail */
+    json_object_set_new (o, "warmup_from", json_string (self->opts.warmup_from_registered ? "registered" : "start"));
+    json_object_set_new (o, "window_start_s", self->window_ns != UINT64_MAX
+                         ? json_real ((double) (self->window_ns - self->start_ns) / 1e9) : json_null ());
+    json_object_set_new (o, "cooldown_s", json_integer (self->opts.cooldown_s));
     /* a cold start: when every simulated worker had been heard once (null: not all were) */
     json_object_set_new (o, "registered", json_integer ((json_int_t) self->nregistered));
     json_object_set_new (o, "all_registered_s", self->all_registered_ns

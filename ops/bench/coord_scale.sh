@@ -5,7 +5,7 @@
 #                            [--workers "10 100 1000"] [--restarts N] [--spec FILE]
 #                            [--wait-idle S] [--only "RUN ..."] [--repeat N] [--keep]
 #                            [--scrape off|on|both] [--commit async|sync|thread|both|all] [--curve]
-#                            [--load-nice N|both:N] [--pin on|both]
+#                            [--load-nice N|both:N] [--pin on|both] [--probes outside|in-window|both]
 #
 # Runs a REAL akcoord with durable commits (LMDB syncs on every commit, the
 # default) against akload (build/bin/akload: simulated workers, no kernel
@@ -80,6 +80,18 @@
 # --curve runs every akcoord with CURVE on both endpoints (--cert/--keys;
 # akload and akctl with certificates: ops/bench/curve_keys.sh) instead of
 # --plain.
+# The window: akload samples latencies for duration - warmup seconds from
+# --warmup seconds after its last simulated worker registered (akload
+# --warmup-from registered), and keeps the load on 2 s after it; this
+# script's two snapshots (commits, receipts, CPU ticks, the loop's
+# statistics: one `akctl stats` each) are taken before the window and
+# after it, in that tail.  --probes in-window measures as up to session
+# 29 (issue 24): the warm-up from akload's start, and five akctl calls at
+# the window's two ends, inside it; --probes both does each load run both
+# ways (NAME+inwin), alternating which goes first.  Not with the other
+# comparisons.  Every credit->assign sample is kept (samples-NAME.txt:
+# when the credit was freed, us from the window's start, and its wait),
+# and the row gives the worst one-second p99 of the window beside the p99.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -101,6 +113,8 @@ load_nice=""                 # N or both:N (--load-nice)
 nice_now=0                   # the nice level of the akload being started
 pin=""                       # on or both (--pin)
 pin_now=0                    # 1: the load run being started is pinned
+probes=outside               # --probes
+probes_now=outside           # where the load run being started takes its snapshots
 
 usage () {
     awk 'NR > 1 { if (!/^#/) exit; print }' "$0" | sed 's/^# \{0,1\}//'
@@ -123,6 +137,7 @@ while [ $# -gt 0 ]; do
         --curve) curve=1; shift ;;
         --load-nice) load_nice=$2; shift 2 ;;
         --pin) pin=$2; shift 2 ;;
+        --probes) probes=$2; shift 2 ;;
         --keep) keep=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "coord_scale: unknown argument '$1' (try --help)" >&2; exit 2 ;;
@@ -154,6 +169,12 @@ if [ -n "$pin" ]; then
         exit 2
     fi
 fi
+case "$probes" in outside|in-window|both) ;; *) echo "coord_scale: --probes must be outside, in-window or both" >&2; exit 2 ;; esac
+if [ "$probes" != outside ] && { [ "$commit" != async ] || [ "$scrape" != off ] || [ -n "$load_nice" ] || [ -n "$pin" ]; }; then
+    echo "coord_scale: --probes $probes with --commit, --scrape, --load-nice or --pin: one comparison at a time" >&2; exit 2
+fi
+probes_now=$probes
+[ "$probes" = both ] && probes_now=outside
 if [ "$commit" != async ] && [ "$scrape" != off ]; then
     echo "coord_scale: --commit $commit and --scrape $scrape: one comparison at a time" >&2; exit 2
 fi
@@ -370,24 +391,59 @@ run_load () {
     # shellcheck disable=SC2086  # $lopts is a list of options
     local lcpus=()
     [ "$pin_now" = 1 ] && lcpus=(taskset -c "1-$(( $(nproc) - 1 ))")
+    local c0 r0 c1 r1 rss hwm k0 k1 l0 l1 s0 st0 s1 st1 steal window=()
+    # --probes outside (the default): akload's window starts --warmup
+    # seconds after its last worker registered and the load goes on 2 s
+    # after it; this script's two snapshots (one akctl stats each) are
+    # taken before the window and in that tail, so that neither they nor
+    # a slow cold start (1000 CURVE handshakes take 2-2.6 s on 2 vCPUs)
+    # fall in it.  --probes in-window: as up to session 29, the warm-up
+    # from akload's start and five akctl calls in the window.
+    [ "$probes_now" = outside ] && window=(--warmup-from registered --cooldown-s 2 --ready-file "$work/ready-$name")
+    rm -f "$work/ready-$name"
     env "${ctl_env[@]}" nice -n "$nice_now" "${lcpus[@]}" "$bin/akload" "${load_auth[@]}" --coordinator "$wep" --workers "$n" \
-        --duration-s "$duration" --warmup-s "$warmup" --log-level warn --stats-json "$out/akload-$name.json" $lopts >"$out/akload-$name.out" 2>&1 &
+        --duration-s "$duration" --warmup-s "$warmup" "${window[@]}" --samples "$out/samples-$name.txt" \
+        --log-level warn --stats-json "$out/akload-$name.json" $lopts >"$out/akload-$name.out" 2>&1 &
     load_pid=$!
-    sleep "$warmup"
-    local c0 r0 c1 r1 rss hwm k0 k1 l0 l1 s0 st0 s1 st1 steal
-    k0=$(proc_ticks "$coord_pid"); l0=$(proc_ticks "$load_pid")
-    read -r s0 st0 < <(steal_jiffies)
-    c0=$(stat_of commits); r0=$(stat_of receipts_accepted)
-    sleep $(( duration - warmup - 1 ))
-    k1=$(proc_ticks "$coord_pid"); l1=$(proc_ticks "$load_pid")
-    read -r s1 st1 < <(steal_jiffies)
-    c1=$(stat_of commits); r1=$(stat_of receipts_accepted)
-    rss=$(rss_kb "$coord_pid")
-    # the loop's wake-ups (histogram, the last slow ones with what they
-    # did), asked in the window's last second: after akload stops, its
-    # 1000 disconnects would fill the ring
-    ctl --json stats | jq '.loop' >"$out/loop-$name.json" 2>/dev/null || echo null >"$out/loop-$name.json"
-    wait "$load_pid"; load_pid=""
+    if [ "$probes_now" = outside ]; then
+        local t_reg i
+        for i in $(seq 1 $(( duration * 20 ))); do
+            [ -e "$work/ready-$name" ] && break
+            kill -0 "$load_pid" 2>/dev/null || break
+            sleep 0.05
+        done
+        [ -e "$work/ready-$name" ] || { echo "coord_scale: $name: not every simulated worker registered within $duration s (see $out/akload-$name.out)" >&2; exit 1; }
+        t_reg=$(now_ns)
+        k0=$(proc_ticks "$coord_pid"); l0=$(proc_ticks "$load_pid")
+        read -r s0 st0 < <(steal_jiffies)
+        ctl --json stats >"$work/snap0.json"
+        c0=$(jq -r .commits "$work/snap0.json"); r0=$(jq -r .receipts_accepted "$work/snap0.json")
+        # the window closes $duration s after the registration: 0.3 s later
+        local left_ms=$(( (t_reg + duration * 1000000000 + 300000000 - $(now_ns)) / 1000000 ))
+        [ "$left_ms" -gt 0 ] && sleep "$(awk -v m="$left_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+        k1=$(proc_ticks "$coord_pid"); l1=$(proc_ticks "$load_pid")
+        read -r s1 st1 < <(steal_jiffies)
+        rss=$(rss_kb "$coord_pid")
+        ctl --json stats >"$work/snap1.json"
+        c1=$(jq -r .commits "$work/snap1.json"); r1=$(jq -r .receipts_accepted "$work/snap1.json")
+        # the loop's wake-ups (histogram, the last slow ones with what
+        # they did), asked while the load still runs: after akload stops,
+        # its 1000 disconnects would fill the ring
+        jq '.loop' "$work/snap1.json" >"$out/loop-$name.json" 2>/dev/null || echo null >"$out/loop-$name.json"
+    else
+        sleep "$warmup"
+        k0=$(proc_ticks "$coord_pid"); l0=$(proc_ticks "$load_pid")
+        read -r s0 st0 < <(steal_jiffies)
+        c0=$(stat_of commits); r0=$(stat_of receipts_accepted)
+        sleep $(( duration - warmup - 1 ))
+        k1=$(proc_ticks "$coord_pid"); l1=$(proc_ticks "$load_pid")
+        read -r s1 st1 < <(steal_jiffies)
+        c1=$(stat_of commits); r1=$(stat_of receipts_accepted)
+        rss=$(rss_kb "$coord_pid")
+        ctl --json stats | jq '.loop' >"$out/loop-$name.json" 2>/dev/null || echo null >"$out/loop-$name.json"
+    fi
+    wait "$load_pid" || { echo "coord_scale: akload exited with $? (see $out/akload-$name.out)" >&2; exit 1; }
+    load_pid=""
     if [ -n "$scrape_pid" ]; then
         kill -TERM "$scrape_pid" 2>/dev/null || true
         wait "$scrape_pid" 2>/dev/null || true
@@ -401,7 +457,14 @@ run_load () {
         'BEGIN { hz = 100; ours = (c1 - c0) * hz; f = (b - ours) / t * n; if (f < 0) f = 0; printf "%.2f", f }')
     steal=$(awk -v s="$(( s1 - s0 ))" -v t="$(( st1 - st0 ))" -v n="$(nproc)" \
         'BEGIN { printf "%.2f", (t > 0 ? s / t * n : 0) }')
-    local per_commit coord_us load_us settled
+    local per_commit coord_us load_us settled worst_s
+    # the worst one-second p99 of credit->assign in the window (nearest
+    # rank, seconds with at least 100 samples): a window's p99 is decided
+    # by its worst ~100 ms, this says whether one second made it
+    worst_s=$(awk '{ print int ($1 / 1000000), $2 }' "$out/samples-$name.txt" | sort -k1,1n -k2,2n \
+        | awk 'function flush () { if (n >= 100) { k = int (0.99 * n + 0.999999); v = a[k] / 1000; if (v > w) w = v } }
+               $1 != s { flush(); s = $1; n = 0 } { a[++n] = $2 }
+               END { flush(); if (w == "") print "null"; else printf "%.3f\n", w }')
     # batches that completed (decided their winners) during the run: the
     # loop is busy for a while when one does (its longest credit->assign)
     settled=$(grep -cE 'batch B[0-9]+ complete:' "$out/coord-$name.log" || true)
@@ -416,6 +479,7 @@ run_load () {
     jq --arg name "$name" --argjson n "$n" --arg opts "$*" --arg lopts "$lopts" --argjson la "$la" \
        --argjson foreign "$foreign" --argjson steal "$steal" --argjson cus "$coord_us" --argjson lus "$load_us" \
        --argjson rss "$rss" --argjson pc "$per_commit" --argjson settled "${settled:-0}" \
+       --argjson worst "$worst_s" --arg probes "$probes_now" \
        --slurpfile loop "$out/loop-$name.json" \
        '{name: $name, workers: $n, akcoord_options: $opts, akload_options: $lopts, loadavg_before: $la,
          foreign_cpus: $foreign, steal_cpus: $steal, akcoord_cpu_us_per_rt: $cus, akload_cpu_us_per_rt: $lus,
@@ -423,7 +487,8 @@ run_load () {
          p50_ms: .dispatch_to_ack_latency.p50_ms, p99_ms: .dispatch_to_ack_latency.p99_ms,
          commit_p50_ms: .receipt_to_ack_latency.p50_ms, commit_p99_ms: .receipt_to_ack_latency.p99_ms,
          credit_p50_ms: .credit_to_assign_latency.p50_ms, credit_p99_ms: .credit_to_assign_latency.p99_ms,
-         credit_max_ms: .credit_to_assign_latency.max_ms, batches_completed: $settled,
+         credit_max_ms: .credit_to_assign_latency.max_ms, credit_p99_worst_s_ms: $worst,
+         probes: $probes, window_start_s: .window_start_s, batches_completed: $settled,
          receipts_per_commit: $pc, rss_kib: $rss, acks: .counts.acks_received,
          duplicates_acked: .counts.duplicates_acked, reconnects: .counts.reconnects,
          assign_bytes: (if .counts.assign_bytes then (.counts.assign_bytes
@@ -485,6 +550,16 @@ load () {
                     run_load "$name$tag" "$n" "$lopts" "$@"
                 fi
             done
+            continue
+        fi
+        if [ "$probes" = both ]; then
+            local v
+            for v in $([ $(( k % 2 )) = 0 ] && echo "in-window outside" || echo "outside in-window"); do
+                probes_now=$v
+                if [ "$v" = in-window ]; then run_load "$name+inwin$tag" "$n" "$lopts" "$@"
+                else run_load "$name$tag" "$n" "$lopts" "$@"; fi
+            done
+            probes_now=outside
             continue
         fi
         [ "$scrape" = on ] && plain=0
@@ -551,9 +626,9 @@ put ".memory.kib_per_100k_tasks = (($rss_100k - .memory.empty_kib) * 100000 / .s
      | .memory.anon_kib_per_100k_tasks = (($anon_100k - .memory.empty_anon_kib) * 100000 / .store.tasks | round)"
 
 {
-    echo "| run | workers | akcoord | akload | round trips/s | dispatch->ack p50 / p99 (ms) | credit->assign p50 / p99 / max (ms) | batches completed | receipt->ack p50 / p99 (ms) | receipts/commit | akcoord CPU us/rt | akload CPU us/rt | ASSIGN bytes | RSS (MiB) | foreign CPUs | steal CPUs | staged->ACK p99 <= (ms) |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(if .akload_options == "" then "defaults" else .akload_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.credit_p50_ms) / \(.credit_p99_ms) / \(.credit_max_ms) | \(.batches_completed) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.akcoord_cpu_us_per_rt) | \(.akload_cpu_us_per_rt) | \(.assign_bytes) | \(.rss_kib / 1024 | round) | \(.foreign_cpus) | \(.steal_cpus) | \(.coord_ack_p99_le_ms) |"' "$results"
+    echo "| run | workers | akcoord | akload | round trips/s | dispatch->ack p50 / p99 (ms) | credit->assign p50 / p99 / max (ms) | worst second's credit->assign p99 (ms) | batches completed | receipt->ack p50 / p99 (ms) | receipts/commit | akcoord CPU us/rt | akload CPU us/rt | ASSIGN bytes | RSS (MiB) | foreign CPUs | steal CPUs | staged->ACK p99 <= (ms) |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    jq -r '.runs[] | "| \(.name) | \(.workers) | \(if .akcoord_options == "" then "defaults" else .akcoord_options end) | \(if .akload_options == "" then "defaults" else .akload_options end) | \(.round_trips_per_s) | \(.p50_ms) / \(.p99_ms) | \(.credit_p50_ms) / \(.credit_p99_ms) / \(.credit_max_ms) | \(.credit_p99_worst_s_ms) | \(.batches_completed) | \(.commit_p50_ms) / \(.commit_p99_ms) | \(.receipts_per_commit) | \(.akcoord_cpu_us_per_rt) | \(.akload_cpu_us_per_rt) | \(.assign_bytes) | \(.rss_kib / 1024 | round) | \(.foreign_cpus) | \(.steal_cpus) | \(.coord_ack_p99_le_ms) |"' "$results"
     echo
     jq -r '"memory: \(.memory.bytes_per_worker) bytes per connected worker (\(.memory.workers) idle workers); \(.memory.kib_per_100k_tasks) KiB RSS per 100k stored tasks, \(.memory.anon_kib_per_100k_tasks) KiB of it anonymous (empty store \(.memory.empty_kib) KiB)"' "$results"
     after=$(med "load-after-$last" ms)
