@@ -101,7 +101,7 @@ static void test_window_from_registration (void **state)
     assert_true (start - reg > 0.999 && start - reg < 1.001);             /* --warmup-s 1 after it */
     assert_true (window > 1.95 && window < 2.05);                          /* 3 - 1 */
     assert_true (elapsed > start + window + 0.95);                          /* the cooldown ran */
-    assert_true (elapsed < start + window + 1.5);
+    assert_true (elapsed < start + window + 5.0);                           /* and stopped (a loaded box may starve it a while) */
 
     /* the samples: as many as summarized, the same maximum, all in the window */
     json_t *lat = json_object_get (st, "credit_to_assign_latency");
