@@ -391,7 +391,7 @@ run_load () {
     # shellcheck disable=SC2086  # $lopts is a list of options
     local lcpus=()
     [ "$pin_now" = 1 ] && lcpus=(taskset -c "1-$(( $(nproc) - 1 ))")
-    local c0 r0 c1 r1 rss hwm k0 k1 l0 l1 s0 st0 s1 st1 steal window=()
+    local c0 r0 c1 r1 rss hwm k0 k1 l0 l1 s0 st0 s1 st1 steal window=() dry=null
     # --probes outside (the default): akload's window starts --warmup
     # seconds after its last worker registered and the load goes on 2 s
     # after it; this script's two snapshots (one akctl stats each) are
@@ -426,6 +426,10 @@ run_load () {
         rss=$(rss_kb "$coord_pid")
         ctl --json stats >"$work/snap1.json"
         c1=$(jq -r .commits "$work/snap1.json"); r1=$(jq -r .receipts_accepted "$work/snap1.json")
+        # nothing queued 0.3 s after the window: the workers may have run
+        # out of work inside it, and its rate understates the coordinator
+        dry=$(jq -r '.tasks_queued == 0' "$work/snap1.json")
+        [ "$dry" = true ] && echo "coord_scale: $name: WARNING: no task was queued at the window's end: the queue may have run dry inside it (its rate is then too low)" >&2
         # the loop's wake-ups (histogram, the last slow ones with what
         # they did), asked while the load still runs: after akload stops,
         # its 1000 disconnects would fill the ring
@@ -479,7 +483,7 @@ run_load () {
     jq --arg name "$name" --argjson n "$n" --arg opts "$*" --arg lopts "$lopts" --argjson la "$la" \
        --argjson foreign "$foreign" --argjson steal "$steal" --argjson cus "$coord_us" --argjson lus "$load_us" \
        --argjson rss "$rss" --argjson pc "$per_commit" --argjson settled "${settled:-0}" \
-       --argjson worst "$worst_s" --arg probes "$probes_now" \
+       --argjson worst "$worst_s" --arg probes "$probes_now" --argjson dry "$dry" \
        --slurpfile loop "$out/loop-$name.json" \
        '{name: $name, workers: $n, akcoord_options: $opts, akload_options: $lopts, loadavg_before: $la,
          foreign_cpus: $foreign, steal_cpus: $steal, akcoord_cpu_us_per_rt: $cus, akload_cpu_us_per_rt: $lus,
@@ -488,7 +492,7 @@ run_load () {
          commit_p50_ms: .receipt_to_ack_latency.p50_ms, commit_p99_ms: .receipt_to_ack_latency.p99_ms,
          credit_p50_ms: .credit_to_assign_latency.p50_ms, credit_p99_ms: .credit_to_assign_latency.p99_ms,
          credit_max_ms: .credit_to_assign_latency.max_ms, credit_p99_worst_s_ms: $worst,
-         probes: $probes, window_start_s: .window_start_s, batches_completed: $settled,
+         probes: $probes, window_start_s: .window_start_s, queue_dry_at_end: $dry, batches_completed: $settled,
          receipts_per_commit: $pc, rss_kib: $rss, acks: .counts.acks_received,
          duplicates_acked: .counts.duplicates_acked, reconnects: .counts.reconnects,
          assign_bytes: (if .counts.assign_bytes then (.counts.assign_bytes
