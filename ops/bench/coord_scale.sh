@@ -237,6 +237,9 @@ cpu_jiffies () { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print 
 # steal and total jiffies: time the hypervisor ran something else on this
 # machine's virtual CPUs
 steal_jiffies () { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print $9, t }' /proc/stat; }
+# the CPU ticks of akcoord and akload and the machine's steal and total
+# jiffies, one line: what a load run's window is measured between
+run_ticks () { echo "$(proc_ticks "$coord_pid") $(proc_ticks "$load_pid") $(steal_jiffies)"; }
 # (`times` in this shell, not in a $(...) subshell, which has no children yet)
 children_s () { tail -1 "$1" | awk '{ split ($1, a, "m"); split ($2, b, "m"); print a[1] * 60 + a[2] + b[1] * 60 + b[2] }'; }
 # wait_idle: up to $wait_idle s for a second with the machine >= 85% idle
@@ -414,15 +417,13 @@ run_load () {
         done
         [ -e "$work/ready-$name" ] || { echo "coord_scale: $name: not every simulated worker registered within $duration s (see $out/akload-$name.out)" >&2; exit 1; }
         t_reg=$(now_ns)
-        k0=$(proc_ticks "$coord_pid"); l0=$(proc_ticks "$load_pid")
-        read -r s0 st0 < <(steal_jiffies)
+        read -r k0 l0 s0 st0 < <(run_ticks)
         ctl --json stats >"$work/snap0.json"
         c0=$(jq -r .commits "$work/snap0.json"); r0=$(jq -r .receipts_accepted "$work/snap0.json")
         # the window closes $duration s after the registration: 0.3 s later
         local left_ms=$(( (t_reg + duration * 1000000000 + 300000000 - $(now_ns)) / 1000000 ))
         [ "$left_ms" -gt 0 ] && sleep "$(awk -v m="$left_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
-        k1=$(proc_ticks "$coord_pid"); l1=$(proc_ticks "$load_pid")
-        read -r s1 st1 < <(steal_jiffies)
+        read -r k1 l1 s1 st1 < <(run_ticks)
         rss=$(rss_kb "$coord_pid")
         ctl --json stats >"$work/snap1.json"
         c1=$(jq -r .commits "$work/snap1.json"); r1=$(jq -r .receipts_accepted "$work/snap1.json")
@@ -436,12 +437,10 @@ run_load () {
         jq '.loop' "$work/snap1.json" >"$out/loop-$name.json" 2>/dev/null || echo null >"$out/loop-$name.json"
     else
         sleep "$warmup"
-        k0=$(proc_ticks "$coord_pid"); l0=$(proc_ticks "$load_pid")
-        read -r s0 st0 < <(steal_jiffies)
+        read -r k0 l0 s0 st0 < <(run_ticks)
         c0=$(stat_of commits); r0=$(stat_of receipts_accepted)
         sleep $(( duration - warmup - 1 ))
-        k1=$(proc_ticks "$coord_pid"); l1=$(proc_ticks "$load_pid")
-        read -r s1 st1 < <(steal_jiffies)
+        read -r k1 l1 s1 st1 < <(run_ticks)
         c1=$(stat_of commits); r1=$(stat_of receipts_accepted)
         rss=$(rss_kb "$coord_pid")
         ctl --json stats | jq '.loop' >"$out/loop-$name.json" 2>/dev/null || echo null >"$out/loop-$name.json"
