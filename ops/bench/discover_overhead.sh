@@ -5,7 +5,7 @@
 # bf16, prefill 1x512 + 8 decode steps per repeat).
 #
 #   ops/bench/discover_overhead.sh [--bin DIR] [--out DIR] [--n N] [--repeats R]
-#                                  [--configs LIST]
+#                                  [--configs LIST] [--cuda-graph]
 #
 # Runs, interleaved N times (default 5) each:
 #   plain     python3 llama_demo.py --step-times               (no injection)
@@ -19,7 +19,11 @@
 #             for the catalog's operators only, no emit_nvtx)
 # (--configs: a comma-separated subset of inject,launcher,launcher_catalog;
 # plain always runs: the others are ratios to it) and once torch.profiler
-# over the same steps (llama_demo.py --torch-profiler).
+# over the same steps (llama_demo.py --torch-profiler).  --cuda-graph runs
+# every one of them with llama_demo.py --cuda-graph: a repeat (prefill and
+# decode steps) is one CUDA graph replayed in one "step" range, as a
+# serving engine replays its decode loop; the tables' "decode" columns are
+# then those replays (kind "graph"), and prefill is not measured apart.
 # Step times are the demo's own (perf_counter around each step, ending in a
 # synchronise), over the repeats after the first.  Prints a table and writes
 # OUT/summary.json:
@@ -44,6 +48,7 @@ out=""
 n=5
 repeats=3
 configs="inject,launcher,launcher_catalog"
+graph=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) bin="$2"; shift 2 ;;
@@ -51,6 +56,7 @@ while [ $# -gt 0 ]; do
         --n) n="$2"; shift 2 ;;
         --repeats) repeats="$2"; shift 2 ;;
         --configs) configs="$2"; shift 2 ;;
+        --cuda-graph) graph=1; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "discover_overhead.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -71,6 +77,11 @@ akctl="$bin/akctl"
 demo="$root/ops/discover/llama_demo.py"
 launcher="$root/ops/discover/torch_nvtx.py"
 steps_per_repeat=9                      # 1 prefill + 8 decode (llama_demo.py defaults)
+demo_args=""
+if [ "$graph" = 1 ]; then
+    steps_per_repeat=1                  # one graph replay a repeat
+    demo_args="--cuda-graph"
+fi
 warm=$steps_per_repeat
 measured=$(( (repeats - 1) * steps_per_repeat ))
 [ -x "$akctl" ] || { echo "discover_overhead.sh: no $akctl (build first, or --bin)" >&2; exit 2; }
@@ -78,28 +89,29 @@ python3 -c 'import torch, transformers; assert torch.cuda.is_available()' \
     || { echo "discover_overhead.sh: needs python3 with torch (CUDA) and transformers" >&2; exit 2; }
 
 echo "date: $(date -u +%FT%TZ)  host: $(hostname)  gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-echo "runs: $n interleaved per configuration, $repeats repeats each (first is warm-up), out: $out"
+echo "runs: $n interleaved per configuration, $repeats repeats each (first is warm-up), out: $out${demo_args:+, $demo_args}"
 # Run i of configuration NAME: the demo under akctl discover, started as
 # python3 ARGS... (its step times into NAME.i.jsonl).
 discovered() {
     name=$1
     shift
     "$akctl" discover --out "$out/$name.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
-        python3 "$@" --repeats "$repeats" --step-times > "$out/$name.$i.jsonl" 2> "$out/$name.$i.err" \
+        python3 "$@" --repeats "$repeats" --step-times $demo_args > "$out/$name.$i.jsonl" 2> "$out/$name.$i.err" \
         || { cat "$out/$name.$i.err" >&2; exit 1; }
 }
 for i in $(seq 1 "$n"); do
-    python3 "$demo" --repeats "$repeats" --step-times > "$out/plain.$i.jsonl"
+    python3 "$demo" --repeats "$repeats" --step-times $demo_args > "$out/plain.$i.jsonl"
     want inject && discovered inject "$demo"
     want launcher && discovered launcher "$launcher" "$demo"
     want launcher_catalog && discovered launcher_catalog "$launcher" --ranges catalog "$demo"
     echo "run $i of $n done"
 done
-python3 "$demo" --repeats "$repeats" --torch-profiler "$out/torch_profiler.json" > /dev/null
+python3 "$demo" --repeats "$repeats" --torch-profiler "$out/torch_profiler.json" $demo_args > /dev/null
 
-python3 - "$out" "$n" "$configs" <<'PY'
+python3 - "$out" "$n" "$configs" "$graph" <<'PY'
 import json, statistics, sys, os
 out, n = sys.argv[1], int(sys.argv[2])
+graph = sys.argv[4] == "1"
 configs = ["plain"] + sys.argv[3].split(",")
 names = [c for c in ("plain", "inject", "launcher", "launcher_catalog") if c in configs]
 # every run's step records, read once
@@ -110,7 +122,7 @@ def steps(name, only=None, field="ms"):
     for i in (range(1, n + 1) if only is None else [only]):
         for r in runs[name][i]:
             if field in r:
-                rows[r["kind"]].append(r[field])
+                rows["decode" if r["kind"] == "graph" else r["kind"]].append(r[field])
     return rows
 summary = {"runs": n, "configs": {}}
 base = steps("plain")
@@ -121,15 +133,19 @@ print("\n| configuration | prefill ms (median) | decode ms (median) | per-run de
 print("|---|---|---|---|---|---|---|")
 for name in names:
     r = steps(name)
-    p, d = statistics.median(r["prefill"]), statistics.median(r["decode"])
-    rp, rd = p / statistics.median(base["prefill"]), d / statistics.median(base["decode"])
+    d = statistics.median(r["decode"])
+    rd = d / statistics.median(base["decode"])
+    # --cuda-graph: no prefill steps of their own (a replay is the whole repeat)
+    p = statistics.median(r["prefill"]) if r["prefill"] else None
+    rp = p / statistics.median(base["prefill"]) if p is not None and base["prefill"] else None
     trace = os.path.join(out, name + ".1", "trace.akd")
     size = os.path.getsize(trace) if os.path.exists(trace) else 0
     summary["configs"][name] = {"prefill_ms": p, "decode_ms": d, "prefill_ratio": rp, "decode_ratio": rd,
                                 "decode_ms_per_run": per_run[name], "trace_bytes": size,
                                 "samples": len(r["prefill"]) + len(r["decode"])}
-    print("| %s | %.3f | %.3f | %.3f-%.3f | %.3f | %.3f | %d |" % (name, p, d, min(per_run[name]),
-                                                                   max(per_run[name]), rp, rd, size))
+    fmt = lambda v: "-" if v is None else "%.3f" % v
+    print("| %s | %s | %.3f | %.3f-%.3f | %s | %.3f | %d |" % (name, fmt(p), d, min(per_run[name]),
+                                                               max(per_run[name]), fmt(rp), rd, size))
 # Paired: run i of a configuration against plain's run i, which ran just
 # before it (the host's speed drifts over seconds: the pairs cancel most of it).
 print("\n| configuration | decode ratio per pair (run i / plain run i) | median | runs <= 1.05 |")

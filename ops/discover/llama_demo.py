@@ -17,6 +17,13 @@ and the main thread's CPU time, each over the step) for
 ops/bench/discover_overhead.sh; --torch-profiler FILE profiles the repeats
 after the first with torch.profiler and writes {"steps": n,
 "kernel_us": total} to FILE (the sum of its kernel events).
+
+--cuda-graph runs a repeat as a serving engine runs its decode loop: one
+eager repeat (outside any "step" range) warms up, the next is captured
+into one CUDA graph (prefill and the DECODE steps, the KV cache and the
+argmax tokens inside it; outside any range too), and each repeat is then
+one replay of that graph inside one "step" range: kind "graph", one step
+a repeat (so --warmup-steps 1 skips the first replay).
 """
 import argparse
 import json
@@ -38,6 +45,8 @@ def main():
     ap.add_argument("--step-times", action="store_true")
     ap.add_argument("--torch-profiler", metavar="FILE")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="one CUDA graph a repeat (prefill and decode steps), one step range a replay")
     a = ap.parse_args()
 
     import torch
@@ -53,30 +62,62 @@ def main():
     ids = torch.randint(0, a.vocab, (a.batch, a.prefill), device="cuda")
     nvtx = torch.cuda.nvtx
 
+    def one_repeat():
+        """Prefill and DECODE steps, eager, no ranges: the graph's body."""
+        past, tokens = None, ids
+        for _ in range(1 + a.decode):
+            out = model(input_ids=tokens, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            tokens = out.logits[:, -1:].argmax(-1)
+        return tokens
+
+    def timed(step_no, kind, body):
+        t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
+        nvtx.range_push("step")
+        body()
+        torch.cuda.synchronize()
+        nvtx.range_pop()
+        ms = (time.perf_counter() - t0) * 1e3
+        cpu, mcpu = (time.process_time() - c0) * 1e3, (time.thread_time() - m0) * 1e3
+        return {"step": step_no, "kind": kind, "ms": ms, "cpu_ms": cpu, "thread_cpu_ms": mcpu}
+
     prof = None
     step_no = 0
     with torch.inference_mode():
+        graph = None
+        if a.cuda_graph:
+            one_repeat()                        # warm-up: allocations, cuBLAS handles, autotuning
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            try:
+                with torch.cuda.graph(graph):
+                    one_repeat()
+            except Exception as e:
+                sys.stderr.write("llama_demo.py: --cuda-graph: the repeat could not be captured: %s\n" % e)
+                return 1
+            torch.cuda.synchronize()
         for rep in range(a.repeats):
             if a.torch_profiler and rep == 1:
                 from torch.profiler import ProfilerActivity, profile
                 prof = profile(activities=[ProfilerActivity.CUDA])
                 prof.__enter__()
-            past = None
-            tokens = ids
-            for s in range(1 + a.decode):
-                t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
-                nvtx.range_push("step")
-                out = model(input_ids=tokens, past_key_values=past, use_cache=True)
-                past = out.past_key_values
-                tokens = out.logits[:, -1:].argmax(-1)
-                torch.cuda.synchronize()
-                nvtx.range_pop()
-                ms = (time.perf_counter() - t0) * 1e3
-                cpu, mcpu = (time.process_time() - c0) * 1e3, (time.thread_time() - m0) * 1e3
-                if a.step_times and rep > 0:
-                    print(json.dumps({"step": step_no, "kind": "prefill" if s == 0 else "decode", "ms": ms,
-                                      "cpu_ms": cpu, "thread_cpu_ms": mcpu}), flush=True)
+            if graph is not None:
+                rows = [timed(step_no, "graph", graph.replay)]
                 step_no += 1
+            else:
+                rows = []
+                state = {"past": None, "tokens": ids}
+
+                def eager_step():
+                    out = model(input_ids=state["tokens"], past_key_values=state["past"], use_cache=True)
+                    state["past"] = out.past_key_values
+                    state["tokens"] = out.logits[:, -1:].argmax(-1)
+                for s in range(1 + a.decode):
+                    rows.append(timed(step_no, "prefill" if s == 0 else "decode", eager_step))
+                    step_no += 1
+            if a.step_times and rep > 0:
+                for r in rows:
+                    print(json.dumps(r), flush=True)
     if prof is not None:
         prof.__exit__(None, None, None)
         path = a.torch_profiler + ".trace.json"
@@ -87,7 +128,8 @@ def main():
         kernel_us = sum(float(e.get("dur", 0)) for e in events
                         if isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") == "X")
         with open(a.torch_profiler, "w") as f:
-            json.dump({"steps": (a.repeats - 1) * (1 + a.decode), "kernel_us": kernel_us}, f)
+            json.dump({"steps": (a.repeats - 1) * (1 if graph is not None else 1 + a.decode),
+                       "kernel_us": kernel_us}, f)
     return 0
 
 
