@@ -182,7 +182,7 @@ static const s_verb_t s_verbs[] = {
       "                    without asking the coordinator (BATCH is not used)\n" },
     { "profile", "install BATCH|list|show NAME|export NAME DIR|import DIR|record-gate FILE", 1, 3, S_OPT_PROFILE,
       akctl_profile,
-      "install winners as a profile; list, show, export and import profiles",
+      "install winners as a profile; list, show, export and import profiles; record a gate's verdict",
       "  install BATCH --profile NAME [--replace] [--unconfirmed]\n"
       "      records the promoted winners of a complete batch: per device class and\n"
       "      per operator and workload (op, dims, dtype) the kernel, its parameters,\n"
@@ -328,7 +328,7 @@ static const s_verb_t s_verbs[] = {
       akctl_discover_verb,
       "run a GPU program under CUPTI, rank its hotspots, emit a batch for what the catalog has",
       "`akctl discover --help` prints its options (they are its own).\n" },
-    { "gate", "--profile DIR [--steps N] [--tolerance-file F] -- python3 SCRIPT", 0, 0, S_OWN_ARGV,
+    { "gate", "--profile DIR [--steps N] [--tolerance-file F] -- python3 SCRIPT [ARGS...]", 0, 0, S_OWN_ARGV,
       akctl_gate_verb,
       "the end-to-end gate of a profile package on a program (docs/apply.md)", akctl_gate_help },
     { "help", "[VERB]", 0, 1, S_NO_COORD, s_verb_help,
@@ -356,14 +356,17 @@ static void s_help_main (FILE *out)
              "\n"
              "Verbs:\n");
     for (int i = 0; i < S_NVERBS; i++) {
-        char left[64];
-        snprintf (left, sizeof left, "%s%s%s", s_verbs[i].name, *s_verbs[i].args ? " " : "",
-                  s_verbs[i].args);
-        /* a long synopsis gets its own line, the summary under it */
-        if (strlen (left) > 20)
-            fprintf (out, "  %s\n  %-20s %s\n", left, "", s_verbs[i].summary);
-        else
+        /* the whole synopsis, however long (a fixed buffer once cut gate's
+           and profile's); a long one gets its own line, the summary under it */
+        const char *sep = *s_verbs[i].args ? " " : "";
+        if (strlen (s_verbs[i].name) + strlen (sep) + strlen (s_verbs[i].args) > 20)
+            fprintf (out, "  %s%s%s\n  %-20s %s\n", s_verbs[i].name, sep, s_verbs[i].args, "",
+                     s_verbs[i].summary);
+        else {
+            char left[24];
+            snprintf (left, sizeof left, "%s%s%s", s_verbs[i].name, sep, s_verbs[i].args);
             fprintf (out, "  %-20s %s\n", left, s_verbs[i].summary);
+        }
     }
     fprintf (out, "\n%s\n%s\n`akctl VERB --help` (or `akctl help VERB`) tells more about a verb.\n",
              s_global_help, s_exit_help);

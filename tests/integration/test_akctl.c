@@ -75,6 +75,44 @@ static void test_main_help (void **state)
     free (out);
 }
 
+/*  The main help lists every verb with its whole synopsis: the one the
+    verb's own --help prints after "usage: akctl [OPTIONS] " (a 64-byte
+    buffer once cut profile's and gate's), and the two verbs that parse
+    their own arguments with theirs. */
+static void test_main_help_synopses (void **state)
+{
+    (void) state;
+    static const char *const verbs[] = {
+        "submit", "status", "list", "watch", "show", "receipts", "report", "profile", "verify",
+        "keys", "workers", "cancel", "resume", "retry", "stats", "shutdown", "demo", "help"
+    };
+    char *main_help = NULL;
+    assert_int_equal (s_akctl ("--help", &main_help), 0);
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        char *out = NULL;
+        char *args = ak_sprintf ("%s --help", verbs[i]);
+        assert_int_equal (s_akctl (args, &out), 0);
+        const char *at = strstr (out, "usage: akctl [OPTIONS] ");
+        if (!at)
+            fail_msg ("akctl %s: no usage line:\n%s", args, out);
+        at += strlen ("usage: akctl [OPTIONS] ");
+        char *synopsis = ak_sprintf ("  %.*s\n", (int) strcspn (at, "\n"), at);
+        /* a short synopsis is padded to its summary's column */
+        char *padded = ak_sprintf ("  %-20.*s ", (int) strcspn (at, "\n"), at);
+        if (!strstr (main_help, synopsis) && !strstr (main_help, padded))
+            fail_msg ("akctl --help does not show the whole synopsis of %s (%.*s):\n%s", verbs[i],
+                      (int) strcspn (at, "\n"), at, main_help);
+        free (padded);
+        free (synopsis);
+        free (args);
+        free (out);
+    }
+    assert_non_null (strstr (main_help, "  discover --out DIR [OPTIONS] -- CMD [ARGS...]\n"));
+    assert_non_null (strstr (main_help,
+                             "  gate --profile DIR [--steps N] [--tolerance-file F] -- python3 SCRIPT [ARGS...]\n"));
+    free (main_help);
+}
+
 static void test_verb_help (void **state)
 {
     (void) state;
@@ -238,6 +276,7 @@ int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_main_help),
+        cmocka_unit_test (test_main_help_synopses),
         cmocka_unit_test (test_verb_help),
         cmocka_unit_test (test_bad_usage),
         cmocka_unit_test (test_unreachable),
