@@ -13,6 +13,7 @@
 # bin/python (akctl gate finds both there; PYTHONPATH=BUILD_DIR/bin/python
 # for a program of your own).
 set -eu
+case "${1:-}" in -h|--help) sed -n '2,/^set -eu$/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/ops/deps.sh"
 build="${1:-$root/build-bundle}"

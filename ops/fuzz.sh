@@ -24,6 +24,7 @@
 # fuzzing is skipped only when asked for, with SECONDS (or
 # $AK_FUZZ_SECONDS) 0.
 set -eu
+case "${1:-}" in -h|--help) sed -n '2,/^set -eu$/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_only=0
 if [ "${1:-}" = --build ]; then

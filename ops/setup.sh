@@ -1,7 +1,7 @@
 #!/bin/sh
 # ops/setup.sh: install what is missing, build akfleet, run the demo.
 #
-#   ops/setup.sh [DEMO OPTIONS]     e.g. ops/setup.sh --workers 4 --keep
+#   ops/setup.sh [DEMO OPTIONS]     e.g. ops/setup.sh --workers 4 --keep (the options: akctl demo --help)
 #
 # Debian 12.  Installs the build dependencies with apt-get (only those that
 # are missing; sudo when not root), configures and builds into build/
@@ -11,6 +11,7 @@
 # and print the report.  The exit code is the demo's (0: every operator got
 # a result).
 set -eu
+case "${1:-}" in -h|--help) sed -n '2,/^set -eu$/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/ops/deps.sh"
 

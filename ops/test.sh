@@ -24,6 +24,7 @@
 # purpose, and without clang ops/fuzz.sh fails).  The exit code is
 # non-zero when a test, a build or a target failed.
 set -eu
+case "${1:-}" in -h|--help) sed -n '2,/^set -eu$/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/ops/deps.sh"
 

@@ -251,7 +251,9 @@ def run(mode, kernels, shapes):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 3 and sys.argv[1] == "build":
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+    elif len(sys.argv) >= 3 and sys.argv[1] == "build":
         build(sys.argv[2], sys.argv[3:])
     elif len(sys.argv) == 4 and sys.argv[1] in ("time", "ncu"):
         run(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -24,6 +24,7 @@
 # default "--repeats 2"); the gate's: $AK_LOOP_GATE_ARGS (llama_gate.py's,
 # default none: 4 layers).
 set -eu
+case "${1:-}" in -h|--help) sed -n '2,/^set -eu$/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "$1" && pwd)
 mkdir -p "$2"

@@ -26,6 +26,7 @@
 # prefetched per compile thread) set the worker's --prefetch and
 # --compile-threads.
 set -eu
+case "${1:-}" in -h|--help) sed -n '2,/^set -eu$/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 [ $# -ge 4 ] || { echo "usage: $0 BIN_DIR STATE_DIR OUT_DIR SECONDS [MANIFEST]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "$1" && pwd)

@@ -28,6 +28,7 @@
 # prefetched per compile thread) set the worker's --prefetch and
 # --compile-threads.
 set -eu
+case "${1:-}" in -h|--help) sed -n '2,/^set -eu$/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "$1" && pwd)
 mkdir -p "$2"

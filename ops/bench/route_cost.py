@@ -1,7 +1,7 @@
 """What a call routed through akprofile.torch costs, against the call it
 replaces (docs/apply.md, "What a routed call costs"; issue 19).
 
-    python3 ops/bench/route_cost.py [--calls N] [--repeats R] [--candidate C] [--json OUT]
+    python3 ops/bench/route_cost.py [--calls N] [--repeats R] [--candidate C] [--json OUT] [--host-profile]
 
 Needs a CUDA GPU, PyTorch and transformers.  Builds a package for this
 device with one catalog rmsnorm kernel at M = 1 and M = 512, N = 2048,
@@ -19,6 +19,8 @@ interleaved R times (default 7):
                   replayed (CUDA events): kernels only, no host cost.
 Prints medians over the repeats and the ratios routed / PyTorch, side by
 side from one run (a shared machine: never quote one absolute alone).
+--host-profile also runs cProfile over the routed LlamaRMSNorm hit (M = 1)
+and fallback (M = 3) calls: where the host time goes.
 """
 import argparse
 import json
@@ -33,6 +35,9 @@ ROOT = os.environ.get("AK_SOURCE_DIR") or os.path.normpath(os.path.join(HERE, ".
 sys.path.insert(0, os.path.join(ROOT, "lib", "akprofile", "python"))
 sys.path.insert(0, os.path.join(ROOT, "lib", "akprofile", "python", "tests"))
 os.environ.setdefault("AK_SOURCE_DIR", ROOT)
+if __name__ == "__main__" and any(a in ("-h", "--help") for a in sys.argv[1:]):
+    print(__doc__)                       # before torch: the help needs no GPU host
+    sys.exit(0)
 
 import torch                     # noqa: E402
 import torch.nn.functional as F  # noqa: E402

@@ -66,7 +66,7 @@ def _usage(msg):
 def _parse(argv):
     opts = {"step_module": None, "step_name": "step", "modules": True, "shapes": True, "ranges": "all"}
     i = 0
-    while i < len(argv) and argv[i].startswith("--"):
+    while i < len(argv) and (argv[i].startswith("--") or argv[i] == "-h"):
         a = argv[i]
         if a in ("--step-module", "--step-name", "--ranges"):
             if i + 1 >= len(argv) or not argv[i + 1]:
