@@ -72,6 +72,7 @@ def main():
         return tokens
 
     def timed(step_no, kind, body):
+        """One step range around body() and a synchronise (the graph mode's step)."""
         t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
         nvtx.range_push("step")
         body()
@@ -102,22 +103,27 @@ def main():
                 prof = profile(activities=[ProfilerActivity.CUDA])
                 prof.__enter__()
             if graph is not None:
-                rows = [timed(step_no, "graph", graph.replay)]
+                row = timed(step_no, "graph", graph.replay)
+                if a.step_times and rep > 0:
+                    print(json.dumps(row), flush=True)
                 step_no += 1
-            else:
-                rows = []
-                state = {"past": None, "tokens": ids}
-
-                def eager_step():
-                    out = model(input_ids=state["tokens"], past_key_values=state["past"], use_cache=True)
-                    state["past"] = out.past_key_values
-                    state["tokens"] = out.logits[:, -1:].argmax(-1)
-                for s in range(1 + a.decode):
-                    rows.append(timed(step_no, "prefill" if s == 0 else "decode", eager_step))
-                    step_no += 1
-            if a.step_times and rep > 0:
-                for r in rows:
-                    print(json.dumps(r), flush=True)
+                continue
+            past = None
+            tokens = ids
+            for s in range(1 + a.decode):
+                t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
+                nvtx.range_push("step")
+                out = model(input_ids=tokens, past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                tokens = out.logits[:, -1:].argmax(-1)
+                torch.cuda.synchronize()
+                nvtx.range_pop()
+                ms = (time.perf_counter() - t0) * 1e3
+                cpu, mcpu = (time.process_time() - c0) * 1e3, (time.thread_time() - m0) * 1e3
+                if a.step_times and rep > 0:
+                    print(json.dumps({"step": step_no, "kind": "prefill" if s == 0 else "decode", "ms": ms,
+                                      "cpu_ms": cpu, "thread_cpu_ms": mcpu}), flush=True)
+                step_no += 1
     if prof is not None:
         prof.__exit__(None, None, None)
         path = a.torch_profiler + ".trace.json"
