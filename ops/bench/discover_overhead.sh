@@ -108,10 +108,9 @@ for i in $(seq 1 "$n"); do
 done
 python3 "$demo" --repeats "$repeats" --torch-profiler "$out/torch_profiler.json" $demo_args > /dev/null
 
-python3 - "$out" "$n" "$configs" "$graph" <<'PY'
+python3 - "$out" "$n" "$configs" <<'PY'
 import json, statistics, sys, os
 out, n = sys.argv[1], int(sys.argv[2])
-graph = sys.argv[4] == "1"
 configs = ["plain"] + sys.argv[3].split(",")
 names = [c for c in ("plain", "inject", "launcher", "launcher_catalog") if c in configs]
 # every run's step records, read once

@@ -27,9 +27,8 @@ set -eu
 case "${1:-}" in -h|--help) sed -n '2,/^set -eu$/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 [ $# -ge 2 ] || { echo "usage: $0 BIN_DIR OUT_DIR (--help for more)" >&2; exit 2; }
-for p in akcoord akworker akctl; do
-    [ -x "$1/$p" ] || { echo "$0: no program $1/$p: BIN_DIR must hold akcoord, akworker and akctl (ops/bundle.sh, or build/bin)" >&2; exit 2; }
-done
+. "$root/ops/bench/nightly_lib.sh"
+nightly_need_bin "$0" "$1"
 bin=$(cd "$1" && pwd)
 mkdir -p "$2"
 out=$(cd "$2" && pwd)

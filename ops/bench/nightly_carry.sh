@@ -29,9 +29,8 @@ set -eu
 case "${1:-}" in -h|--help) sed -n '2,/^set -eu$/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 [ $# -ge 4 ] || { echo "usage: $0 BIN_DIR STATE_DIR OUT_DIR SECONDS [MANIFEST]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
-for p in akcoord akworker akctl; do
-    [ -x "$1/$p" ] || { echo "$0: no program $1/$p: BIN_DIR must hold akcoord, akworker and akctl (ops/bundle.sh, or build/bin)" >&2; exit 2; }
-done
+. "$root/ops/bench/nightly_lib.sh"
+nightly_need_bin "$0" "$1"
 case $4 in '' | *[!0-9]*) echo "$0: SECONDS must be a whole number, not '$4'" >&2; exit 2 ;; esac
 [ -z "${5:-}" ] || [ -f "$5" ] || { echo "$0: MANIFEST $5: no such file" >&2; exit 2; }
 bin=$(cd "$1" && pwd)
@@ -41,7 +40,6 @@ out=$(cd "$3" && pwd)
 limit=$4
 manifest=${5:-$root/kernels/batches/nightly.json}
 export AK_SOURCE_DIR="$root"
-. "$root/ops/bench/nightly_lib.sh"
 # ipc:// paths must be short: a run directory under /tmp, not the state's.
 run=$(mktemp -d /tmp/akcarry.XXXXXX)
 ctl="$bin/akctl --coordinator ipc://$run/clients.ipc --timeout 60000"

@@ -8,6 +8,15 @@
 # report/ (akctl report --out), report.txt and stats.json while the
 # coordinator runs; nightly_compare writes compare.md and compare.json with
 # ops/bench/torch_compare.py where PyTorch is installed.
+#   nightly_need_bin SCRIPT DIR   exit 2 naming what is missing unless DIR
+#                                 holds akcoord, akworker and akctl
+#                                 (also loop_gpu.sh's check)
+
+nightly_need_bin() {
+    for p in akcoord akworker akctl; do
+        [ -x "$2/$p" ] || { echo "$1: no program $2/$p: BIN_DIR must hold akcoord, akworker and akctl (ops/bundle.sh, or build/bin)" >&2; exit 2; }
+    done
+}
 
 nightly_results() {
     $1 report "$2" --json >"$3/report.json"
