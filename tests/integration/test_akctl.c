@@ -20,8 +20,8 @@
 #include "util.h"
 
 static const char *const s_verbs[] = {
-    "submit", "status", "list", "watch", "show", "receipts", "report", "workers",
-    "cancel", "resume", "retry", "stats", "shutdown", "demo", "help"
+    "submit", "status", "list", "watch", "show", "receipts", "report", "profile", "verify", "keys",
+    "workers", "cancel", "resume", "retry", "stats", "shutdown", "demo", "help"
 };
 #define S_NVERBS (sizeof s_verbs / sizeof s_verbs[0])
 
@@ -82,15 +82,11 @@ static void test_main_help (void **state)
 static void test_main_help_synopses (void **state)
 {
     (void) state;
-    static const char *const verbs[] = {
-        "submit", "status", "list", "watch", "show", "receipts", "report", "profile", "verify",
-        "keys", "workers", "cancel", "resume", "retry", "stats", "shutdown", "demo", "help"
-    };
     char *main_help = NULL;
     assert_int_equal (s_akctl ("--help", &main_help), 0);
-    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+    for (size_t i = 0; i < S_NVERBS; i++) {
         char *out = NULL;
-        char *args = ak_sprintf ("%s --help", verbs[i]);
+        char *args = ak_sprintf ("%s --help", s_verbs[i]);
         assert_int_equal (s_akctl (args, &out), 0);
         const char *at = strstr (out, "usage: akctl [OPTIONS] ");
         if (!at)
@@ -100,7 +96,7 @@ static void test_main_help_synopses (void **state)
         /* a short synopsis is padded to its summary's column */
         char *padded = ak_sprintf ("  %-20.*s ", (int) strcspn (at, "\n"), at);
         if (!strstr (main_help, synopsis) && !strstr (main_help, padded))
-            fail_msg ("akctl --help does not show the whole synopsis of %s (%.*s):\n%s", verbs[i],
+            fail_msg ("akctl --help does not show the whole synopsis of %s (%.*s):\n%s", s_verbs[i],
                       (int) strcspn (at, "\n"), at, main_help);
         free (padded);
         free (synopsis);
