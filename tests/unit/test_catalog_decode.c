@@ -20,9 +20,7 @@
       key partitions' sums; mma_decode's the same way (row tiles of 16,
       splits capped so each warp has a step of 16 keys, shared NW+1
       partials of 16 rows); tma_decode's (row tiles of 8, the floor rule,
-      its ring or its partials, whichever is larger; FLAT 1's one row of
-      blocks over every key tile, the ring and the partials side by side;
-      and on the sizes of
+      its ring or its partials, whichever is larger; and on the sizes of
       its tensor-core path at least one stage and room for the partials:
       no launch of the spec falls to its plain path for want of memory);
     - each host baseline, and every configuration of each host candidate,
@@ -392,13 +390,11 @@ static void test_mma_decode_launch (void **state)
 
 /* ------------------------------------------ tma_decode's launch rule */
 
-/*  FLAT 0: grid [row tiles of 8, splits, B*HK] with the splits
+/*  Grid [row tiles of 8, splits, B*HK] with the splits
     floor(WAVES x 132 / the tiles' blocks), at least one and at most the
     key tiles (one more where L is 0); shared the ring (at most 200 KiB)
     or the warps' partials, whichever is larger, + 1024 for the ring's
-    alignment.  FLAT 1: grid [1, WAVES x 132 blocks but at most the key
-    tiles of every row tile end to end, at least 1, 1]; shared the ring
-    (at most 150 KiB) and the partials beside it, + 1024.  Block
+    alignment (FLAT is 0 only: the flat layout was removed).  Block
     [32*(NC+1)].  On the sizes the tensor-core path takes (16-bit types, D
     64, 128 or at DMAX 256 256) the kernel's own test must hold, or the
     launch would run its plain path: at least one stage, and room for the
@@ -406,7 +402,8 @@ static void test_mma_decode_launch (void **state)
 static void s_td_check (const ak_candidate_t *cand, const ak_size_t *sz, ak_dtype_t dt, const ak_launch_cfg_t *lc,
                         const int64_t *v)
 {
-    const int64_t NC = v[0], BN = v[1], STAGES = v[2], DMAX = v[4], WAVES = v[5], FLAT = v[6];
+    const int64_t NC = v[0], BN = v[1], STAGES = v[2], DMAX = v[4], WAVES = v[5];
+    assert_int_equal (v[6], 0);                    /* FLAT */
     const int64_t *d = sz->dims;
     const int64_t B = d[0], Q = d[1], HQ = d[2], HK = d[3], L = d[4], D = d[5];
     const int64_t b = dt == AK_DT_FLOAT32 ? 4 : 2;
@@ -417,24 +414,22 @@ static void s_td_check (const ak_candidate_t *cand, const ak_size_t *sz, ak_dtyp
     if (splits > (L + BN - 1) / BN)
         splits = (L + BN - 1) / BN;
     splits += L < 1;
-    int64_t blocks = 132 * WAVES < g * ((L + BN - 1) / BN) ? 132 * WAVES : g * ((L + BN - 1) / BN);
-    blocks += blocks < 1;
-    const int64_t want_g[3] = { FLAT ? 1 : rt, FLAT ? blocks : splits, FLAT ? 1 : B * HK };
+    const int64_t want_g[3] = { rt, splits, B * HK };
     if ((int64_t) lc->grid[0] != want_g[0] || (int64_t) lc->grid[1] != want_g[1] || (int64_t) lc->grid[2] != want_g[2]
         || (int64_t) lc->block[0] != 32 * (NC + 1) || lc->block[1] != 1 || lc->block[2] != 1)
-        fail_msg ("%s FLAT=%" PRId64 " at %s: grid %ux%ux%u block %u, want %" PRId64 "x%" PRId64 "x%" PRId64
-                  " block %" PRId64, cand->name, FLAT, sz->name, lc->grid[0], lc->grid[1], lc->grid[2], lc->block[0],
+        fail_msg ("%s at %s: grid %ux%ux%u block %u, want %" PRId64 "x%" PRId64 "x%" PRId64
+                  " block %" PRId64, cand->name, sz->name, lc->grid[0], lc->grid[1], lc->grid[2], lc->block[0],
                   want_g[0], want_g[1], want_g[2], 32 * (NC + 1));
-    const int64_t cap = FLAT ? 153600 : 204800;
+    const int64_t cap = 204800;
     const int64_t ring = STAGES * 2 * BN * D * b < cap ? STAGES * 2 * BN * D * b : cap;
     const int64_t part = NC * 8 * (D + 8) * 4;
-    const int64_t want = (FLAT ? ring + part : ring > part ? ring : part) + 1024;
+    const int64_t want = (ring > part ? ring : part) + 1024;
     /* the kernel's static shared memory: the barriers, the merge's arrays, the tile record (ptxas: 1008 bytes at NC 8) */
     if ((int64_t) lc->shared_bytes != want || want + 2048 > 227 * 1024)
         fail_msg ("tma_decode NC=%" PRId64 " BN=%" PRId64 " STAGES=%" PRId64 " at %s/%s: shared %u, want %" PRId64
                   " (+ static, at most 227 KiB)", NC, BN, STAGES, sz->name, ak_dtype_name (dt), lc->shared_bytes, want);
     const bool tc = b == 2 && (D == 64 || D == 128 || (D == 256 && DMAX == 256));
-    const int64_t room = (int64_t) lc->shared_bytes - 1024, nst = (room - (FLAT ? part : 0)) / (4 * BN * D);
+    const int64_t room = (int64_t) lc->shared_bytes - 1024, nst = room / (4 * BN * D);
     if (tc && (nst < 1 || room < part))
         fail_msg ("tma_decode NC=%" PRId64 " BN=%" PRId64 " STAGES=%" PRId64 " at %s/%s: %" PRId64 " bytes hold %" PRId64
                   " stages of %" PRId64 " and need %" PRId64 " for the partials: the plain path would run",
@@ -446,7 +441,7 @@ static void test_tma_decode_launch (void **state)
     (void) state;
     ak_spec_t *spec = ak_cat_spec ("split_kv_attention");
     const char *names[] = { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES", "FLAT" };
-    const ak_candidate_t *c = s_walk_launches (spec, "tma_decode", names, 7, 72, s_td_check);
+    const ak_candidate_t *c = s_walk_launches (spec, "tma_decode", names, 7, 60, s_td_check);
     ak_err_t err = { 0 };
 
     /* worked cases: one sequence over a 4K cache (8 KV heads, 4 rows of an
@@ -463,13 +458,13 @@ static void test_tma_decode_launch (void **state)
                                       names, (const int64_t[]) { 8, 128, 4, 1, 256, 1, 0 }, 7, &lc, &err), 0);
     assert_true (lc.grid[0] == 50 && lc.grid[1] == 2 && lc.grid[2] == 1 && lc.block[0] == 288);
     assert_int_equal (lc.shared_bytes, 204800 + 1024);
-    /* flat: sixteen sequences of 32 heads over a 4K cache are 512 row
-       tiles of 64 key tiles, over 132 blocks; the partials (4 warps x 8
-       rows x 136 floats) beside four stages */
+    /* sixteen sequences of 32 heads (one row each) over a 4K cache are
+       512 row tiles, more than 132: one slice each (the floor rule's
+       floor of one), the ring of four stages larger than the partials */
     assert_int_equal (ak_launch_eval (spec, c->launch, ak_spec_size (spec, "llama2_b16_4k")->dims, AK_DT_BFLOAT16,
-                                      names, (const int64_t[]) { 4, 64, 4, 2, 128, 1, 1 }, 7, &lc, &err), 0);
-    assert_true (lc.grid[0] == 1 && lc.grid[1] == 132 && lc.grid[2] == 1 && lc.block[0] == 160);
-    assert_int_equal (lc.shared_bytes, 4 * 32768 + 4 * 8 * 136 * 4 + 1024);
+                                      names, (const int64_t[]) { 4, 64, 4, 2, 128, 1, 0 }, 7, &lc, &err), 0);
+    assert_true (lc.grid[0] == 1 && lc.grid[1] == 1 && lc.grid[2] == 512 && lc.block[0] == 160);
+    assert_int_equal (lc.shared_bytes, 4 * 32768 + 1024);
     ak_spec_destroy (&spec);
 }
 

@@ -72,13 +72,7 @@ typedef struct {
     with KW 2, the slices merged (WAVES 1), and its D 256 path; NC 8 over
     BN 64 with KW 1 in one slice (WAVES 0, outside the spec's space: the
     launch rule's floor of one slice), so that the ring of two stages
-    wraps (medium: four tiles), D 256 then on the plain path; and its
-    flat layout (FLAT 1: every row tile's key tiles end to end over one
-    row of blocks) the same two ways: bfloat16 over 132 blocks (the
-    larger sizes too: blocks that end one row tile and start the next,
-    both shared, and row tiles merged from up to 17 blocks) and float16
-    in one block (WAVES 0: every row tile a segment of one block, the
-    ring and the consumers' barrier carried from one to the next).
+    wraps (medium: four tiles), D 256 then on the plain path.
     matmul's skinny (B panels by TMA into a ring a warp,
     128-byte swizzled, fragments paired by prmt, the split over K merged by the
     last block; emu.h's TMA copies, built with the candidate's two tensor
@@ -104,10 +98,6 @@ static const s_run_t s_runs[] = {
       { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES", "FLAT" }, { 4, 32, 2, 2, 256, 1, 0 } },
     { "split_kv_attention", "tma_decode", AK_DT_FLOAT16, 1 << 19, 7,
       { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES", "FLAT" }, { 8, 64, 2, 1, 128, 0, 0 } },
-    { "split_kv_attention", "tma_decode", AK_DT_BFLOAT16, 1 << 22, 7,
-      { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES", "FLAT" }, { 4, 32, 4, 2, 256, 1, 1 } },
-    { "split_kv_attention", "tma_decode", AK_DT_FLOAT16, 1 << 19, 7,
-      { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES", "FLAT" }, { 8, 64, 4, 1, 128, 0, 1 } },
     { "matmul", "skinny", AK_DT_BFLOAT16, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 2, 2, 4 } },
     { "matmul", "skinny", AK_DT_FLOAT32, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 1, 4, 2 } },
 };

@@ -39,21 +39,6 @@
     (one slice) or goes to a module-scope workspace, the tile's last block
     merging the slices in order (ak_last_arrival, ak_split_merge).
 
-    FLAT 1 lays the launch's row tiles' key tiles end to end and gives
-    each of one row of blocks an equal share (ceil or floor of total /
-    blocks): where the row tiles are not a divisor of the SMs
-    (llama2_b16_4k: 512 row tiles of 64 key tiles over 132 SMs, 3.9 waves
-    of whole tiles) every SM streams to the end.  A block's share is a
-    segment a row tile it touches; the producer streams them one after
-    the other, and the consumers merge a segment's warps (their partials
-    in shared memory of their own, beside the ring, at the consumers'
-    named barrier) while it streams the next.  A row tile inside the
-    share is written out; one shared with other blocks (the share's first
-    and last at most) goes to its slot of the workspace (block + row
-    tile: the blocks of a row tile in order), and the row tile's last
-    block merges them; a block makes both its arrivals before either
-    merge.
-
     Every sum in a fixed order (the blocks' shares are the launch's, not
     the run's): bitwise deterministic.  Launches of one loaded module
     must not run concurrently (the workers run one at a time).
@@ -64,8 +49,7 @@
     float16 / bfloat16, D 64, 128 or (DMAX 256) 256, both maps present
     and every buffer 16-byte aligned: the path above.  Anything else: a plain path
     in the same grid (a warp a query row over all its keys, the first
-    slice's blocks; FLAT: row tiles b, b + blocks, ...): correct, not
-    fast.
+    slice's blocks): correct, not fast.
 
     NC      consumer warps (the block has NC + 1)
     BN      keys a tile (the box's rows)
@@ -80,12 +64,15 @@
             sends D 256 to the plain path
     WAVES   used by the launch rule only: about WAVES x 132 blocks, at
             least one tile a slice
-    FLAT    0: a block a slice of one row tile; 1: the flat layout above
-    Launch, FLAT 0: grid [(((HQ+HK-1)/HK)*Q+7)/8, min(max(floor(132*WAVES/C), 1),
+    FLAT    0 only: a block a slice of one row tile (FLAT 1, a flat layout
+            of every row tile's key tiles over one row of blocks, was
+            slower on every shape on the H200 and was removed in session
+            32: docs/benchmarks.md; the parameter stays, of one value, so
+            that configurations recorded with FLAT=0 name one of the space)
+    Launch: grid [(((HQ+HK-1)/HK)*Q+7)/8, min(max(floor(132*WAVES/C), 1),
     ceil(L/BN)) (1 when L < 1), B*HK] with C = B*HK*row tiles, shared
-    max(min(STAGES*2*BN*D*b, 204800), NC*8*(D+8)*4) + 1024 bytes; FLAT 1:
-    grid [1, min(132*WAVES, C*ceil(L/BN)) (at least 1), 1], shared
-    min(STAGES*2*BN*D*b, 153600) + NC*8*(D+8)*4 + 1024; block [32*(NC+1)]. */
+    max(min(STAGES*2*BN*D*b, 204800), NC*8*(D+8)*4) + 1024 bytes; block
+    [32*(NC+1)]. */
 #ifndef NC
 #define NC 4
 #endif
@@ -126,7 +113,7 @@ static_assert (NC >= 1 && NC <= 8, "NC must be 1..8");
 static_assert (BN == 32 || BN == 64 || BN == 128, "BN must be 32, 64 or 128");
 static_assert (STAGES >= 1 && STAGES <= B_MAXST, "STAGES must be 1..8");
 static_assert (DMAX == 128 || DMAX == 256, "DMAX must be 128 or 256");
-static_assert (FLAT == 0 || FLAT == 1, "FLAT is 0 or 1");
+static_assert (FLAT == 0, "FLAT is 0 (the flat layout was removed)");
 static_assert ((KW == 1 || KW == 2) && BN % (16 * KW) == 0, "KW is 1 or 2, BN a multiple of 16*KW");
 
 __device__ __align__ (16) float b_ws[B_WS_FLOATS];
@@ -162,53 +149,7 @@ __device__ __forceinline__ b_seg_t b_seg (const ak_decode_group_t &g, ak_i64 rt,
     return S;
 }
 
-/*  The flat layout's partition of total key tiles over nb blocks: block
-    b takes [b_flat_lo (b), b_flat_lo (b + 1)); b_flat_part (u) is the
-    block that takes tile u. */
-__device__ __forceinline__ ak_i64 b_flat_lo (ak_i64 b, ak_i64 nb, ak_i64 total)
-{
-    return b * total / nb;
-}
-
-__device__ __forceinline__ ak_i64 b_flat_part (ak_i64 u, ak_i64 nb, ak_i64 total)
-{
-    return ((u + 1) * nb - 1) / total;
-}
-
-/*  End e (0: first, 1: last) of the share [lo, hi) of key tiles (nt a
-    row tile): its row tile tg and the first and last blocks that share
-    it; false where no other block does (or, at e 1, it is e 0's tile). */
-__device__ __forceinline__ bool b_flat_end (int e, ak_i64 lo, ak_i64 hi, ak_i64 nt, ak_i64 nb, ak_i64 total, ak_i64 *tg,
-                                            ak_i64 *first, ak_i64 *last)
-{
-    *tg = e == 0 ? lo / nt : (hi - 1) / nt;
-    *first = b_flat_part (*tg * nt, nb, total);
-    *last = b_flat_part (*tg * nt + nt - 1, nb, total);
-    return (e == 0 || *tg != lo / nt) && *first != *last;
-}
-
 #if B_TC
-
-/*  The consumers' barrier (named barrier 1, the NC consumer warps): the
-    flat layout's merges run while the producer streams on.  Under the
-    emulation a counter and a generation in shared memory (cb[0], cb[1],
-    zeroed with the mbarriers). */
-__device__ __forceinline__ void b_cbar (unsigned *cb)
-{
-#ifdef AK_CUDA_EMU
-    const unsigned gen = cb[1];
-    if (++cb[0] == 32u * NC) {
-        cb[0] = 0;
-        cb[1] = gen + 1;
-    }
-    else
-        while (cb[1] == gen)
-            __nanosleep (32);
-#else
-    (void) cb;
-    asm volatile ("bar.sync 1, %0;\n" :: "n" (32 * NC) : "memory");
-#endif
-}
 
 /*  The producer's part of a segment: its key tiles into the ring, t
     counting the block's tiles (a stage's phase follows it). */
@@ -366,12 +307,11 @@ __device__ __forceinline__ void b_consume (const b_seg_t &S, const unsigned char
 /*  The consumer warps' partials of a segment merged (part: [NC][8][D+8]
     floats, free when this is called) into the segment's output rows
     (direct) or its partial at wp (rows, then each row's maximum and
-    sum).  NTH_ threads with index tid (the warps below NC the consumers)
-    meet at __syncthreads (BAR_ 0: the block) or at the consumers'
-    barrier (BAR_ 1).  The warps in order: deterministic. */
-template <int D, int NTH_, int BAR_>
+    sum).  The block's threads, tid their index (the warps below NC the
+    consumers).  The warps in order: deterministic. */
+template <int D>
 __device__ __forceinline__ void b_merge_warps (const b_seg_t &S, float *part, const float (&o)[D / 16][4], float m,
-                                               float l, bool direct, float *wp, int tid, unsigned *cb)
+                                               float l, bool direct, float *wp, int tid)
 {
     constexpr int KS = D / 16;
     constexpr int WD = D + 8;                         /* floats a partial row: the row, m, l */
@@ -395,10 +335,7 @@ __device__ __forceinline__ void b_merge_warps (const b_seg_t &S, float *part, co
             pw[g * WD + D + 1] = lq;
         }
     }
-    if (BAR_ == 0)
-        __syncthreads ();
-    else
-        b_cbar (cb);
+    __syncthreads ();
 
     /* the warps in order, real rows only: each one's weight a row, then element (r, d) a thread's */
     if (tid < S.nr) {
@@ -418,11 +355,8 @@ __device__ __forceinline__ void b_merge_warps (const b_seg_t &S, float *part, co
             wp[tid * WD + D + 1] = ls;
         }
     }
-    if (BAR_ == 0)
-        __syncthreads ();
-    else
-        b_cbar (cb);
-    for (int u = tid; u < S.nr * D; u += NTH_) {
+    __syncthreads ();
+    for (int u = tid; u < S.nr * D; u += B_NT) {
         const int r = u / D, d = u - r * D;
         float O = 0.0f;
 #pragma unroll
@@ -437,9 +371,8 @@ __device__ __forceinline__ void b_merge_warps (const b_seg_t &S, float *part, co
     }
 }
 
-/*  The barriers set up (and the consumers' barrier's words zeroed), the
-    maps prefetched; then the whole block meets. */
-__device__ __forceinline__ void b_begin (ak_u64 *full, ak_u64 *empty, int nst, unsigned *cb,
+/*  The barriers set up, the maps prefetched; then the whole block meets. */
+__device__ __forceinline__ void b_begin (ak_u64 *full, ak_u64 *empty, int nst,
                                          const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v)
 {
     if (threadIdx.x == 0) {
@@ -447,7 +380,6 @@ __device__ __forceinline__ void b_begin (ak_u64 *full, ak_u64 *empty, int nst, u
             ak_mbar_init (full + s, 1);
             ak_mbar_init (empty + s, NC);
         }
-        cb[0] = cb[1] = 0u;
         ak_mbar_fence_init ();
         ak_tma_prefetch (tm_k);
         ak_tma_prefetch (tm_v);
@@ -455,7 +387,6 @@ __device__ __forceinline__ void b_begin (ak_u64 *full, ak_u64 *empty, int nst, u
     __syncthreads ();
 }
 
-#if !FLAT
 /*  The block's slice on tensor cores: the producer's loads, the
     consumers' tiles, their partials merged through the ring once every
     tile is consumed (so landed) into the output rows (direct) or the
@@ -465,10 +396,9 @@ __device__ void b_tc (const b_seg_t &S, unsigned char *base, int nst, bool direc
                       const ak_tensor_map_t *tm_k, const ak_tensor_map_t *tm_v)
 {
     __shared__ __align__ (8) ak_u64 bars[2 * B_MAXST];          /* full, empty a stage */
-    __shared__ unsigned cb[2];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     ak_u64 *full = bars, *empty = bars + B_MAXST;
-    b_begin (full, empty, nst, cb, tm_k, tm_v);
+    b_begin (full, empty, nst, tm_k, tm_v);
     float o[D / 16][4], m = B_NEG_INF, l = 0.0f;
     int t = 0;
     if (warp == NC) {
@@ -480,70 +410,8 @@ __device__ void b_tc (const b_seg_t &S, unsigned char *base, int nst, bool direc
     else
         b_consume<D> (S, base, nst, t, full, empty, o, m, l, warp, lane);
     __syncthreads ();                                 /* every tile consumed (so landed): the ring is free */
-    b_merge_warps<D, B_NT, 0> (S, (float *) base, o, m, l, direct, wp, tid, cb);
+    b_merge_warps<D> (S, (float *) base, o, m, l, direct, wp, tid);
 }
-#else
-/*  The flat layout's block: the key tiles [lo, hi) of the launch's
-    row tiles laid end to end (nt a row tile, rt row tiles a group;
-    b_flat_part's partition over gridDim.y blocks), a segment a row tile
-    it touches.  The consumers merge a segment's warps while the producer
-    streams the next one's tiles (part: their own shared memory); a row
-    tile within the block is written out, one shared with other blocks
-    (the first and the last segment at most) goes to its slot of the
-    workspace (slot b + tile: the blocks of a tile in order, each block's
-    tiles in order), and the tile's last block merges them. */
-template <int D>
-__device__ void b_flat_tc (const ak_cuda_args_t &a, ak_i64 rt, ak_i64 nt, ak_i64 lo, ak_i64 hi, ak_i64 total,
-                           unsigned char *base, int nst, float *part, const ak_tensor_map_t *tm_k,
-                           const ak_tensor_map_t *tm_v)
-{
-    constexpr int WD = D + 8;
-    __shared__ __align__ (8) ak_u64 bars[2 * B_MAXST];
-    __shared__ unsigned cb[2];
-    __shared__ int s_last;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const ak_i64 nb = gridDim.y, b = blockIdx.y;
-    ak_u64 *full = bars, *empty = bars + B_MAXST;
-    b_begin (full, empty, nst, cb, tm_k, tm_v);
-    int t = 0;
-    for (ak_i64 tg = lo / nt; tg * nt < hi; tg++) {
-        const ak_i64 u0 = max (lo, tg * nt) - tg * nt, u1 = min (hi, tg * nt + nt) - tg * nt;
-        const b_seg_t S = b_seg (ak_decode_group_at (a, tg / rt), tg % rt, u0 * BN, u1 * BN);
-        if (S.nr == 0)
-            continue;                                 /* a row tile past its group's rows */
-        if (warp == NC) {
-            if (lane == 0)
-                b_produce<D> (S, base, nst, t, full, empty, tm_k, tm_v);
-        }
-        else {
-            float o[D / 16][4], m, l;
-            b_consume<D> (S, base, nst, t, full, empty, o, m, l, warp, lane);
-            const bool direct = u0 == 0 && u1 == nt;
-            b_merge_warps<D, 32 * NC, 1> (S, part, o, m, l, direct, b_ws + (b + tg) * B_ROWS * WD, tid, cb);
-        }
-    }
-    __syncthreads ();                                 /* every partial written */
-    /* both ends' arrivals first, then the merges: a block last for its first row tile must not
-       hold back its arrival for the next one (the next one's merge would wait for this merge) */
-    bool mine[2] = { false, false };
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-        ak_i64 tg, first, last;
-        if (b_flat_end (e, lo, hi, nt, nb, total, &tg, &first, &last)
-            && b_seg (ak_decode_group_at (a, tg / rt), tg % rt, 0, 0).nr)
-            mine[e] = ak_last_arrival (&b_cnt[tg], (unsigned int) (last - first + 1), &s_last);
-    }
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-        ak_i64 tg, first, last;
-        if (mine[e] && b_flat_end (e, lo, hi, nt, nb, total, &tg, &first, &last)) {
-            const b_seg_t S = b_seg (ak_decode_group_at (a, tg / rt), tg % rt, 0, 0);
-            ak_split_merge<B_ROWS, B_NT, 0, true> (b_ws + (first + tg) * B_ROWS * WD, last - first + 1,
-                                                   (ak_i64) B_ROWS * WD, WD, D, S.nr, S.o, D, tid);
-        }
-    }
-}
-#endif
 #endif
 
 extern "C" __global__ void __launch_bounds__ (B_NT, 1)
@@ -566,43 +434,6 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_k, const
          && ak_tensor_map_present (&tm_v)
          && ((ak_u64) AK_IN (a, 0) | (ak_u64) AK_OUT (a, 0) | (ak_u64) AK_IN (a, 1) | (ak_u64) AK_IN (a, 2)) % 16 == 0;
 #endif
-#if FLAT
-    /* the launch's row tiles (rt a group: the largest group's), each of nt key tiles, end to end */
-    const ak_i64 B = a.dims[0], Q = a.dims[1], HQ = a.dims[2], HK = a.dims[3], L = a.dims[4];
-    const ak_i64 rt = (((HQ + HK - 1) / HK) * Q + B_ROWS - 1) / B_ROWS, ntile = B * HK * rt;
-    const ak_i64 nt = (L + BN - 1) / BN, total = ntile * nt;
-#if B_TC
-    const int nst = room - pb > 0 ? min (STAGES, (room - pb) / sb) : 0;
-    tc = tc && nst >= 1 && total > 0 && ntile <= B_WS_GROUPS
-         && ((ak_i64) gridDim.y + ntile) * B_ROWS * WD <= B_WS_FLOATS;
-    if (tc) {
-        const ak_i64 lo = b_flat_lo (blockIdx.y, gridDim.y, total), hi = b_flat_lo (blockIdx.y + 1, gridDim.y, total);
-        if (lo >= hi)
-            return;
-        float *part = (float *) (base + nst * sb);
-#if DMAX == 256
-        if (D == 256)
-            b_flat_tc<256> (a, rt, nt, lo, hi, total, base, nst, part, &tm_k, &tm_v);
-        else
-#endif
-        if (D == 128)
-            b_flat_tc<128> (a, rt, nt, lo, hi, total, base, nst, part, &tm_k, &tm_v);
-        else
-            b_flat_tc<64> (a, rt, nt, lo, hi, total, base, nst, part, &tm_k, &tm_v);
-        return;
-    }
-#endif
-    (void) tm_k;
-    (void) tm_v;
-    (void) tc;
-    /* the plain path: row tiles blockIdx.y, + gridDim.y, ... */
-    for (ak_i64 tg = blockIdx.y; tg < ntile; tg += gridDim.y) {
-        const ak_decode_group_t g = ak_decode_group_at (a, tg / rt);
-        const ak_i64 r0 = (tg % rt) * B_ROWS;
-        if (r0 < g.G)
-            ak_decode_plain (g, r0, min ((ak_i64) B_ROWS, g.G - r0), tid >> 5, NC + 1, tid & 31);
-    }
-#else
     const ak_decode_group_t g = ak_decode_group (a);
     const ak_i64 r0 = (ak_i64) blockIdx.x * B_ROWS;
     if (r0 >= g.G)
@@ -650,5 +481,4 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_k, const
     /* the plain path: the first slice's blocks take every key */
     if (blockIdx.y == 0)
         ak_decode_plain (g, r0, nr, tid >> 5, NC + 1, tid & 31);
-#endif
 }
