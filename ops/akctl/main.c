@@ -358,15 +358,11 @@ static void s_help_main (FILE *out)
     for (int i = 0; i < S_NVERBS; i++) {
         /* the whole synopsis, however long (a fixed buffer once cut gate's
            and profile's); a long one gets its own line, the summary under it */
-        const char *sep = *s_verbs[i].args ? " " : "";
-        if (strlen (s_verbs[i].name) + strlen (sep) + strlen (s_verbs[i].args) > 20)
-            fprintf (out, "  %s%s%s\n  %-20s %s\n", s_verbs[i].name, sep, s_verbs[i].args, "",
-                     s_verbs[i].summary);
-        else {
-            char left[24];
-            snprintf (left, sizeof left, "%s%s%s", s_verbs[i].name, sep, s_verbs[i].args);
-            fprintf (out, "  %-20s %s\n", left, s_verbs[i].summary);
-        }
+        int len = fprintf (out, "  %s%s%s", s_verbs[i].name, *s_verbs[i].args ? " " : "", s_verbs[i].args) - 2;
+        if (len > 20)
+            fprintf (out, "\n  %-20s %s\n", "", s_verbs[i].summary);
+        else
+            fprintf (out, "%*s %s\n", 20 - len, "", s_verbs[i].summary);
     }
     fprintf (out, "\n%s\n%s\n`akctl VERB --help` (or `akctl help VERB`) tells more about a verb.\n",
              s_global_help, s_exit_help);
