@@ -62,17 +62,21 @@ def main():
     ids = torch.randint(0, a.vocab, (a.batch, a.prefill), device="cuda")
     nvtx = torch.cuda.nvtx
 
+    def step(state):
+        """One forward step (prefill when state's cache is empty), its cache
+        and argmax token into state."""
+        out = model(input_ids=state["tokens"], past_key_values=state["past"], use_cache=True)
+        state["past"] = out.past_key_values
+        state["tokens"] = out.logits[:, -1:].argmax(-1)
+
     def one_repeat():
         """Prefill and DECODE steps, eager, no ranges: the graph's body."""
-        past, tokens = None, ids
+        state = {"past": None, "tokens": ids}
         for _ in range(1 + a.decode):
-            out = model(input_ids=tokens, past_key_values=past, use_cache=True)
-            past = out.past_key_values
-            tokens = out.logits[:, -1:].argmax(-1)
-        return tokens
+            step(state)
 
     def timed(step_no, kind, body):
-        """One step range around body() and a synchronise (the graph mode's step)."""
+        """One step range around body() and a synchronise: a step of either mode."""
         t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
         nvtx.range_push("step")
         body()
@@ -102,27 +106,14 @@ def main():
                 from torch.profiler import ProfilerActivity, profile
                 prof = profile(activities=[ProfilerActivity.CUDA])
                 prof.__enter__()
-            if graph is not None:
-                row = timed(step_no, "graph", graph.replay)
+            # one replay a repeat, or prefill and DECODE eager steps
+            state = {"past": None, "tokens": ids}
+            steps = [("graph", graph.replay)] if graph is not None else \
+                [("prefill" if s == 0 else "decode", lambda: step(state)) for s in range(1 + a.decode)]
+            for kind, body in steps:
+                row = timed(step_no, kind, body)
                 if a.step_times and rep > 0:
                     print(json.dumps(row), flush=True)
-                step_no += 1
-                continue
-            past = None
-            tokens = ids
-            for s in range(1 + a.decode):
-                t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
-                nvtx.range_push("step")
-                out = model(input_ids=tokens, past_key_values=past, use_cache=True)
-                past = out.past_key_values
-                tokens = out.logits[:, -1:].argmax(-1)
-                torch.cuda.synchronize()
-                nvtx.range_pop()
-                ms = (time.perf_counter() - t0) * 1e3
-                cpu, mcpu = (time.process_time() - c0) * 1e3, (time.thread_time() - m0) * 1e3
-                if a.step_times and rep > 0:
-                    print(json.dumps({"step": step_no, "kind": "prefill" if s == 0 else "decode", "ms": ms,
-                                      "cpu_ms": cpu, "thread_cpu_ms": mcpu}), flush=True)
                 step_no += 1
     if prof is not None:
         prof.__exit__(None, None, None)
