@@ -29,13 +29,16 @@
       wg_decode, tma_decode);
       shared-memory addresses (ak_smem), for them and the Hopper blocks
       (sm_90a: wgmma, FlashAttention-3's key-tile step) of
-      kernels/ak_hopper_cuda.h;
+      kernels/ak_hopper_cuda.h; named barriers (ak_bar_sync_n,
+      ak_bar_sync_id, ak_bar_arrive_id: the split merge's and the Hopper
+      kernels');
       shared-memory mbarriers and TMA loads (sm_90): by 32-bit address
       (ak_bar_*, ak_tma_load_2d / _3d: the Hopper kit's pipelines), and
       by pointer (ak_mbar_*, ak_tma_into_2d / _3d, ak_mbar_fence_init,
       ak_tma_prefetch: matmul's skinny, split_kv_attention's tma_decode);
     and, for any kernel: AK_DYNAMIC_SHARED (the launch's dynamic shared
-    memory as an array), ak_dynamic_smem_size, and ak_split_slices and
+    memory as an array), ak_dynamic_smem_size, ak_nsmid (the SM count),
+    and ak_split_slices and
     ak_last_arrival (a split tile's slices and the split merge's
     handshake; used by split_kv_attention's decode kernels), ak_warp_sum,
     ak_attn_row and ak_attn_plain (attention rows a warp each: the two
@@ -47,14 +50,16 @@
 #ifndef AK_BLOCKS_CUDA_H
 #define AK_BLOCKS_CUDA_H
 
-#define AK_BLOCKS_VERSION 9
+#define AK_BLOCKS_VERSION 10
 
 /*  Under AK_CUDA_EMU (tests/unit/cuda_emu/emu.h: a kernel run on the CPU
     by test_cuda_cand_emu) the mma.sync blocks, the pointer forms of the
     mbarriers and TMA loads, AK_DYNAMIC_SHARED and
     ak_dynamic_smem_size go through the emulation instead of PTX: the same
     results (cp.async copies at once; its groups and waits are nothing),
-    no speed.  The Hopper blocks have no emulation. */
+    no speed.  So do the address forms and the named barriers, on emu.h's
+    window onto the block's shared memory, and kernels/ak_hopper_cuda.h's
+    blocks (wgmma among them). */
 
 /*  The launch's dynamic shared memory as an array T name[] (16-byte
     aligned), and its size in bytes. */
@@ -73,6 +78,18 @@ __device__ __forceinline__ unsigned ak_dynamic_smem_size (void)
     return r;
 }
 #endif
+
+/*  The device's SM count (%nsmid; the emulation's is 132, an H200's). */
+__device__ __forceinline__ unsigned ak_nsmid (void)
+{
+#ifdef AK_CUDA_EMU
+    return 132;
+#else
+    unsigned r;
+    asm ("mov.u32 %0, %%nsmid;" : "=r" (r));
+    return r;
+#endif
+}
 
 /*  A split_kv_attention decode block's KV head and query group (ref.c's
     grouped-query rule: KV head kvh serves query heads h_lo .. h_hi-1),
@@ -282,9 +299,43 @@ __device__ void ak_attn_plain (const ak_cuda_args_t &a)
 __device__ __forceinline__ unsigned ak_smem (const void *p)
 {
 #ifdef AK_CUDA_EMU
-    return (unsigned) (unsigned long long) p;          /* no shared window to address: not emulated */
+    return ak_emu_smem_addr (p);                       /* emu.h's window onto the block's shared memory */
 #else
     return (unsigned) __cvta_generic_to_shared (p);
+#endif
+}
+
+/*  Named barriers: N_ threads meet at barrier ID_ (immediates, so ptxas
+    reserves only the barriers used), or at barrier id (a register);
+    ak_bar_arrive_id counts this thread's warp towards id's N_ without
+    waiting. */
+template <int ID_, int N_>
+__device__ __forceinline__ void ak_bar_sync_n (void)
+{
+#ifdef AK_CUDA_EMU
+    ak_emu_named_bar (ID_, N_, true);
+#else
+    asm volatile ("bar.sync %0, %1;\n" :: "n" (ID_), "n" (N_) : "memory");
+#endif
+}
+
+template <int N_>
+__device__ __forceinline__ void ak_bar_sync_id (unsigned id)
+{
+#ifdef AK_CUDA_EMU
+    ak_emu_named_bar (id, N_, true);
+#else
+    asm volatile ("bar.sync %0, %1;\n" :: "r" (id), "n" (N_) : "memory");
+#endif
+}
+
+template <int N_>
+__device__ __forceinline__ void ak_bar_arrive_id (unsigned id)
+{
+#ifdef AK_CUDA_EMU
+    ak_emu_named_bar (id, N_, false);
+#else
+    asm volatile ("bar.arrive %0, %1;\n" :: "r" (id), "n" (N_) : "memory");
 #endif
 }
 
@@ -429,6 +480,49 @@ __device__ __forceinline__ void ak_tma_into_3d (void *dst, const ak_tensor_map_t
     ak_tma_load_3d (ak_smem (dst), map, c0, c1, c2, ak_smem (bar));
 #endif
 }
+
+#ifdef AK_CUDA_EMU
+/*  The address forms under the emulation: the pointer forms on emu.h's
+    window (an address outside the block's shared memory, or a swizzled
+    box not 1024-byte aligned, ends the run with a message). */
+__device__ __forceinline__ ak_u64 *ak_emu_bar (unsigned bar)
+{
+    return (ak_u64 *) ak_emu_smem_ptr (bar, 8);
+}
+
+__device__ __forceinline__ void ak_bar_init (unsigned bar, unsigned count)
+{
+    ak_mbar_init (ak_emu_bar (bar), count);
+}
+
+__device__ __forceinline__ void ak_bar_wait (unsigned bar, unsigned parity)
+{
+    ak_mbar_wait (ak_emu_bar (bar), parity);
+}
+
+__device__ __forceinline__ void ak_bar_arrive (unsigned bar)
+{
+    ak_mbar_arrive (ak_emu_bar (bar));
+}
+
+__device__ __forceinline__ void ak_bar_expect (unsigned bar, unsigned bytes)
+{
+    ak_mbar_expect (ak_emu_bar (bar), bytes);
+}
+
+__device__ __forceinline__ void ak_tma_load_2d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, unsigned bar)
+{
+    (void) ak_emu_bar (bar);
+    ak_emu_tma_load_2d (ak_emu_tma_dst (dst, map), map, c0, c1);
+}
+
+__device__ __forceinline__ void ak_tma_load_3d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
+                                                unsigned bar)
+{
+    (void) ak_emu_bar (bar);
+    ak_emu_tma_load_3d (ak_emu_tma_dst (dst, map), map, c0, c1, c2);
+}
+#endif
 
 /* ---------------------------------------- tensor cores, mma.sync (sm_80) */
 
@@ -786,7 +880,7 @@ __device__ void ak_split_merge (const float *w0, ak_i64 nsplit, ak_i64 sst, int 
     if constexpr (BAR_ == 0)
         __syncthreads ();
     else
-        asm volatile ("bar.sync %0, %1;\n" :: "n" (BAR_), "n" (NTH_) : "memory");
+        ak_bar_sync_n<BAR_, NTH_> ();
     const int D4 = C >> 2, nu = nr * D4;
     ak_split_merge_cols<NTH_> (w0, nsplit, sst, wd, C, nu, D4, s_m, s_l, out, ostride, tid);
 }

@@ -19,8 +19,18 @@
       ak_bulk_wait, ak_wg_sync; ak_swz128, where the 128-byte swizzle
       puts a chunk), used by matmul's (fused_mlp's was 3% slower with
       it), and the direct stores from the accumulators
-      (ak_wg_store_direct), used by both.
-    The CPU emulation (tests/unit/cuda_emu) has none of them. */
+      (ak_wg_store_direct), used by both;
+      the Hopper kernels' other single instructions, so that no kernel
+      needs inline PTX of its own: register budgets (ak_setmaxnreg_dec /
+      _inc), async-proxy fences (ak_fence_proxy_async_shared / _global)
+      and a 32-bit shared store (ak_st_shared_u32); the named barriers
+      (ak_bar_sync_n, _id, ak_bar_arrive_id) are ak_blocks_cuda.h's.
+    Under AK_CUDA_EMU (tests/unit/cuda_emu/emu.h, test_cuda_cand_emu)
+    every block here runs on the CPU: a wgmma is computed at once from
+    the shared memory its descriptors address (128-byte swizzle only; A
+    from registers through the warp's lanes), so its fences, groups and
+    waits are nothing, as are the register fences and budgets and the
+    proxy fences; a TMA store is a copy when issued. */
 #ifndef AK_HOPPER_CUDA_H
 #define AK_HOPPER_CUDA_H
 #if !defined(AK_REFERENCE) && (defined(AK_DTYPE_FLOAT16) || defined(AK_DTYPE_BFLOAT16))
@@ -28,25 +38,89 @@
 /* ------------------------------------------------------------ Hopper (sm_90a) */
 __device__ __forceinline__ void ak_wgmma_fence (void)
 {
+#ifndef AK_CUDA_EMU
     asm volatile ("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
 }
 
 __device__ __forceinline__ void ak_wgmma_commit (void)
 {
+#ifndef AK_CUDA_EMU
     asm volatile ("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
 }
 
 template <int N_>
 __device__ __forceinline__ void ak_wgmma_wait (void)
 {
+#ifndef AK_CUDA_EMU
     asm volatile ("wgmma.wait_group.sync.aligned %0;\n" :: "n" (N_) : "memory");
+#endif
 }
 
 /*  Tells the compiler a register may have changed (the wgmma wrote it
-    asynchronously): no read of it moves above the wait. */
+    asynchronously): no read of it moves above the wait.  ak_reg_fence_u
+    likewise for a 32-bit integer register. */
 __device__ __forceinline__ void ak_reg_fence (float &r)
 {
+#ifdef AK_CUDA_EMU
+    (void) r;
+#else
     asm volatile ("" : "+f" (r) :: "memory");
+#endif
+}
+
+__device__ __forceinline__ void ak_reg_fence_u (unsigned &r)
+{
+#ifdef AK_CUDA_EMU
+    (void) r;
+#else
+    asm volatile ("" : "+r" (r) :: "memory");
+#endif
+}
+
+/*  The register budget of the calling warpgroup (every thread of it
+    calls): given back down to R_, or taken up to R_. */
+template <int R_>
+__device__ __forceinline__ void ak_setmaxnreg_dec (void)
+{
+#ifndef AK_CUDA_EMU
+    asm volatile ("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n" (R_));
+#endif
+}
+
+template <int R_>
+__device__ __forceinline__ void ak_setmaxnreg_inc (void)
+{
+#ifndef AK_CUDA_EMU
+    asm volatile ("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n" (R_));
+#endif
+}
+
+/*  The generic proxy's writes to shared (global) memory made visible to
+    the async proxy (wgmma, TMA). */
+__device__ __forceinline__ void ak_fence_proxy_async_shared (void)
+{
+#ifndef AK_CUDA_EMU
+    asm volatile ("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void ak_fence_proxy_async_global (void)
+{
+#ifndef AK_CUDA_EMU
+    asm volatile ("fence.proxy.async.global;\n" ::: "memory");
+#endif
+}
+
+/*  32 bits into shared memory at a shared address. */
+__device__ __forceinline__ void ak_st_shared_u32 (unsigned at, unsigned v)
+{
+#ifdef AK_CUDA_EMU
+    memcpy (ak_emu_smem_ptr (at, 4), &v, 4);
+#else
+    asm volatile ("st.shared.b32 [%0], %1;\n" :: "r" (at), "r" (v) : "memory");
+#endif
 }
 
 /*  Shared-memory matrix descriptor, 128-byte swizzle: start address >> 4
@@ -87,6 +161,19 @@ __device__ __forceinline__ void ak_wgmma_ss (float (&d)[N_ / 2], ak_u64 da, ak_u
 template <int N_>
 __device__ __forceinline__ void ak_wgmma_rs (float (&d)[N_ / 2], const unsigned (&a)[4], ak_u64 db, int acc);
 
+#ifdef AK_CUDA_EMU
+template <int N_, int TB_>
+__device__ __forceinline__ void ak_wgmma_ss (float (&d)[N_ / 2], ak_u64 da, ak_u64 db, int acc)
+{
+    ak_emu_wgmma (d, N_, da, nullptr, db, TB_ != 0, acc != 0);
+}
+
+template <int N_>
+__device__ __forceinline__ void ak_wgmma_rs (float (&d)[N_ / 2], const unsigned (&a)[4], ak_u64 db, int acc)
+{
+    ak_emu_wgmma (d, N_, 0, a, db, true, acc != 0);
+}
+#else
 /*  N, then the operand numbers of da, db, acc (of a, b, acc for RS) */
 #define AK_WGMMA_SS(N_, TB_, RL, DL, IA, IB, IC)                                                          \
     template <> __device__ __forceinline__ void ak_wgmma_ss<N_, TB_> (float (&d)[N_ / 2], ak_u64 da,     \
@@ -117,6 +204,7 @@ AK_WGMMA_RS (128, AK_WG_R64, AK_WG_D64, "%64,%65,%66,%67", "%68", "%69")
 AK_WGMMA_RS (256, AK_WG_R128, AK_WG_D128, "%128,%129,%130,%131", "%132", "%133")
 #undef AK_WGMMA_SS
 #undef AK_WGMMA_RS
+#endif
 
 template <int N_>
 __device__ __forceinline__ void ak_wgmma (float (&d)[N_ / 2], ak_u64 da, ak_u64 db, int acc)
@@ -153,9 +241,13 @@ __device__ __forceinline__ void ak_wgmma (float (&d)[N_ / 2], ak_u64 da, ak_u64 
     bytes expected on full. */
 __device__ __forceinline__ float ak_fa3_ex2 (float x)
 {
+#ifdef AK_CUDA_EMU
+    return ak_emu_ex2_ftz (x);
+#else
     float y;
     asm ("ex2.approx.ftz.f32 %0, %1;" : "=f" (y) : "f" (x));
     return y;
+#endif
 }
 
 template <int NO, int NS, int NK>
@@ -171,21 +263,21 @@ __device__ __forceinline__ void ak_fa3_fence_regs (float (&o)[NO], float (&sacc)
     for (int k = 0; k < NK; k++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
-            asm volatile ("" : "+r" (pa[k][e]) :: "memory");
+            ak_reg_fence_u (pa[k][e]);
 }
 
 template <int PP_>
 __device__ __forceinline__ void ak_fa3_turn_wait (int cw)
 {
     if (PP_)
-        asm volatile ("bar.sync %0, 256;\n" :: "r" (1 + cw) : "memory");
+        ak_bar_sync_id<256> (1 + cw);
 }
 
 template <int PP_, int NC_>
 __device__ __forceinline__ void ak_fa3_turn_pass (int cw)
 {
     if (PP_)
-        asm volatile ("bar.arrive %0, 256;\n" :: "r" (1 + (cw + 1) % NC_) : "memory");
+        ak_bar_arrive_id<256> (1 + (cw + 1) % NC_);
 }
 
 template <int HD_, int BN_, int NK_>
@@ -348,10 +440,10 @@ __device__ __forceinline__ void ak_fa3_init (unsigned qbar, const ak_tensor_map_
             ak_bar_init (c.fullv + 8 * s, 1);
             ak_bar_init (c.emptyv + 8 * s, NC_);
         }
-        asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_q) : "memory");
-        asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_k) : "memory");
-        asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) tm_v) : "memory");
+        ak_mbar_fence_init ();
+        ak_tma_prefetch (tm_q);
+        ak_tma_prefetch (tm_k);
+        ak_tma_prefetch (tm_v);
     }
     __syncthreads ();
 }
@@ -445,18 +537,22 @@ __device__ __forceinline__ unsigned ak_swz128 (int r, int ch)
 __device__ __forceinline__ void ak_wg_sync (int cw)
 {
     if (cw == 0)
-        asm volatile ("bar.sync 2, 128;\n" ::: "memory");
+        ak_bar_sync_n<2, 128> ();
     else
-        asm volatile ("bar.sync 3, 128;\n" ::: "memory");
+        ak_bar_sync_n<3, 128> ();
 }
 
 /*  A 2-D box from shared memory at src into the tensor behind map at
     {c0, c1}, one bulk group (TMA leaves out what lies past the tensor). */
 __device__ __forceinline__ void ak_tma_store_2d (const ak_tensor_map_t *map, int c0, int c1, unsigned src)
 {
+#ifdef AK_CUDA_EMU
+    ak_emu_tma_store_2d (map, c0, c1, src);
+#else
     asm volatile ("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
                   "cp.async.bulk.commit_group;\n"
                   :: "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (src) : "memory");
+#endif
 }
 
 /*  Until at most N_ of this thread's bulk groups still read shared memory
@@ -464,10 +560,12 @@ __device__ __forceinline__ void ak_tma_store_2d (const ak_tensor_map_t *map, int
 template <int N_, bool READ_>
 __device__ __forceinline__ void ak_bulk_wait (void)
 {
+#ifndef AK_CUDA_EMU
     if (READ_)
         asm volatile ("cp.async.bulk.wait_group.read %0;\n" :: "n" (N_) : "memory");
     else
         asm volatile ("cp.async.bulk.wait_group %0;\n" :: "n" (N_) : "memory");
+#endif
 }
 
 /*  Stores a consumer warpgroup's m64nNk16 accumulators (MI_ slices of 64
@@ -541,9 +639,9 @@ __device__ __forceinline__ void ak_wg_store_tma (F value, const ak_tensor_map_t 
                     const int r = rr + 8 * h, e = 4 * (c * 8 + jj) + 2 * h;
                     const unsigned v = ak_pack2 (value (i, e), value (i, e + 1));
                     const unsigned at = buf + ak_swz128 (r, jj) + (tid % 4) * 4;
-                    asm volatile ("st.shared.b32 [%0], %1;\n" :: "r" (at), "r" (v) : "memory");
+                    ak_st_shared_u32 (at, v);
                 }
-            asm volatile ("fence.proxy.async.shared::cta;\n" ::: "memory");
+            ak_fence_proxy_async_shared ();
             ak_wg_sync (cw);
             if (tid == 0)
                 ak_tma_store_2d (map, c0 + c * 64, r0 + i * 64, buf);

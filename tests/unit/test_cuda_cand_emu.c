@@ -40,7 +40,7 @@
 
 #define S_SEED 7
 
-#define S_MAXP 7
+#define S_MAXP 9
 
 typedef struct {
     const char *op, *cand;
@@ -80,7 +80,18 @@ typedef struct {
     and K are multiples of 8, the direct register path at the edge sizes;
     float16 differs only in the MMA's type, which mma_decode's run
     covers) and the float32 FMA path; M above 16 at the larger sizes runs
-    several row tiles. */
+    several row tiles.  The Hopper kit's kernels (emu.h's wgmma, named
+    barriers and TMA stores; their own CTest entry,
+    test_cuda_cand_emu_wgmma): matmul's wgmma with two consumer
+    warpgroups over 132 blocks, and with one over 3 persistent blocks
+    walking the tiles by columns (the stage ring and the epilogue's two
+    buffers run on from tile to tile), the TMA path and TMA-store
+    epilogue where K and N are multiples of 8, the producer's own fill
+    and the direct stores at the edge sizes; fused_mlp's wgmma over 4 and
+    3 blocks (GRID: outside the spec's space, so the grid barrier between
+    the phases has blocks to wait for); flash_attention's wgmma in
+    ping-pong with two consumers, and three without; wg_decode in
+    ping-pong, and one consumer with the slices merged (WAVES 4). */
 static const s_run_t s_runs[] = {
     { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 1 << 22, 2, { "NW", "WAVES" }, { 2, 1 } },
     { "split_kv_attention", "mma_decode", AK_DT_FLOAT16, 1 << 20, 2, { "NW", "WAVES" }, { 8, 4 } },
@@ -100,6 +111,24 @@ static const s_run_t s_runs[] = {
       { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES", "FLAT" }, { 8, 64, 2, 1, 128, 0, 0 } },
     { "matmul", "skinny", AK_DT_BFLOAT16, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 2, 2, 4 } },
     { "matmul", "skinny", AK_DT_FLOAT32, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 1, 4, 2 } },
+    { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 9,
+      { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID" },
+      { 128, 256, 64, 4, 2, 1, 0, 8, 132 } },
+    { "matmul", "wgmma", AK_DT_FLOAT16, 1 << 18, 9,
+      { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID" },
+      { 64, 128, 128, 3, 1, 1, 1, 2, 3 } },
+    { "fused_mlp", "wgmma", AK_DT_BFLOAT16, 1 << 18, 6, { "BM", "BN", "BK", "STAGES", "CONSUMERS", "GRID" },
+      { 128, 128, 64, 4, 2, 4 } },
+    { "fused_mlp", "wgmma", AK_DT_FLOAT16, 1 << 18, 6, { "BM", "BN", "BK", "STAGES", "CONSUMERS", "GRID" },
+      { 64, 64, 64, 3, 1, 3 } },
+    { "flash_attention", "wgmma", AK_DT_BFLOAT16, 1 << 19, 4, { "BN", "STAGES", "CONSUMERS", "PINGPONG" },
+      { 128, 2, 2, 1 } },
+    { "flash_attention", "wgmma", AK_DT_FLOAT16, 1 << 19, 4, { "BN", "STAGES", "CONSUMERS", "PINGPONG" },
+      { 64, 3, 3, 0 } },
+    { "split_kv_attention", "wg_decode", AK_DT_BFLOAT16, 1 << 19, 4, { "STAGES", "CONSUMERS", "PINGPONG", "WAVES" },
+      { 2, 2, 1, 1 } },
+    { "split_kv_attention", "wg_decode", AK_DT_FLOAT16, 1 << 19, 4, { "STAGES", "CONSUMERS", "PINGPONG", "WAVES" },
+      { 3, 1, 0, 4 } },
 };
 
 /*  "NAME=VALUE ..." of run r, into buf. */
@@ -130,17 +159,27 @@ static const ak_candidate_t *s_cand (const ak_spec_t *spec, const char *name)
     return NULL;
 }
 
-/*  Builds the emulation of run r in dir; its path (caller frees). */
-static char *s_build (const ak_spec_t *spec, const ak_candidate_t *cand, const s_run_t *r, const char *dir,
-                      const char *inc)
+/*  Builds the emulation of run r in dir (the candidate's source, or text
+    where not NULL; kernels/ak_hopper_cuda.h, or the file hopper where not
+    NULL); its path (caller frees). */
+static char *s_build_text (const ak_spec_t *spec, const ak_candidate_t *cand, const s_run_t *r, const char *dir,
+                           const char *inc, const char *text, const char *hopper)
 {
     const char *dt = r->dt == AK_DT_BFLOAT16 ? "BFLOAT16" : r->dt == AK_DT_FLOAT16 ? "FLOAT16" : "FLOAT32";
     char defs[256];
-    char *flags = ak_sprintf ("-Wno-unused-function -I'%s' -DAK_DTYPE_%s -DAK_EMU_NMAPS=%d %s", inc, dt,
-                              cand->launch ? cand->launch->ntmaps : 0, s_params (r, defs, sizeof defs, "-D"));
-    char *exe = ak_unit_emu_build (spec, dir, "AK_EMU_CAND", "cand.cu", cand->source.text, flags);
+    char *hop = hopper ? ak_sprintf ("-DAK_EMU_HOPPER='\"%s\"'", hopper) : ak_strdup ("");
+    char *flags = ak_sprintf ("-Wno-unused-function -Wno-psabi -I'%s' -DAK_DTYPE_%s -DAK_EMU_NMAPS=%d %s %s", inc, dt,
+                              cand->launch ? cand->launch->ntmaps : 0, s_params (r, defs, sizeof defs, "-D"), hop);
+    free (hop);
+    char *exe = ak_unit_emu_build (spec, dir, "AK_EMU_CAND", "cand.cu", text ? text : cand->source.text, flags);
     free (flags);
     return exe;
+}
+
+static char *s_build (const ak_spec_t *spec, const ak_candidate_t *cand, const s_run_t *r, const char *dir,
+                      const char *inc)
+{
+    return s_build_text (spec, cand, r, dir, inc, NULL, NULL);
 }
 
 static void s_launch (const ak_spec_t *spec, const ak_candidate_t *cand, const s_run_t *r, const int64_t *dims,
@@ -250,6 +289,93 @@ static void test_cand_planted (void **state)
     ak_spec_destroy (&spec);
 }
 
+/*  The emulation's own checks of a Hopper kernel, on matmul's wgmma
+    (the first bfloat16 run of s_runs) at small (32^3, the TMA path and
+    the TMA-store epilogue): as written every element is within the
+    tolerance; with its stages aligned to 16 bytes instead of 1024 (what
+    128-byte swizzle needs) the run stops at the first TMA load and says
+    why; with B's descriptor saying 2048 bytes from one 8-row group of k
+    to the next instead of 1024, or with the epilogue's chunks swizzled by
+    row % 4 instead of row % 8, elements come out wrong; with the second
+    consumer warpgroup's epilogue barrier counting 256 threads instead of
+    its 128, the run stops as a deadlock. */
+static void test_cand_planted_wgmma (void **state)
+{
+    (void) state;
+    const char *inc = s_cuda_include ();
+    const s_run_t *r = NULL;
+    for (size_t k = 0; k < sizeof s_runs / sizeof s_runs[0] && !r; k++)
+        if (strcmp (s_runs[k].op, "matmul") == 0 && strcmp (s_runs[k].cand, "wgmma") == 0
+            && s_runs[k].dt == AK_DT_BFLOAT16)
+            r = &s_runs[k];
+    assert_non_null (r);
+    ak_spec_t *spec = ak_cat_spec (r->op);
+    const ak_candidate_t *cand = s_cand (spec, r->cand);
+    static const struct {
+        const char *from, *to;                  /* in the kernel's source (NULL: as written) */
+        const char *file;                       /* or in kernels/ak_hopper_cuda.h (the prelude) */
+        const char *fails;                      /* what the emulation says, or NULL: compared */
+        bool        wrong;                      /* elements beyond the tolerance expected */
+    } plants[] = {
+        { NULL, NULL, NULL, NULL, false },
+        { "base_s = (raw_s + 1023u) & ~1023u", "base_s = (raw_s + 15u) & ~15u", NULL, "not 1024-byte aligned", false },
+        { "ak_wgmma_desc (sb + kk * 16 * 128, BK * 128, 1024)", "ak_wgmma_desc (sb + kk * 16 * 128, BK * 128, 2048)",
+          NULL, NULL, true },
+        { "((ch ^ (r & 7)) << 4)", "((ch ^ (r & 3)) << 4)", "ak_hopper_cuda.h", NULL, true },
+        { "ak_bar_sync_n<3, 128> ();", "ak_bar_sync_n<3, 256> ();", "ak_hopper_cuda.h", "deadlock", false },
+    };
+    const int64_t dims[3] = { 32, 32, 32 };
+    char *prelude_path = ak_test_src ("kernels/ak_hopper_cuda.h");
+    char *prelude = ak_test_read (prelude_path);
+    for (size_t i = 0; i < sizeof plants / sizeof plants[0]; i++) {
+        char *dir = ak_test_tmpdir ("candemu-wgmma");
+        char *text = NULL, *hopper = NULL;
+        if (plants[i].from) {
+            const char *in = plants[i].file ? prelude : cand->source.text;
+            const char *at = strstr (in, plants[i].from);
+            assert_non_null (at);
+            assert_null (strstr (at + 1, plants[i].from));      /* the one place */
+            text = ak_sprintf ("%.*s%s%s", (int) (at - in), in, plants[i].to, at + strlen (plants[i].from));
+            if (plants[i].file) {                 /* the changed prelude, in place of kernels/'s */
+                hopper = ak_test_write (dir, plants[i].file, text);
+                free (text);
+                text = NULL;
+            }
+        }
+        char *exe = s_build_text (spec, cand, r, dir, inc, text, hopper);
+        ak_launch_cfg_t cfg;
+        s_launch (spec, cand, r, dims, &cfg);
+        ak_emu_cmp_t c;
+        char *msg = NULL;
+        const int rc = ak_unit_emu_try (spec, dir, exe, dims, r->dt, S_SEED, &cfg, 1, ak_spec_tol (spec, r->dt), &c,
+                                        &msg);
+        print_message ("matmul wgmma, %s -> %s: exit %d, %zu of %zu elements beyond the tolerance%s%s", plants[i].from
+                       ? plants[i].from : "as written", plants[i].to ? plants[i].to : "", rc, c.bad, c.checked,
+                       msg ? ": " : "\n", msg ? msg : "");
+        if (plants[i].fails) {
+            assert_int_not_equal (rc, 0);
+            assert_non_null (msg);
+            assert_non_null (strstr (msg, plants[i].fails));
+        } else {
+            assert_int_equal (rc, 0);
+            assert_true (c.checked == 32 * 32);
+            if (plants[i].wrong)
+                assert_true (c.bad > 0);
+            else
+                assert_int_equal (c.bad, 0);
+        }
+        free (msg);
+        free (text);
+        free (hopper);
+        free (exe);
+        ak_test_rmtree (dir);
+        free (dir);
+    }
+    free (prelude);
+    free (prelude_path);
+    ak_spec_destroy (&spec);
+}
+
 /*  test_cuda_cand_emu [--only TEST]: all tests, or only TEST (a cmocka
     test name or glob; tests/CMakeLists.txt's test_cuda_cand_emu_matmul). */
 int main (int argc, char **argv)
@@ -257,6 +383,7 @@ int main (int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_cand_catalog),
         cmocka_unit_test (test_cand_planted),
+        cmocka_unit_test (test_cand_planted_wgmma),
     };
     if (argc == 3 && strcmp (argv[1], "--only") == 0)
         cmocka_set_test_filter (argv[2]);

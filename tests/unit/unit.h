@@ -133,5 +133,11 @@ typedef struct {
 void ak_unit_emu_run (const ak_spec_t *spec, const char *dir, const char *exe, const int64_t *dims,
                       ak_dtype_t dt, uint64_t seed, const ak_launch_cfg_t *cfg, unsigned shrink,
                       const ak_tol_t *tol, ak_emu_cmp_t *r);
+/* The same, but an emulation that fails (exits non-zero: a deadlock, an
+   address outside shared memory, ...) returns its exit status with what
+   it printed in *msg (the caller frees), r zeroed; 0 once compared. */
+int ak_unit_emu_try (const ak_spec_t *spec, const char *dir, const char *exe, const int64_t *dims,
+                     ak_dtype_t dt, uint64_t seed, const ak_launch_cfg_t *cfg, unsigned shrink,
+                     const ak_tol_t *tol, ak_emu_cmp_t *r, char **msg);
 
 #endif

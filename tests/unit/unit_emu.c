@@ -43,6 +43,15 @@ void ak_unit_emu_run (const ak_spec_t *spec, const char *dir, const char *exe, c
                       ak_dtype_t dt, uint64_t seed, const ak_launch_cfg_t *cfg, unsigned shrink,
                       const ak_tol_t *tol, ak_emu_cmp_t *r)
 {
+    char *msg = NULL;
+    if (ak_unit_emu_try (spec, dir, exe, dims, dt, seed, cfg, shrink, tol, r, &msg) != 0)
+        fail_msg ("%s: the emulation failed: %s", spec->name, msg ? msg : "");
+}
+
+int ak_unit_emu_try (const ak_spec_t *spec, const char *dir, const char *exe, const int64_t *dims,
+                     ak_dtype_t dt, uint64_t seed, const ak_launch_cfg_t *cfg, unsigned shrink,
+                     const ak_tol_t *tol, ak_emu_cmp_t *r, char **msg)
+{
     ak_err_t err = { 0 };
     size_t nin[AK_MAX_BUFS] = { 0 }, nout[AK_MAX_BUFS] = { 0 }, total = 0;
     assert_int_equal (ak_buf_counts (spec, dims, dt, nin, nout, &err), 0);
@@ -97,8 +106,14 @@ void ak_unit_emu_run (const ak_spec_t *spec, const char *dir, const char *exe, c
     assert_int_equal (fclose (f), 0);
     char *out = NULL;
     int rc = ak_test_runf (&out, "'%s' '%s' '%s' 2>&1", exe, job, res);
-    if (rc != 0)
-        fail_msg ("%s: the emulation failed: %s", spec->name, out ? out : "");
+    memset (r, 0, sizeof *r);
+    r->worst_out = -1;
+    if (rc != 0) {
+        *msg = out;
+        free (job);
+        free (res);
+        return rc;
+    }
     free (out);
     for (int k = 0; k < spec->noutputs; k++)
         total += nout[k];
@@ -107,8 +122,6 @@ void ak_unit_emu_run (const ak_spec_t *spec, const char *dir, const char *exe, c
     assert_non_null (f);
     assert_int_equal (fread (v, sizeof *v, 2 * total, f), 2 * total);
     fclose (f);
-    memset (r, 0, sizeof *r);
-    r->worst_out = -1;
     const double *host = v, *dev = v + total;
     for (int k = 0; k < spec->noutputs; host += nout[k], dev += nout[k], k++) {
         double big = 0;
@@ -138,4 +151,5 @@ void ak_unit_emu_run (const ak_spec_t *spec, const char *dir, const char *exe, c
     free (v);
     free (job);
     free (res);
+    return 0;
 }

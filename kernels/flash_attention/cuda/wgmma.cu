@@ -142,7 +142,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
 
     if (wg == 0) {
         /* ---------------------------------------------------- producer */
-        asm volatile ("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n" (R_PROD));
+        ak_setmaxnreg_dec<R_PROD> ();
         if (threadIdx.x != 0)
             return;
         ak_fa3_produce<PANELS, BN, BM, STAGES> (q_s, k_s, v_s, qbar, tm_q, tm_k, tm_v, (int) qb, 0, bh, ntiles);
@@ -150,7 +150,7 @@ __device__ void s_flash (const ak_cuda_args_t &a, const ak_tensor_map_t *tm_q, c
     }
 
     /* -------------------------------------------------------- consumers */
-    asm volatile ("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n" (R_CONS));
+    ak_setmaxnreg_inc<R_CONS> ();
     const int tid = threadIdx.x % 128, cw = wg - 1, lane = tid & 31, warp = tid >> 5;
     const ak_i64 w0 = qb + cw * 64;                       /* the warpgroup's first row */
     const ak_i64 wlast = w0 + 63 < S - 1 ? w0 + 63 : S - 1;

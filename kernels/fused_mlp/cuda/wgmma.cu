@@ -242,11 +242,9 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
            const __grid_constant__ ak_tensor_map_t tm_wg, const __grid_constant__ ak_tensor_map_t tm_wu,
            const __grid_constant__ ak_tensor_map_t tm_h, const __grid_constant__ ak_tensor_map_t tm_wd)
 {
-    unsigned nsm;
-    asm ("mov.u32 %0, %%nsmid;" : "=r" (nsm));
-    if (gridDim.x > nsm)
+    if (gridDim.x > ak_nsmid ())
         return;
-    extern __shared__ __align__ (16) unsigned char s_raw[];
+    AK_DYNAMIC_SHARED (unsigned char, s_raw);
     __shared__ __align__ (8) ak_u64 full[STAGES], empty[STAGES], done;
     const unsigned raw_s = ak_smem (s_raw), base_s = (raw_s + 1023u) & ~1023u;
     unsigned char *smem = s_raw + (base_s - raw_s);
@@ -270,13 +268,13 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
             ak_bar_init (empty_s + 8 * s, CONSUMERS);
         }
         ak_bar_init (done_s, CONSUMERS);
-        asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        ak_mbar_fence_init ();
     }
     __syncthreads ();
 
     if (wg == 0) {
         /* ---------------------------------------------------- producer */
-        asm volatile ("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n" (R_PROD));
+        ak_setmaxnreg_dec<R_PROD> ();
         const int ptid = threadIdx.x;
         if (tma && ptid != 0)
             return;
@@ -289,8 +287,8 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
                 if (ptid == 0)
                     s_grid_arrive_wait ();
                 if (!tma)
-                    asm volatile ("bar.sync 1, 128;\n" ::: "memory");
-                asm volatile ("fence.proxy.async.global;\n" ::: "memory");
+                    ak_bar_sync_n<1, 128> ();
+                ak_fence_proxy_async_global ();
             }
             const int tiles = phase ? tiles2 : tiles1, KT = phase ? KT2 : KT1;
             const ak_i64 K = phase ? hidden : dim, N = phase ? dim : hidden;
@@ -324,8 +322,8 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
                         if (phase == 0)
                             s_fill (sp + A_BYTES + B_BYTES, (const unsigned short *) Wu, K, N, k0, n0, BK, BN / 64,
                                     ptid);
-                        asm volatile ("fence.proxy.async.shared::cta;\n" ::: "memory");
-                        asm volatile ("bar.sync 1, 128;\n" ::: "memory");
+                        ak_fence_proxy_async_shared ();
+                        ak_bar_sync_n<1, 128> ();
                         if (ptid == 0)
                             ak_bar_arrive (fb);
                     }
@@ -340,7 +338,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
     }
 
     /* -------------------------------------------------------- consumers */
-    asm volatile ("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n" (R_CONS));
+    ak_setmaxnreg_inc<R_CONS> ();
     const int tid = threadIdx.x % 128, cw = wg - 1;
     int s = 0;
     unsigned ph = 0;
@@ -348,11 +346,11 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
     /* this warpgroup's h stores, visible at gpu scope and to the async
        proxy, then one arrive for the producer */
     __threadfence ();
-    asm volatile ("fence.proxy.async.global;\n" ::: "memory");
+    ak_fence_proxy_async_global ();
     if (cw == 0)
-        asm volatile ("bar.sync 2, 128;\n" ::: "memory");
+        ak_bar_sync_n<2, 128> ();
     else
-        asm volatile ("bar.sync 3, 128;\n" ::: "memory");
+        ak_bar_sync_n<3, 128> ();
     if (tid == 0)
         ak_bar_arrive (done_s);
     s_consume<1> (tiles2, tiles_m, KT2, base_s, full_s, empty_s, cw, tid, s, ph, Y, batch, dim);
@@ -419,9 +417,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_x,
     (void) tm_wu;
     (void) tm_h;
     (void) tm_wd;
-    unsigned nsm;
-    asm ("mov.u32 %0, %%nsmid;" : "=r" (nsm));
-    if (gridDim.x > nsm)
+    if (gridDim.x > ak_nsmid ())
         return;
     __shared__ float As[FT][FT + 1], Bs[FT][FT + 1], Us[FT][FT + 1];
     const ak_i64 batch = a.dims[0], dim = a.dims[1], hidden = a.dims[2];

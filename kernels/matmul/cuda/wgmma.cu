@@ -265,6 +265,7 @@ __device__ __forceinline__ void s_release (unsigned bar, unsigned peer)
 #endif
 }
 
+#if CLUSTER > 1
 /*  One box of tm_b into the same offset of both blocks' shared memory,
     completing its bytes on the same barrier of each. */
 __device__ __forceinline__ void s_tma_load_both (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, unsigned bar)
@@ -274,6 +275,7 @@ __device__ __forceinline__ void s_tma_load_both (unsigned dst, const ak_tensor_m
                   :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (bar), "h" ((unsigned short) 3)
                   : "memory");
 }
+#endif
 
 /* ------------------------------------------------------------ the kernel */
 
@@ -281,7 +283,7 @@ extern "C" __global__ void __launch_bounds__ (NT, 1)
 ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
            const __grid_constant__ ak_tensor_map_t tm_b, const __grid_constant__ ak_tensor_map_t tm_c)
 {
-    extern __shared__ __align__ (16) unsigned char s_raw[];
+    AK_DYNAMIC_SHARED (unsigned char, s_raw);
     __shared__ __align__ (8) ak_u64 full[STAGES], empty[STAGES];
     const unsigned raw_s = ak_smem (s_raw), base_s = (raw_s + 1023u) & ~1023u;
     unsigned char *smem = s_raw + (base_s - raw_s);
@@ -308,20 +310,20 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
             ak_bar_init (full_s + 8 * s, 1);
             ak_bar_init (empty_s + 8 * s, CONSUMERS * CLUSTER);
         }
-        asm volatile ("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        ak_mbar_fence_init ();
         if (tma) {
-            asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) &tm_a) : "memory");
-            asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) &tm_b) : "memory");
+            ak_tma_prefetch (&tm_a);
+            ak_tma_prefetch (&tm_b);
         }
         if (tma_c)
-            asm volatile ("prefetch.tensormap [%0];\n" :: "l" ((ak_u64) &tm_c) : "memory");
+            ak_tma_prefetch (&tm_c);
     }
     __syncthreads ();
     s_cluster_sync ();     /* the peer's barriers are initialised */
 
     if (wg == 0) {
         /* ---------------------------------------------------- producer */
-        asm volatile ("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n" (R_PROD));
+        ak_setmaxnreg_dec<R_PROD> ();
         const int ptid = threadIdx.x;
         if (tma && ptid != 0)
             return;
@@ -357,8 +359,8 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
                     s_fill (sp, (const unsigned short *) A, M, K, m0, (ak_i64) kt * BK, BM, BK / 64, ptid);
                     s_fill (sp + A_BYTES, (const unsigned short *) B, K, N, (ak_i64) kt * BK, n0, BK, BN / 64, ptid);
                     /* the generic-proxy stores, visible to wgmma's async proxy */
-                    asm volatile ("fence.proxy.async.shared::cta;\n" ::: "memory");
-                    asm volatile ("bar.sync 1, 128;\n" ::: "memory");
+                    ak_fence_proxy_async_shared ();
+                    ak_bar_sync_n<1, 128> ();
                     if (ptid == 0)
                         ak_bar_arrive (fb);
                 }
@@ -384,7 +386,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
     }
 
     /* -------------------------------------------------------- consumers */
-    asm volatile ("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n" (R_CONS));
+    ak_setmaxnreg_inc<R_CONS> ();
     const int tid = threadIdx.x % 128, cw = wg - 1;
     float acc[MI][BN / 2];
 #pragma unroll
@@ -465,7 +467,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
     /* the two tiles in the launch's dynamic shared memory (sized for the
        16-bit path, at least 90 KB): static arrays on top of it would pass
        the block's limit at the largest configurations */
-    extern __shared__ __align__ (16) unsigned char s_raw[];
+    AK_DYNAMIC_SHARED (unsigned char, s_raw);
     float (*As)[FT + 1] = (float (*)[FT + 1]) s_raw, (*Bs)[FT + 1] = As + FT;
     const ak_i64 M = a.dims[0], N = a.dims[1], K = a.dims[2];
     const ak_t *A = AK_IN (a, 0), *B = AK_IN (a, 1);

@@ -96,7 +96,7 @@ __device__ unsigned int w_cnt[W_WS_GROUPS];
     left, so no __syncthreads after the split. */
 __device__ __forceinline__ void w_consumers_sync (void)
 {
-    asm volatile ("bar.sync 3, %0;\n" :: "n" (W_NC) : "memory");
+    ak_bar_sync_n<3, W_NC> ();
 }
 
 #endif
@@ -131,7 +131,7 @@ __device__ void w_decode (const w_tile_t &T, ak_i64 k0, ak_i64 k1, ak_i64 split,
     if (wg == 0) {
         /* ---------------------------------------------------- producer */
         if (CONSUMERS == 2)
-            asm volatile ("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n" (R_PROD));
+            ak_setmaxnreg_dec<R_PROD> ();
         if (threadIdx.x != 0)
             return;
         ak_fa3_produce<W_PANELS, BN, W_BM, STAGES> (q_s, k_s, v_s, qbar, tm_q, tm_k, tm_v, (int) T.r0, (int) k0, bk,
@@ -141,7 +141,7 @@ __device__ void w_decode (const w_tile_t &T, ak_i64 k0, ak_i64 k1, ak_i64 split,
 
     /* -------------------------------------------------------- consumers */
     if (CONSUMERS == 2)
-        asm volatile ("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n" (R_CONS));
+        ak_setmaxnreg_inc<R_CONS> ();
     const int tid = threadIdx.x % 128, cw = wg - 1, lane = tid & 31, warp = tid >> 5;
     const int wrow = cw * 64;                             /* the warpgroup's first row in the tile */
     int rl[2];                                            /* this thread's rows in the tile */

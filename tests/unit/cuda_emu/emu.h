@@ -37,7 +37,16 @@
     does (zero or NaN outside, the 32/64/128-byte swizzle), at once:
     kernels/ak_blocks_cuda.h's ak_tma_into_2d (_3d) call them, beside its
     emulated mbarriers (ak_mbar_*: a barrier's phase in its 8 bytes);
-    matmul's skinny and split_kv_attention's tma_decode run on them. */
+    matmul's skinny and split_kv_attention's tma_decode run on them.
+    The Hopper kit (kernels/ak_hopper_cuda.h) and the prelude's address
+    forms run on a 32-bit window onto the block's shared memory
+    (ak_emu_smem_addr / ak_emu_smem_ptr, main.cpp: a GPU's layout, the
+    __shared__ variables from 0 and the dynamic shared memory after
+    them), with ak_emu_wgmma (m64nNk16 from descriptors, 128-byte
+    swizzle), ak_emu_tma_store_2d, ak_emu_named_bar (bar.sync and
+    bar.arrive with a thread count) and ak_emu_ex2_ftz: matmul's,
+    fused_mlp's and flash_attention's wgmma and wg_decode run on them
+    (not thread-block clusters). */
 #ifndef AK_CUDA_EMU_H
 #define AK_CUDA_EMU_H
 #include <cmath>
@@ -58,6 +67,7 @@
 #undef __restrict__
 #undef __shared__
 #undef __align__
+#undef __grid_constant__
 #define __align__(n) __attribute__ ((aligned (n)))
 #define __grid_constant__
 #define AK_CUDA_EMU 1
@@ -145,6 +155,8 @@ static inline unsigned min (unsigned a, unsigned b) { return a < b ? a : b; }
 static inline unsigned max (unsigned a, unsigned b) { return a > b ? a : b; }
 static inline unsigned __umulhi (unsigned a, unsigned b) { return (unsigned) (((unsigned long long) a * b) >> 32); }
 static inline double __dmul_rn (double a, double b) { return a * b; }
+static inline float ak_emu_expf (float x) { return expf (x); }
+#define __expf ak_emu_expf                     /* glibc declares an __expf of its own, not exported */
 static inline double __dadd_rn (double a, double b) { return a + b; }
 static inline float __double2float_rn (double a) { return (float) a; }
 template <typename T> static inline void __stcs (T *p, T v) { *p = v; }
@@ -175,6 +187,32 @@ static inline int __any_sync (unsigned, int pred)
         any |= ak_emu_lane_get (l) == 1.0;
     ak_emu_yield (AK_EMU_WARP_WAIT);
     return any;
+}
+
+/* The block's shared memory as a 32-bit address space (main.cpp): the
+   __shared__ variables (the section) from 0, the launch's dynamic shared
+   memory from the next 16-byte boundary on, as a GPU lays them out, so a
+   kernel's own 1024-byte alignment of its stages is exercised.
+   ak_emu_smem_ptr: the bytes [addr, addr+len), which must lie inside one
+   of the two (else the run ends with a message). */
+unsigned ak_emu_smem_addr (const void *p);
+void *ak_emu_smem_ptr (unsigned addr, size_t len);
+/* bar.sync (wait) / bar.arrive id, count (main.cpp: count arrivals of
+   threads; the count of one barrier's phase must not change) */
+void ak_emu_named_bar (unsigned id, unsigned count, bool wait);
+
+static inline unsigned ak_emu_tid (void)
+{
+    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
+/* ex2.approx.ftz.f32: 2^x, denormal inputs and results flushed to zero */
+static inline float ak_emu_ex2_ftz (float x)
+{
+    if (std::fpclassify (x) == FP_SUBNORMAL)
+        x = 0.0f;
+    const float y = exp2f (x);
+    return std::fpclassify (y) == FP_SUBNORMAL ? 0.0f : y;
 }
 
 /* The MMA's registers each lane offered (main.cpp: 6 words a thread). */
@@ -255,6 +293,85 @@ static inline void ak_emu_ldmatrix_x4 (unsigned r[4], const void *p, bool trans)
     ak_emu_yield (AK_EMU_WARP_WAIT);
 }
 
+/*  wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16} for the calling
+    thread t of its warpgroup (t = thread % 128), computed at once: d[N/2]
+    of the 64 x N accumulator tile, d[4j+e] its row 16(t/32) + (t%32)/4 +
+    8(e/2), column 8j + 2(t%4) + e%2; acc false overwrites d.  A (64 x 16)
+    from shared memory through descriptor da, K-major (a == nullptr), or
+    from registers (a: mma.sync's m16n8k16 A fragment of the warp's 16
+    rows, exchanged through the warp's lanes like ak_emu_mma_16816); B
+    (16 x N) through db, N-major (tb: imm-trans-b 1) or K-major.
+    Descriptors: start address >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO
+    >> 4 in 32-45, swizzle mode in 62-63, of which only 1 (128-byte) is
+    emulated (the run ends on any other, or on a base offset, bits 49-51).
+    128-byte swizzle: the 16-byte chunk bits (4-6) of an address XOR its
+    bits 7-9, as TMA writes it.  K-major element (row i, k) at start +
+    (i/8) SBO + (i%8) 128 + 2k; N-major element (k, n) at start + (n/64)
+    LBO + (k/8) SBO + (k%8) 128 + 2(n%64) (the layouts
+    kernels/matmul/cuda/wgmma.cu describes, confirmed by its gates on the
+    H200). */
+static inline float ak_emu_sw128_at (unsigned addr)
+{
+    const unsigned phys = addr ^ (((addr >> 7) & 7u) << 4);
+    unsigned short u;
+    memcpy (&u, ak_emu_smem_ptr (phys, 2), 2);
+    return ak_emu_half (u, 0);
+}
+
+static inline void ak_emu_desc (unsigned long long d, unsigned *start, unsigned *lbo, unsigned *sbo)
+{
+    if ((d >> 62) != 1 || ((d >> 49) & 7u) != 0) {
+        fprintf (stderr, "emu: a wgmma descriptor with swizzle mode %llu and base offset %llu: only 128-byte "
+                 "swizzle at offset 0 is emulated\n", d >> 62, (d >> 49) & 7u);
+        exit (1);
+    }
+    *start = (unsigned) (d & 0x3fffu) << 4;
+    *lbo = (unsigned) ((d >> 16) & 0x3fffu) << 4;
+    *sbo = (unsigned) ((d >> 32) & 0x3fffu) << 4;
+}
+
+static inline void ak_emu_wgmma (float *d, int n, unsigned long long da, const unsigned *a, unsigned long long db,
+                                 bool tb, bool acc)
+{
+    const unsigned t = ak_emu_tid () % 128u, r0 = 16 * (t / 32) + (t % 32) / 4;
+    float av[2][16];
+    if (a) {
+        unsigned *mine = ak_emu_mma_slot ();
+        for (int i = 0; i < 4; i++)
+            mine[i] = a[i];
+        ak_emu_yield (AK_EMU_WARP_WAIT);
+        const unsigned g = ak_emu_lane () >> 2;
+        for (int h = 0; h < 2; h++)
+            for (unsigned k = 0; k < 16; k++)
+                av[h][k] = ak_emu_half (ak_emu_mma_lane (4 * g + (k & 7) / 2)[h + (k >= 8 ? 2 : 0)], (int) (k & 1));
+        ak_emu_yield (AK_EMU_WARP_WAIT);       /* every lane has read the others' registers */
+    } else {
+        unsigned st, lbo, sbo;
+        ak_emu_desc (da, &st, &lbo, &sbo);
+        for (int h = 0; h < 2; h++) {
+            const unsigned i = r0 + 8 * h;
+            for (unsigned k = 0; k < 16; k++)
+                av[h][k] = ak_emu_sw128_at (st + (i / 8) * sbo + (i % 8) * 128 + 2 * k);
+        }
+    }
+    unsigned st, lbo, sbo;
+    ak_emu_desc (db, &st, &lbo, &sbo);
+    for (int j = 0; j < n / 8; j++)
+        for (int e = 0; e < 2; e++) {
+            const unsigned c = 8 * j + 2 * (t % 4) + e;
+            float bv[16];
+            for (unsigned k = 0; k < 16; k++)
+                bv[k] = ak_emu_sw128_at (tb ? st + (c / 64) * lbo + (k / 8) * sbo + (k % 8) * 128 + 2 * (c % 64)
+                                            : st + (c / 8) * sbo + (c % 8) * 128 + 2 * k);
+            for (int h = 0; h < 2; h++) {
+                float sum = acc ? d[4 * j + 2 * h + e] : 0.0f;
+                for (int k = 0; k < 16; k++)
+                    sum += av[h][k] * bv[k];
+                d[4 * j + 2 * h + e] = sum;
+            }
+        }
+}
+
 #include "ak_kernel_cuda.h"
 
 /*  A tensor map as the emulation keeps it in the 128 opaque bytes: a tag,
@@ -305,6 +422,53 @@ static inline void ak_emu_tma_load_2d (void *dst, const ak_tensor_map_t *m, int 
                 memset (out + off, 0xff, e);
             else
                 memset (out + off, 0, e);
+        }
+}
+
+/*  The destination of an address-form TMA load (ak_blocks_cuda.h's
+    ak_tma_load_2d / _3d under the emulation): the box's bytes in the
+    block's shared memory, 1024-byte aligned where the map swizzles by
+    128 bytes (the hardware's rule; the swizzle follows the address). */
+static inline void *ak_emu_tma_dst (unsigned dst, const ak_tensor_map_t *m)
+{
+    const size_t bytes = (size_t) (m->opaque[12] * m->opaque[13] * (m->opaque[2] == 3 ? m->opaque[14] : 1))
+                         * sizeof (ak_t);
+    if ((m->opaque[15] & 0xffffffffu) == 128 && (dst & 1023u) != 0) {
+        fprintf (stderr, "emu: a TMA box with 128-byte swizzle to shared address 0x%x, not 1024-byte aligned\n", dst);
+        exit (1);
+    }
+    return ak_emu_smem_ptr (dst, bytes);
+}
+
+/*  cp.async.bulk.tensor.2d.global.shared::cta: the box at shared address
+    src (swizzled as the map says, from src) into the tensor at (c0, c1),
+    what lies outside the tensor left out; done when issued. */
+static inline void ak_emu_tma_store_2d (const ak_tensor_map_t *m, int c0, int c1, unsigned src)
+{
+    if (m->opaque[0] != AK_EMU_MAP_TAG || m->opaque[2] != 2) {
+        fprintf (stderr, "emu: a TMA store through an absent, foreign or not 2-D tensor map\n");
+        exit (1);
+    }
+    unsigned char *base = (unsigned char *) m->opaque[1];
+    const int64_t d0 = (int64_t) m->opaque[3], d1 = (int64_t) m->opaque[4];
+    const int64_t stride1 = (int64_t) m->opaque[8];
+    const int64_t b0 = (int64_t) m->opaque[12], b1 = (int64_t) m->opaque[13];
+    const unsigned sw = (unsigned) (m->opaque[15] & 0xffffffffu);
+    const size_t e = sizeof (ak_t);
+    if (sw == 128 && (src & 1023u) != 0) {
+        fprintf (stderr, "emu: a TMA store with 128-byte swizzle from shared address 0x%x, not 1024-byte aligned\n",
+                 src);
+        exit (1);
+    }
+    const unsigned char *in = (const unsigned char *) ak_emu_smem_ptr (src, (size_t) (b0 * b1) * e);
+    for (int64_t r = 0; r < b1; r++)
+        for (int64_t i = 0; i < b0; i++) {
+            size_t off = (size_t) (r * b0 + i) * e;
+            if (sw)
+                off ^= ((off >> 7) & (sw / 16 - 1)) << 4;
+            const int64_t x = c0 + i, y = c1 + r;
+            if (x >= 0 && x < d0 && y >= 0 && y < d1)
+                memcpy (base + y * stride1 + x * (int64_t) e, in + off, e);
         }
 }
 

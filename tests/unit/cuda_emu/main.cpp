@@ -15,7 +15,7 @@
     shared bytes, the number of tensor maps and 20 words each (absent,
     output, buffer, rank, dims[5], strides[4], box[5], swizzle bytes, NaN
     fill), then every input's elements.  A candidate built with
-    -DAK_EMU_NMAPS=n (0..4) takes its n maps after the argument block:
+    -DAK_EMU_NMAPS=n (0..5) takes its n maps after the argument block:
     emu.h's ak_emu_map_make fills them for its TMA copies (absent ones
     all zero, as the worker passes them).  OUT: every output as
     ak_host_reference wrote it, then every output as the device kernel
@@ -28,7 +28,12 @@
 #include <vector>
 
 #ifdef AK_EMU_CAND
-#include "ak_blocks_cuda.h"                    /* the worker prepends it to every kernel */
+#include "ak_blocks_cuda.h"                    /* the worker prepends both to every kernel */
+#ifdef AK_EMU_HOPPER
+#include AK_EMU_HOPPER                         /* a changed copy (test_cuda_cand_emu's planted kernels) */
+#else
+#include "ak_hopper_cuda.h"
+#endif
 #include AK_EMU_CAND
 #else
 #include "ak_blocks_cuda.h"
@@ -63,6 +68,7 @@ struct s_blk {
     std::vector<unsigned> mma;                 /* 6 words a thread: an MMA's registers */
     std::vector<double> dyn;                   /* the launch's dynamic shared memory */
     std::vector<char>   shm;                   /* its shared memory while set aside */
+    struct { unsigned arrived, count, gen; } named[16] = {};   /* bar.sync / bar.arrive */
     char               *stacks = nullptr;
     bool                done = false;
 };
@@ -123,6 +129,60 @@ unsigned ak_emu_dynamic_smem_size (void)
 }
 #endif
 
+static size_t s_shm_size (void);
+static void s_die (const char *what);
+
+/* Where the dynamic shared memory starts in the window: after the
+   section, at the next 16-byte boundary. */
+static unsigned s_dyn_window (void)
+{
+    return (unsigned) ((s_shm_size () + 15) & ~(size_t) 15);
+}
+
+unsigned ak_emu_smem_addr (const void *p)
+{
+    const char *c = (const char *) p;
+    const size_t sn = s_shm_size ();
+    if (sn && c >= __start_ak_emu_shared && c < __start_ak_emu_shared + sn)
+        return (unsigned) (c - __start_ak_emu_shared);
+    const char *d = (const char *) s_blk_cur->dyn.data ();
+    if (c >= d && c <= d + s_dyn_bytes)
+        return s_dyn_window () + (unsigned) (c - d);
+    s_die ("the shared-memory address of a pointer outside the block's shared memory");
+    return 0;
+}
+
+void *ak_emu_smem_ptr (unsigned addr, size_t len)
+{
+    const size_t sn = s_shm_size (), dw = s_dyn_window ();
+    if ((size_t) addr + len <= sn)
+        return __start_ak_emu_shared + addr;
+    if (addr >= dw && (size_t) addr + len <= dw + (size_t) s_dyn_bytes)
+        return (char *) s_blk_cur->dyn.data () + (addr - dw);
+    fprintf (stderr, "emu: shared address 0x%x (%zu bytes) outside the block's shared memory (static 0x0-0x%zx, "
+             "dynamic 0x%zx-0x%zx)\n", addr, len, sn, dw, dw + (size_t) s_dyn_bytes);
+    exit (1);
+}
+
+void ak_emu_named_bar (unsigned id, unsigned count, bool wait)
+{
+    if (id >= 16 || count == 0 || count % 32 != 0 || count > s_blk_cur->t.size ())
+        s_die ("a named barrier with an id above 15 or a thread count not a multiple of 32 within the block");
+    auto &b = s_blk_cur->named[id];
+    if (b.arrived && b.count != count)
+        s_die ("a named barrier's phase with two thread counts");
+    b.count = count;
+    const unsigned gen = b.gen;
+    if (++b.arrived == count) {
+        b.arrived = 0;
+        b.gen++;
+        return;
+    }
+    if (wait)
+        while (b.gen == gen)
+            ak_emu_yield (AK_EMU_SPIN);
+}
+
 static void s_entry (void)
 {
 #ifdef AK_EMU_CAND
@@ -136,8 +196,10 @@ static void s_entry (void)
     ak_kernel (s_args, s_maps[0], s_maps[1], s_maps[2]);
 #elif AK_EMU_NMAPS == 4
     ak_kernel (s_args, s_maps[0], s_maps[1], s_maps[2], s_maps[3]);
+#elif AK_EMU_NMAPS == 5
+    ak_kernel (s_args, s_maps[0], s_maps[1], s_maps[2], s_maps[3], s_maps[4]);
 #else
-#error "AK_EMU_NMAPS: 0 to 4"
+#error "AK_EMU_NMAPS: 0 to 5"
 #endif
 #else
     ak_reference (s_args);
@@ -327,9 +389,9 @@ int main (int argc, char **argv)
     for (int i = 0; i < 3; i++)
         if (grid[i] < 1 || block[i] < 1 || grid[i] > (1 << 24) || block[i] > 1024)
             s_die ("bad launch in the job");
-    int64_t nmaps, mw[4][20];
+    int64_t nmaps, mw[5][20];
     s_read (f, &nmaps, 8);
-    if (nmaps < 0 || nmaps > 4)
+    if (nmaps < 0 || nmaps > 5)
         s_die ("bad number of tensor maps in the job");
     for (int m = 0; m < nmaps; m++)
         s_read (f, mw[m], sizeof mw[m]);
