@@ -40,7 +40,7 @@
 
 #define S_SEED 7
 
-#define S_MAXP 9
+#define S_MAXP 10
 
 typedef struct {
     const char *op, *cand;
@@ -87,7 +87,10 @@ typedef struct {
     walking the tiles by columns (the stage ring and the epilogue's two
     buffers run on from tile to tile), the TMA path and TMA-store
     epilogue where K and N are multiples of 8, the producer's own fill
-    and the direct stores at the edge sizes; fused_mlp's wgmma over 4 and
+    and the direct stores at the edge sizes; split K (SPLIT 4 over 132
+    blocks, SPLIT 2 over 5 persistent blocks: the partials, the counters
+    and the ordered sum; the second launch of every run, emu's, finds a
+    counter not set back); fused_mlp's wgmma over 4 and
     3 blocks (GRID: outside the spec's space, so the grid barrier between
     the phases has blocks to wait for); flash_attention's wgmma in
     ping-pong with two consumers, and three without; wg_decode in
@@ -111,12 +114,18 @@ static const s_run_t s_runs[] = {
       { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES", "FLAT" }, { 8, 64, 2, 1, 128, 0, 0 } },
     { "matmul", "skinny", AK_DT_BFLOAT16, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 2, 2, 4 } },
     { "matmul", "skinny", AK_DT_FLOAT32, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 1, 4, 2 } },
-    { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 9,
-      { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID" },
-      { 128, 256, 64, 4, 2, 1, 0, 8, 132 } },
-    { "matmul", "wgmma", AK_DT_FLOAT16, 1 << 18, 9,
-      { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID" },
-      { 64, 128, 128, 3, 1, 1, 1, 2, 3 } },
+    { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10,
+      { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID", "SPLIT" },
+      { 128, 256, 64, 4, 2, 1, 0, 8, 132, 1 } },
+    { "matmul", "wgmma", AK_DT_FLOAT16, 1 << 18, 10,
+      { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID", "SPLIT" },
+      { 64, 128, 128, 3, 1, 1, 1, 2, 3, 1 } },
+    { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10,
+      { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID", "SPLIT" },
+      { 128, 128, 64, 4, 2, 1, 0, 8, 132, 4 } },
+    { "matmul", "wgmma", AK_DT_FLOAT16, 1 << 18, 10,
+      { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID", "SPLIT" },
+      { 64, 256, 64, 2, 1, 1, 0, 8, 5, 2 } },
     { "fused_mlp", "wgmma", AK_DT_BFLOAT16, 1 << 18, 6, { "BM", "BN", "BK", "STAGES", "CONSUMERS", "GRID" },
       { 128, 128, 64, 4, 2, 4 } },
     { "fused_mlp", "wgmma", AK_DT_FLOAT16, 1 << 18, 6, { "BM", "BN", "BK", "STAGES", "CONSUMERS", "GRID" },

@@ -66,6 +66,14 @@
     pair's second tile is past M its A loads are TMA's zero fill and its
     stores are skipped.
 
+    SPLIT 2, 4 (split K, CLUSTER 1 only): the walk is over (tile, slice)
+    units, a tile's slices one after the other, each slice whole BK steps
+    of K (s_nsplit: at most KT slices, fewer where the partials would not
+    fit the workspace).  A consumer warpgroup's slice goes to the
+    workspace as float32 (s_reduce), the tile's last warpgroup of the
+    slices adds them in slice order (deterministic) and stores the tile
+    as below.  SPLIT 1 compiles to the kernel without it.
+
     Epilogue: each consumer warpgroup writes its accumulators as 64 x 64
     chunks into one of its two 8 KB shared buffers (128-byte swizzle, the
     layout of tm_c's box: conflict-free 4-byte stores), fences them for the
@@ -92,7 +100,7 @@
 
     Deterministic: every output sums its k products in one fixed order.
 
-    Launch: grid [min(tiles, GRID)] (CLUSTER 2: twice min(pairs,
+    Launch: grid [min(tiles*SPLIT, GRID)] (CLUSTER 2: twice min(pairs,
     GRID/2), clusters [2]), block [128*(CONSUMERS+1)],
     shared STAGES*(BM+BN)*BK*2 + 1024 + CONSUMERS*16384 (the stages, the
     slack to align them to 1024 bytes, two C buffers a consumer; the
@@ -121,6 +129,9 @@
 #ifndef CLUSTER
 #define CLUSTER 1
 #endif
+#ifndef SPLIT
+#define SPLIT 1
+#endif
 
 #ifndef AK_CUDA_ABI
 /* The tensor-map parameter (CUtensorMap's size and alignment) until the
@@ -146,6 +157,8 @@ static_assert (MI * BN / 2 <= 128, "at most 128 accumulator registers a thread")
 static_assert (STAGES >= 2, "at least 2 stages");
 static_assert (RASTER == 0 || RASTER == 1, "RASTER: 0 or 1");
 static_assert (GROUP >= 1, "GROUP >= 1");
+static_assert (SPLIT == 1 || SPLIT == 2 || SPLIT == 4 || SPLIT == 8, "SPLIT: 1, 2, 4 or 8");
+static_assert (SPLIT == 1 || CLUSTER == 1, "split K without clusters");
 
 /*  Register budgets.  ptxas compiles the whole kernel within one register
     count, the launch bound's cap or the largest setmaxnreg, whichever is
@@ -164,6 +177,52 @@ static_assert (GROUP >= 1, "GROUP >= 1");
 #endif
 #define R_PROD 40
 static_assert (R_PROD + CONSUMERS * R_CONS <= (CONSUMERS + 1) * R_START, "register budget");
+
+/*  Split K (SPLIT > 1): the partial tiles of the slices, float32 in the
+    order of the consumers' accumulators (for warpgroup cw of slice q of
+    tile t, element e of slice i of thread tid at ((t*nsplit + q)*CONSUMERS
+    + cw)*WGM*BN + (i*BN/2 + e)*128 + tid: every store and load of a
+    warpgroup coalesced), and a counter a tile and consumer warpgroup. */
+#if SPLIT > 1
+#define WS_FLOATS (1 << 22)
+#define WS_COUNTERS 4096
+__device__ float s_ws[WS_FLOATS];
+__device__ unsigned int s_cnt[WS_COUNTERS];
+#endif
+
+/*  The slices each tile's K is split into, the same in every thread:
+    SPLIT, at most KT (every slice at least one BK step), halved until the
+    partial tiles fit the workspace (1: no split). */
+__device__ __forceinline__ int s_nsplit (int tiles, int KT)
+{
+#if SPLIT > 1
+    int n = SPLIT < KT ? SPLIT : (KT > 1 ? KT : 1);
+    while (n > 1 && ((ak_i64) tiles * n * BM * BN > WS_FLOATS || (ak_i64) tiles * CONSUMERS > WS_COUNTERS))
+        n >>= 1;
+    return n;
+#else
+    (void) tiles;
+    (void) KT;
+    return 1;
+#endif
+}
+
+/*  Work unit u of the walk (tile-major: a tile's slices one after the
+    other) -> its tile, and its slice's BK steps [kt0, kt1). */
+__device__ __forceinline__ void s_unit (int u, int nsplit, int KT, int *t, int *kt0, int *kt1)
+{
+#if SPLIT > 1
+    const int q = u % nsplit;
+    *t = u / nsplit;
+    *kt0 = (int) ((ak_i64) q * KT / nsplit);
+    *kt1 = (int) ((ak_i64) (q + 1) * KT / nsplit);
+#else
+    (void) nsplit;
+    *t = u;
+    *kt0 = 0;
+    *kt1 = KT;
+#endif
+}
 
 /*  Tile t of the walk (tiles of TM rows: a cluster's pair) -> its first
     row and column. */
@@ -277,6 +336,51 @@ __device__ __forceinline__ void s_tma_load_both (unsigned dst, const ak_tensor_m
 }
 #endif
 
+/* ------------------------------------------------------------ split K */
+
+#if SPLIT > 1
+/*  Consumer warpgroup cw's part of slice q of tile t (acc) into the
+    workspace; the warpgroup that arrives last of the tile's nsplit (one
+    counter a tile and warpgroup, set back to 0 by it for the next launch)
+    then adds the slices in order into acc (deterministic) and returns
+    true: it stores the tile.  *last: an int of the block's shared
+    memory, the warpgroup's answer. */
+__device__ __forceinline__ bool s_reduce (float (&acc)[MI][BN / 2], int t, int q, int nsplit, int cw, int tid,
+                                          int *last)
+{
+    constexpr int PART = WGM * BN;               /* floats of a warpgroup's part of a tile */
+    float *ws = s_ws + (ak_i64) t * nsplit * CONSUMERS * PART + cw * PART;
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int e = 0; e < BN / 2; e++)
+            __stcg (ws + (ak_i64) q * CONSUMERS * PART + (i * (BN / 2) + e) * 128 + tid, acc[i][e]);
+    __threadfence ();
+    ak_wg_sync (cw);
+    if (tid == 0) {
+        unsigned int *cnt = &s_cnt[t * CONSUMERS + cw];
+        const bool l = atomicAdd (cnt, 1u) == (unsigned) nsplit - 1;
+        if (l)
+            *cnt = 0;
+        *last = l;
+    }
+    ak_wg_sync (cw);
+    if (!*last)
+        return false;
+    __threadfence ();
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int e = 0; e < BN / 2; e++) {
+            float v = 0.0f;
+            for (int p = 0; p < nsplit; p++)
+                v += __ldcg (ws + (ak_i64) p * CONSUMERS * PART + (i * (BN / 2) + e) * 128 + tid);
+            acc[i][e] = v;
+        }
+    return true;
+}
+#endif
+
 /* ------------------------------------------------------------ the kernel */
 
 extern "C" __global__ void __launch_bounds__ (NT, 1)
@@ -285,6 +389,9 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
 {
     AK_DYNAMIC_SHARED (unsigned char, s_raw);
     __shared__ __align__ (8) ak_u64 full[STAGES], empty[STAGES];
+#if SPLIT > 1
+    __shared__ int last[CONSUMERS];
+#endif
     const unsigned raw_s = ak_smem (s_raw), base_s = (raw_s + 1023u) & ~1023u;
     unsigned char *smem = s_raw + (base_s - raw_s);
     const unsigned full_s = ak_smem (full), empty_s = ak_smem (empty);
@@ -295,6 +402,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
     /* tiles of TM rows: with clusters, the pairs the clusters walk */
     const int tiles_m = (int) ((M + TM - 1) / TM), tiles_n = (int) ((N + BN - 1) / BN);
     const int tiles = tiles_m * tiles_n, KT = (int) ((K + BK - 1) / BK);
+    const int nsplit = s_nsplit (tiles, KT), units = tiles * nsplit;
     const int wg = threadIdx.x / 128;
     const unsigned rank = s_rank (), peer = rank ^ 1u;
     const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
@@ -329,11 +437,13 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
             return;
         int s = 0;
         unsigned ph = 0;
-        for (int t = first; t < tiles; t += step) {
+        for (int u = first; u < units; u += step) {
+            int t, kt0, kt1;
+            s_unit (u, nsplit, KT, &t, &kt0, &kt1);
             ak_i64 m0, n0;
             s_tile (t, tiles_m, tiles_n, &m0, &n0);
             m0 += rank * BM;
-            for (int kt = 0; kt < KT; kt++) {
+            for (int kt = kt0; kt < kt1; kt++) {
                 const unsigned fb = full_s + 8 * s, st = base_s + s * STAGE_BYTES;
                 ak_bar_wait (empty_s + 8 * s, ph ^ 1);
                 if (tma) {
@@ -398,12 +508,14 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
     int s = 0, nc = 0;     /* nc: C chunks this warpgroup stored */
     unsigned ph = 0;
     const unsigned cbuf = base_s + STAGES * STAGE_BYTES + cw * 2 * AK_WG_CHUNK;
-    for (int t = first; t < tiles; t += step) {
+    for (int u = first; u < units; u += step) {
+        int t, kt0, kt1;
+        s_unit (u, nsplit, KT, &t, &kt0, &kt1);
         ak_i64 m0, n0;
         s_tile (t, tiles_m, tiles_n, &m0, &n0);
         m0 += rank * BM;
         int prev = 0;
-        for (int kt = 0; kt < KT; kt++) {
+        for (int kt = kt0; kt < kt1; kt++) {
             ak_bar_wait (full_s + 8 * s, ph);
             const unsigned sa = base_s + s * STAGE_BYTES + cw * WGM * 128, sb = base_s + s * STAGE_BYTES + A_BYTES;
             ak_wgmma_fence ();
@@ -413,11 +525,11 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
 #pragma unroll
                 for (int i = 0; i < MI; i++) {
                     const ak_u64 da = ak_wgmma_desc (sa + (kk / 4) * BM * 128 + i * 64 * 128 + (kk % 4) * 32, 16, 1024);
-                    ak_wgmma<BN> (acc[i], da, db, kt > 0 || kk > 0);
+                    ak_wgmma<BN> (acc[i], da, db, kt > kt0 || kk > 0);
                 }
             }
             ak_wgmma_commit ();
-            if (kt > 0) {
+            if (kt > kt0) {
                 /* the previous stage's group is done: hand it back */
                 ak_wgmma_wait<1> ();
                 if (tid == 0)
@@ -437,6 +549,10 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
 #pragma unroll
             for (int j = 0; j < BN / 2; j++)
                 ak_reg_fence (acc[i][j]);
+#if SPLIT > 1
+        if (nsplit > 1 && !s_reduce (acc, t, u % nsplit, nsplit, cw, tid, &last[cw]))
+            continue;      /* not the tile's last slice: its partial is written */
+#endif
 
         if (tma_c) {
             /* through two shared buffers, stored by TMA (ak_blocks_cuda.h) */

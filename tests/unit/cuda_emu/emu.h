@@ -160,6 +160,7 @@ static inline float ak_emu_expf (float x) { return expf (x); }
 static inline double __dadd_rn (double a, double b) { return a + b; }
 static inline float __double2float_rn (double a) { return (float) a; }
 template <typename T> static inline void __stcs (T *p, T v) { *p = v; }
+template <typename T> static inline void __stcg (T *p, T v) { *p = v; }
 template <typename T> static inline T __ldg (const T *p) { return *p; }
 template <typename T> static inline T __ldcg (const T *p) { return *p; }
 

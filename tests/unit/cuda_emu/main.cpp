@@ -19,12 +19,14 @@
     emu.h's ak_emu_map_make fills them for its TMA copies (absent ones
     all zero, as the worker passes them).  OUT: every output as
     ak_host_reference wrote it, then every output as the device kernel
-    did (each output starts as NaN in both).  Exit 0, or 1 with a message
-    (bad job, deadlock). */
+    did (each output starts as NaN in both; a candidate is launched twice,
+    its outputs set back to NaN between, and the second launch's are
+    written).  Exit 0, or 1 with a message (bad job, deadlock). */
 #include "emu.h"
 #include <setjmp.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <algorithm>
 #include <vector>
 
 #ifdef AK_EMU_CAND
@@ -454,6 +456,14 @@ int main (int argc, char **argv)
     s_args = a;
     s_launch (grid, block);
 #ifdef AK_EMU_CAND
+    /* a second launch on outputs set back to NaN, the module's __device__
+       variables as the first left them (split counters, grid barriers):
+       what it writes is compared, so a kernel that leaves its state
+       unfit for the next launch (as the GPU times it, launch after
+       launch) fails here */
+    for (int k = 0; k < nout; k++)
+        std::fill (cout[k].begin (), cout[k].end (), ak_from_acc ((ak_acc_t) NAN));
+    s_launch (grid, block);
     for (int k = 0; k < nout; k++)
         for (size_t i = 0; i < cout[k].size (); i++)
             dev[k][i] = (double) ak_to_acc (cout[k][i]);
