@@ -50,7 +50,8 @@ def rand(*shape, lo=-1.0, hi=1.0):
 
 for name, (M, N, K) in {"matmul gpu_dec1_up": (1, 11008, 4096), "matmul gpu_dec16_down": (16, 4096, 11008),
                         "matmul gpu_1k": (1024, 1024, 2048), "matmul gpu_4k": (4096, 4096, 4096),
-                        "matmul gpu_llm_up": (2048, 11008, 4096)}.items():
+                        "matmul gpu_llm_up": (2048, 11008, 4096), "matmul gpu_b256_down": (256, 4096, 11008),
+                        "matmul gpu_b128_qkv": (128, 12288, 4096)}.items():
     a, b = rand(M, K), rand(K, N)
     report(name, bench(lambda: a @ b), 2 * M * N * K)
     if M <= 16:  # a model's decode step: F.linear with the weight [N][K] (cuBLAS's other layout)
