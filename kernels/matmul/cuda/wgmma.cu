@@ -66,10 +66,13 @@
     pair's second tile is past M its A loads are TMA's zero fill and its
     stores are skipped.
 
-    SPLIT 2, 4 (split K, CLUSTER 1 only): the walk is over (tile, slice)
-    units, a tile's slices one after the other, each slice whole BK steps
-    of K (s_nsplit: at most KT slices, fewer where the partials would not
-    fit the workspace).  A consumer warpgroup's slice goes to the
+    SPLIT 2, 4 (split K, CLUSTER 1 only): the tiles of the grid's full
+    waves are walked whole, those of the last, partial wave (every tile
+    where there are fewer tiles than blocks) as SPLIT slices each, a
+    tile's slices consecutive units, each slice whole BK steps of K
+    (s_walk: at most KT slices, fewer where the partials would not fit
+    the workspace): the partial wave's tiles become a full wave of
+    smaller units.  A consumer warpgroup's slice goes to the
     workspace as float32 (s_reduce), the tile's last warpgroup of the
     slices adds them in slice order (deterministic) and stores the tile
     as below.  SPLIT 1 compiles to the kernel without it.
@@ -180,9 +183,10 @@ static_assert (R_PROD + CONSUMERS * R_CONS <= (CONSUMERS + 1) * R_START, "regist
 
 /*  Split K (SPLIT > 1): the partial tiles of the slices, float32 in the
     order of the consumers' accumulators (for warpgroup cw of slice q of
-    tile t, element e of slice i of thread tid at ((t*nsplit + q)*CONSUMERS
-    + cw)*WGM*BN + (i*BN/2 + e)*128 + tid: every store and load of a
-    warpgroup coalesced), and a counter a tile and consumer warpgroup. */
+    split tile j, element e of slice i of thread tid at ((j*nsplit +
+    q)*CONSUMERS + cw)*WGM*BN + (i*BN/2 + e)*128 + tid: every store and
+    load of a warpgroup coalesced), and a counter a split tile and
+    consumer warpgroup. */
 #if SPLIT > 1
 #define WS_FLOATS (1 << 22)
 #define WS_COUNTERS 4096
@@ -190,35 +194,59 @@ __device__ float s_ws[WS_FLOATS];
 __device__ unsigned int s_cnt[WS_COUNTERS];
 #endif
 
-/*  The slices each tile's K is split into, the same in every thread:
-    SPLIT, at most KT (every slice at least one BK step), halved until the
-    partial tiles fit the workspace (1: no split). */
-__device__ __forceinline__ int s_nsplit (int tiles, int KT)
+/*  The walk, the same in every thread: the tiles of the grid's full
+    waves (full: the largest multiple of the grid below or at the tile
+    count) whole, then the rest, the last partial wave, each split into
+    nsplit slices of K: SPLIT, at most KT (every slice at least one BK
+    step), halved until their partials fit the workspace (1: no split).
+    With fewer tiles than blocks every tile is split.  units: the work
+    units, full + (tiles - full)*nsplit. */
+typedef struct {
+    int full, nsplit, units;
+} s_walk_t;
+
+__device__ __forceinline__ s_walk_t s_walk (int tiles, int KT)
 {
+    s_walk_t w;
 #if SPLIT > 1
+    w.full = tiles / (int) gridDim.x * (int) gridDim.x;
+    const int tail = tiles - w.full;
     int n = SPLIT < KT ? SPLIT : (KT > 1 ? KT : 1);
-    while (n > 1 && ((ak_i64) tiles * n * BM * BN > WS_FLOATS || (ak_i64) tiles * CONSUMERS > WS_COUNTERS))
+    while (n > 1 && ((ak_i64) tail * n * BM * BN > WS_FLOATS || (ak_i64) tail * CONSUMERS > WS_COUNTERS))
         n >>= 1;
-    return n;
+    w.nsplit = n;
+    w.units = w.full + tail * n;
 #else
-    (void) tiles;
     (void) KT;
-    return 1;
+    w.full = tiles;
+    w.nsplit = 1;
+    w.units = tiles;
 #endif
+    return w;
 }
 
-/*  Work unit u of the walk (tile-major: a tile's slices one after the
-    other) -> its tile, and its slice's BK steps [kt0, kt1). */
-__device__ __forceinline__ void s_unit (int u, int nsplit, int KT, int *t, int *kt0, int *kt1)
+/*  Work unit u of the walk -> its tile t, its slice q (-1: the tile
+    whole, or split into one slice) and the slice's BK steps [kt0, kt1);
+    a split tile's slices are consecutive units. */
+__device__ __forceinline__ void s_unit (int u, const s_walk_t &w, int KT, int *t, int *q, int *kt0, int *kt1)
 {
 #if SPLIT > 1
-    const int q = u % nsplit;
-    *t = u / nsplit;
-    *kt0 = (int) ((ak_i64) q * KT / nsplit);
-    *kt1 = (int) ((ak_i64) (q + 1) * KT / nsplit);
+    if (u < w.full || w.nsplit == 1) {
+        *t = u;                         /* with one slice, units are tiles */
+        *q = -1;
+        *kt0 = 0;
+        *kt1 = KT;
+        return;
+    }
+    const int v = u - w.full;
+    *t = w.full + v / w.nsplit;
+    *q = v % w.nsplit;
+    *kt0 = (int) ((ak_i64) *q * KT / w.nsplit);
+    *kt1 = (int) ((ak_i64) (*q + 1) * KT / w.nsplit);
 #else
-    (void) nsplit;
+    (void) w;
     *t = u;
+    *q = -1;
     *kt0 = 0;
     *kt1 = KT;
 #endif
@@ -339,17 +367,18 @@ __device__ __forceinline__ void s_tma_load_both (unsigned dst, const ak_tensor_m
 /* ------------------------------------------------------------ split K */
 
 #if SPLIT > 1
-/*  Consumer warpgroup cw's part of slice q of tile t (acc) into the
-    workspace; the warpgroup that arrives last of the tile's nsplit (one
-    counter a tile and warpgroup, set back to 0 by it for the next launch)
-    then adds the slices in order into acc (deterministic) and returns
-    true: it stores the tile.  *last: an int of the block's shared
-    memory, the warpgroup's answer. */
-__device__ __forceinline__ bool s_reduce (float (&acc)[MI][BN / 2], int t, int q, int nsplit, int cw, int tid,
+/*  Consumer warpgroup cw's part of slice q of split tile j (acc; j
+    counts the split tiles from 0) into the workspace; the warpgroup that
+    arrives last of the tile's nsplit (one counter a split tile and
+    warpgroup, set back to 0 by it for the next launch) then adds the
+    slices in order into acc (deterministic) and returns true: it stores
+    the tile.  *last: an int of the block's shared memory, the
+    warpgroup's answer. */
+__device__ __forceinline__ bool s_reduce (float (&acc)[MI][BN / 2], int j, int q, int nsplit, int cw, int tid,
                                           int *last)
 {
     constexpr int PART = WGM * BN;               /* floats of a warpgroup's part of a tile */
-    float *ws = s_ws + (ak_i64) t * nsplit * CONSUMERS * PART + cw * PART;
+    float *ws = s_ws + (ak_i64) j * nsplit * CONSUMERS * PART + cw * PART;
 #pragma unroll
     for (int i = 0; i < MI; i++)
 #pragma unroll
@@ -358,7 +387,7 @@ __device__ __forceinline__ bool s_reduce (float (&acc)[MI][BN / 2], int t, int q
     __threadfence ();
     ak_wg_sync (cw);
     if (tid == 0) {
-        unsigned int *cnt = &s_cnt[t * CONSUMERS + cw];
+        unsigned int *cnt = &s_cnt[j * CONSUMERS + cw];
         const bool l = atomicAdd (cnt, 1u) == (unsigned) nsplit - 1;
         if (l)
             *cnt = 0;
@@ -402,7 +431,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
     /* tiles of TM rows: with clusters, the pairs the clusters walk */
     const int tiles_m = (int) ((M + TM - 1) / TM), tiles_n = (int) ((N + BN - 1) / BN);
     const int tiles = tiles_m * tiles_n, KT = (int) ((K + BK - 1) / BK);
-    const int nsplit = s_nsplit (tiles, KT), units = tiles * nsplit;
+    const s_walk_t walk = s_walk (tiles, KT);
     const int wg = threadIdx.x / 128;
     const unsigned rank = s_rank (), peer = rank ^ 1u;
     const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
@@ -437,9 +466,9 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
             return;
         int s = 0;
         unsigned ph = 0;
-        for (int u = first; u < units; u += step) {
-            int t, kt0, kt1;
-            s_unit (u, nsplit, KT, &t, &kt0, &kt1);
+        for (int u = first; u < walk.units; u += step) {
+            int t, q, kt0, kt1;
+            s_unit (u, walk, KT, &t, &q, &kt0, &kt1);
             ak_i64 m0, n0;
             s_tile (t, tiles_m, tiles_n, &m0, &n0);
             m0 += rank * BM;
@@ -508,9 +537,9 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
     int s = 0, nc = 0;     /* nc: C chunks this warpgroup stored */
     unsigned ph = 0;
     const unsigned cbuf = base_s + STAGES * STAGE_BYTES + cw * 2 * AK_WG_CHUNK;
-    for (int u = first; u < units; u += step) {
-        int t, kt0, kt1;
-        s_unit (u, nsplit, KT, &t, &kt0, &kt1);
+    for (int u = first; u < walk.units; u += step) {
+        int t, q, kt0, kt1;
+        s_unit (u, walk, KT, &t, &q, &kt0, &kt1);
         ak_i64 m0, n0;
         s_tile (t, tiles_m, tiles_n, &m0, &n0);
         m0 += rank * BM;
@@ -550,7 +579,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
             for (int j = 0; j < BN / 2; j++)
                 ak_reg_fence (acc[i][j]);
 #if SPLIT > 1
-        if (nsplit > 1 && !s_reduce (acc, t, u % nsplit, nsplit, cw, tid, &last[cw]))
+        if (q >= 0 && !s_reduce (acc, t - walk.full, q, walk.nsplit, cw, tid, &last[cw]))
             continue;      /* not the tile's last slice: its partial is written */
 #endif
 
