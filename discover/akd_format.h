@@ -1,4 +1,4 @@
-/*  discover/akd_format.h: the binary discover trace, version 2
+/*  discover/akd_format.h: the binary discover trace, version 3
     (docs/formats.md, "Discover trace"), written by libakdiscover.so
     (discover/inject.c, inject_rec.c) and read by discover/trace_bin.c.
 
@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define AKD_BIN_MAGIC      "AKDTRACE"
-#define AKD_BIN_VERSION    2
+#define AKD_BIN_VERSION    3            /* 3: META's sample (2: its pad, 0; read as every step) */
 #define AKD_STRING_MAX     4096u        /* texts are cut to this many bytes */
 #define AKD_GNODE_STACK_MAX 256u
 #define AKD_REC_MAX        (16u + AKD_STRING_MAX + 8u)   /* the largest record (STRING) */
@@ -46,7 +46,10 @@ typedef struct {
 #define AKD_PUSH_PRE 1                  /* opened before the window: ts 0 */
 
 typedef struct { akd_rec_head_t h; uint32_t id, len; /* char text[len], zero-padded */ } akd_rec_string_t;
-typedef struct { akd_rec_head_t h; int64_t warmup, steps, skip_ms; uint32_t step_range, driver, nvrtc, pad; } akd_rec_meta_t;
+/* sample: 1 window step in `sample` was traced (kernel records on), the
+   first of each `sample` from the window's opening step (0 or 1: every
+   step); steps counts the traced ones. */
+typedef struct { akd_rec_head_t h; int64_t warmup, steps, skip_ms; uint32_t step_range, driver, nvrtc, sample; } akd_rec_meta_t;
 typedef struct { akd_rec_head_t h; uint32_t version, path; } akd_rec_cupti_t;
 typedef struct { akd_rec_head_t h; uint32_t id, name; int32_t cc_major, cc_minor, sms; uint32_t from_driver; } akd_rec_device_t;
 /* A thread that pushed ranges: its kernel id (gettid) and pthread_self,

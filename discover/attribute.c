@@ -124,6 +124,14 @@ static int s_graph_range (const akd_trace_t *t, akd_attr_t *a, size_t *cap, cons
     return range;
 }
 
+/*  Whether range r is one of the trace's steps (an outermost range of the
+    step range's name, pushed inside the window). */
+static bool s_is_step (const akd_trace_t *t, const akd_range_t *r)
+{
+    return t->step_range && *t->step_range && r->parent == -1 && !r->pre && !r->graph && !r->synthetic
+           && strcmp (r->name, t->step_range) == 0;
+}
+
 int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
 {
     (void) err;
@@ -166,6 +174,18 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
             launches[nl++] = (s_launch_t) { e->corr, e->seq, top, e->tid };
     }
     qsort (launches, nl, sizeof *launches, s_by_corr);
+
+    /* ---- sampling: step j of the window (push order) was traced when j %
+       sample == 0; only the kernels launched inside a traced step count */
+    a->sample = t->sample > 1 && t->step_range && *t->step_range ? t->sample : 1;
+    const size_t nr0 = a->nranges;
+    char *traced = NULL;
+    if (a->sample > 1) {
+        traced = ak_calloc (nr0 + 1, 1);
+        for (size_t i = 0; i < nr0; i++)
+            if (s_is_step (t, &a->ranges[i]))
+                traced[i] = a->steps_seen++ % a->sample == 0;
+    }
     /* CUPTI's correlation ids grow with every API call: a kernel whose
        launch is missing but whose id lies outside the window's launches
        was launched before it opened (still running when it did) or after
@@ -188,6 +208,15 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
         ka->range = l ? l->range : -1;
         ka->tid = l ? l->tid : -1;
         ka->launched = l != NULL;
+        if (traced) {
+            int root = ka->range;
+            while (root >= 0 && a->ranges[root].parent >= 0)
+                root = a->ranges[root].parent;
+            if (root < 0 || (size_t) root >= nr0 || !traced[root]) {
+                a->unsampled++;
+                continue;
+            }
+        }
         if (!l) {
             bool inside = (t->window_open_ts == 0
                            || (k->start >= t->window_open_ts
@@ -209,19 +238,34 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
             last = k->end;
     }
 
-    /* ---- steps */
-    double sum = 0;
-    int timed = 0;
-    for (size_t i = 0; t->step_range && *t->step_range && i < a->nranges; i++) {
+    /* ---- steps (sampled: the traced ones count, and the step time is
+       that of the untraced ones, which ran without kernel records, where
+       there are any) */
+    double sum = 0, sum_u = 0;
+    int timed = 0, timed_u = 0;
+    for (size_t i = 0; i < nr0; i++) {
         const akd_range_t *r = &a->ranges[i];
-        if (r->parent != -1 || r->pre || r->graph || r->synthetic || strcmp (r->name, t->step_range) != 0)
+        if (!s_is_step (t, r))
             continue;
-        a->steps++;
+        bool counted = !traced || traced[i];
+        a->steps += counted;
         if (r->closed && r->start_ts && r->end_ts > r->start_ts) {
-            sum += (double) (r->end_ts - r->start_ts);
-            timed++;
+            if (counted) {
+                sum += (double) (r->end_ts - r->start_ts);
+                timed++;
+            }
+            else {
+                sum_u += (double) (r->end_ts - r->start_ts);
+                timed_u++;
+            }
         }
     }
+    if (timed_u > 0) {
+        sum = sum_u;
+        timed = timed_u;
+    }
+    if (!traced)
+        a->steps_seen = a->steps;
     if (a->steps == 0)
         a->steps = 1;
     if (timed > 0) {
@@ -234,6 +278,7 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
     for (size_t i = 0; i < nth; i++)
         free (th[i].stack);
     free (th);
+    free (traced);
     free (cache);
     free (launches);
     free (ev);

@@ -41,8 +41,11 @@ typedef struct {
     size_t   outside;              /* kernels left out: launched outside the window */
     size_t   no_launch;            /* kept, but their launch was not recorded */
     size_t   unmatched_pops;
-    int      steps;                /* step ranges seen (1 when the trace has none) */
-    double   step_ns;              /* mean step wall time (ns) */
+    int      steps;                /* step ranges seen (1 when the trace has none); sampled: the traced ones */
+    double   step_ns;              /* mean step wall time (ns); sampled: of the untraced steps where any */
+    long     sample;               /* 1 step in sample traced (1: every step) */
+    int      steps_seen;           /* sampled: every step range of the window */
+    size_t   unsampled;            /* sampled: kernels left out, from no traced step */
     bool     step_from_ranges;     /* step_ns measured from step ranges, else the kernels' span */
     uint64_t gpu_ns;               /* total kernel time of the window */
 } akd_attr_t;

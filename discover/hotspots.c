@@ -200,6 +200,9 @@ akd_hotspots_t *akd_hotspots_build (const akd_attr_t *a)
     h->steps = a->steps;
     h->step_ns = a->step_ns;
     h->step_from_ranges = a->step_from_ranges;
+    h->sample = a->sample;
+    h->steps_seen = a->steps_seen;
+    h->unsampled = a->unsampled;
 
     /* each range's mapping, once */
     s_mapped_t *cache = ak_calloc (a->nranges + 1, sizeof *cache);

@@ -50,6 +50,9 @@ typedef struct {
     int      steps;
     double   step_ns;
     bool     step_from_ranges;
+    long     sample;                                /* 1 step in sample traced (1: every step) */
+    int      steps_seen;                            /* every step of the window */
+    size_t   unsampled;                             /* kernels from no traced step, left out */
 } akd_hotspots_t;
 
 /*  Builds the tables.  Never fails on any attribution (an empty one gives

@@ -92,6 +92,10 @@ json_t *akd_hotspots_json (const akd_hotspots_t *h, const akd_trace_t *t, const 
                            "pct_gpu_time_in_named_range", s_round (s_pct (h->named_ns, h->gpu_ns), 0.01),
                            "pct_gpu_time_mapped_to_catalog", s_round (s_pct (h->catalog_ns, h->gpu_ns), 0.01),
                            "short_kernel_threshold_us", AKD_SHORT_NS / 1e3);
+    json_t *totals = json_object_get (o, "totals");
+    json_object_set_new (totals, "sample", json_integer (h->sample));
+    json_object_set_new (totals, "steps_seen", json_integer (h->steps_seen));
+    json_object_set_new (totals, "kernels_unsampled", json_integer ((json_int_t) h->unsampled));
     json_t *trace = json_pack ("{s:s, s:b, s:i, s:I, s:I}", "step_range", t->step_range ? t->step_range : "",
                                "ended", t->ended, "signal", t->signal, "dropped_records", (json_int_t) t->dropped,
                                "bad_lines", (json_int_t) t->bad_lines);
@@ -153,15 +157,24 @@ char *akd_hotspots_markdown (const akd_hotspots_t *h, const akd_trace_t *t, cons
 {
     static const char head[] = "| # | %s | GPU us/step | %% of step GPU | launches | mean us | < 5 us | "
                                "step us if 0 | step us if 2x |\n|---|---|---|---|---|---|---|---|---|\n";
+    char *smp = h->sample > 1
+                ? ak_sprintf ("\n\n**Sampled**: 1 step in %ld was traced (%d of the window's %d steps); the GPU "
+                              "figures are those steps', the step time is the mean of the others (which ran "
+                              "without kernel records) where there are any; %zu kernel%s launched outside a traced "
+                              "step left out.", h->sample, h->steps, h->steps_seen, h->unsampled,
+                              h->unsampled == 1 ? "" : "s")
+                : ak_strdup ("");
     char *s = ak_sprintf ("# Hotspots\n\nDevice class: %s. Steps: %d (range \"%s\"), step time %.1f us (from %s), "
                           "GPU time %.1f us per step.\nGPU time under a named range: %.1f%%; mapped to a catalog "
-                          "operator: %.1f%%.%s\n\nThe Amdahl columns assume the range's GPU time is on the step's "
+                          "operator: %.1f%%.%s%s\n\nThe Amdahl columns assume the range's GPU time is on the step's "
                           "critical path: they are ceilings.\n\n## Ranges (inclusive)\n\n",
                           device_class ? device_class : "unknown", h->steps, t->step_range ? t->step_range : "",
                           h->step_ns / 1e3, h->step_from_ranges ? "the step ranges" : "the kernels' span",
                           h->gpu_ns / h->steps / 1e3, s_pct (h->named_ns, h->gpu_ns), s_pct (h->catalog_ns, h->gpu_ns),
                           akd_trace_partial (t) ? "\n\n**Partial trace**: the program did not finish normally or "
-                                                  "CUPTI dropped records; figures cover what was recorded." : "");
+                                                  "CUPTI dropped records; figures cover what was recorded." : "",
+                          smp);
+    free (smp);
     char *hd = ak_sprintf (head, "range");
     s = s_cat (s, hd);
     free (hd);

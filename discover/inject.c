@@ -33,6 +33,10 @@
     opening until its kernels are read after it closed (s_gate;
     $AKD_GATE=0: always on); the launch-API records are on from the start
     (CUPTI 13 makes none when they are enabled once the program runs).
+    $AKD_SAMPLE=K (with a step range): 1 window step in K is traced, the
+    window's first and every K-th after it; the kernel records go on as a
+    traced step opens and off as an untraced one opens (s_sample), and the
+    window lasts $AKD_STEPS traced steps (K times as many).
 
     Never: change what the program computes or how it handles signals
     (handlers chain to the ones they replace), write the file from a CUDA or
@@ -75,6 +79,8 @@ static struct {
     /* window */
     char            *step_range;        /* NULL: no steps */
     long             warmup, steps;     /* steps 0: until exit */
+    long             sample;            /* 1 step in sample traced (1: every step) */
+    atomic_long      open_step;         /* the step count when the window opened (0: not yet) */
     long             skip_ms;
     struct timespec  t0;
     atomic_long      step_starts, step_ends;
@@ -181,6 +187,7 @@ static void s_window_by_time (void)
 /* ================================================================= NVTX */
 
 static void s_init (void);
+static void s_sample (bool traced);
 
 static int s_push (const char *text)
 {
@@ -193,11 +200,19 @@ static int s_push (const char *text)
         T_step = S.step_range && strcmp (text, S.step_range) == 0;
         if (T_step) {
             long n = atomic_fetch_add (&S.step_starts, 1) + 1;
+            bool opens = false;
             if (n == S.warmup + 1 && (S.skip_ms <= 0 || s_skip_elapsed ()))
-                s_window_set (AKD_W_OPEN);
+                opens = true;
             else
             if (atomic_load (&akd_g.window) == AKD_W_BEFORE && n > S.warmup && S.skip_ms > 0 && s_skip_elapsed ())
+                opens = true;
+            if (opens) {
+                atomic_store (&S.open_step, n);
                 s_window_set (AKD_W_OPEN);
+            }
+            else
+            if (S.sample > 1 && atomic_load (&akd_g.window) == AKD_W_OPEN)
+                s_sample ((n - atomic_load (&S.open_step)) % S.sample == 0);
         }
     }
     s_window_by_time ();
@@ -218,8 +233,11 @@ static int s_pop (void)
         akd_rec_pop (s_now ());
     if (level == 0 && T_step && w == AKD_W_OPEN) {
         atomic_fetch_add (&S.step_ends, 1);
-        /* the last step of the window has ended on this thread */
-        if (S.steps > 0 && atomic_load (&S.step_starts) - S.warmup >= S.steps)
+        /* the last step of the window has ended on this thread (sampled:
+           the window's steps run from the one that opened it) */
+        if (S.steps > 0 && (S.sample > 1 ? atomic_load (&S.step_starts) - atomic_load (&S.open_step) + 1
+                                         >= S.steps * S.sample
+                                         : atomic_load (&S.step_starts) - S.warmup >= S.steps))
             s_window_set (AKD_W_CLOSED);
     }
     return level;
@@ -488,6 +506,26 @@ static void s_gate (bool on)
             char why[256];
             snprintf (why, sizeof why, "turning CUPTI's kernel records %s: %s",
                       on ? "on as the window opened" : "off after the window", s_cupti_text (r));
+            s_error ("cupti_failed", why);
+        }
+    }
+    pthread_mutex_unlock (&S.gate_mu);
+}
+
+/*  Sampling ($AKD_SAMPLE): the kernel records on as a traced step of the
+    window opens, off as an untraced one does (the traced step's kernels
+    were all launched by then: their records are made at the launch), from
+    the NVTX push that opens the step.  A failure is an ERROR record, and
+    the records stay as they are. */
+static void s_sample (bool traced)
+{
+    pthread_mutex_lock (&S.gate_mu);
+    if (S.cupti_ready && S.records_on != traced) {
+        CUptiResult r = s_records (traced);
+        if (r != CUPTI_SUCCESS) {
+            char why[256];
+            snprintf (why, sizeof why, "turning CUPTI's kernel records %s: %s",
+                      traced ? "on for a sampled step" : "off for a step not sampled", s_cupti_text (r));
             s_error ("cupti_failed", why);
         }
     }
@@ -780,6 +818,9 @@ static void s_init (void)
     S.step_range = step && *step ? strdup (step) : NULL;
     S.warmup = s_env_long ("AKD_WARMUP_STEPS", 0);
     S.steps = s_env_long ("AKD_STEPS", 0);
+    S.sample = S.step_range ? s_env_long ("AKD_SAMPLE", 1) : 1;
+    if (S.sample < 1)
+        S.sample = 1;
     S.skip_ms = s_env_long ("AKD_SKIP_MS", 0);
     S.gate = (S.step_range || S.skip_ms > 0) && s_env_long ("AKD_GATE", 1) != 0;
     S.on = true;
@@ -788,7 +829,7 @@ static void s_init (void)
     s_read_nvrtc (nvrtc, sizeof nvrtc);
     akd_rec_meta_t m = { { AKD_REC_META, 0, sizeof m }, S.warmup, S.steps, S.skip_ms,
                          akd_rec_string (S.step_range ? S.step_range : ""), akd_rec_string (drv),
-                         akd_rec_string (nvrtc), 0 };
+                         akd_rec_string (nvrtc), (uint32_t) S.sample };
     akd_rec_out (&m, sizeof m);
     if (!S.step_range && S.skip_ms <= 0)
         s_window_set (AKD_W_OPEN);

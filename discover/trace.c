@@ -83,6 +83,9 @@ static bool s_line (akd_trace_t *t, s_caps_t *caps, json_t *o, bool first)
         t->warmup_steps = (long) s_u64_or (o, "warmup_steps", 0);
         t->steps = (long) s_u64_or (o, "steps", 0);
         t->skip_ms = (long) s_u64_or (o, "skip_ms", 0);
+        t->sample = (long) s_u64_or (o, "sample", 1);
+        if (t->sample < 1)
+            t->sample = 1;
         t->driver = s_str_or (o, "driver", "");
         t->nvrtc = s_str_or (o, "nvrtc", "");
         return true;

@@ -69,6 +69,7 @@ typedef struct {
     int       version;
     char     *step_range;          /* "" when none */
     long      warmup_steps, steps, skip_ms;
+    long      sample;              /* 1 window step in sample traced (1: every step) */
     char     *driver, *nvrtc;      /* "580.65.06", "13.0"; "" when unknown */
     uint32_t  cupti_version;
     akd_event_t  *events;   size_t nevents;

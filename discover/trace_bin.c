@@ -163,6 +163,8 @@ static int s_record (s_rd_t *r, const uint8_t *rec, const akd_rec_head_t *h, siz
         t->warmup_steps = (long) m.warmup;
         t->steps = (long) m.steps;
         t->skip_ms = (long) m.skip_ms;
+        /* version 2: the field was padding, 0 */
+        t->sample = t->version >= 3 && m.sample > 1 ? (long) m.sample : 1;
         t->step_range = s_dup (r, m.step_range, off, h->type, &rc);
         if (!rc)
             t->driver = s_dup (r, m.driver, off, h->type, &rc);
@@ -445,16 +447,17 @@ int akd_trace_parse_bin (const char *data, size_t len, const char *label, akd_tr
     memcpy (&hdr, data, sizeof hdr);
     if (memcmp (hdr.magic, AKD_BIN_MAGIC, 8) != 0)
         return ak_err_set (err, AK_EINVAL, "%s: offset 0: not a discover trace", label);
-    if (hdr.version != AKD_BIN_VERSION)
+    if (hdr.version != 2 && hdr.version != AKD_BIN_VERSION)
         return ak_err_set (err, AK_EINVAL, "%s: offset 8: trace format version %u; this akctl reads versions 1 (JSON lines) "
-                           "and %d (binary)", label, hdr.version, AKD_BIN_VERSION);
+                           "and 2 to %d (binary)", label, hdr.version, AKD_BIN_VERSION);
     if (hdr.header_size != sizeof hdr)
         return ak_err_set (err, AK_EINVAL, "%s: offset 8: header size %u, not %zu (a garbled trace)", label,
                            hdr.header_size, sizeof hdr);
     s_rd_t r;
     memset (&r, 0, sizeof r);
     r.t = ak_calloc (1, sizeof *r.t);
-    r.t->version = AKD_BIN_VERSION;
+    r.t->version = (int) hdr.version;
+    r.t->sample = 1;
     r.label = label;
     r.err = err;
     uint8_t *rec = ak_calloc (1, AKD_REC_MAX + 8);

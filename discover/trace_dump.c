@@ -29,10 +29,11 @@ static json_t *s_triple (const int32_t v[3])
 
 int akd_trace_write_jsonl (const akd_trace_t *t, FILE *f, ak_err_t *err)
 {
-    int rc = s_line (f, json_pack ("{s:s, s:s, s:i, s:i, s:s, s:I, s:I, s:I, s:s, s:s}", "t", "header", "format",
+    int rc = s_line (f, json_pack ("{s:s, s:s, s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:s, s:s}", "t", "header", "format",
                                    "akdiscover-trace", "version", 1, "pid", 0, "step_range",
                                    t->step_range ? t->step_range : "", "warmup_steps", (json_int_t) t->warmup_steps,
-                                   "steps", (json_int_t) t->steps, "skip_ms", (json_int_t) t->skip_ms, "driver",
+                                   "steps", (json_int_t) t->steps, "skip_ms", (json_int_t) t->skip_ms, "sample",
+                                   (json_int_t) (t->sample > 1 ? t->sample : 1), "driver",
                                    t->driver ? t->driver : "", "nvrtc", t->nvrtc ? t->nvrtc : ""));
     if (!rc && t->cupti_version)
         rc = s_line (f, json_pack ("{s:s, s:I, s:s}", "t", "cupti", "version", (json_int_t) t->cupti_version,

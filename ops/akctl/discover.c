@@ -47,6 +47,10 @@ const char akctl_discover_help[] =
     "  --warmup-steps N    skip the first N steps (needs --step-range)\n"
     "  --steps N           then record N steps (needs --step-range; default:\n"
     "                      until the program exits)\n"
+    "  --sample K          trace 1 step in K (the window's first and every\n"
+    "                      K-th after it; --steps counts the traced ones): the\n"
+    "                      others run without CUPTI's kernel records and give\n"
+    "                      the step time (needs --step-range; default 1)\n"
     "  --skip-ms MS        record from MS milliseconds after CUDA starts\n"
     "  --class NAME        the device class of the batch (default: the one the\n"
     "                      worker of this GPU announces, from the trace)\n"
@@ -62,7 +66,7 @@ const char akctl_discover_help[] =
 
 typedef struct {
     const char *out, *step_range, *device_class, *from_trace, *dump_trace;
-    long        steps, warmup, skip_ms;
+    long        steps, warmup, skip_ms, sample;
     char      **cmd;
     int         ncmd;
 } s_opts_t;
@@ -78,7 +82,7 @@ static void s_forward (int sig)
 static void s_usage (void)
 {
     fprintf (stderr, "usage: akctl discover --out DIR [--steps N] [--warmup-steps N] [--step-range NAME]\n"
-                     "                      [--skip-ms MS] [--class NAME] -- CMD [ARGS...]\n"
+                     "                      [--sample K] [--skip-ms MS] [--class NAME] -- CMD [ARGS...]\n"
                      "       akctl discover --from-trace FILE --out DIR [--class NAME]\n"
                      "       akctl discover --dump-trace FILE\n"
                      "(akctl discover --help says more)\n");
@@ -170,6 +174,8 @@ static int s_run (const s_opts_t *o, const char *lib, const char *trace, int *st
         setenv ("AKD_STEPS", num, 1);
         snprintf (num, sizeof num, "%ld", o->skip_ms);
         setenv ("AKD_SKIP_MS", num, 1);
+        snprintf (num, sizeof num, "%ld", o->sample);
+        setenv ("AKD_SAMPLE", num, 1);
         execvp (o->cmd[0], o->cmd);
         fprintf (stderr, "akctl: discover: %s: %s\n", o->cmd[0], strerror (errno));
         _exit (127);
@@ -197,6 +203,9 @@ static void s_summary (const akd_hotspots_t *h, const char *dir, const char *cls
             "catalog operators\n", h->steps, h->steps == 1 ? "" : "s", h->gpu_ns / h->steps / 1e3,
             h->named_ns > 0 ? 100.0 * h->named_ns / h->gpu_ns : 0,
             h->catalog_ns > 0 ? 100.0 * h->catalog_ns / h->gpu_ns : 0);
+    if (h->sample > 1)
+        printf ("discover: sampled, 1 step in %ld traced (%d of %d); %zu kernel%s outside a traced step left out\n",
+                h->sample, h->steps, h->steps_seen, h->unsampled, h->unsampled == 1 ? "" : "s");
     for (size_t i = 0; i < h->nworkloads && i < 10; i++)
         printf ("  %-16s %-40s %6.1f%%\n", h->workloads[i].map.op, h->workloads[i].name,
                 100.0 * h->workloads[i].gpu_ns / h->gpu_ns);
@@ -304,7 +313,8 @@ static int s_discover (int argc, char **argv)
 {
     s_opts_t o;
     memset (&o, 0, sizeof o);
-    bool steps_given = false, warmup_given = false;
+    o.sample = 1;
+    bool steps_given = false, warmup_given = false, sample_given = false;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -328,7 +338,7 @@ static int s_discover (int argc, char **argv)
             return s_bad ("unknown option '%s'", a);
         memcpy (name, a, nlen);
         name[nlen] = '\0';
-        static const char *const valued[] = { "--out", "--steps", "--warmup-steps", "--step-range", "--skip-ms",
+        static const char *const valued[] = { "--out", "--steps", "--warmup-steps", "--step-range", "--skip-ms", "--sample",
                                               "--class", "--from-trace", "--dump-trace", NULL };
         bool known = false;
         for (int k = 0; valued[k]; k++)
@@ -364,6 +374,13 @@ static int s_discover (int argc, char **argv)
             warmup_given = true;
         }
         else
+        if (strcmp (name, "--sample") == 0) {
+            rc = s_count (name, v, &o.sample);
+            if (!rc && o.sample < 1)
+                return s_bad ("--sample: trace 1 step in K, K at least 1 (got '%s')", v);
+            sample_given = true;
+        }
+        else
             rc = s_count (name, v, &o.skip_ms);
         if (rc)
             return rc;
@@ -378,8 +395,9 @@ static int s_discover (int argc, char **argv)
         return s_bad ("--from-trace analyses a trace: no command with it (got '%s')", o.cmd[0]);
     if (!o.from_trace && o.ncmd == 0)
         return s_bad ("no command to run: akctl discover --out DIR -- CMD [ARGS...]%s", "");
-    if ((steps_given || warmup_given) && !o.step_range)
-        return s_bad ("%s counts steps: give --step-range NAME too", steps_given ? "--steps" : "--warmup-steps");
+    if ((steps_given || warmup_given || sample_given) && !o.step_range)
+        return s_bad ("%s counts steps: give --step-range NAME too",
+                      steps_given ? "--steps" : warmup_given ? "--warmup-steps" : "--sample");
     if (o.step_range && strlen (o.step_range) > 200)
         return s_bad ("--step-range: a range name of at most 200 characters%s", "");
 

@@ -5,7 +5,7 @@
 # bf16, prefill 1x512 + 8 decode steps per repeat).
 #
 #   ops/bench/discover_overhead.sh [--bin DIR] [--out DIR] [--n N] [--repeats R]
-#                                  [--configs LIST] [--cuda-graph]
+#                                  [--configs LIST] [--cuda-graph] [--sample K]
 #
 # Runs, interleaved N times (default 5) each:
 #   plain     python3 llama_demo.py --step-times               (no injection)
@@ -17,6 +17,11 @@
 #             user pays for shapes and dtypes, the default)
 #   launcher_catalog  the same with torch_nvtx.py --ranges catalog (ranges
 #             for the catalog's operators only, no emit_nvtx)
+#   inject_sampled  (with --sample K, K >= 2) inject with akctl discover
+#             --sample K: 1 step in K traced, the window as long as inject's
+#             (its --steps a K-th of it); the other steps run without
+#             CUPTI's kernel records.  Its medians are untraced steps': see
+#             the mean column, which counts every step
 # (--configs: a comma-separated subset of inject,launcher,launcher_catalog;
 # plain always runs: the others are ratios to it) and once torch.profiler
 # over the same steps (llama_demo.py --torch-profiler).  --cuda-graph runs
@@ -28,6 +33,7 @@
 # synchronise), over the repeats after the first.  Prints a table and writes
 # OUT/summary.json:
 #   - per configuration: median step time (prefill and decode separately),
+#     the mean decode step and its ratio to plain's mean,
 #     the range of the per-run medians, and the ratio to plain (goal:
 #     inject <= 1.05); and the paired ratios (run i's decode median over
 #     plain run i's, which ran just before it: the host's speed drifts
@@ -49,6 +55,7 @@ n=5
 repeats=3
 configs="inject,launcher,launcher_catalog"
 graph=0
+sample=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) bin="$2"; shift 2 ;;
@@ -57,15 +64,22 @@ while [ $# -gt 0 ]; do
         --repeats) repeats="$2"; shift 2 ;;
         --configs) configs="$2"; shift 2 ;;
         --cuda-graph) graph=1; shift ;;
+        --sample) sample="$2"; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "discover_overhead.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [ "$n" -ge 5 ] || { echo "discover_overhead.sh: --n must be at least 5" >&2; exit 2; }
 [ "$repeats" -ge 2 ] || { echo "discover_overhead.sh: --repeats must be at least 2" >&2; exit 2; }
+case "$sample" in ''|*[!0-9]*) echo "discover_overhead.sh: --sample K: a number" >&2; exit 2 ;; esac
+if [ "$sample" -ge 2 ]; then
+    configs="$configs,inject_sampled"
+elif [ "$sample" != 0 ]; then
+    echo "discover_overhead.sh: --sample K: K at least 2" >&2; exit 2
+fi
 for c in $(echo "$configs" | tr , ' '); do
     case "$c" in
-        inject|launcher|launcher_catalog) ;;
+        inject|launcher|launcher_catalog|inject_sampled) ;;
         *) echo "discover_overhead.sh: --configs: unknown configuration '$c' (inject, launcher, launcher_catalog)" >&2
            exit 2 ;;
     esac
@@ -84,6 +98,9 @@ if [ "$graph" = 1 ]; then
 fi
 warm=$steps_per_repeat
 measured=$(( (repeats - 1) * steps_per_repeat ))
+if [ "$sample" -ge 2 ] && [ $(( measured / sample )) -lt 1 ]; then
+    echo "discover_overhead.sh: --sample $sample: more than the $measured measured steps (raise --repeats)" >&2; exit 2
+fi
 [ -x "$akctl" ] || { echo "discover_overhead.sh: no $akctl (build first, or --bin)" >&2; exit 2; }
 python3 -c 'import torch, transformers; assert torch.cuda.is_available()' \
     || { echo "discover_overhead.sh: needs python3 with torch (CUDA) and transformers" >&2; exit 2; }
@@ -95,13 +112,16 @@ echo "runs: $n interleaved per configuration, $repeats repeats each (first is wa
 discovered() {
     name=$1
     shift
-    "$akctl" discover --out "$out/$name.$i" --step-range step --warmup-steps "$warm" --steps "$measured" -- \
+    window="--steps $measured"
+    [ "$name" = inject_sampled ] && window="--steps $(( measured / sample )) --sample $sample"
+    "$akctl" discover --out "$out/$name.$i" --step-range step --warmup-steps "$warm" $window -- \
         python3 "$@" --repeats "$repeats" --step-times $demo_args > "$out/$name.$i.jsonl" 2> "$out/$name.$i.err" \
         || { cat "$out/$name.$i.err" >&2; exit 1; }
 }
 for i in $(seq 1 "$n"); do
     python3 "$demo" --repeats "$repeats" --step-times $demo_args > "$out/plain.$i.jsonl"
     want inject && discovered inject "$demo"
+    want inject_sampled && discovered inject_sampled "$demo"
     want launcher && discovered launcher "$launcher" "$demo"
     want launcher_catalog && discovered launcher_catalog "$launcher" --ranges catalog "$demo"
     echo "run $i of $n done"
@@ -112,7 +132,7 @@ python3 - "$out" "$n" "$configs" <<'PY'
 import json, statistics, sys, os
 out, n = sys.argv[1], int(sys.argv[2])
 configs = ["plain"] + sys.argv[3].split(",")
-names = [c for c in ("plain", "inject", "launcher", "launcher_catalog") if c in configs]
+names = [c for c in ("plain", "inject", "inject_sampled", "launcher", "launcher_catalog") if c in configs]
 # every run's step records, read once
 runs = {name: {i: [json.loads(line) for line in open(os.path.join(out, "%s.%d.jsonl" % (name, i)))
                    if line.strip().startswith("{")] for i in range(1, n + 1)} for name in names}
@@ -128,8 +148,8 @@ base = steps("plain")
 # each run's decode median, per configuration
 per_run = {name: [statistics.median(steps(name, i)["decode"]) for i in range(1, n + 1)] for name in names}
 print("\n| configuration | prefill ms (median) | decode ms (median) | per-run decode medians | prefill ratio "
-      "| decode ratio | trace bytes |")
-print("|---|---|---|---|---|---|---|")
+      "| decode ratio | decode ms (mean) | mean ratio | trace bytes |")
+print("|---|---|---|---|---|---|---|---|---|")
 for name in names:
     r = steps(name)
     d = statistics.median(r["decode"])
@@ -139,12 +159,16 @@ for name in names:
     rp = p / statistics.median(base["prefill"]) if p is not None and base["prefill"] else None
     trace = os.path.join(out, name + ".1", "trace.akd")
     size = os.path.getsize(trace) if os.path.exists(trace) else 0
+    mean = statistics.mean(r["decode"])
+    mean_ratio = mean / statistics.mean(base["decode"])
     summary["configs"][name] = {"prefill_ms": p, "decode_ms": d, "prefill_ratio": rp, "decode_ratio": rd,
+                                "decode_ms_mean": mean, "decode_mean_ratio": mean_ratio,
                                 "decode_ms_per_run": per_run[name], "trace_bytes": size,
                                 "samples": len(r["prefill"]) + len(r["decode"])}
     fmt = lambda v: "-" if v is None else "%.3f" % v
-    print("| %s | %s | %.3f | %.3f-%.3f | %s | %.3f | %d |" % (name, fmt(p), d, min(per_run[name]),
-                                                               max(per_run[name]), fmt(rp), rd, size))
+    print("| %s | %s | %.3f | %.3f-%.3f | %s | %.3f | %.3f | %.3f | %d |" % (name, fmt(p), d, min(per_run[name]),
+                                                                         max(per_run[name]), fmt(rp), rd, mean,
+                                                                         mean_ratio, size))
 # Paired: run i of a configuration against plain's run i, which ran just
 # before it (the host's speed drifts over seconds: the pairs cancel most of it).
 print("\n| configuration | decode ratio per pair (run i / plain run i) | median | runs <= 1.05 |")

@@ -60,12 +60,16 @@ static uint32_t s_str (s_w_t *w, const char *text)
     return s.id;
 }
 
+/* what s_header writes: the format version and META's sample (version
+   2's padding) */
+static uint32_t s_version = AKD_BIN_VERSION, s_sample_field = 0;
+
 static void s_header (s_w_t *w)
 {
-    akd_bin_header_t h = { .version = AKD_BIN_VERSION, .header_size = sizeof h, .pid = 42 };
+    akd_bin_header_t h = { .version = s_version, .header_size = sizeof h, .pid = 42 };
     memcpy (h.magic, AKD_BIN_MAGIC, 8);
     s_bytes (w, &h, sizeof h);
-    akd_rec_meta_t m = { .warmup = 1, .steps = 2, .skip_ms = 0 };
+    akd_rec_meta_t m = { .warmup = 1, .steps = 2, .skip_ms = 0, .sample = s_sample_field };
     m.step_range = s_str (w, "step");
     m.driver = s_str (w, "580.159.04");
     m.nvrtc = s_str (w, "13.0");
@@ -201,6 +205,7 @@ static void test_round_trip (void **state)
     ak_err_t err = { 0 };
     akd_trace_t *t = s_parse (&w, w.n, 0, &err);
     assert_int_equal (t->version, AKD_BIN_VERSION);
+    assert_int_equal (t->sample, 1);
     assert_string_equal (t->step_range, "step");
     assert_int_equal (t->warmup_steps, 1);
     assert_int_equal (t->steps, 2);
@@ -272,6 +277,30 @@ static void s_expect (const akd_attr_t *a, uint32_t corr, uint64_t gnode, const 
     if (strcmp (got, want) != 0)
         fail_msg ("kernel corr %u: attributed to '%s', want '%s'", corr, got, want);
     free (got);
+}
+
+/*  META's sample: version 3 reads it (0 and 1: every step); version 2,
+    whose writers left the field as padding, is still read, as every
+    step whatever the field holds. */
+static void test_sample_field (void **state)
+{
+    (void) state;
+    static const struct { uint32_t version, field; long sample; } cases[] = {
+        { AKD_BIN_VERSION, 4, 4 }, { AKD_BIN_VERSION, 0, 1 }, { AKD_BIN_VERSION, 1, 1 }, { 2, 0, 1 }, { 2, 4, 1 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s_version = cases[i].version;
+        s_sample_field = cases[i].field;
+        s_w_t w = s_build ();
+        ak_err_t err = { 0 };
+        akd_trace_t *t = s_parse (&w, w.n, 0, &err);
+        assert_int_equal (t->version, (int) cases[i].version);
+        assert_int_equal (t->sample, cases[i].sample);
+        akd_trace_destroy (&t);
+        free (w.b);
+    }
+    s_version = AKD_BIN_VERSION;
+    s_sample_field = 0;
 }
 
 static void test_attribution_by_time (void **state)
@@ -415,8 +444,10 @@ static void test_garbled_records (void **state)
     s_rec (&w, AKD_REC_GNODE, 0, &g, sizeof g);
     s_expect_refused (&w, "stack is not its size");
     /* another version, a short or foreign header */
-    ((akd_bin_header_t *) w.b)->version = 3;
-    s_expect_refused (&w, "trace format version 3");
+    ((akd_bin_header_t *) w.b)->version = AKD_BIN_VERSION + 1;
+    char vmsg[64];
+    snprintf (vmsg, sizeof vmsg, "trace format version %d", AKD_BIN_VERSION + 1);
+    s_expect_refused (&w, vmsg);
     ((akd_bin_header_t *) w.b)->version = AKD_BIN_VERSION;
     ((akd_bin_header_t *) w.b)->header_size = 64;
     s_expect_refused (&w, "header size 64");
@@ -526,6 +557,7 @@ int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_round_trip),
+        cmocka_unit_test (test_sample_field),
         cmocka_unit_test (test_attribution_by_time),
         cmocka_unit_test (test_truncated_everywhere),
         cmocka_unit_test (test_garbled_records),
