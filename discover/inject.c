@@ -495,21 +495,25 @@ static CUptiResult s_records (bool on)
     launch APIs enabled at the window's opening made no record at all,
     and every kernel lost its launch.  A failure is an ERROR record, and
     the records stay as they are. */
-static void s_gate (bool on)
+static void s_switch (bool on, const char *when_on, const char *when_off)
 {
-    if (!S.gate)
-        return;
     pthread_mutex_lock (&S.gate_mu);
     if (S.cupti_ready && S.records_on != on) {
         CUptiResult r = s_records (on);
         if (r != CUPTI_SUCCESS) {
             char why[256];
-            snprintf (why, sizeof why, "turning CUPTI's kernel records %s: %s",
-                      on ? "on as the window opened" : "off after the window", s_cupti_text (r));
+            snprintf (why, sizeof why, "turning CUPTI's kernel records %s: %s", on ? when_on : when_off,
+                      s_cupti_text (r));
             s_error ("cupti_failed", why);
         }
     }
     pthread_mutex_unlock (&S.gate_mu);
+}
+
+static void s_gate (bool on)
+{
+    if (S.gate)
+        s_switch (on, "on as the window opened", "off after the window");
 }
 
 /*  Sampling ($AKD_SAMPLE): the kernel records on as a traced step of the
@@ -519,17 +523,7 @@ static void s_gate (bool on)
     the records stay as they are. */
 static void s_sample (bool traced)
 {
-    pthread_mutex_lock (&S.gate_mu);
-    if (S.cupti_ready && S.records_on != traced) {
-        CUptiResult r = s_records (traced);
-        if (r != CUPTI_SUCCESS) {
-            char why[256];
-            snprintf (why, sizeof why, "turning CUPTI's kernel records %s: %s",
-                      traced ? "on for a sampled step" : "off for a step not sampled", s_cupti_text (r));
-            s_error ("cupti_failed", why);
-        }
-    }
-    pthread_mutex_unlock (&S.gate_mu);
+    s_switch (traced, "on for a sampled step", "off for a step not sampled");
 }
 
 static void *s_open_cupti (char *path, size_t cap)
