@@ -36,7 +36,12 @@
     $AKD_SAMPLE=K (with a step range): 1 window step in K is traced, the
     window's first and every K-th after it; the kernel records go on as a
     traced step opens and off as an untraced one opens (s_sample), and the
-    window lasts $AKD_STEPS traced steps (K times as many).
+    window lasts $AKD_STEPS traced steps (K times as many).  Sampled, the
+    launches are recorded by callbacks on the launch APIs instead of
+    activity records (which cannot be turned on once the program runs):
+    switched with the kernel records, so the untraced steps' launches cost
+    no CUPTI record of either kind ($AKD_LAUNCH_CB: 1 callbacks, 0 activity
+    records; default 1 when sampled, else 0).
 
     Never: change what the program computes or how it handles signals
     (handlers chain to the ones they replace), write the file from a CUDA or
@@ -80,6 +85,7 @@ static struct {
     char            *step_range;        /* NULL: no steps */
     long             warmup, steps;     /* steps 0: until exit */
     long             sample;            /* 1 step in sample traced (1: every step) */
+    bool             launch_cb;         /* launches by callbacks, switched with the kernel records */
     atomic_long      open_step;         /* the step count when the window opened (0: not yet) */
     long             skip_ms;
     struct timespec  t0;
@@ -445,9 +451,38 @@ static void s_gnode (const CUpti_ResourceData *rd, bool cloned)
     akd_rec_gnode (graph, node, orig, !cloned);
 }
 
+/*  A launch API entered ($AKD_LAUNCH_CB), inside the window: an API
+    record in the thread's ring, stamped now (its start and end), named
+    once per API. */
+static void s_launch_cb (CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cd)
+{
+    if (cd->callbackSite != CUPTI_API_ENTER
+        || atomic_load_explicit (&akd_g.window, memory_order_relaxed) != AKD_W_OPEN)
+        return;
+    static _Atomic uint32_t names[2][sizeof s_driver_cbids / sizeof s_driver_cbids[0]
+                                     + sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]];
+    const bool rt = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+    const CUpti_CallbackId *ids = rt ? s_runtime_cbids : s_driver_cbids;
+    size_t n = rt ? sizeof s_runtime_cbids / sizeof s_runtime_cbids[0] : sizeof s_driver_cbids / sizeof s_driver_cbids[0];
+    size_t i = 0;
+    while (i < n && ids[i] != cbid)
+        i++;
+    if (i == n)
+        return;
+    uint32_t name = atomic_load_explicit (&names[rt][i], memory_order_relaxed);
+    if (!name) {
+        name = akd_rec_string (cd->functionName ? cd->functionName : "");
+        atomic_store (&names[rt][i], name);
+    }
+    akd_rec_launch (cd->correlationId, cbid, (uint32_t) domain, name, s_now ());
+}
+
 static void CUPTIAPI s_callback (void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
 {
     (void) ud;
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API)
+        s_launch_cb (domain, cbid, (const CUpti_CallbackData *) data);
+    else
     if (domain == CUPTI_CB_DOMAIN_RESOURCE
         && (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED || cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED))
         s_gnode ((const CUpti_ResourceData *) data, cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
@@ -474,11 +509,25 @@ static CUptiResult s_enable_launch_records (void)
     return r == CUPTI_SUCCESS ? C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_DRIVER) : r;
 }
 
-/*  The kernel records, on or off; S.gate_mu held. */
+/*  The launch APIs' callbacks ($AKD_LAUNCH_CB), on or off. */
+static CUptiResult s_launch_callbacks (bool on)
+{
+    CUptiResult r = CUPTI_SUCCESS;
+    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]; i++)
+        r = C.cuptiEnableCallback (on, S.sub, CUPTI_CB_DOMAIN_RUNTIME_API, s_runtime_cbids[i]);
+    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof s_driver_cbids / sizeof s_driver_cbids[0]; i++)
+        r = C.cuptiEnableCallback (on, S.sub, CUPTI_CB_DOMAIN_DRIVER_API, s_driver_cbids[i]);
+    return r;
+}
+
+/*  The kernel records (and with $AKD_LAUNCH_CB the launch callbacks), on
+    or off; S.gate_mu held. */
 static CUptiResult s_records (bool on)
 {
     CUptiResult r = on ? C.cuptiActivityEnable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
                        : C.cuptiActivityDisable (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (r == CUPTI_SUCCESS && S.launch_cb)
+        r = s_launch_callbacks (on);
     if (r == CUPTI_SUCCESS)
         S.records_on = on;
     return r;
@@ -610,7 +659,7 @@ static int s_cupti_start (void)
        measures what those records cost a launch.  The kernel records wait
        for the window (s_gate), unless it is open already; the launch-API
        records do not (s_gate says why). */
-    if (r == CUPTI_SUCCESS && s_env_long ("AKD_LAUNCH_RECORDS", 1) != 0)
+    if (r == CUPTI_SUCCESS && !S.launch_cb && s_env_long ("AKD_LAUNCH_RECORDS", 1) != 0)
         r = s_enable_launch_records ();
     pthread_mutex_lock (&S.gate_mu);
     if (r == CUPTI_SUCCESS && (!S.gate || atomic_load (&akd_g.window) == AKD_W_OPEN))
@@ -815,6 +864,7 @@ static void s_init (void)
     S.sample = S.step_range ? s_env_long ("AKD_SAMPLE", 1) : 1;
     if (S.sample < 1)
         S.sample = 1;
+    S.launch_cb = s_env_long ("AKD_LAUNCH_CB", S.sample > 1) != 0;
     S.skip_ms = s_env_long ("AKD_SKIP_MS", 0);
     S.gate = (S.step_range || S.skip_ms > 0) && s_env_long ("AKD_GATE", 1) != 0;
     S.on = true;

@@ -38,6 +38,9 @@ uint32_t akd_rec_string (const char *text);
 /* The hot path: this thread's push (text, cut to AKD_STRING_MAX) and pop. */
 void akd_rec_push (const char *text, uint64_t ts);
 void akd_rec_pop (uint64_t ts);
+/* A launch API entered (its callback): an API record of this thread,
+   stamped ts, into its ring. */
+void akd_rec_launch (uint32_t corr, uint32_t cbid, uint32_t domain, uint32_t name, uint64_t ts);
 /* A graph node created (with this thread's range stack) or cloned. */
 void akd_rec_gnode (uint32_t graph, uint64_t node, uint64_t orig, bool with_stack);
 /* Writes every thread's records and the shared buffer to the file (the

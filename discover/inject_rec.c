@@ -379,6 +379,15 @@ void akd_rec_pop (uint64_t ts)
         t->depth--;
 }
 
+void akd_rec_launch (uint32_t corr, uint32_t cbid, uint32_t domain, uint32_t name, uint64_t ts)
+{
+    s_tstate_t *t = s_self ();
+    if (!t)
+        return;
+    akd_rec_api_t r = { { AKD_REC_API, 0, sizeof r }, corr, cbid, (uint32_t) t->tid, domain, ts, ts, name, 0 };
+    s_put (t, &r, sizeof r, NULL, 0, sizeof r);
+}
+
 void akd_rec_gnode (uint32_t graph, uint64_t node, uint64_t orig, bool with_stack)
 {
     s_tstate_t *t = s_self ();

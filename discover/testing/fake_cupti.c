@@ -16,9 +16,12 @@
     and its API record only while the launch API's records are (as CUPTI
     does); a launch API's records enabled after the first launch stay off,
     as the real CUPTI 13.0.1 did on the H200 (no record at all when
-    enabled from the NVTX push that opened a window); with
-    $AKD_FAKE_CUPTI_COUNT=PATH it writes, at exit, "launches N
-    kernel_records K api_records A" to PATH.  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
+    enabled from the NVTX push that opened a window).  While the
+    subscriber's callback for cudaLaunchKernel is enabled (at any time), a
+    launch calls it on the API's entry and exit, with the launch's
+    correlation id.  With $AKD_FAKE_CUPTI_COUNT=PATH it writes, at exit,
+    "launches N kernel_records K api_records A callbacks C" to PATH (C:
+    launches that called the callback).  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as when another tool
     holds CUPTI.
 
@@ -50,16 +53,16 @@ static _Atomic uint64_t s_last;
 static char s_names[S_MAX][64];
 static int s_n;
 static int s_device_sent;
-static _Atomic int s_kernels_on, s_api_on;
-static _Atomic int s_launches, s_kernel_recs, s_api_recs;
+static _Atomic int s_kernels_on, s_api_on, s_launch_cb_on;
+static _Atomic int s_launches, s_kernel_recs, s_api_recs, s_callbacks;
 
 __attribute__ ((destructor)) static void s_count (void)
 {
     const char *path = getenv ("AKD_FAKE_CUPTI_COUNT");
     FILE *f = path && *path ? fopen (path, "w") : NULL;
     if (f) {
-        fprintf (f, "launches %d kernel_records %d api_records %d\n", atomic_load (&s_launches),
-                 atomic_load (&s_kernel_recs), atomic_load (&s_api_recs));
+        fprintf (f, "launches %d kernel_records %d api_records %d callbacks %d\n", atomic_load (&s_launches),
+                 atomic_load (&s_kernel_recs), atomic_load (&s_api_recs), atomic_load (&s_callbacks));
         fclose (f);
     }
 }
@@ -95,7 +98,9 @@ CUptiResult cuptiSubscribe (CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb, 
 }
 CUptiResult cuptiEnableCallback (uint32_t e, CUpti_SubscriberHandle s, CUpti_CallbackDomain d, CUpti_CallbackId c)
 {
-    (void) e; (void) s; (void) d; (void) c;
+    (void) s;
+    if (d == CUPTI_CB_DOMAIN_RUNTIME_API && c == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+        atomic_store (&s_launch_cb_on, e != 0);
     return CUPTI_SUCCESS;
 }
 CUptiResult cuptiEnableDomain (uint32_t e, CUpti_SubscriberHandle s, CUpti_CallbackDomain d)
@@ -215,6 +220,16 @@ void akd_fake_launch (uint32_t corr, const char *kernel, uint64_t dur_ns)
     const char *tid_mode = getenv ("AKD_FAKE_CUPTI_TID");
     uint32_t thread = tid_mode && strcmp (tid_mode, "pthread") == 0 ? (uint32_t) pthread_self ()
                                                                       : (uint32_t) syscall (SYS_gettid);
+    CUpti_CallbackData cd;
+    memset (&cd, 0, sizeof cd);
+    cd.functionName = "cudaLaunchKernel";
+    cd.correlationId = corr;
+    const bool cb = atomic_load (&s_launch_cb_on) && s_cb;
+    if (cb) {
+        cd.callbackSite = CUPTI_API_ENTER;
+        s_cb (s_ud, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &cd);
+        atomic_fetch_add (&s_callbacks, 1);
+    }
     uint64_t start = s_ns ();
     uint64_t end = s_ns ();
     atomic_fetch_add (&s_launches, 1);
@@ -249,4 +264,8 @@ void akd_fake_launch (uint32_t corr, const char *kernel, uint64_t dur_ns)
         s_n++;
     }
     pthread_mutex_unlock (&s_mu);
+    if (cb) {
+        cd.callbackSite = CUPTI_API_EXIT;
+        s_cb (s_ud, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &cd);
+    }
 }

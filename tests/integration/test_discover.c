@@ -453,9 +453,14 @@ static void test_cupti_side (void **state)
     1, 2 traced steps: the window is steps 2 to 5 and steps 2 and 4 are
     traced.  The kernel records are on from step 2's push to step 3's and
     from step 4's to step 5's: 6 of the 21 launches make one (so the
-    library did turn them off and on again), the 2 loose kernels after
-    the traced steps are left out, and the figures are the traced steps':
-    23 us a step over 2 steps, the step time from the untraced steps. */
+    library did turn them off and on again).  By default the launches
+    come from the launch API's callbacks, switched with the kernel
+    records: 6 callbacks, no activity record of the API; with
+    AKD_LAUNCH_CB=0 from its activity records, on from the start (21, of
+    which the 11 inside the window are in the trace).  Either way the 2
+    loose kernels after the traced steps are left out and the figures are
+    the traced steps': 23 us a step over 2 steps, the step time from the
+    untraced steps. */
 static void test_sampled_steps (void **state)
 {
     (void) state;
@@ -466,61 +471,67 @@ static void test_sampled_steps (void **state)
     char *dir = ak_test_tmpdir ("discover-sample");
     char *count = ak_path_join (dir, "count.txt");
     char *akctl = ak_test_bin ("akctl");
-    char *out = NULL;
-    int code = ak_test_runf (&out, "AKD_FAKE_CUPTI_COUNT='%s' LD_LIBRARY_PATH='%s' '%s' discover --class "
-                             "FAKE/sm_90/drv0/nvrtc13.0 --step-range step --warmup-steps 1 --steps 2 --sample 2 "
-                             "--out '%s/out' -- '%s' 7 cupti 2>&1", count, fake, akctl, dir, probe);
-    if (code != 0)
-        fail_msg ("exit %d:\n%s", code, out ? out : "");
-    s_contains (out, "matmul_8x32x16_fp32");
-    s_contains (out, "sampled, 1 step in 2 traced (2 of 4); 2 kernels outside a traced step left out");
-    free (out);
-    char *counts = NULL;
-    assert_int_equal (ak_test_runf (&counts, "cat '%s'", count), 0);
-    int launches = -1, kernels = -1, apis = -1;
-    if (sscanf (counts, "launches %d kernel_records %d api_records %d", &launches, &kernels, &apis) != 3
-        || launches != 21 || kernels != 6)
-        fail_msg ("the stand-in CUPTI counted '%s', expected 21 launches and 6 kernel records", counts);
-    free (counts);
-    char *odir = ak_path_join (dir, "out");
-    akd_trace_t *trace = s_trace (odir);
-    assert_int_equal (trace->sample, 2);
-    akd_trace_destroy (&trace);
-    json_error_t je;
-    char *hp = ak_path_join (odir, "hotspots.json");
-    json_t *hot = json_load_file (hp, 0, &je);
-    assert_non_null (hot);
-    json_t *totals = json_object_get (hot, "totals");
-    assert_int_equal (json_integer_value (json_object_get (totals, "steps")), 2);
-    assert_int_equal (json_integer_value (json_object_get (totals, "steps_seen")), 4);
-    assert_int_equal (json_integer_value (json_object_get (totals, "sample")), 2);
-    assert_int_equal (json_integer_value (json_object_get (totals, "kernels_unsampled")), 2);
-    assert_true (json_real_value (json_object_get (totals, "gpu_us_per_step")) == 23.0);
-    assert_string_equal (json_string_value (json_object_get (totals, "step_time_from")), "step ranges");
-    json_decref (hot);
-    free (hp);
-    char *md = NULL;
-    assert_int_equal (ak_test_runf (&md, "cat '%s/hotspots.md'", odir), 0);
-    s_contains (md, "**Sampled**: 1 step in 2 was traced (2 of the window's 4 steps)");
-    s_contains (md, "2 kernels launched outside a traced step left out");
-    free (md);
-    /* read back from its JSON lines, the trace attributes the same */
-    char *dump = NULL;
-    assert_int_equal (ak_test_runf (&dump, "'%s' discover --dump-trace '%s/trace.akd' > '%s/t.jsonl'", akctl, odir,
-                                    dir), 0);
-    free (dump);
-    assert_int_equal (ak_test_runf (&out, "'%s' discover --class FAKE/sm_90/drv0/nvrtc13.0 --from-trace "
-                                    "'%s/t.jsonl' --out '%s/again' 2>&1", akctl, dir, dir), 0);
-    free (out);
-    hp = ak_sprintf ("%s/again/hotspots.json", dir);
-    hot = json_load_file (hp, 0, &je);
-    assert_non_null (hot);
-    totals = json_object_get (hot, "totals");
-    assert_int_equal (json_integer_value (json_object_get (totals, "steps")), 2);
-    assert_int_equal (json_integer_value (json_object_get (totals, "kernels_unsampled")), 2);
-    json_decref (hot);
-    free (hp);
-    free (odir);
+    for (int cb = 1; cb >= 0; cb--) {
+        char *out = NULL;
+        int code = ak_test_runf (&out, "%s AKD_FAKE_CUPTI_COUNT='%s' LD_LIBRARY_PATH='%s' '%s' discover --class "
+                                 "FAKE/sm_90/drv0/nvrtc13.0 --step-range step --warmup-steps 1 --steps 2 --sample 2 "
+                                 "--out '%s/out%d' -- '%s' 7 cupti 2>&1", cb ? "" : "AKD_LAUNCH_CB=0", count, fake,
+                                 akctl, dir, cb, probe);
+        if (code != 0)
+            fail_msg ("exit %d:\n%s", code, out ? out : "");
+        s_contains (out, "matmul_8x32x16_fp32");
+        s_contains (out, "sampled, 1 step in 2 traced (2 of 4); 2 kernels outside a traced step left out");
+        free (out);
+        char *counts = NULL;
+        assert_int_equal (ak_test_runf (&counts, "cat '%s'", count), 0);
+        int launches = -1, kernels = -1, apis = -1, cbs = -1;
+        if (sscanf (counts, "launches %d kernel_records %d api_records %d callbacks %d", &launches, &kernels, &apis,
+                    &cbs) != 4
+            || launches != 21 || kernels != 6 || apis != (cb ? 0 : 21) || cbs != (cb ? 6 : 0))
+            fail_msg ("AKD_LAUNCH_CB=%d: the stand-in CUPTI counted '%s', expected 21 launches, 6 kernel records, "
+                      "%d API records and %d callbacks", cb, counts, cb ? 0 : 21, cb ? 6 : 0);
+        free (counts);
+        char *odir = ak_sprintf ("%s/out%d", dir, cb);
+        akd_trace_t *trace = s_trace (odir);
+        assert_int_equal (trace->sample, 2);
+        assert_int_equal (s_events (trace, AKD_EV_LAUNCH, "cudaLaunchKernel"), cb ? 6 : 11);
+        akd_trace_destroy (&trace);
+        json_error_t je;
+        char *hp = ak_path_join (odir, "hotspots.json");
+        json_t *hot = json_load_file (hp, 0, &je);
+        assert_non_null (hot);
+        json_t *totals = json_object_get (hot, "totals");
+        assert_int_equal (json_integer_value (json_object_get (totals, "steps")), 2);
+        assert_int_equal (json_integer_value (json_object_get (totals, "steps_seen")), 4);
+        assert_int_equal (json_integer_value (json_object_get (totals, "sample")), 2);
+        assert_int_equal (json_integer_value (json_object_get (totals, "kernels_unsampled")), 2);
+        assert_true (json_real_value (json_object_get (totals, "gpu_us_per_step")) == 23.0);
+        assert_string_equal (json_string_value (json_object_get (totals, "step_time_from")), "step ranges");
+        json_decref (hot);
+        free (hp);
+        char *md = NULL;
+        assert_int_equal (ak_test_runf (&md, "cat '%s/hotspots.md'", odir), 0);
+        s_contains (md, "**Sampled**: 1 step in 2 was traced (2 of the window's 4 steps)");
+        s_contains (md, "2 kernels launched outside a traced step left out");
+        free (md);
+        /* read back from its JSON lines, the trace attributes the same */
+        assert_int_equal (ak_test_runf (&out, "'%s' discover --dump-trace '%s/trace.akd' > '%s/t.jsonl'", akctl,
+                                        odir, dir), 0);
+        free (out);
+        assert_int_equal (ak_test_runf (&out, "'%s' discover --class FAKE/sm_90/drv0/nvrtc13.0 --from-trace "
+                                        "'%s/t.jsonl' --out '%s/again%d' 2>&1", akctl, dir, dir, cb), 0);
+        free (out);
+        hp = ak_sprintf ("%s/again%d/hotspots.json", dir, cb);
+        hot = json_load_file (hp, 0, &je);
+        assert_non_null (hot);
+        totals = json_object_get (hot, "totals");
+        assert_int_equal (json_integer_value (json_object_get (totals, "steps")), 2);
+        assert_int_equal (json_integer_value (json_object_get (totals, "kernels_unsampled")), 2);
+        assert_true (json_real_value (json_object_get (totals, "gpu_us_per_step")) == 23.0);
+        json_decref (hot);
+        free (hp);
+        free (odir);
+    }
     free (akctl);
     free (count);
     ak_test_rmtree (dir);
