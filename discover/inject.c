@@ -533,17 +533,9 @@ static CUptiResult s_records (bool on)
     return r;
 }
 
-/*  The gate (docs/discover.md, "The gate"): with a window that opens
-    later (a step range, or --skip-ms), the launches before it cost no
-    kernel record; the window's opening turns them on (from the NVTX call
-    that opens it, or from InitializeInjection when the window opened
-    before cuInit), and they go off again once the window has closed and
-    its kernels have been read (s_gate (false), from the flusher), so a
-    program that goes on after its window pays less.  The launch-API
-    records are not gated: on the H200 (CUPTI 13.0.1, 2026-12-04) the
-    launch APIs enabled at the window's opening made no record at all,
-    and every kernel lost its launch.  A failure is an ERROR record, and
-    the records stay as they are. */
+/*  The kernel records (s_records) on or off, once CUPTI is set up and
+    where they are not so already; a failure is an ERROR record naming
+    when_on or when_off, and the records stay as they are. */
 static void s_switch (bool on, const char *when_on, const char *when_off)
 {
     pthread_mutex_lock (&S.gate_mu);
@@ -559,6 +551,17 @@ static void s_switch (bool on, const char *when_on, const char *when_off)
     pthread_mutex_unlock (&S.gate_mu);
 }
 
+/*  The gate (docs/discover.md, "The gate"): with a window that opens
+    later (a step range, or --skip-ms), the launches before it cost no
+    kernel record; the window's opening turns them on (from the NVTX call
+    that opens it, or from InitializeInjection when the window opened
+    before cuInit), and they go off again once the window has closed and
+    its kernels have been read (s_gate (false), from the flusher), so a
+    program that goes on after its window pays less.  The launch-API
+    activity records are not gated: on the H200 (CUPTI 13.0.1,
+    2026-12-04) the launch APIs enabled at the window's opening made no
+    record at all, and every kernel lost its launch ($AKD_LAUNCH_CB's
+    callbacks are, with the kernel records). */
 static void s_gate (bool on)
 {
     if (S.gate)
