@@ -10,7 +10,10 @@
     reordered so that float16, then bfloat16, is primary: smoke,
     stability, determinism and every edge size run in that dtype, the
     shape sweep in all three.  Configurations: the first of each
-    candidate (the default) and its last.
+    candidate (the default) and its last, and for matmul the first with
+    split K at its largest SPLIT (the partials, the counters and the
+    ordered sum through every gate: with a 16-bit gate dtype, unlike
+    test_gpu_catalog's float32, where the FMA path takes no SPLIT).
 
     Where there is no GPU: "SKIP: no GPU: <reason>" (exit 77); a device
     that is not compute capability 9.0 skips too, saying so.
@@ -63,7 +66,10 @@ static void s_make_primary (ak_spec_t *spec, ak_dtype_t dt)
 
 typedef struct {
     size_t index, first, last;
-    int64_t values[2][AK_MAX_PARAMS];
+    int split;                          /* the SPLIT parameter's index, -1: none */
+    int64_t split_max;
+    bool have_split;
+    int64_t values[3][AK_MAX_PARAMS];   /* first, last, first at the largest SPLIT */
 } s_pick_t;
 
 static int s_pick (const ak_candidate_t *cand, const int64_t *values, void *arg)
@@ -72,6 +78,10 @@ static int s_pick (const ak_candidate_t *cand, const int64_t *values, void *arg)
     for (int w = 0; w < 2; w++)
         if (p->index == (w ? p->last : p->first))
             memcpy (p->values[w], values, cand->nparams * sizeof *values);
+    if (p->split >= 0 && !p->have_split && values[p->split] == p->split_max) {
+        memcpy (p->values[2], values, cand->nparams * sizeof *values);
+        p->have_split = true;
+    }
     p->index++;
     return 0;
 }
@@ -180,13 +190,22 @@ static void test_wgmma_gates (void **state)
             if (ak_streq (spec->candidates[c].name, "wgmma"))
                 cand = &spec->candidates[c];
         assert_non_null (cand);
-        s_pick_t pick = { 0 };
+        s_pick_t pick = { .split = -1 };
+        for (size_t i = 0; i < cand->nparams; i++)
+            if (ak_streq (cand->params[i].name, "SPLIT")) {
+                pick.split = (int) i;
+                for (size_t k = 0; k < cand->params[i].nvalues; k++)
+                    if (cand->params[i].values[k] > pick.split_max)
+                        pick.split_max = cand->params[i].values[k];
+            }
+        assert_true (pick.split >= 0 || !ak_streq (ops[o], "matmul"));
         assert_int_equal (ak_space_walk (cand, NULL, NULL, &pick.last, &err), 0);
         pick.last--;
         assert_int_equal (ak_space_walk (cand, s_pick, &pick, NULL, &err), 0);
+        assert_true (pick.split < 0 || (pick.have_split && pick.split_max > 1));
         for (size_t d = 0; d < sizeof gate_dts / sizeof gate_dts[0]; d++) {
             s_make_primary (spec, gate_dts[d]);
-            for (int w = 0; w < 2; w++)
+            for (int w = 0; w < (pick.have_split ? 3 : 2); w++)
                 s_run (spec, cand, pick.values[w], ref);
         }
         S.host->unload (S.host_dev, &ref);
