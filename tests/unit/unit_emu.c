@@ -4,13 +4,57 @@
     host oracle's (unit.h). */
 #include "support.h"
 #include "unit.h"
+#include "worker/backend_cuda.h"
 #include "worker/data.h"
 #include "util.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/*  The emulation's system headers (tests/unit/cuda_emu/emu_sys.h, with
+    CUDA's half types emu_sys_cuda.h) precompiled once a process and mode
+    into a directory of its own (removed at exit), and given to each build
+    as -include: the build then skips half its work.  NULL where g++ could
+    not make one (the builds then parse the headers as before); a
+    precompiled header g++ finds unfit is ignored by g++ itself. */
+static char *s_pch_dir, *s_pch[2];
+static bool s_pch_tried[2];
+
+static void s_pch_cleanup (void)
+{
+    if (s_pch_dir)
+        ak_test_rmtree (s_pch_dir);
+}
+
+static const char *s_pch_header (bool cand, const char *edir)
+{
+    if (s_pch_tried[cand])
+        return s_pch[cand];
+    s_pch_tried[cand] = true;
+    const char *inc = cand ? ak_cuda_include_dir () : NULL;
+    if (cand && !inc)
+        return NULL;
+    if (!s_pch_dir) {
+        s_pch_dir = ak_test_tmpdir ("emupch");
+        atexit (s_pch_cleanup);
+    }
+    const char *name = cand ? "emu_sys_cuda.h" : "emu_sys.h";
+    char *out = NULL;
+    char *h = ak_sprintf ("%s/%s", s_pch_dir, name);
+    int rc = ak_test_runf (&out, "cp '%s/emu_sys.h' '%s/emu_sys_cuda.h' '%s/' && g++ -O1 -U_FORTIFY_SOURCE -std=c++17 "
+                           "-Wall -Wno-unknown-pragmas %s%s%s -x c++-header '%s' -o '%s.gch' 2>&1", edir, edir,
+                           s_pch_dir, inc ? "-I'" : "", inc ? inc : "", inc ? "'" : "", h, h);
+    free (out);
+    if (rc != 0) {
+        free (h);
+        return NULL;
+    }
+    s_pch[cand] = h;
+    return h;
+}
 
 char *ak_unit_emu_build (const ak_spec_t *spec, const char *dir, const char *macro, const char *file,
                          const char *text, const char *flags)
@@ -26,9 +70,11 @@ char *ak_unit_emu_build (const ak_spec_t *spec, const char *dir, const char *mac
         fail_msg ("%s: gcc of ref.c: %s", spec->name, out ? out : "");
     free (out);
     out = NULL;
-    rc = ak_test_runf (&out, "g++ -O1 -U_FORTIFY_SOURCE -std=c++17 -Wall -Wno-unknown-pragmas -I'%s' -I'%s' %s "
+    const char *pch = s_pch_header (strcmp (macro, "AK_EMU_CAND") == 0, edir);
+    rc = ak_test_runf (&out, "g++ -O1 -U_FORTIFY_SOURCE -std=c++17 -Wall -Wno-unknown-pragmas %s%s%s -I'%s' -I'%s' %s "
                        "-D%s='\"%s\"' '%s/main.cpp' '%s/host.o' -o '%s' -lm 2>&1",
-                       kdir, edir, flags, macro, cu, edir, dir, exe);
+                       pch ? "-include '" : "", pch ? pch : "", pch ? "'" : "", kdir, edir, flags, macro, cu, edir,
+                       dir, exe);
     if (rc != 0)
         fail_msg ("%s: g++ of the emulation (%s): %s", spec->name, file, out ? out : "");
     free (out);
