@@ -5,6 +5,7 @@
 # `akctl discover --step-range step`, alternating, N times each.
 #
 #   ops/bench/launch_cost.sh [--bin DIR] [--out DIR] [--n N] [--steps S] [--launches L] [--split]
+#                            [--sample K]
 #
 # Per configuration: the median over every measured step of the main
 # thread's CPU time per launch and of the wall time per launch, and the
@@ -18,6 +19,9 @@
 # CUPTI's launch-API records (AKD_LAUNCH_RECORDS=0; its kernels lose their
 # launching thread), so that the kernel records' share of the cost and the
 # launch records' share are told apart.
+# --sample K adds inject-sampled: `akctl discover --sample K` (1 step in K
+# traced, its launches from callbacks; the others run without CUPTI's
+# records), reported over its untraced steps and its traced ones apart.
 # Writes OUT/summary.json.  Needs python3 with torch (CUDA) and a build's
 # binaries (default build/bin).
 set -euo pipefail
@@ -28,6 +32,7 @@ n=6
 steps=30
 launches=2000
 split=0
+sample=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) bin="$2"; shift 2 ;;
@@ -36,11 +41,16 @@ while [ $# -gt 0 ]; do
         --steps) steps="$2"; shift 2 ;;
         --launches) launches="$2"; shift 2 ;;
         --split) split=1; shift ;;
+        --sample) sample="$2"; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "launch_cost.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [ "$n" -ge 3 ] || { echo "launch_cost.sh: --n must be at least 3" >&2; exit 2; }
+case "$sample" in ''|*[!0-9]*) echo "launch_cost.sh: --sample K: a number" >&2; exit 2 ;; esac
+if [ "$sample" = 1 ] || { [ "$sample" -ge 2 ] && [ $(( steps / sample )) -lt 1 ]; }; then
+    echo "launch_cost.sh: --sample K: K at least 2 and at most --steps" >&2; exit 2
+fi
 [ -x "$bin/akctl" ] || { echo "launch_cost.sh: no $bin/akctl (build first, or --bin)" >&2; exit 2; }
 python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null \
     || { echo "launch_cost.sh: needs python3 with torch and a CUDA device" >&2; exit 2; }
@@ -64,11 +74,19 @@ for i in $(seq 1 "$n"); do
             || { cat "$out/inject-nolaunch.$i.err" >&2; exit 1; }
         rm -f "$out/inject-nolaunch.$i/trace.akd"
     fi
+    if [ "$sample" -ge 2 ]; then
+        "$bin/akctl" discover --out "$out/inject-sampled.$i" --step-range step --warmup-steps "$warm" \
+            --steps $(( steps / sample )) --sample "$sample" -- \
+            python3 "$prog" --steps "$steps" --launches "$launches" --warmup "$warm" \
+            > "$out/inject-sampled.$i.jsonl" 2> "$out/inject-sampled.$i.err" \
+            || { cat "$out/inject-sampled.$i.err" >&2; exit 1; }
+        rm -f "$out/inject-sampled.$i/trace.akd"
+    fi
 done
 
-python3 - "$out" "$n" "$split" <<'PY'
+python3 - "$out" "$n" "$split" "$sample" <<'PY'
 import json, os, statistics, sys
-out, n, split = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+out, n, split, sample = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
 def rows(name, i):
     return [json.loads(l) for l in open(os.path.join(out, "%s.%d.jsonl" % (name, i))) if l.startswith("{")]
 summary = {"runs": n, "configs": {}}
@@ -91,6 +109,15 @@ if split:
     summary["added_cpu_us_per_launch_without_launch_records"] = {"pairs": d2, "median": statistics.median(d2)}
     print("added CPU us a launch without the launch-API records (inject-nolaunch run i - plain run i): %s; "
           "median %.3f" % (" ".join("%.3f" % d for d in d2), statistics.median(d2)))
+if sample >= 2:
+    # the window's step j (the printed "step") was traced when j % sample == 0
+    for part, keep in (("untraced", lambda r: r["step"] % sample != 0), ("traced", lambda r: r["step"] % sample == 0)):
+        med = [statistics.median(r["cpu_us"] for r in rows("inject-sampled", i) if keep (r)) for i in range(1, n + 1)]
+        d3 = [a - b for a, b in zip(med, per_run["plain"])]
+        summary["configs"]["inject-sampled-" + part] = {"cpu_us_per_run": med}
+        summary["added_cpu_us_per_launch_sampled_" + part] = {"pairs": d3, "median": statistics.median(d3)}
+        print("added CPU us a launch, --sample %d, its %s steps (run i - plain run i): %s; median %.3f"
+              % (sample, part, " ".join("%.3f" % d for d in d3), statistics.median(d3)))
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 print("wrote %s" % os.path.join(out, "summary.json"))
 PY
