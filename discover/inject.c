@@ -463,7 +463,8 @@ static void s_launch_cb (CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
                                      + sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]];
     const bool rt = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
     const CUpti_CallbackId *ids = rt ? s_runtime_cbids : s_driver_cbids;
-    size_t n = rt ? sizeof s_runtime_cbids / sizeof s_runtime_cbids[0] : sizeof s_driver_cbids / sizeof s_driver_cbids[0];
+    size_t n = rt ? sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]
+                  : sizeof s_driver_cbids / sizeof s_driver_cbids[0];
     size_t i = 0;
     while (i < n && ids[i] != cbid)
         i++;

@@ -338,8 +338,8 @@ static int s_discover (int argc, char **argv)
             return s_bad ("unknown option '%s'", a);
         memcpy (name, a, nlen);
         name[nlen] = '\0';
-        static const char *const valued[] = { "--out", "--steps", "--warmup-steps", "--step-range", "--skip-ms", "--sample",
-                                              "--class", "--from-trace", "--dump-trace", NULL };
+        static const char *const valued[] = { "--out", "--steps", "--warmup-steps", "--step-range", "--skip-ms",
+                                              "--sample", "--class", "--from-trace", "--dump-trace", NULL };
         bool known = false;
         for (int k = 0; valued[k]; k++)
             known = known || strcmp (name, valued[k]) == 0;

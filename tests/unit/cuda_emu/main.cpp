@@ -21,7 +21,9 @@
     ak_host_reference wrote it, then every output as the device kernel
     did (each output starts as NaN in both; a candidate is launched twice
     where its buffers hold at most 2^18 elements in all, its outputs set
-    back to NaN between, and the second launch's are written).  Exit 0, or 1 with a message (bad job, deadlock). */
+    back to NaN between, and the second launch's are written).  Exit 0,
+    or 1 with a message (bad job, deadlock, a shared address outside the
+    block's shared memory). */
 #include "emu.h"
 #include <setjmp.h>
 #include <sys/mman.h>
