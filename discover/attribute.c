@@ -264,6 +264,19 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
         sum = sum_u;
         timed = timed_u;
     }
+    /* steps that ran at once (several threads): the records are switched
+       for the whole process, so a sampled run cannot keep one step's
+       kernels from another's */
+    uint64_t last_end = 0;
+    for (size_t i = 0; traced && i < nr0; i++) {
+        const akd_range_t *r = &a->ranges[i];
+        if (!s_is_step (t, r) || !r->start_ts)
+            continue;
+        if (last_end && r->start_ts < last_end)
+            a->steps_overlap = true;
+        if (r->closed && r->end_ts > last_end)
+            last_end = r->end_ts;
+    }
     if (!traced)
         a->steps_seen = a->steps;
     if (a->steps == 0)

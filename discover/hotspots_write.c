@@ -96,6 +96,7 @@ json_t *akd_hotspots_json (const akd_hotspots_t *h, const akd_trace_t *t, const 
     json_object_set_new (totals, "sample", json_integer (h->sample));
     json_object_set_new (totals, "steps_seen", json_integer (h->steps_seen));
     json_object_set_new (totals, "kernels_unsampled", json_integer ((json_int_t) h->unsampled));
+    json_object_set_new (totals, "sampled_steps_overlap", json_boolean (h->sample > 1 && h->steps_overlap));
     json_t *trace = json_pack ("{s:s, s:b, s:i, s:I, s:I}", "step_range", t->step_range ? t->step_range : "",
                                "ended", t->ended, "signal", t->signal, "dropped_records", (json_int_t) t->dropped,
                                "bad_lines", (json_int_t) t->bad_lines);
@@ -161,8 +162,12 @@ char *akd_hotspots_markdown (const akd_hotspots_t *h, const akd_trace_t *t, cons
                 ? ak_sprintf ("\n\n**Sampled**: 1 step in %ld was traced (%d of the window's %d steps); the GPU "
                               "figures are those steps', the step time is the mean of the others (which ran "
                               "without kernel records) where there are any; %zu kernel%s launched outside a traced "
-                              "step left out.", h->sample, h->steps, h->steps_seen, h->unsampled,
-                              h->unsampled == 1 ? "" : "s")
+                              "step left out.%s", h->sample, h->steps, h->steps_seen, h->unsampled,
+                              h->unsampled == 1 ? "" : "s",
+                              h->steps_overlap ? "  **Steps overlapped** (several threads ran steps at once): the "
+                                                 "kernel records are switched for the whole process, so the traced "
+                                                 "steps' figures may hold other steps' kernels or miss their own; "
+                                                 "run with --sample 1." : "")
                 : ak_strdup ("");
     char *s = ak_sprintf ("# Hotspots\n\nDevice class: %s. Steps: %d (range \"%s\"), step time %.1f us (from %s), "
                           "GPU time %.1f us per step.\nGPU time under a named range: %.1f%%; mapped to a catalog "

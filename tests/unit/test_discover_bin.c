@@ -303,6 +303,70 @@ static void test_sample_field (void **state)
     s_sample_field = 0;
 }
 
+/*  A sampled trace (sample 2): thread 100's four steps of 100 ns, the
+    first and third traced; launches in steps 0, 1 (its kernel record
+    made anyway, as when the records were still on) and 2, and one
+    between steps.  Only the traced steps' kernels count, the step time
+    is the untraced steps' (each 100 ns; the traced ones 200); with
+    thread 200 running a step inside thread 100's second, the steps
+    overlap and the attribution says so. */
+static s_w_t s_sampled (bool overlap)
+{
+    s_sample_field = 2;
+    s_w_t w = { 0 };
+    s_header (&w);
+    s_sample_field = 0;
+    s_window (&w, true, 1000);
+    s_thread (&w, 100, 0x7f00000001ull);
+    static const uint64_t at[4][2] = { { 1100, 1300 }, { 1400, 1500 }, { 1600, 1800 }, { 1900, 2000 } };
+    for (int i = 0; i < 4; i++) {
+        s_push (&w, 100, at[i][0], "step", false);
+        s_pop (&w, 100, at[i][1]);
+    }
+    s_api (&w, 11, 100, 1150, "cudaLaunchKernel");
+    s_api (&w, 12, 100, 1450, "cudaLaunchKernel");
+    s_api (&w, 13, 100, 1650, "cudaLaunchKernel");
+    s_api (&w, 14, 100, 1350, "cudaLaunchKernel");         /* between steps 0 and 1 */
+    if (overlap) {
+        s_thread (&w, 200, 0x7f00000002ull);
+        s_push (&w, 200, 1420, "step", false);
+        s_pop (&w, 200, 1480);
+    }
+    s_kernel (&w, 11, 3000, 7000, 0, 0);
+    s_kernel (&w, 12, 11000, 9000, 0, 0);
+    s_kernel (&w, 13, 21000, 5000, 0, 0);
+    s_kernel (&w, 14, 27000, 1000, 0, 0);
+    s_window (&w, false, 2100);
+    s_end (&w);
+    return w;
+}
+
+static void test_sampled_attribution (void **state)
+{
+    (void) state;
+    for (int overlap = 0; overlap < 2; overlap++) {
+        s_w_t w = s_sampled (overlap);
+        ak_err_t err = { 0 };
+        akd_trace_t *t = s_parse (&w, w.n, 0, &err);
+        assert_int_equal (t->sample, 2);
+        akd_attr_t *a = NULL;
+        assert_int_equal (akd_attribute (t, &a, &err), 0);
+        assert_int_equal (a->sample, 2);
+        assert_int_equal (a->steps_seen, overlap ? 5 : 4);
+        assert_int_equal (a->steps, overlap ? 3 : 2);
+        if (!overlap) {
+            assert_int_equal (a->nkernels, 2);              /* 11 and 13 */
+            assert_int_equal (a->unsampled, 2);             /* 12 (untraced step) and 14 (between steps) */
+            assert_int_equal (a->gpu_ns, 12000);
+            assert_true (a->step_from_ranges && a->step_ns == 100.0);
+        }
+        assert_int_equal (a->steps_overlap, overlap);
+        akd_attr_destroy (&a);
+        akd_trace_destroy (&t);
+        free (w.b);
+    }
+}
+
 static void test_attribution_by_time (void **state)
 {
     (void) state;
@@ -558,6 +622,7 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_round_trip),
         cmocka_unit_test (test_sample_field),
+        cmocka_unit_test (test_sampled_attribution),
         cmocka_unit_test (test_attribution_by_time),
         cmocka_unit_test (test_truncated_everywhere),
         cmocka_unit_test (test_garbled_records),
