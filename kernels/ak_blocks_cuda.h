@@ -348,12 +348,13 @@ __device__ __forceinline__ void ak_bar_arrive_id (unsigned id)
     split_kv_attention's tma_decode, which also run under the CPU
     emulation).  A TMA load's c0 is the innermost coordinate; its bytes
     complete on bar.  Under AK_CUDA_EMU the pointer forms are emulated: a
-    barrier's 8 bytes hold its pending arrivals (bits 0-15), its count
-    (16-31) and the parity of the phases completed (32); one thread runs
-    at a time, a wait spins (__nanosleep: the other threads run), and a
-    copy is done when issued (emu.h's ak_emu_tma_load_2d / _3d), so
-    expect_tx is a plain arrival after which the copies follow with no
-    thread switch between; the fence and the prefetch are nothing. */
+    barrier's 8 bytes hold its pending arrivals, its count, the parity of
+    the phases completed and the transaction bytes still expected (emu.h's
+    ak_emu_mbar_update: a phase completes when neither arrivals nor bytes
+    are pending); one thread runs at a time, a wait spins (__nanosleep:
+    the other threads run), a copy is done when issued (emu.h's
+    ak_emu_tma_load_2d / _3d) and takes its box's bytes off the barrier;
+    the fence and the prefetch are nothing. */
 #ifndef AK_CUDA_EMU
 __device__ __forceinline__ void ak_bar_init (unsigned bar, unsigned count)
 {
@@ -404,7 +405,7 @@ __device__ __forceinline__ void ak_tma_load_3d (unsigned dst, const ak_tensor_ma
 __device__ __forceinline__ void ak_mbar_init (ak_u64 *bar, unsigned count)
 {
 #ifdef AK_CUDA_EMU
-    *bar = (ak_u64) count | (ak_u64) count << 16;
+    ak_emu_mbar_set (bar, count, count, 0, 0);
 #else
     ak_bar_init (ak_smem (bar), count);
 #endif
@@ -413,8 +414,7 @@ __device__ __forceinline__ void ak_mbar_init (ak_u64 *bar, unsigned count)
 __device__ __forceinline__ void ak_mbar_arrive (ak_u64 *bar)
 {
 #ifdef AK_CUDA_EMU
-    const ak_u64 n = (*bar >> 16) & 0xffffu, pending = (*bar & 0xffffu) - 1, par = (*bar >> 32) & 1u;
-    *bar = pending ? (par << 32 | n << 16 | pending) : ((par ^ 1u) << 32 | n << 16 | n);
+    ak_emu_mbar_update (bar, 1, 0);
 #else
     ak_bar_arrive (ak_smem (bar));
 #endif
@@ -435,8 +435,7 @@ __device__ __forceinline__ void ak_mbar_wait (ak_u64 *bar, unsigned parity)
 __device__ __forceinline__ void ak_mbar_expect (ak_u64 *bar, unsigned bytes)
 {
 #ifdef AK_CUDA_EMU
-    (void) bytes;
-    ak_mbar_arrive (bar);
+    ak_emu_mbar_update (bar, 1, (long) bytes);
 #else
     ak_bar_expect (ak_smem (bar), bytes);
 #endif
@@ -463,8 +462,7 @@ __device__ __forceinline__ void ak_tma_prefetch (const ak_tensor_map_t *map)
 __device__ __forceinline__ void ak_tma_into_2d (void *dst, const ak_tensor_map_t *map, int c0, int c1, ak_u64 *bar)
 {
 #ifdef AK_CUDA_EMU
-    (void) bar;
-    ak_emu_tma_load_2d (dst, map, c0, c1);
+    ak_emu_mbar_update (bar, 0, -ak_emu_tma_load_2d (dst, map, c0, c1));
 #else
     ak_tma_load_2d (ak_smem (dst), map, c0, c1, ak_smem (bar));
 #endif
@@ -474,8 +472,7 @@ __device__ __forceinline__ void ak_tma_into_3d (void *dst, const ak_tensor_map_t
                                                 ak_u64 *bar)
 {
 #ifdef AK_CUDA_EMU
-    (void) bar;
-    ak_emu_tma_load_3d (dst, map, c0, c1, c2);
+    ak_emu_mbar_update (bar, 0, -ak_emu_tma_load_3d (dst, map, c0, c1, c2));
 #else
     ak_tma_load_3d (ak_smem (dst), map, c0, c1, c2, ak_smem (bar));
 #endif
@@ -512,15 +509,13 @@ __device__ __forceinline__ void ak_bar_expect (unsigned bar, unsigned bytes)
 
 __device__ __forceinline__ void ak_tma_load_2d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, unsigned bar)
 {
-    (void) ak_emu_bar (bar);
-    ak_emu_tma_load_2d (ak_emu_tma_dst (dst, map), map, c0, c1);
+    ak_tma_into_2d (ak_emu_tma_dst (dst, map), map, c0, c1, ak_emu_bar (bar));
 }
 
 __device__ __forceinline__ void ak_tma_load_3d (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, int c2,
                                                 unsigned bar)
 {
-    (void) ak_emu_bar (bar);
-    ak_emu_tma_load_3d (ak_emu_tma_dst (dst, map), map, c0, c1, c2);
+    ak_tma_into_3d (ak_emu_tma_dst (dst, map), map, c0, c1, c2, ak_emu_bar (bar));
 }
 #endif
 

@@ -305,7 +305,8 @@ static void test_cand_planted (void **state)
     to the next instead of 1024, or with the epilogue's chunks swizzled by
     row % 4 instead of row % 8, elements come out wrong; with the second
     consumer warpgroup's epilogue barrier counting 256 threads instead of
-    its 128, the run stops as a deadlock. */
+    its 128, or a stage expecting 128 bytes more than its TMA copies
+    bring, the run stops as a deadlock. */
 static void test_cand_planted_wgmma (void **state)
 {
     (void) state;
@@ -329,6 +330,7 @@ static void test_cand_planted_wgmma (void **state)
           NULL, NULL, true },
         { "((ch ^ (r & 7)) << 4)", "((ch ^ (r & 3)) << 4)", "ak_hopper_cuda.h", NULL, true },
         { "ak_bar_sync_n<3, 128> ();", "ak_bar_sync_n<3, 256> ();", "ak_hopper_cuda.h", "deadlock", false },
+        { "ak_bar_expect (fb, STAGE_BYTES);", "ak_bar_expect (fb, STAGE_BYTES + 128);", NULL, "deadlock", false },
     };
     const int64_t dims[3] = { 32, 32, 32 };
     char *prelude_path = ak_test_src ("kernels/ak_hopper_cuda.h");

@@ -294,6 +294,49 @@ static inline void ak_emu_ldmatrix_x4 (unsigned r[4], const void *p, bool trans)
     ak_emu_yield (AK_EMU_WARP_WAIT);
 }
 
+/*  An mbarrier in its 8 bytes: pending arrivals (bits 0-15), the count
+    (16-31), the parity of the phases completed (32) and the transaction
+    bytes still expected (33-63, signed: a copy may complete before its
+    bytes are expected).  A phase completes when no arrival and no byte
+    is pending: the parity flips, the arrivals start again from the
+    count.  expect_tx adds bytes and arrives; a TMA copy, done when
+    issued, takes its box's bytes off (complete_tx), so a stage whose
+    expected bytes are not what its copies bring never completes and the
+    run ends as a deadlock, as the GPU would hang. */
+static inline void ak_emu_mbar_set (unsigned long long *bar, unsigned pending, unsigned count, unsigned par, long tx)
+{
+    *bar = (unsigned long long) pending | (unsigned long long) count << 16 | (unsigned long long) par << 32
+           | (unsigned long long) ((unsigned long) tx & 0x7fffffffu) << 33;
+}
+
+static inline void ak_emu_mbar_get (const unsigned long long *bar, unsigned *pending, unsigned *count, unsigned *par,
+                                    long *tx)
+{
+    *pending = (unsigned) (*bar & 0xffffu);
+    *count = (unsigned) ((*bar >> 16) & 0xffffu);
+    *par = (unsigned) ((*bar >> 32) & 1u);
+    long t = (long) ((*bar >> 33) & 0x7fffffffu);
+    *tx = t >= 0x40000000L ? t - 0x80000000L : t;
+}
+
+/* arrivals (one, or none for a copy's completion) and bytes (+ expected, - completed) */
+static inline void ak_emu_mbar_update (unsigned long long *bar, unsigned arrivals, long bytes)
+{
+    unsigned pending, count, par;
+    long tx;
+    ak_emu_mbar_get (bar, &pending, &count, &par, &tx);
+    if (arrivals > pending) {
+        fprintf (stderr, "emu: an mbarrier arrived on more often than its count (%u)\n", count);
+        exit (1);
+    }
+    pending -= arrivals;
+    tx += bytes;
+    if (pending == 0 && tx == 0)
+        ak_emu_mbar_set (bar, count, count, par ^ 1u, 0);
+    else
+        ak_emu_mbar_set (bar, pending, count, par, tx);
+}
+
 /*  wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16} for the calling
     thread t of its warpgroup (t = thread % 128), computed at once: d[N/2]
     of the 64 x N accumulator tile, d[4j+e] its row 16(t/32) + (t%32)/4 +
@@ -398,7 +441,7 @@ static inline void ak_emu_map_make (ak_tensor_map_t *m, bool absent, const void 
     zeros (or NaN) outside the tensor, the 16-byte chunks of each
     1024-byte span swizzled as the map says (dst 1024-byte aligned, as
     the hardware wants for 128-byte swizzle). */
-static inline void ak_emu_tma_load_2d (void *dst, const ak_tensor_map_t *m, int c0, int c1)
+static inline long ak_emu_tma_load_2d (void *dst, const ak_tensor_map_t *m, int c0, int c1)
 {
     if (m->opaque[0] != AK_EMU_MAP_TAG) {
         fprintf (stderr, "emu: a TMA load through an absent or foreign tensor map\n");
@@ -424,6 +467,7 @@ static inline void ak_emu_tma_load_2d (void *dst, const ak_tensor_map_t *m, int 
             else
                 memset (out + off, 0, e);
         }
+    return (long) (b0 * b1) * (long) e;                /* the box's bytes, out-of-bounds fill included */
 }
 
 /*  The destination of an address-form TMA load (ak_blocks_cuda.h's
@@ -476,7 +520,7 @@ static inline void ak_emu_tma_store_2d (const ak_tensor_map_t *m, int c0, int c1
 /*  cp.async.bulk.tensor.3d: box[0] x box[1] x box[2] elements from (c0,
     c1, c2) into dst, rows of box[0] elements in order (box[1] rows a
     plane), as ak_emu_tma_load_2d (tma_decode's K and V tiles). */
-static inline void ak_emu_tma_load_3d (void *dst, const ak_tensor_map_t *m, int c0, int c1, int c2)
+static inline long ak_emu_tma_load_3d (void *dst, const ak_tensor_map_t *m, int c0, int c1, int c2)
 {
     if (m->opaque[0] != AK_EMU_MAP_TAG || m->opaque[2] != 3) {
         fprintf (stderr, "emu: a 3-D TMA load through an absent, foreign or not 3-D tensor map\n");
@@ -503,6 +547,7 @@ static inline void ak_emu_tma_load_3d (void *dst, const ak_tensor_map_t *m, int 
                 else
                     memset (out + off, 0, e);
             }
+    return (long) (b0 * b1 * b2) * (long) e;
 }
 #endif
 
