@@ -113,6 +113,42 @@ __device__ __forceinline__ void ak_fence_proxy_async_global (void)
 #endif
 }
 
+/*  Thread-block clusters (ak_kernel_cuda.h has the rank and the cluster
+    barrier): one arrival on the mbarrier at the same shared address of
+    the cluster's block peer (its default semantics: release at CTA
+    scope); and one box of a 2-D tensor map into the same shared address
+    of every block of mask (bit r: rank r), its bytes completed on the
+    barrier at the same address of each. */
+__device__ __forceinline__ void ak_bar_arrive_peer (unsigned bar, unsigned peer)
+{
+#ifdef AK_CUDA_EMU
+    ak_emu_mbar_update ((ak_u64 *) ak_emu_peer_smem (peer, bar, 8), 1, 0);
+#else
+    asm volatile ("{\n.reg .b32 ra;\n"
+                  "mapa.shared::cluster.u32 ra, %0, %1;\n"
+                  "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
+                  :: "r" (bar), "r" (peer) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void ak_tma_load_2d_multicast (unsigned dst, const ak_tensor_map_t *map, int c0, int c1,
+                                                          unsigned bar, unsigned short mask)
+{
+#ifdef AK_CUDA_EMU
+    for (unsigned r = 0; r < 16; r++)
+        if (mask >> r & 1u) {
+            (void) ak_emu_tma_dst (dst, map);          /* the alignment rule */
+            const long bytes = ak_emu_tma_load_2d (ak_emu_peer_smem (r, dst, 1), map, c0, c1);
+            ak_emu_mbar_update ((ak_u64 *) ak_emu_peer_smem (r, bar, 8), 0, -bytes);
+        }
+#else
+    asm volatile ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                  ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
+                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (bar), "h" (mask)
+                  : "memory");
+#endif
+}
+
 /*  32 bits into shared memory at a shared address. */
 __device__ __forceinline__ void ak_st_shared_u32 (unsigned at, unsigned v)
 {

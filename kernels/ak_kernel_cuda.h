@@ -554,6 +554,26 @@ __device__ __forceinline__ float ak_cluster_ld (const float *p, unsigned rank)
     asm volatile ("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(d) : "memory");
     return v;
 }
+#elif defined(AK_CUDA_EMU)
+/* The same under the CPU emulation (tests/unit/cuda_emu/emu.h: the
+   cluster's blocks run interleaved, the peers' shared memory addressed
+   where it is kept). */
+__device__ __forceinline__ unsigned ak_cluster_rank (void)
+{
+    return ak_emu_cluster_rank ();
+}
+
+__device__ __forceinline__ void ak_cluster_sync (void)
+{
+    ak_emu_cluster_sync ();
+}
+
+__device__ __forceinline__ float ak_cluster_ld (const float *p, unsigned rank)
+{
+    float v;
+    memcpy (&v, ak_emu_peer_smem (rank, ak_emu_smem_addr (p), sizeof v), sizeof v);
+    return v;
+}
 #endif
 /* ---------------------------------------------------- row kernel kit */
 /*  What the catalog's row kernels (one row of a matrix per 32*WPR threads

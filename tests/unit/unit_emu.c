@@ -104,7 +104,7 @@ int ak_unit_emu_try (const ak_spec_t *spec, const char *dir, const char *exe, co
     char *job = ak_sprintf ("%s/job", dir), *res = ak_sprintf ("%s/out", dir);
     FILE *f = fopen (job, "wb");
     assert_non_null (f);
-    int64_t h[8];
+    int64_t h[10];
     int64_t ndims = spec->nkeys, ni = spec->ninputs, no = spec->noutputs;
     fwrite (&ndims, 8, 1, f);
     for (int i = 0; i < 8; i++)
@@ -123,7 +123,9 @@ int ak_unit_emu_try (const ak_spec_t *spec, const char *dir, const char *exe, co
     for (int i = 0; i < 3; i++)
         h[3 + i] = cfg->block[i];
     h[6] = (int64_t) cfg->shared_bytes;
-    fwrite (h, 8, 7, f);
+    for (int i = 0; i < 3; i++)
+        h[7 + i] = cfg->cluster[i] > 0 ? cfg->cluster[i] : 1;
+    fwrite (h, 8, 10, f);
     /* the tensor maps, 20 words each (tests/unit/cuda_emu/main.cpp: the job) */
     int64_t nm = cfg->ntmaps;
     fwrite (&nm, 8, 1, f);

@@ -313,9 +313,7 @@ __device__ __forceinline__ void s_fill (unsigned char *dst, const unsigned short
 __device__ __forceinline__ unsigned s_rank (void)
 {
 #if CLUSTER > 1
-    unsigned r;
-    asm volatile ("mov.u32 %0, %%cluster_ctarank;\n" : "=r" (r));
-    return r;
+    return ak_cluster_rank ();
 #else
     return 0;
 #endif
@@ -327,8 +325,7 @@ __device__ __forceinline__ unsigned s_rank (void)
 __device__ __forceinline__ void s_cluster_sync (void)
 {
 #if CLUSTER > 1
-    asm volatile ("barrier.cluster.arrive.release;\n"
-                  "barrier.cluster.wait.acquire;\n" ::: "memory");
+    ak_cluster_sync ();
 #endif
 }
 
@@ -343,26 +340,11 @@ __device__ __forceinline__ void s_release (unsigned bar, unsigned peer)
 {
     ak_bar_arrive (bar);
 #if CLUSTER > 1
-    asm volatile ("{\n.reg .b32 ra;\n"
-                  "mapa.shared::cluster.u32 ra, %0, %1;\n"
-                  "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
-                  :: "r" (bar), "r" (peer) : "memory");
+    ak_bar_arrive_peer (bar, peer);
 #else
     (void) peer;
 #endif
 }
-
-#if CLUSTER > 1
-/*  One box of tm_b into the same offset of both blocks' shared memory,
-    completing its bytes on the same barrier of each. */
-__device__ __forceinline__ void s_tma_load_both (unsigned dst, const ak_tensor_map_t *map, int c0, int c1, unsigned bar)
-{
-    asm volatile ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                  ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n"
-                  :: "r" (dst), "l" ((ak_u64) map), "r" (c0), "r" (c1), "r" (bar), "h" ((unsigned short) 3)
-                  : "memory");
-}
-#endif
 
 /* ------------------------------------------------------------ split K */
 
@@ -489,7 +471,8 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
 #pragma unroll
                     for (int q = 0; q < BN / 128; q++) {
                         const int p = (int) rank * (BN / 128) + q;
-                        s_tma_load_both (st + A_BYTES + p * BK * 128, &tm_b, (int) n0 + p * 64, kt * BK, fb);
+                        ak_tma_load_2d_multicast (st + A_BYTES + p * BK * 128, &tm_b, (int) n0 + p * 64, kt * BK, fb,
+                                                  3);
                     }
 #endif
                 }

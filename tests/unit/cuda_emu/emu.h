@@ -45,8 +45,10 @@
     them), with ak_emu_wgmma (m64nNk16 from descriptors, 128-byte
     swizzle), ak_emu_tma_store_2d, ak_emu_named_bar (bar.sync and
     bar.arrive with a thread count) and ak_emu_ex2_ftz: matmul's,
-    fused_mlp's and flash_attention's wgmma and wg_decode run on them
-    (not thread-block clusters). */
+    fused_mlp's and flash_attention's wgmma and wg_decode run on them.
+    Thread-block clusters along x (ak_emu_cluster_rank, _sync,
+    ak_emu_peer_smem: main.cpp) run as their blocks interleaved, a peer's
+    shared memory reached where it is kept while the peer waits. */
 #ifndef AK_CUDA_EMU_H
 #define AK_CUDA_EMU_H
 #include <cmath>
@@ -201,6 +203,13 @@ void *ak_emu_smem_ptr (unsigned addr, size_t len);
 /* bar.sync (wait) / bar.arrive id, count (main.cpp: count arrivals of
    threads; the count of one barrier's phase must not change) */
 void ak_emu_named_bar (unsigned id, unsigned count, bool wait);
+/* Thread-block clusters along x (main.cpp): this block's rank, a barrier
+   of every thread of the cluster, and the bytes [addr, addr+len) of the
+   shared memory of the cluster's block of rank `rank` (this block's own
+   or a peer's, wherever the emulation keeps it while the peer waits). */
+unsigned ak_emu_cluster_rank (void);
+void ak_emu_cluster_sync (void);
+void *ak_emu_peer_smem (unsigned rank, unsigned addr, size_t len);
 
 static inline unsigned ak_emu_tid (void)
 {

@@ -12,7 +12,7 @@
 
     JOB (native int64 and float64, written by the test): ndims, dims[8],
     nin, in_count[8], nout, out_count[8], grid[3], block[3], dynamic
-    shared bytes, the number of tensor maps and 20 words each (absent,
+    shared bytes, cluster[3] (along x only), the number of tensor maps and 20 words each (absent,
     output, buffer, rank, dims[5], strides[4], box[5], swizzle bytes, NaN
     fill), then every input's elements.  A candidate built with
     -DAK_EMU_NMAPS=n (0..5) takes its n maps after the argument block:
@@ -67,6 +67,7 @@ struct s_thr {
 };
 
 struct s_blk {
+    uint64_t            id;                    /* linear block index */
     unsigned            x, y, z;
     std::vector<s_thr>  t;
     std::vector<double> slots;                 /* warp exchanges */
@@ -80,6 +81,10 @@ struct s_blk {
 
 static jmp_buf s_main;
 static s_blk *s_blk_cur, *s_shm_owner;
+static std::vector<s_blk *> *s_waiting;         /* the launch's blocks set aside */
+static unsigned s_cluster_x = 1;                /* blocks a cluster, along x */
+struct s_cbar { unsigned arrived, gen; };
+static std::vector<s_cbar> s_cbars;             /* a barrier a cluster */
 static unsigned s_tid;
 static ak_cuda_args_t s_args;
 #ifdef AK_EMU_CAND
@@ -166,6 +171,49 @@ void *ak_emu_smem_ptr (unsigned addr, size_t len)
         return (char *) s_blk_cur->dyn.data () + (addr - dw);
     fprintf (stderr, "emu: shared address 0x%x (%zu bytes) outside the block's shared memory (static 0x0-0x%zx, "
              "dynamic 0x%zx-0x%zx)\n", addr, len, sn, dw, dw + (size_t) s_dyn_bytes);
+    exit (1);
+}
+
+unsigned ak_emu_cluster_rank (void)
+{
+    return blockIdx.x % s_cluster_x;
+}
+
+void ak_emu_cluster_sync (void)
+{
+    const uint64_t c = s_blk_cur->id / s_cluster_x;
+    if (c >= s_cbars.size ())
+        s_cbars.resize (c + 1, s_cbar { 0, 0 });
+    const unsigned gen = s_cbars[c].gen, all = s_cluster_x * (unsigned) s_blk_cur->t.size ();
+    if (++s_cbars[c].arrived == all) {
+        s_cbars[c].arrived = 0;
+        s_cbars[c].gen++;
+        return;
+    }
+    while (s_cbars[c].gen == gen)
+        ak_emu_yield (AK_EMU_SPIN);
+}
+
+void *ak_emu_peer_smem (unsigned rank, unsigned addr, size_t len)
+{
+    if (rank >= s_cluster_x)
+        s_die ("a cluster rank beyond the cluster");
+    const uint64_t id = s_blk_cur->id - s_blk_cur->id % s_cluster_x + rank;
+    if (id == s_blk_cur->id)
+        return ak_emu_smem_ptr (addr, len);
+    s_blk *p = nullptr;
+    for (s_blk *b : *s_waiting)
+        if (b->id == id)
+            p = b;
+    if (!p)
+        s_die ("shared memory of a cluster's block that is not running (not started, or gone)");
+    const size_t sn = s_shm_size (), dw = s_dyn_window ();
+    if ((size_t) addr + len <= sn)
+        return p->shm.data () + addr;                  /* set aside: its copy of the section */
+    if (addr >= dw && (size_t) addr + len <= dw + (size_t) s_dyn_bytes)
+        return (char *) p->dyn.data () + (addr - dw);
+    fprintf (stderr, "emu: shared address 0x%x (%zu bytes) outside the shared memory of the cluster's block %u\n",
+             addr, len, rank);
     exit (1);
 }
 
@@ -335,12 +383,15 @@ static void s_launch (const int64_t grid[3], const int64_t block[3])
     const unsigned nthr = blockDim.x * blockDim.y * blockDim.z;
     const uint64_t nblk = (uint64_t) grid[0] * grid[1] * grid[2];
     std::vector<s_blk *> waiting;
+    s_waiting = &waiting;
+    s_cbars.assign ((size_t) (nblk / s_cluster_x), s_cbar { 0, 0 });
     uint64_t next = 0;
     int idle_rounds = 0;
     while (next < nblk || !waiting.empty ()) {
         bool moved = false;
         if (next < nblk) {
             s_blk *b = new s_blk;
+            b->id = next;
             b->x = (unsigned) (next % grid[0]);
             b->y = (unsigned) (next / grid[0] % grid[1]);
             b->z = (unsigned) (next / ((uint64_t) grid[0] * grid[1]));
@@ -389,6 +440,11 @@ int main (int argc, char **argv)
     s_read (f, grid, sizeof grid);
     s_read (f, block, sizeof block);
     s_read (f, &shared, sizeof shared);
+    int64_t cluster[3];
+    s_read (f, cluster, sizeof cluster);
+    if (cluster[0] < 1 || cluster[0] > 8 || cluster[1] != 1 || cluster[2] != 1 || grid[0] % cluster[0] != 0)
+        s_die ("a cluster shape the emulation does not have (clusters along x of 1 to 8 blocks dividing the grid)");
+    s_cluster_x = (unsigned) cluster[0];
     if (ndims < 0 || ndims > 8 || nin < 0 || nin > 8 || nout < 1 || nout > 8 || shared < 0 || shared > (1 << 20))
         s_die ("bad job header");
     for (int i = 0; i < 3; i++)
