@@ -557,7 +557,8 @@ __device__ __forceinline__ float ak_cluster_ld (const float *p, unsigned rank)
 #elif defined(AK_CUDA_EMU)
 /* The same under the CPU emulation (tests/unit/cuda_emu/emu.h: the
    cluster's blocks run interleaved, the peers' shared memory addressed
-   where it is kept). */
+   where it is kept); the row kit's cluster reductions below use them
+   there too. */
 __device__ __forceinline__ unsigned ak_cluster_rank (void)
 {
     return ak_emu_cluster_rank ();
@@ -739,7 +740,7 @@ __device__ __forceinline__ float ak_row_reduce (float v, float (*red)[WPR_], flo
             v = ak_red_op<OP> (v, red[threadIdx.y][w]);
         __syncthreads ();      /* red is reused by the next reduction */
     }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || defined(AK_CUDA_EMU)
     if constexpr (CL_ > 1) {
         float *buf = cred[*k & 1];
         *k += 1;
@@ -764,7 +765,7 @@ template <int CL_>
 __device__ __forceinline__ void ak_row_part (ak_i64 units, ak_i64 *lo, ak_i64 *hi)
 {
     ak_i64 part = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || defined(AK_CUDA_EMU)
     if constexpr (CL_ > 1)
         part = ak_cluster_rank ();
 #endif

@@ -93,7 +93,9 @@ typedef struct {
     split K; the second launch of every run, emu's, finds a counter not
     set back), and with clusters of two (BM 64 BN 256, 4 blocks: each
     block's half of B multicast into both, stages released by both
-    blocks' consumers); fused_mlp's wgmma over 4 and
+    blocks' consumers); softmax's row_cluster (a row over a cluster of 2
+    or 4 blocks, its reductions through the peers' shared memory:
+    float32 and bfloat16); fused_mlp's wgmma over 4 and
     3 blocks (GRID: outside the spec's space, so the grid barrier between
     the phases has blocks to wait for); flash_attention's wgmma in
     ping-pong with two consumers, and three without; wg_decode in
@@ -129,6 +131,10 @@ static const s_run_t s_runs[] = {
     { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10,
       { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID", "SPLIT" },
       { 64, 256, 64, 4, 1, 2, 0, 8, 4, 1 } },
+    { "softmax", "row_cluster", AK_DT_FLOAT32, 1 << 16, 5, { "WPR", "VECB", "LOADS", "HINT", "CL" },
+      { 8, 16, 2, 1, 2 } },
+    { "softmax", "row_cluster", AK_DT_BFLOAT16, 1 << 16, 5, { "WPR", "VECB", "LOADS", "HINT", "CL" },
+      { 16, 4, 4, 3, 4 } },
     { "fused_mlp", "wgmma", AK_DT_BFLOAT16, 1 << 18, 6, { "BM", "BN", "BK", "STAGES", "CONSUMERS", "GRID" },
       { 128, 128, 64, 4, 2, 4 } },
     { "fused_mlp", "wgmma", AK_DT_FLOAT16, 1 << 18, 6, { "BM", "BN", "BK", "STAGES", "CONSUMERS", "GRID" },
