@@ -1,5 +1,6 @@
-/*  tests/unit/test_cuda_cand_emu.c: tensor-core candidates run on the CPU
-    and judged against the operator's float64 host oracle, with no GPU.
+/*  tests/unit/test_cuda_cand_emu.c: tensor-core, TMA and cluster
+    candidates run on the CPU and judged against the operator's float64
+    host oracle, with no GPU.
     The gates on a GPU (test_gpu_catalog) judge the same; this finds an
     indexing or fragment-layout mistake in a kernel before device time is
     spent on it.
@@ -21,10 +22,14 @@
     generator's inputs in that type (seed 7) go to both, the launch is the
     candidate's for those dims and parameters, and every output element
     must be within the spec's tolerance for the type (atol + rtol*|oracle|;
-    an unwritten element is NaN and fails).  test_cand_planted: the same
-    kernel given half the dynamic shared memory its launch asks for leaves
-    its output unwritten, and the comparison must say so.  Without CUDA's
-    headers (cuda_fp16.h) the tests skip, saying so. */
+    an unwritten element is NaN and fails); where the buffers hold at most
+    2^18 elements the kernel is launched twice and the second launch's
+    outputs are the ones judged (state left for the next launch).
+    test_cand_planted: the same kernel given half the dynamic shared
+    memory its launch asks for leaves its output unwritten, and the
+    comparison must say so; test_cand_planted_wgmma: faults planted in
+    matmul's wgmma that the emulation must catch.  Without CUDA's headers
+    (cuda_fp16.h) the tests skip, saying so. */
 #include "support.h"
 #include "unit.h"
 #include "space.h"
