@@ -124,12 +124,6 @@ static int s_graph_range (const akd_trace_t *t, akd_attr_t *a, size_t *cap, cons
     return range;
 }
 
-static int s_by_start (const void *a, const void *b)
-{
-    const uint64_t *x = a, *y = b;
-    return x[0] < y[0] ? -1 : x[0] > y[0];
-}
-
 /*  Whether range r is one of the trace's steps (an outermost range of the
     step range's name, pushed inside the window). */
 static bool s_is_step (const akd_trace_t *t, const akd_range_t *r)
@@ -273,22 +267,16 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
     /* steps that ran at once (several threads): the records are switched
        for the whole process, so a sampled run cannot keep one step's
        kernels from another's */
-    if (traced) {
-        uint64_t (*span)[2] = ak_calloc (nr0 + 1, sizeof *span), last_end = 0;
-        size_t ns = 0;
-        for (size_t i = 0; i < nr0; i++)
-            if (s_is_step (t, &a->ranges[i]) && a->ranges[i].start_ts) {
-                span[ns][0] = a->ranges[i].start_ts;
-                span[ns++][1] = a->ranges[i].closed ? a->ranges[i].end_ts : UINT64_MAX;
-            }
-        qsort (span, ns, sizeof *span, s_by_start);        /* by time, whatever thread */
-        for (size_t i = 0; i < ns; i++) {
-            if (last_end && span[i][0] < last_end)
-                a->steps_overlap = true;
-            if (span[i][1] > last_end)
-                last_end = span[i][1];
-        }
-        free (span);
+    uint64_t last_end = 0;
+    for (size_t i = 0; traced && i < nr0; i++) {        /* ranges are made in time order (seq) */
+        const akd_range_t *r = &a->ranges[i];
+        if (!s_is_step (t, r) || !r->start_ts)
+            continue;
+        if (last_end && r->start_ts < last_end)
+            a->steps_overlap = true;
+        const uint64_t end = r->closed ? r->end_ts : UINT64_MAX;
+        if (end > last_end)
+            last_end = end;
     }
     if (!traced)
         a->steps_seen = a->steps;

@@ -340,15 +340,19 @@ static const CUpti_CallbackId s_driver_cbids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
 };
 
-static bool s_is_launch (CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+#define S_NRUNTIME (sizeof s_runtime_cbids / sizeof s_runtime_cbids[0])
+#define S_NDRIVER  (sizeof s_driver_cbids / sizeof s_driver_cbids[0])
+
+/*  cbid's index among the domain's launch APIs, or -1: not a launch. */
+static int s_launch_index (CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 {
-    const CUpti_CallbackId *ids = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? s_runtime_cbids : s_driver_cbids;
-    size_t n = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]
-                                                     : sizeof s_driver_cbids / sizeof s_driver_cbids[0];
+    const bool rt = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+    const CUpti_CallbackId *ids = rt ? s_runtime_cbids : s_driver_cbids;
+    const size_t n = rt ? S_NRUNTIME : S_NDRIVER;
     for (size_t i = 0; i < n; i++)
         if (ids[i] == cbid)
-            return true;
-    return false;
+            return (int) i;
+    return -1;
 }
 
 static void CUPTIAPI s_buffer_requested (uint8_t **buffer, size_t *size, size_t *max_records)
@@ -387,7 +391,7 @@ static void s_api_rec (const CUpti_ActivityAPI *a, CUpti_CallbackDomain domain)
     uint64_t open = atomic_load (&akd_g.open_ts), close = atomic_load (&akd_g.close_ts);
     if (open == 0 || a->start < open || (close != 0 && a->start > close))
         return;
-    if (S.api_filter && !s_is_launch (domain, a->cbid))
+    if (S.api_filter && s_launch_index (domain, a->cbid) < 0)
         return;
     const char *name = NULL;
     char fallback[48];
@@ -459,21 +463,15 @@ static void s_launch_cb (CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
     if (cd->callbackSite != CUPTI_API_ENTER
         || atomic_load_explicit (&akd_g.window, memory_order_relaxed) != AKD_W_OPEN)
         return;
-    static _Atomic uint32_t names[2][sizeof s_driver_cbids / sizeof s_driver_cbids[0]
-                                     + sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]];
-    const bool rt = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
-    const CUpti_CallbackId *ids = rt ? s_runtime_cbids : s_driver_cbids;
-    size_t n = rt ? sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]
-                  : sizeof s_driver_cbids / sizeof s_driver_cbids[0];
-    size_t i = 0;
-    while (i < n && ids[i] != cbid)
-        i++;
-    if (i == n)
+    static _Atomic uint32_t runtime_names[S_NRUNTIME], driver_names[S_NDRIVER];
+    const int i = s_launch_index (domain, cbid);
+    if (i < 0)
         return;
-    uint32_t name = atomic_load_explicit (&names[rt][i], memory_order_relaxed);
+    _Atomic uint32_t *slot = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? &runtime_names[i] : &driver_names[i];
+    uint32_t name = atomic_load_explicit (slot, memory_order_relaxed);
     if (!name) {
         name = akd_rec_string (cd->functionName ? cd->functionName : "");
-        atomic_store (&names[rt][i], name);
+        atomic_store (slot, name);
     }
     akd_rec_launch (cd->correlationId, cbid, (uint32_t) domain, name, s_now ());
 }
@@ -514,9 +512,9 @@ static CUptiResult s_enable_launch_records (void)
 static CUptiResult s_launch_callbacks (bool on)
 {
     CUptiResult r = CUPTI_SUCCESS;
-    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof s_runtime_cbids / sizeof s_runtime_cbids[0]; i++)
+    for (size_t i = 0; r == CUPTI_SUCCESS && i < S_NRUNTIME; i++)
         r = C.cuptiEnableCallback (on, S.sub, CUPTI_CB_DOMAIN_RUNTIME_API, s_runtime_cbids[i]);
-    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof s_driver_cbids / sizeof s_driver_cbids[0]; i++)
+    for (size_t i = 0; r == CUPTI_SUCCESS && i < S_NDRIVER; i++)
         r = C.cuptiEnableCallback (on, S.sub, CUPTI_CB_DOMAIN_DRIVER_API, s_driver_cbids[i]);
     return r;
 }

@@ -135,9 +135,9 @@ __device__ __forceinline__ void ak_tma_load_2d_multicast (unsigned dst, const ak
                                                           unsigned bar, unsigned short mask)
 {
 #ifdef AK_CUDA_EMU
+    (void) ak_emu_tma_dst (dst, map);                  /* the alignment rule, the box inside this block's memory */
     for (unsigned r = 0; r < 16; r++)
         if (mask >> r & 1u) {
-            (void) ak_emu_tma_dst (dst, map);          /* the alignment rule */
             const long bytes = ak_emu_tma_load_2d (ak_emu_peer_smem (r, dst, 1), map, c0, c1);
             ak_emu_mbar_update ((ak_u64 *) ak_emu_peer_smem (r, bar, 8), 0, -bytes);
         }

@@ -105,6 +105,8 @@ typedef struct {
     the phases has blocks to wait for); flash_attention's wgmma in
     ping-pong with two consumers, and three without; wg_decode in
     ping-pong, and one consumer with the slices merged (WAVES 4). */
+/* matmul wgmma's parameters, spec order */
+#define S_MM_WGMMA { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID", "SPLIT" }
 static const s_run_t s_runs[] = {
     { "split_kv_attention", "mma_decode", AK_DT_BFLOAT16, 1 << 22, 2, { "NW", "WAVES" }, { 2, 1 } },
     { "split_kv_attention", "mma_decode", AK_DT_FLOAT16, 1 << 20, 2, { "NW", "WAVES" }, { 8, 4 } },
@@ -124,17 +126,13 @@ static const s_run_t s_runs[] = {
       { "NC", "BN", "STAGES", "KW", "DMAX", "WAVES", "FLAT" }, { 8, 64, 2, 1, 128, 0, 0 } },
     { "matmul", "skinny", AK_DT_BFLOAT16, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 2, 2, 4 } },
     { "matmul", "skinny", AK_DT_FLOAT32, 1 << 18, 4, { "WARPS", "CW", "STG", "WAVES" }, { 4, 1, 4, 2 } },
-    { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10,
-      { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID", "SPLIT" },
+    { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10, S_MM_WGMMA,
       { 128, 256, 64, 4, 2, 1, 0, 8, 132, 1 } },
-    { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10,
-      { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID", "SPLIT" },
+    { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10, S_MM_WGMMA,
       { 128, 128, 64, 4, 2, 1, 0, 8, 132, 4 } },
-    { "matmul", "wgmma", AK_DT_FLOAT16, 1 << 18, 10,
-      { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID", "SPLIT" },
+    { "matmul", "wgmma", AK_DT_FLOAT16, 1 << 18, 10, S_MM_WGMMA,
       { 64, 128, 128, 3, 1, 1, 1, 2, 3, 2 } },
-    { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10,
-      { "BM", "BN", "BK", "STAGES", "CONSUMERS", "CLUSTER", "RASTER", "GROUP", "GRID", "SPLIT" },
+    { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10, S_MM_WGMMA,
       { 64, 256, 64, 4, 1, 2, 0, 8, 4, 1 } },
     { "softmax", "row_cluster", AK_DT_FLOAT32, 1 << 16, 5, { "WPR", "VECB", "LOADS", "HINT", "CL" },
       { 8, 16, 2, 1, 2 } },

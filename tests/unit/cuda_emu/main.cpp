@@ -162,16 +162,26 @@ unsigned ak_emu_smem_addr (const void *p)
     return 0;
 }
 
-void *ak_emu_smem_ptr (unsigned addr, size_t len)
+/*  The bytes [addr, addr+len) of block b's shared memory: its __shared__
+    variables in the section while it owns it, else in its copy (a block
+    set aside), or its dynamic shared memory.  Outside both the run ends,
+    naming the address. */
+static void *s_smem_of (s_blk *b, unsigned addr, size_t len)
 {
     const size_t sn = s_shm_size (), dw = s_dyn_window ();
     if ((size_t) addr + len <= sn)
-        return __start_ak_emu_shared + addr;
+        return (s_shm_owner == b ? __start_ak_emu_shared : b->shm.data ()) + addr;
     if (addr >= dw && (size_t) addr + len <= dw + (size_t) s_dyn_bytes)
-        return (char *) s_blk_cur->dyn.data () + (addr - dw);
-    fprintf (stderr, "emu: shared address 0x%x (%zu bytes) outside the block's shared memory (static 0x0-0x%zx, "
-             "dynamic 0x%zx-0x%zx)\n", addr, len, sn, dw, dw + (size_t) s_dyn_bytes);
+        return (char *) b->dyn.data () + (addr - dw);
+    fprintf (stderr, "emu: shared address 0x%x (%zu bytes) outside the shared memory of block %llu (static "
+             "0x0-0x%zx, dynamic 0x%zx-0x%zx)\n", addr, len, (unsigned long long) b->id, sn, dw,
+             dw + (size_t) s_dyn_bytes);
     exit (1);
+}
+
+void *ak_emu_smem_ptr (unsigned addr, size_t len)
+{
+    return s_smem_of (s_blk_cur, addr, len);
 }
 
 unsigned ak_emu_cluster_rank (void)
@@ -181,9 +191,7 @@ unsigned ak_emu_cluster_rank (void)
 
 void ak_emu_cluster_sync (void)
 {
-    const uint64_t c = s_blk_cur->id / s_cluster_x;
-    if (c >= s_cbars.size ())
-        s_cbars.resize (c + 1, s_cbar { 0, 0 });
+    const uint64_t c = s_blk_cur->id / s_cluster_x;       /* s_launch sized s_cbars */
     const unsigned gen = s_cbars[c].gen, all = s_cluster_x * (unsigned) s_blk_cur->t.size ();
     if (++s_cbars[c].arrived == all) {
         s_cbars[c].arrived = 0;
@@ -199,22 +207,13 @@ void *ak_emu_peer_smem (unsigned rank, unsigned addr, size_t len)
     if (rank >= s_cluster_x)
         s_die ("a cluster rank beyond the cluster");
     const uint64_t id = s_blk_cur->id - s_blk_cur->id % s_cluster_x + rank;
-    if (id == s_blk_cur->id)
-        return ak_emu_smem_ptr (addr, len);
-    s_blk *p = nullptr;
+    s_blk *p = id == s_blk_cur->id ? s_blk_cur : nullptr;
     for (s_blk *b : *s_waiting)
         if (b->id == id)
             p = b;
     if (!p)
         s_die ("shared memory of a cluster's block that is not running (not started, or gone)");
-    const size_t sn = s_shm_size (), dw = s_dyn_window ();
-    if ((size_t) addr + len <= sn)
-        return p->shm.data () + addr;                  /* set aside: its copy of the section */
-    if (addr >= dw && (size_t) addr + len <= dw + (size_t) s_dyn_bytes)
-        return (char *) p->dyn.data () + (addr - dw);
-    fprintf (stderr, "emu: shared address 0x%x (%zu bytes) outside the shared memory of the cluster's block %u\n",
-             addr, len, rank);
-    exit (1);
+    return s_smem_of (p, addr, len);
 }
 
 void ak_emu_named_bar (unsigned id, unsigned count, bool wait)
