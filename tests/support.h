@@ -96,7 +96,9 @@ bool  ak_test_asan_runtime (char *buf, size_t len);
 
 /* Polls fn(arg) until it returns true or timeout_ms passes (a last call
    at the deadline decides); the pause between calls grows from 20 ms to
-   250 ms, so that a predicate that starts a process does not take a core. */
+   250 ms, so that a predicate that starts a process does not take a core;
+   the processes fn starts run without LeakSanitizer's scan at exit (the
+   tests' own calls of the same verbs keep it). */
 bool  ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms);
 
 /* JSON fixtures: the value at path ("ops[0].policy.threshold",
@@ -170,7 +172,8 @@ char *ak_test_submit (ak_test_cluster_t *c, const char *fmt, ...)
      __attribute__ ((format (printf, 2, 3)));
 /* Waits up to timeout_ms until batch id is no longer open and returns its
    `akctl --json status` (caller decrefs); on timeout dumps the logs and
-   fails the test. */
+   fails the test.  One `akctl watch` follows the batch (its polls in one
+   process), again where it ends early (a coordinator restarted). */
 json_t *ak_test_batch_wait (ak_test_cluster_t *c, const char *id, int timeout_ms);
 /* Prints the tail of DIR/name; name NULL: every worker's log and the
    coordinator's. */

@@ -265,8 +265,8 @@ static void test_cand_catalog (void **state)
                 fail_msg ("%s %s %s %s at %s: %zu of %zu elements beyond the tolerance, worst %s[%zu] off by %.3g "
                           "(allowed %.3g)", r->op, r->cand, ps, ak_dtype_name (r->dt), size->name, c.bad, c.checked,
                           c.worst_out >= 0 ? spec->outputs[c.worst_out].name : "?", c.worst_at, c.worst, c.tol);
-            print_message ("%s %s %s %s %s: %zu elements, worst error %.3g (allowed %.3g there)\n", r->op, r->cand,
-                           ps, ak_dtype_name (r->dt), size->name, c.checked, c.worst, c.tol);
+            print_message ("%s %s %s %s %s: %zu elements, worst error %.3g (allowed %.3g there), %.2f s\n", r->op,
+                           r->cand, ps, ak_dtype_name (r->dt), size->name, c.checked, c.worst, c.tol, c.seconds);
             runs++;
         }
         if (runs == 0)

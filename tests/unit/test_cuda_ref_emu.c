@@ -78,6 +78,7 @@ static void test_emu_catalog (void **state)
         char *cu = s_emu_source (ops[o], spec->reference_cuda.text);
         char *exe = ak_unit_emu_build (spec, dir, "AK_EMU_REF", "ref.cu", cu, "");
         int runs = 0;
+        double secs = 0;
         for (size_t z = 0; z < spec->nsizes + spec->nedge; z++) {
             const ak_size_t *size = z < spec->nsizes ? &spec->sizes[z] : &spec->edge_sizes[z - spec->nsizes];
             if (!ak_size_for_backend (size, "host"))
@@ -103,8 +104,9 @@ static void test_emu_catalog (void **state)
                           "off by %.3g", ops[o], size->name, r.bad, r.tol, spec->outputs[r.worst_out].name,
                           r.worst_at, r.worst);
             runs++;
+            secs += r.seconds;
         }
-        print_message ("%s: device reference equal to ref.c at %d sizes\n", ops[o], runs);
+        print_message ("%s: device reference equal to ref.c at %d sizes (%.1f s of emulation)\n", ops[o], runs, secs);
         if (runs == 0)
             fail_msg ("%s: no size small enough to emulate", ops[o]);
         checked_ops++;

@@ -129,6 +129,7 @@ typedef struct {
     size_t checked, bad, worst_at;
     double worst, tol;
     int    worst_out;                   /* -1: none beyond */
+    double seconds;                     /* the emulation program's run (oracle included) */
 } ak_emu_cmp_t;
 void ak_unit_emu_run (const ak_spec_t *spec, const char *dir, const char *exe, const int64_t *dims,
                       ak_dtype_t dt, uint64_t seed, const ak_launch_cfg_t *cfg, unsigned shrink,

@@ -6,6 +6,7 @@
 #include "unit.h"
 #include "worker/backend_cuda.h"
 #include "worker/data.h"
+#include "clock.h"
 #include "util.h"
 
 #include <math.h>
@@ -153,9 +154,11 @@ int ak_unit_emu_try (const ak_spec_t *spec, const char *dir, const char *exe, co
         }
     assert_int_equal (fclose (f), 0);
     char *out = NULL;
+    uint64_t t0 = ak_clock_mono_ns ();
     int rc = ak_test_runf (&out, "'%s' '%s' '%s' 2>&1", exe, job, res);
     memset (r, 0, sizeof *r);
     r->worst_out = -1;
+    r->seconds = (double) (ak_clock_mono_ns () - t0) * 1e-9;
     if (rc != 0) {
         *msg = out;
         free (job);
