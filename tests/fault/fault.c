@@ -117,8 +117,13 @@ ak_fault_coord_t *ak_fault_coord_new (const char *tag, const char *host, const c
     self->store = ak_path_join (self->dir, "store");
     self->log = ak_path_join (self->dir, "akcoord.log");
     snprintf (self->host, sizeof self->host, "%s", host ? host : "127.0.0.1");
-    snprintf (self->workers, sizeof self->workers, "tcp://%s:%d", self->host, ak_fault_free_port ());
-    snprintf (self->clients, sizeof self->clients, "tcp://127.0.0.1:%d", ak_fault_free_port ());
+    /* both at once: two ports asked for one after the other (each socket
+       closed before the next bind) can be the same one, and akcoord then
+       refused to start (test_partition_proxy failed so once) */
+    int ports[2];
+    ak_test_free_ports (ports, 2);
+    snprintf (self->workers, sizeof self->workers, "tcp://%s:%d", self->host, ports[0]);
+    snprintf (self->clients, sizeof self->clients, "tcp://127.0.0.1:%d", ports[1]);
     for (int i = 0; extra && extra[i] && self->nargs < 20; i++)
         self->args[self->nargs++] = ak_strdup (extra[i]);
     return self;

@@ -24,14 +24,11 @@
 #include "worker/backend.h"
 #include "worker/backends.h"
 
-#include <arpa/inet.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,25 +49,6 @@ typedef struct {
 static s_ctx_t s_ctx;
 
 /* ------------------------------------------------------------- helpers */
-
-static void s_free_ports (int ports[2])
-{
-    int fds[2];
-    for (int i = 0; i < 2; i++) {
-        fds[i] = socket (AF_INET, SOCK_STREAM, 0);
-        assert_true (fds[i] >= 0);
-        struct sockaddr_in sa;
-        memset (&sa, 0, sizeof sa);
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-        assert_int_equal (bind (fds[i], (struct sockaddr *) &sa, sizeof sa), 0);
-        socklen_t len = sizeof sa;
-        assert_int_equal (getsockname (fds[i], (struct sockaddr *) &sa, &len), 0);
-        ports[i] = ntohs (sa.sin_port);
-    }
-    close (fds[0]);
-    close (fds[1]);
-}
 
 static int s_akctl (const char *args, char **out_p)
 {
@@ -156,7 +134,7 @@ static void s_start (void)
     s_ctx.dir = ak_test_tmpdir ("gpu-e2e");
     assert_non_null (s_ctx.dir);
     int ports[2];
-    s_free_ports (ports);
+    ak_test_free_ports (ports, 2);
     char *workers_ep = ak_sprintf ("tcp://127.0.0.1:%d", ports[0]);
     char *clients_ep = ak_sprintf ("tcp://127.0.0.1:%d", ports[1]);
     char *akctl = ak_test_bin ("akctl");

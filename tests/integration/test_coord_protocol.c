@@ -7,15 +7,12 @@
 #include "clock.h"
 #include "manifest.h"
 #include "support.h"
-#include <arpa/inet.h>
 #include <czmq.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cpb.h"
@@ -39,19 +36,6 @@ typedef struct {
 static fx_t *s_fx;
 
 // ------------------------------------------------------------------ helpers
-
-static int s_free_port (void)
-{
-    int fd = socket (AF_INET, SOCK_STREAM, 0);
-    assert_true (fd >= 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-    a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-    assert_int_equal (bind (fd, (struct sockaddr *) &a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal (getsockname (fd, (struct sockaddr *) &a, &len), 0);
-    close (fd);
-    return ntohs (a.sin_port);
-}
 
 static zsock_t *s_dealer (const char *endpoint)
 {
@@ -250,8 +234,10 @@ static int s_setup (void **state)
     s_fx->dir = ak_test_tmpdir ("coord-protocol");
     s_fx->store = ak_path_join (s_fx->dir, "store");
     s_fx->log = ak_path_join (s_fx->dir, "akcoord.log");
-    snprintf (s_fx->workers, sizeof s_fx->workers, "tcp://127.0.0.1:%d", s_free_port ());
-    snprintf (s_fx->clients, sizeof s_fx->clients, "tcp://127.0.0.1:%d", s_free_port ());
+    int ports[2];
+    ak_test_free_ports (ports, 2);                /* both at once: apart they can be one port */
+    snprintf (s_fx->workers, sizeof s_fx->workers, "tcp://127.0.0.1:%d", ports[0]);
+    snprintf (s_fx->clients, sizeof s_fx->clients, "tcp://127.0.0.1:%d", ports[1]);
     s_write_op (s_fx->dir);
     s_start (s_fx);
     s_fx->client = s_dealer (s_fx->clients);
