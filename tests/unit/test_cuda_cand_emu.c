@@ -271,7 +271,10 @@ static void test_cand_catalog (void **state)
         }
         if (runs == 0)
             fail_msg ("%s: no size small enough to emulate", r->op);
-        ak_test_rmtree (dir);
+        if (!getenv ("AK_TEST_KEEP"))         /* the emulation program and its last job, to rerun */
+            ak_test_rmtree (dir);
+        else
+            print_message ("kept %s\n", dir);
         free (dir);
         free (exe);
         ak_spec_destroy (&spec);

@@ -197,9 +197,29 @@ static inline int __any_sync (unsigned, int pred)
    memory from the next 16-byte boundary on, as a GPU lays them out, so a
    kernel's own 1024-byte alignment of its stages is exercised.
    ak_emu_smem_ptr: the bytes [addr, addr+len), which must lie inside one
-   of the two (else the run ends with a message). */
+   of the two (else the run ends with a message, ak_emu_smem_bad's).  It
+   is inline, on the running block's two ranges (ak_emu_smem_cur, set by
+   main.cpp as a block starts to run): a wgmma reads its operands an
+   element at a time, and a call each took a fifth of such a run. */
 unsigned ak_emu_smem_addr (const void *p);
-void *ak_emu_smem_ptr (unsigned addr, size_t len);
+struct ak_emu_smem_t {
+    char    *sbase;                             /* the section, where the running block's variables are */
+    size_t   sn;
+    unsigned dw;                                /* the dynamic window's start */
+    char    *dbase;
+    size_t   dn;
+};
+extern ak_emu_smem_t ak_emu_smem_cur;
+[[noreturn]] void ak_emu_smem_bad (unsigned addr, size_t len);
+static inline void *ak_emu_smem_ptr (unsigned addr, size_t len)
+{
+    const ak_emu_smem_t &m = ak_emu_smem_cur;
+    if ((size_t) addr + len <= m.sn)
+        return m.sbase + addr;
+    if (addr >= m.dw && (size_t) addr + len <= m.dw + m.dn)
+        return m.dbase + (addr - m.dw);
+    ak_emu_smem_bad (addr, len);
+}
 /* bar.sync (wait) / bar.arrive id, count (main.cpp: count arrivals of
    threads; the count of one barrier's phase must not change) */
 void ak_emu_named_bar (unsigned id, unsigned count, bool wait);
@@ -232,15 +252,30 @@ void *ak_emu_dynamic_smem (void);
 unsigned ak_emu_dynamic_smem_size (void);
 
 /* Half h (0 low, 1 high) of a register of two elements, as a float. */
+/*  The float of IEEE half bits u, exactly (every half is a float): what
+    cuda_fp16.h's __half2float gives, whose host path took a third of a
+    wgmma run's time.  A subnormal half is its 10-bit mantissa times
+    2^-24; every NaN is 0x7fffffff, as there (and as a GPU's conversion
+    gives it). */
+static inline float ak_emu_f16 (unsigned short u)
+{
+    const unsigned sign = (unsigned) (u & 0x8000u) << 16, e = (u >> 10) & 0x1fu, m = u & 0x3ffu;
+    if (e == 0x1f)
+        return __uint_as_float (m ? 0x7fffffffu : sign | 0x7f800000u);
+    if (e == 0) {
+        const float f = (float) m * 0x1p-24f;
+        return sign ? -f : f;
+    }
+    return __uint_as_float (sign | ((e + 112u) << 23) | (m << 13));
+}
+
 static inline float ak_emu_half (unsigned reg, int h)
 {
     const unsigned short u = (unsigned short) (h ? reg >> 16 : reg & 0xffffu);
 #if defined(AK_DTYPE_BFLOAT16)
     return __uint_as_float ((unsigned) u << 16);
 #else
-    __half_raw raw;
-    raw.x = u;
-    return __half2float (__half (raw));
+    return ak_emu_f16 (u);
 #endif
 }
 

@@ -55,15 +55,21 @@ extern char __stop_ak_emu_shared[] __attribute__ ((weak));
 #define S_STACK (64 * 1024)
 #define S_TWICE (1u << 18)                     /* a candidate launched twice up to this many elements */
 
-/*  A thread starts on its own stack through setcontext; afterwards it and
-    the scheduler switch with _setjmp / _longjmp, which, unlike
-    swapcontext, make no system call (the signal mask is left alone):
-    a third of the run's time went to those. */
+/*  A thread starts on its own stack, and afterwards it and the scheduler
+    switch with _setjmp / _longjmp, which, unlike swapcontext, make no
+    system call (the signal mask is left alone): a third of the run's time
+    went to those.  On x86-64 the start is a jump onto the stack too
+    (s_start_on); elsewhere it is ucontext's setcontext, and getcontext
+    and setcontext each set the signal mask with a system call, two a
+    thread (which took a tenth of the larger runs). */
 struct s_thr {
+#ifndef __x86_64__
     ucontext_t ctx;
+#endif
     jmp_buf    jb;
     int        state;
     bool       started;
+    ak_emu_dim3 idx;                           /* its threadIdx */
 };
 
 struct s_blk {
@@ -140,7 +146,7 @@ unsigned ak_emu_dynamic_smem_size (void)
 #endif
 
 static size_t s_shm_size (void);
-static void s_die (const char *what);
+[[noreturn]] static void s_die (const char *what);
 
 /* Where the dynamic shared memory starts in the window: after the
    section, at the next 16-byte boundary. */
@@ -179,10 +185,15 @@ static void *s_smem_of (s_blk *b, unsigned addr, size_t len)
     exit (1);
 }
 
-void *ak_emu_smem_ptr (unsigned addr, size_t len)
+#ifdef AK_EMU_CAND
+ak_emu_smem_t ak_emu_smem_cur;
+
+void ak_emu_smem_bad (unsigned addr, size_t len)
 {
-    return s_smem_of (s_blk_cur, addr, len);
+    s_smem_of (s_blk_cur, addr, len);          /* says where it is not, and ends the run */
+    s_die ("ak_emu_smem_bad on an address inside shared memory");
 }
+#endif
 
 unsigned ak_emu_cluster_rank (void)
 {
@@ -260,7 +271,7 @@ static void s_entry (void)
     _longjmp (s_main, 1);                      /* never returns: its stack goes with the block */
 }
 
-static void s_die (const char *what)
+[[noreturn]] static void s_die (const char *what)
 {
     fprintf (stderr, "emu: %s\n", what);
     exit (1);
@@ -298,14 +309,31 @@ static void s_blk_start (s_blk *b, unsigned nthr)
         s_die ("mmap of the thread stacks failed");
     for (unsigned i = 0; i < nthr; i++) {
         s_thr &t = b->t[i];
+#ifndef __x86_64__
         getcontext (&t.ctx);
         t.ctx.uc_stack.ss_sp = b->stacks + (size_t) i * S_STACK;
         t.ctx.uc_stack.ss_size = S_STACK;
         t.ctx.uc_link = nullptr;
         makecontext (&t.ctx, s_entry, 0);
+#endif
         t.state = AK_EMU_RUN;
         t.started = false;
+        t.idx = { i % blockDim.x, i / blockDim.x % blockDim.y, i / (blockDim.x * blockDim.y) };
     }
+}
+
+/*  Thread i of b from its first instruction (s_entry, which never
+    returns): on x86-64 the stack pointer set to the top of its stack (16
+    bytes aligned, as a call wants it) and s_entry called. */
+static void s_start (s_blk *b, unsigned i)
+{
+#ifdef __x86_64__
+    char *top = b->stacks + (size_t) (i + 1) * S_STACK;
+    __asm__ volatile ("mov %0, %%rsp\n\tcall *%1\n\tud2" : : "r" (top), "r" (s_entry) : "memory");
+    __builtin_unreachable ();
+#else
+    setcontext (&b->t[i].ctx);
+#endif
 }
 
 /*  Runs b until it is done (true) or waits for other blocks (false);
@@ -314,31 +342,51 @@ static bool s_blk_run (s_blk *b, bool *moved)
 {
     s_shm_take (b);
     s_blk_cur = b;
+#ifdef AK_EMU_CAND
+    /* its shared memory while it runs: the section (it owns it now) and its dynamic part */
+    ak_emu_smem_cur = { __start_ak_emu_shared, s_shm_size (), s_dyn_window (), (char *) b->dyn.data (),
+                        (size_t) s_dyn_bytes };
+#endif
     blockIdx = { b->x, b->y, b->z };
     const unsigned n = (unsigned) b->t.size ();
+    /* A pass runs every runnable thread until it yields, and counts the
+       states as it goes (a thread changes only its own): then the block's
+       barrier opens where every live thread waits at it, and a warp's
+       exchange where every live lane of it waits (the released threads
+       run in the next pass). */
     for (;;) {
         bool progress = false;
+        unsigned live = 0, at_block = 0, wl = 0, ww = 0;
         for (unsigned i = 0; i < n; i++) {
             s_thr &t = b->t[i];
-            if (t.state != AK_EMU_RUN && t.state != AK_EMU_SPIN)
-                continue;
-            int before = t.state;
-            s_tid = i;
-            threadIdx = { i % blockDim.x, i / blockDim.x % blockDim.y, i / (blockDim.x * blockDim.y) };
-            if (!_setjmp (s_main)) {
-                if (!t.started) {
-                    t.started = true;
-                    setcontext (&t.ctx);
+            if (t.state == AK_EMU_RUN || t.state == AK_EMU_SPIN) {
+                int before = t.state;
+                s_tid = i;
+                threadIdx = t.idx;
+                if (!_setjmp (s_main)) {
+                    if (!t.started) {
+                        t.started = true;
+                        s_start (b, i);
+                    }
+                    _longjmp (t.jb, 1);
                 }
-                _longjmp (t.jb, 1);
+                if (before != AK_EMU_SPIN || t.state != AK_EMU_SPIN)
+                    progress = true;
             }
-            if (before != AK_EMU_SPIN || t.state != AK_EMU_SPIN)
-                progress = true;
-        }
-        unsigned live = 0, at_block = 0;
-        for (unsigned i = 0; i < n; i++) {
-            live += b->t[i].state != AK_EMU_DONE;
-            at_block += b->t[i].state == AK_EMU_BLOCK_WAIT;
+            const int st = t.state;
+            live += st != AK_EMU_DONE;
+            at_block += st == AK_EMU_BLOCK_WAIT;
+            wl += st != AK_EMU_DONE;
+            ww += st == AK_EMU_WARP_WAIT;
+            if ((i & 31u) == 31u || i + 1 == n) {
+                if (wl && ww == wl) {
+                    for (unsigned j = i & ~31u; j <= i; j++)
+                        if (b->t[j].state == AK_EMU_WARP_WAIT)
+                            b->t[j].state = AK_EMU_RUN;
+                    progress = true;
+                }
+                wl = ww = 0;
+            }
         }
         if (!live) {
             if (s_shm_owner == b)
@@ -354,19 +402,6 @@ static bool s_blk_run (s_blk *b, bool *moved)
                 if (b->t[i].state == AK_EMU_BLOCK_WAIT)
                     b->t[i].state = AK_EMU_RUN;
             progress = true;
-        }
-        for (unsigned w = 0; w < n; w += 32) {
-            unsigned wl = 0, ww = 0;
-            for (unsigned i = w; i < n && i < w + 32; i++) {
-                wl += b->t[i].state != AK_EMU_DONE;
-                ww += b->t[i].state == AK_EMU_WARP_WAIT;
-            }
-            if (wl && ww == wl) {
-                for (unsigned i = w; i < n && i < w + 32; i++)
-                    if (b->t[i].state == AK_EMU_WARP_WAIT)
-                        b->t[i].state = AK_EMU_RUN;
-                progress = true;
-            }
         }
         if (progress)
             *moved = true;
