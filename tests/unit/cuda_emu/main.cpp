@@ -59,7 +59,7 @@ extern char __stop_ak_emu_shared[] __attribute__ ((weak));
     switch with _setjmp / _longjmp, which, unlike swapcontext, make no
     system call (the signal mask is left alone): a third of the run's time
     went to those.  On x86-64 the start is a jump onto the stack too
-    (s_start_on); elsewhere it is ucontext's setcontext, and getcontext
+    (s_start); elsewhere it is ucontext's setcontext, and getcontext
     and setcontext each set the signal mask with a system call, two a
     thread (which took a tenth of the larger runs). */
 struct s_thr {
