@@ -291,25 +291,36 @@ int ak_test_run (const char *cmdline, char **out_p)
     processes whose effect they wait for on a 2-core box. */
 #define S_POLL_MAX_MS 250
 
-/*  fn (arg) with LeakSanitizer off in the processes it starts: half of a
-    polled akctl's CPU in a sanitizer build (0.095 -> 0.045 s) was the
-    leak scan at its exit, and a test's waits polled it a hundred times
-    and more.  The same verbs run with the scan where a test calls them
-    itself.  ASAN_OPTIONS is parsed left to right, so the appended flag
-    wins; it is set back as it was before returning. */
-static bool s_poll (bool (*fn) (void *arg), void *arg)
+/*  LeakSanitizer off in the processes started until s_leak_scan_on:
+    half of a polled akctl's CPU in a sanitizer build (0.095 -> 0.045 s)
+    was the leak scan at its exit, and a test's waits polled it a hundred
+    times and more.  The same verbs run with the scan where a test calls
+    them itself.  ASAN_OPTIONS is parsed left to right, so the appended
+    flag wins; s_leak_scan_on sets it back as it was (saved, freed). */
+static char *s_leak_scan_off (void)
 {
     const char *cur = getenv ("ASAN_OPTIONS");
     char *saved = cur ? ak_strdup (cur) : NULL;
     char *quiet = ak_sprintf ("%s%sdetect_leaks=0", saved ? saved : "", saved && saved[0] ? ":" : "");
     setenv ("ASAN_OPTIONS", quiet, 1);
     free (quiet);
-    bool ok = fn (arg);
+    return saved;
+}
+
+static void s_leak_scan_on (char *saved)
+{
     if (saved)
         setenv ("ASAN_OPTIONS", saved, 1);
     else
         unsetenv ("ASAN_OPTIONS");
     free (saved);
+}
+
+static bool s_poll (bool (*fn) (void *arg), void *arg)
+{
+    char *saved = s_leak_scan_off ();
+    bool ok = fn (arg);
+    s_leak_scan_on (saved);
     return ok;
 }
 
@@ -792,10 +803,11 @@ static void s_watch (ak_test_cluster_t *c, const char *id, int timeout_ms)
         uint64_t now = ak_clock_mono_ms ();
         if (now >= until)
             return;
-        char *cmd = ak_sprintf ("ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" "
-                                "timeout -k 5 %.3f %s watch %s > /dev/null 2>&1",
+        char *cmd = ak_sprintf ("timeout -k 5 %.3f %s watch %s > /dev/null 2>&1",
                                 (double) (until - now) / 1000.0, c->akctl, id);
+        char *saved = s_leak_scan_off ();
         int code = ak_test_run (cmd, NULL);
+        s_leak_scan_on (saved);
         free (cmd);
         if (code == 0 || code == 1 || code == 124 || code == 137)
             return;
