@@ -101,6 +101,17 @@ bool  ak_test_asan_runtime (char *buf, size_t len);
    tests' own calls of the same verbs keep it). */
 bool  ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms);
 
+/* The pieces of the above that tests/cluster.c shares with support.c:
+   a pause; LeakSanitizer off in the processes started until
+   ak_test_leak_scan_on (which takes back what ak_test_leak_scan_off
+   returned); vasprintf that fails the test when it fails; and ak_test_run
+   that, with echo, prints the command, its exit code and its stdout. */
+void  ak_test_sleep_ms (int ms);
+char *ak_test_leak_scan_off (void);
+void  ak_test_leak_scan_on (char *saved);
+char *ak_test_vsprintf (const char *fmt, va_list ap);
+int   ak_test_run_echo (const char *cmd, char **out_p, bool echo);
+
 /* JSON fixtures: the value at path ("ops[0].policy.threshold",
    "sizes[2].size.cols") of root, or NULL; and set (value non-NULL, stolen)
    or delete the member at path, whose parent must exist (else the test fails). */
