@@ -132,6 +132,50 @@ static bool s_is_step (const akd_trace_t *t, const akd_range_t *r)
            && strcmp (r->name, t->step_range) == 0;
 }
 
+static int s_by_dev_start (const void *x, const void *y)
+{
+    const akd_kernel_t *a = *(const akd_kernel_t *const *) x, *b = *(const akd_kernel_t *const *) y;
+    if (a->dev != b->dev)
+        return a->dev < b->dev ? -1 : 1;
+    return (a->start > b->start) - (a->start < b->start);
+}
+
+/*  a->overlap: for each device, the kept kernels' summed time over the
+    length of the union of their intervals (the mean number running while
+    any runs), the most of these, and its device. */
+static void s_overlap (akd_attr_t *a)
+{
+    if (a->nkernels == 0)
+        return;
+    const akd_kernel_t **ks = ak_calloc (a->nkernels, sizeof *ks);
+    for (size_t i = 0; i < a->nkernels; i++)
+        ks[i] = a->kernels[i].k;
+    qsort (ks, a->nkernels, sizeof *ks, s_by_dev_start);
+    for (size_t i = 0; i < a->nkernels; ) {
+        const uint32_t dev = ks[i]->dev;
+        double sum = 0, busy = 0;
+        uint64_t lo = ks[i]->start, hi = ks[i]->end;
+        for (; i < a->nkernels && ks[i]->dev == dev; i++) {
+            sum += (double) (ks[i]->end - ks[i]->start);
+            if (ks[i]->start > hi) {
+                busy += (double) (hi - lo);
+                lo = ks[i]->start;
+                hi = ks[i]->end;
+            }
+            else
+            if (ks[i]->end > hi)
+                hi = ks[i]->end;
+        }
+        busy += (double) (hi - lo);
+        const double ratio = busy > 0 ? sum / busy : 0;
+        if (ratio > a->overlap) {
+            a->overlap = ratio;
+            a->overlap_dev = dev;
+        }
+    }
+    free (ks);
+}
+
 int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
 {
     (void) err;
@@ -288,6 +332,8 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
     }
     else
         a->step_ns = last > first ? (double) (last - first) / a->steps : 0;
+
+    s_overlap (a);
 
     for (size_t i = 0; i < nth; i++)
         free (th[i].stack);

@@ -49,7 +49,16 @@ typedef struct {
     bool     steps_overlap;        /* two steps ran at once (on two threads): sampling cannot tell them apart */
     bool     step_from_ranges;     /* step_ns measured from step ranges, else the kernels' span */
     uint64_t gpu_ns;               /* total kernel time of the window */
+    double   overlap;              /* the most, over devices, of the kept kernels' summed time over the
+                                      time at least one ran (the mean count running at once); 0: none */
+    uint32_t overlap_dev;          /* the device of that figure */
 } akd_attr_t;
+
+/*  More kernels than this never run at once on one GPU (the concurrent
+    kernels of compute capability 7.0 to 9.0): a trace whose kernel records
+    overlap more on average than this cannot be true (docs/discover.md,
+    "Kernel records that cannot be true"). */
+#define AKD_MAX_CONCURRENT_KERNELS 128
 
 /*  Attributes every kernel of t.  *attr_p is the caller's (akd_attr_destroy);
     it borrows kernels from t, which must outlive it.  0, or AK_EINVAL when

@@ -61,8 +61,10 @@ const char akctl_discover_help[] =
     "%s"
     "\n"
     "Exit codes: 0 done; 1 no GPU work observed, CUPTI taken by another tool,\n"
-    "or CMD failed (its status is printed; what was recorded is kept and\n"
-    "analysed); 2 bad usage or CMD not found.\n";
+    "kernel records whose times cannot be true (more kernels at once than a\n"
+    "GPU runs: nothing written from them), or CMD failed (its status is\n"
+    "printed; what was recorded is kept and analysed); 2 bad usage or CMD\n"
+    "not found.\n";
 
 typedef struct {
     const char *out, *step_range, *device_class, *from_trace, *dump_trace;
@@ -245,6 +247,14 @@ static int s_analyse (const s_opts_t *o, const char *trace_path, bool program_fa
                  "it%s)\n", a->outside, a->outside == 1 ? "" : "s",
                  t->step_range && *t->step_range && a->steps <= 1 && !t->window_opened
                  ? "; the step range never opened the window: is the range name right?" : "");
+        goto done;
+    }
+    if (a->overlap > AKD_MAX_CONCURRENT_KERNELS) {
+        fprintf (stderr, "akctl: discover: the kernel records' times cannot be true: on device %u the %zu kernels "
+                 "kept add up to %.0f times the time in which any of them ran, and a GPU runs at most %d at once "
+                 "(CUPTI's records; docs/discover.md, \"Kernel records that cannot be true\"); nothing written "
+                 "from them (the trace: %s)\n", a->overlap_dev, a->nkernels, a->overlap,
+                 AKD_MAX_CONCURRENT_KERNELS, trace_path);
         goto done;
     }
     h = akd_hotspots_build (a);

@@ -116,7 +116,10 @@ discovered() {
     [ "$name" = inject_sampled ] && window="--steps $(( measured / sample )) --sample $sample"
     "$akctl" discover --out "$out/$name.$i" --step-range step --warmup-steps "$warm" $window -- \
         python3 "$@" --repeats "$repeats" --step-times $demo_args > "$out/$name.$i.jsonl" 2> "$out/$name.$i.err" \
-        || { cat "$out/$name.$i.err" >&2; exit 1; }
+        || { cat "$out/$name.$i.err" >&2
+             # records akctl discover refuses as impossible leave the step times good
+             grep -q "times cannot be true" "$out/$name.$i.err" || exit 1
+             echo "discover_overhead.sh: $name run $i: akctl discover printed no figures; its step times are kept" >&2; }
 }
 for i in $(seq 1 "$n"); do
     python3 "$demo" --repeats "$repeats" --step-times $demo_args > "$out/plain.$i.jsonl"

@@ -181,6 +181,59 @@ static void test_cupti_busy (void **state)
     free (dir);
 }
 
+/* Kernel records that cannot be true (docs/discover.md): a step whose 200
+   kernels each last 30 ms, all started within 2 us, as session 35's
+   sampled CUDA-graph trace looked (its records summed to 109 s in a
+   10 ms replay).  akctl discover says so, writes nothing from them and
+   exits 1; the same kernels one after the other are reported. */
+static void test_impossible_records (void **state)
+{
+    (void) state;
+    char *dir = ak_test_tmpdir ("discover-impossible");
+    for (int serial = 0; serial < 2; serial++) {
+        size_t cap = 64 * 1024, len = 0;
+        char *text = ak_calloc (1, cap);
+        len += (size_t) snprintf (text + len, cap - len,
+                                  "{\"t\":\"header\",\"version\":1}\n"
+                                  "{\"t\":\"push\",\"seq\":1,\"tid\":1,\"id\":1,\"ts\":1000,\"name\":\"step\"}\n");
+        for (int i = 0; i < 200; i++)
+            len += (size_t) snprintf (text + len, cap - len, "{\"t\":\"launch\",\"seq\":%d,\"tid\":1,\"corr\":%d}\n",
+                                      i + 2, i + 1);
+        len += (size_t) snprintf (text + len, cap - len, "{\"t\":\"pop\",\"seq\":300,\"tid\":1,\"ts\":2000}\n");
+        for (int i = 0; i < 200; i++) {
+            const long start = serial ? 2000 + i * 30000000L : 2000 + i * 10L;
+            len += (size_t) snprintf (text + len, cap - len,
+                                      "{\"t\":\"kernel\",\"corr\":%d,\"dev\":0,\"start\":%ld,\"end\":%ld,"
+                                      "\"grid\":[1,1,1],\"block\":[1,1,1],\"name\":\"k%d\"}\n",
+                                      i + 1, start, start + 30000000L, i % 3);
+        }
+        len += (size_t) snprintf (text + len, cap - len, "{\"t\":\"end\"}\n");
+        assert_true (len < cap);
+        char *trace = ak_test_write (dir, serial ? "serial.jsonl" : "overlapping.jsonl", text);
+        char *outdir = ak_path_join (dir, serial ? "serial" : "overlapping");
+        char *out = NULL, *args = ak_sprintf ("--from-trace '%s' --out '%s'", trace, outdir);
+        if (serial) {
+            assert_int_equal (s_discover (&out, args), 0);
+            assert_true (s_exists (outdir, "hotspots.md"));
+        }
+        else {
+            assert_int_equal (s_discover (&out, args), 1);
+            s_contains (out, "the kernel records' times cannot be true: on device 0 the 200 kernels kept add up "
+                             "to 200 times the time in which any of them ran");
+            s_contains (out, "overlapping.jsonl");
+            assert_false (s_exists (outdir, "hotspots.md"));
+            assert_false (s_exists (outdir, "hotspots.json"));
+        }
+        free (out);
+        free (args);
+        free (outdir);
+        free (trace);
+        free (text);
+    }
+    ak_test_rmtree (dir);
+    free (dir);
+}
+
 /* The injection's NVTX side, in a real process: needs the library. */
 static char *s_probe (void)
 {
@@ -547,6 +600,7 @@ int main (void)
         cmocka_unit_test (test_usage),
         cmocka_unit_test (test_command_not_found),
         cmocka_unit_test (test_cupti_busy),
+        cmocka_unit_test (test_impossible_records),
         cmocka_unit_test (test_window_and_no_gpu_work),
         cmocka_unit_test (test_failing_and_crashing_programs),
         cmocka_unit_test (test_threads_and_full_rings),
