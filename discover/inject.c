@@ -41,7 +41,9 @@
     activity records (which cannot be turned on once the program runs):
     switched with the kernel records, so the untraced steps' launches cost
     no CUPTI record of either kind ($AKD_LAUNCH_CB: 1 callbacks, 0 activity
-    records; default 1 when sampled, else 0).
+    records; default 1 when sampled, else 0).  $AKD_SAMPLE_FLUSH=1: CUPTI's
+    completed records are flushed before the kernel records go off (an
+    experiment for CUDA-graph steps, docs/discover.md).
 
     Never: change what the program computes or how it handles signals
     (handlers chain to the ones they replace), write the file from a CUDA or
@@ -86,6 +88,7 @@ static struct {
     long             warmup, steps;     /* steps 0: until exit */
     long             sample;            /* 1 step in sample traced (1: every step) */
     bool             launch_cb;         /* launches by callbacks, switched with the kernel records */
+    bool             sample_flush;      /* $AKD_SAMPLE_FLUSH: CUPTI's buffers flushed before the records go off */
     atomic_long      open_step;         /* the step count when the window opened (0: not yet) */
     long             skip_ms;
     struct timespec  t0;
@@ -574,6 +577,15 @@ static void s_gate (bool on)
     the records stay as they are. */
 static void s_sample (bool traced)
 {
+    /* $AKD_SAMPLE_FLUSH=1 (an experiment, docs/discover.md): the records
+       CUPTI holds of the traced step's kernels are asked for (completed
+       ones, as the flusher does) before they are switched off */
+    if (!traced && S.sample_flush && atomic_load (&S.cupti_on)) {
+        pthread_mutex_lock (&S.gate_mu);
+        if (S.cupti_ready && S.records_on)
+            C.cuptiActivityFlushAll (0);
+        pthread_mutex_unlock (&S.gate_mu);
+    }
     s_switch (traced, "on for a sampled step", "off for a step not sampled");
 }
 
@@ -867,6 +879,7 @@ static void s_init (void)
     if (S.sample < 1)
         S.sample = 1;
     S.launch_cb = s_env_long ("AKD_LAUNCH_CB", S.sample > 1) != 0;
+    S.sample_flush = S.sample > 1 && s_env_long ("AKD_SAMPLE_FLUSH", 0) != 0;
     S.skip_ms = s_env_long ("AKD_SKIP_MS", 0);
     S.gate = (S.step_range || S.skip_ms > 0) && s_env_long ("AKD_GATE", 1) != 0;
     S.on = true;

@@ -524,12 +524,16 @@ static void test_sampled_steps (void **state)
     char *dir = ak_test_tmpdir ("discover-sample");
     char *count = ak_path_join (dir, "count.txt");
     char *akctl = ak_test_bin ("akctl");
-    for (int cb = 1; cb >= 0; cb--) {
+    /* mode 2: callbacks, and CUPTI's buffers flushed as the records go off
+       ($AKD_SAMPLE_FLUSH): the same records */
+    for (int mode = 2; mode >= 0; mode--) {
+        const int cb = mode >= 1;
         char *out = NULL;
         int code = ak_test_runf (&out, "%s AKD_FAKE_CUPTI_COUNT='%s' LD_LIBRARY_PATH='%s' '%s' discover --class "
                                  "FAKE/sm_90/drv0/nvrtc13.0 --step-range step --warmup-steps 1 --steps 2 --sample 2 "
-                                 "--out '%s/out%d' -- '%s' 7 cupti 2>&1", cb ? "" : "AKD_LAUNCH_CB=0", count, fake,
-                                 akctl, dir, cb, probe);
+                                 "--out '%s/out%d' -- '%s' 7 cupti 2>&1",
+                                 mode == 2 ? "AKD_SAMPLE_FLUSH=1" : cb ? "" : "AKD_LAUNCH_CB=0", count, fake,
+                                 akctl, dir, mode, probe);
         if (code != 0)
             fail_msg ("exit %d:\n%s", code, out ? out : "");
         s_contains (out, "matmul_8x32x16_fp32");
@@ -544,7 +548,7 @@ static void test_sampled_steps (void **state)
             fail_msg ("AKD_LAUNCH_CB=%d: the stand-in CUPTI counted '%s', expected 21 launches, 6 kernel records, "
                       "%d API records and %d callbacks", cb, counts, cb ? 0 : 21, cb ? 6 : 0);
         free (counts);
-        char *odir = ak_sprintf ("%s/out%d", dir, cb);
+        char *odir = ak_sprintf ("%s/out%d", dir, mode);
         akd_trace_t *trace = s_trace (odir);
         assert_int_equal (trace->sample, 2);
         assert_int_equal (s_events (trace, AKD_EV_LAUNCH, "cudaLaunchKernel"), cb ? 6 : 11);
@@ -572,9 +576,9 @@ static void test_sampled_steps (void **state)
                                         odir, dir), 0);
         free (out);
         assert_int_equal (ak_test_runf (&out, "'%s' discover --class FAKE/sm_90/drv0/nvrtc13.0 --from-trace "
-                                        "'%s/t.jsonl' --out '%s/again%d' 2>&1", akctl, dir, dir, cb), 0);
+                                        "'%s/t.jsonl' --out '%s/again%d' 2>&1", akctl, dir, dir, mode), 0);
         free (out);
-        hp = ak_sprintf ("%s/again%d/hotspots.json", dir, cb);
+        hp = ak_sprintf ("%s/again%d/hotspots.json", dir, mode);
         hot = json_load_file (hp, 0, &je);
         assert_non_null (hot);
         totals = json_object_get (hot, "totals");
