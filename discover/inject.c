@@ -44,6 +44,8 @@
     records; default 1 when sampled, else 0).  $AKD_SAMPLE_FLUSH=1: CUPTI's
     completed records are flushed before the kernel records go off (an
     experiment for CUDA-graph steps, docs/discover.md).
+    $AKD_LAUNCH_CB_DOMAINS=runtime or driver: the launch callbacks of that
+    API only (default both; an experiment on their cost, docs/discover.md).
 
     Never: change what the program computes or how it handles signals
     (handlers chain to the ones they replace), write the file from a CUDA or
@@ -88,6 +90,7 @@ static struct {
     long             warmup, steps;     /* steps 0: until exit */
     long             sample;            /* 1 step in sample traced (1: every step) */
     bool             launch_cb;         /* launches by callbacks, switched with the kernel records */
+    unsigned         cb_domains;        /* $AKD_LAUNCH_CB_DOMAINS: 1 runtime, 2 driver, 3 both */
     bool             sample_flush;      /* $AKD_SAMPLE_FLUSH: CUPTI's buffers flushed before the records go off */
     atomic_long      open_step;         /* the step count when the window opened (0: not yet) */
     long             skip_ms;
@@ -515,9 +518,9 @@ static CUptiResult s_enable_launch_records (void)
 static CUptiResult s_launch_callbacks (bool on)
 {
     CUptiResult r = CUPTI_SUCCESS;
-    for (size_t i = 0; r == CUPTI_SUCCESS && i < S_NRUNTIME; i++)
+    for (size_t i = 0; r == CUPTI_SUCCESS && (S.cb_domains & 1) && i < S_NRUNTIME; i++)
         r = C.cuptiEnableCallback (on, S.sub, CUPTI_CB_DOMAIN_RUNTIME_API, s_runtime_cbids[i]);
-    for (size_t i = 0; r == CUPTI_SUCCESS && i < S_NDRIVER; i++)
+    for (size_t i = 0; r == CUPTI_SUCCESS && (S.cb_domains & 2) && i < S_NDRIVER; i++)
         r = C.cuptiEnableCallback (on, S.sub, CUPTI_CB_DOMAIN_DRIVER_API, s_driver_cbids[i]);
     return r;
 }
@@ -880,6 +883,8 @@ static void s_init (void)
         S.sample = 1;
     S.launch_cb = s_env_long ("AKD_LAUNCH_CB", S.sample > 1) != 0;
     S.sample_flush = S.sample > 1 && s_env_long ("AKD_SAMPLE_FLUSH", 0) != 0;
+    const char *dom = getenv ("AKD_LAUNCH_CB_DOMAINS");
+    S.cb_domains = dom && strcmp (dom, "runtime") == 0 ? 1u : dom && strcmp (dom, "driver") == 0 ? 2u : 3u;
     S.skip_ms = s_env_long ("AKD_SKIP_MS", 0);
     S.gate = (S.step_range || S.skip_ms > 0) && s_env_long ("AKD_GATE", 1) != 0;
     S.on = true;

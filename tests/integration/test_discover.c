@@ -589,6 +589,26 @@ static void test_sampled_steps (void **state)
         free (hp);
         free (odir);
     }
+    /* the callbacks of one API only ($AKD_LAUNCH_CB_DOMAINS): the stand-in
+       CUPTI launches through the runtime, so "runtime" records its 6 traced
+       launches and "driver" none of them */
+    for (int drv = 0; drv < 2; drv++) {
+        char *out = NULL;
+        ak_test_runf (&out, "AKD_LAUNCH_CB_DOMAINS=%s AKD_FAKE_CUPTI_COUNT='%s' LD_LIBRARY_PATH='%s' '%s' discover "
+                      "--class FAKE/sm_90/drv0/nvrtc13.0 --step-range step --warmup-steps 1 --steps 2 --sample 2 "
+                      "--out '%s/dom%d' -- '%s' 7 cupti 2>&1", drv ? "driver" : "runtime", count, fake, akctl,
+                      dir, drv, probe);
+        free (out);
+        char *counts = NULL;
+        assert_int_equal (ak_test_runf (&counts, "cat '%s'", count), 0);
+        int launches = -1, kernels = -1, apis = -1, cbs = -1;
+        if (sscanf (counts, "launches %d kernel_records %d api_records %d callbacks %d", &launches, &kernels, &apis,
+                    &cbs) != 4
+            || launches != 21 || kernels != 6 || apis != 0 || cbs != (drv ? 0 : 6))
+            fail_msg ("AKD_LAUNCH_CB_DOMAINS=%s: the stand-in CUPTI counted '%s', expected %d callbacks",
+                      drv ? "driver" : "runtime", counts, drv ? 0 : 6);
+        free (counts);
+    }
     free (akctl);
     free (count);
     ak_test_rmtree (dir);
