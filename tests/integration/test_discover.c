@@ -501,6 +501,21 @@ static void test_cupti_side (void **state)
     free (probe);
 }
 
+/* What the stand-in CUPTI counted in the run that wrote path: 21 launches
+   and 6 kernel records (the probe's 7 steps, 2 of them traced), apis API
+   records and cbs launch callbacks; else the test fails naming how (what). */
+static void s_fake_counts (const char *path, const char *how, int apis, int cbs)
+{
+    char *counts = NULL;
+    assert_int_equal (ak_test_runf (&counts, "cat '%s'", path), 0);
+    int launches = -1, kernels = -1, a = -1, c = -1;
+    if (sscanf (counts, "launches %d kernel_records %d api_records %d callbacks %d", &launches, &kernels, &a, &c) != 4
+        || launches != 21 || kernels != 6 || a != apis || c != cbs)
+        fail_msg ("%s: the stand-in CUPTI counted '%s', expected 21 launches, 6 kernel records, %d API records and "
+                  "%d callbacks", how, counts, apis, cbs);
+    free (counts);
+}
+
 /*  --sample 2 through the stand-in CUPTI: 7 steps of the probe (each a
     20 us and a 3 us kernel in ranges, a 1 us one after the step), warm-up
     1, 2 traced steps: the window is steps 2 to 5 and steps 2 and 4 are
@@ -513,7 +528,9 @@ static void test_cupti_side (void **state)
     which the 11 inside the window are in the trace).  Either way the 2
     loose kernels after the traced steps are left out and the figures are
     the traced steps': 23 us a step over 2 steps, the step time from the
-    untraced steps. */
+    untraced steps.  Also with $AKD_SAMPLE_FLUSH=1 (the same
+    records), and with the callbacks of one launch API only
+    ($AKD_LAUNCH_CB_DOMAINS). */
 static void test_sampled_steps (void **state)
 {
     (void) state;
@@ -539,15 +556,7 @@ static void test_sampled_steps (void **state)
         s_contains (out, "matmul_8x32x16_fp32");
         s_contains (out, "sampled, 1 step in 2 traced (2 of 4); 2 kernels outside a traced step left out");
         free (out);
-        char *counts = NULL;
-        assert_int_equal (ak_test_runf (&counts, "cat '%s'", count), 0);
-        int launches = -1, kernels = -1, apis = -1, cbs = -1;
-        if (sscanf (counts, "launches %d kernel_records %d api_records %d callbacks %d", &launches, &kernels, &apis,
-                    &cbs) != 4
-            || launches != 21 || kernels != 6 || apis != (cb ? 0 : 21) || cbs != (cb ? 6 : 0))
-            fail_msg ("AKD_LAUNCH_CB=%d: the stand-in CUPTI counted '%s', expected 21 launches, 6 kernel records, "
-                      "%d API records and %d callbacks", cb, counts, cb ? 0 : 21, cb ? 6 : 0);
-        free (counts);
+        s_fake_counts (count, cb ? "AKD_LAUNCH_CB=1" : "AKD_LAUNCH_CB=0", cb ? 0 : 21, cb ? 6 : 0);
         char *odir = ak_sprintf ("%s/out%d", dir, mode);
         akd_trace_t *trace = s_trace (odir);
         assert_int_equal (trace->sample, 2);
@@ -599,15 +608,7 @@ static void test_sampled_steps (void **state)
                       "--out '%s/dom%d' -- '%s' 7 cupti 2>&1", drv ? "driver" : "runtime", count, fake, akctl,
                       dir, drv, probe);
         free (out);
-        char *counts = NULL;
-        assert_int_equal (ak_test_runf (&counts, "cat '%s'", count), 0);
-        int launches = -1, kernels = -1, apis = -1, cbs = -1;
-        if (sscanf (counts, "launches %d kernel_records %d api_records %d callbacks %d", &launches, &kernels, &apis,
-                    &cbs) != 4
-            || launches != 21 || kernels != 6 || apis != 0 || cbs != (drv ? 0 : 6))
-            fail_msg ("AKD_LAUNCH_CB_DOMAINS=%s: the stand-in CUPTI counted '%s', expected %d callbacks",
-                      drv ? "driver" : "runtime", counts, drv ? 0 : 6);
-        free (counts);
+        s_fake_counts (count, drv ? "AKD_LAUNCH_CB_DOMAINS=driver" : "AKD_LAUNCH_CB_DOMAINS=runtime", 0, drv ? 0 : 6);
     }
     free (akctl);
     free (count);
