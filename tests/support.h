@@ -101,8 +101,7 @@ bool  ak_test_asan_runtime (char *buf, size_t len);
    tests' own calls of the same verbs keep it). */
 bool  ak_test_wait (bool (*fn) (void *arg), void *arg, int timeout_ms);
 
-/* The pieces of the above that tests/cluster.c shares with support.c:
-   a pause; LeakSanitizer off in the processes started until
+/* Helpers of support.c that tests/cluster.c uses too: a pause; LeakSanitizer off in the processes started until
    ak_test_leak_scan_on (which takes back what ak_test_leak_scan_off
    returned); vasprintf that fails the test when it fails; and ak_test_run
    that, with echo, prints the command, its exit code and its stdout. */
