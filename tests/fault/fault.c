@@ -84,20 +84,6 @@ uint64_t ak_fault_now_ms (void)
     return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
 }
 
-void ak_fault_sleep_ms (int ms)
-{
-    struct timespec ts = { ms / 1000, (long) (ms % 1000) * 1000000L };
-    while (nanosleep (&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-int ak_fault_free_port (void)
-{
-    int port;
-    ak_test_free_ports (&port, 1);
-    return port;
-}
-
 // ============================================================= coordinator
 
 zsock_t *ak_fault_dealer (const char *endpoint)
@@ -339,7 +325,7 @@ void ak_fault_wait_complete (ak_fault_coord_t *self, const char *batch_id, int t
     while (ak_fault_now_ms () < until) {
         if (strcmp (ak_fault_batch_state (self, batch_id, state, sizeof state), "complete") == 0)
             return;
-        ak_fault_sleep_ms (100);
+        ak_test_sleep_ms (100);
     }
     json_t *j = NULL;
     ak_fault_call (self, 2000, "status", batch_id, NULL, NULL, &j, NULL);

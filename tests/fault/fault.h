@@ -29,11 +29,9 @@ void  ak_fault_reap_all (void);
 /* True while pid (our child) has not exited; reaps it when it has. */
 bool  ak_fault_alive (pid_t pid);
 
-/* Milliseconds on the monotonic clock; sleeping. */
+/* Milliseconds on the monotonic clock (sleeping: ak_test_sleep_ms; free
+   ports: ak_test_free_ports, support.h). */
 uint64_t ak_fault_now_ms (void);
-void     ak_fault_sleep_ms (int ms);
-/* A free TCP port on 127.0.0.1. */
-int      ak_fault_free_port (void);
 
 /* A DEALER socket connected to endpoint, linger 0 (the test fails if it
    cannot be made). */

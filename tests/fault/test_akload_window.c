@@ -47,7 +47,7 @@ static int s_akload (char *const argv[], const char *log, int timeout_ms)
     int status = 0;
     pid_t r;
     while ((r = waitpid (pid, &status, WNOHANG)) == 0 && ak_fault_now_ms () < until)
-        ak_fault_sleep_ms (50);
+        ak_test_sleep_ms (50);
     if (r == 0) {
         ak_test_stop (pid, SIGKILL, 5000);
         fail_msg ("akload still ran after %d ms (log %s)", timeout_ms, log);
@@ -141,7 +141,9 @@ static void test_window_never_opens (void **state)
     char *log = ak_path_join (dir, "akload.log");
     char *ready = ak_path_join (dir, "ready");
     char ep[64];
-    snprintf (ep, sizeof ep, "tcp://127.0.0.1:%d", ak_fault_free_port ());
+    int port;
+    ak_test_free_ports (&port, 1);
+    snprintf (ep, sizeof ep, "tcp://127.0.0.1:%d", port);
     char *argv[] = { akload, "--coordinator", ep, "--workers", "2", "--duration-s", "1",
                      "--warmup-from", "registered", "--ready-file", ready, "--log-level", "warn", NULL };
     assert_int_equal (s_akload (argv, log, 20000), 1);

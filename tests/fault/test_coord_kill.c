@@ -58,7 +58,7 @@ static void test_kill_coordinator_three_times (void **state)
         uint64_t until = ak_fault_now_ms () + 60000;
         int64_t done = 0;
         while ((done = ak_fault_count (c, batch, "done")) < target && ak_fault_now_ms () < until)
-            ak_fault_sleep_ms (20);
+            ak_test_sleep_ms (20);
         if (done < target)
             fail_msg ("kill %d: only %lld of %lld tasks done after 60 s", k + 1, (long long) done,
                       (long long) target);

@@ -255,7 +255,7 @@ static void test_hostile_frames_while_a_batch_runs (void **state)
     char state_buf[32] = "";
     int64_t done_during = 0;
     while (rounds < S_ROUNDS) {
-        ak_fault_sleep_ms (S_ROUND_MS);
+        ak_test_sleep_ms (S_ROUND_MS);
         s_worker_round (c, reg, "B000001.0002");
         s_client_round (c);
         s_oversized (c->workers);
@@ -279,7 +279,7 @@ static void test_hostile_frames_while_a_batch_runs (void **state)
         rc = ak_fault_stat (c, "rejected", "clients") - rc0;
         if (rw >= S_ROUNDS * S_WORKER_REJECTS && rc >= S_ROUNDS * S_CLIENT_REJECTS)
             break;
-        ak_fault_sleep_ms (50);
+        ak_test_sleep_ms (50);
     }
     st = ak_fault_json (c, "stats", NULL, NULL);
     int64_t closed_w = json_integer_value (json_object_get (

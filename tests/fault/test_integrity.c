@@ -286,7 +286,7 @@ static void test_hello_limits_and_paged_workers (void **state)
     }
     uint64_t until = ak_fault_now_ms () + 10000;
     while (ak_fault_stat (c, "workers_known", NULL) < 25 && ak_fault_now_ms () < until)
-        ak_fault_sleep_ms (50);
+        ak_test_sleep_ms (50);
     assert_int_equal (ak_fault_stat (c, "workers_known", NULL), 25);
     char *after = NULL;
     int pages = 0, seen = 0;
@@ -332,7 +332,7 @@ static void test_lease_deadline_survives_restarts (void **state)
     zsock_t *w = s_one_slot (c, "holder-1", &a);
     char *t1 = ak_strdup (a->assign->task_id);
     ak_fault_raw_started (w, t1, 1);
-    ak_fault_sleep_ms (300);                    /* the start is committed */
+    ak_test_sleep_ms (300);                    /* the start is committed */
     ak_envelope_free (&a);
     zsock_destroy (&w);                         /* holder-1 is gone for good */
 
@@ -345,7 +345,7 @@ static void test_lease_deadline_survives_restarts (void **state)
         ak_fault_coord_kill (c, SIGKILL);
         ak_fault_coord_start (c);
         restarts++;
-        ak_fault_sleep_ms (700);
+        ak_test_sleep_ms (700);
         free (attempt);
         attempt = s_task_field (c, t1, "attempt");
         if (strcmp (attempt, "1") != 0)
@@ -375,7 +375,7 @@ static void test_reregistering_without_a_task_releases_it (void **state)
     assert_non_null (a1);
     assert_non_null (a2);
     ak_fault_raw_started (w, a1->assign->task_id, 1);
-    ak_fault_sleep_ms (300);
+    ak_test_sleep_ms (300);
     zsock_destroy (&w);
 
     /* a restart; holder-2 comes back holding only the first */

@@ -305,7 +305,7 @@ static void s_partition (bool netns)
     /* the far workers work, and hold leases when the partition comes */
     uint64_t until = ak_fault_now_ms () + 30000;
     while (s_worker_int (c, "far-1", "tasks_done", NULL) < 3 && ak_fault_now_ms () < until)
-        ak_fault_sleep_ms (50);
+        ak_test_sleep_ms (50);
     if (s_worker_int (c, "far-1", "tasks_done", NULL) < 3)
         fail_msg ("the far workers did not get to work through %s (log %s)",
                   netns ? "the veth pair" : "the proxy", far_log);
@@ -326,7 +326,7 @@ static void s_partition (bool netns)
             dead = dead && strcmp (st, "dead") == 0;
         }
         if (!dead)
-            ak_fault_sleep_ms (50);
+            ak_test_sleep_ms (50);
     }
     if (!dead)
         fail_msg ("the far workers are not declared dead 10 s into the partition");
@@ -335,7 +335,7 @@ static void s_partition (bool netns)
     until = ak_fault_now_ms () + 30000;
     int64_t done_during = ak_fault_count (c, batch, "done");
     while (done_during <= done_before && ak_fault_now_ms () < until) {
-        ak_fault_sleep_ms (50);
+        ak_test_sleep_ms (50);
         done_during = ak_fault_count (c, batch, "done");
     }
     assert_true (done_during > done_before);
@@ -354,7 +354,7 @@ static void s_partition (bool netns)
             back = back && regs >= 2 && strcmp (st, "alive") == 0;
         }
         if (!back)
-            ak_fault_sleep_ms (50);
+            ak_test_sleep_ms (50);
     }
     if (!back)
         fail_msg ("the far workers did not register again within 30 s of the heal");

@@ -118,7 +118,7 @@ static void test_retry_failed (void **state)
     ak_fault_sim_destroy (&doomed);
     uint64_t until = ak_fault_now_ms () + 10000;
     while (ak_fault_count (c, batch, "poisoned") < 2 && ak_fault_now_ms () < until)
-        ak_fault_sleep_ms (50);
+        ak_test_sleep_ms (50);
     assert_int_equal (ak_fault_count (c, batch, "poisoned"), 2);
 
     /* the rest: three failures */

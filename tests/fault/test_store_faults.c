@@ -77,7 +77,7 @@ static void test_map_full_then_grown (void **state)
     while (ak_fault_stat (c, "store_full", NULL) == 0 && ak_fault_now_ms () < until) {
         if (ak_fault_count (c, batch, "done") == total)
             fail_msg ("the batch completed in a 1M map: the test needs a smaller one");
-        ak_fault_sleep_ms (50);
+        ak_test_sleep_ms (50);
     }
     json_t *st = ak_fault_json (c, "stats", NULL, NULL);
     const char *why = json_string_value (json_object_get (st, "last_commit_error"));
@@ -97,7 +97,7 @@ static void test_map_full_then_grown (void **state)
     /* a retry of the commit, polled (it used to be a fixed 1.5 s) */
     until = ak_fault_now_ms () + 30000;
     while (ak_fault_stat (c, "store_full", NULL) < 2 && ak_fault_now_ms () < until)
-        ak_fault_sleep_ms (50);
+        ak_test_sleep_ms (50);
     assert_true (ak_fault_stat (c, "store_full", NULL) >= 2);
     if (ak_fault_stat (c, "commits", NULL) == commits)
         assert_int_equal (ak_fault_count (c, batch, "done"), done);
@@ -193,7 +193,7 @@ static void test_disk_full_then_freed (void **state)
     pid_t load = s_akload (c, "disk", "4", "2", stats);
     uint64_t until = ak_fault_now_ms () + 60000;
     while (ak_fault_count (c, batch, "done") < 50 && ak_fault_now_ms () < until)
-        ak_fault_sleep_ms (20);
+        ak_test_sleep_ms (20);
 
     /* the disk fills up: the store cannot grow past its size now */
     char *data = ak_path_join (c->store, "data.mdb");
@@ -204,7 +204,7 @@ static void test_disk_full_then_freed (void **state)
     while (ak_fault_stat (c, "store_full", NULL) == 0 && ak_fault_now_ms () < until) {
         if (ak_fault_count (c, batch, "done") == total)
             fail_msg ("the batch completed without growing its store");
-        ak_fault_sleep_ms (50);
+        ak_test_sleep_ms (50);
     }
 
     /* counted, with the reason and the store in stats (an operator's) */

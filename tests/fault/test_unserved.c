@@ -133,7 +133,7 @@ static void test_unserved_class (void **state)
     assert_non_null (strstr (out, "waiting: no live worker of class host"));
     free (out);
     /* once at WARN, however many heartbeats pass */
-    ak_fault_sleep_ms (1200);
+    ak_test_sleep_ms (1200);
     assert_int_equal (ak_fault_occurrences (c->log, "WARN waiting: no live worker of class host"), 1);
 
     /* 3. workers of the class register and take the work (holding it) */
@@ -153,7 +153,7 @@ static void test_unserved_class (void **state)
     ak_fault_sim_destroy (&sim);
     uint64_t until = ak_fault_now_ms () + 20000;
     while (ak_fault_count (c, batch, "queued") < 5 && ak_fault_now_ms () < until)
-        ak_fault_sleep_ms (100);
+        ak_test_sleep_ms (100);
     assert_int_equal (ak_fault_count (c, batch, "queued"), 5);
     w = s_waiting (c, batch);
     assert_int_equal (json_array_size (w), 1);
@@ -163,8 +163,8 @@ static void test_unserved_class (void **state)
     json_decref (w);
     until = ak_fault_now_ms () + 5000;
     while (ak_fault_occurrences (c->log, "WARN waiting: no live worker of class host") < 2 && ak_fault_now_ms () < until)
-        ak_fault_sleep_ms (100);
-    ak_fault_sleep_ms (600);
+        ak_test_sleep_ms (100);
+    ak_test_sleep_ms (600);
     assert_int_equal (ak_fault_occurrences (c->log, "WARN waiting: no live worker of class host"), 2);
     assert_true (ak_fault_occurrences (c->log, "its 3 workers are dead") >= 1);
 

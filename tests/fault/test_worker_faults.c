@@ -101,7 +101,7 @@ static void s_wait_started (ak_fault_coord_t *c, const char *id, const char *tas
         json_decref (all);
         if (started)
             return;
-        ak_fault_sleep_ms (50);
+        ak_test_sleep_ms (50);
     }
     fail_msg ("worker %s did not start %s within %d ms (see %s/%s.log)", id, task, timeout_ms, c->dir, id);
 }
@@ -117,7 +117,7 @@ static void s_wait_terminal (ak_fault_coord_t *c, const char *task, int timeout_
         json_decref (j);
         if (terminal)
             return;
-        ak_fault_sleep_ms (100);
+        ak_test_sleep_ms (100);
     }
     fail_msg ("task %s not finished within %d ms", task, timeout_ms);
 }
@@ -227,7 +227,7 @@ static void test_kill_worker_mid_task (void **state)
        spinning in the kernel */
     until = ak_fault_now_ms () + 5000;
     while (kill (exec_pid, 0) == 0 && ak_fault_now_ms () < until)
-        ak_fault_sleep_ms (20);
+        ak_test_sleep_ms (20);
     if (kill (exec_pid, 0) == 0)
         fail_msg ("wa's executor %d outlived its daemon's kill -9", exec_pid);
     fprintf (stderr, "kill -9 of wa: its executor %d gone, the task moved to wb after %llu ms\n",
@@ -257,8 +257,8 @@ static void test_receipt_survives_worker_restart (void **state)
     uint64_t until = ak_fault_now_ms () + 30000;
     while (!(s_log_has (log, "task B000001.0001#1: ok") && s_log_has (log, "task " S_HANG "#1: timeout"))
            && ak_fault_now_ms () < until)
-        ak_fault_sleep_ms (50);
-    ak_fault_sleep_ms (100);
+        ak_test_sleep_ms (50);
+    ak_test_sleep_ms (100);
     size_t spooled = s_files (spool);
     if (spooled < 1 || spooled > 2)
         fail_msg ("%s holds %zu receipts, expected the timed-out task's (and maybe the preflight's)",
@@ -279,7 +279,7 @@ static void test_receipt_survives_worker_restart (void **state)
     json_decref (show);
     until = ak_fault_now_ms () + 10000;
     while (s_files (spool) != 0 && ak_fault_now_ms () < until)
-        ak_fault_sleep_ms (50);
+        ak_test_sleep_ms (50);
     assert_int_equal (s_files (spool), 0);
     assert_true (s_log_has (log, "unacknowledged receipt(s) of an earlier run loaded"));
     free (log);
@@ -312,7 +312,7 @@ static void test_sigstop_worker (void **state)
     assert_string_equal (json_string_value (json_object_get (w, "state")), "dead");
     assert_int_equal (json_integer_value (json_object_get (w, "registrations")), 1);
     json_decref (all);
-    ak_fault_sleep_ms (500);
+    ak_test_sleep_ms (500);
     assert_int_equal (kill (d, SIGCONT), 0);
 
     /* wd registers again on its own and is alive */
@@ -324,7 +324,7 @@ static void test_sigstop_worker (void **state)
             && json_integer_value (json_object_get (w, "registrations")) == 2;
         json_decref (all);
         if (!back)
-            ak_fault_sleep_ms (50);
+            ak_test_sleep_ms (50);
     }
     if (!back)
         fail_msg ("wd did not register again after SIGCONT");
@@ -335,7 +335,7 @@ static void test_sigstop_worker (void **state)
     s_wait_terminal (c, S_HANG, 30000);
     until = ak_fault_now_ms () + 15000;
     while (ak_fault_stat (c, "security", "receipts_refused") < 1 && ak_fault_now_ms () < until)
-        ak_fault_sleep_ms (100);
+        ak_test_sleep_ms (100);
     size_t dups = 0;
     json_t *show = NULL;
     json_t *acc = s_accepted (c, S_HANG, &dups, &show);
