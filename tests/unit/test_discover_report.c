@@ -168,6 +168,17 @@ static void test_workloads (void **state)
     assert_true (none->gpu_ns == 2000 && none->launches == 2);
 }
 
+/* text (JSON lines) read as the trace `name` into *t_p (the test fails if
+   it is not one), and attributed. */
+static akd_attr_t *s_attr_of (const char *text, const char *name, akd_trace_t **t_p)
+{
+    akd_attr_t *a = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (akd_trace_parse (text, strlen (text), name, t_p, &err), 0);
+    assert_int_equal (akd_attribute (*t_p, &a, &err), 0);
+    return a;
+}
+
 /* A mapped range with no dtype anywhere on its stack is unmapped, saying so. */
 static void test_dtype_unknown (void **state)
 {
@@ -180,10 +191,8 @@ static void test_dtype_unknown (void **state)
         "{\"t\":\"kernel\",\"corr\":1,\"start\":10,\"end\":20,\"grid\":[1,1,1],\"block\":[1,1,1],\"name\":\"k\"}\n"
         "{\"t\":\"end\"}\n";
     akd_trace_t *t = NULL;
-    akd_attr_t *a = NULL;
+    akd_attr_t *a = s_attr_of (text, "d.jsonl", &t);
     ak_err_t err = { 0 };
-    assert_int_equal (akd_trace_parse (text, strlen (text), "d.jsonl", &t, &err), 0);
-    akd_attribute (t, &a, &err);
     akd_hotspots_t *h = akd_hotspots_build (a);
     assert_int_equal (h->nworkloads, 0);
     assert_int_equal (h->nunmapped, 1);
@@ -215,10 +224,7 @@ static void test_kernels_at_once (void **state)
         "{\"t\":\"kernel\",\"corr\":1,\"dev\":0,\"start\":10,\"end\":20,\"grid\":[1,1,1],\"block\":[1,1,1],\"name\":\"k\"}\n"
         "{\"t\":\"end\"}\n";
     akd_trace_t *t = NULL;
-    akd_attr_t *a = NULL;
-    ak_err_t err = { 0 };
-    assert_int_equal (akd_trace_parse (text, strlen (text), "o.jsonl", &t, &err), 0);
-    assert_int_equal (akd_attribute (t, &a, &err), 0);
+    akd_attr_t *a = s_attr_of (text, "o.jsonl", &t);
     assert_int_equal (a->nkernels, 8);
     assert_true (fabs (a->overlap - 2.5) < 1e-12);
     assert_int_equal (a->overlap_dev, 0);
@@ -353,11 +359,9 @@ static void test_no_empty_batch (void **state)
         "{\"t\":\"pop\",\"seq\":3,\"tid\":1}\n"
         "{\"t\":\"kernel\",\"corr\":1,\"start\":10,\"end\":20,\"grid\":[1,1,1],\"block\":[1,1,1],\"name\":\"k|x\"}\n";
     akd_trace_t *t = NULL;
-    akd_attr_t *a = NULL;
+    akd_attr_t *a = s_attr_of (text, "n.jsonl", &t);
     ak_err_t err = { 0 };
-    assert_int_equal (akd_trace_parse (text, strlen (text), "n.jsonl", &t, &err), 0);
     assert_true (akd_trace_partial (t));          /* no end line */
-    akd_attribute (t, &a, &err);
     akd_hotspots_t *h = akd_hotspots_build (a);
     char *dir = ak_test_tmpdir ("discover-nobatch");
     assert_int_equal (akd_hotspots_write (h, t, dir, NULL, "/nonexistent", &err), 0);
