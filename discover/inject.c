@@ -41,9 +41,10 @@
     activity records (which cannot be turned on once the program runs):
     switched with the kernel records, so the untraced steps' launches cost
     no CUPTI record of either kind ($AKD_LAUNCH_CB: 1 callbacks, 0 activity
-    records; default 1 when sampled, else 0).  $AKD_SAMPLE_FLUSH=1: CUPTI's
-    completed records are flushed before the kernel records go off (an
-    experiment for CUDA-graph steps, docs/discover.md).
+    records; default 1 when sampled, else 0).  CUPTI's completed records
+    are flushed before the kernel records go off ($AKD_SAMPLE_FLUSH=0: not):
+    without it a CUDA graph's records got their ends from later, untraced
+    replays (docs/discover.md).
     $AKD_LAUNCH_CB_DOMAINS=runtime or driver: the launch callbacks of that
     API only (default both; an experiment on their cost, docs/discover.md).
 
@@ -91,7 +92,7 @@ static struct {
     long             sample;            /* 1 step in sample traced (1: every step) */
     bool             launch_cb;         /* launches by callbacks, switched with the kernel records */
     unsigned         cb_domains;        /* $AKD_LAUNCH_CB_DOMAINS: 1 runtime, 2 driver, 3 both */
-    bool             sample_flush;      /* $AKD_SAMPLE_FLUSH: CUPTI's buffers flushed before the records go off */
+    bool             sample_flush;      /* CUPTI's buffers flushed before the records go off ($AKD_SAMPLE_FLUSH=0: not) */
     atomic_long      open_step;         /* the step count when the window opened (0: not yet) */
     long             skip_ms;
     struct timespec  t0;
@@ -580,9 +581,12 @@ static void s_gate (bool on)
     the records stay as they are. */
 static void s_sample (bool traced)
 {
-    /* $AKD_SAMPLE_FLUSH=1 (an experiment, docs/discover.md): the records
-       CUPTI holds of the traced step's kernels are asked for (completed
-       ones, as the flusher does) before they are switched off */
+    /* the records CUPTI holds of the traced step's kernels are asked for
+       (completed ones, as the flusher does) before they are switched off:
+       on the H100 (session 36) a CUDA graph's kernel records otherwise
+       took their ends from the untraced replays after it (33 ms median
+       for kernels of 2 us); with the flush they were the unsampled run's
+       ($AKD_SAMPLE_FLUSH=0: no flush; docs/discover.md) */
     if (!traced && S.sample_flush && atomic_load (&S.cupti_on)) {
         pthread_mutex_lock (&S.gate_mu);
         if (S.cupti_ready && S.records_on)
@@ -882,7 +886,7 @@ static void s_init (void)
     if (S.sample < 1)
         S.sample = 1;
     S.launch_cb = s_env_long ("AKD_LAUNCH_CB", S.sample > 1) != 0;
-    S.sample_flush = S.sample > 1 && s_env_long ("AKD_SAMPLE_FLUSH", 0) != 0;
+    S.sample_flush = S.sample > 1 && s_env_long ("AKD_SAMPLE_FLUSH", 1) != 0;
     const char *dom = getenv ("AKD_LAUNCH_CB_DOMAINS");
     S.cb_domains = dom && strcmp (dom, "runtime") == 0 ? 1u : dom && strcmp (dom, "driver") == 0 ? 2u : 3u;
     S.skip_ms = s_env_long ("AKD_SKIP_MS", 0);

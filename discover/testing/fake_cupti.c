@@ -20,8 +20,11 @@
     subscriber's callback for cudaLaunchKernel is enabled (at any time), a
     launch calls it on the API's entry and exit, with the launch's
     correlation id.  With $AKD_FAKE_CUPTI_COUNT=PATH it writes, at exit,
-    "launches N kernel_records K api_records A callbacks C" to PATH (C:
-    launches that called the callback).  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
+    "launches N kernel_records K api_records A callbacks C flush_offs F"
+    to PATH (C: launches that called the callback; F: the times
+    CONCURRENT_KERNEL was disabled right after a flush without
+    CUPTI_ACTIVITY_FLAG_FLUSH_FORCED on the same thread, as a sampled
+    step's switch does by default).  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as when another tool
     holds CUPTI.
 
@@ -54,15 +57,17 @@ static char s_names[S_MAX][64];
 static int s_n;
 static int s_device_sent;
 static _Atomic int s_kernels_on, s_api_on, s_launch_cb_on;
-static _Atomic int s_launches, s_kernel_recs, s_api_recs, s_callbacks;
+static _Atomic int s_launches, s_kernel_recs, s_api_recs, s_callbacks, s_flush_offs;
+static __thread int T_flushed;          /* this thread's last CUPTI call: a flush with flag 0 */
 
 __attribute__ ((destructor)) static void s_count (void)
 {
     const char *path = getenv ("AKD_FAKE_CUPTI_COUNT");
     FILE *f = path && *path ? fopen (path, "w") : NULL;
     if (f) {
-        fprintf (f, "launches %d kernel_records %d api_records %d callbacks %d\n", atomic_load (&s_launches),
-                 atomic_load (&s_kernel_recs), atomic_load (&s_api_recs), atomic_load (&s_callbacks));
+        fprintf (f, "launches %d kernel_records %d api_records %d callbacks %d flush_offs %d\n",
+                 atomic_load (&s_launches), atomic_load (&s_kernel_recs), atomic_load (&s_api_recs),
+                 atomic_load (&s_callbacks), atomic_load (&s_flush_offs));
         fclose (f);
     }
 }
@@ -116,8 +121,18 @@ static CUptiResult s_kind (CUpti_ActivityKind k, int on)
         atomic_store (&s_api_on, on);
     return CUPTI_SUCCESS;
 }
-CUptiResult cuptiActivityEnable (CUpti_ActivityKind k) { return s_kind (k, 1); }
-CUptiResult cuptiActivityDisable (CUpti_ActivityKind k) { return s_kind (k, 0); }
+CUptiResult cuptiActivityEnable (CUpti_ActivityKind k)
+{
+    T_flushed = 0;
+    return s_kind (k, 1);
+}
+CUptiResult cuptiActivityDisable (CUpti_ActivityKind k)
+{
+    if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && T_flushed)
+        atomic_fetch_add (&s_flush_offs, 1);
+    T_flushed = 0;
+    return s_kind (k, 0);
+}
 CUptiResult cuptiActivityEnableRuntimeApi (CUpti_CallbackId c, uint8_t e)
 {
     if (c == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 && atomic_load (&s_launches) == 0)
@@ -167,7 +182,7 @@ CUptiResult cuptiActivityGetNextRecord (uint8_t *buf, size_t valid, CUpti_Activi
 
 CUptiResult cuptiActivityFlushAll (uint32_t flag)
 {
-    (void) flag;
+    T_flushed = flag == 0;
     if (!s_req || !s_done)
         return CUPTI_SUCCESS;
     pthread_mutex_lock (&s_mu);

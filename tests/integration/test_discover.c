@@ -504,15 +504,17 @@ static void test_cupti_side (void **state)
 /* What the stand-in CUPTI counted in the run that wrote path: 21 launches
    and 6 kernel records (the probe's 7 steps, 2 of them traced), apis API
    records and cbs launch callbacks; else the test fails naming how (what). */
-static void s_fake_counts (const char *path, const char *how, int apis, int cbs)
+static void s_fake_counts (const char *path, const char *how, int apis, int cbs, int flush_offs)
 {
     char *counts = NULL;
     assert_int_equal (ak_test_runf (&counts, "cat '%s'", path), 0);
-    int launches = -1, kernels = -1, a = -1, c = -1;
-    if (sscanf (counts, "launches %d kernel_records %d api_records %d callbacks %d", &launches, &kernels, &a, &c) != 4
-        || launches != 21 || kernels != 6 || a != apis || c != cbs)
-        fail_msg ("%s: the stand-in CUPTI counted '%s', expected 21 launches, 6 kernel records, %d API records and "
-                  "%d callbacks", how, counts, apis, cbs);
+    int launches = -1, kernels = -1, a = -1, c = -1, f = -1;
+    if (sscanf (counts, "launches %d kernel_records %d api_records %d callbacks %d flush_offs %d", &launches,
+                &kernels, &a, &c, &f) != 5
+        || launches != 21 || kernels != 6 || a != apis || c != cbs || f != flush_offs)
+        fail_msg ("%s: the stand-in CUPTI counted '%s', expected 21 launches, 6 kernel records, %d API records, "
+                  "%d callbacks and %d flushes just before the kernel records went off", how, counts, apis, cbs,
+                  flush_offs);
     free (counts);
 }
 
@@ -528,8 +530,10 @@ static void s_fake_counts (const char *path, const char *how, int apis, int cbs)
     which the 11 inside the window are in the trace).  Either way the 2
     loose kernels after the traced steps are left out and the figures are
     the traced steps': 23 us a step over 2 steps, the step time from the
-    untraced steps.  Also with $AKD_SAMPLE_FLUSH=1 (the same
-    records), and with the callbacks of one launch API only
+    untraced steps.  Each time the records go off for an untraced step
+    (steps 3 and 5) CUPTI's completed records were flushed just before, on
+    the same thread: 2 such flushes; with $AKD_SAMPLE_FLUSH=0 none, and
+    the same records.  Also with the callbacks of one launch API only
     ($AKD_LAUNCH_CB_DOMAINS). */
 static void test_sampled_steps (void **state)
 {
@@ -541,22 +545,23 @@ static void test_sampled_steps (void **state)
     char *dir = ak_test_tmpdir ("discover-sample");
     char *count = ak_path_join (dir, "count.txt");
     char *akctl = ak_test_bin ("akctl");
-    /* mode 2: callbacks, and CUPTI's buffers flushed as the records go off
-       ($AKD_SAMPLE_FLUSH): the same records */
+    /* mode 2: callbacks, without the flush before the records go off
+       ($AKD_SAMPLE_FLUSH=0): the same records */
     for (int mode = 2; mode >= 0; mode--) {
         const int cb = mode >= 1;
         char *out = NULL;
         int code = ak_test_runf (&out, "%s AKD_FAKE_CUPTI_COUNT='%s' LD_LIBRARY_PATH='%s' '%s' discover --class "
                                  "FAKE/sm_90/drv0/nvrtc13.0 --step-range step --warmup-steps 1 --steps 2 --sample 2 "
                                  "--out '%s/out%d' -- '%s' 7 cupti 2>&1",
-                                 mode == 2 ? "AKD_SAMPLE_FLUSH=1" : cb ? "" : "AKD_LAUNCH_CB=0", count, fake,
+                                 mode == 2 ? "AKD_SAMPLE_FLUSH=0" : cb ? "" : "AKD_LAUNCH_CB=0", count, fake,
                                  akctl, dir, mode, probe);
         if (code != 0)
             fail_msg ("exit %d:\n%s", code, out ? out : "");
         s_contains (out, "matmul_8x32x16_fp32");
         s_contains (out, "sampled, 1 step in 2 traced (2 of 4); 2 kernels outside a traced step left out");
         free (out);
-        s_fake_counts (count, cb ? "AKD_LAUNCH_CB=1" : "AKD_LAUNCH_CB=0", cb ? 0 : 21, cb ? 6 : 0);
+        s_fake_counts (count, mode == 2 ? "AKD_SAMPLE_FLUSH=0" : cb ? "AKD_LAUNCH_CB=1" : "AKD_LAUNCH_CB=0", cb ? 0 : 21,
+                       cb ? 6 : 0, mode == 2 ? 0 : 2);
         char *odir = ak_sprintf ("%s/out%d", dir, mode);
         akd_trace_t *trace = s_trace (odir);
         assert_int_equal (trace->sample, 2);
@@ -608,7 +613,8 @@ static void test_sampled_steps (void **state)
                       "--out '%s/dom%d' -- '%s' 7 cupti 2>&1", drv ? "driver" : "runtime", count, fake, akctl,
                       dir, drv, probe);
         free (out);
-        s_fake_counts (count, drv ? "AKD_LAUNCH_CB_DOMAINS=driver" : "AKD_LAUNCH_CB_DOMAINS=runtime", 0, drv ? 0 : 6);
+        s_fake_counts (count, drv ? "AKD_LAUNCH_CB_DOMAINS=driver" : "AKD_LAUNCH_CB_DOMAINS=runtime", 0, drv ? 0 : 6,
+                       2);
     }
     free (akctl);
     free (count);
