@@ -436,29 +436,6 @@ __device__ __forceinline__ void s_release (unsigned bar, unsigned peer)
 
 /* ------------------------------------------------------------ split K */
 
-#if SPLIT != 1
-/*  After a consumer warpgroup stored its part of a tile: it counts itself
-    in on cnt and says whether it came last of n (then it sets cnt back to
-    0 for the next launch); *last: an int of the block's shared memory,
-    the warpgroup's answer. */
-__device__ __forceinline__ bool s_part_arrive (unsigned int *cnt, unsigned n, int cw, int tid, int *last)
-{
-    __threadfence ();
-    ak_wg_sync (cw);
-    if (tid == 0) {
-        const bool l = atomicAdd (cnt, 1u) == n - 1;
-        if (l)
-            *cnt = 0;
-        *last = l;
-    }
-    ak_wg_sync (cw);
-    if (!*last)
-        return false;
-    __threadfence ();
-    return true;
-}
-#endif
-
 #if SPLIT > 1
 /*  Consumer warpgroup cw's part of slice q of split tile j (acc; j
     counts the split tiles from 0) into the workspace; the warpgroup that
@@ -477,8 +454,19 @@ __device__ __forceinline__ bool s_reduce (float (&acc)[MI][BN / 2], int j, int q
 #pragma unroll
         for (int e = 0; e < BN / 2; e++)
             __stcg (ws + (ak_i64) q * CONSUMERS * PART + (i * (BN / 2) + e) * 128 + tid, acc[i][e]);
-    if (!s_part_arrive (&s_cnt[j * CONSUMERS + cw], (unsigned) nsplit, cw, tid, last))
+    __threadfence ();
+    ak_wg_sync (cw);
+    if (tid == 0) {
+        unsigned int *cnt = &s_cnt[j * CONSUMERS + cw];
+        const bool l = atomicAdd (cnt, 1u) == (unsigned) nsplit - 1;
+        if (l)
+            *cnt = 0;
+        *last = l;
+    }
+    ak_wg_sync (cw);
+    if (!*last)
         return false;
+    __threadfence ();
     /* slice by slice, every element's load of a slice issued before the
        sums that wait on them: one L2 round trip a slice, not one an
        element (an element's loop over the slices innermost waited on each
@@ -519,13 +507,24 @@ __device__ __forceinline__ bool s_reduce_sk (float (&acc)[MI][BN / 2], const s_w
 #pragma unroll
         for (int e = 0; e < BN / 2; e++)
             __stcg (ws + (i * (BN / 2) + e) * 128 + tid, acc[i][e]);
+    __threadfence ();
+    ak_wg_sync (cw);
     const int b0 = s_sk_block (w, t0, G), b1 = s_sk_block (w, t0 + KT - 1, G);
-    unsigned n = 0;
+    if (tid == 0) {
+        unsigned n = 0;
 #pragma unroll 1
-    for (int b = b0; b <= b1; b++)
-        n += s_sk_start (w, b, G) < s_sk_start (w, b + 1, G);
-    if (!s_part_arrive (&s_cnt[tt * CONSUMERS + cw], n, cw, tid, last))
+        for (int b = b0; b <= b1; b++)
+            n += s_sk_start (w, b, G) < s_sk_start (w, b + 1, G);
+        unsigned int *cnt = &s_cnt[tt * CONSUMERS + cw];
+        const bool l = atomicAdd (cnt, 1u) == n - 1;
+        if (l)
+            *cnt = 0;
+        *last = l;
+    }
+    ak_wg_sync (cw);
+    if (!*last)
         return false;
+    __threadfence ();
     /* b0 holds step t0, so it has steps; its piece is its first (slot
        2*b0) where its steps start in the tile */
     const float *w0 = s_ws + ((ak_i64) (2 * b0 + (s_sk_start (w, b0, G) < t0)) * CONSUMERS + cw) * PART;
