@@ -13,8 +13,7 @@
     candidate (the default) and its last, and for matmul the first with
     split K at its largest SPLIT (the partials, the counters and the
     ordered sum through every gate: with a 16-bit gate dtype, unlike
-    test_gpu_catalog's float32, where the FMA path takes no SPLIT) and the
-    first with stream K (SPLIT 0: pieces of tiles across blocks).
+    test_gpu_catalog's float32, where the FMA path takes no SPLIT).
 
     Where there is no GPU: "SKIP: no GPU: <reason>" (exit 77); a device
     that is not compute capability 9.0 skips too, saying so.
@@ -69,8 +68,8 @@ typedef struct {
     size_t index, first, last;
     int split;                          /* the SPLIT parameter's index, -1: none */
     int64_t split_max;
-    bool have_split, have_stream;
-    int64_t values[4][AK_MAX_PARAMS];   /* first, last, first at the largest SPLIT, first at SPLIT 0 */
+    bool have_split;
+    int64_t values[3][AK_MAX_PARAMS];   /* first, last, first at the largest SPLIT */
 } s_pick_t;
 
 static int s_pick (const ak_candidate_t *cand, const int64_t *values, void *arg)
@@ -82,10 +81,6 @@ static int s_pick (const ak_candidate_t *cand, const int64_t *values, void *arg)
     if (p->split >= 0 && !p->have_split && values[p->split] == p->split_max) {
         memcpy (p->values[2], values, cand->nparams * sizeof *values);
         p->have_split = true;
-    }
-    if (p->split >= 0 && !p->have_stream && values[p->split] == 0) {
-        memcpy (p->values[3], values, cand->nparams * sizeof *values);
-        p->have_stream = true;
     }
     p->index++;
     return 0;
@@ -207,10 +202,10 @@ static void test_wgmma_gates (void **state)
         assert_int_equal (ak_space_walk (cand, NULL, NULL, &pick.last, &err), 0);
         pick.last--;
         assert_int_equal (ak_space_walk (cand, s_pick, &pick, NULL, &err), 0);
-        assert_true (pick.split < 0 || (pick.have_split && pick.split_max > 1 && pick.have_stream));
+        assert_true (pick.split < 0 || (pick.have_split && pick.split_max > 1));
         for (size_t d = 0; d < sizeof gate_dts / sizeof gate_dts[0]; d++) {
             s_make_primary (spec, gate_dts[d]);
-            for (int w = 0; w < (pick.have_split ? 4 : 2); w++)
+            for (int w = 0; w < (pick.have_split ? 3 : 2); w++)
                 s_run (spec, cand, pick.values[w], ref);
         }
         S.host->unload (S.host_dev, &ref);

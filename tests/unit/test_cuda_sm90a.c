@@ -57,9 +57,8 @@ typedef struct {
 /*  The first of each candidate is its first (default) configuration; the
     others cover one consumer warpgroup with two m64 slices, BK = 128,
     BN = 128, the other raster order, a cluster of two (TMA multicast),
-    split K (SPLIT 4: the workspace and the ordered sum), stream K (SPLIT
-    0, one consumer warpgroup: the walk's arithmetic within 240
-    registers), float16 and float32; wg_decode with one consumer (256 threads: 255
+    split K (SPLIT 4: the workspace and the ordered sum), float16 and
+    float32; wg_decode with one consumer (256 threads: 255
     registers) and three stages; tma_decode with 8 consumer warps,
     BN 128 and KW 1, and its D 256 path at KW 2.  Few,
     since each wgmma build takes ptxas 5-10 s of CPU; every configuration of both
@@ -74,9 +73,6 @@ static const s_case_t s_cases[] = {
     { "matmul", "wgmma", "BFLOAT16", 168,
       { {"BM", 128}, {"BN", 128}, {"BK", 64}, {"STAGES", 5}, {"CONSUMERS", 2}, {"CLUSTER", 1},
         {"RASTER", 0}, {"GROUP", 8}, {"GRID", 132}, {"SPLIT", 4} } },
-    { "matmul", "wgmma", "FLOAT16", 240,
-      { {"BM", 64}, {"BN", 128}, {"BK", 64}, {"STAGES", 6}, {"CONSUMERS", 1}, {"CLUSTER", 1},
-        {"RASTER", 0}, {"GROUP", 8}, {"GRID", 132}, {"SPLIT", 0} } },
     { "matmul", "wgmma", "FLOAT32", 168,
       { {"BM", 128}, {"BN", 256}, {"BK", 64}, {"STAGES", 4}, {"CONSUMERS", 2}, {"CLUSTER", 1},
         {"RASTER", 0}, {"GROUP", 8}, {"GRID", 132}, {"SPLIT", 1} } },

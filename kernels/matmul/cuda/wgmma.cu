@@ -77,17 +77,6 @@
     slices adds them in slice order (deterministic) and stores the tile
     as below.  SPLIT 1 compiles to the kernel without it.
 
-    SPLIT 0 (stream K, CLUSTER 1 only): the partial wave's BK steps (its
-    tiles' KT each, in tile order) are shared evenly by every block of the
-    grid: block b takes steps [b*I/G, (b+1)*I/G) of the I, which cross
-    tile borders anywhere, so no block idles while another finishes a
-    tile (SPLIT 2 and 4 leave a wave's tail of units where their count is
-    not a multiple of the grid: 96 tiles at SPLIT 2 are 1.45 waves of 132).
-    A block's piece of a tile it does not cover whole goes to the
-    workspace (two slots a block: the piece its range starts in, the one
-    it ends in); the tile's last warpgroup of its pieces adds them in k
-    order (s_reduce_sk) and stores the tile.  Launch: GRID blocks.
-
     Epilogue: each consumer warpgroup writes its accumulators as 64 x 64
     chunks into one of its two 8 KB shared buffers (128-byte swizzle, the
     layout of tm_c's box: conflict-free 4-byte stores), fences them for the
@@ -114,8 +103,8 @@
 
     Deterministic: every output sums its k products in one fixed order.
 
-    Launch: grid [min(tiles*SPLIT, GRID)] (SPLIT 0: GRID; CLUSTER 2: twice
-    min(pairs, GRID/2), clusters [2]), block [128*(CONSUMERS+1)],
+    Launch: grid [min(tiles*SPLIT, GRID)] (CLUSTER 2: twice min(pairs,
+    GRID/2), clusters [2]), block [128*(CONSUMERS+1)],
     shared STAGES*(BM+BN)*BK*2 + 1024 + CONSUMERS*16384 (the stages, the
     slack to align them to 1024 bytes, two C buffers a consumer; the
     barriers are static). */
@@ -171,7 +160,7 @@ static_assert (MI * BN / 2 <= 128, "at most 128 accumulator registers a thread")
 static_assert (STAGES >= 2, "at least 2 stages");
 static_assert (RASTER == 0 || RASTER == 1, "RASTER: 0 or 1");
 static_assert (GROUP >= 1, "GROUP >= 1");
-static_assert (SPLIT == 0 || SPLIT == 1 || SPLIT == 2 || SPLIT == 4 || SPLIT == 8, "SPLIT: 0 (stream K), 1, 2, 4 or 8");
+static_assert (SPLIT == 1 || SPLIT == 2 || SPLIT == 4 || SPLIT == 8, "SPLIT: 1, 2, 4 or 8");
 static_assert (SPLIT == 1 || CLUSTER == 1, "split K without clusters");
 
 /*  Register budgets.  ptxas compiles the whole kernel within one register
@@ -197,18 +186,10 @@ static_assert (R_PROD + CONSUMERS * R_CONS <= (CONSUMERS + 1) * R_START, "regist
     split tile j, element e of slice i of thread tid at ((j*nsplit +
     q)*CONSUMERS + cw)*WGM*BN + (i*BN/2 + e)*128 + tid: every store and
     load of a warpgroup coalesced), and a counter a split tile and
-    consumer warpgroup.  Stream K (SPLIT 0): two slots a block of up to
-    GRID blocks (a launch of more streams no tile: s_walk), warpgroup cw's
-    part of slot z at (z*CONSUMERS + cw)*WGM*BN, and a counter a tile of
-    the partial wave (fewer than GRID) and consumer warpgroup. */
-#if SPLIT == 0
-#define WS_FLOATS (2 * GRID * BM * BN)
-#define WS_COUNTERS (GRID * CONSUMERS)
-#elif SPLIT > 1
+    consumer warpgroup. */
+#if SPLIT > 1
 #define WS_FLOATS (1 << 22)
 #define WS_COUNTERS 4096
-#endif
-#if SPLIT != 1
 __device__ float s_ws[WS_FLOATS];
 __device__ unsigned int s_cnt[WS_COUNTERS];
 #endif
@@ -219,29 +200,15 @@ __device__ unsigned int s_cnt[WS_COUNTERS];
     nsplit slices of K: SPLIT, at most KT (every slice at least one BK
     step), halved until their partials fit the workspace (1: no split).
     With fewer tiles than blocks every tile is split.  units: the work
-    units, full + (tiles - full)*nsplit.  Stream K (SPLIT 0): the same
-    full, and iters, the partial wave's BK steps (tail*KT), which the
-    blocks share; none (every tile whole) where the grid is larger than
-    the workspace's GRID, or iters*(grid+1) past 32 bits (K above ~8
-    million: the walk's arithmetic is 32-bit, a 64-bit division a call
-    that spilled registers). */
+    units, full + (tiles - full)*nsplit. */
 typedef struct {
-    int full, nsplit, units, iters;
+    int full, nsplit, units;
 } s_walk_t;
 
 __device__ __forceinline__ s_walk_t s_walk (int tiles, int KT)
 {
     s_walk_t w;
-    w.iters = 0;
-#if SPLIT == 0
-    const int G = (int) gridDim.x;
-    w.full = tiles / G * G;
-    if (G > GRID || (ak_i64) (tiles - w.full) * KT * (G + 1) > 0x7fffffff)
-        w.full = tiles;
-    w.iters = (tiles - w.full) * KT;
-    w.nsplit = 1;
-    w.units = w.full;
-#elif SPLIT > 1
+#if SPLIT > 1
     w.full = tiles / (int) gridDim.x * (int) gridDim.x;
     const int tail = tiles - w.full;
     int n = SPLIT < KT ? SPLIT : (KT > 1 ? KT : 1);
@@ -282,61 +249,6 @@ __device__ __forceinline__ void s_unit (int u, const s_walk_t &w, int KT, int *t
     *q = -1;
     *kt0 = 0;
     *kt1 = KT;
-#endif
-}
-
-/*  Stream K: the first of the partial wave's BK steps that block b of G
-    takes (b*iters/G; its last is the next block's first - 1), and the
-    block whose steps hold step i (the last b with a first at or below
-    i: never one without steps). */
-__device__ __forceinline__ int s_sk_start (const s_walk_t &w, int b, int G)
-{
-    return b * w.iters / G;
-}
-
-__device__ __forceinline__ int s_sk_block (const s_walk_t &w, int i, int G)
-{
-    return ((i + 1) * G - 1) / w.iters;
-}
-
-/*  The i-th piece of block b's walk (b of G: blockIdx.x and gridDim.x
-    over the cluster size): its tile t, q and BK steps [kt0, kt1); false
-    past the last.  q: -1 the tile whole; SPLIT 2, 4 the slice (s_unit);
-    stream K the workspace slot (2b: the piece the block's steps start
-    in, 2b + 1: the one they end in). */
-typedef struct {
-    int t, q, kt0, kt1;
-} s_piece_t;
-
-__device__ __forceinline__ bool s_piece (const s_walk_t &w, int KT, int b, int G, int i, s_piece_t *p)
-{
-#if SPLIT == 0
-    const int whole = w.full > b ? (w.full - 1 - b) / G + 1 : 0;
-    if (i < whole) {
-        p->t = b + i * G;
-        p->q = -1;
-        p->kt0 = 0;
-        p->kt1 = KT;
-        return true;
-    }
-    if (w.iters == 0)
-        return false;
-    const int j = i - whole;
-    const int lo = s_sk_start (w, b, G), hi = s_sk_start (w, b + 1, G);
-    const int tt = lo / KT + j, t0 = tt * KT;
-    if (lo >= hi || t0 >= hi)
-        return false;
-    p->t = w.full + tt;
-    p->kt0 = (lo > t0 ? lo : t0) - t0;
-    p->kt1 = (hi < t0 + KT ? hi : t0 + KT) - t0;
-    p->q = p->kt0 == 0 && p->kt1 == KT ? -1 : 2 * b + (j > 0);
-    return true;
-#else
-    const int u = b + i * G;
-    if (u >= w.units)
-        return false;
-    s_unit (u, w, KT, &p->t, &p->q, &p->kt0, &p->kt1);
-    return true;
 #endif
 }
 
@@ -488,67 +400,6 @@ __device__ __forceinline__ bool s_reduce (float (&acc)[MI][BN / 2], int j, int q
 }
 #endif
 
-#if SPLIT == 0
-/*  Stream K: consumer warpgroup cw's part of tile t's piece in slot z
-    (acc) into the workspace; the warpgroup that arrives last of the
-    tile's pieces (one counter a tile of the partial wave and warpgroup,
-    set back to 0 by it) adds them in k order, the blocks' in turn
-    (deterministic for a grid), into acc and returns true: it stores the
-    tile.  The pieces: the blocks with steps in the tile's (none empty:
-    those hold no step). */
-__device__ __forceinline__ bool s_reduce_sk (float (&acc)[MI][BN / 2], const s_walk_t &w, int KT, int t, int z,
-                                             int cw, int tid, int *last)
-{
-    constexpr int PART = WGM * BN;
-    const int G = (int) gridDim.x, tt = t - w.full, t0 = tt * KT;
-    float *ws = s_ws + ((ak_i64) z * CONSUMERS + cw) * PART;
-#pragma unroll
-    for (int i = 0; i < MI; i++)
-#pragma unroll
-        for (int e = 0; e < BN / 2; e++)
-            __stcg (ws + (i * (BN / 2) + e) * 128 + tid, acc[i][e]);
-    __threadfence ();
-    ak_wg_sync (cw);
-    const int b0 = s_sk_block (w, t0, G), b1 = s_sk_block (w, t0 + KT - 1, G);
-    if (tid == 0) {
-        unsigned n = 0;
-#pragma unroll 1
-        for (int b = b0; b <= b1; b++)
-            n += s_sk_start (w, b, G) < s_sk_start (w, b + 1, G);
-        unsigned int *cnt = &s_cnt[tt * CONSUMERS + cw];
-        const bool l = atomicAdd (cnt, 1u) == n - 1;
-        if (l)
-            *cnt = 0;
-        *last = l;
-    }
-    ak_wg_sync (cw);
-    if (!*last)
-        return false;
-    __threadfence ();
-    /* b0 holds step t0, so it has steps; its piece is its first (slot
-       2*b0) where its steps start in the tile */
-    const float *w0 = s_ws + ((ak_i64) (2 * b0 + (s_sk_start (w, b0, G) < t0)) * CONSUMERS + cw) * PART;
-#pragma unroll
-    for (int i = 0; i < MI; i++)
-#pragma unroll
-        for (int e = 0; e < BN / 2; e++)
-            acc[i][e] = __ldcg (w0 + (i * (BN / 2) + e) * 128 + tid);
-#pragma unroll 1
-    for (int b = b0 + 1; b <= b1; b++) {
-        if (s_sk_start (w, b, G) >= s_sk_start (w, b + 1, G))
-            continue;
-        /* a later block's steps start inside the tile: its first piece */
-        const float *wp = s_ws + ((ak_i64) (2 * b) * CONSUMERS + cw) * PART;
-#pragma unroll
-        for (int i = 0; i < MI; i++)
-#pragma unroll
-            for (int e = 0; e < BN / 2; e++)
-                acc[i][e] += __ldcg (wp + (i * (BN / 2) + e) * 128 + tid);
-    }
-    return true;
-}
-#endif
-
 /* ------------------------------------------------------------ the kernel */
 
 extern "C" __global__ void __launch_bounds__ (NT, 1)
@@ -557,7 +408,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
 {
     AK_DYNAMIC_SHARED (unsigned char, s_raw);
     __shared__ __align__ (8) ak_u64 full[STAGES], empty[STAGES];
-#if SPLIT != 1
+#if SPLIT > 1
     __shared__ int last[CONSUMERS];
 #endif
     const unsigned raw_s = ak_smem (s_raw), base_s = (raw_s + 1023u) & ~1023u;
@@ -605,12 +456,13 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
             return;
         int s = 0;
         unsigned ph = 0;
-        s_piece_t pc;
-        for (int i = 0; s_piece (walk, KT, first, step, i, &pc); i++) {
+        for (int u = first; u < walk.units; u += step) {
+            int t, q, kt0, kt1;
+            s_unit (u, walk, KT, &t, &q, &kt0, &kt1);
             ak_i64 m0, n0;
-            s_tile (pc.t, tiles_m, tiles_n, &m0, &n0);
+            s_tile (t, tiles_m, tiles_n, &m0, &n0);
             m0 += rank * BM;
-            for (int kt = pc.kt0; kt < pc.kt1; kt++) {
+            for (int kt = kt0; kt < kt1; kt++) {
                 const unsigned fb = full_s + 8 * s, st = base_s + s * STAGE_BYTES;
                 ak_bar_wait (empty_s + 8 * s, ph ^ 1);
                 if (tma) {
@@ -676,9 +528,9 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
     int s = 0, nc = 0;     /* nc: C chunks this warpgroup stored */
     unsigned ph = 0;
     const unsigned cbuf = base_s + STAGES * STAGE_BYTES + cw * 2 * AK_WG_CHUNK;
-    s_piece_t pc;
-    for (int pi = 0; s_piece (walk, KT, first, step, pi, &pc); pi++) {
-        const int t = pc.t, q = pc.q, kt0 = pc.kt0, kt1 = pc.kt1;
+    for (int u = first; u < walk.units; u += step) {
+        int t, q, kt0, kt1;
+        s_unit (u, walk, KT, &t, &q, &kt0, &kt1);
         ak_i64 m0, n0;
         s_tile (t, tiles_m, tiles_n, &m0, &n0);
         m0 += rank * BM;
@@ -720,11 +572,6 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
 #if SPLIT > 1
         if (q >= 0 && !s_reduce (acc, t - walk.full, q, walk.nsplit, cw, tid, &last[cw]))
             continue;      /* not the tile's last slice: its partial is written */
-#elif SPLIT == 0
-        if (q >= 0 && !s_reduce_sk (acc, walk, KT, t, q, cw, tid, &last[cw]))
-            continue;      /* not the tile's last piece: its partial is written */
-#else
-        (void) q;
 #endif
 
         if (tma_c) {
