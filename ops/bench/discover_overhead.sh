@@ -30,7 +30,9 @@
 # serving engine replays its decode loop; the tables' "decode" columns are
 # then those replays (kind "graph"), and prefill is not measured apart.
 # Step times are the demo's own (perf_counter around each step, ending in a
-# synchronise), over the repeats after the first.  Prints a table and writes
+# synchronise), over the repeats after the first.  As each of the N runs
+# ends it prints that run's decode medians and their ratios to plain's (a
+# run cut short keeps those lines); at the end a table, and it writes
 # OUT/summary.json:
 #   - per configuration: median step time (prefill and decode separately),
 #     the mean decode step and its ratio to plain's mean,
@@ -127,6 +129,25 @@ for i in $(seq 1 "$n"); do
     want inject_sampled && discovered inject_sampled "$demo"
     want launcher && discovered launcher "$launcher" "$demo"
     want launcher_catalog && discovered launcher_catalog "$launcher" --ranges catalog "$demo"
+    # this run's decode (or replay) medians, printed as it ends: a run cut
+    # short keeps what its finished runs measured
+    python3 - "$out" "$i" plain inject inject_sampled launcher launcher_catalog <<'PY'
+import json, os, statistics, sys
+out, i, parts = sys.argv[1], sys.argv[2], []
+base = None
+for name in sys.argv[3:]:
+    path = os.path.join(out, "%s.%s.jsonl" % (name, i))
+    if not os.path.exists(path):
+        continue
+    ms = [r["ms"] for r in (json.loads(l) for l in open(path) if l.strip().startswith("{"))
+          if r.get("kind") in ("decode", "graph")]
+    if not ms:
+        continue
+    m = statistics.median(ms)
+    base = m if name == "plain" else base
+    parts.append("%s %.3f ms%s" % (name, m, "" if name == "plain" or not base else " (%.3f)" % (m / base)))
+print("run %s: decode medians: %s" % (i, ", ".join(parts)))
+PY
     echo "run $i of $n done"
 done
 python3 "$demo" --repeats "$repeats" --torch-profiler "$out/torch_profiler.json" $demo_args > /dev/null
