@@ -92,7 +92,7 @@ static struct {
     long             sample;            /* 1 step in sample traced (1: every step) */
     bool             launch_cb;         /* launches by callbacks, switched with the kernel records */
     unsigned         cb_domains;        /* $AKD_LAUNCH_CB_DOMAINS: 1 runtime, 2 driver, 3 both */
-    bool             sample_flush;      /* CUPTI's buffers flushed before the records go off ($AKD_SAMPLE_FLUSH=0: not) */
+    bool             sample_flush;      /* CUPTI's buffers flushed as the records go off (not: $AKD_SAMPLE_FLUSH=0) */
     atomic_long      open_step;         /* the step count when the window opened (0: not yet) */
     long             skip_ms;
     struct timespec  t0;

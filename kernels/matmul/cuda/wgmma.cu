@@ -382,7 +382,8 @@ __device__ __forceinline__ bool s_reduce (float (&acc)[MI][BN / 2], int j, int q
     /* slice by slice, every element's load of a slice issued before the
        sums that wait on them: one L2 round trip a slice, not one an
        element (an element's loop over the slices innermost waited on each
-       load in turn, ~100 us a tile at SPLIT 4 on the H200) */
+       load in turn: SPLIT 4 took 167-188 us at 256 x 4096 x 11008 on an
+       H100 where it now takes 48-61, docs/benchmarks.md, session 36) */
 #pragma unroll
     for (int i = 0; i < MI; i++)
 #pragma unroll
