@@ -89,10 +89,11 @@ typedef struct {
     barriers and TMA stores; their own CTest entry,
     test_cuda_cand_emu_wgmma): matmul's wgmma with two consumer
     warpgroups over 132 blocks (the default; and BN 128 with SPLIT 4:
-    every tile split), and with one over 3 persistent blocks walking the
+    every tile split), and with one over 7 persistent blocks walking the
     tiles by columns with SPLIT 2 (the stage ring and the epilogue's two
-    buffers run on from tile to tile; at xlarge 6 of the 8 tiles whole,
-    the last two split), the TMA path and TMA-store epilogue where K and
+    buffers run on from tile to tile; at xlarge 7 of the 8 tiles whole,
+    the last split in two, its halves taken by blocks 0 and 1 after their
+    whole tiles), the TMA path and TMA-store epilogue where K and
     N are multiples of 8, the producer's own fill and the direct stores
     at the edge sizes (the partials, the counters and the ordered sum of
     split K; the second launch of every run, emu's, finds a counter not
@@ -131,7 +132,7 @@ static const s_run_t s_runs[] = {
     { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10, S_MM_WGMMA,
       { 128, 128, 64, 4, 2, 1, 0, 8, 132, 4 } },
     { "matmul", "wgmma", AK_DT_FLOAT16, 1 << 18, 10, S_MM_WGMMA,
-      { 64, 128, 128, 3, 1, 1, 1, 2, 3, 2 } },
+      { 64, 128, 128, 3, 1, 1, 1, 2, 7, 2 } },
     { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10, S_MM_WGMMA,
       { 64, 256, 64, 4, 1, 2, 0, 8, 4, 1 } },
     { "softmax", "row_cluster", AK_DT_FLOAT32, 1 << 16, 5, { "WPR", "VECB", "LOADS", "HINT", "CL" },

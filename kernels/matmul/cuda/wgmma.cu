@@ -188,7 +188,7 @@ static_assert (R_PROD + CONSUMERS * R_CONS <= (CONSUMERS + 1) * R_START, "regist
     load of a warpgroup coalesced), and a counter a split tile and
     consumer warpgroup. */
 #if SPLIT > 1
-#define WS_FLOATS (1 << 22)
+#define WS_FLOATS (1 << 23)
 #define WS_COUNTERS 4096
 __device__ float s_ws[WS_FLOATS];
 __device__ unsigned int s_cnt[WS_COUNTERS];
@@ -197,10 +197,15 @@ __device__ unsigned int s_cnt[WS_COUNTERS];
 /*  The walk, the same in every thread: the tiles of the grid's full
     waves (full: the largest multiple of the grid below or at the tile
     count) whole, then the rest, the last partial wave, each split into
-    nsplit slices of K: SPLIT, at most KT (every slice at least one BK
-    step), halved until their partials fit the workspace (1: no split).
-    With fewer tiles than blocks every tile is split.  units: the work
-    units, full + (tiles - full)*nsplit. */
+    nsplit slices of K.  nsplit: of 1, 2, 4 .. SPLIT (at most KT: every
+    slice at least one BK step; their partials within the workspace) the
+    one whose tail takes the least time in tiles, its waves of units
+    (ceil(tail*n/G)) over n, the smaller on a tie (less to merge): 64
+    tiles on 132 blocks split in 2 (one wave of halves) even at SPLIT 4
+    (two waves of quarters, the same time), 96 tiles in 4 (three waves of
+    quarters, 0.75) and never in 2 (two waves of halves, no gain).  With
+    fewer tiles than blocks every tile is split.  units: the work units,
+    full + (tiles - full)*nsplit. */
 typedef struct {
     int full, nsplit, units;
 } s_walk_t;
@@ -211,11 +216,17 @@ __device__ __forceinline__ s_walk_t s_walk (int tiles, int KT)
 #if SPLIT > 1
     w.full = tiles / (int) gridDim.x * (int) gridDim.x;
     const int tail = tiles - w.full;
-    int n = SPLIT < KT ? SPLIT : (KT > 1 ? KT : 1);
-    while (n > 1 && ((ak_i64) tail * n * BM * BN > WS_FLOATS || (ak_i64) tail * CONSUMERS > WS_COUNTERS))
-        n >>= 1;
-    w.nsplit = n;
-    w.units = w.full + tail * n;
+    const int G = (int) gridDim.x;
+    int best = 1;
+    for (int n = 2; n <= SPLIT && n <= KT; n *= 2) {
+        if ((ak_i64) tail * n * BM * BN > WS_FLOATS || (ak_i64) tail * CONSUMERS > WS_COUNTERS)
+            break;
+        /* ceil(tail*n/G)/n < ceil(tail*best/G)/best, cross-multiplied */
+        if ((ak_i64) ((tail * n + G - 1) / G) * best < (ak_i64) ((tail * best + G - 1) / G) * n)
+            best = n;
+    }
+    w.nsplit = best;
+    w.units = w.full + tail * best;
 #else
     (void) KT;
     w.full = tiles;
