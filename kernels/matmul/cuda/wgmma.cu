@@ -188,7 +188,7 @@ static_assert (R_PROD + CONSUMERS * R_CONS <= (CONSUMERS + 1) * R_START, "regist
     load of a warpgroup coalesced), and a counter a split tile and
     consumer warpgroup. */
 #if SPLIT > 1
-#define WS_FLOATS (1 << 23)
+#define WS_FLOATS (GRID * BM * BN)      /* one wave of units: tail*nsplit <= the grid */
 #define WS_COUNTERS 4096
 __device__ float s_ws[WS_FLOATS];
 __device__ unsigned int s_cnt[WS_COUNTERS];
@@ -197,15 +197,14 @@ __device__ unsigned int s_cnt[WS_COUNTERS];
 /*  The walk, the same in every thread: the tiles of the grid's full
     waves (full: the largest multiple of the grid below or at the tile
     count) whole, then the rest, the last partial wave, each split into
-    nsplit slices of K.  nsplit: of 1, 2, 4 .. SPLIT (at most KT: every
-    slice at least one BK step; their partials within the workspace) the
-    one whose tail takes the least time in tiles, its waves of units
-    (ceil(tail*n/G)) over n, the smaller on a tie (less to merge): 64
-    tiles on 132 blocks split in 2 (one wave of halves) even at SPLIT 4
-    (two waves of quarters, the same time), 96 tiles in 4 (three waves of
-    quarters, 0.75) and never in 2 (two waves of halves, no gain).  With
-    fewer tiles than blocks every tile is split.  units: the work units,
-    full + (tiles - full)*nsplit. */
+    nsplit slices of K.  nsplit: the largest of 2, 4 .. SPLIT (at most
+    KT: every slice at least one BK step) whose units still fit one wave
+    (tail*nsplit <= the grid), else 1: 32 tiles on 132 blocks split in 4,
+    64 in 2 even at SPLIT 4, 96 not at all.  More waves of smaller units
+    lost on the H100 (session 36): 96 tiles of 128 x 128 at 128 x 12288 x
+    4096 took 39 us whole, 53 us in two waves of halves and 61 us in three
+    of quarters, the partials' float32 traffic on top of a memory-bound
+    tile.  units: the work units, full + (tiles - full)*nsplit. */
 typedef struct {
     int full, nsplit, units;
 } s_walk_t;
@@ -216,15 +215,10 @@ __device__ __forceinline__ s_walk_t s_walk (int tiles, int KT)
 #if SPLIT > 1
     w.full = tiles / (int) gridDim.x * (int) gridDim.x;
     const int tail = tiles - w.full;
-    const int G = (int) gridDim.x;
     int best = 1;
-    for (int n = 2; n <= SPLIT && n <= KT; n *= 2) {
-        if ((ak_i64) tail * n * BM * BN > WS_FLOATS || (ak_i64) tail * CONSUMERS > WS_COUNTERS)
-            break;
-        /* ceil(tail*n/G)/n < ceil(tail*best/G)/best, cross-multiplied */
-        if ((ak_i64) ((tail * n + G - 1) / G) * best < (ak_i64) ((tail * best + G - 1) / G) * n)
+    for (int n = 2; n <= SPLIT && n <= KT && tail * n <= (int) gridDim.x; n *= 2)
+        if ((ak_i64) tail * n * BM * BN <= WS_FLOATS && (ak_i64) tail * CONSUMERS <= WS_COUNTERS)
             best = n;
-    }
     w.nsplit = best;
     w.units = w.full + tail * best;
 #else
@@ -394,7 +388,7 @@ __device__ __forceinline__ bool s_reduce (float (&acc)[MI][BN / 2], int j, int q
        sums that wait on them: one L2 round trip a slice, not one an
        element (an element's loop over the slices innermost waited on each
        load in turn: SPLIT 4 took 167-188 us at 256 x 4096 x 11008 on an
-       H100 where it now takes 48-61, docs/benchmarks.md, session 36) */
+       H100, 45-48 us with this and the walk of one wave, session 36) */
 #pragma unroll
     for (int i = 0; i < MI; i++)
 #pragma unroll
