@@ -242,6 +242,14 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
     uint64_t first = UINT64_MAX, last = 0;
     for (size_t i = 0; i < t->nkernels; i++) {
         const akd_kernel_t *k = &t->kernels[i];
+        /* CUPTI stamps 0 where it has no time for a kernel (start and
+           end: the reader keeps end >= start; seen on the H100 in a CUDA
+           graph's replays, session 36): no duration, and a start of 0
+           would stretch the kernels' span to the epoch */
+        if (k->end == 0) {
+            a->untimed++;
+            continue;
+        }
         s_launch_t key = { k->corr, 0, 0, 0 };
         s_launch_t *l = nl ? bsearch (&key, launches, nl, sizeof *launches, s_corr_only) : NULL;
         /* bsearch may land on any launch of that corr: take the first */

@@ -46,6 +46,7 @@ typedef struct {
     long     sample;               /* 1 step in sample traced (1: every step) */
     int      steps_seen;           /* sampled: every step range of the window */
     size_t   unsampled;            /* sampled: kernels left out, from no traced step */
+    size_t   untimed;              /* left out: records without timestamps (CUPTI's 0) */
     bool     steps_overlap;        /* two steps ran at once (on two threads): sampling cannot tell them apart */
     bool     step_from_ranges;     /* step_ns measured from step ranges, else the kernels' span */
     uint64_t gpu_ns;               /* total kernel time of the window */

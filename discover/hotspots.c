@@ -203,6 +203,7 @@ akd_hotspots_t *akd_hotspots_build (const akd_attr_t *a)
     h->sample = a->sample;
     h->steps_seen = a->steps_seen;
     h->unsampled = a->unsampled;
+    h->untimed = a->untimed;
     h->steps_overlap = a->steps_overlap;
 
     /* each range's mapping, once */

@@ -53,6 +53,7 @@ typedef struct {
     long     sample;                                /* 1 step in sample traced (1: every step) */
     int      steps_seen;                            /* every step of the window */
     size_t   unsampled;                             /* kernels from no traced step, left out */
+    size_t   untimed;                               /* kernel records without timestamps, left out */
     bool     steps_overlap;                         /* sampled steps ran at once on several threads */
 } akd_hotspots_t;
 

@@ -96,6 +96,7 @@ json_t *akd_hotspots_json (const akd_hotspots_t *h, const akd_trace_t *t, const 
     json_object_set_new (totals, "sample", json_integer (h->sample));
     json_object_set_new (totals, "steps_seen", json_integer (h->steps_seen));
     json_object_set_new (totals, "kernels_unsampled", json_integer ((json_int_t) h->unsampled));
+    json_object_set_new (totals, "kernels_untimed", json_integer ((json_int_t) h->untimed));
     json_object_set_new (totals, "sampled_steps_overlap", json_boolean (h->sample > 1 && h->steps_overlap));
     json_t *trace = json_pack ("{s:s, s:b, s:i, s:I, s:I}", "step_range", t->step_range ? t->step_range : "",
                                "ended", t->ended, "signal", t->signal, "dropped_records", (json_int_t) t->dropped,
@@ -169,6 +170,12 @@ char *akd_hotspots_markdown (const akd_hotspots_t *h, const akd_trace_t *t, cons
                                                  "steps' figures may hold other steps' kernels or miss their own; "
                                                  "run with --sample 1." : "")
                 : ak_strdup ("");
+    if (h->untimed) {
+        char *u = ak_sprintf ("%s\n\n**Kernel records without timestamps**: %zu (CUPTI's 0), left out "
+                              "of every figure.", smp, h->untimed);
+        free (smp);
+        smp = u;
+    }
     char *s = ak_sprintf ("# Hotspots\n\nDevice class: %s. Steps: %d (range \"%s\"), step time %.1f us (from %s), "
                           "GPU time %.1f us per step.\nGPU time under a named range: %.1f%%; mapped to a catalog "
                           "operator: %.1f%%.%s%s\n\nThe Amdahl columns assume the range's GPU time is on the step's "

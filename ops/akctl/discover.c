@@ -244,7 +244,8 @@ static int s_analyse (const s_opts_t *o, const char *trace_path, bool program_fa
     akd_attribute (t, &a, &err);
     if (a->nkernels == 0) {
         fprintf (stderr, "akctl: discover: no GPU work observed: no kernel in the window (%zu kernel%s outside "
-                 "it%s)\n", a->outside, a->outside == 1 ? "" : "s",
+                 "it%s%s)\n", a->outside, a->outside == 1 ? "" : "s",
+                 a->untimed ? ", and records without timestamps" : "",
                  t->step_range && *t->step_range && a->steps <= 1 && !t->window_opened
                  ? "; the step range never opened the window: is the range name right?" : "");
         goto done;
@@ -287,6 +288,9 @@ static int s_analyse (const s_opts_t *o, const char *trace_path, bool program_fa
     if (a->no_launch)
         fprintf (stderr, "akctl: discover: %zu kernel%s without a recorded launch (listed as \"[no range]\")\n",
                  a->no_launch, a->no_launch == 1 ? "" : "s");
+    if (a->untimed)
+        fprintf (stderr, "akctl: discover: %zu kernel record%s without timestamps (CUPTI's 0) left "
+                 "out\n", a->untimed, a->untimed == 1 ? "" : "s");
     code = program_failed ? AKCTL_EXIT_NEGATIVE : AKCTL_EXIT_OK;
 done:
     free (cls);

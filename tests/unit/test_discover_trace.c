@@ -258,10 +258,40 @@ static void test_window_by_correlation (void **state)
     akd_trace_destroy (&t);
 }
 
+/*  Kernel records CUPTI could not time (start and end 0, seen in a CUDA
+    graph's replays on the H100): left out and counted, so neither the
+    kernel count nor the step time from the kernels' span (no step ranges
+    here: 160 to 190 ns over one step) takes them in. */
+static void test_untimed_records (void **state)
+{
+    (void) state;
+    const char *text =
+        "{\"t\":\"header\",\"version\":1}\n"
+        "{\"t\":\"launch\",\"seq\":1,\"tid\":1,\"corr\":10}\n"
+        "{\"t\":\"launch\",\"seq\":2,\"tid\":1,\"corr\":20}\n"
+        "{\"t\":\"kernel\",\"corr\":10,\"start\":160,\"end\":170,\"grid\":[1,1,1],\"block\":[1,1,1],\"name\":\"a\"}\n"
+        "{\"t\":\"kernel\",\"corr\":10,\"start\":0,\"end\":0,\"grid\":[1,1,1],\"block\":[1,1,1],\"name\":\"a\"}\n"
+        "{\"t\":\"kernel\",\"corr\":20,\"start\":180,\"end\":190,\"grid\":[1,1,1],\"block\":[1,1,1],\"name\":\"b\"}\n";
+    akd_trace_t *t = NULL;
+    akd_attr_t *a = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (akd_trace_parse (text, strlen (text), "u.jsonl", &t, &err), 0);
+    assert_int_equal (akd_attribute (t, &a, &err), 0);
+    assert_int_equal (t->nkernels, 3);
+    assert_int_equal (a->nkernels, 2);
+    assert_int_equal (a->untimed, 1);
+    assert_int_equal (a->gpu_ns, 20);
+    assert_false (a->step_from_ranges);
+    assert_true (a->step_ns == 30.0);
+    akd_attr_destroy (&a);
+    akd_trace_destroy (&t);
+}
+
 int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_decode_fixture),
+        cmocka_unit_test (test_untimed_records),
         cmocka_unit_test (test_attribution),
         cmocka_unit_test (test_crashed_trace),
         cmocka_unit_test (test_not_a_trace),
