@@ -2,7 +2,7 @@
     (matmul, fused_mlp, flash_attention) at one spec size and dtype on a
     GPU, outside the fleet, for kernel development.
 
-        bench_compute_ops OP SIZE DTYPE [CANDIDATE [CHECK_TOP]]
+        bench_compute_ops OP SIZE DTYPE [CANDIDATE [CHECK_TOP [NAME=V,V.. ...]]]
 
     Builds the cuda baseline (a cuBLASLt call where the spec names a
     library) and every configuration of CANDIDATE (NVRTC,
@@ -15,7 +15,11 @@
     fastest configurations and the baseline are compared element by
     element with the spec's device reference (float64, on inputs rounded
     to DTYPE) under the spec's tolerance: every element counted, the worst
-    error printed.  Not a test: it reports; exit status 0 when it ran, 2
+    error printed.  NAME=V,V.. after CHECK_TOP keeps the configurations
+    whose parameter NAME is one of those values (each a value of the
+    candidate's list; several such arguments: all must hold), e.g.
+    `bench_compute_ops matmul gpu_b256_down bfloat16 wgmma 3 BM=64,128
+    STAGES=5 CLUSTER=1 SPLIT=1,2`.  Not a test: it reports; exit status 0 when it ran, 2
     without a GPU, 1 on an error. */
 #include "worker/backend.h"
 #include "worker/backends.h"
@@ -63,6 +67,67 @@ static struct {
     atomic_size_t next;
 } S;
 
+/*  NAME=V,V.. arguments: the configurations kept */
+#define S_MAX_FILTERS 16
+static struct {
+    const char *name;
+    int64_t values[32];
+    int nvalues;
+} s_filters[S_MAX_FILTERS];
+static int s_nfilters;
+static size_t s_walked;
+
+/*  Parses "NAME=V,V.." against cand (a parameter of it, each value one
+    of its list); 0, or -1 with the reason printed. */
+static int s_filter_parse (const char *arg, const ak_candidate_t *cand)
+{
+    const char *eq = strchr (arg, '=');
+    const ak_param_t *prm = NULL;
+    for (size_t i = 0; eq && i < cand->nparams; i++)
+        if (strlen (cand->params[i].name) == (size_t) (eq - arg) && strncmp (cand->params[i].name, arg, eq - arg) == 0)
+            prm = &cand->params[i];
+    if (!prm || s_nfilters == S_MAX_FILTERS) {
+        fprintf (stderr, "%s: %s\n", arg, !eq ? "not NAME=V,V.." : !prm ? "no such parameter of the candidate"
+                                                                     : "too many filters");
+        return -1;
+    }
+    s_filters[s_nfilters].name = prm->name;
+    const char *p = eq + 1;
+    for (;;) {
+        char *end = NULL;
+        long long v = strtoll (p, &end, 10);
+        bool listed = false;
+        for (size_t k = 0; end != p && k < prm->nvalues; k++)
+            listed |= prm->values[k] == v;
+        if (end == p || (*end && *end != ',') || !listed || s_filters[s_nfilters].nvalues == 32) {
+            fprintf (stderr, "%s: %s\n", arg, end == p || (*end && *end != ',') ? "values are whole numbers"
+                                             : !listed ? "a value not in the candidate's list" : "too many values");
+            return -1;
+        }
+        s_filters[s_nfilters].values[s_filters[s_nfilters].nvalues++] = v;
+        if (!*end)
+            break;
+        p = end + 1;
+    }
+    s_nfilters++;
+    return 0;
+}
+
+static bool s_filter_keeps (const ak_candidate_t *cand, const int64_t *values)
+{
+    for (int f = 0; f < s_nfilters; f++)
+        for (size_t i = 0; i < cand->nparams; i++) {
+            if (strcmp (cand->params[i].name, s_filters[f].name) != 0)
+                continue;
+            bool in = false;
+            for (int k = 0; k < s_filters[f].nvalues; k++)
+                in |= values[i] == s_filters[f].values[k];
+            if (!in)
+                return false;
+        }
+    return true;
+}
+
 static s_item_t *s_add (void)
 {
     if (S.n == S.cap) {
@@ -76,6 +141,9 @@ static s_item_t *s_add (void)
 static int s_add_config (const ak_candidate_t *cand, const int64_t *values, void *arg)
 {
     (void) arg;
+    s_walked++;
+    if (!s_filter_keeps (cand, values))
+        return 0;
     s_item_t *it = s_add ();
     it->source = cand->source.text;
     it->rule = cand->launch;
@@ -173,7 +241,7 @@ static int s_fail (void)
 int main (int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf (stderr, "usage: bench_compute_ops OP SIZE DTYPE [CANDIDATE [CHECK_TOP]]\n");
+        fprintf (stderr, "usage: bench_compute_ops OP SIZE DTYPE [CANDIDATE [CHECK_TOP [NAME=V,V.. ...]]]\n");
         return 1;
     }
     const char *op = argv[1], *size_name = argv[2], *cand_name = argc > 4 ? argv[4] : NULL;
@@ -195,6 +263,15 @@ int main (int argc, char **argv)
         fprintf (stderr, "no size %s\n", size_name);
         return 1;
     }
+    /* the candidate and its filters, checked before the device opens */
+    const ak_candidate_t *cand = cand_name ? ak_spec_candidate (spec, cand_name) : NULL;
+    if (cand_name && !cand) {
+        fprintf (stderr, "candidate %s: none in %s\n", cand_name, spec_path);
+        return 1;
+    }
+    for (int a = 6; cand && a < argc; a++)
+        if (s_filter_parse (argv[a], cand) != 0)
+            return 1;
     S.be = ak_backend_find ("cuda");
     size_t ndevs = 0;
     if (!S.be || S.be->probe (&S.devs, &ndevs, &err) != 0 || ndevs == 0) {
@@ -221,11 +298,12 @@ int main (int argc, char **argv)
     it->library = bl->library != NULL;
     snprintf (it->text, sizeof it->text, bl->library ? "baseline (%s)" : "baseline", bl->library);
     if (cand_name) {
-        const ak_candidate_t *cand = ak_spec_candidate (spec, cand_name);
-        if (!cand || ak_space_walk (cand, s_add_config, NULL, NULL, &err) != 0) {
-            fprintf (stderr, "candidate %s: %s\n", cand_name, cand ? err.msg : "none");
+        if (ak_space_walk (cand, s_add_config, NULL, NULL, &err) != 0) {
+            fprintf (stderr, "candidate %s: %s\n", cand_name, err.msg);
             return s_fail ();
         }
+        if (s_nfilters)
+            printf ("%s: %zu of its %zu configurations kept by the filters\n", cand_name, S.n - 2, s_walked);
     }
     double t0 = (double) ak_clock_mono_ms ();
     pthread_t th[8];
