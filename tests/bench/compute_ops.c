@@ -19,8 +19,10 @@
     whose parameter NAME is one of those values (each a value of the
     candidate's list; several such arguments: all must hold), e.g.
     `bench_compute_ops matmul gpu_b256_down bfloat16 wgmma 3 BM=64,128
-    STAGES=5 CLUSTER=1 SPLIT=1,2`.  Not a test: it reports; exit status 0 when it ran, 2
-    without a GPU, 1 on an error. */
+    STAGES=5 CLUSTER=1 SPLIT=1,2`.  Not a test: it reports; exit status 0
+    when it ran, 2 without a GPU, 1 on an error (a filter that names no
+    parameter or value of the candidate among them, before the device
+    opens). */
 #include "worker/backend.h"
 #include "worker/backends.h"
 #include "worker/backend_cuda.h"
