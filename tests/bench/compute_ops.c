@@ -72,7 +72,7 @@ static struct {
 /*  NAME=V,V.. arguments: the configurations kept */
 #define S_MAX_FILTERS 16
 static struct {
-    const char *name;
+    size_t param;                       /* its index among the candidate's parameters */
     int64_t values[32];
     int nvalues;
 } s_filters[S_MAX_FILTERS];
@@ -84,26 +84,30 @@ static size_t s_walked;
 static int s_filter_parse (const char *arg, const ak_candidate_t *cand)
 {
     const char *eq = strchr (arg, '=');
-    const ak_param_t *prm = NULL;
-    for (size_t i = 0; eq && i < cand->nparams; i++)
-        if (strlen (cand->params[i].name) == (size_t) (eq - arg) && strncmp (cand->params[i].name, arg, eq - arg) == 0)
-            prm = &cand->params[i];
-    if (!prm || s_nfilters == S_MAX_FILTERS) {
-        fprintf (stderr, "%s: %s\n", arg, !eq ? "not NAME=V,V.." : !prm ? "no such parameter of the candidate"
-                                                                     : "too many filters");
+    const size_t len = eq ? (size_t) (eq - arg) : 0;
+    size_t i = 0;
+    while (i < cand->nparams
+           && !(strlen (cand->params[i].name) == len && strncmp (cand->params[i].name, arg, len) == 0))
+        i++;
+    const char *why = !eq ? "not NAME=V,V.." : i == cand->nparams ? "no such parameter of the candidate"
+                    : s_nfilters == S_MAX_FILTERS ? "too many filters" : NULL;
+    if (why) {
+        fprintf (stderr, "%s: %s\n", arg, why);
         return -1;
     }
-    s_filters[s_nfilters].name = prm->name;
-    const char *p = eq + 1;
-    for (;;) {
+    const ak_param_t *prm = &cand->params[i];
+    s_filters[s_nfilters].param = i;
+    for (const char *p = eq + 1;; ) {
         char *end = NULL;
         long long v = strtoll (p, &end, 10);
         bool listed = false;
-        for (size_t k = 0; end != p && k < prm->nvalues; k++)
+        for (size_t k = 0; k < prm->nvalues; k++)
             listed |= prm->values[k] == v;
-        if (end == p || (*end && *end != ',') || !listed || s_filters[s_nfilters].nvalues == 32) {
-            fprintf (stderr, "%s: %s\n", arg, end == p || (*end && *end != ',') ? "values are whole numbers"
-                                             : !listed ? "a value not in the candidate's list" : "too many values");
+        why = end == p || (*end && *end != ',') ? "values are whole numbers"
+            : !listed ? "a value not in the candidate's list"
+            : s_filters[s_nfilters].nvalues == 32 ? "too many values" : NULL;
+        if (why) {
+            fprintf (stderr, "%s: %s\n", arg, why);
             return -1;
         }
         s_filters[s_nfilters].values[s_filters[s_nfilters].nvalues++] = v;
@@ -115,18 +119,15 @@ static int s_filter_parse (const char *arg, const ak_candidate_t *cand)
     return 0;
 }
 
-static bool s_filter_keeps (const ak_candidate_t *cand, const int64_t *values)
+static bool s_filter_keeps (const int64_t *values)
 {
-    for (int f = 0; f < s_nfilters; f++)
-        for (size_t i = 0; i < cand->nparams; i++) {
-            if (strcmp (cand->params[i].name, s_filters[f].name) != 0)
-                continue;
-            bool in = false;
-            for (int k = 0; k < s_filters[f].nvalues; k++)
-                in |= values[i] == s_filters[f].values[k];
-            if (!in)
-                return false;
-        }
+    for (int f = 0; f < s_nfilters; f++) {
+        bool in = false;
+        for (int k = 0; k < s_filters[f].nvalues; k++)
+            in |= values[s_filters[f].param] == s_filters[f].values[k];
+        if (!in)
+            return false;
+    }
     return true;
 }
 
@@ -144,7 +145,7 @@ static int s_add_config (const ak_candidate_t *cand, const int64_t *values, void
 {
     (void) arg;
     s_walked++;
-    if (!s_filter_keeps (cand, values))
+    if (!s_filter_keeps (values))
         return 0;
     s_item_t *it = s_add ();
     it->source = cand->source.text;
@@ -313,7 +314,8 @@ int main (int argc, char **argv)
         pthread_create (&th[i], NULL, s_compile, NULL);
     for (int i = 0; i < 8; i++)
         pthread_join (th[i], NULL);
-    printf ("%s %s %s: %zu kernels compiled in %.1f s\n", op, size_name, argv[3], S.n, ((double) ak_clock_mono_ms () - t0) / 1000);
+    printf ("%s %s %s: %zu kernels compiled in %.1f s\n", op, size_name, argv[3], S.n,
+            ((double) ak_clock_mono_ms () - t0) / 1000);
 
     /* inputs on the device, in DTYPE and as float64 for the reference */
     size_t nin[AK_MAX_BUFS], nout[AK_MAX_BUFS], esz = ak_dtype_size (S.dt);
