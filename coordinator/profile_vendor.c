@@ -5,9 +5,10 @@
     fused_mlp on cuda).  When no candidate beats it beyond the noise, the
     baseline stays, and the profile says so with an entry of kind "vendor"
     per workload: the library, the reason, the library's time and the best
-    candidate's figures as evidence, no kernel.  A runtime's lookup of such
-    an entry answers a fallback with the reason (libakprofile), and verify
-    has nothing to run for it.
+    candidate's figures as evidence, no kernel.  Each entry's reason gives
+    its own workload's closest candidate first, then the operator-level
+    reason.  A runtime's lookup of such an entry answers a fallback with the
+    reason (libakprofile), and verify has nothing to run for it.
 
     Never: make a vendor entry for a kernel baseline (that one is skipped,
     as before), or for a pair where no candidate ran against the library
@@ -21,6 +22,7 @@
 #include "cpb.h"
 #include "dtype.h"
 #include "log.h"
+#include "promote.h"
 #include "util.h"
 
 /* The library's name as its vendor writes it, for reasons. */
@@ -44,6 +46,37 @@ static bool s_workloads_ok (const ak_spec_t *spec, const Ak__TaskRecord *t, char
     if (t->n_workloads == 0)
         snprintf (why, len, "task %.64s has no workloads", t->task_id);
     return t->n_workloads > 0;
+}
+
+/* The reason of the vendor entry at workload wl (library as its vendor
+   writes it, op_why the operator-level reason): first the ok tune that
+   came closest to the library at wl alone, then op_why.  op_why names one
+   candidate's weighted figures and, where a workload regressed, maybe
+   another workload, so without the first part a user cannot tell how near
+   the kernels came at this shape.  op_why alone where no ok tune measured
+   wl.  The string is the caller's. */
+static char *s_reason (const ak_result_pair_t *pair, const char *library, const Ak__Workload *wl,
+                       const char *op_why)
+{
+    ssize_t at = -1;
+    double s = 0, noise = 0;
+    for (size_t j = 0; wl->name && wl->dtype && j < pair->ntunes; j++) {
+        double sj, nj;
+        if (pair->evals[j].ok && pair->tunes[j].receipt
+            && ak_promote_at (pair->tunes[j].receipt, wl->name, wl->dtype, &sj, &nj) && (at < 0 || sj > s)) {
+            at = (ssize_t) j;
+            s = sj;
+            noise = nj;
+        }
+    }
+    if (at < 0)
+        return ak_sprintf ("no candidate beat %s beyond the noise: %s", library, op_why);
+    const Ak__TaskRecord *t = pair->tunes[at].task;
+    char params[256];
+    ak_cpb_params_text (t->params, t->n_params, params, sizeof params);
+    return ak_sprintf ("no candidate beat %s beyond the noise at %s/%s: the best there, %s%s%s, ran %.2fx +- %.2f; "
+                       "over the operator's workloads: %s", library, wl->name, wl->dtype, t->candidate_name,
+                       params[0] ? " " : "", params, s, noise, op_why);
 }
 
 bool profiles_vendor_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak__Winner *w, const char *name,
@@ -76,10 +109,9 @@ bool profiles_vendor_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak_
         return false;
     }
     const ak_promote_eval_t *ev = &pair->evals[best];
-    char *reason = *w->reason
-        ? ak_sprintf ("no candidate beat %s beyond the noise: %s", s_display (bl->library), w->reason)
-        : ak_sprintf ("no candidate beat %s beyond the noise: best candidate %s: %.2fx +- %.2f",
-                      s_display (bl->library), t->candidate_name, ev->speedup, ev->noise);
+    char *op_why = *w->reason ? ak_strdup (w->reason)
+                              : ak_sprintf ("best candidate %s: %.2fx +- %.2f", t->candidate_name, ev->speedup,
+                                            ev->noise);
     const char *pre = pair->preflight.receipt ? pair->preflight.receipt->receipt_id : NULL;
     Ak__ProfileClass *pc = profiles_news_class (news, nnews, name, w->device_class, bt->receipt->device,
                                                 t->backend);
@@ -88,16 +120,18 @@ bool profiles_vendor_add (ak_txn_t *txn, const ak_result_pair_t *pair, const Ak_
         ak_cpb_set (&e->kind, AK_PROFILE_KIND_VENDOR);
         ak_cpb_set (&e->vendor, bl->library);
         ak_cpb_set (&e->vendor_op, bl->lib_op);
+        char *reason = s_reason (pair, s_display (bl->library), t->workloads[k], op_why);
         ak_cpb_set (&e->reason, reason);
+        free (reason);
         e->op_speedup = isfinite (ev->speedup) ? ev->speedup : 0;
         e->op_noise = isfinite (ev->noise) ? ev->noise : 0;
         e->evidence[e->n_evidence++] = ak_strdup (bt->receipt->receipt_id);
         if (pre && *pre)
             e->evidence[e->n_evidence++] = ak_strdup (pre);
     }
-    ak_info ("profile %s: %s on %s: %zu vendor entr%s (%s): %s", name, w->op, w->device_class, t->n_workloads,
-             t->n_workloads == 1 ? "y" : "ies", bl->library, reason);
-    free (reason);
+    ak_info ("profile %s: %s on %s: %zu vendor entr%s (%s): no candidate beat it beyond the noise: %s", name, w->op,
+             w->device_class, t->n_workloads, t->n_workloads == 1 ? "y" : "ies", bl->library, op_why);
+    free (op_why);
     ak_spec_destroy (&spec);
     return true;
 }

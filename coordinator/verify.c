@@ -209,9 +209,9 @@ int ak_verify_create (ak_txn_t *txn, ak_registry_t *reg, const char *name, const
             const Ak__ProfileEntry *e = pc->entries[i];
             if (strcmp (e->kind, AK_PROFILE_KIND_VENDOR) == 0) {
                 /* the library stays: nothing of the profile's runs here */
-                char why[480];
+                char why[1024];
                 snprintf (why, sizeof why, "vendor entry: no kernel to verify (the vendor library %.32s stays: "
-                          "%.360s)", e->vendor, e->reason);
+                          "%.900s)", e->vendor, e->reason);
                 s_report_add (rep, s_verdict_new (pc->device_class, e->key, AK_VERIFY_VENDOR, why));
                 rep->entries_vendor++;
                 continue;

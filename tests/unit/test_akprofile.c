@@ -273,7 +273,8 @@ static void test_abi2_maps_refused (void **state)
     "\"speedup\":1.01,\"noise\":0.02,\"op_speedup\":1.01,\"op_noise\":0.02,\"baseline_us\":10," \
     "\"candidate_us\":9.9,\"evidence\":[\"R00000009\"],\"batch_id\":\"B000002\",\"task_id\":\"B000002.0001\"," \
     "\"installed_ms\":1,\"confirmed_on\":null,\"vendor\":\"cublaslt\",\"vendor_op\":\"matmul\"," \
-    "\"reason\":\"no candidate beat cuBLASLt beyond the noise: best candidate mma BM=64: 1.01x +- 0.02, " \
+    "\"reason\":\"no candidate beat cuBLASLt beyond the noise at small/float16: the best there, mma BM=64, " \
+    "ran 1.01x +- 0.02; over the operator's workloads: best candidate mma BM=64: 1.01x +- 0.02, " \
     "not beyond the 3%% threshold by more than its noise\"%s}"
 
 /*  Where the profile kept the vendor library, the lookup falls back with
@@ -293,9 +294,10 @@ static void test_vendor_entry_falls_back (void **state)
     assert_int_equal (akp_lookup (p, S_CLASS, "matmul", mm, 3, "float16", &k, err, sizeof err), AKP_FALLBACK);
     assert_null (k);
     assert_string_equal (err, "entry for matmul 64x64x32 float16 on " S_CLASS ": vendor entry: no candidate beat "
-                              "cuBLASLt beyond the noise: best candidate mma BM=64: 1.01x +- 0.02, not beyond the "
-                              "3% threshold by more than its noise: run the default kernel (the vendor library "
-                              "cublaslt)");
+                              "cuBLASLt beyond the noise at small/float16: the best there, mma BM=64, ran 1.01x "
+                              "+- 0.02; over the operator's workloads: best candidate mma BM=64: 1.01x +- 0.02, not "
+                              "beyond the 3% threshold by more than its noise: run the default kernel (the vendor "
+                              "library cublaslt)");
     assert_int_equal (akp_entry_count (p, 0), 2);
     const akp_kernel_t *v = akp_entry (p, 0, 1);
     assert_string_equal (v->kind, "vendor");

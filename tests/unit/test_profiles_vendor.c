@@ -226,31 +226,32 @@ static void s_put_spec (ak_pf_fx_t *fx, const char *op, char digest[65])
     ak_spec_destroy (&spec);
 }
 
-/* A complete batch of one cuda tune task of op (3 shape keys, or 2 for
-   softmax) on AK_PF_CLASS_A whose receipt (status) timed it at speedup x the
-   baseline's 10 us on two float16 workloads, and the winner not promoted
-   (the baseline stays): what a batch where nothing beat the baseline
-   leaves. */
-static void s_kept_batch (ak_pf_fx_t *fx, const char *batch_id, const char *op, const char *spec_digest,
-                          const char *status, double speedup)
+/* Tune task BATCH.000N of op on AK_PF_CLASS_A into txn (matmul's 3 shape
+   keys, or 2 for softmax): candidate cand with one param (BM, ROWS for
+   softmax) of value v, over float16 workloads small and large (and extra,
+   which the receipt never times, when extra), whose receipt (status,
+   R<task id>) timed it at speedups[k] the baseline's 10 * (k + 1) us at
+   workload k. */
+static void s_put_tune (ak_pf_fx_t *fx, ak_txn_t *txn, const char *batch_id, int n, const char *op,
+                        const char *spec_digest, const char *status, const char *cand, int64_t v,
+                        const double speedups[2], bool extra)
 {
-    ak_txn_t *txn = NULL;
     ak_err_t err = { 0 };
-    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
-    char task_id[32], rid[32];
-    snprintf (task_id, sizeof task_id, "%s.0001", batch_id);
-    snprintf (rid, sizeof rid, "R%s", batch_id);
+    char task_id[32], rid[40];
+    snprintf (task_id, sizeof task_id, "%s.%04d", batch_id, n);
+    snprintf (rid, sizeof rid, "R%s", task_id);
     bool mm = strcmp (op, "matmul") == 0;
-    Ak__TaskRecord *t = ak_pf_task (task_id, batch_id, op, AK_PF_CLASS_A, mm ? "mma" : "warp_row", rid, status);
+    Ak__TaskRecord *t = ak_pf_task (task_id, batch_id, op, AK_PF_CLASS_A, cand, rid, status);
     const char *names[1] = { mm ? "BM" : "ROWS" };
-    int64_t values[1] = { 64 };
-    t->params = ak_cpb_params_new (names, values, 1);
+    t->params = ak_cpb_params_new (names, &v, 1);
     t->n_params = 1;
     ak_cpb_set (&t->spec_digest, spec_digest);
     ak_cpb_set (&t->candidate_digest, fx->src_digest);
-    t->workloads = ak_malloc (2 * sizeof *t->workloads);
-    for (int k = 0; k < 2; k++) {
-        Ak__Workload *w = t->workloads[k] = ak_pf_workload (k ? "large" : "small", 64 << k, 64 << k);
+    size_t nw = extra ? 3 : 2;
+    static const char *const wnames[3] = { "small", "large", "extra" };
+    t->workloads = ak_malloc (nw * sizeof *t->workloads);
+    for (size_t k = 0; k < nw; k++) {
+        Ak__Workload *w = t->workloads[k] = ak_pf_workload (wnames[k], 64 << k, 64 << k);
         ak_cpb_set (&w->dtype, "float16");
         if (mm) {
             w->dims = ak_realloc (w->dims, 3 * sizeof *w->dims);
@@ -258,7 +259,7 @@ static void s_kept_batch (ak_pf_fx_t *fx, const char *batch_id, const char *op, 
             w->n_dims = 3;
         }
     }
-    t->n_workloads = 2;
+    t->n_workloads = nw;
     assert_int_equal (ak_store_put_task (txn, t, &err), 0);
     Ak__Receipt *r = ak_pf_receipt (t, rid, status, "NVIDIA H200", 9);
     for (int k = 0; k < 2 && strcmp (status, "ok") == 0; k++) {
@@ -270,15 +271,21 @@ static void s_kept_batch (ak_pf_fx_t *fx, const char *batch_id, const char *op, 
         wt->baseline->median_us = 10.0 * (k + 1);
         wt->candidate = ak_malloc (sizeof *wt->candidate);
         ak__stats__init (wt->candidate);
-        wt->candidate->median_us = 10.0 * (k + 1) / speedup;
-        wt->speedup = speedup;
+        wt->candidate->median_us = 10.0 * (k + 1) / speedups[k];
+        wt->speedup = speedups[k];
         wt->speedup_noise = 0.02;
         r->timings[r->n_timings++] = wt;
     }
     assert_int_equal (ak_store_put_receipt (txn, r, &err), 0);
     ak__receipt__free_unpacked (r, NULL);
     ak__task_record__free_unpacked (t, NULL);
+}
 
+/* Complete batch batch_id into txn, its winner of op on AK_PF_CLASS_A not
+   promoted (the baseline stays) for reason. */
+static void s_put_kept (ak_txn_t *txn, const char *batch_id, const char *op, const char *reason)
+{
+    ak_err_t err = { 0 };
     Ak__BatchRecord b = AK__BATCH_RECORD__INIT;
     b.batch_id = (char *) batch_id;
     b.name = (char *) "t";
@@ -287,13 +294,31 @@ static void s_kept_batch (ak_pf_fx_t *fx, const char *batch_id, const char *op, 
     ak__winner__init (w);
     ak_cpb_set (&w->op, op);
     ak_cpb_set (&w->device_class, AK_PF_CLASS_A);
-    ak_cpb_setf (&w->reason, "best candidate %s BM=64: %.2fx +- 0.02, not beyond the 3%% threshold by more "
-                 "than its noise", mm ? "mma" : "warp_row", speedup);
+    ak_cpb_set (&w->reason, reason);
     b.winners = &w;
     b.n_winners = 1;
     assert_int_equal (ak_store_put_batch (txn, &b, &err), 0);
-    assert_int_equal (ak_store_commit (&txn, &err), 0);
     ak__winner__free_unpacked (w, NULL);
+}
+
+/* A complete batch of one cuda tune task of op whose receipt (status)
+   timed it at speedup x the baseline's on two float16 workloads, and the
+   winner not promoted (the baseline stays): what a batch where nothing
+   beat the baseline leaves. */
+static void s_kept_batch (ak_pf_fx_t *fx, const char *batch_id, const char *op, const char *spec_digest,
+                          const char *status, double speedup)
+{
+    ak_txn_t *txn = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    bool mm = strcmp (op, "matmul") == 0;
+    const double speedups[2] = { speedup, speedup };
+    s_put_tune (fx, txn, batch_id, 1, op, spec_digest, status, mm ? "mma" : "warp_row", 64, speedups, false);
+    char *why = ak_sprintf ("best candidate %s BM=64: %.2fx +- 0.02, not beyond the 3%% threshold by more "
+                            "than its noise", mm ? "mma" : "warp_row", speedup);
+    s_put_kept (txn, batch_id, op, why);
+    free (why);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
 }
 
 static json_t *s_entry_at (json_t *profile, size_t i)
@@ -343,12 +368,13 @@ static void test_install_vendor_entry (void **state)
     assert_string_equal (json_string_value (json_object_get (e, "vendor")), "cublaslt");
     assert_string_equal (json_string_value (json_object_get (e, "vendor_op")), "matmul");
     assert_string_equal (json_string_value (json_object_get (e, "reason")),
-                         "no candidate beat cuBLASLt beyond the noise: best candidate mma BM=64: 1.01x +- 0.02, "
+                         "no candidate beat cuBLASLt beyond the noise at large/float16: the best there, mma BM=64, "
+                         "ran 1.01x +- 0.02; over the operator's workloads: best candidate mma BM=64: 1.01x +- 0.02, "
                          "not beyond the 3% threshold by more than its noise");
     assert_true (fabs (json_number_value (json_object_get (e, "baseline_us")) - 20.0) < 1e-9);
     assert_true (fabs (json_number_value (json_object_get (e, "speedup")) - 1.01) < 1e-9);
     assert_string_equal (json_string_value (json_object_get (e, "candidate")), "mma");
-    assert_string_equal (json_string_value (json_array_get (json_object_get (e, "evidence"), 0)), "RB000001");
+    assert_string_equal (json_string_value (json_array_get (json_object_get (e, "evidence"), 0)), "RB000001.0001");
     assert_true (json_is_null (json_object_get (e, "confirmed_on")));
     /* no kernel: nothing a runtime could build or launch */
     assert_null (json_object_get (e, "source"));
@@ -364,6 +390,65 @@ static void test_install_vendor_entry (void **state)
     s_kept_batch (fx, "B000003", "matmul", mm, "wrong_answer", 1.01);
     assert_int_equal (ak_pf_install (fx, "B000003", "f", false, &out, &err), AK_EINVAL);
     assert_null (ak_pf_show (fx, "f"));
+}
+
+/* Two tunes against cuBLASLt, neither beating it, each the closer one at a
+   different workload (mma at small, wgmma at large and over both, where
+   small regressed): each vendor entry's reason names its own workload, the
+   candidate that came closest there and its speedup, then the
+   operator-level reason; at a workload no receipt timed (extra) the
+   operator-level reason alone.  The entries' figures stay those of the
+   best task (wgmma) at the workload. */
+static void test_vendor_reason_per_workload (void **state)
+{
+    ak_pf_fx_t *fx = *state;
+    char mm[65];
+    s_put_spec (fx, "matmul", mm);
+    ak_txn_t *txn = NULL;
+    ak_err_t err = { 0 };
+    assert_int_equal (ak_store_begin (fx->store, true, &txn, &err), 0);
+    const double near_small[2] = { 0.95, 0.80 }, near_large[2] = { 0.85, 0.97 };
+    s_put_tune (fx, txn, "B000001", 1, "matmul", mm, "ok", "mma", 64, near_small, false);
+    s_put_tune (fx, txn, "B000001", 2, "matmul", mm, "ok", "wgmma", 128, near_large, true);
+    const char *op_why = "best candidate wgmma BM=128: 0.93x +- 0.02, but workload 'small' is 17.6% slower than "
+                         "the baseline (limit 5%)";
+    s_put_kept (txn, "B000001", "matmul", op_why);
+    assert_int_equal (ak_store_commit (&txn, &err), 0);
+    json_t *out = NULL;
+    assert_int_equal (ak_pf_install_strict (fx, "B000001", "prod", &out, &err), 0);
+    json_decref (out);
+
+    static const struct {
+        const char *workload;
+        const char *reason;         /* before op_why */
+        double speedup;             /* the entry's figure: wgmma's there */
+    } want[] = {
+        { "small", "no candidate beat cuBLASLt beyond the noise at small/float16: the best there, mma BM=64, "
+                   "ran 0.95x +- 0.02; over the operator's workloads: ", 0.85 },
+        { "large", "no candidate beat cuBLASLt beyond the noise at large/float16: the best there, wgmma BM=128, "
+                   "ran 0.97x +- 0.02; over the operator's workloads: ", 0.97 },
+        { "extra", "no candidate beat cuBLASLt beyond the noise: ", 0 },
+    };
+    json_t *p = ak_pf_show (fx, "prod");
+    json_t *entries = json_object_get (ak_pf_class (p, AK_PF_CLASS_A), "entries");
+    assert_int_equal (json_array_size (entries), 3);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        json_t *e = NULL, *x;
+        size_t j;
+        json_array_foreach (entries, j, x)
+            if (strcmp (json_string_value (json_object_get (x, "workload")), want[i].workload) == 0)
+                e = x;
+        if (!e)
+            fail_msg ("no entry for workload %s", want[i].workload);
+        assert_string_equal (json_string_value (json_object_get (e, "kind")), "vendor");
+        char *reason = ak_sprintf ("%s%s", want[i].reason, op_why);
+        assert_string_equal (json_string_value (json_object_get (e, "reason")), reason);
+        free (reason);
+        assert_string_equal (json_string_value (json_object_get (e, "candidate")), "wgmma");
+        assert_string_equal (json_string_value (json_object_get (e, "task_id")), "B000001.0002");
+        assert_true (fabs (json_number_value (json_object_get (e, "speedup")) - want[i].speedup) < 1e-9);
+    }
+    json_decref (p);
 }
 
 /* A vendor entry goes through export, import and replace like a kernel
@@ -501,6 +586,7 @@ int main (void)
         cmocka_unit_test_setup_teardown (test_tensor_maps_round_trip, ak_pf_setup, ak_pf_teardown),
         cmocka_unit_test_setup_teardown (test_install_tensor_maps, ak_pf_setup, ak_pf_teardown),
         cmocka_unit_test_setup_teardown (test_install_vendor_entry, ak_pf_setup, ak_pf_teardown),
+        cmocka_unit_test_setup_teardown (test_vendor_reason_per_workload, ak_pf_setup, ak_pf_teardown),
         cmocka_unit_test_setup_teardown (test_vendor_round_trip, ak_pf_setup, ak_pf_teardown),
         cmocka_unit_test_setup_teardown (test_vendor_import_rejects, ak_pf_setup, ak_pf_teardown),
         cmocka_unit_test_setup_teardown (test_verify_vendor_entry, ak_pf_setup, ak_pf_teardown),
