@@ -20,8 +20,10 @@
 #   inject_sampled  (with --sample K, K >= 2) inject with akctl discover
 #             --sample K: 1 step in K traced, the window as long as inject's
 #             (its --steps a K-th of it); the other steps run without
-#             CUPTI's kernel records.  Its medians are untraced steps': see
-#             the mean column, which counts every step
+#             CUPTI's kernel records.  Its medians mix traced and
+#             untraced steps: see the mean column, which counts every
+#             step, and the table of its steps by their place in the
+#             sampling cycle (traced, the step after, the rest)
 # (--configs: a comma-separated subset of inject,launcher,launcher_catalog;
 # plain always runs: the others are ratios to it) and once torch.profiler
 # over the same steps (llama_demo.py --torch-profiler).  --cuda-graph runs
@@ -152,9 +154,9 @@ PY
 done
 python3 "$demo" --repeats "$repeats" --torch-profiler "$out/torch_profiler.json" $demo_args > /dev/null
 
-python3 - "$out" "$n" "$configs" <<'PY'
+python3 - "$out" "$n" "$configs" "$warm" "$sample" <<'PY'
 import json, statistics, sys, os
-out, n = sys.argv[1], int(sys.argv[2])
+out, n, warm, sample = sys.argv[1], int(sys.argv[2]), int(sys.argv[4]), int(sys.argv[5])
 configs = ["plain"] + sys.argv[3].split(",")
 names = [c for c in ("plain", "inject", "inject_sampled", "launcher", "launcher_catalog") if c in configs]
 # every run's step records, read once
@@ -203,6 +205,32 @@ for name in names[1:]:
     summary["configs"][name]["decode_ratio_pairs_median"] = statistics.median(pairs)
     print("| %s | %s | %.3f | %d of %d |" % (name, " ".join("%.3f" % r for r in pairs), statistics.median(pairs),
                                            sum(r <= 1.05 for r in pairs), n))
+# Sampled: the steps by their place in the sampling cycle (the window opens
+# after the warm-up steps; its step j is traced when j % K == 0): the
+# traced steps, the step after each (the records go off, and the traced
+# step's records are flushed, as it opens) and the rest, each against
+# plain's steps of the same numbers: where the sampled run's added time
+# goes.
+if "inject_sampled" in names and sample >= 2:
+    def cls(step):
+        j = (step - warm) % sample
+        return "traced" if j == 0 else "after" if j == 1 else "rest"
+    print("\n| inject_sampled steps (K %d) | steps | ms (mean) | plain ms (mean, same steps) | ratio |" % sample)
+    print("|---|---|---|---|---|")
+    summary["configs"]["inject_sampled"]["by_place"] = {}
+    for place in ("traced", "after", "rest"):
+        ms, base_ms = [], []
+        for i in range(1, n + 1):
+            plain_at = {r["step"]: r["ms"] for r in runs["plain"][i] if r["kind"] in ("decode", "graph")}
+            for r in runs["inject_sampled"][i]:
+                if r["kind"] in ("decode", "graph") and cls(r["step"]) == place and r["step"] in plain_at:
+                    ms.append(r["ms"])
+                    base_ms.append(plain_at[r["step"]])
+        if ms:
+            m, b = statistics.mean(ms), statistics.mean(base_ms)
+            summary["configs"]["inject_sampled"]["by_place"][place] = {"steps": len(ms), "ms_mean": m,
+                                                                     "plain_ms_mean": b, "ratio": m / b}
+            print("| %s | %d | %.3f | %.3f | %.3f |" % (place, len(ms), m, b, m / b))
 # CPU time a decode step (the process over all its threads, and its main
 # thread): what the injection adds on the host, without the time the
 # process waited for a CPU (a shared host's steal and contention move wall
