@@ -42,10 +42,19 @@ typedef struct {
     size_t   no_launch;            /* kept, but their launch was not recorded */
     size_t   unmatched_pops;
     int      steps;                /* step ranges seen (1 when the trace has none); sampled: the traced ones */
-    double   step_ns;              /* mean step wall time (ns); sampled: of the untraced steps where any */
+    double   step_ns;              /* mean step wall time (ns); sampled: of the untraced steps where any
+                                      (those not right after a traced one, where any) */
     long     sample;               /* 1 step in sample traced (1: every step) */
     int      steps_seen;           /* sampled: every step range of the window */
+#define AKD_PLACE_TRACED 0
+#define AKD_PLACE_AFTER  1
+#define AKD_PLACE_REST   2
     size_t   unsampled;            /* sampled: kernels left out, from no traced step */
+    /* sampled: the timed steps by their place in the cycle (window step j:
+       j % sample == 0 traced, 1 the step after a traced one, else the
+       rest), their count and mean wall time (ns; 0 where none) */
+    int      place_n[3];
+    double   place_ns[3];
     size_t   untimed;              /* left out: records without timestamps (CUPTI's 0) */
     bool     steps_overlap;        /* two steps ran at once (on two threads): sampling cannot tell them apart */
     bool     step_from_ranges;     /* step_ns measured from step ranges, else the kernels' span */

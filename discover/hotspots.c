@@ -205,6 +205,8 @@ akd_hotspots_t *akd_hotspots_build (const akd_attr_t *a)
     h->unsampled = a->unsampled;
     h->untimed = a->untimed;
     h->steps_overlap = a->steps_overlap;
+    memcpy (h->place_n, a->place_n, sizeof h->place_n);
+    memcpy (h->place_ns, a->place_ns, sizeof h->place_ns);
 
     /* each range's mapping, once */
     s_mapped_t *cache = ak_calloc (a->nranges + 1, sizeof *cache);
@@ -283,6 +285,18 @@ void akd_hotspots_destroy (akd_hotspots_t **self_p)
         free (h);
         *self_p = NULL;
     }
+}
+
+double akd_sample_cost_pct (const akd_hotspots_t *h)
+{
+    if (h->sample < 3)
+        return NAN;
+    for (int p = 0; p < 3; p++)
+        if (h->place_n[p] == 0 || !(h->place_ns[p] > 0))
+            return NAN;
+    const double rest = h->place_ns[AKD_PLACE_REST];
+    const double added = (h->place_ns[AKD_PLACE_TRACED] - rest) + (h->place_ns[AKD_PLACE_AFTER] - rest);
+    return 100.0 * added / ((double) h->sample * rest);
 }
 
 double akd_amdahl (double step_ns, double range_ns, double speedup)

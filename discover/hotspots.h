@@ -55,12 +55,24 @@ typedef struct {
     size_t   unsampled;                             /* kernels from no traced step, left out */
     size_t   untimed;                               /* kernel records without timestamps, left out */
     bool     steps_overlap;                         /* sampled steps ran at once on several threads */
+    int      place_n[3];                            /* sampled: timed steps by place (attribute.h) */
+    double   place_ns[3];                           /* and their mean wall time (ns) */
 } akd_hotspots_t;
 
 /*  Builds the tables.  Never fails on any attribution (an empty one gives
     empty tables); the caller frees with akd_hotspots_destroy. */
 akd_hotspots_t *akd_hotspots_build (const akd_attr_t *a);
 void akd_hotspots_destroy (akd_hotspots_t **self_p);
+
+/*  A sampled run's own estimate of what sampling added to a step, in % of
+    the steps that ran neither traced nor right after a traced step (the
+    rest): per cycle of K steps, what the traced step and the step after
+    it took beyond the rest's mean, spread over the K steps.  It leaves out
+    what every step pays for the injection (the rest ran with CUPTI
+    loaded too: a run without akctl discover measures that) and assumes
+    the steps are alike.  NAN where it cannot be told: not sampled, K < 3
+    (no rest), or a place without a timed step. */
+double akd_sample_cost_pct (const akd_hotspots_t *h);
 
 /*  The step time (ns) if `range_ns` of GPU time per step ran `speedup`
     times faster (0: took no time), assuming it is on the step's critical

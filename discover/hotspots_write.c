@@ -98,6 +98,18 @@ json_t *akd_hotspots_json (const akd_hotspots_t *h, const akd_trace_t *t, const 
     json_object_set_new (totals, "kernels_unsampled", json_integer ((json_int_t) h->unsampled));
     json_object_set_new (totals, "kernels_untimed", json_integer ((json_int_t) h->untimed));
     json_object_set_new (totals, "sampled_steps_overlap", json_boolean (h->sample > 1 && h->steps_overlap));
+    if (h->sample > 1) {
+        /* the steps by place in the sampling cycle, and the run's own
+           estimate of what sampling added (akd_sample_cost_pct) */
+        static const char *const places[3] = { "traced", "after_traced", "rest" };
+        json_t *ps = json_object ();
+        for (int p = 0; p < 3; p++)
+            json_object_set_new (ps, places[p], json_pack ("{s:i, s:f}", "steps", h->place_n[p], "mean_us",
+                                                           s_round (h->place_ns[p] / 1e3, 0.001)));
+        const double cost = akd_sample_cost_pct (h);
+        json_object_set_new (ps, "added_pct", isnan (cost) ? json_null () : json_real (s_round (cost, 0.01)));
+        json_object_set_new (totals, "sample_steps", ps);
+    }
     json_t *trace = json_pack ("{s:s, s:b, s:i, s:I, s:I}", "step_range", t->step_range ? t->step_range : "",
                                "ended", t->ended, "signal", t->signal, "dropped_records", (json_int_t) t->dropped,
                                "bad_lines", (json_int_t) t->bad_lines);
@@ -162,7 +174,9 @@ char *akd_hotspots_markdown (const akd_hotspots_t *h, const akd_trace_t *t, cons
     char *smp = h->sample > 1
                 ? ak_sprintf ("\n\n**Sampled**: 1 step in %ld was traced (%d of the window's %d steps); the GPU "
                               "figures are those steps', the step time is the mean of the others (which ran "
-                              "without kernel records) where there are any; %zu kernel%s launched outside a traced "
+                              "without kernel records) where there are any, less the step right after each traced "
+                              "one (it pays for the records' switch) where others remain; %zu kernel%s launched "
+                              "outside a traced "
                               "step left out.%s", h->sample, h->steps, h->steps_seen, h->unsampled,
                               h->unsampled == 1 ? "" : "s",
                               h->steps_overlap ? "  **Steps overlapped** (several threads ran steps at once): the "
@@ -170,6 +184,21 @@ char *akd_hotspots_markdown (const akd_hotspots_t *h, const akd_trace_t *t, cons
                                                  "steps' figures may hold other steps' kernels or miss their own; "
                                                  "run with --sample 1." : "")
                 : ak_strdup ("");
+    if (h->sample > 1) {
+        const double cost = akd_sample_cost_pct (h);
+        char est[200] = "";
+        if (!isnan (cost))
+            snprintf (est, sizeof est, ": sampling added about %.1f%% a step against the others (what "
+                      "every step pays for the injection is not in it: compare a run without akctl discover)",
+                      cost);
+        char *u = ak_sprintf ("%s\n\nStep times by place in the sampling cycle: traced %.1f us (%d), the step "
+                              "after each %.1f us (%d), the others %.1f us (%d)%s.", smp,
+                              h->place_ns[AKD_PLACE_TRACED] / 1e3, h->place_n[AKD_PLACE_TRACED],
+                              h->place_ns[AKD_PLACE_AFTER] / 1e3, h->place_n[AKD_PLACE_AFTER],
+                              h->place_ns[AKD_PLACE_REST] / 1e3, h->place_n[AKD_PLACE_REST], est);
+        free (smp);
+        smp = u;
+    }
     if (h->untimed) {
         char *u = ak_sprintf ("%s\n\n**Kernel records without timestamps**: %zu (CUPTI's 0), left out "
                               "of every figure.", smp, h->untimed);

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,9 +206,16 @@ static void s_summary (const akd_hotspots_t *h, const char *dir, const char *cls
             "catalog operators\n", h->steps, h->steps == 1 ? "" : "s", h->gpu_ns / h->steps / 1e3,
             h->named_ns > 0 ? 100.0 * h->named_ns / h->gpu_ns : 0,
             h->catalog_ns > 0 ? 100.0 * h->catalog_ns / h->gpu_ns : 0);
-    if (h->sample > 1)
+    if (h->sample > 1) {
         printf ("discover: sampled, 1 step in %ld traced (%d of %d); %zu kernel%s outside a traced step left out\n",
                 h->sample, h->steps, h->steps_seen, h->unsampled, h->unsampled == 1 ? "" : "s");
+        const double cost = akd_sample_cost_pct (h);
+        if (!isnan (cost))
+            printf ("discover: step times: traced %.1f us, the step after each %.1f us, the others %.1f us: "
+                    "sampling added about %.1f%% a step (the injection's cost to every step not counted)\n",
+                    h->place_ns[AKD_PLACE_TRACED] / 1e3, h->place_ns[AKD_PLACE_AFTER] / 1e3,
+                    h->place_ns[AKD_PLACE_REST] / 1e3, cost);
+    }
     for (size_t i = 0; i < h->nworkloads && i < 10; i++)
         printf ("  %-16s %-40s %6.1f%%\n", h->workloads[i].map.op, h->workloads[i].name,
                 100.0 * h->workloads[i].gpu_ns / h->gpu_ns);

@@ -579,12 +579,20 @@ static void test_sampled_steps (void **state)
         assert_int_equal (json_integer_value (json_object_get (totals, "kernels_unsampled")), 2);
         assert_true (json_real_value (json_object_get (totals, "gpu_us_per_step")) == 23.0);
         assert_string_equal (json_string_value (json_object_get (totals, "step_time_from")), "step ranges");
+        /* 1 in 2: the traced steps and the steps after them, no rest, so
+           no estimate of what sampling added */
+        json_t *ps = json_object_get (totals, "sample_steps");
+        assert_int_equal (json_integer_value (json_object_get (json_object_get (ps, "traced"), "steps")), 2);
+        assert_int_equal (json_integer_value (json_object_get (json_object_get (ps, "after_traced"), "steps")), 2);
+        assert_int_equal (json_integer_value (json_object_get (json_object_get (ps, "rest"), "steps")), 0);
+        assert_true (json_is_null (json_object_get (ps, "added_pct")));
         json_decref (hot);
         free (hp);
         char *md = NULL;
         assert_int_equal (ak_test_runf (&md, "cat '%s/hotspots.md'", odir), 0);
         s_contains (md, "**Sampled**: 1 step in 2 was traced (2 of the window's 4 steps)");
         s_contains (md, "2 kernels launched outside a traced step left out");
+        s_contains (md, "Step times by place in the sampling cycle: traced ");
         free (md);
         /* read back from its JSON lines, the trace attributes the same */
         assert_int_equal (ak_test_runf (&out, "'%s' discover --dump-trace '%s/trace.akd' > '%s/t.jsonl'", akctl,

@@ -15,12 +15,14 @@
     a garbled record is refused naming the file and its offset. */
 #include "support.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "akd_format.h"
 #include "attribute.h"
+#include "hotspots.h"
 #include "trace.h"
 #include "util.h"
 
@@ -314,14 +316,22 @@ static void test_sample_field (void **state)
     the untraced steps' (200 ns each).  With thread 200's step inside
     thread 100's second instead, the steps overlap and the attribution
     says so. */
-static s_w_t s_sampled (bool overlap)
+/*  The start of a sampled trace: the header with META's sample, the
+    window open at 1000, thread 100. */
+static s_w_t s_sampled_head (uint32_t sample)
 {
-    s_sample_field = 2;
+    s_sample_field = sample;
     s_w_t w = { 0 };
     s_header (&w);
     s_sample_field = 0;
     s_window (&w, true, 1000);
     s_thread (&w, 100, 0x7f00000001ull);
+    return w;
+}
+
+static s_w_t s_sampled (bool overlap)
+{
+    s_w_t w = s_sampled_head (2);
     static const uint64_t at[4][2] = { { 1100, 1300 }, { 1400, 1500 }, { 1600, 1800 }, { 1900, 2000 } };
     for (int i = 0; i < 4; i++) {
         s_push (&w, 100, at[i][0], "step", false);
@@ -364,12 +374,81 @@ static void test_sampled_attribution (void **state)
             assert_int_equal (a->unsampled, 3);
             assert_int_equal (a->gpu_ns, 9000);
             assert_true (a->step_from_ranges && a->step_ns == 200.0);
+            /* by place in the cycle of 2: traced (60, 100, 100), the step
+               after each (200, 200), no rest */
+            assert_int_equal (a->place_n[AKD_PLACE_TRACED], 3);
+            assert_int_equal (a->place_n[AKD_PLACE_AFTER], 2);
+            assert_int_equal (a->place_n[AKD_PLACE_REST], 0);
+            assert_true (fabs (a->place_ns[AKD_PLACE_TRACED] - 260.0 / 3) < 1e-9);
+            assert_true (a->place_ns[AKD_PLACE_AFTER] == 200.0 && a->place_ns[AKD_PLACE_REST] == 0);
         }
         assert_int_equal (a->steps_overlap, overlap);
         akd_attr_destroy (&a);
         akd_trace_destroy (&t);
         free (w.b);
     }
+}
+
+/*  Sampling 1 step in 4 over 8 steps of one thread, as a CUDA-graph
+    replay under --sample pays (docs/discover.md, "Sampling"): the traced
+    steps take 300 ns, the step after each 150 (the records' switch and
+    flush), the rest 100, one of them left open by the window's end (no
+    time).  The step time is the rest's, the places' means are kept, and
+    the run's own estimate of what sampling added is ((300 - 100) + (150 -
+    100)) / (4 * 100) = 62.5%; the hotspots say so in JSON and Markdown. */
+static void test_sampled_places (void **state)
+{
+    (void) state;
+    s_w_t w = s_sampled_head (4);
+    static const uint64_t dur[8] = { 300, 150, 100, 100, 300, 150, 100, 100 };
+    uint64_t at = 1100;
+    for (int i = 0; i < 8; i++) {
+        s_push (&w, 100, at, "step", false);
+        if (i < 7)
+            s_pop (&w, 100, at + dur[i]);
+        at += dur[i] + 50;
+    }
+    s_api (&w, 11, 100, 1150, "cudaLaunchKernel");
+    s_kernel (&w, 11, 3000, 7000, 0, 0);
+    s_window (&w, false, at);
+    s_end (&w);
+    ak_err_t err = { 0 };
+    akd_trace_t *t = s_parse (&w, w.n, 0, &err);
+    akd_attr_t *a = NULL;
+    assert_int_equal (akd_attribute (t, &a, &err), 0);
+    assert_int_equal (a->sample, 4);
+    assert_int_equal (a->steps_seen, 8);
+    assert_int_equal (a->steps, 2);
+    assert_int_equal (a->place_n[AKD_PLACE_TRACED], 2);
+    assert_int_equal (a->place_n[AKD_PLACE_AFTER], 2);
+    assert_int_equal (a->place_n[AKD_PLACE_REST], 3);
+    assert_true (a->place_ns[AKD_PLACE_TRACED] == 300.0 && a->place_ns[AKD_PLACE_AFTER] == 150.0
+                 && a->place_ns[AKD_PLACE_REST] == 100.0);
+    assert_true (a->step_from_ranges && a->step_ns == 100.0);
+    akd_hotspots_t *h = akd_hotspots_build (a);
+    assert_true (fabs (akd_sample_cost_pct (h) - 62.5) < 1e-9);
+    char *md = akd_hotspots_markdown (h, t, "FAKE/sm_90/drv0/nvrtc13.0");
+    assert_non_null (strstr (md, "Step times by place in the sampling cycle: traced 0.3 us (2), the step after "
+                                 "each 0.1 us (2), the others 0.1 us (3): sampling added about 62.5% a step"));
+    free (md);
+    json_t *j = akd_hotspots_json (h, t, "FAKE/sm_90/drv0/nvrtc13.0");
+    json_t *ps = json_object_get (json_object_get (j, "totals"), "sample_steps");
+    assert_true (json_real_value (json_object_get (ps, "added_pct")) == 62.5);
+    assert_int_equal (json_integer_value (json_object_get (json_object_get (ps, "rest"), "steps")), 3);
+    assert_true (json_real_value (json_object_get (json_object_get (ps, "after_traced"), "mean_us")) == 0.15);
+    json_decref (j);
+    /* no estimate without a rest (K 2), a place without a time, or unsampled */
+    h->sample = 2;
+    assert_true (isnan (akd_sample_cost_pct (h)));
+    h->sample = 4;
+    h->place_n[AKD_PLACE_AFTER] = 0;
+    assert_true (isnan (akd_sample_cost_pct (h)));
+    h->sample = 1;
+    assert_true (isnan (akd_sample_cost_pct (h)));
+    akd_hotspots_destroy (&h);
+    akd_attr_destroy (&a);
+    akd_trace_destroy (&t);
+    free (w.b);
 }
 
 static void test_attribution_by_time (void **state)
@@ -628,6 +707,7 @@ int main (void)
         cmocka_unit_test (test_round_trip),
         cmocka_unit_test (test_sample_field),
         cmocka_unit_test (test_sampled_attribution),
+        cmocka_unit_test (test_sampled_places),
         cmocka_unit_test (test_attribution_by_time),
         cmocka_unit_test (test_truncated_everywhere),
         cmocka_unit_test (test_garbled_records),
