@@ -210,11 +210,14 @@ static void s_summary (const akd_hotspots_t *h, const char *dir, const char *cls
         printf ("discover: sampled, 1 step in %ld traced (%d of %d); %zu kernel%s outside a traced step left out\n",
                 h->sample, h->steps, h->steps_seen, h->unsampled, h->unsampled == 1 ? "" : "s");
         const double cost = akd_sample_cost_pct (h);
+        /* above 5%, say how to pay less: the switch's cost is per cycle
+           (on a CUDA-graph step it is most of it: docs/discover.md) */
         if (!isnan (cost))
             printf ("discover: step times: traced %.1f us, the step after each %.1f us, the others %.1f us: "
-                    "sampling added about %.1f%% a step (the injection's cost to every step not counted)\n",
+                    "sampling added about %.1f%% a step (the injection's cost to every step not counted)%s\n",
                     h->place_ns[AKD_PLACE_TRACED] / 1e3, h->place_ns[AKD_PLACE_AFTER] / 1e3,
-                    h->place_ns[AKD_PLACE_REST] / 1e3, cost);
+                    h->place_ns[AKD_PLACE_REST] / 1e3, cost,
+                    cost > 5 ? "; a larger --sample spreads the records' switch over more steps" : "");
     }
     for (size_t i = 0; i < h->nworkloads && i < 10; i++)
         printf ("  %-16s %-40s %6.1f%%\n", h->workloads[i].map.op, h->workloads[i].name,

@@ -625,6 +625,30 @@ static void test_sampled_steps (void **state)
         s_fake_counts (count, drv ? "AKD_LAUNCH_CB_DOMAINS=driver" : "AKD_LAUNCH_CB_DOMAINS=runtime", 0, drv ? 0 : 6,
                        2);
     }
+    /* 1 in 3 over the probe's 6 window steps: two of each place, so the
+       run estimates what sampling added (its value is the host's timing:
+       only that it is there) */
+    char *out = NULL;
+    int code = ak_test_runf (&out, "AKD_FAKE_CUPTI_COUNT='%s' LD_LIBRARY_PATH='%s' '%s' discover --class "
+                             "FAKE/sm_90/drv0/nvrtc13.0 --step-range step --warmup-steps 1 --steps 2 --sample 3 "
+                             "--out '%s/k3' -- '%s' 7 cupti 2>&1", count, fake, akctl, dir, probe);
+    if (code != 0)
+        fail_msg ("exit %d:\n%s", code, out ? out : "");
+    s_contains (out, "sampled, 1 step in 3 traced (2 of 6)");
+    s_contains (out, "discover: step times: traced ");
+    free (out);
+    char *hp = ak_sprintf ("%s/k3/hotspots.json", dir);
+    json_error_t je;
+    json_t *hot = json_load_file (hp, 0, &je);
+    assert_non_null (hot);
+    json_t *ps = json_object_get (json_object_get (hot, "totals"), "sample_steps");
+    for (int p = 0; p < 3; p++) {
+        static const char *const places[3] = { "traced", "after_traced", "rest" };
+        assert_int_equal (json_integer_value (json_object_get (json_object_get (ps, places[p]), "steps")), 2);
+    }
+    assert_true (json_is_number (json_object_get (ps, "added_pct")));
+    json_decref (hot);
+    free (hp);
     free (akctl);
     free (count);
     ak_test_rmtree (dir);
