@@ -28,6 +28,11 @@ typedef struct {
     bool     synthetic;            /* "[graph replay G]": no range of the program */
 } akd_range_t;
 
+/*  A sampled step's place in the cycle of K (akd_attr_t.place_n). */
+#define AKD_PLACE_TRACED 0          /* window step j with j % K == 0 */
+#define AKD_PLACE_AFTER  1          /* j % K == 1: opens as the records go off */
+#define AKD_PLACE_REST   2
+
 typedef struct {
     const akd_kernel_t *k;         /* borrowed from the trace */
     int      range;                /* innermost instance, -1: none open */
@@ -46,9 +51,6 @@ typedef struct {
                                       (those not right after a traced one, where any) */
     long     sample;               /* 1 step in sample traced (1: every step) */
     int      steps_seen;           /* sampled: every step range of the window */
-#define AKD_PLACE_TRACED 0
-#define AKD_PLACE_AFTER  1
-#define AKD_PLACE_REST   2
     size_t   unsampled;            /* sampled: kernels left out, from no traced step */
     /* sampled: the timed steps by their place in the cycle (window step j:
        j % sample == 0 traced, 1 the step after a traced one, else the
