@@ -516,13 +516,17 @@ static int s_manifest_parse (json_t *root, const char *label, const char *base_d
     return 0;
 }
 
-static int s_manifest_from_text (const char *text, size_t len, const char *label,
-                                 const char *base_dir, ak_manifest_t **manifest_p, ak_err_t *err)
+/*  target: NULL, or the one device class that replaces the text's
+    "targets" before anything is checked against them (ak_manifest_load_for). */
+static int s_manifest_from_text (const char *text, size_t len, const char *label, const char *base_dir,
+                                 const char *target, ak_manifest_t **manifest_p, ak_err_t *err)
 {
     json_t *root = NULL;
     int rc = ak_jpath_load (text, len, label, &root, err);
     if (rc)
         return rc;
+    if (target && json_is_object (root))
+        json_object_set_new (root, "targets", json_pack ("[s]", target));
     ak_manifest_t *m = ak_calloc (1, sizeof *m);
     rc = s_manifest_parse (root, label, base_dir, m, err);
     json_decref (root);
@@ -536,6 +540,11 @@ static int s_manifest_from_text (const char *text, size_t len, const char *label
 
 int ak_manifest_load (const char *path, ak_manifest_t **manifest_p, ak_err_t *err)
 {
+    return ak_manifest_load_for (path, NULL, manifest_p, err);
+}
+
+int ak_manifest_load_for (const char *path, const char *target, ak_manifest_t **manifest_p, ak_err_t *err)
+{
     if (!path || !manifest_p)
         return ak_err_set (err, AK_EINVAL, "ak_manifest_load: missing argument");
     *manifest_p = NULL;
@@ -545,7 +554,7 @@ int ak_manifest_load (const char *path, ak_manifest_t **manifest_p, ak_err_t *er
     if (rc)
         return rc;
     char *dir = ak_dirname (path);
-    rc = s_manifest_from_text (text, len, path, dir, manifest_p, err);
+    rc = s_manifest_from_text (text, len, path, dir, target, manifest_p, err);
     free (dir);
     free (text);
     return rc;
@@ -557,7 +566,7 @@ int ak_manifest_parse_bundle (const char *text, size_t len, const char *label,
     if (!text || !manifest_p)
         return ak_err_set (err, AK_EINVAL, "ak_manifest_parse_bundle: missing argument");
     *manifest_p = NULL;
-    return s_manifest_from_text (text, len, label ? label : "bundle", NULL, manifest_p, err);
+    return s_manifest_from_text (text, len, label ? label : "bundle", NULL, NULL, manifest_p, err);
 }
 
 /*  Same shape as a manifest, self-contained: inline specs with sources (extra

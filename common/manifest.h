@@ -53,6 +53,10 @@ typedef struct {
 
 /* Loads a manifest file and every file it names. */
 int ak_manifest_load (const char *path, ak_manifest_t **manifest_p, ak_err_t *err);
+/* The same, with the manifest's "targets" replaced by the one device
+   class target (NULL: as written) before the ops are checked against
+   them (akctl submit FILE --target CLASS). */
+int ak_manifest_load_for (const char *path, const char *target, ak_manifest_t **manifest_p, ak_err_t *err);
 /* Parses a self-contained bundle (as sent by akctl submit). */
 int ak_manifest_parse_bundle (const char *text, size_t len, const char *label,
                               ak_manifest_t **manifest_p, ak_err_t *err);

@@ -261,8 +261,10 @@ char *akctl_demo_manifest_path (ak_err_t *err);
    exit code 2 with the loader's message printed verbatim on failure.
    On success *bundle_p (caller frees) and, when pairs_p is not NULL,
    the operator x target pairs "op@class" it will produce (caller frees
-   each and the array). */
-int akctl_load_bundle (const char *path, char **bundle_p, char ***pairs_p, int *npairs_p);
+   each and the array).  target: NULL, or the one device class that
+   replaces the manifest's targets (submit FILE --target). */
+int akctl_load_bundle (const char *path, const char *target, char **bundle_p, char ***pairs_p,
+                       int *npairs_p);
 
 /* ------------------------------------------------- external operators */
 /* ops/akctl/external.c.  The catalog of built-in operators (kernels/),

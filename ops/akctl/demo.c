@@ -528,7 +528,7 @@ int akctl_demo (const akctl_opts_t *o)
         }
     }
     if (code == AKCTL_EXIT_OK)
-        code = akctl_load_bundle (manifest, &bundle, &pairs, &npairs);
+        code = akctl_load_bundle (manifest, NULL, &bundle, &pairs, &npairs);
     if (code == AKCTL_EXIT_OK)
         code = s_make_dir (&self, o);
     if (code != AKCTL_EXIT_OK)

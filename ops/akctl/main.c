@@ -92,7 +92,7 @@ static void s_help_verb (FILE *out, const s_verb_t *v)
 static int s_verb_help (const akctl_opts_t *o);
 
 static const s_verb_t s_verbs[] = {
-    { "submit", "FILE | --op DIR [--op DIR...]", 0, 1, S_OPT_WAIT | S_OPT_EXTERNAL | S_OPT_UNSERVED,
+    { "submit", "FILE [--target CLASS] | --op DIR [--op DIR...]", 0, 1, S_OPT_WAIT | S_OPT_EXTERNAL | S_OPT_UNSERVED,
       akctl_verb_submit,
       "validate a batch manifest, submit it, print the batch id",
       "Loads the batch manifest FILE and every file it names (operator specs,\n"
@@ -104,6 +104,10 @@ static const s_verb_t s_verbs[] = {
       "\n"
       "  --wait            then follow the batch like `akctl watch` and exit with\n"
       "                    watch's code\n"
+      "  --target CLASS    replace the manifest's targets with this one device\n"
+      "                    class (one manifest for any card: the class as\n"
+      "                    `akctl workers` lists it); its ops are checked\n"
+      "                    against it as if the manifest named it\n"
       "  --allow-unserved  queue the batch even when a target class has never been\n"
       "                    announced by any worker (a typo, or workers started\n"
       "                    later); without it the coordinator refuses such a\n"

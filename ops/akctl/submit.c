@@ -7,13 +7,20 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "names.h"
 #include "util.h"
 
-int akctl_load_bundle (const char *path, char **bundle_p, char ***pairs_p, int *npairs_p)
+int akctl_load_bundle (const char *path, const char *target, char **bundle_p, char ***pairs_p,
+                       int *npairs_p)
 {
     ak_manifest_t *manifest = NULL;
     ak_err_t err = { 0, "" };
-    int rc = ak_manifest_load (path, &manifest, &err);
+    if (target && !ak_name_class_ok (target)) {
+        fprintf (stderr, "akctl: --target '%.200s': a device class must match [A-Za-z0-9_./-]+ (at most %d "
+                 "characters)\n", target, AK_MAX_NAME - 1);
+        return AKCTL_EXIT_USAGE;
+    }
+    int rc = ak_manifest_load_for (path, target, &manifest, &err);
     if (rc != 0) {
         /* The loader's message names the file and the field: print it as is. */
         fprintf (stderr, "akctl: %s\n", err.msg[0] ? err.msg : ak_strerror (rc));
@@ -93,17 +100,19 @@ int akctl_verb_submit (const akctl_opts_t *o)
     char *bundle = NULL, *batch_id = NULL, *oneoff = NULL;
     int code = AKCTL_EXIT_OK;
     /* FILE, or external operators by directory (ops/akctl/external.c) */
-    if ((o->npos > 0) == (o->nops > 0) || (o->npos > 0 && (o->workloads || o->target
-                                                           || o->override_builtin))) {
-        fprintf (stderr, "akctl: submit: give a manifest FILE or --op DIR (with --workloads, "
+    if ((o->npos > 0) == (o->nops > 0) || (o->npos > 0 && (o->workloads || o->override_builtin))) {
+        fprintf (stderr, "akctl: submit: give a manifest FILE (with --target) or --op DIR (with --workloads, "
                  "--target, --override-builtin), not %s\n(akctl submit --help says more)\n",
                  o->npos ? "both" : "neither");
         return AKCTL_EXIT_USAGE;
     }
     if (o->nops)
         code = akctl_external_manifest (o, &oneoff);
+    /* FILE --target CLASS: the manifest's targets replaced (the one-off
+       manifest of --op has it already) */
     if (code == AKCTL_EXIT_OK)
-        code = akctl_load_bundle (oneoff ? oneoff : o->pos[0], &bundle, NULL, NULL);
+        code = akctl_load_bundle (oneoff ? oneoff : o->pos[0], oneoff ? NULL : o->target, &bundle, NULL,
+                                  NULL);
     if (oneoff && code != AKCTL_EXIT_OK)
         fprintf (stderr, "akctl: (%s is the one-off manifest of submit --op; ops[i] is the "
                  "i-th --op)\n", oneoff);

@@ -23,6 +23,10 @@
 #   verify.txt, verify.json      the verdicts, and the verify-status answer
 # Exit status: watch's, else (with the verify step) verify's: 0 only when the
 # profile came out verified.
+# AK_NIGHTLY_TARGET=CLASS submits the manifest for that device class instead
+# of its own targets (akctl submit --target); AK_NIGHTLY_TARGET=worker for
+# the class the worker announced (the first GPU's): kernels/batches/hopper.json,
+# written for the H200, then runs on any card that worker has.
 # AK_NIGHTLY_PREFETCH and AK_NIGHTLY_COMPILE_THREADS (default: akworker's
 # own, a compile thread per core up to 8 cores, cores - 2 above, and a task
 # prefetched per compile thread) set the worker's --prefetch and
@@ -52,8 +56,25 @@ worker=$!
 trap 'kill $worker $coord 2>/dev/null || true' EXIT
 sleep 2
 
+target=${AK_NIGHTLY_TARGET:-}
+if [ "$target" = worker ]; then
+    # the worker's first class other than host, once it has registered
+    for _ in $(seq 1 30); do
+        target=$($ctl workers --json 2>/dev/null | python3 -c '
+import json, sys
+for w in json.load(sys.stdin).get("workers", []):
+    if w.get("worker_id") == "gpu-w1":
+        print(next((c for c in w.get("device_classes", []) if c != "host"), ""))' 2>/dev/null || true)
+        [ -n "$target" ] && break
+        sleep 1
+    done
+    [ -n "$target" ] || { echo "nightly: AK_NIGHTLY_TARGET=worker: the worker announced no GPU class" \
+                              "(see $out/akworker.log)" >&2; exit 1; }
+    echo "nightly: target $target (the worker's class)"
+fi
+
 t0=$(date +%s)
-batch=$($ctl submit "$manifest")
+batch=$($ctl submit ${target:+--target "$target"} "$manifest")
 echo "nightly: batch $batch from $manifest"
 rc=0
 $ctl watch "$batch" || rc=$?

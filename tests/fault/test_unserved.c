@@ -14,7 +14,7 @@
          episode;
       5. the class was announced once, so a plain submit for it is accepted,
          while one for a class nobody announced (a GPU class here) is
-         refused. */
+         refused; `submit --target` replaces the manifest's targets. */
 #include "fault.h"
 
 #include <signal.h>
@@ -63,6 +63,18 @@ static bool s_served_logged (void *arg)
     return ak_fault_occurrences (c->log, "class host no longer waits") >= 1;
 }
 
+/* `akctl submit FLAGS 'MANIFEST'` exits want_rc, and its output holds
+   needle (NULL: anything). */
+static void s_submit (ak_fault_coord_t *c, const char *flags, const char *manifest, int want_rc, const char *needle)
+{
+    char *out = NULL, *args = ak_sprintf ("submit %s '%s' 2>&1", flags, manifest);
+    assert_int_equal (ak_fault_akctl (c, args, &out), want_rc);
+    if (needle && !strstr (out ? out : "", needle))
+        fail_msg ("akctl %s: no \"%s\" in:\n%s", args, needle, out ? out : "");
+    free (out);
+    free (args);
+}
+
 /* Holds every task silently: leased, never finished. */
 static const char *s_hold (const Ak__Assign *assign, void *arg)
 {
@@ -105,11 +117,7 @@ static void test_unserved_class (void **state)
     free (error);
 
     /* 2. allowed: queued, named as waiting in status, watch and the log */
-    args = ak_sprintf ("submit --allow-unserved '%s' 2>&1", manifest);
-    assert_int_equal (ak_fault_akctl (c, args, &out), 0);
-    assert_non_null (strstr (out, "warning: batch B000001: no worker has ever announced class host"));
-    free (out);
-    free (args);
+    s_submit (c, "--allow-unserved", manifest, 0, "warning: batch B000001: no worker has ever announced class host");
     const char *batch = "B000001";
     json_t *w = s_waiting (c, batch);
     assert_int_equal (json_array_size (w), 1);
@@ -180,6 +188,13 @@ static void test_unserved_class (void **state)
     assert_non_null (strstr (out, "the target class 'NVIDIA_H200/sm_90/drv580/nvrtc13.0' (targets[0])"));
     free (out);
     free (args);
+    /* --target replaces the manifest's targets: another unannounced class
+       is refused by that name, the announced one accepted, a bad name
+       refused before anything is sent */
+    s_submit (c, "--target NVIDIA_H100_80GB_HBM3/sm_90/drv580/nvrtc13.0", cuda, 2,
+              "the target class 'NVIDIA_H100_80GB_HBM3/sm_90/drv580/nvrtc13.0' (targets[0])");
+    s_submit (c, "--target host", cuda, 0, NULL);
+    s_submit (c, "--target 'no such/class!'", cuda, 2, "--target 'no such/class!': a device class must match");
     free (cuda);
 
     int status = ak_fault_coord_kill (c, SIGTERM);
