@@ -596,6 +596,59 @@ static void s_sample (bool traced)
     s_switch (traced, "on for a sampled step", "off for a step not sampled");
 }
 
+/*  CUPTI's buffer attributes from the environment (docs/discover.md,
+    "CUPTI's buffers"), set before CUDA makes a context, as CUPTI asks:
+    AKD_CUPTI_PINNED=1 keeps the kernel records' device-side buffers in
+    pinned host memory (CUPTI 13's default is device memory, copied out
+    at each flush), AKD_CUPTI_BUFFER_MB their size and AKD_CUPTI_PREALLOC
+    how many are made at start (CUPTI: 3.2 MB, 3); unset, CUPTI's
+    defaults.  For measuring what switching the records costs a CUDA-graph
+    step (docs/benchmarks.md, session 37).  0, or -1 after an ERROR record
+    naming the attribute CUPTI refused (or a CUPTI without
+    cuptiActivitySetAttribute). */
+static int s_cupti_attrs (void)
+{
+    const long pinned = s_env_long ("AKD_CUPTI_PINNED", -1), mb = s_env_long ("AKD_CUPTI_BUFFER_MB", -1),
+               pre = s_env_long ("AKD_CUPTI_PREALLOC", -1);
+    if (pinned < 0 && mb < 0 && pre < 0)
+        return 0;
+    CUptiResult (*set) (CUpti_ActivityAttribute, size_t *, void *) =
+        (CUptiResult (*) (CUpti_ActivityAttribute, size_t *, void *)) dlsym (S.cupti, "cuptiActivitySetAttribute");
+    char why[256];
+    if (!set) {
+        s_error ("cupti_failed", "AKD_CUPTI_*: this CUPTI has no cuptiActivitySetAttribute");
+        return -1;
+    }
+    uint8_t pin = pinned > 0;
+    size_t bytes = (size_t) (mb > 0 ? mb : 0) << 20, count = (size_t) (pre > 0 ? pre : 0);
+    const struct {
+        long given;
+        CUpti_ActivityAttribute attr;
+        const char *name;
+        void *value;
+        size_t size;
+    } a[] = {
+        { pinned, CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, "MEM_ALLOCATION_TYPE_HOST_PINNED", &pin,
+          sizeof pin },
+        { mb, CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, "DEVICE_BUFFER_SIZE", &bytes, sizeof bytes },
+        { pre, CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, "DEVICE_BUFFER_PRE_ALLOCATE_VALUE", &count,
+          sizeof count },
+    };
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+        if (a[i].given < 0)
+            continue;
+        size_t size = a[i].size;
+        CUptiResult r = set (a[i].attr, &size, a[i].value);
+        if (r != CUPTI_SUCCESS) {
+            snprintf (why, sizeof why, "cuptiActivitySetAttribute (%s, %ld from the environment): %s", a[i].name,
+                      a[i].given, s_cupti_text (r));
+            s_error ("cupti_failed", why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void *s_open_cupti (char *path, size_t cap)
 {
     char soname[32];
@@ -659,6 +712,8 @@ static int s_cupti_start (void)
     akd_rec_cupti_t cr = { { AKD_REC_CUPTI, 0, sizeof cr }, version, akd_rec_string (path) };
     akd_rec_out (&cr, sizeof cr);
 
+    if (s_cupti_attrs () != 0)
+        return -1;
     CUptiResult r = C.cuptiSubscribe (&S.sub, (CUpti_CallbackFunc) s_callback, NULL);
     if (r != CUPTI_SUCCESS) {
         snprintf (why, sizeof why, "cuptiSubscribe: %s%s", s_cupti_text (r),

@@ -24,7 +24,10 @@
     to PATH (C: launches that called the callback; F: the times
     CONCURRENT_KERNEL was disabled right after a flush without
     CUPTI_ACTIVITY_FLAG_FLUSH_FORCED on the same thread, as a sampled
-    step's switch does by default).  $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
+    step's switch does by default), then " attrs pinned P buffer B prealloc
+    N": the values cuptiActivitySetAttribute was given (-1: never set); it
+    refuses a DEVICE_BUFFER_SIZE of 0 (CUPTI_ERROR_INVALID_PARAMETER).
+    $AKD_FAKE_CUPTI=busy makes cuptiSubscribe answer
     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as when another tool
     holds CUPTI.
 
@@ -59,15 +62,17 @@ static int s_device_sent;
 static _Atomic int s_kernels_on, s_api_on, s_launch_cb_on;
 static _Atomic int s_launches, s_kernel_recs, s_api_recs, s_callbacks, s_flush_offs;
 static __thread int T_flushed;          /* this thread's last CUPTI call: a flush with flag 0 */
+static long long s_attr_pinned = -1, s_attr_buffer = -1, s_attr_prealloc = -1;
 
 __attribute__ ((destructor)) static void s_count (void)
 {
     const char *path = getenv ("AKD_FAKE_CUPTI_COUNT");
     FILE *f = path && *path ? fopen (path, "w") : NULL;
     if (f) {
-        fprintf (f, "launches %d kernel_records %d api_records %d callbacks %d flush_offs %d\n",
-                 atomic_load (&s_launches), atomic_load (&s_kernel_recs), atomic_load (&s_api_recs),
-                 atomic_load (&s_callbacks), atomic_load (&s_flush_offs));
+        fprintf (f, "launches %d kernel_records %d api_records %d callbacks %d flush_offs %d attrs pinned %lld "
+                 "buffer %lld prealloc %lld\n", atomic_load (&s_launches), atomic_load (&s_kernel_recs),
+                 atomic_load (&s_api_recs), atomic_load (&s_callbacks), atomic_load (&s_flush_offs), s_attr_pinned,
+                 s_attr_buffer, s_attr_prealloc);
         fclose (f);
     }
 }
@@ -88,7 +93,22 @@ CUptiResult cuptiGetVersion (uint32_t *v) { *v = CUPTI_API_VERSION; return CUPTI
 CUptiResult cuptiGetResultString (CUptiResult r, const char **s)
 {
     *s = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+       : r == CUPTI_ERROR_INVALID_PARAMETER                  ? "CUPTI_ERROR_INVALID_PARAMETER"
                                                              : "CUPTI_ERROR_UNKNOWN";
+    return CUPTI_SUCCESS;
+}
+CUptiResult cuptiActivitySetAttribute (CUpti_ActivityAttribute a, size_t *size, void *value)
+{
+    if (a == CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED && *size == sizeof (uint8_t))
+        s_attr_pinned = *(uint8_t *) value;
+    else
+    if (a == CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE && *size == sizeof (size_t) && *(size_t *) value > 0)
+        s_attr_buffer = (long long) *(size_t *) value;
+    else
+    if (a == CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE && *size == sizeof (size_t))
+        s_attr_prealloc = (long long) *(size_t *) value;
+    else
+        return CUPTI_ERROR_INVALID_PARAMETER;
     return CUPTI_SUCCESS;
 }
 CUptiResult cuptiSubscribe (CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb, void *ud)

@@ -501,6 +501,35 @@ static void test_cupti_side (void **state)
     free (probe);
 }
 
+/* The stand-in CUPTI's runs: akd-nvtx-probe, the fake libcupti's folder,
+   a scratch folder, its count file and akctl. */
+typedef struct {
+    char *probe, *fake, *dir, *count, *akctl;
+} s_fake_t;
+
+/* false (the test skips) without the probe */
+static bool s_fake_open (s_fake_t *f, const char *tag)
+{
+    memset (f, 0, sizeof *f);
+    if (!(f->probe = s_probe ()))
+        return false;
+    f->fake = ak_test_bin ("../tests/fakecupti");
+    f->dir = ak_test_tmpdir (tag);
+    f->count = ak_path_join (f->dir, "count.txt");
+    f->akctl = ak_test_bin ("akctl");
+    return true;
+}
+
+static void s_fake_close (s_fake_t *f)
+{
+    ak_test_rmtree (f->dir);
+    free (f->akctl);
+    free (f->count);
+    free (f->dir);
+    free (f->fake);
+    free (f->probe);
+}
+
 /* What the stand-in CUPTI counted in the run that wrote path: 21 launches
    and 6 kernel records (the probe's 7 steps, 2 of them traced), apis API
    records, cbs launch callbacks and flush_offs flushes right before the
@@ -539,13 +568,10 @@ static void s_fake_counts (const char *path, const char *how, int apis, int cbs,
 static void test_sampled_steps (void **state)
 {
     (void) state;
-    char *probe = s_probe ();
-    if (!probe)
+    s_fake_t f;
+    if (!s_fake_open (&f, "discover-sample"))
         skip ();
-    char *fake = ak_test_bin ("../tests/fakecupti");
-    char *dir = ak_test_tmpdir ("discover-sample");
-    char *count = ak_path_join (dir, "count.txt");
-    char *akctl = ak_test_bin ("akctl");
+    char *probe = f.probe, *fake = f.fake, *dir = f.dir, *count = f.count, *akctl = f.akctl;
     /* mode 2: callbacks, without the flush before the records go off
        ($AKD_SAMPLE_FLUSH=0): the same records */
     for (int mode = 2; mode >= 0; mode--) {
@@ -649,12 +675,49 @@ static void test_sampled_steps (void **state)
     assert_true (json_is_number (json_object_get (ps, "added_pct")));
     json_decref (hot);
     free (hp);
-    free (akctl);
-    free (count);
-    ak_test_rmtree (dir);
-    free (dir);
-    free (fake);
-    free (probe);
+    s_fake_close (&f);
+}
+
+/*  CUPTI's buffer attributes from akctl discover's environment
+    (AKD_CUPTI_PINNED, _BUFFER_MB, _PREALLOC) reach CUPTI with their values
+    and only when given; one CUPTI refuses (a buffer of 0 bytes) stops the
+    run with the attribute named. */
+static void test_cupti_attrs (void **state)
+{
+    (void) state;
+    s_fake_t f;
+    if (!s_fake_open (&f, "discover-attrs"))
+        skip ();
+    static const struct {
+        const char *env, *attrs;
+    } cases[] = {
+        { "AKD_CUPTI_PINNED=1 AKD_CUPTI_BUFFER_MB=8 AKD_CUPTI_PREALLOC=5",
+          "attrs pinned 1 buffer 8388608 prealloc 5" },
+        { "AKD_CUPTI_PREALLOC=0", "attrs pinned -1 buffer -1 prealloc 0" },
+        { "", "attrs pinned -1 buffer -1 prealloc -1" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = NULL, *counts = NULL;
+        int code = ak_test_runf (&out, "%s AKD_FAKE_CUPTI_COUNT='%s' LD_LIBRARY_PATH='%s' '%s' discover --class "
+                                 "FAKE/sm_90/drv0/nvrtc13.0 --out '%s/out%zu' -- '%s' 2 cupti 2>&1", cases[i].env,
+                                 f.count, f.fake, f.akctl, f.dir, i, f.probe);
+        if (code != 0)
+            fail_msg ("%s: exit %d:\n%s", cases[i].env, code, out ? out : "");
+        assert_int_equal (ak_test_runf (&counts, "cat '%s'", f.count), 0);
+        if (!strstr (counts, cases[i].attrs))
+            fail_msg ("%s: the stand-in CUPTI counted '%s', expected '%s'", cases[i].env, counts, cases[i].attrs);
+        free (counts);
+        free (out);
+    }
+    char *out = NULL;
+    int code = ak_test_runf (&out, "AKD_CUPTI_BUFFER_MB=0 LD_LIBRARY_PATH='%s' '%s' discover --class "
+                             "FAKE/sm_90/drv0/nvrtc13.0 --out '%s/refused' -- '%s' 2 cupti 2>&1", f.fake, f.akctl,
+                             f.dir, f.probe);
+    assert_int_equal (code, 1);
+    s_contains (out, "cuptiActivitySetAttribute (DEVICE_BUFFER_SIZE, 0 from the environment): "
+                     "CUPTI_ERROR_INVALID_PARAMETER");
+    free (out);
+    s_fake_close (&f);
 }
 
 int main (void)
@@ -670,6 +733,7 @@ int main (void)
         cmocka_unit_test (test_threads_and_full_rings),
         cmocka_unit_test (test_cupti_side),
         cmocka_unit_test (test_sampled_steps),
+        cmocka_unit_test (test_cupti_attrs),
     };
     return ak_test_exit (cmocka_run_group_tests (tests, NULL, NULL));
 }
