@@ -6,6 +6,7 @@
 #
 #   ops/bench/discover_overhead.sh [--bin DIR] [--out DIR] [--n N] [--repeats R]
 #                                  [--configs LIST] [--cuda-graph] [--sample K]
+#                                  [--variant TAG:VAR=VALUE[,VAR=VALUE...]]...
 #
 # Runs, interleaved N times (default 5) each:
 #   plain     python3 llama_demo.py --step-times               (no injection)
@@ -24,6 +25,11 @@
 #             untraced steps: see the mean column, which counts every
 #             step, and the table of its steps by their place in the
 #             sampling cycle (traced, the step after, the rest)
+#   inject_sampled_TAG  (each --variant, with --sample) inject_sampled with
+#             the variant's variables in akctl discover's environment, e.g.
+#             --variant pinned:AKD_CUPTI_PINNED=1 or
+#             --variant noflush:AKD_SAMPLE_FLUSH=0 (docs/discover.md):
+#             interleaved with the others, so one run compares them
 # (--configs: a comma-separated subset of inject,launcher,launcher_catalog;
 # plain always runs: the others are ratios to it) and once torch.profiler
 # over the same steps (llama_demo.py --torch-profiler).  --cuda-graph runs
@@ -60,6 +66,7 @@ repeats=3
 configs="inject,launcher,launcher_catalog"
 graph=0
 sample=0
+variants=()                             # TAG:VAR=VALUE[,VAR=VALUE...]
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) bin="$2"; shift 2 ;;
@@ -69,6 +76,7 @@ while [ $# -gt 0 ]; do
         --configs) configs="$2"; shift 2 ;;
         --cuda-graph) graph=1; shift ;;
         --sample) sample="$2"; shift 2 ;;
+        --variant) variants+=("$2"); shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "discover_overhead.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -81,6 +89,21 @@ if [ "$sample" -ge 2 ]; then
 elif [ "$sample" != 0 ]; then
     echo "discover_overhead.sh: --sample K: K at least 2" >&2; exit 2
 fi
+# each variant: a tag of [a-z0-9_], then VAR=VALUE pairs of AKD_ variables
+vnames=""
+for v in ${variants[@]+"${variants[@]}"}; do
+    tag=${v%%:*}
+    vars=${v#*:}
+    [ "$sample" -ge 2 ] || { echo "discover_overhead.sh: --variant needs --sample K" >&2; exit 2; }
+    case "$tag" in ''|*[!a-z0-9_]*) echo "discover_overhead.sh: --variant $v: TAG of a-z, 0-9 and _" >&2; exit 2 ;; esac
+    [ "$tag" != "$v" ] || { echo "discover_overhead.sh: --variant $v: TAG:VAR=VALUE[,VAR=VALUE...]" >&2; exit 2; }
+    for kv in $(echo "$vars" | tr , ' '); do
+        case "$kv" in AKD_*=*) ;; *) echo "discover_overhead.sh: --variant $v: '$kv' is not AKD_VAR=VALUE" >&2
+                                     exit 2 ;; esac
+    done
+    case ",$vnames," in *",inject_sampled_$tag,"*) echo "discover_overhead.sh: --variant $tag twice" >&2; exit 2 ;; esac
+    vnames="${vnames:+$vnames,}inject_sampled_$tag"
+done
 for c in $(echo "$configs" | tr , ' '); do
     case "$c" in
         inject|launcher|launcher_catalog|inject_sampled) ;;
@@ -117,7 +140,7 @@ discovered() {
     name=$1
     shift
     window="--steps $measured"
-    [ "$name" = inject_sampled ] && window="--steps $(( measured / sample )) --sample $sample"
+    case "$name" in inject_sampled*) window="--steps $(( measured / sample )) --sample $sample" ;; esac
     "$akctl" discover --out "$out/$name.$i" --step-range step --warmup-steps "$warm" $window -- \
         python3 "$@" --repeats "$repeats" --step-times $demo_args > "$out/$name.$i.jsonl" 2> "$out/$name.$i.err" \
         || { cat "$out/$name.$i.err" >&2
@@ -131,9 +154,13 @@ for i in $(seq 1 "$n"); do
     want inject_sampled && discovered inject_sampled "$demo"
     want launcher && discovered launcher "$launcher" "$demo"
     want launcher_catalog && discovered launcher_catalog "$launcher" --ranges catalog "$demo"
+    for v in ${variants[@]+"${variants[@]}"}; do
+        # shellcheck disable=SC2046 # the variant's VAR=VALUE pairs, one word each
+        ( export $(echo "${v#*:}" | tr , ' '); discovered "inject_sampled_${v%%:*}" "$demo" )
+    done
     # this run's decode (or replay) medians, printed as it ends: a run cut
     # short keeps what its finished runs measured
-    python3 - "$out" "$i" plain inject inject_sampled launcher launcher_catalog <<'PY'
+    python3 - "$out" "$i" plain inject inject_sampled launcher launcher_catalog $(echo "$vnames" | tr , ' ') <<'PY'
 import json, os, statistics, sys
 out, i, parts = sys.argv[1], sys.argv[2], []
 base = None
@@ -154,11 +181,12 @@ PY
 done
 python3 "$demo" --repeats "$repeats" --torch-profiler "$out/torch_profiler.json" $demo_args > /dev/null
 
-python3 - "$out" "$n" "$configs" "$warm" "$sample" <<'PY'
+python3 - "$out" "$n" "$configs" "$warm" "$sample" "$vnames" <<'PY'
 import json, statistics, sys, os
 out, n, warm, sample = sys.argv[1], int(sys.argv[2]), int(sys.argv[4]), int(sys.argv[5])
-configs = ["plain"] + sys.argv[3].split(",")
-names = [c for c in ("plain", "inject", "inject_sampled", "launcher", "launcher_catalog") if c in configs]
+variants = [v for v in sys.argv[6].split(",") if v]
+configs = ["plain"] + sys.argv[3].split(",") + variants
+names = [c for c in ("plain", "inject", "inject_sampled", "launcher", "launcher_catalog") if c in configs] + variants
 # every run's step records, read once
 runs = {name: {i: [json.loads(line) for line in open(os.path.join(out, "%s.%d.jsonl" % (name, i)))
                    if line.strip().startswith("{")] for i in range(1, n + 1)} for name in names}
@@ -211,25 +239,25 @@ for name in names[1:]:
 # step's records are flushed, as it opens) and the rest, each against
 # plain's steps of the same numbers: where the sampled run's added time
 # goes.
-if "inject_sampled" in names and sample >= 2:
-    def cls(step):
-        j = (step - warm) % sample
-        return "traced" if j == 0 else "after" if j == 1 else "rest"
-    print("\n| inject_sampled steps (K %d) | steps | ms (mean) | plain ms (mean, same steps) | ratio |" % sample)
+def cls(step):
+    j = (step - warm) % sample
+    return "traced" if j == 0 else "after" if j == 1 else "rest"
+for name in (c for c in names if c.startswith("inject_sampled") and sample >= 2):
+    print("\n| %s steps (K %d) | steps | ms (mean) | plain ms (mean, same steps) | ratio |" % (name, sample))
     print("|---|---|---|---|---|")
-    summary["configs"]["inject_sampled"]["by_place"] = {}
+    summary["configs"][name]["by_place"] = {}
     for place in ("traced", "after", "rest"):
         ms, base_ms = [], []
         for i in range(1, n + 1):
             plain_at = {r["step"]: r["ms"] for r in runs["plain"][i] if r["kind"] in ("decode", "graph")}
-            for r in runs["inject_sampled"][i]:
+            for r in runs[name][i]:
                 if r["kind"] in ("decode", "graph") and cls(r["step"]) == place and r["step"] in plain_at:
                     ms.append(r["ms"])
                     base_ms.append(plain_at[r["step"]])
         if ms:
             m, b = statistics.mean(ms), statistics.mean(base_ms)
-            summary["configs"]["inject_sampled"]["by_place"][place] = {"steps": len(ms), "ms_mean": m,
-                                                                     "plain_ms_mean": b, "ratio": m / b}
+            summary["configs"][name]["by_place"][place] = {"steps": len(ms), "ms_mean": m,
+                                                          "plain_ms_mean": b, "ratio": m / b}
             print("| %s | %d | %.3f | %.3f | %.3f |" % (place, len(ms), m, b, m / b))
 # CPU time a decode step (the process over all its threads, and its main
 # thread): what the injection adds on the host, without the time the
