@@ -89,6 +89,13 @@ typedef struct {
 } ak_cuda_peaks_t;
 int ak_cuda_device_peaks (ak_dev_t *dev, ak_cuda_peaks_t *peaks, ak_err_t *err);
 
+/* For bench_compute_ops alone: the cuBLASLt baselines planned from now on
+   take the heuristic's algorithm index (0 to 15; 0, its best, is what
+   every baseline runs) instead of its best, so a bench can time what
+   timing the heuristic's candidates (as PyTorch's TunableOp does) would
+   find.  A plan whose heuristic offers fewer fails with AK_EUNSUPPORTED. */
+void ak_cuda_lib_bench_pick (int index);
+
 /*  The ways others time a kernel, for comparison (tests/bench): no
     blocking kernel, no CUPTI correlation; when cold the L2 flush is
     queued first.  reps == 1: two events around one launch (what a plain

@@ -28,6 +28,7 @@
 #include "util.h"
 
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -81,6 +82,7 @@ typedef struct {                                   /* cublasLtMatmulHeuristicRes
 #define S_LT_R_16BF           14                   /* CUDA_R_16BF */
 #define S_LT_PREF_MAX_WS      1                    /* CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES */
 #define S_LT_WORKSPACE        (32u << 20)
+#define S_LT_PICK_MAX         16                   /* the heuristic's algorithms a bench can pick */
 _Static_assert (sizeof (s_lt_heur_t) == 96, "cublasLtMatmulHeuristicResult_t is 96 bytes");
 
 /* Where the toolkit's cuBLASLt header is at hand, the declarations above
@@ -366,8 +368,19 @@ int ak_cuda_lib_open (ak_dev_t *dev, const char *marker, size_t len, ak_cuda_lib
     return 0;
 }
 
-/*  The heuristic's best algorithm for row-major C[m,n] = A[m,k] B[k,n] in
-    dt, C in float32 where pl->out32 (kept until the shape changes). */
+/*  Which of the heuristic's algorithms plans take: 0, its best, always
+    in the worker; bench_compute_ops times the others too
+    (ak_cuda_lib_bench_pick). */
+static _Atomic int s_pick;
+
+void ak_cuda_lib_bench_pick (int index)
+{
+    atomic_store (&s_pick, index < 0 ? 0 : index >= S_LT_PICK_MAX ? S_LT_PICK_MAX - 1 : index);
+}
+
+/*  The heuristic's best algorithm (or its s_pick-th) for row-major
+    C[m,n] = A[m,k] B[k,n] in dt, C in float32 where pl->out32 (kept until
+    the shape changes). */
 static int s_plan (ak_cuda_lib_t *lib, s_plan_t *pl, int64_t m, int64_t n, int64_t k, ak_dtype_t dt, ak_err_t *err)
 {
     if (pl->planned && m == pl->m && n == pl->n && k == pl->k && dt == pl->dt)
@@ -388,23 +401,28 @@ static int s_plan (ak_cuda_lib_t *lib, s_plan_t *pl, int64_t m, int64_t n, int64
     if (rc == 0)
         rc = s_lt_check (s_lt.PrefSetAttribute (pref, S_LT_PREF_MAX_WS, &ws, sizeof ws),
                          "cublasLtMatmulPreferenceSetAttribute", err);
-    s_lt_heur_t heur;
+    const int pick = atomic_load (&s_pick);
+    s_lt_heur_t heur[S_LT_PICK_MAX];
     int got = 0;
-    memset (&heur, 0, sizeof heur);
+    memset (heur, 0, sizeof heur);
     if (rc == 0)
-        rc = s_lt_check (s_lt.AlgoGetHeuristic (lib->h, lib->desc, pl->la, pl->lb, pl->lc, pl->lc, pref, 1,
-                                                &heur, &got), "cublasLtMatmulAlgoGetHeuristic", err);
+        rc = s_lt_check (s_lt.AlgoGetHeuristic (lib->h, lib->desc, pl->la, pl->lb, pl->lc, pl->lc, pref, pick + 1,
+                                                heur, &got), "cublasLtMatmulAlgoGetHeuristic", err);
     if (pref)
         s_lt.PrefDestroy (pref);
     if (rc == 0 && got < 1)
         rc = ak_err_set (err, AK_EUNSUPPORTED, "cublasLtMatmulAlgoGetHeuristic: no algorithm");
+    else
+    if (rc == 0 && got <= pick)
+        rc = ak_err_set (err, AK_EUNSUPPORTED, "cublasLtMatmulAlgoGetHeuristic: %d algorithm%s, no algorithm %d",
+                         got, got == 1 ? "" : "s", pick);
     if (rc) {
         s_plan_clear (pl);
         return ak_err_prefix (err, "cuBLASLt matmul %s M=%lld N=%lld K=%lld", ak_dtype_name (dt),
                               (long long) m, (long long) n, (long long) k);
     }
-    pl->algo = heur.algo;
-    pl->ws_need = heur.workspace;
+    pl->algo = heur[pick].algo;
+    pl->ws_need = heur[pick].workspace;
     pl->m = m;
     pl->n = n;
     pl->k = k;

@@ -19,7 +19,11 @@
     whose parameter NAME is one of those values (each a value of the
     candidate's list; several such arguments: all must hold), e.g.
     `bench_compute_ops matmul gpu_b256_down bfloat16 wgmma 3 BM=64,128
-    STAGES=5 CLUSTER=1 SPLIT=1,2`.  Not a test: it reports; exit status 0
+    STAGES=5 CLUSTER=1 SPLIT=1,2`.  With $AK_BENCH_CUBLASLT_ALGOS=N a
+    cuBLASLt baseline is timed again with each of its heuristic's
+    algorithms 1 to N-1 (at most 15; "baseline (cublaslt), algorithm i"),
+    not checked: what tuning among them, as PyTorch's TunableOp does,
+    would find against the heuristic's best.  Not a test: it reports; exit status 0
     when it ran, 2 without a GPU, 1 on an error (a filter that names no
     parameter or value of the candidate among them, before the device
     opens). */
@@ -378,6 +382,35 @@ int main (int argc, char **argv)
         qsort (us, S_SAMPLES, sizeof us[0], s_cmp_dbl);
         k->us = us[S_SAMPLES / 2];
         printf ("  %-60s %10.1f us %8.1f TFLOP/s\n", k->text, k->us, (double) flops / k->us / 1e6);
+    }
+
+    /* $AK_BENCH_CUBLASLT_ALGOS=N: a cuBLASLt baseline again with each of the
+       heuristic's algorithms 1 to N-1 (0, its best, is the baseline
+       above): what timing them, as PyTorch's TunableOp does, would find */
+    long nalgos = getenv ("AK_BENCH_CUBLASLT_ALGOS") ? strtol (getenv ("AK_BENCH_CUBLASLT_ALGOS"), NULL, 10) : 0;
+    for (long a = 1; S.items[1].library && S.items[1].path && a < nalgos && a < 16; a++) {
+        s_item_t *k = &S.items[1];
+        ak_kernel_t *kern = NULL;
+        ak_launch_t lb;
+        double us[S_SAMPLES];
+        ak_cuda_lib_bench_pick ((int) a);
+        int rc = S.be->load (S.dev, k->path, "ak_kernel", &kern, &err);
+        if (rc == 0 && (rc = s_launch (spec, z->dims, k, in, out, S.dt, &lb, &err)) == 0)
+            rc = S.be->launch (S.dev, kern, &lb, &err);
+        for (int smp = 0; smp < S_SAMPLES && rc == 0; smp++)
+            rc = ak_cuda_time_plain (S.dev, kern, &lb, true, 1, &us[smp], &err);
+        if (kern)
+            S.be->unload (S.dev, &kern);
+        ak_cuda_lib_bench_pick (0);
+        if (rc) {
+            printf ("  %-60s algorithm %ld: %s\n", k->text, a, err.msg);
+            break;                      /* the heuristic offers no more */
+        }
+        qsort (us, S_SAMPLES, sizeof us[0], s_cmp_dbl);
+        char text[320];
+        snprintf (text, sizeof text, "%s, algorithm %ld", k->text, a);
+        printf ("  %-60s %10.1f us %8.1f TFLOP/s\n", text, us[S_SAMPLES / 2],
+                (double) flops / us[S_SAMPLES / 2] / 1e6);
     }
 
     /* the reference, once */
