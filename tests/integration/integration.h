@@ -19,7 +19,8 @@ char *ak_it_public (const char *secret);
    CURVE client with cert and the server's public key server_pub (cert
    NULL: plain). */
 zsock_t *ak_it_dealer (const char *endpoint, const char *cert, const char *server_pub);
-/* Sends HELLO as worker id: one host device, 1 slot, prefetch 1. */
+/* Sends HELLO as worker id: one host device, 1 slot, prefetch 1; a send
+   that finds no peer yet is tried again for up to 10 s. */
 void ak_it_hello (zsock_t *s, const char *id);
 /* The same, its send's outcome returned: 0, or AK_EUNAVAIL where the socket has
    no peer to queue it for (a connection the coordinator dropped). */
