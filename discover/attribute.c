@@ -9,6 +9,7 @@
 #include "util.h"
 
 #define S_MAX_GRAPH_HOPS 16
+#define S_NOT_STEP       3          /* a sampled run's range that is no step (past AKD_PLACE_*) */
 
 typedef struct {
     int64_t tid;
@@ -223,14 +224,15 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
        sample == 0; only the kernels launched inside a traced step count */
     a->sample = t->sample > 1 && t->step_range && *t->step_range ? t->sample : 1;
     const size_t nr0 = a->nranges;
-    char *traced = NULL, *place = NULL;
+    /* place[i]: range i's place in the cycle (attribute.h), S_NOT_STEP
+       for a range that is no step; NULL when not sampled */
+    char *place = NULL;
     if (a->sample > 1) {
-        traced = ak_calloc (nr0 + 1, 1);
-        place = ak_calloc (nr0 + 1, 1);
+        place = ak_malloc (nr0 + 1);
+        memset (place, S_NOT_STEP, nr0 + 1);
         for (size_t i = 0; i < nr0; i++)
             if (s_is_step (t, &a->ranges[i])) {
                 const long j = a->steps_seen++ % a->sample;
-                traced[i] = j == 0;
                 place[i] = j == 0 ? AKD_PLACE_TRACED : j == 1 ? AKD_PLACE_AFTER : AKD_PLACE_REST;
             }
     }
@@ -264,11 +266,11 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
         ka->range = l ? l->range : -1;
         ka->tid = l ? l->tid : -1;
         ka->launched = l != NULL;
-        if (traced) {
+        if (place) {
             int root = ka->range;
             while (root >= 0 && a->ranges[root].parent >= 0)
                 root = a->ranges[root].parent;
-            if (root < 0 || (size_t) root >= nr0 || !traced[root]) {
+            if (root < 0 || (size_t) root >= nr0 || place[root] != AKD_PLACE_TRACED) {
                 a->unsampled++;
                 continue;
             }
@@ -301,46 +303,39 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
        flush, on the H100 (session 37) 15% of a CUDA-graph replay; and the
        means by place, from which the run's own cost of sampling is
        estimated, hotspots.h) */
-    double sum = 0, sum_u = 0, sum_p[3] = { 0, 0, 0 };
-    int timed = 0, timed_u = 0;
+    double sum = 0, sum_p[3] = { 0, 0, 0 };
+    int timed = 0;
     for (size_t i = 0; i < nr0; i++) {
         const akd_range_t *r = &a->ranges[i];
         if (!s_is_step (t, r))
             continue;
-        bool counted = !traced || traced[i];
-        a->steps += counted;
+        a->steps += !place || place[i] == AKD_PLACE_TRACED;
         if (r->closed && r->start_ts && r->end_ts > r->start_ts) {
             const double d = (double) (r->end_ts - r->start_ts);
-            if (counted) {
-                sum += d;
-                timed++;
-            }
-            else {
-                sum_u += d;
-                timed_u++;
-            }
             if (place) {
                 sum_p[(int) place[i]] += d;
                 a->place_n[(int) place[i]]++;
+            }
+            else {
+                sum += d;
+                timed++;
             }
         }
     }
     for (int p = 0; p < 3; p++)
         a->place_ns[p] = a->place_n[p] ? sum_p[p] / a->place_n[p] : 0;
-    if (a->place_n[AKD_PLACE_REST] > 0) {
-        sum = sum_p[AKD_PLACE_REST];
-        timed = a->place_n[AKD_PLACE_REST];
-    }
-    else
-    if (timed_u > 0) {
-        sum = sum_u;
-        timed = timed_u;
+    /* sampled: the rest's time, else the untraced steps' (with no rest,
+       those right after a traced one), else the traced ones' */
+    static const int order[3] = { AKD_PLACE_REST, AKD_PLACE_AFTER, AKD_PLACE_TRACED };
+    for (int o = 0; place && o < 3 && timed == 0; o++) {
+        sum = sum_p[order[o]];
+        timed = a->place_n[order[o]];
     }
     /* steps that ran at once (several threads): the records are switched
        for the whole process, so a sampled run cannot keep one step's
        kernels from another's */
     uint64_t last_end = 0;
-    for (size_t i = 0; traced && i < nr0; i++) {        /* ranges are made in time order (seq) */
+    for (size_t i = 0; place && i < nr0; i++) {         /* ranges are made in time order (seq) */
         const akd_range_t *r = &a->ranges[i];
         if (!s_is_step (t, r) || !r->start_ts)
             continue;
@@ -350,7 +345,7 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
         if (end > last_end)
             last_end = end;
     }
-    if (!traced)
+    if (!place)
         a->steps_seen = a->steps;
     if (a->steps == 0)
         a->steps = 1;
@@ -366,7 +361,6 @@ int akd_attribute (const akd_trace_t *t, akd_attr_t **attr_p, ak_err_t *err)
     for (size_t i = 0; i < nth; i++)
         free (th[i].stack);
     free (th);
-    free (traced);
     free (place);
     free (cache);
     free (launches);
