@@ -235,6 +235,32 @@ static int s_launch (const ak_spec_t *spec, const int64_t *dims, s_item_t *it, v
     return 0;
 }
 
+/*  Item it, cold, as the median of S_SAMPLES launches (after one that
+    loads it) on in and out into *us; 0, or the error ("timing: ..." where
+    the launches ran but a sample failed). */
+static int s_time (const ak_spec_t *spec, const int64_t *dims, s_item_t *it, void **in, void **out, double *us,
+                   ak_err_t *err)
+{
+    ak_kernel_t *kern = NULL;
+    ak_launch_t l;
+    double t[S_SAMPLES];
+    int rc = S.be->load (S.dev, it->path, "ak_kernel", &kern, err);
+    if (rc == 0 && (rc = s_launch (spec, dims, it, in, out, S.dt, &l, err)) == 0
+        && (rc = S.be->launch (S.dev, kern, &l, err)) == 0) {
+        for (int s = 0; s < S_SAMPLES && rc == 0; s++)
+            rc = ak_cuda_time_plain (S.dev, kern, &l, true, 1, &t[s], err);
+        if (rc)
+            ak_err_prefix (err, "timing");
+    }
+    if (kern)
+        S.be->unload (S.dev, &kern);
+    if (rc == 0) {
+        qsort (t, S_SAMPLES, sizeof t[0], s_cmp_dbl);
+        *us = t[S_SAMPLES / 2];
+    }
+    return rc;
+}
+
 /*  An error once the device is open: the device is closed before the
     exit, which waits for the backend's cuBLASLt preload (an exit while its
     initializers run crashed, status 139: worker/backend_cuda_impl.h). */
@@ -355,33 +381,16 @@ int main (int argc, char **argv)
     /* time every kernel */
     for (size_t i = 1; i < S.n; i++) {
         s_item_t *k = &S.items[i];
-        ak_kernel_t *kern = NULL;
-        ak_launch_t l;
-        double us[S_SAMPLES];
         k->us = -1;
-        if (!k->path) {
+        if (!k->path)
             printf ("  %-60s compile error: %.300s\n", k->text, k->error);
-            continue;
-        }
-        if (S.be->load (S.dev, k->path, "ak_kernel", &kern, &err) != 0
-            || s_launch (spec, z->dims, k, in, out, S.dt, &l, &err) != 0
-            || S.be->launch (S.dev, kern, &l, &err) != 0) {
+        else
+        if (s_time (spec, z->dims, k, in, out, &k->us, &err) != 0) {
+            k->us = -1;
             printf ("  %-60s %s\n", k->text, err.msg);
-            if (kern)
-                S.be->unload (S.dev, &kern);
-            continue;
         }
-        int rc = 0;
-        for (int s = 0; s < S_SAMPLES && rc == 0; s++)
-            rc = ak_cuda_time_plain (S.dev, kern, &l, true, 1, &us[s], &err);
-        S.be->unload (S.dev, &kern);
-        if (rc) {
-            printf ("  %-60s timing: %s\n", k->text, err.msg);
-            continue;
-        }
-        qsort (us, S_SAMPLES, sizeof us[0], s_cmp_dbl);
-        k->us = us[S_SAMPLES / 2];
-        printf ("  %-60s %10.1f us %8.1f TFLOP/s\n", k->text, k->us, (double) flops / k->us / 1e6);
+        else
+            printf ("  %-60s %10.1f us %8.1f TFLOP/s\n", k->text, k->us, (double) flops / k->us / 1e6);
     }
 
     /* $AK_BENCH_CUBLASLT_ALGOS=N: a cuBLASLt baseline again with each of the
@@ -389,28 +398,17 @@ int main (int argc, char **argv)
        above): what timing them, as PyTorch's TunableOp does, would find */
     long nalgos = getenv ("AK_BENCH_CUBLASLT_ALGOS") ? strtol (getenv ("AK_BENCH_CUBLASLT_ALGOS"), NULL, 10) : 0;
     for (long a = 1; S.items[1].library && S.items[1].path && a < nalgos && a < 16; a++) {
-        s_item_t *k = &S.items[1];
-        ak_kernel_t *kern = NULL;
-        ak_launch_t lb;
-        double us[S_SAMPLES];
+        double us = 0;
         ak_cuda_lib_bench_pick ((int) a);
-        int rc = S.be->load (S.dev, k->path, "ak_kernel", &kern, &err);
-        if (rc == 0 && (rc = s_launch (spec, z->dims, k, in, out, S.dt, &lb, &err)) == 0)
-            rc = S.be->launch (S.dev, kern, &lb, &err);
-        for (int smp = 0; smp < S_SAMPLES && rc == 0; smp++)
-            rc = ak_cuda_time_plain (S.dev, kern, &lb, true, 1, &us[smp], &err);
-        if (kern)
-            S.be->unload (S.dev, &kern);
+        int rc = s_time (spec, z->dims, &S.items[1], in, out, &us, &err);
         ak_cuda_lib_bench_pick (0);
+        char text[320];
+        snprintf (text, sizeof text, "%s, algorithm %ld", S.items[1].text, a);
         if (rc) {
-            printf ("  %-60s algorithm %ld: %s\n", k->text, a, err.msg);
+            printf ("  %-60s %s\n", text, err.msg);
             break;                      /* the heuristic offers no more */
         }
-        qsort (us, S_SAMPLES, sizeof us[0], s_cmp_dbl);
-        char text[320];
-        snprintf (text, sizeof text, "%s, algorithm %ld", k->text, a);
-        printf ("  %-60s %10.1f us %8.1f TFLOP/s\n", text, us[S_SAMPLES / 2],
-                (double) flops / us[S_SAMPLES / 2] / 1e6);
+        printf ("  %-60s %10.1f us %8.1f TFLOP/s\n", text, us, (double) flops / us / 1e6);
     }
 
     /* the reference, once */
