@@ -99,7 +99,9 @@ typedef struct {
     split K; the second launch of every run, emu's, finds a counter not
     set back), and with clusters of two (BM 64 BN 256, 4 blocks: each
     block's half of B multicast into both, stages released by both
-    blocks' consumers); softmax's row_cluster (a row over a cluster of 2
+    blocks' consumers; and BM 64 BN 128 with SPLIT 2 over 4 clusters of
+    8 blocks: the pairs of the last partial wave split, each block's
+    partials apart from its peer's); softmax's row_cluster (a row over a cluster of 2
     or 4 blocks, its reductions through the peers' shared memory:
     float32 and bfloat16); fused_mlp's wgmma over 4 and
     3 blocks (GRID: outside the spec's space, so the grid barrier between
@@ -135,6 +137,8 @@ static const s_run_t s_runs[] = {
       { 64, 128, 128, 3, 1, 1, 1, 2, 7, 2 } },
     { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10, S_MM_WGMMA,
       { 64, 256, 64, 4, 1, 2, 0, 8, 4, 1 } },
+    { "matmul", "wgmma", AK_DT_BFLOAT16, 1 << 18, 10, S_MM_WGMMA,
+      { 64, 128, 64, 3, 1, 2, 0, 8, 8, 2 } },
     { "softmax", "row_cluster", AK_DT_FLOAT32, 1 << 16, 5, { "WPR", "VECB", "LOADS", "HINT", "CL" },
       { 8, 16, 2, 1, 2 } },
     { "softmax", "row_cluster", AK_DT_BFLOAT16, 1 << 16, 5, { "WPR", "VECB", "LOADS", "HINT", "CL" },

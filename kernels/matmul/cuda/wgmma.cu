@@ -66,13 +66,15 @@
     pair's second tile is past M its A loads are TMA's zero fill and its
     stores are skipped.
 
-    SPLIT 2, 4 (split K, CLUSTER 1 only): the tiles of the grid's full
-    waves are walked whole, those of the last, partial wave (every tile
-    where there are fewer tiles than blocks) as SPLIT slices each, a
-    tile's slices consecutive units, each slice whole BK steps of K
-    (s_walk: at most KT slices, fewer where the partials would not fit
-    the workspace): the partial wave's tiles become a full wave of
-    smaller units.  A consumer warpgroup's slice goes to the
+    SPLIT 2, 4 (split K): the tiles of the grid's full waves are walked
+    whole, those of the last, partial wave (every tile where there are
+    fewer tiles than blocks) as SPLIT slices each, a tile's slices
+    consecutive units, each slice whole BK steps of K (s_walk: at most KT
+    slices, fewer where the partials would not fit the workspace): the
+    partial wave's tiles become a full wave of smaller units.  With
+    CLUSTER 2 the units are the pairs' slices, both blocks of a cluster
+    on the same slice (B's multicast stays whole), each block's partials
+    apart from its peer's.  A consumer warpgroup's slice goes to the
     workspace as float32 (s_reduce), the tile's last warpgroup of the
     slices adds them in slice order (deterministic) and stores the tile
     as below.  SPLIT 1 compiles to the kernel without it.
@@ -103,8 +105,8 @@
 
     Deterministic: every output sums its k products in one fixed order.
 
-    Launch: grid [min(tiles*SPLIT, GRID)] (CLUSTER 2: twice min(pairs,
-    GRID/2), clusters [2]), block [128*(CONSUMERS+1)],
+    Launch: grid [min(tiles*SPLIT, GRID)] (CLUSTER 2: twice
+    min(pairs*SPLIT, GRID/2), clusters [2]), block [128*(CONSUMERS+1)],
     shared STAGES*(BM+BN)*BK*2 + 1024 + CONSUMERS*16384 (the stages, the
     slack to align them to 1024 bytes, two C buffers a consumer; the
     barriers are static). */
@@ -161,7 +163,6 @@ static_assert (STAGES >= 2, "at least 2 stages");
 static_assert (RASTER == 0 || RASTER == 1, "RASTER: 0 or 1");
 static_assert (GROUP >= 1, "GROUP >= 1");
 static_assert (SPLIT == 1 || SPLIT == 2 || SPLIT == 4 || SPLIT == 8, "SPLIT: 1, 2, 4 or 8");
-static_assert (SPLIT == 1 || CLUSTER == 1, "split K without clusters");
 
 /*  Register budgets.  ptxas compiles the whole kernel within one register
     count, the launch bound's cap or the largest setmaxnreg, whichever is
@@ -213,11 +214,12 @@ __device__ __forceinline__ s_walk_t s_walk (int tiles, int KT)
 {
     s_walk_t w;
 #if SPLIT > 1
-    w.full = tiles / (int) gridDim.x * (int) gridDim.x;
+    const int lanes = (int) gridDim.x / CLUSTER;     /* units running at once */
+    w.full = tiles / lanes * lanes;
     const int tail = tiles - w.full;
     int best = 1;
-    for (int n = 2; n <= SPLIT && n <= KT && tail * n <= (int) gridDim.x; n *= 2)
-        if ((ak_i64) tail * n * BM * BN <= WS_FLOATS && (ak_i64) tail * CONSUMERS <= WS_COUNTERS)
+    for (int n = 2; n <= SPLIT && n <= KT && tail * n <= lanes; n *= 2)
+        if ((ak_i64) tail * n * CLUSTER * BM * BN <= WS_FLOATS && (ak_i64) tail * CLUSTER * CONSUMERS <= WS_COUNTERS)
             best = n;
     w.nsplit = best;
     w.units = w.full + tail * best;
@@ -576,7 +578,7 @@ ak_kernel (ak_cuda_args_t a, const __grid_constant__ ak_tensor_map_t tm_a,
             for (int j = 0; j < BN / 2; j++)
                 ak_reg_fence (acc[i][j]);
 #if SPLIT > 1
-        if (q >= 0 && !s_reduce (acc, t - walk.full, q, walk.nsplit, cw, tid, &last[cw]))
+        if (q >= 0 && !s_reduce (acc, (t - walk.full) * CLUSTER + (int) rank, q, walk.nsplit, cw, tid, &last[cw]))
             continue;      /* not the tile's last slice: its partial is written */
 #endif
 
