@@ -12,6 +12,7 @@
 #define S_MAX_VALUES      1024                /* values of one parameter */
 #define S_MAX_SPACE       (1u << 16)          /* configurations before constraints */
 #define S_MAX_CONSTRAINTS 32
+#define S_MAX_SEEDS       16                  /* configurations a search always tries */
 #define S_MAX_WALK_CHARS  (1u << 22)          /* configurations x constraint characters:
                                                  bounds the walk done on every parse (the
                                                  coordinator parses on its event loop) */
@@ -290,6 +291,8 @@ static int s_valid (const ak_candidate_t *cand, const int64_t *values, bool *ok,
             return ak_err_set (err, AK_EINVAL, "%s (at %s)", sub.msg, at);
         }
         *ok = v != 0;
+        if (!*ok && bad)
+            *bad = c;                   /* the constraint that is false */
     }
     return 0;
 }
@@ -430,6 +433,64 @@ int ak_space_neighbors (const ak_candidate_t *cand, const int64_t *center, ak_sp
     return rc;
 }
 
+/*  seeds: [{"NAME": value, ...}, ...], each a whole configuration of the
+    space (every parameter named once, each value one of its list, every
+    constraint true), no two alike: the configurations a halving search
+    always takes into its first stage (ak_search_sample). */
+static int s_seeds_parse (json_t *v, const char *label, const char *path, ak_candidate_t *cand, ak_err_t *err)
+{
+    char p[AK_JPATH_MAX], q[AK_JPATH_MAX], r[AK_JPATH_MAX];
+    json_t *seeds;
+    int rc;
+    if ((rc = ak_jpath_get (v, "seeds", JSON_ARRAY, false, label, path, &seeds, err)) != 0 || !seeds)
+        return rc;
+    ak_jpath_field (p, path, "seeds");
+    size_t ns = json_array_size (seeds), np = cand->nparams;
+    if (ns == 0 || ns > S_MAX_SEEDS)
+        return ak_jpath_bad (err, label, p, "must hold 1 to %d configurations", S_MAX_SEEDS);
+    if (np == 0)
+        return ak_jpath_bad (err, label, p, "a candidate without parameters has no configurations to seed");
+    cand->seeds = ak_calloc (ns * np, sizeof *cand->seeds);
+    for (size_t k = 0; k < ns; k++) {
+        json_t *o = json_array_get (seeds, k);
+        int64_t *values = cand->seeds + k * np;
+        ak_jpath_index (q, p, k);
+        if (!json_is_object (o))
+            return ak_jpath_bad (err, label, q, "must be an object of parameter values");
+        const char *key;
+        json_t *x;
+        json_object_foreach (o, key, x) {
+            size_t i = 0;
+            while (i < np && strcmp (cand->params[i].name, key) != 0)
+                i++;
+            if (i == np)
+                return ak_jpath_bad (err, label, ak_jpath_field (r, q, key), "not a parameter of the candidate");
+            if (!json_is_integer (x))
+                return ak_jpath_bad (err, label, ak_jpath_field (r, q, key), "must be an integer");
+            values[i] = (int64_t) json_integer_value (x);
+            if (s_value_index (&cand->params[i], values[i]) < 0)
+                return ak_jpath_bad (err, label, ak_jpath_field (r, q, key), "%lld is not one of its values",
+                                     (long long) values[i]);
+        }
+        for (size_t i = 0; i < np; i++)
+            if (!json_object_get (o, cand->params[i].name))
+                return ak_jpath_bad (err, label, ak_jpath_field (r, q, cand->params[i].name), "missing");
+        bool ok = false;
+        size_t bad = 0;
+        ak_err_t sub = { 0 };
+        if (s_valid (cand, values, &ok, &bad, &sub))
+            return ak_jpath_bad (err, label, q, "%s", sub.msg);
+        if (!ok)
+            return ak_jpath_bad (err, label, q, "outside the space: constraints[%zu] (%s) is false", bad,
+                                 cand->constraints[bad]);
+        for (size_t j = 0; j < k; j++)
+            if (memcmp (cand->seeds + j * np, values, np * sizeof *values) == 0)
+                return ak_jpath_bad (err, label, q, "the same configuration as seeds[%zu]", j);
+        cand->nseeds++;
+    }
+    return 0;
+}
+
 /*  params: {"NAME": [values...]} in declaration order; constraints:
     expressions over the parameter names. */
 int ak_space_parse (json_t *v, const char *label, const char *path, ak_candidate_t *cand,
@@ -512,5 +573,5 @@ int ak_space_parse (json_t *v, const char *label, const char *path, ak_candidate
         return ak_jpath_bad (err, label, ak_jpath_index (q, p, bad), "%s", sub.msg);
     if (valid == 0)
         return ak_jpath_bad (err, label, p, "no configuration of the parameter space satisfies them");
-    return 0;
+    return s_seeds_parse (v, label, path, cand, err);
 }

@@ -73,6 +73,7 @@ static void s_candidate_free (ak_candidate_t *cand)
         free (cand->constraints[i]);
     free (cand->constraints);
     free (cand->arch);
+    free (cand->seeds);
     memset (cand, 0, sizeof *cand);
 }
 
@@ -304,14 +305,14 @@ static int s_parse_launch_of (json_t *obj, const char *backend, const ak_spec_t 
 
 /* ============================================================= candidates */
 
-/*  One candidate object: {name, backend, source, params?, constraints?}.
+/*  One candidate object: {name, backend, source, params?, constraints?, seeds?}.
     Checks the parameter space: bounded, every constraint evaluates, and at
     least one configuration satisfies them all. */
 int ak_spec_parse_candidate (json_t *v, const ak_spec_t *spec, const char *label, const char *path,
                              const char *base_dir, bool confined, ak_candidate_t *cand, ak_err_t *err)
 {
     static const char *const fields[] = {
-        "name", "backend", "source", "params", "constraints", "launch", "arch", "tensor_maps", NULL };
+        "name", "backend", "source", "params", "constraints", "seeds", "launch", "arch", "tensor_maps", NULL };
     char p[AK_JPATH_MAX];
     json_t *src;
     const char *name, *backend;
@@ -914,6 +915,17 @@ static json_t *s_candidate_json (const ak_candidate_t *cand, bool with_text)
     json_t *o = json_pack ("{s:s, s:s, s:o, s:o, s:o}", "name", cand->name, "backend", cand->backend,
                            "source", ak_source_to_json (&cand->source, with_text),
                            "params", params, "constraints", constraints);
+    if (o && cand->nseeds) {
+        json_t *seeds = json_array ();
+        for (size_t k = 0; k < cand->nseeds; k++) {
+            json_t *c = json_object ();
+            for (size_t i = 0; i < cand->nparams; i++)
+                json_object_set_new (c, cand->params[i].name,
+                                     json_integer ((json_int_t) cand->seeds[k * cand->nparams + i]));
+            json_array_append_new (seeds, c);
+        }
+        json_object_set_new (o, "seeds", seeds);
+    }
     if (o && cand->launch)
         json_object_set_new (o, "launch", s_launch_json (cand->launch));
     ak_spec_cuda_json (o, cand->arch, cand->launch);

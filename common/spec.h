@@ -112,6 +112,9 @@ typedef struct {
     ak_launch_rule_t *launch;           /* cuda: required; host: NULL */
     char        *arch;                  /* cuda: "sm_90a" (built for that target, run only on
                                            its compute capability); NULL: the device's own */
+    int64_t     *seeds;                 /* nseeds configurations (nparams values each, in params'
+                                           order) a halving search always tries; NULL: none */
+    size_t       nseeds;
 } ak_candidate_t;
 
 /*  A baseline is a kernel (source, launch) or, on cuda, a vendor library

@@ -156,7 +156,8 @@ static int s_on_config (const ak_candidate_t *cand, const int64_t *values, void 
 
 /* The tune tasks of one candidate (rounds.h): every valid configuration
    at stage 0 (exhaustive), or a sample of policy.search_budget of them at
-   stage 1 with the short timing policy (halving). */
+   stage 1 with the short timing policy (halving): the candidate's seeds
+   and the rest of the budget drawn at random (ak_search_sample). */
 static int s_expand_candidate (s_ctx_t *ctx, const ak_policy_t *pol, const char *op, const char *target,
                                const ak_candidate_t *cand, const Ak__TaskRecord *ctmpl, bool profile,
                                ak_err_t *err)
@@ -181,6 +182,7 @@ static int s_expand_candidate (s_ctx_t *ctx, const ak_policy_t *pol, const char 
     ak_cpb_set (&sum->strategy, halving ? "halving" : "exhaustive");
     sum->valid = (uint32_t) sample.valid;
     sum->sampled = (uint32_t) (halving ? sample.n : sample.valid);
+    sum->seeded = (uint32_t) (halving ? sample.seeded : 0);
     sum->keep = halving ? ak_search_stage_size ((uint32_t) sample.n, pol->search_keep, pol->search_rounds,
                                                 pol->search_rounds) : (uint32_t) sample.valid;
     sum->rounds = halving ? pol->search_rounds : 1;

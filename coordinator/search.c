@@ -33,9 +33,12 @@ uint64_t ak_search_rng_seed (uint64_t seed, const char *salt)
 // ------------------------------------------------------------------ sampling
 
 typedef struct {
-    size_t    budget;
+    size_t    budget;           /* drawn beside the seeds */
     size_t    np;
-    size_t    seen;
+    size_t    seen;             /* configurations not a seed */
+    size_t    valid;            /* every valid configuration */
+    const int64_t *seeds;       /* taken already: not drawn again */
+    size_t    nseeds;
     uint64_t  state;
     uint64_t *index;            /* walk position of each slot */
     int64_t  *values;
@@ -47,6 +50,12 @@ static int s_on_sample (const ak_candidate_t *cand, const int64_t *values, void 
 {
     (void) cand;
     s_reservoir_t *r = arg;
+    r->valid++;
+    for (size_t k = 0; k < r->nseeds; k++)
+        if (memcmp (r->seeds + k * r->np, values, r->np * sizeof *values) == 0)
+            return 0;
+    if (r->budget == 0)
+        return 0;
     size_t i = r->seen++, slot = i;
     if (i >= r->budget) {
         uint64_t j = ak_search_rng_next (&r->state) % (uint64_t) (i + 1);
@@ -64,14 +73,21 @@ int ak_search_sample (const ak_candidate_t *cand, uint64_t seed, const char *sal
 {
     memset (out, 0, sizeof *out);
     size_t np = cand->nparams < AK_MAX_PARAMS ? cand->nparams : AK_MAX_PARAMS;
-    s_reservoir_t r = { .budget = budget ? budget : 1, .np = np };
+    budget = budget ? budget : 1;
+    /* the seeds (ak_space_parse checked them against this space) */
+    size_t nseeds = cand->seeds && np == cand->nparams ? cand->nseeds : 0;
+    nseeds = nseeds < budget ? nseeds : budget;
+    s_reservoir_t r = { .budget = budget - nseeds, .np = np, .seeds = cand->seeds, .nseeds = nseeds };
     r.state = ak_search_rng_seed (seed, salt);
-    r.index = ak_calloc (r.budget, sizeof *r.index);
-    r.values = ak_calloc (r.budget * (np ? np : 1), sizeof *r.values);
+    r.index = ak_calloc (r.budget ? r.budget : 1, sizeof *r.index);
+    int64_t *values = ak_calloc (budget * (np ? np : 1), sizeof *values);
+    if (nseeds)
+        memcpy (values, cand->seeds, nseeds * np * sizeof *values);
+    r.values = values + nseeds * np;
     int rc = ak_space_walk (cand, s_on_sample, &r, NULL, err);
     if (rc) {
         free (r.index);
-        free (r.values);
+        free (values);
         return rc;
     }
     size_t n = r.seen < r.budget ? r.seen : r.budget;
@@ -89,9 +105,10 @@ int ak_search_sample (const ak_candidate_t *cand, uint64_t seed, const char *sal
         }
     free (r.index);
     out->nparams = np;
-    out->valid = r.seen;
-    out->n = n;
-    out->values = r.values;
+    out->valid = r.valid;
+    out->n = nseeds + n;
+    out->seeded = nseeds;
+    out->values = values;
     return 0;
 }
 

@@ -31,12 +31,15 @@ typedef struct {
     size_t    nparams;
     size_t    valid;            /* valid configurations in the space */
     size_t    n;                /* sampled: min(budget, valid) */
-    int64_t  *values;           /* n * nparams, in walk order */
+    size_t    seeded;           /* the first `seeded` of them are the candidate's seeds */
+    int64_t  *values;           /* n * nparams: the seeds, then the others in walk order */
 } ak_search_sample_t;
 
-/* Samples min(budget, valid) configurations of cand uniformly without
-   replacement (reservoir sampling over ak_space_walk with a generator
-   seeded from seed and salt), returned in walk order.  Clear with
+/* Samples min(budget, valid) configurations of cand without replacement:
+   the candidate's seeds first (its "seeds", in their order, at most
+   budget of them), then the rest of the budget drawn uniformly from the
+   other configurations (reservoir sampling over ak_space_walk with a
+   generator seeded from seed and salt), in walk order.  Clear with
    ak_search_sample_clear.  Errors of ak_space_walk come back as they are. */
 int ak_search_sample (const ak_candidate_t *cand, uint64_t seed, const char *salt, size_t budget,
                       ak_search_sample_t *out, ak_err_t *err);

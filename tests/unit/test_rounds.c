@@ -82,6 +82,79 @@ static void test_sample (void **state)
     free (dir);
 }
 
+/* The candidate's seeds: first in every sample, within the budget, never
+   drawn twice; the rest of the budget drawn from the other
+   configurations, in walk order. */
+static void test_sample_seeds (void **state)
+{
+    (void) state;
+    char *dir = ak_test_tmpdir ("rounds");
+    ak_manifest_t *m = ak_rounds_fx_manifest (dir, "");
+    ak_candidate_t *cand = &m->ops[0].spec->candidates[0];
+    static const int64_t seeds[] = { 8, 2, 1, 1 };       /* BLOCK UNROLL pairs */
+    cand->seeds = ak_malloc (sizeof seeds);
+    memcpy (cand->seeds, seeds, sizeof seeds);
+    cand->nseeds = 2;
+    ak_err_t err = { 0 };
+    for (uint64_t seed = 0; seed < 50; seed++) {
+        ak_search_sample_t a;
+        assert_int_equal (ak_search_sample (cand, seed, "opa/host/blocked", 6, &a, &err), 0);
+        assert_int_equal (a.valid, AK_ROUNDS_FX_VALID);
+        assert_int_equal (a.n, 6);
+        assert_int_equal (a.seeded, 2);
+        assert_memory_equal (a.values, seeds, sizeof seeds);
+        for (size_t i = 2; i < a.n; i++) {
+            for (size_t j = 0; j < i; j++)
+                assert_false (a.values[2 * j] == a.values[2 * i] && a.values[2 * j + 1] == a.values[2 * i + 1]);
+            if (i > 2)           /* the drawn ones in walk order (BLOCK, then UNROLL) */
+                assert_true (a.values[2 * (i - 1)] * 10 + a.values[2 * i - 1] < a.values[2 * i] * 10 + a.values[2 * i + 1]);
+        }
+        ak_search_sample_clear (&a);
+    }
+    /* a budget of one: the first seed alone */
+    ak_search_sample_t one, all;
+    assert_int_equal (ak_search_sample (cand, 42, "x", 1, &one, &err), 0);
+    assert_int_equal (one.n, 1);
+    assert_int_equal (one.seeded, 1);
+    assert_int_equal (one.values[0], 8);
+    assert_int_equal (one.values[1], 2);
+    /* a budget over the space: every configuration once, the seeds first */
+    assert_int_equal (ak_search_sample (cand, 42, "x", 100, &all, &err), 0);
+    assert_int_equal (all.n, AK_ROUNDS_FX_VALID);
+    assert_int_equal (all.seeded, 2);
+    assert_memory_equal (all.values, seeds, sizeof seeds);
+    for (size_t i = 0; i < all.n; i++)
+        for (size_t j = 0; j < i; j++)
+            assert_false (all.values[2 * j] == all.values[2 * i] && all.values[2 * j + 1] == all.values[2 * i + 1]);
+    ak_search_sample_clear (&one);
+    ak_search_sample_clear (&all);
+    /* through the expansion: the summary counts them, the first stage holds them */
+    ak_manifest_t *mh = ak_rounds_fx_manifest (dir, "\"search\": {\"budget\": 6, \"keep\": 2}");
+    ak_candidate_t *ch = &mh->ops[0].spec->candidates[0];
+    ch->seeds = ak_malloc (sizeof seeds);
+    memcpy (ch->seeds, seeds, sizeof seeds);
+    ch->nseeds = 2;
+    ak_expansion_t *exp = NULL;
+    assert_int_equal (ak_expand (mh, "B000001", "d", 1, &exp, &err), 0);
+    assert_int_equal (exp->batch->search[0]->sampled, 6);
+    assert_int_equal (exp->batch->search[0]->seeded, 2);
+    int found = 0;
+    for (size_t i = 0; i < exp->ntasks; i++) {
+        const Ak__TaskRecord *t = exp->tasks[i];
+        if (strcmp (t->kind, "tune") != 0)
+            continue;
+        int64_t bl = ak_rounds_fx_param (t->params, t->n_params, "BLOCK");
+        int64_t un = ak_rounds_fx_param (t->params, t->n_params, "UNROLL");
+        found += (bl == 8 && un == 2) + (bl == 1 && un == 1);
+    }
+    assert_int_equal (found, 2);
+    ak_expansion_destroy (&exp);
+    ak_manifest_destroy (&mh);
+    ak_manifest_destroy (&m);
+    ak_test_rmtree (dir);
+    free (dir);
+}
+
 static void test_stage_sizes_and_policy (void **state)
 {
     assert_int_equal (ak_search_stage_size (16, 2, 2, 1), 16);
@@ -573,6 +646,7 @@ int main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_sample),
+        cmocka_unit_test (test_sample_seeds),
         cmocka_unit_test (test_stage_sizes_and_policy),
         cmocka_unit_test (test_policy_parsing),
         cmocka_unit_test (test_expand_strategies),

@@ -842,6 +842,48 @@ static void test_reject_unsatisfiable_constraints (void **state)
                        "candidates[0].constraints: no configuration", NULL);
 }
 
+/* "seeds": whole configurations of the space, kept in params' order and
+   by ak_spec_to_json; each way one can be wrong is refused by name. */
+static void test_seeds (void **state)
+{
+    ak_spec_fx_t *fx = *state;
+    ak_spec_t *spec = NULL;
+    ak_err_t err;
+    ak_test_json_set (fx->json, "candidates[0].seeds",
+                      json_pack ("[{s:i, s:i}, {s:i, s:i}]", "UNROLL", 4, "BLOCK", 2, "BLOCK", 8, "UNROLL", 1));
+    if (ak_spec_fx_load (fx, &spec, &err))
+        fail_msg ("%s", err.msg);
+    const ak_candidate_t *c = &spec->candidates[0];
+    assert_int_equal (c->nseeds, 2);
+    assert_int_equal (c->seeds[0], 2);          /* BLOCK, UNROLL: params' order, not the object's */
+    assert_int_equal (c->seeds[1], 4);
+    assert_int_equal (c->seeds[2], 8);
+    assert_int_equal (c->seeds[3], 1);
+    json_t *j = ak_spec_to_json (spec, false);
+    json_t *js = json_object_get (json_array_get (json_object_get (j, "candidates"), 0), "seeds");
+    assert_int_equal (json_array_size (js), 2);
+    assert_int_equal (json_integer_value (json_object_get (json_array_get (js, 1), "BLOCK")), 8);
+    json_decref (j);
+    ak_spec_destroy (&spec);
+    ak_test_json_set (fx->json, "candidates[0].seeds", NULL);
+
+    const char *sp = "candidates[0].seeds";
+    ak_spec_fx_reject (fx, sp, json_pack ("[]"), "candidates[0].seeds: must hold 1 to 16", NULL);
+    ak_spec_fx_reject (fx, sp, json_pack ("{s:i}", "BLOCK", 1), "candidates[0].seeds: must be an array", NULL);
+    ak_spec_fx_reject (fx, sp, json_pack ("[i]", 1), "candidates[0].seeds[0]: must be an object", NULL);
+    ak_spec_fx_reject (fx, sp, json_pack ("[{s:i}]", "BLOCK", 2), "candidates[0].seeds[0].UNROLL: missing", NULL);
+    ak_spec_fx_reject (fx, sp, json_pack ("[{s:i, s:i, s:i}]", "BLOCK", 2, "UNROLL", 1, "WIDTH", 3),
+                       "candidates[0].seeds[0].WIDTH: not a parameter", NULL);
+    ak_spec_fx_reject (fx, sp, json_pack ("[{s:i, s:i}]", "BLOCK", 3, "UNROLL", 1),
+                       "candidates[0].seeds[0].BLOCK: 3 is not one of its values", NULL);
+    ak_spec_fx_reject (fx, sp, json_pack ("[{s:s, s:i}]", "BLOCK", "2", "UNROLL", 1),
+                       "candidates[0].seeds[0].BLOCK: must be an integer", NULL);
+    ak_spec_fx_reject (fx, sp, json_pack ("[{s:i, s:i}]", "BLOCK", 8, "UNROLL", 4),
+                       "candidates[0].seeds[0]: outside the space: constraints[0] (BLOCK*UNROLL <= 16)", NULL);
+    ak_spec_fx_reject (fx, sp, json_pack ("[{s:i, s:i}, {s:i, s:i}]", "BLOCK", 2, "UNROLL", 1, "UNROLL", 1, "BLOCK", 2),
+                       "candidates[0].seeds[1]: the same configuration as seeds[0]", NULL);
+}
+
 static void test_reject_wrong_types (void **state)
 {
     ak_spec_fx_t *fx = *state;
@@ -924,6 +966,7 @@ int main (void)
         T (test_reject_bad_constraint),
         T (test_reject_constraint_failing_to_evaluate),
         T (test_reject_unsatisfiable_constraints),
+        T (test_seeds),
         T (test_reject_wrong_types),
         T (test_reject_not_an_object),
     };
