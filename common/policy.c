@@ -62,7 +62,7 @@ static int s_parse_u32s (json_t *obj, const s_u32_t *t, size_t n, const char *la
     return 0;
 }
 
-/*  policy.search {strategy, budget, keep, rounds, short_max_time_ms},
+/*  policy.search {strategy, budget, keep, rounds, short_max_time_ms, refine, installed},
     policy.confirm and policy.implausible: over the defaults, range-checked. */
 static int s_parse_search (json_t *obj, const char *label, ak_policy_t *pol, ak_err_t *err)
 {
@@ -74,7 +74,7 @@ static int s_parse_search (json_t *obj, const char *label, ak_policy_t *pol, ak_
         { "refine",            offsetof (ak_policy_t, search_refine),     0, 1024 },
     };
     static const char *const fields[] = { "strategy", "budget", "keep", "rounds", "short_max_time_ms", "refine",
-                                          NULL };
+                                          "installed", NULL };
     json_t *search = NULL, *v;
     const char *strategy = NULL;
     int rc;
@@ -107,6 +107,10 @@ static int s_parse_search (json_t *obj, const char *label, ak_policy_t *pol, ak_
     rc = s_parse_u32s (search, u32, sizeof u32 / sizeof u32[0], label, "policy.search", pol, err);
     if (rc)
         return rc;
+    if ((rc = ak_jpath_get (search, "installed", JSON_TRUE, false, label, "policy.search", &v, err)) != 0)
+        return rc;
+    if (v)
+        pol->search_installed = json_is_true (v);
     if (pol->search_keep > pol->search_budget)
         return ak_jpath_bad (err, label, "policy.search.keep", "must not exceed policy.search.budget "
                              "(%u > %u)", pol->search_keep, pol->search_budget);
@@ -192,6 +196,8 @@ json_t *ak_policy_to_json (const ak_policy_t *pol)
         json_object_set_new (search, "strategy", json_string (pol->search_strategy));
     if (pol->search_refine)
         json_object_set_new (search, "refine", json_integer ((json_int_t) pol->search_refine));
+    if (pol->search_installed)
+        json_object_set_new (search, "installed", json_true ());
     json_object_set_new (policy, "search", search);
     json_object_set_new (policy, "confirm", json_boolean (pol->confirm));
     json_object_set_new (policy, "implausible", json_real (pol->implausible));

@@ -35,6 +35,7 @@ typedef struct {
     uint32_t search_keep;         /* 4 finalists timed in full */
     uint32_t search_rounds;       /* 2 stages of successive halving */
     uint32_t search_refine;       /* 0: neighbours of the first stage's leaders added to it, at most */
+    bool     search_installed;    /* false: installed profile entries of the (op, class, candidate) seeded too */
     uint32_t short_max_time_ms;   /* 200: timing budget per workload in the short stages */
     bool     confirm;             /* true: finalists re-measured on another worker */
     double   implausible;         /* 10: speedups above are flagged and always confirmed */

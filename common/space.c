@@ -400,6 +400,13 @@ bool ak_space_in_lists (const ak_candidate_t *cand, const int64_t *values)
     return true;
 }
 
+bool ak_space_valid (const ak_candidate_t *cand, const int64_t *values)
+{
+    bool ok = false;
+    ak_err_t sub = { 0 };
+    return ak_space_in_lists (cand, values) && s_valid (cand, values, &ok, NULL, &sub) == 0 && ok;
+}
+
 int ak_space_neighbors (const ak_candidate_t *cand, const int64_t *center, ak_space_fn *fn, void *arg,
                         ak_err_t *err)
 {

@@ -69,6 +69,10 @@ int ak_space_walk (const ak_candidate_t *cand, ak_space_fn *fn, void *arg, size_
    checked): a configuration of this version of the space's lists. */
 bool ak_space_in_lists (const ak_candidate_t *cand, const int64_t *values);
 
+/* Whether values is a configuration of the space: in the lists and every
+   constraint true (one that fails to evaluate: false). */
+bool ak_space_valid (const ak_candidate_t *cand, const int64_t *values);
+
 /* The neighbours of the configuration center (center[i] for params[i],
    each one of its parameter's values) in the candidate's space, for a
    local search around a good configuration: first each parameter moved

@@ -17,6 +17,7 @@
 #include "loopstat.h"
 #include "metrics.h"
 #include "pbjson.h"
+#include "profiles.h"
 #include "results.h"
 #include "spec.h"
 #include "util.h"
@@ -88,10 +89,28 @@ static int s_submit_once (ak_client_env_t *env, const ak_manifest_t *m, const ch
     rc = ak_store_put_blob (txn, body, strlen (body), digest, err);
     if (rc == 0)
         rc = ak_store_next_id (txn, "batch", &n, err);
+    /* policy.search.installed: the installed entries' configurations as
+       seeds (ak_expand_with) */
+    Ak__ProfileClass **classes = NULL;
+    size_t nclasses = 0, ninst = 0;
+    ak_installed_t *inst = NULL;
+    if (rc == 0 && m->policy.search_installed && (rc = ak_profiles_load_all (txn, &classes, &nclasses, err)) == 0) {
+        for (size_t c = 0; c < nclasses; c++)
+            for (size_t e = 0; e < classes[c]->n_entries; e++) {
+                const Ak__ProfileEntry *pe = classes[c]->entries[e];
+                if (!pe->candidate_name || !*pe->candidate_name || pe->n_params == 0)
+                    continue;                  /* a vendor entry: no configuration */
+                inst = ak_realloc (inst, (ninst + 1) * sizeof *inst);
+                inst[ninst++] = (ak_installed_t) { pe->op, classes[c]->device_class, pe->candidate_name,
+                                                   pe->params, pe->n_params };
+            }
+    }
     if (rc == 0) {
         ak_batch_id_format (n, batch_id);
-        rc = ak_expand (m, batch_id, digest, ak_clock_wall_ms (), exp_p, err);
+        rc = ak_expand_with (m, inst, ninst, batch_id, digest, ak_clock_wall_ms (), exp_p, err);
     }
+    free (inst);
+    ak_profiles_free (&classes, nclasses);
     if (rc == 0)
         rc = ak_expand_store (*exp_p, txn, err);
     if (rc == 0)

@@ -17,6 +17,8 @@ typedef struct {
     size_t          seq;
     Ak__SearchSummary **search;         /* one per (op, class, candidate) */
     size_t          nsearch;
+    const ak_installed_t *inst;         /* installed entries (policy.search.installed) */
+    size_t          ninst;
 } s_ctx_t;
 
 void ak_batch_id_format (uint64_t n, char buf[32])
@@ -156,8 +158,53 @@ static int s_on_config (const ak_candidate_t *cand, const int64_t *values, void 
 
 /* The tune tasks of one candidate (rounds.h): every valid configuration
    at stage 0 (exhaustive), or a sample of policy.search_budget of them at
-   stage 1 with the short timing policy (halving): the candidate's seeds
-   and the rest of the budget drawn at random (ak_search_sample). */
+   stage 1 with the short timing policy (halving): the candidate's seeds,
+   with policy.search.installed the installed entries' configurations, and
+   the rest of the budget drawn at random (ak_search_sample_with). */
+/* The configurations of the installed entries of (op, target, cand) that
+   are valid in cand's space today (a parameter missing, a value no longer
+   in its list or a constraint false: left out), none twice nor equal to
+   one of cand's own seeds, in the order given: a malloc'ed array of *n
+   rows (NULL when none). */
+static int64_t *s_installed (const s_ctx_t *ctx, const char *op, const char *target, const ak_candidate_t *cand,
+                             size_t *n)
+{
+    size_t np = cand->nparams;
+    int64_t *out = NULL;
+    *n = 0;
+    if (np == 0 || np > AK_MAX_PARAMS)
+        return NULL;
+    for (size_t e = 0; e < ctx->ninst; e++) {
+        const ak_installed_t *in = &ctx->inst[e];
+        if (!ak_streq (in->op, op) || !ak_streq (in->device_class, target) || !ak_streq (in->candidate, cand->name)
+            || in->nparams != np)
+            continue;
+        int64_t v[AK_MAX_PARAMS];
+        bool found = true;
+        for (size_t i = 0; i < np && found; i++) {
+            found = false;
+            for (size_t k = 0; k < in->nparams && !found; k++)
+                if (in->params[k] && ak_streq (in->params[k]->name, cand->params[i].name)) {
+                    v[i] = in->params[k]->value;
+                    found = true;
+                }
+        }
+        if (!found || !ak_space_valid (cand, v))
+            continue;
+        bool dup = false;
+        for (size_t k = 0; k < cand->nseeds && !dup; k++)
+            dup = memcmp (cand->seeds + k * np, v, np * sizeof *v) == 0;
+        for (size_t k = 0; k < *n && !dup; k++)
+            dup = memcmp (out + k * np, v, np * sizeof *v) == 0;
+        if (dup)
+            continue;
+        out = ak_realloc (out, (*n + 1) * np * sizeof *out);
+        memcpy (out + *n * np, v, np * sizeof *v);
+        (*n)++;
+    }
+    return out;
+}
+
 static int s_expand_candidate (s_ctx_t *ctx, const ak_policy_t *pol, const char *op, const char *target,
                                const ak_candidate_t *cand, const Ak__TaskRecord *ctmpl, bool profile,
                                ak_err_t *err)
@@ -165,8 +212,11 @@ static int s_expand_candidate (s_ctx_t *ctx, const ak_policy_t *pol, const char 
     char salt[512];
     snprintf (salt, sizeof salt, "%s/%s/%s", op, target, cand->name);
     ak_search_sample_t sample;
-    int rc = ak_search_sample (cand, pol->seed, salt, pol->search_budget ? pol->search_budget : 64,
-                               &sample, err);
+    size_t ninst = 0;
+    int64_t *inst = pol->search_installed ? s_installed (ctx, op, target, cand, &ninst) : NULL;
+    int rc = ak_search_sample_with (cand, inst, ninst, pol->seed, salt,
+                                    pol->search_budget ? pol->search_budget : 64, &sample, err);
+    free (inst);
     if (rc)
         return rc;
     bool halving = strcmp (pol->search_strategy, "halving") == 0
@@ -183,6 +233,7 @@ static int s_expand_candidate (s_ctx_t *ctx, const ak_policy_t *pol, const char 
     sum->valid = (uint32_t) sample.valid;
     sum->sampled = (uint32_t) (halving ? sample.n : sample.valid);
     sum->seeded = (uint32_t) (halving ? sample.seeded : 0);
+    sum->installed = (uint32_t) (halving ? sample.extra : 0);
     sum->keep = halving ? ak_search_stage_size ((uint32_t) sample.n, pol->search_keep, pol->search_rounds,
                                                 pol->search_rounds) : (uint32_t) sample.valid;
     sum->rounds = halving ? pol->search_rounds : 1;
@@ -313,11 +364,17 @@ done:
 int ak_expand (const ak_manifest_t *m, const char *batch_id, const char *bundle_digest,
                uint64_t now_ms, ak_expansion_t **exp_p, ak_err_t *err)
 {
+    return ak_expand_with (m, NULL, 0, batch_id, bundle_digest, now_ms, exp_p, err);
+}
+
+int ak_expand_with (const ak_manifest_t *m, const ak_installed_t *inst, size_t ninst, const char *batch_id,
+                    const char *bundle_digest, uint64_t now_ms, ak_expansion_t **exp_p, ak_err_t *err)
+{
     int rc = 0;
     ak_err_t local;
     if (!err)
         err = &local;
-    s_ctx_t ctx = { .batch_id = batch_id };
+    s_ctx_t ctx = { .batch_id = batch_id, .inst = inst, .ninst = ninst };
     ctx.exp = ak_calloc (1, sizeof *ctx.exp);
     *exp_p = NULL;
     if (m->nops == 0 || m->ntargets == 0) {

@@ -54,6 +54,26 @@ void ak_batch_id_format (uint64_t n, char buf[32]);
 int ak_expand (const ak_manifest_t *manifest, const char *batch_id, const char *bundle_digest,
                uint64_t now_ms, ak_expansion_t **exp_p, ak_err_t *err);
 
+/* The configuration of an installed profile entry (a winner or workload
+   pick of an earlier batch), by name: op, device class, candidate and
+   parameters (pointers into the caller's profile records). */
+typedef struct {
+    const char       *op;
+    const char       *device_class;
+    const char       *candidate;
+    Ak__Param *const *params;
+    size_t            nparams;
+} ak_installed_t;
+
+/* ak_expand with the installed entries of the coordinator's profiles:
+   where policy.search.installed is true, a halving search of (op, class,
+   candidate) takes the configurations of that triple's entries as seeds
+   after the candidate's own (those still valid in its space; within the
+   budget), so a night starts from what the last ones installed. */
+int ak_expand_with (const ak_manifest_t *manifest, const ak_installed_t *inst, size_t ninst,
+                    const char *batch_id, const char *bundle_digest, uint64_t now_ms, ak_expansion_t **exp_p,
+                    ak_err_t *err);
+
 /* Whether a kernel built for arch (a spec's "arch": "sm_90a"; NULL none)
    can run on the device class target: false only when the class names its
    compute capability ("NVIDIA_H200/sm_90/...") and ak_arch_check refuses

@@ -370,6 +370,19 @@ int ak_profiles_load (ak_txn_t *txn, const char *name, Ak__ProfileClass ***class
     return 0;
 }
 
+int ak_profiles_load_all (ak_txn_t *txn, Ak__ProfileClass ***classes_p, size_t *n_p, ak_err_t *err)
+{
+    s_recs_t r = { 0 };
+    int rc = ak_store_walk (txn, AK_DB_PROFILES, "", s_collect, &r, err);
+    if (rc) {
+        s_recs_free (&r);
+        return rc;
+    }
+    *classes_p = r.recs;
+    *n_p = r.n;
+    return 0;
+}
+
 void ak_profiles_free (Ak__ProfileClass ***classes_p, size_t n)
 {
     if (classes_p && *classes_p) {

@@ -74,6 +74,9 @@ int ak_profiles_import (ak_txn_t *txn, const json_t *package, const char *name, 
    array (free with ak_profiles_free); AK_ENOTFOUND when there is none. */
 int ak_profiles_load (ak_txn_t *txn, const char *name, Ak__ProfileClass ***classes_p, size_t *n_p,
                       ak_err_t *err);
+/* Every class record of every profile (none: *n_p 0), free with
+   ak_profiles_free; a record that does not decode is skipped (logged). */
+int ak_profiles_load_all (ak_txn_t *txn, Ak__ProfileClass ***classes_p, size_t *n_p, ak_err_t *err);
 void ak_profiles_free (Ak__ProfileClass ***classes_p, size_t n);
 
 /* The verification status of a profile (`akctl verify`, verify.h): the

@@ -71,18 +71,30 @@ static int s_on_sample (const ak_candidate_t *cand, const int64_t *values, void 
 int ak_search_sample (const ak_candidate_t *cand, uint64_t seed, const char *salt, size_t budget,
                       ak_search_sample_t *out, ak_err_t *err)
 {
+    return ak_search_sample_with (cand, NULL, 0, seed, salt, budget, out, err);
+}
+
+int ak_search_sample_with (const ak_candidate_t *cand, const int64_t *extra, size_t nextra, uint64_t seed,
+                           const char *salt, size_t budget, ak_search_sample_t *out, ak_err_t *err)
+{
     memset (out, 0, sizeof *out);
     size_t np = cand->nparams < AK_MAX_PARAMS ? cand->nparams : AK_MAX_PARAMS;
     budget = budget ? budget : 1;
-    /* the seeds (ak_space_parse checked them against this space) */
-    size_t nseeds = cand->seeds && np == cand->nparams ? cand->nseeds : 0;
-    nseeds = nseeds < budget ? nseeds : budget;
-    s_reservoir_t r = { .budget = budget - nseeds, .np = np, .seeds = cand->seeds, .nseeds = nseeds };
+    /* the seeds, the candidate's (ak_space_parse checked them against
+       this space) then extra, at most budget of them together */
+    size_t nown = cand->seeds && np == cand->nparams ? cand->nseeds : 0;
+    nown = nown < budget ? nown : budget;
+    size_t nx = extra && np == cand->nparams ? nextra : 0;
+    nx = nx < budget - nown ? nx : budget - nown;
+    size_t nseeds = nown + nx;
+    int64_t *values = ak_calloc (budget * (np ? np : 1), sizeof *values);
+    if (nown)
+        memcpy (values, cand->seeds, nown * np * sizeof *values);
+    if (nx)
+        memcpy (values + nown * np, extra, nx * np * sizeof *values);
+    s_reservoir_t r = { .budget = budget - nseeds, .np = np, .seeds = values, .nseeds = nseeds };
     r.state = ak_search_rng_seed (seed, salt);
     r.index = ak_calloc (r.budget ? r.budget : 1, sizeof *r.index);
-    int64_t *values = ak_calloc (budget * (np ? np : 1), sizeof *values);
-    if (nseeds)
-        memcpy (values, cand->seeds, nseeds * np * sizeof *values);
     r.values = values + nseeds * np;
     int rc = ak_space_walk (cand, s_on_sample, &r, NULL, err);
     if (rc) {
@@ -108,6 +120,7 @@ int ak_search_sample (const ak_candidate_t *cand, uint64_t seed, const char *sal
     out->valid = r.valid;
     out->n = nseeds + n;
     out->seeded = nseeds;
+    out->extra = nx;
     out->values = values;
     return 0;
 }

@@ -31,7 +31,8 @@ typedef struct {
     size_t    nparams;
     size_t    valid;            /* valid configurations in the space */
     size_t    n;                /* sampled: min(budget, valid) */
-    size_t    seeded;           /* the first `seeded` of them are the candidate's seeds */
+    size_t    seeded;           /* the first `seeded` of them are seeds: the candidate's, then extra */
+    size_t    extra;            /* of seeded, the extra ones (ak_search_sample_with) */
     int64_t  *values;           /* n * nparams: the seeds, then the others in walk order */
 } ak_search_sample_t;
 
@@ -43,6 +44,12 @@ typedef struct {
    ak_search_sample_clear.  Errors of ak_space_walk come back as they are. */
 int ak_search_sample (const ak_candidate_t *cand, uint64_t seed, const char *salt, size_t budget,
                       ak_search_sample_t *out, ak_err_t *err);
+/* The same with nextra more seeds after the candidate's own (extra:
+   nextra * nparams values, each a valid configuration, none equal to a
+   seed before it: ak_expand's installed winners); out->seeded counts
+   both, out->extra those of extra that were taken. */
+int ak_search_sample_with (const ak_candidate_t *cand, const int64_t *extra, size_t nextra, uint64_t seed,
+                           const char *salt, size_t budget, ak_search_sample_t *out, ak_err_t *err);
 void ak_search_sample_clear (ak_search_sample_t *sample);
 
 // ------------------------------------------------------------ stage sizing

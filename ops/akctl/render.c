@@ -113,8 +113,12 @@ static void s_search (FILE *out, const json_t *sum)
         if (strcmp (akj_str (v, "strategy"), "halving") == 0)
         {
             fprintf (out, "%" PRId64 " of %" PRId64 " valid sampled", akj_int (v, "sampled"), akj_int (v, "valid"));
-            if (akj_int (v, "seeded") > 0)
-                fprintf (out, " (%" PRId64 " of them its spec's seeds)", akj_int (v, "seeded"));
+            if (akj_int (v, "seeded") > 0) {
+                fprintf (out, " (%" PRId64 " of them seeds", akj_int (v, "seeded"));
+                if (akj_int (v, "installed") > 0)
+                    fprintf (out, ", %" PRId64 " from installed profiles", akj_int (v, "installed"));
+                fputc (')', out);
+            }
             if (akj_int (v, "refined") > 0)
                 fprintf (out, " and %" PRId64 " of their neighbours", akj_int (v, "refined"));
             fprintf (out, ", keep %" PRId64 " in %" PRId64 " stages\n", akj_int (v, "keep"), akj_int (v, "rounds"));

@@ -155,6 +155,75 @@ static void test_sample_seeds (void **state)
     free (dir);
 }
 
+/* policy.search.installed: the installed entries of (op, class,
+   candidate) that are valid in the space today are seeds after the
+   spec's, once each; others (another class, another candidate, a value
+   no longer in the lists, a parameter missing) are left out; without the
+   policy they are not used. */
+static Ak__Param *s_param (const char *name, int64_t value)
+{
+    Ak__Param *p = ak_malloc (sizeof *p);
+    ak__param__init (p);
+    p->name = (char *) name;
+    p->value = value;
+    return p;
+}
+
+static void test_expand_installed (void **state)
+{
+    (void) state;
+    char *dir = ak_test_tmpdir ("rounds");
+    Ak__Param *ok[] = { s_param ("BLOCK", 3), s_param ("UNROLL", 4) };          /* 12 <= 16 */
+    Ak__Param *dup[] = { s_param ("UNROLL", 4), s_param ("BLOCK", 3) };         /* the same, by name */
+    Ak__Param *gone[] = { s_param ("BLOCK", 9), s_param ("UNROLL", 1) };        /* 9 not in the list */
+    Ak__Param *bad[] = { s_param ("BLOCK", 8), s_param ("UNROLL", 4) };         /* 32 > 16 */
+    Ak__Param *half[] = { s_param ("BLOCK", 2), s_param ("WIDTH", 1) };         /* UNROLL missing */
+    Ak__Param *other[] = { s_param ("BLOCK", 5), s_param ("UNROLL", 3) };
+    const ak_installed_t inst[] = {
+        { "opa", "host", "blocked", ok, 2 },
+        { "opa", "host", "blocked", dup, 2 },
+        { "opa", "host", "blocked", gone, 2 },
+        { "opa", "host", "blocked", bad, 2 },
+        { "opa", "host", "blocked", half, 2 },
+        { "opa", "NVIDIA_H200/sm_90/drv580/nvrtc13.0", "blocked", other, 2 },
+        { "opb", "host", "blocked", other, 2 },
+        { "opa", "host", "other", other, 2 },
+    };
+    ak_err_t err = { 0 };
+    for (int on = 0; on < 2; on++) {
+        ak_manifest_t *m = ak_rounds_fx_manifest (dir, on ? "\"search\": {\"budget\": 4, \"installed\": true}"
+                                                          : "\"search\": {\"budget\": 4}");
+        ak_expansion_t *exp = NULL;
+        assert_int_equal (ak_expand_with (m, inst, sizeof inst / sizeof inst[0], "B000001", "d", 1, &exp, &err), 0);
+        const Ak__SearchSummary *sum = exp->batch->search[0];
+        assert_int_equal (sum->sampled, 4);
+        assert_int_equal (sum->seeded, on ? 1 : 0);
+        assert_int_equal (sum->installed, on ? 1 : 0);
+        int hits = 0, fives = 0;
+        for (size_t i = 0; i < exp->ntasks; i++) {
+            const Ak__TaskRecord *t = exp->tasks[i];
+            if (strcmp (t->kind, "tune") != 0)
+                continue;
+            int64_t bl = ak_rounds_fx_param (t->params, t->n_params, "BLOCK");
+            int64_t un = ak_rounds_fx_param (t->params, t->n_params, "UNROLL");
+            hits += bl == 3 && un == 4;
+            fives += bl == 5 && un == 3;
+        }
+        if (on)
+            assert_int_equal (hits, 1);         /* once, though installed twice */
+        assert_true (fives <= 1);               /* only as a random draw */
+        ak_expansion_destroy (&exp);
+        ak_manifest_destroy (&m);
+    }
+    Ak__Param **all[] = { ok, dup, gone, bad, half, other };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        free (all[i][0]);
+        free (all[i][1]);
+    }
+    ak_test_rmtree (dir);
+    free (dir);
+}
+
 static void test_stage_sizes_and_policy (void **state)
 {
     assert_int_equal (ak_search_stage_size (16, 2, 2, 1), 16);
@@ -234,11 +303,13 @@ static void test_policy_parsing (void **state)
     assert_true (m->policy.confirm);
     assert_true (m->policy.implausible == 10.0);
     assert_int_equal (m->policy.search_refine, 0);
+    assert_false (m->policy.search_installed);
     /* the bundle carries every field to the coordinator */
     char *bundle = ak_manifest_to_bundle (m);
     ak_manifest_destroy (&m);
     m = ak_rounds_fx_manifest (dir, "\"search\": {\"strategy\": \"halving\", \"budget\": 9, \"keep\": 3, \"rounds\": 3,"
-                         " \"short_max_time_ms\": 70, \"refine\": 12}, \"confirm\": false, \"implausible\": 4");
+                         " \"short_max_time_ms\": 70, \"refine\": 12, \"installed\": true}, \"confirm\": false,"
+                         " \"implausible\": 4");
     free (bundle);
     bundle = ak_manifest_to_bundle (m);
     ak_manifest_t *b = NULL;
@@ -250,6 +321,7 @@ static void test_policy_parsing (void **state)
     assert_int_equal (b->policy.search_rounds, 3);
     assert_int_equal (b->policy.short_max_time_ms, 70);
     assert_int_equal (b->policy.search_refine, 12);
+    assert_true (b->policy.search_installed);
     assert_false (b->policy.confirm);
     assert_true (b->policy.implausible == 4.0);
     ak_manifest_destroy (&b);
@@ -264,6 +336,7 @@ static void test_policy_parsing (void **state)
         { "\"search\": {\"refine\": 1025}", "policy.search.refine" },
         { "\"search\": {\"refine\": -1}", "policy.search.refine" },
         { "\"search\": {\"sample\": 4}", "policy.search.sample" },
+        { "\"search\": {\"installed\": 1}", "policy.search.installed" },
         { "\"search\": 3", "policy.search" },
         { "\"confirm\": 1", "policy.confirm" },
         { "\"implausible\": 1", "policy.implausible" },
@@ -647,6 +720,7 @@ int main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_sample),
         cmocka_unit_test (test_sample_seeds),
+        cmocka_unit_test (test_expand_installed),
         cmocka_unit_test (test_stage_sizes_and_policy),
         cmocka_unit_test (test_policy_parsing),
         cmocka_unit_test (test_expand_strategies),
