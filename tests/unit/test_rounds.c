@@ -82,6 +82,19 @@ static void test_sample (void **state)
     free (dir);
 }
 
+/* Tune tasks of exp at BLOCK=bl UNROLL=un. */
+static int s_tunes_at (const ak_expansion_t *exp, int64_t bl, int64_t un)
+{
+    int n = 0;
+    for (size_t i = 0; i < exp->ntasks; i++) {
+        const Ak__TaskRecord *t = exp->tasks[i];
+        if (strcmp (t->kind, "tune") == 0 && ak_rounds_fx_param (t->params, t->n_params, "BLOCK") == bl
+            && ak_rounds_fx_param (t->params, t->n_params, "UNROLL") == un)
+            n++;
+    }
+    return n;
+}
+
 /* The candidate's seeds: first in every sample, within the budget, never
    drawn twice; the rest of the budget drawn from the other
    configurations, in walk order. */
@@ -138,16 +151,8 @@ static void test_sample_seeds (void **state)
     assert_int_equal (ak_expand (mh, "B000001", "d", 1, &exp, &err), 0);
     assert_int_equal (exp->batch->search[0]->sampled, 6);
     assert_int_equal (exp->batch->search[0]->seeded, 2);
-    int found = 0;
-    for (size_t i = 0; i < exp->ntasks; i++) {
-        const Ak__TaskRecord *t = exp->tasks[i];
-        if (strcmp (t->kind, "tune") != 0)
-            continue;
-        int64_t bl = ak_rounds_fx_param (t->params, t->n_params, "BLOCK");
-        int64_t un = ak_rounds_fx_param (t->params, t->n_params, "UNROLL");
-        found += (bl == 8 && un == 2) + (bl == 1 && un == 1);
-    }
-    assert_int_equal (found, 2);
+    assert_int_equal (s_tunes_at (exp, 8, 2), 1);
+    assert_int_equal (s_tunes_at (exp, 1, 1), 1);
     ak_expansion_destroy (&exp);
     ak_manifest_destroy (&mh);
     ak_manifest_destroy (&m);
@@ -199,19 +204,9 @@ static void test_expand_installed (void **state)
         assert_int_equal (sum->sampled, 4);
         assert_int_equal (sum->seeded, on ? 1 : 0);
         assert_int_equal (sum->installed, on ? 1 : 0);
-        int hits = 0, fives = 0;
-        for (size_t i = 0; i < exp->ntasks; i++) {
-            const Ak__TaskRecord *t = exp->tasks[i];
-            if (strcmp (t->kind, "tune") != 0)
-                continue;
-            int64_t bl = ak_rounds_fx_param (t->params, t->n_params, "BLOCK");
-            int64_t un = ak_rounds_fx_param (t->params, t->n_params, "UNROLL");
-            hits += bl == 3 && un == 4;
-            fives += bl == 5 && un == 3;
-        }
         if (on)
-            assert_int_equal (hits, 1);         /* once, though installed twice */
-        assert_true (fives <= 1);               /* only as a random draw */
+            assert_int_equal (s_tunes_at (exp, 3, 4), 1);      /* once, though installed twice */
+        assert_true (s_tunes_at (exp, 5, 3) <= 1);             /* only as a random draw */
         ak_expansion_destroy (&exp);
         ak_manifest_destroy (&m);
     }
