@@ -156,11 +156,6 @@ static int s_on_config (const ak_candidate_t *cand, const int64_t *values, void 
     return 0;
 }
 
-/* The tune tasks of one candidate (rounds.h): every valid configuration
-   at stage 0 (exhaustive), or a sample of policy.search_budget of them at
-   stage 1 with the short timing policy (halving): the candidate's seeds,
-   with policy.search.installed the installed entries' configurations, and
-   the rest of the budget drawn at random (ak_search_sample_with). */
 /* The configurations of the installed entries of (op, target, cand) that
    are valid in cand's space today (a parameter missing, a value no longer
    in its list or a constraint false: left out), none twice nor equal to
@@ -205,6 +200,11 @@ static int64_t *s_installed (const s_ctx_t *ctx, const char *op, const char *tar
     return out;
 }
 
+/* The tune tasks of one candidate (rounds.h): every valid configuration
+   at stage 0 (exhaustive), or a sample of policy.search_budget of them at
+   stage 1 with the short timing policy (halving): the candidate's seeds,
+   with policy.search.installed the installed entries' configurations, and
+   the rest of the budget drawn at random (ak_search_sample_with). */
 static int s_expand_candidate (s_ctx_t *ctx, const ak_policy_t *pol, const char *op, const char *target,
                                const ak_candidate_t *cand, const Ak__TaskRecord *ctmpl, bool profile,
                                ak_err_t *err)
