@@ -4,6 +4,7 @@
 #include <string.h>
 #include "expand.h"
 #include "cpb.h"
+#include "refine.h"
 #include "search.h"
 #include "digest.h"
 #include "space.h"
@@ -175,16 +176,7 @@ static int64_t *s_installed (const s_ctx_t *ctx, const char *op, const char *tar
             || in->nparams != np)
             continue;
         int64_t v[AK_MAX_PARAMS];
-        bool found = true;
-        for (size_t i = 0; i < np && found; i++) {
-            found = false;
-            for (size_t k = 0; k < in->nparams && !found; k++)
-                if (in->params[k] && ak_streq (in->params[k]->name, cand->params[i].name)) {
-                    v[i] = in->params[k]->value;
-                    found = true;
-                }
-        }
-        if (!found || !ak_space_valid (cand, v))
+        if (!ak_refine_values (cand, in->params, in->nparams, v) || !ak_space_valid (cand, v))
             continue;
         bool dup = false;
         for (size_t k = 0; k < cand->nseeds && !dup; k++)

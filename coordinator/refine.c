@@ -6,15 +6,15 @@
 #include "space.h"
 #include "util.h"
 
-bool ak_refine_values (const ak_candidate_t *cand, const ak_promote_cand_t *c, int64_t *values)
+bool ak_refine_values (const ak_candidate_t *cand, Ak__Param *const *params, size_t nparams, int64_t *values)
 {
     if (cand->nparams > AK_MAX_PARAMS)
         return false;
     for (size_t i = 0; i < cand->nparams; i++) {
         bool found = false;
-        for (size_t k = 0; k < c->nparams && !found; k++)
-            if (c->params[k] && c->params[k]->name && strcmp (c->params[k]->name, cand->params[i].name) == 0) {
-                values[i] = c->params[k]->value;
+        for (size_t k = 0; k < nparams && !found; k++)
+            if (params[k] && params[k]->name && strcmp (params[k]->name, cand->params[i].name) == 0) {
+                values[i] = params[k]->value;
                 found = true;
             }
         if (!found)
@@ -79,7 +79,7 @@ int ak_refine_plan (const ak_spec_t *spec, const ak_promote_cand_t *seeds, size_
         const ak_candidate_t *cand = seeds[s].candidate_name ? ak_spec_candidate (spec, seeds[s].candidate_name)
                                                              : NULL;
         int64_t center[AK_MAX_PARAMS];
-        if (!cand || cand->nparams == 0 || !ak_refine_values (cand, &seeds[s], center)
+        if (!cand || cand->nparams == 0 || !ak_refine_values (cand, seeds[s].params, seeds[s].nparams, center)
             || !ak_space_in_lists (cand, center))
             continue;                   /* a configuration of an older spec: no neighbours */
         rc = ak_space_neighbors (cand, center, s_collect, &lists[s], err);
@@ -94,7 +94,7 @@ int ak_refine_plan (const ak_spec_t *spec, const ak_promote_cand_t *seeds, size_
         for (size_t i = 0; i < nhave; i++) {
             const ak_candidate_t *hc = have[i].candidate_name ? ak_spec_candidate (spec, have[i].candidate_name)
                                                               : NULL;
-            if (hc && ak_refine_values (hc, &have[i], hv[i].values))
+            if (hc && ak_refine_values (hc, have[i].params, have[i].nparams, hv[i].values))
                 hv[i].cand = hc;
         }
         out = ak_calloc (cap, sizeof *out);

@@ -39,8 +39,8 @@ int ak_refine_plan (const ak_spec_t *spec, const ak_promote_cand_t *seeds, size_
                     const ak_promote_cand_t *have, size_t nhave, size_t cap, ak_refine_new_t **out_p,
                     size_t *n_p, ak_err_t *err);
 
-/* The params of c (in any order) as values in cand's declaration order:
-   false when one is missing. */
-bool ak_refine_values (const ak_candidate_t *cand, const ak_promote_cand_t *c, int64_t *values);
+/* The params (a task's, a profile entry's; in any order) as values in
+   cand's declaration order: false when one is missing. */
+bool ak_refine_values (const ak_candidate_t *cand, Ak__Param *const *params, size_t nparams, int64_t *values);
 
 #endif
