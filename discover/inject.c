@@ -362,11 +362,58 @@ static int s_launch_index (CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
     return -1;
 }
 
+/*  CUPTI's host buffers, kept for reuse ($AKD_BUFFER_POOL, default 1):
+    a buffer CUPTI has handed back goes to the pool (up to S_POOL_MAX)
+    instead of free(), and the next request takes it, so the records of a
+    traced step are not written into freshly mapped pages each time
+    (8 MiB is past glibc's mmap threshold: each request would map it, the
+    records fault its pages in, and free() unmaps it; measured as a
+    variant by ops/bench/discover_overhead.sh).  Freed at exit. */
+#define S_POOL_MAX 8
+static struct {
+    pthread_mutex_t mu;
+    bool            on;
+    int             n;
+    uint8_t        *buf[S_POOL_MAX];
+} P = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
 static void CUPTIAPI s_buffer_requested (uint8_t **buffer, size_t *size, size_t *max_records)
 {
-    *buffer = aligned_alloc (8, S_CUPTI_BUF);
-    *size = *buffer ? S_CUPTI_BUF : 0;
+    uint8_t *b = NULL;
+    if (P.on) {
+        pthread_mutex_lock (&P.mu);
+        if (P.n > 0)
+            b = P.buf[--P.n];
+        pthread_mutex_unlock (&P.mu);
+    }
+    if (!b)
+        b = aligned_alloc (8, S_CUPTI_BUF);
+    *buffer = b;
+    *size = b ? S_CUPTI_BUF : 0;
     *max_records = 0;
+}
+
+/*  A buffer CUPTI is done with: into the pool, else freed. */
+static void s_buffer_release (uint8_t *buffer)
+{
+    if (P.on && buffer) {
+        pthread_mutex_lock (&P.mu);
+        if (P.n < S_POOL_MAX) {
+            P.buf[P.n++] = buffer;
+            buffer = NULL;
+        }
+        pthread_mutex_unlock (&P.mu);
+    }
+    free (buffer);
+}
+
+static void s_pool_drain (void)
+{
+    pthread_mutex_lock (&P.mu);
+    while (P.n > 0)
+        free (P.buf[--P.n]);
+    P.on = false;
+    pthread_mutex_unlock (&P.mu);
 }
 
 static void s_kernel_rec (const CUpti_ActivityKernel10 *k)
@@ -442,7 +489,7 @@ static void CUPTIAPI s_buffer_completed (CUcontext ctx, uint32_t stream, uint8_t
         akd_rec_dropped_t r = { { AKD_REC_DROPPED, 0, sizeof r }, dropped, 0 };
         akd_rec_out (&r, sizeof r);
     }
-    free (buffer);
+    s_buffer_release (buffer);
 }
 
 /*  Graph node created (with the creating thread's range stack: a graph is
@@ -822,6 +869,7 @@ static void s_at_exit (void)
     akd_rec_end_t r = { { AKD_REC_END, 0, sizeof r }, atomic_load (&S.step_starts), atomic_load (&S.step_ends) };
     akd_rec_out (&r, sizeof r);
     akd_rec_flush ();
+    s_pool_drain ();
 }
 
 static const int s_signals[] = { SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT, SIGQUIT };
@@ -946,6 +994,7 @@ static void s_init (void)
     S.cb_domains = dom && strcmp (dom, "runtime") == 0 ? 1u : dom && strcmp (dom, "driver") == 0 ? 2u : 3u;
     S.skip_ms = s_env_long ("AKD_SKIP_MS", 0);
     S.gate = (S.step_range || S.skip_ms > 0) && s_env_long ("AKD_GATE", 1) != 0;
+    P.on = s_env_long ("AKD_BUFFER_POOL", 1) != 0;
     S.on = true;
     char drv[64], nvrtc[32];
     s_read_driver_release (drv, sizeof drv);

@@ -681,7 +681,8 @@ static void test_sampled_steps (void **state)
 /*  CUPTI's buffer attributes from akctl discover's environment
     (AKD_CUPTI_PINNED, _BUFFER_MB, _PREALLOC) reach CUPTI with their values
     and only when given; one CUPTI refuses (a buffer of 0 bytes) stops the
-    run with the attribute named. */
+    run with the attribute named.  AKD_BUFFER_POOL=0 (no host buffer kept
+    for reuse) runs as well. */
 static void test_cupti_attrs (void **state)
 {
     (void) state;
@@ -695,6 +696,8 @@ static void test_cupti_attrs (void **state)
           "attrs pinned 1 buffer 8388608 prealloc 5" },
         { "AKD_CUPTI_PREALLOC=0", "attrs pinned -1 buffer -1 prealloc 0" },
         { "", "attrs pinned -1 buffer -1 prealloc -1" },
+        /* host buffers freed as CUPTI hands them back, not kept */
+        { "AKD_BUFFER_POOL=0", "attrs pinned -1 buffer -1 prealloc -1" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = NULL, *counts = NULL;
