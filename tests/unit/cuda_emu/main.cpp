@@ -294,6 +294,39 @@ static void s_shm_take (s_blk *b)
     s_shm_owner = b;
 }
 
+/*  Thread stacks, kept from a finished block for the next one (of the
+    same size): mapping fresh ones for each block, and unmapping them, cost
+    a page fault a thread and a TLB flush a block, 40% of an emulation's
+    time in the kernel (perf, session 39).  A thread starts at the top of
+    its stack and needs nothing there, so a used one does. */
+static std::vector<char *> s_stack_pool;
+static size_t s_stack_pool_bytes;
+
+static char *s_stacks_get (size_t bytes)
+{
+    if (bytes != s_stack_pool_bytes) {
+        for (char *p : s_stack_pool)
+            munmap (p, s_stack_pool_bytes);
+        s_stack_pool.clear ();
+        s_stack_pool_bytes = bytes;
+    }
+    if (!s_stack_pool.empty ()) {
+        char *p = s_stack_pool.back ();
+        s_stack_pool.pop_back ();
+        return p;
+    }
+    void *p = mmap (nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? nullptr : (char *) p;
+}
+
+static void s_stacks_put (char *p, size_t bytes)
+{
+    if (bytes == s_stack_pool_bytes)
+        s_stack_pool.push_back (p);
+    else
+        munmap (p, bytes);
+}
+
 static void s_blk_start (s_blk *b, unsigned nthr)
 {
     b->t.resize (nthr);
@@ -303,9 +336,8 @@ static void s_blk_start (s_blk *b, unsigned nthr)
     memset (&ones, 0xff, sizeof ones);
     b->dyn.assign ((size_t) (s_dyn_bytes + 7) / 8, ones);
     b->shm.assign (s_shm_size (), (char) 0xff);        /* uninitialised shared memory reads as NaN */
-    b->stacks = (char *) mmap (nullptr, (size_t) nthr * S_STACK, PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (b->stacks == MAP_FAILED)
+    b->stacks = s_stacks_get ((size_t) nthr * S_STACK);
+    if (!b->stacks)
         s_die ("mmap of the thread stacks failed");
     for (unsigned i = 0; i < nthr; i++) {
         s_thr &t = b->t[i];
@@ -391,7 +423,7 @@ static bool s_blk_run (s_blk *b, bool *moved)
         if (!live) {
             if (s_shm_owner == b)
                 s_shm_owner = nullptr;
-            munmap (b->stacks, (size_t) n * S_STACK);
+            s_stacks_put (b->stacks, (size_t) n * S_STACK);
             b->stacks = nullptr;
             b->done = true;
             *moved = true;
