@@ -380,12 +380,10 @@ static struct {
 static void CUPTIAPI s_buffer_requested (uint8_t **buffer, size_t *size, size_t *max_records)
 {
     uint8_t *b = NULL;
-    if (P.on) {
-        pthread_mutex_lock (&P.mu);
-        if (P.n > 0)
-            b = P.buf[--P.n];
-        pthread_mutex_unlock (&P.mu);
-    }
+    pthread_mutex_lock (&P.mu);
+    if (P.on && P.n > 0)
+        b = P.buf[--P.n];
+    pthread_mutex_unlock (&P.mu);
     if (!b)
         b = aligned_alloc (8, S_CUPTI_BUF);
     *buffer = b;
@@ -396,14 +394,12 @@ static void CUPTIAPI s_buffer_requested (uint8_t **buffer, size_t *size, size_t 
 /*  A buffer CUPTI is done with: into the pool, else freed. */
 static void s_buffer_release (uint8_t *buffer)
 {
-    if (P.on && buffer) {
-        pthread_mutex_lock (&P.mu);
-        if (P.n < S_POOL_MAX) {
-            P.buf[P.n++] = buffer;
-            buffer = NULL;
-        }
-        pthread_mutex_unlock (&P.mu);
+    pthread_mutex_lock (&P.mu);
+    if (P.on && buffer && P.n < S_POOL_MAX) {
+        P.buf[P.n++] = buffer;
+        buffer = NULL;
     }
+    pthread_mutex_unlock (&P.mu);
     free (buffer);
 }
 
@@ -994,7 +990,9 @@ static void s_init (void)
     S.cb_domains = dom && strcmp (dom, "runtime") == 0 ? 1u : dom && strcmp (dom, "driver") == 0 ? 2u : 3u;
     S.skip_ms = s_env_long ("AKD_SKIP_MS", 0);
     S.gate = (S.step_range || S.skip_ms > 0) && s_env_long ("AKD_GATE", 1) != 0;
+    pthread_mutex_lock (&P.mu);
     P.on = s_env_long ("AKD_BUFFER_POOL", 1) != 0;
+    pthread_mutex_unlock (&P.mu);
     S.on = true;
     char drv[64], nvrtc[32];
     s_read_driver_release (drv, sizeof drv);
