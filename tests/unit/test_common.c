@@ -541,6 +541,7 @@ static void test_keyring_workers_meta (void **state)
     free (edited);
     free (text);
     free (pub);
+    ak_test_rmtree (dir);
     free (dir);
 }
 
