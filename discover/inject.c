@@ -78,7 +78,6 @@
 #include "inject_int.h"
 
 #define AKD_EXPORT __attribute__ ((visibility ("default")))
-#define S_CUPTI_BUF    (8u << 20)       /* one CUPTI activity buffer */
 #define S_FLUSH_MS     200
 
 /* ================================================================ state */
@@ -362,54 +361,9 @@ static int s_launch_index (CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
     return -1;
 }
 
-/*  CUPTI's host buffers, kept for reuse ($AKD_BUFFER_POOL, default 1):
-    a buffer CUPTI has handed back goes to the pool (up to S_POOL_MAX)
-    instead of free(), and the next request takes it, so the records of a
-    traced step are not written into freshly mapped pages each time
-    (8 MiB is past glibc's mmap threshold: each request would map it, the
-    records fault its pages in, and free() unmaps it; measured as a
-    variant by ops/bench/discover_overhead.sh).  Freed at exit. */
-#define S_POOL_MAX 8
-static struct {
-    pthread_mutex_t mu;
-    bool            on;
-    int             n;
-    uint8_t        *buf[S_POOL_MAX];
-} P = { .mu = PTHREAD_MUTEX_INITIALIZER };
-
 static void CUPTIAPI s_buffer_requested (uint8_t **buffer, size_t *size, size_t *max_records)
 {
-    uint8_t *b = NULL;
-    pthread_mutex_lock (&P.mu);
-    if (P.on && P.n > 0)
-        b = P.buf[--P.n];
-    pthread_mutex_unlock (&P.mu);
-    if (!b)
-        b = aligned_alloc (8, S_CUPTI_BUF);
-    *buffer = b;
-    *size = b ? S_CUPTI_BUF : 0;
-    *max_records = 0;
-}
-
-/*  A buffer CUPTI is done with: into the pool, else freed. */
-static void s_buffer_release (uint8_t *buffer)
-{
-    pthread_mutex_lock (&P.mu);
-    if (P.on && buffer && P.n < S_POOL_MAX) {
-        P.buf[P.n++] = buffer;
-        buffer = NULL;
-    }
-    pthread_mutex_unlock (&P.mu);
-    free (buffer);
-}
-
-static void s_pool_drain (void)
-{
-    pthread_mutex_lock (&P.mu);
-    while (P.n > 0)
-        free (P.buf[--P.n]);
-    P.on = false;
-    pthread_mutex_unlock (&P.mu);
+    akd_buf_request (buffer, size, max_records);
 }
 
 static void s_kernel_rec (const CUpti_ActivityKernel10 *k)
@@ -485,7 +439,7 @@ static void CUPTIAPI s_buffer_completed (CUcontext ctx, uint32_t stream, uint8_t
         akd_rec_dropped_t r = { { AKD_REC_DROPPED, 0, sizeof r }, dropped, 0 };
         akd_rec_out (&r, sizeof r);
     }
-    s_buffer_release (buffer);
+    akd_buf_release (buffer);
 }
 
 /*  Graph node created (with the creating thread's range stack: a graph is
@@ -639,57 +593,26 @@ static void s_sample (bool traced)
     s_switch (traced, "on for a sampled step", "off for a step not sampled");
 }
 
-/*  CUPTI's buffer attributes from the environment (docs/discover.md,
-    "CUPTI's buffers"), set before CUDA makes a context, as CUPTI asks:
-    AKD_CUPTI_PINNED=1 keeps the kernel records' device-side buffers in
-    pinned host memory (CUPTI 13's default is device memory, copied out
-    at each flush), AKD_CUPTI_BUFFER_MB their size and AKD_CUPTI_PREALLOC
-    how many are made at start (CUPTI: 3.2 MB, 3); unset, CUPTI's
-    defaults.  For measuring what switching the records costs a CUDA-graph
-    step (docs/benchmarks.md, session 37).  0, or -1 after an ERROR record
-    naming the attribute CUPTI refused (or a CUPTI without
-    cuptiActivitySetAttribute). */
+/*  CUPTI's buffer attributes from the environment (inject_buf.c,
+    akd_buf_attrs): 0, or -1 after an ERROR record naming the attribute
+    CUPTI refused (or a CUPTI without cuptiActivitySetAttribute). */
 static int s_cupti_attrs (void)
 {
-    const long pinned = s_env_long ("AKD_CUPTI_PINNED", -1), mb = s_env_long ("AKD_CUPTI_BUFFER_MB", -1),
-               pre = s_env_long ("AKD_CUPTI_PREALLOC", -1);
-    if (pinned < 0 && mb < 0 && pre < 0)
+    const long given[3] = { s_env_long ("AKD_CUPTI_PINNED", -1), s_env_long ("AKD_CUPTI_BUFFER_MB", -1),
+                            s_env_long ("AKD_CUPTI_PREALLOC", -1) };
+    const char *name = NULL;
+    long value = 0;
+    int r = 0;
+    if (akd_buf_attrs (S.cupti, given, &name, &value, &r) == 0)
         return 0;
-    CUptiResult (*set) (CUpti_ActivityAttribute, size_t *, void *) =
-        (CUptiResult (*) (CUpti_ActivityAttribute, size_t *, void *)) dlsym (S.cupti, "cuptiActivitySetAttribute");
     char why[256];
-    if (!set) {
-        s_error ("cupti_failed", "AKD_CUPTI_*: this CUPTI has no cuptiActivitySetAttribute");
-        return -1;
-    }
-    uint8_t pin = pinned > 0;
-    size_t bytes = (size_t) (mb > 0 ? mb : 0) << 20, count = (size_t) (pre > 0 ? pre : 0);
-    const struct {
-        long given;
-        CUpti_ActivityAttribute attr;
-        const char *name;
-        void *value;
-        size_t size;
-    } a[] = {
-        { pinned, CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, "MEM_ALLOCATION_TYPE_HOST_PINNED", &pin,
-          sizeof pin },
-        { mb, CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, "DEVICE_BUFFER_SIZE", &bytes, sizeof bytes },
-        { pre, CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, "DEVICE_BUFFER_PRE_ALLOCATE_VALUE", &count,
-          sizeof count },
-    };
-    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
-        if (a[i].given < 0)
-            continue;
-        size_t size = a[i].size;
-        CUptiResult r = set (a[i].attr, &size, a[i].value);
-        if (r != CUPTI_SUCCESS) {
-            snprintf (why, sizeof why, "cuptiActivitySetAttribute (%s, %ld from the environment): %s", a[i].name,
-                      a[i].given, s_cupti_text (r));
-            s_error ("cupti_failed", why);
-            return -1;
-        }
-    }
-    return 0;
+    if (!name)
+        snprintf (why, sizeof why, "AKD_CUPTI_*: this CUPTI has no cuptiActivitySetAttribute");
+    else
+        snprintf (why, sizeof why, "cuptiActivitySetAttribute (%s, %ld from the environment): %s", name, value,
+                  s_cupti_text ((CUptiResult) r));
+    s_error ("cupti_failed", why);
+    return -1;
 }
 
 static void *s_open_cupti (char *path, size_t cap)
@@ -865,7 +788,7 @@ static void s_at_exit (void)
     akd_rec_end_t r = { { AKD_REC_END, 0, sizeof r }, atomic_load (&S.step_starts), atomic_load (&S.step_ends) };
     akd_rec_out (&r, sizeof r);
     akd_rec_flush ();
-    s_pool_drain ();
+    akd_buf_drain ();
 }
 
 static const int s_signals[] = { SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT, SIGQUIT };
@@ -990,9 +913,7 @@ static void s_init (void)
     S.cb_domains = dom && strcmp (dom, "runtime") == 0 ? 1u : dom && strcmp (dom, "driver") == 0 ? 2u : 3u;
     S.skip_ms = s_env_long ("AKD_SKIP_MS", 0);
     S.gate = (S.step_range || S.skip_ms > 0) && s_env_long ("AKD_GATE", 1) != 0;
-    pthread_mutex_lock (&P.mu);
-    P.on = s_env_long ("AKD_BUFFER_POOL", 1) != 0;
-    pthread_mutex_unlock (&P.mu);
+    akd_buf_pool (s_env_long ("AKD_BUFFER_POOL", 1) != 0);
     S.on = true;
     char drv[64], nvrtc[32];
     s_read_driver_release (drv, sizeof drv);

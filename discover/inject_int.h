@@ -1,7 +1,7 @@
-/*  discover/inject_int.h: what the two files of libakdiscover.so share
+/*  discover/inject_int.h: what the files of libakdiscover.so share
     (inject.c: set-up, NVTX, CUPTI, window, exit and signals;
     inject_rec.c: the per-thread record buffers, string interning and the
-    writer).  Internal: nothing here is exported from the library.
+    writer; inject_buf.c: CUPTI's buffers).  Internal: nothing here is exported from the library.
 
     Never: take a lock, allocate or format text in akd_rec_push / pop
     (the hot path of every NVTX range), or block a program's thread for
@@ -55,5 +55,19 @@ void akd_rec_kick (void);
 void akd_rec_flush_signal (const void *rec, size_t n);
 /* After fork, in the child: nothing more is written. */
 void akd_rec_forget (void);
+
+/* CUPTI's buffers (inject_buf.c).  The host buffers CUPTI asks for and
+   hands back (its buffer callbacks), kept for reuse while the pool is on
+   (akd_buf_pool; akd_buf_drain frees them and turns it off, at exit). */
+void akd_buf_pool (bool on);
+void akd_buf_request (uint8_t **buffer, size_t *size, size_t *max_records);
+void akd_buf_release (uint8_t *buffer);
+void akd_buf_drain (void);
+/* The AKD_CUPTI_* attributes of CUPTI's device-side buffers (given: pinned,
+   MiB a buffer, buffers made at start; -1 each where not given), through
+   the cuptiActivitySetAttribute of cupti (a dlopen handle).  0; or -1
+   with *failed NULL (no such function), or naming the attribute CUPTI
+   refused, with *value the value given and *result CUPTI's CUptiResult. */
+int  akd_buf_attrs (void *cupti, const long given[3], const char **failed, long *value, int *result);
 
 #endif
