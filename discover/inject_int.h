@@ -1,7 +1,8 @@
 /*  discover/inject_int.h: what the files of libakdiscover.so share
     (inject.c: set-up, NVTX, CUPTI, window, exit and signals;
     inject_rec.c: the per-thread record buffers, string interning and the
-    writer; inject_buf.c: CUPTI's buffers).  Internal: nothing here is exported from the library.
+    writer; inject_buf.c: CUPTI's buffers).  Internal: nothing here is
+    exported from the library.
 
     Never: take a lock, allocate or format text in akd_rec_push / pop
     (the hot path of every NVTX range), or block a program's thread for

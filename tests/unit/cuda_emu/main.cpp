@@ -298,7 +298,8 @@ static void s_shm_take (s_blk *b)
     same size): mapping fresh ones for each block, and unmapping them, cost
     a page fault a thread and a TLB flush a block, 40% of an emulation's
     time in the kernel (perf, session 39).  A thread starts at the top of
-    its stack and needs nothing there, so a used one does. */
+    its stack and reads nothing it has not written there, so a stack a
+    finished block used serves as well as a fresh one. */
 static std::vector<char *> s_stack_pool;
 static size_t s_stack_pool_bytes;
 
