@@ -13,9 +13,11 @@
     winner must say why); then, the winner installed (`profile install
     --unconfirmed`), the same batch with policy.search.installed takes
     its configuration as a seed ("1 of them seeds, 1 from installed
-    profiles").  The workers get --cache as a relative path (a
-    user's `--cache cache`, which failed every task until the worker made
-    it absolute: its jobs run in scratch directories of their own).
+    profiles"); where the first winner was not promoted (so cannot be
+    installed), the batch runs again, up to twice, for one that is.  The
+    workers get --cache as a relative path (a user's `--cache cache`,
+    which failed every task until the worker made it absolute: its jobs
+    run in scratch directories of their own).
     Everything it starts is stopped at the end. */
 #include "support.h"
 
@@ -223,12 +225,31 @@ static void test_halving_and_confirm (void **state)
     free (out);
 
     /* policy.search.installed: the winner installed, the same batch again
-       takes its configuration as a seed (the expansion at submit says so) */
-    if (!s_bool (win, "promoted"))
-        print_message ("NOTE: no promoted winner to install: policy.search.installed not checked in this run\n");
+       takes its configuration as a seed (the expansion at submit says so).
+       Only a promoted winner can be installed: where the first batch's was
+       not (a box too noisy; 1 run in 9 seen), the same batch runs again, up
+       to twice, for one that is */
+    char *inst = ak_strdup (s_batch_id);
+    bool promoted = s_bool (win, "promoted");
+    for (int round = 1; !promoted && round <= 2; round++) {
+        char *manifest = s_write_manifest (false);
+        free (inst);
+        inst = ak_test_submit (&s_c, "submit '%s'", manifest);
+        free (manifest);
+        json_t *s3 = ak_test_batch_wait (&s_c, inst, S_BATCH_MS);
+        assert_string_equal (s_str (s3, "state"), "complete");
+        const json_t *w3 = json_array_get (json_object_get (s3, "winners"), 0);
+        promoted = s_bool (w3, "promoted");
+        print_message ("the batch again (%d of 2) for a winner to install: promoted %d, %s\n", round, promoted,
+                       s_str (w3, "reason"));
+        json_decref (s3);
+    }
+    if (!promoted)
+        print_message ("NOTE: no promoted winner in three batches: policy.search.installed not checked in this "
+                       "run\n");
     else {
         assert_int_equal (ak_test_akctl (&s_c, &out, "profile install %s --profile sp --unconfirmed 2>&1",
-                                         s_batch_id), 0);
+                                         inst), 0);
         free (out);
         char *again = s_write_manifest (true);
         char *b2 = ak_test_submit (&s_c, "submit '%s'", again);
@@ -244,6 +265,7 @@ static void test_halving_and_confirm (void **state)
         free (again);
         free (b2);
     }
+    free (inst);
     json_decref (sum);
 }
 
