@@ -4,6 +4,7 @@ tolerance file, the verdict rule, and the driver's argument checks."""
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -161,6 +162,7 @@ class DriverArgsTest(unittest.TestCase):
         import pkg
         from akprofile import gate
         d = pkg.build()
+        self.addCleanup(shutil.rmtree, d, True)
         classes, sums = gate.package_identity(d)
         self.assertEqual(classes, {pkg.CLASS: 1})
         with open(os.path.join(d, "SHA256SUMS"), "rb") as f:
