@@ -11,7 +11,9 @@
 
 #include <czmq.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -287,6 +289,49 @@ static int s_open_backends (ak_daemon_t *d, const char *list, ak_err_t *err)
     return 0;
 }
 
+static int s_rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void) st;
+    (void) flag;
+    if (ftw->level > 0)
+        remove (path);
+    return 0;
+}
+
+/*  Everything in dir removed, dir kept. */
+static void s_empty_dir (const char *dir)
+{
+    nftw (dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int s_rm_all (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void) st;
+    (void) flag;
+    (void) ftw;
+    remove (path);
+    return 0;
+}
+
+void ak_daemon_scratch_sweep (ak_daemon_t *d, pid_t exec_pid)
+{
+    if (!d->scratch_dir || exec_pid <= 0)
+        return;
+    char prefix[64];
+    snprintf (prefix, sizeof prefix, "akfleet-job-%d-", (int) exec_pid);
+    DIR *dir = opendir (d->scratch_dir);
+    if (!dir)
+        return;
+    struct dirent *e;
+    while ((e = readdir (dir)))
+        if (strncmp (e->d_name, prefix, strlen (prefix)) == 0) {
+            char *path = ak_path_join (d->scratch_dir, e->d_name);
+            nftw (path, s_rm_all, 16, FTW_DEPTH | FTW_PHYS);
+            free (path);
+        }
+    closedir (dir);
+}
+
 int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t *err)
 {
     int rc = 0;
@@ -376,6 +421,21 @@ int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t
         goto fail;
     }
     ak_daemon_spool_load (d);
+    /* the jobs' scratch directories in one of this worker's own, which it
+       empties at the start (what a killed run left: an executor killed
+       mid-job cannot remove its job's) and at the end, and where it
+       removes what an executor it lost left (ak_daemon_scratch_sweep); the
+       executors it starts find it in AK_JOB_SCRATCH (jobproc.c) */
+    d->scratch_dir = ak_daemon_worker_dirname (d->cache_dir, "scratch", d->worker_id);
+    if (strlen (d->scratch_dir) < 200 && ak_mkdir_p (d->scratch_dir, 0700, NULL) == 0) {
+        s_empty_dir (d->scratch_dir);
+        setenv ("AK_JOB_SCRATCH", d->scratch_dir, 1);
+    }
+    else {
+        ak_warn ("scratch directory %s: not usable: jobs' scratch directories go to TMPDIR", d->scratch_dir);
+        free (d->scratch_dir);
+        d->scratch_dir = NULL;
+    }
     if (pipe2 (d->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
         rc = ak_err_set (err, AK_EIO, "pipe2: %s", strerror (errno));
         goto fail;
@@ -492,6 +552,8 @@ int ak_daemon_run (ak_daemon_t *d, ak_err_t *err)
     ak_pool_destroy (&d->pool);
     for (size_t i = 0; i < d->nslots; i++)
         ak_exec_destroy (&d->slots[i].exec);
+    if (d->scratch_dir)
+        s_empty_dir (d->scratch_dir);                 /* the executors are gone: what they left */
     ak_uplink_destroy (&d->link);
     if (!rc && d->refused.code)
         rc = ak_err_set (err, d->refused.code, "%s", d->refused.msg);
@@ -536,6 +598,7 @@ void ak_daemon_destroy (ak_daemon_t **self_p)
         free (d->backend_name);
         free (d->cache_dir);
         free (d->spool_dir);
+        free (d->scratch_dir);
         free (d->exe_path);
         free (d->log_level);
         free (d);

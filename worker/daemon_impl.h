@@ -107,6 +107,7 @@ struct ak_daemon {
     ak_daemon_config_t  cfg;           /* its strings point at the copies below */
     char               *coordinator, *worker_id, *backend_name, *cache_dir, *exe_path, *log_level;
     char               *spool_dir;     /* unacked receipts on disk; NULL: memory only */
+    char               *scratch_dir;   /* the jobs' scratch directories (AK_JOB_SCRATCH); NULL: TMPDIR */
     Ak__Device        **devices;       /* of every backend in use */
     const ak_backend_t **dev_be;       /* dev_be[i] runs devices[i] */
     size_t              ndevices;
@@ -195,12 +196,18 @@ void ak_daemon_count_receipt (ak_daemon_t *d, int dev, const ak_dtask_t *t, cons
 /*  Renders and publishes the metrics snapshot when one is due (the tick). */
 void ak_daemon_metrics_tick (ak_daemon_t *d, uint64_t now);
 
+/*  Removes the scratch directories that executor exec_pid (gone: reaped)
+    left in the worker's (a job it was killed in the middle of). */
+void ak_daemon_scratch_sweep (ak_daemon_t *d, pid_t exec_pid);
+
 /* -------------------------------------------------------- daemon_spool.c */
 
 /*  Completes t with receipt r (taken): kept until acked, spooled, sent; t freed. */
 void ak_daemon_task_finish (ak_daemon_t *d, ak_dtask_t *t, Ak__Receipt *r);
 void ak_daemon_task_fail (ak_daemon_t *d, ak_dtask_t *t, const char *status, const char *reason);
-/*  CACHE/receipts/ID, safe as a directory name; caller frees. */
+/*  CACHE/KIND/ID, safe as a directory name; caller frees.  The spool is
+    CACHE/receipts/ID, the jobs' scratch directories are in CACHE/scratch/ID. */
+char *ak_daemon_worker_dirname (const char *cache_dir, const char *kind, const char *worker_id);
 char *ak_daemon_spool_dirname (const char *cache_dir, const char *worker_id);
 void  ak_daemon_spool_remove (ak_daemon_t *d, const ak_dpending_t *p);
 ak_dpending_t *ak_daemon_pending_find (ak_daemon_t *d, const char *task_id, uint32_t attempt);

@@ -34,7 +34,9 @@ void ak_daemon_slot_spawn (ak_daemon_t *d, ak_dslot_t *s)
     idle (a broken set-up must not spin). */
 void ak_daemon_slot_lost (ak_daemon_t *d, ak_dslot_t *s, const char *status, const char *reason)
 {
+    const pid_t pid = ak_exec_spawned_pid (s->exec);
     ak_exec_destroy (&s->exec);
+    ak_daemon_scratch_sweep (d, pid);                 /* the job it died in left its scratch */
     ak_dtask_t *t = s->task;
     s->task = NULL;
     if (t) {

@@ -26,10 +26,10 @@
 
 /* ================================================================= spool */
 
-/*  CACHE/receipts/ID, with any character of the id that is unsafe in a
-    file name replaced and, then, a digest of the id added so that two ids
+/*  CACHE/KIND/ID, with any character of the id that is unsafe in a file
+    name replaced and, then, a digest of the id added so that two ids
     never share a directory. */
-char *ak_daemon_spool_dirname (const char *cache_dir, const char *worker_id)
+char *ak_daemon_worker_dirname (const char *cache_dir, const char *kind, const char *worker_id)
 {
     char safe[160], hex[AK_DIGEST_HEX_LEN + 1];
     size_t n = 0;
@@ -45,7 +45,12 @@ char *ak_daemon_spool_dirname (const char *cache_dir, const char *worker_id)
         hex[12] = '\0';
         snprintf (safe + n, sizeof safe - n, "-%s", hex);
     }
-    return ak_sprintf ("%s/receipts/%s", cache_dir, safe);
+    return ak_sprintf ("%s/%s/%s", cache_dir, kind, safe);
+}
+
+char *ak_daemon_spool_dirname (const char *cache_dir, const char *worker_id)
+{
+    return ak_daemon_worker_dirname (cache_dir, "receipts", worker_id);
 }
 
 static char *s_spool_path (ak_daemon_t *d, const char *task_id, uint32_t attempt)

@@ -40,6 +40,7 @@
 
 struct ak_exec {
     pid_t              pid;
+    pid_t              spawned;        /* pid as started (pid is -1 once reaped) */
     int                fd;
     uint32_t           device;
     bool               busy;
@@ -141,7 +142,7 @@ int ak_exec_new (const char *bin, const char *backend, uint32_t device, const ch
         return ak_err_set (err, AK_EIO, "setsockopt SO_SNDTIMEO: %s", strerror (e));
     }
     ak_exec_t *self = ak_calloc (1, sizeof *self);
-    self->pid = pid;
+    self->pid = self->spawned = pid;
     self->fd = sv[0];
     self->device = device;
     ak_frame_reader_init (&self->reader, AK_MAX_MSG_SIZE);
@@ -206,6 +207,11 @@ int ak_exec_fd (const ak_exec_t *self)
 pid_t ak_exec_pid (const ak_exec_t *self)
 {
     return self ? self->pid : -1;
+}
+
+pid_t ak_exec_spawned_pid (const ak_exec_t *self)
+{
+    return self ? self->spawned : -1;
 }
 
 bool ak_exec_busy (const ak_exec_t *self)

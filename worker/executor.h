@@ -30,6 +30,8 @@ void ak_exec_destroy (ak_exec_t **self_p);
 
 int      ak_exec_fd (const ak_exec_t *self);       /* poll it for input */
 pid_t    ak_exec_pid (const ak_exec_t *self);
+/*  The pid it was started with, also once it is reaped (-1: none). */
+pid_t    ak_exec_spawned_pid (const ak_exec_t *self);
 bool     ak_exec_busy (const ak_exec_t *self);     /* a job is out */
 uint64_t ak_exec_deadline (const ak_exec_t *self); /* monotonic ms; 0 when idle */
 

@@ -317,8 +317,12 @@ Ak__Receipt *ak_jobproc_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__De
         .no_procs = true,
     };
     int abi = ak_sandbox_landlock_abi (NULL);
-    const char *tmp = getenv ("TMPDIR");
-    snprintf (scratch, sizeof scratch, "%s/akfleet-job-XXXXXX", tmp && tmp[0] == '/' && strlen (tmp) < 200 ? tmp : "/tmp");
+    const char *tmp = getenv ("AK_JOB_SCRATCH");     /* the worker's own (daemon.c), else TMPDIR */
+    if (!tmp || tmp[0] != '/')
+        tmp = getenv ("TMPDIR");
+    /* named by this executor's pid: the daemon removes what an executor it lost left (daemon.c) */
+    snprintf (scratch, sizeof scratch, "%s/akfleet-job-%d-XXXXXX",
+              tmp && tmp[0] == '/' && strlen (tmp) < 200 ? tmp : "/tmp", (int) getpid ());
     if (!mkdtemp (scratch)) {
         r = s_fail (job, "error", "sandbox: scratch directory %s: %s", scratch, strerror (errno));
         scratch[0] = '\0';

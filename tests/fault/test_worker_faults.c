@@ -194,11 +194,16 @@ static void test_kill_worker_mid_task (void **state)
     int exec_pid = out ? atoi (out) : 0;
     free (out);
     assert_true (exec_pid > 0);
+    /* the job runs in a scratch directory in wa's (CACHE/scratch/wa) */
+    char *scr_a = ak_sprintf ("%s/cache/scratch/wa", c->dir), *scr_b = ak_sprintf ("%s/cache/scratch/wb", c->dir);
+    uint64_t until = ak_fault_now_ms () + 10000;
+    while (s_files (scr_a) != 1 && ak_fault_now_ms () < until)
+        ak_test_sleep_ms (20);
+    assert_int_equal (s_files (scr_a), 1);
     uint64_t t0 = ak_fault_now_ms ();
     int status = ak_fault_stop (a, SIGKILL, 5000);
     assert_true (WIFSIGNALED (status));
     pid_t b = s_worker (c, "wb");
-    uint64_t until;
 
     /* wa is declared dead (3 x 200 ms); the task goes to wb as attempt 2 */
     s_wait_started (c, "wb", S_HANG, 30000);
@@ -234,7 +239,28 @@ static void test_kill_worker_mid_task (void **state)
              exec_pid, (unsigned long long) moved);
 
     ak_fault_wait_complete (c, "B000001", 30000);
+    /* wb's executor was killed at the hang's timeout: wb removed what its
+       job left; wa's kill -9 left its job's scratch directory, which wa's
+       next start (same --id and --cache) removes */
+    assert_int_equal (s_files (scr_b), 0);
     s_stop_clean (b);
+    assert_int_equal (s_files (scr_a), 1);
+    a = s_worker (c, "wa");
+    until = ak_fault_now_ms () + 30000;
+    bool back = false;
+    while (!back && ak_fault_now_ms () < until) {
+        all = NULL;
+        w = s_worker_json (c, "wa", &all);
+        back = w && strcmp (json_string_value (json_object_get (w, "state")), "alive") == 0;
+        json_decref (all);
+        if (!back)
+            ak_test_sleep_ms (50);
+    }
+    assert_true (back);
+    assert_int_equal (s_files (scr_a), 0);
+    s_stop_clean (a);
+    free (scr_a);
+    free (scr_b);
     status = ak_fault_coord_kill (c, SIGTERM);
     assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 0);
     ak_fault_tally_t tally;
