@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -306,6 +307,30 @@ char *ak_dirname (const char *path)
     memcpy (d, path, n);
     d[n] = '\0';
     return d;
+}
+
+static int s_rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void) st;
+    (void) flag;
+    (void) ftw;
+    remove (path);
+    return 0;
+}
+
+static int s_rm_below (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void) st;
+    (void) flag;
+    if (ftw->level > 0)
+        remove (path);
+    return 0;
+}
+
+void ak_rm_tree (const char *path, bool keep_top)
+{
+    if (path && *path)
+        nftw (path, keep_top ? s_rm_below : s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 char *ak_path_join (const char *dir, const char *rel)

@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -289,30 +288,6 @@ static int s_open_backends (ak_daemon_t *d, const char *list, ak_err_t *err)
     return 0;
 }
 
-static int s_rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void) st;
-    (void) flag;
-    if (ftw->level > 0)
-        remove (path);
-    return 0;
-}
-
-/*  Everything in dir removed, dir kept. */
-static void s_empty_dir (const char *dir)
-{
-    nftw (dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static int s_rm_all (const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void) st;
-    (void) flag;
-    (void) ftw;
-    remove (path);
-    return 0;
-}
-
 void ak_daemon_scratch_sweep (ak_daemon_t *d, pid_t exec_pid)
 {
     if (!d->scratch_dir || exec_pid <= 0)
@@ -326,7 +301,7 @@ void ak_daemon_scratch_sweep (ak_daemon_t *d, pid_t exec_pid)
     while ((e = readdir (dir)))
         if (strncmp (e->d_name, prefix, strlen (prefix)) == 0) {
             char *path = ak_path_join (d->scratch_dir, e->d_name);
-            nftw (path, s_rm_all, 16, FTW_DEPTH | FTW_PHYS);
+            ak_rm_tree (path, false);
             free (path);
         }
     closedir (dir);
@@ -428,7 +403,7 @@ int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t
        executors it starts find it in AK_JOB_SCRATCH (jobproc.c) */
     d->scratch_dir = ak_daemon_worker_dirname (d->cache_dir, "scratch", d->worker_id);
     if (strlen (d->scratch_dir) < 200 && ak_mkdir_p (d->scratch_dir, 0700, NULL) == 0) {
-        s_empty_dir (d->scratch_dir);
+        ak_rm_tree (d->scratch_dir, true);
         setenv ("AK_JOB_SCRATCH", d->scratch_dir, 1);
     }
     else {
@@ -553,7 +528,7 @@ int ak_daemon_run (ak_daemon_t *d, ak_err_t *err)
     for (size_t i = 0; i < d->nslots; i++)
         ak_exec_destroy (&d->slots[i].exec);
     if (d->scratch_dir)
-        s_empty_dir (d->scratch_dir);                 /* the executors are gone: what they left */
+        ak_rm_tree (d->scratch_dir, true);             /* the executors are gone: what they left */
     ak_uplink_destroy (&d->link);
     if (!rc && d->refused.code)
         rc = ak_err_set (err, d->refused.code, "%s", d->refused.msg);

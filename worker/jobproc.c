@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <libgen.h>
 #include <poll.h>
 #include <signal.h>
@@ -226,13 +225,6 @@ static void s_collect (pid_t pid, int res_fd, int out_fd, s_collect_t *c, int *s
     }
 }
 
-static int s_rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void) st; (void) flag; (void) ftw;
-    remove (path);
-    return 0;
-}
-
 /*  The directories a job process may read: system libraries and the
     directories of the job's artifacts (the compile cache). */
 static size_t s_read_paths (const Ak__ExecJob *job, const char *ro[S_MAX_RO + 1], char *dirs[S_MAX_RO])
@@ -396,7 +388,7 @@ done:
     for (size_t i = 0; i < ndirs; i++)
         free (dirs[i]);
     if (scratch[0])
-        nftw (scratch, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        ak_rm_tree (scratch, false);
     char desc[512];
     ak_sandbox_describe (&lim, abi, desc, sizeof desc);
     ak_pb_set_str (&r->sandbox, desc);

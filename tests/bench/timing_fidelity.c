@@ -36,7 +36,6 @@
 #include "util.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -122,15 +121,6 @@ static void s_say (const char *fmt, ...)
     }
 }
 
-static int s_rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void) st;
-    (void) flag;
-    (void) ftw;
-    remove (path);
-    return 0;
-}
-
 static char *s_tmpdir (const char *tag)
 {
     const char *base = getenv ("TMPDIR");
@@ -145,7 +135,7 @@ static char *s_tmpdir (const char *tag)
 static void s_rmtree (const char *path)
 {
     if (path && *path && strcmp (path, "/") != 0)
-        nftw (path, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        ak_rm_tree (path, false);
 }
 
 static double s_median (const double *x, size_t n)

@@ -66,6 +66,10 @@ static int s_group_setup (void **state)
     (void) state;
     ak_err_t err = { 0 };
     s_fix.dir = ak_test_tmpdir ("exec");
+    /* the executors' job scratch directories in this test's folder (a
+       daemon gives its executors its own: worker/daemon.c), so that the
+       hang's, killed with its executor, goes with the folder */
+    setenv ("AK_JOB_SCRATCH", s_fix.dir, 1);
     s_fix.bin = ak_test_bin ("akworker");
     if (access (s_fix.bin, X_OK) != 0) {
         fprintf (stderr, "%s is not built: build the akworker target first\n", s_fix.bin);
