@@ -10,8 +10,8 @@
 #include "util.h"
 
 #include <czmq.h>
-#include <errno.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdatomic.h>

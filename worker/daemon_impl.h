@@ -157,6 +157,12 @@ ak_dtask_t *ak_daemon_task_find (ak_daemon_t *d, const char *task_id, uint32_t a
 /*  The first device this task can run on, or -1. */
 int         ak_daemon_device_for (ak_daemon_t *d, const Ak__Assign *a);
 
+/* ------------------------------------------------------ scratch (daemon.c) */
+
+/*  Removes the scratch directories that executor exec_pid (gone: reaped)
+    left in the worker's (a job it was killed in the middle of). */
+void ak_daemon_scratch_sweep (ak_daemon_t *d, pid_t exec_pid);
+
 /* --------------------------------------------------------- daemon_link.c */
 
 /* The socket to the coordinator; NULL while there is none (uplink.h). */
@@ -195,10 +201,6 @@ void ak_daemon_dispatch (ak_daemon_t *d);
 void ak_daemon_count_receipt (ak_daemon_t *d, int dev, const ak_dtask_t *t, const Ak__Receipt *r);
 /*  Renders and publishes the metrics snapshot when one is due (the tick). */
 void ak_daemon_metrics_tick (ak_daemon_t *d, uint64_t now);
-
-/*  Removes the scratch directories that executor exec_pid (gone: reaped)
-    left in the worker's (a job it was killed in the middle of). */
-void ak_daemon_scratch_sweep (ak_daemon_t *d, pid_t exec_pid);
 
 /* -------------------------------------------------------- daemon_spool.c */
 
