@@ -329,7 +329,7 @@ static int s_rm_below (const char *path, const struct stat *st, int flag, struct
 
 void ak_rm_tree (const char *path, bool keep_top)
 {
-    if (path && *path)
+    if (path && *path && strcmp (path, "/") != 0)
         nftw (path, keep_top ? s_rm_below : s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 

@@ -26,8 +26,8 @@ char *ak_dirname (const char *path);
 /* Joins dir and rel ("dir/rel"); rel absolute is returned as is; caller frees. */
 char *ak_path_join (const char *dir, const char *rel);
 /*  Removes the tree at path, depth first, not following links; with
-    keep_top, everything in it but path itself.  Best effort: what cannot
-    be removed stays. */
+    keep_top, everything in it but path itself; never "/".  Best effort:
+    what cannot be removed stays. */
 void ak_rm_tree (const char *path, bool keep_top);
 
 /* xmalloc-style helpers: abort on allocation failure (out of memory is not

@@ -132,12 +132,6 @@ static char *s_tmpdir (const char *tag)
     return path;
 }
 
-static void s_rmtree (const char *path)
-{
-    if (path && *path && strcmp (path, "/") != 0)
-        ak_rm_tree (path, false);
-}
-
 static double s_median (const double *x, size_t n)
 {
     ak_stats_t st;
@@ -220,7 +214,7 @@ static double s_compile_rate (int base, int n, int threads, double *wall_s)
     for (int t = 0; t < started; t++)
         pthread_join (tid[t], NULL);
     *wall_s = (double) (ak_clock_mono_ns () - t0) / 1e9;
-    s_rmtree (cache);
+    ak_rm_tree (cache, false);
     free (cache);
     if (atomic_load (&p.failed)) {
         fprintf (stderr, "%d compiles failed\n", atomic_load (&p.failed));
@@ -554,7 +548,7 @@ static int s_ncu (const char *ncu, const char *self, const char *empty, const ch
 
 done:
     free (text);
-    s_rmtree (log);
+    ak_rm_tree (log, false);
     free (log);
     free (csv);
     free (errlog);
@@ -896,7 +890,7 @@ int main (int argc, char **argv)
            cpus < 16 ? " (fewer than 16 CPUs here)" : "");
     s_say ("  cache hit: median %.1f us (%d hits)\n", s_median (hit, NHIT), NHIT);
 
-    s_rmtree (cache);
+    ak_rm_tree (cache, false);
     free (cache);
     free (empty_path);
     free (copy_path);
