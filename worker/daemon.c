@@ -400,12 +400,10 @@ int ak_daemon_new (const ak_daemon_config_t *cfg, ak_daemon_t **self_p, ak_err_t
        empties at the start (what a killed run left: an executor killed
        mid-job cannot remove its job's) and at the end, and where it
        removes what an executor it lost left (ak_daemon_scratch_sweep); the
-       executors it starts find it in AK_JOB_SCRATCH (jobproc.c) */
+       executors it starts are given it (`--scratch`, jobproc.h) */
     d->scratch_dir = ak_daemon_worker_dirname (d->cache_dir, "scratch", d->worker_id);
-    if (strlen (d->scratch_dir) < 200 && ak_mkdir_p (d->scratch_dir, 0700, NULL) == 0) {
+    if (strlen (d->scratch_dir) < 200 && ak_mkdir_p (d->scratch_dir, 0700, NULL) == 0)
         ak_rm_tree (d->scratch_dir, true);
-        setenv ("AK_JOB_SCRATCH", d->scratch_dir, 1);
-    }
     else {
         ak_warn ("scratch directory %s: not usable: jobs' scratch directories go to TMPDIR", d->scratch_dir);
         free (d->scratch_dir);

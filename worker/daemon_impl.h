@@ -107,7 +107,7 @@ struct ak_daemon {
     ak_daemon_config_t  cfg;           /* its strings point at the copies below */
     char               *coordinator, *worker_id, *backend_name, *cache_dir, *exe_path, *log_level;
     char               *spool_dir;     /* unacked receipts on disk; NULL: memory only */
-    char               *scratch_dir;   /* the jobs' scratch directories (AK_JOB_SCRATCH); NULL: TMPDIR */
+    char               *scratch_dir;   /* the jobs' scratch directories (the executors' --scratch); NULL: TMPDIR */
     Ak__Device        **devices;       /* of every backend in use */
     const ak_backend_t **dev_be;       /* dev_be[i] runs devices[i] */
     size_t              ndevices;

@@ -16,7 +16,8 @@ void ak_daemon_slot_spawn (ak_daemon_t *d, ak_dslot_t *s)
 {
     ak_err_t err = { 0 };
     const Ak__Device *dev = d->devices[s->dev];
-    int rc = ak_exec_new (d->exe_path, d->dev_be[s->dev]->name, dev->index, d->log_level, &s->exec, &err);
+    int rc = ak_exec_new (d->exe_path, d->dev_be[s->dev]->name, dev->index, d->log_level, d->scratch_dir,
+                          &s->exec, &err);
     if (rc == 0 && s->spawns++ > 0 && d->dstats)
         d->dstats[s->dev].restarts++;
     if (rc != 0) {

@@ -84,7 +84,7 @@ static void s_status_text (int status, char *buf, size_t len)
 /* ---------------------------------------------------------- daemon side */
 
 int ak_exec_new (const char *bin, const char *backend, uint32_t device, const char *log_level,
-                 ak_exec_t **self_p, ak_err_t *err)
+                 const char *scratch, ak_exec_t **self_p, ak_err_t *err)
 {
     int sv[2] = { -1, -1 };
     if (!bin || !backend || !self_p)
@@ -100,7 +100,8 @@ int ak_exec_new (const char *bin, const char *backend, uint32_t device, const ch
     snprintf (fd_text, sizeof fd_text, "%d", AK_EXEC_CHILD_FD);
     snprintf (dev_text, sizeof dev_text, "%u", device);
     char *argv[] = { (char *) bin, "--executor", "--fd", fd_text, "--backend", (char *) backend,
-                     "--device", dev_text, "--log-level", (char *) (log_level ? log_level : "info"), NULL };
+                     "--device", dev_text, "--log-level", (char *) (log_level ? log_level : "info"),
+                     scratch ? "--scratch" : NULL, (char *) scratch, NULL };
     pid_t parent = getpid ();
     sigset_t none;
     sigemptyset (&none);
@@ -388,7 +389,7 @@ static void s_log_cache (const char *what, ak_refcache_t *cache)
               (unsigned long long) st.too_big);
 }
 
-int ak_executor_main (int fd, const char *backend, uint32_t device)
+int ak_executor_main (int fd, const char *backend, uint32_t device, const char *scratch)
 {
     int code = 0;
     Ak__Device **devices = NULL;
@@ -454,7 +455,7 @@ int ak_executor_main (int fd, const char *backend, uint32_t device)
         if (!job)
             r = ak_pb_receipt_for (NULL, "error", "executor got a malformed job");
         else if (confine)
-            r = ak_jobproc_run (be, dev, d, job, &fatal);
+            r = ak_jobproc_run (be, dev, d, job, scratch, &fatal);
         else
             r = ak_job_run (be, dev, d, job, cache, dcache);
         s_log_cache ("reference cache", cache);

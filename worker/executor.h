@@ -20,10 +20,11 @@
 typedef struct ak_exec ak_exec_t;
 
 /* Starts an executor: bin in executor mode for backend and device, its log
-   lines at log_level ("info" when NULL).  AK_EIO / AK_EUNAVAIL with err
-   naming the failing call. */
+   lines at log_level ("info" when NULL), its host jobs' scratch
+   directories made in scratch (`--scratch`; NULL: in TMPDIR, jobproc.h).
+   AK_EIO / AK_EUNAVAIL with err naming the failing call. */
 int  ak_exec_new (const char *bin, const char *backend, uint32_t device, const char *log_level,
-                  ak_exec_t **self_p, ak_err_t *err);
+                  const char *scratch, ak_exec_t **self_p, ak_err_t *err);
 /* Closes the socket (the executor exits on end of stream), waits up to
    200 ms, then SIGKILLs it and reaps it.  Safe twice. */
 void ak_exec_destroy (ak_exec_t **self_p);
@@ -66,6 +67,6 @@ const char *ak_signal_name (int sig, char *buf, size_t len);
 /* The child: serves jobs on fd until end of stream.  Returns the process
    exit code (0 on a clean end, 2 for bad arguments or no device, 3 after
    sending a "crashed" receipt: the device context is lost). */
-int  ak_executor_main (int fd, const char *backend, uint32_t device);
+int  ak_executor_main (int fd, const char *backend, uint32_t device, const char *scratch);
 
 #endif

@@ -286,7 +286,7 @@ static Ak__Receipt *s_verify (const s_collect_t *c, const uint8_t key[crypto_aut
 }
 
 Ak__Receipt *ak_jobproc_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device *device,
-                             const Ak__ExecJob *job, int *fatal_sig)
+                             const Ak__ExecJob *job, const char *scratch_root, int *fatal_sig)
 {
     Ak__Receipt *r = NULL;
     int res[2] = { -1, -1 }, key[2] = { -1, -1 }, out[2] = { -1, -1 }, ruleset = -1;
@@ -309,7 +309,7 @@ Ak__Receipt *ak_jobproc_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__De
         .no_procs = true,
     };
     int abi = ak_sandbox_landlock_abi (NULL);
-    const char *tmp = getenv ("AK_JOB_SCRATCH");     /* the worker's own (daemon.c), else TMPDIR */
+    const char *tmp = scratch_root;                  /* the worker's own (daemon.c), else TMPDIR */
     if (!tmp || tmp[0] != '/')
         tmp = getenv ("TMPDIR");
     /* named by this executor's pid: the daemon removes what an executor it lost left (daemon.c) */

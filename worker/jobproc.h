@@ -32,8 +32,10 @@
    process was killed by a signal of its own (a crashing kernel: SIGSEGV,
    SIGXCPU at its CPU limit ...), *fatal_sig gets the signal and the
    receipt says "crashed": an executor re-raises it, so that the daemon
-   sees what it saw when kernels ran in the executor. */
+   sees what it saw when kernels ran in the executor.  The job's scratch
+   directory is made in scratch (the worker's own, an absolute path; NULL:
+   TMPDIR, else /tmp), named by this process's pid. */
 Ak__Receipt *ak_jobproc_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__Device *device,
-                             const Ak__ExecJob *job, int *fatal_sig);
+                             const Ak__ExecJob *job, const char *scratch_root, int *fatal_sig);
 
 #endif

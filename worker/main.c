@@ -2,7 +2,7 @@
 
     Two modes: the daemon (what operators run, see --help) and the hidden
     executor mode the daemon starts for each device
-    (`akworker --executor --fd N --backend B --device I`).  Bad flags are
+    (`akworker --executor --fd N --backend B --device I [--scratch DIR]`).  Bad flags are
     reported with the flag named and exit status 2.  Under systemd
     (Type=notify) the daemon says READY=1 once its backends and cache are
     set up and its loop (which starts the executors) is entered (not when the coordinator
@@ -131,17 +131,19 @@ static int s_uint (const char *name, const char *text, int64_t lo, int64_t hi, u
 enum {
     O_COORD = 256, O_ID, O_BACKEND, O_SLOTS, O_PREFETCH, O_CACHE, O_HB, O_LIVENESS, O_BLOBS,
     O_MAXBACK, O_MAXREFUSALS, O_CTHREADS, O_LOGLEVEL, O_HELP, O_VERSION, O_EXECUTOR, O_FD, O_DEVICE, O_CERT, O_SERVERKEY, O_REFCACHE, O_DREFCACHE,
-    O_METRICS, O_METRICS_MS,
+    O_METRICS, O_METRICS_MS, O_SCRATCH,
 };
 
-static int s_executor_mode (int fd, const char *backend, uint32_t device)
+static int s_executor_mode (int fd, const char *backend, uint32_t device, const char *scratch)
 {
     ak_log_set_ident ("akworker-exec");
     if (fd < 0 || fcntl (fd, F_GETFD) < 0)
         return s_bad ("--executor: --fd %d is not an open descriptor", fd);
     if (!ak_backend_find (backend))
         return s_bad ("--executor: backend '%s' is not available in this build", backend);
-    return ak_executor_main (fd, backend, device);
+    if (scratch && scratch[0] != '/')
+        return s_bad ("--executor: --scratch '%s' is not an absolute path", scratch);
+    return ak_executor_main (fd, backend, device, scratch);
 }
 
 int main (int argc, char **argv)
@@ -167,6 +169,7 @@ int main (int argc, char **argv)
         { "executor",        no_argument,       NULL, O_EXECUTOR },
         { "fd",              required_argument, NULL, O_FD },
         { "device",          required_argument, NULL, O_DEVICE },
+        { "scratch",         required_argument, NULL, O_SCRATCH },
         { "cert",            required_argument, NULL, O_CERT },
         { "server-key",      required_argument, NULL, O_SERVERKEY },
         { "metrics",         required_argument, NULL, O_METRICS },
@@ -176,6 +179,7 @@ int main (int argc, char **argv)
     ak_daemon_config_t cfg;
     ak_daemon_config_defaults (&cfg);
     bool executor = false;
+    const char *scratch = NULL;
     const char *metrics = NULL;
     uint32_t fd = 0, device = 0;
     bool have_fd = false;
@@ -201,6 +205,7 @@ int main (int argc, char **argv)
             case O_FD:       if ((rc = s_uint ("--fd", optarg, 0, 65535, &fd))) return rc; have_fd = true; break;
             case O_DEVICE:   if ((rc = s_uint ("--device", optarg, 0, 1023, &device))) return rc; break;
             case O_EXECUTOR: executor = true; break;
+            case O_SCRATCH:  scratch = optarg; break;
             case O_CERT:     cfg.cert_file = optarg; break;
             case O_SERVERKEY: cfg.server_key = optarg; break;
             case O_REFCACHE:
@@ -246,7 +251,7 @@ int main (int argc, char **argv)
         if (!have_fd)
             return s_bad ("--executor needs --fd");
         return s_executor_mode ((int) fd, strcmp (cfg.backend, "auto") == 0 ? "host" : cfg.backend,
-                                device);
+                                device, scratch);
     }
     if (!cfg.coordinator)
         return s_bad ("--coordinator ENDPOINT is required");

@@ -173,7 +173,7 @@ static Ak__Receipt *s_run (const char *name, ak_exec_t **exec_p)
     job.baseline_path = s.base_path;
     job.candidate_path = cand;
     ak_exec_t *e = NULL;
-    assert_int_equal (ak_exec_new (s.bin, "host", 0, "warn", &e, &err), 0);
+    assert_int_equal (ak_exec_new (s.bin, "host", 0, "warn", NULL, &e, &err), 0);
     Ak__Receipt *r = NULL;
     ak_exec_run (e, &job, 60000, &r, &err);
     assert_non_null (r);

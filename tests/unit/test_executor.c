@@ -66,10 +66,6 @@ static int s_group_setup (void **state)
     (void) state;
     ak_err_t err = { 0 };
     s_fix.dir = ak_test_tmpdir ("exec");
-    /* the executors' job scratch directories in this test's folder (a
-       daemon gives its executors its own: worker/daemon.c), so that the
-       hang's, killed with its executor, goes with the folder */
-    setenv ("AK_JOB_SCRATCH", s_fix.dir, 1);
     s_fix.bin = ak_test_bin ("akworker");
     if (access (s_fix.bin, X_OK) != 0) {
         fprintf (stderr, "%s is not built: build the akworker target first\n", s_fix.bin);
@@ -125,7 +121,10 @@ static ak_exec_t *s_exec (void)
 {
     ak_exec_t *e = NULL;
     ak_err_t err = { 0 };
-    int rc = ak_exec_new (s_fix.bin, "host", 0, "warn", &e, &err);
+    /* the job scratch directories in this test's folder (a daemon gives
+       its executors its own: worker/daemon.c), so that the hang's, killed
+       with its executor, goes with the folder */
+    int rc = ak_exec_new (s_fix.bin, "host", 0, "warn", s_fix.dir, &e, &err);
     if (rc)
         fprintf (stderr, "%s\n", err.msg);
     assert_int_equal (rc, 0);
