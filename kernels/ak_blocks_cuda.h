@@ -50,7 +50,7 @@
 #ifndef AK_BLOCKS_CUDA_H
 #define AK_BLOCKS_CUDA_H
 
-#define AK_BLOCKS_VERSION 10
+#define AK_BLOCKS_VERSION 11
 
 /*  Under AK_CUDA_EMU (tests/unit/cuda_emu/emu.h: a kernel run on the CPU
     by test_cuda_cand_emu) the mma.sync blocks, the pointer forms of the
@@ -186,22 +186,30 @@ __device__ __forceinline__ void ak_split_slices (ak_i64 steps, ak_i64 gridy, boo
     is written, last pointing to an int in the block's shared memory; true
     in the block that arrived last of n, which then sees every other
     block's partial, with the group's counter set back to 0 for the next
-    launch.  One group a counter; launches of one module must not overlap. */
+    launch.  One group a counter; launches of one module must not overlap.
+    One atomic at gpu scope with release and acquire semantics, by thread
+    0: the block's barrier orders its threads' writes before the release
+    (cumulativity), and the acquire before the last block's reads after
+    the barrier that follows; no thread waits on a fence of its own (the
+    form with a fence by every thread: tma_decode's split merge, handshake
+    and all, cost 2.5 of b1_32k's 50.6 us on the H100, docs/benchmarks.md
+    session 40). */
 __device__ __forceinline__ bool ak_last_arrival (unsigned int *cnt, unsigned int n, int *last)
 {
-    __threadfence ();
     __syncthreads ();
     if (threadIdx.x == 0) {
-        const unsigned int done = atomicAdd (cnt, 1u);
+        unsigned int done;
+#ifdef AK_CUDA_EMU
+        done = atomicAdd (cnt, 1u);
+#else
+        asm volatile ("atom.acq_rel.gpu.add.u32 %0, [%1], 1;\n" : "=r" (done) : "l" (cnt) : "memory");
+#endif
         *last = done == n - 1;
         if (*last)
             *cnt = 0;
     }
     __syncthreads ();
-    const bool r = *last != 0;
-    if (r)
-        __threadfence ();
-    return r;
+    return *last != 0;
 }
 
 /*  Attention the plain way, a warp a query row, the online softmax in
