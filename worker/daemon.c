@@ -293,13 +293,13 @@ void ak_daemon_scratch_sweep (ak_daemon_t *d, pid_t exec_pid)
     if (!d->scratch_dir || exec_pid <= 0)
         return;
     char prefix[64];
-    snprintf (prefix, sizeof prefix, "akfleet-job-%d-", (int) exec_pid);
+    const size_t n = (size_t) snprintf (prefix, sizeof prefix, "akfleet-job-%d-", (int) exec_pid);
     DIR *dir = opendir (d->scratch_dir);
     if (!dir)
         return;
     struct dirent *e;
     while ((e = readdir (dir)))
-        if (strncmp (e->d_name, prefix, strlen (prefix)) == 0) {
+        if (strncmp (e->d_name, prefix, n) == 0) {
             char *path = ak_path_join (d->scratch_dir, e->d_name);
             ak_rm_tree (path, false);
             free (path);

@@ -309,9 +309,7 @@ Ak__Receipt *ak_jobproc_run (const ak_backend_t *be, ak_dev_t *dev, const Ak__De
         .no_procs = true,
     };
     int abi = ak_sandbox_landlock_abi (NULL);
-    const char *tmp = scratch_root;                  /* the worker's own (daemon.c), else TMPDIR */
-    if (!tmp || tmp[0] != '/')
-        tmp = getenv ("TMPDIR");
+    const char *tmp = scratch_root ? scratch_root : getenv ("TMPDIR");   /* the worker's own (daemon.c) */
     /* named by this executor's pid: the daemon removes what an executor it lost left (daemon.c) */
     snprintf (scratch, sizeof scratch, "%s/akfleet-job-%d-XXXXXX",
               tmp && tmp[0] == '/' && strlen (tmp) < 200 ? tmp : "/tmp", (int) getpid ());

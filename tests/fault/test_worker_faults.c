@@ -106,6 +106,25 @@ static void s_wait_started (ak_fault_coord_t *c, const char *id, const char *tas
     fail_msg ("worker %s did not start %s within %d ms (see %s/%s.log)", id, task, timeout_ms, c->dir, id);
 }
 
+/* Waits until worker id is alive (with registrations registrations where
+   that is not 0); fails with what after timeout_ms. */
+static void s_wait_alive (ak_fault_coord_t *c, const char *id, int64_t registrations, int timeout_ms,
+                          const char *what)
+{
+    uint64_t until = ak_fault_now_ms () + (uint64_t) timeout_ms;
+    while (ak_fault_now_ms () < until) {
+        json_t *all = NULL;
+        json_t *w = s_worker_json (c, id, &all);
+        bool alive = w && strcmp (json_string_value (json_object_get (w, "state")), "alive") == 0
+                  && (!registrations || json_integer_value (json_object_get (w, "registrations")) == registrations);
+        json_decref (all);
+        if (alive)
+            return;
+        ak_test_sleep_ms (50);
+    }
+    fail_msg ("%s (see %s/%s.log)", what, c->dir, id);
+}
+
 static void s_wait_terminal (ak_fault_coord_t *c, const char *task, int timeout_ms)
 {
     uint64_t until = ak_fault_now_ms () + (uint64_t) timeout_ms;
@@ -246,17 +265,7 @@ static void test_kill_worker_mid_task (void **state)
     s_stop_clean (b);
     assert_int_equal (s_files (scr_a), 1);
     a = s_worker (c, "wa");
-    until = ak_fault_now_ms () + 30000;
-    bool back = false;
-    while (!back && ak_fault_now_ms () < until) {
-        all = NULL;
-        w = s_worker_json (c, "wa", &all);
-        back = w && strcmp (json_string_value (json_object_get (w, "state")), "alive") == 0;
-        json_decref (all);
-        if (!back)
-            ak_test_sleep_ms (50);
-    }
-    assert_true (back);
+    s_wait_alive (c, "wa", 0, 30000, "wa did not come back after its restart");
     assert_int_equal (s_files (scr_a), 0);
     s_stop_clean (a);
     free (scr_a);
@@ -342,24 +351,13 @@ static void test_sigstop_worker (void **state)
     assert_int_equal (kill (d, SIGCONT), 0);
 
     /* wd registers again on its own and is alive */
-    uint64_t until = ak_fault_now_ms () + 15000;
-    bool back = false;
-    while (!back && ak_fault_now_ms () < until) {
-        w = s_worker_json (c, "wd", &all);
-        back = w && strcmp (json_string_value (json_object_get (w, "state")), "alive") == 0
-            && json_integer_value (json_object_get (w, "registrations")) == 2;
-        json_decref (all);
-        if (!back)
-            ak_test_sleep_ms (50);
-    }
-    if (!back)
-        fail_msg ("wd did not register again after SIGCONT");
+    s_wait_alive (c, "wd", 2, 15000, "wd did not register again after SIGCONT");
 
     /* both attempts end with a timeout receipt: we's, of the current
        attempt, is accepted; wd's, of the attempt taken from it, is refused
        (never stored) */
     s_wait_terminal (c, S_HANG, 30000);
-    until = ak_fault_now_ms () + 15000;
+    uint64_t until = ak_fault_now_ms () + 15000;
     while (ak_fault_stat (c, "security", "receipts_refused") < 1 && ak_fault_now_ms () < until)
         ak_test_sleep_ms (100);
     size_t dups = 0;
